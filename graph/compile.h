@@ -1,0 +1,54 @@
+#pragma once
+// The compile pipeline: ModelSpec -> fused op nodes of one step -> tiles -> dependencies from regions ->
+// events -> placement -> validated Program. Runs as a oneTBB flow graph (passes as nodes; the per-node
+// and per-task work inside a pass in parallel).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/model_spec.h"
+#include "scheduler/program.h"
+
+namespace tilefire {
+
+struct CompileOptions {
+  uint32_t workers = 1;
+  uint32_t tokens = 1;  // tokens per step: 1 at decode, the prompt length at prefill
+  uint32_t max_context = 0;  // KV cache positions per sequence; 0: the model's max_context
+  Placement placement = Placement::static_queues;
+  EventGranularity granularity = EventGranularity::tile;
+  uint32_t tiles_per_worker = 4;  // target tiles of each op per worker (more: more overlap, more sync)
+  uint32_t max_tile_rows = 512;   // widest matmul tile, in weight rows
+};
+
+// One op node before tiling: the fused op's parameters and the tile width the tiler should use.
+struct OpNode {
+  OpParams params;
+  uint32_t tile_width = 1;       // units per tile (the last tile may be narrower)
+  std::vector<uint32_t> breaks;  // unit indices a tile must not cross (besides 0 and the end)
+};
+
+// The fused op graph of one step (topological order) and the slots it names. Fusion decisions are made
+// here: RMSNorm into the prologue of the matmul that consumes it, RoPE, q/k norm, biases and the KV-cache
+// append into the QKV epilogue, residual adds and SwiGLU into matmul epilogues (docs/COMPILER.md).
+struct OpGraph {
+  std::vector<OpNode> nodes;
+  std::vector<SlotDesc> slots;
+  std::vector<float> constants;  // storage of the constant slots
+};
+
+OpGraph build_decoder_graph(const ModelSpec& spec, const CompileOptions& options);
+
+// Tiles, derives dependencies and events, places and validates. Throws std::runtime_error when the graph
+// is malformed (a slot read that nothing produces) or the Program fails validation.
+Program compile_graph(const OpGraph& graph, const CompileOptions& options);
+
+// build_decoder_graph + compile_graph.
+Program compile_model(const ModelSpec& spec, const CompileOptions& options);
+
+// Slot names the engine binds by convention.
+std::string kv_cache_slot_name(uint32_t layer, bool key);
+constexpr const char* kLogitsSlotName = "logits";
+constexpr const char* kRopeSlotName = "rope.inv_freq";
+
+}  // namespace tilefire

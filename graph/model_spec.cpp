@@ -1,0 +1,460 @@
+// ModelSpec from a Hugging Face config.json, the presets, and the way back to config.json text.
+#include "graph/model_spec.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace tilefire {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void fail(const std::string& origin, const std::string& what) {
+  throw InputError(origin + ": " + what);
+}
+
+struct ArchitectureName {
+  const char* hf_name;
+  const char* model_type;
+  Architecture arch;
+};
+
+constexpr ArchitectureName kArchitectures[] = {
+    {"LlamaForCausalLM", "llama", Architecture::llama},
+    {"MistralForCausalLM", "mistral", Architecture::mistral},
+    {"Qwen2ForCausalLM", "qwen2", Architecture::qwen2},
+    {"Qwen3ForCausalLM", "qwen3", Architecture::qwen3},
+};
+
+const ArchitectureName& architecture_entry(Architecture arch) {
+  for (const auto& entry : kArchitectures) {
+    if (entry.arch == arch) return entry;
+  }
+  return kArchitectures[0];
+}
+
+bool is_qwen(Architecture arch) { return arch == Architecture::qwen2 || arch == Architecture::qwen3; }
+
+// Reads config keys with one message shape for every failure: "<origin>: key 'k' must be ...".
+class ConfigReader {
+ public:
+  ConfigReader(const json& object, std::string origin, std::string prefix = "")
+      : object_(object), origin_(std::move(origin)), prefix_(std::move(prefix)) {}
+
+  bool has(const char* key) const { return object_.contains(key); }
+  bool has_non_null(const char* key) const { return has(key) && !object_.at(key).is_null(); }
+  const json& at(const char* key) const { return object_.at(key); }
+  std::string key_name(const char* key) const { return prefix_ + key; }
+
+  [[noreturn]] void bad(const char* key, const std::string& expected) const {
+    fail(origin_, "key '" + key_name(key) + "' must be " + expected + describe_value(key));
+  }
+
+  // A required positive integer that fits uint32 (sizes and counts).
+  uint32_t positive_u32(const char* key) const {
+    if (!has(key)) fail(origin_, "missing required key '" + key_name(key) + "' (a positive integer)");
+    return positive_u32_value(key);
+  }
+  uint32_t positive_u32_or(const char* key, uint32_t fallback) const {
+    return has_non_null(key) ? positive_u32_value(key) : fallback;
+  }
+
+  // A positive finite number (eps, theta, scaling factors); integers are accepted as numbers.
+  float positive_float_or(const char* key, float fallback) const {
+    if (!has_non_null(key)) return fallback;
+    const json& value = at(key);
+    if (!value.is_number()) bad(key, "a positive number");
+    double number = value.get<double>();
+    if (!std::isfinite(number) || number <= 0.0 || number > std::numeric_limits<float>::max()) {
+      bad(key, "a positive number");
+    }
+    return static_cast<float>(number);
+  }
+  float positive_float(const char* key) const {
+    if (!has_non_null(key)) fail(origin_, "missing required key '" + key_name(key) + "' (a positive number)");
+    return positive_float_or(key, 0.0f);
+  }
+
+  bool bool_or(const char* key, bool fallback) const {
+    if (!has_non_null(key)) return fallback;
+    if (!at(key).is_boolean()) bad(key, "true or false");
+    return at(key).get<bool>();
+  }
+
+  // A token id: a non-negative integer that fits int32.
+  int32_t token_id(const char* key, const json& value) const {
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
+        value.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      bad(key, "a non-negative integer token id (or a list of them)");
+    }
+    return static_cast<int32_t>(value.get<int64_t>());
+  }
+
+ private:
+  uint32_t positive_u32_value(const char* key) const {
+    const json& value = at(key);
+    if (!value.is_number_integer()) bad(key, "a positive integer");
+    // is_number_integer covers signed and unsigned storage; read through the matching type.
+    if (value.is_number_unsigned()) {
+      uint64_t number = value.get<uint64_t>();
+      if (number == 0 || number > std::numeric_limits<uint32_t>::max()) bad(key, "a positive integer");
+      return static_cast<uint32_t>(number);
+    }
+    int64_t number = value.get<int64_t>();
+    if (number <= 0 || number > int64_t(std::numeric_limits<uint32_t>::max())) bad(key, "a positive integer");
+    return static_cast<uint32_t>(number);
+  }
+
+  std::string describe_value(const char* key) const {
+    if (!has(key)) return "";
+    std::string text = at(key).dump();
+    if (text.size() > 40) text = text.substr(0, 37) + "...";
+    return " (got " + text + ")";
+  }
+
+  const json& object_;
+  std::string origin_;
+  std::string prefix_;
+};
+
+RopeScaling parse_rope_scaling(const json& config, const std::string& origin) {
+  RopeScaling scaling;
+  if (!config.contains("rope_scaling") || config.at("rope_scaling").is_null()) return scaling;
+  const json& node = config.at("rope_scaling");
+  if (!node.is_object()) fail(origin, "key 'rope_scaling' must be null or an object");
+  // Newer configs say "rope_type", older ones "type".
+  const char* type_key = node.contains("rope_type") ? "rope_type" : "type";
+  if (!node.contains(type_key)) fail(origin, "key 'rope_scaling' has no 'rope_type' (or 'type')");
+  if (!node.at(type_key).is_string()) fail(origin, "key 'rope_scaling." + std::string(type_key) + "' must be a string");
+  std::string type = node.at(type_key).get<std::string>();
+  if (type == "default") return scaling;
+  if (type != "llama3") {
+    fail(origin, "key 'rope_scaling' has unsupported type '" + type + "' (supported: llama3, default)");
+  }
+  ConfigReader reader(node, origin, "rope_scaling.");
+  scaling.llama3 = true;
+  scaling.factor = reader.positive_float("factor");
+  scaling.low_freq_factor = reader.positive_float("low_freq_factor");
+  scaling.high_freq_factor = reader.positive_float("high_freq_factor");
+  scaling.original_max_position = reader.positive_u32("original_max_position_embeddings");
+  return scaling;
+}
+
+void parse_token_ids(const ConfigReader& reader, ModelSpec& spec) {
+  if (reader.has_non_null("bos_token_id")) spec.bos_token = reader.token_id("bos_token_id", reader.at("bos_token_id"));
+  if (reader.has_non_null("eos_token_id")) {
+    const json& eos = reader.at("eos_token_id");
+    if (eos.is_array()) {
+      for (const json& id : eos) spec.eos_tokens.push_back(reader.token_id("eos_token_id", id));
+    } else {
+      spec.eos_tokens.push_back(reader.token_id("eos_token_id", eos));
+    }
+  }
+}
+
+// The dtype the config claims; load_hf_model replaces it by the dtype the matrices are stored in.
+DType parse_torch_dtype(const json& config, const std::string& origin) {
+  // transformers >= 4.56 writes "dtype"; older versions "torch_dtype".
+  const char* key = config.contains("torch_dtype") ? "torch_dtype" : "dtype";
+  if (!config.contains(key) || config.at(key).is_null()) return DType::f32;
+  const json& value = config.at(key);
+  if (!value.is_string()) fail(origin, "key '" + std::string(key) + "' must be a string such as \"bfloat16\"");
+  std::string name = value.get<std::string>();
+  if (name == "float32") return DType::f32;
+  if (name == "bfloat16") return DType::bf16;
+  if (name == "float16") return DType::f16;
+  fail(origin, "key '" + std::string(key) + "' names unknown dtype '" + name +
+                   "' (expected float32, bfloat16 or float16)");
+}
+
+// Shortest decimal text that reads back (as a double, then rounded to float) to exactly `value`, so
+// configs say 1e-05 rather than 9.99999974737875e-06.
+json float_to_json(float value) {
+  char buffer[64];
+  auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  std::string text(buffer, result.ptr);
+  double reread = std::strtod(text.c_str(), nullptr);
+  if (static_cast<float>(reread) == value) return reread;
+  return static_cast<double>(value);
+}
+
+}  // namespace
+
+uint64_t ModelSpec::parameter_count() const {
+  const uint64_t h = hidden, q = q_dim(), kv = kv_dim();
+  uint64_t per_layer = 2 * h                        // input and post-attention norms
+                       + h * q + 2 * h * kv + q * h  // q, k, v, o projections
+                       + 3 * h * uint64_t(ffn);      // gate, up, down
+  if (qkv_bias) per_layer += q + 2 * kv;
+  if (qk_norm) per_layer += 2 * uint64_t(head_dim);
+  uint64_t total = uint64_t(vocab) * h + uint64_t(layers) * per_layer + h;
+  if (!tie_embeddings) total += uint64_t(vocab) * h;
+  return total;
+}
+
+ModelSpec parse_hf_config(const std::filesystem::path& config_json) {
+  const std::string origin = config_json.string();
+  std::ifstream in(config_json, std::ios::binary);
+  if (!in) fail(origin, std::string("cannot open config.json (") + std::strerror(errno) + ")");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail(origin, std::string("cannot read config.json (") + std::strerror(errno) + ")");
+  return parse_hf_config_text(text.str(), origin);
+}
+
+ModelSpec parse_hf_config_text(const std::string& text, const std::string& origin) {
+  json config;
+  try {
+    config = json::parse(text);
+  } catch (const json::parse_error& error) {
+    fail(origin, std::string("not valid JSON: ") + error.what());
+  }
+  if (!config.is_object()) fail(origin, "not a config.json: the top level must be a JSON object");
+
+  ModelSpec spec;
+  if (!config.contains("architectures")) fail(origin, "missing required key 'architectures'");
+  const json& architectures = config.at("architectures");
+  if (!architectures.is_array() || architectures.empty() || !architectures.at(0).is_string()) {
+    fail(origin, "key 'architectures' must be a non-empty list of strings");
+  }
+  spec.arch_name = architectures.at(0).get<std::string>();
+  bool known = false;
+  std::string expected;
+  for (const auto& entry : kArchitectures) {
+    if (spec.arch_name == entry.hf_name) {
+      spec.arch = entry.arch;
+      known = true;
+    }
+    expected += expected.empty() ? entry.hf_name : std::string(", ") + entry.hf_name;
+  }
+  if (!known) fail(origin, "unknown architecture '" + spec.arch_name + "' (expected one of " + expected + ")");
+
+  const bool qwen = is_qwen(spec.arch);
+  ConfigReader reader(config, origin);
+  spec.vocab = reader.positive_u32("vocab_size");
+  spec.hidden = reader.positive_u32("hidden_size");
+  spec.layers = reader.positive_u32("num_hidden_layers");
+  spec.heads = reader.positive_u32("num_attention_heads");
+  spec.kv_heads = reader.positive_u32_or("num_key_value_heads", spec.heads);
+  if (reader.has_non_null("head_dim")) {
+    spec.head_dim = reader.positive_u32("head_dim");
+  } else {
+    if (spec.hidden % spec.heads != 0) {
+      fail(origin, "key 'head_dim' is absent and hidden_size (" + std::to_string(spec.hidden) +
+                       ") is not divisible by num_attention_heads (" + std::to_string(spec.heads) + ")");
+    }
+    spec.head_dim = spec.hidden / spec.heads;
+  }
+  spec.ffn = reader.positive_u32("intermediate_size");
+  spec.max_context = reader.positive_u32_or("max_position_embeddings", 4096);
+  spec.rms_eps = reader.positive_float_or("rms_norm_eps", qwen ? 1e-6f : 1e-5f);
+  // Qwen's config classes default rope_theta to 1e6; everyone else (and HF's PretrainedConfig) to 1e4.
+  spec.rope_theta = reader.positive_float_or("rope_theta", qwen && !reader.has("rope_theta") ? 1e6f : 1e4f);
+  spec.rope_scaling = parse_rope_scaling(config, origin);
+  spec.tie_embeddings = reader.bool_or("tie_word_embeddings", false);
+  spec.qkv_bias = spec.arch == Architecture::qwen2 || reader.bool_or("attention_bias", false);
+  spec.qk_norm = spec.arch == Architecture::qwen3;
+  spec.dtype = parse_torch_dtype(config, origin);
+  parse_token_ids(reader, spec);
+
+  // Sliding-window attention: the foundation has none, so a model whose window is shorter than its
+  // position range is run with max_context capped at the window. Within the window, sliding-window and
+  // full attention are identical, so every answer we give is exact; we only refuse longer contexts.
+  // Qwen2/3 configs carry sliding_window even when it is off; it only counts with use_sliding_window.
+  bool window_applies = qwen ? reader.bool_or("use_sliding_window", false) : true;
+  if (window_applies && reader.has_non_null("sliding_window")) {
+    uint32_t window = reader.positive_u32("sliding_window");
+    if (window < spec.max_context) spec.max_context = window;
+  }
+
+  validate_spec(spec, origin);
+  return spec;
+}
+
+void validate_spec(const ModelSpec& spec, const std::string& origin) {
+  auto require_positive = [&](uint64_t value, const char* key) {
+    if (value == 0) fail(origin, std::string("key '") + key + "' must be a positive integer (got 0)");
+  };
+  require_positive(spec.vocab, "vocab_size");
+  require_positive(spec.hidden, "hidden_size");
+  require_positive(spec.layers, "num_hidden_layers");
+  require_positive(spec.heads, "num_attention_heads");
+  require_positive(spec.kv_heads, "num_key_value_heads");
+  require_positive(spec.head_dim, "head_dim");
+  require_positive(spec.ffn, "intermediate_size");
+  require_positive(spec.max_context, "max_position_embeddings");
+  if (spec.heads % spec.kv_heads != 0) {
+    fail(origin, "key 'num_key_value_heads' (" + std::to_string(spec.kv_heads) +
+                     ") must divide num_attention_heads (" + std::to_string(spec.heads) + ")");
+  }
+  if (spec.head_dim % 2 != 0) {
+    fail(origin, "key 'head_dim' must be even for rotary embeddings (got " + std::to_string(spec.head_dim) + ")");
+  }
+  // Tile and offset arithmetic downstream is 32-bit per dimension.
+  if (uint64_t(spec.heads) * spec.head_dim > std::numeric_limits<uint32_t>::max()) {
+    fail(origin, "num_attention_heads * head_dim is too large");
+  }
+  if (!(spec.rms_eps > 0.0f) || !std::isfinite(spec.rms_eps)) {
+    fail(origin, "key 'rms_norm_eps' must be a positive number");
+  }
+  if (!(spec.rope_theta > 0.0f) || !std::isfinite(spec.rope_theta)) {
+    fail(origin, "key 'rope_theta' must be a positive number");
+  }
+  const RopeScaling& scaling = spec.rope_scaling;
+  if (scaling.llama3) {
+    if (!(scaling.factor > 0.0f)) fail(origin, "key 'rope_scaling.factor' must be a positive number");
+    if (!(scaling.low_freq_factor > 0.0f)) fail(origin, "key 'rope_scaling.low_freq_factor' must be positive");
+    // The llama3 rule interpolates between the two wavelengths, dividing by (high - low).
+    if (!(scaling.high_freq_factor > scaling.low_freq_factor)) {
+      fail(origin, "key 'rope_scaling.high_freq_factor' must be greater than rope_scaling.low_freq_factor");
+    }
+    require_positive(scaling.original_max_position, "rope_scaling.original_max_position_embeddings");
+  }
+  if (spec.bos_token >= 0 && uint32_t(spec.bos_token) >= spec.vocab) {
+    fail(origin, "key 'bos_token_id' (" + std::to_string(spec.bos_token) + ") is not below vocab_size (" +
+                     std::to_string(spec.vocab) + ")");
+  }
+  for (int32_t eos : spec.eos_tokens) {
+    if (eos < 0 || uint32_t(eos) >= spec.vocab) {
+      fail(origin, "key 'eos_token_id' (" + std::to_string(eos) + ") is not below vocab_size (" +
+                       std::to_string(spec.vocab) + ")");
+    }
+  }
+}
+
+namespace {
+
+ModelSpec llama_shape(uint32_t vocab, uint32_t hidden, uint32_t layers, uint32_t heads, uint32_t kv_heads,
+                      uint32_t head_dim, uint32_t ffn, uint32_t max_context) {
+  ModelSpec spec;
+  spec.arch = Architecture::llama;
+  spec.arch_name = "LlamaForCausalLM";
+  spec.vocab = vocab;
+  spec.hidden = hidden;
+  spec.layers = layers;
+  spec.heads = heads;
+  spec.kv_heads = kv_heads;
+  spec.head_dim = head_dim;
+  spec.ffn = ffn;
+  spec.max_context = max_context;
+  spec.rms_eps = 1e-5f;
+  spec.rope_theta = 10000.0f;
+  return spec;
+}
+
+ModelSpec as_qwen3(ModelSpec spec) {
+  spec.arch = Architecture::qwen3;
+  spec.arch_name = "Qwen3ForCausalLM";
+  spec.qk_norm = true;
+  spec.rms_eps = 1e-6f;
+  spec.rope_theta = 1000000.0f;
+  spec.bos_token = 151643;
+  spec.eos_tokens = {151645};
+  return spec;
+}
+
+RopeScaling llama3_scaling(float factor) {
+  RopeScaling scaling;
+  scaling.llama3 = true;
+  scaling.factor = factor;
+  scaling.low_freq_factor = 1.0f;
+  scaling.high_freq_factor = 4.0f;
+  scaling.original_max_position = 8192;
+  return scaling;
+}
+
+}  // namespace
+
+std::vector<std::string> preset_names() {
+  return {"tiny", "small", "llama-3.2-1b", "qwen3-0.6b", "llama-3.1-8b", "qwen3-8b"};
+}
+
+ModelSpec preset_spec(const std::string& name, DType dtype) {
+  ModelSpec spec;
+  if (name == "tiny") {
+    spec = llama_shape(512, 256, 4, 8, 2, 32, 688, 1024);
+    spec.bos_token = 1;
+    spec.eos_tokens = {2};
+  } else if (name == "small") {
+    spec = llama_shape(32000, 1024, 8, 16, 4, 64, 2816, 2048);
+    spec.bos_token = 1;
+    spec.eos_tokens = {2};
+  } else if (name == "llama-3.2-1b") {
+    spec = llama_shape(128256, 2048, 16, 32, 8, 64, 8192, 131072);
+    spec.rope_theta = 500000.0f;
+    spec.rope_scaling = llama3_scaling(32.0f);
+    spec.tie_embeddings = true;
+    spec.bos_token = 128000;
+    spec.eos_tokens = {128001};
+  } else if (name == "qwen3-0.6b") {
+    spec = as_qwen3(llama_shape(151936, 1024, 28, 16, 8, 128, 3072, 40960));
+    spec.tie_embeddings = true;
+  } else if (name == "llama-3.1-8b") {
+    spec = llama_shape(128256, 4096, 32, 32, 8, 128, 14336, 131072);
+    spec.rope_theta = 500000.0f;
+    spec.rope_scaling = llama3_scaling(8.0f);
+    spec.bos_token = 128000;
+    spec.eos_tokens = {128001};
+  } else if (name == "qwen3-8b") {
+    spec = as_qwen3(llama_shape(151936, 4096, 36, 32, 8, 128, 12288, 40960));
+  } else {
+    std::string names;
+    for (const auto& known : preset_names()) names += (names.empty() ? "" : ", ") + known;
+    throw InputError("unknown preset '" + name + "' (expected one of " + names + ")");
+  }
+  spec.dtype = dtype;
+  return spec;
+}
+
+std::string to_hf_config_json(const ModelSpec& spec) {
+  const ArchitectureName& arch = architecture_entry(spec.arch);
+  json config = json::object();
+  config["architectures"] = json::array({spec.arch_name.empty() ? arch.hf_name : spec.arch_name});
+  config["model_type"] = arch.model_type;
+  config["vocab_size"] = spec.vocab;
+  config["hidden_size"] = spec.hidden;
+  config["num_hidden_layers"] = spec.layers;
+  config["num_attention_heads"] = spec.heads;
+  config["num_key_value_heads"] = spec.kv_heads;
+  config["head_dim"] = spec.head_dim;
+  config["intermediate_size"] = spec.ffn;
+  config["max_position_embeddings"] = spec.max_context;
+  config["rms_norm_eps"] = float_to_json(spec.rms_eps);
+  config["rope_theta"] = float_to_json(spec.rope_theta);
+  if (spec.rope_scaling.llama3) {
+    config["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", float_to_json(spec.rope_scaling.factor)},
+        {"low_freq_factor", float_to_json(spec.rope_scaling.low_freq_factor)},
+        {"high_freq_factor", float_to_json(spec.rope_scaling.high_freq_factor)},
+        {"original_max_position_embeddings", spec.rope_scaling.original_max_position},
+    };
+  } else {
+    config["rope_scaling"] = nullptr;
+  }
+  config["tie_word_embeddings"] = spec.tie_embeddings;
+  // Qwen2 always has q/k/v biases (its config has no key for it); the others say it with attention_bias.
+  if (spec.arch != Architecture::qwen2) config["attention_bias"] = spec.qkv_bias;
+  config["hidden_act"] = "silu";
+  const char* dtype_names[] = {"float32", "bfloat16", "float16"};
+  config["torch_dtype"] = dtype_names[static_cast<int>(spec.dtype)];
+  config["bos_token_id"] = spec.bos_token >= 0 ? json(spec.bos_token) : json(nullptr);
+  if (spec.eos_tokens.empty()) {
+    config["eos_token_id"] = nullptr;
+  } else if (spec.eos_tokens.size() == 1) {
+    config["eos_token_id"] = spec.eos_tokens[0];
+  } else {
+    config["eos_token_id"] = spec.eos_tokens;
+  }
+  return config.dump(2) + "\n";
+}
+
+}  // namespace tilefire

@@ -1,0 +1,58 @@
+#pragma once
+// ModelSpec: the shape of a Llama-family decoder, read from a Hugging Face config.json or a preset.
+#include <cstdint>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ops/dtype.h"
+#include "tilefire/errors.h"  // InputError: every loader and parser error
+#include "ops/rope.h"  // RopeScaling
+
+namespace tilefire {
+
+enum class Architecture : uint8_t { llama, mistral, qwen2, qwen3 };
+
+struct ModelSpec {
+  Architecture arch = Architecture::llama;
+  std::string arch_name;  // as in config.json, e.g. "LlamaForCausalLM"
+  uint32_t vocab = 0;
+  uint32_t hidden = 0;
+  uint32_t layers = 0;
+  uint32_t heads = 0;
+  uint32_t kv_heads = 0;
+  uint32_t head_dim = 0;  // given, or hidden / heads
+  uint32_t ffn = 0;       // intermediate_size
+  uint32_t max_context = 0;  // max_position_embeddings
+  float rms_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  RopeScaling rope_scaling;
+  bool tie_embeddings = false;
+  bool qkv_bias = false;  // Qwen2: q/k/v projections carry biases
+  bool qk_norm = false;   // Qwen3: per-head RMSNorm of q and k before RoPE
+  DType dtype = DType::f32;  // torch_dtype of the checkpoint (the loader checks every matrix against it)
+  int32_t bos_token = -1;
+  std::vector<int32_t> eos_tokens;
+
+  uint32_t q_dim() const { return heads * head_dim; }
+  uint32_t kv_dim() const { return kv_heads * head_dim; }
+  uint32_t group() const { return heads / kv_heads; }  // query heads per KV head
+  uint64_t parameter_count() const;
+};
+
+// Parses config.json; throws InputError naming the file and key on anything missing or wrong.
+ModelSpec parse_hf_config(const std::filesystem::path& config_json);
+// Parses the text of a config.json; `origin` names it in messages.
+ModelSpec parse_hf_config_text(const std::string& text, const std::string& origin);
+// Checks the spec's internal consistency (heads divide, head_dim even, ...); throws InputError.
+void validate_spec(const ModelSpec& spec, const std::string& origin);
+
+// Presets: tiny, small, llama-3.2-1b, qwen3-0.6b, llama-3.1-8b, qwen3-8b. Throws InputError for others.
+ModelSpec preset_spec(const std::string& name, DType dtype = DType::f32);
+std::vector<std::string> preset_names();
+
+// The config.json text a Hugging Face checkpoint of this spec carries.
+std::string to_hf_config_json(const ModelSpec& spec);
+
+}  // namespace tilefire

@@ -1,0 +1,199 @@
+// WeightStore (one file or index-listed shards), the tensors a spec expects, and the checks between them.
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "graph/weights.h"
+
+namespace tilefire {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void fail(const std::string& origin, const std::string& what) {
+  throw InputError(origin + ": " + what);
+}
+
+std::string shape_text(const std::vector<uint64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+json read_json_file(const std::filesystem::path& path) {
+  const std::string origin = path.string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(origin, std::string("cannot open (") + std::strerror(errno) + ")");
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    return json::parse(text.str());
+  } catch (const json::parse_error& error) {
+    fail(origin, std::string("not valid JSON: ") + error.what());
+  }
+}
+
+// Shard names come from a file we did not write: keep them inside the checkpoint folder.
+void check_shard_name(const std::string& shard, const std::string& index_origin, const std::string& tensor) {
+  std::filesystem::path shard_path(shard);
+  bool plain = !shard.empty() && shard_path.is_relative() && shard_path.filename() == shard_path &&
+               shard != "." && shard != "..";
+  if (!plain) {
+    fail(index_origin, "weight_map gives tensor '" + tensor + "' the shard '" + shard +
+                           "'; shards must be plain file names inside the folder");
+  }
+}
+
+}  // namespace
+
+WeightStore WeightStore::from_file(std::unique_ptr<SafetensorsFile> file) {
+  WeightStore store;
+  std::shared_ptr<SafetensorsFile> shared(std::move(file));
+  for (const auto& [name, view] : shared->tensors()) store.index_.emplace(name, &view);
+  store.files_.push_back(std::move(shared));
+  return store;
+}
+
+WeightStore WeightStore::open_folder(const std::filesystem::path& folder) {
+  const std::filesystem::path index_path = folder / "model.safetensors.index.json";
+  const std::filesystem::path single_path = folder / "model.safetensors";
+  std::error_code ignored;
+  if (!std::filesystem::exists(index_path, ignored)) {
+    if (!std::filesystem::exists(single_path, ignored)) {
+      fail(folder.string(), "no model.safetensors or model.safetensors.index.json");
+    }
+    return from_file(SafetensorsFile::open(single_path));
+  }
+
+  const std::string index_origin = index_path.string();
+  json index = read_json_file(index_path);
+  if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object()) {
+    fail(index_origin, "key 'weight_map' must be an object of tensor name -> shard file");
+  }
+  const json& weight_map = index.at("weight_map");
+  if (weight_map.empty()) fail(index_origin, "key 'weight_map' lists no tensors");
+
+  WeightStore store;
+  std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;  // shard file name -> opened file
+  for (const auto& [tensor, shard_node] : weight_map.items()) {
+    if (!shard_node.is_string()) fail(index_origin, "weight_map entry for '" + tensor + "' must be a file name");
+    const std::string shard = shard_node.get<std::string>();
+    check_shard_name(shard, index_origin, tensor);
+    if (shards.count(shard) != 0) continue;
+    std::unique_ptr<SafetensorsFile> file;
+    try {
+      file = SafetensorsFile::open(folder / shard);
+    } catch (const InputError& error) {
+      // Name the index and the tensor that led here as well as the shard's own problem.
+      fail(index_origin, "shard '" + shard + "' (listed for tensor '" + tensor + "') failed: " + error.what());
+    }
+    shards.emplace(shard, std::move(file));
+  }
+
+  for (const auto& [shard, file] : shards) {
+    for (const auto& [name, view] : file->tensors()) {
+      auto [position, inserted] = store.index_.emplace(name, &view);
+      if (!inserted) {
+        fail(index_origin, "tensor '" + name + "' appears in both " + position->second->file + " and " + view.file);
+      }
+    }
+    store.files_.push_back(file);
+  }
+  for (const auto& [tensor, shard_node] : weight_map.items()) {
+    const std::string shard = shard_node.get<std::string>();
+    if (shards.at(shard)->tensors().count(tensor) == 0) {
+      fail(index_origin, "weight_map places tensor '" + tensor + "' in " + shard + ", which does not hold it");
+    }
+  }
+  return store;
+}
+
+const TensorView* WeightStore::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : it->second;
+}
+
+const TensorView& WeightStore::require(const std::string& name, const std::vector<uint64_t>& shape) const {
+  const TensorView* view = find(name);
+  if (view == nullptr) {
+    std::string where = files_.empty() ? std::string("empty weight store") : files_.front()->origin();
+    if (files_.size() > 1) where += " and " + std::to_string(files_.size() - 1) + " other shard(s)";
+    fail(where, "missing tensor '" + name + "' (expected shape " + shape_text(shape) + ")");
+  }
+  if (view->shape != shape) {
+    fail(view->file, "tensor '" + name + "' has shape " + shape_text(view->shape) + ", expected " + shape_text(shape));
+  }
+  return *view;
+}
+
+std::vector<ExpectedTensor> expected_tensors(const ModelSpec& spec) {
+  const uint64_t hidden = spec.hidden, q_dim = spec.q_dim(), kv_dim = spec.kv_dim(), ffn = spec.ffn;
+  const uint64_t head_dim = spec.head_dim, vocab = spec.vocab;
+  std::vector<ExpectedTensor> tensors;
+  tensors.push_back({"model.embed_tokens.weight", {vocab, hidden}, true});
+  for (uint32_t layer = 0; layer < spec.layers; ++layer) {
+    const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+    tensors.push_back({prefix + "input_layernorm.weight", {hidden}, false});
+    tensors.push_back({prefix + "self_attn.q_proj.weight", {q_dim, hidden}, true});
+    tensors.push_back({prefix + "self_attn.k_proj.weight", {kv_dim, hidden}, true});
+    tensors.push_back({prefix + "self_attn.v_proj.weight", {kv_dim, hidden}, true});
+    tensors.push_back({prefix + "self_attn.o_proj.weight", {hidden, q_dim}, true});
+    if (spec.qkv_bias) {
+      tensors.push_back({prefix + "self_attn.q_proj.bias", {q_dim}, false});
+      tensors.push_back({prefix + "self_attn.k_proj.bias", {kv_dim}, false});
+      tensors.push_back({prefix + "self_attn.v_proj.bias", {kv_dim}, false});
+    }
+    if (spec.qk_norm) {
+      tensors.push_back({prefix + "self_attn.q_norm.weight", {head_dim}, false});
+      tensors.push_back({prefix + "self_attn.k_norm.weight", {head_dim}, false});
+    }
+    tensors.push_back({prefix + "post_attention_layernorm.weight", {hidden}, false});
+    tensors.push_back({prefix + "mlp.gate_proj.weight", {ffn, hidden}, true});
+    tensors.push_back({prefix + "mlp.up_proj.weight", {ffn, hidden}, true});
+    tensors.push_back({prefix + "mlp.down_proj.weight", {hidden, ffn}, true});
+  }
+  tensors.push_back({"model.norm.weight", {hidden}, false});
+  if (!spec.tie_embeddings) tensors.push_back({"lm_head.weight", {vocab, hidden}, true});
+  return tensors;
+}
+
+void check_weights_against_spec(ModelSpec& spec, const WeightStore& weights, const std::string& origin) {
+  const TensorView* first_matrix = nullptr;
+  // Extra tensors (a tied checkpoint's lm_head.weight, old rotary_emb.inv_freq buffers) are ignored.
+  for (const ExpectedTensor& expected : expected_tensors(spec)) {
+    const TensorView* view = weights.find(expected.name);
+    if (view == nullptr) {
+      fail(origin, "missing tensor '" + expected.name + "' (expected shape " + shape_text(expected.shape) + ")");
+    }
+    if (view->shape != expected.shape) {
+      fail(origin, "tensor '" + expected.name + "' in " + view->file + " has shape " + shape_text(view->shape) +
+                       ", but config.json implies " + shape_text(expected.shape));
+    }
+    if (!expected.matrix) continue;  // norm and bias vectors may be stored in any supported dtype
+    if (first_matrix == nullptr) {
+      first_matrix = view;
+    } else if (view->dtype != first_matrix->dtype) {
+      fail(origin, "tensor '" + expected.name + "' is " + std::string(safetensors_dtype_name(view->dtype)) +
+                       " but '" + first_matrix->name + "' is " +
+                       std::string(safetensors_dtype_name(first_matrix->dtype)) +
+                       "; all weight matrices must share one dtype");
+    }
+  }
+  // torch_dtype in config.json is often wrong (float32 configs over bf16 files and the reverse); the
+  // bytes on disk are what the kernels read, so they decide.
+  if (first_matrix != nullptr) spec.dtype = first_matrix->dtype;
+}
+
+LoadedModel load_hf_model(const std::filesystem::path& folder) {
+  ModelSpec spec = parse_hf_config(folder / "config.json");
+  WeightStore weights = WeightStore::open_folder(folder);
+  const std::string origin = folder.string();
+  check_weights_against_spec(spec, weights, origin);
+  return LoadedModel{std::move(spec), std::move(weights), origin};
+}
+
+}  // namespace tilefire

@@ -1,0 +1,286 @@
+#include "megakernel/cpu/cpu_executor.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <pthread.h>
+#include <sched.h>
+
+#include "ops/all_ops.h"
+
+namespace tilefire {
+
+struct CpuExecutor::Job {
+  ProgramInstance* instance = nullptr;
+  const Program* program = nullptr;
+  StepInputs inputs;
+  StepOptions options;
+  uint32_t step = 0;          // 1-based step of this instance (event targets: trigger * step)
+  uint32_t dynamic_step = 0;  // 1-based count of its dynamic-queue steps (ready list, satisfied waits)
+  uint32_t bsp_step = 0;      // 1-based count of its bsp steps (barrier targets)
+};
+
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Hook policies: what happens around each task. NoHooks compiles to nothing.
+struct NoHooks {
+  void before(uint32_t) {}
+  void after(uint32_t) {}
+};
+
+struct TraceHooks {
+  std::vector<TaskTiming>* out;
+  uint32_t worker;
+  int64_t start = 0;
+  void before(uint32_t) { start = now_ns(); }
+  void after(uint32_t task) { out->push_back({task, worker, start, now_ns()}); }
+};
+
+// Stress: a random busy delay before each task (splitmix64 per worker), to shake out ordering bugs.
+struct DelayHooks {
+  uint64_t state;
+  uint32_t max_us;
+  void before(uint32_t) {
+    state += 0x9e3779b97f4a7c15ull;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    const int64_t until = now_ns() + int64_t(z % (uint64_t(max_us) * 1000 + 1));
+    while (now_ns() < until) cpu_relax();
+  }
+  void after(uint32_t) {}
+};
+
+void pin_to_core(std::thread& thread, uint32_t core) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  pthread_setaffinity_np(thread.native_handle(), sizeof(set), &set);  // best effort
+}
+
+}  // namespace
+
+ProgramInstance::ProgramInstance(const Program& program, std::vector<void*> slots)
+    : program_(program), slots_(std::move(slots)) {
+  const size_t events = program.events.size(), tasks = program.tasks.size();
+  events_ = std::make_unique<std::atomic<uint32_t>[]>(events);
+  for (size_t e = 0; e < events; ++e) events_[e].store(0, std::memory_order_relaxed);
+  satisfied_ = std::make_unique<std::atomic<uint32_t>[]>(tasks);
+  ready_list_ = std::make_unique<std::atomic<uint64_t>[]>(tasks);
+  for (size_t t = 0; t < tasks; ++t) {
+    satisfied_[t].store(0, std::memory_order_relaxed);
+    ready_list_[t].store(0, std::memory_order_relaxed);
+  }
+  // event -> waiting tasks, as compressed rows
+  waiter_begin_.assign(events + 1, 0);
+  for (const TaskDesc& t : program.tasks)
+    for (uint32_t i = 0; i < t.wait_count; ++i) ++waiter_begin_[program.waits[t.wait_begin + i] + 1];
+  for (size_t e = 0; e < events; ++e) waiter_begin_[e + 1] += waiter_begin_[e];
+  waiters_.resize(waiter_begin_[events]);
+  std::vector<uint32_t> fill(waiter_begin_.begin(), waiter_begin_.end() - 1);
+  for (uint32_t t = 0; t < tasks; ++t) {
+    const TaskDesc& task = program.tasks[t];
+    for (uint32_t i = 0; i < task.wait_count; ++i) waiters_[fill[program.waits[task.wait_begin + i]]++] = t;
+  }
+}
+
+CpuExecutor::CpuExecutor(uint32_t workers) : job_(std::make_unique<Job>()) {
+  if (workers == 0) workers = 1;
+  scratch_.resize(workers);
+  trace_buffers_.resize(workers);
+  const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
+  for (uint32_t w = 0; w < workers; ++w) {
+    threads_.emplace_back([this, w] { worker_main(w); });
+    if (workers <= cores) pin_to_core(threads_.back(), w);
+  }
+}
+
+CpuExecutor::~CpuExecutor() {
+  shutdown_.store(true, std::memory_order_release);
+  doorbell_.fetch_add(1, std::memory_order_release);
+  step_parking_.wake_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void CpuExecutor::run_step(ProgramInstance& instance, const StepInputs& inputs, const StepOptions& options) {
+  std::lock_guard lock(run_mutex_);
+  const Program& program = instance.program();
+  const uint32_t workers = this->workers();
+  if (program.placement == Placement::static_queues && options.mode == ScheduleMode::dataflow &&
+      program.queues.size() != workers)
+    throw std::runtime_error("cpu backend: program placed for " + std::to_string(program.queues.size()) +
+                             " workers, executor has " + std::to_string(workers));
+  for (auto& s : scratch_)
+    if (s.size() < program.scratch_floats) s.resize(program.scratch_floats);
+  if (options.trace)
+    for (auto& b : trace_buffers_) {
+      b.clear();
+      b.reserve(program.tasks.size());
+    }
+
+  Job& job = *job_;
+  job.instance = &instance;
+  job.program = &program;
+  job.inputs = inputs;
+  job.options = options;
+  job.step = instance.step_ + 1;
+  const bool dynamic = program.placement == Placement::dynamic_queue && options.mode == ScheduleMode::dataflow;
+  job.dynamic_step = instance.dynamic_steps_ + (dynamic ? 1 : 0);
+  job.bsp_step = instance.bsp_steps_ + (options.mode == ScheduleMode::bsp ? 1 : 0);
+
+  if (dynamic) {
+    // Seed the ready list with the tasks that wait on nothing.
+    const uint32_t tasks = uint32_t(program.tasks.size());
+    for (uint32_t t = 0; t < tasks; ++t) {
+      if (program.tasks[t].wait_count != 0) continue;
+      const uint32_t slot = instance.ready_push_.fetch_add(1, std::memory_order_relaxed) - tasks * instance.dynamic_steps_;
+      instance.ready_list_[slot].store((uint64_t(job.dynamic_step) << 32) | t, std::memory_order_release);
+    }
+  }
+
+  const uint32_t target = finished_.load(std::memory_order_relaxed) + workers;
+  doorbell_.fetch_add(1, std::memory_order_release);  // publishes the job
+  step_parking_.wake_all();
+  step_parking_.wait_until([&] { return counter_reached(finished_.load(std::memory_order_acquire), target); });
+  instance.step_ = job.step;
+  instance.dynamic_steps_ = job.dynamic_step;
+  instance.bsp_steps_ = job.bsp_step;
+
+  if (options.trace)
+    for (auto& b : trace_buffers_) options.trace->insert(options.trace->end(), b.begin(), b.end());
+}
+
+void CpuExecutor::worker_main(uint32_t worker) {
+  uint32_t seen = 0;
+  for (;;) {
+    step_parking_.wait_until([&] { return doorbell_.load(std::memory_order_acquire) != seen; });
+    seen = doorbell_.load(std::memory_order_acquire);
+    if (shutdown_.load(std::memory_order_acquire)) return;
+    const Job& job = *job_;
+    if (job.options.trace) {
+      TraceHooks hooks{&trace_buffers_[worker], worker};
+      run_job(job, worker, hooks);
+    } else if (job.options.max_random_delay_us) {
+      DelayHooks hooks{job.options.delay_seed * 7919 + worker * 104729 + job.step, job.options.max_random_delay_us};
+      run_job(job, worker, hooks);
+    } else {
+      NoHooks hooks;
+      run_job(job, worker, hooks);
+    }
+    finished_.fetch_add(1, std::memory_order_release);
+    step_parking_.wake_all();
+  }
+}
+
+template <class Hooks>
+void CpuExecutor::run_job(const Job& job, uint32_t worker, Hooks& hooks) {
+  if (job.options.mode == ScheduleMode::bsp)
+    run_bsp(job, worker, hooks);
+  else if (job.program->placement == Placement::dynamic_queue)
+    run_dynamic(job, worker, hooks);
+  else
+    run_static(job, worker, hooks);
+}
+
+template <class Hooks>
+void CpuExecutor::run_task(const Job& job, uint32_t task, uint32_t worker, Hooks& hooks) {
+  const Program& program = *job.program;
+  const TaskDesc& t = program.tasks[task];
+  const OpParams& params = program.nodes[t.node].params;
+  TileContext ctx{job.instance->slots_.data(), &job.inputs, scratch_[worker].data()};
+  hooks.before(task);
+  const bool known = visit_op(t.op, [&](auto op) {
+    using Op = decltype(op);
+    Op::run_tile(params.as<typename Op::Params>(), TileRange{t.tile_begin, t.tile_end}, ctx);
+  });
+  if (!known) std::abort();  // the validator only passes known opcodes; this cannot be reached
+  hooks.after(task);
+}
+
+void CpuExecutor::signal_events(const Job& job, uint32_t task) {
+  const Program& program = *job.program;
+  const TaskDesc& t = program.tasks[task];
+  for (uint32_t i = 0; i < t.signal_count; ++i)
+    job.instance->events_[program.signals[t.signal_begin + i]].fetch_add(1, std::memory_order_release);
+  if (t.signal_count) task_parking_.wake_all();
+}
+
+template <class Hooks>
+void CpuExecutor::run_static(const Job& job, uint32_t worker, Hooks& hooks) {
+  const Program& program = *job.program;
+  const auto& events = job.instance->events_;
+  for (uint32_t task : program.queues[worker]) {
+    const TaskDesc& t = program.tasks[task];
+    for (uint32_t i = 0; i < t.wait_count; ++i) {
+      const uint32_t e = program.waits[t.wait_begin + i];
+      const uint32_t target = program.events[e].trigger_count * job.step;
+      if (!event_reached(events[e], target))
+        task_parking_.wait_until([&] { return event_reached(events[e], target); });
+    }
+    run_task(job, task, worker, hooks);
+    signal_events(job, task);
+  }
+}
+
+template <class Hooks>
+void CpuExecutor::run_dynamic(const Job& job, uint32_t worker, Hooks& hooks) {
+  const Program& program = *job.program;
+  ProgramInstance& inst = *job.instance;
+  const uint32_t tasks = uint32_t(program.tasks.size());
+  const uint32_t previous = job.dynamic_step - 1;
+  const uint32_t pop_base = (tasks + workers()) * previous;  // each worker overshoots once per step
+  const uint32_t push_base = tasks * previous;
+  for (;;) {
+    const uint32_t index = inst.ready_pop_.fetch_add(1, std::memory_order_relaxed) - pop_base;
+    if (index >= tasks) return;
+    // The index-th ready task of this step will appear: a valid program makes every task ready once.
+    auto stamped = [&] { return uint32_t(inst.ready_list_[index].load(std::memory_order_acquire) >> 32) == job.dynamic_step; };
+    if (!stamped()) task_parking_.wait_until(stamped);
+    const uint32_t task = uint32_t(inst.ready_list_[index].load(std::memory_order_acquire));
+    run_task(job, task, worker, hooks);
+    const TaskDesc& t = program.tasks[task];
+    bool pushed = false;
+    for (uint32_t i = 0; i < t.signal_count; ++i) {
+      const uint32_t e = program.signals[t.signal_begin + i];
+      const uint32_t value = inst.events_[e].fetch_add(1, std::memory_order_acq_rel) + 1;
+      if (value != program.events[e].trigger_count * job.step) continue;
+      for (uint32_t k = inst.waiter_begin_[e]; k < inst.waiter_begin_[e + 1]; ++k) {
+        const uint32_t waiter = inst.waiters_[k];
+        const uint32_t need = uint32_t(program.tasks[waiter].wait_count) * job.dynamic_step;
+        if (inst.satisfied_[waiter].fetch_add(1, std::memory_order_acq_rel) + 1 != need) continue;
+        const uint32_t slot = inst.ready_push_.fetch_add(1, std::memory_order_relaxed) - push_base;
+        inst.ready_list_[slot].store((uint64_t(job.dynamic_step) << 32) | waiter, std::memory_order_release);
+        pushed = true;
+      }
+    }
+    if (pushed) task_parking_.wake_all();
+  }
+}
+
+template <class Hooks>
+void CpuExecutor::run_bsp(const Job& job, uint32_t worker, Hooks& hooks) {
+  const Program& program = *job.program;
+  ProgramInstance& inst = *job.instance;
+  const uint32_t workers = this->workers();
+  const uint32_t nodes = uint32_t(program.nodes.size());
+  uint32_t target = workers * nodes * (job.bsp_step - 1);
+  for (uint32_t n = 0; n < nodes; ++n) {
+    const NodeDesc& node = program.nodes[n];
+    for (uint32_t i = worker; i < node.task_count; i += workers) {
+      run_task(job, node.first_task + i, worker, hooks);
+      signal_events(job, node.first_task + i);  // keeps event counters in step for later dataflow steps
+    }
+    // The barrier: the cheapest correct one for a handful of workers, a grow-only central counter.
+    inst.barrier_.fetch_add(1, std::memory_order_acq_rel);
+    target += workers;
+    task_parking_.wake_all();
+    if (!counter_reached(inst.barrier_.load(std::memory_order_acquire), target))
+      task_parking_.wait_until([&] { return counter_reached(inst.barrier_.load(std::memory_order_acquire), target); });
+  }
+}
+
+}  // namespace tilefire

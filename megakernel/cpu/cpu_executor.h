@@ -1,0 +1,100 @@
+#pragma once
+// The CPU megakernel: N persistent worker threads, started once per executor, that run a Program step
+// after step. Modes:
+//  - dataflow: a task runs as soon as the events it waits on reach their targets (static per-worker queues,
+//    or the dynamic ready queue, as the Program was placed);
+//  - bsp: the same tiles, op by op, with a barrier between ops (the baseline dataflow is measured against).
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "megakernel/cpu/parking.h"
+#include "scheduler/program.h"
+
+namespace tilefire {
+
+enum class ScheduleMode : uint8_t { dataflow, bsp };
+
+// One executed task, for traces.
+struct TaskTiming {
+  uint32_t task = 0;
+  uint32_t worker = 0;
+  int64_t start_ns = 0;  // steady clock
+  int64_t end_ns = 0;
+};
+
+struct StepOptions {
+  ScheduleMode mode = ScheduleMode::dataflow;
+  std::vector<TaskTiming>* trace = nullptr;  // when set, every task's timing is appended
+  uint32_t max_random_delay_us = 0;          // stress: a random delay before each task, up to this
+  uint64_t delay_seed = 0;
+};
+
+// A Program bound to memory on this backend, with its grow-only counters.
+class ProgramInstance {
+ public:
+  ProgramInstance(const Program& program, std::vector<void*> slots);
+  const Program& program() const { return program_; }
+  uint32_t steps_run() const { return step_; }
+
+ private:
+  friend class CpuExecutor;
+  const Program& program_;
+  std::vector<void*> slots_;
+  uint32_t step_ = 0;  // steps completed; step_ + 1 is the one running
+  uint32_t dynamic_steps_ = 0;  // of those, steps run from the dynamic ready queue
+  uint32_t bsp_steps_ = 0;      // and steps run in bsp mode
+  std::unique_ptr<std::atomic<uint32_t>[]> events_;
+  // Dynamic ready queue: per-task satisfied waits, event -> waiters (CSR), and the ready list whose
+  // entries carry the step they belong to (so nothing is cleared between steps).
+  std::unique_ptr<std::atomic<uint32_t>[]> satisfied_;
+  std::vector<uint32_t> waiter_begin_, waiters_;
+  std::unique_ptr<std::atomic<uint64_t>[]> ready_list_;
+  alignas(64) std::atomic<uint32_t> ready_push_{0};
+  alignas(64) std::atomic<uint32_t> ready_pop_{0};
+  alignas(64) std::atomic<uint32_t> barrier_{0};  // bsp: arrivals, grow-only
+};
+
+class CpuExecutor {
+ public:
+  explicit CpuExecutor(uint32_t workers);
+  ~CpuExecutor();
+  CpuExecutor(const CpuExecutor&) = delete;
+  CpuExecutor& operator=(const CpuExecutor&) = delete;
+
+  uint32_t workers() const { return uint32_t(threads_.size()); }
+  // Runs one step and returns when every task has run. The instance's Program must have been placed
+  // for this many workers (static queues) or dynamically.
+  void run_step(ProgramInstance& instance, const StepInputs& inputs, const StepOptions& options);
+
+ private:
+  struct Job;
+  void worker_main(uint32_t worker);
+  template <class Hooks>
+  void run_job(const Job& job, uint32_t worker, Hooks& hooks);
+  template <class Hooks>
+  void run_static(const Job& job, uint32_t worker, Hooks& hooks);
+  template <class Hooks>
+  void run_dynamic(const Job& job, uint32_t worker, Hooks& hooks);
+  template <class Hooks>
+  void run_bsp(const Job& job, uint32_t worker, Hooks& hooks);
+  template <class Hooks>
+  void run_task(const Job& job, uint32_t task, uint32_t worker, Hooks& hooks);
+  void signal_events(const Job& job, uint32_t task);
+
+  std::vector<std::thread> threads_;
+  std::vector<std::vector<float>> scratch_;
+  std::vector<std::vector<TaskTiming>> trace_buffers_;
+  std::unique_ptr<Job> job_;
+  Parking step_parking_;   // workers between steps; the host waiting for a step to end
+  Parking task_parking_;   // workers waiting on events inside a step
+  alignas(64) std::atomic<uint32_t> doorbell_{0};   // steps posted (grow-only)
+  alignas(64) std::atomic<uint32_t> finished_{0};   // worker-steps finished (grow-only)
+  std::atomic<bool> shutdown_{false};
+  std::mutex run_mutex_;  // one step at a time per executor
+};
+
+}  // namespace tilefire

@@ -1,0 +1,75 @@
+#pragma once
+// Spin-then-block waiting on grow-only counters, and the counter comparisons themselves.
+//
+// A waiter spins (cheap when the producer is a few hundred nanoseconds away), then yields, then parks on
+// an epoch word with std::atomic::wait. A signaller wakes parked threads only when someone is parked, so
+// the common path of a signal is one atomic add and one fence. The fences make the classic store/load
+// pair (sleepers++ then re-check; counter++ then check sleepers) sequentially consistent, so a wake-up is
+// never lost.
+#include <atomic>
+#include <cstdint>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace tilefire {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Counters only grow and may wrap: `value` has reached `target` when it is at most 2^31 - 1 past it.
+constexpr bool counter_reached(uint32_t value, uint32_t target) { return int32_t(value - target) >= 0; }
+
+inline bool event_reached(const std::atomic<uint32_t>& counter, uint32_t target) {
+  return counter_reached(counter.load(std::memory_order_acquire), target);
+}
+
+class Parking {
+ public:
+  template <class Ready>
+  void wait_until(Ready&& ready) {
+    for (int i = 0; i < kSpins; ++i) {
+      if (ready()) return;
+      cpu_relax();
+    }
+    for (int i = 0; i < kYields; ++i) {
+      if (ready()) return;
+      std::this_thread::yield();
+    }
+    for (;;) {
+      const uint32_t seen = epoch_.load(std::memory_order_acquire);
+      sleepers_.fetch_add(1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (ready()) {
+        sleepers_.fetch_sub(1, std::memory_order_relaxed);
+        return;
+      }
+      epoch_.wait(seen, std::memory_order_acquire);
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      if (ready()) return;
+    }
+  }
+
+  // Call after the store that may make a waiter ready.
+  void wake_all() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_relaxed) == 0) return;
+    epoch_.fetch_add(1, std::memory_order_release);
+    epoch_.notify_all();
+  }
+
+ private:
+  static constexpr int kSpins = 2048;
+  static constexpr int kYields = 64;
+  alignas(64) std::atomic<uint32_t> epoch_{0};
+  alignas(64) std::atomic<uint32_t> sleepers_{0};
+};
+
+}  // namespace tilefire

@@ -1,0 +1,124 @@
+// Engine internals: binding a Program's slots to memory, the prefill program cache, running a step.
+#include <algorithm>
+#include <cstdlib>
+
+#include "megakernel/engine_impl.h"
+
+namespace tilefire {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+AlignedFloats::AlignedFloats(size_t count) : size_(count) {
+  if (count == 0) return;
+  size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) throw std::bad_alloc();
+  std::fill_n(static_cast<float*>(p), count, 0.0f);
+  data_.reset(static_cast<float*>(p));
+}
+
+void AlignedFloats::Free::operator()(float* p) const { std::free(p); }
+
+CompileOptions Engine::Impl::compile_options(uint32_t tokens) const {
+  CompileOptions o;
+  o.workers = executor->workers();
+  o.tokens = tokens;
+  o.max_context = max_context;
+  o.placement = options.queueing == Queueing::dynamic_queue ? Placement::dynamic_queue : Placement::static_queues;
+  o.granularity = options.granularity == Granularity::op ? EventGranularity::op : EventGranularity::tile;
+  return o;
+}
+
+std::unique_ptr<BoundProgram> Engine::Impl::bind(Program program, double compile_ms) {
+  auto bound = std::make_unique<BoundProgram>();
+  bound->program = std::move(program);
+  bound->compile_ms = compile_ms;
+  const Program& p = bound->program;
+  std::vector<void*> slots(p.slots.size(), nullptr);
+  for (size_t i = 0; i < p.slots.size(); ++i) {
+    const SlotDesc& slot = p.slots[i];
+    switch (slot.kind) {
+      case SlotKind::weight: {
+        const TensorView* t = model.weights.find(slot.name);
+        if (!t) throw InputError(model.origin + ": missing tensor '" + slot.name + "'");
+        if (t->dtype != slot.dtype)
+          throw InputError(model.origin + ": tensor '" + slot.name + "' is " + std::string(dtype_name(t->dtype)) +
+                           ", expected " + std::string(dtype_name(slot.dtype)) + " like the other matrices");
+        slots[i] = const_cast<void*>(t->data);
+        break;
+      }
+      case SlotKind::weight_f32: {
+        auto it = f32_vectors.find(slot.name);
+        if (it == f32_vectors.end()) {
+          const TensorView* t = model.weights.find(slot.name);
+          if (!t) throw InputError(model.origin + ": missing tensor '" + slot.name + "'");
+          if (t->numel() != slot.rows * slot.cols)
+            throw InputError(model.origin + ": tensor '" + slot.name + "' has " + std::to_string(t->numel()) +
+                             " elements, expected " + std::to_string(slot.rows * slot.cols));
+          std::vector<float> values(t->numel());
+          for (size_t k = 0; k < values.size(); ++k) values[k] = load_as_f32(t->data, t->dtype, k);
+          it = f32_vectors.emplace(slot.name, std::move(values)).first;
+        }
+        slots[i] = it->second.data();
+        break;
+      }
+      case SlotKind::activation:
+        bound->activations.emplace_back(slot.rows * slot.cols);
+        slots[i] = bound->activations.back().data();
+        break;
+      case SlotKind::kv_cache: {
+        auto it = kv_cache.find(slot.name);
+        if (it == kv_cache.end()) it = kv_cache.emplace(slot.name, AlignedFloats(slot.rows * slot.cols)).first;
+        slots[i] = it->second.data();
+        break;
+      }
+      case SlotKind::constant:
+        slots[i] = const_cast<float*>(p.constants.data() + slot.constant_offset);
+        break;
+    }
+  }
+  bound->logits = static_cast<const float*>(slots[p.slot_index(kLogitsSlotName)]);
+  bound->instance = std::make_unique<ProgramInstance>(bound->program, std::move(slots));
+  return bound;
+}
+
+BoundProgram& Engine::Impl::prefill_program(uint32_t tokens, double* compile_ms) {
+  auto it = prefill_programs.find(tokens);
+  if (it != prefill_programs.end()) {
+    *compile_ms = 0;
+    return *it->second;
+  }
+  if (prefill_programs.size() >= 8) prefill_programs.erase(prefill_programs.begin());  // bound the memory
+  auto start = std::chrono::steady_clock::now();
+  Program program = compile_model(model.spec, compile_options(tokens));
+  *compile_ms = ms_since(start);
+  auto& slot = prefill_programs[tokens];
+  slot = bind(std::move(program), *compile_ms);
+  return *slot;
+}
+
+const float* Engine::Impl::run(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace) {
+  for (int32_t t : tokens)
+    if (t < 0 || uint32_t(t) >= info.vocab)
+      throw InputError("token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(info.vocab) + ")");
+  if (uint64_t(position) + tokens.size() > max_context)
+    throw InputError("the sequence needs " + std::to_string(position + tokens.size()) +
+                     " positions but the context holds " + std::to_string(max_context) + " (see --max-context)");
+  StepInputs inputs{tokens.data(), uint32_t(tokens.size()), position};
+  StepOptions step_options;
+  step_options.mode = schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow;
+  step_options.trace = trace;
+  step_options.max_random_delay_us = options.stress_delay_us;
+  step_options.delay_seed = options.stress_seed + position;
+  executor->run_step(*bound.instance, inputs, step_options);
+  position += uint32_t(tokens.size());
+  return bound.logits;
+}
+
+}  // namespace tilefire

@@ -1,0 +1,219 @@
+// The public Engine: construction (load, compile the decode program), the step API and generate().
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "megakernel/engine_impl.h"
+#include "ops/sampling.h"
+
+namespace tilefire {
+
+namespace {
+
+double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Seeded uniform draws in [0, 1): splitmix64, the same sequence on every platform.
+class UniformGenerator {
+ public:
+  explicit UniformGenerator(uint64_t seed) : state_(seed) {}
+  float next() {
+    state_ += 0x9e3779b97f4a7c15ull;
+    uint64_t z = state_;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return float(z >> 40) * (1.0f / 16777216.0f);  // 24 random bits: exact in a float, below 1
+  }
+
+ private:
+  uint64_t state_;
+};
+
+const char* architecture_name(Architecture arch) {
+  switch (arch) {
+    case Architecture::llama: return "LlamaForCausalLM";
+    case Architecture::mistral: return "MistralForCausalLM";
+    case Architecture::qwen2: return "Qwen2ForCausalLM";
+    case Architecture::qwen3: return "Qwen3ForCausalLM";
+  }
+  return "?";
+}
+
+uint64_t decode_weight_bytes(const Program& program, const ModelSpec& spec) {
+  uint64_t bytes = 0;
+  for (const SlotDesc& slot : program.slots) {
+    if (slot.kind != SlotKind::weight && slot.kind != SlotKind::weight_f32) continue;
+    if (slot.name == "model.embed_tokens.weight" && !spec.tie_embeddings)
+      bytes += uint64_t(spec.hidden) * dtype_size(slot.dtype);  // one row is gathered
+    else
+      bytes += slot_bytes(slot);
+  }
+  return bytes;
+}
+
+// A preset's shape with random weights built in memory (benchmarks without writing a folder first).
+LoadedModel random_preset_model(const std::string& preset, const std::string& dtype, uint64_t seed) {
+  std::optional<DType> parsed = parse_dtype(dtype);
+  if (!parsed) throw InputError("--dtype must be f32, bf16 or f16, got '" + dtype + "'");
+  LoadedModel model;
+  model.spec = preset_spec(preset, *parsed);
+  RandomWeightOptions options;
+  options.dtype = *parsed;
+  options.seed = seed;
+  model.origin = "preset " + preset + " (" + dtype + ", seed " + std::to_string(seed) + ")";
+  model.weights = WeightStore::from_file(SafetensorsFile::from_bytes(random_safetensors_image(model.spec, options), model.origin));
+  check_weights_against_spec(model.spec, model.weights, model.origin);
+  return model;
+}
+
+}  // namespace
+
+Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.options = options;
+  m.schedule = options.schedule;
+  if (!options.model_dir.empty()) {
+    m.model = load_hf_model(options.model_dir);
+  } else if (!options.preset.empty()) {
+    m.model = random_preset_model(options.preset, options.preset_dtype, options.preset_seed);
+  } else {
+    m.model = builtin_sample_model();
+  }
+  const ModelSpec& spec = m.model.spec;
+  m.max_context = options.max_context ? options.max_context : std::min(spec.max_context, 4096u);
+  if (m.max_context > spec.max_context)
+    throw InputError("--max-context " + std::to_string(m.max_context) + " exceeds the model's max_position_embeddings " +
+                     std::to_string(spec.max_context));
+  const uint32_t threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  if (threads > 256) throw InputError("--threads " + std::to_string(threads) + " is more than 256");
+  m.executor = std::make_unique<CpuExecutor>(threads);
+
+  auto start = std::chrono::steady_clock::now();
+  Program decode = compile_model(spec, m.compile_options(1));
+  m.decode_program = m.bind(std::move(decode), ms_between(start, std::chrono::steady_clock::now()));
+
+  ModelInfo& info = m.info;
+  info.origin = m.model.origin;
+  info.architecture = spec.arch_name.empty() ? architecture_name(spec.arch) : spec.arch_name;
+  info.dtype = std::string(dtype_name(spec.dtype));
+  info.vocab = spec.vocab;
+  info.hidden = spec.hidden;
+  info.layers = spec.layers;
+  info.heads = spec.heads;
+  info.kv_heads = spec.kv_heads;
+  info.head_dim = spec.head_dim;
+  info.ffn = spec.ffn;
+  info.max_context = m.max_context;
+  info.eos_tokens = spec.eos_tokens;
+  info.decode_weight_bytes = decode_weight_bytes(m.decode_program->program, spec);
+}
+
+Engine::~Engine() = default;
+
+const ModelInfo& Engine::model() const { return impl_->info; }
+uint32_t Engine::threads() const { return impl_->executor->workers(); }
+void Engine::reset() { impl_->position = 0; }
+uint32_t Engine::position() const { return impl_->position; }
+void Engine::set_schedule(Schedule schedule) { impl_->schedule = schedule; }
+uint32_t Engine::decode_tasks() const { return uint32_t(impl_->decode_program->program.tasks.size()); }
+uint32_t Engine::decode_events() const { return uint32_t(impl_->decode_program->program.events.size()); }
+
+uint64_t Engine::decode_kv_bytes() const {
+  const ModelSpec& spec = impl_->model.spec;
+  return 2ull * spec.layers * spec.kv_dim() * sizeof(float) * (uint64_t(impl_->position) + 1);
+}
+
+std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens) {
+  if (tokens.empty()) throw InputError("the prompt is empty: give --prompt or --prompt-tokens");
+  double compile_ms = 0;
+  BoundProgram& program = impl_->prefill_program(uint32_t(tokens.size()), &compile_ms);
+  const float* logits = impl_->run(program, tokens, nullptr);
+  return std::vector<float>(logits, logits + impl_->info.vocab);
+}
+
+std::vector<float> Engine::decode(int32_t token) {
+  const float* logits = impl_->run(*impl_->decode_program, {token}, nullptr);
+  return std::vector<float>(logits, logits + impl_->info.vocab);
+}
+
+GenerateResult Engine::generate(const GenerateRequest& request) {
+  Impl& m = *impl_;
+  GenerateResult result;
+  result.prompt_tokens = request.prompt;
+  result.tasks_per_step = decode_tasks();
+  result.events_per_step = decode_events();
+  if (request.prompt.empty()) throw InputError("the prompt is empty: give --prompt or --prompt-tokens");
+  if (request.prompt.size() > m.max_context)
+    throw InputError("the prompt has " + std::to_string(request.prompt.size()) + " tokens but the context holds " +
+                     std::to_string(m.max_context));
+  SamplingParams sampling{request.sampling.temperature, request.sampling.top_k, request.sampling.top_p};
+  UniformGenerator uniform(request.sampling.seed);
+  reset();
+
+  auto pick = [&](const float* logits) {
+    if (request.logprobs) {
+      std::vector<TokenProbability> top;
+      for (auto [token, p] : top_probabilities(logits, m.info.vocab, request.logprobs)) top.push_back({token, p});
+      result.logprobs.push_back(std::move(top));
+    }
+    int32_t token = sample_token(logits, m.info.vocab, sampling, uniform.next());
+    result.tokens.push_back(token);
+    return token;
+  };
+  auto is_eos = [&](int32_t token) {
+    return request.stop_at_eos && std::find(m.info.eos_tokens.begin(), m.info.eos_tokens.end(), token) != m.info.eos_tokens.end();
+  };
+
+  double compile_ms = 0;
+  auto start = std::chrono::steady_clock::now();
+  BoundProgram& prefill = m.prefill_program(uint32_t(request.prompt.size()), &compile_ms);
+  auto compiled = std::chrono::steady_clock::now();
+  result.compile_ms = compile_ms + m.decode_program->compile_ms;
+  if (request.max_new_tokens == 0) return result;
+  int32_t token = pick(m.run(prefill, request.prompt, nullptr));
+  result.ttft_ms = ms_between(compiled, std::chrono::steady_clock::now());
+
+  std::vector<TaskTiming> trace;
+  double decode_ms = 0;
+  uint32_t decode_steps = 0;
+  while (result.tokens.size() < request.max_new_tokens && !is_eos(token) && m.position < m.max_context) {
+    const bool record = !request.trace_path.empty() && decode_steps == 1;  // a warm step, not the first
+    auto step_start = std::chrono::steady_clock::now();
+    const float* logits = m.run(*m.decode_program, {token}, record ? &trace : nullptr);
+    token = pick(logits);
+    decode_ms += ms_between(step_start, std::chrono::steady_clock::now());
+    ++decode_steps;
+  }
+  if (!request.trace_path.empty()) {
+    if (trace.empty()) {  // fewer than two decode steps ran: trace one more, discarding its token
+      if (m.position < m.max_context) m.run(*m.decode_program, {token}, &trace);
+    }
+    write_chrome_trace(request.trace_path, m.decode_program->program, trace);
+  }
+  if (decode_steps) {
+    result.tpot_ms = decode_ms / decode_steps;
+    result.decode_tok_s = 1000.0 / result.tpot_ms;
+  }
+  return result;
+}
+
+std::vector<int32_t> byte_tokens(std::string_view text) {
+  std::vector<int32_t> tokens;
+  for (unsigned char c : text) tokens.push_back(c);
+  return tokens;
+}
+
+std::string bytes_text(const std::vector<int32_t>& tokens) {
+  std::string text;
+  for (int32_t t : tokens) {
+    if (t >= 0 && t < 256)
+      text.push_back(char(t));
+    else
+      text += "<" + std::to_string(t) + ">";
+  }
+  return text;
+}
+
+}  // namespace tilefire

@@ -1,0 +1,132 @@
+#pragma once
+// Tilefire's C++ API: load a model, compile it into task programs, and generate on the CPU megakernel.
+//
+//   tilefire::EngineOptions options;          // built-in sample model, all cores
+//   options.model_dir = "path/to/hf-folder";  // or a Hugging Face checkpoint folder
+//   tilefire::Engine engine(options);
+//   tilefire::GenerateRequest request;
+//   request.prompt = tilefire::byte_tokens("Hello");
+//   tilefire::GenerateResult result = engine.generate(request);
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tilefire/errors.h"
+
+namespace tilefire {
+
+enum class Schedule : uint8_t { dataflow, bsp };
+enum class Queueing : uint8_t { static_queues, dynamic_queue };
+enum class Granularity : uint8_t { tile, op };
+
+struct EngineOptions {
+  std::string model_dir;     // a Hugging Face checkpoint folder; empty: a preset, built in memory
+  std::string preset;        // with no model_dir: a preset with random weights; empty: the sample (`tiny`)
+  std::string preset_dtype = "f32";  // f32, bf16 or f16 weights for a preset
+  uint64_t preset_seed = 0;
+  uint32_t threads = 0;      // worker threads; 0: one per core
+  Schedule schedule = Schedule::dataflow;
+  Queueing queueing = Queueing::static_queues;
+  Granularity granularity = Granularity::tile;
+  uint32_t max_context = 0;  // KV cache positions; 0: min(model's max_position_embeddings, 4096)
+  uint32_t stress_delay_us = 0;  // testing: a random delay of up to this before every task
+  uint64_t stress_seed = 0;
+};
+
+struct Sampling {
+  float temperature = 0.0f;  // 0: greedy
+  uint32_t top_k = 0;        // 0: off
+  float top_p = 1.0f;        // 1: off
+  uint64_t seed = 0;
+};
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt;
+  uint32_t max_new_tokens = 16;
+  Sampling sampling;
+  uint32_t logprobs = 0;        // K most probable tokens at every generated position
+  bool stop_at_eos = true;      // stop when the model's eos token is generated
+  std::string trace_path;       // when set, a Chrome/Perfetto trace of one decode step is written here
+};
+
+struct TokenProbability {
+  int32_t token = 0;
+  float probability = 0.0f;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> prompt_tokens;
+  std::vector<int32_t> tokens;  // generated
+  std::vector<std::vector<TokenProbability>> logprobs;  // [generated][K]
+  double ttft_ms = 0;       // prefill + first token
+  double tpot_ms = 0;       // mean decode step, after the first token
+  double decode_tok_s = 0;  // 1000 / tpot_ms
+  double compile_ms = 0;    // compiling the programs this request used
+  uint32_t tasks_per_step = 0;   // of the decode program
+  uint32_t events_per_step = 0;
+};
+
+struct ModelInfo {
+  std::string origin;  // folder, or "built-in sample (tiny)"
+  std::string architecture;
+  std::string dtype;
+  uint32_t vocab = 0, hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;
+  uint32_t max_context = 0;  // KV cache positions this engine holds
+  std::vector<int32_t> eos_tokens;
+  uint64_t decode_weight_bytes = 0;  // weight bytes one decode step reads
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineOptions& options);  // throws InputError for a bad model or option
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const ModelInfo& model() const;
+  uint32_t threads() const;
+
+  // Prefill the prompt, then decode up to max_new_tokens. Starts a new sequence.
+  GenerateResult generate(const GenerateRequest& request);
+
+  // The step-level API. reset() starts a new sequence; prefill() runs the whole prompt as one step and
+  // decode() one token; both return the last token's logits [vocab] and keep the KV cache.
+  void reset();
+  std::vector<float> prefill(const std::vector<int32_t>& tokens);
+  std::vector<float> decode(int32_t token);
+  uint32_t position() const;  // tokens in the KV cache
+
+  // Decode steps run with the given schedule from now on (same program, same tiles).
+  void set_schedule(Schedule schedule);
+  // KV-cache bytes the next decode step reads (K and V of every layer up to the current position).
+  uint64_t decode_kv_bytes() const;
+  uint32_t decode_tasks() const;
+  uint32_t decode_events() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Writes a deterministic random-weight Hugging Face folder (config.json + safetensors) of a preset.
+// max_shard_bytes > 0 splits the weights into shards with model.safetensors.index.json.
+void write_random_model(const std::string& preset, const std::string& folder, const std::string& dtype,
+                        uint64_t seed, uint64_t max_shard_bytes = 0);
+std::vector<std::string> preset_names();
+
+// This machine's memory read bandwidth in GB/s: `threads` threads each summing its share of a buffer of
+// `bytes` (far larger than the caches), best of several passes.
+double measure_read_bandwidth_gbs(uint32_t threads, uint64_t bytes);
+// Milliseconds to compile the decode program of a preset's shape for `threads` workers (no weights).
+double measure_compile_ms(const std::string& preset, uint32_t threads);
+
+// Bytes as tokens (for models without a tokenizer): each byte of `text` is one token id.
+std::vector<int32_t> byte_tokens(std::string_view text);
+// The inverse: tokens below 256 as bytes, others as <id>.
+std::string bytes_text(const std::vector<int32_t>& tokens);
+
+}  // namespace tilefire

@@ -1,0 +1,51 @@
+#pragma once
+// causal_attention: for each token m at position position0 + m and each query head h of the tile,
+//   out[m, h] = softmax(scale * q[m, h] . K[kv(h), 0..position]) V[kv(h), 0..position]
+// over the KV cache (GQA: kv(h) = h / (heads / kv_heads)). Tiles are query-head ranges inside one KV
+// group, so a tile waits only for its own q heads and its one KV head.
+#include "ops/attention.h"
+#include "ops/tile.h"
+
+namespace tilefire {
+
+struct CausalAttentionParams {
+  uint32_t q = kNoSlot;        // activation [tokens, heads * head_dim]
+  uint32_t k_cache = kNoSlot;  // kv cache [kv_heads, max_context, head_dim]
+  uint32_t v_cache = kNoSlot;  // kv cache [kv_heads, max_context, head_dim]
+  uint32_t out = kNoSlot;      // activation [tokens, heads * head_dim]
+  uint32_t heads = 0, kv_heads = 0, head_dim = 0, max_context = 0;
+  float scale = 1.0f;  // 1 / sqrt(head_dim)
+};
+
+struct CausalAttentionOp {
+  using Params = CausalAttentionParams;
+  static constexpr OpCode code = OpCode::causal_attention;
+  static uint32_t tile_units(const Params& p) { return p.heads; }
+  static constexpr uint32_t kv_head_of(const Params& p, uint32_t head) { return head / (p.heads / p.kv_heads); }
+  static size_t scratch_floats(const Params&, uint32_t) { return 0; }
+  static void footprint(const Params& p, TileRange tile, TileFootprint& fp) {
+    const uint32_t kv = kv_head_of(p, tile.begin);
+    fp.reads.push_back({p.q, tile.begin * p.head_dim, tile.end * p.head_dim});
+    fp.reads.push_back({p.k_cache, kv, kv + 1});
+    fp.reads.push_back({p.v_cache, kv, kv + 1});
+    fp.writes.push_back({p.out, tile.begin * p.head_dim, tile.end * p.head_dim});
+  }
+  static void run_tile(const Params& p, TileRange tile, const TileContext& ctx) {
+    const uint32_t q_dim = p.heads * p.head_dim;
+    const uint32_t kv = kv_head_of(p, tile.begin);
+    const size_t cache_offset = size_t(kv) * p.max_context * p.head_dim;
+    const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, head_dim]
+    const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, head_dim]
+    const float* q = ctx.slot<const float>(p.q);
+    float* out = ctx.slot<float>(p.out);
+    for (uint32_t m = 0; m < ctx.step->tokens_count; ++m) {
+      const uint32_t visible = ctx.step->position0 + m + 1;  // causal: positions 0 .. position0 + m
+      for (uint32_t h = tile.begin; h < tile.end; ++h) {
+        const size_t offset = size_t(m) * q_dim + size_t(h) * p.head_dim;
+        attention_head(q + offset, k, v, visible, p.head_dim, p.scale, out + offset);
+      }
+    }
+  }
+};
+
+}  // namespace tilefire

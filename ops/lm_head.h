@@ -1,0 +1,40 @@
+#pragma once
+// lm_head: logits[v0:v1] = rmsnorm(x[last token]) * g @ W[v0:v1]^T. The final norm in the prologue; only
+// the last token's row is projected, since only it is sampled. Tiles are vocab-row ranges.
+#include "ops/matmul.h"
+#include "ops/rmsnorm.h"
+#include "ops/tile.h"
+
+namespace tilefire {
+
+struct LmHeadParams {
+  uint32_t x = kNoSlot;            // activation [tokens, hidden]
+  uint32_t norm_weight = kNoSlot;  // f32 [hidden]
+  uint32_t weight = kNoSlot;       // weight [vocab, hidden] (the embedding table when tied)
+  uint32_t logits = kNoSlot;       // activation [1, vocab] f32
+  uint32_t hidden = 0;
+  uint32_t vocab = 0;
+  float eps = 1e-5f;
+  DType wdtype = DType::f32;
+};
+
+struct LmHeadOp {
+  using Params = LmHeadParams;
+  static constexpr OpCode code = OpCode::lm_head;
+  static uint32_t tile_units(const Params& p) { return p.vocab; }
+  static size_t scratch_floats(const Params& p, uint32_t) { return p.hidden; }
+  static void footprint(const Params& p, TileRange tile, TileFootprint& fp) {
+    fp.reads.push_back({p.x, 0, p.hidden});
+    fp.writes.push_back({p.logits, tile.begin, tile.end});
+  }
+  static void run_tile(const Params& p, TileRange tile, const TileContext& ctx) {
+    const uint32_t last = ctx.step->tokens_count - 1;
+    const float* x_last = ctx.slot<const float>(p.x) + size_t(last) * p.hidden;  // [hidden]
+    float* xn = ctx.scratch;                                                        // [hidden]
+    rmsnorm_row(x_last, ctx.slot<const float>(p.norm_weight), p.hidden, p.eps, xn);
+    matmul_rows(ctx.slot<const void>(p.weight), p.wdtype, p.hidden, tile.begin, tile.end, xn, p.hidden, 1,
+                ctx.slot<float>(p.logits), p.vocab);
+  }
+};
+
+}  // namespace tilefire

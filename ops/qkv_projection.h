@@ -1,0 +1,118 @@
+#pragma once
+// qkv_projection: the attention block's input side as one fused tile op.
+//   prologue: xn = rmsnorm(x) * g                                     (input_layernorm)
+//   body:     the tile's heads of q = xn Wq^T, k = xn Wk^T or v = xn Wv^T
+//   epilogue: + bias (Qwen2), per-head RMSNorm of q and k (Qwen3), RoPE on q and k, and k, v appended
+//             to the KV cache at positions position0 + m.
+// Tiles are ranges of heads in the concatenated list [q heads | k heads | v heads]; the compiler never
+// lets a tile cross from one of the three into the next.
+#include <algorithm>
+
+#include "ops/matmul.h"
+#include "ops/rmsnorm.h"
+#include "ops/rope.h"
+#include "ops/tile.h"
+
+namespace tilefire {
+
+struct QkvProjectionParams {
+  uint32_t x = kNoSlot;            // activation [tokens, hidden]
+  uint32_t norm_weight = kNoSlot;  // f32 [hidden]
+  uint32_t wq = kNoSlot;           // weight [heads * head_dim, hidden]
+  uint32_t wk = kNoSlot;           // weight [kv_heads * head_dim, hidden]
+  uint32_t wv = kNoSlot;           // weight [kv_heads * head_dim, hidden]
+  uint32_t bq = kNoSlot, bk = kNoSlot, bv = kNoSlot;  // f32 biases, or kNoSlot
+  uint32_t q_norm = kNoSlot, k_norm = kNoSlot;        // f32 [head_dim], or kNoSlot
+  uint32_t rope_inv_freq = kNoSlot;  // constant f32 [head_dim / 2]
+  uint32_t q_out = kNoSlot;          // activation [tokens, heads * head_dim]
+  uint32_t k_cache = kNoSlot;        // kv cache [kv_heads, max_context, head_dim]
+  uint32_t v_cache = kNoSlot;        // kv cache [kv_heads, max_context, head_dim]
+  uint32_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, max_context = 0;
+  float eps = 1e-5f;
+  DType wdtype = DType::f32;
+};
+
+struct QkvProjectionOp {
+  using Params = QkvProjectionParams;
+  static constexpr OpCode code = OpCode::qkv_projection;
+
+  enum class Part { q, k, v };
+  struct Segment {
+    Part part;
+    uint32_t first_head;  // in the part's own head numbering
+  };
+  static constexpr Segment segment_of(const Params& p, uint32_t concatenated_head) {
+    if (concatenated_head < p.heads) return {Part::q, concatenated_head};
+    if (concatenated_head < p.heads + p.kv_heads) return {Part::k, concatenated_head - p.heads};
+    return {Part::v, concatenated_head - p.heads - p.kv_heads};
+  }
+  // Where the tiler may not let a tile cross: the starts of the k and v parts.
+  static constexpr uint32_t k_begin(const Params& p) { return p.heads; }
+  static constexpr uint32_t v_begin(const Params& p) { return p.heads + p.kv_heads; }
+
+  static uint32_t tile_units(const Params& p) { return p.heads + 2 * p.kv_heads; }
+  // xn [tokens, hidden] + k or v rows [tokens, kv_heads * head_dim]
+  static size_t scratch_floats(const Params& p, uint32_t tokens) {
+    return size_t(tokens) * (p.hidden + size_t(p.kv_heads) * p.head_dim);
+  }
+  static void footprint(const Params& p, TileRange tile, TileFootprint& fp) {
+    fp.reads.push_back({p.x, 0, p.hidden});
+    Segment s = segment_of(p, tile.begin);
+    uint32_t count = tile.end - tile.begin;
+    if (s.part == Part::q)
+      fp.writes.push_back({p.q_out, s.first_head * p.head_dim, (s.first_head + count) * p.head_dim});
+    else
+      fp.writes.push_back({s.part == Part::k ? p.k_cache : p.v_cache, s.first_head, s.first_head + count});
+  }
+
+  static void run_tile(const Params& p, TileRange tile, const TileContext& ctx) {
+    const uint32_t tokens = ctx.step->tokens_count;
+    const uint32_t hd = p.head_dim;
+    const Segment s = segment_of(p, tile.begin);
+    const uint32_t count = tile.end - tile.begin;
+    const float* x = ctx.slot<const float>(p.x);  // [tokens, hidden]
+    float* xn = ctx.scratch;                      // [tokens, hidden]
+    const float* g = ctx.slot<const float>(p.norm_weight);
+    for (uint32_t m = 0; m < tokens; ++m) rmsnorm_row(x + size_t(m) * p.hidden, g, p.hidden, p.eps, xn + size_t(m) * p.hidden);
+
+    const uint32_t col0 = s.first_head * hd, col1 = (s.first_head + count) * hd;
+    const float* inv_freq = ctx.slot<const float>(p.rope_inv_freq);
+    if (s.part == Part::q) {
+      const uint32_t q_dim = p.heads * hd;
+      float* q = ctx.slot<float>(p.q_out);  // [tokens, heads * head_dim]
+      matmul_rows(ctx.slot<const void>(p.wq), p.wdtype, p.hidden, col0, col1, xn, p.hidden, tokens, q, q_dim);
+      for (uint32_t m = 0; m < tokens; ++m)
+        finish_heads(p, q + size_t(m) * q_dim, col0, col1, p.bq, p.q_norm, inv_freq, ctx.step->position0 + m, ctx, true);
+      return;
+    }
+    const bool is_k = s.part == Part::k;
+    const uint32_t kv_dim = p.kv_heads * hd;
+    float* rows = xn + size_t(tokens) * p.hidden;  // [tokens, kv_dim], columns [col0, col1) used
+    matmul_rows(ctx.slot<const void>(is_k ? p.wk : p.wv), p.wdtype, p.hidden, col0, col1, xn, p.hidden, tokens, rows, kv_dim);
+    float* cache = ctx.slot<float>(is_k ? p.k_cache : p.v_cache);  // [kv_heads, max_context, head_dim]
+    for (uint32_t m = 0; m < tokens; ++m) {
+      const uint32_t position = ctx.step->position0 + m;
+      float* row = rows + size_t(m) * kv_dim;
+      finish_heads(p, row, col0, col1, is_k ? p.bk : p.bv, is_k ? p.k_norm : kNoSlot, inv_freq, position, ctx, is_k);
+      for (uint32_t h = s.first_head; h < s.first_head + count; ++h)
+        std::copy(row + size_t(h) * hd, row + size_t(h + 1) * hd, cache + (size_t(h) * p.max_context + position) * hd);
+    }
+  }
+
+ private:
+  // Bias, per-head norm and RoPE on columns [col0, col1) of one token's row.
+  static void finish_heads(const Params& p, float* row, uint32_t col0, uint32_t col1, uint32_t bias_slot,
+                           uint32_t head_norm_slot, const float* inv_freq, uint32_t position,
+                           const TileContext& ctx, bool rotate) {
+    if (bias_slot != kNoSlot) {
+      const float* bias = ctx.slot<const float>(bias_slot);
+      for (uint32_t c = col0; c < col1; ++c) row[c] += bias[c];
+    }
+    for (uint32_t c = col0; c < col1; c += p.head_dim) {
+      if (head_norm_slot != kNoSlot) rmsnorm_row(row + c, ctx.slot<const float>(head_norm_slot), p.head_dim, p.eps, row + c);
+      if (rotate) rope_apply_head(row + c, p.head_dim, position, inv_freq);
+    }
+  }
+};
+
+}  // namespace tilefire

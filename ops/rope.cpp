@@ -1,0 +1,63 @@
+// Rotary position embedding, bit-compatible in spirit with transformers' float32 path: inverse
+// frequencies and angles are float32 values, so a model gives the same rotations here as in PyTorch
+// (up to the last ulp of cos/sin, which we compute in double and round).
+#include "ops/rope.h"
+
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+#include <string>
+
+namespace tilefire {
+
+std::vector<float> rope_inverse_frequencies(uint32_t head_dim, float theta, const RopeScaling& scaling) {
+  if (head_dim == 0 || head_dim % 2 != 0)
+    throw std::invalid_argument("rope: head_dim must be even and non-zero, got " + std::to_string(head_dim));
+  const uint32_t half = head_dim / 2;
+  std::vector<float> inv_freq(half);  // [head_dim / 2]
+  for (uint32_t i = 0; i < half; ++i) {
+    // transformers: 1.0 / (base ** (arange(0, dim, 2).float() / dim)). The exponent is a float32
+    // quotient; the power is taken in double and rounded to float; the reciprocal is a float32 division.
+    const float exponent = float(2 * i) / float(head_dim);
+    const float power = float(std::pow(double(theta), double(exponent)));
+    inv_freq[i] = 1.0f / power;
+  }
+  if (!scaling.llama3) return inv_freq;
+
+  // transformers' _compute_llama3_parameters, elementwise on float32 tensors.
+  const float factor = scaling.factor;
+  const float low_freq_factor = scaling.low_freq_factor;
+  const float high_freq_factor = scaling.high_freq_factor;
+  const float original = float(scaling.original_max_position);
+  const float low_freq_wavelen = original / low_freq_factor;   // longer than this: fully scaled
+  const float high_freq_wavelen = original / high_freq_factor;  // shorter than this: kept
+  const float two_pi = float(2.0 * std::numbers::pi);
+  for (float& f : inv_freq) {
+    const float wavelen = two_pi / f;
+    if (wavelen > low_freq_wavelen) {
+      f = f / factor;
+    } else if (wavelen < high_freq_wavelen) {
+      // high frequency: unchanged
+    } else {
+      const float smooth = (original / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      f = (1.0f - smooth) * f / factor + smooth * f;
+    }
+  }
+  return inv_freq;
+}
+
+void rope_apply_head(float* head, uint32_t head_dim, uint32_t position, const float* inv_freq) {
+  const uint32_t half = head_dim / 2;
+  const float pos = float(position);  // transformers: position_ids.float() @ inv_freq, in float32
+  for (uint32_t i = 0; i < half; ++i) {
+    const float angle = pos * inv_freq[i];
+    const float c = float(std::cos(double(angle)));
+    const float s = float(std::sin(double(angle)));
+    const float x0 = head[i];
+    const float x1 = head[i + half];
+    head[i] = x0 * c - x1 * s;
+    head[i + half] = x1 * c + x0 * s;
+  }
+}
+
+}  // namespace tilefire

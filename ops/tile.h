@@ -1,0 +1,77 @@
+#pragma once
+// What every tile op shares: the context a tile runs in (resolved tensor slots, the step's inputs, the
+// worker's scratch), the regions a tile reads and writes (from which the compiler derives dependencies),
+// and the fixed-size parameter record a Program stores per op node.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "ops/op_list.h"
+
+namespace tilefire {
+
+constexpr uint32_t kNoSlot = 0xffffffffu;
+
+// A tile's extent in its op's tiling unit (output columns, heads, vocab rows: each op says which).
+struct TileRange {
+  uint32_t begin = 0;
+  uint32_t end = 0;
+};
+
+// Inputs that change every step of the same Program.
+struct StepInputs {
+  const int32_t* tokens = nullptr;  // [tokens] the step's token ids (positions position0 ..)
+  uint32_t tokens_count = 0;        // equals the Program's token count
+  uint32_t position0 = 0;           // position of tokens[0] in the sequence
+};
+
+struct TileContext {
+  void* const* slots = nullptr;  // [slot count] resolved pointers (host, device or peer window)
+  const StepInputs* step = nullptr;
+  float* scratch = nullptr;  // [Program::scratch_floats] private to the worker running the tile
+
+  template <class T>
+  T* slot(uint32_t id) const { return static_cast<T*>(slots[id]); }
+};
+
+// A region of a tensor slot, in the slot's region unit (columns of an activation [tokens, columns];
+// KV heads of a cache). Two tiles conflict when they touch overlapping regions of one slot.
+struct Region {
+  uint32_t slot = kNoSlot;
+  uint32_t begin = 0;
+  uint32_t end = 0;
+};
+
+struct TileFootprint {
+  std::vector<Region> reads;
+  std::vector<Region> writes;
+};
+
+// Fixed-size storage for any op's parameter struct (all are trivially copyable PODs of slot ids and
+// constants), so the Program keeps one array of them.
+struct OpParams {
+  static constexpr size_t kBytes = 120;
+  OpCode op = OpCode::noop;
+  uint16_t layer = 0;
+  alignas(8) unsigned char bytes[kBytes] = {};
+
+  template <class P>
+  static OpParams make(OpCode op, uint16_t layer, const P& params) {
+    static_assert(std::is_trivially_copyable_v<P> && sizeof(P) <= kBytes, "op params must be small PODs");
+    OpParams record;
+    record.op = op;
+    record.layer = layer;
+    std::memcpy(record.bytes, &params, sizeof(P));
+    return record;
+  }
+  template <class P>
+  const P& as() const {
+    static_assert(std::is_trivially_copyable_v<P> && sizeof(P) <= kBytes);
+    return *reinterpret_cast<const P*>(bytes);
+  }
+};
+static_assert(sizeof(OpParams) == 128);
+
+}  // namespace tilefire

@@ -1,0 +1,98 @@
+#include "args.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+namespace tilefire::cli {
+
+Args::Args(std::string command, std::vector<std::string> switches, std::vector<std::string> valued)
+    : command_(std::move(command)), switches_(std::move(switches)), valued_(std::move(valued)) {}
+
+void Args::parse(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool inline_value = false;
+    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      inline_value = true;
+    }
+    if (std::find(switches_.begin(), switches_.end(), arg) != switches_.end()) {
+      if (inline_value) throw InputError("tilefire " + command_ + ": flag " + arg + " takes no value");
+      values_[arg] = "";
+    } else if (std::find(valued_.begin(), valued_.end(), arg) != valued_.end()) {
+      if (!inline_value) {
+        if (i + 1 >= argc) throw InputError("tilefire " + command_ + ": flag " + arg + " needs a value");
+        value = argv[++i];
+      }
+      values_[arg] = value;
+    } else {
+      throw InputError("tilefire " + command_ + ": unknown " + std::string(arg.rfind("-", 0) == 0 ? "flag '" : "argument '") +
+                       arg + "' (see tilefire " + command_ + " --help)");
+    }
+  }
+}
+
+bool Args::has(const std::string& flag) const { return values_.count(flag) != 0; }
+
+std::optional<std::string> Args::text(const std::string& flag) const {
+  auto it = values_.find(flag);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Args::text_or(const std::string& flag, const std::string& fallback) const {
+  return text(flag).value_or(fallback);
+}
+
+uint64_t Args::unsigned_or(const std::string& flag, uint64_t fallback, uint64_t min, uint64_t max) const {
+  auto v = text(flag);
+  if (!v) return fallback;
+  const std::string& s = *v;
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long parsed = std::strtoull(s.c_str(), &end, 10);
+  if (s.empty() || s[0] == '-' || s[0] == '+' || *end != '\0' || errno == ERANGE || parsed < min || parsed > max)
+    throw InputError("tilefire " + command_ + ": " + flag + " expects an integer in [" + std::to_string(min) + ", " +
+                     (max == UINT64_MAX ? std::string("...") : std::to_string(max)) + "], got '" + s + "'");
+  return parsed;
+}
+
+double Args::number_or(const std::string& flag, double fallback, double min, double max) const {
+  auto v = text(flag);
+  if (!v) return fallback;
+  const std::string& s = *v;
+  char* end = nullptr;
+  errno = 0;
+  double parsed = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(parsed) || parsed < min || parsed > max)
+    throw InputError("tilefire " + command_ + ": " + flag + " expects a number in [" + std::to_string(min) + ", " +
+                     std::to_string(max) + "], got '" + s + "'");
+  return parsed;
+}
+
+std::vector<int32_t> Args::token_list(const std::string& flag) const {
+  std::vector<int32_t> tokens;
+  auto v = text(flag);
+  if (!v) return tokens;
+  size_t pos = 0;
+  const std::string& s = *v;
+  while (pos <= s.size()) {
+    size_t comma = s.find(',', pos);
+    std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    char* end = nullptr;
+    errno = 0;
+    long parsed = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno == ERANGE || parsed < 0 || parsed > INT32_MAX)
+      throw InputError("tilefire " + command_ + ": " + flag + " expects comma-separated token ids like 1,2,3, got '" + s + "'");
+    tokens.push_back(int32_t(parsed));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return tokens;
+}
+
+}  // namespace tilefire::cli

@@ -1,0 +1,9 @@
+#pragma once
+// The subcommands of `tilefire`. Each returns the process exit status; InputError propagates to main.
+namespace tilefire::cli {
+
+int run_command(int argc, char** argv);        // tilefire run
+int gen_model_command(int argc, char** argv);  // tilefire gen-model
+int bench_command(int argc, char** argv);      // tilefire bench
+
+}  // namespace tilefire::cli

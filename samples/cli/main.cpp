@@ -1,0 +1,46 @@
+// tilefire: run, benchmark and generate Llama-family models on the dataflow megakernel.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "commands.h"
+#include "tilefire/errors.h"
+
+namespace {
+
+const char* kUsage = R"(usage: tilefire <command> [flags]
+
+commands:
+  run        generate text from a model (the built-in sample without --model)
+  bench      decode speed, achieved memory bandwidth, dataflow vs bsp
+  gen-model  write a random-weight Hugging Face folder of a preset
+
+`tilefire <command> --help` lists a command's flags.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  try {
+    if (command == "run") return tilefire::cli::run_command(argc, argv);
+    if (command == "gen-model") return tilefire::cli::gen_model_command(argc, argv);
+    if (command == "bench") return tilefire::cli::bench_command(argc, argv);
+    std::fprintf(stderr, "tilefire: unknown command '%s' (expected run, bench or gen-model)\n", command.c_str());
+    return 2;
+  } catch (const tilefire::InputError& e) {
+    std::fprintf(stderr, "tilefire %s: error: %s\n", command.c_str(), e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "tilefire %s: error: out of memory\n", command.c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tilefire %s: internal error: %s\n", command.c_str(), e.what());
+    return 1;
+  }
+}

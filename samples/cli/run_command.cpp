@@ -1,0 +1,130 @@
+// tilefire run: prefill a prompt and decode, printing the text (or one JSON object) and the timings.
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "args.h"
+#include "commands.h"
+#include "tilefire/engine.h"
+
+namespace tilefire::cli {
+
+namespace {
+
+const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
+
+  --model DIR            Hugging Face folder (config.json + safetensors); default: the built-in sample
+  --prompt TEXT          prompt; its bytes are the tokens (models without a tokenizer)
+  --prompt-tokens 1,2,3  prompt as token ids
+  --max-new-tokens N     tokens to generate (default 32)
+  --temperature T        0 = greedy (default 0)
+  --top-k K              keep the K most probable tokens (0 = off)
+  --top-p P              nucleus sampling mass (1 = off)
+  --seed S               sampling seed (default 0)
+  --threads N            worker threads (default: all cores)
+  --schedule dataflow|bsp
+  --queue static|dynamic placement of tasks on workers (default static)
+  --max-context N        KV-cache positions (default min(model, 4096))
+  --logprobs K           the K most probable next tokens at every generated position
+  --json                 print one JSON object
+  --trace FILE           write a Chrome/Perfetto trace of one decode step
+)";
+
+Schedule parse_schedule(const std::string& s) {
+  if (s == "dataflow") return Schedule::dataflow;
+  if (s == "bsp") return Schedule::bsp;
+  throw InputError("tilefire run: --schedule expects dataflow or bsp, got '" + s + "'");
+}
+
+}  // namespace
+
+int run_command(int argc, char** argv) {
+  Args args("run", {"--json", "--help"},
+            {"--model", "--prompt", "--prompt-tokens", "--max-new-tokens", "--temperature", "--top-k", "--top-p",
+             "--seed", "--threads", "--schedule", "--queue", "--max-context", "--logprobs", "--trace"});
+  args.parse(argc, argv, 2);
+  if (args.has("--help")) {
+    std::fputs(kRunHelp, stdout);
+    return 0;
+  }
+  if (args.has("--prompt") && args.has("--prompt-tokens"))
+    throw InputError("tilefire run: give --prompt or --prompt-tokens, not both");
+
+  EngineOptions options;
+  options.model_dir = args.text_or("--model", "");
+  options.threads = uint32_t(args.unsigned_or("--threads", 0, 1, 256));
+  options.schedule = parse_schedule(args.text_or("--schedule", "dataflow"));
+  const std::string queue = args.text_or("--queue", "static");
+  if (queue != "static" && queue != "dynamic")
+    throw InputError("tilefire run: --queue expects static or dynamic, got '" + queue + "'");
+  options.queueing = queue == "dynamic" ? Queueing::dynamic_queue : Queueing::static_queues;
+  options.max_context = uint32_t(args.unsigned_or("--max-context", 0, 1, 1u << 24));
+
+  GenerateRequest request;
+  request.prompt = args.has("--prompt-tokens") ? args.token_list("--prompt-tokens")
+                                               : byte_tokens(args.text_or("--prompt", "Once upon a time"));
+  request.max_new_tokens = uint32_t(args.unsigned_or("--max-new-tokens", 32, 0, 1u << 24));
+  request.sampling.temperature = float(args.number_or("--temperature", 0.0, 0.0, 100.0));
+  request.sampling.top_k = uint32_t(args.unsigned_or("--top-k", 0, 0, 1u << 30));
+  request.sampling.top_p = float(args.number_or("--top-p", 1.0, 1e-6, 1.0));
+  request.sampling.seed = args.unsigned_or("--seed", 0);
+  request.logprobs = uint32_t(args.unsigned_or("--logprobs", 0, 0, 1000));
+  request.trace_path = args.text_or("--trace", "");
+
+  Engine engine(options);
+  const ModelInfo& model = engine.model();
+  if (request.logprobs > model.vocab)
+    throw InputError("tilefire run: --logprobs " + std::to_string(request.logprobs) + " exceeds the vocabulary of " +
+                     std::to_string(model.vocab));
+  for (int32_t t : request.prompt)
+    if (uint32_t(t) >= model.vocab)
+      throw InputError("tilefire run: prompt token " + std::to_string(t) + " is outside the model's vocabulary [0, " +
+                       std::to_string(model.vocab) + ")");
+  if (request.prompt.size() > model.max_context)
+    throw InputError("tilefire run: the prompt has " + std::to_string(request.prompt.size()) +
+                     " tokens but the context holds " + std::to_string(model.max_context) + " (--max-context)");
+
+  GenerateResult result = engine.generate(request);
+
+  if (args.has("--json")) {
+    nlohmann::json logprobs = nlohmann::json::array();
+    for (const auto& position : result.logprobs) {
+      nlohmann::json row = nlohmann::json::array();
+      for (const TokenProbability& tp : position) row.push_back({tp.token, tp.probability});
+      logprobs.push_back(row);
+    }
+    nlohmann::json out = {{"model", model.origin},
+                          {"threads", engine.threads()},
+                          {"schedule", args.text_or("--schedule", "dataflow")},
+                          {"prompt_tokens", result.prompt_tokens},
+                          {"tokens", result.tokens},
+                          {"logprobs", logprobs},
+                          {"ttft_ms", result.ttft_ms},
+                          {"tpot_ms", result.tpot_ms},
+                          {"decode_tok_s", result.decode_tok_s},
+                          {"tasks_per_step", result.tasks_per_step},
+                          {"events_per_step", result.events_per_step},
+                          {"compile_ms", result.compile_ms}};
+    std::cout << out.dump() << std::endl;
+    return 0;
+  }
+  std::printf("model: %s (%s, %s, %u layers), %u threads, %s\n", model.origin.c_str(), model.architecture.c_str(),
+              model.dtype.c_str(), model.layers, engine.threads(), args.text_or("--schedule", "dataflow").c_str());
+  std::printf("%s", bytes_text(result.prompt_tokens).c_str());
+  std::printf("%s\n", bytes_text(result.tokens).c_str());
+  for (size_t i = 0; i < result.logprobs.size(); ++i) {
+    std::printf("  [%zu] token %d:", i, result.tokens[i]);
+    for (const TokenProbability& tp : result.logprobs[i]) std::printf(" %d=%.4f", tp.token, tp.probability);
+    std::printf("\n");
+  }
+  std::printf("time to first token %.2f ms, time per output token %.3f ms, decode %.1f tokens/s\n", result.ttft_ms,
+              result.tpot_ms, result.decode_tok_s);
+  std::printf("program: %u tasks, %u events per decode step; compiled in %.1f ms\n", result.tasks_per_step,
+              result.events_per_step, result.compile_ms);
+  if (!request.trace_path.empty()) std::printf("trace of one decode step: %s\n", request.trace_path.c_str());
+  return 0;
+}
+
+}  // namespace tilefire::cli

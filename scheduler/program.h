@@ -1,0 +1,92 @@
+#pragma once
+// The Program: the task/event format shared by the host encoder (graph/compile) and every executor (the
+// CPU worker pool, the CUDA megakernel, the simulator). Tasks and events are PODs in flat arrays, so the
+// whole dependency protocol is readable here:
+//  - a task is one tile of one fused op node; it waits on events and then signals events;
+//  - an event is a counter with a trigger count (the signals it gets per step). Counters only grow: in
+//    step s (1, 2, ...) a waiter needs counter >= trigger_count * s, so nothing is reset between steps.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/dtype.h"
+#include "ops/tile.h"
+
+namespace tilefire {
+
+struct alignas(32) TaskDesc {
+  OpCode op = OpCode::noop;
+  uint16_t layer = 0;
+  uint32_t node = 0;  // index into Program::nodes (and the op node's position in topological order)
+  uint32_t tile_begin = 0;
+  uint32_t tile_end = 0;
+  uint32_t wait_begin = 0;  // into Program::waits
+  uint32_t signal_begin = 0;  // into Program::signals
+  uint16_t wait_count = 0;
+  uint16_t signal_count = 0;
+  uint32_t tile_index = 0;  // index of this tile within its node
+};
+static_assert(sizeof(TaskDesc) == 32 && alignof(TaskDesc) == 32, "TaskDesc is one 32-byte record");
+
+struct EventDesc {
+  uint32_t trigger_count = 0;  // signals per step
+};
+static_assert(sizeof(EventDesc) == 4);
+
+enum class SlotKind : uint8_t {
+  weight,      // bound to a checkpoint tensor by name (read-only)
+  weight_f32,  // a checkpoint vector (norm weight, bias) converted to f32 at bind time
+  activation,  // [rows, cols] f32, owned by the backend
+  kv_cache,    // [kv_heads, max_context, head_dim] f32, owned by the engine across steps
+  constant,    // f32 values stored in Program::constants
+};
+
+struct SlotDesc {
+  SlotKind kind = SlotKind::activation;
+  DType dtype = DType::f32;
+  uint64_t rows = 0;  // elements = rows * cols (kv cache: rows = kv_heads * max_context)
+  uint64_t cols = 0;
+  uint64_t constant_offset = 0;  // kind == constant: first element in Program::constants
+  std::string name;  // checkpoint tensor name for weights; a descriptive name otherwise
+};
+
+struct NodeDesc {
+  OpParams params;            // the op's parameter record
+  uint32_t first_task = 0;    // tasks of a node are contiguous
+  uint32_t task_count = 0;
+  uint32_t done_event = 0xffffffffu;  // signalled by every tile of the node, when some consumer needs all
+};
+
+enum class Placement : uint8_t {
+  static_queues,  // per-worker queues in topological order (lowest overhead)
+  dynamic_queue,  // one ready queue; a task is pushed when its last input event fires
+};
+
+enum class EventGranularity : uint8_t {
+  tile,  // a consumer waits on exactly the producer tiles whose output overlaps what it reads
+  op,    // a consumer waits for the whole producer op
+};
+
+struct Program {
+  std::vector<NodeDesc> nodes;    // op nodes in topological order
+  std::vector<TaskDesc> tasks;    // tiles, node by node (so task order is topological)
+  std::vector<EventDesc> events;
+  std::vector<uint32_t> waits;    // event ids; TaskDesc::wait_begin/wait_count index it
+  std::vector<uint32_t> signals;  // event ids; TaskDesc::signal_begin/signal_count index it
+  std::vector<SlotDesc> slots;
+  std::vector<float> constants;
+  // Static placement: one queue of task ids per worker, each in topological order.
+  std::vector<std::vector<uint32_t>> queues;
+  Placement placement = Placement::static_queues;
+  EventGranularity granularity = EventGranularity::tile;
+  uint32_t workers = 1;
+  uint32_t tokens = 1;          // tokens per step (1 at decode, the prompt length at prefill)
+  size_t scratch_floats = 0;    // per-worker scratch any tile may need
+
+  uint32_t slot_index(const std::string& name) const;  // kNoSlot when absent
+};
+
+// Size in bytes of a slot's storage.
+uint64_t slot_bytes(const SlotDesc& slot);
+
+}  // namespace tilefire

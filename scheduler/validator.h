@@ -1,0 +1,25 @@
+#pragma once
+// The validator: proves a Program safe to run before any executor sees it.
+//  - every index (events, waits, signals, queue entries) is in range, every task is queued exactly once;
+//  - every event's trigger count equals the signals it receives per step (an event nothing signals, or
+//    too little, would hang its waiters);
+//  - the task graph (signaller -> waiter) is acyclic;
+//  - with static queues, running every queue in order cannot deadlock (checked by simulation).
+#include <stdexcept>
+#include <string>
+
+#include "scheduler/program.h"
+
+namespace tilefire {
+
+struct ProgramError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Throws ProgramError naming the task (op, layer, tile) and event at fault.
+void validate_program(const Program& program);
+
+// "qkv_projection layer 3 tile [4, 6) (task 17)" for messages and traces.
+std::string describe_task(const Program& program, uint32_t task);
+
+}  // namespace tilefire

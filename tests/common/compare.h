@@ -1,0 +1,55 @@
+#pragma once
+// NaN-aware comparisons for tests: a value mismatches unless |a - b| <= atol + rtol * |b| (so a NaN on
+// either side always mismatches). Reports the count and the first mismatches.
+#include <cmath>
+#include <cstddef>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace tilefire::testing {
+
+struct Mismatches {
+  size_t count = 0;
+  std::string first;  // the first few, for the failure message
+};
+
+template <class A, class B>
+Mismatches compare_close(const A* actual, const B* expected, size_t n, double atol, double rtol, size_t show = 5) {
+  Mismatches m;
+  std::ostringstream out;
+  for (size_t i = 0; i < n; ++i) {
+    const double a = double(actual[i]), b = double(expected[i]);
+    if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
+      if (m.count < show) out << "  [" << i << "] got " << a << " expected " << b << "\n";
+      ++m.count;
+    }
+  }
+  m.first = out.str();
+  return m;
+}
+
+template <class A, class B>
+Mismatches compare_close(const std::vector<A>& actual, const std::vector<B>& expected, double atol, double rtol) {
+  if (actual.size() != expected.size()) {
+    Mismatches m;
+    m.count = actual.size() > expected.size() ? actual.size() : expected.size();
+    m.first = "  sizes differ: " + std::to_string(actual.size()) + " vs " + std::to_string(expected.size()) + "\n";
+    return m;
+  }
+  return compare_close(actual.data(), expected.data(), actual.size(), atol, rtol);
+}
+
+// Relative error of a whole vector: ||a - b|| / ||b|| (NaN when any value is NaN).
+template <class A, class B>
+double relative_l2_error(const std::vector<A>& actual, const std::vector<B>& expected) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < actual.size() && i < expected.size(); ++i) {
+    const double d = double(actual[i]) - double(expected[i]);
+    num += d * d;
+    den += double(expected[i]) * double(expected[i]);
+  }
+  return std::sqrt(num) / std::sqrt(den);
+}
+
+}  // namespace tilefire::testing

@@ -1,0 +1,144 @@
+#include "tests/common/reference_model.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace tilefire::testing {
+
+namespace {
+
+// y[n] = sum_k W[n, k] x[k], W given as doubles [N, K]
+std::vector<double> matvec(const std::vector<double>& w, const std::vector<double>& x, size_t n_out) {
+  const size_t k_in = x.size();
+  std::vector<double> y(n_out, 0.0);
+  for (size_t n = 0; n < n_out; ++n) {
+    double acc = 0;
+    for (size_t k = 0; k < k_in; ++k) acc += w[n * k_in + k] * x[k];
+    y[n] = acc;
+  }
+  return y;
+}
+
+std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<double>& g, double eps) {
+  double ss = 0;
+  for (double v : x) ss += v * v;
+  const double inv = 1.0 / std::sqrt(ss / double(x.size()) + eps);
+  std::vector<double> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * g[i];
+  return y;
+}
+
+}  // namespace
+
+ReferenceModel::ReferenceModel(const ModelSpec& spec, const WeightStore& weights) : spec_(spec), weights_(weights) {
+  // RoPE frequencies, with Llama 3's scaling, straight from the published formula.
+  const uint32_t hd = spec.head_dim;
+  for (uint32_t i = 0; i < hd / 2; ++i) {
+    double f = 1.0 / std::pow(double(spec.rope_theta), double(2 * i) / double(hd));
+    if (spec.rope_scaling.llama3) {
+      const RopeScaling& s = spec.rope_scaling;
+      const double pi = 3.14159265358979323846;
+      const double wavelen = 2 * pi / f;
+      const double low_wavelen = s.original_max_position / s.low_freq_factor;
+      const double high_wavelen = s.original_max_position / s.high_freq_factor;
+      if (wavelen > low_wavelen) {
+        f = f / s.factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth = (s.original_max_position / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = (1 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+    inv_freq_.push_back(f);
+  }
+  reset();
+}
+
+std::vector<double> ReferenceModel::weight(const std::string& name) const {
+  const TensorView* t = weights_.find(name);
+  if (!t) throw std::runtime_error("reference model: missing tensor " + name);
+  std::vector<double> values(t->numel());
+  for (size_t i = 0; i < values.size(); ++i) values[i] = load_as_f32(t->data, t->dtype, i);
+  return values;
+}
+
+std::vector<double> ReferenceModel::forward(const std::vector<int32_t>& tokens) {
+  std::vector<double> logits;
+  for (int32_t t : tokens) logits = forward_token(t);
+  return logits;
+}
+
+std::vector<double> ReferenceModel::forward_token(int32_t token) {
+  const ModelSpec& s = spec_;
+  const uint32_t hd = s.head_dim, H = s.heads, KV = s.kv_heads, group = H / KV;
+  const uint32_t pos = position_++;
+  std::vector<double> table = weight("model.embed_tokens.weight");
+  std::vector<double> x(table.begin() + size_t(token) * s.hidden, table.begin() + size_t(token + 1) * s.hidden);
+
+  auto rotate = [&](double* head) {
+    for (uint32_t i = 0; i < hd / 2; ++i) {
+      const double angle = double(pos) * inv_freq_[i];
+      const double c = std::cos(angle), sn = std::sin(angle);
+      const double a = head[i], b = head[i + hd / 2];
+      head[i] = a * c - b * sn;
+      head[i + hd / 2] = b * c + a * sn;
+    }
+  };
+  auto head_norm = [&](double* head, const std::vector<double>& g) {
+    std::vector<double> h(head, head + hd);
+    h = rms_norm(h, g, s.rms_eps);
+    std::copy(h.begin(), h.end(), head);
+  };
+
+  for (uint32_t l = 0; l < s.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    std::vector<double> xn = rms_norm(x, weight(p + "input_layernorm.weight"), s.rms_eps);
+    std::vector<double> q = matvec(weight(p + "self_attn.q_proj.weight"), xn, size_t(H) * hd);
+    std::vector<double> k = matvec(weight(p + "self_attn.k_proj.weight"), xn, size_t(KV) * hd);
+    std::vector<double> v = matvec(weight(p + "self_attn.v_proj.weight"), xn, size_t(KV) * hd);
+    if (s.qkv_bias) {
+      auto bq = weight(p + "self_attn.q_proj.bias"), bk = weight(p + "self_attn.k_proj.bias"), bv = weight(p + "self_attn.v_proj.bias");
+      for (size_t i = 0; i < q.size(); ++i) q[i] += bq[i];
+      for (size_t i = 0; i < k.size(); ++i) k[i] += bk[i], v[i] += bv[i];
+    }
+    if (s.qk_norm) {
+      auto gq = weight(p + "self_attn.q_norm.weight"), gk = weight(p + "self_attn.k_norm.weight");
+      for (uint32_t h = 0; h < H; ++h) head_norm(q.data() + h * hd, gq);
+      for (uint32_t h = 0; h < KV; ++h) head_norm(k.data() + h * hd, gk);
+    }
+    for (uint32_t h = 0; h < H; ++h) rotate(q.data() + h * hd);
+    for (uint32_t h = 0; h < KV; ++h) rotate(k.data() + h * hd);
+    k_cache_[l].insert(k_cache_[l].end(), k.begin(), k.end());
+    v_cache_[l].insert(v_cache_[l].end(), v.begin(), v.end());
+
+    std::vector<double> attn(size_t(H) * hd, 0.0);
+    const double scale = 1.0 / std::sqrt(double(hd));
+    for (uint32_t h = 0; h < H; ++h) {
+      const uint32_t kvh = h / group;
+      std::vector<double> scores(pos + 1);
+      double max_score = -INFINITY;
+      for (uint32_t j = 0; j <= pos; ++j) {
+        double dot = 0;
+        for (uint32_t d = 0; d < hd; ++d) dot += q[h * hd + d] * k_cache_[l][(size_t(j) * KV + kvh) * hd + d];
+        scores[j] = dot * scale;
+        max_score = std::max(max_score, scores[j]);
+      }
+      double sum = 0;
+      for (double& sc : scores) sum += (sc = std::exp(sc - max_score));
+      for (uint32_t j = 0; j <= pos; ++j)
+        for (uint32_t d = 0; d < hd; ++d) attn[h * hd + d] += scores[j] / sum * v_cache_[l][(size_t(j) * KV + kvh) * hd + d];
+    }
+    std::vector<double> o = matvec(weight(p + "self_attn.o_proj.weight"), attn, s.hidden);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+
+    std::vector<double> hn = rms_norm(x, weight(p + "post_attention_layernorm.weight"), s.rms_eps);
+    std::vector<double> gate = matvec(weight(p + "mlp.gate_proj.weight"), hn, s.ffn);
+    std::vector<double> up = matvec(weight(p + "mlp.up_proj.weight"), hn, s.ffn);
+    for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
+    std::vector<double> down = matvec(weight(p + "mlp.down_proj.weight"), gate, s.hidden);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
+  }
+  std::vector<double> xn = rms_norm(x, weight("model.norm.weight"), s.rms_eps);
+  return matvec(weight(s.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"), xn, s.vocab);
+}
+
+}  // namespace tilefire::testing

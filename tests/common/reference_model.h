@@ -1,0 +1,30 @@
+#pragma once
+// The oracle for end-to-end tests: a Llama-family forward pass written plainly, layer by layer, in double,
+// reading the checkpoint's tensors by name. It shares no code with the compiler, the scheduler or the
+// ops (only the bf16/f16 -> f32 conversion), so it can disagree with them.
+#include <cstdint>
+#include <vector>
+
+#include "graph/weights.h"
+
+namespace tilefire::testing {
+
+class ReferenceModel {
+ public:
+  ReferenceModel(const ModelSpec& spec, const WeightStore& weights);
+  // Feeds tokens at the next positions and returns the last token's logits [vocab].
+  std::vector<double> forward(const std::vector<int32_t>& tokens);
+  void reset() { k_cache_.assign(spec_.layers, {}); v_cache_.assign(spec_.layers, {}); position_ = 0; }
+
+ private:
+  std::vector<double> weight(const std::string& name) const;
+  std::vector<double> forward_token(int32_t token);
+
+  ModelSpec spec_;
+  const WeightStore& weights_;
+  std::vector<double> inv_freq_;
+  std::vector<std::vector<double>> k_cache_, v_cache_;  // [layer][position * kv_dim]
+  uint32_t position_ = 0;
+};
+
+}  // namespace tilefire::testing

@@ -1,0 +1,363 @@
+// ModelSpec: config.json parsing for each architecture, presets, the config round trip, and every way a
+// config can be wrong (each must give an InputError naming the file and the key).
+#include "graph/model_spec.h"
+
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
+namespace tilefire {
+namespace {
+
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+// The message of the InputError that `action` throws; fails the test if it throws nothing else.
+std::string input_error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const InputError& error) {
+    return error.what();
+  } catch (const std::exception& error) {
+    ADD_FAILURE() << "threw a non-InputError: " << error.what();
+    return "";
+  }
+  ADD_FAILURE() << "did not throw";
+  return "";
+}
+
+void expect_same_spec(const ModelSpec& a, const ModelSpec& b) {
+  EXPECT_EQ(a.arch, b.arch);
+  EXPECT_EQ(a.arch_name, b.arch_name);
+  EXPECT_EQ(a.vocab, b.vocab);
+  EXPECT_EQ(a.hidden, b.hidden);
+  EXPECT_EQ(a.layers, b.layers);
+  EXPECT_EQ(a.heads, b.heads);
+  EXPECT_EQ(a.kv_heads, b.kv_heads);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.ffn, b.ffn);
+  EXPECT_EQ(a.max_context, b.max_context);
+  EXPECT_EQ(a.rms_eps, b.rms_eps);  // exact: the round trip must not drift
+  EXPECT_EQ(a.rope_theta, b.rope_theta);
+  EXPECT_EQ(a.rope_scaling.llama3, b.rope_scaling.llama3);
+  EXPECT_EQ(a.rope_scaling.factor, b.rope_scaling.factor);
+  EXPECT_EQ(a.rope_scaling.low_freq_factor, b.rope_scaling.low_freq_factor);
+  EXPECT_EQ(a.rope_scaling.high_freq_factor, b.rope_scaling.high_freq_factor);
+  EXPECT_EQ(a.rope_scaling.original_max_position, b.rope_scaling.original_max_position);
+  EXPECT_EQ(a.tie_embeddings, b.tie_embeddings);
+  EXPECT_EQ(a.qkv_bias, b.qkv_bias);
+  EXPECT_EQ(a.qk_norm, b.qk_norm);
+  EXPECT_EQ(a.dtype, b.dtype);
+  EXPECT_EQ(a.bos_token, b.bos_token);
+  EXPECT_EQ(a.eos_tokens, b.eos_tokens);
+}
+
+// Meta Llama-3.2-1B's config.json (abridged to the keys that matter plus a few that do not).
+const char* kLlama32Config = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "bos_token_id": 128000,
+  "eos_token_id": [128001, 128008, 128009],
+  "head_dim": 64,
+  "hidden_act": "silu",
+  "hidden_size": 2048,
+  "intermediate_size": 8192,
+  "max_position_embeddings": 131072,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 16,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "vocab_size": 128256
+})";
+
+TEST(ModelSpecParse, Llama3WithRopeScalingAndTiedEmbeddings) {
+  ModelSpec spec = parse_hf_config_text(kLlama32Config, "llama/config.json");
+  EXPECT_EQ(spec.arch, Architecture::llama);
+  EXPECT_EQ(spec.arch_name, "LlamaForCausalLM");
+  EXPECT_EQ(spec.vocab, 128256u);
+  EXPECT_EQ(spec.hidden, 2048u);
+  EXPECT_EQ(spec.layers, 16u);
+  EXPECT_EQ(spec.heads, 32u);
+  EXPECT_EQ(spec.kv_heads, 8u);
+  EXPECT_EQ(spec.head_dim, 64u);
+  EXPECT_EQ(spec.group(), 4u);
+  EXPECT_EQ(spec.ffn, 8192u);
+  EXPECT_EQ(spec.max_context, 131072u);
+  EXPECT_FLOAT_EQ(spec.rms_eps, 1e-5f);
+  EXPECT_FLOAT_EQ(spec.rope_theta, 500000.0f);
+  EXPECT_TRUE(spec.rope_scaling.llama3);
+  EXPECT_FLOAT_EQ(spec.rope_scaling.factor, 32.0f);
+  EXPECT_FLOAT_EQ(spec.rope_scaling.low_freq_factor, 1.0f);
+  EXPECT_FLOAT_EQ(spec.rope_scaling.high_freq_factor, 4.0f);
+  EXPECT_EQ(spec.rope_scaling.original_max_position, 8192u);
+  EXPECT_TRUE(spec.tie_embeddings);
+  EXPECT_FALSE(spec.qkv_bias);
+  EXPECT_FALSE(spec.qk_norm);
+  EXPECT_EQ(spec.dtype, DType::bf16);
+  EXPECT_EQ(spec.bos_token, 128000);
+  EXPECT_EQ(spec.eos_tokens, (std::vector<int32_t>{128001, 128008, 128009}));
+  // Matches the parameter count Hugging Face reports for Llama-3.2-1B.
+  EXPECT_EQ(spec.parameter_count(), 1235814400ull);
+  ModelSpec preset = preset_spec("llama-3.2-1b", DType::bf16);
+  preset.eos_tokens = spec.eos_tokens;  // the preset is the base model; this config is the instruct one
+  expect_same_spec(spec, preset);
+}
+
+TEST(ModelSpecParse, MistralSlidingWindowCapsContext) {
+  const char* config = R"({
+    "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+    "hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 32768,
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "vocab_size": 32000})";
+  ModelSpec spec = parse_hf_config_text(config, "mistral/config.json");
+  EXPECT_EQ(spec.arch, Architecture::mistral);
+  EXPECT_EQ(spec.head_dim, 128u);  // derived: 4096 / 32
+  EXPECT_EQ(spec.max_context, 4096u);  // capped at the window
+  EXPECT_FALSE(spec.qkv_bias);
+  EXPECT_EQ(spec.eos_tokens, std::vector<int32_t>{2});
+
+  json no_window = json::parse(config);
+  no_window["sliding_window"] = nullptr;
+  EXPECT_EQ(parse_hf_config_text(no_window.dump(), "m").max_context, 32768u);
+}
+
+TEST(ModelSpecParse, Qwen2HasBiasAndIgnoresDisabledSlidingWindow) {
+  const char* config = R"({
+    "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+    "eos_token_id": 151643, "hidden_size": 896, "intermediate_size": 4864,
+    "max_position_embeddings": 32768, "max_window_layers": 24, "model_type": "qwen2",
+    "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2,
+    "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768,
+    "tie_word_embeddings": true, "torch_dtype": "bfloat16", "use_sliding_window": false,
+    "vocab_size": 151936})";
+  ModelSpec spec = parse_hf_config_text(config, "qwen2/config.json");
+  EXPECT_EQ(spec.arch, Architecture::qwen2);
+  EXPECT_TRUE(spec.qkv_bias);
+  EXPECT_FALSE(spec.qk_norm);
+  EXPECT_EQ(spec.head_dim, 64u);
+  EXPECT_EQ(spec.max_context, 32768u);
+  EXPECT_FLOAT_EQ(spec.rms_eps, 1e-6f);
+  EXPECT_FLOAT_EQ(spec.rope_theta, 1e6f);
+
+  json small_window = json::parse(config);
+  small_window["sliding_window"] = 1024;  // ignored: use_sliding_window is false
+  EXPECT_EQ(parse_hf_config_text(small_window.dump(), "q").max_context, 32768u);
+  small_window["use_sliding_window"] = true;
+  EXPECT_EQ(parse_hf_config_text(small_window.dump(), "q").max_context, 1024u);
+}
+
+TEST(ModelSpecParse, Qwen3HasQkNormAndGivenHeadDim) {
+  const char* config = R"({
+    "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "bos_token_id": 151643,
+    "eos_token_id": 151645, "head_dim": 128, "hidden_size": 1024, "intermediate_size": 3072,
+    "max_position_embeddings": 40960, "num_attention_heads": 16, "num_hidden_layers": 28,
+    "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000,
+    "sliding_window": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "use_sliding_window": false, "vocab_size": 151936})";
+  ModelSpec spec = parse_hf_config_text(config, "qwen3/config.json");
+  EXPECT_EQ(spec.arch, Architecture::qwen3);
+  EXPECT_TRUE(spec.qk_norm);
+  EXPECT_FALSE(spec.qkv_bias);
+  EXPECT_EQ(spec.head_dim, 128u);  // given, and not hidden / heads (64)
+  EXPECT_EQ(spec.q_dim(), 2048u);
+  EXPECT_FALSE(spec.rope_scaling.llama3);
+  EXPECT_EQ(spec.parameter_count(), 596049920ull);  // Qwen3-0.6B as Hugging Face counts it
+  expect_same_spec(spec, preset_spec("qwen3-0.6b", DType::bf16));
+}
+
+TEST(ModelSpecParse, DefaultsWhenKeysAreAbsent) {
+  const char* llama = R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 100, "hidden_size": 64,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128, "head_dim": null})";
+  ModelSpec spec = parse_hf_config_text(llama, "l");
+  EXPECT_EQ(spec.kv_heads, 4u);
+  EXPECT_EQ(spec.head_dim, 16u);
+  EXPECT_EQ(spec.max_context, 4096u);
+  EXPECT_FLOAT_EQ(spec.rms_eps, 1e-5f);
+  EXPECT_FLOAT_EQ(spec.rope_theta, 10000.0f);
+  EXPECT_FALSE(spec.tie_embeddings);
+  EXPECT_EQ(spec.dtype, DType::f32);
+  EXPECT_EQ(spec.bos_token, -1);
+  EXPECT_TRUE(spec.eos_tokens.empty());
+
+  json qwen = json::parse(llama);
+  qwen["architectures"] = {"Qwen2ForCausalLM"};
+  ModelSpec qwen_spec = parse_hf_config_text(qwen.dump(), "q");
+  EXPECT_FLOAT_EQ(qwen_spec.rms_eps, 1e-6f);
+  EXPECT_FLOAT_EQ(qwen_spec.rope_theta, 1e6f);
+
+  json llama_bias = json::parse(llama);
+  llama_bias["attention_bias"] = true;
+  llama_bias["rope_scaling"] = {{"type", "default"}};
+  ModelSpec bias_spec = parse_hf_config_text(llama_bias.dump(), "b");
+  EXPECT_TRUE(bias_spec.qkv_bias);
+  EXPECT_FALSE(bias_spec.rope_scaling.llama3);
+}
+
+TEST(ModelSpecParse, ReadsFromFileAndNamesMissingFile) {
+  auto dir = std::filesystem::temp_directory_path() / ("tilefire_spec_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream out(dir / "config.json");
+    out << kLlama32Config;
+  }
+  EXPECT_EQ(parse_hf_config(dir / "config.json").hidden, 2048u);
+  std::string message = input_error_of([&] { parse_hf_config(dir / "nowhere" / "config.json"); });
+  EXPECT_THAT(message, HasSubstr((dir / "nowhere" / "config.json").string()));
+  EXPECT_THAT(message, HasSubstr("cannot open config.json"));
+  EXPECT_THAT(message, HasSubstr("No such file"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ModelSpecPresets, AllPresetsAreValidAndShaped) {
+  for (const std::string& name : preset_names()) {
+    SCOPED_TRACE(name);
+    ModelSpec spec = preset_spec(name, DType::bf16);
+    EXPECT_NO_THROW(validate_spec(spec, name));
+    EXPECT_EQ(spec.dtype, DType::bf16);
+    EXPECT_FALSE(spec.arch_name.empty());
+  }
+  ModelSpec tiny = preset_spec("tiny");
+  EXPECT_EQ(tiny.dtype, DType::f32);
+  EXPECT_EQ(tiny.vocab, 512u);
+  EXPECT_EQ(tiny.hidden, 256u);
+  EXPECT_EQ(tiny.layers, 4u);
+  EXPECT_EQ(tiny.heads, 8u);
+  EXPECT_EQ(tiny.kv_heads, 2u);
+  EXPECT_EQ(tiny.head_dim, 32u);
+  EXPECT_EQ(tiny.ffn, 688u);
+  EXPECT_EQ(tiny.max_context, 1024u);
+  EXPECT_FALSE(tiny.tie_embeddings);
+  EXPECT_EQ(preset_spec("small").head_dim, 64u);
+  ModelSpec llama8b = preset_spec("llama-3.1-8b");
+  EXPECT_EQ(llama8b.parameter_count(), 8030261248ull);  // Llama-3.1-8B as Hugging Face counts it
+  EXPECT_FLOAT_EQ(llama8b.rope_scaling.factor, 8.0f);
+  ModelSpec qwen8b = preset_spec("qwen3-8b");
+  EXPECT_EQ(qwen8b.arch, Architecture::qwen3);
+  EXPECT_TRUE(qwen8b.qk_norm);
+  EXPECT_FALSE(qwen8b.tie_embeddings);
+
+  std::string message = input_error_of([] { preset_spec("llama-9000"); });
+  EXPECT_THAT(message, HasSubstr("llama-9000"));
+  EXPECT_THAT(message, HasSubstr("tiny"));
+  EXPECT_THAT(message, HasSubstr("qwen3-8b"));
+}
+
+TEST(ModelSpecRoundTrip, ConfigTextReadsBackToTheSameSpec) {
+  for (const std::string& name : preset_names()) {
+    for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+      SCOPED_TRACE(name + " " + std::string(dtype_name(dtype)));
+      ModelSpec spec = preset_spec(name, dtype);
+      expect_same_spec(parse_hf_config_text(to_hf_config_json(spec), "round trip"), spec);
+    }
+  }
+  ModelSpec odd = preset_spec("tiny");
+  odd.arch = Architecture::qwen2;
+  odd.arch_name = "Qwen2ForCausalLM";
+  odd.qkv_bias = true;
+  odd.rms_eps = 3.3e-7f;
+  odd.rope_theta = 12345.678f;
+  odd.eos_tokens = {2, 3, 7};
+  odd.bos_token = -1;
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(odd), "round trip"), odd);
+}
+
+// A valid tiny config; each bad case below changes one thing in it.
+json base_config() {
+  return json::parse(to_hf_config_json(preset_spec("tiny")));
+}
+
+struct BadConfig {
+  const char* label;
+  std::function<void(json&)> change;
+  std::vector<std::string> message_parts;
+};
+
+TEST(ModelSpecErrors, EveryBadConfigNamesFileAndKey) {
+  const std::vector<BadConfig> cases = {
+      {"missing hidden_size", [](json& c) { c.erase("hidden_size"); }, {"'hidden_size'", "missing"}},
+      {"missing vocab_size", [](json& c) { c.erase("vocab_size"); }, {"'vocab_size'"}},
+      {"missing intermediate_size", [](json& c) { c.erase("intermediate_size"); }, {"'intermediate_size'"}},
+      {"missing architectures", [](json& c) { c.erase("architectures"); }, {"'architectures'"}},
+      {"string hidden_size", [](json& c) { c["hidden_size"] = "256"; },
+       {"key 'hidden_size' must be a positive integer"}},
+      {"float layers", [](json& c) { c["num_hidden_layers"] = 4.5; }, {"'num_hidden_layers'", "positive integer"}},
+      {"zero heads", [](json& c) { c["num_attention_heads"] = 0; }, {"'num_attention_heads'"}},
+      {"negative vocab", [](json& c) { c["vocab_size"] = -5; }, {"'vocab_size'"}},
+      {"huge ffn", [](json& c) { c["intermediate_size"] = 1ull << 40; }, {"'intermediate_size'"}},
+      {"string eps", [](json& c) { c["rms_norm_eps"] = "small"; }, {"'rms_norm_eps'"}},
+      {"negative theta", [](json& c) { c["rope_theta"] = -1.0; }, {"'rope_theta'"}},
+      {"tie not bool", [](json& c) { c["tie_word_embeddings"] = 1; }, {"'tie_word_embeddings'"}},
+      {"eos string", [](json& c) { c["eos_token_id"] = "</s>"; }, {"'eos_token_id'"}},
+      {"eos beyond vocab", [](json& c) { c["eos_token_id"] = {2, 999}; }, {"'eos_token_id'", "999"}},
+      {"unknown architecture", [](json& c) { c["architectures"] = {"GPT2LMHeadModel"}; },
+       {"unknown architecture 'GPT2LMHeadModel'", "LlamaForCausalLM", "Qwen3ForCausalLM"}},
+      {"architectures not a list", [](json& c) { c["architectures"] = "LlamaForCausalLM"; }, {"'architectures'"}},
+      {"unknown dtype", [](json& c) { c["torch_dtype"] = "float8_e4m3fn"; },
+       {"'torch_dtype'", "unknown dtype 'float8_e4m3fn'"}},
+      {"bad rope type", [](json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; },
+       {"rope_scaling", "'yarn'"}},
+      {"rope scaling missing factor",
+       [](json& c) {
+         c["rope_scaling"] = {{"rope_type", "llama3"}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                              {"original_max_position_embeddings", 8192}};
+       },
+       {"'rope_scaling.factor'"}},
+      {"rope scaling not an object", [](json& c) { c["rope_scaling"] = 8; }, {"'rope_scaling'"}},
+      {"heads not divisible", [](json& c) { c["num_key_value_heads"] = 3; },
+       {"'num_key_value_heads'", "must divide num_attention_heads"}},
+      {"odd head_dim", [](json& c) { c["head_dim"] = 33; }, {"'head_dim'", "even"}},
+      {"underived head_dim",
+       [](json& c) {
+         c.erase("head_dim");
+         c["num_attention_heads"] = 6;
+         c["num_key_value_heads"] = 6;
+       },
+       {"'head_dim'", "hidden_size"}},
+      {"sliding window zero", [](json& c) { c["sliding_window"] = 0; }, {"'sliding_window'"}},
+  };
+  for (const BadConfig& bad : cases) {
+    SCOPED_TRACE(bad.label);
+    json config = base_config();
+    bad.change(config);
+    std::string message = input_error_of([&] { parse_hf_config_text(config.dump(), "model/config.json"); });
+    EXPECT_THAT(message, HasSubstr("model/config.json: "));
+    for (const std::string& part : bad.message_parts) EXPECT_THAT(message, HasSubstr(part));
+  }
+}
+
+TEST(ModelSpecErrors, MalformedJsonAndWrongTopLevel) {
+  std::string message = input_error_of([] { parse_hf_config_text("{\"vocab_size\": 12,", "m/config.json"); });
+  EXPECT_THAT(message, HasSubstr("m/config.json: not valid JSON: "));
+  message = input_error_of([] { parse_hf_config_text("[1, 2]", "m/config.json"); });
+  EXPECT_THAT(message, HasSubstr("m/config.json"));
+  EXPECT_THAT(message, HasSubstr("JSON object"));
+}
+
+TEST(ModelSpecErrors, ValidateSpecNamesTheKey) {
+  ModelSpec spec = preset_spec("tiny");
+  spec.kv_heads = 3;
+  EXPECT_THAT(input_error_of([&] { validate_spec(spec, "origin"); }), HasSubstr("'num_key_value_heads'"));
+  spec = preset_spec("tiny");
+  spec.ffn = 0;
+  EXPECT_THAT(input_error_of([&] { validate_spec(spec, "origin"); }), HasSubstr("origin: key 'intermediate_size'"));
+  spec = preset_spec("llama-3.2-1b");
+  spec.rope_scaling.high_freq_factor = spec.rope_scaling.low_freq_factor;
+  EXPECT_THAT(input_error_of([&] { validate_spec(spec, "origin"); }), HasSubstr("'rope_scaling.high_freq_factor'"));
+}
+
+}  // namespace
+}  // namespace tilefire

@@ -1,0 +1,114 @@
+// attention_head (one pass, online softmax, vectorised) against attention_head_reference (two passes,
+// double), across head sizes and cache lengths that straddle the kernel's position blocks.
+#include "ops/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace tilefire {
+namespace {
+
+size_t count_mismatches(const std::vector<float>& got, const std::vector<float>& want, double atol, double rtol,
+                        const std::string& what) {
+  size_t mismatches = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double a = got[i], b = want[i];
+    if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
+      if (mismatches < 5) ADD_FAILURE() << what << ": index " << i << " got " << a << " want " << b;
+      ++mismatches;
+    }
+  }
+  return mismatches;
+}
+
+// Tolerance: scores are f32 dot products (head_dim <= 128 terms in [-s, s]: ~1e-6 relative), exp and
+// the running sum in f32 over <= 300 positions (~n * 2^-24 relative), the output a convex combination
+// of v in [-1, 1]; 2e-5 relative + 2e-6 absolute is ~10x the worst estimate and catches any real error
+// (a missed rescale is off by a factor of e^(max shift), far above this).
+constexpr double kRtol = 2e-5, kAtol = 2e-6;
+
+struct Cache {
+  std::vector<float> q, k, v;  // q: [head_dim]; k, v: [n_positions, head_dim]
+};
+
+Cache random_cache(uint32_t n, uint32_t hd, float magnitude, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-magnitude, magnitude);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  Cache c{std::vector<float>(hd), std::vector<float>(size_t(n) * hd), std::vector<float>(size_t(n) * hd)};
+  for (auto& x : c.q) x = dist(rng);
+  for (auto& x : c.k) x = dist(rng);
+  for (auto& x : c.v) x = unit(rng);
+  return c;
+}
+
+TEST(Attention, MatchesReferenceAcrossShapes) {
+  std::mt19937 rng(21);
+  for (uint32_t hd : {32u, 64u, 128u, 72u}) {  // 72: the 8-wide remainder of the dot product
+    for (uint32_t n : {1u, 2u, 17u, 31u, 32u, 33u, 300u}) {
+      for (float magnitude : {1.0f, 3.0f}) {  // 3: sharp softmax, large rescales between blocks
+        const Cache c = random_cache(n, hd, magnitude, rng);
+        const float scale = 1.0f / std::sqrt(float(hd));
+        std::vector<float> got(hd), want(hd);
+        attention_head(c.q.data(), c.k.data(), c.v.data(), n, hd, scale, got.data());
+        attention_head_reference(c.q.data(), c.k.data(), c.v.data(), n, hd, scale, want.data());
+        const std::string what = "hd=" + std::to_string(hd) + " n=" + std::to_string(n) +
+                                 " magnitude=" + std::to_string(magnitude);
+        EXPECT_EQ(count_mismatches(got, want, kAtol, kRtol, what), 0u) << what;
+      }
+    }
+  }
+}
+
+// Scores that rise with position force a rescale at every block (the running max always moves).
+TEST(Attention, IncreasingScoresRescaleCorrectly) {
+  const uint32_t hd = 64, n = 300;
+  std::vector<float> q(hd, 0.0f), k(size_t(n) * hd, 0.0f), v(size_t(n) * hd);
+  q[0] = 1.0f;
+  for (uint32_t j = 0; j < n; ++j) {
+    k[size_t(j) * hd] = 0.05f * float(j);  // score j = 0.05 j
+    for (uint32_t d = 0; d < hd; ++d) v[size_t(j) * hd + d] = std::sin(0.1f * float(j + d));
+  }
+  std::vector<float> got(hd), want(hd);
+  attention_head(q.data(), k.data(), v.data(), n, hd, 1.0f, got.data());
+  attention_head_reference(q.data(), k.data(), v.data(), n, hd, 1.0f, want.data());
+  EXPECT_EQ(count_mismatches(got, want, kAtol, kRtol, "increasing"), 0u);
+}
+
+TEST(Attention, SinglePositionReturnsItsValue) {
+  std::vector<float> q = {0.3f, -2.0f, 5.0f, 1.0f}, k = {1.0f, 2.0f, 3.0f, 4.0f}, v = {0.5f, -1.5f, 2.5f, 7.0f};
+  std::vector<float> out(4);
+  attention_head(q.data(), k.data(), v.data(), 1, 4, 0.5f, out.data());
+  EXPECT_EQ(out, v);
+}
+
+TEST(Attention, NanInCachePropagates) {
+  std::mt19937 rng(2);
+  Cache c = random_cache(40, 32, 1.0f, rng);
+  c.k[35 * 32 + 3] = std::numeric_limits<float>::quiet_NaN();  // second block
+  std::vector<float> out(32);
+  attention_head(c.q.data(), c.k.data(), c.v.data(), 40, 32, 0.2f, out.data());
+  for (float x : out) EXPECT_TRUE(std::isnan(x));
+  c = random_cache(40, 32, 1.0f, rng);
+  c.v[7 * 32 + 30] = std::numeric_limits<float>::quiet_NaN();
+  attention_head(c.q.data(), c.k.data(), c.v.data(), 40, 32, 0.2f, out.data());
+  EXPECT_TRUE(std::isnan(out[30]));
+  EXPECT_FALSE(std::isnan(out[29]));
+}
+
+TEST(Attention, NoPositionsGivesZeros) {
+  std::vector<float> q(32, 1.0f), out(32, 5.0f), want(32, 5.0f);
+  attention_head(q.data(), nullptr, nullptr, 0, 32, 1.0f, out.data());
+  attention_head_reference(q.data(), nullptr, nullptr, 0, 32, 1.0f, want.data());
+  for (uint32_t d = 0; d < 32; ++d) {
+    EXPECT_EQ(out[d], 0.0f);
+    EXPECT_EQ(want[d], 0.0f);
+  }
+}
+
+}  // namespace
+}  // namespace tilefire
