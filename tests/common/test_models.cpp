@@ -1,0 +1,81 @@
+#include "tests/common/test_models.h"
+
+#include <atomic>
+#include <unistd.h>
+
+namespace tilefire::testing {
+
+ModelSpec variant_spec(Variant variant) {
+  ModelSpec spec = preset_spec("tiny", DType::f32);
+  spec.layers = 2;  // two layers keep the double-precision reference fast
+  switch (variant) {
+    case Variant::llama: break;
+    case Variant::llama3_rope:
+      spec.rope_theta = 500000.0f;
+      spec.rope_scaling.llama3 = true;
+      spec.rope_scaling.factor = 32.0f;
+      spec.rope_scaling.low_freq_factor = 1.0f;
+      spec.rope_scaling.high_freq_factor = 4.0f;
+      spec.rope_scaling.original_max_position = 64;  // small, so every branch of the scaling is hit at head_dim 32
+      break;
+    case Variant::qwen2_bias:
+      spec.arch = Architecture::qwen2;
+      spec.arch_name = "Qwen2ForCausalLM";
+      spec.qkv_bias = true;
+      spec.rms_eps = 1e-6f;
+      break;
+    case Variant::qwen3_qk_norm:
+      spec.arch = Architecture::qwen3;
+      spec.arch_name = "Qwen3ForCausalLM";
+      spec.qk_norm = true;
+      spec.head_dim = 64;  // given, not hidden / heads
+      spec.rms_eps = 1e-6f;
+      break;
+    case Variant::tied: spec.tie_embeddings = true; break;
+    case Variant::mistral:
+      spec.arch = Architecture::mistral;
+      spec.arch_name = "MistralForCausalLM";
+      spec.kv_heads = 4;
+      break;
+  }
+  return spec;
+}
+
+const char* variant_name(Variant variant) {
+  switch (variant) {
+    case Variant::llama: return "llama";
+    case Variant::llama3_rope: return "llama3_rope";
+    case Variant::qwen2_bias: return "qwen2_bias";
+    case Variant::qwen3_qk_norm: return "qwen3_qk_norm";
+    case Variant::tied: return "tied";
+    case Variant::mistral: return "mistral";
+  }
+  return "?";
+}
+
+TempDir::TempDir(const std::string& tag) {
+  static std::atomic<int> counter{0};
+  path_ = std::filesystem::temp_directory_path() /
+          ("tilefire-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+std::filesystem::path write_test_model(const ModelSpec& spec, const std::filesystem::path& dir, DType dtype,
+                                       uint64_t max_shard_bytes) {
+  RandomWeightOptions options;
+  options.dtype = dtype;
+  options.seed = 0;
+  options.max_shard_bytes = max_shard_bytes;
+  ModelSpec typed = spec;
+  typed.dtype = dtype;
+  write_random_hf_folder(typed, options, dir);
+  return dir;
+}
+
+}  // namespace tilefire::testing

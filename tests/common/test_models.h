@@ -1,0 +1,31 @@
+#pragma once
+// Small model folders for tests: a spec derived from the `tiny` preset with one architecture feature
+// switched on, written with random weights into a fresh temporary folder.
+#include <filesystem>
+#include <string>
+
+#include "graph/weights.h"
+
+namespace tilefire::testing {
+
+enum class Variant { llama, llama3_rope, qwen2_bias, qwen3_qk_norm, tied, mistral };
+
+ModelSpec variant_spec(Variant variant);
+const char* variant_name(Variant variant);
+
+// A fresh folder under the system temp directory, removed on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag);
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Writes the spec's random checkpoint (seed 0) into dir; returns the folder.
+std::filesystem::path write_test_model(const ModelSpec& spec, const std::filesystem::path& dir, DType dtype = DType::f32,
+                                       uint64_t max_shard_bytes = 0);
+
+}  // namespace tilefire::testing

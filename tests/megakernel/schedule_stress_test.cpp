@@ -1,0 +1,61 @@
+// Scheduler stress: 1 to 8 workers, random delays before tasks, static and dynamic queues, dataflow and
+// bsp: the logits are bitwise identical to a single worker's, step after step.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "tilefire/engine.h"
+
+namespace tilefire::testing {
+namespace {
+
+std::vector<std::vector<float>> run_steps(const EngineOptions& options) {
+  Engine engine(options);
+  std::vector<std::vector<float>> logits;
+  logits.push_back(engine.prefill({7, 8, 9, 10, 11}));
+  int32_t token = 1;
+  for (int i = 0; i < 4; ++i) {
+    logits.push_back(engine.decode(token));
+    token = (token * 31 + 7) % 512;
+  }
+  return logits;
+}
+
+bool bitwise_equal(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0) return false;
+  return true;
+}
+
+TEST(ScheduleStress, LogitsBitwiseIdenticalAcrossWorkersQueuesSchedulesAndDelays) {
+  EngineOptions base;
+  base.threads = 1;
+  const auto expected = run_steps(base);
+  for (uint32_t workers : {1u, 2u, 3u, 5u, 8u})
+    for (Queueing queueing : {Queueing::static_queues, Queueing::dynamic_queue})
+      for (Schedule schedule : {Schedule::dataflow, Schedule::bsp})
+        for (uint32_t delay_us : {0u, 40u}) {
+          EngineOptions options;
+          options.threads = workers;
+          options.queueing = queueing;
+          options.schedule = schedule;
+          options.stress_delay_us = delay_us;
+          options.stress_seed = workers * 1000 + delay_us;
+          EXPECT_TRUE(bitwise_equal(run_steps(options), expected))
+              << workers << " workers, " << (queueing == Queueing::dynamic_queue ? "dynamic" : "static") << " queue, "
+              << (schedule == Schedule::bsp ? "bsp" : "dataflow") << ", delay " << delay_us << " us";
+        }
+}
+
+TEST(ScheduleStress, OpGranularityGivesTheSameLogits) {
+  EngineOptions base;
+  base.threads = 2;
+  const auto expected = run_steps(base);
+  EngineOptions options = base;
+  options.granularity = Granularity::op;
+  EXPECT_TRUE(bitwise_equal(run_steps(options), expected));
+}
+
+}  // namespace
+}  // namespace tilefire::testing
