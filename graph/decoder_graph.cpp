@@ -117,9 +117,8 @@ OpGraph build_decoder_graph(const ModelSpec& spec, const CompileOptions& options
     qkv.eps = spec.rms_eps;
     qkv.wdtype = spec.dtype;
     const uint32_t qkv_heads = spec.heads + 2 * spec.kv_heads;
-    const uint32_t qkv_width = std::max(1u, std::min(b.matmul_tile_width(qkv_heads * hd) / hd, spec.kv_heads));
-    b.graph.nodes.push_back({OpParams::make(OpCode::qkv_projection, layer, qkv), qkv_width,
-                             {QkvProjectionOp::k_begin(qkv), QkvProjectionOp::v_begin(qkv)}});
+    const uint32_t qkv_width = std::max(1u, b.matmul_tile_width(qkv_heads * hd) / hd);
+    b.graph.nodes.push_back({OpParams::make(OpCode::qkv_projection, layer, qkv), qkv_width, QkvProjectionOp::tile_breaks(qkv)});
 
     CausalAttentionParams attn;
     attn.q = qkv.q_out;

@@ -202,6 +202,8 @@ uint64_t ModelSpec::parameter_count() const {
 
 ModelSpec parse_hf_config(const std::filesystem::path& config_json) {
   const std::string origin = config_json.string();
+  std::error_code ignored;
+  if (std::filesystem::is_directory(config_json, ignored)) fail(origin, "is a folder, not a config.json file");
   std::ifstream in(config_json, std::ios::binary);
   if (!in) fail(origin, std::string("cannot open config.json (") + std::strerror(errno) + ")");
   std::ostringstream text;

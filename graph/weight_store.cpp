@@ -189,6 +189,15 @@ void check_weights_against_spec(ModelSpec& spec, const WeightStore& weights, con
 }
 
 LoadedModel load_hf_model(const std::filesystem::path& folder) {
+  // Say what a model is before "config.json: Not a directory" does it less clearly.
+  std::error_code status_error;
+  const std::filesystem::file_status status = std::filesystem::status(folder, status_error);
+  if (!std::filesystem::exists(status)) {
+    fail(folder.string(), "no such model folder (a model is a folder holding config.json and model.safetensors)");
+  }
+  if (!std::filesystem::is_directory(status)) {
+    fail(folder.string(), "not a folder (a model is a folder holding config.json and model.safetensors)");
+  }
   ModelSpec spec = parse_hf_config(folder / "config.json");
   WeightStore weights = WeightStore::open_folder(folder);
   const std::string origin = folder.string();

@@ -4,9 +4,12 @@
 //   body:     the tile's heads of q = xn Wq^T, k = xn Wk^T or v = xn Wv^T
 //   epilogue: + bias (Qwen2), per-head RMSNorm of q and k (Qwen3), RoPE on q and k, and k, v appended
 //             to the KV cache at positions position0 + m.
-// Tiles are ranges of heads in the concatenated list [q heads | k heads | v heads]; the compiler never
-// lets a tile cross from one of the three into the next.
+// Tiles are ranges of "head slots" ordered by KV group: [q heads of group 0, k0, v0, q heads of group 1,
+// k1, v1, ...]. In that order the attention of group 0 can start as soon as group 0's slots are done,
+// while later groups are still being projected: the overlap dataflow scheduling exists for. The
+// compiler never lets a tile cross a part (q, k, v) or a group.
 #include <algorithm>
+#include <vector>
 
 #include "ops/matmul.h"
 #include "ops/rmsnorm.h"
@@ -41,14 +44,24 @@ struct QkvProjectionOp {
     Part part;
     uint32_t first_head;  // in the part's own head numbering
   };
-  static constexpr Segment segment_of(const Params& p, uint32_t concatenated_head) {
-    if (concatenated_head < p.heads) return {Part::q, concatenated_head};
-    if (concatenated_head < p.heads + p.kv_heads) return {Part::k, concatenated_head - p.heads};
-    return {Part::v, concatenated_head - p.heads - p.kv_heads};
+  static constexpr uint32_t group_size(const Params& p) { return p.heads / p.kv_heads; }
+  static constexpr uint32_t slots_per_group(const Params& p) { return group_size(p) + 2; }
+  static constexpr Segment segment_of(const Params& p, uint32_t slot) {
+    const uint32_t group = slot / slots_per_group(p), within = slot % slots_per_group(p);
+    if (within < group_size(p)) return {Part::q, group * group_size(p) + within};
+    return {within == group_size(p) ? Part::k : Part::v, group};
   }
-  // Where the tiler may not let a tile cross: the starts of the k and v parts.
-  static constexpr uint32_t k_begin(const Params& p) { return p.heads; }
-  static constexpr uint32_t v_begin(const Params& p) { return p.heads + p.kv_heads; }
+  // Slots a tile may not cross: every group's k and v slots and the start of every group.
+  static std::vector<uint32_t> tile_breaks(const Params& p) {
+    std::vector<uint32_t> breaks;
+    for (uint32_t g = 0; g < p.kv_heads; ++g) {
+      const uint32_t first = g * slots_per_group(p);
+      if (g) breaks.push_back(first);
+      breaks.push_back(first + group_size(p));
+      breaks.push_back(first + group_size(p) + 1);
+    }
+    return breaks;
+  }
 
   static uint32_t tile_units(const Params& p) { return p.heads + 2 * p.kv_heads; }
   // xn [tokens, hidden] + k or v rows [tokens, kv_heads * head_dim]

@@ -3,9 +3,21 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace tilefire::cli {
+
+namespace {
+
+// 0 and 1e-06 rather than std::to_string's 0.000000 and 0.000001.
+std::string number_text(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%g", value);
+  return buffer;
+}
+
+}  // namespace
 
 Args::Args(std::string command, std::vector<std::string> switches, std::vector<std::string> valued)
     : command_(std::move(command)), switches_(std::move(switches)), valued_(std::move(valued)) {}
@@ -69,8 +81,8 @@ double Args::number_or(const std::string& flag, double fallback, double min, dou
   errno = 0;
   double parsed = std::strtod(s.c_str(), &end);
   if (s.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(parsed) || parsed < min || parsed > max)
-    throw InputError("tilefire " + command_ + ": " + flag + " expects a number in [" + std::to_string(min) + ", " +
-                     std::to_string(max) + "], got '" + s + "'");
+    throw InputError("tilefire " + command_ + ": " + flag + " expects a number in [" + number_text(min) + ", " +
+                     number_text(max) + "], got '" + s + "'");
   return parsed;
 }
 

@@ -31,10 +31,14 @@ int main(int argc, char** argv) {
     if (command == "run") return tilefire::cli::run_command(argc, argv);
     if (command == "gen-model") return tilefire::cli::gen_model_command(argc, argv);
     if (command == "bench") return tilefire::cli::bench_command(argc, argv);
-    std::fprintf(stderr, "tilefire: unknown command '%s' (expected run, bench or gen-model)\n", command.c_str());
+    std::fprintf(stderr, "tilefire: error: unknown command '%s' (expected run, bench or gen-model)\n", command.c_str());
     return 2;
   } catch (const tilefire::InputError& e) {
-    std::fprintf(stderr, "tilefire %s: error: %s\n", command.c_str(), e.what());
+    // Messages thrown by the commands may already start with "tilefire <command>: "; print it once.
+    std::string message = e.what();
+    const std::string prefix = "tilefire " + command + ": ";
+    if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
+    std::fprintf(stderr, "tilefire %s: error: %s\n", command.c_str(), message.c_str());
     return 2;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "tilefire %s: error: out of memory\n", command.c_str());

@@ -194,12 +194,15 @@ TEST_F(SafetensorsTest, QwenVariantsAndF16RoundTrip) {
     EXPECT_EQ(model.spec.dtype, DType::f16);
     expect_weights_equal_image(model.weights, spec, options);
   }
-  EXPECT_NE(qwen3_tiny().tie_embeddings, false);
-  bool has_qnorm = false, has_bias = false;
-  for (const auto& t : expected_tensors(qwen3_tiny())) has_qnorm |= t.name == "model.layers.0.self_attn.q_norm.weight";
+  bool has_qnorm = false, has_bias = false, tied_has_lm_head = false;
+  for (const auto& t : expected_tensors(qwen3_tiny())) {
+    has_qnorm |= t.name == "model.layers.0.self_attn.q_norm.weight";
+    tied_has_lm_head |= t.name == "lm_head.weight";
+  }
   for (const auto& t : expected_tensors(qwen2_tiny())) has_bias |= t.name == "model.layers.1.self_attn.v_proj.bias";
   EXPECT_TRUE(has_qnorm);
   EXPECT_TRUE(has_bias);
+  EXPECT_FALSE(tied_has_lm_head);
 }
 
 TEST_F(SafetensorsTest, GenerationIsDeterministicAndSeedDependent) {

@@ -1,0 +1,84 @@
+#pragma once
+// Runs the real `tilefire` binary the way a user does: through /bin/sh, with stdout and stderr captured
+// separately and a `timeout` in front so a hang fails the test instead of hanging the suite.
+// Header-only: TILEFIRE_CLI_PATH is a compile definition of the test executables, not of the common library.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#ifndef TILEFIRE_CLI_PATH
+#error "tests using cli_runner.h need the TILEFIRE_CLI_PATH compile definition"
+#endif
+
+namespace tilefire::testing {
+
+struct RunResult {
+  int status = -1;      // exit status as the shell reports it (124: timed out, 128+N: killed by signal N)
+  std::string out;      // stdout
+  std::string err;      // stderr
+  std::string command;  // the command line, for failure messages
+};
+
+inline std::string shell_quote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+inline std::string read_file_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+inline void write_file_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+// Runs `tilefire args...` with stdin from /dev/null; a run longer than timeout_s is killed (status 124).
+inline RunResult run_cli(const std::vector<std::string>& args, int timeout_s = 60) {
+  static std::atomic<int> counter{0};
+  const std::string base = (std::filesystem::temp_directory_path() /
+                            ("tilefire-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
+                               .string();
+  const std::string out_path = base + ".out", err_path = base + ".err";
+
+  RunResult result;
+  result.command = "tilefire";
+  std::string line = "timeout -k 5 " + std::to_string(timeout_s);
+  line.push_back(' ');
+  line.append(shell_quote(TILEFIRE_CLI_PATH));
+  for (const std::string& arg : args) {
+    line.push_back(' ');
+    line.append(shell_quote(arg));
+    const bool plain = !arg.empty() && arg.find_first_of(" '\"") == std::string::npos;
+    result.command.push_back(' ');
+    result.command.append(plain ? arg : shell_quote(arg));
+  }
+  line += " </dev/null >" + shell_quote(out_path) + " 2>" + shell_quote(err_path);
+  const int raw = std::system(line.c_str());
+  if (raw != -1 && WIFEXITED(raw)) {
+    result.status = WEXITSTATUS(raw);
+  } else if (raw != -1 && WIFSIGNALED(raw)) {
+    result.status = 128 + WTERMSIG(raw);
+  }
+  result.out = read_file_text(out_path);
+  result.err = read_file_text(err_path);
+  std::error_code ignored;
+  std::filesystem::remove(out_path, ignored);
+  std::filesystem::remove(err_path, ignored);
+  return result;
+}
+
+}  // namespace tilefire::testing

@@ -1,0 +1,357 @@
+// Every wrong input a user can give `tilefire`: a damaged checkpoint, a bad config.json, bad flags. Each
+// must end with exit status 2 and one line on stderr, `tilefire <cmd>: error: <message>`, that names the
+// file / tensor / key / flag and what was expected, and nothing on stdout.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/common/cli_runner.h"
+#include "tests/common/test_models.h"
+
+namespace tilefire::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string describe(const RunResult& r) {
+  return "command: " + r.command + "\nstatus: " + std::to_string(r.status) + "\nstderr: " + r.err +
+         "\nstdout (first 300): " + r.out.substr(0, 300);
+}
+
+// Status 2, one `tilefire <cmd>: error: ...` line naming every needle, nothing on stdout, no crash.
+void expect_input_error(const RunResult& r, const std::string& command, std::initializer_list<std::string> needles) {
+  SCOPED_TRACE(describe(r));
+  EXPECT_NE(r.status, 134) << "aborted";
+  EXPECT_NE(r.status, 139) << "segfault";
+  EXPECT_NE(r.status, 124) << "timed out";
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(r.out.empty()) << "an error should print nothing on stdout";
+  const std::string prefix = command.empty() ? "tilefire: error: " : "tilefire " + command + ": error: ";
+  EXPECT_EQ(r.err.rfind(prefix, 0), 0u) << "stderr should start with '" << prefix << "'";
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.back(), '\n');
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "the message should be a single line";
+  EXPECT_EQ(r.err.find("error: tilefire"), std::string::npos) << "the command is named twice";
+  EXPECT_GT(r.err.size(), prefix.size() + 10) << "the message says nothing";
+  for (const std::string& needle : needles) EXPECT_NE(r.err.find(needle), std::string::npos) << "missing '" << needle << "'";
+}
+
+// ---- a small safetensors reader/writer, so tests can damage files precisely --------------------------
+
+struct Safetensors {
+  json header;       // tensor entries (and __metadata__)
+  std::string data;  // the data section
+};
+
+Safetensors read_safetensors(const fs::path& path) {
+  const std::string bytes = read_file_text(path);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  return {json::parse(bytes.substr(8, n)), bytes.substr(8 + n)};
+}
+
+void write_safetensors(const fs::path& path, const Safetensors& file) {
+  std::string header = file.header.dump();
+  header.append((8 - header.size() % 8) % 8, ' ');  // keep the data section 8-byte aligned
+  const uint64_t n = header.size();
+  std::string bytes(8, '\0');
+  std::memcpy(bytes.data(), &n, 8);
+  write_file_text(path, bytes + header + file.data);
+}
+
+// ---- fixture: one generated tiny model, copied fresh for every test -----------------------------------
+
+class CliErrors : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    base_ = new TempDir("cli-errors-base");
+    RunResult r = run_cli({"gen-model", "--preset", "tiny", "--out", (base_->path() / "tiny").string()});
+    ASSERT_EQ(r.status, 0) << describe(r);
+    r = run_cli({"gen-model", "--preset", "tiny", "--out", (base_->path() / "sharded").string(), "--shard-mb", "1"});
+    ASSERT_EQ(r.status, 0) << describe(r);
+  }
+  static void TearDownTestSuite() {
+    delete base_;
+    base_ = nullptr;
+  }
+
+  // A fresh copy of the generated model (`tiny` or `sharded`).
+  fs::path fresh(const std::string& which = "tiny") {
+    fs::path dir = scratch_.path() / (which + std::to_string(copies_++));
+    fs::copy(base_->path() / which, dir, fs::copy_options::recursive);
+    return dir;
+  }
+  static json read_config(const fs::path& dir) { return json::parse(read_file_text(dir / "config.json")); }
+  static void write_config(const fs::path& dir, const json& config) {
+    write_file_text(dir / "config.json", config.dump(2));
+  }
+  static RunResult run_model(const fs::path& dir) {
+    return run_cli({"run", "--model", dir.string(), "--max-new-tokens", "2", "--threads", "2"});
+  }
+
+  static TempDir* base_;
+  TempDir scratch_{"cli-errors"};
+  int copies_ = 0;
+};
+
+TempDir* CliErrors::base_ = nullptr;
+
+// ---- safetensors problems -----------------------------------------------------------------------------
+
+TEST_F(CliErrors, SafetensorsMissing) {
+  fs::path dir = fresh();
+  fs::remove(dir / "model.safetensors");
+  expect_input_error(run_model(dir), "run", {dir.string(), "model.safetensors"});
+}
+
+TEST_F(CliErrors, SafetensorsTruncatedNamesFileAndTensor) {
+  fs::path dir = fresh();
+  const fs::path file = dir / "model.safetensors";
+  // The tensor whose bytes end last is the one a short cut leaves incomplete.
+  Safetensors st = read_safetensors(file);
+  std::string last;
+  uint64_t last_end = 0;
+  for (const auto& [name, entry] : st.header.items()) {
+    if (name != "__metadata__" && entry["data_offsets"][1].get<uint64_t>() > last_end) {
+      last_end = entry["data_offsets"][1].get<uint64_t>();
+      last = name;
+    }
+  }
+  fs::resize_file(file, fs::file_size(file) - 100);
+  expect_input_error(run_model(dir), "run", {"truncated", file.string(), "'" + last + "'"});
+  // Cut in half: still "truncated", still a tensor named.
+  fs::resize_file(file, fs::file_size(file) / 2);
+  expect_input_error(run_model(dir), "run", {"truncated", file.string(), "tensor '"});
+}
+
+TEST_F(CliErrors, SafetensorsShorterThan8Bytes) {
+  fs::path dir = fresh();
+  write_file_text(dir / "model.safetensors", "abcde");
+  expect_input_error(run_model(dir), "run", {(dir / "model.safetensors").string(), "5 bytes", "8-byte"});
+  write_file_text(dir / "model.safetensors", "");
+  expect_input_error(run_model(dir), "run", {(dir / "model.safetensors").string(), "0 bytes"});
+}
+
+TEST_F(CliErrors, SafetensorsHeaderLengthLargerThanFile) {
+  fs::path dir = fresh();
+  const fs::path file = dir / "model.safetensors";
+  std::string bytes = read_file_text(file);
+  const uint64_t huge = 1000000000;
+  std::memcpy(bytes.data(), &huge, 8);
+  write_file_text(file, bytes);
+  expect_input_error(run_model(dir), "run", {file.string(), "header length", "1000000000"});
+}
+
+TEST_F(CliErrors, SafetensorsHeaderNotJson) {
+  fs::path dir = fresh();
+  const fs::path file = dir / "model.safetensors";
+  std::string bytes = read_file_text(file);
+  bytes[8] = 'x';
+  write_file_text(file, bytes);
+  expect_input_error(run_model(dir), "run", {file.string(), "header", "not valid JSON"});
+}
+
+TEST_F(CliErrors, SafetensorsDataOffsetsDisagreeWithShape) {
+  fs::path dir = fresh();
+  const fs::path file = dir / "model.safetensors";
+  Safetensors st = read_safetensors(file);
+  st.header["model.norm.weight"]["data_offsets"][1] = st.header["model.norm.weight"]["data_offsets"][1].get<uint64_t>() - 4;
+  write_safetensors(file, st);
+  expect_input_error(run_model(dir), "run", {file.string(), "'model.norm.weight'", "data_offsets", "1020", "[256]", "1024"});
+
+  st = read_safetensors(file);
+  st.header["model.norm.weight"]["data_offsets"][1] = st.header["model.norm.weight"]["data_offsets"][1].get<uint64_t>() + 4;
+  st.header["model.norm.weight"]["shape"] = {255};
+  write_safetensors(file, st);
+  expect_input_error(run_model(dir), "run", {file.string(), "'model.norm.weight'", "[255]", "1020", "1024"});
+}
+
+TEST_F(CliErrors, SafetensorsUnknownDtype) {
+  for (const char* dtype : {"F64", "I8"}) {
+    fs::path dir = fresh();
+    const fs::path file = dir / "model.safetensors";
+    Safetensors st = read_safetensors(file);
+    st.header["model.norm.weight"]["dtype"] = dtype;
+    write_safetensors(file, st);
+    expect_input_error(run_model(dir), "run", {file.string(), "'model.norm.weight'", std::string("'") + dtype + "'", "F32", "BF16"});
+  }
+}
+
+TEST_F(CliErrors, TensorShapeDisagreesWithConfig) {
+  fs::path dir = fresh();
+  json config = read_config(dir);
+  config["hidden_size"] = 128;
+  write_config(dir, config);
+  expect_input_error(run_model(dir), "run",
+                     {"'model.embed_tokens.weight'", "model.safetensors", "[512, 256]", "[512, 128]", "config.json"});
+
+  dir = fresh();
+  config = read_config(dir);
+  config["intermediate_size"] = 512;
+  write_config(dir, config);
+  expect_input_error(run_model(dir), "run", {"'model.layers.0.mlp.gate_proj.weight'", "[688, 256]", "[512, 256]"});
+}
+
+TEST_F(CliErrors, MissingTensor) {
+  // The checkpoint lacks one tensor.
+  fs::path dir = fresh();
+  const fs::path file = dir / "model.safetensors";
+  Safetensors st = read_safetensors(file);
+  ASSERT_EQ(st.header.erase("model.layers.2.mlp.down_proj.weight"), 1u);
+  write_safetensors(file, st);
+  expect_input_error(run_model(dir), "run", {dir.string(), "missing tensor 'model.layers.2.mlp.down_proj.weight'", "[256, 688]"});
+
+  // config.json asks for a fifth layer the checkpoint (4 layers) does not have.
+  dir = fresh();
+  json config = read_config(dir);
+  config["num_hidden_layers"] = 5;
+  write_config(dir, config);
+  expect_input_error(run_model(dir), "run", {dir.string(), "missing tensor 'model.layers.4."});
+}
+
+TEST_F(CliErrors, ShardedIndexNamesMissingShard) {
+  fs::path dir = fresh("sharded");
+  ASSERT_TRUE(fs::exists(dir / "model.safetensors.index.json"));
+  const json index = json::parse(read_file_text(dir / "model.safetensors.index.json"));
+  std::string shard, tensor;
+  for (const auto& [name, file] : index["weight_map"].items()) {
+    if (file.get<std::string>().find("-00002-") != std::string::npos) {
+      shard = file.get<std::string>();
+      tensor = name;
+      break;
+    }
+  }
+  ASSERT_FALSE(shard.empty()) << "gen-model --shard-mb 1 should write at least two shards";
+  fs::remove(dir / shard);
+  expect_input_error(run_model(dir), "run", {"model.safetensors.index.json", "'" + shard + "'", "No such file"});
+}
+
+// ---- config.json problems -----------------------------------------------------------------------------
+
+TEST_F(CliErrors, ConfigMissing) {
+  fs::path dir = fresh();
+  fs::remove(dir / "config.json");
+  expect_input_error(run_model(dir), "run", {(dir / "config.json").string(), "cannot open"});
+}
+
+TEST_F(CliErrors, ConfigNotJson) {
+  fs::path dir = fresh();
+  write_file_text(dir / "config.json", "{\"hidden_size\": ");
+  expect_input_error(run_model(dir), "run", {(dir / "config.json").string(), "not valid JSON"});
+}
+
+struct ConfigCase {
+  const char* name;
+  const char* patch;  // merged into config.json (JSON merge patch: null deletes a key)
+  std::vector<std::string> needles;
+};
+
+TEST_F(CliErrors, ConfigBadValues) {
+  const ConfigCase cases[] = {
+      {"unknown architecture", R"({"architectures": ["GPT2LMHeadModel"]})",
+       {"unknown architecture 'GPT2LMHeadModel'", "LlamaForCausalLM"}},
+      {"unknown torch_dtype", R"({"torch_dtype": "float8"})", {"'torch_dtype'", "'float8'", "bfloat16"}},
+      {"missing key", R"({"hidden_size": null})", {"missing required key 'hidden_size'"}},
+      {"wrong type", R"({"hidden_size": "big"})", {"'hidden_size'", "positive integer", "\"big\""}},
+      {"negative size", R"({"intermediate_size": -5})", {"'intermediate_size'", "positive integer", "-5"}},
+      {"rope_scaling type", R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})",
+       {"'rope_scaling'", "'yarn'", "llama3"}},
+      {"architectures not a list", R"({"architectures": "LlamaForCausalLM"})", {"'architectures'", "list"}},
+  };
+  for (const ConfigCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    fs::path dir = fresh();
+    json config = read_config(dir);
+    config.merge_patch(json::parse(c.patch));
+    write_config(dir, config);
+    RunResult r = run_model(dir);
+    expect_input_error(r, "run", {(dir / "config.json").string()});
+    for (const std::string& needle : c.needles) EXPECT_NE(r.err.find(needle), std::string::npos) << needle << "\n" << r.err;
+  }
+}
+
+// ---- flags --------------------------------------------------------------------------------------------
+
+struct FlagCase {
+  std::vector<std::string> args;
+  std::string command;  // "" for the top-level `tilefire: error:`
+  std::vector<std::string> needles;
+};
+
+void check_flag_cases(const std::vector<FlagCase>& cases) {
+  for (const FlagCase& c : cases) {
+    RunResult r = run_cli(c.args);
+    SCOPED_TRACE(r.command);
+    expect_input_error(r, c.command, {});
+    for (const std::string& needle : c.needles) EXPECT_NE(r.err.find(needle), std::string::npos) << needle << "\n" << r.err;
+  }
+}
+
+TEST(CliFlags, RunBadFlagsAndValues) {
+  check_flag_cases({
+      {{"run", "--frobnicate"}, "run", {"unknown flag '--frobnicate'", "--help"}},
+      {{"run", "stray"}, "run", {"unknown argument 'stray'"}},
+      {{"run", "--max-new-tokens"}, "run", {"--max-new-tokens", "needs a value"}},
+      {{"run", "--json=1"}, "run", {"--json", "takes no value"}},
+      {{"run", "--temperature", "-1"}, "run", {"--temperature", "[0, 100]", "'-1'"}},
+      {{"run", "--temperature", "abc"}, "run", {"--temperature", "'abc'"}},
+      {{"run", "--temperature", "nan"}, "run", {"--temperature", "'nan'"}},
+      {{"run", "--top-p", "0"}, "run", {"--top-p", "'0'"}},
+      {{"run", "--top-p", "1.5"}, "run", {"--top-p", "'1.5'"}},
+      {{"run", "--top-k", "-1"}, "run", {"--top-k", "'-1'"}},
+      {{"run", "--threads", "0"}, "run", {"--threads", "[1, 256]", "'0'"}},
+      {{"run", "--threads", "999"}, "run", {"--threads", "'999'"}},
+      {{"run", "--max-new-tokens", "-3"}, "run", {"--max-new-tokens", "integer", "'-3'"}},
+      {{"run", "--max-new-tokens", "4x"}, "run", {"--max-new-tokens", "'4x'"}},
+      {{"run", "--schedule", "fast"}, "run", {"--schedule", "dataflow or bsp", "'fast'"}},
+      {{"run", "--queue", "lifo"}, "run", {"--queue", "static or dynamic", "'lifo'"}},
+      {{"run", "--prompt-tokens", "1,x,3"}, "run", {"--prompt-tokens", "'1,x,3'"}},
+      {{"run", "--prompt-tokens", "1,,3"}, "run", {"--prompt-tokens", "'1,,3'"}},
+      {{"run", "--prompt-tokens", "99999"}, "run", {"99999", "vocabulary", "512"}},
+      {{"run", "--prompt", ""}, "run", {"prompt is empty"}},
+      {{"run", "--seed", "abc"}, "run", {"--seed", "'abc'"}},
+      {{"run", "--logprobs", "1000000"}, "run", {"--logprobs", "'1000000'"}},
+      {{"run", "--logprobs", "600"}, "run", {"--logprobs", "600", "512"}},
+      {{"run", "--prompt", "hi", "--prompt-tokens", "1,2"}, "run", {"--prompt", "--prompt-tokens", "not both"}},
+      {{"run", "--max-context", "4", "--prompt-tokens", "1,2,3,4,5"}, "run", {"5 tokens", "4", "--max-context"}},
+      {{"run", "--max-context", "99999"}, "run", {"--max-context", "99999", "1024"}},
+      {{"run", "--model", "/nonexistent"}, "run", {"/nonexistent"}},
+      {{"run", "--max-new-tokens", "1", "--trace", "/nonexistent/dir/trace.json"}, "run",
+       {"--trace", "/nonexistent/dir/trace.json"}},
+  });
+}
+
+TEST(CliFlags, CommandsAndGenModel) {
+  TempDir dir("cli-gen-errors");
+  const std::string out = (dir.path() / "m").string();
+  check_flag_cases({
+      {{"frob"}, "", {"unknown command 'frob'", "run", "gen-model"}},
+      {{"gen-model", "--out", out}, "gen-model", {"--preset", "required"}},
+      {{"gen-model", "--preset", "tiny"}, "gen-model", {"--out", "required"}},
+      {{"gen-model", "--preset", "huge", "--out", out}, "gen-model", {"unknown preset 'huge'", "tiny", "small"}},
+      {{"gen-model", "--preset", "tiny", "--out", out, "--dtype", "f8"}, "gen-model", {"--dtype", "'f8'", "bf16"}},
+      {{"gen-model", "--preset", "tiny", "--out", out, "--dtype"}, "gen-model", {"--dtype", "needs a value"}},
+      {{"gen-model", "--preset", "tiny", "--out", out, "--seed", "-1"}, "gen-model", {"--seed", "'-1'"}},
+      {{"bench", "--frob"}, "bench", {"unknown flag '--frob'"}},
+  });
+  EXPECT_FALSE(fs::exists(out)) << "a refused gen-model should write nothing";
+
+  // No command at all: the usage on stderr, status 2.
+  RunResult r = run_cli({});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("usage: tilefire"), std::string::npos) << r.err;
+  // --help is not an error.
+  r = run_cli({"run", "--help"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("--max-new-tokens"), std::string::npos);
+  EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
+}  // namespace
+}  // namespace tilefire::testing

@@ -1,0 +1,162 @@
+// The CPU executor on hand-made programs: every task runs exactly once per step, never before the tasks
+// it depends on have finished, across placements, schedules, worker counts and many steps.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "megakernel/cpu/cpu_executor.h"
+#include "ops/noop.h"
+#include "scheduler/placement.h"
+#include "scheduler/validator.h"
+
+namespace tilefire::testing {
+namespace {
+
+// A random layered DAG of noop tasks: `nodes` nodes of `width` tiles; each tile depends on a random subset
+// of the previous node's tiles through per-tile events, or on all of them through the node's done event.
+Program random_program(uint32_t nodes, uint32_t width, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Program p;
+  std::vector<std::vector<uint32_t>> waits, signals;
+  for (uint32_t n = 0; n < nodes; ++n) {
+    NodeDesc node;
+    node.params = OpParams::make(OpCode::noop, uint16_t(n), NoopParams{width});
+    node.first_task = n * width;
+    node.task_count = width;
+    p.nodes.push_back(node);
+    for (uint32_t i = 0; i < width; ++i) {
+      TaskDesc t;
+      t.op = OpCode::noop;
+      t.layer = uint16_t(n);
+      t.node = n;
+      t.tile_begin = i;
+      t.tile_end = i + 1;
+      t.tile_index = i;
+      p.tasks.push_back(t);
+      waits.emplace_back();
+      signals.emplace_back();
+    }
+  }
+  for (uint32_t n = 1; n < nodes; ++n) {
+    const bool whole_node = rng() % 3 == 0;
+    uint32_t done = 0;
+    if (whole_node) {
+      p.events.push_back({width});
+      done = uint32_t(p.events.size() - 1);
+      for (uint32_t i = 0; i < width; ++i) signals[(n - 1) * width + i].push_back(done);
+    }
+    std::vector<uint32_t> tile_event(width, kNoSlot);
+    for (uint32_t i = 0; i < width; ++i) {
+      const uint32_t task = n * width + i;
+      if (whole_node) {
+        waits[task].push_back(done);
+        continue;
+      }
+      for (uint32_t j = 0; j < width; ++j) {
+        if (rng() % 3 != 0 && j != i) continue;
+        if (tile_event[j] == kNoSlot) {
+          p.events.push_back({1});
+          tile_event[j] = uint32_t(p.events.size() - 1);
+          signals[(n - 1) * width + j].push_back(tile_event[j]);
+        }
+        waits[task].push_back(tile_event[j]);
+      }
+    }
+  }
+  for (uint32_t t = 0; t < p.tasks.size(); ++t) {
+    p.tasks[t].wait_begin = uint32_t(p.waits.size());
+    p.tasks[t].wait_count = uint16_t(waits[t].size());
+    p.waits.insert(p.waits.end(), waits[t].begin(), waits[t].end());
+    p.tasks[t].signal_begin = uint32_t(p.signals.size());
+    p.tasks[t].signal_count = uint16_t(signals[t].size());
+    p.signals.insert(p.signals.end(), signals[t].begin(), signals[t].end());
+  }
+  return p;
+}
+
+// Producers of each task, from the events: the tasks that signal what it waits on.
+std::vector<std::vector<uint32_t>> producers(const Program& p) {
+  std::map<uint32_t, std::vector<uint32_t>> signallers;
+  for (uint32_t t = 0; t < p.tasks.size(); ++t)
+    for (uint32_t i = 0; i < p.tasks[t].signal_count; ++i) signallers[p.signals[p.tasks[t].signal_begin + i]].push_back(t);
+  std::vector<std::vector<uint32_t>> result(p.tasks.size());
+  for (uint32_t t = 0; t < p.tasks.size(); ++t)
+    for (uint32_t i = 0; i < p.tasks[t].wait_count; ++i)
+      for (uint32_t s : signallers[p.waits[p.tasks[t].wait_begin + i]]) result[t].push_back(s);
+  return result;
+}
+
+void check_step(const Program& p, const std::vector<TaskTiming>& timings, ScheduleMode mode, const std::string& where) {
+  ASSERT_EQ(timings.size(), p.tasks.size()) << where << ": every task runs exactly once";
+  std::vector<const TaskTiming*> by_task(p.tasks.size(), nullptr);
+  for (const TaskTiming& t : timings) {
+    ASSERT_EQ(by_task[t.task], nullptr) << where << ": task " << t.task << " ran twice";
+    by_task[t.task] = &t;
+  }
+  const auto deps = producers(p);
+  for (uint32_t t = 0; t < p.tasks.size(); ++t)
+    for (uint32_t d : deps[t])
+      EXPECT_LE(by_task[d]->end_ns, by_task[t]->start_ns) << where << ": task " << t << " started before its producer " << d << " ended";
+  if (mode == ScheduleMode::bsp)  // every task of node n ends before any task of node n + 1 starts
+    for (const TaskTiming& a : timings)
+      for (const TaskTiming& b : timings)
+        if (p.tasks[a.task].node + 1 == p.tasks[b.task].node) EXPECT_LE(a.end_ns, b.start_ns) << where << ": bsp barrier";
+}
+
+TEST(CpuExecutor, RunsEveryTaskOnceAfterItsProducers) {
+  for (uint32_t workers : {1u, 2u, 4u, 7u}) {
+    CpuExecutor executor(workers);
+    for (uint32_t seed = 0; seed < 3; ++seed) {
+      for (Placement placement : {Placement::static_queues, Placement::dynamic_queue}) {
+        Program p = random_program(6, 5, seed);
+        place(p, placement, workers);
+        validate_program(p);
+        ProgramInstance instance(p, {});
+        StepInputs inputs;
+        for (uint32_t step = 0; step < 6; ++step) {
+          const ScheduleMode mode = step % 3 == 2 ? ScheduleMode::bsp : ScheduleMode::dataflow;
+          std::vector<TaskTiming> timings;
+          StepOptions options;
+          options.mode = mode;
+          options.trace = &timings;
+          executor.run_step(instance, inputs, options);
+          check_step(p, timings, mode,
+                     std::to_string(workers) + " workers, seed " + std::to_string(seed) + ", step " + std::to_string(step));
+        }
+        EXPECT_EQ(instance.steps_run(), 6u);
+      }
+    }
+  }
+}
+
+TEST(CpuExecutor, ManyStepsWithRandomDelaysStayOrdered) {
+  CpuExecutor executor(3);
+  Program p = random_program(4, 6, 42);
+  place(p, Placement::dynamic_queue, 3);
+  ProgramInstance instance(p, {});
+  StepInputs inputs;
+  for (uint32_t step = 0; step < 200; ++step) {
+    StepOptions options;
+    options.max_random_delay_us = step % 2 ? 5 : 0;
+    options.delay_seed = step;
+    executor.run_step(instance, inputs, options);
+  }
+  std::vector<TaskTiming> timings;
+  StepOptions options;
+  options.trace = &timings;
+  executor.run_step(instance, inputs, options);
+  check_step(p, timings, ScheduleMode::dataflow, "after 200 steps");
+}
+
+TEST(CpuExecutor, RefusesAProgramPlacedForAnotherWorkerCount) {
+  CpuExecutor executor(2);
+  Program p = random_program(2, 3, 1);
+  place(p, Placement::static_queues, 3);
+  ProgramInstance instance(p, {});
+  StepInputs inputs;
+  EXPECT_THROW(executor.run_step(instance, inputs, StepOptions{}), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace tilefire::testing
