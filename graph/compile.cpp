@@ -1,4 +1,4 @@
-// compile_graph: op nodes -> tiles -> dependencies (from the regions tiles read and write) -> events ->
+// The compile pipeline: model -> primitive graph -> fuse -> tiles -> dependencies (from the regions tiles read and write) -> events ->
 // placement -> validation, as a oneTBB flow graph. The passes form a chain (each needs the last one's
 // output); the work inside a pass (tiling node by node, dependency analysis task by task) runs in parallel.
 #include <algorithm>
@@ -6,8 +6,10 @@
 #include <mutex>
 #include <oneapi/tbb/flow_graph.h>
 #include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
 
 #include "graph/compile.h"
+#include "graph/primitive_graph.h"
 #include "ops/all_ops.h"
 #include "scheduler/placement.h"
 #include "scheduler/validator.h"
@@ -66,172 +68,197 @@ struct Need {
 
 bool overlaps(uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1) { return a0 < b1 && b0 < a1; }
 
-}  // namespace
-
-Program compile_graph(const OpGraph& graph, const CompileOptions& options) {
+// The pipeline. With `spec`, it starts from the model: build the primitive graph, fuse; otherwise from the
+// fused `given` graph. Then tile, dependencies, events, placement, validation.
+Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileOptions& options) {
   if (options.workers == 0) throw std::runtime_error("compile: --threads must be at least 1");
+  if (options.tokens == 0) throw std::runtime_error("compile: a step needs at least one token");
   Program program;
-  program.slots = graph.slots;
-  program.constants = graph.constants;
   program.tokens = options.tokens;
   program.granularity = options.granularity;
-
-  const uint32_t node_count = uint32_t(graph.nodes.size());
-  std::vector<std::vector<TileRange>> tiles_of_node(node_count);
+  PrimitiveGraph primitives;
+  OpGraph fused;
+  const OpGraph& graph = given ? *given : fused;
+  uint32_t node_count = 0;
+  std::vector<std::vector<TileRange>> tiles_of_node;
   std::vector<std::vector<Need>> needs;            // per task
   std::map<uint32_t, Producer> producer_of_slot;   // slot -> the node writing it this step
 
   using namespace oneapi::tbb;
-  flow::graph g;
+  // The passes run inside an arena. Under ThreadSanitizer it has one thread: libtbb is not instrumented,
+  // so TSan cannot see its hand-offs and would flag every pass; TSan's attention belongs to the executor.
+#if defined(__SANITIZE_THREAD__)
+  task_arena arena(1);
+#else
+  task_arena arena(task_arena::automatic);
+#endif
   std::exception_ptr failure;
   std::mutex failure_mutex;
-  auto guarded = [&](auto&& body) {
-    return [&, body](flow::continue_msg) {
-      {
-        std::lock_guard lock(failure_mutex);
-        if (failure) return;
-      }
-      try {
-        body();
-      } catch (...) {
-        std::lock_guard lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
-      }
+  arena.execute([&] {
+    flow::graph g;
+    auto guarded = [&](auto&& body) {
+      return [&, body](flow::continue_msg) {
+        {
+          std::lock_guard lock(failure_mutex);
+          if (failure) return;
+        }
+        try {
+          body();
+        } catch (...) {
+          std::lock_guard lock(failure_mutex);
+          if (!failure) failure = std::current_exception();
+        }
+      };
     };
-  };
 
-  // Pass 1: tile every node (in parallel), then lay the tasks out node by node.
-  flow::continue_node<flow::continue_msg> tile_pass(g, guarded([&] {
-    parallel_for(uint32_t(0), node_count, [&](uint32_t n) {
-      const OpNode& node = graph.nodes[n];
-      tiles_of_node[n] = cut_tiles(node_units(node), std::max(1u, node.tile_width), node.breaks);
-    });
-    program.nodes.resize(node_count);
-    for (uint32_t n = 0; n < node_count; ++n) {
-      NodeDesc& desc = program.nodes[n];
-      desc.params = graph.nodes[n].params;
-      desc.first_task = uint32_t(program.tasks.size());
-      desc.task_count = uint32_t(tiles_of_node[n].size());
-      uint32_t index = 0;
-      for (TileRange r : tiles_of_node[n]) {
-        TaskDesc t;
-        t.op = desc.params.op;
-        t.layer = desc.params.layer;
-        t.node = n;
-        t.tile_begin = r.begin;
-        t.tile_end = r.end;
-        t.tile_index = index++;
-        program.tasks.push_back(t);
-      }
-      size_t scratch = 0;
-      visit_op(desc.params.op, [&](auto op) {
-        using Op = decltype(op);
-        scratch = Op::scratch_floats(desc.params.as<typename Op::Params>(), options.tokens);
+    // Passes 1 and 2 (from a model): the unfused graph of one step, then the fuse pass.
+    flow::continue_node<flow::continue_msg> primitive_pass(g, guarded([&] { primitives = build_primitive_graph(*spec, options); }));
+    flow::continue_node<flow::continue_msg> fuse_pass(g, guarded([&] { fused = fuse_primitive_graph(primitives, options); }));
+
+    // Pass 3: tile every node (in parallel), then lay the tasks out node by node.
+    flow::continue_node<flow::continue_msg> tile_pass(g, guarded([&] {
+      program.slots = graph.slots;
+      program.constants = graph.constants;
+      node_count = uint32_t(graph.nodes.size());
+      tiles_of_node.assign(node_count, {});
+      parallel_for(uint32_t(0), node_count, [&](uint32_t n) {
+        const OpNode& node = graph.nodes[n];
+        tiles_of_node[n] = cut_tiles(node_units(node), std::max(1u, node.tile_width), node.breaks);
       });
-      program.scratch_floats = std::max(program.scratch_floats, scratch);
-    }
-  }));
+      program.nodes.resize(node_count);
+      for (uint32_t n = 0; n < node_count; ++n) {
+        NodeDesc& desc = program.nodes[n];
+        desc.params = graph.nodes[n].params;
+        desc.first_task = uint32_t(program.tasks.size());
+        desc.task_count = uint32_t(tiles_of_node[n].size());
+        uint32_t index = 0;
+        for (TileRange r : tiles_of_node[n]) {
+          TaskDesc t;
+          t.op = desc.params.op;
+          t.layer = desc.params.layer;
+          t.node = n;
+          t.tile_begin = r.begin;
+          t.tile_end = r.end;
+          t.tile_index = index++;
+          program.tasks.push_back(t);
+        }
+        size_t scratch = 0;
+        visit_op(desc.params.op, [&](auto op) {
+          using Op = decltype(op);
+          scratch = Op::scratch_floats(desc.params.as<typename Op::Params>(), options.tokens);
+        });
+        program.scratch_floats = std::max(program.scratch_floats, scratch);
+      }
+    }));
 
-  // Pass 2: who writes each slot, then (in parallel, task by task) which producer tiles each task reads.
-  flow::continue_node<flow::continue_msg> dependency_pass(g, guarded([&] {
-    for (uint32_t n = 0; n < node_count; ++n) {
-      for (uint32_t i = 0; i < tiles_of_node[n].size(); ++i) {
-        TileFootprint fp = tile_footprint(program.nodes[n].params, tiles_of_node[n][i]);
-        for (const Region& w : fp.writes) {
-          auto [it, fresh] = producer_of_slot.try_emplace(w.slot, Producer{n, {}});
-          if (!fresh && it->second.node != n)
-            throw std::runtime_error("compile: slot '" + program.slots[w.slot].name + "' is written by two ops (" +
-                                     std::string(op_name(program.nodes[it->second.node].params.op)) + " and " +
-                                     std::string(op_name(program.nodes[n].params.op)) + ")");
-          it->second.write_ranges.resize(tiles_of_node[n].size());
-          it->second.write_ranges[i] = {w.begin, w.end};
-        }
-      }
-    }
-    needs.resize(program.tasks.size());
-    parallel_for(size_t(0), program.tasks.size(), [&](size_t t) {
-      const TaskDesc& task = program.tasks[t];
-      TileFootprint fp = tile_footprint(program.nodes[task.node].params, {task.tile_begin, task.tile_end});
-      std::map<uint32_t, std::vector<uint32_t>> by_node;
-      for (const Region& r : fp.reads) {
-        const SlotDesc& slot = program.slots[r.slot];
-        auto it = producer_of_slot.find(r.slot);
-        if (it == producer_of_slot.end()) {
-          if (slot.kind == SlotKind::activation)
-            throw std::runtime_error("compile: " + std::string(op_name(task.op)) + " reads activation '" + slot.name +
-                                     "', which no op of the step produces");
-          continue;  // weights, constants, and KV-cache positions written by earlier steps
-        }
-        const Producer& producer = it->second;
-        for (uint32_t i = 0; i < producer.write_ranges.size(); ++i) {
-          TileRange w = producer.write_ranges[i];
-          if (overlaps(w.begin, w.end, r.begin, r.end)) by_node[producer.node].push_back(i);
-        }
-      }
-      for (auto& [node, tiles] : by_node) {
-        std::sort(tiles.begin(), tiles.end());
-        tiles.erase(std::unique(tiles.begin(), tiles.end()), tiles.end());
-        needs[t].push_back({node, std::move(tiles)});
-      }
-    });
-  }));
-
-  // Pass 3: events. A consumer that needs every tile of a producer (or any tile, at op granularity)
-  // waits on the producer's done event (trigger = its tile count); otherwise on per-tile events.
-  std::vector<std::vector<uint32_t>> task_waits(0);
-  flow::continue_node<flow::continue_msg> event_pass(g, guarded([&] {
-    const size_t task_count = program.tasks.size();
-    std::vector<uint32_t> tile_event(task_count, kNoSlot);
-    task_waits.assign(task_count, {});
-    auto new_event = [&](uint32_t trigger) {
-      program.events.push_back({trigger});
-      return uint32_t(program.events.size() - 1);
-    };
-    for (size_t t = 0; t < task_count; ++t) {
-      for (const Need& need : needs[t]) {
-        NodeDesc& producer = program.nodes[need.node];
-        if (options.granularity == EventGranularity::op || need.tiles.size() == producer.task_count) {
-          if (producer.done_event == kNoSlot) producer.done_event = new_event(producer.task_count);
-          task_waits[t].push_back(producer.done_event);
-        } else {
-          for (uint32_t i : need.tiles) {
-            uint32_t& e = tile_event[producer.first_task + i];
-            if (e == kNoSlot) e = new_event(1);
-            task_waits[t].push_back(e);
+    // Pass 4: who writes each slot, then (in parallel, task by task) which producer tiles each task reads.
+    flow::continue_node<flow::continue_msg> dependency_pass(g, guarded([&] {
+      for (uint32_t n = 0; n < node_count; ++n) {
+        for (uint32_t i = 0; i < tiles_of_node[n].size(); ++i) {
+          TileFootprint fp = tile_footprint(program.nodes[n].params, tiles_of_node[n][i]);
+          for (const Region& w : fp.writes) {
+            auto [it, fresh] = producer_of_slot.try_emplace(w.slot, Producer{n, {}});
+            if (!fresh && it->second.node != n)
+              throw std::runtime_error("compile: slot '" + program.slots[w.slot].name + "' is written by two ops (" +
+                                       std::string(op_name(program.nodes[it->second.node].params.op)) + " and " +
+                                       std::string(op_name(program.nodes[n].params.op)) + ")");
+            it->second.write_ranges.resize(tiles_of_node[n].size());
+            it->second.write_ranges[i] = {w.begin, w.end};
           }
         }
       }
-    }
-    for (size_t t = 0; t < task_count; ++t) {
-      TaskDesc& task = program.tasks[t];
-      task.wait_begin = uint32_t(program.waits.size());
-      task.wait_count = uint16_t(task_waits[t].size());
-      if (task_waits[t].size() > 0xffff) throw std::runtime_error("compile: a task waits on more than 65535 events");
-      program.waits.insert(program.waits.end(), task_waits[t].begin(), task_waits[t].end());
-      task.signal_begin = uint32_t(program.signals.size());
-      uint32_t done = program.nodes[task.node].done_event;
-      if (done != kNoSlot) program.signals.push_back(done);
-      if (tile_event[t] != kNoSlot) program.signals.push_back(tile_event[t]);
-      task.signal_count = uint16_t(program.signals.size() - task.signal_begin);
-    }
-  }));
+      needs.resize(program.tasks.size());
+      parallel_for(size_t(0), program.tasks.size(), [&](size_t t) {
+        const TaskDesc& task = program.tasks[t];
+        TileFootprint fp = tile_footprint(program.nodes[task.node].params, {task.tile_begin, task.tile_end});
+        std::map<uint32_t, std::vector<uint32_t>> by_node;
+        for (const Region& r : fp.reads) {
+          const SlotDesc& slot = program.slots[r.slot];
+          auto it = producer_of_slot.find(r.slot);
+          if (it == producer_of_slot.end()) {
+            if (slot.kind == SlotKind::activation)
+              throw std::runtime_error("compile: " + std::string(op_name(task.op)) + " reads activation '" + slot.name +
+                                       "', which no op of the step produces");
+            continue;  // weights, constants, and KV-cache positions written by earlier steps
+          }
+          const Producer& producer = it->second;
+          for (uint32_t i = 0; i < producer.write_ranges.size(); ++i) {
+            TileRange w = producer.write_ranges[i];
+            if (overlaps(w.begin, w.end, r.begin, r.end)) by_node[producer.node].push_back(i);
+          }
+        }
+        for (auto& [node, tiles] : by_node) {
+          std::sort(tiles.begin(), tiles.end());
+          tiles.erase(std::unique(tiles.begin(), tiles.end()), tiles.end());
+          needs[t].push_back({node, std::move(tiles)});
+        }
+      });
+    }));
 
-  // Pass 4: placement, then the validator's proof (ranges, trigger counts, acyclic, no queue deadlock).
-  flow::continue_node<flow::continue_msg> placement_pass(g, guarded([&] { place(program, options.placement, options.workers); }));
-  flow::continue_node<flow::continue_msg> validate_pass(g, guarded([&] { validate_program(program); }));
+    // Pass 5: events. A consumer that needs every tile of a producer (or any tile, at op granularity)
+    // waits on the producer's done event (trigger = its tile count); otherwise on per-tile events.
+    std::vector<std::vector<uint32_t>> task_waits(0);
+    flow::continue_node<flow::continue_msg> event_pass(g, guarded([&] {
+      const size_t task_count = program.tasks.size();
+      std::vector<uint32_t> tile_event(task_count, kNoSlot);
+      task_waits.assign(task_count, {});
+      auto new_event = [&](uint32_t trigger) {
+        program.events.push_back({trigger});
+        return uint32_t(program.events.size() - 1);
+      };
+      for (size_t t = 0; t < task_count; ++t) {
+        for (const Need& need : needs[t]) {
+          NodeDesc& producer = program.nodes[need.node];
+          if (options.granularity == EventGranularity::op || need.tiles.size() == producer.task_count) {
+            if (producer.done_event == kNoSlot) producer.done_event = new_event(producer.task_count);
+            task_waits[t].push_back(producer.done_event);
+          } else {
+            for (uint32_t i : need.tiles) {
+              uint32_t& e = tile_event[producer.first_task + i];
+              if (e == kNoSlot) e = new_event(1);
+              task_waits[t].push_back(e);
+            }
+          }
+        }
+      }
+      for (size_t t = 0; t < task_count; ++t) {
+        TaskDesc& task = program.tasks[t];
+        task.wait_begin = uint32_t(program.waits.size());
+        task.wait_count = uint16_t(task_waits[t].size());
+        if (task_waits[t].size() > 0xffff) throw std::runtime_error("compile: a task waits on more than 65535 events");
+        program.waits.insert(program.waits.end(), task_waits[t].begin(), task_waits[t].end());
+        task.signal_begin = uint32_t(program.signals.size());
+        uint32_t done = program.nodes[task.node].done_event;
+        if (done != kNoSlot) program.signals.push_back(done);
+        if (tile_event[t] != kNoSlot) program.signals.push_back(tile_event[t]);
+        task.signal_count = uint16_t(program.signals.size() - task.signal_begin);
+      }
+    }));
 
-  flow::make_edge(tile_pass, dependency_pass);
-  flow::make_edge(dependency_pass, event_pass);
-  flow::make_edge(event_pass, placement_pass);
-  flow::make_edge(placement_pass, validate_pass);
-  tile_pass.try_put(flow::continue_msg());
-  g.wait_for_all();
+    // Pass 6: placement, then the validator's proof (ranges, trigger counts, acyclic, no queue deadlock).
+    flow::continue_node<flow::continue_msg> placement_pass(g, guarded([&] { place(program, options.placement, options.workers); }));
+    flow::continue_node<flow::continue_msg> validate_pass(g, guarded([&] { validate_program(program); }));
+
+    flow::make_edge(primitive_pass, fuse_pass);
+    flow::make_edge(fuse_pass, tile_pass);
+    flow::make_edge(tile_pass, dependency_pass);
+    flow::make_edge(dependency_pass, event_pass);
+    flow::make_edge(event_pass, placement_pass);
+    flow::make_edge(placement_pass, validate_pass);
+    if (spec)
+      primitive_pass.try_put(flow::continue_msg());
+    else
+      tile_pass.try_put(flow::continue_msg());
+    g.wait_for_all();
+  });
   if (failure) std::rethrow_exception(failure);
   return program;
 }
 
-Program compile_model(const ModelSpec& spec, const CompileOptions& options) {
-  return compile_graph(build_decoder_graph(spec, options), options);
-}
+}  // namespace
+
+Program compile_graph(const OpGraph& graph, const CompileOptions& options) { return run_pipeline(nullptr, &graph, options); }
+
+Program compile_model(const ModelSpec& spec, const CompileOptions& options) { return run_pipeline(&spec, nullptr, options); }
 
 }  // namespace tilefire

@@ -28,15 +28,18 @@ struct OpNode {
   std::vector<uint32_t> breaks;  // unit indices a tile must not cross (besides 0 and the end)
 };
 
-// The fused op graph of one step (topological order) and the slots it names. Fusion decisions are made
-// here: RMSNorm into the prologue of the matmul that consumes it, RoPE, q/k norm, biases and the KV-cache
-// append into the QKV epilogue, residual adds and SwiGLU into matmul epilogues (docs/COMPILER.md).
+// The fused op graph of one step (topological order) and the slots it names: what the fuse pass makes of
+// the unfused primitive graph (graph/primitive_graph.h, graph/fuse.cpp; docs/ARCHITECTURE.md).
 struct OpGraph {
   std::vector<OpNode> nodes;
   std::vector<SlotDesc> slots;
   std::vector<float> constants;  // storage of the constant slots
 };
 
+struct PrimitiveGraph;
+// The fuse pass; throws std::runtime_error naming any primitive no fused op covers.
+OpGraph fuse_primitive_graph(const PrimitiveGraph& graph, const CompileOptions& options);
+// build_primitive_graph + fuse_primitive_graph.
 OpGraph build_decoder_graph(const ModelSpec& spec, const CompileOptions& options);
 
 // Tiles, derives dependencies and events, places and validates. Throws std::runtime_error when the graph

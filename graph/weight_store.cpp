@@ -192,8 +192,10 @@ LoadedModel load_hf_model(const std::filesystem::path& folder) {
   // Say what a model is before "config.json: Not a directory" does it less clearly.
   std::error_code status_error;
   const std::filesystem::file_status status = std::filesystem::status(folder, status_error);
-  if (!std::filesystem::exists(status)) {
-    fail(folder.string(), "no such model folder (a model is a folder holding config.json and model.safetensors)");
+  if (!std::filesystem::exists(status) || status.type() == std::filesystem::file_type::none) {
+    const std::string why = status_error ? status_error.message() : std::string("No such file or directory");
+    fail(folder.string(), "cannot open model folder (" + why +
+                              "); a model is a folder holding config.json and model.safetensors");
   }
   if (!std::filesystem::is_directory(status)) {
     fail(folder.string(), "not a folder (a model is a folder holding config.json and model.safetensors)");

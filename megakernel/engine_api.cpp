@@ -167,11 +167,13 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   };
 
   double compile_ms = 0;
-  auto start = std::chrono::steady_clock::now();
   BoundProgram& prefill = m.prefill_program(uint32_t(request.prompt.size()), &compile_ms);
   auto compiled = std::chrono::steady_clock::now();
   result.compile_ms = compile_ms + m.decode_program->compile_ms;
-  if (request.max_new_tokens == 0) return result;
+  if (request.max_new_tokens == 0) {
+    result.finish_reason = "length";
+    return result;
+  }
   int32_t token = pick(m.run(prefill, request.prompt, nullptr));
   result.ttft_ms = ms_between(compiled, std::chrono::steady_clock::now());
 
@@ -192,6 +194,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     }
     write_chrome_trace(request.trace_path, m.decode_program->program, trace);
   }
+  result.finish_reason = is_eos(token) ? "eos" : result.tokens.size() >= request.max_new_tokens ? "length" : "context";
   if (decode_steps) {
     result.tpot_ms = decode_ms / decode_steps;
     result.decode_tok_s = 1000.0 / result.tpot_ms;
@@ -208,10 +211,13 @@ std::vector<int32_t> byte_tokens(std::string_view text) {
 std::string bytes_text(const std::vector<int32_t>& tokens) {
   std::string text;
   for (int32_t t : tokens) {
-    if (t >= 0 && t < 256)
+    if (t >= 0 && t < 256) {
       text.push_back(char(t));
-    else
-      text += "<" + std::to_string(t) + ">";
+    } else {
+      text.push_back('<');
+      text.append(std::to_string(t));
+      text.push_back('>');
+    }
   }
   return text;
 }

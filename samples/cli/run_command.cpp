@@ -106,7 +106,8 @@ int run_command(int argc, char** argv) {
                           {"decode_tok_s", result.decode_tok_s},
                           {"tasks_per_step", result.tasks_per_step},
                           {"events_per_step", result.events_per_step},
-                          {"compile_ms", result.compile_ms}};
+                          {"compile_ms", result.compile_ms},
+                          {"finish_reason", result.finish_reason}};
     std::cout << out.dump() << std::endl;
     return 0;
   }
@@ -114,6 +115,9 @@ int run_command(int argc, char** argv) {
               model.dtype.c_str(), model.layers, engine.threads(), args.text_or("--schedule", "dataflow").c_str());
   std::printf("%s", bytes_text(result.prompt_tokens).c_str());
   std::printf("%s\n", bytes_text(result.tokens).c_str());
+  if (result.finish_reason == "context")
+    std::printf("(stopped after %zu tokens: the context of %u positions is full; see --max-context)\n",
+                result.tokens.size(), model.max_context);
   for (size_t i = 0; i < result.logprobs.size(); ++i) {
     std::printf("  [%zu] token %d:", i, result.tokens[i]);
     for (const TokenProbability& tp : result.logprobs[i]) std::printf(" %d=%.4f", tp.token, tp.probability);

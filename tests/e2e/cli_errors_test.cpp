@@ -172,6 +172,20 @@ TEST_F(CliErrors, SafetensorsDataOffsetsDisagreeWithShape) {
   expect_input_error(run_model(dir), "run", {file.string(), "'model.norm.weight'", "[255]", "1020", "1024"});
 }
 
+TEST_F(CliErrors, SafetensorsHeaderNotAnObjectOrMisaligned) {
+  fs::path dir = fresh();
+  const fs::path file = dir / "model.safetensors";
+  Safetensors st = read_safetensors(file);
+  const json original = st.header;
+  st.header = json::array({1, 2});
+  write_safetensors(file, st);
+  expect_input_error(run_model(dir), "run", {file.string(), "header must be a JSON object"});
+  st.header = original;
+  st.header["model.norm.weight"]["data_offsets"] = {2, 1026};
+  write_safetensors(file, st);
+  expect_input_error(run_model(dir), "run", {file.string(), "'model.norm.weight'", "begin 2", "4-byte"});
+}
+
 TEST_F(CliErrors, SafetensorsUnknownDtype) {
   for (const char* dtype : {"F64", "I8"}) {
     fs::path dir = fresh();
@@ -238,6 +252,14 @@ TEST_F(CliErrors, ConfigMissing) {
   fs::path dir = fresh();
   fs::remove(dir / "config.json");
   expect_input_error(run_model(dir), "run", {(dir / "config.json").string(), "cannot open"});
+}
+
+TEST_F(CliErrors, ModelIsNotAFolder) {
+  fs::path dir = fresh();
+  expect_input_error(run_model(dir / "model.safetensors"), "run", {(dir / "model.safetensors").string(), "not a folder"});
+  fs::remove(dir / "config.json");
+  fs::create_directory(dir / "config.json");
+  expect_input_error(run_model(dir), "run", {(dir / "config.json").string(), "is a folder"});
 }
 
 TEST_F(CliErrors, ConfigNotJson) {
@@ -321,7 +343,7 @@ TEST(CliFlags, RunBadFlagsAndValues) {
       {{"run", "--prompt", "hi", "--prompt-tokens", "1,2"}, "run", {"--prompt", "--prompt-tokens", "not both"}},
       {{"run", "--max-context", "4", "--prompt-tokens", "1,2,3,4,5"}, "run", {"5 tokens", "4", "--max-context"}},
       {{"run", "--max-context", "99999"}, "run", {"--max-context", "99999", "1024"}},
-      {{"run", "--model", "/nonexistent"}, "run", {"/nonexistent"}},
+      {{"run", "--model", "/nonexistent"}, "run", {"/nonexistent", "cannot open model folder", "config.json"}},
       {{"run", "--max-new-tokens", "1", "--trace", "/nonexistent/dir/trace.json"}, "run",
        {"--trace", "/nonexistent/dir/trace.json"}},
   });

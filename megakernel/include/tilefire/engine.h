@@ -67,6 +67,7 @@ struct GenerateResult {
   double compile_ms = 0;    // compiling the programs this request used
   uint32_t tasks_per_step = 0;   // of the decode program
   uint32_t events_per_step = 0;
+  std::string finish_reason;  // "length" (max_new_tokens), "eos", or "context" (the KV cache is full)
 };
 
 struct ModelInfo {

@@ -1,0 +1,120 @@
+// build_primitive_graph: one step of a Llama-family decoder, op by op, unfused.
+#include "graph/primitive_graph.h"
+
+#include "graph/compile.h"
+#include "ops/rope.h"
+
+namespace tilefire {
+
+std::string_view primitive_name(Primitive op) {
+  switch (op) {
+    case Primitive::embed: return "embed";
+    case Primitive::rmsnorm: return "rmsnorm";
+    case Primitive::matmul: return "matmul";
+    case Primitive::bias_add: return "bias_add";
+    case Primitive::head_rmsnorm: return "head_rmsnorm";
+    case Primitive::rope: return "rope";
+    case Primitive::kv_append: return "kv_append";
+    case Primitive::attention: return "attention";
+    case Primitive::add: return "add";
+    case Primitive::swiglu: return "swiglu";
+    case Primitive::last_token: return "last_token";
+  }
+  return "?";
+}
+
+namespace {
+
+class PrimitiveBuilder {
+ public:
+  explicit PrimitiveBuilder(PrimitiveGraph& g) : g_(g) {}
+
+  uint32_t slot(SlotKind kind, DType dtype, uint64_t rows, uint64_t cols, const std::string& name) {
+    g_.slots.push_back({kind, dtype, rows, cols, 0, name});
+    return uint32_t(g_.slots.size() - 1);
+  }
+  uint32_t matrix(const std::string& name, uint64_t rows, uint64_t cols) {
+    return slot(SlotKind::weight, g_.spec.dtype, rows, cols, name);
+  }
+  uint32_t vector_f32(const std::string& name, uint64_t n) { return slot(SlotKind::weight_f32, DType::f32, 1, n, name); }
+
+  // Adds a node; returns its output value (a new value named `out_name` of `out_cols` columns).
+  uint32_t node(Primitive op, uint16_t layer, std::vector<uint32_t> inputs, std::vector<uint32_t> slots,
+                const std::string& out_name, uint32_t out_cols, float eps = 0, bool single_row = false) {
+    uint32_t out = kNoValue;
+    if (!out_name.empty()) {
+      g_.values.push_back({out_name, out_cols, single_row});
+      out = uint32_t(g_.values.size() - 1);
+    }
+    g_.nodes.push_back({op, layer, std::move(inputs), out, std::move(slots), eps});
+    return out;
+  }
+
+ private:
+  PrimitiveGraph& g_;
+};
+
+}  // namespace
+
+PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions& options) {
+  PrimitiveGraph g;
+  g.spec = spec;
+  g.max_context = options.max_context ? options.max_context : spec.max_context;
+  PrimitiveBuilder b(g);
+  const uint32_t hd = spec.head_dim, hidden = spec.hidden;
+
+  const std::vector<float> inv_freq = rope_inverse_frequencies(hd, spec.rope_theta, spec.rope_scaling);
+  const uint32_t rope = b.slot(SlotKind::constant, DType::f32, 1, inv_freq.size(), kRopeSlotName);
+  g.slots[rope].constant_offset = g.constants.size();
+  g.constants.insert(g.constants.end(), inv_freq.begin(), inv_freq.end());
+
+  const uint32_t table = b.matrix("model.embed_tokens.weight", spec.vocab, hidden);
+  uint32_t x = b.node(Primitive::embed, 0, {}, {table}, "layers.0.x", hidden);  // [tokens, hidden]
+
+  for (uint32_t l = 0; l < spec.layers; ++l) {
+    const std::string w = "model.layers." + std::to_string(l) + ".";
+    const std::string a = "layers." + std::to_string(l) + ".";
+    const uint16_t layer = uint16_t(l);
+    const float eps = spec.rms_eps;
+
+    uint32_t xn = b.node(Primitive::rmsnorm, layer, {x}, {b.vector_f32(w + "input_layernorm.weight", hidden)}, a + "xn", hidden, eps);
+    uint32_t q = b.node(Primitive::matmul, layer, {xn}, {b.matrix(w + "self_attn.q_proj.weight", spec.q_dim(), hidden)}, a + "q_proj", spec.q_dim());
+    uint32_t k = b.node(Primitive::matmul, layer, {xn}, {b.matrix(w + "self_attn.k_proj.weight", spec.kv_dim(), hidden)}, a + "k_proj", spec.kv_dim());
+    uint32_t v = b.node(Primitive::matmul, layer, {xn}, {b.matrix(w + "self_attn.v_proj.weight", spec.kv_dim(), hidden)}, a + "v_proj", spec.kv_dim());
+    if (spec.qkv_bias) {
+      q = b.node(Primitive::bias_add, layer, {q}, {b.vector_f32(w + "self_attn.q_proj.bias", spec.q_dim())}, a + "q_bias", spec.q_dim());
+      k = b.node(Primitive::bias_add, layer, {k}, {b.vector_f32(w + "self_attn.k_proj.bias", spec.kv_dim())}, a + "k_bias", spec.kv_dim());
+      v = b.node(Primitive::bias_add, layer, {v}, {b.vector_f32(w + "self_attn.v_proj.bias", spec.kv_dim())}, a + "v_bias", spec.kv_dim());
+    }
+    if (spec.qk_norm) {
+      q = b.node(Primitive::head_rmsnorm, layer, {q}, {b.vector_f32(w + "self_attn.q_norm.weight", hd)}, a + "q_norm", spec.q_dim(), eps);
+      k = b.node(Primitive::head_rmsnorm, layer, {k}, {b.vector_f32(w + "self_attn.k_norm.weight", hd)}, a + "k_norm", spec.kv_dim(), eps);
+    }
+    q = b.node(Primitive::rope, layer, {q}, {rope}, a + "q", spec.q_dim());
+    k = b.node(Primitive::rope, layer, {k}, {rope}, a + "k", spec.kv_dim());
+    const uint64_t cache_rows = uint64_t(spec.kv_heads) * g.max_context;
+    const uint32_t k_cache = b.slot(SlotKind::kv_cache, DType::f32, cache_rows, hd, kv_cache_slot_name(l, true));
+    const uint32_t v_cache = b.slot(SlotKind::kv_cache, DType::f32, cache_rows, hd, kv_cache_slot_name(l, false));
+    b.node(Primitive::kv_append, layer, {k}, {k_cache}, "", 0);
+    b.node(Primitive::kv_append, layer, {v}, {v_cache}, "", 0);
+    uint32_t attn = b.node(Primitive::attention, layer, {q}, {k_cache, v_cache}, a + "attn", spec.q_dim());
+    uint32_t o = b.node(Primitive::matmul, layer, {attn}, {b.matrix(w + "self_attn.o_proj.weight", hidden, spec.q_dim())}, a + "o_proj", hidden);
+    uint32_t h = b.node(Primitive::add, layer, {x, o}, {}, a + "h", hidden);
+
+    uint32_t hn = b.node(Primitive::rmsnorm, layer, {h}, {b.vector_f32(w + "post_attention_layernorm.weight", hidden)}, a + "hn", hidden, eps);
+    uint32_t gate = b.node(Primitive::matmul, layer, {hn}, {b.matrix(w + "mlp.gate_proj.weight", spec.ffn, hidden)}, a + "gate", spec.ffn);
+    uint32_t up = b.node(Primitive::matmul, layer, {hn}, {b.matrix(w + "mlp.up_proj.weight", spec.ffn, hidden)}, a + "up", spec.ffn);
+    uint32_t act = b.node(Primitive::swiglu, layer, {gate, up}, {}, a + "ffn", spec.ffn);
+    uint32_t down = b.node(Primitive::matmul, layer, {act}, {b.matrix(w + "mlp.down_proj.weight", hidden, spec.ffn)}, a + "down", hidden);
+    x = b.node(Primitive::add, layer, {h, down}, {}, "layers." + std::to_string(l + 1) + ".x", hidden);
+  }
+
+  const uint16_t head_layer = uint16_t(spec.layers);
+  uint32_t last = b.node(Primitive::last_token, head_layer, {x}, {}, "final.last", hidden, 0, true);
+  uint32_t normed = b.node(Primitive::rmsnorm, head_layer, {last}, {b.vector_f32("model.norm.weight", hidden)}, "final.norm", hidden, spec.rms_eps, true);
+  const uint32_t head = spec.tie_embeddings ? table : b.matrix("lm_head.weight", spec.vocab, hidden);
+  b.node(Primitive::matmul, head_layer, {normed}, {head}, kLogitsSlotName, spec.vocab, 0, true);
+  return g;
+}
+
+}  // namespace tilefire
