@@ -101,7 +101,7 @@ CpuExecutor::CpuExecutor(uint32_t workers) : job_(std::make_unique<Job>()) {
 
 CpuExecutor::~CpuExecutor() {
   shutdown_.store(true, std::memory_order_release);
-  doorbell_.fetch_add(1, std::memory_order_release);
+  doorbell_.fetch_add(1, std::memory_order_seq_cst);
   step_parking_.wake_all();
   for (std::thread& t : threads_) t.join();
 }
@@ -143,9 +143,9 @@ void CpuExecutor::run_step(ProgramInstance& instance, const StepInputs& inputs, 
   }
 
   const uint32_t target = finished_.load(std::memory_order_relaxed) + workers;
-  doorbell_.fetch_add(1, std::memory_order_release);  // publishes the job
+  doorbell_.fetch_add(1, std::memory_order_seq_cst);  // publishes the job
   step_parking_.wake_all();
-  step_parking_.wait_until([&] { return counter_reached(finished_.load(std::memory_order_acquire), target); });
+  step_parking_.wait_until([&] { return counter_reached(finished_.load(std::memory_order_seq_cst), target); });
   instance.step_ = job.step;
   instance.dynamic_steps_ = job.dynamic_step;
   instance.bsp_steps_ = job.bsp_step;
@@ -157,7 +157,7 @@ void CpuExecutor::run_step(ProgramInstance& instance, const StepInputs& inputs, 
 void CpuExecutor::worker_main(uint32_t worker) {
   uint32_t seen = 0;
   for (;;) {
-    step_parking_.wait_until([&] { return doorbell_.load(std::memory_order_acquire) != seen; });
+    step_parking_.wait_until([&] { return doorbell_.load(std::memory_order_seq_cst) != seen; });
     seen = doorbell_.load(std::memory_order_acquire);
     if (shutdown_.load(std::memory_order_acquire)) return;
     const Job& job = *job_;
@@ -171,7 +171,7 @@ void CpuExecutor::worker_main(uint32_t worker) {
       NoHooks hooks;
       run_job(job, worker, hooks);
     }
-    finished_.fetch_add(1, std::memory_order_release);
+    finished_.fetch_add(1, std::memory_order_seq_cst);
     step_parking_.wake_all();
   }
 }
@@ -205,7 +205,7 @@ void CpuExecutor::signal_events(const Job& job, uint32_t task) {
   const Program& program = *job.program;
   const TaskDesc& t = program.tasks[task];
   for (uint32_t i = 0; i < t.signal_count; ++i)
-    job.instance->events_[program.signals[t.signal_begin + i]].fetch_add(1, std::memory_order_release);
+    job.instance->events_[program.signals[t.signal_begin + i]].fetch_add(1, std::memory_order_seq_cst);
   if (t.signal_count) task_parking_.wake_all();
 }
 
@@ -238,7 +238,7 @@ void CpuExecutor::run_dynamic(const Job& job, uint32_t worker, Hooks& hooks) {
     const uint32_t index = inst.ready_pop_.fetch_add(1, std::memory_order_relaxed) - pop_base;
     if (index >= tasks) return;
     // The index-th ready task of this step will appear: a valid program makes every task ready once.
-    auto stamped = [&] { return uint32_t(inst.ready_list_[index].load(std::memory_order_acquire) >> 32) == job.dynamic_step; };
+    auto stamped = [&] { return uint32_t(inst.ready_list_[index].load(std::memory_order_seq_cst) >> 32) == job.dynamic_step; };
     if (!stamped()) task_parking_.wait_until(stamped);
     const uint32_t task = uint32_t(inst.ready_list_[index].load(std::memory_order_acquire));
     run_task(job, task, worker, hooks);
@@ -246,14 +246,14 @@ void CpuExecutor::run_dynamic(const Job& job, uint32_t worker, Hooks& hooks) {
     bool pushed = false;
     for (uint32_t i = 0; i < t.signal_count; ++i) {
       const uint32_t e = program.signals[t.signal_begin + i];
-      const uint32_t value = inst.events_[e].fetch_add(1, std::memory_order_acq_rel) + 1;
+      const uint32_t value = inst.events_[e].fetch_add(1, std::memory_order_seq_cst) + 1;
       if (value != program.events[e].trigger_count * job.step) continue;
       for (uint32_t k = inst.waiter_begin_[e]; k < inst.waiter_begin_[e + 1]; ++k) {
         const uint32_t waiter = inst.waiters_[k];
         const uint32_t need = uint32_t(program.tasks[waiter].wait_count) * job.dynamic_step;
         if (inst.satisfied_[waiter].fetch_add(1, std::memory_order_acq_rel) + 1 != need) continue;
         const uint32_t slot = inst.ready_push_.fetch_add(1, std::memory_order_relaxed) - push_base;
-        inst.ready_list_[slot].store((uint64_t(job.dynamic_step) << 32) | waiter, std::memory_order_release);
+        inst.ready_list_[slot].store((uint64_t(job.dynamic_step) << 32) | waiter, std::memory_order_seq_cst);
         pushed = true;
       }
     }
@@ -275,11 +275,11 @@ void CpuExecutor::run_bsp(const Job& job, uint32_t worker, Hooks& hooks) {
       signal_events(job, node.first_task + i);  // keeps event counters in step for later dataflow steps
     }
     // The barrier: the cheapest correct one for a handful of workers, a grow-only central counter.
-    inst.barrier_.fetch_add(1, std::memory_order_acq_rel);
+    inst.barrier_.fetch_add(1, std::memory_order_seq_cst);
     target += workers;
     task_parking_.wake_all();
-    if (!counter_reached(inst.barrier_.load(std::memory_order_acquire), target))
-      task_parking_.wait_until([&] { return counter_reached(inst.barrier_.load(std::memory_order_acquire), target); });
+    if (!counter_reached(inst.barrier_.load(std::memory_order_seq_cst), target))
+      task_parking_.wait_until([&] { return counter_reached(inst.barrier_.load(std::memory_order_seq_cst), target); });
   }
 }
 

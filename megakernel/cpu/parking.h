@@ -3,9 +3,10 @@
 //
 // A waiter spins (cheap when the producer is a few hundred nanoseconds away), then yields, then parks on
 // an epoch word with std::atomic::wait. A signaller wakes parked threads only when someone is parked, so
-// the common path of a signal is one atomic add and one fence. The fences make the classic store/load
-// pair (sleepers++ then re-check; counter++ then check sleepers) sequentially consistent, so a wake-up is
-// never lost.
+// the common path of a signal is one atomic add and one plain load. The store/load pair on each side
+// (waiter: sleepers++ then re-check; signaller: counter++ then check sleepers) is all seq_cst, so by the
+// single total order one of the two sees the other and a wake-up is never lost. On x86 this costs
+// nothing beyond the locked add itself: seq_cst loads are plain loads.
 #include <atomic>
 #include <cstdint>
 #include <thread>
@@ -27,8 +28,9 @@ inline void cpu_relax() {
 // Counters only grow and may wrap: `value` has reached `target` when it is at most 2^31 - 1 past it.
 constexpr bool counter_reached(uint32_t value, uint32_t target) { return int32_t(value - target) >= 0; }
 
+// seq_cst (a plain load on x86) so that it pairs with Parking's sleeper count; see Parking.
 inline bool event_reached(const std::atomic<uint32_t>& counter, uint32_t target) {
-  return counter_reached(counter.load(std::memory_order_acquire), target);
+  return counter_reached(counter.load(std::memory_order_seq_cst), target);
 }
 
 class Parking {
@@ -45,9 +47,8 @@ class Parking {
     }
     for (;;) {
       const uint32_t seen = epoch_.load(std::memory_order_acquire);
-      sleepers_.fetch_add(1, std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (ready()) {
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      if (ready()) {  // `ready` must read the counter with a seq_cst load
         sleepers_.fetch_sub(1, std::memory_order_relaxed);
         return;
       }
@@ -57,10 +58,9 @@ class Parking {
     }
   }
 
-  // Call after the store that may make a waiter ready.
+  // Call after the seq_cst store or read-modify-write that may make a waiter ready.
   void wake_all() {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (sleepers_.load(std::memory_order_relaxed) == 0) return;
+    if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
     epoch_.fetch_add(1, std::memory_order_release);
     epoch_.notify_all();
   }

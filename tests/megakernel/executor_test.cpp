@@ -98,10 +98,13 @@ void check_step(const Program& p, const std::vector<TaskTiming>& timings, Schedu
   for (uint32_t t = 0; t < p.tasks.size(); ++t)
     for (uint32_t d : deps[t])
       EXPECT_LE(by_task[d]->end_ns, by_task[t]->start_ns) << where << ": task " << t << " started before its producer " << d << " ended";
-  if (mode == ScheduleMode::bsp)  // every task of node n ends before any task of node n + 1 starts
-    for (const TaskTiming& a : timings)
-      for (const TaskTiming& b : timings)
-        if (p.tasks[a.task].node + 1 == p.tasks[b.task].node) EXPECT_LE(a.end_ns, b.start_ns) << where << ": bsp barrier";
+  if (mode != ScheduleMode::bsp) return;
+  for (const TaskTiming& a : timings)  // every task of node n ends before any task of node n + 1 starts
+    for (const TaskTiming& b : timings) {
+      if (p.tasks[a.task].node + 1 == p.tasks[b.task].node) {
+        EXPECT_LE(a.end_ns, b.start_ns) << where << ": bsp barrier";
+      }
+    }
 }
 
 TEST(CpuExecutor, RunsEveryTaskOnceAfterItsProducers) {
