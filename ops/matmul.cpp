@@ -161,9 +161,11 @@ inline void prefetch_line(const char* address) {
 
 // One register tile: Rows consecutive weight rows x Tokens activation rows.
 // w: [Rows, K] (row stride K); x: [Tokens, K] (row stride ldx); y: [Tokens, ldy], columns [0, Rows).
+// next_block: the rows this call reads next (prefetched while this tile computes), or nullptr at the
+// end of the caller's range, so no bandwidth goes to rows another worker's tile will read.
 template <DType D, int Rows, int Tokens>
 void matmul_register_tile(const WeightElement<D>* w, uint32_t K, const float* x, size_t ldx, float* y,
-                          size_t ldy) {
+                          size_t ldy, const WeightElement<D>* next_block) {
   Lanes16 acc[Rows][Tokens];  // [rows, tokens] of 16-lane partial sums
 #pragma GCC unroll 4
   for (int r = 0; r < Rows; ++r)
@@ -177,10 +179,9 @@ void matmul_register_tile(const WeightElement<D>* w, uint32_t K, const float* x,
     for (int r = 0; r < Rows; ++r) {
       // Software prefetch, one cache line per line consumed, into the matching row of the next row block
       // plus kPrefetchBytes: the hardware streamers restart at every short row (2 KiB at K = 1024 bf16),
-      // and this took batch-1 GEMV on 2 cores from ~31 to ~43 GB/s (docs/BENCHMARKS.md). Prefetches past
-      // the end of the matrix are harmless: they never fault.
-      if ((k * sizeof(WeightElement<D>)) % 64 == 0)
-        prefetch_line(reinterpret_cast<const char*>(w + size_t(r + Rows) * K + k) + kPrefetchBytes);
+      // and this took batch-1 GEMV on 2 cores from ~31 to ~43 GB/s (docs/BENCHMARKS.md).
+      if (next_block && (k * sizeof(WeightElement<D>)) % 64 == 0)
+        prefetch_line(reinterpret_cast<const char*>(next_block + size_t(r) * K + k) + kPrefetchBytes);
       wv[r] = lanes_load_weights<D>(w + size_t(r) * K + k);
     }
 #pragma GCC unroll 4
@@ -204,12 +205,13 @@ void matmul_register_tile(const WeightElement<D>* w, uint32_t K, const float* x,
   }
 }
 
-using TileFunction = void (*)(const void*, uint32_t, const float*, size_t, float*, size_t);
+using TileFunction = void (*)(const void*, uint32_t, const float*, size_t, float*, size_t, const void*);
 
 template <DType D, int Rows, int Tokens>
 void matmul_register_tile_erased(const void* w, uint32_t K, const float* x, size_t ldx, float* y,
-                                 size_t ldy) {
-  matmul_register_tile<D, Rows, Tokens>(static_cast<const WeightElement<D>*>(w), K, x, ldx, y, ldy);
+                                 size_t ldy, const void* next_block) {
+  matmul_register_tile<D, Rows, Tokens>(static_cast<const WeightElement<D>*>(w), K, x, ldx, y, ldy,
+                                        static_cast<const WeightElement<D>*>(next_block));
 }
 
 constexpr int kMaxTileRows = 4;
@@ -236,10 +238,12 @@ void matmul_rows_typed(const void* w, uint32_t K, uint32_t n0, uint32_t n1, cons
   // every token block reuses it, so weights are read from memory once per call.
   for (uint32_t n = n0; n < n1; n += kMaxTileRows) {
     const int rows = int(std::min<uint32_t>(kMaxTileRows, n1 - n));
+    // Only a whole next block inside [n0, n1) is prefetched (the prefetch reads Rows rows of it).
+    const void* next = n + 2 * kMaxTileRows <= n1 ? weights + size_t(n + kMaxTileRows) * K : nullptr;
     for (uint32_t m = 0; m < M; m += kMaxTileTokens) {
       const int tokens = int(std::min<uint32_t>(kMaxTileTokens, M - m));
       tiles.table[rows - 1][tokens - 1](weights + size_t(n) * K, K, x + size_t(m) * ldx, ldx,
-                                        y + size_t(m) * ldy + n, ldy);
+                                        y + size_t(m) * ldy + n, ldy, m == 0 ? next : nullptr);
     }
   }
 }

@@ -9,6 +9,12 @@ namespace tilefire {
 // and every queue stays in topological (task id) order.
 void place_static_round_robin(Program& program, uint32_t workers);
 
+// Per node, each tile goes to the worker with the least work of that node so far (work = tile width:
+// all units of one op cost the same), ties to the next worker in rotation. Balances nodes whose tiles
+// differ in width (QKV: q tiles of several heads, k and v tiles of one), and every op boundary is
+// all-to-all in a decoder step, so per-node balance is what bounds the idle time. The default.
+void place_static_balanced(Program& program, uint32_t workers);
+
 // Dynamic ready queue: no static queues.
 void place_dynamic(Program& program, uint32_t workers);
 

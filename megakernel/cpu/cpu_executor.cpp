@@ -268,11 +268,20 @@ void CpuExecutor::run_bsp(const Job& job, uint32_t worker, Hooks& hooks) {
   const uint32_t workers = this->workers();
   const uint32_t nodes = uint32_t(program.nodes.size());
   uint32_t target = workers * nodes * (job.bsp_step - 1);
+  // The same tiles on the same workers as dataflow when the program has static queues (each queue is in
+  // node order); tile i of a node on worker i mod N for a dynamically placed program.
+  const std::vector<uint32_t>* queue = program.queues.empty() ? nullptr : &program.queues[worker];
+  size_t next = 0;
   for (uint32_t n = 0; n < nodes; ++n) {
     const NodeDesc& node = program.nodes[n];
-    for (uint32_t i = worker; i < node.task_count; i += workers) {
-      run_task(job, node.first_task + i, worker, hooks);
-      signal_events(job, node.first_task + i);  // keeps event counters in step for later dataflow steps
+    auto run = [&](uint32_t task) {
+      run_task(job, task, worker, hooks);
+      signal_events(job, task);  // keeps event counters in step for later dataflow steps
+    };
+    if (queue) {
+      for (; next < queue->size() && program.tasks[(*queue)[next]].node == n; ++next) run((*queue)[next]);
+    } else {
+      for (uint32_t i = worker; i < node.task_count; i += workers) run(node.first_task + i);
     }
     // The barrier: the cheapest correct one for a handful of workers, a grow-only central counter.
     inst.barrier_.fetch_add(1, std::memory_order_seq_cst);
