@@ -28,11 +28,6 @@ using nlohmann::json;
   throw InputError(origin + ": " + what);
 }
 
-std::string shape_text(const std::vector<uint64_t>& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
 
 // Closes the descriptor on every path out of open().
 struct FileDescriptor {
@@ -51,6 +46,12 @@ uint64_t read_u64_nonneg(const json& value, const std::string& origin, const std
 }
 
 }  // namespace
+
+std::string shape_text(const std::vector<uint64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
 
 uint64_t TensorView::numel() const {
   uint64_t count = 1;

@@ -18,11 +18,6 @@ using nlohmann::json;
   throw InputError(origin + ": " + what);
 }
 
-std::string shape_text(const std::vector<uint64_t>& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
 
 json read_json_file(const std::filesystem::path& path) {
   const std::string origin = path.string();

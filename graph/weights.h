@@ -66,6 +66,9 @@ class WeightStore {
   std::map<std::string, const TensorView*> index_;
 };
 
+// "[688, 256]": a shape as messages print it.
+std::string shape_text(const std::vector<uint64_t>& shape);
+
 struct ExpectedTensor {
   std::string name;
   std::vector<uint64_t> shape;

@@ -1,7 +1,11 @@
 #pragma once
 // NaN-aware comparisons for tests: a value mismatches unless |a - b| <= atol + rtol * |b| (so a NaN on
 // either side always mismatches). Reports the count and the first mismatches.
+#include <gtest/gtest.h>
+
 #include <cmath>
+#include <exception>
+#include <functional>
 #include <cstddef>
 #include <sstream>
 #include <string>
@@ -50,6 +54,39 @@ double relative_l2_error(const std::vector<A>& actual, const std::vector<B>& exp
     den += double(expected[i]) * double(expected[i]);
   }
   return std::sqrt(num) / std::sqrt(den);
+}
+
+// Counts the NaN-aware mismatches of `got` against `want` and reports the first five as test failures.
+template <class A, class B>
+size_t count_mismatches(const std::vector<A>& got, const std::vector<B>& want, double atol, double rtol,
+                        const std::string& what) {
+  size_t mismatches = 0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    const double a = got[i], b = want[i];
+    if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
+      if (mismatches < 5)
+        ADD_FAILURE() << what << ": index " << i << " got " << a << " want " << b << " (atol " << atol << ", rtol " << rtol << ")";
+      ++mismatches;
+    }
+  }
+  if (got.size() != want.size()) ADD_FAILURE() << what << ": sizes differ, " << got.size() << " vs " << want.size();
+  return mismatches;
+}
+
+// The message of the exception of type E that `action` throws; a test failure if it throws nothing or
+// something else.
+template <class E>
+std::string message_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const E& error) {
+    return error.what();
+  } catch (const std::exception& error) {
+    ADD_FAILURE() << "threw another exception type: " << error.what();
+    return "";
+  }
+  ADD_FAILURE() << "did not throw";
+  return "";
 }
 
 }  // namespace tilefire::testing

@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/common/compare.h"
+
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -16,22 +18,11 @@
 namespace tilefire {
 namespace {
 
+// The message of the InputError that `action` throws.
+std::string input_error_of(const std::function<void()>& action) { return testing::message_of<InputError>(action); }
+
 using ::testing::HasSubstr;
 using nlohmann::json;
-
-// The message of the InputError that `action` throws; fails the test if it throws nothing else.
-std::string input_error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error.what();
-  } catch (const std::exception& error) {
-    ADD_FAILURE() << "threw a non-InputError: " << error.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
 
 void expect_same_spec(const ModelSpec& a, const ModelSpec& b) {
   EXPECT_EQ(a.arch, b.arch);

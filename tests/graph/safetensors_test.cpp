@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/common/compare.h"
+
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -21,22 +23,12 @@
 namespace tilefire {
 namespace {
 
+// The message of the InputError that `action` throws.
+std::string input_error_of(const std::function<void()>& action) { return testing::message_of<InputError>(action); }
+
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using nlohmann::json;
-
-std::string input_error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error.what();
-  } catch (const std::exception& error) {
-    ADD_FAILURE() << "threw a non-InputError: " << error.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
 
 // A fresh folder per test, removed afterwards.
 class SafetensorsTest : public ::testing::Test {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/compare.h"
+
 #include <cmath>
 #include <limits>
 #include <random>
@@ -13,18 +15,7 @@
 namespace tilefire {
 namespace {
 
-size_t count_mismatches(const std::vector<float>& got, const std::vector<float>& want, double atol, double rtol,
-                        const std::string& what) {
-  size_t mismatches = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double a = got[i], b = want[i];
-    if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
-      if (mismatches < 5) ADD_FAILURE() << what << ": index " << i << " got " << a << " want " << b;
-      ++mismatches;
-    }
-  }
-  return mismatches;
-}
+using testing::count_mismatches;
 
 // Tolerance: scores are f32 dot products (head_dim <= 128 terms in [-s, s]: ~1e-6 relative), exp and
 // the running sum in f32 over <= 300 positions (~n * 2^-24 relative), the output a convex combination

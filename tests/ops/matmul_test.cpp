@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/compare.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -14,21 +16,7 @@
 namespace tilefire {
 namespace {
 
-// NaN-aware closeness: a NaN on either side is a mismatch. Prints the first few mismatches.
-size_t count_mismatches(const std::vector<float>& got, const std::vector<float>& want, double atol, double rtol,
-                        const std::string& what) {
-  size_t mismatches = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double a = got[i], b = want[i];
-    if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
-      if (mismatches < 5)
-        ADD_FAILURE() << what << ": index " << i << " got " << a << " want " << b << " (atol " << atol
-                      << ", rtol " << rtol << ")";
-      ++mismatches;
-    }
-  }
-  return mismatches;
-}
+using testing::count_mismatches;
 
 // Weights [N, K] generated in f32, stored in `dtype` with ops/dtype.h's conversions. Both the kernel
 // and the reference read these same converted bytes.

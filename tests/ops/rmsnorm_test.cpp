@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/compare.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -13,18 +15,7 @@
 namespace tilefire {
 namespace {
 
-size_t count_mismatches(const std::vector<float>& got, const std::vector<double>& want, double atol, double rtol,
-                        const std::string& what) {
-  size_t mismatches = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double a = got[i], b = want[i];
-    if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
-      if (mismatches < 5) ADD_FAILURE() << what << ": index " << i << " got " << a << " want " << b;
-      ++mismatches;
-    }
-  }
-  return mismatches;
-}
+using testing::count_mismatches;
 
 std::vector<double> rmsnorm_double(const std::vector<float>& x, const std::vector<float>& w, float eps) {
   double sum = 0.0;
