@@ -33,6 +33,11 @@ struct GateUpSwigluOp {
     fp.reads.push_back({p.x, 0, p.hidden});
     fp.writes.push_back({p.out, tile.begin, tile.end});
   }
+  static void weight_ranges(const Params& p, TileRange tile, WeightRanges& out) {
+    const uint64_t row = uint64_t(p.hidden) * dtype_size(p.wdtype);
+    out.add(p.w_gate, tile.begin * row, (tile.end - tile.begin) * row);
+    out.add(p.w_up, tile.begin * row, (tile.end - tile.begin) * row);
+  }
   static void run_tile(const Params& p, TileRange tile, const TileContext& ctx) {
     const uint32_t tokens = ctx.step->tokens_count;
     const uint32_t width = tile.end - tile.begin;

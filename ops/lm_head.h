@@ -27,6 +27,10 @@ struct LmHeadOp {
     fp.reads.push_back({p.x, 0, p.hidden});
     fp.writes.push_back({p.logits, tile.begin, tile.end});
   }
+  static void weight_ranges(const Params& p, TileRange tile, WeightRanges& out) {
+    const uint64_t row = uint64_t(p.hidden) * dtype_size(p.wdtype);
+    out.add(p.weight, tile.begin * row, (tile.end - tile.begin) * row);
+  }
   static void run_tile(const Params& p, TileRange tile, const TileContext& ctx) {
     const uint32_t last = ctx.step->tokens_count - 1;
     const float* x_last = ctx.slot<const float>(p.x) + size_t(last) * p.hidden;  // [hidden]

@@ -26,6 +26,10 @@ struct MatmulResidualOp {
     fp.reads.push_back({p.residual, tile.begin, tile.end});
     fp.writes.push_back({p.out, tile.begin, tile.end});
   }
+  static void weight_ranges(const Params& p, TileRange tile, WeightRanges& out) {
+    const uint64_t row = uint64_t(p.K) * dtype_size(p.wdtype);
+    out.add(p.weight, tile.begin * row, (tile.end - tile.begin) * row);
+  }
   static void run_tile(const Params& p, TileRange tile, const TileContext& ctx) {
     const uint32_t tokens = ctx.step->tokens_count;
     const float* x = ctx.slot<const float>(p.x);                // [tokens, K]

@@ -77,6 +77,12 @@ struct QkvProjectionOp {
     else
       fp.writes.push_back({s.part == Part::k ? p.k_cache : p.v_cache, s.first_head, s.first_head + count});
   }
+  static void weight_ranges(const Params& p, TileRange tile, WeightRanges& out) {
+    const Segment s = segment_of(p, tile.begin);
+    const uint64_t head_bytes = uint64_t(p.head_dim) * p.hidden * dtype_size(p.wdtype);
+    const uint32_t matrix = s.part == Part::q ? p.wq : s.part == Part::k ? p.wk : p.wv;
+    out.add(matrix, s.first_head * head_bytes, (tile.end - tile.begin) * head_bytes);
+  }
 
   static void run_tile(const Params& p, TileRange tile, const TileContext& ctx) {
     const uint32_t tokens = ctx.step->tokens_count;

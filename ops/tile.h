@@ -49,6 +49,22 @@ struct TileFootprint {
   std::vector<Region> writes;
 };
 
+// Weight bytes a tile will stream, so an executor can fetch them while the tile still waits for its
+// inputs (what takes a megakernel toward full memory bandwidth). Ops that read no weights name none;
+// an op may declare `static void weight_ranges(const Params&, TileRange, WeightRanges&)`.
+struct WeightRanges {
+  struct Range {
+    uint32_t slot = kNoSlot;
+    uint64_t offset = 0;  // bytes from the slot's start
+    uint64_t bytes = 0;
+  };
+  Range ranges[3];
+  uint32_t count = 0;
+  void add(uint32_t slot, uint64_t offset, uint64_t bytes) {
+    if (count < 3) ranges[count++] = {slot, offset, bytes};
+  }
+};
+
 // Fixed-size storage for any op's parameter struct (all are trivially copyable PODs of slot ids and
 // constants), so the Program keeps one array of them.
 struct OpParams {

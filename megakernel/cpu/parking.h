@@ -37,9 +37,19 @@ class Parking {
  public:
   template <class Ready>
   void wait_until(Ready&& ready) {
-    for (int i = 0; i < kSpins; ++i) {
+    wait_until(ready, [] { return false; });
+  }
+
+  // As above; while spinning, `idle_work()` runs instead of a pause for as long as it returns true (it
+  // has more to do), so a waiting worker can do useful work, such as fetching its next tile's weights.
+  template <class Ready, class IdleWork>
+  void wait_until(Ready&& ready, IdleWork&& idle_work) {
+    for (int i = 0; i < kSpins;) {
       if (ready()) return;
-      cpu_relax();
+      if (!idle_work()) {
+        cpu_relax();
+        ++i;
+      }
     }
     for (int i = 0; i < kYields; ++i) {
       if (ready()) return;
