@@ -163,7 +163,11 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
                                        std::string(op_name(program.nodes[it->second.node].params.op)) + " and " +
                                        std::string(op_name(program.nodes[n].params.op)) + ")");
             it->second.write_ranges.resize(tiles_of_node[n].size());
-            it->second.write_ranges[i] = {w.begin, w.end};
+            TileRange& range = it->second.write_ranges[i];
+            if (range.end != range.begin)  // the analysis keeps one range per tile and slot
+              throw std::runtime_error("compile: a tile of " + std::string(op_name(program.nodes[n].params.op)) +
+                                       " writes two regions of slot '" + program.slots[w.slot].name + "'");
+            range = {w.begin, w.end};
           }
         }
       }

@@ -1,5 +1,6 @@
 // Engine internals: binding a Program's slots to memory, the prefill program cache, running a step.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "megakernel/engine_impl.h"
@@ -62,15 +63,20 @@ std::unique_ptr<BoundProgram> Engine::Impl::bind(Program program, double compile
             throw InputError(model.origin + ": tensor '" + slot.name + "' has " + std::to_string(t->numel()) +
                              " elements, expected " + std::to_string(slot.rows * slot.cols));
           std::vector<float> values(t->numel());
-          for (size_t k = 0; k < values.size(); ++k) values[k] = load_as_f32(t->data, t->dtype, k);
+          for (size_t k = 0; k < values.size(); ++k) {
+            values[k] = load_as_f32(t->data, t->dtype, k);
+            if (!std::isfinite(values[k]))
+              throw InputError(t->file + ": tensor '" + slot.name + "' holds a non-finite value at element " +
+                               std::to_string(k));
+          }
           it = f32_vectors.emplace(slot.name, std::move(values)).first;
         }
         slots[i] = it->second.data();
         break;
       }
       case SlotKind::activation:
-        bound->activations.emplace_back(slot.rows * slot.cols);
-        slots[i] = bound->activations.back().data();
+        bound->activation_offsets.emplace_back(uint32_t(i), bound->activation_floats);
+        bound->activation_floats += (slot.rows * slot.cols + 15) / 16 * 16;  // whole cache lines each
         break;
       case SlotKind::kv_cache: {
         auto it = kv_cache.find(slot.name);
@@ -83,33 +89,55 @@ std::unique_ptr<BoundProgram> Engine::Impl::bind(Program program, double compile
         break;
     }
   }
+  if (arena.size() < bound->activation_floats) {
+    arena = AlignedFloats(bound->activation_floats);
+    ++arena_generation;
+  }
+  for (auto [slot, offset] : bound->activation_offsets) slots[slot] = arena.data() + offset;
+  bound->arena_generation = arena_generation;
   bound->logits = static_cast<const float*>(slots[p.slot_index(kLogitsSlotName)]);
   bound->instance = std::make_unique<ProgramInstance>(bound->program, std::move(slots));
   return bound;
 }
 
 BoundProgram& Engine::Impl::prefill_program(uint32_t tokens, double* compile_ms) {
+  *compile_ms = 0;
   auto it = prefill_programs.find(tokens);
-  if (it != prefill_programs.end()) {
-    *compile_ms = 0;
-    return *it->second;
+  if (it == prefill_programs.end()) {
+    if (prefill_programs.size() >= kPrefillProgramsKept) {  // evict the least recently used
+      auto oldest = prefill_programs.begin();
+      for (auto p = prefill_programs.begin(); p != prefill_programs.end(); ++p)
+        if (p->second->last_used < oldest->second->last_used) oldest = p;
+      prefill_programs.erase(oldest);
+    }
+    auto start = std::chrono::steady_clock::now();
+    Program program = compile_model(model.spec, compile_options(tokens));
+    *compile_ms = ms_since(start);
+    it = prefill_programs.emplace(tokens, bind(std::move(program), *compile_ms)).first;
   }
-  if (prefill_programs.size() >= 8) prefill_programs.erase(prefill_programs.begin());  // bound the memory
-  auto start = std::chrono::steady_clock::now();
-  Program program = compile_model(model.spec, compile_options(tokens));
-  *compile_ms = ms_since(start);
-  auto& slot = prefill_programs[tokens];
-  slot = bind(std::move(program), *compile_ms);
-  return *slot;
+  it->second->last_used = ++use_clock;
+  return *it->second;
 }
 
-const float* Engine::Impl::run(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace) {
+void Engine::Impl::check_tokens(const std::vector<int32_t>& tokens) const {
   for (int32_t t : tokens)
     if (t < 0 || uint32_t(t) >= info.vocab)
       throw InputError("token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(info.vocab) + ")");
   if (uint64_t(position) + tokens.size() > max_context)
-    throw InputError("the sequence needs " + std::to_string(position + tokens.size()) +
+    throw InputError("the sequence needs " + std::to_string(uint64_t(position) + tokens.size()) +
                      " positions but the context holds " + std::to_string(max_context) + " (see --max-context)");
+}
+
+const float* Engine::Impl::run(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace) {
+  check_tokens(tokens);
+  if (bound.arena_generation != arena_generation) {  // the arena grew since this program was bound
+    const uint32_t logits_slot = bound.program.slot_index(kLogitsSlotName);
+    for (auto [slot, offset] : bound.activation_offsets) {
+      bound.instance->set_slot(slot, arena.data() + offset);
+      if (slot == logits_slot) bound.logits = arena.data() + offset;
+    }
+    bound.arena_generation = arena_generation;
+  }
   StepInputs inputs{tokens.data(), uint32_t(tokens.size()), position};
   StepOptions step_options;
   step_options.mode = schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow;
@@ -119,6 +147,20 @@ const float* Engine::Impl::run(BoundProgram& bound, const std::vector<int32_t>& 
   executor->run_step(*bound.instance, inputs, step_options);
   position += uint32_t(tokens.size());
   return bound.logits;
+}
+
+const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* compile_ms) {
+  if (tokens.empty()) throw InputError("the prompt is empty: give --prompt or --prompt-tokens");
+  check_tokens(tokens);  // before compiling anything for it
+  const float* logits = nullptr;
+  for (size_t begin = 0; begin < tokens.size(); begin += kPrefillChunk) {
+    const size_t end = std::min(tokens.size(), begin + kPrefillChunk);
+    double chunk_compile_ms = 0;
+    BoundProgram& program = prefill_program(uint32_t(end - begin), &chunk_compile_ms);
+    *compile_ms += chunk_compile_ms;
+    logits = run(program, std::vector<int32_t>(tokens.begin() + begin, tokens.begin() + end), nullptr);
+  }
+  return logits;
 }
 
 }  // namespace tilefire

@@ -1,6 +1,7 @@
 // The public Engine: construction (load, compile the decode program), the step API and generate().
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "megakernel/engine_impl.h"
@@ -86,7 +87,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (m.max_context > spec.max_context)
     throw InputError("--max-context " + std::to_string(m.max_context) + " exceeds the model's max_position_embeddings " +
                      std::to_string(spec.max_context));
-  const uint32_t threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  const uint32_t threads = options.threads ? options.threads : usable_cores();
   if (threads > 256) throw InputError("--threads " + std::to_string(threads) + " is more than 256");
   m.executor = std::make_unique<CpuExecutor>(threads);
 
@@ -126,10 +127,8 @@ uint64_t Engine::decode_kv_bytes() const {
 }
 
 std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens) {
-  if (tokens.empty()) throw InputError("the prompt is empty: give --prompt or --prompt-tokens");
   double compile_ms = 0;
-  BoundProgram& program = impl_->prefill_program(uint32_t(tokens.size()), &compile_ms);
-  const float* logits = impl_->run(program, tokens, nullptr);
+  const float* logits = impl_->prefill(tokens, &compile_ms);
   return std::vector<float>(logits, logits + impl_->info.vocab);
 }
 
@@ -166,22 +165,32 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     return request.stop_at_eos && std::find(m.info.eos_tokens.begin(), m.info.eos_tokens.end(), token) != m.info.eos_tokens.end();
   };
 
-  double compile_ms = 0;
-  BoundProgram& prefill = m.prefill_program(uint32_t(request.prompt.size()), &compile_ms);
-  auto compiled = std::chrono::steady_clock::now();
-  result.compile_ms = compile_ms + m.decode_program->compile_ms;
+  if (!request.trace_path.empty()) {
+    if (request.max_new_tokens == 0) throw InputError("--trace records a decode step: give --max-new-tokens 1 or more");
+    if (request.prompt.size() + 1 > m.max_context)
+      throw InputError("--trace records a decode step, but the prompt of " + std::to_string(request.prompt.size()) +
+                       " tokens leaves no room for one in the context of " + std::to_string(m.max_context));
+    std::ofstream probe(request.trace_path);  // fail before generating, not after
+    if (!probe) throw InputError("--trace: cannot write '" + request.trace_path + "'");
+  }
+  result.compile_ms = m.decode_program->compile_ms;
   if (request.max_new_tokens == 0) {
     result.finish_reason = "length";
     return result;
   }
-  int32_t token = pick(m.run(prefill, request.prompt, nullptr));
-  result.ttft_ms = ms_between(compiled, std::chrono::steady_clock::now());
+  auto start = std::chrono::steady_clock::now();
+  double prefill_compile_ms = 0;
+  const float* prefill_logits = m.prefill(request.prompt, &prefill_compile_ms);
+  int32_t token = pick(prefill_logits);
+  result.compile_ms += prefill_compile_ms;
+  result.ttft_ms = ms_between(start, std::chrono::steady_clock::now()) - prefill_compile_ms;
 
   std::vector<TaskTiming> trace;
   double decode_ms = 0;
   uint32_t decode_steps = 0;
   while (result.tokens.size() < request.max_new_tokens && !is_eos(token) && m.position < m.max_context) {
-    const bool record = !request.trace_path.empty() && decode_steps == 1;  // a warm step, not the first
+    const bool record = !request.trace_path.empty() && trace.empty() &&
+                        (decode_steps == 1 || result.tokens.size() + 1 >= request.max_new_tokens);  // a warm step
     auto step_start = std::chrono::steady_clock::now();
     const float* logits = m.run(*m.decode_program, {token}, record ? &trace : nullptr);
     token = pick(logits);
@@ -189,10 +198,13 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     ++decode_steps;
   }
   if (!request.trace_path.empty()) {
-    if (trace.empty()) {  // fewer than two decode steps ran: trace one more, discarding its token
-      if (m.position < m.max_context) m.run(*m.decode_program, {token}, &trace);
+    if (trace.empty()) {  // no decode step was recorded (one token, or eos first): trace one more
+      if (m.position >= m.max_context)
+        throw InputError("--trace: generation filled the context before a decode step could be recorded");
+      m.run(*m.decode_program, {token}, &trace);
     }
     write_chrome_trace(request.trace_path, m.decode_program->program, trace);
+    result.trace_written = true;
   }
   result.finish_reason = is_eos(token) ? "eos" : result.tokens.size() >= request.max_new_tokens ? "length" : "context";
   if (decode_steps) {

@@ -27,16 +27,31 @@ class AlignedFloats {
   size_t size_ = 0;
 };
 
-// A Program bound to this engine's memory: its activations, and its instance on the executor.
+// A Program bound to this engine's memory. Its activations live in the engine's one arena (every
+// activation a step reads is produced in the same step, so programs can share it); when the arena grows,
+// the slots are pointed at the new one before the program's next step.
 struct BoundProgram {
   Program program;
-  std::vector<AlignedFloats> activations;
+  std::vector<std::pair<uint32_t, size_t>> activation_offsets;  // (slot, float offset in the arena)
+  size_t activation_floats = 0;
+  uint64_t arena_generation = 0;  // the arena the slots point into
   std::unique_ptr<ProgramInstance> instance;
   const float* logits = nullptr;  // [vocab] the lm_head output of the last step
   double compile_ms = 0;
+  uint64_t last_used = 0;  // for least-recently-used eviction of prefill programs
+
+  BoundProgram() = default;
+  BoundProgram(const BoundProgram&) = delete;  // the instance holds a reference to `program`
+  BoundProgram& operator=(const BoundProgram&) = delete;
 };
 
+// Not thread-safe: one Engine runs one sequence, one step at a time.
 struct Engine::Impl {
+  // Prompts are prefilled in chunks of at most this many tokens, so a prefill program's activations
+  // stay bounded (tokens x layers x (4 hidden + ffn) floats) and a handful of programs serve every length.
+  static constexpr uint32_t kPrefillChunk = 128;
+  static constexpr size_t kPrefillProgramsKept = 4;
+
   LoadedModel model;
   ModelInfo info;
   EngineOptions options;
@@ -44,16 +59,23 @@ struct Engine::Impl {
   std::unique_ptr<CpuExecutor> executor;
   std::map<std::string, AlignedFloats> kv_cache;        // by slot name
   std::map<std::string, std::vector<float>> f32_vectors;  // norm weights and biases converted to f32
+  AlignedFloats arena;                                  // activations of whichever program runs
+  uint64_t arena_generation = 0;
   std::unique_ptr<BoundProgram> decode_program;
-  std::map<uint32_t, std::unique_ptr<BoundProgram>> prefill_programs;  // by prompt length
+  std::map<uint32_t, std::unique_ptr<BoundProgram>> prefill_programs;  // by tokens per step
+  uint64_t use_clock = 0;
   uint32_t position = 0;
   Schedule schedule = Schedule::dataflow;
 
   CompileOptions compile_options(uint32_t tokens) const;
   std::unique_ptr<BoundProgram> bind(Program program, double compile_ms);
   BoundProgram& prefill_program(uint32_t tokens, double* compile_ms);
+  // Throws InputError unless `tokens` are in the vocabulary and fit the context after `position`.
+  void check_tokens(const std::vector<int32_t>& tokens) const;
   // Runs one step of `bound` on `tokens` at the current position; returns the logits slot.
   const float* run(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace);
+  // The whole prompt, chunk by chunk; returns the last token's logits. Adds compile time to *compile_ms.
+  const float* prefill(const std::vector<int32_t>& tokens, double* compile_ms);
 };
 
 // Writes a Chrome trace / Perfetto JSON: one row per worker, one slice per task named by op and tile.

@@ -35,10 +35,19 @@ void check_ranges(const Program& p) {
       if (p.signals[task.signal_begin + i] >= event_count)
         throw ProgramError("program: " + describe_task(p, t) + " signals event " +
                            std::to_string(p.signals[task.signal_begin + i]) + ", which does not exist");
-    if (task.node >= p.nodes.size() && !p.nodes.empty())
+    if (task.node >= p.nodes.size())
       throw ProgramError("program: " + describe_task(p, t) + " names node " + std::to_string(task.node) +
                          ", which does not exist");
+    if (uint16_t(task.op) >= uint16_t(OpCode::count))
+      throw ProgramError("program: task " + std::to_string(t) + " has unknown opcode " + std::to_string(uint16_t(task.op)));
+    const NodeDesc& node = p.nodes[task.node];
+    if (t < node.first_task || t >= node.first_task + node.task_count || task.op != node.params.op)
+      throw ProgramError("program: " + describe_task(p, t) + " is not among the tasks of its node " +
+                         std::to_string(task.node) + " (or has another op)");
   }
+  for (uint32_t e = 0; e < event_count; ++e)
+    if (p.events[e].trigger_count == 0)
+      throw ProgramError("program: event " + std::to_string(e) + " has trigger count 0 (every event needs a signal)");
 }
 
 void check_trigger_counts(const Program& p) {
@@ -79,8 +88,6 @@ void check_acyclic(const Program& p) {
   std::deque<uint32_t> ready;
   for (uint32_t t = 0; t < n; ++t) {
     pending[t] = p.tasks[t].wait_count;
-    for (uint32_t i = 0; i < p.tasks[t].wait_count; ++i)
-      if (event_remaining[p.waits[p.tasks[t].wait_begin + i]] == 0) --pending[t];  // trigger 0: always satisfied
     if (pending[t] == 0) ready.push_back(t);
   }
   uint32_t visited = 0;
@@ -91,7 +98,7 @@ void check_acyclic(const Program& p) {
     const TaskDesc& task = p.tasks[t];
     for (uint32_t i = 0; i < task.signal_count; ++i) {
       uint32_t e = p.signals[task.signal_begin + i];
-      if (event_remaining[e] == 0 || --event_remaining[e] != 0) continue;
+      if (--event_remaining[e] != 0) continue;
       for (uint32_t w : waiters_of_event[e])
         if (--pending[w] == 0) ready.push_back(w);
     }

@@ -1,8 +1,9 @@
 #pragma once
 // The validator: proves a Program safe to run before any executor sees it.
-//  - every index (events, waits, signals, queue entries) is in range, every task is queued exactly once;
-//  - every event's trigger count equals the signals it receives per step (an event nothing signals, or
-//    too little, would hang its waiters);
+//  - every index (nodes, events, waits, signals, queue entries) is in range, every opcode is known, every
+//    task lies in its node's range, every task is queued exactly once;
+//  - every event's trigger count is at least 1 and equals the signals it receives per step (an event
+//    nothing signals, or too little, would hang its waiters);
 //  - the task graph (signaller -> waiter) is acyclic;
 //  - with static queues, running every queue in order cannot deadlock (checked by simulation).
 #include <stdexcept>

@@ -19,6 +19,8 @@ struct CpuExecutor::Job {
   uint32_t step = 0;          // 1-based step of this instance (event targets: trigger * step)
   uint32_t dynamic_step = 0;  // 1-based count of its dynamic-queue steps (ready list, satisfied waits)
   uint32_t bsp_step = 0;      // 1-based count of its bsp steps (barrier targets)
+  uint32_t push_base = 0;     // dynamic: the ready list's push and claim counters when the step began
+  uint32_t pop_base = 0;
 };
 
 namespace {
@@ -133,15 +135,36 @@ ProgramInstance::ProgramInstance(const Program& program, std::vector<void*> slot
   }
 }
 
+std::vector<uint32_t> allowed_cpus() {
+  std::vector<uint32_t> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    for (uint32_t c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+uint32_t usable_cores() { return std::max<uint32_t>(1, uint32_t(allowed_cpus().size())); }
+
 CpuExecutor::CpuExecutor(uint32_t workers) : job_(std::make_unique<Job>()) {
   if (workers == 0) workers = 1;
   scratch_.resize(workers);
   trace_buffers_.resize(workers);
-  const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
+  // Pinned to the CPUs this process may use (taskset, cgroups), one worker each, when there are enough;
+  // otherwise left to the kernel, since two pinned spinners on one core would starve each other.
+  const std::vector<uint32_t> cpus = allowed_cpus();
   for (uint32_t w = 0; w < workers; ++w) {
     threads_.emplace_back([this, w] { worker_main(w); });
-    if (workers <= cores) pin_to_core(threads_.back(), w);
+    if (workers <= cpus.size()) pin_to_core(threads_.back(), cpus[w]);
   }
+}
+
+bool ProgramInstance::queues_in_node_order() const {
+  for (const auto& queue : program_.queues)
+    for (size_t i = 1; i < queue.size(); ++i)
+      if (program_.tasks[queue[i]].node < program_.tasks[queue[i - 1]].node) return false;
+  return true;
 }
 
 CpuExecutor::~CpuExecutor() {
@@ -155,10 +178,11 @@ void CpuExecutor::run_step(ProgramInstance& instance, const StepInputs& inputs, 
   std::lock_guard lock(run_mutex_);
   const Program& program = instance.program();
   const uint32_t workers = this->workers();
-  if (program.placement == Placement::static_queues && options.mode == ScheduleMode::dataflow &&
-      program.queues.size() != workers)
+  if (program.placement == Placement::static_queues && program.queues.size() != workers)
     throw std::runtime_error("cpu backend: program placed for " + std::to_string(program.queues.size()) +
                              " workers, executor has " + std::to_string(workers));
+  if (options.mode == ScheduleMode::bsp && !program.queues.empty() && !instance.queues_in_node_order())
+    throw std::runtime_error("cpu backend: bsp needs every static queue in node order");
   for (auto& s : scratch_)
     if (s.size() < program.scratch_floats) s.resize(program.scratch_floats);
   if (options.trace)
@@ -178,11 +202,14 @@ void CpuExecutor::run_step(ProgramInstance& instance, const StepInputs& inputs, 
   job.bsp_step = instance.bsp_steps_ + (options.mode == ScheduleMode::bsp ? 1 : 0);
 
   if (dynamic) {
+    // The workers are idle between steps, so the ready list's counters can be read as this step's bases.
+    job.push_base = instance.ready_push_.load(std::memory_order_relaxed);
+    job.pop_base = instance.ready_pop_.load(std::memory_order_relaxed);
     // Seed the ready list with the tasks that wait on nothing.
     const uint32_t tasks = uint32_t(program.tasks.size());
     for (uint32_t t = 0; t < tasks; ++t) {
       if (program.tasks[t].wait_count != 0) continue;
-      const uint32_t slot = instance.ready_push_.fetch_add(1, std::memory_order_relaxed) - tasks * instance.dynamic_steps_;
+      const uint32_t slot = instance.ready_push_.fetch_add(1, std::memory_order_relaxed) - job.push_base;
       instance.ready_list_[slot].store((uint64_t(job.dynamic_step) << 32) | t, std::memory_order_release);
     }
   }
@@ -242,7 +269,7 @@ void CpuExecutor::run_task(const Job& job, uint32_t task, uint32_t worker, Hooks
     using Op = decltype(op);
     Op::run_tile(params.as<typename Op::Params>(), TileRange{t.tile_begin, t.tile_end}, ctx);
   });
-  if (!known) std::abort();  // the validator only passes known opcodes; this cannot be reached
+  if (!known) std::abort();  // the validator rejects unknown opcodes before a program can run
   hooks.after(task);
 }
 
@@ -277,11 +304,8 @@ void CpuExecutor::run_dynamic(const Job& job, uint32_t worker, Hooks& hooks) {
   const Program& program = *job.program;
   ProgramInstance& inst = *job.instance;
   const uint32_t tasks = uint32_t(program.tasks.size());
-  const uint32_t previous = job.dynamic_step - 1;
-  const uint32_t pop_base = (tasks + workers()) * previous;  // each worker overshoots once per step
-  const uint32_t push_base = tasks * previous;
   for (;;) {
-    const uint32_t index = inst.ready_pop_.fetch_add(1, std::memory_order_relaxed) - pop_base;
+    const uint32_t index = inst.ready_pop_.fetch_add(1, std::memory_order_relaxed) - job.pop_base;
     if (index >= tasks) return;
     // The index-th ready task of this step will appear: a valid program makes every task ready once.
     auto stamped = [&] { return uint32_t(inst.ready_list_[index].load(std::memory_order_seq_cst) >> 32) == job.dynamic_step; };
@@ -298,7 +322,7 @@ void CpuExecutor::run_dynamic(const Job& job, uint32_t worker, Hooks& hooks) {
         const uint32_t waiter = inst.waiters_[k];
         const uint32_t need = uint32_t(program.tasks[waiter].wait_count) * job.dynamic_step;
         if (inst.satisfied_[waiter].fetch_add(1, std::memory_order_acq_rel) + 1 != need) continue;
-        const uint32_t slot = inst.ready_push_.fetch_add(1, std::memory_order_relaxed) - push_base;
+        const uint32_t slot = inst.ready_push_.fetch_add(1, std::memory_order_relaxed) - job.push_base;
         inst.ready_list_[slot].store((uint64_t(job.dynamic_step) << 32) | waiter, std::memory_order_seq_cst);
         pushed = true;
       }

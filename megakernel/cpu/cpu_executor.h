@@ -39,6 +39,11 @@ class ProgramInstance {
   ProgramInstance(const Program& program, std::vector<void*> slots);
   const Program& program() const { return program_; }
   uint32_t steps_run() const { return step_; }
+  // Points a slot elsewhere (between steps only: the engine moves activations when its arena grows).
+  void set_slot(uint32_t slot, void* pointer) { slots_.at(slot) = pointer; }
+  // Whether every static queue runs its tasks node by node (what bsp needs; the balanced and
+  // round-robin placements guarantee it).
+  bool queues_in_node_order() const;
 
  private:
   friend class CpuExecutor;
@@ -57,6 +62,10 @@ class ProgramInstance {
   alignas(64) std::atomic<uint32_t> ready_pop_{0};
   alignas(64) std::atomic<uint32_t> barrier_{0};  // bsp: arrivals, grow-only
 };
+
+// CPUs this process may run on (its affinity mask), and how many.
+std::vector<uint32_t> allowed_cpus();
+uint32_t usable_cores();
 
 class CpuExecutor {
  public:

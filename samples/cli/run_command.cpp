@@ -127,7 +127,7 @@ int run_command(int argc, char** argv) {
               result.tpot_ms, result.decode_tok_s);
   std::printf("program: %u tasks, %u events per decode step; compiled in %.1f ms\n", result.tasks_per_step,
               result.events_per_step, result.compile_ms);
-  if (!request.trace_path.empty()) std::printf("trace of one decode step: %s\n", request.trace_path.c_str());
+  if (result.trace_written) std::printf("trace of one decode step: %s\n", request.trace_path.c_str());
   return 0;
 }
 

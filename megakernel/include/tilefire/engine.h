@@ -61,13 +61,14 @@ struct GenerateResult {
   std::vector<int32_t> prompt_tokens;
   std::vector<int32_t> tokens;  // generated
   std::vector<std::vector<TokenProbability>> logprobs;  // [generated][K]
-  double ttft_ms = 0;       // prefill + first token
+  double ttft_ms = 0;       // prefill + first token (compile time excluded: see compile_ms)
   double tpot_ms = 0;       // mean decode step, after the first token
   double decode_tok_s = 0;  // 1000 / tpot_ms
   double compile_ms = 0;    // compiling the programs this request used
   uint32_t tasks_per_step = 0;   // of the decode program
   uint32_t events_per_step = 0;
   std::string finish_reason;  // "length" (max_new_tokens), "eos", or "context" (the KV cache is full)
+  bool trace_written = false;  // a decode step's trace went to GenerateRequest::trace_path
 };
 
 struct ModelInfo {
@@ -80,6 +81,7 @@ struct ModelInfo {
   uint64_t decode_weight_bytes = 0;  // weight bytes one decode step reads
 };
 
+// One sequence at a time, one step at a time: an Engine is not thread-safe.
 class Engine {
  public:
   explicit Engine(const EngineOptions& options);  // throws InputError for a bad model or option
@@ -93,8 +95,9 @@ class Engine {
   // Prefill the prompt, then decode up to max_new_tokens. Starts a new sequence.
   GenerateResult generate(const GenerateRequest& request);
 
-  // The step-level API. reset() starts a new sequence; prefill() runs the whole prompt as one step and
-  // decode() one token; both return the last token's logits [vocab] and keep the KV cache.
+  // The step-level API. reset() starts a new sequence; prefill() runs tokens at the next positions (in
+  // chunks of up to 128 per step) and decode() one token; both return the last token's logits [vocab]
+  // and keep the KV cache. Tokens outside the vocabulary or past the context are an InputError.
   void reset();
   std::vector<float> prefill(const std::vector<int32_t>& tokens);
   std::vector<float> decode(int32_t token);
