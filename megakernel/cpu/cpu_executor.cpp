@@ -59,6 +59,21 @@ struct DelayHooks {
   void after(uint32_t) {}
 };
 
+// Two policies in order: first's before, second's before, the task, second's after, first's after.
+template <class First, class Second>
+struct BothHooks {
+  First first;
+  Second second;
+  void before(uint32_t task) {
+    first.before(task);
+    second.before(task);
+  }
+  void after(uint32_t task) {
+    second.after(task);
+    first.after(task);
+  }
+};
+
 void pin_to_core(std::thread& thread, uint32_t core) {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -233,11 +248,18 @@ void CpuExecutor::worker_main(uint32_t worker) {
     seen = doorbell_.load(std::memory_order_acquire);
     if (shutdown_.load(std::memory_order_acquire)) return;
     const Job& job = *job_;
-    if (job.options.trace) {
+    const bool trace = job.options.trace != nullptr, delay = job.options.max_random_delay_us != 0;
+    auto delay_hooks = [&] {
+      return DelayHooks{job.options.delay_seed * 7919 + worker * 104729 + job.step, job.options.max_random_delay_us};
+    };
+    if (trace && delay) {
+      BothHooks<DelayHooks, TraceHooks> hooks{delay_hooks(), TraceHooks{&trace_buffers_[worker], worker}};
+      run_job(job, worker, hooks);
+    } else if (trace) {
       TraceHooks hooks{&trace_buffers_[worker], worker};
       run_job(job, worker, hooks);
-    } else if (job.options.max_random_delay_us) {
-      DelayHooks hooks{job.options.delay_seed * 7919 + worker * 104729 + job.step, job.options.max_random_delay_us};
+    } else if (delay) {
+      DelayHooks hooks = delay_hooks();
       run_job(job, worker, hooks);
     } else {
       NoHooks hooks;

@@ -33,6 +33,49 @@ TEST(PrefillDecode, WholePromptEqualsTokenByToken) {
   EXPECT_EQ(engine.position(), prompt.size() + 1);
 }
 
+// Prefill at a position past 0 (a second prompt after decoding), and a prompt longer than one prefill
+// chunk (128 tokens): the same logits as feeding every token alone.
+TEST(PrefillDecode, ChunkedAndLaterPrefillsEqualTokenByToken) {
+  EngineOptions options;
+  options.threads = 2;
+  Engine engine(options);
+  std::vector<int32_t> long_prompt(300);
+  for (size_t i = 0; i < long_prompt.size(); ++i) long_prompt[i] = int32_t((i * 131 + 7) % 512);
+  const std::vector<int32_t> second = {5, 6, 7, 8, 9, 10, 11};
+
+  std::vector<float> a = engine.prefill(long_prompt);
+  engine.decode(42);
+  std::vector<float> b = engine.prefill(second);
+  EXPECT_EQ(engine.position(), long_prompt.size() + 1 + second.size());
+
+  engine.reset();
+  std::vector<float> a_steps, b_steps;
+  for (int32_t t : long_prompt) a_steps = engine.decode(t);
+  engine.decode(42);
+  for (int32_t t : second) b_steps = engine.decode(t);
+
+  double scale = 0;
+  for (float v : a_steps) scale = std::max(scale, double(std::fabs(v)));
+  Mismatches ma = compare_close(a, a_steps, 1e-5 * scale, 1e-5);
+  EXPECT_EQ(ma.count, 0u) << "300-token prompt\n" << ma.first;
+  Mismatches mb = compare_close(b, b_steps, 1e-5 * scale, 1e-5);
+  EXPECT_EQ(mb.count, 0u) << "prefill at position 301\n" << mb.first;
+}
+
+TEST(PrefillDecode, StepApiRejectsBadTokensBeforeRunning) {
+  EngineOptions options;
+  options.threads = 1;
+  options.max_context = 64;
+  Engine engine(options);
+  EXPECT_THROW(engine.prefill(std::vector<int32_t>(100000, 1)), InputError);  // past the context
+  EXPECT_THROW(engine.prefill({1, 2, 512}), InputError);                      // outside the vocabulary
+  EXPECT_THROW(engine.prefill({}), InputError);
+  EXPECT_THROW(engine.decode(-1), InputError);
+  EXPECT_EQ(engine.position(), 0u);  // nothing ran
+  engine.prefill(std::vector<int32_t>(64, 3));
+  EXPECT_THROW(engine.decode(1), InputError);  // the context is full
+}
+
 TEST(PrefillDecode, RunTwiceIsBitwiseEqual) {
   EngineOptions options;
   options.threads = 2;

@@ -135,21 +135,23 @@ TEST(CpuExecutor, RunsEveryTaskOnceAfterItsProducers) {
 
 TEST(CpuExecutor, ManyStepsWithRandomDelaysStayOrdered) {
   CpuExecutor executor(3);
-  Program p = random_program(4, 6, 42);
-  place(p, Placement::dynamic_queue, 3);
-  ProgramInstance instance(p, {});
-  StepInputs inputs;
-  for (uint32_t step = 0; step < 200; ++step) {
-    StepOptions options;
-    options.max_random_delay_us = step % 2 ? 5 : 0;
-    options.delay_seed = step;
-    executor.run_step(instance, inputs, options);
+  for (Placement placement : {Placement::dynamic_queue, Placement::static_queues}) {
+    Program p = random_program(4, 6, 42);
+    place(p, placement, 3);
+    ProgramInstance instance(p, {});
+    StepInputs inputs;
+    for (uint32_t step = 0; step < 120; ++step) {  // every step traced and checked, most of them delayed
+      std::vector<TaskTiming> timings;
+      StepOptions options;
+      options.mode = step % 5 == 4 ? ScheduleMode::bsp : ScheduleMode::dataflow;
+      options.trace = &timings;
+      options.max_random_delay_us = step % 3 ? 5 : 0;
+      options.delay_seed = step;
+      executor.run_step(instance, inputs, options);
+      check_step(p, timings, options.mode, "step " + std::to_string(step));
+      if (::testing::Test::HasFailure()) return;
+    }
   }
-  std::vector<TaskTiming> timings;
-  StepOptions options;
-  options.trace = &timings;
-  executor.run_step(instance, inputs, options);
-  check_step(p, timings, ScheduleMode::dataflow, "after 200 steps");
 }
 
 TEST(CpuExecutor, RefusesAProgramPlacedForAnotherWorkerCount) {
@@ -158,7 +160,24 @@ TEST(CpuExecutor, RefusesAProgramPlacedForAnotherWorkerCount) {
   place(p, Placement::static_queues, 3);
   ProgramInstance instance(p, {});
   StepInputs inputs;
-  EXPECT_THROW(executor.run_step(instance, inputs, StepOptions{}), std::runtime_error);
+  for (ScheduleMode mode : {ScheduleMode::dataflow, ScheduleMode::bsp}) {
+    StepOptions options;
+    options.mode = mode;
+    EXPECT_THROW(executor.run_step(instance, inputs, options), std::runtime_error);
+  }
+}
+
+TEST(CpuExecutor, BspRefusesQueuesOutOfNodeOrder) {
+  CpuExecutor executor(1);
+  Program p = random_program(2, 2, 3);
+  p.placement = Placement::static_queues;
+  p.workers = 1;
+  p.queues = {{0, 2, 1, 3}};  // valid for dataflow only if tile 2 does not need tile 1; bsp needs node order
+  ProgramInstance instance(p, {});
+  StepInputs inputs;
+  StepOptions options;
+  options.mode = ScheduleMode::bsp;
+  EXPECT_THROW(executor.run_step(instance, inputs, options), std::runtime_error);
 }
 
 }  // namespace
