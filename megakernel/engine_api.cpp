@@ -157,7 +157,13 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
       for (auto [token, p] : top_probabilities(logits, m.info.vocab, request.logprobs)) top.push_back({token, p});
       result.logprobs.push_back(std::move(top));
     }
-    int32_t token = sample_token(logits, m.info.vocab, sampling, uniform.next());
+    int32_t token = 0;
+    try {
+      token = sample_token(logits, m.info.vocab, sampling, uniform.next());
+    } catch (const std::runtime_error& e) {  // NaN logits: the checkpoint holds NaN or Inf somewhere
+      throw InputError(m.model.origin + ": the model produced NaN logits at position " + std::to_string(m.position) +
+                       " (" + e.what() + "); its weight matrices hold NaN or Inf values");
+    }
     result.tokens.push_back(token);
     return token;
   };

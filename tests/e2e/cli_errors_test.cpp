@@ -3,6 +3,8 @@
 // file / tensor / key / flag and what was expected, and nothing on stdout.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cstring>
 #include <filesystem>
 #include <initializer_list>
@@ -194,6 +196,30 @@ TEST_F(CliErrors, SafetensorsUnknownDtype) {
     st.header["model.norm.weight"]["dtype"] = dtype;
     write_safetensors(file, st);
     expect_input_error(run_model(dir), "run", {file.string(), "'model.norm.weight'", std::string("'") + dtype + "'", "F32", "BF16"});
+  }
+}
+
+// Non-finite weights: a NaN in a norm vector is found when it is converted at load and named; a NaN in a
+// matrix (too large to scan on every load) surfaces as NaN logits, an input error naming the model.
+TEST_F(CliErrors, NonFiniteWeights) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  {
+    fs::path dir = fresh();
+    const fs::path file = dir / "model.safetensors";
+    Safetensors st = read_safetensors(file);
+    const uint64_t offset = st.header["model.norm.weight"]["data_offsets"][0].get<uint64_t>();
+    std::memcpy(st.data.data() + offset + 4 * 3, &nan, 4);
+    write_safetensors(file, st);
+    expect_input_error(run_model(dir), "run", {"'model.norm.weight'", "non-finite", "element 3"});
+  }
+  {
+    fs::path dir = fresh();
+    const fs::path file = dir / "model.safetensors";
+    Safetensors st = read_safetensors(file);
+    const uint64_t offset = st.header["model.layers.1.mlp.down_proj.weight"]["data_offsets"][0].get<uint64_t>();
+    std::memcpy(st.data.data() + offset, &nan, 4);
+    write_safetensors(file, st);
+    expect_input_error(run_model(dir), "run", {dir.string(), "NaN logits"});
   }
 }
 
