@@ -81,4 +81,10 @@ inline RunResult run_cli(const std::vector<std::string>& args, int timeout_s = 6
   return result;
 }
 
+// The command, status and output of a run, for failure messages.
+inline std::string describe(const RunResult& r) {
+  return "command: " + r.command + "\nstatus: " + std::to_string(r.status) + "\nstderr: " + r.err +
+         "\nstdout (first 500): " + r.out.substr(0, 500);
+}
+
 }  // namespace tilefire::testing

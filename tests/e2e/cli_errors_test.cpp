@@ -21,11 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string describe(const RunResult& r) {
-  return "command: " + r.command + "\nstatus: " + std::to_string(r.status) + "\nstderr: " + r.err +
-         "\nstdout (first 300): " + r.out.substr(0, 300);
-}
-
 // Status 2, one `tilefire <cmd>: error: ...` line naming every needle, nothing on stdout, no crash.
 void expect_input_error(const RunResult& r, const std::string& command, std::initializer_list<std::string> needles) {
   SCOPED_TRACE(describe(r));

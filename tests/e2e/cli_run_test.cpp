@@ -19,11 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string describe(const RunResult& r) {
-  return "command: " + r.command + "\nstatus: " + std::to_string(r.status) + "\nstderr: " + r.err +
-         "\nstdout (first 500): " + r.out.substr(0, 500);
-}
-
 // Runs and requires status 0; returns the parsed single JSON object of `--json`.
 json run_json(std::vector<std::string> args) {
   args.insert(args.begin(), "run");

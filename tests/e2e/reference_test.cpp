@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "tests/common/compare.h"
 #include "tests/common/reference_model.h"
@@ -22,18 +23,28 @@ void expect_logits_match(const std::vector<float>& actual, const std::vector<dou
 
 int32_t argmax(const std::vector<double>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
 
-class ReferenceTest : public ::testing::TestWithParam<Variant> {};
+// A variant's checkpoint written to a fresh folder, the engine on it (2 workers) and the reference on it.
+class ReferenceTest : public ::testing::TestWithParam<Variant> {
+ protected:
+  void SetUp() override {
+    write_test_model(variant_spec(GetParam()), dir_.path());
+    EngineOptions options;
+    options.model_dir = dir_.path().string();
+    options.threads = 2;
+    engine_ = std::make_unique<Engine>(options);
+    loaded_ = std::make_unique<LoadedModel>(load_hf_model(dir_.path()));
+    reference_ = std::make_unique<ReferenceModel>(loaded_->spec, loaded_->weights);
+  }
+
+  TempDir dir_{variant_name(GetParam())};
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<LoadedModel> loaded_;
+  std::unique_ptr<ReferenceModel> reference_;
+};
 
 TEST_P(ReferenceTest, LogitsMatchAfterPrefillAndEachDecodeStep) {
-  const ModelSpec spec = variant_spec(GetParam());
-  TempDir dir(variant_name(GetParam()));
-  write_test_model(spec, dir.path());
-  EngineOptions options;
-  options.model_dir = dir.path().string();
-  options.threads = 2;
-  Engine engine(options);
-  LoadedModel loaded = load_hf_model(dir.path());
-  ReferenceModel reference(loaded.spec, loaded.weights);
+  Engine& engine = *engine_;
+  ReferenceModel& reference = *reference_;
 
   const std::vector<int32_t> prompt = {1, 17, 256, 3, 511, 42, 7};
   expect_logits_match(engine.prefill(prompt), reference.forward(prompt), "prefill");
@@ -46,21 +57,14 @@ TEST_P(ReferenceTest, LogitsMatchAfterPrefillAndEachDecodeStep) {
 }
 
 TEST_P(ReferenceTest, GreedyTokensAgreeFor32Steps) {
-  const ModelSpec spec = variant_spec(GetParam());
-  TempDir dir(variant_name(GetParam()));
-  write_test_model(spec, dir.path());
-  EngineOptions options;
-  options.model_dir = dir.path().string();
-  options.threads = 2;
-  Engine engine(options);
+  Engine& engine = *engine_;
+  ReferenceModel& reference = *reference_;
   GenerateRequest request;
   request.prompt = {3, 1, 4, 1, 5};
   request.max_new_tokens = 32;
   request.stop_at_eos = false;
   GenerateResult result = engine.generate(request);
 
-  LoadedModel loaded = load_hf_model(dir.path());
-  ReferenceModel reference(loaded.spec, loaded.weights);
   std::vector<int32_t> expected;
   std::vector<double> logits = reference.forward(request.prompt);
   for (int i = 0; i < 32; ++i) {
