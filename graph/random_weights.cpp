@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/weights.h"
+#include "ops/splitmix64.h"
 
 namespace tilefire {
 namespace {
@@ -18,13 +19,6 @@ using nlohmann::json;
 
 [[noreturn]] void fail(const std::string& origin, const std::string& what) {
   throw InputError(origin + ": " + what);
-}
-
-uint64_t splitmix64_next(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
 }
 
 uint64_t tensor_stream_seed(uint64_t seed, const std::string& name) {

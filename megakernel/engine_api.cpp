@@ -6,6 +6,7 @@
 
 #include "megakernel/engine_impl.h"
 #include "ops/sampling.h"
+#include "ops/splitmix64.h"
 
 namespace tilefire {
 
@@ -15,18 +16,11 @@ double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// Seeded uniform draws in [0, 1): splitmix64, the same sequence on every platform.
+// Seeded uniform draws in [0, 1), the same sequence on every platform.
 class UniformGenerator {
  public:
   explicit UniformGenerator(uint64_t seed) : state_(seed) {}
-  float next() {
-    state_ += 0x9e3779b97f4a7c15ull;
-    uint64_t z = state_;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return float(z >> 40) * (1.0f / 16777216.0f);  // 24 random bits: exact in a float, below 1
-  }
+  float next() { return float(splitmix64_next(state_) >> 40) * (1.0f / 16777216.0f); }  // 24 bits: exact, below 1
 
  private:
   uint64_t state_;

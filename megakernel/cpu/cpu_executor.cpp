@@ -6,6 +6,7 @@
 #include <sched.h>
 
 #include "ops/all_ops.h"
+#include "ops/splitmix64.h"
 
 #include <immintrin.h>
 
@@ -48,11 +49,7 @@ struct DelayHooks {
   uint64_t state;
   uint32_t max_us;
   void before(uint32_t) {
-    state += 0x9e3779b97f4a7c15ull;
-    uint64_t z = state;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
+    const uint64_t z = splitmix64_next(state);
     const int64_t until = now_ns() + int64_t(z % (uint64_t(max_us) * 1000 + 1));
     while (now_ns() < until) cpu_relax();
   }
