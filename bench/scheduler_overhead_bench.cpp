@@ -6,7 +6,7 @@
 
 #include "megakernel/cpu/cpu_executor.h"
 #include "ops/noop.h"
-#include "scheduler/placement.h"
+#include "scheduler/policy.h"
 #include "scheduler/validator.h"
 
 namespace tilefire {
@@ -47,7 +47,7 @@ void BM_EmptyTasks(benchmark::State& state) {
   const uint32_t workers = uint32_t(state.range(0));
   const bool dynamic = state.range(1) != 0;
   Program p = noop_stencil(64, 64);
-  place(p, dynamic ? Placement::dynamic_queue : Placement::static_queues, workers);
+  find_policy(dynamic ? "dynamic" : "balanced")->place(p, workers);
   validate_program(p);
   CpuExecutor executor(workers);
   ProgramInstance instance(p, {});

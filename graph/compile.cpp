@@ -11,7 +11,7 @@
 #include "graph/compile.h"
 #include "graph/primitive_graph.h"
 #include "ops/all_ops.h"
-#include "scheduler/placement.h"
+#include "scheduler/policy.h"
 #include "scheduler/validator.h"
 
 namespace tilefire {
@@ -240,7 +240,11 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
     }));
 
     // Pass 6: placement, then the validator's proof (ranges, trigger counts, acyclic, no queue deadlock).
-    flow::continue_node<flow::continue_msg> placement_pass(g, guarded([&] { place(program, options.placement, options.workers); }));
+    flow::continue_node<flow::continue_msg> placement_pass(g, guarded([&] {
+      const PlacementPolicy* policy = find_policy(options.policy);
+      if (!policy) throw std::runtime_error("compile: unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
+      policy->place(program, options.workers);
+    }));
     flow::continue_node<flow::continue_msg> validate_pass(g, guarded([&] { validate_program(program); }));
 
     flow::make_edge(primitive_pass, fuse_pass);

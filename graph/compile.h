@@ -15,7 +15,7 @@ struct CompileOptions {
   uint32_t workers = 1;
   uint32_t tokens = 1;  // tokens per step: 1 at decode, the prompt length at prefill
   uint32_t max_context = 0;  // KV cache positions per sequence; 0: the model's max_context
-  Placement placement = Placement::static_queues;
+  std::string policy = "balanced";  // a placement policy (scheduler/policy.h): --policy
   EventGranularity granularity = EventGranularity::tile;
   uint32_t tiles_per_worker = 4;  // target tiles of each op per worker (more: more overlap, more sync)
   uint32_t max_tile_rows = 512;   // widest matmul tile, in weight rows

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "megakernel/engine_impl.h"
+#include "scheduler/policy.h"
 
 namespace tilefire {
 
@@ -31,7 +32,7 @@ CompileOptions Engine::Impl::compile_options(uint32_t tokens) const {
   o.workers = executor->workers();
   o.tokens = tokens;
   o.max_context = max_context;
-  o.placement = options.queueing == Queueing::dynamic_queue ? Placement::dynamic_queue : Placement::static_queues;
+  o.policy = options.policy.empty() ? std::string(kDefaultPolicy) : options.policy;
   o.granularity = options.granularity == Granularity::op ? EventGranularity::op : EventGranularity::tile;
   return o;
 }

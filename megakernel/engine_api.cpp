@@ -7,6 +7,7 @@
 #include "megakernel/engine_impl.h"
 #include "ops/sampling.h"
 #include "ops/splitmix64.h"
+#include "scheduler/policy.h"
 
 namespace tilefire {
 
@@ -83,6 +84,8 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
                      std::to_string(spec.max_context));
   const uint32_t threads = options.threads ? options.threads : usable_cores();
   if (threads > 256) throw InputError("--threads " + std::to_string(threads) + " is more than 256");
+  if (!options.policy.empty() && !find_policy(options.policy))
+    throw InputError("--policy: unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
   m.executor = std::make_unique<CpuExecutor>(threads);
 
   auto start = std::chrono::steady_clock::now();

@@ -7,6 +7,7 @@
 
 #include "graph/compile.h"
 #include "graph/weights.h"
+#include "scheduler/policy.h"
 #include "tilefire/engine.h"
 
 namespace tilefire {
@@ -79,6 +80,12 @@ double measure_read_bandwidth_gbs(uint32_t threads, uint64_t bytes) {
   volatile float sink = 0;
   for (float s : sinks) sink = sink + s;
   return best;
+}
+
+std::vector<std::pair<std::string, std::string>> placement_policies() {
+  std::vector<std::pair<std::string, std::string>> list;
+  for (const PlacementPolicy* p : all_policies()) list.emplace_back(std::string(p->name()), std::string(p->description()));
+  return list;
 }
 
 double measure_compile_ms(const std::string& preset, uint32_t threads) {

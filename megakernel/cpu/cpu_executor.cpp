@@ -1,5 +1,6 @@
 #include "megakernel/cpu/cpu_executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <pthread.h>
@@ -140,6 +141,10 @@ ProgramInstance::ProgramInstance(const Program& program, std::vector<void*> slot
     for (uint32_t i = 0; i < t.wait_count; ++i) ++waiter_begin_[program.waits[t.wait_begin + i] + 1];
   for (size_t e = 0; e < events; ++e) waiter_begin_[e + 1] += waiter_begin_[e];
   waiters_.resize(waiter_begin_[events]);
+  bsp_queues_ = program.queues;
+  for (auto& queue : bsp_queues_)
+    std::stable_sort(queue.begin(), queue.end(),
+                     [&](uint32_t a, uint32_t b) { return program.tasks[a].node < program.tasks[b].node; });
   std::vector<uint32_t> fill(waiter_begin_.begin(), waiter_begin_.end() - 1);
   for (uint32_t t = 0; t < tasks; ++t) {
     const TaskDesc& task = program.tasks[t];
@@ -172,13 +177,6 @@ CpuExecutor::CpuExecutor(uint32_t workers) : job_(std::make_unique<Job>()) {
   }
 }
 
-bool ProgramInstance::queues_in_node_order() const {
-  for (const auto& queue : program_.queues)
-    for (size_t i = 1; i < queue.size(); ++i)
-      if (program_.tasks[queue[i]].node < program_.tasks[queue[i - 1]].node) return false;
-  return true;
-}
-
 CpuExecutor::~CpuExecutor() {
   shutdown_.store(true, std::memory_order_release);
   doorbell_.fetch_add(1, std::memory_order_seq_cst);
@@ -193,8 +191,6 @@ void CpuExecutor::run_step(ProgramInstance& instance, const StepInputs& inputs, 
   if (program.placement == Placement::static_queues && program.queues.size() != workers)
     throw std::runtime_error("cpu backend: program placed for " + std::to_string(program.queues.size()) +
                              " workers, executor has " + std::to_string(workers));
-  if (options.mode == ScheduleMode::bsp && !program.queues.empty() && !instance.queues_in_node_order())
-    throw std::runtime_error("cpu backend: bsp needs every static queue in node order");
   for (auto& s : scratch_)
     if (s.size() < program.scratch_floats) s.resize(program.scratch_floats);
   if (options.trace)
@@ -292,29 +288,48 @@ void CpuExecutor::run_task(const Job& job, uint32_t task, uint32_t worker, Hooks
   hooks.after(task);
 }
 
-void CpuExecutor::signal_events(const Job& job, uint32_t task) {
-  const Program& program = *job.program;
-  const TaskDesc& t = program.tasks[task];
-  for (uint32_t i = 0; i < t.signal_count; ++i)
-    job.instance->events_[program.signals[t.signal_begin + i]].fetch_add(1, std::memory_order_seq_cst);
-  if (t.signal_count) task_parking_.wake_all();
-}
-
 template <class Hooks>
 void CpuExecutor::run_static(const Job& job, uint32_t worker, Hooks& hooks) {
   const Program& program = *job.program;
   const auto& events = job.instance->events_;
-  for (uint32_t task : program.queues[worker]) {
+  const std::vector<uint32_t>& queue = program.queues[worker];
+  // A node's done event fires only when all its tiles are done, so a worker's run of consecutive tiles of
+  // one node adds its count once, at the end of the run (or before the worker would wait): one contended
+  // atomic per run instead of one per tile, and no later firing. Per-tile events are signalled at once.
+  uint32_t pending_event = kNoSlot, pending_count = 0;
+  auto flush = [&] {
+    if (!pending_count) return;
+    job.instance->events_[pending_event].fetch_add(pending_count, std::memory_order_seq_cst);
+    task_parking_.wake_all();
+    pending_count = 0;
+  };
+  for (size_t q = 0; q < queue.size(); ++q) {
+    const uint32_t task = queue[q];
     const TaskDesc& t = program.tasks[task];
     IdlePrefetch prefetch(program.nodes[t.node].params, t, job.instance->slots_.data());
     for (uint32_t i = 0; i < t.wait_count; ++i) {
       const uint32_t e = program.waits[t.wait_begin + i];
       const uint32_t target = program.events[e].trigger_count * job.step;
-      if (!event_reached(events[e], target))
-        task_parking_.wait_until([&] { return event_reached(events[e], target); }, prefetch);
+      if (event_reached(events[e], target)) continue;
+      flush();
+      task_parking_.wait_until([&] { return event_reached(events[e], target); }, prefetch);
     }
     run_task(job, task, worker, hooks);
-    signal_events(job, task);
+    const uint32_t done = program.nodes[t.node].done_event;
+    bool signalled = false;
+    for (uint32_t i = 0; i < t.signal_count; ++i) {
+      const uint32_t e = program.signals[t.signal_begin + i];
+      if (e == done) {
+        if (pending_event != e) flush();
+        pending_event = e;
+        ++pending_count;
+      } else {
+        events[e].fetch_add(1, std::memory_order_seq_cst);
+        signalled = true;
+      }
+    }
+    if (signalled) task_parking_.wake_all();
+    if (q + 1 == queue.size() || program.tasks[queue[q + 1]].node != t.node) flush();
   }
 }
 
@@ -357,21 +372,30 @@ void CpuExecutor::run_bsp(const Job& job, uint32_t worker, Hooks& hooks) {
   const uint32_t workers = this->workers();
   const uint32_t nodes = uint32_t(program.nodes.size());
   uint32_t target = workers * nodes * (job.bsp_step - 1);
-  // The same tiles on the same workers as dataflow when the program has static queues (each queue is in
-  // node order); tile i of a node on worker i mod N for a dynamically placed program.
-  const std::vector<uint32_t>* queue = program.queues.empty() ? nullptr : &program.queues[worker];
+  // The same tiles on the same workers as dataflow when the program has static queues (regrouped node
+  // by node); tile i of a node on worker i mod N for a dynamically placed program.
+  const std::vector<uint32_t>* queue = inst.bsp_queues_.empty() ? nullptr : &inst.bsp_queues_[worker];
   size_t next = 0;
   for (uint32_t n = 0; n < nodes; ++n) {
     const NodeDesc& node = program.nodes[n];
+    // Event counters are kept in step (for later dataflow steps) at the cost dataflow pays: the node's
+    // done event once per worker and node, per-tile events (which nobody waits on here) relaxed.
+    uint32_t tiles_run = 0;
     auto run = [&](uint32_t task) {
       run_task(job, task, worker, hooks);
-      signal_events(job, task);  // keeps event counters in step for later dataflow steps
+      const TaskDesc& t = program.tasks[task];
+      for (uint32_t i = 0; i < t.signal_count; ++i) {
+        const uint32_t e = program.signals[t.signal_begin + i];
+        if (e != node.done_event) inst.events_[e].fetch_add(1, std::memory_order_relaxed);
+      }
+      ++tiles_run;
     };
     if (queue) {
       for (; next < queue->size() && program.tasks[(*queue)[next]].node == n; ++next) run((*queue)[next]);
     } else {
       for (uint32_t i = worker; i < node.task_count; i += workers) run(node.first_task + i);
     }
+    if (node.done_event != kNoSlot && tiles_run) inst.events_[node.done_event].fetch_add(tiles_run, std::memory_order_relaxed);
     // The barrier: the cheapest correct one for a handful of workers, a grow-only central counter.
     inst.barrier_.fetch_add(1, std::memory_order_seq_cst);
     target += workers;

@@ -41,9 +41,7 @@ class ProgramInstance {
   uint32_t steps_run() const { return step_; }
   // Points a slot elsewhere (between steps only: the engine moves activations when its arena grows).
   void set_slot(uint32_t slot, void* pointer) { slots_.at(slot) = pointer; }
-  // Whether every static queue runs its tasks node by node (what bsp needs; the balanced and
-  // round-robin placements guarantee it).
-  bool queues_in_node_order() const;
+
 
  private:
   friend class CpuExecutor;
@@ -58,6 +56,9 @@ class ProgramInstance {
   std::unique_ptr<std::atomic<uint32_t>[]> satisfied_;
   std::vector<uint32_t> waiter_begin_, waiters_;
   std::unique_ptr<std::atomic<uint64_t>[]> ready_list_;
+  // bsp: each static queue's tasks regrouped node by node (a policy may interleave nodes in a queue);
+  // the same tasks on the same workers.
+  std::vector<std::vector<uint32_t>> bsp_queues_;
   alignas(64) std::atomic<uint32_t> ready_push_{0};
   alignas(64) std::atomic<uint32_t> ready_pop_{0};
   alignas(64) std::atomic<uint32_t> barrier_{0};  // bsp: arrivals, grow-only
@@ -92,7 +93,6 @@ class CpuExecutor {
   void run_bsp(const Job& job, uint32_t worker, Hooks& hooks);
   template <class Hooks>
   void run_task(const Job& job, uint32_t task, uint32_t worker, Hooks& hooks);
-  void signal_events(const Job& job, uint32_t task);
 
   std::vector<std::thread> threads_;
   std::vector<std::vector<float>> scratch_;

@@ -49,12 +49,12 @@ std::vector<double> time_decode(Engine& engine, Schedule schedule, uint32_t prom
 int bench_command(int argc, char** argv) {
   Args args("bench", {"--json", "--help"},
             {"--model", "--preset", "--dtype", "--seed", "--threads", "--steps", "--rounds", "--prompt-len",
-             "--queue", "--bandwidth-mb", "--compile-preset"});
+             "--policy", "--bandwidth-mb", "--compile-preset"});
   args.parse(argc, argv, 2);
   if (args.has("--help")) {
     std::printf(
         "usage: tilefire bench [--model DIR | --preset NAME [--dtype bf16]] [--threads N] [--steps N] [--rounds R]\n"
-        "                      [--prompt-len P] [--queue static|dynamic] [--bandwidth-mb MB] [--json]\n"
+        "                      [--prompt-len P] [--policy NAME] [--bandwidth-mb MB] [--json]\n"
         "                      [--compile-preset NAME]  (also time compiling that preset's decode program)\n");
     return 0;
   }
@@ -65,9 +65,8 @@ int bench_command(int argc, char** argv) {
   options.preset_dtype = args.text_or("--dtype", "bf16");
   options.preset_seed = args.unsigned_or("--seed", 0);
   options.threads = uint32_t(args.unsigned_or("--threads", 0, 1, 256));
-  const std::string queue = args.text_or("--queue", "static");
-  if (queue != "static" && queue != "dynamic") throw InputError("tilefire bench: --queue expects static or dynamic, got '" + queue + "'");
-  options.queueing = queue == "dynamic" ? Queueing::dynamic_queue : Queueing::static_queues;
+  const std::string policy = args.text_or("--policy", "balanced");
+  options.policy = policy;
   const uint32_t steps = uint32_t(args.unsigned_or("--steps", 8, 1, 100000));
   const uint32_t rounds = uint32_t(args.unsigned_or("--rounds", 15, 1, 1000));
   const uint32_t prompt_len = uint32_t(args.unsigned_or("--prompt-len", 8, 1, 1u << 20));
@@ -111,7 +110,7 @@ int bench_command(int argc, char** argv) {
     nlohmann::json out = {{"model", model.origin},
                           {"dtype", model.dtype},
                           {"threads", engine.threads()},
-                          {"queue", queue},
+                          {"policy", policy},
                           {"measured_read_gbs", read_gbs},
                           {"step_bytes", step_bytes},
                           {"dataflow_step_ms", dataflow_ms},
@@ -127,8 +126,8 @@ int bench_command(int argc, char** argv) {
     std::cout << out.dump() << std::endl;
     return 0;
   }
-  std::printf("model %s (%s), %u threads, %s queues, %u tasks / %u events per decode step\n", model.origin.c_str(),
-              model.dtype.c_str(), engine.threads(), queue.c_str(), engine.decode_tasks(), engine.decode_events());
+  std::printf("model %s (%s), %u threads, policy %s, %u tasks / %u events per decode step\n", model.origin.c_str(),
+              model.dtype.c_str(), engine.threads(), policy.c_str(), engine.decode_tasks(), engine.decode_events());
   std::printf("measured read bandwidth: %.2f GB/s (%u threads)\n", read_gbs, engine.threads());
   std::printf("bytes per decode step: %.1f MB (weights %.1f MB, KV %.2f MB)\n", step_bytes / 1e6,
               model.decode_weight_bytes / 1e6, kv_bytes / 1e6);

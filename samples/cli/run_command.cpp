@@ -25,7 +25,8 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --seed S               sampling seed (default 0)
   --threads N            worker threads (default: all cores)
   --schedule dataflow|bsp
-  --queue static|dynamic placement of tasks on workers (default static)
+  --policy NAME          placement of tasks on workers: balanced (default), round-robin,
+                         critical-path, locality, dynamic (one ready queue)
   --max-context N        KV-cache positions (default min(model, 4096))
   --logprobs K           the K most probable next tokens at every generated position
   --json                 print one JSON object
@@ -43,7 +44,7 @@ Schedule parse_schedule(const std::string& s) {
 int run_command(int argc, char** argv) {
   Args args("run", {"--json", "--help"},
             {"--model", "--prompt", "--prompt-tokens", "--max-new-tokens", "--temperature", "--top-k", "--top-p",
-             "--seed", "--threads", "--schedule", "--queue", "--max-context", "--logprobs", "--trace"});
+             "--seed", "--threads", "--schedule", "--policy", "--max-context", "--logprobs", "--trace"});
   args.parse(argc, argv, 2);
   if (args.has("--help")) {
     std::fputs(kRunHelp, stdout);
@@ -56,10 +57,7 @@ int run_command(int argc, char** argv) {
   options.model_dir = args.text_or("--model", "");
   options.threads = uint32_t(args.unsigned_or("--threads", 0, 1, 256));
   options.schedule = parse_schedule(args.text_or("--schedule", "dataflow"));
-  const std::string queue = args.text_or("--queue", "static");
-  if (queue != "static" && queue != "dynamic")
-    throw InputError("tilefire run: --queue expects static or dynamic, got '" + queue + "'");
-  options.queueing = queue == "dynamic" ? Queueing::dynamic_queue : Queueing::static_queues;
+  options.policy = args.text_or("--policy", "");
   options.max_context = uint32_t(args.unsigned_or("--max-context", 0, 1, 1u << 24));
 
   GenerateRequest request;

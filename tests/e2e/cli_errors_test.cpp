@@ -353,7 +353,7 @@ TEST(CliFlags, RunBadFlagsAndValues) {
       {{"run", "--max-new-tokens", "-3"}, "run", {"--max-new-tokens", "integer", "'-3'"}},
       {{"run", "--max-new-tokens", "4x"}, "run", {"--max-new-tokens", "'4x'"}},
       {{"run", "--schedule", "fast"}, "run", {"--schedule", "dataflow or bsp", "'fast'"}},
-      {{"run", "--queue", "lifo"}, "run", {"--queue", "static or dynamic", "'lifo'"}},
+      {{"run", "--policy", "lifo"}, "run", {"--policy", "'lifo'", "balanced", "critical-path"}},
       {{"run", "--prompt-tokens", "1,x,3"}, "run", {"--prompt-tokens", "'1,x,3'"}},
       {{"run", "--prompt-tokens", "1,,3"}, "run", {"--prompt-tokens", "'1,,3'"}},
       {{"run", "--prompt-tokens", "99999"}, "run", {"99999", "vocabulary", "512"}},

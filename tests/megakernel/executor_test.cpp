@@ -7,7 +7,7 @@
 
 #include "megakernel/cpu/cpu_executor.h"
 #include "ops/noop.h"
-#include "scheduler/placement.h"
+#include "scheduler/policy.h"
 #include "scheduler/validator.h"
 
 namespace tilefire::testing {
@@ -111,9 +111,9 @@ TEST(CpuExecutor, RunsEveryTaskOnceAfterItsProducers) {
   for (uint32_t workers : {1u, 2u, 4u, 7u}) {
     CpuExecutor executor(workers);
     for (uint32_t seed = 0; seed < 3; ++seed) {
-      for (Placement placement : {Placement::static_queues, Placement::dynamic_queue}) {
+      for (const PlacementPolicy* policy : all_policies()) {
         Program p = random_program(6, 5, seed);
-        place(p, placement, workers);
+        policy->place(p, workers);
         validate_program(p);
         ProgramInstance instance(p, {});
         StepInputs inputs;
@@ -135,9 +135,9 @@ TEST(CpuExecutor, RunsEveryTaskOnceAfterItsProducers) {
 
 TEST(CpuExecutor, ManyStepsWithRandomDelaysStayOrdered) {
   CpuExecutor executor(3);
-  for (Placement placement : {Placement::dynamic_queue, Placement::static_queues}) {
+  for (const char* name : {"dynamic", "critical-path"}) {
     Program p = random_program(4, 6, 42);
-    place(p, placement, 3);
+    find_policy(name)->place(p, 3);
     ProgramInstance instance(p, {});
     StepInputs inputs;
     for (uint32_t step = 0; step < 120; ++step) {  // every step traced and checked, most of them delayed
@@ -157,7 +157,7 @@ TEST(CpuExecutor, ManyStepsWithRandomDelaysStayOrdered) {
 TEST(CpuExecutor, RefusesAProgramPlacedForAnotherWorkerCount) {
   CpuExecutor executor(2);
   Program p = random_program(2, 3, 1);
-  place(p, Placement::static_queues, 3);
+  find_policy("balanced")->place(p, 3);
   ProgramInstance instance(p, {});
   StepInputs inputs;
   for (ScheduleMode mode : {ScheduleMode::dataflow, ScheduleMode::bsp}) {
@@ -167,17 +167,21 @@ TEST(CpuExecutor, RefusesAProgramPlacedForAnotherWorkerCount) {
   }
 }
 
-TEST(CpuExecutor, BspRefusesQueuesOutOfNodeOrder) {
+// A queue may interleave nodes (critical-path does); bsp regroups each worker's tasks node by node.
+TEST(CpuExecutor, BspRegroupsQueuesThatInterleaveNodes) {
   CpuExecutor executor(1);
   Program p = random_program(2, 2, 3);
   p.placement = Placement::static_queues;
   p.workers = 1;
-  p.queues = {{0, 2, 1, 3}};  // valid for dataflow only if tile 2 does not need tile 1; bsp needs node order
+  p.queues = {{0, 2, 1, 3}};  // node 1's tile before node 0's second tile: bsp must still go node by node
   ProgramInstance instance(p, {});
   StepInputs inputs;
+  std::vector<TaskTiming> timings;
   StepOptions options;
   options.mode = ScheduleMode::bsp;
-  EXPECT_THROW(executor.run_step(instance, inputs, options), std::runtime_error);
+  options.trace = &timings;
+  executor.run_step(instance, inputs, options);
+  check_step(p, timings, ScheduleMode::bsp, "bsp");
 }
 
 }  // namespace

@@ -33,17 +33,17 @@ TEST(ScheduleStress, LogitsBitwiseIdenticalAcrossWorkersQueuesSchedulesAndDelays
   base.threads = 1;
   const auto expected = run_steps(base);
   for (uint32_t workers : {1u, 2u, 3u, 5u, 8u})
-    for (Queueing queueing : {Queueing::static_queues, Queueing::dynamic_queue})
+    for (const char* policy : {"balanced", "round-robin", "critical-path", "locality", "dynamic"})
       for (Schedule schedule : {Schedule::dataflow, Schedule::bsp})
         for (uint32_t delay_us : {0u, 40u}) {
           EngineOptions options;
           options.threads = workers;
-          options.queueing = queueing;
+          options.policy = policy;
           options.schedule = schedule;
           options.stress_delay_us = delay_us;
           options.stress_seed = workers * 1000 + delay_us;
           EXPECT_TRUE(bitwise_equal(run_steps(options), expected))
-              << workers << " workers, " << (queueing == Queueing::dynamic_queue ? "dynamic" : "static") << " queue, "
+              << workers << " workers, policy " << policy << ", "
               << (schedule == Schedule::bsp ? "bsp" : "dataflow") << ", delay " << delay_us << " us";
         }
 }

@@ -7,7 +7,7 @@
 #include "graph/compile.h"
 #include "ops/all_ops.h"
 #include "ops/noop.h"
-#include "scheduler/placement.h"
+#include "scheduler/policy.h"
 #include "scheduler/validator.h"
 
 namespace tilefire::testing {
@@ -44,27 +44,26 @@ std::string rejection(const Program& p) {
   return "";
 }
 
-TEST(Validator, AcceptsAChainOnEveryPlacement) {
+TEST(Validator, AcceptsAChainOnEveryPolicy) {
   // t0 -> e0 -> t1 -> e1 -> t2
   Program p = noop_program({{}, {0}, {1}}, {{0}, {1}, {}}, {1, 1});
-  for (uint32_t workers : {1u, 2u, 3u}) {
-    place_static_round_robin(p, workers);
-    EXPECT_EQ(rejection(p), "") << workers << " workers";
-  }
-  place_dynamic(p, 2);
-  EXPECT_EQ(rejection(p), "");
+  for (const PlacementPolicy* policy : all_policies())
+    for (uint32_t workers : {1u, 2u, 3u}) {
+      policy->place(p, workers);
+      EXPECT_EQ(rejection(p), "") << policy->name() << ", " << workers << " workers";
+    }
 }
 
 TEST(Validator, RejectsACycle) {
   // t0 waits on e1 (signalled by t1), t1 waits on e0 (signalled by t0)
   Program p = noop_program({{1}, {0}}, {{0}, {1}}, {1, 1});
-  place_dynamic(p, 1);
+  find_policy("dynamic")->place(p, 1);
   EXPECT_NE(rejection(p).find("cycle"), std::string::npos) << rejection(p);
 }
 
 TEST(Validator, RejectsAnEventNothingSignals) {
   Program p = noop_program({{}, {0}}, {{}, {}}, {1});
-  place_dynamic(p, 1);
+  find_policy("dynamic")->place(p, 1);
   const std::string message = rejection(p);
   EXPECT_NE(message.find("no task signals it"), std::string::npos) << message;
   EXPECT_NE(message.find("noop layer 0 tile [1, 2)"), std::string::npos) << message;
@@ -72,7 +71,7 @@ TEST(Validator, RejectsAnEventNothingSignals) {
 
 TEST(Validator, RejectsATriggerCountThatDoesNotMatchItsSignals) {
   Program p = noop_program({{}, {}, {0}}, {{0}, {0}, {}}, {3});
-  place_dynamic(p, 1);
+  find_policy("dynamic")->place(p, 1);
   EXPECT_NE(rejection(p).find("trigger count 3 but 2 tasks signal it"), std::string::npos) << rejection(p);
 }
 
@@ -99,13 +98,13 @@ TEST(Validator, RejectsATaskQueuedTwiceOrNotAtAll) {
 
 TEST(Validator, RejectsOutOfRangeEvents) {
   Program p = noop_program({{5}}, {{}}, {});
-  place_dynamic(p, 1);
+  find_policy("dynamic")->place(p, 1);
   EXPECT_NE(rejection(p).find("does not exist"), std::string::npos);
 }
 
 TEST(Validator, RejectsUnknownOpcodesAndTasksOutsideTheirNode) {
   Program p = noop_program({{}, {}}, {{}, {}}, {});
-  place_dynamic(p, 1);
+  find_policy("dynamic")->place(p, 1);
   p.tasks[1].op = OpCode(77);
   EXPECT_NE(rejection(p).find("unknown opcode 77"), std::string::npos) << rejection(p);
   p.tasks[1].op = OpCode::noop;
@@ -120,7 +119,7 @@ TEST(Validator, RejectsAnEventWithTriggerCountZero) {
   // Nothing signals event 0 and its trigger is 0: a static queue would pass it, the dynamic queue would
   // never push its waiter. Every event needs a signal.
   Program p = noop_program({{}, {0}}, {{}, {}}, {0});
-  place_dynamic(p, 1);
+  find_policy("dynamic")->place(p, 1);
   EXPECT_NE(rejection(p).find("trigger count 0"), std::string::npos) << rejection(p);
 }
 

@@ -19,7 +19,6 @@
 namespace tilefire {
 
 enum class Schedule : uint8_t { dataflow, bsp };
-enum class Queueing : uint8_t { static_queues, dynamic_queue };
 enum class Granularity : uint8_t { tile, op };
 
 struct EngineOptions {
@@ -29,7 +28,7 @@ struct EngineOptions {
   uint64_t preset_seed = 0;
   uint32_t threads = 0;      // worker threads; 0: one per core
   Schedule schedule = Schedule::dataflow;
-  Queueing queueing = Queueing::static_queues;
+  std::string policy;  // placement policy: balanced (default), round-robin, critical-path, locality, dynamic
   Granularity granularity = Granularity::tile;
   uint32_t max_context = 0;  // KV cache positions; 0: min(model's max_position_embeddings, 4096)
   uint32_t stress_delay_us = 0;  // testing: a random delay of up to this before every task
@@ -121,6 +120,8 @@ class Engine {
 void write_random_model(const std::string& preset, const std::string& folder, const std::string& dtype,
                         uint64_t seed, uint64_t max_shard_bytes = 0);
 std::vector<std::string> preset_names();
+// Placement policies as --policy names them, the default first; and a line describing each.
+std::vector<std::pair<std::string, std::string>> placement_policies();
 
 // This machine's memory read bandwidth in GB/s: `threads` threads each summing its share of a buffer of
 // `bytes` (far larger than the caches), best of several passes.
