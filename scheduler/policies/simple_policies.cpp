@@ -58,18 +58,25 @@ void LocalityPolicy::place(Program& program, uint32_t workers) const {
   uint32_t rotation = 0;
   for (const NodeDesc& node : program.nodes) {
     std::fill(load.begin(), load.end(), 0.0);
+    double node_cost = 0;
+    for (uint32_t t = node.first_task; t < node.first_task + node.task_count; ++t) node_cost += estimated_task_cost(program, t);
+    // Locality may not unbalance the node: a worker is a candidate while its share stays within 10% of
+    // an even split (after an all-to-all boundary every worker holds some input, and the majority alone
+    // would pile the whole node onto one worker).
+    const double share = node_cost / workers * 1.1;
     for (uint32_t t = node.first_task; t < node.first_task + node.task_count; ++t) {
+      const double cost = estimated_task_cost(program, t);
       std::fill(votes.begin(), votes.end(), 0u);
       for (uint32_t p : graph.predecessors[t]) ++votes[worker_of[p]];
-      const uint32_t most = *std::max_element(votes.begin(), votes.end());
-      // Among the workers with the most of the input, the least loaded in this node.
       uint32_t best = workers;
       for (uint32_t i = 0; i < workers; ++i) {
         const uint32_t w = (rotation + i) % workers;
-        if (votes[w] == most && (best == workers || load[w] < load[best])) best = w;
+        if (load[w] + cost > share) continue;
+        if (best == workers || votes[w] > votes[best] || (votes[w] == votes[best] && load[w] < load[best])) best = w;
       }
+      if (best == workers) best = least_loaded(load, rotation);  // every worker is at its share
       worker_of[t] = best;
-      load[best] += estimated_task_cost(program, t);
+      load[best] += cost;
       program.queues[best].push_back(t);
       rotation = best + 1;
     }
