@@ -2,18 +2,13 @@
 
 #include "ops/all_ops.h"
 #include "scheduler/policies/policy_list.h"
-#include "scheduler/policies/balanced.h"
-#include "scheduler/policies/critical_path.h"
-#include "scheduler/policies/dynamic_queue.h"
-#include "scheduler/policies/locality.h"
-#include "scheduler/policies/round_robin.h"
 
 namespace tilefire {
 
 std::vector<const PlacementPolicy*> all_policies() {
   static const std::vector<const PlacementPolicy*> policies = [] {
     std::vector<const PlacementPolicy*> list;
-#define TILEFIRE_POLICY_PUSH(type, header) \
+#define TILEFIRE_POLICY_PUSH(type) \
   {                                        \
     static const type policy;              \
     list.push_back(&policy);               \

@@ -2,7 +2,7 @@
 // Placement policies: which worker runs which task, behind one interface that every executor (and the
 // simulator to come) uses. A static policy fills Program::queues, one queue per worker in an order the
 // validator proves deadlock-free; the dynamic policy leaves them empty and the executor hands out tasks
-// as they become ready. A new policy is one class in scheduler/policies/ plus one line in
+// as they become ready. A new policy is one class in scheduler/policies/ plus its include and its entry in
 // scheduler/policies/policy_list.h; it then shows up in `--policy` and in the benchmarks.
 #include <cstdint>
 #include <string>
