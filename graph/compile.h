@@ -39,14 +39,12 @@ struct OpGraph {
 struct PrimitiveGraph;
 // The fuse pass; throws std::runtime_error naming any primitive no fused op covers.
 OpGraph fuse_primitive_graph(const PrimitiveGraph& graph, const CompileOptions& options);
-// build_primitive_graph + fuse_primitive_graph.
-OpGraph build_decoder_graph(const ModelSpec& spec, const CompileOptions& options);
 
 // Tiles, derives dependencies and events, places and validates. Throws std::runtime_error when the graph
 // is malformed (a slot read that nothing produces) or the Program fails validation.
 Program compile_graph(const OpGraph& graph, const CompileOptions& options);
 
-// build_decoder_graph + compile_graph.
+// The whole pipeline from the model: build_primitive_graph, the fuse pass, then compile_graph's passes.
 Program compile_model(const ModelSpec& spec, const CompileOptions& options);
 
 // Slot names the engine binds by convention.

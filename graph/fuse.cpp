@@ -273,13 +273,4 @@ OpGraph fuse_primitive_graph(const PrimitiveGraph& graph, const CompileOptions& 
   return Fuser(graph, options).run();
 }
 
-OpGraph build_decoder_graph(const ModelSpec& spec, const CompileOptions& options) {
-  if (options.tokens == 0) throw std::runtime_error("compile: a step needs at least one token");
-  return fuse_primitive_graph(build_primitive_graph(spec, options), options);
-}
-
-std::string kv_cache_slot_name(uint32_t layer, bool key) {
-  return "layers." + std::to_string(layer) + (key ? ".k_cache" : ".v_cache");
-}
-
 }  // namespace tilefire

@@ -23,6 +23,10 @@ std::string_view primitive_name(Primitive op) {
   return "?";
 }
 
+std::string kv_cache_slot_name(uint32_t layer, bool key) {
+  return "layers." + std::to_string(layer) + (key ? ".k_cache" : ".v_cache");
+}
+
 namespace {
 
 class PrimitiveBuilder {

@@ -8,13 +8,9 @@
 
 namespace tilefire {
 
-namespace {
-
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
-
-}  // namespace
 
 AlignedFloats::AlignedFloats(size_t count) : size_(count) {
   if (count == 0) return;

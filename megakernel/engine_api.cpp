@@ -13,10 +13,6 @@ namespace tilefire {
 
 namespace {
 
-double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
 // Seeded uniform draws in [0, 1), the same sequence on every platform.
 class UniformGenerator {
  public:
@@ -90,7 +86,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
 
   auto start = std::chrono::steady_clock::now();
   Program decode = compile_model(spec, m.compile_options(1));
-  m.decode_program = m.bind(std::move(decode), ms_between(start, std::chrono::steady_clock::now()));
+  m.decode_program = m.bind(std::move(decode), ms_since(start));
 
   ModelInfo& info = m.info;
   info.origin = m.model.origin;
@@ -186,7 +182,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   const float* prefill_logits = m.prefill(request.prompt, &prefill_compile_ms);
   int32_t token = pick(prefill_logits);
   result.compile_ms += prefill_compile_ms;
-  result.ttft_ms = ms_between(start, std::chrono::steady_clock::now()) - prefill_compile_ms;
+  result.ttft_ms = ms_since(start) - prefill_compile_ms;
 
   std::vector<TaskTiming> trace;
   double decode_ms = 0;
@@ -197,7 +193,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     auto step_start = std::chrono::steady_clock::now();
     const float* logits = m.run(*m.decode_program, {token}, record ? &trace : nullptr);
     token = pick(logits);
-    decode_ms += ms_between(step_start, std::chrono::steady_clock::now());
+    decode_ms += ms_since(step_start);
     ++decode_steps;
   }
   if (!request.trace_path.empty()) {

@@ -78,6 +78,9 @@ struct Engine::Impl {
   const float* prefill(const std::vector<int32_t>& tokens, double* compile_ms);
 };
 
+// Milliseconds since `start` on the steady clock.
+double ms_since(std::chrono::steady_clock::time_point start);
+
 // Writes a Chrome trace / Perfetto JSON: one row per worker, one slice per task named by op and tile.
 void write_chrome_trace(const std::string& path, const Program& program, const std::vector<TaskTiming>& timings);
 
