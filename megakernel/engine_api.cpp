@@ -78,14 +78,27 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (m.max_context > spec.max_context)
     throw InputError("--max-context " + std::to_string(m.max_context) + " exceeds the model's max_position_embeddings " +
                      std::to_string(spec.max_context));
-  const uint32_t threads = options.threads ? options.threads : usable_cores();
-  if (threads > 256) throw InputError("--threads " + std::to_string(threads) + " is more than 256");
   if (!options.policy.empty() && !find_policy(options.policy))
     throw InputError("--policy: unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
-  m.executor = std::make_unique<CpuExecutor>(threads);
+  m.program_spec = spec;
+  if (options.backend == Backend::cuda) {
+    if (options.stress_delay_us) throw InputError("--stress-delay-us applies to the cpu backend only");
+    CudaOptions cuda;
+    cuda.device = options.cuda_device;
+    cuda.ctas = options.cuda_ctas;
+    cuda.resident = options.cuda_resident;
+    cuda.stage_weights = options.cuda_stage_weights;
+    cuda.watchdog_ms = options.cuda_watchdog_ms;
+    m.cuda = std::make_unique<CudaExecutor>(cuda);
+    m.program_spec.dtype = DType::bf16;  // the device ops read bf16 weights (docs/CUDA.md)
+  } else {
+    const uint32_t threads = options.threads ? options.threads : usable_cores();
+    if (threads > 256) throw InputError("--threads " + std::to_string(threads) + " is more than 256");
+    m.executor = std::make_unique<CpuExecutor>(threads);
+  }
 
   auto start = std::chrono::steady_clock::now();
-  Program decode = compile_model(spec, m.compile_options(1));
+  Program decode = compile_model(m.program_spec, m.compile_options(1));
   m.decode_program = m.bind(std::move(decode), ms_since(start));
 
   ModelInfo& info = m.info;
@@ -104,10 +117,14 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   info.decode_weight_bytes = decode_weight_bytes(m.decode_program->program, spec);
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  if (impl_ && impl_->cuda) impl_->cuda->stop_resident_kernel();  // before any device memory is freed
+}
 
 const ModelInfo& Engine::model() const { return impl_->info; }
-uint32_t Engine::threads() const { return impl_->executor->workers(); }
+uint32_t Engine::threads() const { return impl_->workers(); }
+std::string Engine::device_name() const { return impl_->cuda ? impl_->cuda->device_name() : "cpu"; }
+uint64_t Engine::kernel_launches() const { return impl_->cuda ? impl_->cuda->launches() : 0; }
 void Engine::reset() { impl_->position = 0; }
 uint32_t Engine::position() const { return impl_->position; }
 void Engine::set_schedule(Schedule schedule) { impl_->schedule = schedule; }
@@ -129,6 +146,8 @@ std::vector<float> Engine::decode(int32_t token) {
   const float* logits = impl_->run(*impl_->decode_program, {token}, nullptr);
   return std::vector<float>(logits, logits + impl_->info.vocab);
 }
+
+int32_t Engine::decode_greedy(int32_t token) { return impl_->run_greedy(*impl_->decode_program, {token}); }
 
 GenerateResult Engine::generate(const GenerateRequest& request) {
   Impl& m = *impl_;
@@ -184,6 +203,8 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   result.compile_ms += prefill_compile_ms;
   result.ttft_ms = ms_since(start) - prefill_compile_ms;
 
+  // Greedy without logprobs needs only the argmax, which the cuda backend reduces on the device.
+  const bool greedy_only = request.sampling.temperature == 0.0f && request.logprobs == 0;
   std::vector<TaskTiming> trace;
   double decode_ms = 0;
   uint32_t decode_steps = 0;
@@ -191,8 +212,12 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     const bool record = !request.trace_path.empty() && trace.empty() &&
                         (decode_steps == 1 || result.tokens.size() + 1 >= request.max_new_tokens);  // a warm step
     auto step_start = std::chrono::steady_clock::now();
-    const float* logits = m.run(*m.decode_program, {token}, record ? &trace : nullptr);
-    token = pick(logits);
+    if (greedy_only && !record) {
+      token = m.run_greedy(*m.decode_program, {token});
+      result.tokens.push_back(token);
+    } else {
+      token = pick(m.run(*m.decode_program, {token}, record ? &trace : nullptr));
+    }
     decode_ms += ms_since(step_start);
     ++decode_steps;
   }

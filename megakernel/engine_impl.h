@@ -8,6 +8,7 @@
 #include "graph/compile.h"
 #include "graph/weights.h"
 #include "megakernel/cpu/cpu_executor.h"
+#include "megakernel/cuda/cuda_executor.h"
 #include "tilefire/engine.h"
 
 namespace tilefire {
@@ -35,8 +36,10 @@ struct BoundProgram {
   std::vector<std::pair<uint32_t, size_t>> activation_offsets;  // (slot, float offset in the arena)
   size_t activation_floats = 0;
   uint64_t arena_generation = 0;  // the arena the slots point into
-  std::unique_ptr<ProgramInstance> instance;
-  const float* logits = nullptr;  // [vocab] the lm_head output of the last step
+  std::unique_ptr<ProgramInstance> instance;  // cpu backend
+  CudaProgramPtr cuda_program;                 // cuda backend
+  DeviceBuffer device_constants;               // cuda: Program::constants on the device
+  const float* logits = nullptr;  // [vocab] the lm_head output of the last step (device memory on cuda)
   double compile_ms = 0;
   uint64_t last_used = 0;  // for least-recently-used eviction of prefill programs
 
@@ -56,7 +59,12 @@ struct Engine::Impl {
   ModelInfo info;
   EngineOptions options;
   uint32_t max_context = 0;
-  std::unique_ptr<CpuExecutor> executor;
+  ModelSpec program_spec;  // the model's spec as programs are compiled for the backend (bf16 weights on cuda)
+  std::unique_ptr<CpuExecutor> executor;  // cpu backend
+  std::unique_ptr<CudaExecutor> cuda;      // cuda backend
+  std::map<std::string, DeviceBuffer> device_tensors;  // cuda: weights, f32 vectors and KV caches by slot name
+  DeviceBuffer device_arena;                           // cuda: activations
+  std::vector<float> host_logits;                      // cuda: the last logits copied back
   std::map<std::string, AlignedFloats> kv_cache;        // by slot name
   std::map<std::string, std::vector<float>> f32_vectors;  // norm weights and biases converted to f32
   AlignedFloats arena;                                  // activations of whichever program runs
@@ -67,13 +75,22 @@ struct Engine::Impl {
   uint32_t position = 0;
   Schedule schedule = Schedule::dataflow;
 
+  uint32_t workers() const { return cuda ? cuda->workers() : executor->workers(); }
   CompileOptions compile_options(uint32_t tokens) const;
   std::unique_ptr<BoundProgram> bind(Program program, double compile_ms);
+  void* device_slot(const SlotDesc& slot);  // cuda: the device memory of a weight, vector or cache slot
+  void grow_arena(size_t floats);            // the activation arena (host or device) holds at least this
+  float* arena_floats();
   BoundProgram& prefill_program(uint32_t tokens, double* compile_ms);
   // Throws InputError unless `tokens` are in the vocabulary and fit the context after `position`.
   void check_tokens(const std::vector<int32_t>& tokens) const;
-  // Runs one step of `bound` on `tokens` at the current position; returns the logits slot.
+  // Runs one step of `bound` on `tokens` at the current position; returns the logits (host memory).
   const float* run(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace);
+  // Checks the tokens and points the program at the current arena; the step's inputs.
+  StepInputs prepare_step(BoundProgram& bound, const std::vector<int32_t>& tokens);
+  CudaStepResult run_cuda(BoundProgram& bound, const std::vector<int32_t>& tokens);
+  // A step whose result is only the greedy token (on cuda: reduced on the device, no logits copied).
+  int32_t run_greedy(BoundProgram& bound, const std::vector<int32_t>& tokens);
   // The whole prompt, chunk by chunk; returns the last token's logits. Adds compile time to *compile_ms.
   const float* prefill(const std::vector<int32_t>& tokens, double* compile_ms);
 };

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/host_device.h"
 #include "ops/op_list.h"
 
 namespace tilefire {
@@ -83,7 +84,7 @@ struct OpParams {
     return record;
   }
   template <class P>
-  const P& as() const {
+  TILEFIRE_HD const P& as() const {
     static_assert(std::is_trivially_copyable_v<P> && sizeof(P) <= kBytes);
     return *reinterpret_cast<const P*>(bytes);
   }

@@ -33,13 +33,7 @@ class BlobWriter {
 }  // namespace
 
 WeightStreamDesc weight_stream_of(const Program& program, const TaskDesc& task) {
-  WeightRanges ranges;
-  visit_op(task.op, [&](auto op) {
-    using Op = decltype(op);
-    using Params = typename Op::Params;
-    if constexpr (requires(const Params& p, WeightRanges& out) { Op::weight_ranges(p, TileRange{}, out); })
-      Op::weight_ranges(program.nodes[task.node].params.as<Params>(), TileRange{task.tile_begin, task.tile_end}, ranges);
-  });
+  const WeightRanges ranges = task_weight_ranges(program, task);
   WeightStreamDesc stream;
   for (uint32_t i = 0; i < ranges.count; ++i) {
     const WeightRanges::Range& r = ranges.ranges[i];
@@ -72,13 +66,15 @@ EncodedProgram encode_device_program(const Program& program) {
     if (uint16_t(t.op) >= uint16_t(OpCode::count))
       throw std::runtime_error("device program: task with unknown opcode " + std::to_string(uint16_t(t.op)));
 
-  std::vector<uint32_t> triggers(events), node_done(program.nodes.size());
+  std::vector<uint32_t> triggers(events), node_done(program.nodes.size()), node_first_task;
   for (uint32_t e = 0; e < events; ++e) triggers[e] = program.events[e].trigger_count;
   std::vector<OpParams> params(program.nodes.size());
   for (size_t n = 0; n < program.nodes.size(); ++n) {
     params[n] = program.nodes[n].params;
     node_done[n] = program.nodes[n].done_event;
+    node_first_task.push_back(program.nodes[n].first_task);
   }
+  node_first_task.push_back(tasks);
 
   // Static queues and their bsp regrouping (stable: a node's tiles keep their queue order).
   std::vector<uint32_t> queue_begin{0}, queue_tasks, bsp_tasks;
@@ -122,6 +118,7 @@ EncodedProgram encode_device_program(const Program& program) {
   h.triggers = w.append(triggers);
   h.node_params = w.append(params);
   h.node_done = w.append(node_done);
+  h.node_first_task = w.append(node_first_task);
   h.queue_begin = w.append(queue_begin);
   h.queue_tasks = w.append(queue_tasks);
   h.bsp_tasks = w.append(bsp_tasks);

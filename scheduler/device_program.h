@@ -54,6 +54,7 @@ struct DeviceProgramHeader {
   uint64_t triggers = 0;       // uint32_t[event_count]: signals per step
   uint64_t node_params = 0;    // OpParams[node_count]
   uint64_t node_done = 0;      // uint32_t[node_count]: done event or kNoSlot
+  uint64_t node_first_task = 0;  // uint32_t[node_count + 1]: a node's tasks are [first, next first)
   uint64_t queue_begin = 0;    // uint32_t[worker_count + 1]: into queue_tasks and bsp_tasks
   uint64_t queue_tasks = 0;    // uint32_t[]: static queues, concatenated
   uint64_t bsp_tasks = 0;      // uint32_t[]: the same queues regrouped node by node
@@ -73,6 +74,7 @@ struct DeviceProgramView {
   const uint32_t* triggers = nullptr;
   const OpParams* node_params = nullptr;
   const uint32_t* node_done = nullptr;
+  const uint32_t* node_first_task = nullptr;
   const uint32_t* queue_begin = nullptr;
   const uint32_t* queue_tasks = nullptr;
   const uint32_t* bsp_tasks = nullptr;
@@ -93,6 +95,7 @@ TILEFIRE_HD inline DeviceProgramView view_device_program(const DeviceProgramHead
   v.triggers = reinterpret_cast<const uint32_t*>(b + header.triggers);
   v.node_params = reinterpret_cast<const OpParams*>(b + header.node_params);
   v.node_done = reinterpret_cast<const uint32_t*>(b + header.node_done);
+  v.node_first_task = reinterpret_cast<const uint32_t*>(b + header.node_first_task);
   v.queue_begin = reinterpret_cast<const uint32_t*>(b + header.queue_begin);
   v.queue_tasks = reinterpret_cast<const uint32_t*>(b + header.queue_tasks);
   v.bsp_tasks = reinterpret_cast<const uint32_t*>(b + header.bsp_tasks);

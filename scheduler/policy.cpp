@@ -34,13 +34,7 @@ std::string policy_names() {
 
 double estimated_task_cost(const Program& program, uint32_t task) {
   const TaskDesc& t = program.tasks[task];
-  WeightRanges ranges;
-  visit_op(t.op, [&](auto op) {
-    using Op = decltype(op);
-    using Params = typename Op::Params;
-    if constexpr (requires(const Params& p, WeightRanges& out) { Op::weight_ranges(p, TileRange{}, out); })
-      Op::weight_ranges(program.nodes[t.node].params.as<Params>(), TileRange{t.tile_begin, t.tile_end}, ranges);
-  });
+  const WeightRanges ranges = task_weight_ranges(program, t);
   double bytes = 0;
   for (uint32_t i = 0; i < ranges.count; ++i) bytes += double(ranges.ranges[i].bytes);
   // Tiles that stream no weights (attention, embed) still cost their width in some unit; 4 KiB per unit

@@ -89,4 +89,7 @@ struct Program {
 // Size in bytes of a slot's storage.
 uint64_t slot_bytes(const SlotDesc& slot);
 
+// The weight bytes a task's tile streams (its op's weight_ranges; none for ops that read no weights).
+WeightRanges task_weight_ranges(const Program& program, const TaskDesc& task);
+
 }  // namespace tilefire

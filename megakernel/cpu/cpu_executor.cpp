@@ -87,8 +87,8 @@ class IdlePrefetch {
   static constexpr uint64_t kBudget = 256 * 1024;
   static constexpr uint64_t kSlice = 256;  // bytes per call: 4 cache lines
 
-  IdlePrefetch(const OpParams& params, const TaskDesc& task, void* const* slots)
-      : params_(params), task_(task), slots_(slots) {}
+  IdlePrefetch(const Program& program, const TaskDesc& task, void* const* slots)
+      : program_(program), task_(task), slots_(slots) {}
 
   bool operator()() {
     if (!started_) start();
@@ -105,15 +105,10 @@ class IdlePrefetch {
  private:
   void start() {
     started_ = true;
-    visit_op(task_.op, [&](auto op) {
-      using Op = decltype(op);
-      using Params = typename Op::Params;
-      if constexpr (requires(const Params& p, WeightRanges& out) { Op::weight_ranges(p, TileRange{}, out); })
-        Op::weight_ranges(params_.as<Params>(), TileRange{task_.tile_begin, task_.tile_end}, ranges_);
-    });
+    ranges_ = task_weight_ranges(program_, task_);
   }
 
-  const OpParams& params_;
+  const Program& program_;
   const TaskDesc& task_;
   void* const* slots_;
   WeightRanges ranges_;
@@ -306,7 +301,7 @@ void CpuExecutor::run_static(const Job& job, uint32_t worker, Hooks& hooks) {
   for (size_t q = 0; q < queue.size(); ++q) {
     const uint32_t task = queue[q];
     const TaskDesc& t = program.tasks[task];
-    IdlePrefetch prefetch(program.nodes[t.node].params, t, job.instance->slots_.data());
+    IdlePrefetch prefetch(program, t, job.instance->slots_.data());
     for (uint32_t i = 0; i < t.wait_count; ++i) {
       const uint32_t e = program.waits[t.wait_begin + i];
       const uint32_t target = program.events[e].trigger_count * job.step;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "backend_flags.h"
 #include "commands.h"
 #include "tilefire/engine.h"
 
@@ -42,12 +43,16 @@ Schedule parse_schedule(const std::string& s) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  Args args("run", {"--json", "--help"},
-            {"--model", "--prompt", "--prompt-tokens", "--max-new-tokens", "--temperature", "--top-k", "--top-p",
-             "--seed", "--threads", "--schedule", "--policy", "--max-context", "--logprobs", "--trace"});
+  std::vector<std::string> switches{"--json", "--help"}, valued{"--model", "--prompt", "--prompt-tokens",
+      "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--threads", "--schedule", "--policy",
+      "--max-context", "--logprobs", "--trace"};
+  for (const std::string& flag : backend_switches()) switches.push_back(flag);
+  for (const std::string& flag : backend_valued()) valued.push_back(flag);
+  Args args("run", switches, valued);
   args.parse(argc, argv, 2);
   if (args.has("--help")) {
     std::fputs(kRunHelp, stdout);
+    std::fputs(kBackendHelp, stdout);
     return 0;
   }
   if (args.has("--prompt") && args.has("--prompt-tokens"))
@@ -59,6 +64,7 @@ int run_command(int argc, char** argv) {
   options.schedule = parse_schedule(args.text_or("--schedule", "dataflow"));
   options.policy = args.text_or("--policy", "");
   options.max_context = uint32_t(args.unsigned_or("--max-context", 0, 1, 1u << 24));
+  apply_backend_flags(args, options);
 
   GenerateRequest request;
   request.prompt = args.has("--prompt-tokens") ? args.token_list("--prompt-tokens")
@@ -94,6 +100,8 @@ int run_command(int argc, char** argv) {
       logprobs.push_back(row);
     }
     nlohmann::json out = {{"model", model.origin},
+                          {"backend", args.text_or("--backend", "cpu")},
+                          {"device", engine.device_name()},
                           {"threads", engine.threads()},
                           {"schedule", args.text_or("--schedule", "dataflow")},
                           {"prompt_tokens", result.prompt_tokens},
@@ -109,8 +117,13 @@ int run_command(int argc, char** argv) {
     std::cout << out.dump() << std::endl;
     return 0;
   }
-  std::printf("model: %s (%s, %s, %u layers), %u threads, %s\n", model.origin.c_str(), model.architecture.c_str(),
-              model.dtype.c_str(), model.layers, engine.threads(), args.text_or("--schedule", "dataflow").c_str());
+  if (options.backend == Backend::cuda)
+    std::printf("model: %s (%s, %s, %u layers), cuda on %s, %u CTAs, %s%s\n", model.origin.c_str(),
+                model.architecture.c_str(), model.dtype.c_str(), model.layers, engine.device_name().c_str(),
+                engine.threads(), args.text_or("--schedule", "dataflow").c_str(), options.cuda_resident ? ", resident" : "");
+  else
+    std::printf("model: %s (%s, %s, %u layers), %u threads, %s\n", model.origin.c_str(), model.architecture.c_str(),
+                model.dtype.c_str(), model.layers, engine.threads(), args.text_or("--schedule", "dataflow").c_str());
   std::printf("%s", bytes_text(result.prompt_tokens).c_str());
   std::printf("%s\n", bytes_text(result.tokens).c_str());
   if (result.finish_reason == "context")

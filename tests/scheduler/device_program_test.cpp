@@ -48,6 +48,8 @@ void expect_round_trip(const Program& p) {
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     ASSERT_EQ(0, std::memcmp(&v.node_params[n], &p.nodes[n].params, sizeof(OpParams)));
     ASSERT_EQ(v.node_done[n], p.nodes[n].done_event);
+    ASSERT_EQ(v.node_first_task[n], p.nodes[n].first_task);
+    ASSERT_EQ(v.node_first_task[n + 1] - v.node_first_task[n], p.nodes[n].task_count);
   }
   if (p.placement == Placement::static_queues) {
     ASSERT_EQ(v.header->worker_count, p.queues.size());

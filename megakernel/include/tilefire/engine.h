@@ -1,5 +1,6 @@
 #pragma once
-// Tilefire's C++ API: load a model, compile it into task programs, and generate on the CPU megakernel.
+// Tilefire's C++ API: load a model, compile it into task programs, and generate on the CPU megakernel
+// (worker threads) or the CUDA megakernel (one persistent kernel).
 //
 //   tilefire::EngineOptions options;          // built-in sample model, all cores
 //   options.model_dir = "path/to/hf-folder";  // or a Hugging Face checkpoint folder
@@ -19,6 +20,7 @@
 namespace tilefire {
 
 enum class Schedule : uint8_t { dataflow, bsp };
+enum class Backend : uint8_t { cpu, cuda };
 enum class Granularity : uint8_t { tile, op };
 
 struct EngineOptions {
@@ -26,13 +28,20 @@ struct EngineOptions {
   std::string preset;        // with no model_dir: a preset with random weights; empty: the sample (`tiny`)
   std::string preset_dtype = "f32";  // f32, bf16 or f16 weights for a preset
   uint64_t preset_seed = 0;
-  uint32_t threads = 0;      // worker threads; 0: one per core
+  Backend backend = Backend::cpu;
+  uint32_t threads = 0;      // cpu: worker threads; 0: one per core
   Schedule schedule = Schedule::dataflow;
   std::string policy;  // placement policy: balanced (default), round-robin, critical-path, locality, dynamic
   Granularity granularity = Granularity::tile;
   uint32_t max_context = 0;  // KV cache positions; 0: min(model's max_position_embeddings, 4096)
-  uint32_t stress_delay_us = 0;  // testing: a random delay of up to this before every task
+  uint32_t stress_delay_us = 0;  // testing (cpu): a random delay of up to this before every task
   uint64_t stress_seed = 0;
+  // The cuda backend (docs/CUDA.md): weights are bf16 on the device (other checkpoints are converted).
+  int cuda_device = 0;
+  uint32_t cuda_ctas = 0;             // CTAs of the persistent grid; 0: one per SM
+  bool cuda_resident = false;         // the kernel stays alive across steps (a doorbell, no launch per step)
+  bool cuda_stage_weights = true;     // Hopper: stream weights through shared memory ahead of each task
+  uint32_t cuda_watchdog_ms = 10000;  // a device wait longer than this stops the step with an error
 };
 
 struct Sampling {
@@ -89,7 +98,11 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   const ModelInfo& model() const;
-  uint32_t threads() const;
+  uint32_t threads() const;  // workers: threads on the cpu, CTAs on the cuda backend
+  // "cpu" or the CUDA device's name.
+  std::string device_name() const;
+  // Kernel launches the cuda backend made so far (one per step, none per step when resident); 0 on the cpu.
+  uint64_t kernel_launches() const;
 
   // Prefill the prompt, then decode up to max_new_tokens. Starts a new sequence.
   GenerateResult generate(const GenerateRequest& request);
@@ -100,6 +113,9 @@ class Engine {
   void reset();
   std::vector<float> prefill(const std::vector<int32_t>& tokens);
   std::vector<float> decode(int32_t token);
+  // decode() for greedy generation: returns the most probable next token. On the cuda backend the argmax
+  // is reduced on the device and no logits are copied back. NaN or Inf logits are an InputError.
+  int32_t decode_greedy(int32_t token);
   uint32_t position() const;  // tokens in the KV cache
 
   // Decode steps run with the given schedule from now on (same program, same tiles).

@@ -1,0 +1,426 @@
+// The CUDA megakernel's host side (megakernel/cuda/cuda_executor.h): device memory, loading programs,
+// launching the persistent kernel or posting steps to the resident one, and turning the device's error
+// record into a message that names the stuck task, its op and tile, the event, its counter and target.
+#include "megakernel/cuda/cuda_executor.h"
+
+#include <cuda_runtime.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include "megakernel/cuda/device_job.h"
+#include "megakernel/cuda/megakernel_launch.h"
+#include "ops/all_ops.h"
+#include "scheduler/device_program.h"
+#include "tilefire/errors.h"
+
+namespace tilefire {
+
+namespace {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    throw DeviceError(std::string("CUDA: ") + what + " failed: " + cudaGetErrorName(status) + " (" +
+                      cudaGetErrorString(status) + ")");
+}
+
+std::string wait_description(const DeviceErrorRecord& r) {
+  switch (DeviceWaitKind(r.wait_kind)) {
+    case DeviceWaitKind::event:
+      return "event " + std::to_string(r.event) + " (counter " + std::to_string(r.counter) + ", target " +
+             std::to_string(r.target) + ")";
+    case DeviceWaitKind::bsp_barrier:
+      return "the bsp barrier after op node " + std::to_string(r.event) + " (arrivals " + std::to_string(r.counter) +
+             ", target " + std::to_string(r.target) + ")";
+    case DeviceWaitKind::ready_queue:
+      return "ready-queue entry " + std::to_string(r.event) + " (stamped step " + std::to_string(r.counter) +
+             ", needed " + std::to_string(r.target) + ")";
+    case DeviceWaitKind::weight_stage:
+      return "weight stage " + std::to_string(r.event);
+  }
+  return "?";
+}
+
+std::string describe_error(const DeviceErrorRecord& r) {
+  std::string task = r.task == kNoSlot ? std::string("(no task yet)")
+                                       : "task " + std::to_string(r.task) + " (" +
+                                             std::string(op_name(OpCode(r.op))) + ", layer " + std::to_string(r.layer) +
+                                             ", tile [" + std::to_string(r.tile_begin) + ", " + std::to_string(r.tile_end) + "))";
+  switch (DeviceErrorCode(r.code)) {
+    case DeviceErrorCode::watchdog:
+      return "megakernel watchdog: CTA " + std::to_string(r.cta) + " waited " + std::to_string(r.waited_ms) +
+             " ms in " + task + " for " + wait_description(r) + "; the step was stopped";
+    case DeviceErrorCode::unknown_opcode:
+      return "megakernel: CTA " + std::to_string(r.cta) + " met an unknown opcode " + std::to_string(r.op) + " in " + task;
+    case DeviceErrorCode::none:
+      break;
+  }
+  return "megakernel: error code " + std::to_string(r.code);
+}
+
+// Shared-memory floats a tile of this program may use (the ops' workspace layouts in ops/cuda/*.cuh).
+uint32_t workspace_floats_of(const Program& program, const DeviceProgramView& view) {
+  uint64_t k_max = 0;
+  for (uint32_t t = 0; t < view.header->task_count; ++t) k_max = std::max<uint64_t>(k_max, view.weight_streams[t].row_bytes / 2);
+  uint64_t floats = kDeviceMaxPassTokens * (k_max + view.header->max_task_weight_rows) + 64;
+  for (const NodeDesc& node : program.nodes)
+    if (node.params.op == OpCode::causal_attention) {
+      const auto& p = node.params.as<CausalAttentionParams>();
+      floats = std::max<uint64_t>(floats, uint64_t(kDeviceConsumerWarps) * (p.head_dim + 2));
+    }
+  return uint32_t((floats + 31) / 32 * 32);
+}
+
+// What the device ops support; anything else is refused at load with the reason.
+void check_supported(const Program& program) {
+  for (const NodeDesc& node : program.nodes) {
+    std::string problem;
+    visit_op(node.params.op, [&](auto op) {
+      using Params = typename decltype(op)::Params;
+      const Params& p = node.params.as<Params>();
+      if constexpr (requires { p.wdtype; }) {
+        if (p.wdtype != DType::bf16) problem = "weights must be bf16 on the cuda backend";
+      }
+      if constexpr (requires { p.dtype; }) {
+        if (p.dtype != DType::bf16) problem = "the embedding table must be bf16 on the cuda backend";
+      }
+      if constexpr (requires { p.head_dim; }) {
+        if (p.head_dim > kDeviceMaxHeadDim) problem = "head_dim " + std::to_string(p.head_dim) + " is above 256";
+      }
+    });
+    if (!problem.empty()) throw InputError(std::string(op_name(node.params.op)) + ": " + problem);
+  }
+}
+
+}  // namespace
+
+// --- DeviceBuffer -----------------------------------------------------------------------------------
+
+DeviceBuffer::DeviceBuffer(uint64_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  const cudaError_t status = cudaMalloc(&data_, bytes);
+  if (status != cudaSuccess) {
+    data_ = nullptr;
+    throw DeviceError("CUDA: cannot allocate " + std::to_string(bytes) + " bytes of device memory: " + cudaGetErrorString(status));
+  }
+  check(cudaMemset(data_, 0, bytes), "cudaMemset");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (data_) cudaFree(data_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), bytes_(other.bytes_) {
+  other.data_ = nullptr;
+  other.bytes_ = 0;
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_) cudaFree(data_);
+    data_ = other.data_;
+    bytes_ = other.bytes_;
+    other.data_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+// --- CudaProgram ------------------------------------------------------------------------------------
+
+class CudaProgram {
+ public:
+  const Program* program = nullptr;
+  DeviceProgramHeader header;
+  DeviceBuffer blob;
+  std::vector<void*> slots;  // host mirror of the device slot table
+  DeviceBuffer slot_table;
+  bool slots_dirty = false;
+  DeviceBuffer events, satisfied, ready_list, counters;
+  uint32_t workspace_floats = 0;
+  uint32_t steps = 0, dynamic_steps = 0, bsp_steps = 0;
+  uint32_t push_base = 0, pop_base = 0;  // the device's ready-list counters, as the host predicts them
+};
+
+void CudaProgramDeleter::operator()(CudaProgram* program) const { delete program; }
+
+// --- CudaExecutor -----------------------------------------------------------------------------------
+
+struct CudaExecutor::State {
+  CudaOptions options;
+  cudaDeviceProp properties{};
+  uint32_t ctas = 0;
+  uint32_t max_dynamic_shared = 0;
+  cudaStream_t stream = nullptr;
+  Mailbox* mailbox = nullptr;         // mapped host memory
+  Mailbox* mailbox_device = nullptr;  // its device alias
+  DeviceBuffer globals;
+  DeviceBuffer tokens;                // launch mode: the step's tokens
+  uint32_t kernel_steps = 0;
+  uint64_t launches = 0;
+  std::string broken;                 // the error that stopped the executor
+  bool resident_running = false;
+  uint32_t resident_workspace = 0;    // workspace floats the resident kernel was launched with
+  uint32_t max_workspace = 0;         // over the programs loaded so far
+
+  uint32_t stage_count(uint32_t workspace_floats) const {
+    if (!options.stage_weights || options.stage_bytes == 0) return 0;
+    const uint64_t left = max_dynamic_shared - uint64_t(workspace_floats) * 4;
+    const uint64_t stages = std::min<uint64_t>(kDeviceMaxStages, left / options.stage_bytes);
+    return stages >= 2 ? uint32_t(stages) : 0;
+  }
+
+  KernelConfig config(uint32_t workspace_floats) const {
+    KernelConfig c;
+    c.mailbox = mailbox_device;
+    c.globals = static_cast<DeviceGlobals*>(globals.get());
+    c.stage_count = stage_count(workspace_floats);
+    c.stage_bytes = c.stage_count ? options.stage_bytes : 0;
+    c.watchdog_ns = uint64_t(options.watchdog_ms) * 1000000ull;
+    return c;
+  }
+
+  void launch(const KernelConfig& config) {
+    KernelConfig copy = config;
+    void* arguments[] = {&copy};
+    ++launches;
+    check(cudaLaunchCooperativeKernel(megakernel_entry(), dim3(ctas), dim3(kDeviceThreads), arguments,
+                                      max_dynamic_shared, stream),
+          "launching the megakernel");
+  }
+
+  // Stops with the device's error record if there is one, else with the CUDA error.
+  [[noreturn]] void fail(const std::string& cuda_error) {
+    const DeviceErrorRecord record = *const_cast<const DeviceErrorRecord*>(&mailbox->error);
+    broken = record.code ? describe_error(record) : cuda_error;
+    resident_running = false;
+    throw DeviceError(broken);
+  }
+
+  void stop_resident() {
+    if (!resident_running) return;
+    std::atomic_ref<uint32_t>(mailbox->shutdown).store(1, std::memory_order_release);
+    const cudaError_t status = cudaStreamSynchronize(stream);
+    resident_running = false;
+    std::atomic_ref<uint32_t>(mailbox->shutdown).store(0, std::memory_order_release);
+    if (status != cudaSuccess) fail(std::string("the resident megakernel failed: ") + cudaGetErrorString(status));
+  }
+};
+
+std::string CudaExecutor::unavailable_reason(int device) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice)
+    return std::string("this machine has no NVIDIA GPU driver or no CUDA device (") + cudaGetErrorString(status) + ")";
+  if (status != cudaSuccess) return std::string("no usable CUDA device (") + cudaGetErrorString(status) + ")";
+  if (count == 0) return "no CUDA device is visible";
+  if (device < 0 || device >= count) return "CUDA device " + std::to_string(device) + " does not exist (" + std::to_string(count) + " visible)";
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return "cannot read the properties of CUDA device " + std::to_string(device);
+  if (p.major < 8)
+    return std::string(p.name) + " has compute capability " + std::to_string(p.major) + "." + std::to_string(p.minor) +
+           "; the megakernel is built for 8.0 (Ampere) and 9.0 (Hopper)";
+  if (!p.cooperativeLaunch) return std::string(p.name) + " does not support cooperative launches";
+  return "";
+}
+
+CudaExecutor::CudaExecutor(const CudaOptions& options) : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.options = options;
+  if (const std::string reason = unavailable_reason(options.device); !reason.empty())
+    throw InputError("--backend cuda: " + reason);
+  if (options.stage_bytes % 16 != 0 || options.stage_bytes > 65536)
+    throw InputError("cuda: the weight stage size must be a multiple of 16 bytes and at most 65536, got " +
+                     std::to_string(options.stage_bytes));
+  check(cudaSetDevice(options.device), "cudaSetDevice");
+  check(cudaGetDeviceProperties(&s.properties, options.device), "cudaGetDeviceProperties");
+  cudaFuncAttributes attributes{};
+  check(cudaFuncGetAttributes(&attributes, megakernel_entry()), "reading the megakernel's attributes");
+  s.max_dynamic_shared = uint32_t(s.properties.sharedMemPerBlockOptin - attributes.sharedSizeBytes);
+  check(cudaFuncSetAttribute(megakernel_entry(), cudaFuncAttributeMaxDynamicSharedMemorySize, int(s.max_dynamic_shared)),
+        "raising the megakernel's shared-memory limit");
+  int per_sm = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, megakernel_entry(), kDeviceThreads, s.max_dynamic_shared),
+        "the occupancy query");
+  const uint32_t resident_limit = uint32_t(per_sm) * uint32_t(s.properties.multiProcessorCount);
+  if (resident_limit == 0)
+    throw DeviceError("the megakernel cannot be resident on " + std::string(s.properties.name) + ": it uses " +
+                      std::to_string(attributes.numRegs) + " registers per thread and " +
+                      std::to_string(attributes.sharedSizeBytes + s.max_dynamic_shared) + " bytes of shared memory per CTA");
+  s.ctas = options.ctas ? options.ctas : uint32_t(s.properties.multiProcessorCount);
+  if (s.ctas > resident_limit)
+    throw InputError("--ctas " + std::to_string(s.ctas) + " is more than the " + std::to_string(resident_limit) +
+                     " CTAs that can be resident at once on " + s.properties.name + " (a persistent grid must all be resident)");
+  check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  void* mailbox = nullptr;
+  check(cudaHostAlloc(&mailbox, sizeof(Mailbox), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc (mailbox)");
+  s.mailbox = new (mailbox) Mailbox();
+  void* alias = nullptr;
+  check(cudaHostGetDevicePointer(&alias, mailbox, 0), "cudaHostGetDevicePointer");
+  s.mailbox_device = static_cast<Mailbox*>(alias);
+  s.globals = DeviceBuffer(sizeof(DeviceGlobals));
+  s.tokens = DeviceBuffer(kMailboxTokens * sizeof(int32_t));
+}
+
+CudaExecutor::~CudaExecutor() {
+  State& s = *state_;
+  if (s.resident_running) {
+    try {
+      s.stop_resident();
+    } catch (const std::exception&) {  // nothing more to do at teardown
+    }
+  }
+  if (s.stream) cudaStreamDestroy(s.stream);
+  if (s.mailbox) cudaFreeHost(s.mailbox);
+}
+
+uint32_t CudaExecutor::workers() const { return state_->ctas; }
+std::string CudaExecutor::device_name() const { return state_->properties.name; }
+const CudaOptions& CudaExecutor::options() const { return state_->options; }
+uint64_t CudaExecutor::launches() const { return state_->launches; }
+
+DeviceBuffer CudaExecutor::upload(const void* host, uint64_t bytes) {
+  DeviceBuffer buffer(bytes);
+  if (bytes) check(cudaMemcpy(buffer.get(), host, bytes, cudaMemcpyHostToDevice), "copying to the device");
+  return buffer;
+}
+
+void CudaExecutor::download(void* host, const void* device, uint64_t bytes) {
+  if (bytes) check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "copying from the device");
+}
+
+CudaProgramPtr CudaExecutor::load(const Program& program, std::vector<void*> device_slots) {
+  State& s = *state_;
+  check_supported(program);
+  if (program.placement == Placement::static_queues && program.queues.size() != s.ctas)
+    throw std::runtime_error("cuda backend: program placed for " + std::to_string(program.queues.size()) +
+                             " workers, the grid has " + std::to_string(s.ctas) + " CTAs");
+  if (device_slots.size() != program.slots.size()) throw std::runtime_error("cuda backend: slot table of the wrong size");
+  const EncodedProgram encoded = encode_device_program(program);
+  CudaProgramPtr loaded(new CudaProgram);
+  CudaProgram& p = *loaded;
+  p.program = &program;
+  p.header = encoded.header;
+  p.workspace_floats = workspace_floats_of(program, view_device_program(encoded.header, encoded.blob.data()));
+  if (uint64_t(p.workspace_floats) * 4 > s.max_dynamic_shared)
+    throw InputError("cuda backend: a tile of this program needs " + std::to_string(uint64_t(p.workspace_floats) * 4) +
+                     " bytes of shared memory, the device has " + std::to_string(s.max_dynamic_shared) +
+                     " (smaller tiles: fewer rows per tile)");
+  p.blob = upload(encoded.blob.data(), encoded.blob.size());
+  p.slots = std::move(device_slots);
+  p.slot_table = upload(p.slots.data(), p.slots.size() * sizeof(void*));
+  p.events = DeviceBuffer(std::max<size_t>(1, program.events.size()) * sizeof(uint32_t));
+  p.satisfied = DeviceBuffer(std::max<size_t>(1, program.tasks.size()) * sizeof(uint32_t));
+  p.ready_list = DeviceBuffer(std::max<size_t>(1, program.tasks.size()) * sizeof(unsigned long long));
+  p.counters = DeviceBuffer(4 * sizeof(uint32_t));
+  s.max_workspace = std::max(s.max_workspace, p.workspace_floats);
+  return loaded;
+}
+
+void CudaExecutor::set_slot(CudaProgram& program, uint32_t slot, void* device_pointer) {
+  program.slots.at(slot) = device_pointer;
+  program.slots_dirty = true;
+}
+
+void CudaExecutor::stop_resident_kernel() { state_->stop_resident(); }
+
+void CudaExecutor::set_resident(bool resident) {
+  state_->stop_resident();
+  state_->options.resident = resident;
+}
+
+CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, ScheduleMode mode) {
+  State& s = *state_;
+  if (!s.broken.empty()) throw DeviceError("the cuda backend stopped after an earlier error: " + s.broken);
+  if (inputs.tokens_count == 0 || inputs.tokens_count > kMailboxTokens || inputs.tokens_count != p.header.tokens)
+    throw std::runtime_error("cuda backend: a step of " + std::to_string(inputs.tokens_count) + " tokens for a program of " +
+                             std::to_string(p.header.tokens));
+  if (p.slots_dirty) {
+    if (s.resident_running) s.stop_resident();  // the table is read by the running kernel
+    check(cudaMemcpy(p.slot_table.get(), p.slots.data(), p.slots.size() * sizeof(void*), cudaMemcpyHostToDevice),
+          "updating a slot table");
+    p.slots_dirty = false;
+  }
+  const bool bsp = mode == ScheduleMode::bsp;
+  const bool dynamic = !bsp && p.header.placement == uint8_t(Placement::dynamic_queue);
+  DeviceJob job;
+  job.program = static_cast<const unsigned char*>(p.blob.get());
+  job.slots = static_cast<void* const*>(p.slot_table.get());
+  job.events = static_cast<uint32_t*>(p.events.get());
+  job.satisfied = static_cast<uint32_t*>(p.satisfied.get());
+  job.ready_list = static_cast<unsigned long long*>(p.ready_list.get());
+  job.counters = static_cast<uint32_t*>(p.counters.get());
+  job.tokens_count = inputs.tokens_count;
+  job.position0 = inputs.position0;
+  job.step = p.steps + 1;
+  job.dynamic_step = p.dynamic_steps + (dynamic ? 1 : 0);
+  job.bsp_step = p.bsp_steps + (bsp ? 1 : 0);
+  job.push_base = p.push_base;
+  job.pop_base = p.pop_base;
+  job.kernel_step = s.kernel_steps + 1;
+  job.bsp = bsp ? 1 : 0;
+  job.stage_weights = s.options.stage_weights ? 1 : 0;
+  job.workspace_floats = p.workspace_floats;
+
+  if (s.options.resident) {
+    if (s.resident_running && s.resident_workspace < p.workspace_floats) s.stop_resident();
+    std::memcpy(s.mailbox->tokens, inputs.tokens, inputs.tokens_count * sizeof(int32_t));
+    job.tokens = s.mailbox_device->tokens;
+    s.mailbox->job = job;
+    if (!s.resident_running) {
+      s.resident_workspace = std::max(s.max_workspace, p.workspace_floats);
+      KernelConfig config = s.config(s.resident_workspace);
+      config.resident = 1;
+      config.first_kernel_step = job.kernel_step;
+      s.launch(config);
+      s.resident_running = true;
+    }
+    std::atomic_ref<uint32_t>(s.mailbox->doorbell).store(job.kernel_step, std::memory_order_release);
+    std::atomic_ref<uint32_t> done(s.mailbox->done);
+    std::atomic_ref<uint32_t> error(s.mailbox->error.code);
+    for (uint32_t spins = 1; done.load(std::memory_order_acquire) != job.kernel_step; ++spins) {
+      if (error.load(std::memory_order_acquire)) {
+        cudaStreamSynchronize(s.stream);  // every CTA leaves once the abort flag is up
+        s.fail("");
+      }
+      if (spins % 4096 == 0 && cudaStreamQuery(s.stream) != cudaErrorNotReady) {
+        if (done.load(std::memory_order_acquire) == job.kernel_step) break;
+        const cudaError_t status = cudaStreamSynchronize(s.stream);
+        s.fail(std::string("the resident megakernel ended before finishing step ") + std::to_string(job.kernel_step) + ": " +
+               cudaGetErrorString(status));
+      }
+      _mm_pause();
+    }
+  } else {
+    check(cudaMemcpyAsync(s.tokens.get(), inputs.tokens, inputs.tokens_count * sizeof(int32_t), cudaMemcpyHostToDevice, s.stream),
+          "copying the step's tokens");
+    job.tokens = static_cast<const int32_t*>(s.tokens.get());
+    KernelConfig config = s.config(p.workspace_floats);
+    config.job = job;
+    s.launch(config);
+    const cudaError_t status = cudaStreamSynchronize(s.stream);
+    if (status != cudaSuccess || s.mailbox->error.code)
+      s.fail(std::string("the megakernel failed: ") + cudaGetErrorString(status));
+    if (std::atomic_ref<uint32_t>(s.mailbox->done).load(std::memory_order_acquire) != job.kernel_step)
+      s.fail("the megakernel returned without finishing step " + std::to_string(job.kernel_step));
+  }
+
+  s.kernel_steps = job.kernel_step;
+  p.steps = job.step;
+  p.dynamic_steps = job.dynamic_step;
+  p.bsp_steps = job.bsp_step;
+  if (dynamic) {  // every task is pushed once except the initially ready; every CTA pops once past the end
+    p.push_base += p.header.task_count - p.header.initial_ready_count;
+    p.pop_base += p.header.task_count + s.ctas;
+  }
+  CudaStepResult result;
+  const unsigned long long key = std::atomic_ref<unsigned long long>(s.mailbox->argmax_key).load(std::memory_order_acquire);
+  result.argmax = key ? int32_t(argmax_index_of(key)) : -1;
+  result.nonfinite = std::atomic_ref<uint32_t>(s.mailbox->nonfinite).load(std::memory_order_acquire) != 0;
+  return result;
+}
+
+}  // namespace tilefire

@@ -1,0 +1,100 @@
+#pragma once
+// The CUDA megakernel's host side: one persistent kernel (one CTA per SM) runs a Program step after step
+// (docs/CUDA.md). This header needs no CUDA headers; in a build without nvcc every entry point reports
+// that the build has no CUDA backend (cuda_absent.cpp).
+//
+// Two ways to drive steps:
+//  - launch: one cooperative launch per step (the grid is guaranteed co-resident, or the launch fails);
+//  - resident: one launch, then the kernel waits on a doorbell in mapped host memory for each step the
+//    host posts; 0 launches per step.
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "megakernel/cpu/cpu_executor.h"  // ScheduleMode
+#include "scheduler/program.h"
+
+namespace tilefire {
+
+struct CudaOptions {
+  int device = 0;
+  uint32_t ctas = 0;             // CTAs of the persistent grid; 0: one per SM
+  uint32_t watchdog_ms = 10000;  // a wait longer than this stops the kernel with an error record
+  bool resident = false;         // keep the kernel alive across steps (doorbell) instead of a launch per step
+  bool stage_weights = true;     // Hopper: stream weights through shared-memory stages ahead of the tasks
+  uint32_t stage_bytes = 32768;  // bytes per weight stage (a multiple of 16)
+};
+
+// A fault the device reported (the watchdog, a trap, a failed launch). The executor refuses further steps.
+class DeviceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct CudaStepResult {
+  int32_t argmax = -1;     // the greedy token of the step's logits
+  bool nonfinite = false;  // the logits held NaN or Inf
+};
+
+// Device memory (cudaMalloc), freed with its owner.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(uint64_t bytes);  // zeroed
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return data_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+class CudaProgram;  // a Program on the device: its blob, slot table and grow-only counters
+struct CudaProgramDeleter {
+  void operator()(CudaProgram* program) const;
+};
+using CudaProgramPtr = std::unique_ptr<CudaProgram, CudaProgramDeleter>;
+
+class CudaExecutor {
+ public:
+  // Empty when a CUDA device can run the megakernel; otherwise the reason, for an error message.
+  static std::string unavailable_reason(int device = 0);
+
+  explicit CudaExecutor(const CudaOptions& options);  // throws InputError naming what is missing
+  ~CudaExecutor();
+  CudaExecutor(const CudaExecutor&) = delete;
+  CudaExecutor& operator=(const CudaExecutor&) = delete;
+
+  uint32_t workers() const;  // CTAs of the grid: programs are placed for this many workers
+  std::string device_name() const;
+  const CudaOptions& options() const;
+  uint64_t launches() const;  // kernel launches so far
+
+  DeviceBuffer upload(const void* host, uint64_t bytes);
+  void download(void* host, const void* device, uint64_t bytes);
+
+  // The Program must stay alive while the CudaProgram does. Throws InputError for a program the device
+  // ops cannot run (weights other than bf16, head_dim above 256).
+  CudaProgramPtr load(const Program& program, std::vector<void*> device_slots);
+  void set_slot(CudaProgram& program, uint32_t slot, void* device_pointer);
+  CudaStepResult run_step(CudaProgram& program, const StepInputs& inputs, ScheduleMode mode);
+  // Switches between launch and resident mode between steps (stops a resident kernel).
+  void set_resident(bool resident);
+  // Lets a resident kernel return (the next step starts it again). Freeing device memory waits for the
+  // device, so the owner calls this before it frees or allocates anything a running kernel could outlive.
+  void stop_resident_kernel();
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tilefire

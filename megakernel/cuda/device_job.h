@@ -1,0 +1,123 @@
+#pragma once
+// What the host and the persistent kernel exchange, as PODs readable from both sides (plain C++: the
+// host code that fills them needs no CUDA headers):
+//  - DeviceJob: one step of one program (the program blob, its slots and grow-only counters, the step's
+//    tokens and targets), passed by value at launch or posted through the mailbox in resident mode;
+//  - Mailbox: mapped host memory the kernel and the host both see while the kernel runs: the doorbell
+//    and job of resident mode, the step's greedy token, and the error record of the watchdog;
+//  - the rule that decides which tasks stream their weights through shared memory, used identically by
+//    the producer warp and the consumer warps of a CTA (and tested on the host).
+#include <cstdint>
+
+#include "ops/host_device.h"
+#include "scheduler/device_program.h"
+
+namespace tilefire {
+
+constexpr uint32_t kDeviceConsumerWarps = 8;  // warps that run tiles
+constexpr uint32_t kDeviceConsumerThreads = kDeviceConsumerWarps * 32;
+constexpr uint32_t kDeviceThreads = kDeviceConsumerThreads + 32;  // + one producer warp (weight staging)
+constexpr uint32_t kDeviceMaxPassTokens = 4;   // tokens a matmul tile handles per pass over its weights
+constexpr uint32_t kDeviceMaxStages = 8;       // weight stages in shared memory, at most
+constexpr uint32_t kDeviceMaxHeadDim = 256;
+constexpr uint32_t kMailboxTokens = 128;       // resident mode: tokens a posted step may carry
+
+enum class DeviceErrorCode : uint32_t { none = 0, watchdog = 1, unknown_opcode = 2 };
+enum class DeviceWaitKind : uint32_t { event = 0, bsp_barrier = 1, ready_queue = 2, weight_stage = 3 };
+
+// The first error of a kernel run; the CTA that claims `code` fills the rest, then raises abort.
+struct DeviceErrorRecord {
+  uint32_t code = 0;  // DeviceErrorCode
+  uint32_t cta = 0;
+  uint32_t task = 0;
+  uint32_t op = 0;  // OpCode
+  uint32_t layer = 0;
+  uint32_t tile_begin = 0, tile_end = 0;
+  uint32_t wait_kind = 0;  // DeviceWaitKind
+  uint32_t event = 0;      // the event (or counter) waited on
+  uint32_t counter = 0;    // its value when the watchdog fired
+  uint32_t target = 0;     // the value the task needed
+  uint32_t waited_ms = 0;
+};
+
+struct DeviceJob {
+  const unsigned char* program = nullptr;  // encoded blob (scheduler/device_program.h), device memory
+  void* const* slots = nullptr;            // [slot_count] device pointers
+  uint32_t* events = nullptr;              // [event_count] grow-only counters
+  uint32_t* satisfied = nullptr;           // [task_count] dynamic queue: satisfied waits, grow-only
+  unsigned long long* ready_list = nullptr;  // [task_count] dynamic queue: (step << 32) | task
+  uint32_t* counters = nullptr;            // [0] ready pushes, [1] ready pops, [2] bsp arrivals (grow-only)
+  const int32_t* tokens = nullptr;         // [tokens_count]
+  uint32_t tokens_count = 0;
+  uint32_t position0 = 0;
+  uint32_t step = 0;          // 1-based steps of this program (event targets: trigger * step)
+  uint32_t dynamic_step = 0;  // 1-based dynamic-queue steps of this program
+  uint32_t bsp_step = 0;      // 1-based bsp steps of this program
+  uint32_t push_base = 0, pop_base = 0;  // ready-list counters when the step began
+  uint32_t kernel_step = 0;   // steps this executor has run, this one included
+  uint32_t bsp = 0;           // 1: bulk-synchronous (a grid barrier between op nodes)
+  uint32_t stage_weights = 0; // 1: stream weights through shared-memory stages where the rule allows
+  uint32_t workspace_floats = 0;  // shared-memory floats a tile of this program may use
+};
+
+struct Mailbox {
+  uint32_t doorbell = 0;  // resident: the kernel_step posted last
+  uint32_t shutdown = 0;  // resident: 1 asks the kernel to return
+  uint32_t done = 0;      // the kernel_step finished last
+  uint32_t nonfinite = 0; // that step's logits held NaN or Inf
+  unsigned long long argmax_key = 0;  // that step's greedy token, packed (see argmax_key_of)
+  DeviceErrorRecord error;
+  DeviceJob job;          // resident: the posted step
+  int32_t tokens[kMailboxTokens] = {};
+};
+
+// Device-memory state of one executor: the abort flag, the CTAs that finished, this step's argmax.
+struct DeviceGlobals {
+  uint32_t abort = 0;
+  uint32_t ctas_done = 0;  // grow-only: gridDim * kernel_step when a step is over
+  uint32_t nonfinite = 0;
+  uint32_t error_claimed = 0;  // the first CTA to raise an error writes the mailbox's record
+  unsigned long long argmax_key = 0;
+};
+
+struct KernelConfig {
+  Mailbox* mailbox = nullptr;       // device alias of the mapped mailbox
+  DeviceGlobals* globals = nullptr;
+  DeviceJob job;                    // launch mode: the step
+  uint32_t resident = 0;            // 1: wait for steps on the mailbox's doorbell until shutdown
+  uint32_t first_kernel_step = 0;   // resident: the kernel_step of the first step to wait for
+  uint32_t stage_bytes = 0;         // bytes per weight stage (0: no staging)
+  uint32_t stage_count = 0;
+  uint64_t watchdog_ns = 0;
+};
+
+// Logits and their index packed so that one 64-bit atomicMax finds the greedy token: the larger logit
+// wins, and among equal logits the lower index (as std::max_element on the host). NaN never wins here;
+// the nonfinite flag reports it.
+TILEFIRE_HD inline unsigned long long argmax_key_of(float value, uint32_t index) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, &value, 4);
+  const uint32_t ordered = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return (static_cast<unsigned long long>(ordered) << 32) | (0xffffffffu - index);
+}
+TILEFIRE_HD inline uint32_t argmax_index_of(unsigned long long key) { return 0xffffffffu - uint32_t(key & 0xffffffffu); }
+
+// Whether a task's weights stream through the CTA's shared-memory stages (filled by the producer warp
+// with bulk copies, ahead of the task's events) or are read from global memory by the tile itself. The
+// producer and the consumers evaluate this for every task, so they agree on the chunk sequence.
+TILEFIRE_HD inline bool task_streams_staged(const WeightStreamDesc& stream, uint32_t stage_bytes, uint32_t tokens,
+                                            uint32_t placement, bool stage_weights) {
+  if (!stage_weights || stage_bytes == 0 || stream.row_bytes == 0) return false;
+  if (placement != 0 /* static queues */ || tokens > kDeviceMaxPassTokens) return false;
+  if (stream.row_bytes % 16 != 0 || stream.row_bytes > stage_bytes) return false;
+  for (uint32_t r = 0; r < stream.range_count; ++r)
+    if (stream.ranges[r].offset % 16 != 0) return false;
+  return true;
+}
+
+// Rows of one chunk: whole rows, as many as fit in a stage.
+TILEFIRE_HD inline uint32_t rows_per_chunk(const WeightStreamDesc& stream, uint32_t stage_bytes) {
+  return stage_bytes / stream.row_bytes;
+}
+
+}  // namespace tilefire

@@ -1,0 +1,463 @@
+// The persistent megakernel: one CTA per SM, each a worker of the Program (docs/CUDA.md).
+//
+// A CTA is kDeviceConsumerWarps consumer warps that run tiles and one producer warp that streams the
+// weights of the CTA's upcoming tasks into shared-memory stages (bulk copies completing on mbarriers,
+// Hopper only). The producer walks the same static queue as the consumers but never waits for events,
+// so the next task's weights are on chip while the task still waits for its inputs.
+//
+// The step protocol is the CPU executor's (megakernel/cpu/cpu_executor.cpp): grow-only event counters
+// with target trigger * step, acquire at gpu scope before a tile, release after it; a node's done event
+// coalesced per run of tiles; the dynamic ready queue stamped with its step; bsp as a grow-only grid
+// barrier between nodes. Every spin has a watchdog that turns a hang into an error record.
+#include <cuda_runtime.h>
+
+#include "megakernel/cuda/megakernel_launch.h"
+#include "ops/cuda/all_ops.cuh"
+
+namespace tilefire::device {
+
+namespace {
+
+__device__ __forceinline__ uint32_t load_acquire_gpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned long long load_acquire_gpu(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_release_gpu(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t load_acquire_system(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_release_system(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// Counters only grow and may wrap: `value` has reached `target` when it is at most 2^31 behind.
+__device__ __forceinline__ bool counter_reached(uint32_t value, uint32_t target) { return int32_t(value - target) >= 0; }
+
+// Everything a CTA's threads share about the step in flight.
+struct CtaState {
+  DeviceJob job;
+  DeviceProgramView program;  // the job's program (kept here, not in registers: every tile needs registers more)
+  uint32_t task;    // broadcast by thread 0: the task to run next (dynamic queue)
+  uint32_t proceed; // broadcast by thread 0: 0 when the kernel aborts or the queue is empty
+};
+
+class Worker {
+ public:
+  __device__ __forceinline__ Worker(const KernelConfig& config, CtaState& state, unsigned char* dynamic_shared, uint64_t* full,
+                    uint64_t* empty)
+      : config_(config), state_(state), program_(state.program) {
+    ring_.stages = dynamic_shared;
+    ring_.full = full;
+    ring_.empty = empty;
+    ring_.stage_bytes = config.stage_bytes;
+    ring_.stage_count = config.stage_count;
+    workspace_ = reinterpret_cast<float*>(dynamic_shared + uint64_t(config.stage_bytes) * config.stage_count);
+  }
+
+  // One step: the producer warp streams weights; the consumer warps run the queue.
+  __device__ __forceinline__ void run_step() {
+    if (threadIdx.x >= kDeviceConsumerThreads) {
+      if (staging_enabled() && program_.header->placement == uint8_t(Placement::static_queues)) produce_weights();
+      return;
+    }
+    if (state_.job.bsp)
+      run_bsp();
+    else if (program_.header->placement == uint8_t(Placement::dynamic_queue))
+      run_dynamic();
+    else
+      run_static();
+  }
+
+  // The last CTA to finish a step publishes its greedy token and marks it done in the mailbox.
+  __device__ __forceinline__ void finish_step() {
+    if (threadIdx.x != 0) return;
+    DeviceGlobals* globals = config_.globals;
+    __threadfence();
+    const uint32_t finished = atomicAdd(&globals->ctas_done, 1u) + 1;
+    if (finished != gridDim.x * state_.job.kernel_step) return;
+    __threadfence();
+    Mailbox* mailbox = config_.mailbox;
+    const unsigned long long key = atomicExch(&globals->argmax_key, 0ull);
+    const uint32_t nonfinite = atomicExch(&globals->nonfinite, 0u);
+    *reinterpret_cast<volatile unsigned long long*>(&mailbox->argmax_key) = key;
+    *reinterpret_cast<volatile uint32_t*>(&mailbox->nonfinite) = nonfinite;
+    __threadfence_system();
+    store_release_system(&mailbox->done, state_.job.kernel_step);
+  }
+
+  __device__ __forceinline__ bool aborted() const { return *reinterpret_cast<const volatile uint32_t*>(&config_.globals->abort) != 0; }
+
+ private:
+  __device__ __forceinline__ bool staging_enabled() const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    return config_.stage_count > 0 && state_.job.stage_weights;
+#else
+    return false;  // bulk copies and mbarrier transaction counts need sm_90
+#endif
+  }
+  __device__ __forceinline__ bool staged(uint32_t task) const {
+    return staging_enabled() && task_streams_staged(program_.weight_streams[task], config_.stage_bytes, program_.header->tokens,
+                                                    program_.header->placement, true);
+  }
+
+  // --- the producer warp ---------------------------------------------------------------------------
+  __device__ __forceinline__ void produce_weights() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (lane_id() != 0 || blockIdx.x >= program_.header->worker_count) return;
+    const volatile uint32_t* abort = &config_.globals->abort;
+    const uint32_t* tasks = state_.job.bsp ? program_.bsp_tasks : program_.queue_tasks;  // as the consumers
+    for (uint32_t q = program_.queue_begin[blockIdx.x]; q < program_.queue_begin[blockIdx.x + 1]; ++q) {
+      const uint32_t task = tasks[q];
+      if (!staged(task)) continue;
+      const WeightStreamDesc& s = program_.weight_streams[task];
+      const uint32_t per_chunk = rows_per_chunk(s, ring_.stage_bytes);
+      for (uint32_t r = 0; r < s.range_count; ++r) {
+        const unsigned char* base = static_cast<const unsigned char*>(state_.job.slots[s.ranges[r].slot]) + s.ranges[r].offset;
+        for (uint32_t first = 0; first < s.ranges[r].rows; first += per_chunk) {
+          const uint32_t bytes = min(per_chunk, s.ranges[r].rows - first) * s.row_bytes;
+          const uint32_t stage = producer_chunk_ % ring_.stage_count, use = producer_chunk_ / ring_.stage_count;
+          ++producer_chunk_;
+          if (use > 0 && !mbarrier_wait(ring_.empty + stage, (use - 1) & 1u, abort)) return;
+          const uint32_t full = shared_address(ring_.full + stage);
+          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full), "r"(bytes) : "memory");
+          asm volatile(
+              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                  shared_address(ring_.stages + uint64_t(stage) * ring_.stage_bytes)),
+              "l"(base + uint64_t(first) * s.row_bytes), "r"(bytes), "r"(full)
+              : "memory");
+        }
+      }
+    }
+#endif
+  }
+
+  // --- waiting, with the watchdog ------------------------------------------------------------------
+  // Thread 0 only. Spins until *counter reaches target; false when the watchdog fires or the kernel aborts.
+  template <class Load>
+  __device__ __forceinline__ bool wait_until(Load load, uint32_t target, DeviceWaitKind kind, uint32_t what, uint32_t task) {
+    uint32_t value = load();
+    if (counter_reached(value, target)) return true;
+    const uint64_t start = global_timer_ns();
+    for (uint32_t spins = 1;; ++spins) {
+      value = load();
+      if (counter_reached(value, target)) return true;
+      if (spins % 64 == 0) {
+        if (aborted()) return false;
+        const uint64_t waited = global_timer_ns() - start;
+        if (waited > config_.watchdog_ns) {
+          report_hang(kind, what, value, target, task, waited);
+          return false;
+        }
+        if (spins > 4096) __nanosleep(256);  // a long wait: leave the memory system to the others
+      }
+    }
+  }
+
+  __device__ __forceinline__ void report_hang(DeviceWaitKind kind, uint32_t what, uint32_t value, uint32_t target, uint32_t task, uint64_t waited_ns) {
+    DeviceErrorRecord r;
+    r.code = uint32_t(DeviceErrorCode::watchdog);
+    r.wait_kind = uint32_t(kind);
+    r.event = what;
+    r.counter = value;
+    r.target = target;
+    r.waited_ms = uint32_t(waited_ns / 1000000);
+    fill_task(r, task);
+    raise_error(r);
+  }
+
+  __device__ __forceinline__ void fill_task(DeviceErrorRecord& r, uint32_t task) const {
+    r.cta = blockIdx.x;
+    r.task = task;
+    if (task < program_.header->task_count) {
+      const TaskDesc& t = program_.tasks[task];
+      r.op = uint32_t(t.op);
+      r.layer = t.layer;
+      r.tile_begin = t.tile_begin;
+      r.tile_end = t.tile_end;
+    }
+  }
+
+  // The first error of the run is written to the mailbox (mapped host memory); every CTA then stops.
+  __device__ __forceinline__ void raise_error(const DeviceErrorRecord& r) {
+    DeviceGlobals* globals = config_.globals;
+    if (atomicCAS(&globals->error_claimed, 0u, 1u) == 0) {
+      volatile DeviceErrorRecord& out = config_.mailbox->error;
+      out.cta = r.cta;
+      out.task = r.task;
+      out.op = r.op;
+      out.layer = r.layer;
+      out.tile_begin = r.tile_begin;
+      out.tile_end = r.tile_end;
+      out.wait_kind = r.wait_kind;
+      out.event = r.event;
+      out.counter = r.counter;
+      out.target = r.target;
+      out.waited_ms = r.waited_ms;
+      __threadfence_system();
+      out.code = r.code;  // the code last: a host that sees it sees the rest
+      __threadfence_system();
+    }
+    atomicExch(&globals->abort, 1u);
+    __threadfence();
+  }
+
+  // --- running one task on the consumer warps --------------------------------------------------------
+  __device__ __forceinline__ void run_task(uint32_t task) {
+    const TaskDesc& t = program_.tasks[task];
+    DeviceTileContext ctx;
+    ctx.slots = state_.job.slots;
+    ctx.tokens = state_.job.tokens;
+    ctx.tokens_count = state_.job.tokens_count;
+    ctx.position0 = state_.job.position0;
+    ctx.workspace = workspace_;
+    ctx.workspace_floats = state_.job.workspace_floats;
+    ctx.stream = &program_.weight_streams[task];
+    ctx.staged = staged(task);
+    ctx.ring = ring_;
+    ctx.chunk = consumer_chunk_;
+    ctx.abort = &config_.globals->abort;
+    ctx.globals = config_.globals;
+    if (!run_device_tile(t.op, program_.node_params[t.node], TileRange{t.tile_begin, t.tile_end}, ctx)) {
+      if (threadIdx.x == 0) {
+        DeviceErrorRecord r;
+        r.code = uint32_t(DeviceErrorCode::unknown_opcode);
+        fill_task(r, task);
+        raise_error(r);
+      }
+      __trap();  // the host encoder refuses unknown opcodes; reaching this means corrupted memory
+    }
+    consumer_chunk_ = ctx.chunk;
+    consumers_sync();  // the tile's outputs are written before thread 0 signals
+  }
+
+  // Thread 0: `count` signals of event e, released at gpu scope (the caller fenced after the tile).
+  __device__ __forceinline__ void signal(uint32_t e, uint32_t count) { atomicAdd(state_.job.events + e, count); }
+
+  __device__ __forceinline__ bool broadcast(bool value) {
+    if (threadIdx.x == 0) state_.proceed = value ? 1u : 0u;
+    consumers_sync();
+    const bool result = state_.proceed != 0;
+    consumers_sync();  // nobody overwrites `proceed` before everyone has read it
+    return result;
+  }
+
+  // Static queues: this CTA's tasks in order, each once its events reach their targets.
+  __device__ __forceinline__ void run_static() {
+    const DeviceJob& job = state_.job;
+    const uint32_t begin = program_.queue_begin[blockIdx.x], end = program_.queue_begin[blockIdx.x + 1];
+    // A node's done event fires only when every tile of the node is done, so a CTA's run of tiles of one
+    // node adds its count once, at the end of the run or before the CTA would wait (as the CPU twin).
+    uint32_t pending_event = kNoSlot, pending_count = 0;
+    auto flush = [&] {
+      if (pending_count) signal(pending_event, pending_count);
+      pending_count = 0;
+    };
+    for (uint32_t q = begin; q < end; ++q) {
+      const uint32_t task = program_.queue_tasks[q];
+      const TaskDesc& t = program_.tasks[task];
+      bool ready = true;
+      if (threadIdx.x == 0) {
+        for (uint32_t i = 0; i < t.wait_count && ready; ++i) {
+          const uint32_t e = program_.waits[t.wait_begin + i];
+          const uint32_t target = program_.triggers[e] * job.step;
+          if (counter_reached(load_acquire_gpu(job.events + e), target)) continue;
+          __threadfence();
+          flush();
+          ready = wait_until([&] { return load_acquire_gpu(job.events + e); }, target, DeviceWaitKind::event, e, task);
+        }
+        __threadfence();
+      }
+      if (!broadcast(ready)) return;
+      run_task(task);
+      if (threadIdx.x == 0) {
+        __threadfence();
+        const uint32_t done = program_.node_done[t.node];
+        for (uint32_t i = 0; i < t.signal_count; ++i) {
+          const uint32_t e = program_.signals[t.signal_begin + i];
+          if (e == done) {
+            if (pending_event != e) flush();
+            pending_event = e;
+            ++pending_count;
+          } else {
+            signal(e, 1);
+          }
+        }
+        if (q + 1 == end || program_.tasks[program_.queue_tasks[q + 1]].node != t.node) flush();
+      }
+    }
+  }
+
+  // The dynamic ready queue: tasks that wait on nothing first, then tasks in the order their last input
+  // event fired. The CTA that completes an event makes its waiters ready.
+  __device__ __forceinline__ void run_dynamic() {
+    const DeviceJob& job = state_.job;
+    const uint32_t tasks = program_.header->task_count, initial = program_.header->initial_ready_count;
+    for (;;) {
+      if (threadIdx.x == 0) {
+        const uint32_t index = atomicAdd(job.counters + 1, 1u) - job.pop_base;
+        uint32_t task = kNoSlot;
+        if (index < initial) {
+          task = program_.initial_ready[index];
+        } else if (index < tasks) {
+          const unsigned long long* entry = job.ready_list + (index - initial);
+          const bool stamped = wait_until([&] { return uint32_t(load_acquire_gpu(entry) >> 32); }, job.dynamic_step,
+                                          DeviceWaitKind::ready_queue, index, kNoSlot);
+          if (stamped) task = uint32_t(load_acquire_gpu(entry));
+        }
+        state_.task = task;
+        __threadfence();
+      }
+      consumers_sync();
+      const uint32_t task = state_.task;
+      consumers_sync();
+      if (task == kNoSlot) return;
+      run_task(task);
+      if (threadIdx.x == 0) {
+        __threadfence();
+        const TaskDesc& t = program_.tasks[task];
+        for (uint32_t i = 0; i < t.signal_count; ++i) {
+          const uint32_t e = program_.signals[t.signal_begin + i];
+          const uint32_t value = atomicAdd(job.events + e, 1u) + 1;
+          if (value != program_.triggers[e] * job.step) continue;
+          __threadfence();
+          for (uint32_t k = program_.waiter_begin[e]; k < program_.waiter_begin[e + 1]; ++k) {
+            const uint32_t waiter = program_.waiters[k];
+            const uint32_t need = uint32_t(program_.tasks[waiter].wait_count) * job.dynamic_step;
+            if (atomicAdd(job.satisfied + waiter, 1u) + 1 != need) continue;
+            const uint32_t slot = atomicAdd(job.counters + 0, 1u) - job.push_base;
+            store_release_gpu(job.ready_list + slot, (static_cast<unsigned long long>(job.dynamic_step) << 32) | waiter);
+          }
+        }
+      }
+    }
+  }
+
+  // Bulk-synchronous: node by node, the CTA's tiles of the node, then a grid barrier (grow-only count).
+  __device__ __forceinline__ void run_bsp() {
+    const DeviceJob& job = state_.job;
+    const uint32_t nodes = program_.header->node_count, ctas = gridDim.x;
+    const bool static_queues = program_.header->worker_count != 0;
+    uint32_t next = static_queues ? program_.queue_begin[blockIdx.x] : 0;
+    const uint32_t end = static_queues ? program_.queue_begin[blockIdx.x + 1] : 0;
+    uint32_t target = ctas * nodes * (job.bsp_step - 1);
+    for (uint32_t n = 0; n < nodes; ++n) {
+      const uint32_t done = program_.node_done[n];
+      uint32_t tiles_run = 0;
+      auto run = [&](uint32_t task) {
+        run_task(task);
+        if (threadIdx.x == 0) {
+          const TaskDesc& t = program_.tasks[task];
+          for (uint32_t i = 0; i < t.signal_count; ++i) {
+            const uint32_t e = program_.signals[t.signal_begin + i];
+            if (e != done) signal(e, 1);  // kept in step for later dataflow steps
+          }
+        }
+        ++tiles_run;
+      };
+      if (static_queues) {
+        for (; next < end && program_.tasks[program_.bsp_tasks[next]].node == n; ++next) run(program_.bsp_tasks[next]);
+      } else {
+        const uint32_t first = program_.node_first_task[n], count = program_.node_first_task[n + 1] - first;
+        for (uint32_t i = blockIdx.x; i < count; i += ctas) run(first + i);
+      }
+      bool passed = true;
+      if (threadIdx.x == 0) {
+        __threadfence();
+        if (done != kNoSlot && tiles_run) signal(done, tiles_run);
+        atomicAdd(job.counters + 2, 1u);
+        target += ctas;
+        passed = wait_until([&] { return load_acquire_gpu(job.counters + 2); }, target, DeviceWaitKind::bsp_barrier, n, kNoSlot);
+        __threadfence();
+      }
+      if (!broadcast(passed)) return;
+    }
+  }
+
+  const KernelConfig& config_;
+  CtaState& state_;
+  const DeviceProgramView& program_;  // in shared memory
+  StageRing ring_;
+  float* workspace_ = nullptr;
+  uint32_t producer_chunk_ = 0;  // producer lane 0: chunks issued since the kernel started
+  uint32_t consumer_chunk_ = 0;  // consumers: chunks consumed since the kernel started
+};
+
+// Resident mode, thread 0: waits for the doorbell to reach `step` (or a shutdown) and copies the posted
+// job into shared memory. No watchdog here: an idle engine is not a hang.
+__device__ bool receive_job(const KernelConfig& config, uint32_t step, CtaState& state) {
+  Mailbox* mailbox = config.mailbox;
+  for (uint32_t spins = 0;; ++spins) {
+    if (load_acquire_system(&mailbox->shutdown)) return false;
+    if (counter_reached(load_acquire_system(&mailbox->doorbell), step)) break;
+    if (spins > 1024) __nanosleep(500);
+  }
+  const volatile uint32_t* in = reinterpret_cast<const volatile uint32_t*>(&mailbox->job);
+  uint32_t* out = reinterpret_cast<uint32_t*>(&state.job);
+  for (uint32_t i = 0; i < sizeof(DeviceJob) / 4; ++i) out[i] = in[i];
+  state.program = view_device_program(*reinterpret_cast<const DeviceProgramHeader*>(state.job.program), state.job.program);
+  return true;
+}
+
+}  // namespace
+
+__global__ void __launch_bounds__(kDeviceThreads, 1) megakernel(const __grid_constant__ KernelConfig config) {
+  extern __shared__ __align__(128) unsigned char dynamic_shared[];
+  __shared__ __align__(8) uint64_t full[kDeviceMaxStages];
+  __shared__ __align__(8) uint64_t empty[kDeviceMaxStages];
+  // CtaState holds structs with default member initialisers, which __shared__ variables may not have.
+  __shared__ __align__(16) unsigned char state_storage[sizeof(CtaState)];
+  CtaState& state = *reinterpret_cast<CtaState*>(state_storage);
+  __shared__ uint32_t running;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0) {
+    for (uint32_t s = 0; s < config.stage_count; ++s) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(full + s)), "r"(1u) : "memory");
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(empty + s)), "r"(kDeviceConsumerWarps) : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+#endif
+  Worker worker(config, state, dynamic_shared, full, empty);
+  if (!config.resident) {
+    if (threadIdx.x == 0) {
+      state.job = config.job;
+      state.program = view_device_program(*reinterpret_cast<const DeviceProgramHeader*>(config.job.program), config.job.program);
+    }
+    __syncthreads();
+    worker.run_step();
+    __syncthreads();
+    if (!worker.aborted()) worker.finish_step();
+    return;
+  }
+  for (uint32_t step = config.first_kernel_step;; ++step) {
+    if (threadIdx.x == 0) running = receive_job(config, step, state) ? 1u : 0u;
+    __syncthreads();
+    if (!running) return;
+    worker.run_step();
+    __syncthreads();
+    if (worker.aborted()) return;
+    worker.finish_step();
+  }
+}
+
+}  // namespace tilefire::device
+
+namespace tilefire {
+
+const void* megakernel_entry() { return reinterpret_cast<const void*>(&device::megakernel); }
+
+}  // namespace tilefire

@@ -1,0 +1,241 @@
+#pragma once
+// What every device tile function shares: the context a tile runs in, warp and block reductions, bf16
+// unpacking, the RMSNorm prologue into shared memory, and the task's weight rows as a matrix-vector body
+// (gemv_task_rows) that reads them from the CTA's shared-memory stages (filled ahead by the producer warp)
+// or straight from global memory.
+//
+// Tiles run on the CTA's consumer warps (threads [0, kDeviceConsumerThreads)); they synchronise among
+// themselves with named barrier 1 (consumers_sync), never with __syncthreads, which would also wait for
+// the producer warp. Memory rules:
+//  - weights are read-only for the kernel's life: ld.global.nc;
+//  - activations and KV caches are written by other CTAs in the same kernel: read with ld.global.cg
+//    (at L2, where the producer's release made them visible), never through the non-coherent path.
+#include <cuda_bf16.h>
+#include <cstdint>
+
+#include "megakernel/cuda/device_job.h"
+#include "ops/tile.h"
+
+namespace tilefire::device {
+
+// The CTA's weight stages as the consumers see them.
+struct StageRing {
+  unsigned char* stages = nullptr;  // [stage_count][stage_bytes] shared memory
+  uint64_t* full = nullptr;         // [stage_count] mbarriers: the producer's bulk copy landed
+  uint64_t* empty = nullptr;        // [stage_count] mbarriers: every consumer warp is done with it
+  uint32_t stage_bytes = 0;
+  uint32_t stage_count = 0;
+};
+
+struct DeviceTileContext {
+  void* const* slots = nullptr;  // [slot count] device pointers
+  const int32_t* tokens = nullptr;  // [tokens_count] the step's token ids
+  uint32_t tokens_count = 0;
+  uint32_t position0 = 0;
+  float* workspace = nullptr;  // shared memory, workspace_floats floats
+  uint32_t workspace_floats = 0;
+  const WeightStreamDesc* stream = nullptr;  // the task's weight rows
+  bool staged = false;         // stream through `ring` (else read weights from global memory)
+  StageRing ring;
+  uint32_t chunk = 0;          // consumers: chunks consumed from the ring since the kernel started
+  const volatile uint32_t* abort = nullptr;  // raised by the watchdog: leave every wait at once
+  bool aborted = false;
+  DeviceGlobals* globals = nullptr;  // the step's argmax and non-finite flag
+
+  template <class T>
+  __device__ T* slot(uint32_t id) const { return static_cast<T*>(slots[id]); }
+};
+
+template <OpCode op>
+struct DeviceTile;  // specialised in ops/cuda/<op>.cuh; a missing one fails the build of the dispatch
+
+__device__ __forceinline__ void consumers_sync() {
+  asm volatile("bar.sync 1, %0;" ::"r"(kDeviceConsumerThreads) : "memory");
+}
+__device__ __forceinline__ uint32_t warp_id() { return threadIdx.x / 32; }
+__device__ __forceinline__ uint32_t lane_id() { return threadIdx.x % 32; }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Sum over the consumer threads; every consumer gets the result. `scratch`: kDeviceConsumerWarps doubles
+// of shared memory, free between calls.
+__device__ __forceinline__ double consumers_sum(double v, double* scratch) {
+  v = warp_sum(v);
+  if (lane_id() == 0) scratch[warp_id()] = v;
+  consumers_sync();
+  double total = 0;
+#pragma unroll
+  for (uint32_t w = 0; w < kDeviceConsumerWarps; ++w) total += scratch[w];  // fixed order
+  consumers_sync();
+  return total;
+}
+
+__device__ __forceinline__ float bf16_bits_to_float(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
+// Eight bf16 in a 16-byte vector, as floats.
+__device__ __forceinline__ void unpack_bf16x8(const uint4& v, float* out) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(words[i] << 16);
+    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ uint4 load_weight_v4(const void* p) {  // read-only for the kernel's life
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float load_weight_bf16(const void* base, uint64_t index) {
+  const unsigned short bits = __ldg(static_cast<const unsigned short*>(base) + index);
+  return bf16_bits_to_float(bits);
+}
+
+// xs[t, :] = rmsnorm(x[m0 + t, :]) * g for t < count, into shared memory (x: [tokens, K] activation).
+// The sum of squares in double, as the CPU twin (ops/rmsnorm.cpp).
+__device__ __forceinline__ void rmsnorm_rows_to_shared(const float* x, uint32_t m0, uint32_t count, uint32_t K,
+                                                       const float* g, float eps, float* xs, double* scratch) {
+  for (uint32_t t = 0; t < count; ++t) {
+    const float* row = x + uint64_t(m0 + t) * K;
+    double sum = 0;
+    for (uint32_t k = threadIdx.x; k < K; k += kDeviceConsumerThreads) {
+      const float v = __ldcg(row + k);
+      xs[t * K + k] = v;
+      sum += double(v) * double(v);
+    }
+    const double total = consumers_sum(sum, scratch);
+    const float inverse = float(1.0 / sqrt(total / double(K) + double(eps)));
+    for (uint32_t k = threadIdx.x; k < K; k += kDeviceConsumerThreads)
+      xs[t * K + k] = (xs[t * K + k] * inverse) * __ldg(g + k);
+  }
+  consumers_sync();
+}
+
+// xs[t, :] = x[m0 + t, :] for t < count (no norm: the O and down projections).
+__device__ __forceinline__ void copy_rows_to_shared(const float* x, uint32_t m0, uint32_t count, uint32_t K, float* xs) {
+  for (uint32_t i = threadIdx.x; i < count * K; i += kDeviceConsumerThreads) xs[i] = __ldcg(x + uint64_t(m0) * K + i);
+  consumers_sync();
+}
+
+// One weight row (K bf16) dotted with xs[t, :] for t < count, by one warp; lane 0 writes out[t * stride].
+template <bool kVectorised>
+__device__ __forceinline__ void dot_row(const unsigned char* row, bool row_in_shared, uint32_t K, const float* xs,
+                                        uint32_t count, float* out, uint32_t stride) {
+  float acc[kDeviceMaxPassTokens] = {};
+  const uint32_t lane = lane_id();
+  if constexpr (kVectorised) {  // K % 8 == 0 and 16-byte aligned rows
+    const uint32_t vectors = K / 8;
+#pragma unroll 2
+    for (uint32_t v = lane; v < vectors; v += 32) {
+      const uint4 packed = row_in_shared ? reinterpret_cast<const uint4*>(row)[v] : load_weight_v4(row + 16ull * v);
+      float w[8];
+      unpack_bf16x8(packed, w);
+#pragma unroll
+      for (uint32_t t = 0; t < kDeviceMaxPassTokens; ++t) {
+        if (t >= count) break;
+        const float4 a = reinterpret_cast<const float4*>(xs + t * K + v * 8)[0];
+        const float4 b = reinterpret_cast<const float4*>(xs + t * K + v * 8)[1];
+        acc[t] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+      }
+    }
+  } else {
+    for (uint32_t k = lane; k < K; k += 32) {
+      const float w = row_in_shared ? bf16_bits_to_float(reinterpret_cast<const unsigned short*>(row)[k])
+                                    : load_weight_bf16(row, k);
+#pragma unroll
+      for (uint32_t t = 0; t < kDeviceMaxPassTokens; ++t)
+        if (t < count) acc[t] += w * xs[t * K + k];
+    }
+  }
+#pragma unroll
+  for (uint32_t t = 0; t < kDeviceMaxPassTokens; ++t) {
+    const float total = warp_sum(acc[t]);
+    if (lane == 0 && t < count) out[t * stride] = total;
+  }
+}
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Waits until the mbarrier's phase with the given parity has completed; false when the kernel aborts.
+__device__ __forceinline__ bool mbarrier_wait(uint64_t* barrier, uint32_t parity, const volatile uint32_t* abort) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t address = shared_address(barrier);
+  for (uint32_t spins = 0;; ++spins) {
+    uint32_t done;
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(address), "r"(parity)
+        : "memory");
+    if (done) return true;
+    if ((spins & 63) == 63 && *abort) return false;
+  }
+#else
+  return false;  // no staging before Hopper: never called
+#endif
+}
+
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* barrier) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(barrier)) : "memory");
+#endif
+}
+
+// dots[t * total_rows + i] = xs[t, :] . (row i of the task's weight stream), for t < count and every row
+// i of the stream's ranges in order (total_rows of them). Row i goes to warp i mod kDeviceConsumerWarps.
+// Returns after consumers_sync, so dots are readable by every consumer.
+__device__ __forceinline__ void gemv_task_rows(DeviceTileContext& ctx, uint32_t K, const float* xs, uint32_t count,
+                                               float* dots, uint32_t total_rows) {
+  const WeightStreamDesc& s = *ctx.stream;
+  const uint32_t warp = warp_id(), lane = lane_id();
+  const bool vectorised = K % 8 == 0 && s.row_bytes % 16 == 0;
+  uint32_t row_base = 0;
+  for (uint32_t r = 0; r < s.range_count; ++r) {
+    const WeightStreamDesc::Range range = s.ranges[r];
+    if (!ctx.staged) {
+      const unsigned char* base = ctx.slot<const unsigned char>(range.slot) + range.offset;
+      for (uint32_t i = (warp + kDeviceConsumerWarps - row_base % kDeviceConsumerWarps) % kDeviceConsumerWarps;
+           i < range.rows; i += kDeviceConsumerWarps) {
+        if (vectorised)
+          dot_row<true>(base + uint64_t(i) * s.row_bytes, false, K, xs, count, dots + row_base + i, total_rows);
+        else
+          dot_row<false>(base + uint64_t(i) * s.row_bytes, false, K, xs, count, dots + row_base + i, total_rows);
+      }
+    } else {
+      const uint32_t per_chunk = rows_per_chunk(s, ctx.ring.stage_bytes);
+      for (uint32_t first = 0; first < range.rows; first += per_chunk) {
+        const uint32_t rows = min(per_chunk, range.rows - first);
+        const uint32_t stage = ctx.chunk % ctx.ring.stage_count;
+        const uint32_t parity = (ctx.chunk / ctx.ring.stage_count) & 1u;
+        ++ctx.chunk;
+        if (!mbarrier_wait(ctx.ring.full + stage, parity, ctx.abort)) {
+          ctx.aborted = true;
+          break;
+        }
+        const unsigned char* chunk = ctx.ring.stages + uint64_t(stage) * ctx.ring.stage_bytes;
+        const uint32_t chunk_base = row_base + first;
+        for (uint32_t i = (warp + kDeviceConsumerWarps - chunk_base % kDeviceConsumerWarps) % kDeviceConsumerWarps;
+             i < rows; i += kDeviceConsumerWarps)
+          dot_row<true>(chunk + uint64_t(i) * s.row_bytes, true, K, xs, count, dots + chunk_base + i, total_rows);
+        __syncwarp();
+        if (lane == 0) mbarrier_arrive(ctx.ring.empty + stage);
+      }
+    }
+    row_base += range.rows;
+  }
+  consumers_sync();
+}
+
+}  // namespace tilefire::device

@@ -1,0 +1,36 @@
+#pragma once
+// gate_up_swiglu on the device: out[:, f0:f1] = silu(xn Wg[f0:f1]^T) * (xn Wu[f0:f1]^T), xn = rmsnorm(x) * g
+// (the CPU twin: ops/gate_up_swiglu.h). The task streams the gate rows, then the up rows.
+#include "ops/cuda/device_tile.cuh"
+#include "ops/gate_up_swiglu.h"
+
+namespace tilefire::device {
+
+template <>
+struct DeviceTile<OpCode::gate_up_swiglu> {
+  using Params = GateUpSwigluParams;
+  // workspace: xs [kDeviceMaxPassTokens, hidden], dots [kDeviceMaxPassTokens, 2 * width], 8 doubles
+  __device__ static void run(const Params& p, TileRange tile, DeviceTileContext& ctx) {
+    const uint32_t width = tile.end - tile.begin;
+    const float* x = ctx.slot<const float>(p.x);  // [tokens, hidden]
+    float* out = ctx.slot<float>(p.out);          // [tokens, ffn]
+    float* xs = ctx.workspace;
+    float* dots = xs + kDeviceMaxPassTokens * p.hidden;
+    double* scratch = reinterpret_cast<double*>(dots + kDeviceMaxPassTokens * 2 * width + 2);
+    scratch = reinterpret_cast<double*>((reinterpret_cast<uintptr_t>(scratch) + 7) & ~uintptr_t(7));
+    const float* g = ctx.slot<const float>(p.norm_weight);
+    for (uint32_t m0 = 0; m0 < ctx.tokens_count; m0 += kDeviceMaxPassTokens) {
+      const uint32_t count = min(kDeviceMaxPassTokens, ctx.tokens_count - m0);
+      rmsnorm_rows_to_shared(x, m0, count, p.hidden, g, p.eps, xs, scratch);
+      gemv_task_rows(ctx, p.hidden, xs, count, dots, 2 * width);
+      for (uint32_t i = threadIdx.x; i < count * width; i += kDeviceConsumerThreads) {
+        const uint32_t t = i / width, f = i % width;
+        const float gate = dots[t * 2 * width + f], up = dots[t * 2 * width + width + f];
+        out[uint64_t(m0 + t) * p.ffn + tile.begin + f] = gate / (1.0f + expf(-gate)) * up;
+      }
+      consumers_sync();
+    }
+  }
+};
+
+}  // namespace tilefire::device

@@ -1,0 +1,42 @@
+#pragma once
+// lm_head on the device: logits[v0:v1] = rmsnorm(x[last]) * g @ W[v0:v1]^T (the CPU twin: ops/lm_head.h),
+// with the greedy reduction fused: the tile's largest logit goes into the step's 64-bit argmax key
+// (megakernel/cuda/device_job.h), and any NaN or Inf logit raises the step's non-finite flag.
+#include "ops/cuda/device_tile.cuh"
+#include "ops/lm_head.h"
+
+namespace tilefire::device {
+
+template <>
+struct DeviceTile<OpCode::lm_head> {
+  using Params = LmHeadParams;
+  // workspace: xs [hidden], dots [width], 8 doubles
+  __device__ static void run(const Params& p, TileRange tile, DeviceTileContext& ctx) {
+    const uint32_t width = tile.end - tile.begin;
+    float* xs = ctx.workspace;
+    float* dots = xs + kDeviceMaxPassTokens * p.hidden;
+    double* scratch = reinterpret_cast<double*>(dots + width + 2);
+    scratch = reinterpret_cast<double*>((reinterpret_cast<uintptr_t>(scratch) + 7) & ~uintptr_t(7));
+    rmsnorm_rows_to_shared(ctx.slot<const float>(p.x), ctx.tokens_count - 1, 1, p.hidden,
+                           ctx.slot<const float>(p.norm_weight), p.eps, xs, scratch);
+    gemv_task_rows(ctx, p.hidden, xs, 1, dots, width);
+    float* logits = ctx.slot<float>(p.logits);  // [vocab]
+    unsigned long long best = 0;
+    bool nonfinite = false;
+    for (uint32_t i = threadIdx.x; i < width; i += kDeviceConsumerThreads) {
+      const float v = dots[i];
+      logits[tile.begin + i] = v;
+      if (!isfinite(v)) nonfinite = true;
+      else best = max(best, argmax_key_of(v, tile.begin + i));
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, offset));
+    nonfinite = __any_sync(0xffffffffu, nonfinite);
+    if (lane_id() == 0) {
+      if (best) atomicMax(&ctx.globals->argmax_key, best);
+      if (nonfinite) atomicOr(&ctx.globals->nonfinite, 1u);
+    }
+  }
+};
+
+}  // namespace tilefire::device

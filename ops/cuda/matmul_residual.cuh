@@ -1,0 +1,34 @@
+#pragma once
+// matmul_residual on the device: out[:, n0:n1] = residual[:, n0:n1] + x @ W[n0:n1, :]^T, the O and down
+// projections with the residual add in the epilogue (the CPU twin: ops/matmul_residual.h).
+#include "ops/cuda/device_tile.cuh"
+#include "ops/matmul_residual.h"
+
+namespace tilefire::device {
+
+template <>
+struct DeviceTile<OpCode::matmul_residual> {
+  using Params = MatmulResidualParams;
+  // workspace: xs [kDeviceMaxPassTokens, K], dots [kDeviceMaxPassTokens, tile columns]
+  __device__ static void run(const Params& p, TileRange tile, DeviceTileContext& ctx) {
+    const uint32_t width = tile.end - tile.begin;
+    const float* x = ctx.slot<const float>(p.x);                // [tokens, K]
+    const float* residual = ctx.slot<const float>(p.residual);  // [tokens, N]
+    float* out = ctx.slot<float>(p.out);                        // [tokens, N]
+    float* xs = ctx.workspace;
+    float* dots = xs + kDeviceMaxPassTokens * p.K;
+    for (uint32_t m0 = 0; m0 < ctx.tokens_count; m0 += kDeviceMaxPassTokens) {
+      const uint32_t count = min(kDeviceMaxPassTokens, ctx.tokens_count - m0);
+      copy_rows_to_shared(x, m0, count, p.K, xs);
+      gemv_task_rows(ctx, p.K, xs, count, dots, width);
+      for (uint32_t i = threadIdx.x; i < count * width; i += kDeviceConsumerThreads) {
+        const uint32_t t = i / width, n = tile.begin + i % width;
+        const uint64_t at = uint64_t(m0 + t) * p.N + n;
+        out[at] = dots[t * width + (n - tile.begin)] + __ldcg(residual + at);
+      }
+      consumers_sync();
+    }
+  }
+};
+
+}  // namespace tilefire::device

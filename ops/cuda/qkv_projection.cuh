@@ -1,0 +1,80 @@
+#pragma once
+// qkv_projection on the device (the CPU twin: ops/qkv_projection.h): RMSNorm prologue into shared
+// memory, the tile's head rows of Wq, Wk or Wv as the matrix-vector body, then per head: bias, the
+// per-head norm (Qwen3), RoPE, and the store to q or the KV cache at positions position0 + m.
+#include "ops/cuda/device_tile.cuh"
+#include "ops/qkv_projection.h"
+
+namespace tilefire::device {
+
+template <>
+struct DeviceTile<OpCode::qkv_projection> {
+  using Params = QkvProjectionParams;
+  using Op = QkvProjectionOp;
+
+  // workspace: xs [kDeviceMaxPassTokens, hidden], dots [kDeviceMaxPassTokens, heads of tile * head_dim], 8 doubles
+  __device__ static void run(const Params& p, TileRange tile, DeviceTileContext& ctx) {
+    const Op::Segment s = Op::segment_of(p, tile.begin);
+    const uint32_t count = tile.end - tile.begin, hd = p.head_dim, rows = count * hd;
+    float* xs = ctx.workspace;
+    float* dots = xs + kDeviceMaxPassTokens * p.hidden;
+    double* scratch = reinterpret_cast<double*>(dots + kDeviceMaxPassTokens * rows + 2);
+    scratch = reinterpret_cast<double*>((reinterpret_cast<uintptr_t>(scratch) + 7) & ~uintptr_t(7));
+    const float* x = ctx.slot<const float>(p.x);  // [tokens, hidden]
+    const float* inv_freq = ctx.slot<const float>(p.rope_inv_freq);  // [head_dim / 2]
+    const bool is_q = s.part == Op::Part::q, is_k = s.part == Op::Part::k;
+    const uint32_t bias_slot = is_q ? p.bq : is_k ? p.bk : p.bv;
+    const uint32_t norm_slot = is_q ? p.q_norm : is_k ? p.k_norm : kNoSlot;
+    const float* bias = bias_slot == kNoSlot ? nullptr : ctx.slot<const float>(bias_slot);
+    const float* head_norm = norm_slot == kNoSlot ? nullptr : ctx.slot<const float>(norm_slot);
+    const bool rotate = s.part != Op::Part::v;
+    for (uint32_t m0 = 0; m0 < ctx.tokens_count; m0 += kDeviceMaxPassTokens) {
+      const uint32_t tokens = min(kDeviceMaxPassTokens, ctx.tokens_count - m0);
+      rmsnorm_rows_to_shared(x, m0, tokens, p.hidden, ctx.slot<const float>(p.norm_weight), p.eps, xs, scratch);
+      gemv_task_rows(ctx, p.hidden, xs, tokens, dots, rows);
+      // One warp per (token, head): the head's values are dots[t * rows + j * hd + d].
+      for (uint32_t item = warp_id(); item < tokens * count; item += kDeviceConsumerWarps) {
+        const uint32_t t = item / count, j = item % count;
+        const uint32_t col0 = (s.first_head + j) * hd;  // column in the part's own output
+        float* head = dots + t * rows + j * hd;
+        if (bias)
+          for (uint32_t d = lane_id(); d < hd; d += 32) head[d] += __ldg(bias + col0 + d);
+        __syncwarp();
+        if (head_norm) {
+          double sum = 0;
+          for (uint32_t d = lane_id(); d < hd; d += 32) sum += double(head[d]) * double(head[d]);
+          const float inverse = float(1.0 / sqrt(warp_sum(sum) / double(hd) + double(p.eps)));
+          __syncwarp();
+          for (uint32_t d = lane_id(); d < hd; d += 32) head[d] = (head[d] * inverse) * __ldg(head_norm + d);
+          __syncwarp();
+        }
+        const uint32_t position = ctx.position0 + m0 + t;
+        if (rotate) {
+          const uint32_t half = hd / 2;
+          const float pos = float(position);
+          for (uint32_t i = lane_id(); i < half; i += 32) {
+            const float angle = pos * __ldg(inv_freq + i);
+            double sin_a, cos_a;
+            sincos(double(angle), &sin_a, &cos_a);
+            const float c = float(cos_a), sn = float(sin_a);
+            const float x0 = head[i], x1 = head[i + half];
+            head[i] = x0 * c - x1 * sn;
+            head[i + half] = x1 * c + x0 * sn;
+          }
+          __syncwarp();
+        }
+        float* destination;
+        if (is_q) {
+          destination = ctx.slot<float>(p.q_out) + uint64_t(m0 + t) * p.heads * hd + col0;  // [tokens, heads * hd]
+        } else {
+          float* cache = ctx.slot<float>(is_k ? p.k_cache : p.v_cache);  // [kv_heads, max_context, hd]
+          destination = cache + (uint64_t(s.first_head + j) * p.max_context + position) * hd;
+        }
+        for (uint32_t d = lane_id(); d < hd; d += 32) destination[d] = head[d];
+      }
+      consumers_sync();
+    }
+  }
+};
+
+}  // namespace tilefire::device

@@ -1,0 +1,35 @@
+// The backend flags of `tilefire run` and `tilefire bench` (backend_flags.h).
+#include "backend_flags.h"
+
+namespace tilefire::cli {
+
+std::vector<std::string> backend_switches() { return {"--resident", "--no-stage-weights"}; }
+std::vector<std::string> backend_valued() { return {"--backend", "--ctas", "--watchdog-ms", "--cuda-device"}; }
+
+const char* const kBackendHelp = R"(  --backend cpu|cuda     cpu: worker threads (default); cuda: one persistent GPU kernel (bf16 weights)
+  --ctas N               cuda: CTAs of the persistent grid (default: one per SM)
+  --resident             cuda: the kernel stays alive across steps; each step is posted through a doorbell
+  --no-stage-weights     cuda: read weights from global memory instead of shared-memory stages
+  --watchdog-ms N        cuda: a device wait longer than this stops the step with an error (default 10000)
+  --cuda-device N        cuda: which GPU (default 0)
+)";
+
+void apply_backend_flags(const Args& args, EngineOptions& options) {
+  const std::string backend = args.text_or("--backend", "cpu");
+  if (backend == "cpu") {
+    options.backend = Backend::cpu;
+    for (const char* flag : {"--ctas", "--watchdog-ms", "--cuda-device", "--resident", "--no-stage-weights"})
+      if (args.has(flag)) throw InputError(std::string(flag) + " applies to --backend cuda");
+    return;
+  }
+  if (backend != "cuda") throw InputError("--backend expects cpu or cuda, got '" + backend + "'");
+  if (args.has("--threads")) throw InputError("--threads applies to --backend cpu (the cuda backend takes --ctas)");
+  options.backend = Backend::cuda;
+  options.cuda_ctas = uint32_t(args.unsigned_or("--ctas", 0, 1, 4096));
+  options.cuda_watchdog_ms = uint32_t(args.unsigned_or("--watchdog-ms", 10000, 1, 3600 * 1000));
+  options.cuda_device = int(args.unsigned_or("--cuda-device", 0, 0, 63));
+  options.cuda_resident = args.has("--resident");
+  options.cuda_stage_weights = !args.has("--no-stage-weights");
+}
+
+}  // namespace tilefire::cli
