@@ -7,10 +7,15 @@
 
 #include "graph/compile.h"
 #include "graph/weights.h"
+#include "megakernel/cuda/cuda_executor.h"
 #include "scheduler/policy.h"
 #include "tilefire/engine.h"
 
 namespace tilefire {
+
+double measure_device_copy_bandwidth_gbs(int device, uint64_t bytes) {
+  return CudaExecutor::measure_copy_bandwidth_gbs(device, bytes);
+}
 
 void write_random_model(const std::string& preset, const std::string& folder, const std::string& dtype,
                         uint64_t seed, uint64_t max_shard_bytes) {

@@ -21,6 +21,7 @@ DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept { return *this; }
 
 std::string CudaExecutor::unavailable_reason(int) { return "this build of tilefire has no CUDA backend"; }
+double CudaExecutor::measure_copy_bandwidth_gbs(int, uint64_t) { no_cuda(); }
 CudaExecutor::CudaExecutor(const CudaOptions&) { no_cuda(); }
 CudaExecutor::~CudaExecutor() = default;
 uint32_t CudaExecutor::workers() const { no_cuda(); }

@@ -63,9 +63,15 @@ std::string describe_error(const DeviceErrorRecord& r) {
 
 // Shared-memory floats a tile of this program may use (the ops' workspace layouts in ops/cuda/*.cuh).
 uint32_t workspace_floats_of(const Program& program, const DeviceProgramView& view) {
-  uint64_t k_max = 0;
-  for (uint32_t t = 0; t < view.header->task_count; ++t) k_max = std::max<uint64_t>(k_max, view.weight_streams[t].row_bytes / 2);
-  uint64_t floats = kDeviceMaxPassTokens * (k_max + view.header->max_task_weight_rows) + 64;
+  // Matrix tiles: xs [pass tokens, K] then dots [pass tokens, the task's rows], then a few doubles.
+  const uint64_t pass_tokens = std::min(view.header->tokens, kDeviceMaxPassTokens);
+  uint64_t floats = 64;
+  for (uint32_t t = 0; t < view.header->task_count; ++t) {
+    const WeightStreamDesc& s = view.weight_streams[t];
+    uint64_t rows = 0;
+    for (uint32_t r = 0; r < s.range_count; ++r) rows += s.ranges[r].rows;
+    floats = std::max<uint64_t>(floats, pass_tokens * (s.row_bytes / 2 + rows) + 64);
+  }
   for (const NodeDesc& node : program.nodes)
     if (node.params.op == OpCode::causal_attention) {
       const auto& p = node.params.as<CausalAttentionParams>();
@@ -164,7 +170,6 @@ struct CudaExecutor::State {
   std::string broken;                 // the error that stopped the executor
   bool resident_running = false;
   uint32_t resident_workspace = 0;    // workspace floats the resident kernel was launched with
-  uint32_t max_workspace = 0;         // over the programs loaded so far
 
   uint32_t stage_count(uint32_t workspace_floats) const {
     if (!options.stage_weights || options.stage_bytes == 0) return 0;
@@ -225,6 +230,28 @@ std::string CudaExecutor::unavailable_reason(int device) {
            "; the megakernel is built for 8.0 (Ampere) and 9.0 (Hopper)";
   if (!p.cooperativeLaunch) return std::string(p.name) + " does not support cooperative launches";
   return "";
+}
+
+double CudaExecutor::measure_copy_bandwidth_gbs(int device, uint64_t bytes) {
+  if (const std::string reason = unavailable_reason(device); !reason.empty()) throw InputError("--backend cuda: " + reason);
+  check(cudaSetDevice(device), "cudaSetDevice");
+  DeviceBuffer from(bytes), to(bytes);
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  float best_ms = 0;
+  for (int i = 0; i < 12; ++i) {  // the first copies warm the clocks up; the best of the rest counts
+    check(cudaEventRecord(start), "cudaEventRecord");
+    check(cudaMemcpyAsync(to.get(), from.get(), bytes, cudaMemcpyDeviceToDevice), "a device-to-device copy");
+    check(cudaEventRecord(stop), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    if (i >= 2 && (best_ms == 0 || ms < best_ms)) best_ms = ms;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return 2.0 * double(bytes) / (double(best_ms) * 1e-3) / 1e9;
 }
 
 CudaExecutor::CudaExecutor(const CudaOptions& options) : state_(std::make_unique<State>()) {
@@ -316,7 +343,6 @@ CudaProgramPtr CudaExecutor::load(const Program& program, std::vector<void*> dev
   p.satisfied = DeviceBuffer(std::max<size_t>(1, program.tasks.size()) * sizeof(uint32_t));
   p.ready_list = DeviceBuffer(std::max<size_t>(1, program.tasks.size()) * sizeof(unsigned long long));
   p.counters = DeviceBuffer(4 * sizeof(uint32_t));
-  s.max_workspace = std::max(s.max_workspace, p.workspace_floats);
   return loaded;
 }
 
@@ -366,12 +392,14 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
   job.workspace_floats = p.workspace_floats;
 
   if (s.options.resident) {
-    if (s.resident_running && s.resident_workspace < p.workspace_floats) s.stop_resident();
+    // The resident kernel's shared memory is split for the program it was launched with (a decode
+    // program leaves more room for weight stages than a prefill one): another program relaunches it.
+    if (s.resident_running && s.resident_workspace != p.workspace_floats) s.stop_resident();
     std::memcpy(s.mailbox->tokens, inputs.tokens, inputs.tokens_count * sizeof(int32_t));
     job.tokens = s.mailbox_device->tokens;
     s.mailbox->job = job;
     if (!s.resident_running) {
-      s.resident_workspace = std::max(s.max_workspace, p.workspace_floats);
+      s.resident_workspace = p.workspace_floats;
       KernelConfig config = s.config(s.resident_workspace);
       config.resident = 1;
       config.first_kernel_step = job.kernel_step;
@@ -383,7 +411,10 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
     std::atomic_ref<uint32_t> error(s.mailbox->error.code);
     for (uint32_t spins = 1; done.load(std::memory_order_acquire) != job.kernel_step; ++spins) {
       if (error.load(std::memory_order_acquire)) {
-        cudaStreamSynchronize(s.stream);  // every CTA leaves once the abort flag is up
+        // Every CTA leaves once the abort flag is up; the shutdown flag too, in case one is between steps.
+        std::atomic_ref<uint32_t>(s.mailbox->shutdown).store(1, std::memory_order_release);
+        cudaStreamSynchronize(s.stream);
+        std::atomic_ref<uint32_t>(s.mailbox->shutdown).store(0, std::memory_order_release);
         s.fail("");
       }
       if (spins % 4096 == 0 && cudaStreamQuery(s.stream) != cudaErrorNotReady) {

@@ -15,6 +15,7 @@
 
 #include "megakernel/cpu/cpu_executor.h"  // ScheduleMode
 #include "scheduler/program.h"
+#include "tilefire/errors.h"  // InputError, DeviceError
 
 namespace tilefire {
 
@@ -25,12 +26,6 @@ struct CudaOptions {
   bool resident = false;         // keep the kernel alive across steps (doorbell) instead of a launch per step
   bool stage_weights = true;     // Hopper: stream weights through shared-memory stages ahead of the tasks
   uint32_t stage_bytes = 32768;  // bytes per weight stage (a multiple of 16)
-};
-
-// A fault the device reported (the watchdog, a trap, a failed launch). The executor refuses further steps.
-class DeviceError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
 };
 
 struct CudaStepResult {
@@ -66,6 +61,9 @@ class CudaExecutor {
  public:
   // Empty when a CUDA device can run the megakernel; otherwise the reason, for an error message.
   static std::string unavailable_reason(int device = 0);
+  // Device-to-device copy bandwidth of a GPU, bytes read plus bytes written per second / 1e9: the ceiling
+  // a decode step's achieved bandwidth is measured against. Best of several copies of `bytes`.
+  static double measure_copy_bandwidth_gbs(int device, uint64_t bytes);
 
   explicit CudaExecutor(const CudaOptions& options);  // throws InputError naming what is missing
   ~CudaExecutor();

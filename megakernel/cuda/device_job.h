@@ -95,6 +95,7 @@ struct KernelConfig {
 // wins, and among equal logits the lower index (as std::max_element on the host). NaN never wins here;
 // the nonfinite flag reports it.
 TILEFIRE_HD inline unsigned long long argmax_key_of(float value, uint32_t index) {
+  value += 0.0f;  // -0 becomes +0: equal to +0 here as in std::max_element, so the lower index wins
   uint32_t bits;
   __builtin_memcpy(&bits, &value, 4);
   const uint32_t ordered = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);

@@ -39,17 +39,13 @@ __device__ __forceinline__ uint32_t load_acquire_system(const uint32_t* p) {
 __device__ __forceinline__ void store_release_system(uint32_t* p, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
-__device__ __forceinline__ uint64_t global_timer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 // Counters only grow and may wrap: `value` has reached `target` when it is at most 2^31 behind.
 __device__ __forceinline__ bool counter_reached(uint32_t value, uint32_t target) { return int32_t(value - target) >= 0; }
 
 // Everything a CTA's threads share about the step in flight.
 struct CtaState {
   DeviceJob job;
+  int32_t tokens[kMailboxTokens];  // the step's tokens, read once (mapped host memory in resident mode)
   DeviceProgramView program;  // the job's program (kept here, not in registers: every tile needs registers more)
   uint32_t task;    // broadcast by thread 0: the task to run next (dynamic queue)
   uint32_t proceed; // broadcast by thread 0: 0 when the kernel aborts or the queue is empty
@@ -118,7 +114,6 @@ class Worker {
   __device__ __forceinline__ void produce_weights() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (lane_id() != 0 || blockIdx.x >= program_.header->worker_count) return;
-    const volatile uint32_t* abort = &config_.globals->abort;
     const uint32_t* tasks = state_.job.bsp ? program_.bsp_tasks : program_.queue_tasks;  // as the consumers
     for (uint32_t q = program_.queue_begin[blockIdx.x]; q < program_.queue_begin[blockIdx.x + 1]; ++q) {
       const uint32_t task = tasks[q];
@@ -129,9 +124,15 @@ class Worker {
         const unsigned char* base = static_cast<const unsigned char*>(state_.job.slots[s.ranges[r].slot]) + s.ranges[r].offset;
         for (uint32_t first = 0; first < s.ranges[r].rows; first += per_chunk) {
           const uint32_t bytes = min(per_chunk, s.ranges[r].rows - first) * s.row_bytes;
-          const uint32_t stage = producer_chunk_ % ring_.stage_count, use = producer_chunk_ / ring_.stage_count;
-          ++producer_chunk_;
-          if (use > 0 && !mbarrier_wait(ring_.empty + stage, (use - 1) & 1u, abort)) return;
+          const uint32_t stage = producer_stage_, phase = producer_phase_;
+          if (++producer_stage_ == ring_.stage_count) {
+            producer_stage_ = 0;
+            producer_phase_ ^= 1u;
+          }
+          // The stage is free once the consumers released its previous use; on the first lap the barrier
+          // is fresh and a wait for the opposite parity passes at once.
+          const StageWaitSite site{config_.mailbox, config_.globals, config_.watchdog_ns, task, stage};
+          if (!mbarrier_wait(ring_.empty + stage, phase ^ 1u, site)) return;
           const uint32_t full = shared_address(ring_.full + stage);
           asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full), "r"(bytes) : "memory");
           asm volatile(
@@ -191,28 +192,8 @@ class Worker {
     }
   }
 
-  // The first error of the run is written to the mailbox (mapped host memory); every CTA then stops.
   __device__ __forceinline__ void raise_error(const DeviceErrorRecord& r) {
-    DeviceGlobals* globals = config_.globals;
-    if (atomicCAS(&globals->error_claimed, 0u, 1u) == 0) {
-      volatile DeviceErrorRecord& out = config_.mailbox->error;
-      out.cta = r.cta;
-      out.task = r.task;
-      out.op = r.op;
-      out.layer = r.layer;
-      out.tile_begin = r.tile_begin;
-      out.tile_end = r.tile_end;
-      out.wait_kind = r.wait_kind;
-      out.event = r.event;
-      out.counter = r.counter;
-      out.target = r.target;
-      out.waited_ms = r.waited_ms;
-      __threadfence_system();
-      out.code = r.code;  // the code last: a host that sees it sees the rest
-      __threadfence_system();
-    }
-    atomicExch(&globals->abort, 1u);
-    __threadfence();
+    raise_device_error(config_.mailbox, config_.globals, r);
   }
 
   // --- running one task on the consumer warps --------------------------------------------------------
@@ -220,7 +201,7 @@ class Worker {
     const TaskDesc& t = program_.tasks[task];
     DeviceTileContext ctx;
     ctx.slots = state_.job.slots;
-    ctx.tokens = state_.job.tokens;
+    ctx.tokens = state_.tokens;
     ctx.tokens_count = state_.job.tokens_count;
     ctx.position0 = state_.job.position0;
     ctx.workspace = workspace_;
@@ -228,19 +209,27 @@ class Worker {
     ctx.stream = &program_.weight_streams[task];
     ctx.staged = staged(task);
     ctx.ring = ring_;
-    ctx.chunk = consumer_chunk_;
-    ctx.abort = &config_.globals->abort;
+    ctx.stage = consumer_stage_;
+    ctx.phase = consumer_phase_;
     ctx.globals = config_.globals;
+    ctx.mailbox = config_.mailbox;
+    ctx.watchdog_ns = config_.watchdog_ns;
+    ctx.task = task;
     if (!run_device_tile(t.op, program_.node_params[t.node], TileRange{t.tile_begin, t.tile_end}, ctx)) {
+      // The host encoder refuses unknown opcodes; reaching this means corrupted memory. Thread 0 writes
+      // the record before the trap ends the kernel; the others wait for it.
       if (threadIdx.x == 0) {
         DeviceErrorRecord r;
         r.code = uint32_t(DeviceErrorCode::unknown_opcode);
         fill_task(r, task);
         raise_error(r);
+        __threadfence_system();
+        __trap();
       }
-      __trap();  // the host encoder refuses unknown opcodes; reaching this means corrupted memory
+      consumers_sync();
     }
-    consumer_chunk_ = ctx.chunk;
+    consumer_stage_ = ctx.stage;
+    consumer_phase_ = ctx.phase;
     consumers_sync();  // the tile's outputs are written before thread 0 signals
   }
 
@@ -338,6 +327,7 @@ class Worker {
             const uint32_t waiter = program_.waiters[k];
             const uint32_t need = uint32_t(program_.tasks[waiter].wait_count) * job.dynamic_step;
             if (atomicAdd(job.satisfied + waiter, 1u) + 1 != need) continue;
+            __threadfence();  // the other producers of the waiter's inputs, seen through `satisfied`, come first
             const uint32_t slot = atomicAdd(job.counters + 0, 1u) - job.push_base;
             store_release_gpu(job.ready_list + slot, (static_cast<unsigned long long>(job.dynamic_step) << 32) | waiter);
           }
@@ -392,16 +382,19 @@ class Worker {
   const DeviceProgramView& program_;  // in shared memory
   StageRing ring_;
   float* workspace_ = nullptr;
-  uint32_t producer_chunk_ = 0;  // producer lane 0: chunks issued since the kernel started
-  uint32_t consumer_chunk_ = 0;  // consumers: chunks consumed since the kernel started
+  // The weight ring's position, kept across tasks and (resident) steps: stage, and the parity of the
+  // current lap. Producer lane 0 and every consumer thread keep their own copy; they move in lockstep.
+  uint32_t producer_stage_ = 0, producer_phase_ = 0;
+  uint32_t consumer_stage_ = 0, consumer_phase_ = 0;
 };
 
 // Resident mode, thread 0: waits for the doorbell to reach `step` (or a shutdown) and copies the posted
 // job into shared memory. No watchdog here: an idle engine is not a hang.
 __device__ bool receive_job(const KernelConfig& config, uint32_t step, CtaState& state) {
   Mailbox* mailbox = config.mailbox;
+  const volatile uint32_t* abort = &config.globals->abort;
   for (uint32_t spins = 0;; ++spins) {
-    if (load_acquire_system(&mailbox->shutdown)) return false;
+    if (load_acquire_system(&mailbox->shutdown) || *abort) return false;
     if (counter_reached(load_acquire_system(&mailbox->doorbell), step)) break;
     if (spins > 1024) __nanosleep(500);
   }
@@ -409,6 +402,7 @@ __device__ bool receive_job(const KernelConfig& config, uint32_t step, CtaState&
   uint32_t* out = reinterpret_cast<uint32_t*>(&state.job);
   for (uint32_t i = 0; i < sizeof(DeviceJob) / 4; ++i) out[i] = in[i];
   state.program = view_device_program(*reinterpret_cast<const DeviceProgramHeader*>(state.job.program), state.job.program);
+  for (uint32_t i = 0; i < state.job.tokens_count && i < kMailboxTokens; ++i) state.tokens[i] = __ldcv(state.job.tokens + i);
   return true;
 }
 
@@ -436,11 +430,12 @@ __global__ void __launch_bounds__(kDeviceThreads, 1) megakernel(const __grid_con
     if (threadIdx.x == 0) {
       state.job = config.job;
       state.program = view_device_program(*reinterpret_cast<const DeviceProgramHeader*>(config.job.program), config.job.program);
+      for (uint32_t i = 0; i < config.job.tokens_count && i < kMailboxTokens; ++i) state.tokens[i] = config.job.tokens[i];
     }
     __syncthreads();
     worker.run_step();
     __syncthreads();
-    if (!worker.aborted()) worker.finish_step();
+    if (threadIdx.x == 0 && !worker.aborted()) worker.finish_step();
     return;
   }
   for (uint32_t step = config.first_kernel_step;; ++step) {
@@ -449,8 +444,9 @@ __global__ void __launch_bounds__(kDeviceThreads, 1) megakernel(const __grid_con
     if (!running) return;
     worker.run_step();
     __syncthreads();
-    if (worker.aborted()) return;
-    worker.finish_step();
+    // Thread 0 alone decides; after an abort its next receive_job returns false, and the broadcast of
+    // `running` makes every thread of the CTA leave together.
+    if (threadIdx.x == 0 && !worker.aborted()) worker.finish_step();
   }
 }
 

@@ -47,6 +47,7 @@ struct DeviceTile<OpCode::causal_attention> {
           }
           const float score = p.scale * warp_sum(partial_dot);
           const float new_max = max_propagating_nan(running_max, score);
+          if (new_max == negative_infinity) continue;  // no attendable key yet (as the CPU twin)
           const float correction = running_max == negative_infinity ? 0.0f : expf(running_max - new_max);
           const float weight = expf(score - new_max);
           running_sum = running_sum * correction + weight;
@@ -77,7 +78,7 @@ struct DeviceTile<OpCode::causal_attention> {
             total += scale * theirs[hd + 1];
             value += scale * theirs[d];
           }
-          out[offset + d] = value / total;
+          out[offset + d] = total == 0.0f ? 0.0f : value / total;  // no attendable key: zeros, as the CPU twin
         }
         consumers_sync();
       }

@@ -29,7 +29,7 @@ struct StageRing {
 
 struct DeviceTileContext {
   void* const* slots = nullptr;  // [slot count] device pointers
-  const int32_t* tokens = nullptr;  // [tokens_count] the step's token ids
+  const int32_t* tokens = nullptr;  // [tokens_count] the step's token ids (shared memory)
   uint32_t tokens_count = 0;
   uint32_t position0 = 0;
   float* workspace = nullptr;  // shared memory, workspace_floats floats
@@ -37,13 +37,18 @@ struct DeviceTileContext {
   const WeightStreamDesc* stream = nullptr;  // the task's weight rows
   bool staged = false;         // stream through `ring` (else read weights from global memory)
   StageRing ring;
-  uint32_t chunk = 0;          // consumers: chunks consumed from the ring since the kernel started
-  const volatile uint32_t* abort = nullptr;  // raised by the watchdog: leave every wait at once
+  uint32_t stage = 0;          // consumers: the ring stage of the next chunk
+  uint32_t phase = 0;          // and the parity of its `full` barrier's phase (flips each lap of the ring)
   bool aborted = false;
-  DeviceGlobals* globals = nullptr;  // the step's argmax and non-finite flag
+  DeviceGlobals* globals = nullptr;  // the step's argmax and non-finite flag; the error claim
+  Mailbox* mailbox = nullptr;        // where an error record goes
+  uint64_t watchdog_ns = 0;
+  uint32_t task = 0;                 // the task running (for an error record)
 
   template <class T>
   __device__ T* slot(uint32_t id) const { return static_cast<T*>(slots[id]); }
+  // Tokens a matrix tile handles per pass over its weights (the workspace holds this many input rows).
+  __device__ uint32_t pass_tokens() const { return min(tokens_count, kDeviceMaxPassTokens); }
 };
 
 template <OpCode op>
@@ -168,10 +173,51 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Waits until the mbarrier's phase with the given parity has completed; false when the kernel aborts.
-__device__ __forceinline__ bool mbarrier_wait(uint64_t* barrier, uint32_t parity, const volatile uint32_t* abort) {
+__device__ __forceinline__ uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// The first error of a kernel run goes to the mailbox (mapped host memory): the thread that claims it
+// writes the record, the code last; then every CTA is told to stop.
+__device__ __forceinline__ void raise_device_error(Mailbox* mailbox, DeviceGlobals* globals, const DeviceErrorRecord& r) {
+  if (atomicCAS(&globals->error_claimed, 0u, 1u) == 0) {
+    volatile DeviceErrorRecord& out = mailbox->error;
+    out.cta = r.cta;
+    out.task = r.task;
+    out.op = r.op;
+    out.layer = r.layer;
+    out.tile_begin = r.tile_begin;
+    out.tile_end = r.tile_end;
+    out.wait_kind = r.wait_kind;
+    out.event = r.event;
+    out.counter = r.counter;
+    out.target = r.target;
+    out.waited_ms = r.waited_ms;
+    __threadfence_system();
+    out.code = r.code;  // a host that sees the code sees the rest
+    __threadfence_system();
+  }
+  atomicExch(&globals->abort, 1u);
+  __threadfence();
+}
+
+// Where a weight-stage wait is, for the watchdog's record.
+struct StageWaitSite {
+  Mailbox* mailbox;
+  DeviceGlobals* globals;
+  uint64_t watchdog_ns;
+  uint32_t task;
+  uint32_t stage;
+};
+
+// Waits until the mbarrier's phase with the given parity has completed. False when the kernel aborts or
+// the wait outlasts the watchdog (then this thread raises the error record, wait kind weight_stage).
+__device__ __forceinline__ bool mbarrier_wait(uint64_t* barrier, uint32_t parity, const StageWaitSite& site) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const uint32_t address = shared_address(barrier);
+  uint64_t start = 0;
   for (uint32_t spins = 0;; ++spins) {
     uint32_t done;
     asm volatile(
@@ -180,7 +226,23 @@ __device__ __forceinline__ bool mbarrier_wait(uint64_t* barrier, uint32_t parity
         : "r"(address), "r"(parity)
         : "memory");
     if (done) return true;
-    if ((spins & 63) == 63 && *abort) return false;
+    if ((spins & 63) != 63) continue;
+    if (*reinterpret_cast<const volatile uint32_t*>(&site.globals->abort)) return false;
+    const uint64_t now = global_timer_ns();
+    if (start == 0) {
+      start = now;
+    } else if (now - start > site.watchdog_ns) {
+      DeviceErrorRecord r;
+      r.code = uint32_t(DeviceErrorCode::watchdog);
+      r.cta = blockIdx.x;
+      r.task = site.task;
+      r.wait_kind = uint32_t(DeviceWaitKind::weight_stage);
+      r.event = site.stage;
+      r.target = parity;
+      r.waited_ms = uint32_t((now - start) / 1000000);
+      raise_device_error(site.mailbox, site.globals, r);
+      return false;
+    }
   }
 #else
   return false;  // no staging before Hopper: never called
@@ -215,12 +277,17 @@ __device__ __forceinline__ void gemv_task_rows(DeviceTileContext& ctx, uint32_t 
       }
     } else {
       const uint32_t per_chunk = rows_per_chunk(s, ctx.ring.stage_bytes);
-      for (uint32_t first = 0; first < range.rows; first += per_chunk) {
+      for (uint32_t first = 0; first < range.rows && !ctx.aborted; first += per_chunk) {
         const uint32_t rows = min(per_chunk, range.rows - first);
-        const uint32_t stage = ctx.chunk % ctx.ring.stage_count;
-        const uint32_t parity = (ctx.chunk / ctx.ring.stage_count) & 1u;
-        ++ctx.chunk;
-        if (!mbarrier_wait(ctx.ring.full + stage, parity, ctx.abort)) {
+        const uint32_t stage = ctx.stage, parity = ctx.phase;
+        if (++ctx.stage == ctx.ring.stage_count) {
+          ctx.stage = 0;
+          ctx.phase ^= 1u;
+        }
+        // Every lane waits itself (that is what orders the bulk-copied bytes before its reads), and the
+        // warp leaves together if any lane saw the kernel abort: the shuffles below need all 32 lanes.
+        const StageWaitSite site{ctx.mailbox, ctx.globals, ctx.watchdog_ns, ctx.task, stage};
+        if (!__all_sync(0xffffffffu, mbarrier_wait(ctx.ring.full + stage, parity, site))) {
           ctx.aborted = true;
           break;
         }
@@ -234,6 +301,7 @@ __device__ __forceinline__ void gemv_task_rows(DeviceTileContext& ctx, uint32_t 
       }
     }
     row_base += range.rows;
+    if (ctx.aborted) break;
   }
   consumers_sync();
 }

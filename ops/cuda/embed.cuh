@@ -14,7 +14,7 @@ struct DeviceTile<OpCode::embed> {
     const uint32_t width = tile.end - tile.begin;
     for (uint32_t i = threadIdx.x; i < ctx.tokens_count * width; i += kDeviceConsumerThreads) {
       const uint32_t m = i / width, c = tile.begin + i % width;
-      const uint32_t token = uint32_t(__ldcv(ctx.tokens + m));  // checked against vocab by the engine
+      const uint32_t token = uint32_t(ctx.tokens[m]);  // shared memory; checked against vocab by the engine
       out[uint64_t(m) * p.hidden + c] = load_weight_bf16(table, uint64_t(token) * p.hidden + c);
     }
   }

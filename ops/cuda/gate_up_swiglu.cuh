@@ -9,18 +9,18 @@ namespace tilefire::device {
 template <>
 struct DeviceTile<OpCode::gate_up_swiglu> {
   using Params = GateUpSwigluParams;
-  // workspace: xs [kDeviceMaxPassTokens, hidden], dots [kDeviceMaxPassTokens, 2 * width], 8 doubles
+  // workspace: xs [pass tokens, hidden], dots [pass tokens, 2 * width], 8 doubles
   __device__ static void run(const Params& p, TileRange tile, DeviceTileContext& ctx) {
     const uint32_t width = tile.end - tile.begin;
     const float* x = ctx.slot<const float>(p.x);  // [tokens, hidden]
     float* out = ctx.slot<float>(p.out);          // [tokens, ffn]
     float* xs = ctx.workspace;
-    float* dots = xs + kDeviceMaxPassTokens * p.hidden;
-    double* scratch = reinterpret_cast<double*>(dots + kDeviceMaxPassTokens * 2 * width + 2);
+    float* dots = xs + ctx.pass_tokens() * p.hidden;
+    double* scratch = reinterpret_cast<double*>(dots + ctx.pass_tokens() * 2 * width + 2);
     scratch = reinterpret_cast<double*>((reinterpret_cast<uintptr_t>(scratch) + 7) & ~uintptr_t(7));
     const float* g = ctx.slot<const float>(p.norm_weight);
     for (uint32_t m0 = 0; m0 < ctx.tokens_count; m0 += kDeviceMaxPassTokens) {
-      const uint32_t count = min(kDeviceMaxPassTokens, ctx.tokens_count - m0);
+      const uint32_t count = min(ctx.pass_tokens(), ctx.tokens_count - m0);
       rmsnorm_rows_to_shared(x, m0, count, p.hidden, g, p.eps, xs, scratch);
       gemv_task_rows(ctx, p.hidden, xs, count, dots, 2 * width);
       for (uint32_t i = threadIdx.x; i < count * width; i += kDeviceConsumerThreads) {

@@ -14,7 +14,7 @@ struct DeviceTile<OpCode::lm_head> {
   __device__ static void run(const Params& p, TileRange tile, DeviceTileContext& ctx) {
     const uint32_t width = tile.end - tile.begin;
     float* xs = ctx.workspace;
-    float* dots = xs + kDeviceMaxPassTokens * p.hidden;
+    float* dots = xs + ctx.pass_tokens() * p.hidden;
     double* scratch = reinterpret_cast<double*>(dots + width + 2);
     scratch = reinterpret_cast<double*>((reinterpret_cast<uintptr_t>(scratch) + 7) & ~uintptr_t(7));
     rmsnorm_rows_to_shared(ctx.slot<const float>(p.x), ctx.tokens_count - 1, 1, p.hidden,

@@ -9,16 +9,16 @@ namespace tilefire::device {
 template <>
 struct DeviceTile<OpCode::matmul_residual> {
   using Params = MatmulResidualParams;
-  // workspace: xs [kDeviceMaxPassTokens, K], dots [kDeviceMaxPassTokens, tile columns]
+  // workspace: xs [pass tokens, K], dots [pass tokens, tile columns]
   __device__ static void run(const Params& p, TileRange tile, DeviceTileContext& ctx) {
     const uint32_t width = tile.end - tile.begin;
     const float* x = ctx.slot<const float>(p.x);                // [tokens, K]
     const float* residual = ctx.slot<const float>(p.residual);  // [tokens, N]
     float* out = ctx.slot<float>(p.out);                        // [tokens, N]
     float* xs = ctx.workspace;
-    float* dots = xs + kDeviceMaxPassTokens * p.K;
+    float* dots = xs + ctx.pass_tokens() * p.K;
     for (uint32_t m0 = 0; m0 < ctx.tokens_count; m0 += kDeviceMaxPassTokens) {
-      const uint32_t count = min(kDeviceMaxPassTokens, ctx.tokens_count - m0);
+      const uint32_t count = min(ctx.pass_tokens(), ctx.tokens_count - m0);
       copy_rows_to_shared(x, m0, count, p.K, xs);
       gemv_task_rows(ctx, p.K, xs, count, dots, width);
       for (uint32_t i = threadIdx.x; i < count * width; i += kDeviceConsumerThreads) {

@@ -12,13 +12,13 @@ struct DeviceTile<OpCode::qkv_projection> {
   using Params = QkvProjectionParams;
   using Op = QkvProjectionOp;
 
-  // workspace: xs [kDeviceMaxPassTokens, hidden], dots [kDeviceMaxPassTokens, heads of tile * head_dim], 8 doubles
+  // workspace: xs [pass tokens, hidden], dots [pass tokens, heads of tile * head_dim], 8 doubles
   __device__ static void run(const Params& p, TileRange tile, DeviceTileContext& ctx) {
     const Op::Segment s = Op::segment_of(p, tile.begin);
     const uint32_t count = tile.end - tile.begin, hd = p.head_dim, rows = count * hd;
     float* xs = ctx.workspace;
-    float* dots = xs + kDeviceMaxPassTokens * p.hidden;
-    double* scratch = reinterpret_cast<double*>(dots + kDeviceMaxPassTokens * rows + 2);
+    float* dots = xs + ctx.pass_tokens() * p.hidden;
+    double* scratch = reinterpret_cast<double*>(dots + ctx.pass_tokens() * rows + 2);
     scratch = reinterpret_cast<double*>((reinterpret_cast<uintptr_t>(scratch) + 7) & ~uintptr_t(7));
     const float* x = ctx.slot<const float>(p.x);  // [tokens, hidden]
     const float* inv_freq = ctx.slot<const float>(p.rope_inv_freq);  // [head_dim / 2]
@@ -29,7 +29,7 @@ struct DeviceTile<OpCode::qkv_projection> {
     const float* head_norm = norm_slot == kNoSlot ? nullptr : ctx.slot<const float>(norm_slot);
     const bool rotate = s.part != Op::Part::v;
     for (uint32_t m0 = 0; m0 < ctx.tokens_count; m0 += kDeviceMaxPassTokens) {
-      const uint32_t tokens = min(kDeviceMaxPassTokens, ctx.tokens_count - m0);
+      const uint32_t tokens = min(ctx.pass_tokens(), ctx.tokens_count - m0);
       rmsnorm_rows_to_shared(x, m0, tokens, p.hidden, ctx.slot<const float>(p.norm_weight), p.eps, xs, scratch);
       gemv_task_rows(ctx, p.hidden, xs, tokens, dots, rows);
       // One warp per (token, head): the head's values are dots[t * rows + j * hd + d].

@@ -1,6 +1,9 @@
 // tilefire bench: decode tokens/s, achieved memory bandwidth against this machine's measured read
-// bandwidth, and dataflow against bsp (same program, same tiles, same run).
+// bandwidth (cpu) or the GPU's measured device-to-device copy bandwidth (cuda), and dataflow against bsp
+// (same program, same tiles, same run); on cuda also the resident kernel and the launches per step.
 #include <algorithm>
+#include <array>
+#include <memory>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -9,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "backend_flags.h"
 #include "commands.h"
 #include "tilefire/engine.h"
 
@@ -26,8 +30,9 @@ struct ModeTiming {
   double median() const { return tilefire::cli::median(step_ms); }
 };
 
-// Prefill `prompt_len` tokens, then time `steps` decode steps; returns per-step milliseconds.
-std::vector<double> time_decode(Engine& engine, Schedule schedule, uint32_t prompt_len, uint32_t steps) {
+// Prefill `prompt_len` tokens, then time `steps` greedy decode steps; returns per-step milliseconds.
+// *launches: kernel launches during the decode steps (cuda).
+std::vector<double> time_decode(Engine& engine, Schedule schedule, uint32_t prompt_len, uint32_t steps, uint64_t* launches) {
   engine.set_schedule(schedule);
   engine.reset();
   std::vector<int32_t> prompt(prompt_len);
@@ -35,27 +40,32 @@ std::vector<double> time_decode(Engine& engine, Schedule schedule, uint32_t prom
   engine.prefill(prompt);
   std::vector<double> times;
   int32_t token = 1;
+  const uint64_t launches_before = engine.kernel_launches();
   for (uint32_t s = 0; s < steps; ++s) {
     auto start = std::chrono::steady_clock::now();
-    std::vector<float> logits = engine.decode(token);
+    token = engine.decode_greedy(token);
     times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    token = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
   }
+  *launches += engine.kernel_launches() - launches_before;
   return times;
 }
 
 }  // namespace
 
 int bench_command(int argc, char** argv) {
-  Args args("bench", {"--json", "--help"},
-            {"--model", "--preset", "--dtype", "--seed", "--threads", "--steps", "--rounds", "--prompt-len",
-             "--policy", "--bandwidth-mb", "--compile-preset"});
+  std::vector<std::string> switches{"--json", "--help"}, valued{"--model", "--preset", "--dtype", "--seed", "--threads",
+      "--steps", "--rounds", "--prompt-len", "--policy", "--bandwidth-mb", "--compile-preset"};
+  for (const std::string& flag : backend_switches()) switches.push_back(flag);
+  for (const std::string& flag : backend_valued()) valued.push_back(flag);
+  Args args("bench", switches, valued);
   args.parse(argc, argv, 2);
   if (args.has("--help")) {
     std::printf(
         "usage: tilefire bench [--model DIR | --preset NAME [--dtype bf16]] [--threads N] [--steps N] [--rounds R]\n"
         "                      [--prompt-len P] [--policy NAME] [--bandwidth-mb MB] [--json]\n"
-        "                      [--compile-preset NAME]  (also time compiling that preset's decode program)\n");
+        "                      [--compile-preset NAME]  (also time compiling that preset's decode program)\n"
+        "                      [--backend cpu|cuda ...]  (cuda: dataflow, bsp and the resident kernel)\n%s",
+        kBackendHelp);
     return 0;
   }
   if (args.has("--model") && args.has("--preset")) throw InputError("tilefire bench: give --model or --preset, not both");
@@ -67,43 +77,63 @@ int bench_command(int argc, char** argv) {
   options.threads = uint32_t(args.unsigned_or("--threads", 0, 1, 256));
   const std::string policy = args.text_or("--policy", "balanced");
   options.policy = policy;
-  const uint32_t steps = uint32_t(args.unsigned_or("--steps", 8, 1, 100000));
-  const uint32_t rounds = uint32_t(args.unsigned_or("--rounds", 15, 1, 1000));
+  apply_backend_flags(args, options);
+  if (options.backend == Backend::cuda && args.has("--resident"))
+    throw InputError("tilefire bench: --resident is measured anyway on --backend cuda (the 'resident' row)");
+  const bool cuda = options.backend == Backend::cuda;
+  const uint32_t steps = uint32_t(args.unsigned_or("--steps", cuda ? 64 : 8, 1, 100000));
+  const uint32_t rounds = uint32_t(args.unsigned_or("--rounds", cuda ? 5 : 15, 1, 1000));
   const uint32_t prompt_len = uint32_t(args.unsigned_or("--prompt-len", 8, 1, 1u << 20));
-  const uint64_t bandwidth_bytes = args.unsigned_or("--bandwidth-mb", 1024, 64, 1u << 20) << 20;
+  const uint64_t bandwidth_bytes = args.unsigned_or("--bandwidth-mb", cuda ? 4096 : 1024, 64, 1u << 20) << 20;
 
   Engine engine(options);
   const ModelInfo& model = engine.model();
   if (prompt_len + steps > model.max_context)
     throw InputError("tilefire bench: --prompt-len + --steps exceeds the context of " + std::to_string(model.max_context));
-  const double read_gbs = measure_read_bandwidth_gbs(engine.threads(), bandwidth_bytes);
-
-  // Rounds alternate the modes (the order flips every round), so drift in the machine's bandwidth hits
-  // both alike; the ratio is the median of the per-round ratios of median step times.
-  ModeTiming dataflow, bsp;
-  std::vector<double> round_ratios;
-  for (uint32_t r = 0; r < rounds; ++r) {
-    std::vector<double> d, b;
-    if (r % 2 == 0) {
-      d = time_decode(engine, Schedule::dataflow, prompt_len, steps);
-      b = time_decode(engine, Schedule::bsp, prompt_len, steps);
-    } else {
-      b = time_decode(engine, Schedule::bsp, prompt_len, steps);
-      d = time_decode(engine, Schedule::dataflow, prompt_len, steps);
-    }
-    round_ratios.push_back(median(b) / median(d));
-    dataflow.step_ms.insert(dataflow.step_ms.end(), d.begin(), d.end());
-    bsp.step_ms.insert(bsp.step_ms.end(), b.begin(), b.end());
+  // The ceiling: this machine's read bandwidth with the engine's threads, or the GPU's copy bandwidth.
+  const double ceiling_gbs = cuda ? measure_device_copy_bandwidth_gbs(options.cuda_device, bandwidth_bytes)
+                                  : measure_read_bandwidth_gbs(engine.threads(), bandwidth_bytes);
+  std::unique_ptr<Engine> resident_engine;  // cuda: the same model with the kernel kept alive across steps
+  if (cuda) {
+    EngineOptions resident = options;
+    resident.cuda_resident = true;
+    resident_engine = std::make_unique<Engine>(resident);
   }
-  const double bsp_over_dataflow = median(round_ratios);
-  std::sort(round_ratios.begin(), round_ratios.end());
-  const double ratio_q1 = round_ratios[round_ratios.size() / 4], ratio_q3 = round_ratios[round_ratios.size() * 3 / 4];
+
+  // Rounds run the modes in turn (the order reverses every round), so drift in the machine hits all
+  // alike; a ratio is the median of the per-round ratios of median step times.
+  struct Mode {
+    std::string name;
+    Engine* engine;
+    Schedule schedule;
+    ModeTiming timing;
+    std::vector<double> round_medians;
+    uint64_t launches = 0;
+  };
+  std::vector<Mode> modes{{"dataflow", &engine, Schedule::dataflow, {}, {}, 0}, {"bsp", &engine, Schedule::bsp, {}, {}, 0}};
+  if (resident_engine) modes.push_back({"resident", resident_engine.get(), Schedule::dataflow, {}, {}, 0});
+  for (uint32_t r = 0; r < rounds; ++r) {
+    for (size_t i = 0; i < modes.size(); ++i) {
+      Mode& mode = modes[r % 2 == 0 ? i : modes.size() - 1 - i];
+      const std::vector<double> times = time_decode(*mode.engine, mode.schedule, prompt_len, steps, &mode.launches);
+      mode.round_medians.push_back(median(times));
+      mode.timing.step_ms.insert(mode.timing.step_ms.end(), times.begin(), times.end());
+    }
+  }
+  auto ratio_over_dataflow = [&](const Mode& mode) {
+    std::vector<double> ratios;
+    for (uint32_t r = 0; r < rounds; ++r) ratios.push_back(mode.round_medians[r] / modes[0].round_medians[r]);
+    std::sort(ratios.begin(), ratios.end());
+    return std::array<double, 3>{median(ratios), ratios[ratios.size() / 4], ratios[ratios.size() * 3 / 4]};
+  };
+  const std::array<double, 3> bsp_ratio = ratio_over_dataflow(modes[1]);
   engine.reset();
   // Bytes one decode step reads: every weight once, plus K and V up to the mean position of the run.
   const uint64_t kv_bytes = 2ull * model.layers * model.kv_heads * model.head_dim * sizeof(float) * (prompt_len + steps / 2);
   const double step_bytes = double(model.decode_weight_bytes + kv_bytes);
   auto gbs = [&](double ms) { return ms > 0 ? step_bytes / (ms * 1e-3) / 1e9 : 0.0; };
-  const double dataflow_ms = dataflow.median(), bsp_ms = bsp.median();
+  auto launches_per_step = [&](const Mode& mode) { return double(mode.launches) / (double(rounds) * steps); };
+  const double dataflow_ms = modes[0].timing.median(), bsp_ms = modes[1].timing.median();
   double compile_ms = -1;
   std::string compile_preset = args.text_or("--compile-preset", "");
   if (!compile_preset.empty()) compile_ms = measure_compile_ms(compile_preset, engine.threads());
@@ -111,36 +141,56 @@ int bench_command(int argc, char** argv) {
   if (args.has("--json")) {
     nlohmann::json out = {{"model", model.origin},
                           {"dtype", model.dtype},
+                          {"backend", cuda ? "cuda" : "cpu"},
+                          {"device", engine.device_name()},
                           {"threads", engine.threads()},
                           {"policy", policy},
-                          {"measured_read_gbs", read_gbs},
+                          {cuda ? "measured_copy_gbs" : "measured_read_gbs", ceiling_gbs},
                           {"step_bytes", step_bytes},
                           {"dataflow_step_ms", dataflow_ms},
                           {"bsp_step_ms", bsp_ms},
                           {"decode_tok_s", 1000.0 / dataflow_ms},
                           {"dataflow_gbs", gbs(dataflow_ms)},
-                          {"bandwidth_share", gbs(dataflow_ms) / read_gbs},
-                          {"bsp_over_dataflow", bsp_over_dataflow},
-                          {"bsp_over_dataflow_quartiles", {ratio_q1, ratio_q3}},
+                          {"bandwidth_share", gbs(dataflow_ms) / ceiling_gbs},
+                          {"bsp_over_dataflow", bsp_ratio[0]},
+                          {"bsp_over_dataflow_quartiles", {bsp_ratio[1], bsp_ratio[2]}},
                           {"rounds", rounds},
                           {"tasks_per_step", engine.decode_tasks()},
                           {"events_per_step", engine.decode_events()}};
+    if (cuda) {
+      const std::array<double, 3> resident_ratio = ratio_over_dataflow(modes[2]);
+      out["resident_step_ms"] = modes[2].timing.median();
+      out["resident_over_dataflow"] = resident_ratio[0];
+      out["launches_per_step"] = {{"dataflow", launches_per_step(modes[0])}, {"bsp", launches_per_step(modes[1])},
+                                  {"resident", launches_per_step(modes[2])}};
+    }
     if (compile_ms >= 0) out["compile_ms"] = {{"preset", compile_preset}, {"ms", compile_ms}};
     std::cout << out.dump() << std::endl;
     return 0;
   }
-  std::printf("model %s (%s), %u threads, policy %s, %u tasks / %u events per decode step\n", model.origin.c_str(),
-              model.dtype.c_str(), engine.threads(), policy.c_str(), engine.decode_tasks(), engine.decode_events());
-  std::printf("measured read bandwidth: %.2f GB/s (%u threads)\n", read_gbs, engine.threads());
+  if (cuda) {
+    std::printf("model %s (%s), cuda on %s, %u CTAs, policy %s, %u tasks / %u events per decode step\n", model.origin.c_str(),
+                model.dtype.c_str(), engine.device_name().c_str(), engine.threads(), policy.c_str(), engine.decode_tasks(),
+                engine.decode_events());
+    std::printf("measured device-to-device copy bandwidth: %.1f GB/s (read + written)\n", ceiling_gbs);
+  } else {
+    std::printf("model %s (%s), %u threads, policy %s, %u tasks / %u events per decode step\n", model.origin.c_str(),
+                model.dtype.c_str(), engine.threads(), policy.c_str(), engine.decode_tasks(), engine.decode_events());
+    std::printf("measured read bandwidth: %.2f GB/s (%u threads)\n", ceiling_gbs, engine.threads());
+  }
   std::printf("bytes per decode step: %.1f MB (weights %.1f MB, KV %.2f MB)\n", step_bytes / 1e6,
               model.decode_weight_bytes / 1e6, kv_bytes / 1e6);
-  std::printf("| schedule | step ms (median of %zu) | tokens/s | GB/s | share of measured |\n", dataflow.step_ms.size());
-  std::printf("|---|---|---|---|---|\n");
-  std::printf("| dataflow | %.3f | %.1f | %.2f | %.0f%% |\n", dataflow_ms, 1000 / dataflow_ms, gbs(dataflow_ms),
-              100 * gbs(dataflow_ms) / read_gbs);
-  std::printf("| bsp | %.3f | %.1f | %.2f | %.0f%% |\n", bsp_ms, 1000 / bsp_ms, gbs(bsp_ms), 100 * gbs(bsp_ms) / read_gbs);
+  std::printf("| schedule | step ms (median of %zu) | tokens/s | GB/s | share of measured |%s\n", modes[0].timing.step_ms.size(),
+              cuda ? " launches per step |" : "");
+  std::printf("|---|---|---|---|---|%s\n", cuda ? "---|" : "");
+  for (const Mode& mode : modes) {
+    const double ms = mode.timing.median();
+    std::printf("| %s | %.3f | %.1f | %.2f | %.0f%% |", mode.name.c_str(), ms, 1000 / ms, gbs(ms), 100 * gbs(ms) / ceiling_gbs);
+    if (cuda) std::printf(" %.2f |", launches_per_step(mode));
+    std::printf("\n");
+  }
   std::printf("bsp / dataflow step time: %.3f, quartiles %.3f-%.3f (%u interleaved rounds; above 1: dataflow faster)\n",
-              bsp_over_dataflow, ratio_q1, ratio_q3, rounds);
+              bsp_ratio[0], bsp_ratio[1], bsp_ratio[2], rounds);
   if (compile_ms >= 0) std::printf("compile of the %s decode program: %.1f ms\n", compile_preset.c_str(), compile_ms);
   return 0;
 }

@@ -142,6 +142,9 @@ std::vector<std::pair<std::string, std::string>> placement_policies();
 // This machine's memory read bandwidth in GB/s: `threads` threads each summing its share of a buffer of
 // `bytes` (far larger than the caches), best of several passes.
 double measure_read_bandwidth_gbs(uint32_t threads, uint64_t bytes);
+// A GPU's device-to-device copy bandwidth in GB/s (bytes read + written), best of several copies of
+// `bytes`: the ceiling the cuda backend's decode bandwidth is compared with. InputError without a GPU.
+double measure_device_copy_bandwidth_gbs(int device, uint64_t bytes);
 // Milliseconds to compile the decode program of a preset's shape for `threads` workers (no weights).
 double measure_compile_ms(const std::string& preset, uint32_t threads);
 

@@ -11,4 +11,11 @@ struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A fault the GPU reported while running a step: the megakernel's watchdog (the message names the stuck
+// task, its op and tile, the event, its counter and target), a trap, a failed launch. The engine that
+// raised it refuses further steps.
+struct DeviceError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace tilefire

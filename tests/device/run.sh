@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# One command on a GPU machine: builds Tilefire with all cores, checks the CUDA backend against its CPU
+# twin, and benchmarks it, printing a table last (docs/BENCHMARKS.md says how to read it).
+#   1. each CUDA op against its CPU twin on fresh random inputs (awkward shapes included);
+#   2. end to end: logits of --backend cuda against --backend cpu on `tiny` and on the Llama-3.2-1B shape
+#      (random bf16 weights), greedy tokens compared, every cuda mode bitwise equal;
+#   3. the watchdog: an event that can never fire ends the step with an error, not a hang;
+#   4. kernel launches per decode step: 1, and 0 in resident mode (counted by the executor);
+#   5. the benchmark: decode step latency at batch 1 for the Llama-3.2-1B shape in bf16 (dataflow, bsp,
+#      resident), achieved bandwidth against a measured device-to-device copy, and PyTorch (eager and
+#      CUDA graph) on the same safetensors.
+# Usage: tests/device/run.sh [LOG_DIR]   (default: $OUT if set, else ./device-logs). Full logs go there.
+# The machine needs nvcc, CMake, ninja and a C++20 compiler; oneTBB, nlohmann_json and GoogleTest come
+# from .device-deps/ when present (scripts/device-deps fills it on a machine with Debian's packages).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+logs=${1:-${OUT:-$root/device-logs}}
+mkdir -p "$logs"
+build="$root/build-device"
+results="$logs/results.txt"
+: >"$results"
+started=$(date +%s)
+record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"; }  # stage, PASS/FAIL/SKIP, detail
+elapsed() { echo $(($(date +%s) - started))s; }
+
+echo "== device"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1 | tee "$logs/device.txt"
+
+echo "== build ($(nproc) cores)"
+cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEFIRE_BUILD_BENCH=OFF)
+if [ -d "$root/.device-deps/usr" ]; then
+  cmake_args+=(-DCMAKE_PREFIX_PATH="$root/.device-deps/usr")
+  export LD_LIBRARY_PATH="$root/.device-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+if ! { cmake -S "$root" -B "$build" "${cmake_args[@]}" &&
+       cmake --build "$build" -j "$(nproc)" --target tilefire cuda_ops_test cuda_watchdog_test cuda_engine_test \
+         device_program_test; } >"$logs/build.log" 2>&1; then
+  tail -n 40 "$logs/build.log"
+  record build FAIL "see build.log"
+  echo "build failed after $(elapsed)"
+  exit 1
+fi
+record build PASS "$(elapsed)"
+# Registers, shared memory and stack of the persistent kernel per target (ptxas already refused spills).
+cuobjdump -res-usage "$build/megakernel/CMakeFiles/tilefire_megakernel.dir/cuda/megakernel.cu.o" 2>/dev/null |
+  grep -A1 "Function _ZN8tilefire6device10megakernel" | grep -o "REG:.*" >"$logs/kernel_resources.txt" || true
+cli="$build/samples/tilefire"
+
+run_gtest() {  # run_gtest STAGE BINARY [gtest args]
+  local stage=$1 binary=$2
+  shift 2
+  if "$build/tests/$binary" --gtest_brief=1 "$@" >"$logs/$stage.log" 2>&1; then
+    local passed skipped
+    passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$logs/$stage.log" | tail -n 1)
+    skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$logs/$stage.log" | tail -n 1)
+    record "$stage" PASS "${passed:-0} passed, ${skipped:-0} skipped"
+  else
+    tail -n 30 "$logs/$stage.log"
+    record "$stage" FAIL "$(grep -a -c 'FAILED  \]' "$logs/$stage.log") failing, see $stage.log"
+  fi
+}
+
+echo "== 1. device ops against their CPU twins"
+run_gtest ops cuda_ops_test
+run_gtest encoding device_program_test
+echo "== 3. watchdog"
+run_gtest watchdog cuda_watchdog_test
+
+preset=${TILEFIRE_DEVICE_PRESET:-llama-3.2-1b}  # another preset only for a dry run of this script
+model="$logs/$preset-bf16"
+echo "== the $preset shape, random bf16 weights ($(elapsed))"
+if ! "$cli" gen-model --preset "$preset" --dtype bf16 --seed 1 --out "$model" >"$logs/gen-model.log" 2>&1; then
+  record gen-model FAIL "see gen-model.log"
+fi
+
+echo "== 2, 4. end to end against the cpu backend; launches per step ($(elapsed))"
+TILEFIRE_DEVICE_LARGE_MODEL="$model" run_gtest end-to-end cuda_engine_test
+
+echo "== 5. benchmark ($(elapsed))"
+if timeout 300 "$cli" bench --backend cuda --model "$model" --steps 64 --rounds 5 --json >"$logs/bench.json" 2>"$logs/bench.log"; then
+  record bench PASS "$(elapsed)"
+else
+  record bench FAIL "$(tail -n 3 "$logs/bench.log" | tr '\n' ' ')"
+fi
+"$cli" bench --backend cuda --model "$model" --steps 64 --rounds 3 >"$logs/bench.txt" 2>&1 || true
+if timeout 300 python3 "$root/tests/device/torch_decode.py" --model "$model" --prompt-tokens 1,2,3,4,5,6,7,8 --steps 64 \
+     --warmup 8 --json "$logs/torch.json" >"$logs/torch.log" 2>&1; then
+  record pytorch PASS "$(elapsed)"
+else
+  record pytorch FAIL "$(tail -n 3 "$logs/torch.log" | tr '\n' ' ')"
+fi
+
+echo "== summary ($(elapsed))"
+python3 - "$results" "$logs" <<'PY'
+import json, os, sys
+results, logs = sys.argv[1], sys.argv[2]
+def load(name):
+    try:
+        with open(os.path.join(logs, name)) as f:
+            return json.load(f)
+    except Exception:
+        return None
+bench, torch = load("bench.json"), load("torch.json")
+print("| check | result | detail |")
+print("|---|---|---|")
+for line in open(results):
+    stage, status, detail = line.rstrip("\n").split("\t")
+    print(f"| {stage} | {status} | {detail} |")
+if os.path.exists(os.path.join(logs, "kernel_resources.txt")):
+    for line in open(os.path.join(logs, "kernel_resources.txt")):
+        print(f"| kernel resources | - | {line.strip()} |")
+if bench:
+    print()
+    print(f"device: {bench['device']}, {bench['threads']} CTAs; {bench['model']}; {bench['step_bytes']/1e6:.1f} MB per step; "
+          f"measured copy {bench['measured_copy_gbs']:.0f} GB/s")
+    print("| decode step (batch 1, bf16) | ms | GB/s | share of measured copy | launches per step |")
+    print("|---|---|---|---|---|")
+    launches = bench.get("launches_per_step", {})
+    for mode, key in (("dataflow", "dataflow_step_ms"), ("bsp", "bsp_step_ms"), ("resident", "resident_step_ms")):
+        ms = bench.get(key)
+        if ms:
+            gbs = bench["step_bytes"] / (ms * 1e-3) / 1e9
+            print(f"| tilefire {mode} | {ms:.4f} | {gbs:.0f} | {100*gbs/bench['measured_copy_gbs']:.0f}% | {launches.get(mode, 0):.2f} |")
+    if torch:
+        for mode in ("eager", "cuda_graph"):
+            entry = torch.get(mode) or {}
+            if "median_ms" in entry:
+                gbs = bench["step_bytes"] / (entry["median_ms"] * 1e-3) / 1e9
+                print(f"| pytorch {mode} | {entry['median_ms']:.4f} | {gbs:.0f} | {100*gbs/bench['measured_copy_gbs']:.0f}% | - |")
+            else:
+                print(f"| pytorch {mode} | unavailable: {entry.get('error', 'no result')[:80]} | | | |")
+        best = min(bench.get("dataflow_step_ms") or 1e9, bench.get("resident_step_ms") or 1e9)
+        graph = (torch.get("cuda_graph") or {}).get("median_ms")
+        if graph:
+            print(f"speed-up over PyTorch with CUDA graphs: {graph / best:.2f}x (goal 1.3x); goal 0.60 ms per step: "
+                  f"{'met' if best <= 0.60 else 'not met'} ({best:.3f} ms)")
+    print(f"bsp / dataflow: {bench['bsp_over_dataflow']:.3f}; resident / dataflow: {bench.get('resident_over_dataflow', 0):.3f}")
+PY

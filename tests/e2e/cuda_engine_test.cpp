@@ -1,0 +1,172 @@
+// The cuda backend end to end, against the cpu backend on the same checkpoint: logits within tolerance
+// after a prefill and at every decode step, the same greedy tokens, bitwise the same logits across the
+// cuda backend's own modes (launch, resident, bsp, dynamic queue, weights staged or not) and across runs,
+// and the launch count per decode step (1, or 0 when resident). Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "megakernel/cuda/cuda_executor.h"
+#include "tests/common/cuda_device.h"
+#include "tests/common/compare.h"
+#include "tests/common/test_models.h"
+#include "tilefire/engine.h"
+
+namespace tilefire::testing {
+namespace {
+
+struct Trajectory {
+  std::vector<std::vector<float>> logits;  // after the prefill, then after each decode step
+  std::vector<int32_t> tokens;             // greedy choices
+};
+
+// Prefill `prompt`, then decode `steps` tokens greedily, keeping every step's logits.
+Trajectory run_trajectory(Engine& engine, const std::vector<int32_t>& prompt, uint32_t steps) {
+  Trajectory t;
+  engine.reset();
+  t.logits.push_back(engine.prefill(prompt));
+  for (uint32_t s = 0; s < steps; ++s) {
+    const std::vector<float>& last = t.logits.back();
+    const int32_t token = int32_t(std::max_element(last.begin(), last.end()) - last.begin());
+    t.tokens.push_back(token);
+    t.logits.push_back(engine.decode(token));
+  }
+  return t;
+}
+
+// The two largest logits are further apart than `margin` (else a greedy choice may flip on rounding).
+bool clear_winner(const std::vector<float>& logits, float margin) {
+  std::vector<float> top(logits);
+  std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
+  return top[0] - top[1] > margin;
+}
+
+void expect_close_to_cpu(const Trajectory& cuda, const Trajectory& cpu, double tolerance) {
+  ASSERT_EQ(cuda.logits.size(), cpu.logits.size());
+  for (size_t s = 0; s < cpu.logits.size(); ++s) {
+    const double error = relative_l2_error(cuda.logits[s], cpu.logits[s]);
+    EXPECT_LT(error, tolerance) << "step " << s << ": relative L2 error of the logits against the cpu backend";
+    if (s < cpu.tokens.size() && clear_winner(cpu.logits[s], 1e-2f)) {
+      EXPECT_EQ(cuda.tokens[s], cpu.tokens[s]) << "greedy token of step " << s;
+    }
+  }
+}
+
+void expect_bitwise_equal(const Trajectory& a, const Trajectory& b, const std::string& what) {
+  ASSERT_EQ(a.logits.size(), b.logits.size());
+  for (size_t s = 0; s < a.logits.size(); ++s)
+    ASSERT_EQ(a.logits[s], b.logits[s]) << what << ": logits of step " << s << " are not bitwise equal";
+}
+
+std::vector<int32_t> prompt_of(uint32_t length, uint32_t vocab) {
+  std::vector<int32_t> prompt(length);
+  for (uint32_t i = 0; i < length; ++i) prompt[i] = int32_t((i * 131 + 7) % vocab);
+  return prompt;
+}
+
+EngineOptions cuda_options(const std::string& model_dir) {
+  EngineOptions o;
+  o.model_dir = model_dir;
+  o.backend = Backend::cuda;
+  o.max_context = 256;
+  return o;
+}
+
+class CudaEngine : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!CudaExecutor::unavailable_reason().empty()) return;
+    dir_ = new TempDir("cuda_engine_test");
+    write_random_model("tiny", dir_->path().string(), "bf16", 11);
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static TempDir* dir_;
+};
+TempDir* CudaEngine::dir_ = nullptr;
+
+// The tiny preset: a prompt of 21 tokens (prefill passes of 4 tokens and a remainder), 12 decode steps.
+TEST_F(CudaEngine, TinyMatchesTheCpuBackendInEveryMode) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  EngineOptions cpu_options = cuda_options(dir_->path().string());
+  cpu_options.backend = Backend::cpu;
+  Engine cpu(cpu_options);
+  const std::vector<int32_t> prompt = prompt_of(21, cpu.model().vocab);
+  const Trajectory reference = run_trajectory(cpu, prompt, 12);
+
+  Engine launch(cuda_options(dir_->path().string()));
+  const Trajectory first = run_trajectory(launch, prompt, 12);
+  expect_close_to_cpu(first, reference, 2e-3);
+  expect_bitwise_equal(first, run_trajectory(launch, prompt, 12), "a second run");
+
+  launch.set_schedule(Schedule::bsp);
+  expect_bitwise_equal(first, run_trajectory(launch, prompt, 12), "bsp");
+
+  EngineOptions resident = cuda_options(dir_->path().string());
+  resident.cuda_resident = true;
+  Engine resident_engine(resident);
+  expect_bitwise_equal(first, run_trajectory(resident_engine, prompt, 12), "resident");
+
+  EngineOptions direct = cuda_options(dir_->path().string());
+  direct.cuda_stage_weights = false;
+  Engine direct_engine(direct);
+  expect_bitwise_equal(first, run_trajectory(direct_engine, prompt, 12), "weights not staged");
+
+  EngineOptions dynamic = cuda_options(dir_->path().string());
+  dynamic.policy = "dynamic";
+  Engine dynamic_engine(dynamic);
+  expect_bitwise_equal(first, run_trajectory(dynamic_engine, prompt, 12), "dynamic ready queue");
+}
+
+TEST_F(CudaEngine, GreedyArgmaxOnTheDeviceMatchesTheLogits) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  Engine engine(cuda_options(dir_->path().string()));
+  engine.prefill(prompt_of(5, engine.model().vocab));
+  int32_t token = 3;
+  for (int s = 0; s < 6; ++s) {
+    const uint32_t position = engine.position();
+    const std::vector<float> logits = engine.decode(token);
+    const int32_t expected = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    // The same step again from the same position: the device's argmax must pick the same token.
+    engine.reset();
+    engine.prefill(prompt_of(5, engine.model().vocab));
+    while (engine.position() < position) engine.decode(token);
+    EXPECT_EQ(engine.decode_greedy(token), expected) << "step " << s;
+    token = expected;
+  }
+}
+
+TEST_F(CudaEngine, OneLaunchPerDecodeStepAndNoneWhenResident) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  for (bool resident : {false, true}) {
+    EngineOptions o = cuda_options(dir_->path().string());
+    o.cuda_resident = resident;
+    Engine engine(o);
+    engine.prefill(prompt_of(6, engine.model().vocab));
+    int32_t token = engine.decode_greedy(1);  // a resident kernel is running from here on
+    const uint64_t before = engine.kernel_launches();
+    for (int s = 0; s < 10; ++s) token = engine.decode_greedy(token);
+    EXPECT_EQ(engine.kernel_launches() - before, resident ? 0u : 10u) << (resident ? "resident" : "launch per step");
+  }
+}
+
+// The Llama-3.2-1B shape (random bf16 weights), the size the benchmark runs: TILEFIRE_DEVICE_LARGE_MODEL
+// names its folder (tests/device/run.sh writes it with `tilefire gen-model --preset llama-3.2-1b`).
+TEST(CudaEngineLarge, Llama1BShapeMatchesTheCpuBackend) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  const char* folder = std::getenv("TILEFIRE_DEVICE_LARGE_MODEL");
+  if (!folder) GTEST_SKIP() << "set TILEFIRE_DEVICE_LARGE_MODEL to a llama-3.2-1b folder to run";
+  EngineOptions cpu_options = cuda_options(folder);
+  cpu_options.backend = Backend::cpu;
+  Engine cpu(cpu_options);
+  const std::vector<int32_t> prompt = prompt_of(9, cpu.model().vocab);
+  const Trajectory reference = run_trajectory(cpu, prompt, 6);
+  Engine cuda(cuda_options(folder));
+  expect_close_to_cpu(run_trajectory(cuda, prompt, 6), reference, 5e-3);
+}
+
+}  // namespace
+}  // namespace tilefire::testing

@@ -1,0 +1,292 @@
+// Each device op against its CPU twin: one op node, tiled with awkward widths, on fresh random inputs, run
+// by the CUDA megakernel and by the CPU executor on the same bytes; outputs compared NaN-aware with per-op
+// tolerances, and the device run repeated to require bitwise-equal results. Skipped without a GPU (the
+// CPU twins themselves are tested in tests/ops in every CI run).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "megakernel/cpu/cpu_executor.h"
+#include "megakernel/cuda/cuda_executor.h"
+#include "tests/common/cuda_device.h"
+#include "ops/all_ops.h"
+#include "ops/rope.h"
+#include "tests/common/compare.h"
+
+namespace tilefire::testing {
+namespace {
+
+// One tensor of a single-op program: its slot, its host bytes, and whether the op writes it.
+struct TestTensor {
+  SlotDesc slot;
+  std::vector<unsigned char> bytes;
+  bool output = false;
+};
+
+class SingleOpCase {
+ public:
+  uint32_t add_bf16(const std::string& name, uint64_t rows, uint64_t cols, float scale) {
+    std::vector<uint16_t> v(rows * cols);
+    std::normal_distribution<float> normal(0.0f, scale);
+    for (auto& x : v) x = f32_to_bf16(normal(rng_));
+    return add({SlotKind::weight, DType::bf16, rows, cols, 0, name}, v.data(), v.size() * 2, false);
+  }
+  uint32_t add_f32(const std::string& name, SlotKind kind, uint64_t rows, uint64_t cols, float mean, float scale,
+                   bool output = false) {
+    std::vector<float> v(rows * cols);
+    std::normal_distribution<float> normal(mean, scale);
+    for (auto& x : v) x = output ? 0.0f : normal(rng_);
+    return add({kind, DType::f32, rows, cols, 0, name}, v.data(), v.size() * 4, output);
+  }
+  uint32_t add_values(const std::string& name, const std::vector<float>& v) {
+    return add({SlotKind::constant, DType::f32, 1, v.size(), 0, name}, v.data(), v.size() * 4, false);
+  }
+
+  // Tiles of `width` units (never crossing a break), spread round-robin over `workers` static queues.
+  Program program(const OpParams& params, uint32_t units, uint32_t width, const std::vector<uint32_t>& breaks,
+                  uint32_t workers, uint32_t tokens) const {
+    Program p;
+    for (const TestTensor& t : tensors_) p.slots.push_back(t.slot);
+    p.nodes.push_back({params, 0, 0, kNoSlot});
+    std::vector<uint32_t> cuts{0};
+    for (uint32_t b : breaks) cuts.push_back(b);
+    cuts.push_back(units);
+    std::sort(cuts.begin(), cuts.end());
+    for (size_t c = 0; c + 1 < cuts.size(); ++c)
+      for (uint32_t begin = cuts[c]; begin < cuts[c + 1]; begin += width) {
+        TaskDesc t;
+        t.op = params.op;
+        t.tile_begin = begin;
+        t.tile_end = std::min(cuts[c + 1], begin + width);
+        t.tile_index = uint32_t(p.tasks.size());
+        p.tasks.push_back(t);
+      }
+    p.nodes[0].task_count = uint32_t(p.tasks.size());
+    p.queues.resize(workers);
+    for (uint32_t t = 0; t < p.tasks.size(); ++t) p.queues[t % workers].push_back(t);
+    p.workers = workers;
+    p.tokens = tokens;
+    visit_op(params.op, [&](auto op) {
+      using Op = decltype(op);
+      p.scratch_floats = Op::scratch_floats(params.as<typename Op::Params>(), tokens);
+    });
+    return p;
+  }
+
+  // Runs on the CPU executor and on the device (twice); compares every output slot.
+  void expect_device_matches_cpu(const OpParams& params, uint32_t units, uint32_t width, const std::vector<uint32_t>& breaks,
+                                 const std::vector<int32_t>& tokens, uint32_t position0, double atol, double rtol,
+                                 const CudaOptions& cuda_options = {}) {
+    const StepInputs inputs{tokens.data(), uint32_t(tokens.size()), position0};
+    // CPU: host copies of every tensor.
+    std::vector<std::vector<unsigned char>> host(tensors_.size());
+    std::vector<void*> host_slots;
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      host[i] = tensors_[i].bytes;
+      host_slots.push_back(host[i].data());
+    }
+    CpuExecutor cpu(2);
+    const Program cpu_program = program(params, units, width, breaks, 2, inputs.tokens_count);
+    ProgramInstance instance(cpu_program, host_slots);
+    cpu.run_step(instance, inputs, StepOptions{});
+
+    CudaExecutor cuda(cuda_options);
+    const Program device_program = program(params, units, width, breaks, cuda.workers(), inputs.tokens_count);
+    std::vector<std::vector<unsigned char>> first_run(tensors_.size());
+    for (int run = 0; run < 2; ++run) {
+      std::vector<DeviceBuffer> buffers;
+      std::vector<void*> device_slots;
+      for (const TestTensor& t : tensors_) {
+        buffers.push_back(cuda.upload(t.bytes.data(), t.bytes.size()));
+        device_slots.push_back(buffers.back().get());
+      }
+      CudaProgramPtr loaded = cuda.load(device_program, device_slots);
+      cuda.run_step(*loaded, inputs, ScheduleMode::dataflow);
+      for (size_t i = 0; i < tensors_.size(); ++i) {
+        if (!tensors_[i].output) continue;
+        std::vector<unsigned char> device(tensors_[i].bytes.size());
+        cuda.download(device.data(), buffers[i].get(), device.size());
+        const size_t n = device.size() / 4;
+        const float* got = reinterpret_cast<const float*>(device.data());
+        const float* want = reinterpret_cast<const float*>(host[i].data());
+        const Mismatches m = compare_close(got, want, n, atol, rtol);
+        EXPECT_EQ(m.count, 0u) << op_name(params.op) << " output '" << tensors_[i].slot.name << "' differs from the CPU twin in "
+                               << m.count << " of " << n << " values:\n" << m.first;
+        if (run == 0)
+          first_run[i] = device;
+        else
+          EXPECT_EQ(first_run[i], device) << op_name(params.op) << ": two device runs differ in '" << tensors_[i].slot.name << "'";
+      }
+    }
+  }
+
+  std::mt19937& rng() { return rng_; }
+
+ private:
+  uint32_t add(SlotDesc slot, const void* data, size_t bytes, bool output) {
+    TestTensor t;
+    t.slot = std::move(slot);
+    t.bytes.assign(static_cast<const unsigned char*>(data), static_cast<const unsigned char*>(data) + bytes);
+    t.output = output;
+    tensors_.push_back(std::move(t));
+    return uint32_t(tensors_.size() - 1);
+  }
+  std::vector<TestTensor> tensors_;
+  std::mt19937 rng_{20261130};
+};
+
+std::vector<int32_t> random_tokens(std::mt19937& rng, uint32_t count, uint32_t vocab) {
+  std::vector<int32_t> tokens(count);
+  for (auto& t : tokens) t = int32_t(rng() % vocab);
+  return tokens;
+}
+
+TEST(CudaOps, EmbedMatchesCpu) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  SingleOpCase c;
+  EmbedParams p;
+  p.vocab = 50;
+  p.hidden = 100;
+  p.dtype = DType::bf16;
+  p.table = c.add_bf16("table", p.vocab, p.hidden, 1.0f);
+  p.out = c.add_f32("x0", SlotKind::activation, 7, p.hidden, 0, 0, true);
+  c.expect_device_matches_cpu(OpParams::make(OpCode::embed, 0, p), p.hidden, 13, {}, random_tokens(c.rng(), 7, p.vocab), 0, 0, 0);
+}
+
+// Matmul tiles: vectorised rows (K % 8 == 0, staged on Hopper) and scalar rows (K % 8 != 0), one token
+// and several passes of kDeviceMaxPassTokens tokens.
+TEST(CudaOps, MatmulResidualMatchesCpu) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  for (uint32_t K : {200u, 100u, 2048u})
+    for (uint32_t tokens : {1u, 5u}) {
+      SingleOpCase c;
+      MatmulResidualParams p;
+      p.K = K;
+      p.N = 130;
+      p.wdtype = DType::bf16;
+      p.x = c.add_f32("x", SlotKind::activation, tokens, K, 0, 1);
+      p.weight = c.add_bf16("w", p.N, K, 0.05f);
+      p.residual = c.add_f32("residual", SlotKind::activation, tokens, p.N, 0, 1);
+      p.out = c.add_f32("out", SlotKind::activation, tokens, p.N, 0, 0, true);
+      SCOPED_TRACE("K " + std::to_string(K) + ", tokens " + std::to_string(tokens));
+      c.expect_device_matches_cpu(OpParams::make(OpCode::matmul_residual, 0, p), p.N, 17, {},
+                                  random_tokens(c.rng(), tokens, 10), 0, 1e-4, 1e-3);
+    }
+}
+
+TEST(CudaOps, MatmulResidualMatchesCpuWithoutStaging) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  SingleOpCase c;
+  MatmulResidualParams p;
+  p.K = 512;
+  p.N = 96;
+  p.wdtype = DType::bf16;
+  p.x = c.add_f32("x", SlotKind::activation, 1, p.K, 0, 1);
+  p.weight = c.add_bf16("w", p.N, p.K, 0.05f);
+  p.residual = c.add_f32("residual", SlotKind::activation, 1, p.N, 0, 1);
+  p.out = c.add_f32("out", SlotKind::activation, 1, p.N, 0, 0, true);
+  CudaOptions direct;
+  direct.stage_weights = false;
+  c.expect_device_matches_cpu(OpParams::make(OpCode::matmul_residual, 0, p), p.N, 11, {}, {3}, 0, 1e-4, 1e-3, direct);
+}
+
+TEST(CudaOps, GateUpSwigluMatchesCpu) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  for (uint32_t tokens : {1u, 6u}) {
+    SingleOpCase c;
+    GateUpSwigluParams p;
+    p.hidden = 104;
+    p.ffn = 70;
+    p.max_tile = 9;
+    p.eps = 1e-5f;
+    p.wdtype = DType::bf16;
+    p.x = c.add_f32("x", SlotKind::activation, tokens, p.hidden, 0, 1);
+    p.norm_weight = c.add_f32("g", SlotKind::weight_f32, 1, p.hidden, 1, 0.1f);
+    p.w_gate = c.add_bf16("wg", p.ffn, p.hidden, 0.1f);
+    p.w_up = c.add_bf16("wu", p.ffn, p.hidden, 0.1f);
+    p.out = c.add_f32("out", SlotKind::activation, tokens, p.ffn, 0, 0, true);
+    c.expect_device_matches_cpu(OpParams::make(OpCode::gate_up_swiglu, 0, p), p.ffn, p.max_tile, {},
+                                random_tokens(c.rng(), tokens, 10), 0, 1e-4, 1e-3);
+  }
+}
+
+TEST(CudaOps, LmHeadMatchesCpuAndReducesTheArgmax) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  SingleOpCase c;
+  LmHeadParams p;
+  p.hidden = 96;
+  p.vocab = 1000;
+  p.eps = 1e-6f;
+  p.wdtype = DType::bf16;
+  p.x = c.add_f32("x", SlotKind::activation, 3, p.hidden, 0, 1);
+  p.norm_weight = c.add_f32("g", SlotKind::weight_f32, 1, p.hidden, 1, 0.1f);
+  p.weight = c.add_bf16("w", p.vocab, p.hidden, 0.1f);
+  p.logits = c.add_f32("logits", SlotKind::activation, 1, p.vocab, 0, 0, true);
+  c.expect_device_matches_cpu(OpParams::make(OpCode::lm_head, 0, p), p.vocab, 37, {}, {1, 2, 3}, 0, 1e-4, 1e-3);
+}
+
+// QKV: head_dim 48 (not a multiple of the warp), GQA 6/2, RoPE at positions 5.., with and without the
+// Qwen2 biases and the Qwen3 per-head norms.
+TEST(CudaOps, QkvProjectionMatchesCpu) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  for (bool qwen : {false, true})
+    for (uint32_t tokens : {1u, 3u}) {
+      SingleOpCase c;
+      QkvProjectionParams p;
+      p.hidden = 96;
+      p.heads = 6;
+      p.kv_heads = 2;
+      p.head_dim = 48;
+      p.max_context = 16;
+      p.eps = 1e-6f;
+      p.wdtype = DType::bf16;
+      p.x = c.add_f32("x", SlotKind::activation, tokens, p.hidden, 0, 1);
+      p.norm_weight = c.add_f32("g", SlotKind::weight_f32, 1, p.hidden, 1, 0.1f);
+      p.wq = c.add_bf16("wq", p.heads * p.head_dim, p.hidden, 0.1f);
+      p.wk = c.add_bf16("wk", p.kv_heads * p.head_dim, p.hidden, 0.1f);
+      p.wv = c.add_bf16("wv", p.kv_heads * p.head_dim, p.hidden, 0.1f);
+      if (qwen) {
+        p.bq = c.add_f32("bq", SlotKind::weight_f32, 1, p.heads * p.head_dim, 0, 0.1f);
+        p.bk = c.add_f32("bk", SlotKind::weight_f32, 1, p.kv_heads * p.head_dim, 0, 0.1f);
+        p.bv = c.add_f32("bv", SlotKind::weight_f32, 1, p.kv_heads * p.head_dim, 0, 0.1f);
+        p.q_norm = c.add_f32("qn", SlotKind::weight_f32, 1, p.head_dim, 1, 0.1f);
+        p.k_norm = c.add_f32("kn", SlotKind::weight_f32, 1, p.head_dim, 1, 0.1f);
+      }
+      p.rope_inv_freq = c.add_values("inv_freq", rope_inverse_frequencies(p.head_dim, 500000.0f, RopeScaling{}));
+      p.q_out = c.add_f32("q", SlotKind::activation, tokens, p.heads * p.head_dim, 0, 0, true);
+      p.k_cache = c.add_f32("k", SlotKind::kv_cache, p.kv_heads * p.max_context, p.head_dim, 0, 0, true);
+      p.v_cache = c.add_f32("v", SlotKind::kv_cache, p.kv_heads * p.max_context, p.head_dim, 0, 0, true);
+      SCOPED_TRACE(std::string(qwen ? "qwen" : "llama") + ", tokens " + std::to_string(tokens));
+      c.expect_device_matches_cpu(OpParams::make(OpCode::qkv_projection, 0, p), QkvProjectionOp::tile_units(p), 2,
+                                  QkvProjectionOp::tile_breaks(p), random_tokens(c.rng(), tokens, 10), 5, 1e-4, 1e-3);
+    }
+}
+
+// Attention over short and long contexts (a few positions per warp, and hundreds), head_dim 48 and 128.
+TEST(CudaOps, CausalAttentionMatchesCpu) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  for (uint32_t head_dim : {48u, 128u})
+    for (uint32_t position0 : {0u, 5u, 700u}) {
+      SingleOpCase c;
+      CausalAttentionParams p;
+      p.heads = 6;
+      p.kv_heads = 2;
+      p.head_dim = head_dim;
+      p.max_context = 1024;
+      p.scale = 1.0f / std::sqrt(float(head_dim));
+      const uint32_t tokens = 3;
+      p.q = c.add_f32("q", SlotKind::activation, tokens, p.heads * head_dim, 0, 1);
+      p.k_cache = c.add_f32("k", SlotKind::kv_cache, p.kv_heads * p.max_context, head_dim, 0, 1);
+      p.v_cache = c.add_f32("v", SlotKind::kv_cache, p.kv_heads * p.max_context, head_dim, 0, 1);
+      p.out = c.add_f32("out", SlotKind::activation, tokens, p.heads * head_dim, 0, 0, true);
+      SCOPED_TRACE("head_dim " + std::to_string(head_dim) + ", position0 " + std::to_string(position0));
+      c.expect_device_matches_cpu(OpParams::make(OpCode::causal_attention, 0, p), p.heads, 2, {2, 4},
+                                  random_tokens(c.rng(), tokens, 10), position0, 1e-5, 1e-4);
+    }
+}
+
+}  // namespace
+}  // namespace tilefire::testing
