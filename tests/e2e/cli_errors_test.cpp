@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/common/cli_runner.h"
+#include "megakernel/cuda/cuda_executor.h"
 #include "tests/common/test_models.h"
 
 namespace tilefire::testing {
@@ -368,6 +369,25 @@ TEST(CliFlags, RunBadFlagsAndValues) {
       {{"run", "--max-new-tokens", "1", "--trace", "/nonexistent/dir/trace.json"}, "run",
        {"--trace", "/nonexistent/dir/trace.json"}},
   });
+}
+
+// The backend flags: values, and flags of one backend given to the other. Where no GPU can run the
+// megakernel (every CI machine), --backend cuda says why and exits 2.
+TEST(CliFlags, BackendFlags) {
+  std::vector<FlagCase> cases{
+      {{"run", "--backend", "tpu"}, "run", {"--backend", "cpu or cuda", "'tpu'"}},
+      {{"run", "--ctas", "4"}, "run", {"--ctas", "--backend cuda"}},
+      {{"run", "--resident"}, "run", {"--resident", "--backend cuda"}},
+      {{"bench", "--watchdog-ms", "10"}, "bench", {"--watchdog-ms", "--backend cuda"}},
+      {{"run", "--backend", "cuda", "--threads", "2"}, "run", {"--threads", "--ctas"}},
+      {{"run", "--backend", "cuda", "--ctas", "0"}, "run", {"--ctas", "'0'"}},
+      {{"run", "--backend", "cuda", "--watchdog-ms", "x"}, "run", {"--watchdog-ms", "'x'"}},
+  };
+  if (const std::string reason = CudaExecutor::unavailable_reason(); !reason.empty()) {
+    cases.push_back({{"run", "--backend", "cuda"}, "run", {"--backend cuda", reason}});
+    cases.push_back({{"bench", "--backend", "cuda", "--preset", "tiny"}, "bench", {"--backend cuda", reason}});
+  }
+  check_flag_cases(cases);
 }
 
 TEST(CliFlags, CommandsAndGenModel) {
