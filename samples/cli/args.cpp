@@ -1,6 +1,7 @@
 #include "args.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -71,6 +72,25 @@ uint64_t Args::unsigned_or(const std::string& flag, uint64_t fallback, uint64_t 
     throw InputError("tilefire " + command_ + ": " + flag + " expects an integer in [" + std::to_string(min) + ", " +
                      (max == UINT64_MAX ? std::string("...") : std::to_string(max)) + "], got '" + s + "'");
   return parsed;
+}
+
+uint64_t Args::bytes_or(const std::string& flag, uint64_t fallback) const {
+  auto v = text(flag);
+  if (!v) return fallback;
+  const std::string& s = *v;
+  char* end = nullptr;
+  errno = 0;
+  const double number = std::strtod(s.c_str(), &end);
+  const std::string unit = end ? std::string(end) : std::string();
+  static const std::pair<const char*, double> units[] = {{"", 1.0},         {"B", 1.0},      {"KiB", 1024.0},
+                                                         {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+                                                         {"KB", 1e3},       {"MB", 1e6},     {"GB", 1e9},
+                                                         {"TB", 1e12}};
+  for (const auto& [name, scale] : units)
+    if (unit == name && !s.empty() && std::isdigit(static_cast<unsigned char>(s[0])) && errno != ERANGE &&
+        std::isfinite(number) && number * scale >= 1.0 && number * scale < 1.8e19)
+      return uint64_t(number * scale);
+  throw InputError("tilefire " + command_ + ": " + flag + " expects a size such as 80GiB, 141GB or 512MiB, got '" + s + "'");
 }
 
 double Args::number_or(const std::string& flag, double fallback, double min, double max) const {

@@ -22,6 +22,8 @@ class Args {
   std::string text_or(const std::string& flag, const std::string& fallback) const;
   uint64_t unsigned_or(const std::string& flag, uint64_t fallback, uint64_t min = 0, uint64_t max = UINT64_MAX) const;
   double number_or(const std::string& flag, double fallback, double min, double max) const;
+  // A size in bytes: a number with an optional unit B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB.
+  uint64_t bytes_or(const std::string& flag, uint64_t fallback) const;
   std::vector<int32_t> token_list(const std::string& flag) const;
 
  private:

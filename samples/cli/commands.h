@@ -5,5 +5,6 @@ namespace tilefire::cli {
 int run_command(int argc, char** argv);        // tilefire run
 int gen_model_command(int argc, char** argv);  // tilefire gen-model
 int bench_command(int argc, char** argv);      // tilefire bench
+int plan_command(int argc, char** argv);       // tilefire plan
 
 }  // namespace tilefire::cli

@@ -390,6 +390,19 @@ TEST(CliFlags, BackendFlags) {
   check_flag_cases(cases);
 }
 
+TEST(CliFlags, PlanRefusesWithTheReason) {
+  check_flag_cases({
+      {{"plan", "--preset", "llama-3.1-8b", "--tp", "3"}, "plan", {"--tp 3", "32 query heads over 3 ranks", "remainder of 2"}},
+      {{"plan", "--preset", "llama-3.1-8b", "--tp", "64"}, "plan", {"--tp 64", "32 query heads"}},
+      {{"plan", "--tp", "2"}, "plan", {"--model DIR or --preset NAME"}},
+      {{"plan", "--preset", "tiny"}, "plan", {"--tp N is required"}},
+      {{"plan", "--preset", "tiny", "--tp", "2", "--gpu-mem", "80XB"}, "plan", {"--gpu-mem", "'80XB'", "80GiB"}},
+      {{"plan", "--preset", "tiny", "--tp", "2", "--gpu-mem", "-1GiB"}, "plan", {"--gpu-mem", "'-1GiB'"}},
+      {{"plan", "--model", "/nonexistent", "--tp", "2"}, "plan", {"/nonexistent", "config.json"}},
+      {{"plan", "--preset", "huge", "--tp", "2"}, "plan", {"unknown preset 'huge'"}},
+  });
+}
+
 TEST(CliFlags, CommandsAndGenModel) {
   TempDir dir("cli-gen-errors");
   const std::string out = (dir.path() / "m").string();

@@ -262,5 +262,30 @@ TEST_F(CliGenModel, Bf16AndF16FoldersRun) {
   }
 }
 
+// tilefire plan: per-rank heads and memory as JSON, and a verdict against --gpu-mem.
+TEST(CliPlan, JsonPerRankAndVerdict) {
+  RunResult r = run_cli({"plan", "--preset", "llama-3.1-8b", "--tp", "8", "--json"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  EXPECT_EQ(plan["tp"], 8);
+  EXPECT_EQ(plan["kv_replicas"], 1);
+  EXPECT_TRUE(plan["fits"].get<bool>());
+  ASSERT_EQ(plan["ranks"].size(), 8u);
+  EXPECT_EQ(plan["ranks"][3]["q_heads"], nlohmann::json({12, 16}));
+  EXPECT_EQ(plan["ranks"][3]["kv_heads"], nlohmann::json({3, 4}));
+  EXPECT_EQ(plan["ranks"][0]["exchanged_bytes_per_token_layer"], 2 * 7 * 4096 * 4);
+
+  r = run_cli({"plan", "--preset", "llama-3.1-8b", "--tp", "16", "--gpu-mem", "2GiB", "--json"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const nlohmann::json tight = nlohmann::json::parse(r.out);
+  EXPECT_EQ(tight["kv_replicas"], 2);
+  EXPECT_FALSE(tight["fits"].get<bool>());
+  EXPECT_NE(tight["verdict"].get<std::string>().find("does not fit"), std::string::npos);
+
+  r = run_cli({"plan", "--preset", "tiny", "--tp", "2"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.out.find("verdict: fits"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace tilefire::testing

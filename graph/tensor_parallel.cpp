@@ -1,0 +1,89 @@
+// Splitting a model over tensor-parallel ranks (graph/tensor_parallel.h).
+#include "graph/tensor_parallel.h"
+
+#include <algorithm>
+
+namespace tilefire {
+
+namespace {
+
+// Rank r's share of n items split as evenly as possible: [begin, begin + count).
+void balanced_share(uint32_t n, uint32_t tp, uint32_t r, uint32_t& begin, uint32_t& count) {
+  const uint32_t base = n / tp, extra = n % tp;
+  begin = r * base + std::min(r, extra);
+  count = base + (r < extra ? 1 : 0);
+}
+
+}  // namespace
+
+TensorParallelSplit split_tensor_parallel(const ModelSpec& spec, uint32_t tp) {
+  if (tp == 0) throw InputError("--tp must be at least 1");
+  const std::string shape = std::to_string(spec.heads) + " query heads and " + std::to_string(spec.kv_heads) + " KV heads";
+  if (tp > spec.heads)
+    throw InputError("--tp " + std::to_string(tp) + " is more ranks than the model's " + std::to_string(spec.heads) +
+                     " query heads");
+  if (spec.heads % tp != 0)
+    throw InputError("--tp " + std::to_string(tp) + ": the " + shape + " do not split evenly: " + std::to_string(spec.heads) +
+                     " query heads over " + std::to_string(tp) + " ranks leaves a remainder of " + std::to_string(spec.heads % tp));
+  TensorParallelSplit split;
+  split.tp = tp;
+  if (spec.kv_heads >= tp) {
+    if (spec.kv_heads % tp != 0)
+      throw InputError("--tp " + std::to_string(tp) + ": the " + shape + " do not split evenly: " +
+                       std::to_string(spec.kv_heads) + " KV heads over " + std::to_string(tp) + " ranks leaves a remainder of " +
+                       std::to_string(spec.kv_heads % tp));
+  } else {
+    if (tp % spec.kv_heads != 0)
+      throw InputError("--tp " + std::to_string(tp) + ": the " + shape + " do not split evenly: with more ranks than KV heads " +
+                       "each KV head is replicated, which needs the ranks to be a multiple of the " +
+                       std::to_string(spec.kv_heads) + " KV heads");
+    split.kv_replicas = tp / spec.kv_heads;
+  }
+  const uint32_t q_per_rank = spec.heads / tp;
+  for (uint32_t r = 0; r < tp; ++r) {
+    RankShard s;
+    s.rank = r;
+    s.q_head_begin = r * q_per_rank;
+    s.q_heads = q_per_rank;
+    if (split.kv_replicas == 1) {
+      s.kv_heads = spec.kv_heads / tp;
+      s.kv_head_begin = r * s.kv_heads;
+    } else {
+      s.kv_heads = 1;
+      s.kv_head_begin = r / split.kv_replicas;  // the KV head of this rank's query heads
+    }
+    balanced_share(spec.ffn, tp, r, s.ffn_begin, s.ffn);
+    balanced_share(spec.vocab, tp, r, s.vocab_begin, s.vocab);
+    split.ranks.push_back(s);
+  }
+  return split;
+}
+
+RankMemory rank_memory(const ModelSpec& spec, const RankShard& shard, uint64_t kv_tokens) {
+  const uint64_t w = dtype_size(spec.dtype), hidden = spec.hidden, hd = spec.head_dim;
+  const uint64_t q = uint64_t(shard.q_heads) * hd, kv = uint64_t(shard.kv_heads) * hd, ffn = shard.ffn;
+  RankMemory m;
+  uint64_t per_layer = w * hidden * (q + 2 * kv)  // Wq, Wk, Wv rows of the rank's heads
+                       + w * hidden * q            // Wo columns
+                       + w * hidden * ffn * 3      // gate and up rows, down columns
+                       + 4 * hidden * 2;           // the two norms, as f32
+  if (spec.qkv_bias) per_layer += 4 * (q + 2 * kv);
+  if (spec.qk_norm) per_layer += 4 * hd * 2;
+  m.weight_bytes = per_layer * spec.layers + 4 * hidden      // + the final norm
+                   + w * uint64_t(spec.vocab) * hidden;      // the embedding table, on every rank
+  if (!spec.tie_embeddings) m.weight_bytes += w * uint64_t(shard.vocab) * hidden;  // the rank's LM-head rows
+  m.kv_cache_bytes = 2ull * spec.layers * kv * kv_tokens * sizeof(float);
+  const uint64_t chunk = 128;  // Engine::Impl::kPrefillChunk: the largest program's tokens per step
+  m.workspace_bytes = sizeof(float) * (chunk * spec.layers * (5 * hidden + 2 * q + ffn) + spec.vocab + shard.vocab);
+  return m;
+}
+
+uint64_t exchanged_bytes_per_token_layer(const ModelSpec& spec, uint32_t tp) {
+  return 2ull * (tp - 1) * spec.hidden * sizeof(float);
+}
+
+uint64_t logits_gather_bytes(const ModelSpec& spec, const RankShard& shard) {
+  return uint64_t(spec.vocab - shard.vocab) * sizeof(float);
+}
+
+}  // namespace tilefire

@@ -1,0 +1,75 @@
+// tilefire/plan.h: the tensor-parallel plan of a model, from graph/tensor_parallel.h.
+#include "tilefire/plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "graph/model_spec.h"
+#include "graph/tensor_parallel.h"
+
+namespace tilefire {
+
+namespace {
+std::string gib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", double(bytes) / double(1ull << 30));
+  return text;
+}
+}  // namespace
+
+TensorParallelPlan plan_tensor_parallel(const std::string& model_dir, const std::string& preset, uint32_t tp,
+                                        uint64_t gpu_memory_bytes, uint64_t kv_tokens) {
+  ModelSpec spec;
+  TensorParallelPlan plan;
+  if (!model_dir.empty()) {
+    const std::filesystem::path config = std::filesystem::path(model_dir) / "config.json";
+    if (!std::filesystem::exists(config)) throw InputError("--model " + model_dir + ": no config.json in the folder");
+    spec = parse_hf_config(config);
+    plan.model = model_dir;
+  } else {
+    spec = preset_spec(preset.empty() ? "tiny" : preset, DType::bf16);
+    plan.model = "preset " + (preset.empty() ? std::string("tiny") : preset) + " (bf16)";
+  }
+  if (kv_tokens == 0) kv_tokens = std::min<uint64_t>(spec.max_context, 4096);
+  const TensorParallelSplit split = split_tensor_parallel(spec, tp);
+  plan.tp = tp;
+  plan.heads = spec.heads;
+  plan.kv_heads = spec.kv_heads;
+  plan.ffn = spec.ffn;
+  plan.vocab = spec.vocab;
+  plan.layers = spec.layers;
+  plan.kv_replicas = split.kv_replicas;
+  plan.kv_tokens = kv_tokens;
+  plan.gpu_memory_bytes = gpu_memory_bytes;
+  plan.fits = true;
+  uint64_t largest = 0;
+  for (const RankShard& s : split.ranks) {
+    const RankMemory m = rank_memory(spec, s, kv_tokens);
+    RankPlan r;
+    r.rank = s.rank;
+    r.q_head_begin = s.q_head_begin;
+    r.q_heads = s.q_heads;
+    r.kv_head_begin = s.kv_head_begin;
+    r.kv_heads = s.kv_heads;
+    r.ffn_begin = s.ffn_begin;
+    r.ffn = s.ffn;
+    r.vocab_begin = s.vocab_begin;
+    r.vocab = s.vocab;
+    r.weight_bytes = m.weight_bytes;
+    r.kv_cache_bytes = m.kv_cache_bytes;
+    r.workspace_bytes = m.workspace_bytes;
+    r.total_bytes = m.total();
+    r.exchanged_bytes_per_token_layer = exchanged_bytes_per_token_layer(spec, tp);
+    r.logits_gather_bytes = logits_gather_bytes(spec, s);
+    largest = std::max(largest, r.total_bytes);
+    if (r.total_bytes > gpu_memory_bytes) plan.fits = false;
+    plan.ranks.push_back(r);
+  }
+  plan.verdict = plan.fits ? "fits: the largest rank needs " + gib(largest) + " of " + gib(gpu_memory_bytes)
+                           : "does not fit: the largest rank needs " + gib(largest) + " but a GPU has " + gib(gpu_memory_bytes) +
+                                 " (more ranks, fewer --kv-tokens, or a larger --gpu-mem)";
+  return plan;
+}
+
+}  // namespace tilefire

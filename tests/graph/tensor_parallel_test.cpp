@@ -1,0 +1,102 @@
+// The tensor-parallel split and plan: every head, FFN column and vocabulary row lands on exactly one rank
+// (KV heads on exactly kv_replicas ranks), each rank's query heads use only the KV heads it holds, the
+// memory of the ranks adds up to the unsplit model, and degrees the shapes do not allow are refused with
+// the reason.
+#include <gtest/gtest.h>
+
+#include "graph/tensor_parallel.h"
+#include "tests/common/compare.h"
+
+namespace tilefire::testing {
+namespace {
+
+void expect_consistent_split(const ModelSpec& spec, uint32_t tp) {
+  SCOPED_TRACE("tp " + std::to_string(tp));
+  const TensorParallelSplit split = split_tensor_parallel(spec, tp);
+  ASSERT_EQ(split.ranks.size(), tp);
+  std::vector<int> q_owner(spec.heads, 0), kv_holders(spec.kv_heads, 0), ffn_owner(spec.ffn, 0), vocab_owner(spec.vocab, 0);
+  for (const RankShard& r : split.ranks) {
+    for (uint32_t h = r.q_head_begin; h < r.q_head_begin + r.q_heads; ++h) {
+      ++q_owner.at(h);
+      const uint32_t kv = h / spec.group();  // GQA: the KV head query head h reads
+      EXPECT_GE(kv, r.kv_head_begin) << "rank " << r.rank << " query head " << h;
+      EXPECT_LT(kv, r.kv_head_begin + r.kv_heads) << "rank " << r.rank << " query head " << h;
+    }
+    for (uint32_t h = r.kv_head_begin; h < r.kv_head_begin + r.kv_heads; ++h) ++kv_holders.at(h);
+    for (uint32_t c = r.ffn_begin; c < r.ffn_begin + r.ffn; ++c) ++ffn_owner.at(c);
+    for (uint32_t v = r.vocab_begin; v < r.vocab_begin + r.vocab; ++v) ++vocab_owner.at(v);
+  }
+  for (int n : q_owner) ASSERT_EQ(n, 1);
+  for (int n : kv_holders) ASSERT_EQ(n, int(split.kv_replicas));
+  for (int n : ffn_owner) ASSERT_EQ(n, 1);
+  for (int n : vocab_owner) ASSERT_EQ(n, 1);
+}
+
+TEST(TensorParallel, SplitsOfThePresetsCoverEverythingOnce) {
+  for (const std::string& preset : preset_names()) {
+    const ModelSpec spec = preset_spec(preset, DType::bf16);
+    SCOPED_TRACE(preset);
+    for (uint32_t tp = 1; tp <= spec.heads; ++tp) {
+      const bool allowed = spec.heads % tp == 0 && (spec.kv_heads >= tp ? spec.kv_heads % tp == 0 : tp % spec.kv_heads == 0);
+      if (allowed) {
+        expect_consistent_split(spec, tp);
+      } else {
+        EXPECT_THROW(split_tensor_parallel(spec, tp), InputError) << "tp " << tp;
+      }
+    }
+  }
+}
+
+// The example: 32 query / 8 KV heads split 8 ways is fine, 3 ways is not, and the message says why.
+TEST(TensorParallel, RefusalsNameTheShapes) {
+  const ModelSpec spec = preset_spec("llama-3.1-8b", DType::bf16);
+  EXPECT_NO_THROW(split_tensor_parallel(spec, 8));
+  EXPECT_EQ(split_tensor_parallel(spec, 16).kv_replicas, 2u);
+  EXPECT_EQ(message_of<InputError>([&] { split_tensor_parallel(spec, 3); }),
+            "--tp 3: the 32 query heads and 8 KV heads do not split evenly: 32 query heads over 3 ranks leaves a remainder of 2");
+  const std::string too_many = message_of<InputError>([&] { split_tensor_parallel(spec, 64); });
+  EXPECT_NE(too_many.find("more ranks than the model's 32 query heads"), std::string::npos) << too_many;
+  ModelSpec odd = spec;
+  odd.kv_heads = 6;
+  odd.heads = 24;
+  const std::string kv = message_of<InputError>([&] { split_tensor_parallel(odd, 4); });
+  EXPECT_NE(kv.find("6 KV heads over 4 ranks"), std::string::npos) << kv;
+  EXPECT_THROW(split_tensor_parallel(spec, 0), InputError);
+}
+
+// Weights of all ranks = the unsplit model + (tp - 1) copies of what every rank holds whole (embedding
+// table, norms) and of the replicated KV projections.
+TEST(TensorParallel, RankWeightsAddUpToTheModel) {
+  for (const char* preset : {"tiny", "llama-3.2-1b", "llama-3.1-8b", "qwen3-8b"}) {
+    const ModelSpec spec = preset_spec(preset, DType::bf16);
+    const uint64_t whole = rank_memory(spec, split_tensor_parallel(spec, 1).ranks[0], 1024).weight_bytes;
+    const uint64_t w = dtype_size(spec.dtype);
+    uint64_t replicated_each = w * uint64_t(spec.vocab) * spec.hidden + 4ull * spec.hidden * (2 * spec.layers + 1);
+    if (spec.qk_norm) replicated_each += 4ull * spec.head_dim * 2 * spec.layers;
+    for (uint32_t tp : {2u, 4u, 8u}) {
+      const TensorParallelSplit split = split_tensor_parallel(spec, tp);
+      uint64_t sum = 0, kv_cache = 0;
+      for (const RankShard& r : split.ranks) {
+        const RankMemory m = rank_memory(spec, r, 1024);
+        sum += m.weight_bytes;
+        kv_cache += m.kv_cache_bytes;
+      }
+      const uint64_t kv_rows_bytes = w * 2ull * spec.kv_dim() * spec.hidden * spec.layers;
+      const uint64_t expected = whole + (tp - 1) * replicated_each + (split.kv_replicas - 1) * kv_rows_bytes;
+      EXPECT_EQ(sum, expected) << preset << " tp " << tp;
+      EXPECT_EQ(kv_cache, split.kv_replicas * rank_memory(spec, split_tensor_parallel(spec, 1).ranks[0], 1024).kv_cache_bytes)
+          << preset << " tp " << tp;
+    }
+  }
+}
+
+TEST(TensorParallel, ExchangedBytes) {
+  const ModelSpec spec = preset_spec("llama-3.1-8b", DType::bf16);
+  EXPECT_EQ(exchanged_bytes_per_token_layer(spec, 1), 0u);
+  EXPECT_EQ(exchanged_bytes_per_token_layer(spec, 8), 2ull * 7 * 4096 * 4);
+  const TensorParallelSplit split = split_tensor_parallel(spec, 8);
+  EXPECT_EQ(logits_gather_bytes(spec, split.ranks[0]), (128256ull - 16032) * 4);
+}
+
+}  // namespace
+}  // namespace tilefire::testing
