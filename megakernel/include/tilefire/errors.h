@@ -18,4 +18,10 @@ struct DeviceError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A tensor-parallel peer that died or never arrived: a collective waited longer than its timeout. The
+// message names the waiting rank, the collective and the rank it waited for.
+struct TransportError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace tilefire
