@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <oneapi/tbb/flow_graph.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include "graph/compile.h"
 #include "graph/primitive_graph.h"
+#include "graph/tensor_parallel.h"
 #include "ops/all_ops.h"
 #include "scheduler/policy.h"
 #include "scheduler/validator.h"
@@ -112,13 +114,27 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
     };
 
     // Passes 1 and 2 (from a model): the unfused graph of one step, then the fuse pass.
-    flow::continue_node<flow::continue_msg> primitive_pass(g, guarded([&] { primitives = build_primitive_graph(*spec, options); }));
+    // Under tensor parallelism the graph is built for the rank's share of the heads, FFN and vocabulary
+    // (local_spec), then the shard pass binds it to slices of the checkpoint and adds the collectives.
+    std::optional<TensorParallelSplit> split;
+    if (spec && options.tp > 1) {
+      split = split_tensor_parallel(*spec, options.tp);
+      if (options.rank >= options.tp)
+        throw InputError("compile: rank " + std::to_string(options.rank) + " of " + std::to_string(options.tp) + " ranks");
+    }
+    flow::continue_node<flow::continue_msg> primitive_pass(g, guarded([&] {
+      primitives = build_primitive_graph(split ? local_spec(*spec, *split, options.rank) : *spec, options);
+    }));
     flow::continue_node<flow::continue_msg> fuse_pass(g, guarded([&] { fused = fuse_primitive_graph(primitives, options); }));
+    flow::continue_node<flow::continue_msg> shard_pass(g, guarded([&] {
+      if (split) fused = shard_op_graph(std::move(fused), *spec, *split, options);
+    }));
 
     // Pass 3: tile every node (in parallel), then lay the tasks out node by node.
     flow::continue_node<flow::continue_msg> tile_pass(g, guarded([&] {
       program.slots = graph.slots;
       program.constants = graph.constants;
+      program.collective_flags = graph.collective_flags;
       node_count = uint32_t(graph.nodes.size());
       tiles_of_node.assign(node_count, {});
       parallel_for(uint32_t(0), node_count, [&](uint32_t n) {
@@ -180,7 +196,7 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
           const SlotDesc& slot = program.slots[r.slot];
           auto it = producer_of_slot.find(r.slot);
           if (it == producer_of_slot.end()) {
-            if (slot.kind == SlotKind::activation)
+            if (slot.kind == SlotKind::activation || slot.kind == SlotKind::window)
               throw std::runtime_error("compile: " + std::string(op_name(task.op)) + " reads activation '" + slot.name +
                                        "', which no op of the step produces");
             continue;  // weights, constants, and KV-cache positions written by earlier steps
@@ -248,7 +264,8 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
     flow::continue_node<flow::continue_msg> validate_pass(g, guarded([&] { validate_program(program); }));
 
     flow::make_edge(primitive_pass, fuse_pass);
-    flow::make_edge(fuse_pass, tile_pass);
+    flow::make_edge(fuse_pass, shard_pass);
+    flow::make_edge(shard_pass, tile_pass);
     flow::make_edge(tile_pass, dependency_pass);
     flow::make_edge(dependency_pass, event_pass);
     flow::make_edge(event_pass, placement_pass);

@@ -19,6 +19,8 @@ struct CompileOptions {
   EventGranularity granularity = EventGranularity::tile;
   uint32_t tiles_per_worker = 4;  // target tiles of each op per worker (more: more overlap, more sync)
   uint32_t max_tile_rows = 512;   // widest matmul tile, in weight rows
+  uint32_t tp = 1;    // tensor-parallel ranks (graph/shard.cpp makes rank `rank`'s program)
+  uint32_t rank = 0;
 };
 
 // One op node before tiling: the fused op's parameters and the tile width the tiler should use.
@@ -34,11 +36,20 @@ struct OpGraph {
   std::vector<OpNode> nodes;
   std::vector<SlotDesc> slots;
   std::vector<float> constants;  // storage of the constant slots
+  uint32_t collective_flags = 0;  // tensor parallelism: flag slots the collective nodes use
 };
 
 struct PrimitiveGraph;
 // The fuse pass; throws std::runtime_error naming any primitive no fused op covers.
 OpGraph fuse_primitive_graph(const PrimitiveGraph& graph, const CompileOptions& options);
+
+// The shard pass (graph/shard.cpp): rank `options.rank` of `options.tp`'s part of an op graph built from
+// the rank-local spec (local_spec below): weight slots become slices of the checkpoint's tensors, the O
+// and down projections write partial sums to window slots that an allreduce_residual node reduces, and
+// the LM head's rows go through an allgather node into the full logits.
+struct TensorParallelSplit;
+ModelSpec local_spec(const ModelSpec& spec, const TensorParallelSplit& split, uint32_t rank);
+OpGraph shard_op_graph(OpGraph local, const ModelSpec& spec, const TensorParallelSplit& split, const CompileOptions& options);
 
 // Tiles, derives dependencies and events, places and validates. Throws std::runtime_error when the graph
 // is malformed (a slot read that nothing produces) or the Program fails validation.

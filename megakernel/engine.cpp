@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
 
 #include "megakernel/engine_impl.h"
 #include "scheduler/policy.h"
@@ -30,6 +32,8 @@ CompileOptions Engine::Impl::compile_options(uint32_t tokens) const {
   o.max_context = max_context;
   o.policy = options.policy.empty() ? std::string(kDefaultPolicy) : options.policy;
   o.granularity = options.granularity == Granularity::op ? EventGranularity::op : EventGranularity::tile;
+  o.tp = tp;
+  o.rank = rank;
   return o;
 }
 
@@ -38,10 +42,21 @@ namespace {
 const TensorView& checkpoint_tensor(const LoadedModel& model, const SlotDesc& slot) {
   const TensorView* t = model.weights.find(slot.name);
   if (!t) throw InputError(model.origin + ": missing tensor '" + slot.name + "'");
-  if (t->numel() != slot.rows * slot.cols)
+  const uint64_t expected = slot.sliced() ? slot.full_rows * slot.full_cols : slot.rows * slot.cols;
+  if (t->numel() != expected)
     throw InputError(model.origin + ": tensor '" + slot.name + "' has " + std::to_string(t->numel()) + " elements, expected " +
-                     std::to_string(slot.rows * slot.cols));
+                     std::to_string(expected));
   return *t;
+}
+
+// A tensor-parallel rank's slice of a checkpoint tensor, as contiguous rows (element size `size`).
+std::vector<unsigned char> slice_bytes(const void* data, const SlotDesc& slot, size_t size) {
+  std::vector<unsigned char> out(slot.rows * slot.cols * size);
+  const auto* in = static_cast<const unsigned char*>(data);
+  for (uint64_t r = 0; r < slot.rows; ++r)
+    std::memcpy(out.data() + r * slot.cols * size, in + ((slot.row_begin + r) * slot.full_cols + slot.col_begin) * size,
+                slot.cols * size);
+  return out;
 }
 
 std::vector<float> finite_f32_values(const TensorView& t, const std::string& name) {
@@ -63,7 +78,7 @@ void* Engine::Impl::device_slot(const SlotDesc& slot) {
   DeviceBuffer buffer;
   switch (slot.kind) {
     case SlotKind::weight: {  // bf16 on the device; f32 and f16 checkpoints are rounded once, here
-      const TensorView& t = checkpoint_tensor(model, slot);
+      const TensorView& t = checkpoint_tensor(loaded(), slot);
       if (t.dtype == DType::bf16) {
         buffer = cuda->upload(t.data, t.numel() * 2);
       } else {
@@ -74,7 +89,7 @@ void* Engine::Impl::device_slot(const SlotDesc& slot) {
       break;
     }
     case SlotKind::weight_f32: {
-      const std::vector<float> values = finite_f32_values(checkpoint_tensor(model, slot), slot.name);
+      const std::vector<float> values = finite_f32_values(checkpoint_tensor(loaded(), slot), slot.name);
       buffer = cuda->upload(values.data(), values.size() * sizeof(float));
       break;
     }
@@ -112,18 +127,43 @@ std::unique_ptr<BoundProgram> Engine::Impl::bind(Program program, double compile
     }
     switch (slot.kind) {
       case SlotKind::weight: {
-        const TensorView& t = checkpoint_tensor(model, slot);
+        const TensorView& t = checkpoint_tensor(loaded(), slot);
         if (t.dtype != slot.dtype)
-          throw InputError(model.origin + ": tensor '" + slot.name + "' is " + std::string(dtype_name(t.dtype)) +
+          throw InputError(loaded().origin + ": tensor '" + slot.name + "' is " + std::string(dtype_name(t.dtype)) +
                            ", expected " + std::string(dtype_name(slot.dtype)) + " like the other matrices");
-        slots[i] = const_cast<void*>(t.data);
+        const size_t size = dtype_size(t.dtype);
+        if (!slot.sliced()) {
+          slots[i] = const_cast<void*>(t.data);
+        } else if (slot.cols == slot.full_cols) {  // whole rows: a pointer into the checkpoint
+          slots[i] = const_cast<unsigned char*>(static_cast<const unsigned char*>(t.data) + slot.row_begin * slot.full_cols * size);
+        } else {  // a column slice: copied once into contiguous rows
+          const std::string key = slot.name + "@" + std::to_string(slot.row_begin) + "," + std::to_string(slot.col_begin);
+          auto it = weight_slices.find(key);
+          if (it == weight_slices.end()) it = weight_slices.emplace(key, slice_bytes(t.data, slot, size)).first;
+          slots[i] = it->second.data();
+        }
         break;
       }
       case SlotKind::weight_f32: {
-        auto it = f32_vectors.find(slot.name);
-        if (it == f32_vectors.end())
-          it = f32_vectors.emplace(slot.name, finite_f32_values(checkpoint_tensor(model, slot), slot.name)).first;
+        const std::string key = slot.name + "@" + std::to_string(slot.col_begin) + "+" + std::to_string(slot.cols);
+        auto it = f32_vectors.find(key);
+        if (it == f32_vectors.end()) {
+          std::vector<float> values = finite_f32_values(checkpoint_tensor(loaded(), slot), slot.name);
+          if (slot.sliced()) values = std::vector<float>(values.begin() + slot.col_begin, values.begin() + slot.col_begin + slot.cols);
+          it = f32_vectors.emplace(key, std::move(values)).first;
+        }
         slots[i] = it->second.data();
+        break;
+      }
+      case SlotKind::window: {  // 64-byte aligned, in slot order: the same layout on every rank
+        if (!group && rank_view.windows == nullptr)
+          throw std::logic_error("bind: a window slot '" + slot.name + "' outside tensor parallelism");
+        const uint64_t offset = bound->window_bytes;
+        bound->window_bytes += (slot.rows * slot.cols * sizeof(float) + 63) / 64 * 64;
+        if (bound->window_bytes > rank_view.window_bytes)
+          throw std::logic_error("bind: the program's window slots need " + std::to_string(bound->window_bytes) +
+                                 " bytes, the window has " + std::to_string(rank_view.window_bytes));
+        slots[i] = rank_view.windows[rank] + offset;
         break;
       }
       case SlotKind::kv_cache: {
@@ -224,8 +264,10 @@ const float* Engine::Impl::run(BoundProgram& bound, const std::vector<int32_t>& 
     cuda->download(host_logits.data(), bound.logits, info.vocab * sizeof(float));
     return host_logits.data();
   }
-  const StepInputs inputs = prepare_step(bound, tokens);
+  StepInputs inputs = prepare_step(bound, tokens);
+  inputs.epoch = ++epoch;
   StepOptions step_options;
+  step_options.ranks = tp > 1 ? &rank_view : nullptr;
   step_options.mode = schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow;
   step_options.trace = trace;
   step_options.max_random_delay_us = options.stress_delay_us;
@@ -238,7 +280,7 @@ const float* Engine::Impl::run(BoundProgram& bound, const std::vector<int32_t>& 
 int32_t Engine::Impl::run_greedy(BoundProgram& bound, const std::vector<int32_t>& tokens) {
   const uint32_t at = position + uint32_t(tokens.size()) - 1;
   auto nonfinite = [&] {
-    return InputError(model.origin + ": the model produced NaN logits (or other non-finite values) at position " + std::to_string(at) +
+    return InputError(loaded().origin + ": the model produced NaN logits (or other non-finite values) at position " + std::to_string(at) +
                       "; its weight matrices hold NaN or Inf values");
   };
   if (cuda) {
@@ -258,12 +300,85 @@ const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* c
   const float* logits = nullptr;
   for (size_t begin = 0; begin < tokens.size(); begin += kPrefillChunk) {
     const size_t end = std::min(tokens.size(), begin + kPrefillChunk);
+    const std::vector<int32_t> chunk(tokens.begin() + begin, tokens.begin() + end);
     double chunk_compile_ms = 0;
-    BoundProgram& program = prefill_program(uint32_t(end - begin), &chunk_compile_ms);
+    if (rank_engines.empty()) {
+      BoundProgram& program = prefill_program(uint32_t(chunk.size()), &chunk_compile_ms);
+      logits = run(program, chunk, nullptr);
+    } else {
+      std::vector<BoundProgram*> programs(rank_engines.size());
+      on_every_rank([&](Impl& r, uint32_t index) {
+        double ms = 0;
+        programs[index] = &r.prefill_program(uint32_t(chunk.size()), &ms);
+        if (index == 0) chunk_compile_ms = ms;
+      });
+      for (uint32_t r = 1; r < programs.size(); ++r) check_ranks_agree(*programs[0], *programs[r], r);
+      on_every_rank([&](Impl& r, uint32_t index) {
+        const float* rank_logits = r.run(*programs[index], chunk, nullptr);
+        if (index == 0) logits = rank_logits;
+      });
+      position += uint32_t(chunk.size());
+    }
     *compile_ms += chunk_compile_ms;
-    logits = run(program, std::vector<int32_t>(tokens.begin() + begin, tokens.begin() + end), nullptr);
   }
   return logits;
+}
+
+const float* Engine::Impl::decode_step(int32_t token, std::vector<TaskTiming>* trace) {
+  if (rank_engines.empty()) return run(*decode_program, {token}, trace);
+  const float* logits = nullptr;
+  on_every_rank([&](Impl& r, uint32_t index) {
+    const float* rank_logits = r.run(*r.decode_program, {token}, index == 0 ? trace : nullptr);
+    if (index == 0) logits = rank_logits;
+  });
+  ++position;
+  return logits;
+}
+
+int32_t Engine::Impl::decode_greedy_step(int32_t token) {
+  if (rank_engines.empty()) return run_greedy(*decode_program, {token});
+  int32_t next = 0;
+  on_every_rank([&](Impl& r, uint32_t index) {
+    const int32_t rank_next = r.run_greedy(*r.decode_program, {token});
+    if (index == 0) next = rank_next;
+  });
+  ++position;
+  return next;
+}
+
+void Engine::Impl::check_ranks_agree(const BoundProgram& rank0, const BoundProgram& other, uint32_t other_rank) const {
+  // Ranks wait on each other inside collective tasks, so every rank must run them in the same order:
+  // the same tasks of the same ops on the same workers (docs/TENSOR_PARALLEL.md).
+  const Program& a = rank0.program;
+  const Program& b = other.program;
+  bool same = a.tasks.size() == b.tasks.size() && a.queues == b.queues && a.placement == Placement::static_queues;
+  for (size_t t = 0; same && t < a.tasks.size(); ++t)
+    same = a.tasks[t].op == b.tasks[t].op && a.tasks[t].node == b.tasks[t].node;
+  if (!same)
+    throw InputError("--tp " + std::to_string(tp) + ": rank " + std::to_string(other_rank) +
+                     "'s program is laid out differently from rank 0's (the FFN or vocabulary rows do not split evenly "
+                     "enough for the same tiles on every rank); choose a --tp that divides them");
+}
+
+void Engine::Impl::on_every_rank(const std::function<void(Impl&, uint32_t)>& step) {
+  std::vector<std::exception_ptr> failures(rank_engines.size());
+  std::vector<std::thread> threads;
+  for (uint32_t r = 1; r < rank_engines.size(); ++r)
+    threads.emplace_back([&, r] {
+      try {
+        step(*rank_engines[r], r);
+      } catch (...) {
+        failures[r] = std::current_exception();
+      }
+    });
+  try {
+    step(*rank_engines[0], 0);
+  } catch (...) {
+    failures[0] = std::current_exception();
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& failure : failures)
+    if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace tilefire

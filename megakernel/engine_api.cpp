@@ -4,6 +4,7 @@
 #include <fstream>
 #include <thread>
 
+#include "graph/tensor_parallel.h"
 #include "megakernel/engine_impl.h"
 #include "ops/sampling.h"
 #include "ops/splitmix64.h"
@@ -81,8 +82,12 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (!options.policy.empty() && !find_policy(options.policy))
     throw InputError("--policy: unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
   m.program_spec = spec;
+  if (options.tp == 0) throw InputError("--tp must be at least 1");
   if (options.backend == Backend::cuda) {
     if (options.stress_delay_us) throw InputError("--stress-delay-us applies to the cpu backend only");
+    if (options.tp > 1)
+      throw InputError("--tp on the cuda backend needs the NCCL device transport, which is not built yet "
+                       "(docs/TENSOR_PARALLEL.md); --backend cpu runs --tp");
     CudaOptions cuda;
     cuda.device = options.cuda_device;
     cuda.ctas = options.cuda_ctas;
@@ -94,12 +99,51 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   } else {
     const uint32_t threads = options.threads ? options.threads : usable_cores();
     if (threads > 256) throw InputError("--threads " + std::to_string(threads) + " is more than 256");
-    m.executor = std::make_unique<CpuExecutor>(threads);
+    if (options.tp > 1 && options.policy == "dynamic")
+      throw InputError("--policy dynamic cannot run with --tp: each rank's ready queue would order its collective "
+                       "tasks differently, and ranks waiting on each other's different tasks could deadlock; use a "
+                       "static policy (docs/TENSOR_PARALLEL.md)");
+    if (options.tp > 1) {
+      // One engine per rank on its share of the threads; the parent keeps the group and runs no program.
+      const TensorParallelSplit split = split_tensor_parallel(spec, options.tp);
+      const uint64_t chunk = Impl::kPrefillChunk;
+      const uint64_t window_bytes = 2ull * spec.layers * ((chunk * spec.hidden * 4 + 63) / 64 * 64) +
+                                    ((uint64_t(spec.vocab) + options.tp - 1) / options.tp * 4 + 63) / 64 * 64;
+      const uint32_t flags = 2 * spec.layers * spec.hidden + options.tp;  // at most one per column and node
+      m.tp = options.tp;
+      m.group = std::make_unique<InProcessGroup>(options.tp, window_bytes, flags, 60000);
+      for (uint32_t r = 0; r < options.tp; ++r) {
+        auto rank = std::make_unique<Impl>();
+        rank->options = options;
+        rank->schedule = options.schedule;
+        rank->max_context = m.max_context;
+        rank->program_spec = spec;
+        rank->tp = options.tp;
+        rank->rank = r;
+        rank->parent_model = &m.model;
+        rank->rank_view = m.group->view(r);
+        rank->info.vocab = spec.vocab;
+        rank->executor = std::make_unique<CpuExecutor>(std::max(1u, threads / options.tp));
+        m.rank_engines.push_back(std::move(rank));
+      }
+    } else {
+      m.executor = std::make_unique<CpuExecutor>(threads);
+    }
   }
 
   auto start = std::chrono::steady_clock::now();
-  Program decode = compile_model(m.program_spec, m.compile_options(1));
-  m.decode_program = m.bind(std::move(decode), ms_since(start));
+  if (m.rank_engines.empty()) {
+    Program decode = compile_model(m.program_spec, m.compile_options(1));
+    m.decode_program = m.bind(std::move(decode), ms_since(start));
+  } else {
+    m.on_every_rank([&](Impl& r, uint32_t) {
+      auto rank_start = std::chrono::steady_clock::now();
+      Program decode = compile_model(r.program_spec, r.compile_options(1));
+      r.decode_program = r.bind(std::move(decode), ms_since(rank_start));
+    });
+    for (uint32_t r = 1; r < m.rank_engines.size(); ++r)
+      m.check_ranks_agree(*m.rank_engines[0]->decode_program, *m.rank_engines[r]->decode_program, r);
+  }
 
   ModelInfo& info = m.info;
   info.origin = m.model.origin;
@@ -114,7 +158,9 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   info.ffn = spec.ffn;
   info.max_context = m.max_context;
   info.eos_tokens = spec.eos_tokens;
-  info.decode_weight_bytes = decode_weight_bytes(m.decode_program->program, spec);
+  // The whole model's bytes per step (every rank's share together under tensor parallelism).
+  info.decode_weight_bytes = m.rank_engines.empty() ? decode_weight_bytes(m.decode_program->program, spec)
+                                                    : decode_weight_bytes(compile_model(spec, CompileOptions{}), spec);
 }
 
 Engine::~Engine() {
@@ -122,14 +168,25 @@ Engine::~Engine() {
 }
 
 const ModelInfo& Engine::model() const { return impl_->info; }
-uint32_t Engine::threads() const { return impl_->workers(); }
+uint32_t Engine::threads() const {
+  uint32_t workers = 0;
+  for (const auto& rank : impl_->rank_engines) workers += rank->workers();
+  return impl_->rank_engines.empty() ? impl_->workers() : workers;
+}
+uint32_t Engine::tensor_parallel_ranks() const { return impl_->tp; }
 std::string Engine::device_name() const { return impl_->cuda ? impl_->cuda->device_name() : "cpu"; }
 uint64_t Engine::kernel_launches() const { return impl_->cuda ? impl_->cuda->launches() : 0; }
-void Engine::reset() { impl_->position = 0; }
+void Engine::reset() {
+  impl_->position = 0;
+  for (auto& rank : impl_->rank_engines) rank->position = 0;
+}
 uint32_t Engine::position() const { return impl_->position; }
-void Engine::set_schedule(Schedule schedule) { impl_->schedule = schedule; }
-uint32_t Engine::decode_tasks() const { return uint32_t(impl_->decode_program->program.tasks.size()); }
-uint32_t Engine::decode_events() const { return uint32_t(impl_->decode_program->program.events.size()); }
+void Engine::set_schedule(Schedule schedule) {
+  impl_->schedule = schedule;
+  for (auto& rank : impl_->rank_engines) rank->schedule = schedule;
+}
+uint32_t Engine::decode_tasks() const { return uint32_t(impl_->decode_program_of_rank0().program.tasks.size()); }
+uint32_t Engine::decode_events() const { return uint32_t(impl_->decode_program_of_rank0().program.events.size()); }
 
 uint64_t Engine::decode_kv_bytes() const {
   const ModelSpec& spec = impl_->model.spec;
@@ -143,11 +200,15 @@ std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens) {
 }
 
 std::vector<float> Engine::decode(int32_t token) {
-  const float* logits = impl_->run(*impl_->decode_program, {token}, nullptr);
+  impl_->check_tokens({token});
+  const float* logits = impl_->decode_step(token, nullptr);
   return std::vector<float>(logits, logits + impl_->info.vocab);
 }
 
-int32_t Engine::decode_greedy(int32_t token) { return impl_->run_greedy(*impl_->decode_program, {token}); }
+int32_t Engine::decode_greedy(int32_t token) {
+  impl_->check_tokens({token});
+  return impl_->decode_greedy_step(token);
+}
 
 GenerateResult Engine::generate(const GenerateRequest& request) {
   Impl& m = *impl_;
@@ -191,7 +252,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     std::ofstream probe(request.trace_path);  // fail before generating, not after
     if (!probe) throw InputError("--trace: cannot write '" + request.trace_path + "'");
   }
-  result.compile_ms = m.decode_program->compile_ms;
+  result.compile_ms = m.decode_program_of_rank0().compile_ms;
   if (request.max_new_tokens == 0) {
     result.finish_reason = "length";
     return result;
@@ -213,10 +274,10 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
                         (decode_steps == 1 || result.tokens.size() + 1 >= request.max_new_tokens);  // a warm step
     auto step_start = std::chrono::steady_clock::now();
     if (greedy_only && !record) {
-      token = m.run_greedy(*m.decode_program, {token});
+      token = m.decode_greedy_step(token);
       result.tokens.push_back(token);
     } else {
-      token = pick(m.run(*m.decode_program, {token}, record ? &trace : nullptr));
+      token = pick(m.decode_step(token, record ? &trace : nullptr));
     }
     decode_ms += ms_since(step_start);
     ++decode_steps;
@@ -225,9 +286,9 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     if (trace.empty()) {  // no decode step was recorded (one token, or eos first): trace one more
       if (m.position >= m.max_context)
         throw InputError("--trace: generation filled the context before a decode step could be recorded");
-      m.run(*m.decode_program, {token}, &trace);
+      m.decode_step(token, &trace);
     }
-    write_chrome_trace(request.trace_path, m.decode_program->program, trace);
+    write_chrome_trace(request.trace_path, m.decode_program_of_rank0().program, trace);
     result.trace_written = true;
   }
   result.finish_reason = is_eos(token) ? "eos" : result.tokens.size() >= request.max_new_tokens ? "length" : "context";

@@ -1,6 +1,7 @@
 #pragma once
 // The Engine's insides: the loaded model, the executor, the KV cache and the compiled programs.
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "megakernel/cpu/cpu_executor.h"
 #include "megakernel/cuda/cuda_executor.h"
 #include "tilefire/engine.h"
+#include "transport/groups.h"
 
 namespace tilefire {
 
@@ -34,6 +36,7 @@ class AlignedFloats {
 struct BoundProgram {
   Program program;
   std::vector<std::pair<uint32_t, size_t>> activation_offsets;  // (slot, float offset in the arena)
+  uint64_t window_bytes = 0;  // tensor parallelism: bytes of the rank's window its window slots use
   size_t activation_floats = 0;
   uint64_t arena_generation = 0;  // the arena the slots point into
   std::unique_ptr<ProgramInstance> instance;  // cpu backend
@@ -57,6 +60,17 @@ struct Engine::Impl {
 
   LoadedModel model;
   ModelInfo info;
+  // Tensor parallelism on the cpu backend (docs/TENSOR_PARALLEL.md): the parent engine holds the group
+  // and one Impl per rank, an engine of its own for the rank's share (its programs, executor, KV cache).
+  // A step runs on every rank at once and the next starts when all have finished, so no rank reuses a
+  // window buffer a peer may still read.
+  uint32_t tp = 1, rank = 0;
+  const LoadedModel* parent_model = nullptr;  // a rank reads the parent's weights
+  std::unique_ptr<InProcessGroup> group;       // the parent
+  std::vector<std::unique_ptr<Impl>> rank_engines;  // the parent
+  RankView rank_view;                          // a rank: its view of the group's windows and flags
+  uint64_t epoch = 0;                          // the collective epoch of the next step
+  const LoadedModel& loaded() const { return parent_model ? *parent_model : model; }
   EngineOptions options;
   uint32_t max_context = 0;
   ModelSpec program_spec;  // the model's spec as programs are compiled for the backend (bf16 weights on cuda)
@@ -67,6 +81,7 @@ struct Engine::Impl {
   std::vector<float> host_logits;                      // cuda: the last logits copied back
   std::map<std::string, AlignedFloats> kv_cache;        // by slot name
   std::map<std::string, std::vector<float>> f32_vectors;  // norm weights and biases converted to f32
+  std::map<std::string, std::vector<unsigned char>> weight_slices;  // a rank's column slices of matrices
   AlignedFloats arena;                                  // activations of whichever program runs
   uint64_t arena_generation = 0;
   std::unique_ptr<BoundProgram> decode_program;
@@ -93,6 +108,15 @@ struct Engine::Impl {
   int32_t run_greedy(BoundProgram& bound, const std::vector<int32_t>& tokens);
   // The whole prompt, chunk by chunk; returns the last token's logits. Adds compile time to *compile_ms.
   const float* prefill(const std::vector<int32_t>& tokens, double* compile_ms);
+  // One decode step of `token` on the decode program (every rank's, under tensor parallelism).
+  const float* decode_step(int32_t token, std::vector<TaskTiming>* trace);
+  int32_t decode_greedy_step(int32_t token);
+  const BoundProgram& decode_program_of_rank0() const { return rank_engines.empty() ? *decode_program : *rank_engines[0]->decode_program; }
+  // Runs step(rank engine, rank) on every rank at once, rank 0 on the calling thread; rethrows the first
+  // failure after all have returned.
+  void on_every_rank(const std::function<void(Impl&, uint32_t)>& step);
+  // Throws InputError unless `other` runs the same tasks on the same workers as rank 0's program.
+  void check_ranks_agree(const BoundProgram& rank0, const BoundProgram& other, uint32_t other_rank) const;
 };
 
 // Milliseconds since `start` on the steady clock.

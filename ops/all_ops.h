@@ -7,6 +7,7 @@
 #include "ops/matmul_residual.h"
 #include "ops/noop.h"
 #include "ops/qkv_projection.h"
+#include "transport/collective_ops.h"
 #include "ops/op_list.h"
 
 namespace tilefire {

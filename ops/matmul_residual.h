@@ -1,6 +1,7 @@
 #pragma once
 // matmul_residual: out[:, n0:n1] = residual[:, n0:n1] + x @ W[n0:n1, :]^T. The O projection and the down
-// projection, with the residual add fused into the epilogue. Tiles are output-column ranges.
+// projection, with the residual add fused into the epilogue. Tiles are output-column ranges. Without a
+// residual slot (a tensor-parallel rank's partial sum, reduced by allreduce_residual) out = x @ W^T.
 #include "ops/matmul.h"
 #include "ops/tile.h"
 
@@ -9,7 +10,7 @@ namespace tilefire {
 struct MatmulResidualParams {
   uint32_t x = kNoSlot;         // activation [tokens, K]
   uint32_t weight = kNoSlot;    // weight [N, K]
-  uint32_t residual = kNoSlot;  // activation [tokens, N]
+  uint32_t residual = kNoSlot;  // activation [tokens, N], or kNoSlot
   uint32_t out = kNoSlot;       // activation [tokens, N]
   uint32_t K = 0;
   uint32_t N = 0;
@@ -23,7 +24,7 @@ struct MatmulResidualOp {
   static size_t scratch_floats(const Params&, uint32_t) { return 0; }
   static void footprint(const Params& p, TileRange tile, TileFootprint& fp) {
     fp.reads.push_back({p.x, 0, p.K});
-    fp.reads.push_back({p.residual, tile.begin, tile.end});
+    if (p.residual != kNoSlot) fp.reads.push_back({p.residual, tile.begin, tile.end});
     fp.writes.push_back({p.out, tile.begin, tile.end});
   }
   static void weight_ranges(const Params& p, TileRange tile, WeightRanges& out) {
@@ -33,9 +34,10 @@ struct MatmulResidualOp {
   static void run_tile(const Params& p, TileRange tile, const TileContext& ctx) {
     const uint32_t tokens = ctx.step->tokens_count;
     const float* x = ctx.slot<const float>(p.x);                // [tokens, K]
-    const float* residual = ctx.slot<const float>(p.residual);  // [tokens, N]
     float* out = ctx.slot<float>(p.out);                        // [tokens, N]
     matmul_rows(ctx.slot<const void>(p.weight), p.wdtype, p.K, tile.begin, tile.end, x, p.K, tokens, out, p.N);
+    if (p.residual == kNoSlot) return;
+    const float* residual = ctx.slot<const float>(p.residual);  // [tokens, N]
     for (uint32_t m = 0; m < tokens; ++m)
       for (uint32_t n = tile.begin; n < tile.end; ++n) out[size_t(m) * p.N + n] += residual[size_t(m) * p.N + n];
   }

@@ -4,15 +4,18 @@
 #include <cstdint>
 #include <string_view>
 
-// X(name, header type): the opcode and the struct (in ops/<name>.h) that implements its tiles.
-#define TILEFIRE_OP_LIST(X)                \
-  X(noop, NoopOp)                          \
-  X(embed, EmbedOp)                        \
-  X(qkv_projection, QkvProjectionOp)       \
-  X(causal_attention, CausalAttentionOp)   \
-  X(matmul_residual, MatmulResidualOp)     \
-  X(gate_up_swiglu, GateUpSwigluOp)        \
-  X(lm_head, LmHeadOp)
+// X(name, header type): the opcode and the struct (in ops/<name>.h; the collectives in
+// transport/collective_ops.h) that implements its tiles.
+#define TILEFIRE_OP_LIST(X)                  \
+  X(noop, NoopOp)                            \
+  X(embed, EmbedOp)                          \
+  X(qkv_projection, QkvProjectionOp)         \
+  X(causal_attention, CausalAttentionOp)     \
+  X(matmul_residual, MatmulResidualOp)       \
+  X(gate_up_swiglu, GateUpSwigluOp)          \
+  X(lm_head, LmHeadOp)                       \
+  X(allreduce_residual, AllreduceResidualOp) \
+  X(allgather_logits, AllgatherLogitsOp)
 
 namespace tilefire {
 

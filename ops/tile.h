@@ -26,12 +26,16 @@ struct StepInputs {
   const int32_t* tokens = nullptr;  // [tokens] the step's token ids (positions position0 ..)
   uint32_t tokens_count = 0;        // equals the Program's token count
   uint32_t position0 = 0;           // position of tokens[0] in the sequence
+  uint64_t epoch = 0;               // tensor parallelism: the step's collective epoch (the same on every rank)
 };
+
+struct RankView;  // transport/rank_view.h
 
 struct TileContext {
   void* const* slots = nullptr;  // [slot count] resolved pointers (host, device or peer window)
   const StepInputs* step = nullptr;
   float* scratch = nullptr;  // [Program::scratch_floats] private to the worker running the tile
+  const RankView* ranks = nullptr;  // tensor parallelism: this rank's view of the group's windows
 
   template <class T>
   T* slot(uint32_t id) const { return static_cast<T*>(slots[id]); }

@@ -39,6 +39,7 @@ enum class SlotKind : uint8_t {
   activation,  // [rows, cols] f32, owned by the backend
   kv_cache,    // [kv_heads, max_context, head_dim] f32, owned by the engine across steps
   constant,    // f32 values stored in Program::constants
+  window,      // [rows, cols] f32 in this rank's symmetric window (tensor parallelism): peers read it
 };
 
 struct SlotDesc {
@@ -48,6 +49,11 @@ struct SlotDesc {
   uint64_t cols = 0;
   uint64_t constant_offset = 0;  // kind == constant: first element in Program::constants
   std::string name;  // checkpoint tensor name for weights; a descriptive name otherwise
+  // A tensor-parallel rank's part of a checkpoint tensor [full_rows, full_cols]: rows [row_begin,
+  // row_begin + rows) and columns [col_begin, col_begin + cols). full_rows == 0: the whole tensor.
+  uint64_t full_rows = 0, full_cols = 0;
+  uint64_t row_begin = 0, col_begin = 0;
+  bool sliced() const { return full_rows != 0; }
 };
 
 struct NodeDesc {
@@ -82,6 +88,7 @@ struct Program {
   uint32_t workers = 1;
   uint32_t tokens = 1;          // tokens per step (1 at decode, the prompt length at prefill)
   size_t scratch_floats = 0;    // per-worker scratch any tile may need
+  uint32_t collective_flags = 0;  // tensor parallelism: flag slots its collective tasks use
 
   uint32_t slot_index(const std::string& name) const;  // kNoSlot when absent
 };

@@ -23,6 +23,11 @@ struct CpuExecutor::Job {
   uint32_t bsp_step = 0;      // 1-based count of its bsp steps (barrier targets)
   uint32_t push_base = 0;     // dynamic: the ready list's push and claim counters when the step began
   uint32_t pop_base = 0;
+  // A tile that throws (a collective whose peer died) stops the step: every wait of every worker also
+  // ends on `failed`, and run_step rethrows the first error.
+  mutable std::atomic<bool> failed{false};
+  mutable std::mutex error_mutex;
+  mutable std::exception_ptr error;
 };
 
 namespace {
@@ -194,7 +199,11 @@ void CpuExecutor::run_step(ProgramInstance& instance, const StepInputs& inputs, 
       b.reserve(program.tasks.size());
     }
 
+  if (instance.broken_)
+    throw std::runtime_error("cpu backend: this program's state is inconsistent after an earlier step failed");
   Job& job = *job_;
+  job.failed.store(false, std::memory_order_relaxed);
+  job.error = nullptr;
   job.instance = &instance;
   job.program = &program;
   job.inputs = inputs;
@@ -221,6 +230,10 @@ void CpuExecutor::run_step(ProgramInstance& instance, const StepInputs& inputs, 
   doorbell_.fetch_add(1, std::memory_order_seq_cst);  // publishes the job
   step_parking_.wake_all();
   step_parking_.wait_until([&] { return counter_reached(finished_.load(std::memory_order_seq_cst), target); });
+  if (job.failed.load(std::memory_order_seq_cst)) {
+    instance.broken_ = true;  // its counters are part-way through a step
+    std::rethrow_exception(job.error);
+  }
   instance.step_ = job.step;
   instance.dynamic_steps_ = job.dynamic_step;
   instance.bsp_steps_ = job.bsp_step;
@@ -236,25 +249,38 @@ void CpuExecutor::worker_main(uint32_t worker) {
     seen = doorbell_.load(std::memory_order_acquire);
     if (shutdown_.load(std::memory_order_acquire)) return;
     const Job& job = *job_;
-    const bool trace = job.options.trace != nullptr, delay = job.options.max_random_delay_us != 0;
-    auto delay_hooks = [&] {
-      return DelayHooks{job.options.delay_seed * 7919 + worker * 104729 + job.step, job.options.max_random_delay_us};
-    };
-    if (trace && delay) {
-      BothHooks<DelayHooks, TraceHooks> hooks{delay_hooks(), TraceHooks{&trace_buffers_[worker], worker}};
-      run_job(job, worker, hooks);
-    } else if (trace) {
-      TraceHooks hooks{&trace_buffers_[worker], worker};
-      run_job(job, worker, hooks);
-    } else if (delay) {
-      DelayHooks hooks = delay_hooks();
-      run_job(job, worker, hooks);
-    } else {
-      NoHooks hooks;
-      run_job(job, worker, hooks);
+    try {
+      run_job_with_hooks(job, worker);
+    } catch (...) {  // a tile threw (a collective's peer died): stop this step on every worker
+      {
+        std::lock_guard lock(job.error_mutex);
+        if (!job.error) job.error = std::current_exception();
+      }
+      job.failed.store(true, std::memory_order_seq_cst);
+      task_parking_.wake_all();
     }
     finished_.fetch_add(1, std::memory_order_seq_cst);
     step_parking_.wake_all();
+  }
+}
+
+void CpuExecutor::run_job_with_hooks(const Job& job, uint32_t worker) {
+  const bool trace = job.options.trace != nullptr, delay = job.options.max_random_delay_us != 0;
+  auto delay_hooks = [&] {
+    return DelayHooks{job.options.delay_seed * 7919 + worker * 104729 + job.step, job.options.max_random_delay_us};
+  };
+  if (trace && delay) {
+    BothHooks<DelayHooks, TraceHooks> hooks{delay_hooks(), TraceHooks{&trace_buffers_[worker], worker}};
+    run_job(job, worker, hooks);
+  } else if (trace) {
+    TraceHooks hooks{&trace_buffers_[worker], worker};
+    run_job(job, worker, hooks);
+  } else if (delay) {
+    DelayHooks hooks = delay_hooks();
+    run_job(job, worker, hooks);
+  } else {
+    NoHooks hooks;
+    run_job(job, worker, hooks);
   }
 }
 
@@ -273,7 +299,7 @@ void CpuExecutor::run_task(const Job& job, uint32_t task, uint32_t worker, Hooks
   const Program& program = *job.program;
   const TaskDesc& t = program.tasks[task];
   const OpParams& params = program.nodes[t.node].params;
-  TileContext ctx{job.instance->slots_.data(), &job.inputs, scratch_[worker].data()};
+  TileContext ctx{job.instance->slots_.data(), &job.inputs, scratch_[worker].data(), job.options.ranks};
   hooks.before(task);
   const bool known = visit_op(t.op, [&](auto op) {
     using Op = decltype(op);
@@ -307,7 +333,8 @@ void CpuExecutor::run_static(const Job& job, uint32_t worker, Hooks& hooks) {
       const uint32_t target = program.events[e].trigger_count * job.step;
       if (event_reached(events[e], target)) continue;
       flush();
-      task_parking_.wait_until([&] { return event_reached(events[e], target); }, prefetch);
+      task_parking_.wait_until([&] { return job.failed.load(std::memory_order_relaxed) || event_reached(events[e], target); }, prefetch);
+      if (job.failed.load(std::memory_order_relaxed)) return;
     }
     run_task(job, task, worker, hooks);
     const uint32_t done = program.nodes[t.node].done_event;
@@ -338,7 +365,8 @@ void CpuExecutor::run_dynamic(const Job& job, uint32_t worker, Hooks& hooks) {
     if (index >= tasks) return;
     // The index-th ready task of this step will appear: a valid program makes every task ready once.
     auto stamped = [&] { return uint32_t(inst.ready_list_[index].load(std::memory_order_seq_cst) >> 32) == job.dynamic_step; };
-    if (!stamped()) task_parking_.wait_until(stamped);
+    if (!stamped()) task_parking_.wait_until([&] { return job.failed.load(std::memory_order_relaxed) || stamped(); });
+    if (job.failed.load(std::memory_order_relaxed)) return;
     const uint32_t task = uint32_t(inst.ready_list_[index].load(std::memory_order_acquire));
     run_task(job, task, worker, hooks);
     const TaskDesc& t = program.tasks[task];
@@ -396,7 +424,10 @@ void CpuExecutor::run_bsp(const Job& job, uint32_t worker, Hooks& hooks) {
     target += workers;
     task_parking_.wake_all();
     if (!counter_reached(inst.barrier_.load(std::memory_order_seq_cst), target))
-      task_parking_.wait_until([&] { return counter_reached(inst.barrier_.load(std::memory_order_seq_cst), target); });
+      task_parking_.wait_until([&] {
+        return job.failed.load(std::memory_order_relaxed) || counter_reached(inst.barrier_.load(std::memory_order_seq_cst), target);
+      });
+    if (job.failed.load(std::memory_order_relaxed)) return;
   }
 }
 

@@ -31,6 +31,7 @@ struct StepOptions {
   std::vector<TaskTiming>* trace = nullptr;  // when set, every task's timing is appended
   uint32_t max_random_delay_us = 0;          // stress: a random delay before each task, up to this
   uint64_t delay_seed = 0;
+  const RankView* ranks = nullptr;           // tensor parallelism: the rank's view of its group (collective tiles)
 };
 
 // A Program bound to memory on this backend, with its grow-only counters.
@@ -50,6 +51,7 @@ class ProgramInstance {
   uint32_t step_ = 0;  // steps completed; step_ + 1 is the one running
   uint32_t dynamic_steps_ = 0;  // of those, steps run from the dynamic ready queue
   uint32_t bsp_steps_ = 0;      // and steps run in bsp mode
+  bool broken_ = false;         // a step failed part-way (a tile threw): no further steps
   std::unique_ptr<std::atomic<uint32_t>[]> events_;
   // Dynamic ready queue: per-task satisfied waits, event -> waiters (CSR), and the ready list whose
   // entries carry the step they belong to (so nothing is cleared between steps).
@@ -83,6 +85,7 @@ class CpuExecutor {
  private:
   struct Job;
   void worker_main(uint32_t worker);
+  void run_job_with_hooks(const Job& job, uint32_t worker);
   template <class Hooks>
   void run_job(const Job& job, uint32_t worker, Hooks& hooks);
   template <class Hooks>

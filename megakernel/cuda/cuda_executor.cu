@@ -55,6 +55,8 @@ std::string describe_error(const DeviceErrorRecord& r) {
              " ms in " + task + " for " + wait_description(r) + "; the step was stopped";
     case DeviceErrorCode::unknown_opcode:
       return "megakernel: CTA " + std::to_string(r.cta) + " met an unknown opcode " + std::to_string(r.op) + " in " + task;
+    case DeviceErrorCode::unsupported_op:
+      return "megakernel: CTA " + std::to_string(r.cta) + " met " + task + ", which has no device implementation yet";
     case DeviceErrorCode::none:
       break;
   }
@@ -83,6 +85,9 @@ uint32_t workspace_floats_of(const Program& program, const DeviceProgramView& vi
 // What the device ops support; anything else is refused at load with the reason.
 void check_supported(const Program& program) {
   for (const NodeDesc& node : program.nodes) {
+    if (node.params.op == OpCode::allreduce_residual || node.params.op == OpCode::allgather_logits)
+      throw InputError("--tp on the cuda backend needs the NCCL device transport, which is not built yet "
+                       "(docs/TENSOR_PARALLEL.md); --backend cpu runs --tp");
     std::string problem;
     visit_op(node.params.op, [&](auto op) {
       using Params = typename decltype(op)::Params;

@@ -2,6 +2,7 @@
 // Every device op, and the dispatch: a switch generated from TILEFIRE_OP_LIST (ops/op_list.h), so the
 // op list stays the single source. An op without a DeviceTile specialisation fails to compile here.
 #include "ops/cuda/causal_attention.cuh"
+#include "ops/cuda/collectives.cuh"
 #include "ops/cuda/embed.cuh"
 #include "ops/cuda/gate_up_swiglu.cuh"
 #include "ops/cuda/lm_head.cuh"

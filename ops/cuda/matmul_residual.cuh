@@ -13,7 +13,7 @@ struct DeviceTile<OpCode::matmul_residual> {
   __device__ static void run(const Params& p, TileRange tile, DeviceTileContext& ctx) {
     const uint32_t width = tile.end - tile.begin;
     const float* x = ctx.slot<const float>(p.x);                // [tokens, K]
-    const float* residual = ctx.slot<const float>(p.residual);  // [tokens, N]
+    const float* residual = p.residual == kNoSlot ? nullptr : ctx.slot<const float>(p.residual);  // [tokens, N]
     float* out = ctx.slot<float>(p.out);                        // [tokens, N]
     float* xs = ctx.workspace;
     float* dots = xs + ctx.pass_tokens() * p.K;
@@ -24,7 +24,7 @@ struct DeviceTile<OpCode::matmul_residual> {
       for (uint32_t i = threadIdx.x; i < count * width; i += kDeviceConsumerThreads) {
         const uint32_t t = i / width, n = tile.begin + i % width;
         const uint64_t at = uint64_t(m0 + t) * p.N + n;
-        out[at] = dots[t * width + (n - tile.begin)] + __ldcg(residual + at);
+        out[at] = dots[t * width + (n - tile.begin)] + (residual ? __ldcg(residual + at) : 0.0f);
       }
       consumers_sync();
     }

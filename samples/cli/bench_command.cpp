@@ -54,7 +54,7 @@ std::vector<double> time_decode(Engine& engine, Schedule schedule, uint32_t prom
 
 int bench_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help"}, valued{"--model", "--preset", "--dtype", "--seed", "--threads",
-      "--steps", "--rounds", "--prompt-len", "--policy", "--bandwidth-mb", "--compile-preset"};
+      "--steps", "--rounds", "--prompt-len", "--policy", "--bandwidth-mb", "--compile-preset", "--tp"};
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("bench", switches, valued);
@@ -64,6 +64,7 @@ int bench_command(int argc, char** argv) {
         "usage: tilefire bench [--model DIR | --preset NAME [--dtype bf16]] [--threads N] [--steps N] [--rounds R]\n"
         "                      [--prompt-len P] [--policy NAME] [--bandwidth-mb MB] [--json]\n"
         "                      [--compile-preset NAME]  (also time compiling that preset's decode program)\n"
+        "                      [--tp N]  (cpu: N tensor-parallel ranks as thread groups)\n"
         "                      [--backend cpu|cuda ...]  (cuda: dataflow, bsp and the resident kernel)\n%s",
         kBackendHelp);
     return 0;
@@ -75,6 +76,7 @@ int bench_command(int argc, char** argv) {
   options.preset_dtype = args.text_or("--dtype", "bf16");
   options.preset_seed = args.unsigned_or("--seed", 0);
   options.threads = uint32_t(args.unsigned_or("--threads", 0, 1, 256));
+  options.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 256));
   const std::string policy = args.text_or("--policy", "balanced");
   options.policy = policy;
   apply_backend_flags(args, options);
@@ -144,6 +146,7 @@ int bench_command(int argc, char** argv) {
                           {"backend", cuda ? "cuda" : "cpu"},
                           {"device", engine.device_name()},
                           {"threads", engine.threads()},
+                          {"tp", engine.tensor_parallel_ranks()},
                           {"policy", policy},
                           {cuda ? "measured_copy_gbs" : "measured_read_gbs", ceiling_gbs},
                           {"step_bytes", step_bytes},
@@ -174,8 +177,9 @@ int bench_command(int argc, char** argv) {
                 engine.decode_events());
     std::printf("measured device-to-device copy bandwidth: %.1f GB/s (read + written)\n", ceiling_gbs);
   } else {
-    std::printf("model %s (%s), %u threads, policy %s, %u tasks / %u events per decode step\n", model.origin.c_str(),
-                model.dtype.c_str(), engine.threads(), policy.c_str(), engine.decode_tasks(), engine.decode_events());
+    std::printf("model %s (%s), %u threads, %u tensor-parallel rank(s), policy %s, %u tasks / %u events per decode step%s\n",
+                model.origin.c_str(), model.dtype.c_str(), engine.threads(), engine.tensor_parallel_ranks(), policy.c_str(),
+                engine.decode_tasks(), engine.decode_events(), engine.tensor_parallel_ranks() > 1 ? " (rank 0)" : "");
     std::printf("measured read bandwidth: %.2f GB/s (%u threads)\n", ceiling_gbs, engine.threads());
   }
   std::printf("bytes per decode step: %.1f MB (weights %.1f MB, KV %.2f MB)\n", step_bytes / 1e6,

@@ -24,7 +24,8 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --top-k K              keep the K most probable tokens (0 = off)
   --top-p P              nucleus sampling mass (1 = off)
   --seed S               sampling seed (default 0)
-  --threads N            worker threads (default: all cores)
+  --threads N            worker threads (default: all cores; shared by the ranks under --tp)
+  --tp N                 tensor parallelism: N ranks as thread groups of this process (cpu backend)
   --schedule dataflow|bsp
   --policy NAME          placement of tasks on workers: balanced (default), round-robin,
                          critical-path, locality, dynamic (one ready queue)
@@ -45,7 +46,7 @@ Schedule parse_schedule(const std::string& s) {
 int run_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help"}, valued{"--model", "--prompt", "--prompt-tokens",
       "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--threads", "--schedule", "--policy",
-      "--max-context", "--logprobs", "--trace"};
+      "--max-context", "--logprobs", "--trace", "--tp"};
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("run", switches, valued);
@@ -64,6 +65,7 @@ int run_command(int argc, char** argv) {
   options.schedule = parse_schedule(args.text_or("--schedule", "dataflow"));
   options.policy = args.text_or("--policy", "");
   options.max_context = uint32_t(args.unsigned_or("--max-context", 0, 1, 1u << 24));
+  options.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 256));
   apply_backend_flags(args, options);
 
   GenerateRequest request;
@@ -103,6 +105,7 @@ int run_command(int argc, char** argv) {
                           {"backend", args.text_or("--backend", "cpu")},
                           {"device", engine.device_name()},
                           {"threads", engine.threads()},
+                          {"tp", engine.tensor_parallel_ranks()},
                           {"schedule", args.text_or("--schedule", "dataflow")},
                           {"prompt_tokens", result.prompt_tokens},
                           {"tokens", result.tokens},
@@ -122,8 +125,9 @@ int run_command(int argc, char** argv) {
                 model.architecture.c_str(), model.dtype.c_str(), model.layers, engine.device_name().c_str(),
                 engine.threads(), args.text_or("--schedule", "dataflow").c_str(), options.cuda_resident ? ", resident" : "");
   else
-    std::printf("model: %s (%s, %s, %u layers), %u threads, %s\n", model.origin.c_str(), model.architecture.c_str(),
-                model.dtype.c_str(), model.layers, engine.threads(), args.text_or("--schedule", "dataflow").c_str());
+    std::printf("model: %s (%s, %s, %u layers), %u threads, %s%s\n", model.origin.c_str(), model.architecture.c_str(),
+                model.dtype.c_str(), model.layers, engine.threads(), args.text_or("--schedule", "dataflow").c_str(),
+                options.tp > 1 ? (", " + std::to_string(options.tp) + " tensor-parallel ranks").c_str() : "");
   std::printf("%s", bytes_text(result.prompt_tokens).c_str());
   std::printf("%s\n", bytes_text(result.tokens).c_str());
   if (result.finish_reason == "context")

@@ -382,6 +382,10 @@ TEST(CliFlags, BackendFlags) {
       {{"run", "--backend", "cuda", "--threads", "2"}, "run", {"--threads", "--ctas"}},
       {{"run", "--backend", "cuda", "--ctas", "0"}, "run", {"--ctas", "'0'"}},
       {{"run", "--backend", "cuda", "--watchdog-ms", "x"}, "run", {"--watchdog-ms", "'x'"}},
+      {{"run", "--tp", "3"}, "run", {"--tp 3", "8 query heads over 3 ranks"}},
+      {{"run", "--tp", "0"}, "run", {"--tp", "'0'"}},
+      {{"run", "--tp", "2", "--policy", "dynamic"}, "run", {"--policy dynamic cannot run with --tp"}},
+      {{"run", "--tp", "2", "--backend", "cuda"}, "run", {"--tp on the cuda backend", "NCCL"}},
   };
   if (const std::string reason = CudaExecutor::unavailable_reason(); !reason.empty()) {
     cases.push_back({{"run", "--backend", "cuda"}, "run", {"--backend cuda", reason}});

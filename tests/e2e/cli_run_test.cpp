@@ -262,6 +262,20 @@ TEST_F(CliGenModel, Bf16AndF16FoldersRun) {
   }
 }
 
+// --tp 2 runs two ranks as thread groups and generates the tokens one rank does.
+TEST(CliTensorParallel, TwoRanksGenerateTheSameTokens) {
+  const std::vector<std::string> args{"run", "--prompt-tokens", "5,6,7,8", "--max-new-tokens", "6", "--json"};
+  RunResult one = run_cli(args);
+  std::vector<std::string> two_args = args;
+  two_args.insert(two_args.end(), {"--tp", "2"});
+  RunResult two = run_cli(two_args);
+  ASSERT_EQ(one.status, 0) << describe(one);
+  ASSERT_EQ(two.status, 0) << describe(two);
+  const nlohmann::json a = nlohmann::json::parse(one.out), b = nlohmann::json::parse(two.out);
+  EXPECT_EQ(b["tp"], 2);
+  EXPECT_EQ(a["tokens"], b["tokens"]);
+}
+
 // tilefire plan: per-rank heads and memory as JSON, and a verdict against --gpu-mem.
 TEST(CliPlan, JsonPerRankAndVerdict) {
   RunResult r = run_cli({"plan", "--preset", "llama-3.1-8b", "--tp", "8", "--json"});

@@ -29,7 +29,8 @@ struct EngineOptions {
   std::string preset_dtype = "f32";  // f32, bf16 or f16 weights for a preset
   uint64_t preset_seed = 0;
   Backend backend = Backend::cpu;
-  uint32_t threads = 0;      // cpu: worker threads; 0: one per core
+  uint32_t threads = 0;      // cpu: worker threads (all ranks together); 0: one per core
+  uint32_t tp = 1;           // cpu: tensor-parallel ranks, as thread groups of this process
   Schedule schedule = Schedule::dataflow;
   std::string policy;  // placement policy: balanced (default), round-robin, critical-path, locality, dynamic
   Granularity granularity = Granularity::tile;
@@ -98,7 +99,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   const ModelInfo& model() const;
-  uint32_t threads() const;  // workers: threads on the cpu, CTAs on the cuda backend
+  uint32_t threads() const;  // workers: threads on the cpu (all ranks), CTAs on the cuda backend
+  uint32_t tensor_parallel_ranks() const;
   // "cpu" or the CUDA device's name.
   std::string device_name() const;
   // Kernel launches the cuda backend made so far (one per step, none per step when resident); 0 on the cpu.

@@ -1,0 +1,94 @@
+// Tensor parallelism on the cpu backend, ranks as thread groups: TP = 2, 4 (and 8 where the heads allow)
+// against TP = 1 on the `tiny` and `small` presets: logits within tolerance after the prefill and at
+// every decode step, the same greedy tokens, bitwise the same logits across runs for a fixed TP and
+// across the dataflow and bsp schedules (the sums run in rank order).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tests/common/compare.h"
+#include "tilefire/engine.h"
+
+namespace tilefire::testing {
+namespace {
+
+struct Trajectory {
+  std::vector<std::vector<float>> logits;
+  std::vector<int32_t> tokens;
+};
+
+Trajectory run_trajectory(Engine& engine, uint32_t prompt_length, uint32_t steps) {
+  Trajectory t;
+  std::vector<int32_t> prompt(prompt_length);
+  for (uint32_t i = 0; i < prompt_length; ++i) prompt[i] = int32_t((i * 37 + 11) % engine.model().vocab);
+  engine.reset();
+  t.logits.push_back(engine.prefill(prompt));
+  for (uint32_t s = 0; s < steps; ++s) {
+    const std::vector<float>& last = t.logits.back();
+    t.tokens.push_back(int32_t(std::max_element(last.begin(), last.end()) - last.begin()));
+    t.logits.push_back(engine.decode(t.tokens.back()));
+  }
+  return t;
+}
+
+bool clear_winner(const std::vector<float>& logits, float margin) {
+  std::vector<float> top(logits);
+  std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
+  return top[0] - top[1] > margin;
+}
+
+EngineOptions preset_options(const std::string& preset, uint32_t tp) {
+  EngineOptions o;
+  o.preset = preset;
+  o.preset_dtype = "f32";
+  o.preset_seed = 3;
+  o.threads = 2;
+  o.tp = tp;
+  o.max_context = 64;
+  return o;
+}
+
+void expect_tp_matches_single_rank(const std::string& preset, std::vector<uint32_t> degrees) {
+  Engine single(preset_options(preset, 1));
+  const Trajectory reference = run_trajectory(single, 20, 8);
+  for (uint32_t tp : degrees) {
+    SCOPED_TRACE(preset + ", tp " + std::to_string(tp));
+    Engine engine(preset_options(preset, tp));
+    EXPECT_EQ(engine.tensor_parallel_ranks(), tp);
+    const Trajectory first = run_trajectory(engine, 20, 8);
+    for (size_t s = 0; s < reference.logits.size(); ++s) {
+      EXPECT_LT(relative_l2_error(first.logits[s], reference.logits[s]), 1e-5) << "step " << s;
+      if (s < reference.tokens.size() && clear_winner(reference.logits[s], 1e-3f)) {
+        EXPECT_EQ(first.tokens[s], reference.tokens[s]) << "greedy token of step " << s;
+      }
+    }
+    const Trajectory again = run_trajectory(engine, 20, 8);
+    for (size_t s = 0; s < first.logits.size(); ++s) ASSERT_EQ(first.logits[s], again.logits[s]) << "run 2, step " << s;
+    engine.set_schedule(Schedule::bsp);
+    const Trajectory bsp = run_trajectory(engine, 20, 8);
+    for (size_t s = 0; s < first.logits.size(); ++s) ASSERT_EQ(first.logits[s], bsp.logits[s]) << "bsp, step " << s;
+  }
+}
+
+TEST(TensorParallelEngine, TinyMatchesOneRank) { expect_tp_matches_single_rank("tiny", {2, 4, 8}); }
+
+TEST(TensorParallelEngine, SmallMatchesOneRank) { expect_tp_matches_single_rank("small", {2, 4}); }
+
+TEST(TensorParallelEngine, RefusedDegreesAndBackends) {
+  EXPECT_THROW(Engine(preset_options("tiny", 3)), InputError);  // 8 query heads over 3 ranks
+  EngineOptions cuda = preset_options("tiny", 2);
+  cuda.backend = Backend::cuda;
+  EXPECT_THROW(Engine{cuda}, InputError);
+  // A ready queue would order each rank's collectives differently: refused, saying why.
+  EngineOptions dynamic = preset_options("tiny", 2);
+  dynamic.policy = "dynamic";
+  try {
+    Engine engine(dynamic);
+    FAIL() << "--policy dynamic ran with --tp";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--policy dynamic cannot run with --tp"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tilefire::testing
