@@ -317,6 +317,7 @@ const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* c
         const float* rank_logits = r.run(*programs[index], chunk, nullptr);
         if (index == 0) logits = rank_logits;
       });
+      end_step_barrier();
       position += uint32_t(chunk.size());
     }
     *compile_ms += chunk_compile_ms;
@@ -331,6 +332,7 @@ const float* Engine::Impl::decode_step(int32_t token, std::vector<TaskTiming>* t
     const float* rank_logits = r.run(*r.decode_program, {token}, index == 0 ? trace : nullptr);
     if (index == 0) logits = rank_logits;
   });
+  end_step_barrier();
   ++position;
   return logits;
 }
@@ -342,6 +344,7 @@ int32_t Engine::Impl::decode_greedy_step(int32_t token) {
     const int32_t rank_next = r.run_greedy(*r.decode_program, {token});
     if (index == 0) next = rank_next;
   });
+  end_step_barrier();
   ++position;
   return next;
 }
@@ -358,6 +361,15 @@ void Engine::Impl::check_ranks_agree(const BoundProgram& rank0, const BoundProgr
     throw InputError("--tp " + std::to_string(tp) + ": rank " + std::to_string(other_rank) +
                      "'s program is laid out differently from rank 0's (the FFN or vocabulary rows do not split evenly "
                      "enough for the same tiles on every rank); choose a --tp that divides them");
+}
+
+void Engine::Impl::end_step_barrier() {
+  if (!process_group) return;
+  const RankView view = process_group->view();
+  const uint64_t epoch = rank_engines[0]->epoch;  // the step just run
+  publish_flag(view, step_barrier_flag, epoch);
+  for (uint32_t r = 0; r < view.ranks; ++r)
+    if (r != view.rank) wait_flag(view, r, step_barrier_flag, epoch, "end-of-step barrier");
 }
 
 void Engine::Impl::on_every_rank(const std::function<void(Impl&, uint32_t)>& step) {

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "graph/tensor_parallel.h"
@@ -105,14 +106,33 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
                        "static policy (docs/TENSOR_PARALLEL.md)");
     if (options.tp > 1) {
       // One engine per rank on its share of the threads; the parent keeps the group and runs no program.
+      // Ranks as processes: this process holds its own rank only, and meets the others in shared memory.
       const TensorParallelSplit split = split_tensor_parallel(spec, options.tp);
+      const std::optional<Bootstrap> boot = bootstrap_from_environment();
       const uint64_t chunk = Impl::kPrefillChunk;
       const uint64_t window_bytes = 2ull * spec.layers * ((chunk * spec.hidden * 4 + 63) / 64 * 64) +
                                     ((uint64_t(spec.vocab) + options.tp - 1) / options.tp * 4 + 63) / 64 * 64;
-      const uint32_t flags = 2 * spec.layers * spec.hidden + options.tp;  // at most one per column and node
+      // At most one slot per column of each collective node, one per rank's logits, and the step barrier.
+      const uint32_t flags = 2 * spec.layers * spec.hidden + options.tp + 1;
       m.tp = options.tp;
-      m.group = std::make_unique<InProcessGroup>(options.tp, window_bytes, flags, 60000);
-      for (uint32_t r = 0; r < options.tp; ++r) {
+      m.step_barrier_flag = flags - 1;
+      std::vector<uint32_t> local_ranks;
+      if (boot) {
+        if (boot->ranks != options.tp)
+          throw InputError("--tp " + std::to_string(options.tp) + ", but " + std::to_string(boot->ranks) + " ranks were started (" +
+                           boot->source + ")");
+        // Each process checks alone, so the split must give every rank the same tiles: even shares.
+        if (spec.ffn % options.tp != 0 || spec.vocab % options.tp != 0)
+          throw InputError("--tp " + std::to_string(options.tp) + " with one rank per process needs the FFN size (" +
+                           std::to_string(spec.ffn) + ") and the vocabulary (" + std::to_string(spec.vocab) +
+                           ") to split evenly");
+        m.process_group = std::make_unique<SharedMemoryGroup>(*boot, window_bytes, flags, options.tp_timeout_ms);
+        local_ranks.push_back(boot->rank);
+      } else {
+        m.group = std::make_unique<InProcessGroup>(options.tp, window_bytes, flags, options.tp_timeout_ms);
+        for (uint32_t r = 0; r < options.tp; ++r) local_ranks.push_back(r);
+      }
+      for (uint32_t r : local_ranks) {
         auto rank = std::make_unique<Impl>();
         rank->options = options;
         rank->schedule = options.schedule;
@@ -121,9 +141,9 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
         rank->tp = options.tp;
         rank->rank = r;
         rank->parent_model = &m.model;
-        rank->rank_view = m.group->view(r);
+        rank->rank_view = m.process_group ? m.process_group->view() : m.group->view(r);
         rank->info.vocab = spec.vocab;
-        rank->executor = std::make_unique<CpuExecutor>(std::max(1u, threads / options.tp));
+        rank->executor = std::make_unique<CpuExecutor>(m.process_group ? threads : std::max(1u, threads / options.tp));
         m.rank_engines.push_back(std::move(rank));
       }
     } else {
@@ -174,6 +194,7 @@ uint32_t Engine::threads() const {
   return impl_->rank_engines.empty() ? impl_->workers() : workers;
 }
 uint32_t Engine::tensor_parallel_ranks() const { return impl_->tp; }
+uint32_t Engine::tensor_parallel_rank() const { return impl_->process_group ? impl_->rank_engines[0]->rank : 0; }
 std::string Engine::device_name() const { return impl_->cuda ? impl_->cuda->device_name() : "cpu"; }
 uint64_t Engine::kernel_launches() const { return impl_->cuda ? impl_->cuda->launches() : 0; }
 void Engine::reset() {

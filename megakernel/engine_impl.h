@@ -66,7 +66,9 @@ struct Engine::Impl {
   // window buffer a peer may still read.
   uint32_t tp = 1, rank = 0;
   const LoadedModel* parent_model = nullptr;  // a rank reads the parent's weights
-  std::unique_ptr<InProcessGroup> group;       // the parent
+  std::unique_ptr<InProcessGroup> group;       // the parent, ranks as thread groups
+  std::unique_ptr<SharedMemoryGroup> process_group;  // the parent, one rank per process (this one's in rank_engines)
+  uint32_t step_barrier_flag = 0;              // one rank per process: the flag slot of the end-of-step barrier
   std::vector<std::unique_ptr<Impl>> rank_engines;  // the parent
   RankView rank_view;                          // a rank: its view of the group's windows and flags
   uint64_t epoch = 0;                          // the collective epoch of the next step
@@ -115,6 +117,9 @@ struct Engine::Impl {
   // Runs step(rank engine, rank) on every rank at once, rank 0 on the calling thread; rethrows the first
   // failure after all have returned.
   void on_every_rank(const std::function<void(Impl&, uint32_t)>& step);
+  // One rank per process: every rank has finished the step before any starts the next, so a window
+  // buffer is never rewritten while a peer may still read it (threads get this from joining).
+  void end_step_barrier();
   // Throws InputError unless `other` runs the same tasks on the same workers as rank 0's program.
   void check_ranks_agree(const BoundProgram& rank0, const BoundProgram& other, uint32_t other_rank) const;
 };

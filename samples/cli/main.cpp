@@ -42,6 +42,9 @@ int main(int argc, char** argv) {
     if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
     std::fprintf(stderr, "tilefire %s: error: %s\n", command.c_str(), message.c_str());
     return 2;
+  } catch (const tilefire::TransportError& e) {  // a tensor-parallel peer died or never arrived
+    std::fprintf(stderr, "tilefire %s: transport error: %s\n", command.c_str(), e.what());
+    return 3;
   } catch (const tilefire::DeviceError& e) {  // the GPU stopped a step: not an internal error of ours
     std::fprintf(stderr, "tilefire %s: device error: %s\n", command.c_str(), e.what());
     return 3;

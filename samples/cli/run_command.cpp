@@ -25,7 +25,10 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --top-p P              nucleus sampling mass (1 = off)
   --seed S               sampling seed (default 0)
   --threads N            worker threads (default: all cores; shared by the ranks under --tp)
-  --tp N                 tensor parallelism: N ranks as thread groups of this process (cpu backend)
+  --tp N                 tensor parallelism (cpu backend): N ranks as thread groups of this process, or one
+                         rank per process under `mpirun -np N` or RANK / WORLD_SIZE / TILEFIRE_RENDEZVOUS
+                         (rank 0 prints; the others print nothing)
+  --tp-timeout-ms N      a collective waiting longer for a peer stops with an error naming it (default 10000)
   --schedule dataflow|bsp
   --policy NAME          placement of tasks on workers: balanced (default), round-robin,
                          critical-path, locality, dynamic (one ready queue)
@@ -46,7 +49,7 @@ Schedule parse_schedule(const std::string& s) {
 int run_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help"}, valued{"--model", "--prompt", "--prompt-tokens",
       "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--threads", "--schedule", "--policy",
-      "--max-context", "--logprobs", "--trace", "--tp"};
+      "--max-context", "--logprobs", "--trace", "--tp", "--tp-timeout-ms"};
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("run", switches, valued);
@@ -66,6 +69,7 @@ int run_command(int argc, char** argv) {
   options.policy = args.text_or("--policy", "");
   options.max_context = uint32_t(args.unsigned_or("--max-context", 0, 1, 1u << 24));
   options.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 256));
+  options.tp_timeout_ms = uint32_t(args.unsigned_or("--tp-timeout-ms", 10000, 1, 3600 * 1000));
   apply_backend_flags(args, options);
 
   GenerateRequest request;
@@ -93,6 +97,7 @@ int run_command(int argc, char** argv) {
                      " tokens but the context holds " + std::to_string(model.max_context) + " (--max-context)");
 
   GenerateResult result = engine.generate(request);
+  if (engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports for all
 
   if (args.has("--json")) {
     nlohmann::json logprobs = nlohmann::json::array();

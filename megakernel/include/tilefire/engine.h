@@ -30,7 +30,9 @@ struct EngineOptions {
   uint64_t preset_seed = 0;
   Backend backend = Backend::cpu;
   uint32_t threads = 0;      // cpu: worker threads (all ranks together); 0: one per core
-  uint32_t tp = 1;           // cpu: tensor-parallel ranks, as thread groups of this process
+  uint32_t tp = 1;           // cpu: tensor-parallel ranks: thread groups of this process, or one rank per process
+                             // when RANK/WORLD_SIZE/TILEFIRE_RENDEZVOUS or mpirun's variables say which
+  uint32_t tp_timeout_ms = 10000;  // a collective waiting longer for a peer stops with a TransportError
   Schedule schedule = Schedule::dataflow;
   std::string policy;  // placement policy: balanced (default), round-robin, critical-path, locality, dynamic
   Granularity granularity = Granularity::tile;
@@ -101,6 +103,8 @@ class Engine {
   const ModelInfo& model() const;
   uint32_t threads() const;  // workers: threads on the cpu (all ranks), CTAs on the cuda backend
   uint32_t tensor_parallel_ranks() const;
+  // This process's rank: 0 unless ranks run as processes (then each process is one of them).
+  uint32_t tensor_parallel_rank() const;
   // "cpu" or the CUDA device's name.
   std::string device_name() const;
   // Kernel launches the cuda backend made so far (one per step, none per step when resident); 0 on the cpu.

@@ -1,0 +1,121 @@
+// Tensor parallelism with one rank per process, over POSIX shared memory: two processes started with
+// RANK / WORLD_SIZE / TILEFIRE_RENDEZVOUS, and two started by OpenMPI's mpirun, generate the tokens one
+// rank does; a rank that never joins, or is killed mid-generation, makes the other stop within its
+// timeout with an error naming it (exit status 3), never hang.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <sstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/common/cli_runner.h"
+#include "tests/common/test_models.h"
+
+namespace tilefire::testing {
+namespace {
+
+const std::vector<std::string> kRunArgs{"run", "--prompt-tokens", "5,6,7,8", "--max-new-tokens", "6", "--threads", "1", "--json"};
+
+std::string command_line(const std::vector<std::string>& args) {
+  std::string line = shell_quote(TILEFIRE_CLI_PATH);
+  for (const std::string& arg : args) {
+    line.push_back(' ');
+    line.append(shell_quote(arg));
+  }
+  return line;
+}
+
+std::vector<int32_t> tokens_of(const std::string& json_text) {
+  return nlohmann::json::parse(json_text)["tokens"].get<std::vector<int32_t>>();
+}
+
+struct RankResult {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs `script` (bash) in `dir`; rank r writes r<r>.out, r<r>.err and r<r>.status there.
+std::vector<RankResult> run_ranks(const TempDir& dir, const std::string& script, uint32_t ranks) {
+  const std::string line = "cd " + shell_quote(dir.path().string()) + " && timeout -k 5 120 bash -c " + shell_quote(script);
+  EXPECT_EQ(std::system(line.c_str()) != -1, true);
+  std::vector<RankResult> results(ranks);
+  for (uint32_t r = 0; r < ranks; ++r) {
+    const auto base = dir.path() / std::string("r").append(std::to_string(r));
+    const std::string status = read_file_text(base.string() + ".status");
+    results[r].status = status.empty() ? -1 : std::stoi(status);
+    results[r].out = read_file_text(base.string() + ".out");
+    results[r].err = read_file_text(base.string() + ".err");
+  }
+  return results;
+}
+
+std::string rank_command(uint32_t rank, uint32_t ranks, const std::string& meet, const std::vector<std::string>& args) {
+  std::ostringstream line;
+  line << "RANK=" << rank << " WORLD_SIZE=" << ranks << " TILEFIRE_RENDEZVOUS=" << meet << " " << command_line(args) << " >r"
+       << rank << ".out 2>r" << rank << ".err; echo $? >r" << rank << ".status";
+  return line.str();
+}
+
+std::vector<std::string> with(std::vector<std::string> args, std::initializer_list<std::string> more) {
+  args.insert(args.end(), more);
+  return args;
+}
+
+TEST(TensorParallelProcesses, TwoProcessesFromTheEnvironmentMatchOneRank) {
+  RunResult single = run_cli(kRunArgs);
+  ASSERT_EQ(single.status, 0) << describe(single);
+  TempDir dir("tp-env");
+  const std::string meet = "tp-env-" + std::to_string(getpid());
+  const std::vector<std::string> args = with(kRunArgs, {"--tp", "2"});
+  const auto results = run_ranks(dir, "(" + rank_command(1, 2, meet, args) + ") & " + rank_command(0, 2, meet, args) + "; wait", 2);
+  ASSERT_EQ(results[0].status, 0) << results[0].err;
+  ASSERT_EQ(results[1].status, 0) << results[1].err;
+  EXPECT_EQ(tokens_of(results[0].out), tokens_of(single.out));
+  EXPECT_TRUE(results[1].out.empty()) << "only rank 0 reports: " << results[1].out;
+}
+
+TEST(TensorParallelProcesses, MpirunTwoProcessesMatchOneRank) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun is not installed (scripts/install-deps installs openmpi-bin)";
+  RunResult single = run_cli(kRunArgs);
+  ASSERT_EQ(single.status, 0) << describe(single);
+  TempDir dir("tp-mpirun");
+  const std::string script = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 " +
+                             command_line(with(kRunArgs, {"--tp", "2"})) + " >r0.out 2>r0.err; echo $? >r0.status";
+  const auto results = run_ranks(dir, script, 1);
+  ASSERT_EQ(results[0].status, 0) << results[0].err;
+  EXPECT_EQ(tokens_of(results[0].out), tokens_of(single.out));  // one JSON line: rank 0's
+}
+
+TEST(TensorParallelProcesses, ARankThatNeverJoinsIsNamed) {
+  TempDir dir("tp-never");
+  const std::string meet = "tp-never-" + std::to_string(getpid());
+  const auto start = std::chrono::steady_clock::now();
+  const auto results = run_ranks(dir, rank_command(0, 2, meet, with(kRunArgs, {"--tp", "2", "--tp-timeout-ms", "500"})), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_EQ(results[0].status, 3) << results[0].err;
+  EXPECT_NE(results[0].err.find("tilefire run: transport error: rank 0 of 2: rank(s) 1 never joined"), std::string::npos)
+      << results[0].err;
+}
+
+TEST(TensorParallelProcesses, ARankKilledMidGenerationIsNamed) {
+  TempDir dir("tp-killed");
+  const std::string meet = "tp-killed-" + std::to_string(getpid());
+  const std::vector<std::string> args{"run",       "--prompt-tokens", "5,6,7,8", "--max-new-tokens", "1000", "--max-context",
+                                      "1000",      "--threads",        "1",       "--tp",             "2",    "--tp-timeout-ms",
+                                      "1000"};
+  // Rank 1 (exec'd, so $! is its pid) is killed with SIGKILL two seconds in; rank 0 must stop with an
+  // error naming it.
+  const std::string script = "(RANK=1 WORLD_SIZE=2 TILEFIRE_RENDEZVOUS=" + meet + " exec " + command_line(args) +
+                             " >r1.out 2>r1.err) & victim=$!; (" + rank_command(0, 2, meet, args) +
+                             ") & sleep 2; kill -9 $victim; wait";
+  const auto start = std::chrono::steady_clock::now();
+  const auto results = run_ranks(dir, script, 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(results[0].status, 3) << results[0].err;
+  EXPECT_NE(results[0].err.find("for rank 1"), std::string::npos) << results[0].err;
+  std::system(("rm -f /dev/shm/tilefire." + meet + ".*").c_str());  // the killed rank could not remove its segment
+}
+
+}  // namespace
+}  // namespace tilefire::testing
