@@ -6,6 +6,8 @@
 #      (random bf16 weights), greedy tokens compared, every cuda mode bitwise equal;
 #   3. the watchdog: an event that can never fire ends the step with an error, not a hang;
 #   4. kernel launches per decode step: 1, and 0 in resident mode (counted by the executor);
+#   +  the transport on one GPU: R virtual ranks as CTAs of one kernel over one window, and a one-rank
+#      NCCL device-API communicator (tensor-parallelism issue);
 #   5. the benchmark: decode step latency at batch 1 for the Llama-3.2-1B shape in bf16 (dataflow, bsp,
 #      resident), achieved bandwidth against a measured device-to-device copy, and PyTorch (eager and
 #      CUDA graph) on the same safetensors.
@@ -34,7 +36,7 @@ if [ -d "$root/.device-deps/usr" ]; then
 fi
 if ! { cmake -S "$root" -B "$build" "${cmake_args[@]}" &&
        cmake --build "$build" -j "$(nproc)" --target tilefire cuda_ops_test cuda_watchdog_test cuda_engine_test \
-         device_program_test; } >"$logs/build.log" 2>&1; then
+         device_program_test device_transport_test; } >"$logs/build.log" 2>&1; then
   tail -n 40 "$logs/build.log"
   record build FAIL "see build.log"
   echo "build failed after $(elapsed)"
@@ -65,6 +67,8 @@ run_gtest ops cuda_ops_test
 run_gtest encoding device_program_test
 echo "== 3. watchdog"
 run_gtest watchdog cuda_watchdog_test
+echo "== transport: virtual ranks as CTAs over one window; a one-rank NCCL device communicator"
+run_gtest transport device_transport_test
 
 preset=${TILEFIRE_DEVICE_PRESET:-llama-3.2-1b}  # another preset only for a dry run of this script
 model="$logs/$preset-bf16"
