@@ -101,6 +101,12 @@ int bench_command(int argc, char** argv) {
     resident.cuda_resident = true;
     resident_engine = std::make_unique<Engine>(resident);
   }
+  std::unique_ptr<Engine> one_rank;  // --tp N: the same model on one rank, timed in the same rounds
+  if (options.tp > 1) {
+    EngineOptions single = options;
+    single.tp = 1;
+    one_rank = std::make_unique<Engine>(single);
+  }
 
   // Rounds run the modes in turn (the order reverses every round), so drift in the machine hits all
   // alike; a ratio is the median of the per-round ratios of median step times.
@@ -114,6 +120,7 @@ int bench_command(int argc, char** argv) {
   };
   std::vector<Mode> modes{{"dataflow", &engine, Schedule::dataflow, {}, {}, 0}, {"bsp", &engine, Schedule::bsp, {}, {}, 0}};
   if (resident_engine) modes.push_back({"resident", resident_engine.get(), Schedule::dataflow, {}, {}, 0});
+  if (one_rank) modes.push_back({"tp=1 dataflow", one_rank.get(), Schedule::dataflow, {}, {}, 0});
   for (uint32_t r = 0; r < rounds; ++r) {
     for (size_t i = 0; i < modes.size(); ++i) {
       Mode& mode = modes[r % 2 == 0 ? i : modes.size() - 1 - i];
@@ -167,6 +174,10 @@ int bench_command(int argc, char** argv) {
       out["launches_per_step"] = {{"dataflow", launches_per_step(modes[0])}, {"bsp", launches_per_step(modes[1])},
                                   {"resident", launches_per_step(modes[2])}};
     }
+    if (one_rank) {
+      out["tp1_step_ms"] = modes.back().timing.median();
+      out["tp1_over_tp"] = ratio_over_dataflow(modes.back())[0];  // above 1: N ranks are faster than one
+    }
     if (compile_ms >= 0) out["compile_ms"] = {{"preset", compile_preset}, {"ms", compile_ms}};
     std::cout << out.dump() << std::endl;
     return 0;
@@ -195,6 +206,11 @@ int bench_command(int argc, char** argv) {
   }
   std::printf("bsp / dataflow step time: %.3f, quartiles %.3f-%.3f (%u interleaved rounds; above 1: dataflow faster)\n",
               bsp_ratio[0], bsp_ratio[1], bsp_ratio[2], rounds);
+  if (one_rank) {
+    const std::array<double, 3> r = ratio_over_dataflow(modes.back());
+    std::printf("tp=1 / tp=%u step time: %.3f, quartiles %.3f-%.3f (above 1: %u ranks are faster than one)\n",
+                engine.tensor_parallel_ranks(), r[0], r[1], r[2], engine.tensor_parallel_ranks());
+  }
   if (compile_ms >= 0) std::printf("compile of the %s decode program: %.1f ms\n", compile_preset.c_str(), compile_ms);
   return 0;
 }

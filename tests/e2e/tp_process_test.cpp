@@ -87,6 +87,30 @@ TEST(TensorParallelProcesses, MpirunTwoProcessesMatchOneRank) {
   EXPECT_EQ(tokens_of(results[0].out), tokens_of(single.out));  // one JSON line: rank 0's
 }
 
+// The `small` preset (bf16) under mpirun: the same greedy tokens as one rank, and bitwise the same
+// probabilities in two runs.
+TEST(TensorParallelProcesses, MpirunSmallPresetMatchesOneRankAndRepeats) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun is not installed (scripts/install-deps installs openmpi-bin)";
+  TempDir dir("tp-mpirun-small");
+  const std::string model = (dir.path() / "small").string();
+  RunResult gen = run_cli({"gen-model", "--preset", "small", "--dtype", "bf16", "--out", model}, 120);
+  ASSERT_EQ(gen.status, 0) << describe(gen);
+  const std::vector<std::string> args{"run",       "--model", model, "--prompt-tokens", "11,12,13,14,15", "--max-new-tokens",
+                                      "4",         "--logprobs", "3", "--threads",     "1",              "--json"};
+  RunResult single = run_cli(args, 120);
+  ASSERT_EQ(single.status, 0) << describe(single);
+  nlohmann::json runs[2];
+  for (int run = 0; run < 2; ++run) {
+    const std::string script = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 " +
+                               command_line(with(args, {"--tp", "2"})) + " >r0.out 2>r0.err; echo $? >r0.status";
+    const auto results = run_ranks(dir, script, 1);
+    ASSERT_EQ(results[0].status, 0) << results[0].err;
+    runs[run] = nlohmann::json::parse(results[0].out);
+  }
+  EXPECT_EQ(runs[0]["tokens"], nlohmann::json::parse(single.out)["tokens"]);
+  EXPECT_EQ(runs[0]["logprobs"], runs[1]["logprobs"]) << "two runs with --tp 2 differ";
+}
+
 TEST(TensorParallelProcesses, ARankThatNeverJoinsIsNamed) {
   TempDir dir("tp-never");
   const std::string meet = "tp-never-" + std::to_string(getpid());
