@@ -6,5 +6,6 @@ int run_command(int argc, char** argv);        // tilefire run
 int gen_model_command(int argc, char** argv);  // tilefire gen-model
 int bench_command(int argc, char** argv);      // tilefire bench
 int plan_command(int argc, char** argv);       // tilefire plan
+int inspect_command(int argc, char** argv);    // tilefire inspect
 
 }  // namespace tilefire::cli

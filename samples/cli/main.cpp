@@ -15,6 +15,7 @@ commands:
   run        generate text from a model (the built-in sample without --model)
   bench      decode speed, achieved memory bandwidth, dataflow vs bsp
   plan       how a model splits over tensor-parallel ranks, and what each rank needs
+  inspect    a compiled program's shape, and its critical path on a device model
   gen-model  write a random-weight Hugging Face folder of a preset
 
 `tilefire <command> --help` lists a command's flags.
@@ -33,7 +34,8 @@ int main(int argc, char** argv) {
     if (command == "gen-model") return tilefire::cli::gen_model_command(argc, argv);
     if (command == "bench") return tilefire::cli::bench_command(argc, argv);
     if (command == "plan") return tilefire::cli::plan_command(argc, argv);
-    std::fprintf(stderr, "tilefire: error: unknown command '%s' (expected run, bench, plan or gen-model)\n", command.c_str());
+    if (command == "inspect") return tilefire::cli::inspect_command(argc, argv);
+    std::fprintf(stderr, "tilefire: error: unknown command '%s' (expected run, bench, plan, inspect or gen-model)\n", command.c_str());
     return 2;
   } catch (const tilefire::InputError& e) {
     // Messages thrown by the commands may already start with "tilefire <command>: "; print it once.

@@ -407,6 +407,17 @@ TEST(CliFlags, PlanRefusesWithTheReason) {
   });
 }
 
+TEST(CliFlags, InspectRefusesWithTheReason) {
+  check_flag_cases({
+      {{"inspect", "--preset", "small", "--device", "tpu"}, "inspect", {"--device", "'tpu'", "h200"}},
+      {{"inspect", "--preset", "small", "--granularity", "head"}, "inspect", {"--granularity", "'head'"}},
+      {{"inspect"}, "inspect", {"--model DIR or --preset NAME"}},
+      {{"inspect", "--preset", "llama-3.1-8b", "--tp", "3"}, "inspect", {"--tp 3", "32 query heads"}},
+      {{"inspect", "--preset", "tiny", "--dot", "/nonexistent/x.dot"}, "inspect", {"--dot", "/nonexistent/x.dot"}},
+      {{"inspect", "--preset", "tiny", "--dot", "/tmp/tilefire-inspect.dot", "--dot-layer", "99"}, "inspect", {"--dot-layer 99"}},
+  });
+}
+
 TEST(CliFlags, CommandsAndGenModel) {
   TempDir dir("cli-gen-errors");
   const std::string out = (dir.path() / "m").string();

@@ -276,6 +276,33 @@ TEST(CliTensorParallel, TwoRanksGenerateTheSameTokens) {
   EXPECT_EQ(a["tokens"], b["tokens"]);
 }
 
+// tilefire inspect: the program's shape adds up, the critical path is a chain through every layer, and
+// --dot writes a Graphviz graph of one layer.
+TEST(CliInspect, ShapeCriticalPathAndDot) {
+  TempDir dir("cli-inspect");
+  const std::string dot = (dir.path() / "layer1.dot").string();
+  RunResult r = run_cli({"inspect", "--preset", "small", "--device", "h100", "--json", "--dot", dot, "--dot-layer", "1"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["device"], "h100");
+  EXPECT_EQ(j["workers"], 132);
+  uint64_t tasks = 0;
+  for (const auto& op : j["ops"]) tasks += op["tasks"].get<uint64_t>();
+  EXPECT_EQ(tasks, j["tasks"].get<uint64_t>());
+  uint64_t layer_tasks = 0;
+  for (const auto& layer : j["layers"]) layer_tasks += layer["tasks"].get<uint64_t>();
+  EXPECT_EQ(layer_tasks, j["tasks"].get<uint64_t>());
+  // small has 8 layers; a token's path crosses at least qkv, attention, O, gate/up and down in each
+  EXPECT_GE(j["critical_path_tasks"].get<uint32_t>(), 8u * 5);
+  EXPECT_GT(j["critical_path_ns"].get<double>(), 0.0);
+  EXPECT_GE(j["critical_path_ns"].get<double>() * 1.0001, 0.0);
+  EXPECT_EQ(j["critical_path_ops"]["causal_attention"], 8);
+  const std::string graph = read_file_text(dot);
+  EXPECT_EQ(graph.rfind("digraph layer_1 {", 0), 0u) << graph.substr(0, 80);
+  EXPECT_NE(graph.find("causal_attention"), std::string::npos);
+  EXPECT_NE(graph.find(" -> "), std::string::npos);
+}
+
 // tilefire plan: per-rank heads and memory as JSON, and a verdict against --gpu-mem.
 TEST(CliPlan, JsonPerRankAndVerdict) {
   RunResult r = run_cli({"plan", "--preset", "llama-3.1-8b", "--tp", "8", "--json"});

@@ -1,0 +1,77 @@
+// The cost model (scheduler/cost_model.h).
+#include "scheduler/cost_model.h"
+
+#include <algorithm>
+
+#include "ops/all_ops.h"
+
+namespace tilefire {
+
+namespace {
+
+// Activation bytes of the regions a tile reads and writes: columns x tokens x 4 for activations and
+// windows, positions x head_dim x 4 for KV-cache heads (up to `context`).
+double region_bytes(const Program& program, const std::vector<Region>& regions, uint32_t tokens, uint32_t context,
+                    uint32_t head_dim) {
+  double bytes = 0;
+  for (const Region& r : regions) {
+    const SlotDesc& slot = program.slots.at(r.slot);
+    const double width = double(r.end - r.begin);
+    if (slot.kind == SlotKind::activation || slot.kind == SlotKind::window)
+      bytes += width * double(std::min<uint64_t>(slot.rows, tokens)) * 4.0;
+    else if (slot.kind == SlotKind::kv_cache)
+      bytes += width * double(context) * double(head_dim) * 4.0;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t context) {
+  TaskWork work;
+  const WeightRanges ranges = task_weight_ranges(program, task);
+  double weight_elements = 0;
+  for (uint32_t i = 0; i < ranges.count; ++i) {
+    work.weight_bytes += double(ranges.ranges[i].bytes);
+    weight_elements += double(ranges.ranges[i].bytes) / double(dtype_size(program.slots[ranges.ranges[i].slot].dtype));
+  }
+  const OpParams& params = program.nodes[task.node].params;
+  const TileRange tile{task.tile_begin, task.tile_end};
+  TileFootprint fp;
+  uint32_t head_dim = 0;
+  visit_op(task.op, [&](auto op) {
+    using Op = decltype(op);
+    const auto& p = params.as<typename Op::Params>();
+    Op::footprint(p, tile, fp);
+    if constexpr (requires { p.head_dim; }) head_dim = p.head_dim;
+  });
+  const uint32_t tokens = program.tokens;
+  // Writes to a KV cache append the step's tokens (positions); reads of it cover the context.
+  work.activation_bytes = region_bytes(program, fp.reads, tokens, context, head_dim) +
+                          region_bytes(program, fp.writes, tokens, tokens, head_dim);
+  // A matrix tile does a multiply-add per weight element and token (the LM head projects one token).
+  const double matrix_tokens = task.op == OpCode::lm_head ? 1.0 : double(tokens);
+  work.flops = 2.0 * weight_elements * matrix_tokens;
+  if (task.op == OpCode::causal_attention)  // q.k and p.v over the visible positions, per head and token
+    work.flops += 4.0 * double(tile.end - tile.begin) * double(head_dim) * double(context) * double(tokens);
+  return work;
+}
+
+std::optional<DeviceModel> device_preset(const std::string& name) {
+  // Datasheet figures (NVIDIA, SXM parts): memory bandwidth and dense bf16 tensor-core peak. The per-task
+  // costs are leads until GPU measurements correct them.
+  if (name == "h100") return DeviceModel{"h100", 132, 3350, 989e12, 500, 1000};
+  if (name == "h200") return DeviceModel{"h200", 132, 4800, 989e12, 500, 1000};
+  if (name == "b200") return DeviceModel{"b200", 148, 8000, 2250e12, 500, 1000};
+  return std::nullopt;
+}
+
+std::vector<std::string> device_preset_names() { return {"h100", "h200", "b200"}; }
+
+double modelled_task_ns(const DeviceModel& device, const TaskWork& work) {
+  const double share_bytes_per_ns = device.memory_gbs / double(device.workers);  // GB/s = bytes/ns
+  const double share_flops_per_ns = device.flops * 1e-9 / double(device.workers);
+  return std::max(work.bytes() / share_bytes_per_ns, work.flops / share_flops_per_ns) + device.dispatch_ns;
+}
+
+}  // namespace tilefire

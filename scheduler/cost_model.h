@@ -1,0 +1,44 @@
+#pragma once
+// What a task costs: the bytes it moves and the flops it does (from its op and tile shapes), and a
+// device model that turns them into time. The first pieces of the scheduling research kit (issue 5):
+// `tilefire inspect` uses them for the critical path in modelled time; the simulator will use them to
+// run whole programs.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scheduler/program.h"
+
+namespace tilefire {
+
+struct TaskWork {
+  double weight_bytes = 0;      // weights streamed
+  double activation_bytes = 0;  // activations and KV cache read and written
+  double flops = 0;
+  double bytes() const { return weight_bytes + activation_bytes; }
+};
+
+// A task's work when `context` positions are in the KV cache (attention reads them).
+TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t context);
+
+// A device as the cost model sees it. Presets come from datasheets; the per-task costs are leads to be
+// corrected against measurements (docs/SIMULATOR.md).
+struct DeviceModel {
+  std::string name;
+  uint32_t workers = 1;        // SMs or cores
+  double memory_gbs = 0;       // memory bandwidth, GB/s
+  double flops = 0;            // peak flop/s for the weights' dtype (dense bf16 on GPUs)
+  double dispatch_ns = 0;      // per task: taking it from the queue and starting it
+  double signal_ns = 0;        // an event's signal reaching a waiting worker
+};
+
+// h100 (SXM), h200, b200; nullopt for other names.
+std::optional<DeviceModel> device_preset(const std::string& name);
+std::vector<std::string> device_preset_names();
+
+// A task alone on one worker, which gets an even share of the device's bandwidth and flops: the larger
+// of the memory time and the compute time, plus the dispatch cost.
+double modelled_task_ns(const DeviceModel& device, const TaskWork& work);
+
+}  // namespace tilefire

@@ -1,0 +1,60 @@
+// The cost model: a task's bytes and flops from its op and tile shapes, computed here independently from
+// the model's dimensions; the device presets; a task's modelled time.
+#include <gtest/gtest.h>
+
+#include "graph/compile.h"
+#include "graph/model_spec.h"
+#include "ops/all_ops.h"
+#include "scheduler/cost_model.h"
+
+namespace tilefire::testing {
+namespace {
+
+TEST(CostModel, MatrixAndAttentionTilesFromTheirShapes) {
+  const ModelSpec spec = preset_spec("small", DType::bf16);
+  CompileOptions options;
+  options.workers = 8;
+  options.tokens = 3;
+  options.max_context = 256;
+  const Program program = compile_model(spec, options);
+  bool saw_down = false, saw_attention = false, saw_lm_head = false;
+  for (const TaskDesc& task : program.tasks) {
+    const TaskWork work = task_work(program, task, 100);
+    const double rows = task.tile_end - task.tile_begin;
+    if (task.op == OpCode::matmul_residual) {
+      const auto& p = program.nodes[task.node].params.as<MatmulResidualParams>();
+      EXPECT_DOUBLE_EQ(work.weight_bytes, rows * p.K * 2);
+      EXPECT_DOUBLE_EQ(work.flops, 2.0 * rows * p.K * 3);
+      // reads x [3, K] and the residual's columns, writes the output's columns: f32 each
+      EXPECT_DOUBLE_EQ(work.activation_bytes, 3.0 * 4 * (p.K + 2 * rows));
+      saw_down |= p.K == spec.ffn;
+    } else if (task.op == OpCode::causal_attention) {
+      // q.k and p.v: 4 flops per head, dimension, position and token; K and V of one KV head read
+      EXPECT_DOUBLE_EQ(work.flops, 4.0 * rows * spec.head_dim * 100 * 3);
+      EXPECT_DOUBLE_EQ(work.weight_bytes, 0);
+      EXPECT_DOUBLE_EQ(work.activation_bytes, 2.0 * 100 * spec.head_dim * 4 + 2.0 * 3 * rows * spec.head_dim * 4);
+      saw_attention = true;
+    } else if (task.op == OpCode::lm_head) {
+      EXPECT_DOUBLE_EQ(work.flops, 2.0 * rows * spec.hidden);  // the last token only
+      saw_lm_head = true;
+    }
+  }
+  EXPECT_TRUE(saw_down && saw_attention && saw_lm_head);
+}
+
+TEST(CostModel, DevicePresetsAndTaskTime) {
+  const auto h200 = device_preset("h200");
+  ASSERT_TRUE(h200.has_value());
+  EXPECT_EQ(h200->workers, 132u);
+  EXPECT_DOUBLE_EQ(h200->memory_gbs, 4800);
+  EXPECT_FALSE(device_preset("tpu").has_value());
+  TaskWork memory_bound;
+  memory_bound.weight_bytes = 132e3;  // 1 KB per ns per worker share on 132 workers: 4800/132 GB/s
+  EXPECT_NEAR(modelled_task_ns(*h200, memory_bound), 132e3 / (4800.0 / 132) + h200->dispatch_ns, 1e-6);
+  TaskWork compute_bound;
+  compute_bound.flops = 1e12;
+  EXPECT_NEAR(modelled_task_ns(*h200, compute_bound), 1e12 / (989e12 * 1e-9 / 132) + h200->dispatch_ns, 1e-3);
+}
+
+}  // namespace
+}  // namespace tilefire::testing
