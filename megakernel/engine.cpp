@@ -156,6 +156,9 @@ std::unique_ptr<BoundProgram> Engine::Impl::bind(Program program, double compile
         break;
       }
       case SlotKind::window: {  // 64-byte aligned, in slot order: the same layout on every rank
+        if (p.collective_flags > rank_view.flag_count - 2)
+          throw std::logic_error("bind: the program's collectives need " + std::to_string(p.collective_flags) +
+                                 " flag slots, the group has " + std::to_string(rank_view.flag_count - 2));
         if (!group && rank_view.windows == nullptr)
           throw std::logic_error("bind: a window slot '" + slot.name + "' outside tensor parallelism");
         const uint64_t offset = bound->window_bytes;
@@ -306,12 +309,14 @@ const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* c
       BoundProgram& program = prefill_program(uint32_t(chunk.size()), &chunk_compile_ms);
       logits = run(program, chunk, nullptr);
     } else {
+      check_not_broken();
       std::vector<BoundProgram*> programs(rank_engines.size());
       on_every_rank([&](Impl& r, uint32_t index) {
         double ms = 0;
         programs[index] = &r.prefill_program(uint32_t(chunk.size()), &ms);
         if (index == 0) chunk_compile_ms = ms;
       });
+      if (chunk_compile_ms > 0) setup_barrier();  // a new program: every rank compiles it first
       for (uint32_t r = 1; r < programs.size(); ++r) check_ranks_agree(*programs[0], *programs[r], r);
       on_every_rank([&](Impl& r, uint32_t index) {
         const float* rank_logits = r.run(*programs[index], chunk, nullptr);
@@ -327,6 +332,7 @@ const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* c
 
 const float* Engine::Impl::decode_step(int32_t token, std::vector<TaskTiming>* trace) {
   if (rank_engines.empty()) return run(*decode_program, {token}, trace);
+  check_not_broken();
   const float* logits = nullptr;
   on_every_rank([&](Impl& r, uint32_t index) {
     const float* rank_logits = r.run(*r.decode_program, {token}, index == 0 ? trace : nullptr);
@@ -339,6 +345,7 @@ const float* Engine::Impl::decode_step(int32_t token, std::vector<TaskTiming>* t
 
 int32_t Engine::Impl::decode_greedy_step(int32_t token) {
   if (rank_engines.empty()) return run_greedy(*decode_program, {token});
+  check_not_broken();
   int32_t next = 0;
   on_every_rank([&](Impl& r, uint32_t index) {
     const int32_t rank_next = r.run_greedy(*r.decode_program, {token});
@@ -359,8 +366,25 @@ void Engine::Impl::check_ranks_agree(const BoundProgram& rank0, const BoundProgr
     same = a.tasks[t].op == b.tasks[t].op && a.tasks[t].node == b.tasks[t].node;
   if (!same)
     throw InputError("--tp " + std::to_string(tp) + ": rank " + std::to_string(other_rank) +
-                     "'s program is laid out differently from rank 0's (the FFN or vocabulary rows do not split evenly "
-                     "enough for the same tiles on every rank); choose a --tp that divides them");
+                     "'s program runs different tasks or places them differently from rank 0's (an FFN or vocabulary "
+                     "split uneven enough to change the tiles, or a placement policy that follows from them); ranks "
+                     "wait on each other in their collective tasks, so they must agree: choose a --tp that divides "
+                     "the FFN and the vocabulary, or --policy balanced");
+}
+
+void Engine::Impl::setup_barrier() {
+  if (!process_group) return;
+  RankView view = process_group->view();
+  view.timeout_ms = std::max<uint32_t>(view.timeout_ms, 10 * 60 * 1000);
+  ++setups;
+  publish_flag(view, setup_barrier_flag, setups);
+  for (uint32_t r = 0; r < view.ranks; ++r)
+    if (r != view.rank) wait_flag(view, r, setup_barrier_flag, setups, "start-up barrier (loading and compiling)");
+}
+
+void Engine::Impl::check_not_broken() const {
+  if (!broken.empty())
+    throw TransportError("the tensor-parallel engine stopped after an earlier failure (its ranks may have diverged): " + broken);
 }
 
 void Engine::Impl::end_step_barrier() {
@@ -375,22 +399,36 @@ void Engine::Impl::end_step_barrier() {
 void Engine::Impl::on_every_rank(const std::function<void(Impl&, uint32_t)>& step) {
   std::vector<std::exception_ptr> failures(rank_engines.size());
   std::vector<std::thread> threads;
-  for (uint32_t r = 1; r < rank_engines.size(); ++r)
-    threads.emplace_back([&, r] {
-      try {
-        step(*rank_engines[r], r);
-      } catch (...) {
-        failures[r] = std::current_exception();
-      }
-    });
+  try {
+    for (uint32_t r = 1; r < rank_engines.size(); ++r)
+      threads.emplace_back([&, r] {
+        try {
+          step(*rank_engines[r], r);
+        } catch (...) {
+          failures[r] = std::current_exception();
+        }
+      });
+  } catch (...) {  // no thread for a rank: the started ones still run to their end (or their timeout)
+    for (std::thread& t : threads) t.join();
+    throw;
+  }
   try {
     step(*rank_engines[0], 0);
   } catch (...) {
     failures[0] = std::current_exception();
   }
   for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& failure : failures)
-    if (failure) std::rethrow_exception(failure);
+  for (const std::exception_ptr& failure : failures) {
+    if (!failure) continue;
+    try {
+      std::rethrow_exception(failure);
+    } catch (const std::exception& e) {
+      broken = e.what();  // the ranks' positions and epochs may now differ: no further steps
+    } catch (...) {
+      broken = "a rank failed";
+    }
+    std::rethrow_exception(failure);
+  }
 }
 
 }  // namespace tilefire

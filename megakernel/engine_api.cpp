@@ -112,10 +112,14 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
       const uint64_t chunk = Impl::kPrefillChunk;
       const uint64_t window_bytes = 2ull * spec.layers * ((chunk * spec.hidden * 4 + 63) / 64 * 64) +
                                     ((uint64_t(spec.vocab) + options.tp - 1) / options.tp * 4 + 63) / 64 * 64;
-      // At most one slot per column of each collective node, one per rank's logits, and the step barrier.
-      const uint32_t flags = 2 * spec.layers * spec.hidden + options.tp + 1;
+      // At most one slot per column of each collective node, one per rank's logits, and two barriers.
+      const uint32_t flags = 2 * spec.layers * spec.hidden + options.tp + 2;
       m.tp = options.tp;
       m.step_barrier_flag = flags - 1;
+      m.setup_barrier_flag = flags - 2;
+      // Ranks as processes: this process's share of the cores (every rank computes the same share, so
+      // their programs, placed for that many workers, agree).
+      const uint32_t rank_threads = options.threads ? threads : (boot ? std::max(1u, threads / options.tp) : threads);
       std::vector<uint32_t> local_ranks;
       if (boot) {
         if (boot->ranks != options.tp)
@@ -126,7 +130,13 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
           throw InputError("--tp " + std::to_string(options.tp) + " with one rank per process needs the FFN size (" +
                            std::to_string(spec.ffn) + ") and the vocabulary (" + std::to_string(spec.vocab) +
                            ") to split evenly");
-        m.process_group = std::make_unique<SharedMemoryGroup>(*boot, window_bytes, flags, options.tp_timeout_ms);
+        // Everything a rank's programs follow from: a peer that differs in any of it is refused when the
+        // group forms (its programs would place different tasks at the same flag slots).
+        const std::string key = m.model.origin + "|" + to_hf_config_json(spec) + "|" + std::to_string(rank_threads) + "|" +
+                                options.policy + "|" + std::to_string(int(options.granularity)) + "|" +
+                                std::to_string(m.max_context) + "|" + std::to_string(options.tp);
+        m.process_group =
+            std::make_unique<SharedMemoryGroup>(*boot, window_bytes, flags, options.tp_timeout_ms, std::hash<std::string>{}(key));
         local_ranks.push_back(boot->rank);
       } else {
         m.group = std::make_unique<InProcessGroup>(options.tp, window_bytes, flags, options.tp_timeout_ms);
@@ -143,7 +153,9 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
         rank->parent_model = &m.model;
         rank->rank_view = m.process_group ? m.process_group->view() : m.group->view(r);
         rank->info.vocab = spec.vocab;
-        rank->executor = std::make_unique<CpuExecutor>(m.process_group ? threads : std::max(1u, threads / options.tp));
+        const uint32_t workers = m.process_group ? rank_threads : std::max(1u, threads / options.tp);
+        // Ranks of one process on disjoint CPUs; a process rank after its lower-numbered peers' CPUs.
+        rank->executor = std::make_unique<CpuExecutor>(workers, r * workers);
         m.rank_engines.push_back(std::move(rank));
       }
     } else {
@@ -163,6 +175,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
     });
     for (uint32_t r = 1; r < m.rank_engines.size(); ++r)
       m.check_ranks_agree(*m.rank_engines[0]->decode_program, *m.rank_engines[r]->decode_program, r);
+    m.setup_barrier();  // ranks as processes: loading and compiling is not counted against a collective's timeout
   }
 
   ModelInfo& info = m.info;

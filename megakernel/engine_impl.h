@@ -69,6 +69,9 @@ struct Engine::Impl {
   std::unique_ptr<InProcessGroup> group;       // the parent, ranks as thread groups
   std::unique_ptr<SharedMemoryGroup> process_group;  // the parent, one rank per process (this one's in rank_engines)
   uint32_t step_barrier_flag = 0;              // one rank per process: the flag slot of the end-of-step barrier
+  uint32_t setup_barrier_flag = 0;             // and of the barrier after compiling (loading) programs
+  uint64_t setups = 0;                         // barriers passed on setup_barrier_flag
+  std::string broken;                          // a tensor-parallel step failed: the engine refuses further steps
   std::vector<std::unique_ptr<Impl>> rank_engines;  // the parent
   RankView rank_view;                          // a rank: its view of the group's windows and flags
   uint64_t epoch = 0;                          // the collective epoch of the next step
@@ -120,6 +123,12 @@ struct Engine::Impl {
   // One rank per process: every rank has finished the step before any starts the next, so a window
   // buffer is never rewritten while a peer may still read it (threads get this from joining).
   void end_step_barrier();
+  // One rank per process, after the engine is built or a new program compiled: waits (up to ten minutes)
+  // until every rank is there, so one rank's load and compile time never counts against another's
+  // collective timeout.
+  void setup_barrier();
+  // Throws if an earlier tensor-parallel step failed (ranks may have diverged since).
+  void check_not_broken() const;
   // Throws InputError unless `other` runs the same tasks on the same workers as rank 0's program.
   void check_ranks_agree(const BoundProgram& rank0, const BoundProgram& other, uint32_t other_rank) const;
 };

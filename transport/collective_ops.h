@@ -72,11 +72,16 @@ struct AllgatherLogitsOp {
   static void share(const Params& p, uint32_t owner, uint32_t* begin, uint32_t* end) {
     rank_share(0, p.vocab, p.ranks, owner, begin, end);
   }
+  // Every tile reads the rank's own share, not only the owner's tile: then every rank has the same task
+  // graph (a placement policy sees the same readiness on every rank, so the ranks' queues agree), and no
+  // tile starts waiting for a peer before this rank's LM head is done.
   static void footprint(const Params& p, TileRange tile, TileFootprint& fp) {
+    uint32_t own_begin, own_end;
+    share(p, p.rank, &own_begin, &own_end);
+    fp.reads.push_back({p.local, 0, own_end - own_begin});
     for (uint32_t owner = tile.begin; owner < tile.end; ++owner) {
       uint32_t begin, end;
       share(p, owner, &begin, &end);
-      if (owner == p.rank) fp.reads.push_back({p.local, 0, end - begin});
       fp.writes.push_back({p.out, begin, end});
     }
   }

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <thread>
 
 namespace tilefire {
@@ -20,9 +22,11 @@ namespace tilefire {
 InProcessGroup::InProcessGroup(uint32_t ranks, uint64_t window_bytes, uint32_t flag_count, uint32_t timeout_ms)
     : window_bytes_(window_bytes), flag_count_(flag_count), timeout_ms_(timeout_ms) {
   for (uint32_t r = 0; r < ranks; ++r) {
-    window_storage_.push_back(std::make_unique<unsigned char[]>(window_bytes));  // zeroed
-    flag_storage_.push_back(std::make_unique<uint64_t[]>(flag_count));            // zeroed: epoch 0
-    windows_.push_back(window_storage_.back().get());
+    window_storage_.push_back(std::make_unique<unsigned char[]>(window_bytes + 64));  // zeroed
+    flag_storage_.push_back(std::make_unique<uint64_t[]>(flag_count));                 // zeroed: epoch 0
+    // 64-byte aligned, as the window slots inside it are laid out
+    const auto address = reinterpret_cast<uintptr_t>(window_storage_.back().get());
+    windows_.push_back(window_storage_.back().get() + ((64 - address % 64) % 64));
     flags_.push_back(flag_storage_.back().get());
   }
 }
@@ -78,105 +82,168 @@ std::optional<Bootstrap> bootstrap_from_environment() {
 
 namespace {
 
-// A segment: this header, the flags, then the window. `ready` is stored last, with release.
+// A segment: this header, the nonces it has seen from each peer, the flags, then the window. `ready` is
+// stored last, with release. The nonce tells a live segment from a stale one of the same name: a group
+// forms only when every rank has echoed every other rank's nonce.
 struct SegmentHeader {
   uint64_t magic;
   uint64_t window_bytes;
+  uint64_t layout_key;   // the configuration every rank must share (model, program options)
+  uint64_t nonce;        // random, per creation
   uint32_t flag_count;
   uint32_t ranks;
+  uint32_t creator_pid;
   uint32_t ready;
-  uint32_t reserved;
+  uint64_t reserved[2];
 };
-constexpr uint64_t kSegmentMagic = 0x54464e53484d3031ull;  // "TFNSHM01"
-constexpr uint64_t kFlagsOffset = 64;
+static_assert(sizeof(SegmentHeader) == 64);
+static_assert(std::atomic_ref<uint64_t>::is_always_lock_free && std::atomic_ref<uint32_t>::is_always_lock_free,
+              "flags shared across processes need lock-free atomics");
+constexpr uint64_t kSegmentMagic = 0x54464e53484d3032ull;  // "TFNSHM02"
 
 std::string segment_name(const std::string& rendezvous, uint32_t rank) {
   return "/tilefire." + rendezvous + "." + std::to_string(rank);
 }
 
-uint64_t segment_bytes(uint64_t window_bytes, uint32_t flag_count) {
-  return (kFlagsOffset + uint64_t(flag_count) * 8 + 63) / 64 * 64 + window_bytes;
+uint64_t seen_offset() { return sizeof(SegmentHeader); }
+uint64_t flags_offset(uint32_t ranks) { return (seen_offset() + uint64_t(ranks) * 8 + 63) / 64 * 64; }
+uint64_t window_offset(uint32_t ranks, uint32_t flag_count) {
+  return (flags_offset(ranks) + uint64_t(flag_count) * 8 + 63) / 64 * 64;
 }
+
+bool process_alive(uint32_t pid) { return pid != 0 && (kill(pid_t(pid), 0) == 0 || errno == EPERM); }
+
+uint64_t fresh_nonce() {
+  std::random_device device;
+  return (uint64_t(device()) << 32) ^ device() ^ uint64_t(getpid()) ^
+         uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+uint64_t* seen_of(void* base) { return reinterpret_cast<uint64_t*>(static_cast<unsigned char*>(base) + seen_offset()); }
 
 }  // namespace
 
 SharedMemoryGroup::SharedMemoryGroup(const Bootstrap& bootstrap, uint64_t window_bytes, uint32_t flag_count,
-                                     uint32_t timeout_ms)
+                                     uint32_t timeout_ms, uint64_t layout_key)
     : bootstrap_(bootstrap), window_bytes_(window_bytes), flag_count_(flag_count), timeout_ms_(timeout_ms) {
-  const uint64_t bytes = segment_bytes(window_bytes, flag_count);
-  const uint64_t window_offset = bytes - window_bytes;
-  mappings_.resize(bootstrap.ranks);
-  windows_.assign(bootstrap.ranks, nullptr);
-  flags_.assign(bootstrap.ranks, nullptr);
-  own_name_ = segment_name(bootstrap.rendezvous, bootstrap.rank);
-  shm_unlink(own_name_.c_str());  // a segment left by an earlier run that crashed
+  const uint32_t ranks = bootstrap.ranks, me = bootstrap.rank;
+  const uint64_t bytes = window_offset(ranks, flag_count) + window_bytes;
+  const std::string who = "rank " + std::to_string(me) + " of " + std::to_string(ranks) + " (group '" + bootstrap.rendezvous + "')";
+  mappings_.resize(ranks);
+  windows_.assign(ranks, nullptr);
+  flags_.assign(ranks, nullptr);
+  own_name_ = segment_name(bootstrap.rendezvous, me);
+
+  // A segment of this name from an earlier run: refused while its creator lives, removed when it died.
+  if (const int old = shm_open(own_name_.c_str(), O_RDONLY, 0600); old >= 0) {
+    struct stat st {};
+    uint32_t pid = 0;
+    if (fstat(old, &st) == 0 && uint64_t(st.st_size) >= sizeof(SegmentHeader)) {
+      void* header = mmap(nullptr, sizeof(SegmentHeader), PROT_READ, MAP_SHARED, old, 0);
+      if (header != MAP_FAILED) {
+        pid = static_cast<const SegmentHeader*>(header)->creator_pid;
+        munmap(header, sizeof(SegmentHeader));
+      }
+    }
+    close(old);
+    if (pid != uint32_t(getpid()) && process_alive(pid))
+      throw TransportError(who + ": process " + std::to_string(pid) + " already holds this rank");
+    shm_unlink(own_name_.c_str());
+  }
   const int fd = shm_open(own_name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) throw TransportError("rank " + std::to_string(bootstrap.rank) + ": cannot create shared memory " + own_name_ + ": " + std::strerror(errno));
-  if (ftruncate(fd, off_t(bytes)) != 0) {
+  if (fd < 0) throw TransportError(who + ": cannot create shared memory " + own_name_ + ": " + std::strerror(errno));
+  // Reserve the pages now: a tmpfs that is too small fails here with a message, not with SIGBUS later.
+  if (const int status = posix_fallocate(fd, 0, off_t(bytes)); status != 0) {
     close(fd);
     shm_unlink(own_name_.c_str());
-    throw TransportError("rank " + std::to_string(bootstrap.rank) + ": cannot size shared memory " + own_name_ + " to " +
-                         std::to_string(bytes) + " bytes: " + std::strerror(errno));
+    throw TransportError(who + ": cannot reserve " + std::to_string(bytes) + " bytes of shared memory in /dev/shm: " +
+                         std::strerror(status));
   }
   void* own = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (own == MAP_FAILED) {
     shm_unlink(own_name_.c_str());
-    throw TransportError("rank " + std::to_string(bootstrap.rank) + ": cannot map " + own_name_ + ": " + std::strerror(errno));
+    throw TransportError(who + ": cannot map " + own_name_ + ": " + std::strerror(errno));
   }
+  mappings_[me] = {own, bytes};
   auto* header = static_cast<SegmentHeader*>(own);
   header->magic = kSegmentMagic;
   header->window_bytes = window_bytes;
+  header->layout_key = layout_key;
+  header->nonce = fresh_nonce();
   header->flag_count = flag_count;
-  header->ranks = bootstrap.ranks;
+  header->ranks = ranks;
+  header->creator_pid = uint32_t(getpid());
   std::atomic_ref<uint32_t>(header->ready).store(1, std::memory_order_release);
-  mappings_[bootstrap.rank] = {own, bytes};
 
-  // Map every peer's segment once it exists and is ready.
+  // Maps (again, when its creator replaced it) a peer's segment; false while it is not there or not ready.
+  std::vector<ino_t> inodes(ranks, 0);
+  auto map_peer = [&](uint32_t r) {
+    const std::string name = segment_name(bootstrap.rendezvous, r);
+    const int peer = shm_open(name.c_str(), O_RDWR, 0600);
+    if (peer < 0) return false;
+    struct stat st {};
+    const bool sized = fstat(peer, &st) == 0 && uint64_t(st.st_size) >= sizeof(SegmentHeader);
+    if (!sized || (mappings_[r].base && st.st_ino == inodes[r])) {
+      close(peer);
+      return mappings_[r].base != nullptr;
+    }
+    const uint64_t peer_bytes = uint64_t(st.st_size);
+    void* base = mmap(nullptr, peer_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, peer, 0);
+    close(peer);
+    if (base == MAP_FAILED) return false;
+    const auto* h = static_cast<const SegmentHeader*>(base);
+    if (std::atomic_ref<const uint32_t>(h->ready).load(std::memory_order_acquire) != 1 || h->magic != kSegmentMagic) {
+      munmap(base, peer_bytes);
+      return false;
+    }
+    if (h->ranks != ranks || h->window_bytes != window_bytes || h->flag_count != flag_count || h->layout_key != layout_key ||
+        peer_bytes != bytes) {
+      munmap(base, peer_bytes);
+      throw TransportError(who + ": rank " + std::to_string(r) + " joined with a different configuration (another model, "
+                           "--tp, --threads, --policy or context): every rank must run the same command");
+    }
+    if (mappings_[r].base) munmap(mappings_[r].base, mappings_[r].bytes);
+    mappings_[r] = {base, bytes};
+    inodes[r] = st.st_ino;
+    // Echo the peer's nonce: it forms the group only when every rank has seen its live segment.
+    std::atomic_ref<uint64_t>(seen_of(own)[r]).store(h->nonce, std::memory_order_release);
+    return true;
+  };
+  auto confirmed = [&](uint32_t r) {
+    return r == me || (mappings_[r].base &&
+                       std::atomic_ref<uint64_t>(seen_of(mappings_[r].base)[me]).load(std::memory_order_acquire) == header->nonce);
+  };
+
   const auto start = std::chrono::steady_clock::now();
-  for (uint32_t r = 0; r < bootstrap.ranks; ++r) {
-    while (!mappings_[r].base) {
-      const std::string name = segment_name(bootstrap.rendezvous, r);
-      const int peer = shm_open(name.c_str(), O_RDWR, 0600);
-      struct stat st {};
-      if (peer >= 0 && fstat(peer, &st) == 0 && uint64_t(st.st_size) == bytes) {
-        void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, peer, 0);
-        close(peer);
-        if (base != MAP_FAILED) {
-          auto* h = static_cast<SegmentHeader*>(base);
-          if (std::atomic_ref<uint32_t>(h->ready).load(std::memory_order_acquire) == 1 && h->magic == kSegmentMagic) {
-            if (h->ranks != bootstrap.ranks || h->window_bytes != window_bytes || h->flag_count != flag_count) {
-              munmap(base, bytes);
-              throw TransportError("rank " + std::to_string(bootstrap.rank) + ": rank " + std::to_string(r) +
-                                   " joined with a different group layout (a different model, --tp or program)");
-            }
-            mappings_[r] = {base, bytes};
-            break;
-          }
-          munmap(base, bytes);
-        }
-      } else if (peer >= 0) {
-        close(peer);
+  try {
+    for (;;) {
+      bool all = true;
+      for (uint32_t r = 0; r < ranks; ++r) {
+        if (r == me || confirmed(r)) continue;
+        map_peer(r);  // maps a new peer, or remaps one whose segment was replaced since
+        all = all && confirmed(r);
       }
+      if (all) break;
       if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(timeout_ms)) {
         std::string missing;
-        for (uint32_t m = 0; m < bootstrap.ranks; ++m)
-          if (!mappings_[m].base) missing += (missing.empty() ? "" : ", ") + std::to_string(m);
-        for (const Mapping& mapping : mappings_)
-          if (mapping.base) munmap(mapping.base, mapping.bytes);
-        mappings_.clear();
-        shm_unlink(own_name_.c_str());
-        throw TransportError("rank " + std::to_string(bootstrap.rank) + " of " + std::to_string(bootstrap.ranks) +
-                             ": rank(s) " + missing + " never joined group '" + bootstrap.rendezvous + "' within " +
-                             std::to_string(timeout_ms) + " ms");
+        for (uint32_t r = 0; r < ranks; ++r)
+          if (!confirmed(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        throw TransportError(who + ": rank(s) " + missing + " never joined within " + std::to_string(timeout_ms) + " ms");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+  } catch (...) {
+    for (const Mapping& mapping : mappings_)
+      if (mapping.base) munmap(mapping.base, mapping.bytes);
+    mappings_.clear();
+    shm_unlink(own_name_.c_str());
+    throw;
   }
-  for (uint32_t r = 0; r < bootstrap.ranks; ++r) {
+  for (uint32_t r = 0; r < ranks; ++r) {
     auto* base = static_cast<unsigned char*>(mappings_[r].base);
-    flags_[r] = reinterpret_cast<uint64_t*>(base + kFlagsOffset);
-    windows_[r] = base + window_offset;
+    flags_[r] = reinterpret_cast<uint64_t*>(base + flags_offset(ranks));
+    windows_[r] = base + window_offset(ranks, flag_count);
   }
 }
 

@@ -43,9 +43,12 @@ std::optional<Bootstrap> bootstrap_from_environment();
 
 class SharedMemoryGroup {
  public:
-  // Creates this rank's segment and maps every peer's, waiting up to timeout_ms for peers to appear.
-  // Throws TransportError naming the ranks that never joined.
-  SharedMemoryGroup(const Bootstrap& bootstrap, uint64_t window_bytes, uint32_t flag_count, uint32_t timeout_ms);
+  // Creates this rank's segment and maps every peer's, waiting up to timeout_ms for all of them to echo
+  // this segment's nonce (so a stale segment of a dead run is never taken for a live peer; a peer that
+  // replaces one is mapped again). Throws TransportError naming the ranks that never joined, a rank held
+  // by a live process, or a peer whose layout_key (the configuration every rank must share) differs.
+  SharedMemoryGroup(const Bootstrap& bootstrap, uint64_t window_bytes, uint32_t flag_count, uint32_t timeout_ms,
+                    uint64_t layout_key = 0);
   ~SharedMemoryGroup();
   SharedMemoryGroup(const SharedMemoryGroup&) = delete;
   SharedMemoryGroup& operator=(const SharedMemoryGroup&) = delete;

@@ -164,7 +164,7 @@ std::vector<uint32_t> allowed_cpus() {
 
 uint32_t usable_cores() { return std::max<uint32_t>(1, uint32_t(allowed_cpus().size())); }
 
-CpuExecutor::CpuExecutor(uint32_t workers) : job_(std::make_unique<Job>()) {
+CpuExecutor::CpuExecutor(uint32_t workers, uint32_t first_cpu) : job_(std::make_unique<Job>()) {
   if (workers == 0) workers = 1;
   scratch_.resize(workers);
   trace_buffers_.resize(workers);
@@ -173,7 +173,7 @@ CpuExecutor::CpuExecutor(uint32_t workers) : job_(std::make_unique<Job>()) {
   const std::vector<uint32_t> cpus = allowed_cpus();
   for (uint32_t w = 0; w < workers; ++w) {
     threads_.emplace_back([this, w] { worker_main(w); });
-    if (workers <= cpus.size()) pin_to_core(threads_.back(), cpus[w]);
+    if (uint64_t(first_cpu) + workers <= cpus.size()) pin_to_core(threads_.back(), cpus[first_cpu + w]);
   }
 }
 
@@ -325,6 +325,7 @@ void CpuExecutor::run_static(const Job& job, uint32_t worker, Hooks& hooks) {
     pending_count = 0;
   };
   for (size_t q = 0; q < queue.size(); ++q) {
+    if (job.failed.load(std::memory_order_relaxed)) return;  // another worker's tile threw: stop here
     const uint32_t task = queue[q];
     const TaskDesc& t = program.tasks[task];
     IdlePrefetch prefetch(program, t, job.instance->slots_.data());

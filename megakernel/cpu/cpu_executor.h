@@ -72,7 +72,9 @@ uint32_t usable_cores();
 
 class CpuExecutor {
  public:
-  explicit CpuExecutor(uint32_t workers);
+  // Workers are pinned to the allowed CPUs first_cpu, first_cpu + 1, ... when there are enough of them
+  // (tensor-parallel ranks of one process take disjoint CPUs), else left to the kernel.
+  explicit CpuExecutor(uint32_t workers, uint32_t first_cpu = 0);
   ~CpuExecutor();
   CpuExecutor(const CpuExecutor&) = delete;
   CpuExecutor& operator=(const CpuExecutor&) = delete;

@@ -3,7 +3,9 @@
 // naming it; and the bootstrap reads RANK / WORLD_SIZE / TILEFIRE_RENDEZVOUS or mpirun's variables.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,6 +104,67 @@ TEST(SharedMemory, ARankKilledMidRunIsNamed) {
     EXPECT_NE(std::string(e.what()).find("for rank 1, which is at epoch 3"), std::string::npos) << e.what();
   }
   close(ready[0]);
+}
+
+// A rank's segment left by a run whose process died (no destructor ran) is never taken for a live peer:
+// the next run's ranks agree on fresh segments and compute correct sums.
+TEST(SharedMemory, AStaleSegmentOfADeadRunIsReplaced) {
+  const std::string meet = unique_rendezvous("stale");
+  for (int run = 0; run < 2; ++run) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {  // rank 1; in the first run it dies without removing its segment
+      auto* group = new SharedMemoryGroup(Bootstrap{1, 2, meet, "test"}, 2 * kCount * 4, 4, 5000);
+      const uint64_t bad = run_allreduces(group->view(), 5);
+      if (run == 1) delete group;
+      _exit(bad == 0 ? 0 : 1);
+    }
+    {
+      SharedMemoryGroup group(Bootstrap{0, 2, meet, "test"}, 2 * kCount * 4, 4, 5000);
+      EXPECT_EQ(run_allreduces(group.view(), 5), 0u) << "run " << run;
+      int status = 0;
+      ASSERT_EQ(waitpid(child, &status, 0), child);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "run " << run;
+    }
+    if (run == 0) {  // rank 1's stale segment is there, its creator dead
+      const int fd = shm_open(("/tilefire." + meet + ".1").c_str(), O_RDONLY, 0600);
+      EXPECT_GE(fd, 0) << "the dead rank's segment should have stayed";
+      if (fd >= 0) close(fd);
+    }
+  }
+  shm_unlink(("/tilefire." + meet + ".1").c_str());
+}
+
+// A second process that claims a rank a live process holds is refused, naming that process.
+TEST(SharedMemory, ARankHeldByALiveProcessIsRefused) {
+  const std::string meet = unique_rendezvous("held");
+  int ready[2], done[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(done), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // a one-rank group that stays alive until told
+    SharedMemoryGroup group(Bootstrap{0, 1, meet, "test"}, 4096, 4, 5000);
+    const char byte = 1;
+    if (write(ready[1], &byte, 1) != 1) _exit(3);
+    char wait_byte;
+    if (read(done[0], &wait_byte, 1) != 1) _exit(4);
+    _exit(0);
+  }
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  try {
+    SharedMemoryGroup group(Bootstrap{0, 1, meet, "test"}, 4096, 4, 300);
+    ADD_FAILURE() << "a rank held by a live process was taken over";
+  } catch (const TransportError& e) {
+    EXPECT_NE(std::string(e.what()).find("process " + std::to_string(child) + " already holds this rank"), std::string::npos)
+        << e.what();
+  }
+  const char go = 1;
+  ASSERT_EQ(write(done[1], &go, 1), 1);
+  waitpid(child, nullptr, 0);
+  shm_unlink(("/tilefire." + meet + ".0").c_str());
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) close(fd);
 }
 
 // Environment variables for the duration of one test.
