@@ -208,6 +208,7 @@ uint32_t Engine::threads() const {
 }
 uint32_t Engine::tensor_parallel_ranks() const { return impl_->tp; }
 uint32_t Engine::tensor_parallel_rank() const { return impl_->process_group ? impl_->rank_engines[0]->rank : 0; }
+bool Engine::ranks_are_processes() const { return impl_->process_group != nullptr; }
 std::string Engine::device_name() const { return impl_->cuda ? impl_->cuda->device_name() : "cpu"; }
 uint64_t Engine::kernel_launches() const { return impl_->cuda ? impl_->cuda->launches() : 0; }
 void Engine::reset() {

@@ -102,7 +102,8 @@ int bench_command(int argc, char** argv) {
     resident_engine = std::make_unique<Engine>(resident);
   }
   std::unique_ptr<Engine> one_rank;  // --tp N: the same model on one rank, timed in the same rounds
-  if (options.tp > 1) {
+  // (not when ranks are processes: each would time its own copy while its peers wait in collectives)
+  if (options.tp > 1 && !engine.ranks_are_processes()) {
     EngineOptions single = options;
     single.tp = 1;
     one_rank = std::make_unique<Engine>(single);
@@ -147,6 +148,7 @@ int bench_command(int argc, char** argv) {
   std::string compile_preset = args.text_or("--compile-preset", "");
   if (!compile_preset.empty()) compile_ms = measure_compile_ms(compile_preset, engine.threads());
 
+  if (engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports
   if (args.has("--json")) {
     nlohmann::json out = {{"model", model.origin},
                           {"dtype", model.dtype},

@@ -71,7 +71,7 @@ echo "== transport: virtual ranks as CTAs over one window; a one-rank NCCL devic
 run_gtest transport device_transport_test
 
 preset=${TILEFIRE_DEVICE_PRESET:-llama-3.2-1b}  # another preset only for a dry run of this script
-model="$logs/$preset-bf16"
+model="${TMPDIR:-/tmp}/tilefire-device-$preset-bf16"  # gigabytes: not in the log folder that is sent back
 echo "== the $preset shape, random bf16 weights ($(elapsed))"
 if ! "$cli" gen-model --preset "$preset" --dtype bf16 --seed 1 --out "$model" >"$logs/gen-model.log" 2>&1; then
   record gen-model FAIL "see gen-model.log"

@@ -105,6 +105,7 @@ class Engine {
   uint32_t tensor_parallel_ranks() const;
   // This process's rank: 0 unless ranks run as processes (then each process is one of them).
   uint32_t tensor_parallel_rank() const;
+  bool ranks_are_processes() const;
   // "cpu" or the CUDA device's name.
   std::string device_name() const;
   // Kernel launches the cuda backend made so far (one per step, none per step when resident); 0 on the cpu.
