@@ -8,6 +8,7 @@
 
 #include "graph/compile.h"
 #include "graph/model_spec.h"
+#include "megakernel/tool_spec.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/policy.h"
 
@@ -42,15 +43,7 @@ InspectReport inspect_program(const InspectOptions& options) {
   InspectReport report;
   const std::optional<DType> dtype = parse_dtype(options.dtype);
   if (!dtype) throw InputError("--dtype must be f32, bf16 or f16, got '" + options.dtype + "'");
-  if (!options.model_dir.empty()) {
-    const std::filesystem::path config = std::filesystem::path(options.model_dir) / "config.json";
-    if (!std::filesystem::exists(config)) throw InputError("--model " + options.model_dir + ": no config.json in the folder");
-    spec = parse_hf_config(config);
-    report.model = options.model_dir;
-  } else {
-    spec = preset_spec(options.preset.empty() ? "tiny" : options.preset, *dtype);
-    report.model = "preset " + (options.preset.empty() ? std::string("tiny") : options.preset);
-  }
+  spec = spec_for_tool(options.model_dir, options.preset, *dtype, &report.model);
   const std::optional<DeviceModel> device = device_preset(options.device);
   if (!device)
     throw InputError("--device: unknown device '" + options.device + "' (expected h100, h200 or b200)");

@@ -7,6 +7,7 @@
 
 #include "graph/model_spec.h"
 #include "graph/tensor_parallel.h"
+#include "megakernel/tool_spec.h"
 
 namespace tilefire {
 
@@ -18,19 +19,22 @@ std::string gib(uint64_t bytes) {
 }
 }  // namespace
 
-TensorParallelPlan plan_tensor_parallel(const std::string& model_dir, const std::string& preset, uint32_t tp,
-                                        uint64_t gpu_memory_bytes, uint64_t kv_tokens) {
-  ModelSpec spec;
-  TensorParallelPlan plan;
+ModelSpec spec_for_tool(const std::string& model_dir, const std::string& preset, DType dtype, std::string* label) {
   if (!model_dir.empty()) {
     const std::filesystem::path config = std::filesystem::path(model_dir) / "config.json";
     if (!std::filesystem::exists(config)) throw InputError("--model " + model_dir + ": no config.json in the folder");
-    spec = parse_hf_config(config);
-    plan.model = model_dir;
-  } else {
-    spec = preset_spec(preset.empty() ? "tiny" : preset, DType::bf16);
-    plan.model = "preset " + (preset.empty() ? std::string("tiny") : preset) + " (bf16)";
+    *label = model_dir;
+    return parse_hf_config(config);
   }
+  const std::string name = preset.empty() ? "tiny" : preset;
+  *label = "preset " + name + " (" + std::string(dtype_name(dtype)) + ")";
+  return preset_spec(name, dtype);
+}
+
+TensorParallelPlan plan_tensor_parallel(const std::string& model_dir, const std::string& preset, uint32_t tp,
+                                        uint64_t gpu_memory_bytes, uint64_t kv_tokens) {
+  TensorParallelPlan plan;
+  const ModelSpec spec = spec_for_tool(model_dir, preset, DType::bf16, &plan.model);
   if (kv_tokens == 0) kv_tokens = std::min<uint64_t>(spec.max_context, 4096);
   const TensorParallelSplit split = split_tensor_parallel(spec, tp);
   plan.tp = tp;

@@ -7,5 +7,6 @@ int gen_model_command(int argc, char** argv);  // tilefire gen-model
 int bench_command(int argc, char** argv);      // tilefire bench
 int plan_command(int argc, char** argv);       // tilefire plan
 int inspect_command(int argc, char** argv);    // tilefire inspect
+int simulate_command(int argc, char** argv);   // tilefire simulate
 
 }  // namespace tilefire::cli

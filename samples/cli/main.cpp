@@ -16,6 +16,7 @@ commands:
   bench      decode speed, achieved memory bandwidth, dataflow vs bsp
   plan       how a model splits over tensor-parallel ranks, and what each rank needs
   inspect    a compiled program's shape, and its critical path on a device model
+  simulate   a program run on a device model: predicted step time, bound, bsp ratio
   gen-model  write a random-weight Hugging Face folder of a preset
 
 `tilefire <command> --help` lists a command's flags.
@@ -35,7 +36,8 @@ int main(int argc, char** argv) {
     if (command == "bench") return tilefire::cli::bench_command(argc, argv);
     if (command == "plan") return tilefire::cli::plan_command(argc, argv);
     if (command == "inspect") return tilefire::cli::inspect_command(argc, argv);
-    std::fprintf(stderr, "tilefire: error: unknown command '%s' (expected run, bench, plan, inspect or gen-model)\n", command.c_str());
+    if (command == "simulate") return tilefire::cli::simulate_command(argc, argv);
+    std::fprintf(stderr, "tilefire: error: unknown command '%s' (expected run, bench, plan, inspect, simulate or gen-model)\n", command.c_str());
     return 2;
   } catch (const tilefire::InputError& e) {
     // Messages thrown by the commands may already start with "tilefire <command>: "; print it once.

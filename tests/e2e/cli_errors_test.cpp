@@ -418,6 +418,20 @@ TEST(CliFlags, InspectRefusesWithTheReason) {
   });
 }
 
+TEST(CliFlags, SimulateRefusesWithTheReason) {
+  TempDir dir("cli-simulate-errors");
+  const std::string bad = (dir.path() / "bad.json").string();
+  write_file_text(bad, R"({"workers": 4, "memory_gbs": 100})");
+  check_flag_cases({
+      {{"simulate", "--preset", "tiny", "--batch", "2"}, "simulate", {"--batch 2", "no batching"}},
+      {{"simulate", "--preset", "tiny", "--device", "tpu"}, "simulate", {"--device", "'tpu'", "cpu"}},
+      {{"simulate", "--preset", "tiny", "--device", bad}, "simulate", {bad, "'flops'"}},
+      {{"simulate", "--preset", "tiny", "--device", "/nonexistent.json"}, "simulate", {"/nonexistent.json", "cannot open"}},
+      {{"simulate", "--preset", "tiny", "--threads", "2"}, "simulate", {"--threads", "cpu device"}},
+      {{"simulate", "--preset", "tiny", "--policy", "lifo"}, "simulate", {"'lifo'"}},
+  });
+}
+
 TEST(CliFlags, CommandsAndGenModel) {
   TempDir dir("cli-gen-errors");
   const std::string out = (dir.path() / "m").string();

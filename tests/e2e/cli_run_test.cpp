@@ -303,6 +303,25 @@ TEST(CliInspect, ShapeCriticalPathAndDot) {
   EXPECT_NE(graph.find(" -> "), std::string::npos);
 }
 
+// tilefire simulate: the report's keys, a device description from a file, the trace in the run's format,
+// and the bound never above the predicted step.
+TEST(CliSimulate, JsonDeviceFileAndTrace) {
+  TempDir dir("cli-simulate");
+  const std::string device = (dir.path() / "device.json").string(), trace = (dir.path() / "sim.json").string();
+  write_file_text(device, R"({"name": "half-h200", "workers": 66, "memory_gbs": 2400, "flops": 5e14, "dispatch_ns": 400, "signal_ns": 800})");
+  RunResult r = run_cli({"simulate", "--preset", "small", "--device", device, "--json", "--trace", trace});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["device"], "half-h200");
+  EXPECT_EQ(j["workers"], 66);
+  for (const char* key : {"step_ms", "bound_ms", "bound_share", "bsp_ratio", "idle_share"}) EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_GT(j["step_ms"].get<double>(), 0.0);
+  EXPECT_LE(j["bound_ms"].get<double>(), j["step_ms"].get<double>() * 1.000001);
+  EXPECT_GE(j["idle_share"].get<double>(), 0.0);
+  const nlohmann::json events = nlohmann::json::parse(read_file_text(trace));
+  EXPECT_FALSE(events["traceEvents"].empty());
+}
+
 // tilefire plan: per-rank heads and memory as JSON, and a verdict against --gpu-mem.
 TEST(CliPlan, JsonPerRankAndVerdict) {
   RunResult r = run_cli({"plan", "--preset", "llama-3.1-8b", "--tp", "8", "--json"});

@@ -1,0 +1,38 @@
+#pragma once
+// The megakernel simulator (`tilefire simulate`, docs/SIMULATOR.md): a model's decode program, placed by a
+// policy, run on a device model; the predicted step time against its bound and against bsp.
+#include <cstdint>
+#include <string>
+
+#include "tilefire/errors.h"
+
+namespace tilefire {
+
+struct SimulateOptions {
+  std::string model_dir, preset;   // a Hugging Face folder (config.json), or a preset shape
+  std::string dtype = "bf16";
+  std::string device = "h200";     // h100, h200, b200, cpu (measured on this machine), or a JSON file
+  std::string policy;              // placement policy (default balanced)
+  uint32_t tp = 1, rank = 0;
+  uint32_t batch = 1;              // sequences per step (only 1: the engine has no batching yet)
+  uint32_t context = 512;          // positions in the KV cache
+  uint32_t threads = 0;            // the cpu device's workers (0: every core)
+  std::string trace_path;          // the simulated timeline as a Chrome/Perfetto trace
+};
+
+struct SimulateReport {
+  std::string model, device;
+  uint32_t workers = 0, tasks = 0;
+  double memory_gbs = 0, flops = 0, dispatch_ns = 0, signal_ns = 0;  // the device model used
+  double step_ms = 0;      // predicted decode step (dataflow)
+  double bound_ms = 0;     // bytes over the bandwidth, or flops over the peak
+  double bound_share = 0;  // bound / step
+  double bsp_ms = 0;       // the same tiles, a barrier between ops
+  double bsp_ratio = 0;    // bsp / dataflow (above 1: dataflow faster)
+  double idle_share = 0;   // mean share of the step a worker spends not running a task
+  bool trace_written = false;
+};
+
+SimulateReport simulate_model(const SimulateOptions& options);  // throws InputError for bad options
+
+}  // namespace tilefire

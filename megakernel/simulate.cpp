@@ -1,0 +1,214 @@
+// tilefire/simulate.h: a model's decode program on a device model, and the `cpu` device measured here.
+#include "tilefire/simulate.h"
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "graph/compile.h"
+#include "megakernel/engine_impl.h"
+#include "megakernel/tool_spec.h"
+#include "ops/matmul.h"
+#include "ops/noop.h"
+#include "scheduler/cost_model.h"
+#include "scheduler/policy.h"
+#include "scheduler/simulator.h"
+
+namespace tilefire {
+
+namespace {
+
+// Noop tasks: `tasks` of them, each waiting on the previous task's event when `chain`.
+Program noop_program(uint32_t tasks, bool chain, uint32_t workers) {
+  Program p;
+  p.nodes.push_back({OpParams::make(OpCode::noop, 0, NoopParams{tasks}), 0, tasks, kNoSlot});
+  for (uint32_t t = 0; t < tasks; ++t) {
+    TaskDesc task;
+    task.op = OpCode::noop;
+    task.tile_begin = t;
+    task.tile_end = t + 1;
+    task.tile_index = t;
+    if (chain) {
+      p.events.push_back({1});
+      task.signal_begin = uint32_t(p.signals.size());
+      task.signal_count = 1;
+      p.signals.push_back(t);
+      if (t > 0) {
+        task.wait_begin = uint32_t(p.waits.size());
+        task.wait_count = 1;
+        p.waits.push_back(t - 1);
+      }
+    }
+    p.tasks.push_back(task);
+  }
+  p.queues.resize(workers);
+  for (uint32_t t = 0; t < tasks; ++t) p.queues[t % workers].push_back(t);  // a chain alternates workers
+  p.workers = workers;
+  return p;
+}
+
+// Nanoseconds per step of `program` on `executor`, best of several.
+double step_ns(CpuExecutor& executor, const Program& program) {
+  ProgramInstance instance(program, {});
+  const int32_t token = 0;
+  double best = 1e18;
+  for (int i = 0; i < 30; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    executor.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});
+    best = std::min(best, std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
+}
+
+// GB/s the bf16 matrix tiles stream with `threads` threads: each runs the decode kernel (one token) over
+// its rows of a matrix far larger than the caches; best of several passes. Below a plain read loop's
+// bandwidth, and what a decode step's tiles actually get.
+double matrix_stream_gbs(uint32_t threads) {
+  const uint32_t k = 2048, rows = uint32_t((512ull << 20) / (k * 2)) / threads * threads;
+  std::vector<uint16_t> weights(size_t(rows) * k);
+  std::vector<float> x(k, 0.5f), y(rows);
+  const uint32_t share = rows / threads;
+  auto pass = [&](bool timed) {
+    std::vector<std::thread> pool;
+    const auto start = std::chrono::steady_clock::now();
+    for (uint32_t t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        if (!timed) std::fill(weights.begin() + size_t(t) * share * k, weights.begin() + size_t(t + 1) * share * k, uint16_t(0x3f00));
+        matmul_rows(weights.data(), DType::bf16, k, t * share, (t + 1) * share, x.data(), k, 1, y.data(), rows);
+      });
+    for (std::thread& th : pool) th.join();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  pass(false);  // each thread first touches its own rows
+  double best = 1e18;
+  for (int i = 0; i < 4; ++i) best = std::min(best, pass(true));
+  return double(weights.size()) * 2 / best / 1e9;
+}
+
+// The cpu device measured on this machine with `threads` workers: the bandwidth the matrix tiles stream,
+// their throughput on cache-resident tiles, the executor's cost per task, and the latency of an event
+// between workers.
+DeviceModel measure_cpu_device(uint32_t threads) {
+  DeviceModel d;
+  d.name = "cpu";
+  d.workers = threads;
+  d.memory_gbs = matrix_stream_gbs(threads);
+  {
+    const uint32_t rows = 64, k = 1024, tokens = 1;  // a decode tile's shape, weights in cache
+    std::vector<float> w(size_t(rows) * k, 0.5f), x(k, 0.25f), y(rows);
+    double best = 1e18;
+    for (int i = 0; i < 50; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      matmul_rows(w.data(), DType::f32, k, 0, rows, x.data(), k, tokens, y.data(), rows);
+      best = std::min(best, std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
+    }
+    d.flops = 2.0 * rows * k * tokens / (best * 1e-9) * threads;
+  }
+  CpuExecutor executor(threads);
+  const uint32_t tasks = 2048;
+  d.dispatch_ns = step_ns(executor, noop_program(tasks, false, threads)) / (double(tasks) / threads);
+  const uint32_t hops = 256;
+  d.signal_ns = std::max(0.0, step_ns(executor, noop_program(hops, true, threads)) / hops - d.dispatch_ns);
+  return d;
+}
+
+DeviceModel device_from_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError("--device " + path + ": cannot open the file");
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const std::exception& e) {
+    throw InputError("--device " + path + ": not valid JSON (" + e.what() + ")");
+  }
+  DeviceModel d;
+  auto number = [&](const char* key) {
+    if (!j.contains(key) || !j[key].is_number() || j[key].get<double>() < 0)
+      throw InputError("--device " + path + ": '" + key + "' must be a non-negative number");
+    return j[key].get<double>();
+  };
+  d.name = j.value("name", path);
+  d.workers = uint32_t(number("workers"));
+  d.memory_gbs = number("memory_gbs");
+  d.flops = number("flops");
+  d.dispatch_ns = number("dispatch_ns");
+  d.signal_ns = number("signal_ns");
+  if (d.workers == 0 || d.memory_gbs == 0 || d.flops == 0)
+    throw InputError("--device " + path + ": workers, memory_gbs and flops must be above 0");
+  return d;
+}
+
+}  // namespace
+
+SimulateReport simulate_model(const SimulateOptions& options) {
+  SimulateReport report;
+  const std::optional<DType> dtype = parse_dtype(options.dtype);
+  if (!dtype) throw InputError("--dtype must be f32, bf16 or f16, got '" + options.dtype + "'");
+  if (options.batch != 1)
+    throw InputError("--batch " + std::to_string(options.batch) + ": the engine runs one sequence per step (no batching yet), "
+                     "so the simulator models batch 1");
+  if (!options.policy.empty() && !find_policy(options.policy))
+    throw InputError("--policy: unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
+  const ModelSpec spec = spec_for_tool(options.model_dir, options.preset, *dtype, &report.model);
+  DeviceModel device;
+  if (options.device == "cpu") {
+    device = measure_cpu_device(options.threads ? options.threads : usable_cores());
+  } else if (const std::optional<DeviceModel> preset = device_preset(options.device)) {
+    device = *preset;
+  } else if (options.device.size() > 5 && options.device.ends_with(".json")) {
+    device = device_from_file(options.device);
+  } else {
+    throw InputError("--device: unknown device '" + options.device + "' (expected h100, h200, b200, cpu or a .json file)");
+  }
+  if (options.threads && options.device != "cpu") throw InputError("--threads sets the cpu device's workers");
+
+  CompileOptions compile;
+  compile.workers = device.workers;
+  compile.tokens = 1;
+  compile.max_context = std::max(std::min(spec.max_context, 4096u), options.context);
+  if (compile.max_context > spec.max_context)
+    throw InputError("--context " + std::to_string(options.context) + " exceeds the model's " + std::to_string(spec.max_context));
+  compile.policy = options.policy.empty() ? std::string(kDefaultPolicy) : options.policy;
+  compile.tp = options.tp;
+  compile.rank = options.rank;
+  const Program program = compile_model(spec, compile);
+
+  const SimulationResult dataflow = simulate_program(program, device, options.context);
+  SimulationOptions bsp_options;
+  bsp_options.bsp = true;
+  const SimulationResult bsp = simulate_program(program, device, options.context, bsp_options);
+  double bytes = 0, flops = 0;
+  for (const TaskDesc& t : program.tasks) {
+    const TaskWork work = task_work(program, t, options.context);
+    bytes += work.bytes();
+    flops += work.flops;
+  }
+  report.device = device.name;
+  report.workers = device.workers;
+  report.tasks = uint32_t(program.tasks.size());
+  report.memory_gbs = device.memory_gbs;
+  report.flops = device.flops;
+  report.dispatch_ns = device.dispatch_ns;
+  report.signal_ns = device.signal_ns;
+  report.step_ms = dataflow.step_ns * 1e-6;
+  report.bound_ms = std::max(bytes / device.memory_gbs, flops / (device.flops * 1e-9)) * 1e-6;
+  report.bound_share = report.step_ms > 0 ? report.bound_ms / report.step_ms : 0;
+  report.bsp_ms = bsp.step_ns * 1e-6;
+  report.bsp_ratio = report.step_ms > 0 ? report.bsp_ms / report.step_ms : 0;
+  report.idle_share = dataflow.idle_share;
+  if (!options.trace_path.empty()) {
+    std::vector<TaskTiming> timings;
+    for (const SimulatedTask& t : dataflow.timeline)
+      timings.push_back({t.task, t.worker, int64_t(t.start_ns), int64_t(t.end_ns)});
+    std::ofstream probe(options.trace_path);
+    if (!probe) throw InputError("--trace: cannot write '" + options.trace_path + "'");
+    probe.close();
+    write_chrome_trace(options.trace_path, program, timings);
+    report.trace_written = true;
+  }
+  return report;
+}
+
+}  // namespace tilefire

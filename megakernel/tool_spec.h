@@ -1,0 +1,13 @@
+#pragma once
+// The model shape the planning tools (plan, inspect, simulate) work on: a Hugging Face folder's
+// config.json (no weights needed) or a preset.
+#include <string>
+
+#include "graph/model_spec.h"
+
+namespace tilefire {
+
+// `label` gets the folder or "preset NAME". Throws InputError for a folder without config.json.
+ModelSpec spec_for_tool(const std::string& model_dir, const std::string& preset, DType dtype, std::string* label);
+
+}  // namespace tilefire

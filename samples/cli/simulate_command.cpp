@@ -1,0 +1,77 @@
+// tilefire simulate: a model's decode program on a device model (a discrete-event simulation of the
+// megakernel): the predicted step time, its bound, the share of the bound reached, idle time, and the
+// ratio against bsp under the same model.
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "args.h"
+#include "commands.h"
+#include "tilefire/simulate.h"
+
+namespace tilefire::cli {
+
+namespace {
+
+const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset NAME) [flags]
+
+  --model DIR      a Hugging Face folder (its config.json is read; no weights are needed)
+  --preset NAME    a preset shape: tiny small llama-3.2-1b qwen3-0.6b llama-3.1-8b qwen3-8b
+  --dtype NAME     weight dtype of a preset (default bf16)
+  --device NAME    h100, h200 (default), b200 (datasheet figures), cpu (measured on this machine now),
+                   or FILE.json with workers, memory_gbs, flops, dispatch_ns, signal_ns
+  --threads N      the cpu device's workers (default: every core)
+  --policy NAME    placement policy (default balanced)
+  --tp N, --rank R tensor parallelism: simulate rank R's program of N
+  --batch B        sequences per step (only 1: the engine has no batching yet)
+  --context T      positions in the KV cache (default 512)
+  --trace FILE     the simulated timeline as a Chrome/Perfetto trace (the format of `run --trace`)
+  --json           one JSON object: step_ms, bound_ms, bound_share, bsp_ratio, idle_share, ...
+)";
+
+}  // namespace
+
+int simulate_command(int argc, char** argv) {
+  Args args("simulate", {"--json", "--help"},
+            {"--model", "--preset", "--dtype", "--device", "--threads", "--policy", "--tp", "--rank", "--batch", "--context",
+             "--trace"});
+  args.parse(argc, argv, 2);
+  if (args.has("--help")) {
+    std::fputs(kSimulateHelp, stdout);
+    return 0;
+  }
+  if (args.has("--model") == args.has("--preset")) throw InputError("tilefire simulate: give --model DIR or --preset NAME");
+  SimulateOptions o;
+  o.model_dir = args.text_or("--model", "");
+  o.preset = args.text_or("--preset", "");
+  o.dtype = args.text_or("--dtype", "bf16");
+  o.device = args.text_or("--device", "h200");
+  o.threads = uint32_t(args.unsigned_or("--threads", 0, 1, 256));
+  o.policy = args.text_or("--policy", "");
+  o.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 1024));
+  o.rank = uint32_t(args.unsigned_or("--rank", 0, 0, 1023));
+  o.batch = uint32_t(args.unsigned_or("--batch", 1, 1, 4096));
+  o.context = uint32_t(args.unsigned_or("--context", 512, 1, 1u << 20));
+  o.trace_path = args.text_or("--trace", "");
+  const SimulateReport r = simulate_model(o);
+  if (args.has("--json")) {
+    std::cout << nlohmann::json{{"model", r.model},         {"device", r.device},           {"workers", r.workers},
+                                {"tasks", r.tasks},         {"memory_gbs", r.memory_gbs},   {"flops", r.flops},
+                                {"dispatch_ns", r.dispatch_ns}, {"signal_ns", r.signal_ns}, {"step_ms", r.step_ms},
+                                {"bound_ms", r.bound_ms},   {"bound_share", r.bound_share}, {"bsp_ms", r.bsp_ms},
+                                {"bsp_ratio", r.bsp_ratio}, {"idle_share", r.idle_share}}
+                     .dump()
+              << std::endl;
+    return 0;
+  }
+  std::printf("%s on %s: %u workers, %.0f GB/s, %.3g flop/s, %.0f ns per task, %.0f ns per signal; %u tasks\n",
+              r.model.c_str(), r.device.c_str(), r.workers, r.memory_gbs, r.flops, r.dispatch_ns, r.signal_ns, r.tasks);
+  std::printf("predicted decode step: %.4f ms (bound %.4f ms: %.0f%% of it reached), bsp %.4f ms (bsp / dataflow %.3f)\n",
+              r.step_ms, r.bound_ms, 100 * r.bound_share, r.bsp_ms, r.bsp_ratio);
+  std::printf("workers idle %.0f%% of the step\n", 100 * r.idle_share);
+  if (r.trace_written) std::printf("simulated timeline: %s\n", o.trace_path.c_str());
+  return 0;
+}
+
+}  // namespace tilefire::cli

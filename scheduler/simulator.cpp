@@ -1,0 +1,195 @@
+// The megakernel simulator (scheduler/simulator.h).
+#include "scheduler/simulator.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <queue>
+#include <stdexcept>
+
+#include "scheduler/policy.h"
+
+namespace tilefire {
+
+namespace {
+
+constexpr double kUnknown = std::numeric_limits<double>::infinity();
+
+struct EventClock {
+  std::vector<uint32_t> remaining;  // signals still to come this step
+  std::vector<double> fired;        // when the last one came (kUnknown until then)
+};
+
+class Simulation {
+ public:
+  Simulation(const Program& program, const std::vector<double>& task_ns, const std::vector<double>& weight_ns,
+             double signal_ns, const SimulationOptions& options)
+      : program_(program), task_ns_(task_ns), weight_ns_(weight_ns), signal_ns_(signal_ns), options_(options) {
+    const uint32_t workers = program.placement == Placement::static_queues ? uint32_t(program.queues.size()) : program.workers;
+    result_.busy_ns.assign(std::max(1u, workers), 0.0);
+    free_at_.assign(result_.busy_ns.size(), 0.0);
+    clock_.remaining.resize(program.events.size());
+    clock_.fired.assign(program.events.size(), kUnknown);
+    for (uint32_t e = 0; e < program.events.size(); ++e) clock_.remaining[e] = program.events[e].trigger_count;
+    for (uint32_t e = 0; e < program.events.size(); ++e)
+      if (clock_.remaining[e] == 0) clock_.fired[e] = 0;
+  }
+
+  SimulationResult run() {
+    if (options_.bsp) run_bsp();
+    else if (program_.placement == Placement::dynamic_queue) run_dynamic();
+    else run_static();
+    for (const SimulatedTask& t : result_.timeline) result_.step_ns = std::max(result_.step_ns, t.end_ns);
+    double busy = 0;
+    for (double b : result_.busy_ns) busy += b;
+    result_.idle_share = result_.step_ns > 0 ? 1.0 - busy / (result_.step_ns * double(result_.busy_ns.size())) : 0.0;
+    return std::move(result_);
+  }
+
+ private:
+  // When every event the task waits on has fired, plus the signal latency; kUnknown if one has not.
+  double inputs_ready(uint32_t task) const {
+    const TaskDesc& t = program_.tasks[task];
+    double ready = 0;
+    for (uint32_t i = 0; i < t.wait_count; ++i) {
+      const double fired = clock_.fired[program_.waits[t.wait_begin + i]];
+      if (fired == kUnknown) return kUnknown;
+      ready = std::max(ready, fired + signal_ns_);
+    }
+    return ready;
+  }
+
+  // Runs `task` on `worker`, which is free at free_at_[worker]; returns its end.
+  double execute(uint32_t task, uint32_t worker, double ready) {
+    const double free = free_at_[worker];
+    const double start = std::max(free, ready);
+    // Waiting for inputs streams the weights (up to the task's weight time): that much less remains.
+    const double hidden = options_.prefetch_while_waiting ? std::min(weight_ns_[task], std::max(0.0, ready - free)) : 0.0;
+    const double duration = std::max(task_ns_[task] - hidden, 0.0);
+    const double end = start + duration;
+    free_at_[worker] = end;
+    result_.busy_ns[worker] += duration;
+    result_.timeline.push_back({task, worker, start, end});
+    const TaskDesc& t = program_.tasks[task];
+    for (uint32_t i = 0; i < t.signal_count; ++i) {
+      const uint32_t e = program_.signals[t.signal_begin + i];
+      if (clock_.remaining[e] == 0) continue;
+      if (--clock_.remaining[e] == 0) clock_.fired[e] = std::max(latest_signal(e), end);
+      else pending_signal_[e] = std::max(latest_signal(e), end);
+    }
+    return end;
+  }
+
+  double latest_signal(uint32_t e) const {
+    auto it = pending_signal_.find(e);
+    return it == pending_signal_.end() ? 0.0 : it->second;
+  }
+
+  // Static queues: repeatedly run, among the workers' next tasks whose inputs are known, the one that can
+  // start first. A valid program's queues never all block (the validator proves it).
+  void run_static() {
+    const auto& queues = program_.queues;
+    std::vector<size_t> next(queues.size(), 0);
+    size_t left = program_.tasks.size();
+    while (left) {
+      double best_start = kUnknown;
+      uint32_t best_worker = 0;
+      for (uint32_t w = 0; w < queues.size(); ++w) {
+        if (next[w] >= queues[w].size()) continue;
+        const double ready = inputs_ready(queues[w][next[w]]);
+        if (ready == kUnknown) continue;
+        const double start = std::max(free_at_[w], ready);
+        if (start < best_start) best_start = start, best_worker = w;
+      }
+      if (best_start == kUnknown) throw std::runtime_error("simulate: the static queues deadlock");
+      const uint32_t task = queues[best_worker][next[best_worker]++];
+      execute(task, best_worker, inputs_ready(task));
+      --left;
+    }
+  }
+
+  // The dynamic queue: the earliest-free worker takes the task that became ready first.
+  void run_dynamic() {
+    using Entry = std::pair<double, uint32_t>;  // (ready time, task)
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> ready;
+    std::vector<uint32_t> waits_left(program_.tasks.size());
+    std::vector<std::vector<uint32_t>> waiters(program_.events.size());
+    for (uint32_t t = 0; t < program_.tasks.size(); ++t) {
+      const TaskDesc& task = program_.tasks[t];
+      waits_left[t] = task.wait_count;
+      for (uint32_t i = 0; i < task.wait_count; ++i) waiters[program_.waits[task.wait_begin + i]].push_back(t);
+      if (task.wait_count == 0) ready.push({0.0, t});
+    }
+    std::vector<char> fired(program_.events.size(), 0);
+    size_t left = program_.tasks.size();
+    while (left) {
+      if (ready.empty()) throw std::runtime_error("simulate: no task is ready (the program's events never fire)");
+      const auto [at, task] = ready.top();
+      ready.pop();
+      const uint32_t worker = uint32_t(std::min_element(free_at_.begin(), free_at_.end()) - free_at_.begin());
+      execute(task, worker, at);
+      --left;
+      const TaskDesc& t = program_.tasks[task];
+      for (uint32_t i = 0; i < t.signal_count; ++i) {
+        const uint32_t e = program_.signals[t.signal_begin + i];
+        if (fired[e] || clock_.fired[e] == kUnknown) continue;
+        fired[e] = 1;
+        for (uint32_t waiter : waiters[e])
+          if (--waits_left[waiter] == 0) ready.push({inputs_ready(waiter), waiter});
+      }
+    }
+  }
+
+  // Node by node, the same tiles on the same workers, a barrier (one signal latency) between nodes.
+  void run_bsp() {
+    double barrier = 0;
+    const bool static_queues = program_.placement == Placement::static_queues;
+    for (uint32_t n = 0; n < program_.nodes.size(); ++n) {
+      const NodeDesc& node = program_.nodes[n];
+      double node_end = barrier;
+      std::fill(free_at_.begin(), free_at_.end(), barrier);
+      if (static_queues) {
+        for (uint32_t w = 0; w < program_.queues.size(); ++w)
+          for (uint32_t task : program_.queues[w])
+            if (program_.tasks[task].node == n) node_end = std::max(node_end, execute(task, w, barrier));
+      } else {
+        for (uint32_t i = 0; i < node.task_count; ++i)
+          node_end = std::max(node_end, execute(node.first_task + i, i % uint32_t(free_at_.size()), barrier));
+      }
+      barrier = node_end + signal_ns_;
+    }
+  }
+
+  const Program& program_;
+  const std::vector<double>& task_ns_;
+  const std::vector<double>& weight_ns_;
+  double signal_ns_;
+  SimulationOptions options_;
+  SimulationResult result_;
+  std::vector<double> free_at_;
+  EventClock clock_;
+  std::map<uint32_t, double> pending_signal_;
+};
+
+}  // namespace
+
+SimulationResult simulate_with_times(const Program& program, const std::vector<double>& task_ns,
+                                     const std::vector<double>& weight_ns, double signal_ns, const SimulationOptions& options) {
+  if (task_ns.size() != program.tasks.size() || weight_ns.size() != program.tasks.size())
+    throw std::invalid_argument("simulate: one time per task is needed");
+  return Simulation(program, task_ns, weight_ns, signal_ns, options).run();
+}
+
+SimulationResult simulate_program(const Program& program, const DeviceModel& device, uint32_t context,
+                                  const SimulationOptions& options) {
+  std::vector<double> task_ns(program.tasks.size()), weight_ns(program.tasks.size());
+  const double share_bytes_per_ns = device.memory_gbs / double(device.workers);
+  for (uint32_t t = 0; t < program.tasks.size(); ++t) {
+    const TaskWork work = task_work(program, program.tasks[t], context);
+    task_ns[t] = modelled_task_ns(device, work);
+    weight_ns[t] = work.weight_bytes / share_bytes_per_ns;
+  }
+  return simulate_with_times(program, task_ns, weight_ns, device.signal_ns, options);
+}
+
+}  // namespace tilefire

@@ -1,0 +1,43 @@
+#pragma once
+// A discrete-event simulator of the megakernel (issue 5; docs/SIMULATOR.md): it runs a Program's placement
+// on a modelled device. Each worker takes the tasks of its static queue in order (or, for a dynamically
+// placed program, the earliest-ready task); a task starts when its worker is free and every event it waits
+// on has fired (its last signal plus the device's signal latency), and takes its modelled time. While a
+// worker waits for a task's inputs it streams the task's weights, as the executors' prefetch does, so
+// waiting hides up to the task's weight time. bsp runs the same tiles node by node with a barrier between.
+#include <cstdint>
+#include <vector>
+
+#include "scheduler/cost_model.h"
+#include "scheduler/program.h"
+
+namespace tilefire {
+
+struct SimulatedTask {
+  uint32_t task = 0, worker = 0;
+  double start_ns = 0, end_ns = 0;
+};
+
+struct SimulationResult {
+  double step_ns = 0;               // the last task's end
+  std::vector<double> busy_ns;      // per worker: time running tasks
+  double idle_share = 0;            // 1 - mean busy / step
+  std::vector<SimulatedTask> timeline;  // every task, in start order per worker
+};
+
+struct SimulationOptions {
+  bool bsp = false;
+  bool prefetch_while_waiting = true;
+};
+
+// Task times from the cost model (`context` positions in the KV cache).
+SimulationResult simulate_program(const Program& program, const DeviceModel& device, uint32_t context,
+                                  const SimulationOptions& options = {});
+
+// The same with given task times (hand-made programs in tests, or another cost model). `weight_ns[t]` is
+// the part of task t that waiting can hide (0: none).
+SimulationResult simulate_with_times(const Program& program, const std::vector<double>& task_ns,
+                                     const std::vector<double>& weight_ns, double signal_ns,
+                                     const SimulationOptions& options = {});
+
+}  // namespace tilefire

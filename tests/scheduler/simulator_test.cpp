@@ -1,0 +1,87 @@
+// The simulator on hand-made programs whose best makespan is known (a chain, independent tasks, a
+// fork-join), for every placement policy; bsp against dataflow; the waiting time that hides weights.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/noop.h"
+#include "scheduler/policy.h"
+#include "scheduler/simulator.h"
+
+namespace tilefire::testing {
+namespace {
+
+// Noop tasks, one node per entry of `node_tasks`; task t of node n waits on the done event of every node
+// in `depends[n]`. Events: one per node, signalled by all its tasks.
+Program layered_program(const std::vector<uint32_t>& node_tasks, const std::vector<std::vector<uint32_t>>& depends) {
+  Program p;
+  for (uint32_t n = 0; n < node_tasks.size(); ++n) {
+    NodeDesc node{OpParams::make(OpCode::noop, 0, NoopParams{node_tasks[n]}), uint32_t(p.tasks.size()), node_tasks[n], n};
+    p.events.push_back({node_tasks[n]});
+    for (uint32_t i = 0; i < node_tasks[n]; ++i) {
+      TaskDesc t;
+      t.op = OpCode::noop;
+      t.node = n;
+      t.tile_begin = i;
+      t.tile_end = i + 1;
+      t.tile_index = i;
+      t.wait_begin = uint32_t(p.waits.size());
+      for (uint32_t d : depends[n]) p.waits.push_back(d);
+      t.wait_count = uint16_t(depends[n].size());
+      t.signal_begin = uint32_t(p.signals.size());
+      p.signals.push_back(n);
+      t.signal_count = 1;
+      p.tasks.push_back(t);
+    }
+    p.nodes.push_back(node);
+  }
+  return p;
+}
+
+double makespan(Program p, const std::string& policy, uint32_t workers, const std::vector<double>& times, double signal) {
+  find_policy(policy)->place(p, workers);
+  return simulate_with_times(p, times, std::vector<double>(times.size(), 0.0), signal).step_ns;
+}
+
+TEST(Simulator, ChainTakesTheSumOfItsTasksAndSignals) {
+  // 6 single-task nodes, each waiting for the previous: sum of times plus 5 signal latencies.
+  std::vector<std::vector<uint32_t>> depends{{}};
+  for (uint32_t n = 1; n < 6; ++n) depends.push_back({n - 1});
+  const Program chain = layered_program(std::vector<uint32_t>(6, 1), depends);
+  const std::vector<double> times{10, 20, 30, 40, 50, 60};
+  for (const PlacementPolicy* policy : all_policies())
+    EXPECT_DOUBLE_EQ(makespan(chain, std::string(policy->name()), 3, times, 5), 210 + 5 * 5) << policy->name();
+}
+
+TEST(Simulator, IndependentTasksFillTheWorkersEvenly) {
+  // 12 equal tasks on 4 workers: 3 rounds.
+  const Program independent = layered_program({12}, {{}});
+  for (const PlacementPolicy* policy : all_policies())
+    EXPECT_DOUBLE_EQ(makespan(independent, std::string(policy->name()), 4, std::vector<double>(12, 100), 7), 300)
+        << policy->name();
+}
+
+TEST(Simulator, ForkJoinOverAsManyWorkersAsBranches) {
+  // A (10) -> 4 branches (100 each) -> C (10), on 4 workers: 10 + s + 100 + s + 10 at best.
+  const Program fork_join = layered_program({1, 4, 1}, {{}, {0}, {1}});
+  std::vector<double> times{10, 100, 100, 100, 100, 10};
+  for (const PlacementPolicy* policy : all_policies())
+    EXPECT_DOUBLE_EQ(makespan(fork_join, std::string(policy->name()), 4, times, 5), 130) << policy->name();
+}
+
+TEST(Simulator, BulkSynchronousAddsABarrierPerNodeAndWaitingHidesWeights) {
+  const Program p = layered_program({4, 4}, {{}, {0}});
+  Program placed = p;
+  find_policy("round-robin")->place(placed, 8);  // node 0 on workers 0-3, node 1 on workers 4-7
+  const std::vector<double> times{100, 100, 100, 100, 50, 50, 50, 50};
+  EXPECT_DOUBLE_EQ(simulate_with_times(placed, times, std::vector<double>(8, 0.0), 3).step_ns, 153);
+  SimulationOptions bsp;
+  bsp.bsp = true;
+  EXPECT_DOUBLE_EQ(simulate_with_times(placed, times, std::vector<double>(8, 0.0), 3, bsp).step_ns, 153);
+  // Workers 4-7 wait 100 + 3 for their inputs, streaming the weights meanwhile: 40 of each 50 hidden.
+  std::vector<double> weights{0, 0, 0, 0, 40, 40, 40, 40};
+  EXPECT_DOUBLE_EQ(simulate_with_times(placed, times, weights, 3).step_ns, 100 + 3 + 10);
+}
+
+}  // namespace
+}  // namespace tilefire::testing
