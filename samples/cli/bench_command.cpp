@@ -13,6 +13,7 @@
 
 #include "args.h"
 #include "backend_flags.h"
+#include "sweep.h"
 #include "commands.h"
 #include "tilefire/engine.h"
 
@@ -54,7 +55,8 @@ std::vector<double> time_decode(Engine& engine, Schedule schedule, uint32_t prom
 
 int bench_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help"}, valued{"--model", "--preset", "--dtype", "--seed", "--threads",
-      "--steps", "--rounds", "--prompt-len", "--policy", "--bandwidth-mb", "--compile-preset", "--tp"};
+      "--steps", "--rounds", "--prompt-len", "--policy", "--bandwidth-mb", "--compile-preset", "--tp", "--sweep",
+      "--sweep-out"};
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("bench", switches, valued);
@@ -65,6 +67,8 @@ int bench_command(int argc, char** argv) {
         "                      [--prompt-len P] [--policy NAME] [--bandwidth-mb MB] [--json]\n"
         "                      [--compile-preset NAME]  (also time compiling that preset's decode program)\n"
         "                      [--tp N]  (cpu: N tensor-parallel ranks as thread groups)\n"
+        "                      [--sweep policy,granularity,threads [--sweep-out PREFIX]]  (cpu: a grid of cells,\n"
+        "                       each against bsp; PREFIX.csv and PREFIX.md, default sweep)\n"
         "                      [--backend cpu|cuda ...]  (cuda: dataflow, bsp and the resident kernel)\n%s",
         kBackendHelp);
     return 0;
@@ -83,6 +87,11 @@ int bench_command(int argc, char** argv) {
   if (options.backend == Backend::cuda && args.has("--resident"))
     throw InputError("tilefire bench: --resident is measured anyway on --backend cuda (the 'resident' row)");
   const bool cuda = options.backend == Backend::cuda;
+  if (args.has("--sweep")) {
+    if (cuda || options.tp > 1) throw InputError("tilefire bench: --sweep runs the cpu backend on one rank");
+    return run_sweep(options, args.text_or("--sweep", ""), args.text_or("--sweep-out", "sweep"),
+                     uint32_t(args.unsigned_or("--rounds", 3, 1, 1000)), uint32_t(args.unsigned_or("--steps", 8, 1, 100000)));
+  }
   const uint32_t steps = uint32_t(args.unsigned_or("--steps", cuda ? 64 : 8, 1, 100000));
   const uint32_t rounds = uint32_t(args.unsigned_or("--rounds", cuda ? 5 : 15, 1, 1000));
   const uint32_t prompt_len = uint32_t(args.unsigned_or("--prompt-len", 8, 1, 1u << 20));

@@ -322,6 +322,24 @@ TEST(CliSimulate, JsonDeviceFileAndTrace) {
   EXPECT_FALSE(events["traceEvents"].empty());
 }
 
+// tilefire bench --sweep: one row per cell in the CSV and the Markdown table, each with its bsp ratio.
+TEST(CliBenchSweep, OneRowPerCell) {
+  TempDir dir("cli-sweep");
+  const std::string prefix = (dir.path() / "grid").string();
+  RunResult r = run_cli({"bench", "--preset", "tiny", "--threads", "1", "--sweep", "granularity", "--rounds", "1", "--steps", "2",
+                         "--sweep-out", prefix});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const std::string csv = read_file_text(prefix + ".csv");
+  EXPECT_EQ(csv.rfind("policy,granularity,threads,dataflow_ms,bsp_ms,bsp_over_dataflow\n", 0), 0u) << csv;
+  EXPECT_NE(csv.find("balanced,tile,1,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("balanced,op,1,"), std::string::npos) << csv;
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
+  EXPECT_NE(read_file_text(prefix + ".md").find("| balanced | op | 1 |"), std::string::npos);
+  RunResult bad = run_cli({"bench", "--preset", "tiny", "--sweep", "colour"});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--sweep takes policy, granularity and threads"), std::string::npos) << bad.err;
+}
+
 // tilefire plan: per-rank heads and memory as JSON, and a verdict against --gpu-mem.
 TEST(CliPlan, JsonPerRankAndVerdict) {
   RunResult r = run_cli({"plan", "--preset", "llama-3.1-8b", "--tp", "8", "--json"});
