@@ -92,6 +92,7 @@ OpGraph shard_op_graph(OpGraph graph, const ModelSpec& spec, const TensorParalle
       reduce.cols = p.N;
       reduce.tile_width = node.tile_width;
       reduce.flag_base = flags;
+      reduce.ranks = split.tp;
       flags += AllreduceResidualOp::flags(reduce);
       p.residual = kNoSlot;
       p.out = partial;

@@ -1,6 +1,7 @@
 // tilefire/simulate.h: a model's decode program on a device model, and the `cpu` device measured here.
 #include "tilefire/simulate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -135,6 +136,8 @@ DeviceModel device_from_file(const std::string& path) {
   d.flops = number("flops");
   d.dispatch_ns = number("dispatch_ns");
   d.signal_ns = number("signal_ns");
+  d.link_gbs = j.contains("link_gbs") ? number("link_gbs") : 0;  // optional: devices without a link
+  d.link_latency_ns = j.contains("link_latency_ns") ? number("link_latency_ns") : 0;
   if (d.workers == 0 || d.memory_gbs == 0 || d.flops == 0)
     throw InputError("--device " + path + ": workers, memory_gbs and flops must be above 0");
   return d;
@@ -179,11 +182,20 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   SimulationOptions bsp_options;
   bsp_options.bsp = true;
   const SimulationResult bsp = simulate_program(program, device, options.context, bsp_options);
-  double bytes = 0, flops = 0;
+  double bytes = 0, flops = 0, link_ns = 0;
   for (const TaskDesc& t : program.tasks) {
     const TaskWork work = task_work(program, t, options.context);
     bytes += work.bytes();
     flops += work.flops;
+    link_ns += modelled_link_ns(device, work);
+  }
+  if (link_ns > 0) {
+    DeviceModel free_link = device;
+    free_link.link_gbs = 0;  // collectives cost what any task costs, nothing over the link
+    const double without = simulate_program(program, free_link, options.context).step_ns;
+    report.collective_ms = link_ns / device.workers * 1e-6;
+    report.exposed_collective_ms = std::max(0.0, dataflow.step_ns - without) * 1e-6;
+    report.hidden_collective_share = std::clamp(1.0 - report.exposed_collective_ms / report.collective_ms, 0.0, 1.0);
   }
   report.device = device.name;
   report.workers = device.workers;

@@ -54,24 +54,45 @@ TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t contex
   work.flops = 2.0 * weight_elements * matrix_tokens;
   if (task.op == OpCode::causal_attention)  // q.k and p.v over the visible positions, per head and token
     work.flops += 4.0 * double(tile.end - tile.begin) * double(head_dim) * double(context) * double(tokens);
+  if (task.op == OpCode::allreduce_residual) {  // every peer's partial sums of the tile's columns
+    const uint32_t ranks = params.as<AllreduceResidualParams>().ranks;
+    work.link_bytes = double(ranks > 1 ? ranks - 1 : 0) * double(tile.end - tile.begin) * double(tokens) * 4.0;
+    work.flops += double(ranks) * double(tile.end - tile.begin) * double(tokens);
+  } else if (task.op == OpCode::allgather_logits) {  // the owners' shares of the logits, except this rank's
+    const auto& p = params.as<AllgatherLogitsParams>();
+    for (uint32_t owner = tile.begin; owner < tile.end; ++owner) {
+      if (owner == p.rank) continue;
+      uint32_t begin, end;
+      AllgatherLogitsOp::share(p, owner, &begin, &end);
+      work.link_bytes += double(end - begin) * 4.0;
+    }
+  }
   return work;
 }
 
 std::optional<DeviceModel> device_preset(const std::string& name) {
   // Datasheet figures (NVIDIA, SXM parts): memory bandwidth and dense bf16 tensor-core peak. The per-task
   // costs are leads until GPU measurements correct them.
-  if (name == "h100") return DeviceModel{"h100", 132, 3350, 989e12, 500, 1000};
-  if (name == "h200") return DeviceModel{"h200", 132, 4800, 989e12, 500, 1000};
-  if (name == "b200") return DeviceModel{"b200", 148, 8000, 2250e12, 500, 1000};
+  // NVLink: 900 GB/s per GPU in both directions together on H100/H200 (NVLink 4), 1.8 TB/s on B200
+  // (NVLink 5); half of it each way. The link latency is a lead too.
+  if (name == "h100") return DeviceModel{"h100", 132, 3350, 989e12, 500, 1000, 450, 2000};
+  if (name == "h200") return DeviceModel{"h200", 132, 4800, 989e12, 500, 1000, 450, 2000};
+  if (name == "b200") return DeviceModel{"b200", 148, 8000, 2250e12, 500, 1000, 900, 2000};
   return std::nullopt;
 }
 
 std::vector<std::string> device_preset_names() { return {"h100", "h200", "b200"}; }
 
+double modelled_link_ns(const DeviceModel& device, const TaskWork& work) {
+  if (work.link_bytes <= 0 || device.link_gbs <= 0) return 0;
+  return device.link_latency_ns + work.link_bytes / (device.link_gbs / double(device.workers));
+}
+
 double modelled_task_ns(const DeviceModel& device, const TaskWork& work) {
   const double share_bytes_per_ns = device.memory_gbs / double(device.workers);  // GB/s = bytes/ns
   const double share_flops_per_ns = device.flops * 1e-9 / double(device.workers);
-  return std::max(work.bytes() / share_bytes_per_ns, work.flops / share_flops_per_ns) + device.dispatch_ns;
+  return std::max(work.bytes() / share_bytes_per_ns, work.flops / share_flops_per_ns) + device.dispatch_ns +
+         modelled_link_ns(device, work);
 }
 
 }  // namespace tilefire

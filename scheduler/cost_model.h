@@ -16,6 +16,7 @@ struct TaskWork {
   double weight_bytes = 0;      // weights streamed
   double activation_bytes = 0;  // activations and KV cache read and written
   double flops = 0;
+  double link_bytes = 0;        // collective tasks: bytes read from peer ranks over the link
   double bytes() const { return weight_bytes + activation_bytes; }
 };
 
@@ -31,6 +32,8 @@ struct DeviceModel {
   double flops = 0;            // peak flop/s for the weights' dtype (dense bf16 on GPUs)
   double dispatch_ns = 0;      // per task: taking it from the queue and starting it
   double signal_ns = 0;        // an event's signal reaching a waiting worker
+  double link_gbs = 0;         // to the other GPUs, per direction (NVLink); 0: no link
+  double link_latency_ns = 0;  // a collective task's round trip to its peers' flags
 };
 
 // h100 (SXM), h200, b200; nullopt for other names.
@@ -38,7 +41,10 @@ std::optional<DeviceModel> device_preset(const std::string& name);
 std::vector<std::string> device_preset_names();
 
 // A task alone on one worker, which gets an even share of the device's bandwidth and flops: the larger
-// of the memory time and the compute time, plus the dispatch cost.
+// of the memory time and the compute time, plus the dispatch cost; a collective task also reads its
+// peers' data over an even share of the link, after the link's latency.
 double modelled_task_ns(const DeviceModel& device, const TaskWork& work);
+// The link part of that time (0 for tasks that read nothing from peers).
+double modelled_link_ns(const DeviceModel& device, const TaskWork& work);
 
 }  // namespace tilefire

@@ -20,6 +20,7 @@ struct AllreduceResidualParams {
   uint32_t cols = 0;
   uint32_t tile_width = 1;      // the tiler's width: the tile starting at column c is slice c / tile_width
   uint32_t flag_base = 0;       // the node's first collective slot
+  uint32_t ranks = 1;           // ranks in the group (the cost model's bytes over the link)
 };
 
 struct AllreduceResidualOp {

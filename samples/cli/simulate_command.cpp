@@ -20,7 +20,8 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
   --preset NAME    a preset shape: tiny small llama-3.2-1b qwen3-0.6b llama-3.1-8b qwen3-8b
   --dtype NAME     weight dtype of a preset (default bf16)
   --device NAME    h100, h200 (default), b200 (datasheet figures), cpu (measured on this machine now),
-                   or FILE.json with workers, memory_gbs, flops, dispatch_ns, signal_ns
+                   or FILE.json with workers, memory_gbs, flops, dispatch_ns, signal_ns (and link_gbs,
+                   link_latency_ns for --tp)
   --threads N      the cpu device's workers (default: every core)
   --policy NAME    placement policy (default balanced)
   --tp N, --rank R tensor parallelism: simulate rank R's program of N
@@ -60,7 +61,9 @@ int simulate_command(int argc, char** argv) {
                                 {"tasks", r.tasks},         {"memory_gbs", r.memory_gbs},   {"flops", r.flops},
                                 {"dispatch_ns", r.dispatch_ns}, {"signal_ns", r.signal_ns}, {"step_ms", r.step_ms},
                                 {"bound_ms", r.bound_ms},   {"bound_share", r.bound_share}, {"bsp_ms", r.bsp_ms},
-                                {"bsp_ratio", r.bsp_ratio}, {"idle_share", r.idle_share}}
+                                {"bsp_ratio", r.bsp_ratio}, {"idle_share", r.idle_share},
+                                {"collective_ms", r.collective_ms}, {"exposed_collective_ms", r.exposed_collective_ms},
+                                {"hidden_collective_share", r.hidden_collective_share}}
                      .dump()
               << std::endl;
     return 0;
@@ -70,6 +73,9 @@ int simulate_command(int argc, char** argv) {
   std::printf("predicted decode step: %.4f ms (bound %.4f ms: %.0f%% of it reached), bsp %.4f ms (bsp / dataflow %.3f)\n",
               r.step_ms, r.bound_ms, 100 * r.bound_share, r.bsp_ms, r.bsp_ratio);
   std::printf("workers idle %.0f%% of the step\n", 100 * r.idle_share);
+  if (r.collective_ms > 0)
+    std::printf("collectives: %.4f ms over the link (spread over the workers), %.4f ms of it adds to the step: "
+                "overlap hides %.0f%%\n", r.collective_ms, r.exposed_collective_ms, 100 * r.hidden_collective_share);
   if (r.trace_written) std::printf("simulated timeline: %s\n", o.trace_path.c_str());
   return 0;
 }

@@ -42,6 +42,38 @@ TEST(CostModel, MatrixAndAttentionTilesFromTheirShapes) {
   EXPECT_TRUE(saw_down && saw_attention && saw_lm_head);
 }
 
+// Collective tasks read their peers' data over the link: an all-reduce tile (R - 1) partial sums of its
+// columns, the logits all-gather the other ranks' shares.
+TEST(CostModel, CollectiveTasksCrossTheLink) {
+  const ModelSpec spec = preset_spec("small", DType::bf16);
+  CompileOptions options;
+  options.workers = 8;
+  options.tokens = 2;
+  options.max_context = 256;
+  options.tp = 4;
+  options.rank = 1;
+  const Program program = compile_model(spec, options);
+  bool saw_reduce = false, saw_gather = false;
+  for (const TaskDesc& task : program.tasks) {
+    const TaskWork work = task_work(program, task, 64);
+    if (task.op == OpCode::allreduce_residual) {
+      EXPECT_DOUBLE_EQ(work.link_bytes, 3.0 * (task.tile_end - task.tile_begin) * 2 * 4);
+      saw_reduce = true;
+    } else if (task.op == OpCode::allgather_logits) {
+      const double own = task.tile_begin <= 1 && 1 < task.tile_end ? spec.vocab / 4.0 : 0.0;
+      EXPECT_DOUBLE_EQ(work.link_bytes, (double(task.tile_end - task.tile_begin) * spec.vocab / 4.0 - own) * 4);
+      saw_gather = true;
+    } else {
+      EXPECT_EQ(work.link_bytes, 0.0) << op_name(task.op);
+    }
+  }
+  EXPECT_TRUE(saw_reduce && saw_gather);
+  const DeviceModel h200 = *device_preset("h200");
+  TaskWork reduce;
+  reduce.link_bytes = 132 * 450.0;  // an even share of the link: 450 / 132 bytes per ns
+  EXPECT_NEAR(modelled_link_ns(h200, reduce), h200.link_latency_ns + 132 * 450.0 / (450.0 / 132), 1e-6);
+}
+
 TEST(CostModel, DevicePresetsAndTaskTime) {
   const auto h200 = device_preset("h200");
   ASSERT_TRUE(h200.has_value());

@@ -30,6 +30,10 @@ struct SimulateReport {
   double bsp_ms = 0;       // the same tiles, a barrier between ops
   double bsp_ratio = 0;    // bsp / dataflow (above 1: dataflow faster)
   double idle_share = 0;   // mean share of the step a worker spends not running a task
+  // Tensor parallelism (--tp): the link time of all collective tasks spread over the workers, how much
+  // of the step it adds (the step against one whose collectives cost nothing on the link), and the share
+  // of the former that overlapping it with other tiles hides.
+  double collective_ms = 0, exposed_collective_ms = 0, hidden_collective_share = 0;
   bool trace_written = false;
 };
 
