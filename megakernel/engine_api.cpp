@@ -279,13 +279,17 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     return request.stop_at_eos && std::find(m.info.eos_tokens.begin(), m.info.eos_tokens.end(), token) != m.info.eos_tokens.end();
   };
 
+  // Ranks as processes all record (they run the same steps) but only rank 0 writes the file.
+  const bool writes_trace = !m.process_group || m.rank_engines[0]->rank == 0;
   if (!request.trace_path.empty()) {
     if (request.max_new_tokens == 0) throw InputError("--trace records a decode step: give --max-new-tokens 1 or more");
     if (request.prompt.size() + 1 > m.max_context)
       throw InputError("--trace records a decode step, but the prompt of " + std::to_string(request.prompt.size()) +
                        " tokens leaves no room for one in the context of " + std::to_string(m.max_context));
-    std::ofstream probe(request.trace_path);  // fail before generating, not after
-    if (!probe) throw InputError("--trace: cannot write '" + request.trace_path + "'");
+    if (writes_trace) {
+      std::ofstream probe(request.trace_path);  // fail before generating, not after
+      if (!probe) throw InputError("--trace: cannot write '" + request.trace_path + "'");
+    }
   }
   result.compile_ms = m.decode_program_of_rank0().compile_ms;
   if (request.max_new_tokens == 0) {
@@ -323,8 +327,10 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
         throw InputError("--trace: generation filled the context before a decode step could be recorded");
       m.decode_step(token, &trace);
     }
-    write_chrome_trace(request.trace_path, m.decode_program_of_rank0().program, trace);
-    result.trace_written = true;
+    if (writes_trace) {
+      write_chrome_trace(request.trace_path, m.decode_program_of_rank0().program, trace);
+      result.trace_written = true;
+    }
   }
   result.finish_reason = is_eos(token) ? "eos" : result.tokens.size() >= request.max_new_tokens ? "length" : "context";
   if (decode_steps) {
