@@ -13,6 +13,7 @@
 
 #include "args.h"
 #include "backend_flags.h"
+#include "decode_timing.h"
 #include "sweep.h"
 #include "commands.h"
 #include "tilefire/engine.h"
@@ -21,35 +22,10 @@ namespace tilefire::cli {
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 struct ModeTiming {
   std::vector<double> step_ms;
   double median() const { return tilefire::cli::median(step_ms); }
 };
-
-// Prefill `prompt_len` tokens, then time `steps` greedy decode steps; returns per-step milliseconds.
-// *launches: kernel launches during the decode steps (cuda).
-std::vector<double> time_decode(Engine& engine, Schedule schedule, uint32_t prompt_len, uint32_t steps, uint64_t* launches) {
-  engine.set_schedule(schedule);
-  engine.reset();
-  std::vector<int32_t> prompt(prompt_len);
-  for (uint32_t i = 0; i < prompt_len; ++i) prompt[i] = int32_t((i * 7 + 1) % engine.model().vocab);
-  engine.prefill(prompt);
-  std::vector<double> times;
-  int32_t token = 1;
-  const uint64_t launches_before = engine.kernel_launches();
-  for (uint32_t s = 0; s < steps; ++s) {
-    auto start = std::chrono::steady_clock::now();
-    token = engine.decode_greedy(token);
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  *launches += engine.kernel_launches() - launches_before;
-  return times;
-}
 
 }  // namespace
 

@@ -3,8 +3,9 @@
 // table (CSV and Markdown) gives each cell's step time and its ratio against bsp.
 #include "sweep.h"
 
+#include "decode_timing.h"
+
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -20,28 +21,6 @@ std::vector<std::string> split(const std::string& text, char separator) {
   for (std::string part; std::getline(in, part, separator);)
     if (!part.empty()) parts.push_back(part);
   return parts;
-}
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-// Median step milliseconds of `steps` greedy decode steps after an 8-token prefill.
-double decode_ms(Engine& engine, Schedule schedule, uint32_t steps) {
-  engine.set_schedule(schedule);
-  engine.reset();
-  std::vector<int32_t> prompt(8);
-  for (uint32_t i = 0; i < 8; ++i) prompt[i] = int32_t((i * 7 + 1) % engine.model().vocab);
-  engine.prefill(prompt);
-  std::vector<double> times;
-  int32_t token = 1;
-  for (uint32_t s = 0; s < steps; ++s) {
-    const auto start = std::chrono::steady_clock::now();
-    token = engine.decode_greedy(token);
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  return median_of(times);
 }
 
 }  // namespace
@@ -79,22 +58,23 @@ int run_sweep(const EngineOptions& base, const std::string& dimensions, const st
         o.granularity = granularity == "op" ? Granularity::op : Granularity::tile;
         o.threads = t;
         Engine engine(o);
+        uint64_t launches = 0;  // cpu: none
         std::vector<double> dataflow, bsp, ratios;
         for (uint32_t r = 0; r < rounds; ++r) {  // interleaved, the order flipping every round
           const bool bsp_first = r % 2 == 1;
-          const double b0 = bsp_first ? decode_ms(engine, Schedule::bsp, steps) : 0;
-          const double d = decode_ms(engine, Schedule::dataflow, steps);
-          const double b = bsp_first ? b0 : decode_ms(engine, Schedule::bsp, steps);
+          const double b0 = bsp_first ? median(time_decode(engine, Schedule::bsp, 8, steps, &launches)) : 0;
+          const double d = median(time_decode(engine, Schedule::dataflow, 8, steps, &launches));
+          const double b = bsp_first ? b0 : median(time_decode(engine, Schedule::bsp, 8, steps, &launches));
           dataflow.push_back(d);
           bsp.push_back(b);
           ratios.push_back(b / d);
         }
         char line[256];
-        std::snprintf(line, sizeof(line), "%s,%s,%u,%.4f,%.4f,%.3f\n", policy.c_str(), granularity.c_str(), t, median_of(dataflow),
-                      median_of(bsp), median_of(ratios));
+        std::snprintf(line, sizeof(line), "%s,%s,%u,%.4f,%.4f,%.3f\n", policy.c_str(), granularity.c_str(), t, median(dataflow),
+                      median(bsp), median(ratios));
         csv << line;
         std::snprintf(line, sizeof(line), "| %s | %s | %u | %.4f | %.4f | %.3f |\n", policy.c_str(), granularity.c_str(), t,
-                      median_of(dataflow), median_of(bsp), median_of(ratios));
+                      median(dataflow), median(bsp), median(ratios));
         table << line;
       }
   markdown << table.str();

@@ -295,7 +295,6 @@ TEST(CliInspect, ShapeCriticalPathAndDot) {
   // small has 8 layers; a token's path crosses at least qkv, attention, O, gate/up and down in each
   EXPECT_GE(j["critical_path_tasks"].get<uint32_t>(), 8u * 5);
   EXPECT_GT(j["critical_path_ns"].get<double>(), 0.0);
-  EXPECT_GE(j["critical_path_ns"].get<double>() * 1.0001, 0.0);
   EXPECT_EQ(j["critical_path_ops"]["causal_attention"], 8);
   const std::string graph = read_file_text(dot);
   EXPECT_EQ(graph.rfind("digraph layer_1 {", 0), 0u) << graph.substr(0, 80);
