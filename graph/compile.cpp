@@ -66,6 +66,7 @@ struct Producer {
 struct Need {
   uint32_t node;
   std::vector<uint32_t> tiles;  // indices within the producer node
+  std::vector<Region> reads;    // what the task reads of the slots that node writes (head granularity)
 };
 
 bool overlaps(uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1) { return a0 < b1 && b0 < a1; }
@@ -191,7 +192,7 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
       parallel_for(size_t(0), program.tasks.size(), [&](size_t t) {
         const TaskDesc& task = program.tasks[t];
         TileFootprint fp = tile_footprint(program.nodes[task.node].params, {task.tile_begin, task.tile_end});
-        std::map<uint32_t, std::vector<uint32_t>> by_node;
+        std::map<uint32_t, Need> by_node;
         for (const Region& r : fp.reads) {
           const SlotDesc& slot = program.slots[r.slot];
           auto it = producer_of_slot.find(r.slot);
@@ -202,29 +203,61 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
             continue;  // weights, constants, and KV-cache positions written by earlier steps
           }
           const Producer& producer = it->second;
+          Need& need = by_node[producer.node];
+          need.node = producer.node;
+          need.reads.push_back(r);
           for (uint32_t i = 0; i < producer.write_ranges.size(); ++i) {
             TileRange w = producer.write_ranges[i];
-            if (overlaps(w.begin, w.end, r.begin, r.end)) by_node[producer.node].push_back(i);
+            if (overlaps(w.begin, w.end, r.begin, r.end)) need.tiles.push_back(i);
           }
         }
-        for (auto& [node, tiles] : by_node) {
-          std::sort(tiles.begin(), tiles.end());
-          tiles.erase(std::unique(tiles.begin(), tiles.end()), tiles.end());
-          needs[t].push_back({node, std::move(tiles)});
+        for (auto& [node, need] : by_node) {
+          std::sort(need.tiles.begin(), need.tiles.end());
+          need.tiles.erase(std::unique(need.tiles.begin(), need.tiles.end()), need.tiles.end());
+          needs[t].push_back(std::move(need));
         }
       });
     }));
 
     // Pass 5: events. A consumer that needs every tile of a producer (or any tile, at op granularity)
-    // waits on the producer's done event (trigger = its tile count); otherwise on per-tile events.
+    // waits on the producer's done event (trigger = its tile count). Otherwise, at tile granularity, on
+    // one event per producer tile it reads; at head granularity, on one event per head-wide band of the
+    // slot it reads (a band's event fires when every producer tile writing into the band is done, so the
+    // event count follows the heads, not the tiling).
     std::vector<std::vector<uint32_t>> task_waits(0);
     flow::continue_node<flow::continue_msg> event_pass(g, guarded([&] {
       const size_t task_count = program.tasks.size();
       std::vector<uint32_t> tile_event(task_count, kNoSlot);
+      std::vector<std::vector<uint32_t>> band_signals(task_count);  // head granularity: per producer task
+      std::map<std::pair<uint32_t, uint64_t>, uint32_t> band_event;  // (slot, band) -> event
       task_waits.assign(task_count, {});
       auto new_event = [&](uint32_t trigger) {
         program.events.push_back({trigger});
         return uint32_t(program.events.size() - 1);
+      };
+      if (options.granularity == EventGranularity::head && options.head_width == 0)
+        throw std::runtime_error("compile: head granularity needs the head width (CompileOptions::head_width)");
+      // Units per band of a slot: a KV-cache region counts KV heads; other regions count columns.
+      auto band_width = [&](uint32_t slot) -> uint64_t {
+        return program.slots[slot].kind == SlotKind::kv_cache ? 1 : options.head_width;
+      };
+      auto wait_on_bands = [&](size_t t, const Need& need) {
+        const Producer& producer = producer_of_slot.at(need.reads.front().slot);
+        for (const Region& r : need.reads) {
+          const std::vector<TileRange>& writes = producer_of_slot.at(r.slot).write_ranges;
+          const uint64_t width = band_width(r.slot);
+          for (uint64_t band = r.begin / width; band * width < r.end; ++band) {
+            auto [it, fresh] = band_event.try_emplace({r.slot, band}, kNoSlot);
+            if (fresh) {
+              std::vector<uint32_t> writers;
+              for (uint32_t i = 0; i < writes.size(); ++i)
+                if (overlaps(writes[i].begin, writes[i].end, band * width, (band + 1) * width)) writers.push_back(i);
+              it->second = new_event(uint32_t(writers.size()));
+              for (uint32_t i : writers) band_signals[program.nodes[producer.node].first_task + i].push_back(it->second);
+            }
+            task_waits[t].push_back(it->second);
+          }
+        }
       };
       for (size_t t = 0; t < task_count; ++t) {
         for (const Need& need : needs[t]) {
@@ -232,6 +265,8 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
           if (options.granularity == EventGranularity::op || need.tiles.size() == producer.task_count) {
             if (producer.done_event == kNoSlot) producer.done_event = new_event(producer.task_count);
             task_waits[t].push_back(producer.done_event);
+          } else if (options.granularity == EventGranularity::head) {
+            wait_on_bands(t, need);
           } else {
             for (uint32_t i : need.tiles) {
               uint32_t& e = tile_event[producer.first_task + i];
@@ -239,6 +274,10 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
               task_waits[t].push_back(e);
             }
           }
+        }
+        if (options.granularity == EventGranularity::head) {  // two regions of one band: one wait
+          std::sort(task_waits[t].begin(), task_waits[t].end());
+          task_waits[t].erase(std::unique(task_waits[t].begin(), task_waits[t].end()), task_waits[t].end());
         }
       }
       for (size_t t = 0; t < task_count; ++t) {
@@ -251,6 +290,9 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
         uint32_t done = program.nodes[task.node].done_event;
         if (done != kNoSlot) program.signals.push_back(done);
         if (tile_event[t] != kNoSlot) program.signals.push_back(tile_event[t]);
+        program.signals.insert(program.signals.end(), band_signals[t].begin(), band_signals[t].end());
+        if (program.signals.size() - task.signal_begin > 0xffff)
+          throw std::runtime_error("compile: a task signals more than 65535 events");
         task.signal_count = uint16_t(program.signals.size() - task.signal_begin);
       }
     }));
@@ -284,6 +326,10 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
 
 Program compile_graph(const OpGraph& graph, const CompileOptions& options) { return run_pipeline(nullptr, &graph, options); }
 
-Program compile_model(const ModelSpec& spec, const CompileOptions& options) { return run_pipeline(&spec, nullptr, options); }
+Program compile_model(const ModelSpec& spec, const CompileOptions& options) {
+  CompileOptions with_heads = options;
+  if (with_heads.head_width == 0) with_heads.head_width = spec.head_dim;
+  return run_pipeline(&spec, nullptr, with_heads);
+}
 
 }  // namespace tilefire

@@ -31,7 +31,7 @@ CompileOptions Engine::Impl::compile_options(uint32_t tokens) const {
   o.tokens = tokens;
   o.max_context = max_context;
   o.policy = options.policy.empty() ? std::string(kDefaultPolicy) : options.policy;
-  o.granularity = options.granularity == Granularity::op ? EventGranularity::op : EventGranularity::tile;
+  o.granularity = event_granularity(options.granularity);
   o.tp = tp;
   o.rank = rank;
   return o;

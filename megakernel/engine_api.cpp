@@ -340,6 +340,21 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   return result;
 }
 
+Granularity parse_granularity(std::string_view text) {
+  for (Granularity g : {Granularity::tile, Granularity::head, Granularity::op})
+    if (text == granularity_name(g)) return g;
+  throw InputError("--granularity expects tile, head or op, got '" + std::string(text) + "'");
+}
+
+const char* granularity_name(Granularity granularity) {
+  switch (granularity) {
+    case Granularity::tile: return "tile";
+    case Granularity::head: return "head";
+    case Granularity::op: return "op";
+  }
+  return "?";
+}
+
 std::vector<int32_t> byte_tokens(std::string_view text) {
   std::vector<int32_t> tokens;
   for (unsigned char c : text) tokens.push_back(c);

@@ -15,6 +15,16 @@
 
 namespace tilefire {
 
+// The public --granularity choice as the compiler's option.
+inline EventGranularity event_granularity(Granularity granularity) {
+  switch (granularity) {
+    case Granularity::head: return EventGranularity::head;
+    case Granularity::op: return EventGranularity::op;
+    case Granularity::tile: break;
+  }
+  return EventGranularity::tile;
+}
+
 // 64-byte aligned f32 storage (whole cache lines per tensor, AVX loads never split a line at row 0).
 class AlignedFloats {
  public:

@@ -8,6 +8,7 @@
 
 #include "graph/compile.h"
 #include "graph/model_spec.h"
+#include "megakernel/engine_impl.h"
 #include "megakernel/tool_spec.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/policy.h"
@@ -47,8 +48,7 @@ InspectReport inspect_program(const InspectOptions& options) {
   const std::optional<DeviceModel> device = device_preset(options.device);
   if (!device)
     throw InputError("--device: unknown device '" + options.device + "' (expected h100, h200 or b200)");
-  if (options.granularity != "tile" && options.granularity != "op")
-    throw InputError("--granularity expects tile or op, got '" + options.granularity + "'");
+  const EventGranularity granularity = event_granularity(parse_granularity(options.granularity));
   if (!options.policy.empty() && !find_policy(options.policy))
     throw InputError("--policy: unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
   if (options.tokens == 0 || options.context == 0) throw InputError("--tokens and --context must be at least 1");
@@ -62,7 +62,7 @@ InspectReport inspect_program(const InspectOptions& options) {
   if (compile.max_context > spec.max_context)
     throw InputError("--context " + std::to_string(options.context) + " exceeds the model's " + std::to_string(spec.max_context));
   compile.policy = options.policy.empty() ? std::string(kDefaultPolicy) : options.policy;
-  compile.granularity = options.granularity == "op" ? EventGranularity::op : EventGranularity::tile;
+  compile.granularity = granularity;
   compile.tp = options.tp;
   compile.rank = options.rank;
   if (options.tp > 1 && options.rank >= options.tp)

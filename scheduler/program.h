@@ -71,6 +71,7 @@ enum class Placement : uint8_t {
 enum class EventGranularity : uint8_t {
   tile,  // a consumer waits on exactly the producer tiles whose output overlaps what it reads
   op,    // a consumer waits for the whole producer op
+  head,  // a consumer waits on head-wide bands of what it reads (every producer tile writing a band)
 };
 
 struct Program {

@@ -20,7 +20,7 @@ const char* kInspectHelp = R"(usage: tilefire inspect (--model DIR | --preset NA
   --preset NAME          a preset shape: tiny small llama-3.2-1b qwen3-0.6b llama-3.1-8b qwen3-8b
   --dtype f32|bf16|f16   weight dtype of a preset (default bf16)
   --tp N, --rank R       tensor parallelism: inspect rank R's program of N
-  --granularity tile|op  events per producer tile (default) or per op
+  --granularity tile|head|op  events per producer tile (default), head-wide band, or op
   --policy NAME          placement policy (default balanced)
   --device NAME          device model for the modelled time: h100, h200 (default), b200
   --workers N            workers the program is placed for (default: the device's SMs)

@@ -28,14 +28,14 @@ std::vector<std::string> split(const std::string& text, char separator) {
 int run_sweep(const EngineOptions& base, const std::string& dimensions, const std::string& out_prefix, uint32_t rounds,
               uint32_t steps) {
   std::vector<std::string> policies{base.policy.empty() ? "balanced" : base.policy};
-  std::vector<std::string> granularities{base.granularity == Granularity::op ? "op" : "tile"};
+  std::vector<Granularity> granularities{base.granularity};
   std::vector<uint32_t> threads{base.threads ? base.threads : std::max(1u, std::thread::hardware_concurrency())};
   for (const std::string& dimension : split(dimensions, ',')) {
     if (dimension == "policy") {
       policies.clear();
       for (const auto& [name, description] : placement_policies()) policies.push_back(name);
     } else if (dimension == "granularity") {
-      granularities = {"tile", "op"};
+      granularities = {Granularity::tile, Granularity::head, Granularity::op};
     } else if (dimension == "threads") {
       threads.clear();
       const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
@@ -51,11 +51,11 @@ int run_sweep(const EngineOptions& base, const std::string& dimensions, const st
   std::ostringstream table;
   table << "| policy | granularity | threads | dataflow ms | bsp ms | bsp / dataflow |\n|---|---|---|---|---|---|\n";
   for (const std::string& policy : policies)
-    for (const std::string& granularity : granularities)
+    for (Granularity granularity : granularities)
       for (uint32_t t : threads) {
         EngineOptions o = base;
         o.policy = policy;
-        o.granularity = granularity == "op" ? Granularity::op : Granularity::tile;
+        o.granularity = granularity;
         o.threads = t;
         Engine engine(o);
         uint64_t launches = 0;  // cpu: none
@@ -70,10 +70,10 @@ int run_sweep(const EngineOptions& base, const std::string& dimensions, const st
           ratios.push_back(b / d);
         }
         char line[256];
-        std::snprintf(line, sizeof(line), "%s,%s,%u,%.4f,%.4f,%.3f\n", policy.c_str(), granularity.c_str(), t, median(dataflow),
+        std::snprintf(line, sizeof(line), "%s,%s,%u,%.4f,%.4f,%.3f\n", policy.c_str(), granularity_name(granularity), t, median(dataflow),
                       median(bsp), median(ratios));
         csv << line;
-        std::snprintf(line, sizeof(line), "| %s | %s | %u | %.4f | %.4f | %.3f |\n", policy.c_str(), granularity.c_str(), t,
+        std::snprintf(line, sizeof(line), "| %s | %s | %u | %.4f | %.4f | %.3f |\n", policy.c_str(), granularity_name(granularity), t,
                       median(dataflow), median(bsp), median(ratios));
         table << line;
       }

@@ -410,7 +410,7 @@ TEST(CliFlags, PlanRefusesWithTheReason) {
 TEST(CliFlags, InspectRefusesWithTheReason) {
   check_flag_cases({
       {{"inspect", "--preset", "small", "--device", "tpu"}, "inspect", {"--device", "'tpu'", "h200"}},
-      {{"inspect", "--preset", "small", "--granularity", "head"}, "inspect", {"--granularity", "'head'"}},
+      {{"inspect", "--preset", "small", "--granularity", "layer"}, "inspect", {"--granularity", "'layer'", "tile, head or op"}},
       {{"inspect"}, "inspect", {"--model DIR or --preset NAME"}},
       {{"inspect", "--preset", "llama-3.1-8b", "--tp", "3"}, "inspect", {"--tp 3", "32 query heads"}},
       {{"inspect", "--preset", "tiny", "--dot", "/nonexistent/x.dot"}, "inspect", {"--dot", "/nonexistent/x.dot"}},

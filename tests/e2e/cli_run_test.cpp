@@ -331,8 +331,9 @@ TEST(CliBenchSweep, OneRowPerCell) {
   const std::string csv = read_file_text(prefix + ".csv");
   EXPECT_EQ(csv.rfind("policy,granularity,threads,dataflow_ms,bsp_ms,bsp_over_dataflow\n", 0), 0u) << csv;
   EXPECT_NE(csv.find("balanced,tile,1,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("balanced,head,1,"), std::string::npos) << csv;
   EXPECT_NE(csv.find("balanced,op,1,"), std::string::npos) << csv;
-  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4);
   EXPECT_NE(read_file_text(prefix + ".md").find("| balanced | op | 1 |"), std::string::npos);
   RunResult bad = run_cli({"bench", "--preset", "tiny", "--sweep", "colour"});
   EXPECT_EQ(bad.status, 2);

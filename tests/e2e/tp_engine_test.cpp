@@ -74,6 +74,20 @@ TEST(TensorParallelEngine, TinyMatchesOneRank) { expect_tp_matches_single_rank("
 
 TEST(TensorParallelEngine, SmallMatchesOneRank) { expect_tp_matches_single_rank("small", {2, 4}); }
 
+// The granularity of events changes what waits on what, never the arithmetic: bitwise the same logits.
+TEST(TensorParallelEngine, HeadAndOpGranularityGiveTheSameLogits) {
+  Engine tile(preset_options("tiny", 2));
+  const Trajectory reference = run_trajectory(tile, 9, 4);
+  for (Granularity granularity : {Granularity::head, Granularity::op}) {
+    EngineOptions o = preset_options("tiny", 2);
+    o.granularity = granularity;
+    Engine engine(o);
+    const Trajectory t = run_trajectory(engine, 9, 4);
+    for (size_t s = 0; s < reference.logits.size(); ++s)
+      ASSERT_EQ(t.logits[s], reference.logits[s]) << granularity_name(granularity) << ", step " << s;
+  }
+}
+
 TEST(TensorParallelEngine, RefusedDegreesAndBackends) {
   EXPECT_THROW(Engine(preset_options("tiny", 3)), InputError);  // 8 query heads over 3 ranks
   EngineOptions cuda = preset_options("tiny", 2);

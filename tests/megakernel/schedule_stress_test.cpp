@@ -48,13 +48,19 @@ TEST(ScheduleStress, LogitsBitwiseIdenticalAcrossWorkersQueuesSchedulesAndDelays
         }
 }
 
-TEST(ScheduleStress, OpGranularityGivesTheSameLogits) {
+TEST(ScheduleStress, HeadAndOpGranularityGiveTheSameLogits) {
   EngineOptions base;
   base.threads = 2;
   const auto expected = run_steps(base);
-  EngineOptions options = base;
-  options.granularity = Granularity::op;
-  EXPECT_TRUE(bitwise_equal(run_steps(options), expected));
+  for (Granularity granularity : {Granularity::head, Granularity::op})
+    for (const char* policy : {"balanced", "dynamic"}) {
+      EngineOptions options = base;
+      options.granularity = granularity;
+      options.policy = policy;
+      options.stress_delay_us = 20;
+      options.stress_seed = 7;
+      EXPECT_TRUE(bitwise_equal(run_steps(options), expected)) << granularity_name(granularity) << ", " << policy;
+    }
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 
 #include <deque>
 #include <map>
+#include <set>
 
 #include "graph/compile.h"
+#include "graph/primitive_graph.h"
 #include "ops/all_ops.h"
 #include "ops/noop.h"
 #include "scheduler/policy.h"
@@ -189,7 +191,7 @@ TEST(Compile, EveryReadAfterWriteIsOrderedByEvents) {
   qwen3.qk_norm = true;
   qwen3.qkv_bias = true;
   for (const ModelSpec& spec : {preset_spec("tiny"), qwen3, preset_spec("small")})
-    for (EventGranularity granularity : {EventGranularity::tile, EventGranularity::op})
+    for (EventGranularity granularity : {EventGranularity::tile, EventGranularity::head, EventGranularity::op})
       for (uint32_t workers : {1u, 3u})
         for (uint32_t tokens : {1u, 5u}) {
           CompileOptions options;
@@ -239,6 +241,83 @@ TEST(Compile, AttentionWaitsExactlyForItsOwnHeads) {
     ++checked;
   }
   EXPECT_GT(checked, 1u);
+}
+
+// Head granularity: an attention tile waits on one event per query head it reads and one for each of its
+// KV head's k and v; each of those events is signalled by exactly the QKV tiles that write into that head
+// (the same producers as at tile granularity, grouped by head instead of by tile). Under tensor
+// parallelism the reductions' reads of the partial sums are banded too, and every hazard stays ordered.
+TEST(Compile, HeadGranularityWaitsOnOneEventPerHead) {
+  const ModelSpec spec = preset_spec("small");
+  for (uint32_t workers : {2u, 16u}) {  // 16 workers: QKV tiles narrower than a group of heads
+    CompileOptions options;
+    options.workers = workers;
+    options.max_context = 64;
+    options.granularity = EventGranularity::head;
+    Program p = compile_model(spec, options);
+    std::map<uint32_t, std::set<uint32_t>> signallers_of_event;
+    for (uint32_t t = 0; t < p.tasks.size(); ++t)
+      for (uint32_t i = 0; i < p.tasks[t].signal_count; ++i) signallers_of_event[p.signals[p.tasks[t].signal_begin + i]].insert(t);
+    for (const auto& [event, signallers] : signallers_of_event)
+      EXPECT_EQ(p.events[event].trigger_count, signallers.size()) << "event " << event;
+    size_t checked = 0;
+    for (const TaskDesc& t : p.tasks) {
+      if (t.op != OpCode::causal_attention || t.layer != 1) continue;
+      const NodeDesc& qkv = p.nodes[t.node - 1];
+      ASSERT_EQ(qkv.params.op, OpCode::qkv_projection);
+      const auto& qp = qkv.params.as<QkvProjectionParams>();
+      const uint32_t kv = t.tile_begin / spec.group();
+      // Expected: per query head h of the tile, the q tiles covering h; then the k tiles of kv, the v tiles of kv.
+      std::vector<std::set<uint32_t>> expected;
+      for (uint32_t h = t.tile_begin; h < t.tile_end; ++h) expected.emplace_back();
+      expected.emplace_back();
+      expected.emplace_back();
+      for (uint32_t i = 0; i < qkv.task_count; ++i) {
+        const TaskDesc& producer = p.tasks[qkv.first_task + i];
+        const auto seg = QkvProjectionOp::segment_of(qp, producer.tile_begin);
+        const uint32_t heads = producer.tile_end - producer.tile_begin;
+        if (seg.part == QkvProjectionOp::Part::q) {
+          for (uint32_t h = t.tile_begin; h < t.tile_end; ++h)
+            if (seg.first_head <= h && h < seg.first_head + heads) expected[h - t.tile_begin].insert(qkv.first_task + i);
+        } else if (seg.first_head <= kv && kv < seg.first_head + heads) {
+          expected[t.tile_end - t.tile_begin + (seg.part == QkvProjectionOp::Part::k ? 0 : 1)].insert(qkv.first_task + i);
+        }
+      }
+      std::vector<std::set<uint32_t>> actual;
+      for (uint32_t i = 0; i < t.wait_count; ++i) actual.push_back(signallers_of_event.at(p.waits[t.wait_begin + i]));
+      std::sort(actual.begin(), actual.end());
+      std::sort(expected.begin(), expected.end());
+      EXPECT_EQ(actual, expected) << workers << " workers, " << describe_task(p, uint32_t(&t - p.tasks.data()));
+      ++checked;
+    }
+    EXPECT_GT(checked, 1u);
+  }
+  CompileOptions tp;
+  tp.workers = 3;
+  tp.max_context = 32;
+  tp.granularity = EventGranularity::head;
+  tp.tp = 2;
+  for (uint32_t rank : {0u, 1u}) {
+    tp.rank = rank;
+    expect_every_hazard_ordered(compile_model(spec, tp), "small, tp 2, rank " + std::to_string(rank) + ", head granularity");
+  }
+}
+
+// A hand-made op graph has no model to take the head width from: head granularity without it is refused.
+TEST(Compile, HeadGranularityNeedsTheHeadWidth) {
+  CompileOptions options;
+  options.granularity = EventGranularity::head;
+  options.max_context = 32;
+  const ModelSpec spec = preset_spec("tiny");
+  const OpGraph fused = fuse_primitive_graph(build_primitive_graph(spec, options), options);
+  try {
+    compile_graph(fused, options);
+    ADD_FAILURE() << "head granularity compiled without a head width";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("head width"), std::string::npos) << e.what();
+  }
+  options.head_width = spec.head_dim;
+  EXPECT_GT(compile_graph(fused, options).events.size(), 0u);
 }
 
 }  // namespace

@@ -21,7 +21,11 @@ namespace tilefire {
 
 enum class Schedule : uint8_t { dataflow, bsp };
 enum class Backend : uint8_t { cpu, cuda };
-enum class Granularity : uint8_t { tile, op };
+// Events per producer tile, per head-wide band of what a consumer reads, or per op (docs/ARCHITECTURE.md).
+enum class Granularity : uint8_t { tile, head, op };
+// "tile", "head" or "op" (the --granularity flag); anything else is an InputError naming the flag.
+Granularity parse_granularity(std::string_view text);
+const char* granularity_name(Granularity granularity);
 
 struct EngineOptions {
   std::string model_dir;     // a Hugging Face checkpoint folder; empty: a preset, built in memory

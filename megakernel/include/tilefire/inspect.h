@@ -15,7 +15,7 @@ struct InspectOptions {
   std::string preset;        // a preset shape (weights are not needed)
   std::string dtype = "bf16";
   uint32_t tp = 1, rank = 0;  // tensor parallelism: inspect this rank's program
-  std::string granularity = "tile";  // tile or op (events per producer tile, or per op)
+  std::string granularity = "tile";  // tile, head or op (events per producer tile, head-wide band, or op)
   std::string policy;        // placement policy (default balanced)
   std::string device = "h200";  // device model for the modelled time: h100, h200, b200
   uint32_t workers = 0;      // 0: the device's SMs
