@@ -239,7 +239,8 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
         throw std::runtime_error("compile: head granularity needs the head width (CompileOptions::head_width)");
       // Units per band of a slot: a KV-cache region counts KV heads; other regions count columns.
       auto band_width = [&](uint32_t slot) -> uint64_t {
-        return program.slots[slot].kind == SlotKind::kv_cache ? 1 : options.head_width;
+        const SlotDesc& s = program.slots[slot];
+        return s.kind == SlotKind::kv_cache ? 1 : s.head_cols != 0 ? s.head_cols : options.head_width;
       };
       auto wait_on_bands = [&](size_t t, const Need& need) {
         const Producer& producer = producer_of_slot.at(need.reads.front().slot);

@@ -132,8 +132,44 @@ class Fuser {
     const uint32_t pieces = std::clamp((2 * options_.workers + s.kv_heads - 1) / s.kv_heads, 1u, group);
     std::vector<uint32_t> breaks;
     for (uint32_t kv = 1; kv < s.kv_heads; ++kv) breaks.push_back(kv * group);
-    emit(OpCode::causal_attention, node.layer, p, (group + pieces - 1) / pieces, breaks);
     fused_[n] = true;
+    const uint32_t chunks = split_kv_chunks(s.kv_heads * pieces, p.max_context);
+    if (chunks < 2) return emit(OpCode::causal_attention, node.layer, p, (group + pieces - 1) / pieces, breaks);
+
+    // Split-KV: one attention_chunk tile per (KV head, chunk) writes its records, attention_merge combines them.
+    AttentionChunkParams chunk;
+    chunk.q = p.q;
+    chunk.k_cache = p.k_cache;
+    chunk.v_cache = p.v_cache;
+    chunk.heads = s.heads;
+    chunk.kv_heads = s.kv_heads;
+    chunk.head_dim = s.head_dim;
+    chunk.max_context = p.max_context;
+    chunk.chunks = chunks;
+    chunk.scale = p.scale;
+    const uint64_t partial_cols = uint64_t(AttentionChunkOp::tile_units(chunk)) * AttentionChunkOp::unit_floats(chunk);
+    if (partial_cols > 0xffffffffull) fail(n, "the split-KV records of a step exceed 2^32 columns; use fewer --kv-splits");
+    out_.slots.push_back({SlotKind::activation, DType::f32, options_.tokens, partial_cols, 0,
+                          "attention.partial." + std::to_string(node.layer)});
+    chunk.partial = uint32_t(out_.slots.size() - 1);
+    out_.slots.back().head_cols = AttentionChunkOp::unit_floats(chunk);  // head granularity: a band per chunk tile
+    emit(OpCode::attention_chunk, node.layer, chunk, 1, AttentionChunkOp::tile_breaks(chunk));
+    const AttentionMergeParams merge{chunk.partial, p.out, s.heads, s.kv_heads, s.head_dim, chunk.chunks};
+    emit(OpCode::attention_merge, node.layer, merge, (group + pieces - 1) / pieces, breaks);
+  }
+
+  // Chunks per KV head for split-KV attention (1: no split). Only decode steps split: a prefill has a
+  // tile's worth of work per token already, and its records would grow with the prompt. --kv-splits N
+  // forces N; by default a decode step splits when the per-head tiles (`head_tiles`) would leave workers
+  // idle, into as many chunks as fill the workers, with at least kMinChunkContext cache positions per
+  // chunk when the cache is full.
+  uint32_t split_kv_chunks(uint32_t head_tiles, uint32_t max_context) const {
+    constexpr uint32_t kMinChunkContext = 128, kMaxChunks = 64;
+    if (options_.tokens != 1) return 1;
+    if (options_.kv_splits != 0) return options_.kv_splits;
+    if (head_tiles >= options_.workers) return 1;
+    const uint32_t fill = (options_.workers + g_.spec.kv_heads - 1) / g_.spec.kv_heads;
+    return std::clamp(std::min(fill, max_context / kMinChunkContext), 1u, kMaxChunks);
   }
 
   void fuse_matmul(uint32_t n) {

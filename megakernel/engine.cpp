@@ -32,6 +32,7 @@ CompileOptions Engine::Impl::compile_options(uint32_t tokens) const {
   o.max_context = max_context;
   o.policy = options.policy.empty() ? std::string(kDefaultPolicy) : options.policy;
   o.granularity = event_granularity(options.granularity);
+  o.kv_splits = options.kv_splits;
   o.tp = tp;
   o.rank = rank;
   return o;

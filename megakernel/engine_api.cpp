@@ -134,7 +134,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
         // group forms (its programs would place different tasks at the same flag slots).
         const std::string key = m.model.origin + "|" + to_hf_config_json(spec) + "|" + std::to_string(rank_threads) + "|" +
                                 options.policy + "|" + std::to_string(int(options.granularity)) + "|" +
-                                std::to_string(m.max_context) + "|" + std::to_string(options.tp);
+                                std::to_string(options.kv_splits) + "|" + std::to_string(m.max_context) + "|" + std::to_string(options.tp);
         m.process_group =
             std::make_unique<SharedMemoryGroup>(*boot, window_bytes, flags, options.tp_timeout_ms, std::hash<std::string>{}(key));
         local_ranks.push_back(boot->rank);

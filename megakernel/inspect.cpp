@@ -63,6 +63,7 @@ InspectReport inspect_program(const InspectOptions& options) {
     throw InputError("--context " + std::to_string(options.context) + " exceeds the model's " + std::to_string(spec.max_context));
   compile.policy = options.policy.empty() ? std::string(kDefaultPolicy) : options.policy;
   compile.granularity = granularity;
+  compile.kv_splits = options.kv_splits;
   compile.tp = options.tp;
   compile.rank = options.rank;
   if (options.tp > 1 && options.rank >= options.tp)

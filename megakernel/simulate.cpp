@@ -175,6 +175,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
     throw InputError("--context " + std::to_string(options.context) + " exceeds the model's " + std::to_string(spec.max_context));
   compile.policy = options.policy.empty() ? std::string(kDefaultPolicy) : options.policy;
   compile.granularity = event_granularity(parse_granularity(options.granularity));
+  compile.kv_splits = options.kv_splits;
   compile.tp = options.tp;
   compile.rank = options.rank;
   const Program program = compile_model(spec, compile);

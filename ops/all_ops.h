@@ -1,5 +1,7 @@
 #pragma once
 // Every op header, so code that walks TILEFIRE_OP_LIST sees every type it names.
+#include "ops/attention_chunk.h"
+#include "ops/attention_merge.h"
 #include "ops/causal_attention.h"
 #include "ops/embed.h"
 #include "ops/gate_up_swiglu.h"

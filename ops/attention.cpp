@@ -59,23 +59,17 @@ inline float max_propagating_nan(float a, float b) { return (b > a || b != b) ? 
 
 }  // namespace
 
-// n_positions == 0 gives zeros (no keys to attend to), in both this and the reference.
-void attention_head(const float* q, const float* k_cache, const float* v_cache, uint32_t n_positions,
-                    uint32_t head_dim, float scale, float* out) {
-  alignas(64) float stack_accumulator[kStackHeadDim];
-  std::vector<float> heap_accumulator;
-  float* acc = stack_accumulator;  // [head_dim]: sum_j exp(s_j - running_max) * v_j
-  if (head_dim > kStackHeadDim) {
-    heap_accumulator.resize(head_dim);
-    acc = heap_accumulator.data();
-  }
+// The online softmax over positions [first, end), left unnormalised in `record` (ops/attention.h).
+void attention_head_partial(const float* q, const float* k_cache, const float* v_cache, uint32_t first, uint32_t end,
+                            uint32_t head_dim, float scale, float* record) {
+  float* acc = record;  // [head_dim]: sum_j exp(s_j - running_max) * v_j
   std::fill(acc, acc + head_dim, 0.0f);
   float running_max = -std::numeric_limits<float>::infinity();
   float running_sum = 0.0f;
   float scores[kPositionsPerBlock];  // [block positions]
 
-  for (uint32_t block = 0; block < n_positions; block += kPositionsPerBlock) {
-    const uint32_t count = std::min(kPositionsPerBlock, n_positions - block);
+  for (uint32_t block = first; block < end; block += kPositionsPerBlock) {
+    const uint32_t count = std::min(kPositionsPerBlock, end - block);
     float block_max = -std::numeric_limits<float>::infinity();
     for (uint32_t j = 0; j < count; ++j) {
       scores[j] = scale * dot_product(q, k_cache + size_t(block + j) * head_dim, head_dim);
@@ -95,10 +89,42 @@ void attention_head(const float* q, const float* k_cache, const float* v_cache, 
     }
     running_max = new_max;
   }
+  record[head_dim] = running_max;
+  record[head_dim + 1] = running_sum;
+}
+
+// n_positions == 0 gives zeros (no keys to attend to), in both this and the reference.
+void attention_head(const float* q, const float* k_cache, const float* v_cache, uint32_t n_positions,
+                    uint32_t head_dim, float scale, float* out) {
+  alignas(64) float stack_record[kStackHeadDim + 2];
+  std::vector<float> heap_record;
+  float* record = stack_record;  // [head_dim + 2]
+  if (head_dim > kStackHeadDim) {
+    heap_record.resize(attention_record_floats(head_dim));
+    record = heap_record.data();
+  }
+  attention_head_partial(q, k_cache, v_cache, 0, n_positions, head_dim, scale, record);
   // A NaN score reaches here as a NaN sum and NaN accumulator, so a corrupt cache is visible; only
   // "no attendable key" (n_positions == 0 or every score -inf) gives zeros.
+  const float running_sum = record[head_dim + 1];
   const float inverse_sum = running_sum == 0.0f ? 0.0f : 1.0f / running_sum;
-  for (uint32_t d = 0; d < head_dim; ++d) out[d] = running_sum == 0.0f ? 0.0f : acc[d] * inverse_sum;
+  for (uint32_t d = 0; d < head_dim; ++d) out[d] = running_sum == 0.0f ? 0.0f : record[d] * inverse_sum;
+}
+
+void merge_attention_records(const float* records, uint32_t count, uint64_t stride, uint32_t head_dim, float* out) {
+  float common_max = -std::numeric_limits<float>::infinity();
+  for (uint32_t c = 0; c < count; ++c) common_max = max_propagating_nan(common_max, records[c * stride + head_dim]);
+  float total = 0.0f;
+  std::fill(out, out + head_dim, 0.0f);
+  for (uint32_t c = 0; c < count; ++c) {
+    const float* record = records + c * stride;
+    if (record[head_dim] == -std::numeric_limits<float>::infinity()) continue;  // an empty range
+    const float weight = std::exp(record[head_dim] - common_max);
+    total += weight * record[head_dim + 1];
+    for (uint32_t d = 0; d < head_dim; ++d) out[d] += weight * record[d];
+  }
+  const float inverse_total = total == 0.0f ? 0.0f : 1.0f / total;
+  for (uint32_t d = 0; d < head_dim; ++d) out[d] = total == 0.0f ? 0.0f : out[d] * inverse_total;
 }
 
 void attention_head_reference(const float* q, const float* k_cache, const float* v_cache,

@@ -10,6 +10,19 @@ namespace tilefire {
 void attention_head(const float* q, const float* k_cache, const float* v_cache, uint32_t n_positions,
                     uint32_t head_dim, float scale, float* out);
 
+// Split-KV attention (ops/attention_chunk.h, ops/attention_merge.h) keeps, per query head and range of
+// positions, the online softmax's state unnormalised: a record of head_dim + 2 floats,
+//   [acc[0 .. head_dim), max, sum],  acc[d] = sum_j exp(s_j - max) v_j[d],  sum = sum_j exp(s_j - max),
+// over positions j in [first, end). An empty range (or all scores -inf) gives max = -inf, sum = 0, acc = 0.
+constexpr uint32_t attention_record_floats(uint32_t head_dim) { return head_dim + 2; }
+void attention_head_partial(const float* q, const float* k_cache, const float* v_cache, uint32_t first, uint32_t end,
+                            uint32_t head_dim, float scale, float* record);
+
+// out[d] = sum_c exp(max_c - M) acc_c[d] / sum_c exp(max_c - M) sum_c over `count` records (M: the largest
+// max), records `stride` floats apart, merged in index order (the same bits every run). Records of empty
+// ranges count for nothing; when every one is empty, out is zeros. A NaN max or sum propagates.
+void merge_attention_records(const float* records, uint32_t count, uint64_t stride, uint32_t head_dim, float* out);
+
 // The reference: two passes (max, then exp-sum), double accumulation.
 void attention_head_reference(const float* q, const float* k_cache, const float* v_cache,
                               uint32_t n_positions, uint32_t head_dim, float scale, float* out);

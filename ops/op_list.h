@@ -11,6 +11,8 @@
   X(embed, EmbedOp)                          \
   X(qkv_projection, QkvProjectionOp)         \
   X(causal_attention, CausalAttentionOp)     \
+  X(attention_chunk, AttentionChunkOp)       \
+  X(attention_merge, AttentionMergeOp)       \
   X(matmul_residual, MatmulResidualOp)       \
   X(gate_up_swiglu, GateUpSwigluOp)          \
   X(lm_head, LmHeadOp)                       \

@@ -39,21 +39,27 @@ TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t contex
   const TileRange tile{task.tile_begin, task.tile_end};
   TileFootprint fp;
   uint32_t head_dim = 0;
+  uint64_t positions_read = context;  // KV-cache positions a read of one KV head covers
   visit_op(task.op, [&](auto op) {
     using Op = decltype(op);
     const auto& p = params.as<typename Op::Params>();
     Op::footprint(p, tile, fp);
     if constexpr (requires { p.head_dim; }) head_dim = p.head_dim;
+    if constexpr (requires { Op::positions_read(p, tile, context); }) positions_read = Op::positions_read(p, tile, context);
   });
   const uint32_t tokens = program.tokens;
-  // Writes to a KV cache append the step's tokens (positions); reads of it cover the context.
-  work.activation_bytes = region_bytes(program, fp.reads, tokens, context, head_dim) +
+  // Writes to a KV cache append the step's tokens (positions); reads of it cover the context (a split-KV
+  // chunk: its share of it).
+  work.activation_bytes = region_bytes(program, fp.reads, tokens, uint32_t(positions_read), head_dim) +
                           region_bytes(program, fp.writes, tokens, tokens, head_dim);
   // A matrix tile does a multiply-add per weight element and token (the LM head projects one token).
   const double matrix_tokens = task.op == OpCode::lm_head ? 1.0 : double(tokens);
   work.flops = 2.0 * weight_elements * matrix_tokens;
   if (task.op == OpCode::causal_attention)  // q.k and p.v over the visible positions, per head and token
     work.flops += 4.0 * double(tile.end - tile.begin) * double(head_dim) * double(context) * double(tokens);
+  if (task.op == OpCode::attention_chunk)  // the same over the chunks' positions, for the group's heads
+    work.flops += 4.0 * double(AttentionChunkOp::group(params.as<AttentionChunkParams>())) * double(head_dim) *
+                  double(positions_read) * double(tokens);
   if (task.op == OpCode::allreduce_residual) {  // every peer's partial sums of the tile's columns
     const uint32_t ranks = params.as<AllreduceResidualParams>().ranks;
     work.link_bytes = double(ranks > 1 ? ranks - 1 : 0) * double(tile.end - tile.begin) * double(tokens) * 4.0;

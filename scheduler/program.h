@@ -53,6 +53,9 @@ struct SlotDesc {
   // row_begin + rows) and columns [col_begin, col_begin + cols). full_rows == 0: the whole tensor.
   uint64_t full_rows = 0, full_cols = 0;
   uint64_t row_begin = 0, col_begin = 0;
+  // Head granularity: the columns one head owns in this slot, when it is not the model's head_dim (the
+  // split-KV records: a KV head's chunk); 0: the compile's head width.
+  uint32_t head_cols = 0;
   bool sliced() const { return full_rows != 0; }
 };
 

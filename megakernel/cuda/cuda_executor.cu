@@ -74,11 +74,12 @@ uint32_t workspace_floats_of(const Program& program, const DeviceProgramView& vi
     for (uint32_t r = 0; r < s.range_count; ++r) rows += s.ranges[r].rows;
     floats = std::max<uint64_t>(floats, pass_tokens * (s.row_bytes / 2 + rows) + 64);
   }
-  for (const NodeDesc& node : program.nodes)
-    if (node.params.op == OpCode::causal_attention) {
-      const auto& p = node.params.as<CausalAttentionParams>();
-      floats = std::max<uint64_t>(floats, uint64_t(kDeviceConsumerWarps) * (p.head_dim + 2));
-    }
+  for (const NodeDesc& node : program.nodes) {  // attention tiles: [warps][head_dim + 2] states
+    if (node.params.op == OpCode::causal_attention)
+      floats = std::max<uint64_t>(floats, uint64_t(kDeviceConsumerWarps) * (node.params.as<CausalAttentionParams>().head_dim + 2));
+    if (node.params.op == OpCode::attention_chunk)
+      floats = std::max<uint64_t>(floats, uint64_t(kDeviceConsumerWarps) * (node.params.as<AttentionChunkParams>().head_dim + 2));
+  }
   return uint32_t((floats + 31) / 32 * 32);
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 // Every device op, and the dispatch: a switch generated from TILEFIRE_OP_LIST (ops/op_list.h), so the
 // op list stays the single source. An op without a DeviceTile specialisation fails to compile here.
+#include "ops/cuda/attention_chunk.cuh"
+#include "ops/cuda/attention_merge.cuh"
 #include "ops/cuda/causal_attention.cuh"
 #include "ops/cuda/collectives.cuh"
 #include "ops/cuda/embed.cuh"

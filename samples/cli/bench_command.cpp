@@ -31,7 +31,7 @@ struct ModeTiming {
 
 int bench_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help"}, valued{"--model", "--preset", "--dtype", "--seed", "--threads",
-      "--steps", "--rounds", "--prompt-len", "--policy", "--granularity", "--bandwidth-mb", "--compile-preset", "--tp", "--sweep",
+      "--steps", "--rounds", "--prompt-len", "--policy", "--granularity", "--kv-splits", "--bandwidth-mb", "--compile-preset", "--tp", "--sweep",
       "--sweep-out"};
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
@@ -40,7 +40,8 @@ int bench_command(int argc, char** argv) {
   if (args.has("--help")) {
     std::printf(
         "usage: tilefire bench [--model DIR | --preset NAME [--dtype bf16]] [--threads N] [--steps N] [--rounds R]\n"
-        "                      [--prompt-len P] [--policy NAME] [--granularity tile|head|op] [--bandwidth-mb MB] [--json]\n"
+        "                      [--prompt-len P] [--policy NAME] [--granularity tile|head|op] [--kv-splits N]\n"
+        "                      [--bandwidth-mb MB] [--json]\n"
         "                      [--compile-preset NAME]  (also time compiling that preset's decode program)\n"
         "                      [--tp N]  (cpu: N tensor-parallel ranks as thread groups)\n"
         "                      [--sweep policy,granularity,threads [--sweep-out PREFIX]]  (cpu: a grid of cells,\n"
@@ -60,6 +61,7 @@ int bench_command(int argc, char** argv) {
   const std::string policy = args.text_or("--policy", "balanced");
   options.policy = policy;
   options.granularity = parse_granularity(args.text_or("--granularity", "tile"));
+  options.kv_splits = uint32_t(args.unsigned_or("--kv-splits", 0, 1, 256));
   apply_backend_flags(args, options);
   if (options.backend == Backend::cuda && args.has("--resident"))
     throw InputError("tilefire bench: --resident is measured anyway on --backend cuda (the 'resident' row)");

@@ -21,6 +21,7 @@ const char* kInspectHelp = R"(usage: tilefire inspect (--model DIR | --preset NA
   --dtype f32|bf16|f16   weight dtype of a preset (default bf16)
   --tp N, --rank R       tensor parallelism: inspect rank R's program of N
   --granularity tile|head|op  events per producer tile (default), head-wide band, or op
+  --kv-splits N          split-KV attention: each KV head's positions in N tiles (1: none; default automatic)
   --policy NAME          placement policy (default balanced)
   --device NAME          device model for the modelled time: h100, h200 (default), b200
   --workers N            workers the program is placed for (default: the device's SMs)
@@ -34,7 +35,7 @@ const char* kInspectHelp = R"(usage: tilefire inspect (--model DIR | --preset NA
 
 int inspect_command(int argc, char** argv) {
   Args args("inspect", {"--json", "--help"},
-            {"--model", "--preset", "--dtype", "--tp", "--rank", "--granularity", "--policy", "--device", "--workers",
+            {"--model", "--preset", "--dtype", "--tp", "--rank", "--granularity", "--kv-splits", "--policy", "--device", "--workers",
              "--tokens", "--context", "--dot", "--dot-layer"});
   args.parse(argc, argv, 2);
   if (args.has("--help")) {
@@ -49,6 +50,7 @@ int inspect_command(int argc, char** argv) {
   o.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 1024));
   o.rank = uint32_t(args.unsigned_or("--rank", 0, 0, 1023));
   o.granularity = args.text_or("--granularity", "tile");
+  o.kv_splits = uint32_t(args.unsigned_or("--kv-splits", 0, 1, 256));
   o.policy = args.text_or("--policy", "");
   o.device = args.text_or("--device", "h200");
   o.workers = uint32_t(args.unsigned_or("--workers", 0, 1, 4096));

@@ -34,6 +34,8 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
                          critical-path, locality, dynamic (one ready queue)
   --granularity G        events per producer tile (tile, default), per head-wide band (head), or per op
   --max-context N        KV-cache positions (default min(model, 4096))
+  --kv-splits N          split-KV attention at decode: each KV head's positions in N tiles, then a merge
+                         per head (1: no split; default: split when the heads alone leave workers idle)
   --logprobs K           the K most probable next tokens at every generated position
   --json                 print one JSON object
   --trace FILE           write a Chrome/Perfetto trace of one decode step
@@ -50,7 +52,7 @@ Schedule parse_schedule(const std::string& s) {
 int run_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help"}, valued{"--model", "--prompt", "--prompt-tokens",
       "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--threads", "--schedule", "--policy",
-      "--granularity", "--max-context", "--logprobs", "--trace", "--tp", "--tp-timeout-ms"};
+      "--granularity", "--kv-splits", "--max-context", "--logprobs", "--trace", "--tp", "--tp-timeout-ms"};
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("run", switches, valued);
@@ -70,6 +72,7 @@ int run_command(int argc, char** argv) {
   options.policy = args.text_or("--policy", "");
   options.granularity = parse_granularity(args.text_or("--granularity", "tile"));
   options.max_context = uint32_t(args.unsigned_or("--max-context", 0, 1, 1u << 24));
+  options.kv_splits = uint32_t(args.unsigned_or("--kv-splits", 0, 1, 256));
   options.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 256));
   options.tp_timeout_ms = uint32_t(args.unsigned_or("--tp-timeout-ms", 10000, 1, 3600 * 1000));
   apply_backend_flags(args, options);

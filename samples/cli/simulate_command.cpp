@@ -25,6 +25,7 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
   --threads N      the cpu device's workers (default: every core)
   --policy NAME    placement policy (default balanced)
   --granularity G  events per producer tile (tile, default), head-wide band (head), or op
+  --kv-splits N    split-KV attention: each KV head's positions in N tiles (1: none; default automatic)
   --tp N, --rank R tensor parallelism: simulate rank R's program of N
   --batch B        sequences per step (only 1: the engine has no batching yet)
   --context T      positions in the KV cache (default 512)
@@ -36,7 +37,7 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
 
 int simulate_command(int argc, char** argv) {
   Args args("simulate", {"--json", "--help"},
-            {"--model", "--preset", "--dtype", "--device", "--threads", "--policy", "--granularity", "--tp", "--rank", "--batch", "--context",
+            {"--model", "--preset", "--dtype", "--device", "--threads", "--policy", "--granularity", "--kv-splits", "--tp", "--rank", "--batch", "--context",
              "--trace"});
   args.parse(argc, argv, 2);
   if (args.has("--help")) {
@@ -52,6 +53,7 @@ int simulate_command(int argc, char** argv) {
   o.threads = uint32_t(args.unsigned_or("--threads", 0, 1, 256));
   o.policy = args.text_or("--policy", "");
   o.granularity = args.text_or("--granularity", "tile");
+  o.kv_splits = uint32_t(args.unsigned_or("--kv-splits", 0, 1, 256));
   o.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 1024));
   o.rank = uint32_t(args.unsigned_or("--rank", 0, 0, 1023));
   o.batch = uint32_t(args.unsigned_or("--batch", 1, 1, 4096));

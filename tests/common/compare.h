@@ -1,6 +1,7 @@
 #pragma once
-// NaN-aware comparisons for tests: a value mismatches unless |a - b| <= atol + rtol * |b| (so a NaN on
-// either side always mismatches). Reports the count and the first mismatches.
+// NaN-aware comparisons for tests: a value mismatches unless it equals the expected one (infinities of
+// the same sign) or |a - b| <= atol + rtol * |b|, so a NaN on either side always mismatches. Reports the
+// count and the first mismatches.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,7 +25,7 @@ Mismatches compare_close(const A* actual, const B* expected, size_t n, double at
   std::ostringstream out;
   for (size_t i = 0; i < n; ++i) {
     const double a = double(actual[i]), b = double(expected[i]);
-    if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
+    if (!(a == b || std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
       if (m.count < show) out << "  [" << i << "] got " << a << " expected " << b << "\n";
       ++m.count;
     }

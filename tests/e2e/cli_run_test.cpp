@@ -295,11 +295,19 @@ TEST(CliInspect, ShapeCriticalPathAndDot) {
   // small has 8 layers; a token's path crosses at least qkv, attention, O, gate/up and down in each
   EXPECT_GE(j["critical_path_tasks"].get<uint32_t>(), 8u * 5);
   EXPECT_GT(j["critical_path_ns"].get<double>(), 0.0);
-  EXPECT_EQ(j["critical_path_ops"]["causal_attention"], 8);
+  // 132 workers against small's KV heads: decode attention is split over the KV positions, then merged
+  EXPECT_EQ(j["critical_path_ops"]["attention_chunk"], 8);
+  EXPECT_EQ(j["critical_path_ops"]["attention_merge"], 8);
   const std::string graph = read_file_text(dot);
   EXPECT_EQ(graph.rfind("digraph layer_1 {", 0), 0u) << graph.substr(0, 80);
-  EXPECT_NE(graph.find("causal_attention"), std::string::npos);
+  EXPECT_NE(graph.find("attention_merge"), std::string::npos);
   EXPECT_NE(graph.find(" -> "), std::string::npos);
+  // --kv-splits 1: one attention tile per head group, no merge
+  RunResult unsplit = run_cli({"inspect", "--preset", "small", "--device", "h100", "--json", "--kv-splits", "1"});
+  ASSERT_EQ(unsplit.status, 0) << describe(unsplit);
+  const nlohmann::json u = nlohmann::json::parse(unsplit.out);
+  EXPECT_EQ(u["critical_path_ops"]["causal_attention"], 8);
+  EXPECT_FALSE(u["critical_path_ops"].contains("attention_merge"));
 }
 
 // tilefire simulate: the report's keys, a device description from a file, the trace in the run's format,

@@ -23,6 +23,25 @@ void expect_logits_match(const std::vector<float>& actual, const std::vector<dou
 
 int32_t argmax(const std::vector<double>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
 
+// From `prompt`: the prefill's logits, the first `checked_steps` decode steps' logits, and 32 greedy
+// tokens (the engine fed the reference's choices, so one early slip does not hide the rest).
+void expect_greedy_trajectory_matches(Engine& engine, ReferenceModel& reference, const std::vector<int32_t>& prompt,
+                                      int checked_steps) {
+  std::vector<double> expected = reference.forward(prompt);
+  expect_logits_match(engine.prefill(prompt), expected, "prefill");
+  std::vector<int32_t> tokens, expected_tokens;
+  for (int i = 0; i < 32; ++i) {
+    expected_tokens.push_back(argmax(expected));
+    const std::vector<float> logits = engine.decode(expected_tokens.back());
+    expected = reference.forward({expected_tokens.back()});
+    if (i < checked_steps) expect_logits_match(logits, expected, "decode step " + std::to_string(i));
+    tokens.push_back(int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+  }
+  expected_tokens.erase(expected_tokens.begin());
+  expected_tokens.push_back(argmax(expected));
+  EXPECT_EQ(tokens, expected_tokens);
+}
+
 // A variant's checkpoint written to a fresh folder, the engine on it (2 workers) and the reference on it.
 class ReferenceTest : public ::testing::TestWithParam<Variant> {
  protected:
@@ -79,6 +98,25 @@ INSTANTIATE_TEST_SUITE_P(Architectures, ReferenceTest,
                                            Variant::tied, Variant::mistral),
                          [](const auto& info) { return std::string(variant_name(info.param)); });
 
+// Split-KV attention at decode (each KV head's positions in chunk tiles, then a merge per head; what a GPU
+// runs by default) against the reference: logits at every decode step and 32 greedy tokens, with chunk
+// counts that leave chunks empty early on (7 chunks, a 5-token prompt).
+TEST(SplitKvReference, DecodeLogitsAndGreedyTokensMatch) {
+  TempDir dir("split-kv");
+  write_test_model(variant_spec(Variant::llama), dir.path());
+  LoadedModel loaded = load_hf_model(dir.path());
+  for (uint32_t kv_splits : {3u, 7u}) {
+    SCOPED_TRACE(std::to_string(kv_splits) + " KV splits");
+    EngineOptions options;
+    options.model_dir = dir.path().string();
+    options.threads = 2;
+    options.kv_splits = kv_splits;
+    Engine engine(options);
+    ReferenceModel reference(loaded.spec, loaded.weights);
+    expect_greedy_trajectory_matches(engine, reference, {3, 1, 4, 1, 5}, 8);
+  }
+}
+
 // The whole `tiny` preset (4 layers) in each weight dtype: the reference reads the same stored weights,
 // widened to double, so the tolerance stays 1e-4 whatever the dtype.
 class PresetReferenceTest : public ::testing::TestWithParam<DType> {};
@@ -95,20 +133,7 @@ TEST_P(PresetReferenceTest, TinyLogitsAndGreedyTokensMatch) {
   LoadedModel loaded = load_hf_model(dir.path());
   ReferenceModel reference(loaded.spec, loaded.weights);
 
-  const std::vector<int32_t> prompt = {72, 101, 108, 108, 111};
-  std::vector<double> expected = reference.forward(prompt);
-  expect_logits_match(engine.prefill(prompt), expected, "prefill");
-  std::vector<int32_t> tokens, expected_tokens;
-  for (int i = 0; i < 32; ++i) {
-    expected_tokens.push_back(argmax(expected));
-    std::vector<float> logits = engine.decode(expected_tokens.back());
-    expected = reference.forward({expected_tokens.back()});
-    if (i < 4) expect_logits_match(logits, expected, "decode step " + std::to_string(i));
-    tokens.push_back(int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()));
-  }
-  expected_tokens.erase(expected_tokens.begin());
-  expected_tokens.push_back(argmax(expected));
-  EXPECT_EQ(tokens, expected_tokens);
+  expect_greedy_trajectory_matches(engine, reference, {72, 101, 108, 108, 111}, 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, PresetReferenceTest, ::testing::Values(DType::f32, DType::bf16, DType::f16),

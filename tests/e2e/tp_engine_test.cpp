@@ -88,6 +88,18 @@ TEST(TensorParallelEngine, HeadAndOpGranularityGiveTheSameLogits) {
   }
 }
 
+// Split-KV attention on each rank's heads: the same trajectory as one unsplit rank, within tolerance.
+TEST(TensorParallelEngine, SplitKvAttentionMatchesOneRank) {
+  Engine single(preset_options("tiny", 1));
+  const Trajectory reference = run_trajectory(single, 9, 4);
+  EngineOptions o = preset_options("tiny", 2);
+  o.kv_splits = 3;
+  Engine engine(o);
+  const Trajectory t = run_trajectory(engine, 9, 4);
+  for (size_t s = 0; s < reference.logits.size(); ++s)
+    EXPECT_LT(relative_l2_error(t.logits[s], reference.logits[s]), 1e-5) << "step " << s;
+}
+
 TEST(TensorParallelEngine, RefusedDegreesAndBackends) {
   EXPECT_THROW(Engine(preset_options("tiny", 3)), InputError);  // 8 query heads over 3 ranks
   EngineOptions cuda = preset_options("tiny", 2);

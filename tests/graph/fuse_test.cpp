@@ -47,6 +47,37 @@ TEST(Fuse, LlamaStepBecomesFiveOpsPerLayer) {
   }
 }
 
+// Split-KV attention: by default a decode step splits when the per-head tiles leave workers idle (a GPU's
+// SMs), into chunks that fill the workers; --kv-splits forces a count or (1) none; a prefill never splits.
+TEST(Fuse, DecodeAttentionSplitsOverKvPositionsWhenWorkersOutnumberHeads) {
+  const ModelSpec spec = preset_spec("llama-3.2-1b");  // 32 query heads, 8 KV heads
+  auto attention_ops = [&](uint32_t workers, uint32_t tokens, uint32_t kv_splits) {
+    CompileOptions o;
+    o.workers = workers;
+    o.tokens = tokens;
+    o.max_context = 4096;
+    o.kv_splits = kv_splits;
+    const OpGraph fused = fuse_primitive_graph(build_primitive_graph(spec, o), o);
+    std::vector<OpParams> ops;
+    for (const OpNode& node : fused.nodes)
+      if (node.params.layer == 0 && (node.params.op == OpCode::causal_attention || node.params.op == OpCode::attention_chunk ||
+                                     node.params.op == OpCode::attention_merge))
+        ops.push_back(node.params);
+    return ops;
+  };
+  std::vector<OpParams> gpu = attention_ops(132, 1, 0);
+  ASSERT_EQ(gpu.size(), 2u);
+  ASSERT_EQ(gpu[0].op, OpCode::attention_chunk);
+  EXPECT_EQ(gpu[0].as<AttentionChunkParams>().chunks, 17u);  // ceil(132 workers / 8 KV heads)
+  ASSERT_EQ(gpu[1].op, OpCode::attention_merge);
+  EXPECT_EQ(gpu[1].as<AttentionMergeParams>().chunks, 17u);
+  EXPECT_EQ(attention_ops(16, 1, 0).at(0).op, OpCode::causal_attention);  // 32 head tiles for 16 workers
+  EXPECT_EQ(attention_ops(2, 1, 5).at(0).as<AttentionChunkParams>().chunks, 5u);
+  EXPECT_EQ(attention_ops(132, 1, 1).at(0).op, OpCode::causal_attention);
+  EXPECT_EQ(attention_ops(132, 7, 0).at(0).op, OpCode::causal_attention);  // prefill
+  EXPECT_EQ(attention_ops(132, 7, 5).at(0).op, OpCode::causal_attention);
+}
+
 TEST(Fuse, QkvAbsorbsBiasesHeadNormsRopeAndCacheAppend) {
   ModelSpec qwen2 = preset_spec("tiny");
   qwen2.qkv_bias = true;

@@ -288,5 +288,47 @@ TEST(CudaOps, CausalAttentionMatchesCpu) {
     }
 }
 
+// Split-KV attention's chunk tiles: records (unnormalised sums, max, sum) of every (KV head, chunk), with
+// contexts that leave chunks empty (max -inf on both sides), GQA groups of 3, head_dim 48 and 128.
+TEST(CudaOps, AttentionChunkMatchesCpu) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  for (uint32_t head_dim : {48u, 128u})
+    for (uint32_t position0 : {0u, 5u, 700u}) {
+      SingleOpCase c;
+      AttentionChunkParams p;
+      p.heads = 6;
+      p.kv_heads = 2;
+      p.head_dim = head_dim;
+      p.max_context = 1024;
+      p.chunks = 5;
+      p.scale = 1.0f / std::sqrt(float(head_dim));
+      const uint32_t tokens = 3;
+      p.q = c.add_f32("q", SlotKind::activation, tokens, p.heads * head_dim, 0, 1);
+      p.k_cache = c.add_f32("k", SlotKind::kv_cache, p.kv_heads * p.max_context, head_dim, 0, 1);
+      p.v_cache = c.add_f32("v", SlotKind::kv_cache, p.kv_heads * p.max_context, head_dim, 0, 1);
+      p.partial = c.add_f32("partial", SlotKind::activation, tokens,
+                            uint64_t(AttentionChunkOp::tile_units(p)) * AttentionChunkOp::unit_floats(p), 0, 0, true);
+      SCOPED_TRACE("head_dim " + std::to_string(head_dim) + ", position0 " + std::to_string(position0));
+      c.expect_device_matches_cpu(OpParams::make(OpCode::attention_chunk, 0, p), AttentionChunkOp::tile_units(p), 2,
+                                  AttentionChunkOp::tile_breaks(p), random_tokens(c.rng(), tokens, 10), position0, 1e-5, 1e-4);
+    }
+}
+
+// Split-KV attention's merge tiles over random records (positive sums, maxes near each other).
+TEST(CudaOps, AttentionMergeMatchesCpu) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  for (uint32_t head_dim : {48u, 128u}) {
+    SingleOpCase c;
+    const AttentionMergeParams shape{0, 0, 6, 2, head_dim, 7};
+    AttentionMergeParams p = shape;
+    const uint32_t tokens = 2;
+    p.partial = c.add_f32("partial", SlotKind::activation, tokens, p.kv_heads * AttentionMergeOp::kv_head_floats(p), 2, 0.5f);
+    p.out = c.add_f32("out", SlotKind::activation, tokens, p.heads * head_dim, 0, 0, true);
+    SCOPED_TRACE("head_dim " + std::to_string(head_dim));
+    c.expect_device_matches_cpu(OpParams::make(OpCode::attention_merge, 0, p), p.heads, 2, AttentionMergeOp::tile_breaks(p),
+                                random_tokens(c.rng(), tokens, 10), 9, 1e-5, 1e-4);
+  }
+}
+
 }  // namespace
 }  // namespace tilefire::testing

@@ -48,6 +48,27 @@ TEST(ScheduleStress, LogitsBitwiseIdenticalAcrossWorkersQueuesSchedulesAndDelays
         }
 }
 
+// Split-KV attention merges its chunks in a fixed order: bitwise the same logits whatever the workers,
+// the placement, the schedule and random delays.
+TEST(ScheduleStress, SplitKvAttentionIsBitwiseStable) {
+  EngineOptions base;
+  base.threads = 1;
+  base.kv_splits = 4;
+  const auto expected = run_steps(base);
+  for (uint32_t workers : {2u, 3u})
+    for (const char* policy : {"balanced", "dynamic"})
+      for (Schedule schedule : {Schedule::dataflow, Schedule::bsp}) {
+        EngineOptions options = base;
+        options.threads = workers;
+        options.policy = policy;
+        options.schedule = schedule;
+        options.stress_delay_us = 30;
+        options.stress_seed = workers;
+        EXPECT_TRUE(bitwise_equal(run_steps(options), expected))
+            << workers << " workers, " << policy << ", " << (schedule == Schedule::bsp ? "bsp" : "dataflow");
+      }
+}
+
 TEST(ScheduleStress, HeadAndOpGranularityGiveTheSameLogits) {
   EngineOptions base;
   base.threads = 2;

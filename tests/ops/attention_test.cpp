@@ -101,5 +101,48 @@ TEST(Attention, NoPositionsGivesZeros) {
   }
 }
 
+// Records of split positions merge to the attention over all of them: [0, n) cut at arbitrary points
+// (empty pieces included), each piece's record from attention_head_partial, against the reference.
+TEST(Attention, MergedRecordsOfSplitPositionsMatchReference) {
+  std::mt19937 rng(5);
+  const uint32_t hd = 64, n = 200, record = attention_record_floats(hd);
+  for (float magnitude : {1.0f, 4.0f}) {
+    const Cache c = random_cache(n, hd, magnitude, rng);
+    const float scale = 1.0f / std::sqrt(float(hd));
+    std::vector<float> want(hd);
+    attention_head_reference(c.q.data(), c.k.data(), c.v.data(), n, hd, scale, want.data());
+    for (const std::vector<uint32_t>& cuts : {std::vector<uint32_t>{0, 200}, {0, 1, 200}, {0, 50, 50, 120, 200},
+                                              {0, 7, 33, 64, 65, 199, 200, 200}}) {
+      std::vector<float> records((cuts.size() - 1) * record);  // [pieces][hd + 2]
+      for (size_t i = 0; i + 1 < cuts.size(); ++i)
+        attention_head_partial(c.q.data(), c.k.data(), c.v.data(), cuts[i], cuts[i + 1], hd, scale, records.data() + i * record);
+      std::vector<float> got(hd);
+      merge_attention_records(records.data(), uint32_t(cuts.size() - 1), record, hd, got.data());
+      const std::string what = std::to_string(cuts.size() - 1) + " pieces, magnitude " + std::to_string(magnitude);
+      EXPECT_EQ(count_mismatches(got, want, kAtol, kRtol, what), 0u) << what;
+    }
+  }
+}
+
+// A record by hand: two pieces whose maxes differ by ln 3, so the second weighs 3x per unit of sum.
+TEST(Attention, MergeRescalesToTheCommonMaxAndSkipsEmptyRecords) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float log3 = std::log(3.0f);
+  // [acc0, acc1, max, sum]: piece A (max 0, sum 1, acc (1, 0)); an empty piece; piece B (max ln 3, sum 1, acc (0, 1)).
+  const std::vector<float> records = {1.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f, -inf, 0.0f, 0.0f, 1.0f, log3, 1.0f};
+  std::vector<float> out(2);
+  merge_attention_records(records.data(), 3, 4, 2, out.data());
+  // Rescaled to max ln 3: A weighs 1/3, B weighs 1; total = 1/3 + 1; out = (1/3, 1) / (4/3) = (0.25, 0.75).
+  EXPECT_NEAR(out[0], 0.25f, 1e-6f);
+  EXPECT_NEAR(out[1], 0.75f, 1e-6f);
+  const std::vector<float> empty = {0.0f, 0.0f, -inf, 0.0f, 0.0f, 0.0f, -inf, 0.0f};
+  merge_attention_records(empty.data(), 2, 4, 2, out.data());
+  EXPECT_EQ(out, (std::vector<float>{0.0f, 0.0f}));
+  std::vector<float> poisoned = records;
+  poisoned[11] = std::numeric_limits<float>::quiet_NaN();  // B's sum
+  merge_attention_records(poisoned.data(), 3, 4, 2, out.data());
+  EXPECT_TRUE(std::isnan(out[0]) && std::isnan(out[1]));
+}
+
 }  // namespace
 }  // namespace tilefire

@@ -193,16 +193,19 @@ TEST(Compile, EveryReadAfterWriteIsOrderedByEvents) {
   for (const ModelSpec& spec : {preset_spec("tiny"), qwen3, preset_spec("small")})
     for (EventGranularity granularity : {EventGranularity::tile, EventGranularity::head, EventGranularity::op})
       for (uint32_t workers : {1u, 3u})
-        for (uint32_t tokens : {1u, 5u}) {
-          CompileOptions options;
-          options.workers = workers;
-          options.tokens = tokens;
-          options.max_context = 32;
-          options.granularity = granularity;
-          expect_every_hazard_ordered(compile_model(spec, options), spec.arch_name + " " + std::to_string(spec.hidden) +
-                                                                        ", " + std::to_string(workers) + " workers");
-          if (::testing::Test::HasFailure()) return;
-        }
+        for (uint32_t tokens : {1u, 5u})
+          for (uint32_t kv_splits : {1u, 3u}) {  // 3: split-KV attention at decode (chunk tiles, then merges)
+            CompileOptions options;
+            options.workers = workers;
+            options.tokens = tokens;
+            options.max_context = 32;
+            options.granularity = granularity;
+            options.kv_splits = kv_splits;
+            expect_every_hazard_ordered(compile_model(spec, options), spec.arch_name + " " + std::to_string(spec.hidden) +
+                                                                          ", " + std::to_string(workers) + " workers, " +
+                                                                          std::to_string(kv_splits) + " KV splits");
+            if (::testing::Test::HasFailure()) return;
+          }
 }
 
 // Dependencies come from regions: at tile granularity, an attention tile waits on exactly the QKV tiles

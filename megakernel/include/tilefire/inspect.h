@@ -16,6 +16,7 @@ struct InspectOptions {
   std::string dtype = "bf16";
   uint32_t tp = 1, rank = 0;  // tensor parallelism: inspect this rank's program
   std::string granularity = "tile";  // tile, head or op (events per producer tile, head-wide band, or op)
+  uint32_t kv_splits = 0;            // split-KV attention at decode: chunks per KV head (0: automatic, 1: none)
   std::string policy;        // placement policy (default balanced)
   std::string device = "h200";  // device model for the modelled time: h100, h200, b200
   uint32_t workers = 0;      // 0: the device's SMs

@@ -14,6 +14,7 @@ struct SimulateOptions {
   std::string device = "h200";     // h100, h200, b200, cpu (measured on this machine), or a JSON file
   std::string policy;              // placement policy (default balanced)
   std::string granularity = "tile";  // events per producer tile, head-wide band, or op
+  uint32_t kv_splits = 0;            // split-KV attention: chunks per KV head (0: automatic, 1: none)
   uint32_t tp = 1, rank = 0;
   uint32_t batch = 1;              // sequences per step (only 1: the engine has no batching yet)
   uint32_t context = 512;          // positions in the KV cache
