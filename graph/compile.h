@@ -17,10 +17,10 @@ struct CompileOptions {
   uint32_t max_context = 0;  // KV cache positions per sequence; 0: the model's max_context
   std::string policy = "balanced";  // a placement policy (scheduler/policy.h): --policy
   EventGranularity granularity = EventGranularity::tile;
-  uint32_t head_width = 0;
+  uint32_t head_width = 0;  // head granularity: columns per band (compile_model sets the model's head_dim)
   // Split-KV attention at decode (ops/attention_chunk.h): chunks per KV head; 0: the fuse pass decides
   // (it splits when there are fewer attention tiles than workers); 1: never split.
-  uint32_t kv_splits = 0;  // head granularity: columns per band (compile_model sets the model's head_dim)
+  uint32_t kv_splits = 0;
   uint32_t tiles_per_worker = 4;  // target tiles of each op per worker (more: more overlap, more sync)
   uint32_t max_tile_rows = 512;   // widest matmul tile, in weight rows
   uint32_t tp = 1;    // tensor-parallel ranks (graph/shard.cpp makes rank `rank`'s program)

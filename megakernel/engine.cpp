@@ -32,7 +32,9 @@ CompileOptions Engine::Impl::compile_options(uint32_t tokens) const {
   o.max_context = max_context;
   o.policy = options.policy.empty() ? std::string(kDefaultPolicy) : options.policy;
   o.granularity = event_granularity(options.granularity);
-  o.kv_splits = options.kv_splits;
+  // The cpu backend splits only when asked: its logits stay bitwise the same across thread counts (the
+  // automatic chunk count follows the workers, and the merge's sums follow the chunks).
+  o.kv_splits = options.kv_splits != 0 ? options.kv_splits : options.backend == Backend::cpu ? 1 : 0;
   o.tp = tp;
   o.rank = rank;
   return o;
@@ -252,18 +254,17 @@ StepInputs Engine::Impl::prepare_step(BoundProgram& bound, const std::vector<int
   return StepInputs{tokens.data(), uint32_t(tokens.size()), position};
 }
 
-CudaStepResult Engine::Impl::run_cuda(BoundProgram& bound, const std::vector<int32_t>& tokens) {
+CudaStepResult Engine::Impl::run_cuda(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace) {
   const StepInputs inputs = prepare_step(bound, tokens);
-  const CudaStepResult result =
-      cuda->run_step(*bound.cuda_program, inputs, schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow);
+  const CudaStepResult result = cuda->run_step(*bound.cuda_program, inputs,
+                                               schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow, trace);
   position += uint32_t(tokens.size());
   return result;
 }
 
 const float* Engine::Impl::run(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace) {
   if (cuda) {
-    if (trace) throw InputError("--trace: the cuda backend records no per-task timeline yet (use --backend cpu)");
-    run_cuda(bound, tokens);
+    run_cuda(bound, tokens, trace);
     host_logits.resize(info.vocab);
     cuda->download(host_logits.data(), bound.logits, info.vocab * sizeof(float));
     return host_logits.data();

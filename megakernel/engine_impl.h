@@ -118,7 +118,7 @@ struct Engine::Impl {
   const float* run(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace);
   // Checks the tokens and points the program at the current arena; the step's inputs.
   StepInputs prepare_step(BoundProgram& bound, const std::vector<int32_t>& tokens);
-  CudaStepResult run_cuda(BoundProgram& bound, const std::vector<int32_t>& tokens);
+  CudaStepResult run_cuda(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace = nullptr);
   // A step whose result is only the greedy token (on cuda: reduced on the device, no logits copied).
   int32_t run_greedy(BoundProgram& bound, const std::vector<int32_t>& tokens);
   // The whole prompt, chunk by chunk; returns the last token's logits. Adds compile time to *compile_ms.

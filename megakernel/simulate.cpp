@@ -21,35 +21,6 @@ namespace tilefire {
 
 namespace {
 
-// Noop tasks: `tasks` of them, each waiting on the previous task's event when `chain`.
-Program noop_program(uint32_t tasks, bool chain, uint32_t workers) {
-  Program p;
-  p.nodes.push_back({OpParams::make(OpCode::noop, 0, NoopParams{tasks}), 0, tasks, kNoSlot});
-  for (uint32_t t = 0; t < tasks; ++t) {
-    TaskDesc task;
-    task.op = OpCode::noop;
-    task.tile_begin = t;
-    task.tile_end = t + 1;
-    task.tile_index = t;
-    if (chain) {
-      p.events.push_back({1});
-      task.signal_begin = uint32_t(p.signals.size());
-      task.signal_count = 1;
-      p.signals.push_back(t);
-      if (t > 0) {
-        task.wait_begin = uint32_t(p.waits.size());
-        task.wait_count = 1;
-        p.waits.push_back(t - 1);
-      }
-    }
-    p.tasks.push_back(task);
-  }
-  p.queues.resize(workers);
-  for (uint32_t t = 0; t < tasks; ++t) p.queues[t % workers].push_back(t);  // a chain alternates workers
-  p.workers = workers;
-  return p;
-}
-
 // Nanoseconds per step of `program` on `executor`, best of several.
 double step_ns(CpuExecutor& executor, const Program& program) {
   ProgramInstance instance(program, {});
@@ -175,7 +146,8 @@ SimulateReport simulate_model(const SimulateOptions& options) {
     throw InputError("--context " + std::to_string(options.context) + " exceeds the model's " + std::to_string(spec.max_context));
   compile.policy = options.policy.empty() ? std::string(kDefaultPolicy) : options.policy;
   compile.granularity = event_granularity(parse_granularity(options.granularity));
-  compile.kv_splits = options.kv_splits;
+  // As the engine: the cpu backend splits only when asked.
+  compile.kv_splits = options.kv_splits != 0 ? options.kv_splits : options.device == "cpu" ? 1 : 0;
   compile.tp = options.tp;
   compile.rank = options.rank;
   const Program program = compile_model(spec, compile);

@@ -9,6 +9,9 @@
 // attention_merge (ops/attention_merge.h) then combines a head's chunks. Splitting the positions gives a
 // decode step's attention enough tiles for every worker (a GPU's 132 SMs against 8 KV heads) at long
 // contexts, where one tile per head would stream the whole cache alone.
+#include <stdexcept>
+#include <string>
+
 #include "ops/attention.h"
 #include "ops/tile.h"
 
@@ -56,6 +59,9 @@ struct AttentionChunkOp {
   static size_t scratch_floats(const Params&, uint32_t) { return 0; }
   static void footprint(const Params& p, TileRange tile, TileFootprint& fp) {
     const uint32_t kv = tile.begin / p.chunks;
+    if ((tile.end - 1) / p.chunks != kv)  // run_tile reads one KV head: tile_breaks keeps tiles inside one
+      throw std::runtime_error("attention_chunk: tile [" + std::to_string(tile.begin) + ", " + std::to_string(tile.end) +
+                               ") crosses a KV head");
     const uint32_t q_columns = group(p) * p.head_dim;
     fp.reads.push_back({p.q, kv * q_columns, (kv + 1) * q_columns});
     fp.reads.push_back({p.k_cache, kv, kv + 1});

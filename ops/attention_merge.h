@@ -3,6 +3,9 @@
 // tile (query heads of one GQA group), combines the chunks' records that attention_chunk wrote
 // (ops/attention_chunk.h) into out[m, h] = the softmax-weighted V over all visible positions, rescaling
 // each chunk to the common max, in chunk order (ops/attention.h: merge_attention_records).
+#include <stdexcept>
+#include <string>
+
 #include "ops/attention.h"
 #include "ops/tile.h"
 
@@ -31,6 +34,9 @@ struct AttentionMergeOp {
   static size_t scratch_floats(const Params&, uint32_t) { return 0; }
   static void footprint(const Params& p, TileRange tile, TileFootprint& fp) {
     const uint32_t kv = tile.begin / group(p);
+    if ((tile.end - 1) / group(p) != kv)  // the read covers one KV head's records: tile_breaks keeps tiles inside one
+      throw std::runtime_error("attention_merge: tile [" + std::to_string(tile.begin) + ", " + std::to_string(tile.end) +
+                               ") crosses a KV group");
     fp.reads.push_back({p.partial, uint32_t(kv * kv_head_floats(p)), uint32_t((kv + 1) * kv_head_floats(p))});
     fp.writes.push_back({p.out, tile.begin * p.head_dim, tile.end * p.head_dim});
   }

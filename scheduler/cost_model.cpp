@@ -60,6 +60,9 @@ TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t contex
   if (task.op == OpCode::attention_chunk)  // the same over the chunks' positions, for the group's heads
     work.flops += 4.0 * double(AttentionChunkOp::group(params.as<AttentionChunkParams>())) * double(head_dim) *
                   double(positions_read) * double(tokens);
+  if (task.op == OpCode::attention_merge)  // a rescale and two multiply-adds per chunk, dimension, head and token
+    work.flops += 3.0 * double(params.as<AttentionMergeParams>().chunks) * double(head_dim) * double(tile.end - tile.begin) *
+                  double(tokens);
   if (task.op == OpCode::allreduce_residual) {  // every peer's partial sums of the tile's columns
     const uint32_t ranks = params.as<AllreduceResidualParams>().ranks;
     work.link_bytes = double(ranks > 1 ? ranks - 1 : 0) * double(tile.end - tile.begin) * double(tokens) * 4.0;

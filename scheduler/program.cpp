@@ -23,4 +23,32 @@ WeightRanges task_weight_ranges(const Program& program, const TaskDesc& task) {
   return ranges;
 }
 
+Program noop_program(uint32_t tasks, bool chain, uint32_t workers) {
+  Program p;
+  p.nodes.push_back({OpParams::make(OpCode::noop, 0, NoopParams{tasks}), 0, tasks, kNoSlot});
+  for (uint32_t t = 0; t < tasks; ++t) {
+    TaskDesc task;
+    task.op = OpCode::noop;
+    task.tile_begin = t;
+    task.tile_end = t + 1;
+    task.tile_index = t;
+    if (chain) {
+      p.events.push_back({1});
+      task.signal_begin = uint32_t(p.signals.size());
+      task.signal_count = 1;
+      p.signals.push_back(t);
+      if (t > 0) {
+        task.wait_begin = uint32_t(p.waits.size());
+        task.wait_count = 1;
+        p.waits.push_back(t - 1);
+      }
+    }
+    p.tasks.push_back(task);
+  }
+  p.queues.resize(workers);
+  for (uint32_t t = 0; t < tasks; ++t) p.queues[t % workers].push_back(t);  // a chain alternates workers
+  p.workers = workers;
+  return p;
+}
+
 }  // namespace tilefire

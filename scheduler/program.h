@@ -100,6 +100,10 @@ struct Program {
 // Size in bytes of a slot's storage.
 uint64_t slot_bytes(const SlotDesc& slot);
 
+// `tasks` noop tasks, task t in static queue t % workers; with `chain`, each waits for the one before
+// (the executors' calibration programs: per-task cost, signal latency; hand-made test programs).
+Program noop_program(uint32_t tasks, bool chain, uint32_t workers);
+
 // The weight bytes a task's tile streams (its op's weight_ranges; none for ops that read no weights).
 WeightRanges task_weight_ranges(const Program& program, const TaskDesc& task);
 

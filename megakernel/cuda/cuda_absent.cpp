@@ -32,7 +32,7 @@ DeviceBuffer CudaExecutor::upload(const void*, uint64_t) { no_cuda(); }
 void CudaExecutor::download(void*, const void*, uint64_t) { no_cuda(); }
 CudaProgramPtr CudaExecutor::load(const Program&, std::vector<void*>) { no_cuda(); }
 void CudaExecutor::set_slot(CudaProgram&, uint32_t, void*) { no_cuda(); }
-CudaStepResult CudaExecutor::run_step(CudaProgram&, const StepInputs&, ScheduleMode) { no_cuda(); }
+CudaStepResult CudaExecutor::run_step(CudaProgram&, const StepInputs&, ScheduleMode, std::vector<TaskTiming>*) { no_cuda(); }
 void CudaExecutor::set_resident(bool) { no_cuda(); }
 void CudaExecutor::stop_resident_kernel() {}
 

@@ -152,12 +152,31 @@ class CudaProgram {
   DeviceBuffer slot_table;
   bool slots_dirty = false;
   DeviceBuffer events, satisfied, ready_list, counters;
+  DeviceBuffer trace;  // [task_count] DeviceTaskTiming, allocated by the first traced step
   uint32_t workspace_floats = 0;
   uint32_t steps = 0, dynamic_steps = 0, bsp_steps = 0;
   uint32_t push_base = 0, pop_base = 0;  // the device's ready-list counters, as the host predicts them
 };
 
 void CudaProgramDeleter::operator()(CudaProgram* program) const { delete program; }
+
+namespace {
+
+// The traced step's records as TaskTimings (the CTA as the worker). Every task runs once per step, so a
+// record from another step means the kernel skipped a task: refused rather than drawn.
+void append_device_trace(const CudaProgram& p, uint32_t kernel_step, std::vector<TaskTiming>& out) {
+  std::vector<DeviceTaskTiming> records(p.header.task_count);
+  check(cudaMemcpy(records.data(), p.trace.get(), records.size() * sizeof(DeviceTaskTiming), cudaMemcpyDeviceToHost),
+        "reading the step's trace");
+  for (uint32_t t = 0; t < records.size(); ++t) {
+    const DeviceTaskTiming& r = records[t];
+    if (r.kernel_step != kernel_step)
+      throw DeviceError("--trace: task " + std::to_string(t) + " has no record of step " + std::to_string(kernel_step));
+    out.push_back({t, r.cta, int64_t(r.start_ns), int64_t(r.end_ns)});
+  }
+}
+
+}  // namespace
 
 // --- CudaExecutor -----------------------------------------------------------------------------------
 
@@ -364,7 +383,8 @@ void CudaExecutor::set_resident(bool resident) {
   state_->options.resident = resident;
 }
 
-CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, ScheduleMode mode) {
+CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, ScheduleMode mode,
+                                     std::vector<TaskTiming>* trace) {
   State& s = *state_;
   if (!s.broken.empty()) throw DeviceError("the cuda backend stopped after an earlier error: " + s.broken);
   if (inputs.tokens_count == 0 || inputs.tokens_count > kMailboxTokens || inputs.tokens_count != p.header.tokens)
@@ -396,6 +416,10 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
   job.bsp = bsp ? 1 : 0;
   job.stage_weights = s.options.stage_weights ? 1 : 0;
   job.workspace_floats = p.workspace_floats;
+  if (trace) {
+    if (p.trace.get() == nullptr) p.trace = DeviceBuffer(uint64_t(p.header.task_count) * sizeof(DeviceTaskTiming));
+    job.trace = static_cast<DeviceTaskTiming*>(p.trace.get());
+  }
 
   if (s.options.resident) {
     // The resident kernel's shared memory is split for the program it was launched with (a decode
@@ -453,6 +477,7 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
     p.push_base += p.header.task_count - p.header.initial_ready_count;
     p.pop_base += p.header.task_count + s.ctas;
   }
+  if (trace) append_device_trace(p, job.kernel_step, *trace);
   CudaStepResult result;
   const unsigned long long key = std::atomic_ref<unsigned long long>(s.mailbox->argmax_key).load(std::memory_order_acquire);
   result.argmax = key ? int32_t(argmax_index_of(key)) : -1;

@@ -82,7 +82,10 @@ class CudaExecutor {
   // ops cannot run (weights other than bf16, head_dim above 256).
   CudaProgramPtr load(const Program& program, std::vector<void*> device_slots);
   void set_slot(CudaProgram& program, uint32_t slot, void* device_pointer);
-  CudaStepResult run_step(CudaProgram& program, const StepInputs& inputs, ScheduleMode mode);
+  // With `trace`, every task's run is recorded on the device (its CTA as the worker, %globaltimer
+  // nanoseconds) and appended to it.
+  CudaStepResult run_step(CudaProgram& program, const StepInputs& inputs, ScheduleMode mode,
+                          std::vector<TaskTiming>* trace = nullptr);
   // Switches between launch and resident mode between steps (stops a resident kernel).
   void set_resident(bool resident);
   // Lets a resident kernel return (the next step starts it again). Freeing device memory waits for the

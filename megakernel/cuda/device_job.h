@@ -40,6 +40,14 @@ struct DeviceErrorRecord {
   uint32_t waited_ms = 0;
 };
 
+// One task's run on the device, for traces (--trace): %globaltimer when the consumer warps began it (its
+// events were satisfied) and when they finished it, and the CTA that ran it.
+struct DeviceTaskTiming {
+  unsigned long long start_ns = 0, end_ns = 0;
+  uint32_t cta = 0;
+  uint32_t kernel_step = 0;  // the step that wrote the record (a stale record shows an older one)
+};
+
 struct DeviceJob {
   const unsigned char* program = nullptr;  // encoded blob (scheduler/device_program.h), device memory
   void* const* slots = nullptr;            // [slot_count] device pointers
@@ -58,6 +66,7 @@ struct DeviceJob {
   uint32_t bsp = 0;           // 1: bulk-synchronous (a grid barrier between op nodes)
   uint32_t stage_weights = 0; // 1: stream weights through shared-memory stages where the rule allows
   uint32_t workspace_floats = 0;  // shared-memory floats a tile of this program may use
+  DeviceTaskTiming* trace = nullptr;  // [task_count] when this step is traced; null otherwise
 };
 
 struct Mailbox {

@@ -199,6 +199,8 @@ class Worker {
   // --- running one task on the consumer warps --------------------------------------------------------
   __device__ __forceinline__ void run_task(uint32_t task) {
     const TaskDesc& t = program_.tasks[task];
+    DeviceTaskTiming* const trace = state_.job.trace;
+    const unsigned long long started = trace != nullptr && threadIdx.x == 0 ? global_timer_ns() : 0;
     DeviceTileContext ctx;
     ctx.slots = state_.job.slots;
     ctx.tokens = state_.tokens;
@@ -231,6 +233,13 @@ class Worker {
     consumer_stage_ = ctx.stage;
     consumer_phase_ = ctx.phase;
     consumers_sync();  // the tile's outputs are written before thread 0 signals
+    if (trace != nullptr && threadIdx.x == 0) {
+      DeviceTaskTiming& record = trace[task];
+      record.start_ns = started;
+      record.end_ns = global_timer_ns();
+      record.cta = blockIdx.x;
+      record.kernel_step = state_.job.kernel_step;
+    }
   }
 
   // Thread 0: `count` signals of event e, released at gpu scope (the caller fenced after the tile).

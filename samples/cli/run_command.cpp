@@ -35,7 +35,8 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --granularity G        events per producer tile (tile, default), per head-wide band (head), or per op
   --max-context N        KV-cache positions (default min(model, 4096))
   --kv-splits N          split-KV attention at decode: each KV head's positions in N tiles, then a merge
-                         per head (1: no split; default: split when the heads alone leave workers idle)
+                         per head (1: no split; default: cuda splits when the heads alone leave SMs idle,
+                         cpu never)
   --logprobs K           the K most probable next tokens at every generated position
   --json                 print one JSON object
   --trace FILE           write a Chrome/Perfetto trace of one decode step

@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include <nlohmann/json.hpp>
+
 #include "megakernel/cuda/cuda_executor.h"
+#include "tests/common/cli_runner.h"
 #include "tests/common/cuda_device.h"
 #include "tests/common/compare.h"
 #include "tests/common/test_models.h"
@@ -151,6 +154,29 @@ TEST_F(CudaEngine, OneLaunchPerDecodeStepAndNoneWhenResident) {
     for (int s = 0; s < 10; ++s) token = engine.decode_greedy(token);
     EXPECT_EQ(engine.kernel_launches() - before, resident ? 0u : 10u) << (resident ? "resident" : "launch per step");
   }
+}
+
+// --trace on the cuda backend: a decode step's timeline with one slice per task, each on a CTA's row.
+TEST_F(CudaEngine, TraceOfADecodeStepHasEveryTaskOnce) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  Engine engine(cuda_options(dir_->path().string()));
+  TempDir out("cuda_trace");
+  GenerateRequest request;
+  request.prompt = prompt_of(4, engine.model().vocab);
+  request.max_new_tokens = 3;
+  request.trace_path = (out.path() / "trace.json").string();
+  ASSERT_TRUE(engine.generate(request).trace_written);
+  const nlohmann::json trace = nlohmann::json::parse(read_file_text(request.trace_path));
+  std::vector<uint32_t> seen(engine.decode_tasks(), 0);
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const uint32_t task = e["args"]["task"].get<uint32_t>();
+    ASSERT_LT(task, seen.size());
+    ++seen[task];
+    EXPECT_LT(e["tid"].get<uint32_t>(), engine.threads()) << "task " << task << " on a worker past the grid";
+    EXPECT_GE(e["dur"].get<double>(), 0.0);
+  }
+  for (uint32_t t = 0; t < seen.size(); ++t) EXPECT_EQ(seen[t], 1u) << "task " << t;
 }
 
 // The Llama-3.2-1B shape (random bf16 weights), the size the benchmark runs: TILEFIRE_DEVICE_LARGE_MODEL

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "megakernel/cpu/cpu_executor.h"
@@ -40,6 +41,9 @@ class SingleOpCase {
     std::normal_distribution<float> normal(mean, scale);
     for (auto& x : v) x = output ? 0.0f : normal(rng_);
     return add({kind, DType::f32, rows, cols, 0, name}, v.data(), v.size() * 4, output);
+  }
+  uint32_t add_f32_values(const std::string& name, SlotKind kind, uint64_t rows, const std::vector<float>& v) {
+    return add({kind, DType::f32, rows, v.size() / rows, 0, name}, v.data(), v.size() * 4, false);
   }
   uint32_t add_values(const std::string& name, const std::vector<float>& v) {
     return add({SlotKind::constant, DType::f32, 1, v.size(), 0, name}, v.data(), v.size() * 4, false);
@@ -110,9 +114,13 @@ class SingleOpCase {
         std::vector<unsigned char> device(tensors_[i].bytes.size());
         cuda.download(device.data(), buffers[i].get(), device.size());
         const size_t n = device.size() / 4;
-        const float* got = reinterpret_cast<const float*>(device.data());
-        const float* want = reinterpret_cast<const float*>(host[i].data());
-        const Mismatches m = compare_close(got, want, n, atol, rtol);
+        // A NaN the CPU twin also produced (a poisoned input) is agreement; any other NaN mismatches.
+        std::vector<float> got(n), want(n);
+        std::memcpy(got.data(), device.data(), n * 4);
+        std::memcpy(want.data(), host[i].data(), n * 4);
+        for (size_t j = 0; j < n; ++j)
+          if (std::isnan(got[j]) && std::isnan(want[j])) got[j] = want[j] = 0.0f;
+        const Mismatches m = compare_close(got.data(), want.data(), n, atol, rtol);
         EXPECT_EQ(m.count, 0u) << op_name(params.op) << " output '" << tensors_[i].slot.name << "' differs from the CPU twin in "
                                << m.count << " of " << n << " values:\n" << m.first;
         if (run == 0)
@@ -314,15 +322,27 @@ TEST(CudaOps, AttentionChunkMatchesCpu) {
     }
 }
 
-// Split-KV attention's merge tiles over random records (positive sums, maxes near each other).
+// Split-KV attention's merge tiles over random records (positive sums, maxes near each other), some of
+// them empty (max -inf: skipped), every record of one head empty (zeros), and one NaN max (NaN out).
 TEST(CudaOps, AttentionMergeMatchesCpu) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   for (uint32_t head_dim : {48u, 128u}) {
     SingleOpCase c;
-    const AttentionMergeParams shape{0, 0, 6, 2, head_dim, 7};
-    AttentionMergeParams p = shape;
-    const uint32_t tokens = 2;
-    p.partial = c.add_f32("partial", SlotKind::activation, tokens, p.kv_heads * AttentionMergeOp::kv_head_floats(p), 2, 0.5f);
+    AttentionMergeParams p{0, 0, 6, 2, head_dim, 7};
+    const uint32_t tokens = 2, record = attention_record_floats(head_dim), group = AttentionMergeOp::group(p);
+    const uint64_t columns = p.kv_heads * AttentionMergeOp::kv_head_floats(p);
+    std::vector<float> records(tokens * columns);  // [tokens, kv_heads, chunks, group, head_dim + 2]
+    std::normal_distribution<float> normal(2.0f, 0.5f);
+    for (float& x : records) x = normal(c.rng());
+    auto record_of = [&](uint32_t m, uint32_t h, uint32_t chunk) {
+      return records.data() + m * columns + (h / group) * AttentionMergeOp::kv_head_floats(p) +
+             (uint64_t(chunk) * group + h % group) * record;
+    };
+    const float inf = std::numeric_limits<float>::infinity();
+    for (uint32_t chunk : {1u, 4u, 6u}) record_of(0, 2, chunk)[head_dim] = -inf;  // some chunks of head 2 empty
+    for (uint32_t chunk = 0; chunk < p.chunks; ++chunk) record_of(1, 4, chunk)[head_dim] = -inf;  // head 4: none
+    record_of(1, 0, 3)[head_dim] = std::numeric_limits<float>::quiet_NaN();
+    p.partial = c.add_f32_values("partial", SlotKind::activation, tokens, records);
     p.out = c.add_f32("out", SlotKind::activation, tokens, p.heads * head_dim, 0, 0, true);
     SCOPED_TRACE("head_dim " + std::to_string(head_dim));
     c.expect_device_matches_cpu(OpParams::make(OpCode::attention_merge, 0, p), p.heads, 2, AttentionMergeOp::tile_breaks(p),

@@ -1,6 +1,7 @@
-// The megakernel's watchdog: a program with an event that can never fire ends with an error that names the
-// stuck task, its op and tile, the event, its counter and its target, within the bound; never a hang.
-// In launch and in resident mode. Skipped without a GPU.
+// The megakernel on small hand-made programs. The watchdog: a program with an event that can never fire
+// ends with an error that names the stuck task, its op and tile, the event, its counter and its target,
+// within the bound; never a hang; in launch and in resident mode. The trace: every task of a chain that
+// alternates CTAs is recorded once, on its queue's CTA, after the task it waits for. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -91,6 +92,32 @@ TEST(CudaWatchdog, TheSameProgramWithItsSignalRunsManySteps) {
     const int32_t token = 0;
     for (int s = 0; s < 50; ++s) {
       cuda.run_step(*loaded, StepInputs{&token, 1, 0}, s % 3 == 2 ? ScheduleMode::bsp : ScheduleMode::dataflow);
+    }
+  }
+}
+
+TEST(CudaTrace, EveryTaskOnceOnItsCtaAfterTheTaskItWaitsFor) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  for (bool resident : {false, true}) {
+    CudaOptions options;
+    options.resident = resident;
+    CudaExecutor cuda(options);
+    const Program chain = noop_program(64, true, cuda.workers());  // task t on CTA t % workers, waiting for t - 1
+    CudaProgramPtr loaded = cuda.load(chain, {});
+    const int32_t token = 0;
+    cuda.run_step(*loaded, StepInputs{&token, 1, 0}, ScheduleMode::dataflow);  // untraced, then traced
+    for (int traced_step = 0; traced_step < 2; ++traced_step) {
+      std::vector<TaskTiming> trace;
+      cuda.run_step(*loaded, StepInputs{&token, 1, 0}, ScheduleMode::dataflow, &trace);
+      ASSERT_EQ(trace.size(), chain.tasks.size()) << (resident ? "resident" : "launch");
+      for (uint32_t t = 0; t < trace.size(); ++t) {
+        EXPECT_EQ(trace[t].task, t);
+        EXPECT_EQ(trace[t].worker, t % cuda.workers()) << "task " << t;
+        EXPECT_LE(trace[t].start_ns, trace[t].end_ns) << "task " << t;
+        if (t > 0) {
+          EXPECT_GE(trace[t].start_ns, trace[t - 1].end_ns) << "task " << t << " began before task " << t - 1 << " ended";
+        }
+      }
     }
   }
 }

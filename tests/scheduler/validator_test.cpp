@@ -295,6 +295,36 @@ TEST(Compile, HeadGranularityWaitsOnOneEventPerHead) {
     }
     EXPECT_GT(checked, 1u);
   }
+  // Split-KV records band per chunk tile (SlotDesc::head_cols), not per head_dim columns: a merge tile
+  // waits on one event per chunk of its KV head, each signalled by that chunk's tile alone.
+  CompileOptions split;
+  split.workers = 2;
+  split.max_context = 64;
+  split.granularity = EventGranularity::head;
+  split.kv_splits = 3;
+  const Program sp = compile_model(spec, split);
+  std::map<uint32_t, std::set<uint32_t>> signallers;
+  for (uint32_t t = 0; t < sp.tasks.size(); ++t)
+    for (uint32_t i = 0; i < sp.tasks[t].signal_count; ++i) signallers[sp.signals[sp.tasks[t].signal_begin + i]].insert(t);
+  size_t merges = 0;
+  for (const TaskDesc& t : sp.tasks) {
+    if (t.op != OpCode::attention_merge) continue;
+    const NodeDesc& chunks = sp.nodes[t.node - 1];
+    ASSERT_EQ(chunks.params.op, OpCode::attention_chunk);
+    const uint32_t kv = t.tile_begin / spec.group();
+    std::set<uint32_t> expected, actual;  // the chunk tiles of KV head kv (one unit each)
+    for (uint32_t c = 0; c < 3; ++c) expected.insert(chunks.first_task + kv * 3 + c);
+    ASSERT_EQ(t.wait_count, 3u) << describe_task(sp, uint32_t(&t - sp.tasks.data()));
+    for (uint32_t i = 0; i < t.wait_count; ++i) {
+      const std::set<uint32_t>& s = signallers.at(sp.waits[t.wait_begin + i]);
+      ASSERT_EQ(s.size(), 1u);
+      actual.insert(*s.begin());
+    }
+    EXPECT_EQ(actual, expected);
+    ++merges;
+  }
+  EXPECT_GT(merges, 1u);
+
   CompileOptions tp;
   tp.workers = 3;
   tp.max_context = 32;

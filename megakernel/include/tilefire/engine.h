@@ -42,8 +42,8 @@ struct EngineOptions {
   Granularity granularity = Granularity::tile;
   uint32_t max_context = 0;  // KV cache positions; 0: min(model's max_position_embeddings, 4096)
   // Split-KV attention at decode: each KV head's visible positions in this many chunks (a tile each, then
-  // a merge tile per head); 0: automatic (split when the heads alone leave workers idle, as on a GPU's
-  // SMs); 1: never.
+  // a merge tile per head); 0: automatic: on cuda, split when the heads alone leave SMs idle; on cpu,
+  // never (so the logits stay bitwise the same across thread counts); 1: never.
   uint32_t kv_splits = 0;
   uint32_t stress_delay_us = 0;  // testing (cpu): a random delay of up to this before every task
   uint64_t stress_seed = 0;
