@@ -87,6 +87,16 @@ else
   record bench FAIL "$(tail -n 3 "$logs/bench.log" | tr '\n' ' ')"
 fi
 "$cli" bench --backend cuda --model "$model" --steps 64 --rounds 3 >"$logs/bench.txt" 2>&1 || true
+# Split-KV attention off (one attention tile per head group), for the row that shows what it buys.
+timeout 120 "$cli" bench --backend cuda --model "$model" --steps 64 --rounds 3 --kv-splits 1 --json \
+  >"$logs/bench_unsplit.json" 2>"$logs/bench_unsplit.log" || true
+# One decode step's timeline on the device (a row per CTA), for tuning; busy share in the table.
+if timeout 120 "$cli" run --backend cuda --model "$model" --prompt-tokens 1,2,3,4 --max-new-tokens 2 \
+     --trace "$logs/decode_trace.json" >"$logs/trace.log" 2>&1; then
+  record trace PASS "decode_trace.json"
+else
+  record trace FAIL "$(tail -n 3 "$logs/trace.log" | tr '\n' ' ')"
+fi
 if timeout 300 python3 "$root/tests/device/torch_decode.py" --model "$model" --prompt-tokens 1,2,3,4,5,6,7,8 --steps 64 \
      --warmup 8 --json "$logs/torch.json" >"$logs/torch.log" 2>&1; then
   record pytorch PASS "$(elapsed)"
@@ -104,7 +114,7 @@ def load(name):
             return json.load(f)
     except Exception:
         return None
-bench, torch = load("bench.json"), load("torch.json")
+bench, torch, unsplit, trace = load("bench.json"), load("torch.json"), load("bench_unsplit.json"), load("decode_trace.json")
 print("| check | result | detail |")
 print("|---|---|---|")
 for line in open(results):
@@ -138,5 +148,19 @@ if bench:
         if graph:
             print(f"speed-up over PyTorch with CUDA graphs: {graph / best:.2f}x (goal 1.3x); goal 0.60 ms per step: "
                   f"{'met' if best <= 0.60 else 'not met'} ({best:.3f} ms)")
+    if unsplit and unsplit.get("dataflow_step_ms"):
+        ms = unsplit["dataflow_step_ms"]
+        print(f"| tilefire dataflow, --kv-splits 1 | {ms:.4f} | {unsplit['step_bytes'] / (ms * 1e-3) / 1e9:.0f} | - | - |")
     print(f"bsp / dataflow: {bench['bsp_over_dataflow']:.3f}; resident / dataflow: {bench.get('resident_over_dataflow', 0):.3f}")
+if trace:
+    slices = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    if slices:
+        span = max(e["ts"] + e["dur"] for e in slices) - min(e["ts"] for e in slices)
+        rows = len({e["tid"] for e in slices})
+        busy = sum(e["dur"] for e in slices) / (span * rows) if span > 0 else 0
+        by_op = {}
+        for e in slices:
+            by_op[e["cat"]] = by_op.get(e["cat"], 0) + e["dur"]
+        top = ", ".join(f"{op} {us:.0f} us" for op, us in sorted(by_op.items(), key=lambda kv: -kv[1])[:4])
+        print(f"traced decode step: {span:.1f} us over {rows} CTAs, busy {100 * busy:.0f}%; task time by op: {top}")
 PY
