@@ -3,6 +3,9 @@
 //   out[m, h] = softmax(scale * q[m, h] . K[kv(h), 0..position]) V[kv(h), 0..position]
 // over the KV cache (GQA: kv(h) = h / (heads / kv_heads)). Tiles are query-head ranges inside one KV
 // group, so a tile waits only for its own q heads and its one KV head.
+#include <stdexcept>
+#include <string>
+
 #include "ops/attention.h"
 #include "ops/tile.h"
 
@@ -25,6 +28,9 @@ struct CausalAttentionOp {
   static size_t scratch_floats(const Params&, uint32_t) { return 0; }
   static void footprint(const Params& p, TileRange tile, TileFootprint& fp) {
     const uint32_t kv = kv_head_of(p, tile.begin);
+    if (kv_head_of(p, tile.end - 1) != kv)  // run_tile reads one KV head: the compiler's breaks keep tiles inside one
+      throw std::runtime_error("causal_attention: tile [" + std::to_string(tile.begin) + ", " + std::to_string(tile.end) +
+                               ") crosses a KV group");
     fp.reads.push_back({p.q, tile.begin * p.head_dim, tile.end * p.head_dim});
     fp.reads.push_back({p.k_cache, kv, kv + 1});
     fp.reads.push_back({p.v_cache, kv, kv + 1});

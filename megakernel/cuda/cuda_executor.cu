@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "megakernel/cuda/device_job.h"
@@ -73,6 +74,8 @@ uint32_t workspace_floats_of(const Program& program, const DeviceProgramView& vi
     uint64_t rows = 0;
     for (uint32_t r = 0; r < s.range_count; ++r) rows += s.ranges[r].rows;
     floats = std::max<uint64_t>(floats, pass_tokens * (s.row_bytes / 2 + rows) + 64);
+    if (task_uses_tensor_cores(view.header->tokens, s.row_bytes / 2, uint32_t(rows)))  // prefill on tensor cores
+      floats = std::max<uint64_t>(floats, gemm_workspace_floats(uint32_t(rows)));
   }
   for (const NodeDesc& node : program.nodes) {  // attention tiles: [warps][head_dim + 2] states
     if (node.params.op == OpCode::causal_attention)
@@ -107,22 +110,45 @@ void check_supported(const Program& program) {
   }
 }
 
+// The resident kernel of this process, if one runs. While it waits on its doorbell it holds every SM's
+// shared memory, so nothing else that needs an SM can start: no other executor's launch, no memset, and
+// cudaFree (which waits for the device) would never return. Whatever needs the device first stops it.
+std::mutex resident_mutex;
+CudaExecutor* resident_owner = nullptr;
+
+void stop_running_resident_kernel() {
+  CudaExecutor* owner = nullptr;
+  {
+    std::lock_guard lock(resident_mutex);
+    owner = resident_owner;
+  }
+  if (owner) owner->stop_resident_kernel();
+}
+
 }  // namespace
 
 // --- DeviceBuffer -----------------------------------------------------------------------------------
 
 DeviceBuffer::DeviceBuffer(uint64_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
+  stop_running_resident_kernel();
   const cudaError_t status = cudaMalloc(&data_, bytes);
   if (status != cudaSuccess) {
     data_ = nullptr;
     throw DeviceError("CUDA: cannot allocate " + std::to_string(bytes) + " bytes of device memory: " + cudaGetErrorString(status));
   }
   check(cudaMemset(data_, 0, bytes), "cudaMemset");
+  // The kernel runs on a non-blocking stream, which does not wait for the legacy stream's memset.
+  check(cudaStreamSynchronize(nullptr), "zeroing device memory");
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (data_) cudaFree(data_);
+  if (!data_) return;
+  try {
+    stop_running_resident_kernel();
+  } catch (const std::exception&) {  // the resident kernel failed; freeing still has to happen
+  }
+  cudaFree(data_);
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), bytes_(other.bytes_) {
@@ -132,7 +158,10 @@ DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), 
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
-    if (data_) cudaFree(data_);
+    if (data_) {
+      stop_running_resident_kernel();
+      cudaFree(data_);
+    }
     data_ = other.data_;
     bytes_ = other.bytes_;
     other.data_ = nullptr;
@@ -195,9 +224,11 @@ struct CudaExecutor::State {
   std::string broken;                 // the error that stopped the executor
   bool resident_running = false;
   uint32_t resident_workspace = 0;    // workspace floats the resident kernel was launched with
+  CudaExecutor* executor = nullptr;   // the owner of this state (the process's resident-kernel record)
 
   uint32_t stage_count(uint32_t workspace_floats) const {
-    if (!options.stage_weights || options.stage_bytes == 0) return 0;
+    // Bulk copies into stages are Hopper's (sm_90); before it the tiles read weights from global memory.
+    if (!options.stage_weights || options.stage_bytes == 0 || properties.major < 9) return 0;
     const uint64_t left = max_dynamic_shared - uint64_t(workspace_floats) * 4;
     const uint64_t stages = std::min<uint64_t>(kDeviceMaxStages, left / options.stage_bytes);
     return stages >= 2 ? uint32_t(stages) : 0;
@@ -214,6 +245,16 @@ struct CudaExecutor::State {
   }
 
   void launch(const KernelConfig& config) {
+    CudaExecutor* other = nullptr;
+    {
+      std::lock_guard lock(resident_mutex);
+      if (resident_owner != executor) other = resident_owner;
+    }
+    if (other) other->stop_resident_kernel();  // another executor's resident kernel holds the SMs
+    if (config.resident) {
+      std::lock_guard lock(resident_mutex);
+      resident_owner = executor;
+    }
     KernelConfig copy = config;
     void* arguments[] = {&copy};
     ++launches;
@@ -231,6 +272,10 @@ struct CudaExecutor::State {
   }
 
   void stop_resident() {
+    {
+      std::lock_guard lock(resident_mutex);
+      if (resident_owner == executor) resident_owner = nullptr;
+    }
     if (!resident_running) return;
     std::atomic_ref<uint32_t>(mailbox->shutdown).store(1, std::memory_order_release);
     const cudaError_t status = cudaStreamSynchronize(stream);
@@ -282,6 +327,7 @@ double CudaExecutor::measure_copy_bandwidth_gbs(int device, uint64_t bytes) {
 CudaExecutor::CudaExecutor(const CudaOptions& options) : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.options = options;
+  s.executor = this;
   if (const std::string reason = unavailable_reason(options.device); !reason.empty())
     throw InputError("--backend cuda: " + reason);
   if (options.stage_bytes % 16 != 0 || options.stage_bytes > 65536)
@@ -319,11 +365,9 @@ CudaExecutor::CudaExecutor(const CudaOptions& options) : state_(std::make_unique
 
 CudaExecutor::~CudaExecutor() {
   State& s = *state_;
-  if (s.resident_running) {
-    try {
-      s.stop_resident();
-    } catch (const std::exception&) {  // nothing more to do at teardown
-    }
+  try {
+    s.stop_resident();  // also forgets this executor as the process's resident owner
+  } catch (const std::exception&) {  // nothing more to do at teardown
   }
   if (s.stream) cudaStreamDestroy(s.stream);
   if (s.mailbox) cudaFreeHost(s.mailbox);
@@ -336,7 +380,11 @@ uint64_t CudaExecutor::launches() const { return state_->launches; }
 
 DeviceBuffer CudaExecutor::upload(const void* host, uint64_t bytes) {
   DeviceBuffer buffer(bytes);
-  if (bytes) check(cudaMemcpy(buffer.get(), host, bytes, cudaMemcpyHostToDevice), "copying to the device");
+  if (bytes) {
+    check(cudaMemcpy(buffer.get(), host, bytes, cudaMemcpyHostToDevice), "copying to the device");
+    // From pageable memory the call may return before the DMA lands; the kernel's stream must see it.
+    check(cudaStreamSynchronize(nullptr), "copying to the device");
+  }
   return buffer;
 }
 
@@ -392,8 +440,9 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
                              std::to_string(p.header.tokens));
   if (p.slots_dirty) {
     if (s.resident_running) s.stop_resident();  // the table is read by the running kernel
-    check(cudaMemcpy(p.slot_table.get(), p.slots.data(), p.slots.size() * sizeof(void*), cudaMemcpyHostToDevice),
-          "updating a slot table");
+    check(cudaMemcpyAsync(p.slot_table.get(), p.slots.data(), p.slots.size() * sizeof(void*), cudaMemcpyHostToDevice, s.stream),
+          "updating a slot table");  // on the kernel's stream: ordered before the next launch
+    check(cudaStreamSynchronize(s.stream), "updating a slot table");
     p.slots_dirty = false;
   }
   const bool bsp = mode == ScheduleMode::bsp;

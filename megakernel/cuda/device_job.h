@@ -20,6 +20,8 @@ constexpr uint32_t kDeviceThreads = kDeviceConsumerThreads + 32;  // + one produ
 constexpr uint32_t kDeviceMaxPassTokens = 4;   // tokens a matmul tile handles per pass over its weights
 constexpr uint32_t kDeviceMaxStages = 8;       // weight stages in shared memory, at most
 constexpr uint32_t kDeviceMaxHeadDim = 256;
+constexpr uint32_t kDeviceGemmMaxPassTokens = 64;     // tokens a tensor-core matrix tile takes per pass
+constexpr uint32_t kDeviceGemmWorkspaceFloats = 24576;  // 96 KiB: its results, [pass tokens, rows], and more
 constexpr uint32_t kMailboxTokens = 128;       // resident mode: tokens a posted step may carry
 
 enum class DeviceErrorCode : uint32_t { none = 0, watchdog = 1, unknown_opcode = 2, unsupported_op = 3 };
@@ -111,6 +113,21 @@ TILEFIRE_HD inline unsigned long long argmax_key_of(float value, uint32_t index)
   return (static_cast<unsigned long long>(ordered) << 32) | (0xffffffffu - index);
 }
 TILEFIRE_HD inline uint32_t argmax_index_of(unsigned long long key) { return 0xffffffffu - uint32_t(key & 0xffffffffu); }
+
+// Tokens per pass of the tensor-core path for a task of `rows` weight rows: the most (a multiple of 16)
+// whose results fit the workspace it may take, or 0 when not even 16 tokens' do.
+TILEFIRE_HD constexpr uint32_t gemm_pass_tokens(uint32_t rows) {
+  for (uint32_t pass = kDeviceGemmMaxPassTokens; pass >= 16; pass -= 16)
+    if (uint64_t(pass) * rows + pass + 64 <= kDeviceGemmWorkspaceFloats) return pass;
+  return 0;
+}
+// Shared-memory floats of the tensor-core path: results [pass, rows], 1 / rms [pass], 8 doubles aligned.
+TILEFIRE_HD constexpr uint32_t gemm_workspace_floats(uint32_t rows) { return gemm_pass_tokens(rows) * (rows + 1) + 64; }
+// Whether a matrix tile runs on tensor cores: a prefill (more tokens than a vector pass takes), rows of
+// K bf16 with K a multiple of 16 (the MMA's k), and results that fit; otherwise the vector path.
+TILEFIRE_HD constexpr bool task_uses_tensor_cores(uint32_t tokens, uint32_t K, uint32_t rows) {
+  return tokens > kDeviceMaxPassTokens && K % 16 == 0 && gemm_pass_tokens(rows) != 0;
+}
 
 // Whether a task's weights stream through the CTA's shared-memory stages (filled by the producer warp
 // with bulk copies, ahead of the task's events) or are read from global memory by the tile itself. The

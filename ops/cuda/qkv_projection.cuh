@@ -3,6 +3,7 @@
 // memory, the tile's head rows of Wq, Wk or Wv as the matrix-vector body, then per head: bias, the
 // per-head norm (Qwen3), RoPE, and the store to q or the KV cache at positions position0 + m.
 #include "ops/cuda/device_tile.cuh"
+#include "ops/cuda/tensor_core_gemm.cuh"
 #include "ops/qkv_projection.h"
 
 namespace tilefire::device {
@@ -12,12 +13,16 @@ struct DeviceTile<OpCode::qkv_projection> {
   using Params = QkvProjectionParams;
   using Op = QkvProjectionOp;
 
-  // workspace: xs [pass tokens, hidden], dots [pass tokens, heads of tile * head_dim], 8 doubles
+  // workspace: vector path: xs [pass tokens, hidden], dots [pass tokens, heads of tile * head_dim],
+  // 8 doubles; tensor-core path (prefill): dots [gemm pass tokens, rows], 1 / rms [gemm pass tokens]
   __device__ static void run(const Params& p, TileRange tile, DeviceTileContext& ctx) {
     const Op::Segment s = Op::segment_of(p, tile.begin);
     const uint32_t count = tile.end - tile.begin, hd = p.head_dim, rows = count * hd;
+    const bool tensor_cores = task_uses_tensor_cores(ctx.tokens_count, p.hidden, rows);
+    const uint32_t pass = tensor_cores ? gemm_pass_tokens(rows) : ctx.pass_tokens();
     float* xs = ctx.workspace;
-    float* dots = xs + ctx.pass_tokens() * p.hidden;
+    float* dots = tensor_cores ? ctx.workspace : xs + ctx.pass_tokens() * p.hidden;
+    float* inverse_rms = dots + pass * rows;  // tensor-core path: [pass]
     double* scratch = reinterpret_cast<double*>(dots + ctx.pass_tokens() * rows + 2);
     scratch = reinterpret_cast<double*>((reinterpret_cast<uintptr_t>(scratch) + 7) & ~uintptr_t(7));
     const float* x = ctx.slot<const float>(p.x);  // [tokens, hidden]
@@ -28,10 +33,16 @@ struct DeviceTile<OpCode::qkv_projection> {
     const float* bias = bias_slot == kNoSlot ? nullptr : ctx.slot<const float>(bias_slot);
     const float* head_norm = norm_slot == kNoSlot ? nullptr : ctx.slot<const float>(norm_slot);
     const bool rotate = s.part != Op::Part::v;
-    for (uint32_t m0 = 0; m0 < ctx.tokens_count; m0 += kDeviceMaxPassTokens) {
-      const uint32_t tokens = min(ctx.pass_tokens(), ctx.tokens_count - m0);
-      rmsnorm_rows_to_shared(x, m0, tokens, p.hidden, ctx.slot<const float>(p.norm_weight), p.eps, xs, scratch);
-      gemv_task_rows(ctx, p.hidden, xs, tokens, dots, rows);
+    const float* g = ctx.slot<const float>(p.norm_weight);
+    for (uint32_t m0 = 0; m0 < ctx.tokens_count; m0 += pass) {
+      const uint32_t tokens = min(pass, ctx.tokens_count - m0);
+      if (tensor_cores) {
+        rms_inverse_rows(x, m0, tokens, p.hidden, p.eps, inverse_rms);
+        gemm_task_rows(ctx.stream, ctx.slots, p.hidden, x, m0, tokens, g, inverse_rms, dots, rows);
+      } else {
+        rmsnorm_rows_to_shared(x, m0, tokens, p.hidden, g, p.eps, xs, scratch);
+        gemv_task_rows(ctx, p.hidden, xs, tokens, dots, rows);
+      }
       // One warp per (token, head): the head's values are dots[t * rows + j * hd + d].
       for (uint32_t item = warp_id(); item < tokens * count; item += kDeviceConsumerWarps) {
         const uint32_t t = item / count, j = item % count;

@@ -78,8 +78,8 @@ int bench_command(int argc, char** argv) {
 
   Engine engine(options);
   const ModelInfo& model = engine.model();
-  if (prompt_len + steps > model.max_context)
-    throw InputError("tilefire bench: --prompt-len + --steps exceeds the context of " + std::to_string(model.max_context));
+  if (prompt_len + steps + 1 > model.max_context)  // + the untimed first decode step
+    throw InputError("tilefire bench: --prompt-len + --steps + 1 exceeds the context of " + std::to_string(model.max_context));
   // The ceiling: this machine's read bandwidth with the engine's threads, or the GPU's copy bandwidth.
   const double ceiling_gbs = cuda ? measure_device_copy_bandwidth_gbs(options.cuda_device, bandwidth_bytes)
                                   : measure_read_bandwidth_gbs(engine.threads(), bandwidth_bytes);

@@ -9,8 +9,9 @@ namespace tilefire::cli {
 
 double median(std::vector<double> values);
 
-// Prefill `prompt_len` tokens, then time `steps` greedy decode steps with `schedule`; returns per-step
-// milliseconds and adds the kernel launches of the decode steps (cuda) to *launches.
+// Prefill `prompt_len` tokens, run one untimed decode step, then time `steps` greedy decode steps with
+// `schedule`; returns per-step milliseconds and adds the kernel launches of the timed steps (cuda) to
+// *launches.
 std::vector<double> time_decode(Engine& engine, Schedule schedule, uint32_t prompt_len, uint32_t steps, uint64_t* launches);
 
 }  // namespace tilefire::cli

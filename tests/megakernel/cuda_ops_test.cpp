@@ -165,11 +165,12 @@ TEST(CudaOps, EmbedMatchesCpu) {
 }
 
 // Matmul tiles: vectorised rows (K % 8 == 0, staged on Hopper) and scalar rows (K % 8 != 0), one token
-// and several passes of kDeviceMaxPassTokens tokens.
+// and several passes of kDeviceMaxPassTokens tokens; prefills of 37 and 70 tokens take the tensor-core
+// path where K % 16 == 0 (2048; 70 tokens: two passes of it) and the vector path otherwise.
 TEST(CudaOps, MatmulResidualMatchesCpu) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   for (uint32_t K : {200u, 100u, 2048u})
-    for (uint32_t tokens : {1u, 5u}) {
+    for (uint32_t tokens : {1u, 5u, 37u, 70u}) {
       SingleOpCase c;
       MatmulResidualParams p;
       p.K = K;
@@ -201,12 +202,15 @@ TEST(CudaOps, MatmulResidualMatchesCpuWithoutStaging) {
   c.expect_device_matches_cpu(OpParams::make(OpCode::matmul_residual, 0, p), p.N, 11, {}, {3}, 0, 1e-4, 1e-3, direct);
 }
 
+// hidden 104 takes the vector path at every token count; 128 takes tensor cores for the 40-token prefill
+// (the RMSNorm folded in as x * g and a per-token scale).
 TEST(CudaOps, GateUpSwigluMatchesCpu) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
-  for (uint32_t tokens : {1u, 6u}) {
+  for (uint32_t hidden : {104u, 128u})
+  for (uint32_t tokens : {1u, 6u, 40u}) {
     SingleOpCase c;
     GateUpSwigluParams p;
-    p.hidden = 104;
+    p.hidden = hidden;
     p.ffn = 70;
     p.max_tile = 9;
     p.eps = 1e-5f;
@@ -241,14 +245,14 @@ TEST(CudaOps, LmHeadMatchesCpuAndReducesTheArgmax) {
 TEST(CudaOps, QkvProjectionMatchesCpu) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   for (bool qwen : {false, true})
-    for (uint32_t tokens : {1u, 3u}) {
+    for (uint32_t tokens : {1u, 3u, 21u}) {  // 21: a prefill on tensor cores (hidden 96)
       SingleOpCase c;
       QkvProjectionParams p;
       p.hidden = 96;
       p.heads = 6;
       p.kv_heads = 2;
       p.head_dim = 48;
-      p.max_context = 16;
+      p.max_context = 32;  // positions 5 .. 25 of the 21-token prefill
       p.eps = 1e-6f;
       p.wdtype = DType::bf16;
       p.x = c.add_f32("x", SlotKind::activation, tokens, p.hidden, 0, 1);
@@ -291,7 +295,7 @@ TEST(CudaOps, CausalAttentionMatchesCpu) {
       p.v_cache = c.add_f32("v", SlotKind::kv_cache, p.kv_heads * p.max_context, head_dim, 0, 1);
       p.out = c.add_f32("out", SlotKind::activation, tokens, p.heads * head_dim, 0, 0, true);
       SCOPED_TRACE("head_dim " + std::to_string(head_dim) + ", position0 " + std::to_string(position0));
-      c.expect_device_matches_cpu(OpParams::make(OpCode::causal_attention, 0, p), p.heads, 2, {2, 4},
+      c.expect_device_matches_cpu(OpParams::make(OpCode::causal_attention, 0, p), p.heads, 2, {3},  // tiles inside a KV group (3 heads each)
                                   random_tokens(c.rng(), tokens, 10), position0, 1e-5, 1e-4);
     }
 }
