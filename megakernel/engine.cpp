@@ -400,26 +400,19 @@ void Engine::Impl::end_step_barrier() {
 
 void Engine::Impl::on_every_rank(const std::function<void(Impl&, uint32_t)>& step) {
   std::vector<std::exception_ptr> failures(rank_engines.size());
-  std::vector<std::thread> threads;
-  try {
-    for (uint32_t r = 1; r < rank_engines.size(); ++r)
-      threads.emplace_back([&, r] {
-        try {
-          step(*rank_engines[r], r);
-        } catch (...) {
-          failures[r] = std::current_exception();
-        }
-      });
-  } catch (...) {  // no thread for a rank: the started ones still run to their end (or their timeout)
-    for (std::thread& t : threads) t.join();
-    throw;
+  const std::function<void(uint32_t)> job = [&](uint32_t r) {
+    try {
+      step(*rank_engines[r], r);
+    } catch (...) {
+      failures[r] = std::current_exception();
+    }
+  };
+  if (rank_engines.size() > 1) {
+    if (!rank_threads) rank_threads = std::make_unique<RankThreads>(uint32_t(rank_engines.size()));
+    rank_threads->run(job);
+  } else {
+    job(0);
   }
-  try {
-    step(*rank_engines[0], 0);
-  } catch (...) {
-    failures[0] = std::current_exception();
-  }
-  for (std::thread& t : threads) t.join();
   for (const std::exception_ptr& failure : failures) {
     if (!failure) continue;
     try {

@@ -10,6 +10,7 @@
 #include "graph/weights.h"
 #include "megakernel/cpu/cpu_executor.h"
 #include "megakernel/cuda/cuda_executor.h"
+#include "megakernel/rank_threads.h"
 #include "tilefire/engine.h"
 #include "transport/groups.h"
 
@@ -83,6 +84,7 @@ struct Engine::Impl {
   uint64_t setups = 0;                         // barriers passed on setup_barrier_flag
   std::string broken;                          // a tensor-parallel step failed: the engine refuses further steps
   std::vector<std::unique_ptr<Impl>> rank_engines;  // the parent
+  std::unique_ptr<RankThreads> rank_threads;   // the parent, ranks as thread groups: drive ranks 1 ..
   RankView rank_view;                          // a rank: its view of the group's windows and flags
   uint64_t epoch = 0;                          // the collective epoch of the next step
   const LoadedModel& loaded() const { return parent_model ? *parent_model : model; }

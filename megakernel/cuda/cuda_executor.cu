@@ -159,7 +159,10 @@ DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
     if (data_) {
-      stop_running_resident_kernel();
+      try {
+        stop_running_resident_kernel();
+      } catch (const std::exception&) {  // the resident kernel failed (its owner reports it); free anyway
+      }
       cudaFree(data_);
     }
     data_ = other.data_;
@@ -354,6 +357,7 @@ CudaExecutor::CudaExecutor(const CudaOptions& options) : state_(std::make_unique
                      " CTAs that can be resident at once on " + s.properties.name + " (a persistent grid must all be resident)");
   check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
   void* mailbox = nullptr;
+  stop_running_resident_kernel();  // another executor's: pinning host memory may wait for the device
   check(cudaHostAlloc(&mailbox, sizeof(Mailbox), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc (mailbox)");
   s.mailbox = new (mailbox) Mailbox();
   void* alias = nullptr;
@@ -370,7 +374,13 @@ CudaExecutor::~CudaExecutor() {
   } catch (const std::exception&) {  // nothing more to do at teardown
   }
   if (s.stream) cudaStreamDestroy(s.stream);
-  if (s.mailbox) cudaFreeHost(s.mailbox);
+  if (s.mailbox) {
+    try {
+      stop_running_resident_kernel();  // another executor's: freeing pinned memory may wait for the device
+    } catch (const std::exception&) {
+    }
+    cudaFreeHost(s.mailbox);
+  }
 }
 
 uint32_t CudaExecutor::workers() const { return state_->ctas; }

@@ -88,8 +88,10 @@ class CudaExecutor {
                           std::vector<TaskTiming>* trace = nullptr);
   // Switches between launch and resident mode between steps (stops a resident kernel).
   void set_resident(bool resident);
-  // Lets a resident kernel return (the next step starts it again). Freeing device memory waits for the
-  // device, so the owner calls this before it frees or allocates anything a running kernel could outlive.
+  // Lets a resident kernel return (the next step starts it again). A resident kernel holds every SM, and
+  // freeing device memory waits for the device: its owner, any other executor about to launch, and any
+  // DeviceBuffer allocated or freed call this first (through the process's record of the running
+  // resident kernel). Not thread-safe: one thread drives the GPU at a time.
   void stop_resident_kernel();
 
   struct State;

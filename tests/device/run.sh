@@ -24,9 +24,17 @@ results="$logs/results.txt"
 started=$(date +%s)
 record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"; }  # stage, PASS/FAIL/SKIP, detail
 elapsed() { echo $(($(date +%s) - started))s; }
-# The stages after the build are skipped once the run has used RUN_BUDGET_S seconds (default 480), so the
-# table always prints within a device session's limit.
-budget_left() { [ $(($(date +%s) - started)) -lt "${RUN_BUDGET_S:-480}" ]; }
+# Every stage after the build runs within what is left of RUN_BUDGET_S seconds (default 500), and is
+# skipped when under 20 s are left, so the table prints within a device command's limit (600 s).
+seconds_left() { echo $(("${RUN_BUDGET_S:-500}" - ($(date +%s) - started))); }
+budget_left() { [ "$(seconds_left)" -ge 20 ]; }
+limit() {  # limit SECONDS: the stage's own limit, or what is left of the budget when that is less
+  local left
+  left=$(seconds_left)
+  echo $((left < $1 ? left : $1))
+}
+# A stage stopped at its limit: TERM first, KILL 15 s later (a process stuck in the driver ignores TERM).
+limited() { local seconds=$1; shift; timeout -k 15 "$(limit "$seconds")" "$@"; }
 skip_if_late() {  # skip_if_late STAGE: true (and the stage recorded as skipped) when out of time
   if budget_left; then return 1; fi
   record "$1" SKIP "out of time after $(elapsed) (RUN_BUDGET_S)"
@@ -60,7 +68,7 @@ run_gtest() {  # run_gtest STAGE BINARY [gtest args]; a stage that hangs is stop
   local stage=$1 binary=$2
   shift 2
   skip_if_late "$stage" && return
-  if timeout "${STAGE_LIMIT_S:-150}" "$build/tests/$binary" --gtest_brief=1 "$@" >"$logs/$stage.log" 2>&1; then
+  if limited "${STAGE_LIMIT_S:-150}" "$build/tests/$binary" --gtest_brief=1 "$@" >"$logs/$stage.log" 2>&1; then
     local passed skipped
     passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$logs/$stage.log" | tail -n 1)
     skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$logs/$stage.log" | tail -n 1)
@@ -68,10 +76,10 @@ run_gtest() {  # run_gtest STAGE BINARY [gtest args]; a stage that hangs is stop
   else
     local status=$?
     tail -n 30 "$logs/$stage.log"
-    if [ "$status" -eq 124 ]; then
-      record "$stage" FAIL "stopped after ${STAGE_LIMIT_S:-150} s (a hang?), see $stage.log"
+    if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+      record "$stage" FAIL "stopped at its time limit after $(elapsed) (a hang?), see $stage.log"
     else
-      record "$stage" FAIL "$(grep -a -c 'FAILED  \]' "$logs/$stage.log") failing, see $stage.log"
+      record "$stage" FAIL "exit status $status; $(grep -a -c '^\[  FAILED  \] [A-Za-z]' "$logs/$stage.log") failing test lines, see $stage.log"
     fi
   fi
 }
@@ -87,7 +95,9 @@ run_gtest transport device_transport_test
 preset=${TILEFIRE_DEVICE_PRESET:-llama-3.2-1b}  # another preset only for a dry run of this script
 model="${TMPDIR:-/tmp}/tilefire-device-$preset-bf16"  # gigabytes: not in the log folder that is sent back
 echo "== the $preset shape, random bf16 weights ($(elapsed))"
-if ! timeout 120 "$cli" gen-model --preset "$preset" --dtype bf16 --seed 1 --out "$model" >"$logs/gen-model.log" 2>&1; then
+if skip_if_late gen-model; then
+  :
+elif ! limited 120 "$cli" gen-model --preset "$preset" --dtype bf16 --seed 1 --out "$model" >"$logs/gen-model.log" 2>&1; then
   record gen-model FAIL "see gen-model.log"
 fi
 
@@ -97,27 +107,27 @@ TILEFIRE_DEVICE_LARGE_MODEL="$model" STAGE_LIMIT_S=240 run_gtest end-to-end cuda
 echo "== 5. benchmark ($(elapsed))"
 if skip_if_late bench; then
   :
-elif timeout 180 "$cli" bench --backend cuda --model "$model" --steps 64 --rounds 5 --json >"$logs/bench.json" 2>"$logs/bench.log"; then
+elif limited 180 "$cli" bench --backend cuda --model "$model" --steps 64 --rounds 5 --json >"$logs/bench.json" 2>"$logs/bench.log"; then
   record bench PASS "$(elapsed)"
 else
   record bench FAIL "$(tail -n 3 "$logs/bench.log" | tr '\n' ' ')"
 fi
 if skip_if_late pytorch; then
   :
-elif timeout 180 python3 "$root/tests/device/torch_decode.py" --model "$model" --prompt-tokens 1,2,3,4,5,6,7,8 --steps 64 \
+elif limited 180 python3 "$root/tests/device/torch_decode.py" --model "$model" --prompt-tokens 1,2,3,4,5,6,7,8 --steps 64 \
      --warmup 8 --json "$logs/torch.json" >"$logs/torch.log" 2>&1; then
   record pytorch PASS "$(elapsed)"
 else
   record pytorch FAIL "$(tail -n 3 "$logs/torch.log" | tr '\n' ' ')"
 fi
-budget_left && { timeout 90 "$cli" bench --backend cuda --model "$model" --steps 64 --rounds 3 >"$logs/bench.txt" 2>&1 || true; }
+budget_left && { limited 90 "$cli" bench --backend cuda --model "$model" --steps 64 --rounds 3 >"$logs/bench.txt" 2>&1 || true; }
 # Split-KV attention off (one attention tile per head group), for the row that shows what it buys.
-budget_left && { timeout 120 "$cli" bench --backend cuda --model "$model" --steps 64 --rounds 3 --kv-splits 1 --json \
+budget_left && { limited 120 "$cli" bench --backend cuda --model "$model" --steps 64 --rounds 3 --kv-splits 1 --json \
   >"$logs/bench_unsplit.json" 2>"$logs/bench_unsplit.log" || true; }
 # One decode step's timeline on the device (a row per CTA), for tuning; busy share in the table.
 if skip_if_late trace; then
   :
-elif timeout 120 "$cli" run --backend cuda --model "$model" --prompt-tokens 1,2,3,4 --max-new-tokens 2 \
+elif limited 120 "$cli" run --backend cuda --model "$model" --prompt-tokens 1,2,3,4 --max-new-tokens 2 \
      --trace "$logs/decode_trace.json" >"$logs/trace.log" 2>&1; then
   record trace PASS "decode_trace.json"
 else
@@ -138,7 +148,7 @@ bench, torch, unsplit, trace = load("bench.json"), load("torch.json"), load("ben
 print("| check | result | detail |")
 print("|---|---|---|")
 for line in open(results):
-    stage, status, detail = line.rstrip("\n").split("\t")
+    stage, status, detail = line.rstrip("\n").split("\t", 2)
     print(f"| {stage} | {status} | {detail} |")
 if os.path.exists(os.path.join(logs, "kernel_resources.txt")):
     for line in open(os.path.join(logs, "kernel_resources.txt")):
