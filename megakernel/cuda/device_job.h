@@ -142,9 +142,48 @@ TILEFIRE_HD inline bool task_streams_staged(const WeightStreamDesc& stream, uint
   return true;
 }
 
-// Rows of one chunk: whole rows, as many as fit in a stage.
-TILEFIRE_HD inline uint32_t rows_per_chunk(const WeightStreamDesc& stream, uint32_t stage_bytes) {
-  return stage_bytes / stream.row_bytes;
+// One chunk of a staged weight stream, as the producer copies it into a stage and the consumers read it:
+// `rows` rows from `first_row` of range `range`, bytes [byte_begin, byte_begin + bytes_per_row) of each,
+// row i of the chunk at i * row_pitch in the stage.
+struct StreamChunk {
+  uint32_t range = 0, first_row = 0, rows = 0;
+  uint32_t byte_begin = 0, bytes_per_row = 0, row_pitch = 0;
+  bool segment = false;  // one segment of each row (else whole rows, consecutive in the stage)
+  TILEFIRE_HD bool whole_rows() const { return !segment; }
+  TILEFIRE_HD bool ends_rows(uint32_t row_bytes) const { return byte_begin + bytes_per_row == row_bytes; }
+};
+
+// Bytes of one row's segment when rows are too wide for every consumer warp to get a whole one per
+// chunk: a stage shared by kDeviceConsumerWarps rows, in multiples of 512 bytes (32 lanes x 16 bytes, so
+// each lane reads the same vectors of a row as it does from global memory: the same sums, bit for bit).
+TILEFIRE_HD inline uint32_t stream_segment_bytes(uint32_t stage_bytes) { return stage_bytes / kDeviceConsumerWarps / 512 * 512; }
+
+// The chunks of a staged stream in order; visit(chunk) returning false stops the walk. Narrow rows go
+// whole, as many per chunk as fit. Wide rows (fewer than kDeviceConsumerWarps per stage, such as the
+// 16 KiB rows of a K = 8192 projection) go as groups of kDeviceConsumerWarps rows, a segment of each row
+// per chunk, so every consumer warp has a row in every chunk and carries its sums across the segments.
+template <class Visit>
+TILEFIRE_HD inline void for_each_stream_chunk(const WeightStreamDesc& stream, uint32_t stage_bytes, Visit&& visit) {
+  const uint32_t per_chunk = stage_bytes / stream.row_bytes;
+  const uint32_t segment = stream_segment_bytes(stage_bytes);
+  const bool segmented = per_chunk < kDeviceConsumerWarps && segment >= 512;
+  for (uint32_t r = 0; r < stream.range_count; ++r) {
+    const uint32_t rows = stream.ranges[r].rows;
+    if (!segmented) {
+      for (uint32_t first = 0; first < rows; first += per_chunk) {
+        const uint32_t n = rows - first < per_chunk ? rows - first : per_chunk;
+        if (!visit(StreamChunk{r, first, n, 0, stream.row_bytes, stream.row_bytes, false})) return;
+      }
+      continue;
+    }
+    for (uint32_t first = 0; first < rows; first += kDeviceConsumerWarps) {
+      const uint32_t n = rows - first < kDeviceConsumerWarps ? rows - first : kDeviceConsumerWarps;
+      for (uint32_t begin = 0; begin < stream.row_bytes; begin += segment) {
+        const uint32_t bytes = stream.row_bytes - begin < segment ? stream.row_bytes - begin : segment;
+        if (!visit(StreamChunk{r, first, n, begin, bytes, segment, true})) return;
+      }
+    }
+  }
 }
 
 }  // namespace tilefire

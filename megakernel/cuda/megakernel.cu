@@ -119,32 +119,50 @@ class Worker {
       const uint32_t task = tasks[q];
       if (!staged(task)) continue;
       const WeightStreamDesc& s = program_.weight_streams[task];
-      const uint32_t per_chunk = rows_per_chunk(s, ring_.stage_bytes);
-      for (uint32_t r = 0; r < s.range_count; ++r) {
-        const unsigned char* base = static_cast<const unsigned char*>(state_.job.slots[s.ranges[r].slot]) + s.ranges[r].offset;
-        for (uint32_t first = 0; first < s.ranges[r].rows; first += per_chunk) {
-          const uint32_t bytes = min(per_chunk, s.ranges[r].rows - first) * s.row_bytes;
-          const uint32_t stage = producer_stage_, phase = producer_phase_;
-          if (++producer_stage_ == ring_.stage_count) {
-            producer_stage_ = 0;
-            producer_phase_ ^= 1u;
-          }
-          // The stage is free once the consumers released its previous use; on the first lap the barrier
-          // is fresh and a wait for the opposite parity passes at once.
-          const StageWaitSite site{config_.mailbox, config_.globals, config_.watchdog_ns, task, stage};
-          if (!mbarrier_wait(ring_.empty + stage, phase ^ 1u, site)) return;
-          const uint32_t full = shared_address(ring_.full + stage);
-          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full), "r"(bytes) : "memory");
-          asm volatile(
-              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                  shared_address(ring_.stages + uint64_t(stage) * ring_.stage_bytes)),
-              "l"(base + uint64_t(first) * s.row_bytes), "r"(bytes), "r"(full)
-              : "memory");
+      bool stopped = false;
+      for_each_stream_chunk(s, ring_.stage_bytes, [&](const StreamChunk& chunk) {
+        const unsigned char* base =
+            static_cast<const unsigned char*>(state_.job.slots[s.ranges[chunk.range].slot]) + s.ranges[chunk.range].offset;
+        const uint32_t stage = producer_stage_, phase = producer_phase_;
+        if (++producer_stage_ == ring_.stage_count) {
+          producer_stage_ = 0;
+          producer_phase_ ^= 1u;
         }
-      }
+        // The stage is free once the consumers released its previous use; on the first lap the barrier
+        // is fresh and a wait for the opposite parity passes at once.
+        const StageWaitSite site{config_.mailbox, config_.globals, config_.watchdog_ns, task, stage};
+        if (!mbarrier_wait(ring_.empty + stage, phase ^ 1u, site)) {
+          stopped = true;
+          return false;
+        }
+        const uint32_t full = shared_address(ring_.full + stage);
+        const uint32_t destination = shared_address(ring_.stages + uint64_t(stage) * ring_.stage_bytes);
+        // One transaction count for the whole chunk; each copy completes its share of it.
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full), "r"(chunk.rows * chunk.bytes_per_row)
+                     : "memory");
+        if (chunk.whole_rows()) {  // consecutive rows: one copy
+          bulk_copy_to_stage(destination, base + uint64_t(chunk.first_row) * s.row_bytes, chunk.rows * s.row_bytes, full);
+        } else {  // a segment of each row of the group, row i at i * row_pitch
+          for (uint32_t i = 0; i < chunk.rows; ++i)
+            bulk_copy_to_stage(destination + i * chunk.row_pitch,
+                               base + uint64_t(chunk.first_row + i) * s.row_bytes + chunk.byte_begin, chunk.bytes_per_row, full);
+        }
+        return true;
+      });
+      if (stopped) return;
     }
 #endif
   }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // One bulk copy from global memory into a stage, completing `bytes` of the stage's full barrier.
+  __device__ __forceinline__ void bulk_copy_to_stage(uint32_t destination, const unsigned char* source, uint32_t bytes,
+                                                     uint32_t full_barrier) const {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(destination),
+                 "l"(source), "r"(bytes), "r"(full_barrier)
+                 : "memory");
+  }
+#endif
 
   // --- waiting, with the watchdog ------------------------------------------------------------------
   // Thread 0 only. Spins until *counter reaches target; false when the watchdog fires or the kernel aborts.

@@ -133,6 +133,32 @@ __device__ __forceinline__ void copy_rows_to_shared(const float* x, uint32_t m0,
 }
 
 // One weight row (K bf16) dotted with xs[t, :] for t < count, by one warp; lane 0 writes out[t * stride].
+// acc[t] += the 8 weights of vector v of a row (packed bf16) . xs[t, 8v .. 8v + 8), for t < count. Every
+// vectorised dot product goes through here, so a row read from global memory, from a whole-row stage or
+// from segments adds the same terms in the same order: the same bits.
+__device__ __forceinline__ void accumulate_vector(const uint4& packed, const float* xs, uint32_t K, uint32_t v, uint32_t count,
+                                                  float (&acc)[kDeviceMaxPassTokens]) {
+  float w[8];
+  unpack_bf16x8(packed, w);
+#pragma unroll
+  for (uint32_t t = 0; t < kDeviceMaxPassTokens; ++t) {
+    if (t >= count) break;
+    const float4 a = reinterpret_cast<const float4*>(xs + t * K + v * 8)[0];
+    const float4 b = reinterpret_cast<const float4*>(xs + t * K + v * 8)[1];
+    acc[t] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+  }
+}
+
+// The warp's sums of acc[t] to out[t * stride] (lane 0), for t < count.
+__device__ __forceinline__ void store_warp_sums(const float (&acc)[kDeviceMaxPassTokens], uint32_t count, float* out,
+                                                uint32_t stride) {
+#pragma unroll
+  for (uint32_t t = 0; t < kDeviceMaxPassTokens; ++t) {
+    const float total = warp_sum(acc[t]);
+    if (lane_id() == 0 && t < count) out[t * stride] = total;
+  }
+}
+
 template <bool kVectorised>
 __device__ __forceinline__ void dot_row(const unsigned char* row, bool row_in_shared, uint32_t K, const float* xs,
                                         uint32_t count, float* out, uint32_t stride) {
@@ -141,18 +167,9 @@ __device__ __forceinline__ void dot_row(const unsigned char* row, bool row_in_sh
   if constexpr (kVectorised) {  // K % 8 == 0 and 16-byte aligned rows
     const uint32_t vectors = K / 8;
 #pragma unroll 2
-    for (uint32_t v = lane; v < vectors; v += 32) {
-      const uint4 packed = row_in_shared ? reinterpret_cast<const uint4*>(row)[v] : load_weight_v4(row + 16ull * v);
-      float w[8];
-      unpack_bf16x8(packed, w);
-#pragma unroll
-      for (uint32_t t = 0; t < kDeviceMaxPassTokens; ++t) {
-        if (t >= count) break;
-        const float4 a = reinterpret_cast<const float4*>(xs + t * K + v * 8)[0];
-        const float4 b = reinterpret_cast<const float4*>(xs + t * K + v * 8)[1];
-        acc[t] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
-      }
-    }
+    for (uint32_t v = lane; v < vectors; v += 32)
+      accumulate_vector(row_in_shared ? reinterpret_cast<const uint4*>(row)[v] : load_weight_v4(row + 16ull * v), xs, K, v, count,
+                        acc);
   } else {
     for (uint32_t k = lane; k < K; k += 32) {
       const float w = row_in_shared ? bf16_bits_to_float(reinterpret_cast<const unsigned short*>(row)[k])
@@ -162,11 +179,7 @@ __device__ __forceinline__ void dot_row(const unsigned char* row, bool row_in_sh
         if (t < count) acc[t] += w * xs[t * K + k];
     }
   }
-#pragma unroll
-  for (uint32_t t = 0; t < kDeviceMaxPassTokens; ++t) {
-    const float total = warp_sum(acc[t]);
-    if (lane == 0 && t < count) out[t * stride] = total;
-  }
+  store_warp_sums(acc, count, out, stride);
 }
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
@@ -256,17 +269,19 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* barrier) {
 }
 
 // dots[t * total_rows + i] = xs[t, :] . (row i of the task's weight stream), for t < count and every row
-// i of the stream's ranges in order (total_rows of them). Row i goes to warp i mod kDeviceConsumerWarps.
+// i of the stream's ranges in order (total_rows of them). From global memory, row i goes to warp
+// i mod kDeviceConsumerWarps; from the stages, chunk by chunk as for_each_stream_chunk cuts the stream
+// (whole rows the same way; a wide row's segments to one warp, which carries its sums across them).
 // Returns after consumers_sync, so dots are readable by every consumer.
 __device__ __forceinline__ void gemv_task_rows(DeviceTileContext& ctx, uint32_t K, const float* xs, uint32_t count,
                                                float* dots, uint32_t total_rows) {
   const WeightStreamDesc& s = *ctx.stream;
   const uint32_t warp = warp_id(), lane = lane_id();
-  const bool vectorised = K % 8 == 0 && s.row_bytes % 16 == 0;
-  uint32_t row_base = 0;
-  for (uint32_t r = 0; r < s.range_count; ++r) {
-    const WeightStreamDesc::Range range = s.ranges[r];
-    if (!ctx.staged) {
+  if (!ctx.staged) {
+    const bool vectorised = K % 8 == 0 && s.row_bytes % 16 == 0;
+    uint32_t row_base = 0;
+    for (uint32_t r = 0; r < s.range_count; ++r) {
+      const WeightStreamDesc::Range range = s.ranges[r];
       const unsigned char* base = ctx.slot<const unsigned char>(range.slot) + range.offset;
       for (uint32_t i = (warp + kDeviceConsumerWarps - row_base % kDeviceConsumerWarps) % kDeviceConsumerWarps;
            i < range.rows; i += kDeviceConsumerWarps) {
@@ -275,34 +290,48 @@ __device__ __forceinline__ void gemv_task_rows(DeviceTileContext& ctx, uint32_t 
         else
           dot_row<false>(base + uint64_t(i) * s.row_bytes, false, K, xs, count, dots + row_base + i, total_rows);
       }
-    } else {
-      const uint32_t per_chunk = rows_per_chunk(s, ctx.ring.stage_bytes);
-      for (uint32_t first = 0; first < range.rows && !ctx.aborted; first += per_chunk) {
-        const uint32_t rows = min(per_chunk, range.rows - first);
-        const uint32_t stage = ctx.stage, parity = ctx.phase;
-        if (++ctx.stage == ctx.ring.stage_count) {
-          ctx.stage = 0;
-          ctx.phase ^= 1u;
-        }
-        // Every lane waits itself (that is what orders the bulk-copied bytes before its reads), and the
-        // warp leaves together if any lane saw the kernel abort: the shuffles below need all 32 lanes.
-        const StageWaitSite site{ctx.mailbox, ctx.globals, ctx.watchdog_ns, ctx.task, stage};
-        if (!__all_sync(0xffffffffu, mbarrier_wait(ctx.ring.full + stage, parity, site))) {
-          ctx.aborted = true;
-          break;
-        }
-        const unsigned char* chunk = ctx.ring.stages + uint64_t(stage) * ctx.ring.stage_bytes;
-        const uint32_t chunk_base = row_base + first;
-        for (uint32_t i = (warp + kDeviceConsumerWarps - chunk_base % kDeviceConsumerWarps) % kDeviceConsumerWarps;
-             i < rows; i += kDeviceConsumerWarps)
-          dot_row<true>(chunk + uint64_t(i) * s.row_bytes, true, K, xs, count, dots + chunk_base + i, total_rows);
-        __syncwarp();
-        if (lane == 0) mbarrier_arrive(ctx.ring.empty + stage);
+      row_base += range.rows;
+    }
+    consumers_sync();
+    return;
+  }
+  const uint32_t range_base[3] = {0, s.ranges[0].rows, s.ranges[0].rows + s.ranges[1].rows};  // first row of each range
+  float carried[kDeviceMaxPassTokens] = {};  // segmented: this warp's sums of its row so far
+  for_each_stream_chunk(s, ctx.ring.stage_bytes, [&](const StreamChunk& chunk) {
+    const uint32_t stage = ctx.stage, parity = ctx.phase;
+    if (++ctx.stage == ctx.ring.stage_count) {
+      ctx.stage = 0;
+      ctx.phase ^= 1u;
+    }
+    // Every lane waits itself (that is what orders the bulk-copied bytes before its reads), and the warp
+    // leaves together if any lane saw the kernel abort: the shuffles below need all 32 lanes.
+    const StageWaitSite site{ctx.mailbox, ctx.globals, ctx.watchdog_ns, ctx.task, stage};
+    if (!__all_sync(0xffffffffu, mbarrier_wait(ctx.ring.full + stage, parity, site))) {
+      ctx.aborted = true;
+      return false;
+    }
+    const unsigned char* bytes = ctx.ring.stages + uint64_t(stage) * ctx.ring.stage_bytes;
+    const uint32_t first = range_base[chunk.range] + chunk.first_row;  // the chunk's first row in the stream
+    if (chunk.whole_rows()) {
+      for (uint32_t i = (warp + kDeviceConsumerWarps - first % kDeviceConsumerWarps) % kDeviceConsumerWarps; i < chunk.rows;
+           i += kDeviceConsumerWarps)
+        dot_row<true>(bytes + uint64_t(i) * s.row_bytes, true, K, xs, count, dots + first + i, total_rows);
+    } else if (warp < chunk.rows) {
+      // This warp's row segment: vectors [begin, begin + n) of the row, lane l the ones = l mod 32 (begin
+      // is a multiple of 32 vectors), as the whole row would give them to it.
+      const uint4* segment = reinterpret_cast<const uint4*>(bytes + uint64_t(warp) * chunk.row_pitch);
+      const uint32_t begin = chunk.byte_begin / 16, n = chunk.bytes_per_row / 16;
+      for (uint32_t v = lane; v < n; v += 32) accumulate_vector(segment[v], xs, K, begin + v, count, carried);
+      if (chunk.ends_rows(s.row_bytes)) {
+        store_warp_sums(carried, count, dots + first + warp, total_rows);
+#pragma unroll
+        for (uint32_t t = 0; t < kDeviceMaxPassTokens; ++t) carried[t] = 0.0f;
       }
     }
-    row_base += range.rows;
-    if (ctx.aborted) break;
-  }
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(ctx.ring.empty + stage);
+    return true;
+  });
   consumers_sync();
 }
 

@@ -186,6 +186,27 @@ TEST(CudaOps, MatmulResidualMatchesCpu) {
     }
 }
 
+// Rows too wide for a stage to hold one per consumer warp (K = 8192: 16 KiB rows; K = 6152: a shorter
+// last segment) stream in segments, groups of 8 rows; decode token counts, where staging applies.
+TEST(CudaOps, MatmulResidualWideRowsMatchCpu) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  for (uint32_t K : {8192u, 6152u})
+    for (uint32_t tokens : {1u, 3u}) {
+      SingleOpCase c;
+      MatmulResidualParams p;
+      p.K = K;
+      p.N = 40;
+      p.wdtype = DType::bf16;
+      p.x = c.add_f32("x", SlotKind::activation, tokens, K, 0, 1);
+      p.weight = c.add_bf16("w", p.N, K, 0.02f);
+      p.residual = c.add_f32("residual", SlotKind::activation, tokens, p.N, 0, 1);
+      p.out = c.add_f32("out", SlotKind::activation, tokens, p.N, 0, 0, true);
+      SCOPED_TRACE("K " + std::to_string(K) + ", tokens " + std::to_string(tokens));
+      c.expect_device_matches_cpu(OpParams::make(OpCode::matmul_residual, 0, p), p.N, 17, {},
+                                  random_tokens(c.rng(), tokens, 10), 0, 1e-4, 1e-3);
+    }
+}
+
 TEST(CudaOps, MatmulResidualMatchesCpuWithoutStaging) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   SingleOpCase c;
