@@ -147,6 +147,7 @@ TILEFIRE_HD inline bool task_streams_staged(const WeightStreamDesc& stream, uint
 // row i of the chunk at i * row_pitch in the stage.
 struct StreamChunk {
   uint32_t range = 0, first_row = 0, rows = 0;
+  uint32_t stream_row = 0;  // first_row counted over all the stream's ranges (the consumers' result row)
   uint32_t byte_begin = 0, bytes_per_row = 0, row_pitch = 0;
   bool segment = false;  // one segment of each row (else whole rows, consecutive in the stage)
   TILEFIRE_HD bool whole_rows() const { return !segment; }
@@ -167,22 +168,25 @@ TILEFIRE_HD inline void for_each_stream_chunk(const WeightStreamDesc& stream, ui
   const uint32_t per_chunk = stage_bytes / stream.row_bytes;
   const uint32_t segment = stream_segment_bytes(stage_bytes);
   const bool segmented = per_chunk < kDeviceConsumerWarps && segment >= 512;
+  if (!segmented && per_chunk == 0) return;  // rows wider than a stage are never staged (task_streams_staged)
+  uint32_t stream_row = 0;
   for (uint32_t r = 0; r < stream.range_count; ++r) {
     const uint32_t rows = stream.ranges[r].rows;
     if (!segmented) {
       for (uint32_t first = 0; first < rows; first += per_chunk) {
         const uint32_t n = rows - first < per_chunk ? rows - first : per_chunk;
-        if (!visit(StreamChunk{r, first, n, 0, stream.row_bytes, stream.row_bytes, false})) return;
+        if (!visit(StreamChunk{r, first, n, stream_row + first, 0, stream.row_bytes, stream.row_bytes, false})) return;
       }
-      continue;
-    }
-    for (uint32_t first = 0; first < rows; first += kDeviceConsumerWarps) {
-      const uint32_t n = rows - first < kDeviceConsumerWarps ? rows - first : kDeviceConsumerWarps;
-      for (uint32_t begin = 0; begin < stream.row_bytes; begin += segment) {
-        const uint32_t bytes = stream.row_bytes - begin < segment ? stream.row_bytes - begin : segment;
-        if (!visit(StreamChunk{r, first, n, begin, bytes, segment, true})) return;
+    } else {
+      for (uint32_t first = 0; first < rows; first += kDeviceConsumerWarps) {
+        const uint32_t n = rows - first < kDeviceConsumerWarps ? rows - first : kDeviceConsumerWarps;
+        for (uint32_t begin = 0; begin < stream.row_bytes; begin += segment) {
+          const uint32_t bytes = stream.row_bytes - begin < segment ? stream.row_bytes - begin : segment;
+          if (!visit(StreamChunk{r, first, n, stream_row + first, begin, bytes, segment, true})) return;
+        }
       }
     }
+    stream_row += rows;
   }
 }
 

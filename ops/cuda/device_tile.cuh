@@ -132,7 +132,6 @@ __device__ __forceinline__ void copy_rows_to_shared(const float* x, uint32_t m0,
   consumers_sync();
 }
 
-// One weight row (K bf16) dotted with xs[t, :] for t < count, by one warp; lane 0 writes out[t * stride].
 // acc[t] += the 8 weights of vector v of a row (packed bf16) . xs[t, 8v .. 8v + 8), for t < count. Every
 // vectorised dot product goes through here, so a row read from global memory, from a whole-row stage or
 // from segments adds the same terms in the same order: the same bits.
@@ -159,6 +158,7 @@ __device__ __forceinline__ void store_warp_sums(const float (&acc)[kDeviceMaxPas
   }
 }
 
+// One weight row (K bf16) dotted with xs[t, :] for t < count, by one warp; lane 0 writes out[t * stride].
 template <bool kVectorised>
 __device__ __forceinline__ void dot_row(const unsigned char* row, bool row_in_shared, uint32_t K, const float* xs,
                                         uint32_t count, float* out, uint32_t stride) {
@@ -295,7 +295,6 @@ __device__ __forceinline__ void gemv_task_rows(DeviceTileContext& ctx, uint32_t 
     consumers_sync();
     return;
   }
-  const uint32_t range_base[3] = {0, s.ranges[0].rows, s.ranges[0].rows + s.ranges[1].rows};  // first row of each range
   float carried[kDeviceMaxPassTokens] = {};  // segmented: this warp's sums of its row so far
   for_each_stream_chunk(s, ctx.ring.stage_bytes, [&](const StreamChunk& chunk) {
     const uint32_t stage = ctx.stage, parity = ctx.phase;
@@ -311,14 +310,14 @@ __device__ __forceinline__ void gemv_task_rows(DeviceTileContext& ctx, uint32_t 
       return false;
     }
     const unsigned char* bytes = ctx.ring.stages + uint64_t(stage) * ctx.ring.stage_bytes;
-    const uint32_t first = range_base[chunk.range] + chunk.first_row;  // the chunk's first row in the stream
+    const uint32_t first = chunk.stream_row;  // the chunk's first row among all the stream's rows
     if (chunk.whole_rows()) {
       for (uint32_t i = (warp + kDeviceConsumerWarps - first % kDeviceConsumerWarps) % kDeviceConsumerWarps; i < chunk.rows;
            i += kDeviceConsumerWarps)
         dot_row<true>(bytes + uint64_t(i) * s.row_bytes, true, K, xs, count, dots + first + i, total_rows);
     } else if (warp < chunk.rows) {
-      // This warp's row segment: vectors [begin, begin + n) of the row, lane l the ones = l mod 32 (begin
-      // is a multiple of 32 vectors), as the whole row would give them to it.
+      // This warp's row segment: vectors [begin, begin + n) of the row (a vector: 16 bytes, 8 bf16), lane
+      // l the ones = l mod 32 (begin is a multiple of 32 vectors), as the whole row would give them to it.
       const uint4* segment = reinterpret_cast<const uint4*>(bytes + uint64_t(warp) * chunk.row_pitch);
       const uint32_t begin = chunk.byte_begin / 16, n = chunk.bytes_per_row / 16;
       for (uint32_t v = lane; v < n; v += 32) accumulate_vector(segment[v], xs, K, begin + v, count, carried);

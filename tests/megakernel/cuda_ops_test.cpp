@@ -172,7 +172,7 @@ TEST(CudaOps, EmbedMatchesCpu) {
 TEST(CudaOps, MatmulResidualMatchesCpu) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   for (uint32_t K : {200u, 100u, 2048u, 8192u, 6152u})
-    for (uint32_t tokens : {1u, 5u, 37u, 70u}) {
+    for (uint32_t tokens : {1u, 3u, 5u, 37u, 70u}) {
       SingleOpCase c;
       MatmulResidualParams p;
       p.K = K;
@@ -205,11 +205,12 @@ TEST(CudaOps, MatmulResidualMatchesCpuWithoutStaging) {
 }
 
 // hidden 104 takes the vector path at every token count; 128 takes tensor cores for the 40-token prefill
-// (the RMSNorm folded in as x * g and a per-token scale).
+// (the RMSNorm folded in as x * g and a per-token scale); 4096 makes 8 KiB rows, which stream in segments
+// (gate rows, then up rows: two ranges) at 1 and 3 tokens.
 TEST(CudaOps, GateUpSwigluMatchesCpu) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
-  for (uint32_t hidden : {104u, 128u})
-  for (uint32_t tokens : {1u, 6u, 40u}) {
+  for (uint32_t hidden : {104u, 128u, 4096u})
+  for (uint32_t tokens : {1u, 3u, 6u, 40u}) {
     SingleOpCase c;
     GateUpSwigluParams p;
     p.hidden = hidden;

@@ -139,48 +139,65 @@ TEST(DeviceProgram, RejectsAnUnknownOpcode) {
 // How the producer warp and the consumer warps cut a staged weight stream (one walk, for_each_stream_chunk,
 // shared by both): every byte of every row exactly once, each chunk within a stage, whole rows when a
 // stage holds kDeviceConsumerWarps of them or more, and otherwise groups of kDeviceConsumerWarps rows in
-// segments of a multiple of 512 bytes (so each lane reads a wide row's vectors as from global memory).
-TEST(StreamChunks, CoverEveryRowByteOnceWithinAStage) {
-  const uint32_t stage = 32768;
-  for (uint32_t row_bytes : {4096u, 16384u, 8192u, 12304u, 32768u, 2064u}) {  // K = 2048, 8192, 4096, 6152, 16384, 1032
-    WeightStreamDesc s;
-    s.row_bytes = row_bytes;
-    s.range_count = 3;
-    s.ranges[0].rows = 13;
-    s.ranges[1].rows = 8;
-    s.ranges[2].rows = 3;
-    std::vector<std::vector<uint32_t>> covered(3);  // per range: bytes seen per row byte
-    for (uint32_t r = 0; r < 3; ++r) covered[r].assign(size_t(s.ranges[r].rows) * row_bytes, 0);
-    const bool wide = stage / row_bytes < kDeviceConsumerWarps;
-    uint32_t previous_range = 0, chunks = 0;
-    for_each_stream_chunk(s, stage, [&](const StreamChunk& c) {
-      ++chunks;
-      EXPECT_GE(c.range, previous_range);
-      previous_range = c.range;
-      EXPECT_LE(uint64_t(c.rows - 1) * c.row_pitch + c.bytes_per_row, stage) << "row_bytes " << row_bytes;
-      EXPECT_EQ(c.whole_rows(), !wide);
-      if (wide) {
-        EXPECT_LE(c.rows, kDeviceConsumerWarps);
-        EXPECT_EQ(c.row_pitch % 512, 0u);
-        EXPECT_EQ(c.byte_begin % 512, 0u);
-      }
-      for (uint32_t i = 0; i < c.rows; ++i)
-        for (uint32_t b = c.byte_begin; b < c.byte_begin + c.bytes_per_row; ++b)
-          ++covered[c.range][size_t(c.first_row + i) * row_bytes + b];
-      return true;
-    });
-    EXPECT_GT(chunks, 0u);
-    for (uint32_t r = 0; r < 3; ++r)
-      for (size_t b = 0; b < covered[r].size(); ++b)
-        ASSERT_EQ(covered[r][b], 1u) << "row_bytes " << row_bytes << ", range " << r << ", byte " << b;
-  }
+// segments of a multiple of 512 bytes (so each lane reads a wide row's vectors as from global memory),
+// a group's segments in order with its last one ending the rows (where a consumer warp stores its sums),
+// and each chunk's first row counted over the whole stream (where its results go).
+TEST(StreamChunks, CoverEveryRowByteOnceInOrderWithinAStage) {
+  for (uint32_t stage : {32768u, 36864u, 65536u, 2048u})
+    for (uint32_t row_bytes : {4096u, 16384u, 8192u, 12304u, 32768u, 2064u, 1024u}) {
+      if (row_bytes > stage) continue;  // never staged (task_streams_staged)
+      const std::string where = "stage " + std::to_string(stage) + ", row_bytes " + std::to_string(row_bytes);
+      WeightStreamDesc s;
+      s.row_bytes = row_bytes;
+      s.range_count = 3;
+      s.ranges[0].rows = 13;
+      s.ranges[1].rows = 8;
+      s.ranges[2].rows = 3;
+      std::vector<std::vector<uint32_t>> covered(3);  // per range: visits per row byte
+      for (uint32_t r = 0; r < 3; ++r) covered[r].assign(size_t(s.ranges[r].rows) * row_bytes, 0);
+      std::vector<uint32_t> rows_ended(24, 0);  // per stream row: chunks that ended it
+      const bool wide = stage / row_bytes < kDeviceConsumerWarps && stage / kDeviceConsumerWarps >= 512;
+      uint32_t next_stream_row = 0, expected_begin = 0, chunks = 0;
+      for_each_stream_chunk(s, stage, [&](const StreamChunk& c) {
+        ++chunks;
+        const uint32_t range_first = c.range == 0 ? 0 : c.range == 1 ? 13 : 21;
+        EXPECT_EQ(c.stream_row, range_first + c.first_row) << where;
+        EXPECT_EQ(c.stream_row, next_stream_row) << where << ": chunks out of order";
+        EXPECT_EQ(c.byte_begin, expected_begin) << where << ": segments out of order";
+        EXPECT_LE(uint64_t(c.rows - 1) * c.row_pitch + c.bytes_per_row, stage) << where;
+        EXPECT_EQ(c.whole_rows(), !wide) << where;
+        if (wide) {
+          EXPECT_LE(c.rows, kDeviceConsumerWarps);
+          EXPECT_EQ(c.row_pitch % 512, 0u);
+          EXPECT_EQ(c.byte_begin % 512, 0u);
+        }
+        for (uint32_t i = 0; i < c.rows; ++i) {
+          for (uint32_t b = c.byte_begin; b < c.byte_begin + c.bytes_per_row; ++b)
+            ++covered[c.range][size_t(c.first_row + i) * row_bytes + b];
+          if (c.ends_rows(row_bytes)) ++rows_ended[c.stream_row + i];
+        }
+        if (c.ends_rows(row_bytes)) {
+          next_stream_row += c.rows;
+          expected_begin = 0;
+        } else {
+          expected_begin = c.byte_begin + c.bytes_per_row;
+        }
+        return true;
+      });
+      EXPECT_GT(chunks, 0u) << where;
+      EXPECT_EQ(next_stream_row, 24u) << where;
+      for (uint32_t row = 0; row < 24; ++row) EXPECT_EQ(rows_ended[row], 1u) << where << ", stream row " << row;
+      for (uint32_t r = 0; r < 3; ++r)
+        for (size_t b = 0; b < covered[r].size(); ++b)
+          ASSERT_EQ(covered[r][b], 1u) << where << ", range " << r << ", byte " << b;
+    }
   // A walk stopped by its visitor (an aborted kernel) ends there.
   WeightStreamDesc s;
   s.row_bytes = 16384;
   s.range_count = 1;
   s.ranges[0].rows = 16;
   uint32_t visited = 0;
-  for_each_stream_chunk(s, stage, [&](const StreamChunk&) { return ++visited < 3; });
+  for_each_stream_chunk(s, 32768, [&](const StreamChunk&) { return ++visited < 3; });
   EXPECT_EQ(visited, 3u);
 }
 
