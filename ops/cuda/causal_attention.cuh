@@ -4,6 +4,7 @@
 // and their states are combined and normalised.
 #include "ops/causal_attention.h"
 #include "ops/cuda/attention_warps.cuh"
+#include "ops/cuda/prefill_attention.cuh"
 
 namespace tilefire::device {
 
@@ -20,6 +21,15 @@ struct DeviceTile<OpCode::causal_attention> {
     const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, hd]
     const float* q = ctx.slot<const float>(p.q);                       // [tokens, heads * hd]
     float* out = ctx.slot<float>(p.out);                               // [tokens, heads * hd]
+    if (prefill_attention_on_tensor_cores(ctx.tokens_count, hd)) {
+      // A prefill: units of (query head, 16 tokens) on tensor cores, warp w taking units w, w + 8, ...
+      const uint32_t blocks = (ctx.tokens_count + 15) / 16, units = (tile.end - tile.begin) * blocks;
+      for (uint32_t unit = warp_id(); unit < units; unit += kDeviceConsumerWarps)
+        prefill_attention_unit(q, k, v, out, q_dim, hd, tile.begin + unit / blocks, 16 * (unit % blocks), ctx.tokens_count,
+                               ctx.position0, p.scale);
+      consumers_sync();
+      return;
+    }
     for (uint32_t m = 0; m < ctx.tokens_count; ++m) {
       const uint32_t visible = ctx.position0 + m + 1;  // causal: positions 0 .. position0 + m
       for (uint32_t h = tile.begin; h < tile.end; ++h) {
