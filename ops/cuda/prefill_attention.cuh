@@ -6,7 +6,11 @@
 // the same op's tile (ops/causal_attention.h): the same softmax of the same scores, within tolerance.
 //
 // Precision: Q, K, V (f32) and P are split into bf16 hi + lo and each product takes three MMAs
-// (hi hi + hi lo + lo hi), so the operands keep about 16 bits; sums are f32. Rows are token rows
+// (hi hi + hi lo + lo hi), so the operands keep about 16 bits; sums are f32. Non-finite values differ
+// from the twin in two ways: an Inf operand becomes NaN (its lo part is Inf - Inf), and a NaN or Inf
+// in the V row of a position a token does not see still reaches that token (P = 0 times it, as the 16
+// rows of a unit share one V operand), where the twin never reads it. The last token (the logits) sees
+// every position, so a step that makes a NaN ends in NaN logits on both. Rows are token rows
 // (`group` and `group` + 8 of the 16), columns positions or head dimensions, as the MMA's fragments lay
 // them out: a lane holds, for its two rows, two adjacent columns of each 8-wide n tile.
 #include "ops/causal_attention.h"
@@ -40,7 +44,8 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// Whether the prefill body takes a step: 16 tokens or more, head_dim a multiple of 16 up to 128.
+// Whether the prefill body takes a step: 16 tokens or more, head_dim a multiple of 16 up to
+// kPrefillAttentionMaxHeadDim.
 __device__ __forceinline__ bool prefill_attention_on_tensor_cores(uint32_t tokens, uint32_t head_dim) {
   return tokens >= 16 && head_dim % 16 == 0 && head_dim <= kPrefillAttentionMaxHeadDim;
 }
