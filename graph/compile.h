@@ -21,6 +21,9 @@ struct CompileOptions {
   // Split-KV attention at decode (ops/attention_chunk.h): chunks per KV head; 0: the fuse pass decides
   // (it splits when there are fewer attention tiles than workers); 1: never split.
   uint32_t kv_splits = 0;
+  // The step's tokens are one decode token of each of `tokens` sequences, not a prompt (the simulator's
+  // --batch; the engine does not batch yet): attention splits over KV positions as at decode.
+  bool batched_decode = false;
   uint32_t tiles_per_worker = 4;  // target tiles of each op per worker (more: more overlap, more sync)
   uint32_t max_tile_rows = 512;   // widest matmul tile, in weight rows
   uint32_t tp = 1;    // tensor-parallel ranks (graph/shard.cpp makes rank `rank`'s program)

@@ -165,7 +165,7 @@ class Fuser {
   // chunk when the cache is full.
   uint32_t split_kv_chunks(uint32_t head_tiles, uint32_t max_context) const {
     constexpr uint32_t kMinChunkContext = 128, kMaxChunks = 64;
-    if (options_.tokens != 1) return 1;
+    if (options_.tokens != 1 && !options_.batched_decode) return 1;
     if (options_.kv_splits != 0) return options_.kv_splits;
     if (head_tiles >= options_.workers) return 1;
     const uint32_t fill = (options_.workers + g_.spec.kv_heads - 1) / g_.spec.kv_heads;

@@ -120,9 +120,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   SimulateReport report;
   const std::optional<DType> dtype = parse_dtype(options.dtype);
   if (!dtype) throw InputError("--dtype must be f32, bf16 or f16, got '" + options.dtype + "'");
-  if (options.batch != 1)
-    throw InputError("--batch " + std::to_string(options.batch) + ": the engine runs one sequence per step (no batching yet), "
-                     "so the simulator models batch 1");
+  if (options.batch == 0 || options.batch > 256) throw InputError("--batch expects 1 to 256 sequences");
   if (!options.policy.empty() && !find_policy(options.policy))
     throw InputError("--policy: unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
   const ModelSpec spec = spec_for_tool(options.model_dir, options.preset, *dtype, &report.model);
@@ -140,7 +138,10 @@ SimulateReport simulate_model(const SimulateOptions& options) {
 
   CompileOptions compile;
   compile.workers = device.workers;
-  compile.tokens = 1;
+  // --batch B: one decode token of each of B sequences, each with `context` positions of its own. The
+  // matrix tiles read their weights once for all B tokens; attention reads B caches (task_work).
+  compile.tokens = options.batch;
+  compile.batched_decode = options.batch > 1;
   compile.max_context = std::max(std::min(spec.max_context, 4096u), options.context);
   if (compile.max_context > spec.max_context)
     throw InputError("--context " + std::to_string(options.context) + " exceeds the model's " + std::to_string(spec.max_context));
@@ -152,13 +153,15 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   compile.rank = options.rank;
   const Program program = compile_model(spec, compile);
 
-  const SimulationResult dataflow = simulate_program(program, device, options.context);
-  SimulationOptions bsp_options;
+  SimulationOptions dataflow_options;
+  dataflow_options.sequences = options.batch;
+  const SimulationResult dataflow = simulate_program(program, device, options.context, dataflow_options);
+  SimulationOptions bsp_options = dataflow_options;
   bsp_options.bsp = true;
   const SimulationResult bsp = simulate_program(program, device, options.context, bsp_options);
   double bytes = 0, flops = 0, link_ns = 0;
   for (const TaskDesc& t : program.tasks) {
-    const TaskWork work = task_work(program, t, options.context);
+    const TaskWork work = task_work(program, t, options.context, options.batch);
     bytes += work.bytes();
     flops += work.flops;
     link_ns += modelled_link_ns(device, work);
@@ -166,7 +169,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   if (link_ns > 0) {
     DeviceModel free_link = device;
     free_link.link_gbs = 0;  // collectives cost what any task costs, nothing over the link
-    const double without = simulate_program(program, free_link, options.context).step_ns;
+    const double without = simulate_program(program, free_link, options.context, dataflow_options).step_ns;
     report.collective_ms = link_ns / device.workers * 1e-6;
     report.exposed_collective_ms = std::max(0.0, dataflow.step_ns - without) * 1e-6;
     report.hidden_collective_share = std::clamp(1.0 - report.exposed_collective_ms / report.collective_ms, 0.0, 1.0);

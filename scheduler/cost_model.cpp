@@ -11,7 +11,7 @@ namespace {
 
 // Activation bytes of the regions a tile reads and writes: columns x tokens x 4 for activations and
 // windows, positions x head_dim x 4 for KV-cache heads (up to `context`).
-double region_bytes(const Program& program, const std::vector<Region>& regions, uint32_t tokens, uint32_t context,
+double region_bytes(const Program& program, const std::vector<Region>& regions, uint32_t tokens, double context,
                     uint32_t head_dim) {
   double bytes = 0;
   for (const Region& r : regions) {
@@ -27,7 +27,7 @@ double region_bytes(const Program& program, const std::vector<Region>& regions, 
 
 }  // namespace
 
-TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t context) {
+TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t context, uint32_t sequences) {
   TaskWork work;
   const WeightRanges ranges = task_weight_ranges(program, task);
   double weight_elements = 0;
@@ -50,7 +50,7 @@ TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t contex
   const uint32_t tokens = program.tokens;
   // Writes to a KV cache append the step's tokens (positions); reads of it cover the context (a split-KV
   // chunk: its share of it).
-  work.activation_bytes = region_bytes(program, fp.reads, tokens, uint32_t(positions_read), head_dim) +
+  work.activation_bytes = region_bytes(program, fp.reads, tokens, double(positions_read) * sequences, head_dim) +
                           region_bytes(program, fp.writes, tokens, tokens, head_dim);
   // A matrix tile does a multiply-add per weight element and token (the LM head projects one token).
   const double matrix_tokens = task.op == OpCode::lm_head ? 1.0 : double(tokens);

@@ -20,8 +20,10 @@ struct TaskWork {
   double bytes() const { return weight_bytes + activation_bytes; }
 };
 
-// A task's work when `context` positions are in the KV cache (attention reads them).
-TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t context);
+// A task's work when `context` positions are in the KV cache (attention reads them). With `sequences`
+// > 1 the step's tokens are one decode token of each of that many sequences (the simulator's --batch),
+// each with its own cache of `context` positions: attention reads `sequences` caches.
+TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t context, uint32_t sequences = 1);
 
 // A device as the cost model sees it. Presets come from datasheets; the per-task costs are leads to be
 // corrected against measurements (docs/SIMULATOR.md).

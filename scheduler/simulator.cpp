@@ -185,7 +185,7 @@ SimulationResult simulate_program(const Program& program, const DeviceModel& dev
   std::vector<double> task_ns(program.tasks.size()), weight_ns(program.tasks.size());
   const double share_bytes_per_ns = device.memory_gbs / double(device.workers);
   for (uint32_t t = 0; t < program.tasks.size(); ++t) {
-    const TaskWork work = task_work(program, program.tasks[t], context);
+    const TaskWork work = task_work(program, program.tasks[t], context, options.sequences);
     task_ns[t] = modelled_task_ns(device, work);
     weight_ns[t] = work.weight_bytes / share_bytes_per_ns;
   }

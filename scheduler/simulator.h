@@ -28,6 +28,7 @@ struct SimulationResult {
 struct SimulationOptions {
   bool bsp = false;
   bool prefetch_while_waiting = true;
+  uint32_t sequences = 1;  // the step's tokens are decode tokens of this many sequences (task_work)
 };
 
 // Task times from the cost model (`context` positions in the KV cache).

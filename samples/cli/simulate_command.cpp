@@ -27,7 +27,8 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
   --granularity G  events per producer tile (tile, default), head-wide band (head), or op
   --kv-splits N    split-KV attention: each KV head's positions in N tiles (1: none; default automatic)
   --tp N, --rank R tensor parallelism: simulate rank R's program of N
-  --batch B        sequences per step (only 1: the engine has no batching yet)
+  --batch B        sequences per decode step, each at --context positions (default 1; the engine runs one
+                   sequence per step, so batch > 1 is a prediction with nothing measured to check it)
   --context T      positions in the KV cache (default 512)
   --trace FILE     the simulated timeline as a Chrome/Perfetto trace (the format of `run --trace`)
   --json           one JSON object: step_ms, bound_ms, bound_share, bsp_ratio, idle_share, ...
@@ -56,7 +57,7 @@ int simulate_command(int argc, char** argv) {
   o.kv_splits = uint32_t(args.unsigned_or("--kv-splits", 0, 1, 256));
   o.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 1024));
   o.rank = uint32_t(args.unsigned_or("--rank", 0, 0, 1023));
-  o.batch = uint32_t(args.unsigned_or("--batch", 1, 1, 4096));
+  o.batch = uint32_t(args.unsigned_or("--batch", 1, 1, 256));
   o.context = uint32_t(args.unsigned_or("--context", 512, 1, 1u << 20));
   o.trace_path = args.text_or("--trace", "");
   const SimulateReport r = simulate_model(o);

@@ -423,7 +423,7 @@ TEST(CliFlags, SimulateRefusesWithTheReason) {
   const std::string bad = (dir.path() / "bad.json").string();
   write_file_text(bad, R"({"workers": 4, "memory_gbs": 100})");
   check_flag_cases({
-      {{"simulate", "--preset", "tiny", "--batch", "2"}, "simulate", {"--batch 2", "no batching"}},
+      {{"simulate", "--preset", "tiny", "--batch", "300"}, "simulate", {"--batch", "'300'"}},
       {{"simulate", "--preset", "tiny", "--device", "tpu"}, "simulate", {"--device", "'tpu'", "cpu"}},
       {{"simulate", "--preset", "tiny", "--device", bad}, "simulate", {bad, "'flops'"}},
       {{"simulate", "--preset", "tiny", "--device", "/nonexistent.json"}, "simulate", {"/nonexistent.json", "cannot open"}},

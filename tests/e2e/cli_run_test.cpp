@@ -329,6 +329,23 @@ TEST(CliSimulate, JsonDeviceFileAndTrace) {
   EXPECT_FALSE(events["traceEvents"].empty());
 }
 
+// simulate --batch B: B sequences' decode tokens in one step. On the H200 model the weights are read once
+// for all of them: the bound and the step grow (KV caches, and each tile's input rows: the model charges
+// every activation read at memory bandwidth), but a step of 8 takes far less than 8 steps of one.
+TEST(CliSimulate, BatchSharesTheWeights) {
+  auto simulate = [](const char* batch) {
+    RunResult r = run_cli({"simulate", "--preset", "llama-3.2-1b", "--context", "256", "--batch", batch, "--json"});
+    EXPECT_EQ(r.status, 0) << describe(r);
+    return nlohmann::json::parse(r.out);
+  };
+  const nlohmann::json one = simulate("1"), eight = simulate("8");
+  const double bound_one = one["bound_ms"].get<double>(), bound_eight = eight["bound_ms"].get<double>();
+  EXPECT_GT(bound_eight, bound_one);
+  EXPECT_LT(bound_eight, 2 * bound_one);
+  EXPECT_GT(eight["step_ms"].get<double>(), one["step_ms"].get<double>());
+  EXPECT_LT(eight["step_ms"].get<double>(), 2 * one["step_ms"].get<double>());
+}
+
 // tilefire bench --sweep: one row per cell in the CSV and the Markdown table, each with its bsp ratio.
 TEST(CliBenchSweep, OneRowPerCell) {
   TempDir dir("cli-sweep");

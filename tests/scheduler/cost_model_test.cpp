@@ -42,6 +42,38 @@ TEST(CostModel, MatrixAndAttentionTilesFromTheirShapes) {
   EXPECT_TRUE(saw_down && saw_attention && saw_lm_head);
 }
 
+// A batched decode step (the simulator's --batch): B tokens, one per sequence, each sequence with its own
+// cache. Matrix tiles read their weights once for all B tokens; attention tiles read B caches, split
+// over KV positions as at decode (chunk tiles cover the context once per sequence).
+TEST(CostModel, BatchedDecodeReadsOneCachePerSequence) {
+  const ModelSpec spec = preset_spec("small", DType::bf16);
+  CompileOptions options;
+  options.workers = 64;
+  options.tokens = 4;
+  options.batched_decode = true;
+  options.max_context = 512;
+  const Program program = compile_model(spec, options);
+  double chunk_kv_bytes_one = 0, chunk_kv_bytes_four = 0;
+  bool saw_matrix = false;
+  for (const TaskDesc& task : program.tasks) {
+    const TaskWork one = task_work(program, task, 200, 1), four = task_work(program, task, 200, 4);
+    EXPECT_DOUBLE_EQ(one.weight_bytes, four.weight_bytes) << op_name(task.op);
+    EXPECT_DOUBLE_EQ(one.flops, four.flops) << op_name(task.op);  // flops already count every token
+    if (task.op == OpCode::attention_chunk) {
+      chunk_kv_bytes_one += one.activation_bytes;
+      chunk_kv_bytes_four += four.activation_bytes;
+    } else {
+      EXPECT_DOUBLE_EQ(one.activation_bytes, four.activation_bytes) << op_name(task.op);
+      saw_matrix |= task.op == OpCode::gate_up_swiglu;
+    }
+  }
+  EXPECT_TRUE(saw_matrix);
+  ASSERT_GT(chunk_kv_bytes_one, 0.0) << "64 workers against small's KV heads: attention splits at a batched decode";
+  // K and V of every KV head of every layer over 200 positions, per extra sequence; q and the records are
+  // the same for both.
+  EXPECT_NEAR(chunk_kv_bytes_four - chunk_kv_bytes_one, 3.0 * spec.layers * 2 * spec.kv_heads * 200.0 * spec.head_dim * 4, 1e-3);
+}
+
 // Collective tasks read their peers' data over the link: an all-reduce tile (R - 1) partial sums of its
 // columns, the logits all-gather the other ranks' shares.
 TEST(CostModel, CollectiveTasksCrossTheLink) {
