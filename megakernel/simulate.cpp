@@ -187,6 +187,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   report.bsp_ms = bsp.step_ns * 1e-6;
   report.bsp_ratio = report.step_ms > 0 ? report.bsp_ms / report.step_ms : 0;
   report.idle_share = dataflow.idle_share;
+  for (double busy : dataflow.busy_ns) report.idle_ms.push_back(std::max(0.0, dataflow.step_ns - busy) * 1e-6);
   if (!options.trace_path.empty()) {
     std::vector<TaskTiming> timings;
     for (const SimulatedTask& t : dataflow.timeline)

@@ -1,6 +1,7 @@
 // tilefire simulate: a model's decode program on a device model (a discrete-event simulation of the
 // megakernel): the predicted step time, its bound, the share of the bound reached, idle time, and the
 // ratio against bsp under the same model.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -31,7 +32,7 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
                    sequence per step, so batch > 1 is a prediction with nothing measured to check it)
   --context T      positions in the KV cache (default 512)
   --trace FILE     the simulated timeline as a Chrome/Perfetto trace (the format of `run --trace`)
-  --json           one JSON object: step_ms, bound_ms, bound_share, bsp_ratio, idle_share, ...
+  --json           one JSON object: step_ms, bound_ms, bound_share, bsp_ratio, idle_share, idle_ms_per_worker, ...
 )";
 
 }  // namespace
@@ -66,7 +67,7 @@ int simulate_command(int argc, char** argv) {
                                 {"tasks", r.tasks},         {"memory_gbs", r.memory_gbs},   {"flops", r.flops},
                                 {"dispatch_ns", r.dispatch_ns}, {"signal_ns", r.signal_ns}, {"step_ms", r.step_ms},
                                 {"bound_ms", r.bound_ms},   {"bound_share", r.bound_share}, {"bsp_ms", r.bsp_ms},
-                                {"bsp_ratio", r.bsp_ratio}, {"idle_share", r.idle_share},
+                                {"bsp_ratio", r.bsp_ratio}, {"idle_share", r.idle_share}, {"idle_ms_per_worker", r.idle_ms},
                                 {"collective_ms", r.collective_ms}, {"exposed_collective_ms", r.exposed_collective_ms},
                                 {"hidden_collective_share", r.hidden_collective_share}}
                      .dump()
@@ -77,7 +78,9 @@ int simulate_command(int argc, char** argv) {
               r.model.c_str(), r.device.c_str(), r.workers, r.memory_gbs, r.flops, r.dispatch_ns, r.signal_ns, r.tasks);
   std::printf("predicted decode step: %.4f ms (bound %.4f ms: %.0f%% of it reached), bsp %.4f ms (bsp / dataflow %.3f)\n",
               r.step_ms, r.bound_ms, 100 * r.bound_share, r.bsp_ms, r.bsp_ratio);
-  std::printf("workers idle %.0f%% of the step\n", 100 * r.idle_share);
+  const auto [least, most] = std::minmax_element(r.idle_ms.begin(), r.idle_ms.end());
+  std::printf("workers idle %.0f%% of the step on average (per worker from %.4f to %.4f ms; --json lists each)\n",
+              100 * r.idle_share, r.idle_ms.empty() ? 0.0 : *least, r.idle_ms.empty() ? 0.0 : *most);
   if (r.collective_ms > 0)
     std::printf("collectives: %.4f ms over the link (spread over the workers), %.4f ms of it adds to the step: "
                 "overlap hides %.0f%%\n", r.collective_ms, r.exposed_collective_ms, 100 * r.hidden_collective_share);

@@ -325,6 +325,15 @@ TEST(CliSimulate, JsonDeviceFileAndTrace) {
   EXPECT_GT(j["step_ms"].get<double>(), 0.0);
   EXPECT_LE(j["bound_ms"].get<double>(), j["step_ms"].get<double>() * 1.000001);
   EXPECT_GE(j["idle_share"].get<double>(), 0.0);
+  // Idle time per worker: one entry per worker, each within the step, their mean the idle share.
+  ASSERT_EQ(j["idle_ms_per_worker"].size(), 66u);
+  double idle_sum = 0;
+  for (const auto& idle : j["idle_ms_per_worker"]) {
+    EXPECT_GE(idle.get<double>(), 0.0);
+    EXPECT_LE(idle.get<double>(), j["step_ms"].get<double>());
+    idle_sum += idle.get<double>();
+  }
+  EXPECT_NEAR(idle_sum / 66 / j["step_ms"].get<double>(), j["idle_share"].get<double>(), 1e-9);
   const nlohmann::json events = nlohmann::json::parse(read_file_text(trace));
   EXPECT_FALSE(events["traceEvents"].empty());
 }

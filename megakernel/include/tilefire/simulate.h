@@ -3,6 +3,7 @@
 // policy, run on a device model; the predicted step time against its bound and against bsp.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tilefire/errors.h"
 
@@ -33,6 +34,7 @@ struct SimulateReport {
   double bsp_ms = 0;       // the same tiles, a barrier between ops
   double bsp_ratio = 0;    // bsp / dataflow (above 1: dataflow faster)
   double idle_share = 0;   // mean share of the step a worker spends not running a task
+  std::vector<double> idle_ms;  // per worker: the predicted step less the time it runs tasks
   // Tensor parallelism (--tp): the link time of all collective tasks spread over the workers, how much
   // of the step it adds (the step against one whose collectives cost nothing on the link), and the share
   // of the former that overlapping it with other tiles hides.
