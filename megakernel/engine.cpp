@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include "megakernel/engine_impl.h"
 #include "scheduler/policy.h"

@@ -250,6 +250,14 @@ TEST(Compile, AttentionWaitsExactlyForItsOwnHeads) {
 // KV head's k and v; each of those events is signalled by exactly the QKV tiles that write into that head
 // (the same producers as at tile granularity, grouped by head instead of by tile). Under tensor
 // parallelism the reductions' reads of the partial sums are banded too, and every hazard stays ordered.
+// Every event's signalling tasks.
+std::map<uint32_t, std::set<uint32_t>> signallers_of_events(const Program& p) {
+  std::map<uint32_t, std::set<uint32_t>> signallers;
+  for (uint32_t t = 0; t < p.tasks.size(); ++t)
+    for (uint32_t i = 0; i < p.tasks[t].signal_count; ++i) signallers[p.signals[p.tasks[t].signal_begin + i]].insert(t);
+  return signallers;
+}
+
 TEST(Compile, HeadGranularityWaitsOnOneEventPerHead) {
   const ModelSpec spec = preset_spec("small");
   for (uint32_t workers : {2u, 16u}) {  // 16 workers: QKV tiles narrower than a group of heads
@@ -258,9 +266,7 @@ TEST(Compile, HeadGranularityWaitsOnOneEventPerHead) {
     options.max_context = 64;
     options.granularity = EventGranularity::head;
     Program p = compile_model(spec, options);
-    std::map<uint32_t, std::set<uint32_t>> signallers_of_event;
-    for (uint32_t t = 0; t < p.tasks.size(); ++t)
-      for (uint32_t i = 0; i < p.tasks[t].signal_count; ++i) signallers_of_event[p.signals[p.tasks[t].signal_begin + i]].insert(t);
+    const std::map<uint32_t, std::set<uint32_t>> signallers_of_event = signallers_of_events(p);
     for (const auto& [event, signallers] : signallers_of_event)
       EXPECT_EQ(p.events[event].trigger_count, signallers.size()) << "event " << event;
     size_t checked = 0;
@@ -303,9 +309,7 @@ TEST(Compile, HeadGranularityWaitsOnOneEventPerHead) {
   split.granularity = EventGranularity::head;
   split.kv_splits = 3;
   const Program sp = compile_model(spec, split);
-  std::map<uint32_t, std::set<uint32_t>> signallers;
-  for (uint32_t t = 0; t < sp.tasks.size(); ++t)
-    for (uint32_t i = 0; i < sp.tasks[t].signal_count; ++i) signallers[sp.signals[sp.tasks[t].signal_begin + i]].insert(t);
+  const std::map<uint32_t, std::set<uint32_t>> signallers = signallers_of_events(sp);
   size_t merges = 0;
   for (const TaskDesc& t : sp.tasks) {
     if (t.op != OpCode::attention_merge) continue;
