@@ -1,6 +1,6 @@
 #pragma once
-// The CPU megakernel: N persistent worker threads, started once per executor, that run a Program step
-// after step. Modes:
+// The CPU megakernel: N workers that run a Program step after step: the thread that calls run_step is
+// worker 0, and N - 1 persistent threads, started once per executor, are the others. Modes:
 //  - dataflow: a task runs as soon as the events it waits on reach their targets (static per-worker queues,
 //    or the dynamic ready queue, as the Program was placed);
 //  - bsp: the same tiles, op by op, with a barrier between ops (the baseline dataflow is measured against).
@@ -79,14 +79,16 @@ class CpuExecutor {
   CpuExecutor(const CpuExecutor&) = delete;
   CpuExecutor& operator=(const CpuExecutor&) = delete;
 
-  uint32_t workers() const { return uint32_t(threads_.size()); }
-  // Runs one step and returns when every task has run. The instance's Program must have been placed
-  // for this many workers (static queues) or dynamically.
+  uint32_t workers() const { return workers_; }
+  // Runs one step, the calling thread as worker 0, and returns when every task has run. The instance's
+  // Program must have been placed for this many workers (static queues) or dynamically.
   void run_step(ProgramInstance& instance, const StepInputs& inputs, const StepOptions& options);
 
  private:
   struct Job;
   void worker_main(uint32_t worker);
+  void run_worker_share(uint32_t worker);  // one step's tasks of `worker`; an error stops the step
+  void keep_caller_off_worker_cpus() const;
   void run_job_with_hooks(const Job& job, uint32_t worker);
   template <class Hooks>
   void run_job(const Job& job, uint32_t worker, Hooks& hooks);
@@ -99,14 +101,17 @@ class CpuExecutor {
   template <class Hooks>
   void run_task(const Job& job, uint32_t task, uint32_t worker, Hooks& hooks);
 
-  std::vector<std::thread> threads_;
+  const uint32_t workers_;
+  std::vector<std::thread> threads_;  // workers 1 .. workers_ - 1
+  int caller_cpu_ = -1;                // when workers are pinned: the CPU left for worker 0, the caller
+  std::vector<uint32_t> worker_cpus_;  // and those of workers 1..
   std::vector<std::vector<float>> scratch_;
   std::vector<std::vector<TaskTiming>> trace_buffers_;
   std::unique_ptr<Job> job_;
   Parking step_parking_;   // workers between steps; the host waiting for a step to end
   Parking task_parking_;   // workers waiting on events inside a step
   alignas(64) std::atomic<uint32_t> doorbell_{0};   // steps posted (grow-only)
-  alignas(64) std::atomic<uint32_t> finished_{0};   // worker-steps finished (grow-only)
+  alignas(64) std::atomic<uint32_t> finished_{0};   // worker-steps finished by workers 1.. (grow-only)
   std::atomic<bool> shutdown_{false};
   std::mutex run_mutex_;  // one step at a time per executor
 };
