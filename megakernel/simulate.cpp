@@ -2,6 +2,7 @@
 #include "tilefire/simulate.h"
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -21,62 +22,81 @@ namespace tilefire {
 
 namespace {
 
-// Nanoseconds per step of `program` on `executor`, best of several.
+// The device describes a typical step, as `bench` reports the median step, so every figure below is
+// the median of its samples rather than the best.
+double median_of(std::vector<double> samples) {
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
+}
+
+// Nanoseconds per step of `program` on `executor`, the median of several, after a few untimed steps.
 double step_ns(CpuExecutor& executor, const Program& program) {
   ProgramInstance instance(program, {});
   const int32_t token = 0;
-  double best = 1e18;
-  for (int i = 0; i < 30; ++i) {
+  std::vector<double> samples;
+  for (int i = 0; i < 10; ++i) executor.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});  // untimed
+  for (int i = 0; i < 31; ++i) {
     const auto start = std::chrono::steady_clock::now();
     executor.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});
-    best = std::min(best, std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
+    samples.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
   }
-  return best;
+  return median_of(samples);
 }
 
-// GB/s the bf16 matrix tiles stream with `threads` threads: each runs the decode kernel (one token) over
-// its rows of a matrix far larger than the caches; best of several passes. Below a plain read loop's
-// bandwidth, and what a decode step's tiles actually get.
-double matrix_stream_gbs(uint32_t threads) {
-  const uint32_t k = 2048, rows = uint32_t((512ull << 20) / (k * 2)) / threads * threads;
+// GB/s the bf16 matrix tiles stream with `threads` threads over a working set of `bytes` (a matrix of
+// that size, each thread the decode kernel, one token, over its own rows, pass after pass): the median
+// pass, each timed by the thread that ran it, the slowest thread's time per pass. Below a plain read
+// loop's bandwidth, and what a decode step's tiles actually get. The size matters: on the 2-core EPYC
+// VM a working set that stays in the last-level cache between steps (tiny's 6 MB) streams at about twice
+// the rate of one that does not (small's 180 MB).
+double matrix_stream_gbs(uint32_t threads, uint64_t bytes) {
+  const uint32_t k = 2048;
+  const uint32_t rows = std::max<uint32_t>(threads, uint32_t(bytes / (k * 2)) / threads * threads);
   std::vector<uint16_t> weights(size_t(rows) * k);
   std::vector<float> x(k, 0.5f), y(rows);
   const uint32_t share = rows / threads;
-  auto pass = [&](bool timed) {
-    std::vector<std::thread> pool;
-    const auto start = std::chrono::steady_clock::now();
-    for (uint32_t t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        if (!timed) std::fill(weights.begin() + size_t(t) * share * k, weights.begin() + size_t(t + 1) * share * k, uint16_t(0x3f00));
+  // As many passes as stream about 2 GiB (5 at least), so small working sets are timed many times.
+  const uint32_t passes = uint32_t(std::clamp<uint64_t>((2ull << 30) / (uint64_t(rows) * k * 2), 5, 400));
+  std::vector<std::vector<double>> seconds(threads, std::vector<double>(passes));
+  std::barrier start_together(threads);
+  std::vector<std::thread> pool;  // started once: a thread start per pass would cost as much as a pass
+  for (uint32_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      std::fill(weights.begin() + size_t(t) * share * k, weights.begin() + size_t(t + 1) * share * k, uint16_t(0x3f00));
+      matmul_rows(weights.data(), DType::bf16, k, t * share, (t + 1) * share, x.data(), k, 1, y.data(), rows);
+      for (uint32_t p = 0; p < passes; ++p) {
+        start_together.arrive_and_wait();
+        const auto begin = std::chrono::steady_clock::now();
         matmul_rows(weights.data(), DType::bf16, k, t * share, (t + 1) * share, x.data(), k, 1, y.data(), rows);
-      });
-    for (std::thread& th : pool) th.join();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  pass(false);  // each thread first touches its own rows
-  double best = 1e18;
-  for (int i = 0; i < 4; ++i) best = std::min(best, pass(true));
-  return double(weights.size()) * 2 / best / 1e9;
+        seconds[t][p] = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      }
+    });
+  for (std::thread& th : pool) th.join();
+  std::vector<double> slowest(passes, 0.0);
+  for (uint32_t p = 0; p < passes; ++p)
+    for (uint32_t t = 0; t < threads; ++t) slowest[p] = std::max(slowest[p], seconds[t][p]);
+  return double(weights.size()) * 2 / median_of(slowest) / 1e9;
 }
 
-// The cpu device measured on this machine with `threads` workers: the bandwidth the matrix tiles stream,
-// their throughput on cache-resident tiles, the executor's cost per task, and the latency of an event
-// between workers.
-DeviceModel measure_cpu_device(uint32_t threads) {
+// The cpu device measured on this machine with `threads` workers, for a program that reads
+// `working_set_bytes` per step: the bandwidth the matrix tiles stream over that many bytes (at most
+// 1 GiB: beyond it every cache is far too small anyway), their throughput on cache-resident tiles, the
+// executor's cost per task, and the latency of an event between workers.
+DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes) {
   DeviceModel d;
   d.name = "cpu";
   d.workers = threads;
-  d.memory_gbs = matrix_stream_gbs(threads);
+  d.memory_gbs = matrix_stream_gbs(threads, std::min<uint64_t>(working_set_bytes, 1ull << 30));
   {
     const uint32_t rows = 64, k = 1024, tokens = 1;  // a decode tile's shape, weights in cache
     std::vector<float> w(size_t(rows) * k, 0.5f), x(k, 0.25f), y(rows);
-    double best = 1e18;
-    for (int i = 0; i < 50; ++i) {
+    std::vector<double> samples;
+    for (int i = 0; i < 51; ++i) {
       const auto start = std::chrono::steady_clock::now();
       matmul_rows(w.data(), DType::f32, k, 0, rows, x.data(), k, tokens, y.data(), rows);
-      best = std::min(best, std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
+      samples.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
     }
-    d.flops = 2.0 * rows * k * tokens / (best * 1e-9) * threads;
+    d.flops = 2.0 * rows * k * tokens / (median_of(samples) * 1e-9) * threads;
   }
   CpuExecutor executor(threads);
   const uint32_t tasks = 2048;
@@ -124,9 +144,12 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   if (!options.policy.empty() && !find_policy(options.policy))
     throw InputError("--policy: unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
   const ModelSpec spec = spec_for_tool(options.model_dir, options.preset, *dtype, &report.model);
+  // The cpu device is measured once the program is compiled (its bandwidth depends on the program's
+  // working set); until then only its workers are known.
+  const bool cpu_device = options.device == "cpu";
   DeviceModel device;
-  if (options.device == "cpu") {
-    device = measure_cpu_device(options.threads ? options.threads : usable_cores());
+  if (cpu_device) {
+    device.workers = options.threads ? options.threads : usable_cores();
   } else if (const std::optional<DeviceModel> preset = device_preset(options.device)) {
     device = *preset;
   } else if (options.device.size() > 5 && options.device.ends_with(".json")) {
@@ -134,7 +157,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   } else {
     throw InputError("--device: unknown device '" + options.device + "' (expected h100, h200, b200, cpu or a .json file)");
   }
-  if (options.threads && options.device != "cpu") throw InputError("--threads sets the cpu device's workers");
+  if (options.threads && !cpu_device) throw InputError("--threads sets the cpu device's workers");
 
   CompileOptions compile;
   compile.workers = device.workers;
@@ -148,10 +171,15 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   compile.policy = options.policy.empty() ? std::string(kDefaultPolicy) : options.policy;
   compile.granularity = event_granularity(parse_granularity(options.granularity));
   // As the engine: the cpu backend splits only when asked.
-  compile.kv_splits = options.kv_splits != 0 ? options.kv_splits : options.device == "cpu" ? 1 : 0;
+  compile.kv_splits = options.kv_splits != 0 ? options.kv_splits : cpu_device ? 1 : 0;
   compile.tp = options.tp;
   compile.rank = options.rank;
   const Program program = compile_model(spec, compile);
+  if (cpu_device) {
+    double step_bytes = 0;
+    for (const TaskDesc& t : program.tasks) step_bytes += task_work(program, t, options.context, options.batch).bytes();
+    device = measure_cpu_device(device.workers, uint64_t(step_bytes));
+  }
 
   SimulationOptions dataflow_options;
   dataflow_options.sequences = options.batch;
