@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -336,6 +337,25 @@ TEST(CliSimulate, JsonDeviceFileAndTrace) {
   EXPECT_NEAR(idle_sum / 66 / j["step_ms"].get<double>(), j["idle_share"].get<double>(), 1e-9);
   const nlohmann::json events = nlohmann::json::parse(read_file_text(trace));
   EXPECT_FALSE(events["traceEvents"].empty());
+}
+
+// simulate --device cpu: the device measured here, with the workers asked for; every figure it measured
+// positive and finite, and the simulated step no faster than its own bound (bytes over that bandwidth).
+TEST(CliSimulate, MeasuredCpuDevice) {
+  RunResult r = run_cli({"simulate", "--preset", "tiny", "--device", "cpu", "--threads", "2", "--context", "18", "--json"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_EQ(j["workers"], 2);
+  for (const char* key : {"memory_gbs", "flops", "step_ms", "bound_ms"}) {
+    const double value = j[key].get<double>();
+    EXPECT_TRUE(std::isfinite(value) && value > 0) << key << " = " << value;
+  }
+  for (const char* key : {"dispatch_ns", "signal_ns"}) {
+    const double value = j[key].get<double>();
+    EXPECT_TRUE(std::isfinite(value) && value >= 0) << key << " = " << value;
+  }
+  EXPECT_LE(j["bound_ms"].get<double>(), j["step_ms"].get<double>() * 1.000001);
 }
 
 // simulate --batch B: B sequences' decode tokens in one step. On the H200 model the weights are read once
