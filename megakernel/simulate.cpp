@@ -2,10 +2,8 @@
 #include "tilefire/simulate.h"
 
 #include <algorithm>
-#include <barrier>
 #include <chrono>
 #include <fstream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -29,64 +27,56 @@ double median_of(std::vector<double> samples) {
   return samples[samples.size() / 2];
 }
 
-// Nanoseconds per step of `program` on `executor`, the median of several, after a few untimed steps.
-double step_ns(CpuExecutor& executor, const Program& program) {
-  ProgramInstance instance(program, {});
+// Nanoseconds per step of `program` on `executor`, bound to `slots`: the median of `samples` steps,
+// after a few untimed ones.
+double step_ns(CpuExecutor& executor, const Program& program, std::vector<void*> slots = {}, uint32_t samples = 31) {
+  ProgramInstance instance(program, std::move(slots));
   const int32_t token = 0;
-  std::vector<double> samples;
   for (int i = 0; i < 10; ++i) executor.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});  // untimed
-  for (int i = 0; i < 31; ++i) {
+  std::vector<double> times;
+  for (uint32_t i = 0; i < samples; ++i) {
     const auto start = std::chrono::steady_clock::now();
     executor.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});
-    samples.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
+    times.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
   }
-  return median_of(samples);
+  return median_of(times);
 }
 
-// GB/s the bf16 matrix tiles stream with `threads` threads over a working set of `bytes` (a matrix of
-// that size, each thread the decode kernel, one token, over its own rows, pass after pass): the median
-// pass, each timed by the thread that ran it, the slowest thread's time per pass. Below a plain read
-// loop's bandwidth, and what a decode step's tiles actually get. The size matters: on the 2-core EPYC
-// VM a working set that stays in the last-level cache between steps (tiny's 6 MB) streams at about twice
-// the rate of one that does not (small's 180 MB).
-double matrix_stream_gbs(uint32_t threads, uint64_t bytes) {
-  const uint32_t k = 2048;
-  const uint32_t rows = std::max<uint32_t>(threads, uint32_t(bytes / (k * 2)) / threads * threads);
-  std::vector<uint16_t> weights(size_t(rows) * k);
-  std::vector<float> x(k, 0.5f), y(rows);
-  const uint32_t share = rows / threads;
-  // As many passes as stream about 2 GiB (5 at least), so small working sets are timed many times.
-  const uint32_t passes = uint32_t(std::clamp<uint64_t>((2ull << 30) / (uint64_t(rows) * k * 2), 5, 400));
-  std::vector<std::vector<double>> seconds(threads, std::vector<double>(passes));
-  std::barrier start_together(threads);
-  std::vector<std::thread> pool;  // started once: a thread start per pass would cost as much as a pass
-  for (uint32_t t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      std::fill(weights.begin() + size_t(t) * share * k, weights.begin() + size_t(t + 1) * share * k, uint16_t(0x3f00));
-      matmul_rows(weights.data(), DType::bf16, k, t * share, (t + 1) * share, x.data(), k, 1, y.data(), rows);
-      for (uint32_t p = 0; p < passes; ++p) {
-        start_together.arrive_and_wait();
-        const auto begin = std::chrono::steady_clock::now();
-        matmul_rows(weights.data(), DType::bf16, k, t * share, (t + 1) * share, x.data(), k, 1, y.data(), rows);
-        seconds[t][p] = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-      }
-    });
-  for (std::thread& th : pool) th.join();
-  std::vector<double> slowest(passes, 0.0);
-  for (uint32_t p = 0; p < passes; ++p)
-    for (uint32_t t = 0; t < threads; ++t) slowest[p] = std::max(slowest[p], seconds[t][p]);
-  return double(weights.size()) * 2 / median_of(slowest) / 1e9;
+// GB/s the matrix tiles stream on `executor` over a working set of `bytes`: `matrix_tile_program`'s
+// independent lm_head tiles over a bf16 matrix of that size, with rows of `hidden` (the model's) and
+// tiles of about `tile_bytes` (the program's mean), dealt to the workers in turn as a static placement
+// deals a node's tiles. The median step of many. This is the executor's own path (task dispatch, the
+// RMSNorm prologue, the kernel, the placement), without the program's dependencies. Both sizes matter
+// on the 2-core EPYC VM:
+//  - a working set that stays in the last-level cache between steps (tiny's 6 MB) streams at about twice
+//    the rate of one that does not (small's 257 MB);
+//  - in cache, tiles dealt in turn stream about 15% slower than each thread's rows in one block.
+double matrix_stream_gbs(CpuExecutor& executor, uint64_t bytes, uint32_t hidden, uint64_t tile_bytes) {
+  const uint64_t row_bytes = uint64_t(hidden) * 2;
+  const uint32_t workers = executor.workers();
+  const uint32_t tile_rows = uint32_t(std::clamp<uint64_t>(tile_bytes / row_bytes, 1, 4096));
+  const uint32_t tiles = std::max<uint32_t>(workers, uint32_t(bytes / (tile_rows * row_bytes)));
+  const Program program = matrix_tile_program(tiles, tile_rows, hidden, workers);
+  const uint64_t rows = uint64_t(tiles) * tile_rows;
+  std::vector<float> x(hidden, 0.5f), norm(hidden, 1.0f), logits(rows);
+  std::vector<uint16_t> weight(rows * hidden, uint16_t(0x3f00));
+  // As many steps as stream about 2 GiB (5 at least), so small working sets are timed many times.
+  const uint32_t steps = uint32_t(std::clamp<uint64_t>((2ull << 30) / (rows * row_bytes), 5, 400));
+  const double seconds = step_ns(executor, program, {x.data(), norm.data(), weight.data(), logits.data()}, steps) * 1e-9;
+  return double(rows * row_bytes) / seconds / 1e9;
 }
 
 // The cpu device measured on this machine with `threads` workers, for a program that reads
-// `working_set_bytes` per step: the bandwidth the matrix tiles stream over that many bytes (at most
-// 1 GiB: beyond it every cache is far too small anyway), their throughput on cache-resident tiles, the
+// `working_set_bytes` per step (at most 1 GiB is measured: beyond it every cache is far too small
+// anyway) in tiles that stream `tile_bytes` of weights on average, over rows of `hidden`: the bandwidth
+// the matrix tiles stream through the executor, their throughput on cache-resident tiles, the
 // executor's cost per task, and the latency of an event between workers.
-DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes) {
+DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, uint32_t hidden, uint64_t tile_bytes) {
   DeviceModel d;
   d.name = "cpu";
   d.workers = threads;
-  d.memory_gbs = matrix_stream_gbs(threads, std::min<uint64_t>(working_set_bytes, 1ull << 30));
+  CpuExecutor executor(threads);
+  d.memory_gbs = matrix_stream_gbs(executor, std::min<uint64_t>(working_set_bytes, 1ull << 30), hidden, tile_bytes);
   {
     const uint32_t rows = 64, k = 1024, tokens = 1;  // a decode tile's shape, weights in cache
     std::vector<float> w(size_t(rows) * k, 0.5f), x(k, 0.25f), y(rows);
@@ -98,7 +88,6 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes) {
     }
     d.flops = 2.0 * rows * k * tokens / (median_of(samples) * 1e-9) * threads;
   }
-  CpuExecutor executor(threads);
   const uint32_t tasks = 2048;
   d.dispatch_ns = step_ns(executor, noop_program(tasks, false, threads)) / (double(tasks) / threads);
   const uint32_t hops = 256;
@@ -176,9 +165,15 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   compile.rank = options.rank;
   const Program program = compile_model(spec, compile);
   if (cpu_device) {
-    double step_bytes = 0;
-    for (const TaskDesc& t : program.tasks) step_bytes += task_work(program, t, options.context, options.batch).bytes();
-    device = measure_cpu_device(device.workers, uint64_t(step_bytes));
+    double step_bytes = 0, weight_bytes = 0;
+    uint32_t weight_tasks = 0;
+    for (const TaskDesc& t : program.tasks) {
+      const TaskWork work = task_work(program, t, options.context, options.batch);
+      step_bytes += work.bytes();
+      weight_bytes += work.weight_bytes;
+      weight_tasks += work.weight_bytes > 0;
+    }
+    device = measure_cpu_device(device.workers, uint64_t(step_bytes), spec.hidden, uint64_t(weight_bytes / std::max(1u, weight_tasks)));
   }
 
   SimulationOptions dataflow_options;

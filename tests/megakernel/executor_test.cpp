@@ -2,11 +2,13 @@
 // it depends on have finished, across placements, schedules, worker counts and many steps.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <random>
 
 #include "megakernel/cpu/cpu_executor.h"
 #include "megakernel/rank_threads.h"
+#include "ops/dtype.h"
 #include "ops/noop.h"
 #include "scheduler/policy.h"
 #include "scheduler/validator.h"
@@ -165,6 +167,36 @@ TEST(CpuExecutor, RefusesAProgramPlacedForAnotherWorkerCount) {
     StepOptions options;
     options.mode = mode;
     EXPECT_THROW(executor.run_step(instance, inputs, options), std::runtime_error);
+  }
+}
+
+// The cpu device's calibration program (matrix_tile_program): every tile runs, on the worker it was dealt
+// to, and the logits are the RMS-normed input times every weight row, against a double-precision
+// reference (the bf16 weights decoded the same way; the reference rounds nothing else).
+TEST(CpuExecutor, MatrixTileProgramProjectsEveryRow) {
+  const uint32_t tiles = 7, tile_rows = 5, hidden = 96, rows = tiles * tile_rows;
+  const Program p = matrix_tile_program(tiles, tile_rows, hidden, 2);
+  ASSERT_EQ(p.tasks.size(), tiles);
+  for (uint32_t t = 0; t < tiles; ++t) EXPECT_EQ(p.queues[t % 2][t / 2], t);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> x(hidden), norm(hidden), logits(rows, std::nanf(""));
+  std::vector<uint16_t> weight(size_t(rows) * hidden);
+  for (float& v : x) v = uniform(rng);
+  for (float& v : norm) v = 0.5f + uniform(rng) * 0.25f;
+  for (uint16_t& w : weight) w = f32_to_bf16(uniform(rng));
+  CpuExecutor executor(2);
+  ProgramInstance instance(p, {x.data(), norm.data(), weight.data(), logits.data()});
+  const int32_t token = 0;
+  executor.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});
+  double sum_squares = 0;
+  for (float v : x) sum_squares += double(v) * v;
+  const double inverse_rms = 1.0 / std::sqrt(sum_squares / hidden + 1e-5);
+  for (uint32_t r = 0; r < rows; ++r) {
+    double expected = 0;
+    for (uint32_t k = 0; k < hidden; ++k) expected += x[k] * inverse_rms * norm[k] * bf16_to_f32(weight[size_t(r) * hidden + k]);
+    ASSERT_FALSE(std::isnan(logits[r])) << "row " << r << " was not written";
+    EXPECT_NEAR(logits[r], expected, 1e-4 * (1.0 + std::abs(expected))) << "row " << r;
   }
 }
 
