@@ -51,12 +51,12 @@ Program noop_program(uint32_t tasks, bool chain, uint32_t workers) {
   return p;
 }
 
-Program matrix_tile_program(uint32_t tiles, uint32_t tile_rows, uint32_t hidden, uint32_t workers) {
+Program matrix_tile_program(uint32_t tiles, uint32_t tile_rows, uint32_t hidden, uint32_t workers, DType wdtype) {
   Program p;
   const uint32_t rows = tiles * tile_rows;
   p.slots = {{SlotKind::activation, DType::f32, 1, hidden, 0, "x"},
              {SlotKind::weight_f32, DType::f32, 1, hidden, 0, "norm"},
-             {SlotKind::weight, DType::bf16, rows, hidden, 0, "weight"},
+             {SlotKind::weight, wdtype, rows, hidden, 0, "weight"},
              {SlotKind::activation, DType::f32, 1, rows, 0, "logits"}};
   LmHeadParams head;
   head.x = 0;
@@ -65,7 +65,7 @@ Program matrix_tile_program(uint32_t tiles, uint32_t tile_rows, uint32_t hidden,
   head.logits = 3;
   head.hidden = hidden;
   head.vocab = rows;
-  head.wdtype = DType::bf16;
+  head.wdtype = wdtype;
   p.nodes.push_back({OpParams::make(OpCode::lm_head, 0, head), 0, tiles, kNoSlot});
   for (uint32_t t = 0; t < tiles; ++t) {
     TaskDesc task;

@@ -104,11 +104,11 @@ uint64_t slot_bytes(const SlotDesc& slot);
 // (the executors' calibration programs: per-task cost, signal latency; hand-made test programs).
 Program noop_program(uint32_t tasks, bool chain, uint32_t workers);
 
-// `tiles` independent lm_head tiles of `tile_rows` rows each over one bf16 weight matrix [tiles *
-// tile_rows, hidden], dealt to the workers in turn as a static placement deals a node's tiles (the cpu
+// `tiles` independent lm_head tiles of `tile_rows` rows each over one weight matrix [tiles * tile_rows,
+// hidden] of `wdtype`, dealt to the workers in turn as a static placement deals a node's tiles (the cpu
 // device's calibration program: what the matrix tiles stream through the executor). Slots: 0 the input
 // x [1, hidden] f32, 1 the norm weight [hidden] f32, 2 the weight, 3 the logits [1, rows] f32.
-Program matrix_tile_program(uint32_t tiles, uint32_t tile_rows, uint32_t hidden, uint32_t workers);
+Program matrix_tile_program(uint32_t tiles, uint32_t tile_rows, uint32_t hidden, uint32_t workers, DType wdtype = DType::bf16);
 
 // The weight bytes a task's tile streams (its op's weight_ranges; none for ops that read no weights).
 WeightRanges task_weight_ranges(const Program& program, const TaskDesc& task);

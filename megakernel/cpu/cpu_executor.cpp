@@ -77,6 +77,28 @@ struct BothHooks {
   }
 };
 
+// Worker 0 runs tiles on the caller's thread, whose floating-point control (x86 MXCSR: flush-to-zero,
+// denormals-are-zero, rounding) the user may have changed since the pool threads were started with the
+// constructing thread's. A step runs worker 0 under the pool's, so a tile gives the same bits on every
+// worker, as the kernels promise (ops/matmul.cpp).
+struct FloatEnvironmentScope {
+#if defined(__x86_64__) || defined(__i386__)
+  static uint32_t current() { return _mm_getcsr(); }
+  explicit FloatEnvironmentScope(uint32_t pool) : caller(_mm_getcsr()) {
+    if (caller != pool) _mm_setcsr(pool);
+  }
+  ~FloatEnvironmentScope() {
+    if (_mm_getcsr() != caller) _mm_setcsr(caller);
+  }
+  FloatEnvironmentScope(const FloatEnvironmentScope&) = delete;
+  FloatEnvironmentScope& operator=(const FloatEnvironmentScope&) = delete;
+  const uint32_t caller;
+#else
+  static uint32_t current() { return 0; }
+  explicit FloatEnvironmentScope(uint32_t) {}
+#endif
+};
+
 void pin_to_core(std::thread& thread, uint32_t core) {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -175,10 +197,8 @@ CpuExecutor::CpuExecutor(uint32_t workers, uint32_t first_cpu) : workers_(std::m
   // The caller's thread is the user's, so it is not pinned.
   const std::vector<uint32_t> cpus = allowed_cpus();
   const bool pin = uint64_t(first_cpu) + workers_ <= cpus.size();
-  if (pin) {
-    caller_cpu_ = int(cpus[first_cpu]);
-    worker_cpus_.assign(cpus.begin() + first_cpu + 1, cpus.begin() + first_cpu + workers_);
-  }
+  if (pin) caller_cpu_ = int(cpus[first_cpu]);
+  pool_mxcsr_ = FloatEnvironmentScope::current();  // what the pool threads inherit
   for (uint32_t w = 1; w < workers_; ++w) {
     threads_.emplace_back([this, w] { worker_main(w); });
     if (pin) pin_to_core(threads_.back(), cpus[first_cpu + w]);
@@ -187,13 +207,13 @@ CpuExecutor::CpuExecutor(uint32_t workers, uint32_t first_cpu) : workers_(std::m
 
 // The kernel does not always move the calling thread off a pinned worker's CPU, even with the caller's
 // own CPU idle (tens of milliseconds on the 2-core VM; every hop between the two then is a context
-// switch). So when the caller finds itself on one, it is moved to the CPU left for it, by narrowing its
-// affinity to that CPU (which migrates it at once) and restoring its own mask (which leaves it there):
-// the user's thread keeps the affinity it had. Two system calls, only when needed.
-void CpuExecutor::keep_caller_off_worker_cpus() const {
-  if (caller_cpu_ < 0) return;
-  const int current = sched_getcpu();
-  if (std::find(worker_cpus_.begin(), worker_cpus_.end(), uint32_t(current)) == worker_cpus_.end()) return;
+// switch). So when the caller finds itself on any CPU but the one left for it (a worker's of this
+// executor, or of another rank's in the same process), it is moved there, by narrowing its affinity to
+// that CPU (which migrates it at once) and restoring its own mask (which leaves it there): the user's
+// thread keeps the affinity it had. Two system calls, only when needed; none when the caller's own mask
+// excludes that CPU.
+void CpuExecutor::keep_caller_on_its_cpu() const {
+  if (caller_cpu_ < 0 || sched_getcpu() == caller_cpu_) return;
   cpu_set_t own, target;
   if (pthread_getaffinity_np(pthread_self(), sizeof(own), &own) != 0 || !CPU_ISSET(caller_cpu_, &own)) return;
   CPU_ZERO(&target);
@@ -211,7 +231,8 @@ CpuExecutor::~CpuExecutor() {
 
 void CpuExecutor::run_step(ProgramInstance& instance, const StepInputs& inputs, const StepOptions& options) {
   std::lock_guard lock(run_mutex_);
-  keep_caller_off_worker_cpus();
+  keep_caller_on_its_cpu();
+  const FloatEnvironmentScope pool_environment(pool_mxcsr_);
   const Program& program = instance.program();
   const uint32_t workers = this->workers();
   if (program.placement == Placement::static_queues && program.queues.size() != workers)
@@ -331,6 +352,7 @@ void CpuExecutor::run_task(const Job& job, uint32_t task, uint32_t worker, Hooks
   const TaskDesc& t = program.tasks[task];
   const OpParams& params = program.nodes[t.node].params;
   TileContext ctx{job.instance->slots_.data(), &job.inputs, scratch_[worker].data(), job.options.ranks};
+  if (task == job.options.fail_task) throw std::runtime_error("task " + std::to_string(task) + " failed (injected by StepOptions::fail_task)");
   hooks.before(task);
   const bool known = visit_op(t.op, [&](auto op) {
     using Op = decltype(op);

@@ -31,6 +31,7 @@ struct StepOptions {
   std::vector<TaskTiming>* trace = nullptr;  // when set, every task's timing is appended
   uint32_t max_random_delay_us = 0;          // stress: a random delay before each task, up to this
   uint64_t delay_seed = 0;
+  uint32_t fail_task = 0xffffffffu;          // tests: this task throws instead of running (the error path)
   const RankView* ranks = nullptr;           // tensor parallelism: the rank's view of its group (collective tiles)
 };
 
@@ -72,8 +73,9 @@ uint32_t usable_cores();
 
 class CpuExecutor {
  public:
-  // Workers are pinned to the allowed CPUs first_cpu, first_cpu + 1, ... when there are enough of them
-  // (tensor-parallel ranks of one process take disjoint CPUs), else left to the kernel.
+  // When the allowed CPUs from first_cpu on number at least `workers`: workers 1.. are pinned to
+  // first_cpu + 1, ..., and the caller (worker 0) is moved to first_cpu at each step it is elsewhere
+  // (tensor-parallel ranks of one process take disjoint CPUs). Otherwise all are left to the kernel.
   explicit CpuExecutor(uint32_t workers, uint32_t first_cpu = 0);
   ~CpuExecutor();
   CpuExecutor(const CpuExecutor&) = delete;
@@ -88,7 +90,7 @@ class CpuExecutor {
   struct Job;
   void worker_main(uint32_t worker);
   void run_worker_share(uint32_t worker);  // one step's tasks of `worker`; an error stops the step
-  void keep_caller_off_worker_cpus() const;
+  void keep_caller_on_its_cpu() const;
   void run_job_with_hooks(const Job& job, uint32_t worker);
   template <class Hooks>
   void run_job(const Job& job, uint32_t worker, Hooks& hooks);
@@ -103,8 +105,8 @@ class CpuExecutor {
 
   const uint32_t workers_;
   std::vector<std::thread> threads_;  // workers 1 .. workers_ - 1
-  int caller_cpu_ = -1;                // when workers are pinned: the CPU left for worker 0, the caller
-  std::vector<uint32_t> worker_cpus_;  // and those of workers 1..
+  int caller_cpu_ = -1;     // when workers are pinned: the CPU left for worker 0, the caller
+  uint32_t pool_mxcsr_ = 0;  // the floating-point control the pool threads run under (x86)
   std::vector<std::vector<float>> scratch_;
   std::vector<std::vector<TaskTiming>> trace_buffers_;
   std::unique_ptr<Job> job_;

@@ -170,6 +170,40 @@ TEST(CpuExecutor, RefusesAProgramPlacedForAnotherWorkerCount) {
   }
 }
 
+// A tile that throws stops the step on every worker, whichever worker it ran on (worker 0 is the caller's
+// thread, the others are pool threads): run_step rethrows that error instead of hanging, the instance
+// refuses further steps, and the executor runs a fresh instance of the program to the end.
+TEST(CpuExecutor, AThrowingTileEndsTheStepWithItsError) {
+  for (uint32_t failing_worker : {0u, 1u}) {
+    for (ScheduleMode mode : {ScheduleMode::dataflow, ScheduleMode::bsp}) {
+      CpuExecutor executor(2);
+      Program p = random_program(4, 3, 11);
+      find_policy("balanced")->place(p, 2);
+      ASSERT_FALSE(p.queues[failing_worker].empty());
+      const uint32_t task = p.queues[failing_worker][p.queues[failing_worker].size() / 2];
+      StepOptions failing;
+      failing.mode = mode;
+      failing.fail_task = task;
+      ProgramInstance instance(p, {});
+      StepInputs inputs;
+      try {
+        executor.run_step(instance, inputs, failing);
+        ADD_FAILURE() << "the step did not throw";
+      } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("task " + std::to_string(task) + " failed"), std::string::npos) << e.what();
+      }
+      EXPECT_THROW(executor.run_step(instance, inputs, StepOptions{}), std::runtime_error);
+      ProgramInstance fresh(p, {});
+      std::vector<TaskTiming> timings;
+      StepOptions traced;
+      traced.mode = mode;
+      traced.trace = &timings;
+      executor.run_step(fresh, inputs, traced);
+      EXPECT_EQ(timings.size(), p.tasks.size()) << "worker " << failing_worker;
+    }
+  }
+}
+
 // The cpu device's calibration program (matrix_tile_program): every tile runs, on the worker it was dealt
 // to, and the logits are the RMS-normed input times every weight row, against a double-precision
 // reference (the bf16 weights decoded the same way; the reference rounds nothing else).
