@@ -11,6 +11,7 @@
 #include "megakernel/cpu/cpu_executor.h"
 #include "megakernel/cuda/cuda_executor.h"
 #include "megakernel/rank_threads.h"
+#include "scheduler/simulator.h"
 #include "tilefire/engine.h"
 #include "transport/groups.h"
 
@@ -150,5 +151,9 @@ double ms_since(std::chrono::steady_clock::time_point start);
 
 // Writes a Chrome trace / Perfetto JSON: one row per worker, one slice per task named by op and tile.
 void write_chrome_trace(const std::string& path, const Program& program, const std::vector<TaskTiming>& timings);
+// The tasks of such a trace (times in ns from its origin), each checked against `program`'s task of the
+// same index by name (op, layer, tile): InputError, naming the first that differs, when the trace was
+// not taken of this program.
+std::vector<SimulatedTask> read_chrome_trace(const std::string& path, const Program& program);
 
 }  // namespace tilefire

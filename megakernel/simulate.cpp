@@ -15,6 +15,7 @@
 #include "scheduler/cost_model.h"
 #include "scheduler/policy.h"
 #include "scheduler/simulator.h"
+#include "scheduler/trace_fit.h"
 
 namespace tilefire {
 
@@ -43,23 +44,35 @@ double step_ns(CpuExecutor& executor, const Program& program, std::vector<void*>
 }
 
 // GB/s the matrix tiles stream on `executor` over a working set of `bytes`: `matrix_tile_program`'s
-// independent lm_head tiles over a bf16 matrix of that size, with rows of `hidden` (the model's) and
-// tiles of about `tile_bytes` (the program's mean), dealt to the workers in turn as a static placement
-// deals a node's tiles. The median step of many. This is the executor's own path (task dispatch, the
-// RMSNorm prologue, the kernel, the placement), without the program's dependencies. Both sizes matter
-// on the 2-core EPYC VM:
+// independent lm_head tiles over a matrix of that size in the model's weight dtype, with rows of
+// `hidden` (the model's) and tiles of about `tile_bytes` (the program's mean), dealt to the workers in
+// turn as a static placement deals a node's tiles. The median step of many. This is the executor's own
+// path (task dispatch, the RMSNorm prologue, the kernel, the placement), without the program's
+// dependencies. Both sizes matter on the 2-core EPYC VM:
 //  - a working set that stays in the last-level cache between steps (tiny's 6 MB) streams at about twice
 //    the rate of one that does not (small's 257 MB);
 //  - in cache, tiles dealt in turn stream about 15% slower than each thread's rows in one block.
-double matrix_stream_gbs(CpuExecutor& executor, uint64_t bytes, uint32_t hidden, uint64_t tile_bytes) {
-  const uint64_t row_bytes = uint64_t(hidden) * 2;
+double matrix_stream_gbs(CpuExecutor& executor, uint64_t bytes, uint32_t hidden, DType wdtype, uint64_t tile_bytes) {
+  const uint64_t row_bytes = uint64_t(hidden) * dtype_size(wdtype);
   const uint32_t workers = executor.workers();
-  const uint32_t tile_rows = uint32_t(std::clamp<uint64_t>(tile_bytes / row_bytes, 1, 4096));
-  const uint32_t tiles = std::max<uint32_t>(workers, uint32_t(bytes / (tile_rows * row_bytes)));
-  const Program program = matrix_tile_program(tiles, tile_rows, hidden, workers);
+  // Tiles no larger than a worker's share of the working set, so one round stays within it.
+  const uint64_t share_rows = std::max<uint64_t>(1, bytes / (row_bytes * workers));
+  const uint32_t tile_rows = uint32_t(std::clamp<uint64_t>(tile_bytes / row_bytes, 1, std::min<uint64_t>(4096, share_rows)));
+  // Whole rounds of tiles (every worker the same count), at least one tile per worker.
+  const uint64_t rounds = std::max<uint64_t>(1, bytes / (uint64_t(tile_rows) * row_bytes * workers));
+  const uint32_t tiles = uint32_t(rounds * workers);
+  const Program program = matrix_tile_program(tiles, tile_rows, hidden, workers, wdtype);
   const uint64_t rows = uint64_t(tiles) * tile_rows;
   std::vector<float> x(hidden, 0.5f), norm(hidden, 1.0f), logits(rows);
-  std::vector<uint16_t> weight(rows * hidden, uint16_t(0x3f00));
+  // The weights: 0.5 in the dtype, in storage of whole floats.
+  std::vector<float> weight((rows * row_bytes + 3) / 4);
+  if (wdtype == DType::f32) {
+    std::fill(weight.begin(), weight.end(), 0.5f);
+  } else {
+    const uint16_t half = wdtype == DType::bf16 ? uint16_t(0x3f00) : uint16_t(0x3800);  // 0.5 in bf16, in f16
+    uint16_t* words = reinterpret_cast<uint16_t*>(weight.data());
+    std::fill(words, words + rows * hidden, half);
+  }
   // As many steps as stream about 2 GiB (5 at least), so small working sets are timed many times.
   const uint32_t steps = uint32_t(std::clamp<uint64_t>((2ull << 30) / (rows * row_bytes), 5, 400));
   const double seconds = step_ns(executor, program, {x.data(), norm.data(), weight.data(), logits.data()}, steps) * 1e-9;
@@ -68,15 +81,15 @@ double matrix_stream_gbs(CpuExecutor& executor, uint64_t bytes, uint32_t hidden,
 
 // The cpu device measured on this machine with `threads` workers, for a program that reads
 // `working_set_bytes` per step (at most 1 GiB is measured: beyond it every cache is far too small
-// anyway) in tiles that stream `tile_bytes` of weights on average, over rows of `hidden`: the bandwidth
-// the matrix tiles stream through the executor, their throughput on cache-resident tiles, the
-// executor's cost per task, and the latency of an event between workers.
-DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, uint32_t hidden, uint64_t tile_bytes) {
+// anyway) in tiles that stream `tile_bytes` of weights on average, over rows of `hidden` in `wdtype`:
+// the bandwidth the matrix tiles stream through the executor, their throughput on cache-resident tiles,
+// the executor's cost per task, and the latency of an event between workers.
+DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, uint32_t hidden, DType wdtype, uint64_t tile_bytes) {
   DeviceModel d;
   d.name = "cpu";
   d.workers = threads;
   CpuExecutor executor(threads);
-  d.memory_gbs = matrix_stream_gbs(executor, std::min<uint64_t>(working_set_bytes, 1ull << 30), hidden, tile_bytes);
+  d.memory_gbs = matrix_stream_gbs(executor, std::min<uint64_t>(working_set_bytes, 1ull << 30), hidden, wdtype, tile_bytes);
   {
     const uint32_t rows = 64, k = 1024, tokens = 1;  // a decode tile's shape, weights in cache
     std::vector<float> w(size_t(rows) * k, 0.5f), x(k, 0.25f), y(rows);
@@ -121,6 +134,37 @@ DeviceModel device_from_file(const std::string& path) {
   if (d.workers == 0 || d.memory_gbs == 0 || d.flops == 0)
     throw InputError("--device " + path + ": workers, memory_gbs and flops must be above 0");
   return d;
+}
+
+// --fit-trace: the device fitted to a traced step of this program (scheduler/trace_fit.h), its prediction
+// against the traced step, and with --fit-out the fitted device as a file `--device` reads.
+void fit_to_trace(const SimulateOptions& options, const Program& program, const DeviceModel& device, SimulateReport& report) {
+  if (options.batch != 1) throw InputError("--fit-trace fits a traced step of one sequence; drop --batch");
+  const std::vector<SimulatedTask> observed = read_chrome_trace(options.fit_trace_path, program);
+  const DeviceFit fit = fit_device(program, observed, options.context, device);
+  report.fitted = true;
+  report.traced_step_ms = fit.observed_step_ns * 1e-6;
+  report.fitted_memory_gbs = fit.device.memory_gbs;
+  report.fitted_dispatch_ns = fit.device.dispatch_ns;
+  report.fitted_signal_ns = fit.device.signal_ns;
+  report.fit_dispatch_samples = fit.dispatch_samples;
+  report.fit_signal_samples = fit.signal_samples;
+  report.fit_streaming_tasks = fit.streaming_tasks;
+  report.fitted_step_ms = simulate_program(program, fit.device, options.context).step_ns * 1e-6;
+  if (options.fit_out_path.empty()) return;
+  const nlohmann::json out = {{"name", fit.device.name},
+                              {"workers", fit.device.workers},
+                              {"memory_gbs", fit.device.memory_gbs},
+                              {"flops", fit.device.flops},
+                              {"dispatch_ns", fit.device.dispatch_ns},
+                              {"signal_ns", fit.device.signal_ns},
+                              {"link_gbs", fit.device.link_gbs},
+                              {"link_latency_ns", fit.device.link_latency_ns}};
+  std::ofstream file(options.fit_out_path);
+  if (!file) throw InputError("--fit-out: cannot write '" + options.fit_out_path + "'");
+  file << out.dump(2) << "\n";
+  if (!file) throw InputError("--fit-out: failed writing '" + options.fit_out_path + "'");
+  report.fit_written = true;
 }
 
 }  // namespace
@@ -173,7 +217,8 @@ SimulateReport simulate_model(const SimulateOptions& options) {
       weight_bytes += work.weight_bytes;
       weight_tasks += work.weight_bytes > 0;
     }
-    device = measure_cpu_device(device.workers, uint64_t(step_bytes), spec.hidden, uint64_t(weight_bytes / std::max(1u, weight_tasks)));
+    device = measure_cpu_device(device.workers, uint64_t(step_bytes), spec.hidden, spec.dtype,
+                                uint64_t(weight_bytes / std::max(1u, weight_tasks)));
   }
 
   SimulationOptions dataflow_options;
@@ -211,6 +256,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   report.bsp_ratio = report.step_ms > 0 ? report.bsp_ms / report.step_ms : 0;
   report.idle_share = dataflow.idle_share;
   for (double busy : dataflow.busy_ns) report.idle_ms.push_back(std::max(0.0, dataflow.step_ns - busy) * 1e-6);
+  if (!options.fit_trace_path.empty()) fit_to_trace(options, program, device, report);
   if (!options.trace_path.empty()) {
     std::vector<TaskTiming> timings;
     for (const SimulatedTask& t : dataflow.timeline)

@@ -7,6 +7,16 @@
 
 namespace tilefire {
 
+namespace {
+
+std::string task_name(const Program& program, uint32_t index) {
+  const TaskDesc& task = program.tasks[index];
+  return std::string(op_name(task.op)) + " L" + std::to_string(task.layer) + " [" + std::to_string(task.tile_begin) + "," +
+         std::to_string(task.tile_end) + ")";
+}
+
+}  // namespace
+
 void write_chrome_trace(const std::string& path, const Program& program, const std::vector<TaskTiming>& timings) {
   int64_t origin = timings.empty() ? 0 : timings.front().start_ns;
   for (const TaskTiming& t : timings) origin = std::min(origin, t.start_ns);
@@ -18,9 +28,7 @@ void write_chrome_trace(const std::string& path, const Program& program, const s
                       {"args", {{"name", "worker " + std::to_string(w)}}}});
   for (const TaskTiming& t : timings) {
     const TaskDesc& task = program.tasks[t.task];
-    std::string name = std::string(op_name(task.op)) + " L" + std::to_string(task.layer) + " [" +
-                       std::to_string(task.tile_begin) + "," + std::to_string(task.tile_end) + ")";
-    events.push_back({{"name", name},
+    events.push_back({{"name", task_name(program, t.task)},
                       {"cat", std::string(op_name(task.op))},
                       {"ph", "X"},
                       {"pid", 0},
@@ -34,6 +42,43 @@ void write_chrome_trace(const std::string& path, const Program& program, const s
   if (!out) throw InputError("--trace: cannot write '" + path + "'");
   out << trace.dump() << "\n";
   if (!out) throw InputError("--trace: failed writing '" + path + "'");
+}
+
+std::vector<SimulatedTask> read_chrome_trace(const std::string& path, const Program& program) {
+  std::ifstream in(path);
+  if (!in) throw InputError("--fit-trace " + path + ": cannot open the file");
+  nlohmann::json trace;
+  try {
+    in >> trace;
+  } catch (const std::exception& e) {
+    throw InputError("--fit-trace " + path + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
+    throw InputError("--fit-trace " + path + ": no traceEvents array (expected a trace written by `tilefire run --trace`)");
+  std::vector<SimulatedTask> tasks;
+  for (const nlohmann::json& event : trace["traceEvents"]) {
+    if (!event.is_object() || event.value("ph", "") != "X") continue;
+    const bool well_formed = event.contains("args") && event["args"].is_object() && event["args"].contains("task") &&
+                             event["args"]["task"].is_number_unsigned() && event.contains("tid") && event["tid"].is_number_unsigned() &&
+                             event.contains("ts") && event["ts"].is_number() && event.contains("dur") && event["dur"].is_number() &&
+                             event.contains("name") && event["name"].is_string();
+    if (!well_formed) throw InputError("--fit-trace " + path + ": a task slice without name, tid, ts, dur or args.task");
+    const uint64_t index = event["args"]["task"].get<uint64_t>();
+    if (index >= program.tasks.size())
+      throw InputError("--fit-trace " + path + ": task " + std::to_string(index) + " is outside this program's " +
+                       std::to_string(program.tasks.size()) + " tasks; give simulate the flags of the traced run");
+    const std::string expected = task_name(program, uint32_t(index)), found = event["name"].get<std::string>();
+    if (found != expected)
+      throw InputError("--fit-trace " + path + ": task " + std::to_string(index) + " is '" + found + "' in the trace and '" + expected +
+                       "' in this program; give simulate the flags of the traced run (workers, --policy, --granularity, --kv-splits)");
+    SimulatedTask task;
+    task.task = uint32_t(index);
+    task.worker = event["tid"].get<uint32_t>();
+    task.start_ns = event["ts"].get<double>() * 1000.0;
+    task.end_ns = task.start_ns + event["dur"].get<double>() * 1000.0;
+    tasks.push_back(task);
+  }
+  return tasks;
 }
 
 }  // namespace tilefire

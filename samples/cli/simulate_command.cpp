@@ -32,6 +32,10 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
                    sequence per step, so batch > 1 is a prediction with nothing measured to check it)
   --context T      positions in the KV cache (default 512)
   --trace FILE     the simulated timeline as a Chrome/Perfetto trace (the format of `run --trace`)
+  --fit-trace FILE a step traced by `run --trace` (cpu or cuda) of this same program (give the traced
+                   run's workers, --policy, --granularity, --kv-splits and about its --context): fits the
+                   device's bandwidth, dispatch and signal costs to it and predicts the step with them
+  --fit-out FILE   with --fit-trace: write the fitted device as a file --device reads
   --json           one JSON object: step_ms, bound_ms, bound_share, bsp_ratio, idle_share, idle_ms_per_worker, ...
 )";
 
@@ -40,7 +44,7 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
 int simulate_command(int argc, char** argv) {
   Args args("simulate", {"--json", "--help"},
             {"--model", "--preset", "--dtype", "--device", "--threads", "--policy", "--granularity", "--kv-splits", "--tp", "--rank", "--batch", "--context",
-             "--trace"});
+             "--trace", "--fit-trace", "--fit-out"});
   args.parse(argc, argv, 2);
   if (args.has("--help")) {
     std::fputs(kSimulateHelp, stdout);
@@ -61,17 +65,24 @@ int simulate_command(int argc, char** argv) {
   o.batch = uint32_t(args.unsigned_or("--batch", 1, 1, 256));
   o.context = uint32_t(args.unsigned_or("--context", 512, 1, 1u << 20));
   o.trace_path = args.text_or("--trace", "");
+  o.fit_trace_path = args.text_or("--fit-trace", "");
+  o.fit_out_path = args.text_or("--fit-out", "");
+  if (!o.fit_out_path.empty() && o.fit_trace_path.empty()) throw InputError("tilefire simulate: --fit-out needs --fit-trace");
   const SimulateReport r = simulate_model(o);
   if (args.has("--json")) {
-    std::cout << nlohmann::json{{"model", r.model},         {"device", r.device},           {"workers", r.workers},
+    nlohmann::json out = nlohmann::json{{"model", r.model},         {"device", r.device},           {"workers", r.workers},
                                 {"tasks", r.tasks},         {"memory_gbs", r.memory_gbs},   {"flops", r.flops},
                                 {"dispatch_ns", r.dispatch_ns}, {"signal_ns", r.signal_ns}, {"step_ms", r.step_ms},
                                 {"bound_ms", r.bound_ms},   {"bound_share", r.bound_share}, {"bsp_ms", r.bsp_ms},
                                 {"bsp_ratio", r.bsp_ratio}, {"idle_share", r.idle_share}, {"idle_ms_per_worker", r.idle_ms},
                                 {"collective_ms", r.collective_ms}, {"exposed_collective_ms", r.exposed_collective_ms},
-                                {"hidden_collective_share", r.hidden_collective_share}}
-                     .dump()
-              << std::endl;
+                                {"hidden_collective_share", r.hidden_collective_share}};
+    if (r.fitted)
+      out["fit"] = {{"traced_step_ms", r.traced_step_ms},        {"fitted_step_ms", r.fitted_step_ms},
+                    {"memory_gbs", r.fitted_memory_gbs},         {"dispatch_ns", r.fitted_dispatch_ns},
+                    {"signal_ns", r.fitted_signal_ns},           {"dispatch_samples", r.fit_dispatch_samples},
+                    {"signal_samples", r.fit_signal_samples},    {"streaming_tasks", r.fit_streaming_tasks}};
+    std::cout << out.dump() << std::endl;
     return 0;
   }
   std::printf("%s on %s: %u workers, %.0f GB/s, %.3g flop/s, %.0f ns per task, %.0f ns per signal; %u tasks\n",
@@ -84,6 +95,15 @@ int simulate_command(int argc, char** argv) {
   if (r.collective_ms > 0)
     std::printf("collectives: %.4f ms over the link (spread over the workers), %.4f ms of it adds to the step: "
                 "overlap hides %.0f%%\n", r.collective_ms, r.exposed_collective_ms, 100 * r.hidden_collective_share);
+  if (r.fitted) {
+    std::printf("traced step: %.4f ms; fitted to it: %.0f GB/s (%u streaming tasks), %.0f ns per task (%u gaps), "
+                "%.0f ns per signal (%u waits)\n", r.traced_step_ms, r.fitted_memory_gbs, r.fit_streaming_tasks,
+                r.fitted_dispatch_ns, r.fit_dispatch_samples, r.fitted_signal_ns, r.fit_signal_samples);
+    std::printf("predicted with the fitted device: %.4f ms (traced / predicted %.2f; the unfitted device: %.2f)\n",
+                r.fitted_step_ms, r.fitted_step_ms > 0 ? r.traced_step_ms / r.fitted_step_ms : 0.0,
+                r.step_ms > 0 ? r.traced_step_ms / r.step_ms : 0.0);
+    if (r.fit_written) std::printf("fitted device: %s\n", o.fit_out_path.c_str());
+  }
   if (r.trace_written) std::printf("simulated timeline: %s\n", o.trace_path.c_str());
   return 0;
 }

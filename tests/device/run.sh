@@ -134,6 +134,18 @@ else
   record trace FAIL "$(tail -n 3 "$logs/trace.log" | tr '\n' ' ')"
 fi
 
+# The H200 model fitted to that traced step (simulator issue): the dispatch gap, the signal latency and
+# the bandwidth read off the trace, and the step predicted with them against the preset's prediction.
+# The traced step attends to 5 positions (a 4-token prompt, its first decode step).
+if [ -s "$logs/decode_trace.json" ] && ! skip_if_late h200-fit; then
+  if limited 60 "$cli" simulate --model "$model" --device h200 --context 5 --fit-trace "$logs/decode_trace.json" \
+       --fit-out "$logs/h200_fitted.json" --json >"$logs/fit.json" 2>"$logs/fit.log"; then
+    record h200-fit PASS "h200_fitted.json"
+  else
+    record h200-fit FAIL "$(tail -n 3 "$logs/fit.log" | tr '\n' ' ')"
+  fi
+fi
+
 echo "== summary ($(elapsed))"
 python3 - "$results" "$logs" <<'PY'
 import json, os, sys
@@ -145,6 +157,7 @@ def load(name):
     except Exception:
         return None
 bench, torch, unsplit, trace = load("bench.json"), load("torch.json"), load("bench_unsplit.json"), load("decode_trace.json")
+fit = load("fit.json")
 print("| check | result | detail |")
 print("|---|---|---|")
 for line in open(results):
@@ -193,4 +206,10 @@ if trace:
             by_op[e["cat"]] = by_op.get(e["cat"], 0) + e["dur"]
         top = ", ".join(f"{op} {us:.0f} us" for op, us in sorted(by_op.items(), key=lambda kv: -kv[1])[:4])
         print(f"traced decode step: {span:.1f} us over {rows} CTAs, busy {100 * busy:.0f}%; task time by op: {top}")
+if fit and "fit" in fit:
+    f = fit["fit"]
+    print(f"h200 model: preset predicts {fit['step_ms']:.4f} ms ({fit['memory_gbs']:.0f} GB/s, {fit['dispatch_ns']:.0f} ns per task, "
+          f"{fit['signal_ns']:.0f} ns per signal); traced {f['traced_step_ms']:.4f} ms; fitted {f['memory_gbs']:.0f} GB/s, "
+          f"{f['dispatch_ns']:.0f} ns per task ({f['dispatch_samples']} gaps), {f['signal_ns']:.0f} ns per signal "
+          f"({f['signal_samples']} waits) predict {f['fitted_step_ms']:.4f} ms")
 PY

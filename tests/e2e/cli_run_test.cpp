@@ -358,6 +358,49 @@ TEST(CliSimulate, MeasuredCpuDevice) {
   EXPECT_LE(j["bound_ms"].get<double>(), j["step_ms"].get<double>() * 1.000001);
 }
 
+// simulate --fit-trace: a decode step traced by `run --trace` (the built-in sample: tiny in f32, two
+// workers) fitted by a device of the same workers; the fitted figures positive and finite, the traced
+// step the trace's span, the fitted device written as a file --device reads. A device of other workers
+// compiles another program, which the fit refuses, naming the flags to give.
+TEST(CliSimulate, FitsTheDeviceToATracedStep) {
+  TempDir dir("cli-fit");
+  const std::string trace = (dir.path() / "step.json").string(), base = (dir.path() / "base.json").string(),
+                    fitted = (dir.path() / "fitted.json").string(), other = (dir.path() / "three.json").string();
+  RunResult traced = run_cli({"run", "--threads", "2", "--prompt-tokens", "1,2,3,4,5,6,7,8", "--max-new-tokens", "3", "--trace", trace});
+  ASSERT_EQ(traced.status, 0) << describe(traced);
+  write_file_text(base, R"({"name": "two-cores", "workers": 2, "memory_gbs": 20, "flops": 1e11, "dispatch_ns": 10, "signal_ns": 200})");
+  RunResult r = run_cli({"simulate", "--preset", "tiny", "--dtype", "f32", "--device", base, "--kv-splits", "1", "--context", "10",
+                         "--fit-trace", trace, "--fit-out", fitted, "--json"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const nlohmann::json fit = nlohmann::json::parse(r.out)["fit"];
+  const nlohmann::json events = nlohmann::json::parse(read_file_text(trace))["traceEvents"];
+  double first = 1e300, last = -1e300;
+  for (const auto& e : events)
+    if (e.value("ph", "") == "X") first = std::min(first, e["ts"].get<double>()), last = std::max(last, e["ts"].get<double>() + e["dur"].get<double>());
+  EXPECT_NEAR(fit["traced_step_ms"].get<double>(), (last - first) * 1e-3, 1e-9);
+  for (const char* key : {"fitted_step_ms", "memory_gbs"}) {
+    const double value = fit[key].get<double>();
+    EXPECT_TRUE(std::isfinite(value) && value > 0) << key << " = " << value;
+  }
+  for (const char* key : {"dispatch_ns", "signal_ns"}) {
+    const double value = fit[key].get<double>();
+    EXPECT_TRUE(std::isfinite(value) && value >= 0) << key << " = " << value;
+  }
+  EXPECT_GT(fit["dispatch_samples"].get<int>() + fit["signal_samples"].get<int>(), 0);
+  RunResult again = run_cli({"simulate", "--preset", "tiny", "--dtype", "f32", "--device", fitted, "--kv-splits", "1", "--json"});
+  ASSERT_EQ(again.status, 0) << describe(again);
+  EXPECT_EQ(nlohmann::json::parse(again.out)["device"], "two-cores-fitted");
+  EXPECT_NEAR(nlohmann::json::parse(again.out)["memory_gbs"].get<double>(), fit["memory_gbs"].get<double>(), 1e-6 * fit["memory_gbs"].get<double>());
+
+  write_file_text(other, R"({"workers": 3, "memory_gbs": 20, "flops": 1e11, "dispatch_ns": 10, "signal_ns": 200})");
+  RunResult mismatch = run_cli({"simulate", "--preset", "tiny", "--dtype", "f32", "--device", other, "--kv-splits", "1", "--fit-trace", trace});
+  EXPECT_NE(mismatch.status, 0);
+  EXPECT_NE(mismatch.err.find("give simulate the flags of the traced run"), std::string::npos) << mismatch.err;
+  RunResult alone = run_cli({"simulate", "--preset", "tiny", "--fit-out", fitted});
+  EXPECT_NE(alone.status, 0);
+  EXPECT_NE(alone.err.find("--fit-out needs --fit-trace"), std::string::npos) << alone.err;
+}
+
 // simulate --batch B: B sequences' decode tokens in one step. On the H200 model the weights are read once
 // for all of them: the bound and the step grow (KV caches, and each tile's input rows: the model charges
 // every activation read at memory bandwidth), but a step of 8 takes far less than 8 steps of one.

@@ -22,6 +22,9 @@ struct SimulateOptions {
   uint32_t context = 512;          // positions in the KV cache
   uint32_t threads = 0;            // the cpu device's workers (0: every core)
   std::string trace_path;          // the simulated timeline as a Chrome/Perfetto trace
+  // A traced step of this same program (`run --trace`, cpu or cuda) to fit the device to
+  // (docs/SIMULATOR.md), and where to write the fitted device (a file `device` reads).
+  std::string fit_trace_path, fit_out_path;
 };
 
 struct SimulateReport {
@@ -40,6 +43,12 @@ struct SimulateReport {
   // of the former that overlapping it with other tiles hides.
   double collective_ms = 0, exposed_collective_ms = 0, hidden_collective_share = 0;
   bool trace_written = false;
+  // --fit-trace: the traced step, the device's figures fitted to it, the fitted device's prediction, and
+  // how many pairs of tasks each figure came from.
+  bool fitted = false, fit_written = false;
+  double traced_step_ms = 0, fitted_step_ms = 0;
+  double fitted_memory_gbs = 0, fitted_dispatch_ns = 0, fitted_signal_ns = 0;
+  uint32_t fit_dispatch_samples = 0, fit_signal_samples = 0, fit_streaming_tasks = 0;
 };
 
 SimulateReport simulate_model(const SimulateOptions& options);  // throws InputError for bad options

@@ -1,0 +1,110 @@
+#include "scheduler/trace_fit.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "tilefire/errors.h"
+
+namespace tilefire {
+
+namespace {
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+// Per task: when its inputs were all done in the observed step (the latest end among the tasks that
+// signal an event it waits on); -inf for tasks that wait on nothing.
+std::vector<double> inputs_done_ns(const Program& program, const std::vector<const SimulatedTask*>& by_task) {
+  std::vector<double> event_done(program.events.size(), -std::numeric_limits<double>::infinity());
+  for (uint32_t t = 0; t < program.tasks.size(); ++t) {
+    const TaskDesc& task = program.tasks[t];
+    for (uint32_t i = 0; i < task.signal_count; ++i) {
+      double& done = event_done[program.signals[task.signal_begin + i]];
+      done = std::max(done, by_task[t]->end_ns);
+    }
+  }
+  std::vector<double> ready(program.tasks.size(), -std::numeric_limits<double>::infinity());
+  for (uint32_t t = 0; t < program.tasks.size(); ++t) {
+    const TaskDesc& task = program.tasks[t];
+    for (uint32_t i = 0; i < task.wait_count; ++i) ready[t] = std::max(ready[t], event_done[program.waits[task.wait_begin + i]]);
+  }
+  return ready;
+}
+
+}  // namespace
+
+DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& observed, uint32_t context,
+                     const DeviceModel& base, uint32_t sequences) {
+  const uint32_t tasks = uint32_t(program.tasks.size());
+  std::vector<const SimulatedTask*> by_task(tasks, nullptr);
+  uint32_t workers = 0;
+  for (const SimulatedTask& o : observed) {
+    if (o.task >= tasks) throw InputError("the trace has task " + std::to_string(o.task) + ", the program " + std::to_string(tasks) + " tasks");
+    if (by_task[o.task]) throw InputError("the trace has task " + std::to_string(o.task) + " twice");
+    if (!(o.end_ns >= o.start_ns)) throw InputError("the trace's task " + std::to_string(o.task) + " ends before it starts");
+    by_task[o.task] = &o;
+    workers = std::max(workers, o.worker + 1);
+  }
+  for (uint32_t t = 0; t < tasks; ++t)
+    if (!by_task[t]) throw InputError("the trace lacks task " + std::to_string(t) + " of the program's " + std::to_string(tasks));
+  if (workers > base.workers)
+    throw InputError("the trace has " + std::to_string(workers) + " workers, the device " + std::to_string(base.workers));
+
+  DeviceFit fit;
+  fit.device = base;
+  fit.device.name = base.name + "-fitted";
+  double first = std::numeric_limits<double>::infinity(), last = -first;
+  for (const SimulatedTask& o : observed) first = std::min(first, o.start_ns), last = std::max(last, o.end_ns);
+  fit.observed_step_ns = last - first;
+
+  // Dispatch and signal, from each worker's consecutive pairs: the next task was ready before the previous
+  // started (a dispatch gap), or it waited for an input (a signal's latency, from that input's end).
+  const std::vector<double> ready = inputs_done_ns(program, by_task);
+  std::vector<std::vector<const SimulatedTask*>> per_worker(workers);
+  for (const SimulatedTask& o : observed) per_worker[o.worker].push_back(&o);
+  std::vector<double> dispatch, signal;
+  std::vector<bool> waited(tasks, true);  // first tasks of a worker count as waited: no pair shows otherwise
+  for (auto& row : per_worker) {
+    std::sort(row.begin(), row.end(), [](const SimulatedTask* a, const SimulatedTask* b) { return a->start_ns < b->start_ns; });
+    for (size_t i = 1; i < row.size(); ++i) {
+      const SimulatedTask& previous = *row[i - 1];
+      const SimulatedTask& next = *row[i];
+      // Clear cases only: inputs done before the previous task even started (their signals had its whole
+      // run to arrive), or after it ended (the worker was free and waited). Between, the gap mixes both.
+      if (ready[next.task] <= previous.start_ns) {
+        dispatch.push_back(std::max(0.0, next.start_ns - previous.end_ns));
+        waited[next.task] = false;
+      } else if (ready[next.task] > previous.end_ns) {
+        signal.push_back(std::max(0.0, next.start_ns - ready[next.task]));
+      }
+    }
+  }
+  fit.dispatch_samples = uint32_t(dispatch.size());
+  fit.signal_samples = uint32_t(signal.size());
+  if (!dispatch.empty()) fit.device.dispatch_ns = median(dispatch);
+  if (!signal.empty()) fit.device.signal_ns = median(signal);
+
+  // Bandwidth: the model gives a task alone bandwidth / workers, so workers x bytes / time over the
+  // tasks the base device calls memory-bound (and that move bytes at all). Only tasks that did not wait:
+  // a worker that waits fetches the next task's weights meanwhile (both backends; the simulator too), so
+  // a task that waited runs shorter than its bytes take.
+  double bytes = 0, ns = 0;
+  for (uint32_t t = 0; t < tasks; ++t) {
+    if (waited[t]) continue;
+    const TaskWork work = task_work(program, program.tasks[t], context, sequences);
+    const double memory_ns = work.bytes() / (base.memory_gbs / base.workers);
+    const double compute_ns = work.flops / (base.flops * 1e-9 / base.workers);
+    if (work.bytes() <= 0 || memory_ns < compute_ns || work.link_bytes > 0) continue;
+    bytes += work.bytes();
+    ns += by_task[t]->end_ns - by_task[t]->start_ns;
+    ++fit.streaming_tasks;
+  }
+  if (ns > 0) fit.device.memory_gbs = double(base.workers) * bytes / ns;
+  return fit;
+}
+
+}  // namespace tilefire

@@ -1,0 +1,34 @@
+#pragma once
+// Fitting a device model to a measured step (issue 5: "when GPU measurements exist, the H200 model is
+// compared with them and corrected"; docs/SIMULATOR.md). Given a program and the timeline of one of its
+// steps as a backend ran it (`run --trace`, cpu or cuda), it reads off the figures the cost model
+// assumes:
+//  - dispatch: the gap between a worker's task and its next one, when the next was ready before the
+//    first started;
+//  - signal: from the last input's producer ending to the waiting task starting, when it had to wait;
+//  - bandwidth: the bytes of the memory-bound tasks that did not wait, over the time they ran, times the
+//    workers (the model gives a task alone an even share of the bandwidth; a waiting worker fetches
+//    weights, so a task that waited runs shorter than its bytes take).
+// Peak flops and the link are kept from the base device: a decode step is memory-bound.
+#include <cstdint>
+#include <vector>
+
+#include "scheduler/cost_model.h"
+#include "scheduler/program.h"
+#include "scheduler/simulator.h"
+
+namespace tilefire {
+
+struct DeviceFit {
+  DeviceModel device;           // the base device with the fitted figures
+  double observed_step_ns = 0;  // first start to last end of the observed step
+  uint32_t dispatch_samples = 0, signal_samples = 0, streaming_tasks = 0;
+};
+
+// `observed` holds every task of `program` once (task, worker, start and end in ns; any origin). The
+// tasks' bytes are the cost model's at `context` positions. Throws InputError when the timeline does not
+// fit the program (a task missing or repeated, a worker outside the program's, an end before its start).
+DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& observed, uint32_t context,
+                     const DeviceModel& base, uint32_t sequences = 1);
+
+}  // namespace tilefire

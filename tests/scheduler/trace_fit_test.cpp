@@ -1,0 +1,98 @@
+// Fitting a device to an observed step (scheduler/trace_fit.h): on timelines whose figures are known
+// (the simulator's own, on a known device; hand-made ones with set gaps), the fit gives them back; a
+// timeline that does not fit the program is refused.
+#include <gtest/gtest.h>
+
+#include "graph/compile.h"
+#include "graph/model_spec.h"
+#include "ops/noop.h"
+#include "scheduler/trace_fit.h"
+
+namespace tilefire::testing {
+namespace {
+
+// The simulator's timeline of tiny's decode program on a device with no dispatch cost and flops high
+// enough that every task is memory-bound: each task runs bytes / (bandwidth / workers), and a task that
+// waits starts one signal latency after its last input ends. The fit reads back the bandwidth and the
+// signal latency.
+TEST(TraceFit, RecoversTheDeviceOfASimulatedStep) {
+  CompileOptions compile;
+  compile.workers = 4;
+  compile.kv_splits = 1;
+  const Program program = compile_model(preset_spec("tiny", DType::bf16), compile);
+  const DeviceModel device{.name = "known", .workers = 4, .memory_gbs = 50, .flops = 1e18, .dispatch_ns = 0, .signal_ns = 300};
+  const uint32_t context = 64;
+  const SimulationResult simulated = simulate_program(program, device, context);
+  const DeviceFit fit = fit_device(program, simulated.timeline, context, device);
+  EXPECT_EQ(fit.device.name, "known-fitted");
+  EXPECT_NEAR(fit.device.memory_gbs, 50.0, 1e-6);
+  EXPECT_NEAR(fit.device.signal_ns, 300.0, 1e-6);
+  EXPECT_NEAR(fit.device.dispatch_ns, 0.0, 1e-6);
+  EXPECT_GT(fit.signal_samples, 0u);
+  EXPECT_GT(fit.dispatch_samples, 0u);
+  EXPECT_GT(fit.streaming_tasks, 0u);
+  EXPECT_NEAR(fit.observed_step_ns, simulated.step_ns, 1e-6);
+}
+
+// Four empty tasks. Worker 0 runs 0 then 1 (1 waits on nothing: a 40 ns gap). Worker 1 runs 3 (waits
+// on nothing) then 2, which waits for 1's event and starts 250 ns after 1 ends. Empty tasks move no
+// bytes, so the bandwidth stays the base's.
+Program four_tasks() {
+  Program p;
+  p.nodes.push_back({OpParams::make(OpCode::noop, 0, NoopParams{4}), 0, 4, kNoSlot});
+  p.events.push_back({1});
+  for (uint32_t t = 0; t < 4; ++t) {
+    TaskDesc task;
+    task.op = OpCode::noop;
+    task.tile_begin = t;
+    task.tile_end = t + 1;
+    task.tile_index = t;
+    p.tasks.push_back(task);
+  }
+  p.tasks[1].signal_begin = 0;
+  p.tasks[1].signal_count = 1;
+  p.signals.push_back(0);
+  p.tasks[2].wait_begin = 0;
+  p.tasks[2].wait_count = 1;
+  p.waits.push_back(0);
+  p.queues = {{0, 1}, {3, 2}};
+  p.workers = 2;
+  return p;
+}
+
+TEST(TraceFit, ReadsDispatchGapsAndSignalLatencies) {
+  const Program program = four_tasks();
+  const DeviceModel base{.name = "base", .workers = 2, .memory_gbs = 7, .flops = 1e12, .dispatch_ns = 999, .signal_ns = 999};
+  // task, worker, start, end (ns)
+  const std::vector<SimulatedTask> observed{{0, 0, 1000, 1100}, {1, 0, 1140, 1300}, {3, 1, 1000, 1050}, {2, 1, 1550, 1600}};
+  const DeviceFit fit = fit_device(program, observed, 1, base);
+  EXPECT_DOUBLE_EQ(fit.device.dispatch_ns, 40.0);
+  EXPECT_DOUBLE_EQ(fit.device.signal_ns, 250.0);
+  EXPECT_DOUBLE_EQ(fit.device.memory_gbs, 7.0);
+  EXPECT_EQ(fit.dispatch_samples, 1u);
+  EXPECT_EQ(fit.signal_samples, 1u);
+  EXPECT_EQ(fit.streaming_tasks, 0u);
+  EXPECT_DOUBLE_EQ(fit.observed_step_ns, 600.0);
+}
+
+TEST(TraceFit, RefusesATimelineThatDoesNotFitTheProgram) {
+  const Program program = four_tasks();
+  const DeviceModel base{.name = "base", .workers = 2, .memory_gbs = 1, .flops = 1};
+  const std::vector<SimulatedTask> fits{{0, 0, 0, 1}, {1, 0, 1, 2}, {3, 1, 0, 1}, {2, 1, 2, 3}};
+  EXPECT_NO_THROW(fit_device(program, fits, 1, base));
+  std::vector<SimulatedTask> missing = fits;
+  missing.pop_back();
+  EXPECT_THROW(fit_device(program, missing, 1, base), InputError);
+  // The last task changed one way each: a repeated task, one outside the program, an end before its
+  // start, a worker the device does not have.
+  const std::vector<void (*)(SimulatedTask&)> breakages{[](SimulatedTask& t) { t.task = 1; }, [](SimulatedTask& t) { t.task = 7; },
+                                                        [](SimulatedTask& t) { t.end_ns = 1; }, [](SimulatedTask& t) { t.worker = 5; }};
+  for (size_t i = 0; i < breakages.size(); ++i) {
+    std::vector<SimulatedTask> broken = fits;
+    breakages[i](broken.back());
+    EXPECT_THROW(fit_device(program, broken, 1, base), InputError) << "breakage " << i;
+  }
+}
+
+}  // namespace
+}  // namespace tilefire::testing
