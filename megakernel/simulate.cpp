@@ -83,8 +83,10 @@ double matrix_stream_gbs(CpuExecutor& executor, uint64_t bytes, uint32_t hidden,
 // `working_set_bytes` per step (at most 1 GiB is measured: beyond it every cache is far too small
 // anyway) in tiles that stream `tile_bytes` of weights on average, over rows of `hidden` in `wdtype`:
 // the bandwidth the matrix tiles stream through the executor, their throughput on cache-resident tiles,
-// the executor's cost per task, and the latency of an event between workers.
-DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, uint32_t hidden, DType wdtype, uint64_t tile_bytes) {
+// the executor's cost per task, and the latency of an event between workers (both with static queues,
+// or with the dynamic ready queue when the program is placed on it).
+DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, uint32_t hidden, DType wdtype, uint64_t tile_bytes,
+                               bool dynamic_queue) {
   DeviceModel d;
   d.name = "cpu";
   d.workers = threads;
@@ -101,10 +103,16 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, uin
     }
     d.flops = 2.0 * rows * k * tokens / (median_of(samples) * 1e-9) * threads;
   }
+  // Empty tasks placed as the program's are: the dynamic ready queue costs a claim per task and a push
+  // per task made ready, which static queues do not.
+  auto placed = [&](Program program) {
+    if (dynamic_queue) find_policy("dynamic")->place(program, threads);
+    return program;
+  };
   const uint32_t tasks = 2048;
-  d.dispatch_ns = step_ns(executor, noop_program(tasks, false, threads)) / (double(tasks) / threads);
+  d.dispatch_ns = step_ns(executor, placed(noop_program(tasks, false, threads))) / (double(tasks) / threads);
   const uint32_t hops = 256;
-  d.signal_ns = std::max(0.0, step_ns(executor, noop_program(hops, true, threads)) / hops - d.dispatch_ns);
+  d.signal_ns = std::max(0.0, step_ns(executor, placed(noop_program(hops, true, threads))) / hops - d.dispatch_ns);
   return d;
 }
 
@@ -218,7 +226,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
       weight_tasks += work.weight_bytes > 0;
     }
     device = measure_cpu_device(device.workers, uint64_t(step_bytes), spec.hidden, spec.dtype,
-                                uint64_t(weight_bytes / std::max(1u, weight_tasks)));
+                                uint64_t(weight_bytes / std::max(1u, weight_tasks)), program.placement == Placement::dynamic_queue);
   }
 
   SimulationOptions dataflow_options;

@@ -89,16 +89,15 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
   if (!signal.empty()) fit.device.signal_ns = median(signal);
 
   // Bandwidth: the model gives a task alone bandwidth / workers, so workers x bytes / time over the
-  // tasks the base device calls memory-bound (and that move bytes at all). Only tasks that did not wait:
-  // a worker that waits fetches the next task's weights meanwhile (both backends; the simulator too), so
-  // a task that waited runs shorter than its bytes take.
+  // tasks that stream weights (a decode step's matrix tiles: one token, bandwidth-bound by design; not
+  // collectives, whose time is the link's). Only tasks that did not wait: a worker that waits fetches the
+  // next task's weights meanwhile (both backends; the simulator too), so a task that waited runs shorter
+  // than its bytes take.
   double bytes = 0, ns = 0;
   for (uint32_t t = 0; t < tasks; ++t) {
     if (waited[t]) continue;
     const TaskWork work = task_work(program, program.tasks[t], context, sequences);
-    const double memory_ns = work.bytes() / (base.memory_gbs / base.workers);
-    const double compute_ns = work.flops / (base.flops * 1e-9 / base.workers);
-    if (work.bytes() <= 0 || memory_ns < compute_ns || work.link_bytes > 0) continue;
+    if (work.weight_bytes <= 0 || work.link_bytes > 0) continue;
     bytes += work.bytes();
     ns += by_task[t]->end_ns - by_task[t]->start_ns;
     ++fit.streaming_tasks;

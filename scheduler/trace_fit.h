@@ -6,8 +6,8 @@
 //  - dispatch: the gap between a worker's task and its next one, when the next was ready before the
 //    first started;
 //  - signal: from the last input's producer ending to the waiting task starting, when it had to wait;
-//  - bandwidth: the bytes of the memory-bound tasks that did not wait, over the time they ran, times the
-//    workers (the model gives a task alone an even share of the bandwidth; a waiting worker fetches
+//  - bandwidth: the bytes of the weight-streaming tasks that did not wait, over the time they ran, times
+//    the workers (the model gives a task alone an even share of the bandwidth; a waiting worker fetches
 //    weights, so a task that waited runs shorter than its bytes take).
 // Peak flops and the link are kept from the base device: a decode step is memory-bound.
 #include <cstdint>
