@@ -11,7 +11,6 @@
 #include "megakernel/engine_impl.h"
 #include "megakernel/tool_spec.h"
 #include "ops/matmul.h"
-#include "ops/noop.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/policy.h"
 #include "scheduler/simulator.h"
@@ -28,70 +27,36 @@ double median_of(std::vector<double> samples) {
   return samples[samples.size() / 2];
 }
 
-// Nanoseconds per step of `program` on `executor`, bound to `slots`: the median of `samples` steps,
-// after a few untimed ones.
-double step_ns(CpuExecutor& executor, const Program& program, std::vector<void*> slots = {}, uint32_t samples = 31) {
-  ProgramInstance instance(program, std::move(slots));
-  const int32_t token = 0;
-  for (int i = 0; i < 10; ++i) executor.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});  // untimed
-  std::vector<double> times;
-  for (uint32_t i = 0; i < samples; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    executor.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});
-    times.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
-  }
-  return median_of(times);
-}
-
-// GB/s the matrix tiles stream on `executor` over a working set of `bytes`: `matrix_tile_program`'s
-// independent lm_head tiles over a matrix of that size in the model's weight dtype, with rows of
-// `hidden` (the model's) and tiles of about `tile_bytes` (the program's mean), dealt to the workers in
-// turn as a static placement deals a node's tiles. The median step of many. This is the executor's own
-// path (task dispatch, the RMSNorm prologue, the kernel, the placement), without the program's
-// dependencies. Both sizes matter on the 2-core EPYC VM:
-//  - a working set that stays in the last-level cache between steps (tiny's 6 MB) streams at about twice
-//    the rate of one that does not (small's 257 MB);
-//  - in cache, tiles dealt in turn stream about 15% slower than each thread's rows in one block.
-double matrix_stream_gbs(CpuExecutor& executor, uint64_t bytes, uint32_t hidden, DType wdtype, uint64_t tile_bytes) {
-  const uint64_t row_bytes = uint64_t(hidden) * dtype_size(wdtype);
-  const uint32_t workers = executor.workers();
-  // Tiles no larger than a worker's share of the working set, so one round stays within it.
-  const uint64_t share_rows = std::max<uint64_t>(1, bytes / (row_bytes * workers));
-  const uint32_t tile_rows = uint32_t(std::clamp<uint64_t>(tile_bytes / row_bytes, 1, std::min<uint64_t>(4096, share_rows)));
-  // Whole rounds of tiles (every worker the same count), at least one tile per worker.
-  const uint64_t rounds = std::max<uint64_t>(1, bytes / (uint64_t(tile_rows) * row_bytes * workers));
-  const uint32_t tiles = uint32_t(rounds * workers);
-  const Program program = matrix_tile_program(tiles, tile_rows, hidden, workers, wdtype);
-  const uint64_t rows = uint64_t(tiles) * tile_rows;
-  std::vector<float> x(hidden, 0.5f), norm(hidden, 1.0f), logits(rows);
-  // The weights: 0.5 in the dtype, in storage of whole floats.
-  std::vector<float> weight((rows * row_bytes + 3) / 4);
-  if (wdtype == DType::f32) {
-    std::fill(weight.begin(), weight.end(), 0.5f);
+// `weights` weights of 0.5 in `dtype`, in storage of whole floats.
+std::vector<float> weights_of_half(uint64_t weights, DType dtype) {
+  std::vector<float> storage((weights * dtype_size(dtype) + 3) / 4);
+  if (dtype == DType::f32) {
+    std::fill(storage.begin(), storage.end(), 0.5f);
   } else {
-    const uint16_t half = wdtype == DType::bf16 ? uint16_t(0x3f00) : uint16_t(0x3800);  // 0.5 in bf16, in f16
-    uint16_t* words = reinterpret_cast<uint16_t*>(weight.data());
-    std::fill(words, words + rows * hidden, half);
+    const uint16_t half = dtype == DType::bf16 ? uint16_t(0x3f00) : uint16_t(0x3800);  // 0.5 in bf16, in f16
+    uint16_t* words = reinterpret_cast<uint16_t*>(storage.data());
+    std::fill(words, words + weights, half);
   }
-  // As many steps as stream about 2 GiB (5 at least), so small working sets are timed many times.
-  const uint32_t steps = uint32_t(std::clamp<uint64_t>((2ull << 30) / (rows * row_bytes), 5, 400));
-  const double seconds = step_ns(executor, program, {x.data(), norm.data(), weight.data(), logits.data()}, steps) * 1e-9;
-  return double(rows * row_bytes) / seconds / 1e9;
+  return storage;
 }
 
 // The cpu device measured on this machine with `threads` workers, for a program that reads
 // `working_set_bytes` per step (at most 1 GiB is measured: beyond it every cache is far too small
-// anyway) in tiles that stream `tile_bytes` of weights on average, over rows of `hidden` in `wdtype`:
-// the bandwidth the matrix tiles stream through the executor, their throughput on cache-resident tiles,
-// the executor's cost per task, and the latency of an event between workers (both with static queues,
-// or with the dynamic ready queue when the program is placed on it).
+// anyway) in tiles that stream `tile_bytes` of weights on average, over rows of `hidden` in `wdtype`.
+//
+// Bandwidth, dispatch and signal are fitted (scheduler/trace_fit.h) to traced steps of a calibration
+// program with a transformer's traffic, `matrix_chain_program`: square matrices of the model's hidden
+// size in a chain, as many as fill the working set, cut into tiles of the program's mean size, each
+// tile reading the whole output of the matrix before after waiting on it. So the figures carry what
+// real tiles pay and empty tasks do not: inputs and event counters another core wrote (a fitted tiny
+// trace showed 180-270 ns per task where empty tasks measured 9), and the cache residency of a working
+// set of this size (tiny's 6 MB streams at about twice the rate of small's 257 MB on the 2-core VM).
+// Placed on the dynamic ready queue when the program is. Each figure is the median over the steps.
 DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, uint32_t hidden, DType wdtype, uint64_t tile_bytes,
                                bool dynamic_queue) {
   DeviceModel d;
   d.name = "cpu";
   d.workers = threads;
-  CpuExecutor executor(threads);
-  d.memory_gbs = matrix_stream_gbs(executor, std::min<uint64_t>(working_set_bytes, 1ull << 30), hidden, wdtype, tile_bytes);
   {
     const uint32_t rows = 64, k = 1024, tokens = 1;  // a decode tile's shape, weights in cache
     std::vector<float> w(size_t(rows) * k, 0.5f), x(k, 0.25f), y(rows);
@@ -103,16 +68,44 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, uin
     }
     d.flops = 2.0 * rows * k * tokens / (median_of(samples) * 1e-9) * threads;
   }
-  // Empty tasks placed as the program's are: the dynamic ready queue costs a claim per task and a push
-  // per task made ready, which static queues do not.
-  auto placed = [&](Program program) {
-    if (dynamic_queue) find_policy("dynamic")->place(program, threads);
-    return program;
-  };
-  const uint32_t tasks = 2048;
-  d.dispatch_ns = step_ns(executor, placed(noop_program(tasks, false, threads))) / (double(tasks) / threads);
-  const uint32_t hops = 256;
-  d.signal_ns = std::max(0.0, step_ns(executor, placed(noop_program(hops, true, threads))) / hops - d.dispatch_ns);
+
+  const uint64_t matrix_bytes = uint64_t(hidden) * hidden * dtype_size(wdtype);
+  const uint32_t nodes = uint32_t(std::clamp<uint64_t>(std::min<uint64_t>(working_set_bytes, 1ull << 30) / matrix_bytes, 2, 4096));
+  // Whole rounds of tiles per matrix, two at least (so a worker has consecutive tiles of one matrix).
+  const uint64_t wanted_tiles = std::max<uint64_t>(1, matrix_bytes / std::max<uint64_t>(1, tile_bytes));
+  const uint32_t tiles = uint32_t(std::min<uint64_t>(hidden, std::max<uint64_t>(2 * threads, (wanted_tiles + threads - 1) / threads * threads)));
+  Program chain = matrix_chain_program(nodes, tiles, hidden, threads, wdtype);
+  if (dynamic_queue) find_policy("dynamic")->place(chain, threads);
+  std::vector<float> norm(hidden, 1.0f), activations(size_t(nodes + 1) * hidden, 0.0f);
+  std::fill(activations.begin(), activations.begin() + hidden, 0.5f);
+  const std::vector<float> weights = weights_of_half(uint64_t(nodes) * hidden * hidden, wdtype);
+  std::vector<void*> slots{norm.data()};
+  for (uint32_t a = 0; a <= nodes; ++a) slots.push_back(activations.data() + size_t(a) * hidden);
+  for (uint32_t n = 0; n < nodes; ++n)
+    slots.push_back(const_cast<char*>(reinterpret_cast<const char*>(weights.data())) + uint64_t(n) * matrix_bytes);
+
+  CpuExecutor executor(threads);
+  ProgramInstance instance(chain, std::move(slots));
+  const int32_t token = 0;
+  for (int i = 0; i < 10; ++i) executor.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});  // untimed
+  DeviceModel base = d;
+  base.memory_gbs = 1;  // replaced by the fit
+  std::vector<double> bandwidth, dispatch, signal;
+  for (int i = 0; i < 15; ++i) {
+    std::vector<TaskTiming> timings;
+    StepOptions traced;
+    traced.trace = &timings;
+    executor.run_step(instance, StepInputs{&token, 1, 0}, traced);
+    std::vector<SimulatedTask> observed;
+    for (const TaskTiming& t : timings) observed.push_back({t.task, t.worker, double(t.start_ns), double(t.end_ns)});
+    const DeviceFit fit = fit_device(chain, observed, 0, base);
+    bandwidth.push_back(fit.device.memory_gbs);
+    dispatch.push_back(fit.device.dispatch_ns);
+    signal.push_back(fit.device.signal_ns);
+  }
+  d.memory_gbs = median_of(bandwidth);
+  d.dispatch_ns = median_of(dispatch);
+  d.signal_ns = median_of(signal);
   return d;
 }
 

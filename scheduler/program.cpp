@@ -1,5 +1,7 @@
 #include "scheduler/program.h"
 
+#include <algorithm>
+
 #include "ops/all_ops.h"
 
 namespace tilefire {
@@ -51,32 +53,46 @@ Program noop_program(uint32_t tasks, bool chain, uint32_t workers) {
   return p;
 }
 
-Program matrix_tile_program(uint32_t tiles, uint32_t tile_rows, uint32_t hidden, uint32_t workers, DType wdtype) {
+Program matrix_chain_program(uint32_t nodes, uint32_t tiles_per_node, uint32_t hidden, uint32_t workers, DType wdtype) {
   Program p;
-  const uint32_t rows = tiles * tile_rows;
-  p.slots = {{SlotKind::activation, DType::f32, 1, hidden, 0, "x"},
-             {SlotKind::weight_f32, DType::f32, 1, hidden, 0, "norm"},
-             {SlotKind::weight, wdtype, rows, hidden, 0, "weight"},
-             {SlotKind::activation, DType::f32, 1, rows, 0, "logits"}};
-  LmHeadParams head;
-  head.x = 0;
-  head.norm_weight = 1;
-  head.weight = 2;
-  head.logits = 3;
-  head.hidden = hidden;
-  head.vocab = rows;
-  head.wdtype = wdtype;
-  p.nodes.push_back({OpParams::make(OpCode::lm_head, 0, head), 0, tiles, kNoSlot});
-  for (uint32_t t = 0; t < tiles; ++t) {
-    TaskDesc task;
-    task.op = OpCode::lm_head;
-    task.tile_begin = t * tile_rows;
-    task.tile_end = (t + 1) * tile_rows;
-    task.tile_index = t;
-    p.tasks.push_back(task);
-  }
+  p.slots.push_back({SlotKind::weight_f32, DType::f32, 1, hidden, 0, "norm"});
+  for (uint32_t a = 0; a <= nodes; ++a) p.slots.push_back({SlotKind::activation, DType::f32, 1, hidden, 0, "activation"});
+  for (uint32_t n = 0; n < nodes; ++n) p.slots.push_back({SlotKind::weight, wdtype, hidden, hidden, 0, "weight"});
   p.queues.resize(workers);
-  for (uint32_t t = 0; t < tiles; ++t) p.queues[t % workers].push_back(t);
+  const uint32_t rows_per_tile = (hidden + tiles_per_node - 1) / tiles_per_node;
+  for (uint32_t n = 0; n < nodes; ++n) {
+    LmHeadParams head;
+    head.x = 1 + n;
+    head.norm_weight = 0;
+    head.weight = 1 + (nodes + 1) + n;
+    head.logits = 2 + n;
+    head.hidden = hidden;
+    head.vocab = hidden;
+    head.wdtype = wdtype;
+    const uint32_t first = uint32_t(p.tasks.size());
+    uint32_t tiles = 0;
+    for (uint32_t row = 0; row < hidden; row += rows_per_tile, ++tiles) {
+      TaskDesc task;
+      task.op = OpCode::lm_head;
+      task.node = n;
+      task.layer = uint16_t(n);
+      task.tile_begin = row;
+      task.tile_end = std::min(hidden, row + rows_per_tile);
+      task.tile_index = tiles;
+      if (n > 0) {  // the previous node's done event is event n - 1
+        task.wait_begin = uint32_t(p.waits.size());
+        task.wait_count = 1;
+        p.waits.push_back(n - 1);
+      }
+      task.signal_begin = uint32_t(p.signals.size());
+      task.signal_count = 1;
+      p.signals.push_back(n);
+      p.queues[tiles % workers].push_back(uint32_t(p.tasks.size()));
+      p.tasks.push_back(task);
+    }
+    p.events.push_back({tiles});
+    p.nodes.push_back({OpParams::make(OpCode::lm_head, uint16_t(n), head), first, tiles, n});
+  }
   p.workers = workers;
   p.scratch_floats = hidden;
   return p;

@@ -104,11 +104,14 @@ uint64_t slot_bytes(const SlotDesc& slot);
 // (the executors' calibration programs: per-task cost, signal latency; hand-made test programs).
 Program noop_program(uint32_t tasks, bool chain, uint32_t workers);
 
-// `tiles` independent lm_head tiles of `tile_rows` rows each over one weight matrix [tiles * tile_rows,
-// hidden] of `wdtype`, dealt to the workers in turn as a static placement deals a node's tiles (the cpu
-// device's calibration program: what the matrix tiles stream through the executor). Slots: 0 the input
-// x [1, hidden] f32, 1 the norm weight [hidden] f32, 2 the weight, 3 the logits [1, rows] f32.
-Program matrix_tile_program(uint32_t tiles, uint32_t tile_rows, uint32_t hidden, uint32_t workers, DType wdtype = DType::bf16);
+// The cpu device's calibration program (megakernel/simulate.cpp fits the device's bandwidth, dispatch and
+// signal to traced steps of it), with a transformer's cross-core traffic: `nodes` lm_head nodes
+// in a chain, each a square matrix [hidden, hidden] of `wdtype` cut into `tiles_per_node` tiles, each
+// tile reading the whole output of the node before (which every worker wrote) after waiting on that
+// node's done event. Tile i of every node is on worker i mod workers. Slots: 0 the norm weight [hidden]
+// f32, 1 .. nodes + 1 the activations [1, hidden] f32 (node n reads slot n + 1, writes slot n + 2),
+// then one weight slot per node.
+Program matrix_chain_program(uint32_t nodes, uint32_t tiles_per_node, uint32_t hidden, uint32_t workers, DType wdtype);
 
 // The weight bytes a task's tile streams (its op's weight_ranges; none for ops that read no weights).
 WeightRanges task_weight_ranges(const Program& program, const TaskDesc& task);

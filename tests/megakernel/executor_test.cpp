@@ -204,33 +204,51 @@ TEST(CpuExecutor, AThrowingTileEndsTheStepWithItsError) {
   }
 }
 
-// The cpu device's calibration program (matrix_tile_program): every tile runs, on the worker it was dealt
-// to, and the logits are the RMS-normed input times every weight row, against a double-precision
-// reference (the bf16 weights decoded the same way; the reference rounds nothing else).
-TEST(CpuExecutor, MatrixTileProgramProjectsEveryRow) {
-  const uint32_t tiles = 7, tile_rows = 5, hidden = 96, rows = tiles * tile_rows;
-  const Program p = matrix_tile_program(tiles, tile_rows, hidden, 2);
-  ASSERT_EQ(p.tasks.size(), tiles);
-  for (uint32_t t = 0; t < tiles; ++t) EXPECT_EQ(p.queues[t % 2][t / 2], t);
+// The cpu device's calibration program (matrix_chain_program): each node's tiles wait on the node before
+// and are dealt to the workers in turn, and the chain computes x_{n+1} = W_n rmsnorm(x_n), against a
+// double-precision reference (the bf16 weights decoded the same way; nothing else rounded).
+TEST(CpuExecutor, MatrixChainProgramRunsTheChain) {
+  const uint32_t nodes = 3, tiles = 4, hidden = 96;
+  const Program p = matrix_chain_program(nodes, tiles, hidden, 2, DType::bf16);
+  ASSERT_EQ(p.tasks.size(), nodes * tiles);
+  for (uint32_t t = 0; t < p.tasks.size(); ++t) {
+    const TaskDesc& task = p.tasks[t];
+    EXPECT_EQ(task.wait_count, task.node == 0 ? 0 : 1) << t;
+    if (task.wait_count) {
+      EXPECT_EQ(p.waits[task.wait_begin], task.node - 1) << t;
+    }
+    EXPECT_EQ(p.signals[task.signal_begin], task.node) << t;
+  }
+  EXPECT_EQ(p.queues[0].size(), p.queues[1].size());
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> x(hidden), norm(hidden), logits(rows, std::nanf(""));
-  std::vector<uint16_t> weight(size_t(rows) * hidden);
-  for (float& v : x) v = uniform(rng);
+  std::vector<float> norm(hidden), activations(size_t(nodes + 1) * hidden, std::nanf(""));
+  std::vector<uint16_t> weights(size_t(nodes) * hidden * hidden);
+  for (uint32_t k = 0; k < hidden; ++k) activations[k] = uniform(rng);
   for (float& v : norm) v = 0.5f + uniform(rng) * 0.25f;
-  for (uint16_t& w : weight) w = f32_to_bf16(uniform(rng));
+  for (uint16_t& w : weights) w = f32_to_bf16(uniform(rng));
+  std::vector<void*> slots{norm.data()};
+  for (uint32_t a = 0; a <= nodes; ++a) slots.push_back(activations.data() + size_t(a) * hidden);
+  for (uint32_t n = 0; n < nodes; ++n) slots.push_back(weights.data() + size_t(n) * hidden * hidden);
   CpuExecutor executor(2);
-  ProgramInstance instance(p, {x.data(), norm.data(), weight.data(), logits.data()});
+  ProgramInstance instance(p, slots);
   const int32_t token = 0;
   executor.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});
-  double sum_squares = 0;
-  for (float v : x) sum_squares += double(v) * v;
-  const double inverse_rms = 1.0 / std::sqrt(sum_squares / hidden + 1e-5);
-  for (uint32_t r = 0; r < rows; ++r) {
-    double expected = 0;
-    for (uint32_t k = 0; k < hidden; ++k) expected += x[k] * inverse_rms * norm[k] * bf16_to_f32(weight[size_t(r) * hidden + k]);
-    ASSERT_FALSE(std::isnan(logits[r])) << "row " << r << " was not written";
-    EXPECT_NEAR(logits[r], expected, 1e-4 * (1.0 + std::abs(expected))) << "row " << r;
+  std::vector<double> x(activations.begin(), activations.begin() + hidden);
+  for (uint32_t n = 0; n < nodes; ++n) {
+    double sum_squares = 0;
+    for (double v : x) sum_squares += v * v;
+    const double inverse_rms = 1.0 / std::sqrt(sum_squares / hidden + 1e-5);
+    std::vector<double> next(hidden, 0.0);
+    for (uint32_t r = 0; r < hidden; ++r)
+      for (uint32_t k = 0; k < hidden; ++k)
+        next[r] += x[k] * inverse_rms * norm[k] * bf16_to_f32(weights[(size_t(n) * hidden + r) * hidden + k]);
+    for (uint32_t r = 0; r < hidden; ++r) {
+      const float got = activations[size_t(n + 1) * hidden + r];
+      ASSERT_FALSE(std::isnan(got)) << "node " << n << " row " << r << " was not written";
+      ASSERT_NEAR(got, next[r], 1e-3 * (1.0 + std::abs(next[r]))) << "node " << n << " row " << r;
+    }
+    for (uint32_t r = 0; r < hidden; ++r) x[r] = activations[size_t(n + 1) * hidden + r];  // the next node's input as computed
   }
 }
 
