@@ -20,13 +20,6 @@ namespace tilefire {
 
 namespace {
 
-// The device describes a typical step, as `bench` reports the median step, so every figure below is
-// the median of its samples rather than the best.
-double median_of(std::vector<double> samples) {
-  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-  return samples[samples.size() / 2];
-}
-
 // `weights` weights of 0.5 in `dtype`, in storage of whole floats.
 std::vector<float> weights_of_half(uint64_t weights, DType dtype) {
   std::vector<float> storage((weights * dtype_size(dtype) + 3) / 4);
@@ -66,7 +59,7 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, uin
       matmul_rows(w.data(), DType::f32, k, 0, rows, x.data(), k, tokens, y.data(), rows);
       samples.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
     }
-    d.flops = 2.0 * rows * k * tokens / (median_of(samples) * 1e-9) * threads;
+    d.flops = 2.0 * rows * k * tokens / (median(samples) * 1e-9) * threads;
   }
 
   const uint64_t matrix_bytes = uint64_t(hidden) * hidden * dtype_size(wdtype);
@@ -88,8 +81,6 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, uin
   ProgramInstance instance(chain, std::move(slots));
   const int32_t token = 0;
   for (int i = 0; i < 10; ++i) executor.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});  // untimed
-  DeviceModel base = d;
-  base.memory_gbs = 1;  // replaced by the fit
   std::vector<double> bandwidth, dispatch, signal;
   for (int i = 0; i < 15; ++i) {
     std::vector<TaskTiming> timings;
@@ -98,26 +89,19 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, uin
     executor.run_step(instance, StepInputs{&token, 1, 0}, traced);
     std::vector<SimulatedTask> observed;
     for (const TaskTiming& t : timings) observed.push_back({t.task, t.worker, double(t.start_ns), double(t.end_ns)});
-    const DeviceFit fit = fit_device(chain, observed, 0, base);
+    const DeviceFit fit = fit_device(chain, observed, 0, d);  // d's workers and flops; the rest is fitted
     bandwidth.push_back(fit.device.memory_gbs);
     dispatch.push_back(fit.device.dispatch_ns);
     signal.push_back(fit.device.signal_ns);
   }
-  d.memory_gbs = median_of(bandwidth);
-  d.dispatch_ns = median_of(dispatch);
-  d.signal_ns = median_of(signal);
+  d.memory_gbs = median(bandwidth);
+  d.dispatch_ns = median(dispatch);
+  d.signal_ns = median(signal);
   return d;
 }
 
 DeviceModel device_from_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError("--device " + path + ": cannot open the file");
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const std::exception& e) {
-    throw InputError("--device " + path + ": not valid JSON (" + e.what() + ")");
-  }
+  const nlohmann::json j = read_json_file(path, "--device");
   DeviceModel d;
   auto number = [&](const char* key) {
     if (!j.contains(key) || !j[key].is_number() || j[key].get<double>() < 0)
@@ -209,18 +193,19 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   compile.tp = options.tp;
   compile.rank = options.rank;
   const Program program = compile_model(spec, compile);
-  if (cpu_device) {
-    double step_bytes = 0, weight_bytes = 0;
-    uint32_t weight_tasks = 0;
-    for (const TaskDesc& t : program.tasks) {
-      const TaskWork work = task_work(program, t, options.context, options.batch);
-      step_bytes += work.bytes();
-      weight_bytes += work.weight_bytes;
-      weight_tasks += work.weight_bytes > 0;
-    }
-    device = measure_cpu_device(device.workers, uint64_t(step_bytes), spec.hidden, spec.dtype,
-                                uint64_t(weight_bytes / std::max(1u, weight_tasks)), program.placement == Placement::dynamic_queue);
+  std::vector<TaskWork> work;  // per task
+  double bytes = 0, flops = 0, weight_bytes = 0;
+  uint32_t weight_tasks = 0;
+  for (const TaskDesc& t : program.tasks) {
+    work.push_back(task_work(program, t, options.context, options.batch));
+    bytes += work.back().bytes();
+    flops += work.back().flops;
+    weight_bytes += work.back().weight_bytes;
+    weight_tasks += work.back().weight_bytes > 0;
   }
+  if (cpu_device)
+    device = measure_cpu_device(device.workers, uint64_t(bytes), spec.hidden, spec.dtype,
+                                uint64_t(weight_bytes / std::max(1u, weight_tasks)), program.placement == Placement::dynamic_queue);
 
   SimulationOptions dataflow_options;
   dataflow_options.sequences = options.batch;
@@ -228,13 +213,8 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   SimulationOptions bsp_options = dataflow_options;
   bsp_options.bsp = true;
   const SimulationResult bsp = simulate_program(program, device, options.context, bsp_options);
-  double bytes = 0, flops = 0, link_ns = 0;
-  for (const TaskDesc& t : program.tasks) {
-    const TaskWork work = task_work(program, t, options.context, options.batch);
-    bytes += work.bytes();
-    flops += work.flops;
-    link_ns += modelled_link_ns(device, work);
-  }
+  double link_ns = 0;
+  for (const TaskWork& w : work) link_ns += modelled_link_ns(device, w);
   if (link_ns > 0) {
     DeviceModel free_link = device;
     free_link.link_gbs = 0;  // collectives cost what any task costs, nothing over the link

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "megakernel/engine_impl.h"
+#include "megakernel/tool_spec.h"
 
 namespace tilefire {
 
@@ -45,14 +46,7 @@ void write_chrome_trace(const std::string& path, const Program& program, const s
 }
 
 std::vector<SimulatedTask> read_chrome_trace(const std::string& path, const Program& program) {
-  std::ifstream in(path);
-  if (!in) throw InputError("--fit-trace " + path + ": cannot open the file");
-  nlohmann::json trace;
-  try {
-    in >> trace;
-  } catch (const std::exception& e) {
-    throw InputError("--fit-trace " + path + ": not valid JSON (" + e.what() + ")");
-  }
+  const nlohmann::json trace = read_json_file(path, "--fit-trace");
   if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
     throw InputError("--fit-trace " + path + ": no traceEvents array (expected a trace written by `tilefire run --trace`)");
   std::vector<SimulatedTask> tasks;

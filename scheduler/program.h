@@ -101,12 +101,13 @@ struct Program {
 uint64_t slot_bytes(const SlotDesc& slot);
 
 // `tasks` noop tasks, task t in static queue t % workers; with `chain`, each waits for the one before
-// (the executors' calibration programs: per-task cost, signal latency; hand-made test programs).
+// (a hand-made test program: the CUDA watchdog test's chain).
 Program noop_program(uint32_t tasks, bool chain, uint32_t workers);
 
 // The cpu device's calibration program (megakernel/simulate.cpp fits the device's bandwidth, dispatch and
 // signal to traced steps of it), with a transformer's cross-core traffic: `nodes` lm_head nodes
-// in a chain, each a square matrix [hidden, hidden] of `wdtype` cut into `tiles_per_node` tiles, each
+// in a chain, each a square matrix [hidden, hidden] of `wdtype` cut into at most `tiles_per_node` tiles
+// of equal rows (the last may be narrower), each
 // tile reading the whole output of the node before (which every worker wrote) after waiting on that
 // node's done event. Tile i of every node is on worker i mod workers. Slots: 0 the norm weight [hidden]
 // f32, 1 .. nodes + 1 the activations [1, hidden] f32 (node n reads slot n + 1, writes slot n + 2),

@@ -8,13 +8,13 @@
 
 namespace tilefire {
 
-namespace {
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
+double median(std::vector<double> samples) {
+  if (samples.empty()) return 0;
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
 }
+
+namespace {
 
 // Per task: when its inputs were all done in the observed step (the latest end among the tasks that
 // signal an event it waits on); -inf for tasks that wait on nothing.

@@ -19,6 +19,10 @@
 
 namespace tilefire {
 
+// The median of samples (the upper one of an even count), 0 for none: fits and the cpu device's
+// calibration describe a typical step, as `bench` reports the median step.
+double median(std::vector<double> samples);
+
 struct DeviceFit {
   DeviceModel device;           // the base device with the fitted figures
   double observed_step_ns = 0;  // first start to last end of the observed step
