@@ -109,6 +109,7 @@ OpGraph shard_op_graph(OpGraph graph, const ModelSpec& spec, const TensorParalle
         p.weight = uint32_t(graph.slots.size());
         graph.slots.push_back(rows);
       }
+      p.fused_argmax = 0;  // the rank's rows only: the all-gather reduces the greedy token on the device
       SlotDesc& logits = graph.slots[p.logits];
       const std::string name = logits.name;
       logits.kind = SlotKind::window;

@@ -74,24 +74,38 @@ std::vector<float> finite_f32_values(const TensorView& t, const std::string& nam
 }  // namespace
 
 void* Engine::Impl::device_slot(const SlotDesc& slot) {
-  const std::string key = std::to_string(int(slot.kind)) + ":" + slot.name;
+  // A tensor-parallel rank's slice is a tensor of its own (its rows and columns in the key).
+  std::string key = std::to_string(int(slot.kind)) + ":" + slot.name;
+  if (slot.sliced())
+    key += "@" + std::to_string(slot.row_begin) + "," + std::to_string(slot.col_begin) + "+" + std::to_string(slot.rows) + "x" +
+           std::to_string(slot.cols);
   auto it = device_tensors.find(key);
   if (it != device_tensors.end()) return it->second.get();
+  cuda->make_current();
   DeviceBuffer buffer;
   switch (slot.kind) {
     case SlotKind::weight: {  // bf16 on the device; f32 and f16 checkpoints are rounded once, here
       const TensorView& t = checkpoint_tensor(loaded(), slot);
+      const void* data = t.data;  // [rows, cols] of t.dtype
+      uint64_t count = t.numel();
+      std::vector<unsigned char> slice;
+      if (slot.sliced()) {
+        slice = slice_bytes(t.data, slot, dtype_size(t.dtype));
+        data = slice.data();
+        count = slot.rows * slot.cols;
+      }
       if (t.dtype == DType::bf16) {
-        buffer = cuda->upload(t.data, t.numel() * 2);
+        buffer = cuda->upload(data, count * 2);
       } else {
-        std::vector<uint16_t> converted(t.numel());
-        for (size_t k = 0; k < converted.size(); ++k) converted[k] = f32_to_bf16(load_as_f32(t.data, t.dtype, k));
+        std::vector<uint16_t> converted(count);
+        for (size_t k = 0; k < converted.size(); ++k) converted[k] = f32_to_bf16(load_as_f32(data, t.dtype, k));
         buffer = cuda->upload(converted.data(), converted.size() * 2);
       }
       break;
     }
     case SlotKind::weight_f32: {
-      const std::vector<float> values = finite_f32_values(checkpoint_tensor(loaded(), slot), slot.name);
+      std::vector<float> values = finite_f32_values(checkpoint_tensor(loaded(), slot), slot.name);
+      if (slot.sliced()) values = std::vector<float>(values.begin() + slot.col_begin, values.begin() + slot.col_begin + slot.cols);
       buffer = cuda->upload(values.data(), values.size() * sizeof(float));
       break;
     }
@@ -123,7 +137,7 @@ std::unique_ptr<BoundProgram> Engine::Impl::bind(Program program, double compile
                       : const_cast<float*>(p.constants.data() + slot.constant_offset);
       continue;
     }
-    if (cuda) {
+    if (cuda && slot.kind != SlotKind::window) {
       slots[i] = device_slot(slot);
       continue;
     }
@@ -195,6 +209,7 @@ std::unique_ptr<BoundProgram> Engine::Impl::bind(Program program, double compile
 void Engine::Impl::grow_arena(size_t floats) {
   if (cuda) {
     if (device_arena.bytes() >= floats * sizeof(float)) return;
+    cuda->make_current();
     device_arena = DeviceBuffer(floats * sizeof(float));
   } else {
     if (arena.size() >= floats) return;
@@ -254,7 +269,8 @@ StepInputs Engine::Impl::prepare_step(BoundProgram& bound, const std::vector<int
 }
 
 CudaStepResult Engine::Impl::run_cuda(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace) {
-  const StepInputs inputs = prepare_step(bound, tokens);
+  StepInputs inputs = prepare_step(bound, tokens);
+  inputs.epoch = ++epoch;
   const CudaStepResult result = cuda->run_step(*bound.cuda_program, inputs,
                                                schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow, trace);
   position += uint32_t(tokens.size());

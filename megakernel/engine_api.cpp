@@ -84,36 +84,71 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
     throw InputError("--policy: unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
   m.program_spec = spec;
   if (options.tp == 0) throw InputError("--tp must be at least 1");
+  if (options.tp > 1 && options.policy == "dynamic")
+    throw InputError("--policy dynamic cannot run with --tp: each rank's ready queue would order its collective "
+                     "tasks differently, and ranks waiting on each other's different tasks could deadlock; use a "
+                     "static policy (docs/TENSOR_PARALLEL.md)");
+  // Tensor parallelism: the window each rank's collectives use (two partial-sum slices per layer for a
+  // prefill chunk, and the rank's share of the logits) and its flags (at most one per column of each
+  // collective node, one per rank's logits, and two barriers).
+  const uint64_t chunk = Impl::kPrefillChunk;
+  const uint64_t window_bytes = 2ull * spec.layers * ((chunk * spec.hidden * 4 + 63) / 64 * 64) +
+                                ((uint64_t(spec.vocab) + options.tp - 1) / options.tp * 4 + 63) / 64 * 64;
+  const uint32_t flags = 2 * spec.layers * spec.hidden + options.tp + 2;
   if (options.backend == Backend::cuda) {
     if (options.stress_delay_us) throw InputError("--stress-delay-us applies to the cpu backend only");
-    if (options.tp > 1)
-      throw InputError("--tp on the cuda backend needs the NCCL device transport, which is not built yet "
-                       "(docs/TENSOR_PARALLEL.md); --backend cpu runs --tp");
     CudaOptions cuda;
     cuda.device = options.cuda_device;
     cuda.ctas = options.cuda_ctas;
     cuda.resident = options.cuda_resident;
     cuda.stage_weights = options.cuda_stage_weights;
     cuda.watchdog_ms = options.cuda_watchdog_ms;
-    m.cuda = std::make_unique<CudaExecutor>(cuda);
     m.program_spec.dtype = DType::bf16;  // the device ops read bf16 weights (docs/CUDA.md)
+    if (options.tp > 1) {
+      // Ranks of this process, rank r on GPU (--cuda-device + r) mod the visible GPUs; ranks that share
+      // a GPU split its SMs. One rank per process on GPUs needs the NCCL device API back end, not built.
+      if (bootstrap_from_environment())
+        throw InputError("--tp with --backend cuda runs its ranks in one process (one GPU per rank, or ranks sharing a GPU); "
+                         "one rank per process (mpirun, or RANK and WORLD_SIZE) on GPUs needs the NCCL device API back end, "
+                         "which is not built yet (docs/TENSOR_PARALLEL.md)");
+      if (options.cuda_resident)
+        throw InputError("--resident cannot run with --tp yet: each rank's kernel is launched per step (docs/TENSOR_PARALLEL.md)");
+      split_tensor_parallel(spec, options.tp);  // refuses a degree the shapes do not allow, saying why
+      const int visible = CudaExecutor::device_count();
+      if (visible == 0) throw InputError("--backend cuda: " + CudaExecutor::unavailable_reason(options.cuda_device));
+      std::vector<int> devices;
+      for (uint32_t r = 0; r < options.tp; ++r) devices.push_back(int((uint32_t(options.cuda_device) + r) % uint32_t(visible)));
+      m.tp = options.tp;
+      m.device_group = std::make_unique<DeviceWindowGroup>(devices, window_bytes, flags, options.tp_timeout_ms);
+      for (uint32_t r = 0; r < options.tp; ++r) {
+        auto rank = std::make_unique<Impl>();
+        rank->options = options;
+        rank->schedule = options.schedule;
+        rank->max_context = m.max_context;
+        rank->program_spec = m.program_spec;
+        rank->tp = options.tp;
+        rank->rank = r;
+        rank->parent_model = &m.model;
+        rank->rank_view = m.device_group->view(r);
+        rank->info.vocab = spec.vocab;
+        CudaOptions rank_cuda = cuda;
+        rank_cuda.device = devices[r];
+        rank_cuda.sm_share = uint32_t(std::count(devices.begin(), devices.end(), devices[r]));
+        rank->cuda = std::make_unique<CudaExecutor>(rank_cuda);
+        rank->cuda->set_rank_view(rank->rank_view);
+        m.rank_engines.push_back(std::move(rank));
+      }
+    } else {
+      m.cuda = std::make_unique<CudaExecutor>(cuda);
+    }
   } else {
     const uint32_t threads = options.threads ? options.threads : usable_cores();
     if (threads > 256) throw InputError("--threads " + std::to_string(threads) + " is more than 256");
-    if (options.tp > 1 && options.policy == "dynamic")
-      throw InputError("--policy dynamic cannot run with --tp: each rank's ready queue would order its collective "
-                       "tasks differently, and ranks waiting on each other's different tasks could deadlock; use a "
-                       "static policy (docs/TENSOR_PARALLEL.md)");
     if (options.tp > 1) {
       // One engine per rank on its share of the threads; the parent keeps the group and runs no program.
       // Ranks as processes: this process holds its own rank only, and meets the others in shared memory.
       const TensorParallelSplit split = split_tensor_parallel(spec, options.tp);
       const std::optional<Bootstrap> boot = bootstrap_from_environment();
-      const uint64_t chunk = Impl::kPrefillChunk;
-      const uint64_t window_bytes = 2ull * spec.layers * ((chunk * spec.hidden * 4 + 63) / 64 * 64) +
-                                    ((uint64_t(spec.vocab) + options.tp - 1) / options.tp * 4 + 63) / 64 * 64;
-      // At most one slot per column of each collective node, one per rank's logits, and two barriers.
-      const uint32_t flags = 2 * spec.layers * spec.hidden + options.tp + 2;
       m.tp = options.tp;
       m.step_barrier_flag = flags - 1;
       m.setup_barrier_flag = flags - 2;
@@ -209,8 +244,14 @@ uint32_t Engine::threads() const {
 uint32_t Engine::tensor_parallel_ranks() const { return impl_->tp; }
 uint32_t Engine::tensor_parallel_rank() const { return impl_->process_group ? impl_->rank_engines[0]->rank : 0; }
 bool Engine::ranks_are_processes() const { return impl_->process_group != nullptr; }
-std::string Engine::device_name() const { return impl_->cuda ? impl_->cuda->device_name() : "cpu"; }
-uint64_t Engine::kernel_launches() const { return impl_->cuda ? impl_->cuda->launches() : 0; }
+std::string Engine::device_name() const {
+  const CudaExecutor* cuda = impl_->first_cuda_executor();
+  return cuda ? cuda->device_name() : "cpu";
+}
+uint64_t Engine::kernel_launches() const {  // under tensor parallelism: rank 0's (every rank launches alike)
+  const CudaExecutor* cuda = impl_->first_cuda_executor();
+  return cuda ? cuda->launches() : 0;
+}
 void Engine::reset() {
   impl_->position = 0;
   for (auto& rank : impl_->rank_engines) rank->position = 0;

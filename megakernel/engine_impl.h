@@ -13,6 +13,7 @@
 #include "megakernel/rank_threads.h"
 #include "scheduler/simulator.h"
 #include "tilefire/engine.h"
+#include "transport/device_windows.h"
 #include "transport/groups.h"
 
 namespace tilefire {
@@ -72,7 +73,7 @@ struct Engine::Impl {
 
   LoadedModel model;
   ModelInfo info;
-  // Tensor parallelism on the cpu backend (docs/TENSOR_PARALLEL.md): the parent engine holds the group
+  // Tensor parallelism (docs/TENSOR_PARALLEL.md): the parent engine holds the group
   // and one Impl per rank, an engine of its own for the rank's share (its programs, executor, KV cache).
   // A step runs on every rank at once and the next starts when all have finished, so no rank reuses a
   // window buffer a peer may still read.
@@ -80,6 +81,7 @@ struct Engine::Impl {
   const LoadedModel* parent_model = nullptr;  // a rank reads the parent's weights
   std::unique_ptr<InProcessGroup> group;       // the parent, ranks as thread groups
   std::unique_ptr<SharedMemoryGroup> process_group;  // the parent, one rank per process (this one's in rank_engines)
+  std::unique_ptr<DeviceWindowGroup> device_group;   // the parent, cuda ranks of this process (windows on the GPUs)
   uint32_t step_barrier_flag = 0;              // one rank per process: the flag slot of the end-of-step barrier
   uint32_t setup_barrier_flag = 0;             // and of the barrier after compiling (loading) programs
   uint64_t setups = 0;                         // barriers passed on setup_barrier_flag
@@ -109,6 +111,11 @@ struct Engine::Impl {
   Schedule schedule = Schedule::dataflow;
 
   uint32_t workers() const { return cuda ? cuda->workers() : executor->workers(); }
+  // This engine's cuda executor, or its rank 0's under tensor parallelism; null on the cpu backend.
+  const CudaExecutor* first_cuda_executor() const {
+    if (cuda) return cuda.get();
+    return rank_engines.empty() ? nullptr : rank_engines[0]->cuda.get();
+  }
   CompileOptions compile_options(uint32_t tokens) const;
   std::unique_ptr<BoundProgram> bind(Program program, double compile_ms);
   void* device_slot(const SlotDesc& slot);  // cuda: the device memory of a weight, vector or cache slot

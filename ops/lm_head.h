@@ -16,6 +16,10 @@ struct LmHeadParams {
   uint32_t vocab = 0;
   float eps = 1e-5f;
   DType wdtype = DType::f32;
+  // The cuda backend reduces the greedy token inside the tile (ops/cuda/lm_head.cuh). Under tensor
+  // parallelism a rank's tiles hold only its share of the vocabulary, so the shard pass turns this off
+  // and the logits all-gather reduces the whole vocabulary instead. The CPU twin reduces on the host.
+  uint32_t fused_argmax = 1;
 };
 
 struct LmHeadOp {

@@ -70,7 +70,7 @@ struct AllgatherLogitsOp {
   // One tile per owning rank: tile r copies rank r's share.
   static uint32_t tile_units(const Params& p) { return p.ranks; }
   static size_t scratch_floats(const Params&, uint32_t) { return 0; }
-  static void share(const Params& p, uint32_t owner, uint32_t* begin, uint32_t* end) {
+  TILEFIRE_HD static void share(const Params& p, uint32_t owner, uint32_t* begin, uint32_t* end) {
     rank_share(0, p.vocab, p.ranks, owner, begin, end);
   }
   // Every tile reads the rank's own share, not only the owner's tile: then every rank has the same task

@@ -26,12 +26,6 @@ void wait_flag(const RankView& view, uint32_t peer, uint32_t id, uint64_t epoch,
   }
 }
 
-void rank_share(uint32_t begin, uint32_t end, uint32_t ranks, uint32_t rank, uint32_t* share_begin, uint32_t* share_end) {
-  const uint32_t n = end - begin, base = n / ranks, extra = n % ranks;
-  *share_begin = begin + rank * base + std::min(rank, extra);
-  *share_end = *share_begin + base + (rank < extra ? 1 : 0);
-}
-
 namespace {
 
 // out[i - first] = sum over ranks of input_r[i] for i in [first, last), in rank order.

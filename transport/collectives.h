@@ -9,6 +9,7 @@
 // alternates between two buffers by epoch parity, as the tests do.
 #include <cstdint>
 
+#include "ops/host_device.h"
 #include "transport/rank_view.h"
 
 namespace tilefire {
@@ -25,7 +26,13 @@ void allreduce_two_phase(const RankView& view, uint64_t input_offset, uint64_t r
                          uint32_t end, uint32_t flag, uint64_t epoch, float* out);
 
 // Rank r's share of [begin, end) split as evenly as possible over R ranks: [*share_begin, *share_end).
-void rank_share(uint32_t begin, uint32_t end, uint32_t ranks, uint32_t rank, uint32_t* share_begin, uint32_t* share_end);
+// The device's all-gather tile splits the same way.
+TILEFIRE_HD inline void rank_share(uint32_t begin, uint32_t end, uint32_t ranks, uint32_t rank, uint32_t* share_begin,
+                                   uint32_t* share_end) {
+  const uint32_t n = end - begin, base = n / ranks, extra = n % ranks;
+  *share_begin = begin + rank * base + (rank < extra ? rank : extra);
+  *share_end = *share_begin + base + (rank < extra ? 1 : 0);
+}
 
 // out[i] for i in [begin, end): element i of the owner's window array at `offset`, where rank r owns its
 // share of [begin, end) (rank_share). Each rank publishes its own share, then copies every share.

@@ -21,6 +21,7 @@ DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept { return *this; }
 
 std::string CudaExecutor::unavailable_reason(int) { return "this build of tilefire has no CUDA backend"; }
+int CudaExecutor::device_count() { return 0; }
 double CudaExecutor::measure_copy_bandwidth_gbs(int, uint64_t) { no_cuda(); }
 CudaExecutor::CudaExecutor(const CudaOptions&) { no_cuda(); }
 CudaExecutor::~CudaExecutor() = default;
@@ -28,7 +29,10 @@ uint32_t CudaExecutor::workers() const { no_cuda(); }
 std::string CudaExecutor::device_name() const { no_cuda(); }
 const CudaOptions& CudaExecutor::options() const { no_cuda(); }
 uint64_t CudaExecutor::launches() const { return 0; }
+void CudaExecutor::make_current() const { no_cuda(); }
+void CudaExecutor::set_rank_view(const RankView&) { no_cuda(); }
 DeviceBuffer CudaExecutor::upload(const void*, uint64_t) { no_cuda(); }
+void CudaExecutor::upload_to(void*, const void*, uint64_t) { no_cuda(); }
 void CudaExecutor::download(void*, const void*, uint64_t) { no_cuda(); }
 CudaProgramPtr CudaExecutor::load(const Program&, std::vector<void*>) { no_cuda(); }
 void CudaExecutor::set_slot(CudaProgram&, uint32_t, void*) { no_cuda(); }

@@ -41,6 +41,10 @@ std::string wait_description(const DeviceErrorRecord& r) {
              ", needed " + std::to_string(r.target) + ")";
     case DeviceWaitKind::weight_stage:
       return "weight stage " + std::to_string(r.event);
+    case DeviceWaitKind::peer_flag:
+      return "rank " + std::to_string(r.peer) + "'s flag " + std::to_string(r.event) + " (at epoch " +
+             std::to_string(r.counter) + ", needed " + std::to_string(r.target) +
+             "): that rank died, never arrived, or its kernel is not running beside this one";
   }
   return "?";
 }
@@ -89,9 +93,6 @@ uint32_t workspace_floats_of(const Program& program, const DeviceProgramView& vi
 // What the device ops support; anything else is refused at load with the reason.
 void check_supported(const Program& program) {
   for (const NodeDesc& node : program.nodes) {
-    if (node.params.op == OpCode::allreduce_residual || node.params.op == OpCode::allgather_logits)
-      throw InputError("--tp on the cuda backend needs the NCCL device transport, which is not built yet "
-                       "(docs/TENSOR_PARALLEL.md); --backend cpu runs --tp");
     std::string problem;
     visit_op(node.params.op, [&](auto op) {
       using Params = typename decltype(op)::Params;
@@ -228,6 +229,7 @@ struct CudaExecutor::State {
   bool resident_running = false;
   uint32_t resident_workspace = 0;    // workspace floats the resident kernel was launched with
   CudaExecutor* executor = nullptr;   // the owner of this state (the process's resident-kernel record)
+  DeviceBuffer rank_view;             // tensor parallelism: the DeviceRankView of this executor's rank
 
   uint32_t stage_count(uint32_t workspace_floats) const {
     // Bulk copies into stages are Hopper's (sm_90); before it the tiles read weights from global memory.
@@ -305,6 +307,15 @@ std::string CudaExecutor::unavailable_reason(int device) {
   return "";
 }
 
+int CudaExecutor::device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
 double CudaExecutor::measure_copy_bandwidth_gbs(int device, uint64_t bytes) {
   if (const std::string reason = unavailable_reason(device); !reason.empty()) throw InputError("--backend cuda: " + reason);
   check(cudaSetDevice(device), "cudaSetDevice");
@@ -351,7 +362,12 @@ CudaExecutor::CudaExecutor(const CudaOptions& options) : state_(std::make_unique
     throw DeviceError("the megakernel cannot be resident on " + std::string(s.properties.name) + ": it uses " +
                       std::to_string(attributes.numRegs) + " registers per thread and " +
                       std::to_string(attributes.sharedSizeBytes + s.max_dynamic_shared) + " bytes of shared memory per CTA");
-  s.ctas = options.ctas ? options.ctas : uint32_t(s.properties.multiProcessorCount);
+  if (options.sm_share == 0 || options.sm_share > uint32_t(s.properties.multiProcessorCount))
+    throw InputError("cuda: " + std::to_string(options.sm_share) + " executors cannot share the " +
+                     std::to_string(s.properties.multiProcessorCount) + " SMs of " + s.properties.name);
+  // Executors sharing the GPU (ranks whose kernels wait on each other) each take their share of the SMs,
+  // so their grids can all be resident at once.
+  s.ctas = options.ctas ? options.ctas : uint32_t(s.properties.multiProcessorCount) / options.sm_share;
   if (s.ctas > resident_limit)
     throw InputError("--ctas " + std::to_string(s.ctas) + " is more than the " + std::to_string(resident_limit) +
                      " CTAs that can be resident at once on " + s.properties.name + " (a persistent grid must all be resident)");
@@ -388,7 +404,26 @@ std::string CudaExecutor::device_name() const { return state_->properties.name; 
 const CudaOptions& CudaExecutor::options() const { return state_->options; }
 uint64_t CudaExecutor::launches() const { return state_->launches; }
 
+void CudaExecutor::make_current() const { check(cudaSetDevice(state_->options.device), "cudaSetDevice"); }
+
+void CudaExecutor::set_rank_view(const RankView& view) {
+  if (view.ranks > kDeviceMaxRanks)
+    throw InputError("--tp " + std::to_string(view.ranks) + " on the cuda backend: at most " + std::to_string(kDeviceMaxRanks) +
+                     " ranks");
+  stop_resident_kernel();  // the running kernel may read the view
+  DeviceRankView device_view;
+  device_view.rank = view.rank;
+  device_view.ranks = view.ranks;
+  device_view.timeout_ns = uint64_t(view.timeout_ms) * 1000000ull;
+  for (uint32_t r = 0; r < view.ranks; ++r) {
+    device_view.windows[r] = view.windows[r];
+    device_view.flags[r] = reinterpret_cast<unsigned long long*>(view.flags[r]);
+  }
+  state_->rank_view = upload(&device_view, sizeof(device_view));
+}
+
 DeviceBuffer CudaExecutor::upload(const void* host, uint64_t bytes) {
+  make_current();
   DeviceBuffer buffer(bytes);
   if (bytes) {
     check(cudaMemcpy(buffer.get(), host, bytes, cudaMemcpyHostToDevice), "copying to the device");
@@ -398,13 +433,28 @@ DeviceBuffer CudaExecutor::upload(const void* host, uint64_t bytes) {
   return buffer;
 }
 
+void CudaExecutor::upload_to(void* device, const void* host, uint64_t bytes) {
+  make_current();
+  if (bytes) check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "copying to the device");
+}
+
 void CudaExecutor::download(void* host, const void* device, uint64_t bytes) {
+  make_current();
   if (bytes) check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "copying from the device");
 }
 
 CudaProgramPtr CudaExecutor::load(const Program& program, std::vector<void*> device_slots) {
   State& s = *state_;
+  make_current();
   check_supported(program);
+  const bool collective = std::any_of(program.nodes.begin(), program.nodes.end(), [](const NodeDesc& node) {
+    return node.params.op == OpCode::allreduce_residual || node.params.op == OpCode::allgather_logits;
+  });
+  if (collective && s.rank_view.get() == nullptr)
+    throw std::logic_error("cuda backend: a tensor-parallel program on an executor without a group (set_rank_view)");
+  if (collective && s.options.resident)
+    throw InputError("--resident cannot run --tp yet: each rank's resident kernel would hold the SMs another rank's "
+                     "kernel needs on the same GPU (docs/TENSOR_PARALLEL.md); drop --resident");
   if (program.placement == Placement::static_queues && program.queues.size() != s.ctas)
     throw std::runtime_error("cuda backend: program placed for " + std::to_string(program.queues.size()) +
                              " workers, the grid has " + std::to_string(s.ctas) + " CTAs");
@@ -445,6 +495,7 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
                                      std::vector<TaskTiming>* trace) {
   State& s = *state_;
   if (!s.broken.empty()) throw DeviceError("the cuda backend stopped after an earlier error: " + s.broken);
+  make_current();
   if (inputs.tokens_count == 0 || inputs.tokens_count > kMailboxTokens || inputs.tokens_count != p.header.tokens)
     throw std::runtime_error("cuda backend: a step of " + std::to_string(inputs.tokens_count) + " tokens for a program of " +
                              std::to_string(p.header.tokens));
@@ -475,6 +526,8 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
   job.bsp = bsp ? 1 : 0;
   job.stage_weights = s.options.stage_weights ? 1 : 0;
   job.workspace_floats = p.workspace_floats;
+  job.ranks = static_cast<const DeviceRankView*>(s.rank_view.get());
+  job.epoch = inputs.epoch;
   if (trace) {
     if (p.trace.get() == nullptr) p.trace = DeviceBuffer(uint64_t(p.header.task_count) * sizeof(DeviceTaskTiming));
     job.trace = static_cast<DeviceTaskTiming*>(p.trace.get());

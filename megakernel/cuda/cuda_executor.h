@@ -16,12 +16,14 @@
 #include "megakernel/cpu/cpu_executor.h"  // ScheduleMode
 #include "scheduler/program.h"
 #include "tilefire/errors.h"  // InputError, DeviceError
+#include "transport/rank_view.h"
 
 namespace tilefire {
 
 struct CudaOptions {
   int device = 0;
-  uint32_t ctas = 0;             // CTAs of the persistent grid; 0: one per SM
+  uint32_t ctas = 0;             // CTAs of the persistent grid; 0: one per SM (of its share of the SMs)
+  uint32_t sm_share = 1;         // executors that share this GPU at once (tensor-parallel ranks on one GPU)
   uint32_t watchdog_ms = 10000;  // a wait longer than this stops the kernel with an error record
   bool resident = false;         // keep the kernel alive across steps (doorbell) instead of a launch per step
   bool stage_weights = true;     // Hopper: stream weights through shared-memory stages ahead of the tasks
@@ -61,6 +63,8 @@ class CudaExecutor {
  public:
   // Empty when a CUDA device can run the megakernel; otherwise the reason, for an error message.
   static std::string unavailable_reason(int device = 0);
+  // CUDA devices visible to this process (0 when none, or in a build without CUDA).
+  static int device_count();
   // Device-to-device copy bandwidth of a GPU, bytes read plus bytes written per second / 1e9: the ceiling
   // a decode step's achieved bandwidth is measured against. Best of several copies of `bytes`.
   static double measure_copy_bandwidth_gbs(int device, uint64_t bytes);
@@ -75,7 +79,18 @@ class CudaExecutor {
   const CudaOptions& options() const;
   uint64_t launches() const;  // kernel launches so far
 
+  // Makes this executor's GPU the calling thread's current device. Every entry point here does it; an
+  // owner that allocates DeviceBuffers itself calls it first (tensor-parallel ranks on several GPUs
+  // are driven from several threads).
+  void make_current() const;
+  // Tensor parallelism: this executor runs `view.rank` of the group whose windows and flags (device
+  // memory every rank's GPU reaches: transport/device_windows.h) `view` names. Programs with collective
+  // tasks load only after this; a step's StepInputs::epoch is its collective epoch.
+  void set_rank_view(const RankView& view);
+
   DeviceBuffer upload(const void* host, uint64_t bytes);
+  // Copies into device memory that exists already (a rank's window, say); no kernel may be running.
+  void upload_to(void* device, const void* host, uint64_t bytes);
   void download(void* host, const void* device, uint64_t bytes);
 
   // The Program must stay alive while the CudaProgram does. Throws InputError for a program the device

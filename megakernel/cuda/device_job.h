@@ -23,9 +23,10 @@ constexpr uint32_t kDeviceMaxHeadDim = 256;
 constexpr uint32_t kDeviceGemmMaxPassTokens = 64;     // tokens a tensor-core matrix tile takes per pass
 constexpr uint32_t kDeviceGemmWorkspaceFloats = 24576;  // 96 KiB: its results, [pass tokens, rows], and more
 constexpr uint32_t kMailboxTokens = 128;       // resident mode: tokens a posted step may carry
+constexpr uint32_t kDeviceMaxRanks = 8;        // tensor-parallel ranks a collective tile reaches
 
 enum class DeviceErrorCode : uint32_t { none = 0, watchdog = 1, unknown_opcode = 2, unsupported_op = 3 };
-enum class DeviceWaitKind : uint32_t { event = 0, bsp_barrier = 1, ready_queue = 2, weight_stage = 3 };
+enum class DeviceWaitKind : uint32_t { event = 0, bsp_barrier = 1, ready_queue = 2, weight_stage = 3, peer_flag = 4 };
 
 // The first error of a kernel run; the CTA that claims `code` fills the rest, then raises abort.
 struct DeviceErrorRecord {
@@ -40,6 +41,7 @@ struct DeviceErrorRecord {
   uint32_t counter = 0;    // its value when the watchdog fired
   uint32_t target = 0;     // the value the task needed
   uint32_t waited_ms = 0;
+  uint32_t peer = 0;       // peer_flag: the rank whose flag never reached the epoch
 };
 
 // One task's run on the device, for traces (--trace): %globaltimer when the consumer warps began it (its
@@ -48,6 +50,18 @@ struct DeviceTaskTiming {
   unsigned long long start_ns = 0, end_ns = 0;
   uint32_t cta = 0;
   uint32_t kernel_step = 0;  // the step that wrote the record (a stale record shows an older one)
+};
+
+// Tensor parallelism on GPUs (docs/TENSOR_PARALLEL.md): every rank's window and signal flags as this
+// rank's kernel reaches them (its own GPU's memory, or a peer GPU's through peer access), in device
+// memory. The protocol is transport/rank_view.h's at system scope: a rank stores the epoch into its own
+// flag with st.release.sys, a peer loads it with ld.acquire.sys before reading the data it guards.
+struct DeviceRankView {
+  uint32_t rank = 0;
+  uint32_t ranks = 1;
+  uint64_t timeout_ns = 0;                       // a flag wait longer than this stops the kernel
+  unsigned char* windows[kDeviceMaxRanks] = {};  // [ranks] each rank's window
+  unsigned long long* flags[kDeviceMaxRanks] = {};  // [ranks] each rank's flags
 };
 
 struct DeviceJob {
@@ -69,6 +83,8 @@ struct DeviceJob {
   uint32_t stage_weights = 0; // 1: stream weights through shared-memory stages where the rule allows
   uint32_t workspace_floats = 0;  // shared-memory floats a tile of this program may use
   DeviceTaskTiming* trace = nullptr;  // [task_count] when this step is traced; null otherwise
+  const DeviceRankView* ranks = nullptr;  // tensor parallelism: the group (device memory); null otherwise
+  unsigned long long epoch = 0;       // tensor parallelism: the step's collective epoch, the same on every rank
 };
 
 struct Mailbox {

@@ -235,6 +235,9 @@ class Worker {
     ctx.mailbox = config_.mailbox;
     ctx.watchdog_ns = config_.watchdog_ns;
     ctx.task = task;
+    ctx.layer = t.layer;
+    ctx.ranks = state_.job.ranks;
+    ctx.epoch = state_.job.epoch;
     if (!run_device_tile(t.op, program_.node_params[t.node], TileRange{t.tile_begin, t.tile_end}, ctx)) {
       // The host encoder refuses unknown opcodes; reaching this means corrupted memory. Thread 0 writes
       // the record before the trap ends the kernel; the others wait for it.

@@ -44,6 +44,9 @@ struct DeviceTileContext {
   Mailbox* mailbox = nullptr;        // where an error record goes
   uint64_t watchdog_ns = 0;
   uint32_t task = 0;                 // the task running (for an error record)
+  uint32_t layer = 0;                // and its layer
+  const DeviceRankView* ranks = nullptr;  // collective tiles: the tensor-parallel group
+  unsigned long long epoch = 0;           // collective tiles: the step's epoch
 
   template <class T>
   __device__ T* slot(uint32_t id) const { return static_cast<T*>(slots[id]); }
@@ -82,6 +85,18 @@ __device__ __forceinline__ double consumers_sum(double v, double* scratch) {
   for (uint32_t w = 0; w < kDeviceConsumerWarps; ++w) total += scratch[w];  // fixed order
   consumers_sync();
   return total;
+}
+
+// Every consumer thread's best argmax key and non-finite flag of the values it saw, into the step's
+// greedy token and non-finite flag (one atomic per warp). The LM head's and the logits all-gather's.
+__device__ __forceinline__ void reduce_greedy_into_step(unsigned long long best, bool nonfinite, DeviceGlobals* globals) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, offset));
+  nonfinite = __any_sync(0xffffffffu, nonfinite);
+  if (lane_id() == 0) {
+    if (best) atomicMax(&globals->argmax_key, best);
+    if (nonfinite) atomicOr(&globals->nonfinite, 1u);
+  }
 }
 
 __device__ __forceinline__ float bf16_bits_to_float(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
@@ -208,6 +223,7 @@ __device__ __forceinline__ void raise_device_error(Mailbox* mailbox, DeviceGloba
     out.counter = r.counter;
     out.target = r.target;
     out.waited_ms = r.waited_ms;
+    out.peer = r.peer;
     __threadfence_system();
     out.code = r.code;  // a host that sees the code sees the rest
     __threadfence_system();

@@ -1,7 +1,8 @@
 #pragma once
 // lm_head on the device: logits[v0:v1] = rmsnorm(x[last]) * g @ W[v0:v1]^T (the CPU twin: ops/lm_head.h),
 // with the greedy reduction fused: the tile's largest logit goes into the step's 64-bit argmax key
-// (megakernel/cuda/device_job.h), and any NaN or Inf logit raises the step's non-finite flag.
+// (megakernel/cuda/device_job.h), and any NaN or Inf logit raises the step's non-finite flag. Under tensor
+// parallelism (fused_argmax 0) the logits all-gather does that reduction (ops/cuda/collectives.cuh).
 #include "ops/cuda/device_tile.cuh"
 #include "ops/lm_head.h"
 
@@ -20,7 +21,11 @@ struct DeviceTile<OpCode::lm_head> {
     rmsnorm_rows_to_shared(ctx.slot<const float>(p.x), ctx.tokens_count - 1, 1, p.hidden,
                            ctx.slot<const float>(p.norm_weight), p.eps, xs, scratch);
     gemv_task_rows(ctx, p.hidden, xs, 1, dots, width);
-    float* logits = ctx.slot<float>(p.logits);  // [vocab]
+    float* logits = ctx.slot<float>(p.logits);  // [vocab] (under tensor parallelism: [the rank's share])
+    if (!p.fused_argmax) {
+      for (uint32_t i = threadIdx.x; i < width; i += kDeviceConsumerThreads) logits[tile.begin + i] = dots[i];
+      return;
+    }
     unsigned long long best = 0;
     bool nonfinite = false;
     for (uint32_t i = threadIdx.x; i < width; i += kDeviceConsumerThreads) {
@@ -29,13 +34,7 @@ struct DeviceTile<OpCode::lm_head> {
       if (!isfinite(v)) nonfinite = true;
       else best = max(best, argmax_key_of(v, tile.begin + i));
     }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, offset));
-    nonfinite = __any_sync(0xffffffffu, nonfinite);
-    if (lane_id() == 0) {
-      if (best) atomicMax(&ctx.globals->argmax_key, best);
-      if (nonfinite) atomicOr(&ctx.globals->nonfinite, 1u);
-    }
+    reduce_greedy_into_step(best, nonfinite, ctx.globals);
   }
 };
 

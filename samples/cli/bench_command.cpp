@@ -84,7 +84,7 @@ int bench_command(int argc, char** argv) {
   const double ceiling_gbs = cuda ? measure_device_copy_bandwidth_gbs(options.cuda_device, bandwidth_bytes)
                                   : measure_read_bandwidth_gbs(engine.threads(), bandwidth_bytes);
   std::unique_ptr<Engine> resident_engine;  // cuda: the same model with the kernel kept alive across steps
-  if (cuda) {
+  if (cuda && options.tp == 1) {  // (tensor-parallel ranks launch per step: --resident is refused there)
     EngineOptions resident = options;
     resident.cuda_resident = true;
     resident_engine = std::make_unique<Engine>(resident);
@@ -159,11 +159,12 @@ int bench_command(int argc, char** argv) {
                           {"tasks_per_step", engine.decode_tasks()},
                           {"events_per_step", engine.decode_events()}};
     if (cuda) {
-      const std::array<double, 3> resident_ratio = ratio_over_dataflow(modes[2]);
-      out["resident_step_ms"] = modes[2].timing.median();
-      out["resident_over_dataflow"] = resident_ratio[0];
-      out["launches_per_step"] = {{"dataflow", launches_per_step(modes[0])}, {"bsp", launches_per_step(modes[1])},
-                                  {"resident", launches_per_step(modes[2])}};
+      out["launches_per_step"] = {{"dataflow", launches_per_step(modes[0])}, {"bsp", launches_per_step(modes[1])}};
+      if (resident_engine) {
+        out["resident_step_ms"] = modes[2].timing.median();
+        out["resident_over_dataflow"] = ratio_over_dataflow(modes[2])[0];
+        out["launches_per_step"]["resident"] = launches_per_step(modes[2]);
+      }
     }
     if (one_rank) {
       out["tp1_step_ms"] = modes.back().timing.median();
@@ -174,9 +175,10 @@ int bench_command(int argc, char** argv) {
     return 0;
   }
   if (cuda) {
-    std::printf("model %s (%s), cuda on %s, %u CTAs, policy %s, %u tasks / %u events per decode step\n", model.origin.c_str(),
-                model.dtype.c_str(), engine.device_name().c_str(), engine.threads(), policy.c_str(), engine.decode_tasks(),
-                engine.decode_events());
+    std::printf("model %s (%s), cuda on %s, %u CTAs, %u tensor-parallel rank(s), policy %s, %u tasks / %u events per decode step%s\n",
+                model.origin.c_str(), model.dtype.c_str(), engine.device_name().c_str(), engine.threads(),
+                engine.tensor_parallel_ranks(), policy.c_str(), engine.decode_tasks(), engine.decode_events(),
+                engine.tensor_parallel_ranks() > 1 ? " (rank 0)" : "");
     std::printf("measured device-to-device copy bandwidth: %.1f GB/s (read + written)\n", ceiling_gbs);
   } else {
     std::printf("model %s (%s), %u threads, %u tensor-parallel rank(s), policy %s, %u tasks / %u events per decode step%s\n",

@@ -91,6 +91,8 @@ echo "== 3. watchdog"
 run_gtest watchdog cuda_watchdog_test
 echo "== transport: virtual ranks as CTAs over one window; a one-rank NCCL device communicator"
 run_gtest transport device_transport_test
+echo "== transport: the megakernel's collective tiles, ranks as executors sharing the GPU"
+run_gtest collectives cuda_collectives_test
 
 preset=${TILEFIRE_DEVICE_PRESET:-llama-3.2-1b}  # another preset only for a dry run of this script
 model="${TMPDIR:-/tmp}/tilefire-device-$preset-bf16"  # gigabytes: not in the log folder that is sent back
@@ -146,6 +148,18 @@ if [ -s "$logs/decode_trace.json" ] && ! skip_if_late h200-fit; then
   fi
 fi
 
+# Tensor parallelism on this one GPU: two ranks as executors sharing its SMs (virtual ranks), against
+# one rank on all of them in the same rounds. Not a speed-up (each rank has half the SMs and its
+# collectives cross no link); it shows what the collective tiles cost inside the kernel.
+if ! skip_if_late tp2; then
+  if limited 120 "$cli" bench --backend cuda --model "$model" --tp 2 --steps 32 --rounds 3 --json \
+       >"$logs/bench_tp2.json" 2>"$logs/bench_tp2.log"; then
+    record tp2 PASS "bench_tp2.json"
+  else
+    record tp2 FAIL "$(tail -n 3 "$logs/bench_tp2.log" | tr '\n' ' ')"
+  fi
+fi
+
 echo "== summary ($(elapsed))"
 python3 - "$results" "$logs" <<'PY'
 import json, os, sys
@@ -157,6 +171,7 @@ def load(name):
     except Exception:
         return None
 bench, torch, unsplit, trace = load("bench.json"), load("torch.json"), load("bench_unsplit.json"), load("decode_trace.json")
+tp2 = load("bench_tp2.json")
 fit = load("fit.json")
 print("| check | result | detail |")
 print("|---|---|---|")
@@ -212,4 +227,7 @@ if fit and "fit" in fit:
           f"{fit['signal_ns']:.0f} ns per signal); traced {f['traced_step_ms']:.4f} ms; fitted {f['memory_gbs']:.0f} GB/s, "
           f"{f['dispatch_ns']:.0f} ns per task ({f['dispatch_samples']} gaps), {f['signal_ns']:.0f} ns per signal "
           f"({f['signal_samples']} waits) predict {f['fitted_step_ms']:.4f} ms")
+if tp2:
+    print(f"tp=2 as virtual ranks on this GPU: {tp2['dataflow_step_ms']:.4f} ms per step (bsp / dataflow {tp2['bsp_over_dataflow']:.3f}); "
+          f"tp=1 in the same rounds: {tp2['tp1_step_ms']:.4f} ms")
 PY

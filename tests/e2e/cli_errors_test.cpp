@@ -385,9 +385,11 @@ TEST(CliFlags, BackendFlags) {
       {{"run", "--tp", "3"}, "run", {"--tp 3", "8 query heads over 3 ranks"}},
       {{"run", "--tp", "0"}, "run", {"--tp", "'0'"}},
       {{"run", "--tp", "2", "--policy", "dynamic"}, "run", {"--policy dynamic cannot run with --tp"}},
-      {{"run", "--tp", "2", "--backend", "cuda"}, "run", {"--tp on the cuda backend", "NCCL"}},
+      {{"run", "--tp", "2", "--backend", "cuda", "--resident"}, "run", {"--resident cannot run with --tp"}},
+      {{"run", "--tp", "3", "--backend", "cuda"}, "run", {"--tp 3", "8 query heads over 3 ranks"}},
   };
   if (const std::string reason = CudaExecutor::unavailable_reason(); !reason.empty()) {
+    cases.push_back({{"run", "--backend", "cuda", "--tp", "2"}, "run", {"--backend cuda", reason}});
     cases.push_back({{"run", "--backend", "cuda"}, "run", {"--backend cuda", reason}});
     cases.push_back({{"bench", "--backend", "cuda", "--preset", "tiny"}, "bench", {"--backend cuda", reason}});
   }

@@ -124,6 +124,40 @@ TEST_F(CudaEngine, TinyMatchesTheCpuBackendInEveryMode) {
   expect_bitwise_equal(first, run_trajectory(dynamic_engine, prompt, 12), "dynamic ready queue");
 }
 
+// Tensor parallelism on one GPU: 2 and 4 ranks as executors of this process sharing its SMs (virtual
+// ranks), their collective tiles over windows in device memory. The same tokens and logits within
+// tolerance as the cpu backend on one rank; bitwise the same across runs and across dataflow and bsp
+// for a fixed TP; the greedy token reduced on the device over the gathered logits matches them.
+TEST_F(CudaEngine, TensorParallelVirtualRanksMatchTheCpuBackend) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  EngineOptions cpu_options = cuda_options(dir_->path().string());
+  cpu_options.backend = Backend::cpu;
+  Engine cpu(cpu_options);
+  const std::vector<int32_t> prompt = prompt_of(13, cpu.model().vocab);
+  const Trajectory reference = run_trajectory(cpu, prompt, 8);
+  for (uint32_t tp : {2u, 4u}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    EngineOptions o = cuda_options(dir_->path().string());
+    o.tp = tp;
+    Engine engine(o);
+    EXPECT_EQ(engine.tensor_parallel_ranks(), tp);
+    const Trajectory first = run_trajectory(engine, prompt, 8);
+    expect_close_to_cpu(first, reference, 2e-3);
+    expect_bitwise_equal(first, run_trajectory(engine, prompt, 8), "a second run");
+    engine.set_schedule(Schedule::bsp);
+    expect_bitwise_equal(first, run_trajectory(engine, prompt, 8), "bsp");
+    engine.set_schedule(Schedule::dataflow);
+    engine.reset();
+    engine.prefill(prompt);
+    for (uint32_t s = 0; s < first.tokens.size(); ++s) {
+      const int32_t greedy = engine.decode_greedy(first.tokens[s]);
+      if (s + 1 < first.tokens.size()) {
+        EXPECT_EQ(greedy, first.tokens[s + 1]) << "device greedy token after step " << s;
+      }
+    }
+  }
+}
+
 TEST_F(CudaEngine, GreedyArgmaxOnTheDeviceMatchesTheLogits) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   Engine engine(cuda_options(dir_->path().string()));

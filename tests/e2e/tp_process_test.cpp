@@ -122,6 +122,19 @@ TEST(TensorParallelProcesses, ARankThatNeverJoinsIsNamed) {
   EXPECT_NE(results[0].err.find("rank(s) 1 never joined"), std::string::npos) << results[0].err;
 }
 
+// One rank per process on GPUs needs the NCCL device API back end, which is not built: a process rank
+// asking for the cuda backend is refused with that reason (before it looks for a GPU), not left waiting.
+TEST(TensorParallelProcesses, AProcessRankOnTheCudaBackendIsRefused) {
+  TempDir dir("tp-cuda");
+  const std::string meet = "tp-cuda-" + std::to_string(getpid());
+  const std::vector<std::string> args{"run", "--prompt-tokens", "5,6", "--max-new-tokens", "2", "--backend", "cuda", "--tp", "2"};
+  const auto results = run_ranks(dir, rank_command(0, 2, meet, args), 1);
+  EXPECT_EQ(results[0].status, 2) << results[0].err;
+  EXPECT_EQ(results[0].err.rfind("tilefire run: error: --tp with --backend cuda runs its ranks in one process", 0), 0u)
+      << results[0].err;
+  EXPECT_NE(results[0].err.find("NCCL device API"), std::string::npos) << results[0].err;
+}
+
 TEST(TensorParallelProcesses, ARankKilledMidGenerationIsNamed) {
   TempDir dir("tp-killed");
   const std::string meet = "tp-killed-" + std::to_string(getpid());

@@ -4,7 +4,9 @@
 // the reason.
 #include <gtest/gtest.h>
 
+#include "graph/compile.h"
 #include "graph/tensor_parallel.h"
+#include "ops/all_ops.h"
 #include "tests/common/compare.h"
 
 namespace tilefire::testing {
@@ -96,6 +98,30 @@ TEST(TensorParallel, ExchangedBytes) {
   EXPECT_EQ(exchanged_bytes_per_token_layer(spec, 8), 2ull * 7 * 4096 * 4);
   const TensorParallelSplit split = split_tensor_parallel(spec, 8);
   EXPECT_EQ(logits_gather_bytes(spec, split.ranks[0]), (128256ull - 16032) * 4);
+}
+
+// The LM head reduces the greedy token inside its tiles on the cuda backend. A rank's tiles hold only its
+// rows of the vocabulary, so under tensor parallelism the shard pass leaves that reduction to the logits
+// all-gather, which sees the whole vocabulary (ops/cuda/collectives.cuh).
+TEST(TensorParallel, TheLogitsAllGatherReducesTheGreedyTokenInsteadOfTheLmHead) {
+  const ModelSpec spec = preset_spec("tiny");
+  for (uint32_t tp : {1u, 2u}) {
+    CompileOptions options;
+    options.workers = 4;
+    options.tp = tp;
+    options.rank = tp - 1;
+    const Program program = compile_model(spec, options);
+    uint32_t heads = 0, gathers = 0;
+    for (const NodeDesc& node : program.nodes) {
+      if (node.params.op == OpCode::lm_head) {
+        ++heads;
+        EXPECT_EQ(node.params.as<LmHeadParams>().fused_argmax, tp == 1 ? 1u : 0u) << "tp " << tp;
+      }
+      if (node.params.op == OpCode::allgather_logits) ++gathers;
+    }
+    EXPECT_EQ(heads, 1u);
+    EXPECT_EQ(gathers, tp == 1 ? 0u : 1u) << "tp " << tp;
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "transport/cuda/device_flags.cuh"
 #include "transport/device_checks.h"
 #if defined(TILEFIRE_HAVE_NCCL)
 #include <nccl.h>
@@ -18,14 +19,6 @@ __host__ __device__ float contribution(uint32_t rank, uint32_t epoch, uint32_t i
   return float((rank * 7 + epoch * 13 + i * 3) % 1001) * 0.0078125f - 3.0f * float(rank);  // k / 128: exact in f32
 }
 
-__device__ unsigned long long load_acquire_system(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ void store_release_system(unsigned long long* p, unsigned long long v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
 __device__ uint64_t timer_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -42,12 +35,11 @@ __global__ void virtual_rank_allreduce(float* inputs, float* out, unsigned long 
     for (uint32_t i = threadIdx.x; i < count; i += blockDim.x) mine[i] = contribution(rank, epoch, i);
     __syncthreads();
     if (threadIdx.x == 0) {
-      __threadfence_system();
-      store_release_system(flags + rank, epoch);  // publish, then wait for the peers
+      device::publish_epoch(flags + rank, epoch);  // publish, then wait for the peers
       proceed = 1;
       const uint64_t start = timer_ns();
       for (uint32_t peer = 0; peer < ranks && proceed; ++peer)
-        while (load_acquire_system(flags + peer) < epoch)
+        while (device::load_acquire_system_u64(flags + peer) < epoch)
           if (timer_ns() - start > timeout_ns) {
             atomicExch(timed_out, 1u);
             proceed = 0;
