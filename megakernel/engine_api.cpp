@@ -64,6 +64,37 @@ LoadedModel random_preset_model(const std::string& preset, const std::string& dt
 
 }  // namespace
 
+std::unique_ptr<Engine::Impl> Engine::Impl::make_rank(uint32_t rank_index, const RankView& view) const {
+  auto r = std::make_unique<Impl>();
+  r->options = options;
+  r->schedule = options.schedule;
+  r->max_context = max_context;
+  r->program_spec = program_spec;
+  r->tp = options.tp;
+  r->rank = rank_index;
+  r->parent_model = &model;
+  r->rank_view = view;
+  r->info.vocab = model.spec.vocab;
+  return r;
+}
+
+uint64_t Engine::Impl::process_rank_key(const Bootstrap& boot, const std::string& backend_workers) const {
+  const ModelSpec& spec = model.spec;
+  if (boot.ranks != options.tp)
+    throw InputError("--tp " + std::to_string(options.tp) + ", but " + std::to_string(boot.ranks) + " ranks were started (" +
+                     boot.source + ")");
+  // Each process checks alone, so the split must give every rank the same tiles: even shares.
+  if (spec.ffn % options.tp != 0 || spec.vocab % options.tp != 0)
+    throw InputError("--tp " + std::to_string(options.tp) + " with one rank per process needs the FFN size (" +
+                     std::to_string(spec.ffn) + ") and the vocabulary (" + std::to_string(spec.vocab) + ") to split evenly");
+  // Everything a rank's programs follow from: a peer that differs in any of it is refused when the group
+  // forms (its programs would place different tasks at the same flag slots).
+  const std::string key = model.origin + "|" + to_hf_config_json(spec) + "|" + backend_workers + "|" + options.policy + "|" +
+                          std::to_string(int(options.granularity)) + "|" + std::to_string(options.kv_splits) + "|" +
+                          std::to_string(max_context) + "|" + std::to_string(options.tp);
+  return std::hash<std::string>{}(key);
+}
+
 Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.options = options;
@@ -105,38 +136,49 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
     cuda.watchdog_ms = options.cuda_watchdog_ms;
     m.program_spec.dtype = DType::bf16;  // the device ops read bf16 weights (docs/CUDA.md)
     if (options.tp > 1) {
-      // Ranks of this process, rank r on GPU (--cuda-device + r) mod the visible GPUs; ranks that share
-      // a GPU split its SMs. One rank per process on GPUs needs the NCCL device API back end, not built.
-      if (bootstrap_from_environment())
-        throw InputError("--tp with --backend cuda runs its ranks in one process (one GPU per rank, or ranks sharing a GPU); "
-                         "one rank per process (mpirun, or RANK and WORLD_SIZE) on GPUs needs the NCCL device API back end, "
-                         "which is not built yet (docs/TENSOR_PARALLEL.md)");
+      // Ranks of this process, rank r on GPU (--cuda-device + r) mod the visible GPUs, ranks that share a
+      // GPU splitting its SMs; or one rank per process (mpirun, or RANK and WORLD_SIZE) over NCCL.
       if (options.cuda_resident)
         throw InputError("--resident cannot run with --tp yet: each rank's kernel is launched per step (docs/TENSOR_PARALLEL.md)");
       split_tensor_parallel(spec, options.tp);  // refuses a degree the shapes do not allow, saying why
+      const std::optional<Bootstrap> boot = bootstrap_from_environment();
+      if (boot && !NcclWindowGroup::built())
+        throw InputError("--tp with --backend cuda and one rank per process (mpirun, or RANK and WORLD_SIZE) needs NCCL 2.28 "
+                         "with its device API, which this build does not have; without a launcher, --tp runs the ranks "
+                         "in one process");
       const int visible = CudaExecutor::device_count();
       if (visible == 0) throw InputError("--backend cuda: " + CudaExecutor::unavailable_reason(options.cuda_device));
-      std::vector<int> devices;
-      for (uint32_t r = 0; r < options.tp; ++r) devices.push_back(int((uint32_t(options.cuda_device) + r) % uint32_t(visible)));
       m.tp = options.tp;
-      m.device_group = std::make_unique<DeviceWindowGroup>(devices, window_bytes, flags, options.tp_timeout_ms);
-      for (uint32_t r = 0; r < options.tp; ++r) {
-        auto rank = std::make_unique<Impl>();
-        rank->options = options;
-        rank->schedule = options.schedule;
-        rank->max_context = m.max_context;
-        rank->program_spec = m.program_spec;
-        rank->tp = options.tp;
-        rank->rank = r;
-        rank->parent_model = &m.model;
-        rank->rank_view = m.device_group->view(r);
-        rank->info.vocab = spec.vocab;
+      if (boot) {
+        // One GPU per rank (NCCL refuses two ranks on one GPU). The host group carries the NCCL id and
+        // the barriers between steps; the NCCL window carries the collectives.
         CudaOptions rank_cuda = cuda;
-        rank_cuda.device = devices[r];
-        rank_cuda.sm_share = uint32_t(std::count(devices.begin(), devices.end(), devices[r]));
-        rank->cuda = std::make_unique<CudaExecutor>(rank_cuda);
+        rank_cuda.device = int((uint32_t(options.cuda_device) + boot->rank) % uint32_t(visible));
+        auto executor = std::make_unique<CudaExecutor>(rank_cuda);
+        const uint64_t key = m.process_rank_key(*boot, "cuda|" + executor->device_name() + "|" + std::to_string(executor->workers()));
+        constexpr uint32_t kIdFlag = 0;
+        m.setup_barrier_flag = 1;
+        m.step_barrier_flag = 2;
+        m.process_group = std::make_unique<SharedMemoryGroup>(*boot, 4096, 3, options.tp_timeout_ms, key);
+        m.nccl_group = std::make_unique<NcclWindowGroup>(m.process_group->view(), kIdFlag, rank_cuda.device, window_bytes,
+                                                         flags, options.tp_timeout_ms);
+        std::unique_ptr<Impl> rank = m.make_rank(boot->rank, m.nccl_group->view());
+        rank->cuda = std::move(executor);
         rank->cuda->set_rank_view(rank->rank_view);
         m.rank_engines.push_back(std::move(rank));
+      } else {
+        std::vector<int> devices;
+        for (uint32_t r = 0; r < options.tp; ++r) devices.push_back(int((uint32_t(options.cuda_device) + r) % uint32_t(visible)));
+        m.device_group = std::make_unique<DeviceWindowGroup>(devices, window_bytes, flags, options.tp_timeout_ms);
+        for (uint32_t r = 0; r < options.tp; ++r) {
+          std::unique_ptr<Impl> rank = m.make_rank(r, m.device_group->view(r));
+          CudaOptions rank_cuda = cuda;
+          rank_cuda.device = devices[r];
+          rank_cuda.sm_share = uint32_t(std::count(devices.begin(), devices.end(), devices[r]));
+          rank->cuda = std::make_unique<CudaExecutor>(rank_cuda);
+          rank->cuda->set_rank_view(rank->rank_view);
+          m.rank_engines.push_back(std::move(rank));
+        }
       }
     } else {
       m.cuda = std::make_unique<CudaExecutor>(cuda);
@@ -157,37 +199,15 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
       const uint32_t rank_threads = options.threads ? threads : (boot ? std::max(1u, threads / options.tp) : threads);
       std::vector<uint32_t> local_ranks;
       if (boot) {
-        if (boot->ranks != options.tp)
-          throw InputError("--tp " + std::to_string(options.tp) + ", but " + std::to_string(boot->ranks) + " ranks were started (" +
-                           boot->source + ")");
-        // Each process checks alone, so the split must give every rank the same tiles: even shares.
-        if (spec.ffn % options.tp != 0 || spec.vocab % options.tp != 0)
-          throw InputError("--tp " + std::to_string(options.tp) + " with one rank per process needs the FFN size (" +
-                           std::to_string(spec.ffn) + ") and the vocabulary (" + std::to_string(spec.vocab) +
-                           ") to split evenly");
-        // Everything a rank's programs follow from: a peer that differs in any of it is refused when the
-        // group forms (its programs would place different tasks at the same flag slots).
-        const std::string key = m.model.origin + "|" + to_hf_config_json(spec) + "|" + std::to_string(rank_threads) + "|" +
-                                options.policy + "|" + std::to_string(int(options.granularity)) + "|" +
-                                std::to_string(options.kv_splits) + "|" + std::to_string(m.max_context) + "|" + std::to_string(options.tp);
-        m.process_group =
-            std::make_unique<SharedMemoryGroup>(*boot, window_bytes, flags, options.tp_timeout_ms, std::hash<std::string>{}(key));
+        const uint64_t key = m.process_rank_key(*boot, "cpu|" + std::to_string(rank_threads));
+        m.process_group = std::make_unique<SharedMemoryGroup>(*boot, window_bytes, flags, options.tp_timeout_ms, key);
         local_ranks.push_back(boot->rank);
       } else {
         m.group = std::make_unique<InProcessGroup>(options.tp, window_bytes, flags, options.tp_timeout_ms);
         for (uint32_t r = 0; r < options.tp; ++r) local_ranks.push_back(r);
       }
       for (uint32_t r : local_ranks) {
-        auto rank = std::make_unique<Impl>();
-        rank->options = options;
-        rank->schedule = options.schedule;
-        rank->max_context = m.max_context;
-        rank->program_spec = spec;
-        rank->tp = options.tp;
-        rank->rank = r;
-        rank->parent_model = &m.model;
-        rank->rank_view = m.process_group ? m.process_group->view() : m.group->view(r);
-        rank->info.vocab = spec.vocab;
+        std::unique_ptr<Impl> rank = m.make_rank(r, m.process_group ? m.process_group->view() : m.group->view(r));
         const uint32_t workers = m.process_group ? rank_threads : std::max(1u, threads / options.tp);
         // Ranks of one process on disjoint CPUs; a process rank after its lower-numbered peers' CPUs.
         rank->executor = std::make_unique<CpuExecutor>(workers, r * workers);

@@ -15,6 +15,7 @@
 #include "tilefire/engine.h"
 #include "transport/device_windows.h"
 #include "transport/groups.h"
+#include "transport/nccl_windows.h"
 
 namespace tilefire {
 
@@ -82,6 +83,7 @@ struct Engine::Impl {
   std::unique_ptr<InProcessGroup> group;       // the parent, ranks as thread groups
   std::unique_ptr<SharedMemoryGroup> process_group;  // the parent, one rank per process (this one's in rank_engines)
   std::unique_ptr<DeviceWindowGroup> device_group;   // the parent, cuda ranks of this process (windows on the GPUs)
+  std::unique_ptr<NcclWindowGroup> nccl_group;       // the parent, one cuda rank per process (an NCCL window)
   uint32_t step_barrier_flag = 0;              // one rank per process: the flag slot of the end-of-step barrier
   uint32_t setup_barrier_flag = 0;             // and of the barrier after compiling (loading) programs
   uint64_t setups = 0;                         // barriers passed on setup_barrier_flag
@@ -147,6 +149,13 @@ struct Engine::Impl {
   // until every rank is there, so one rank's load and compile time never counts against another's
   // collective timeout.
   void setup_barrier();
+  // A rank's engine (the parent's options, context and model; its own programs, executor and cache),
+  // seeing the group through `view`.
+  std::unique_ptr<Impl> make_rank(uint32_t rank, const RankView& view) const;
+  // One rank per process: checks what each process must check alone (the rank count, even shares) and
+  // returns the key of everything a rank's programs follow from, which every peer must share.
+  // `backend_workers` names the backend and its worker count.
+  uint64_t process_rank_key(const Bootstrap& boot, const std::string& backend_workers) const;
   // Throws if an earlier tensor-parallel step failed (ranks may have diverged since).
   void check_not_broken() const;
   // Throws InputError unless `other` runs the same tasks on the same workers as rank 0's program.

@@ -1,11 +1,15 @@
 // The transport's GPU side on one GPU: R virtual ranks (CTAs of one cooperative kernel) all-reduce over
 // one device window with the flag protocol, for many epochs, and must each get bitwise the rank-order
 // sum; a one-rank NCCL 2.28 device communicator registers a window, syncs an LSA barrier and reads it
-// back. Skipped without a GPU (and the NCCL check without NCCL); CI compiles them.
+// back; the engine's NCCL back end (transport/nccl_windows.h) sets a one-rank group up, zeroed, its
+// flags after its window, and tears it down. Skipped without a GPU (and the NCCL checks without NCCL);
+// CI compiles them.
 #include <gtest/gtest.h>
 
 #include "tests/common/cuda_device.h"
 #include "transport/device_checks.h"
+#include "transport/groups.h"
+#include "transport/nccl_windows.h"
 
 namespace tilefire::testing {
 namespace {
@@ -25,6 +29,25 @@ TEST(DeviceTransport, OneRankNcclDeviceCommunicator) {
   if (!r.ran && r.error.empty()) GTEST_SKIP() << r.not_run_because;
   ASSERT_TRUE(r.ran) << r.error;
   EXPECT_EQ(r.mismatches, 0u);
+}
+
+// The NCCL back end's set-up on one GPU (more ranks need more GPUs: NCCL refuses two on one): the id
+// passes through a one-rank host group, the window is registered, the device API gives its address,
+// and the flags sit after the window at a 4 KiB boundary, zeroed.
+TEST(DeviceTransport, NcclWindowGroupOfOneRank) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  if (!NcclWindowGroup::built()) GTEST_SKIP() << "this build has no NCCL 2.28";
+  InProcessGroup meeting(1, 4096, 1, 1000);
+  constexpr uint64_t kWindowBytes = 5000;
+  NcclWindowGroup group(meeting.view(0), 0, 0, kWindowBytes, 7, 1000);
+  const RankView view = group.view();
+  ASSERT_EQ(view.ranks, 1u);
+  ASSERT_NE(view.windows[0], nullptr);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(view.flags[0]), view.windows[0] + 8192);
+  CudaExecutor cuda(CudaOptions{});
+  std::vector<uint64_t> flags(7, 1);
+  cuda.download(flags.data(), view.flags[0], flags.size() * sizeof(uint64_t));
+  for (uint64_t f : flags) EXPECT_EQ(f, 0u);
 }
 
 }  // namespace
