@@ -146,8 +146,12 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
         throw InputError("--tp with --backend cuda and one rank per process (mpirun, or RANK and WORLD_SIZE) needs NCCL 2.28 "
                          "with its device API, which this build does not have; without a launcher, --tp runs the ranks "
                          "in one process");
+      if (options.tp > CudaExecutor::kMaxRanks)
+        throw InputError("--tp " + std::to_string(options.tp) + " on the cuda backend: at most " + std::to_string(CudaExecutor::kMaxRanks) +
+                         " ranks");
       const int visible = CudaExecutor::device_count();
-      if (visible == 0) throw InputError("--backend cuda: " + CudaExecutor::unavailable_reason(options.cuda_device));
+      if (visible == 0 || options.cuda_device >= visible)
+        throw InputError("--backend cuda: " + CudaExecutor::unavailable_reason(options.cuda_device));
       m.tp = options.tp;
       if (boot) {
         // One GPU per rank (NCCL refuses two ranks on one GPU). The host group carries the NCCL id and
@@ -169,12 +173,16 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
       } else {
         std::vector<int> devices;
         for (uint32_t r = 0; r < options.tp; ++r) devices.push_back(int((uint32_t(options.cuda_device) + r) % uint32_t(visible)));
+        // Every rank gets the share of the most crowded GPU, so all ranks have the same CTA count and
+        // their programs place the same tasks (check_ranks_agree).
+        uint32_t share = 1;
+        for (int d : devices) share = std::max(share, uint32_t(std::count(devices.begin(), devices.end(), d)));
         m.device_group = std::make_unique<DeviceWindowGroup>(devices, window_bytes, flags, options.tp_timeout_ms);
         for (uint32_t r = 0; r < options.tp; ++r) {
           std::unique_ptr<Impl> rank = m.make_rank(r, m.device_group->view(r));
           CudaOptions rank_cuda = cuda;
           rank_cuda.device = devices[r];
-          rank_cuda.sm_share = uint32_t(std::count(devices.begin(), devices.end(), devices[r]));
+          rank_cuda.sm_share = share;
           rank->cuda = std::make_unique<CudaExecutor>(rank_cuda);
           rank->cuda->set_rank_view(rank->rank_view);
           m.rank_engines.push_back(std::move(rank));

@@ -368,9 +368,10 @@ CudaExecutor::CudaExecutor(const CudaOptions& options) : state_(std::make_unique
   // Executors sharing the GPU (ranks whose kernels wait on each other) each take their share of the SMs,
   // so their grids can all be resident at once.
   s.ctas = options.ctas ? options.ctas : uint32_t(s.properties.multiProcessorCount) / options.sm_share;
-  if (s.ctas > resident_limit)
-    throw InputError("--ctas " + std::to_string(s.ctas) + " is more than the " + std::to_string(resident_limit) +
-                     " CTAs that can be resident at once on " + s.properties.name + " (a persistent grid must all be resident)");
+  if (uint64_t(s.ctas) * options.sm_share > resident_limit)
+    throw InputError("--ctas " + std::to_string(s.ctas) + (options.sm_share > 1 ? " for each of " + std::to_string(options.sm_share) + " ranks" : "") +
+                     " is more than the " + std::to_string(resident_limit) + " CTAs that can be resident at once on " +
+                     s.properties.name + " (a persistent grid must all be resident, and ranks sharing a GPU must all run at once)");
   check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
   void* mailbox = nullptr;
   stop_running_resident_kernel();  // another executor's: pinning host memory may wait for the device
@@ -406,6 +407,8 @@ uint64_t CudaExecutor::launches() const { return state_->launches; }
 
 void CudaExecutor::make_current() const { check(cudaSetDevice(state_->options.device), "cudaSetDevice"); }
 
+static_assert(CudaExecutor::kMaxRanks == kDeviceMaxRanks);
+
 void CudaExecutor::set_rank_view(const RankView& view) {
   if (view.ranks > kDeviceMaxRanks)
     throw InputError("--tp " + std::to_string(view.ranks) + " on the cuda backend: at most " + std::to_string(kDeviceMaxRanks) +
@@ -435,7 +438,10 @@ DeviceBuffer CudaExecutor::upload(const void* host, uint64_t bytes) {
 
 void CudaExecutor::upload_to(void* device, const void* host, uint64_t bytes) {
   make_current();
-  if (bytes) check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "copying to the device");
+  if (bytes) {
+    check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "copying to the device");
+    check(cudaStreamSynchronize(nullptr), "copying to the device");  // as upload(): landed before the next kernel
+  }
 }
 
 void CudaExecutor::download(void* host, const void* device, uint64_t bytes) {
@@ -476,6 +482,9 @@ CudaProgramPtr CudaExecutor::load(const Program& program, std::vector<void*> dev
   p.satisfied = DeviceBuffer(std::max<size_t>(1, program.tasks.size()) * sizeof(uint32_t));
   p.ready_list = DeviceBuffer(std::max<size_t>(1, program.tasks.size()) * sizeof(unsigned long long));
   p.counters = DeviceBuffer(4 * sizeof(uint32_t));
+  // The trace records, here rather than at the first traced step: allocating while a tensor-parallel
+  // peer's kernel on this GPU waits for this rank's launch could wait for that kernel.
+  p.trace = DeviceBuffer(uint64_t(std::max<uint32_t>(1, p.header.task_count)) * sizeof(DeviceTaskTiming));
   return loaded;
 }
 
@@ -529,7 +538,6 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
   job.ranks = static_cast<const DeviceRankView*>(s.rank_view.get());
   job.epoch = inputs.epoch;
   if (trace) {
-    if (p.trace.get() == nullptr) p.trace = DeviceBuffer(uint64_t(p.header.task_count) * sizeof(DeviceTaskTiming));
     job.trace = static_cast<DeviceTaskTiming*>(p.trace.get());
   }
 

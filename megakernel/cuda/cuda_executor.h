@@ -61,6 +61,7 @@ using CudaProgramPtr = std::unique_ptr<CudaProgram, CudaProgramDeleter>;
 
 class CudaExecutor {
  public:
+  static constexpr uint32_t kMaxRanks = 8;  // tensor-parallel ranks a group on GPUs may have
   // Empty when a CUDA device can run the megakernel; otherwise the reason, for an error message.
   static std::string unavailable_reason(int device = 0);
   // CUDA devices visible to this process (0 when none, or in a build without CUDA).

@@ -1,16 +1,26 @@
 // The collective tiles on the device (ops/cuda/collectives.cuh), with tensor-parallel ranks sharing one
 // GPU: each rank its own executor on its share of the SMs, over windows and flags in device memory
-// (transport/device_windows.h). The all-reduce of every rank is bitwise the rank-order sum the host
-// computes, step after step (growing epochs); a rank whose peer never runs stops within the group's
-// timeout with an error that names the peer and the flag, never a hang. Skipped without a GPU.
+// (transport/device_windows.h).
+//  - all-reduce: every rank's result is bitwise the rank-order sum the host computes (values whose sums
+//    round differently in another order), step after step (growing epochs), dataflow and bsp;
+//  - logits all-gather: every rank gets every owner's share of an uneven split, and the greedy token
+//    and the non-finite flag of the whole vocabulary;
+//  - a rank whose peer never runs stops within the group's timeout with an error that names the peer
+//    and the flag, never a hang.
+// The path "written by another CTA of the rank, then published" is covered end to end by the TP case
+// of tests/e2e/cuda_engine_test.cpp. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <exception>
+#include <functional>
 #include <thread>
 
 #include "megakernel/cuda/cuda_executor.h"
 #include "ops/all_ops.h"
+#include "ops/splitmix64.h"
 #include "tests/common/cuda_device.h"
 #include "transport/device_windows.h"
 
@@ -18,107 +28,173 @@ namespace tilefire::testing {
 namespace {
 
 constexpr uint32_t kTokens = 3, kCols = 1000, kTileWidth = 96;  // an uneven last tile
+constexpr uint32_t kVocab = 1001;                                // an uneven split of the logits
 
-// One all-reduce node: out = residual + the ranks' partial sums, a tile per kTileWidth columns, tiles
-// dealt round-robin over the workers. Slots: 0 partial (window), 1 residual, 2 out.
-Program allreduce_program(uint32_t workers, uint32_t ranks) {
+// Floats with full mantissas, so a sum in another order rounds differently.
+float value_of(uint64_t seed) {
+  const uint64_t bits = splitmix64_next(seed);
+  return float(int64_t(bits % 2000001) - 1000000) / 7919.0f;
+}
+
+// One node of `tiles` tiles, tile t covering units [begin(t), end(t)), dealt round-robin over the workers.
+Program one_node_program(uint32_t workers, uint32_t tokens, OpParams params, uint32_t tiles,
+                         const std::function<std::pair<uint32_t, uint32_t>(uint32_t)>& tile_units) {
   Program p;
-  p.tokens = kTokens;
+  p.tokens = tokens;
   p.workers = workers;
-  p.slots.push_back({SlotKind::window, DType::f32, kTokens, kCols, 0, "partial"});
-  p.slots.push_back({SlotKind::activation, DType::f32, kTokens, kCols, 0, "residual"});
-  p.slots.push_back({SlotKind::activation, DType::f32, kTokens, kCols, 0, "out"});
-  AllreduceResidualParams params;
-  params.partial = 0;
-  params.residual = 1;
-  params.out = 2;
-  params.cols = kCols;
-  params.tile_width = kTileWidth;
-  params.ranks = ranks;
-  const uint32_t tiles = (kCols + kTileWidth - 1) / kTileWidth;
-  p.nodes.push_back({OpParams::make(OpCode::allreduce_residual, 0, params), 0, tiles, kNoSlot});
+  p.nodes.push_back({params, 0, tiles, kNoSlot});
   p.queues.resize(workers);
   for (uint32_t t = 0; t < tiles; ++t) {
     TaskDesc task;
-    task.op = OpCode::allreduce_residual;
-    task.tile_begin = t * kTileWidth;
-    task.tile_end = std::min(kCols, (t + 1) * kTileWidth);
+    task.op = params.op;
+    std::tie(task.tile_begin, task.tile_end) = tile_units(t);
     task.tile_index = t;
     p.tasks.push_back(task);
     p.queues[t % workers].push_back(t);
   }
-  p.collective_flags = tiles;
   return p;
-}
-
-float partial_value(uint32_t rank, uint64_t epoch, uint64_t i) {
-  return float(int64_t((rank * 7919 + epoch * 104729 + i * 31) % 2001) - 1000) / 64.0f;  // exact in f32
 }
 
 struct Rank {
   std::unique_ptr<CudaExecutor> cuda;
   Program program;
-  DeviceBuffer residual, out;
+  std::vector<DeviceBuffer> buffers;  // the rank's activations
   CudaProgramPtr loaded;
-  std::vector<float> residual_host;
+  CudaStepResult result;
 };
 
-std::vector<Rank> make_ranks(const DeviceWindowGroup& group, uint32_t ranks_run) {
-  std::vector<Rank> ranks(ranks_run);
-  for (uint32_t r = 0; r < ranks_run; ++r) {
-    Rank& rank = ranks[r];
+std::vector<Rank> make_executors(const DeviceWindowGroup& group, uint32_t count) {
+  std::vector<Rank> ranks(count);
+  for (uint32_t r = 0; r < count; ++r) {
     CudaOptions options;
     options.sm_share = group.ranks();
     options.watchdog_ms = 5000;
-    rank.cuda = std::make_unique<CudaExecutor>(options);
-    rank.cuda->set_rank_view(group.view(r));
-    rank.program = allreduce_program(rank.cuda->workers(), group.ranks());
-    rank.residual_host.resize(kTokens * kCols);
-    for (uint64_t i = 0; i < rank.residual_host.size(); ++i) rank.residual_host[i] = float(i % 97) * 0.25f;
-    rank.residual = rank.cuda->upload(rank.residual_host.data(), rank.residual_host.size() * sizeof(float));
-    rank.out = DeviceBuffer(kTokens * kCols * sizeof(float));
-    rank.loaded = rank.cuda->load(rank.program, {group.view(r).windows[r], rank.residual.get(), rank.out.get()});
+    ranks[r].cuda = std::make_unique<CudaExecutor>(options);
+    ranks[r].cuda->set_rank_view(group.view(r));
   }
   return ranks;
 }
 
+// One step of every rank at once, each on its own thread (as the engine's rank threads).
+void run_all(std::vector<Rank>& ranks, uint32_t tokens, uint64_t epoch, ScheduleMode mode) {
+  const std::vector<int32_t> token_ids(tokens, 0);
+  std::vector<std::exception_ptr> failures(ranks.size());
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < ranks.size(); ++r)
+    threads.emplace_back([&, r] {
+      try {
+        ranks[r].result = ranks[r].cuda->run_step(*ranks[r].loaded, StepInputs{token_ids.data(), tokens, 0, epoch}, mode);
+      } catch (...) {
+        failures[r] = std::current_exception();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& f : failures)
+    if (f) std::rethrow_exception(f);
+}
+
+// out = residual + the ranks' partial sums; slots: 0 partial (window), 1 residual, 2 out.
+void load_allreduce(Rank& rank, const RankView& view, const std::vector<float>& residual) {
+  AllreduceResidualParams p;
+  p.partial = 0;
+  p.residual = 1;
+  p.out = 2;
+  p.cols = kCols;
+  p.tile_width = kTileWidth;
+  p.ranks = view.ranks;
+  const uint32_t tiles = (kCols + kTileWidth - 1) / kTileWidth;
+  rank.program = one_node_program(rank.cuda->workers(), kTokens, OpParams::make(OpCode::allreduce_residual, 0, p), tiles,
+                                  [](uint32_t t) { return std::pair(t * kTileWidth, std::min(kCols, (t + 1) * kTileWidth)); });
+  rank.program.slots.push_back({SlotKind::window, DType::f32, kTokens, kCols, 0, "partial"});
+  rank.program.slots.push_back({SlotKind::activation, DType::f32, kTokens, kCols, 0, "residual"});
+  rank.program.slots.push_back({SlotKind::activation, DType::f32, kTokens, kCols, 0, "out"});
+  rank.program.collective_flags = tiles;
+  rank.buffers.push_back(rank.cuda->upload(residual.data(), residual.size() * sizeof(float)));
+  rank.buffers.push_back(DeviceBuffer(residual.size() * sizeof(float)));
+  rank.loaded = rank.cuda->load(rank.program, {view.windows[view.rank], rank.buffers[0].get(), rank.buffers[1].get()});
+}
+
 TEST(CudaCollectives, VirtualRanksAllReduceToTheRankOrderSumBitwise) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
-  for (uint32_t ranks_count : {2u, 4u}) {
+  for (uint32_t ranks_count : {2u, 3u, 4u}) {
     SCOPED_TRACE("ranks " + std::to_string(ranks_count));
     DeviceWindowGroup group(std::vector<int>(ranks_count, 0), kTokens * kCols * sizeof(float), 64, 5000);
-    std::vector<Rank> ranks = make_ranks(group, ranks_count);
-    const std::vector<int32_t> tokens(kTokens, 0);
+    std::vector<Rank> ranks = make_executors(group, ranks_count);
+    std::vector<std::vector<float>> residuals(ranks_count, std::vector<float>(kTokens * kCols));
+    for (uint32_t r = 0; r < ranks_count; ++r) {
+      for (uint64_t i = 0; i < residuals[r].size(); ++i) residuals[r][i] = value_of(1000003 * r + i);
+      load_allreduce(ranks[r], group.view(r), residuals[r]);
+    }
     for (uint64_t epoch = 1; epoch <= 6; ++epoch) {
       // Every rank's partial sums of this epoch; no kernel runs between steps, so rewriting is safe.
       std::vector<std::vector<float>> partials(ranks_count, std::vector<float>(kTokens * kCols));
       for (uint32_t r = 0; r < ranks_count; ++r) {
-        for (uint64_t i = 0; i < partials[r].size(); ++i) partials[r][i] = partial_value(r, epoch, i);
+        for (uint64_t i = 0; i < partials[r].size(); ++i) partials[r][i] = value_of((epoch << 40) + (uint64_t(r) << 32) + i);
         ranks[r].cuda->upload_to(group.view(r).windows[r], partials[r].data(), partials[r].size() * sizeof(float));
       }
-      std::vector<std::exception_ptr> failures(ranks_count);
-      std::vector<std::thread> threads;
-      for (uint32_t r = 0; r < ranks_count; ++r)
-        threads.emplace_back([&, r] {
-          try {
-            StepInputs inputs{tokens.data(), kTokens, 0, epoch};
-            ranks[r].cuda->run_step(*ranks[r].loaded, inputs, epoch % 3 == 0 ? ScheduleMode::bsp : ScheduleMode::dataflow);
-          } catch (...) {
-            failures[r] = std::current_exception();
-          }
-        });
-      for (std::thread& t : threads) t.join();
-      for (const std::exception_ptr& f : failures)
-        if (f) std::rethrow_exception(f);
+      run_all(ranks, kTokens, epoch, epoch % 3 == 0 ? ScheduleMode::bsp : ScheduleMode::dataflow);
       for (uint32_t r = 0; r < ranks_count; ++r) {
         std::vector<float> out(kTokens * kCols);
-        ranks[r].cuda->download(out.data(), ranks[r].out.get(), out.size() * sizeof(float));
+        ranks[r].cuda->download(out.data(), ranks[r].buffers[1].get(), out.size() * sizeof(float));
         for (uint64_t i = 0; i < out.size(); ++i) {
           float sum = partials[0][i];
           for (uint32_t q = 1; q < ranks_count; ++q) sum += partials[q][i];
-          ASSERT_EQ(out[i], ranks[r].residual_host[i] + sum) << "rank " << r << ", epoch " << epoch << ", element " << i;
+          ASSERT_EQ(out[i], residuals[r][i] + sum) << "rank " << r << ", epoch " << epoch << ", element " << i;
         }
       }
+    }
+  }
+}
+
+TEST(CudaCollectives, LogitsAllGatherOfAnUnevenSplitWithTheGreedyTokenOfTheWholeVocabulary) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  constexpr uint32_t kRanks = 3;  // shares of 334, 334 and 333 logits
+  const uint32_t largest_share = (kVocab + kRanks - 1) / kRanks;
+  DeviceWindowGroup group(std::vector<int>(kRanks, 0), largest_share * sizeof(float), 8, 5000);
+  std::vector<Rank> ranks = make_executors(group, kRanks);
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    AllgatherLogitsParams p;
+    p.local = 0;
+    p.out = 1;
+    p.vocab = kVocab;
+    p.ranks = kRanks;
+    p.rank = r;
+    Rank& rank = ranks[r];
+    rank.program = one_node_program(rank.cuda->workers(), 1, OpParams::make(OpCode::allgather_logits, 0, p), kRanks,
+                                    [](uint32_t t) { return std::pair(t, t + 1); });
+    rank.program.slots.push_back({SlotKind::window, DType::f32, 1, largest_share, 0, "logits.local"});
+    rank.program.slots.push_back({SlotKind::activation, DType::f32, 1, kVocab, 0, "logits"});
+    rank.program.collective_flags = kRanks;
+    rank.buffers.push_back(DeviceBuffer(kVocab * sizeof(float)));
+    rank.loaded = rank.cuda->load(rank.program, {group.view(r).windows[r], rank.buffers[0].get()});
+  }
+  for (uint64_t epoch = 1; epoch <= 4; ++epoch) {
+    std::vector<float> logits(kVocab);
+    for (uint32_t v = 0; v < kVocab; ++v) logits[v] = value_of((epoch << 32) + v);
+    if (epoch == 2) logits[700] = 1e9f;                 // the winner in the last share
+    if (epoch == 3) logits[10] = logits[900] = 1e9f;    // a tie: the lower index wins, as std::max_element
+    if (epoch == 4) logits[500] = std::nanf("");       // reported, never chosen
+    for (uint32_t r = 0; r < kRanks; ++r) {
+      uint32_t begin, end;
+      rank_share(0, kVocab, kRanks, r, &begin, &end);
+      ranks[r].cuda->upload_to(group.view(r).windows[r], logits.data() + begin, (end - begin) * sizeof(float));
+    }
+    run_all(ranks, 1, epoch, ScheduleMode::dataflow);
+    const int32_t expected = int32_t(std::max_element(logits.begin(), logits.end(), [](float a, float b) {
+                                       return std::isnan(a) || (!std::isnan(b) && a < b);
+                                     }) - logits.begin());
+    for (uint32_t r = 0; r < kRanks; ++r) {
+      std::vector<float> out(kVocab);
+      ranks[r].cuda->download(out.data(), ranks[r].buffers[0].get(), out.size() * sizeof(float));
+      for (uint32_t v = 0; v < kVocab; ++v) {
+        if (std::isnan(logits[v])) {
+          EXPECT_TRUE(std::isnan(out[v])) << "rank " << r << ", logit " << v;
+        } else {
+          ASSERT_EQ(out[v], logits[v]) << "rank " << r << ", epoch " << epoch << ", logit " << v;
+        }
+      }
+      EXPECT_EQ(ranks[r].result.argmax, expected) << "rank " << r << ", epoch " << epoch;
+      EXPECT_EQ(ranks[r].result.nonfinite, epoch == 4) << "rank " << r << ", epoch " << epoch;
     }
   }
 }
@@ -126,11 +202,11 @@ TEST(CudaCollectives, VirtualRanksAllReduceToTheRankOrderSumBitwise) {
 TEST(CudaCollectives, APeerThatNeverRunsIsNamedWithinTheTimeout) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   DeviceWindowGroup group(std::vector<int>(2, 0), kTokens * kCols * sizeof(float), 64, 300);
-  std::vector<Rank> ranks = make_ranks(group, 1);  // rank 1 never runs
-  const std::vector<int32_t> tokens(kTokens, 0);
+  std::vector<Rank> ranks = make_executors(group, 1);  // rank 1 never runs
+  load_allreduce(ranks[0], group.view(0), std::vector<float>(kTokens * kCols, 1.0f));
   const auto start = std::chrono::steady_clock::now();
   try {
-    ranks[0].cuda->run_step(*ranks[0].loaded, StepInputs{tokens.data(), kTokens, 0, 1}, ScheduleMode::dataflow);
+    run_all(ranks, kTokens, 1, ScheduleMode::dataflow);
     FAIL() << "an all-reduce whose peer never ran returned";
   } catch (const DeviceError& e) {
     const std::string message = e.what();

@@ -18,8 +18,8 @@ void* zeroed_device_memory(int device, uint64_t bytes, const std::string& what) 
   check(cudaSetDevice(device), "cudaSetDevice");
   void* p = nullptr;
   check(cudaMalloc(&p, bytes), "allocating " + what + " (" + std::to_string(bytes) + " bytes) on GPU " + std::to_string(device));
-  const cudaError_t status = cudaMemset(p, 0, bytes);
-  if (status == cudaSuccess) check(cudaDeviceSynchronize(), "zeroing " + what);
+  cudaError_t status = cudaMemset(p, 0, bytes);
+  if (status == cudaSuccess) status = cudaDeviceSynchronize();
   if (status != cudaSuccess) {
     cudaFree(p);
     check(status, "zeroing " + what);
