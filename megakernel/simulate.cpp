@@ -10,7 +10,9 @@
 #include "graph/compile.h"
 #include "megakernel/engine_impl.h"
 #include "megakernel/tool_spec.h"
+#include "ops/activation.h"
 #include "ops/matmul.h"
+#include "ops/rope.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/policy.h"
 #include "scheduler/simulator.h"
@@ -60,6 +62,30 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, uin
       samples.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
     }
     d.flops = 2.0 * rows * k * tokens / (median(samples) * 1e-9) * threads;
+  }
+  {
+    // The epilogues, with the tiles' own functions on one core: RoPE on heads of 128 at a decode
+    // position (ops/rope.cpp: cos and sin in double per pair), and SwiGLU's sigmoid (ops/activation.h),
+    // the same std::exp as attention's softmax.
+    constexpr uint32_t kHeadDim = 128, kHeads = 32, kValues = 4096;
+    const std::vector<float> inverse_frequencies = rope_inverse_frequencies(kHeadDim, 10000.0f, RopeScaling{});
+    std::vector<float> heads(size_t(kHeads) * kHeadDim, 0.5f), values(kValues);
+    for (uint32_t i = 0; i < kValues; ++i) values[i] = float(int(i % 200) - 100) * 0.05f;
+    volatile float sink = 0;
+    std::vector<double> rotations, exps;
+    for (int i = 0; i < 31; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      for (uint32_t h = 0; h < kHeads; ++h) rope_apply_head(heads.data() + size_t(h) * kHeadDim, kHeadDim, 17 + i, inverse_frequencies.data());
+      rotations.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() /
+                          (kHeads * kHeadDim / 2));
+      start = std::chrono::steady_clock::now();
+      float sum = 0;
+      for (uint32_t v = 0; v < kValues; ++v) sum += silu(values[v]);
+      exps.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / kValues);
+      sink = sink + sum + heads[i];
+    }
+    d.rotation_ns = median(rotations);
+    d.exp_ns = median(exps);
   }
 
   const uint64_t matrix_bytes = uint64_t(hidden) * hidden * dtype_size(wdtype);
@@ -116,6 +142,8 @@ DeviceModel device_from_file(const std::string& path) {
   d.signal_ns = number("signal_ns");
   d.link_gbs = j.contains("link_gbs") ? number("link_gbs") : 0;  // optional: devices without a link
   d.link_latency_ns = j.contains("link_latency_ns") ? number("link_latency_ns") : 0;
+  d.rotation_ns = j.contains("rotation_ns") ? number("rotation_ns") : 0;  // optional: 0 charges no epilogue
+  d.exp_ns = j.contains("exp_ns") ? number("exp_ns") : 0;
   if (d.workers == 0 || d.memory_gbs == 0 || d.flops == 0)
     throw InputError("--device " + path + ": workers, memory_gbs and flops must be above 0");
   return d;
@@ -144,7 +172,9 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
                               {"dispatch_ns", fit.device.dispatch_ns},
                               {"signal_ns", fit.device.signal_ns},
                               {"link_gbs", fit.device.link_gbs},
-                              {"link_latency_ns", fit.device.link_latency_ns}};
+                              {"link_latency_ns", fit.device.link_latency_ns},
+                              {"rotation_ns", fit.device.rotation_ns},
+                              {"exp_ns", fit.device.exp_ns}};
   std::ofstream file(options.fit_out_path);
   if (!file) throw InputError("--fit-out: cannot write '" + options.fit_out_path + "'");
   file << out.dump(2) << "\n";
@@ -230,6 +260,8 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   report.flops = device.flops;
   report.dispatch_ns = device.dispatch_ns;
   report.signal_ns = device.signal_ns;
+  report.rotation_ns = device.rotation_ns;
+  report.exp_ns = device.exp_ns;
   report.step_ms = dataflow.step_ns * 1e-6;
   report.bound_ms = std::max(bytes / device.memory_gbs, flops / (device.flops * 1e-9)) * 1e-6;
   report.bound_share = report.step_ms > 0 ? report.bound_ms / report.step_ms : 0;

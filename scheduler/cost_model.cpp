@@ -63,6 +63,21 @@ TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t contex
   if (task.op == OpCode::attention_merge)  // a rescale and two multiply-adds per chunk, dimension, head and token
     work.flops += 3.0 * double(params.as<AttentionMergeParams>().chunks) * double(head_dim) * double(tile.end - tile.begin) *
                   double(tokens);
+  if (task.op == OpCode::qkv_projection) {  // half a head of (cos, sin) pairs per rotated q and k head and token
+    const auto& p = params.as<QkvProjectionParams>();
+    uint32_t rotated = 0;
+    for (uint32_t unit = tile.begin; unit < tile.end; ++unit)
+      rotated += QkvProjectionOp::segment_of(p, unit).part != QkvProjectionOp::Part::v;
+    work.rotations = double(rotated) * double(p.head_dim / 2) * double(tokens);
+  }
+  if (task.op == OpCode::gate_up_swiglu)  // one sigmoid per FFN column and token
+    work.exps = double(tile.end - tile.begin) * double(tokens);
+  if (task.op == OpCode::causal_attention)  // one per score
+    work.exps = double(tile.end - tile.begin) * double(context) * double(tokens);
+  if (task.op == OpCode::attention_chunk)
+    work.exps = double(AttentionChunkOp::group(params.as<AttentionChunkParams>())) * double(positions_read) * double(tokens);
+  if (task.op == OpCode::attention_merge)  // one weight per chunk record
+    work.exps = double(params.as<AttentionMergeParams>().chunks) * double(tile.end - tile.begin) * double(tokens);
   if (task.op == OpCode::allreduce_residual) {  // every peer's partial sums of the tile's columns
     const uint32_t ranks = params.as<AllreduceResidualParams>().ranks;
     work.link_bytes = double(ranks > 1 ? ranks - 1 : 0) * double(tile.end - tile.begin) * double(tokens) * 4.0;
@@ -84,9 +99,12 @@ std::optional<DeviceModel> device_preset(const std::string& name) {
   // costs are leads until GPU measurements correct them.
   // NVLink: 900 GB/s per GPU in both directions together on H100/H200 (NVLink 4), 1.8 TB/s on B200
   // (NVLink 5); half of it each way. The link latency is a lead too.
-  if (name == "h100") return DeviceModel{"h100", 132, 3350, 989e12, 500, 1000, 450, 2000};
-  if (name == "h200") return DeviceModel{"h200", 132, 4800, 989e12, 500, 1000, 450, 2000};
-  if (name == "b200") return DeviceModel{"b200", 148, 8000, 2250e12, 500, 1000, 900, 2000};
+  // Rotations and exponentials per SM (a CTA's 256 threads at once), leads from datasheet rates: the
+  // device computes RoPE's sincos in double (about 50 FP64 operations) at roughly 34 TFLOP/s of vector
+  // FP64 over the SMs, about 0.2 ns per pair; expf is an SFU ex2 at 16 per clock per SM, about 0.03 ns.
+  if (name == "h100") return DeviceModel{"h100", 132, 3350, 989e12, 500, 1000, 450, 2000, 0.2, 0.03};
+  if (name == "h200") return DeviceModel{"h200", 132, 4800, 989e12, 500, 1000, 450, 2000, 0.2, 0.03};
+  if (name == "b200") return DeviceModel{"b200", 148, 8000, 2250e12, 500, 1000, 900, 2000, 0.2, 0.03};
   return std::nullopt;
 }
 
@@ -97,11 +115,15 @@ double modelled_link_ns(const DeviceModel& device, const TaskWork& work) {
   return device.link_latency_ns + work.link_bytes / (device.link_gbs / double(device.workers));
 }
 
+double modelled_epilogue_ns(const DeviceModel& device, const TaskWork& work) {
+  return work.rotations * device.rotation_ns + work.exps * device.exp_ns;
+}
+
 double modelled_task_ns(const DeviceModel& device, const TaskWork& work) {
   const double share_bytes_per_ns = device.memory_gbs / double(device.workers);  // GB/s = bytes/ns
   const double share_flops_per_ns = device.flops * 1e-9 / double(device.workers);
-  return std::max(work.bytes() / share_bytes_per_ns, work.flops / share_flops_per_ns) + device.dispatch_ns +
-         modelled_link_ns(device, work);
+  return std::max(work.bytes() / share_bytes_per_ns, work.flops / share_flops_per_ns) + modelled_epilogue_ns(device, work) +
+         device.dispatch_ns + modelled_link_ns(device, work);
 }
 
 }  // namespace tilefire

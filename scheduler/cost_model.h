@@ -17,6 +17,11 @@ struct TaskWork {
   double activation_bytes = 0;  // activations and KV cache read and written
   double flops = 0;
   double link_bytes = 0;        // collective tasks: bytes read from peer ranks over the link
+  // Work beside the multiply-adds that costs far more than a flop on a CPU core: RoPE's (cos, sin) of
+  // each rotated pair of q and k (in double, as transformers computes them), and the exponentials of
+  // SwiGLU's sigmoid and of attention's softmax.
+  double rotations = 0;
+  double exps = 0;
   double bytes() const { return weight_bytes + activation_bytes; }
 };
 
@@ -36,6 +41,8 @@ struct DeviceModel {
   double signal_ns = 0;        // an event's signal reaching a waiting worker
   double link_gbs = 0;         // to the other GPUs, per direction (NVLink); 0: no link
   double link_latency_ns = 0;  // a collective task's round trip to its peers' flags
+  double rotation_ns = 0;      // one RoPE (cos, sin) pair on one worker
+  double exp_ns = 0;           // one exponential on one worker
 };
 
 // h100 (SXM), h200, b200; nullopt for other names.
@@ -43,9 +50,12 @@ std::optional<DeviceModel> device_preset(const std::string& name);
 std::vector<std::string> device_preset_names();
 
 // A task alone on one worker, which gets an even share of the device's bandwidth and flops: the larger
-// of the memory time and the compute time, plus the dispatch cost; a collective task also reads its
-// peers' data over an even share of the link, after the link's latency.
+// of the memory time and the compute time, then its rotations and exponentials (an epilogue after the
+// streaming, as the tiles do them), plus the dispatch cost; a collective task also reads its peers'
+// data over an even share of the link, after the link's latency.
 double modelled_task_ns(const DeviceModel& device, const TaskWork& work);
+// The rotations' and exponentials' part of that time.
+double modelled_epilogue_ns(const DeviceModel& device, const TaskWork& work);
 // The link part of that time (0 for tasks that read nothing from peers).
 double modelled_link_ns(const DeviceModel& device, const TaskWork& work);
 

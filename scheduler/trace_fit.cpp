@@ -99,7 +99,8 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
     const TaskWork work = task_work(program, program.tasks[t], context, sequences);
     if (work.weight_bytes <= 0 || work.link_bytes > 0) continue;
     bytes += work.bytes();
-    ns += by_task[t]->end_ns - by_task[t]->start_ns;
+    // Without the epilogue the base device charges (RoPE, sigmoids): it is not streaming.
+    ns += std::max(0.0, by_task[t]->end_ns - by_task[t]->start_ns - modelled_epilogue_ns(base, work));
     ++fit.streaming_tasks;
   }
   if (ns > 0) fit.device.memory_gbs = double(base.workers) * bytes / ns;

@@ -22,7 +22,7 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
   --dtype NAME     weight dtype of a preset (default bf16)
   --device NAME    h100, h200 (default), b200 (datasheet figures), cpu (measured on this machine now),
                    or FILE.json with workers, memory_gbs, flops, dispatch_ns, signal_ns (and link_gbs,
-                   link_latency_ns for --tp)
+                   link_latency_ns for --tp; rotation_ns, exp_ns for RoPE pairs and exponentials)
   --threads N      the cpu device's workers (default: every core)
   --policy NAME    placement policy (default balanced)
   --granularity G  events per producer tile (tile, default), head-wide band (head), or op
@@ -76,7 +76,8 @@ int simulate_command(int argc, char** argv) {
                                 {"bound_ms", r.bound_ms},   {"bound_share", r.bound_share}, {"bsp_ms", r.bsp_ms},
                                 {"bsp_ratio", r.bsp_ratio}, {"idle_share", r.idle_share}, {"idle_ms_per_worker", r.idle_ms},
                                 {"collective_ms", r.collective_ms}, {"exposed_collective_ms", r.exposed_collective_ms},
-                                {"hidden_collective_share", r.hidden_collective_share}};
+                                {"hidden_collective_share", r.hidden_collective_share},
+                                {"rotation_ns", r.rotation_ns}, {"exp_ns", r.exp_ns}};
     if (r.fitted)
       out["fit"] = {{"traced_step_ms", r.traced_step_ms},        {"fitted_step_ms", r.fitted_step_ms},
                     {"memory_gbs", r.fitted_memory_gbs},         {"dispatch_ns", r.fitted_dispatch_ns},
@@ -85,8 +86,10 @@ int simulate_command(int argc, char** argv) {
     std::cout << out.dump() << std::endl;
     return 0;
   }
-  std::printf("%s on %s: %u workers, %.0f GB/s, %.3g flop/s, %.0f ns per task, %.0f ns per signal; %u tasks\n",
-              r.model.c_str(), r.device.c_str(), r.workers, r.memory_gbs, r.flops, r.dispatch_ns, r.signal_ns, r.tasks);
+  std::printf("%s on %s: %u workers, %.0f GB/s, %.3g flop/s, %.0f ns per task, %.0f ns per signal, %.2f ns per RoPE pair, "
+              "%.2f ns per exp; %u tasks\n",
+              r.model.c_str(), r.device.c_str(), r.workers, r.memory_gbs, r.flops, r.dispatch_ns, r.signal_ns, r.rotation_ns,
+              r.exp_ns, r.tasks);
   std::printf("predicted decode step: %.4f ms (bound %.4f ms: %.0f%% of it reached), bsp %.4f ms (bsp / dataflow %.3f)\n",
               r.step_ms, r.bound_ms, 100 * r.bound_share, r.bsp_ms, r.bsp_ratio);
   const auto [least, most] = std::minmax_element(r.idle_ms.begin(), r.idle_ms.end());

@@ -120,5 +120,48 @@ TEST(CostModel, DevicePresetsAndTaskTime) {
   EXPECT_NEAR(modelled_task_ns(*h200, compute_bound), 1e12 / (989e12 * 1e-9 / 132) + h200->dispatch_ns, 1e-3);
 }
 
+// The epilogues: RoPE's (cos, sin) pairs for the q and k heads of a QKV tile (not v), one sigmoid per
+// FFN column of a gate/up tile, one exponential per score of an attention tile; charged after the
+// streaming at the device's per-worker rates.
+TEST(CostModel, RotationsAndExponentialsFromTheTileShapes) {
+  const ModelSpec spec = preset_spec("tiny", DType::bf16);  // 8 query heads, 2 KV heads, head_dim 32
+  CompileOptions options;
+  options.workers = 3;
+  options.tokens = 2;
+  options.max_context = 64;
+  options.kv_splits = 1;
+  const Program program = compile_model(spec, options);
+  double rotations = 0, sigmoids = 0;
+  bool saw_attention = false;
+  for (const TaskDesc& task : program.tasks) {
+    const TaskWork work = task_work(program, task, 20);
+    if (task.op == OpCode::qkv_projection) {
+      rotations += work.rotations;
+    } else {
+      EXPECT_DOUBLE_EQ(work.rotations, 0) << op_name(task.op);
+    }
+    if (task.op == OpCode::gate_up_swiglu) sigmoids += work.exps;
+    if (task.op == OpCode::causal_attention) {
+      EXPECT_DOUBLE_EQ(work.exps, double(task.tile_end - task.tile_begin) * 20 * 2);
+      saw_attention = true;
+    }
+    if (task.op == OpCode::matmul_residual || task.op == OpCode::lm_head) {
+      EXPECT_DOUBLE_EQ(work.exps, 0);
+    }
+  }
+  // Per layer and token: (8 q + 2 k heads) x 16 pairs, and 688 sigmoids.
+  EXPECT_DOUBLE_EQ(rotations, double(spec.layers) * 2 * (8 + 2) * 16);
+  EXPECT_DOUBLE_EQ(sigmoids, double(spec.layers) * 2 * 688);
+  EXPECT_TRUE(saw_attention);
+
+  DeviceModel device{"test", 4, 400, 1e12, 10, 0, 0, 0, 20, 3};
+  TaskWork work;
+  work.weight_bytes = 1000;  // 10 ns at 100 GB/s per worker
+  work.rotations = 5;
+  work.exps = 7;
+  EXPECT_DOUBLE_EQ(modelled_epilogue_ns(device, work), 5 * 20 + 7 * 3);
+  EXPECT_DOUBLE_EQ(modelled_task_ns(device, work), 10 + 5 * 20 + 7 * 3 + 10);
+}
+
 }  // namespace
 }  // namespace tilefire::testing

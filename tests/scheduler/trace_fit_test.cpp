@@ -20,7 +20,9 @@ TEST(TraceFit, RecoversTheDeviceOfASimulatedStep) {
   compile.workers = 4;
   compile.kv_splits = 1;
   const Program program = compile_model(preset_spec("tiny", DType::bf16), compile);
-  const DeviceModel device{.name = "known", .workers = 4, .memory_gbs = 50, .flops = 1e18, .dispatch_ns = 0, .signal_ns = 300};
+  // With epilogues (RoPE in QKV, sigmoids in gate/up): the fit takes them off before reading the bandwidth.
+  const DeviceModel device{.name = "known", .workers = 4, .memory_gbs = 50, .flops = 1e18, .dispatch_ns = 0, .signal_ns = 300,
+                           .rotation_ns = 25, .exp_ns = 4};
   const uint32_t context = 64;
   const SimulationResult simulated = simulate_program(program, device, context);
   const DeviceFit fit = fit_device(program, simulated.timeline, context, device);

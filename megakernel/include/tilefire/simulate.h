@@ -31,6 +31,7 @@ struct SimulateReport {
   std::string model, device;
   uint32_t workers = 0, tasks = 0;
   double memory_gbs = 0, flops = 0, dispatch_ns = 0, signal_ns = 0;  // the device model used
+  double rotation_ns = 0, exp_ns = 0;                                 // its epilogue costs per worker
   double step_ms = 0;      // predicted decode step (dataflow)
   double bound_ms = 0;     // bytes over the bandwidth, or flops over the peak
   double bound_share = 0;  // bound / step
