@@ -35,20 +35,41 @@ std::vector<float> weights_of_half(uint64_t weights, DType dtype) {
   return storage;
 }
 
-// The cpu device measured on this machine with `threads` workers, for a program that reads
-// `working_set_bytes` per step (at most 1 GiB is measured: beyond it every cache is far too small
-// anyway) in tiles that stream `tile_bytes` of weights on average, over rows of `hidden` in `wdtype`.
+// The model's weight matrices in the order a decode step streams them, layer by layer (QKV, O, gate
+// and up as one matrix, down), then the LM head: as many as fill `budget_bytes` in `wdtype`, two at
+// least. The whole model when it fits; a prefix of its layers when not.
+std::vector<ChainMatrix> model_matrices(const ModelSpec& spec, DType wdtype, uint64_t budget_bytes) {
+  const uint32_t q = spec.heads * spec.head_dim, kv = spec.kv_heads * spec.head_dim;
+  const std::vector<ChainMatrix> layer{{q + 2 * kv, spec.hidden}, {spec.hidden, q}, {2 * spec.ffn, spec.hidden}, {spec.hidden, spec.ffn}};
+  auto bytes_of = [&](const ChainMatrix& m) { return uint64_t(m.rows) * m.cols * dtype_size(wdtype); };
+  std::vector<ChainMatrix> chain;
+  uint64_t bytes = 0;
+  for (uint32_t l = 0; l < spec.layers; ++l)
+    for (const ChainMatrix& m : layer) {
+      if (chain.size() >= 2 && bytes + bytes_of(m) > budget_bytes) return chain;
+      chain.push_back(m);
+      bytes += bytes_of(m);
+    }
+  const ChainMatrix lm_head{spec.vocab, spec.hidden};
+  if (chain.size() < 2 || bytes + bytes_of(lm_head) <= budget_bytes) chain.push_back(lm_head);
+  return chain;
+}
+
+// The cpu device measured on this machine with `threads` workers, for a program of `spec`'s model in
+// `wdtype` that reads `working_set_bytes` per step (at most 1 GiB is measured: beyond it every cache is
+// far too small anyway) in tiles that stream `tile_bytes` of weights on average.
 //
 // Bandwidth, dispatch and signal are fitted (scheduler/trace_fit.h) to traced steps of a calibration
-// program with a transformer's traffic, `matrix_chain_program`: square matrices of the model's hidden
-// size in a chain, as many as fill the working set, cut into tiles of the program's mean size, each
-// tile reading the whole output of the matrix before after waiting on it. So the figures carry what
-// real tiles pay and empty tasks do not: inputs and event counters another core wrote (a fitted tiny
-// trace showed 180-270 ns per task where empty tasks measured 9), and the cache residency of a working
-// set of this size (tiny's 6 MB streams at about twice the rate of small's 257 MB on the 2-core VM).
-// Placed on the dynamic ready queue when the program is. Each figure is the median over the steps.
-DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, uint32_t hidden, DType wdtype, uint64_t tile_bytes,
-                               bool dynamic_queue) {
+// program with a transformer's traffic, `matrix_chain_program`: the model's own weight matrices, as
+// many as fill the working set, in a chain, cut into tiles of the program's mean size, each tile
+// reading the output of the matrix before after waiting on it. So the figures carry what real tiles
+// pay and empty tasks do not: inputs and event counters another core wrote (a fitted tiny trace showed
+// 180-270 ns per task where empty tasks measured 9), the cache residency of a working set of this size
+// (tiny's 6 MB streams at about twice the rate of small's 257 MB on the 2-core VM), and the model's
+// own row lengths and matrix sizes. Placed on the dynamic ready queue when the program is. Each figure
+// is the median over the steps.
+DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, const ModelSpec& spec, DType wdtype,
+                               uint64_t tile_bytes, bool dynamic_queue) {
   DeviceModel d;
   d.name = "cpu";
   d.workers = threads;
@@ -88,20 +109,23 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, uin
     d.exp_ns = median(exps);
   }
 
-  const uint64_t matrix_bytes = uint64_t(hidden) * hidden * dtype_size(wdtype);
-  const uint32_t nodes = uint32_t(std::clamp<uint64_t>(std::min<uint64_t>(working_set_bytes, 1ull << 30) / matrix_bytes, 2, 4096));
-  // Whole rounds of tiles per matrix, two at least (so a worker has consecutive tiles of one matrix).
-  const uint64_t wanted_tiles = std::max<uint64_t>(1, matrix_bytes / std::max<uint64_t>(1, tile_bytes));
-  const uint32_t tiles = uint32_t(std::min<uint64_t>(hidden, std::max<uint64_t>(2 * threads, (wanted_tiles + threads - 1) / threads * threads)));
-  Program chain = matrix_chain_program(nodes, tiles, hidden, threads, wdtype);
+  const std::vector<ChainMatrix> matrices = model_matrices(spec, wdtype, std::min<uint64_t>(working_set_bytes, 1ull << 30));
+  Program chain = matrix_chain_program(matrices, tile_bytes, threads, wdtype);
   if (dynamic_queue) find_policy("dynamic")->place(chain, threads);
-  std::vector<float> norm(hidden, 1.0f), activations(size_t(nodes + 1) * hidden, 0.0f);
-  std::fill(activations.begin(), activations.begin() + hidden, 0.5f);
-  const std::vector<float> weights = weights_of_half(uint64_t(nodes) * hidden * hidden, wdtype);
+  const uint64_t width = chain.slots[0].cols;
+  const uint32_t nodes = uint32_t(matrices.size());
+  std::vector<float> norm(width, 1.0f), activations(size_t(nodes + 1) * width, 0.0f);
+  std::fill(activations.begin(), activations.begin() + width, 0.5f);
+  uint64_t weight_count = 0;
+  for (const ChainMatrix& m : matrices) weight_count += uint64_t(m.rows) * m.cols;
+  const std::vector<float> weights = weights_of_half(weight_count, wdtype);
   std::vector<void*> slots{norm.data()};
-  for (uint32_t a = 0; a <= nodes; ++a) slots.push_back(activations.data() + size_t(a) * hidden);
-  for (uint32_t n = 0; n < nodes; ++n)
-    slots.push_back(const_cast<char*>(reinterpret_cast<const char*>(weights.data())) + uint64_t(n) * matrix_bytes);
+  for (uint32_t a = 0; a <= nodes; ++a) slots.push_back(activations.data() + size_t(a) * width);
+  uint64_t offset = 0;
+  for (const ChainMatrix& m : matrices) {
+    slots.push_back(const_cast<char*>(reinterpret_cast<const char*>(weights.data())) + offset);
+    offset += uint64_t(m.rows) * m.cols * dtype_size(wdtype);
+  }
 
   CpuExecutor executor(threads);
   ProgramInstance instance(chain, std::move(slots));
@@ -234,7 +258,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
     weight_tasks += work.back().weight_bytes > 0;
   }
   if (cpu_device)
-    device = measure_cpu_device(device.workers, uint64_t(bytes), spec.hidden, spec.dtype,
+    device = measure_cpu_device(device.workers, uint64_t(bytes), spec, spec.dtype,
                                 uint64_t(weight_bytes / std::max(1u, weight_tasks)), program.placement == Placement::dynamic_queue);
 
   SimulationOptions dataflow_options;

@@ -53,31 +53,41 @@ Program noop_program(uint32_t tasks, bool chain, uint32_t workers) {
   return p;
 }
 
-Program matrix_chain_program(uint32_t nodes, uint32_t tiles_per_node, uint32_t hidden, uint32_t workers, DType wdtype) {
+Program matrix_chain_program(const std::vector<ChainMatrix>& matrices, uint64_t tile_bytes, uint32_t workers, DType wdtype) {
+  const uint32_t nodes = uint32_t(matrices.size());
+  uint32_t width = 1;
+  for (const ChainMatrix& m : matrices) width = std::max({width, m.rows, m.cols});
   Program p;
-  p.slots.push_back({SlotKind::weight_f32, DType::f32, 1, hidden, 0, "norm"});
-  for (uint32_t a = 0; a <= nodes; ++a) p.slots.push_back({SlotKind::activation, DType::f32, 1, hidden, 0, "activation"});
-  for (uint32_t n = 0; n < nodes; ++n) p.slots.push_back({SlotKind::weight, wdtype, hidden, hidden, 0, "weight"});
+  p.slots.push_back({SlotKind::weight_f32, DType::f32, 1, width, 0, "norm"});
+  for (uint32_t a = 0; a <= nodes; ++a) p.slots.push_back({SlotKind::activation, DType::f32, 1, width, 0, "activation"});
+  for (const ChainMatrix& m : matrices) p.slots.push_back({SlotKind::weight, wdtype, m.rows, m.cols, 0, "weight"});
   p.queues.resize(workers);
-  const uint32_t rows_per_tile = (hidden + tiles_per_node - 1) / tiles_per_node;
   for (uint32_t n = 0; n < nodes; ++n) {
+    const ChainMatrix& m = matrices[n];
     LmHeadParams head;
     head.x = 1 + n;
     head.norm_weight = 0;
     head.weight = 1 + (nodes + 1) + n;
     head.logits = 2 + n;
-    head.hidden = hidden;
-    head.vocab = hidden;
+    head.hidden = m.cols;
+    head.vocab = m.rows;
     head.wdtype = wdtype;
+    // Whole rounds of tiles of about tile_bytes, two rounds at least (a worker has consecutive tiles of
+    // one matrix), one row at most each.
+    const uint64_t bytes = uint64_t(m.rows) * m.cols * dtype_size(wdtype);
+    const uint64_t wanted = (bytes + std::max<uint64_t>(1, tile_bytes) - 1) / std::max<uint64_t>(1, tile_bytes);
+    const uint64_t rounds = std::max<uint64_t>(2, (wanted + workers - 1) / workers);
+    const uint32_t tiles_wanted = uint32_t(std::min<uint64_t>(m.rows, rounds * workers));
+    const uint32_t rows_per_tile = (m.rows + tiles_wanted - 1) / tiles_wanted;
     const uint32_t first = uint32_t(p.tasks.size());
     uint32_t tiles = 0;
-    for (uint32_t row = 0; row < hidden; row += rows_per_tile, ++tiles) {
+    for (uint32_t row = 0; row < m.rows; row += rows_per_tile, ++tiles) {
       TaskDesc task;
       task.op = OpCode::lm_head;
       task.node = n;
       task.layer = uint16_t(n);
       task.tile_begin = row;
-      task.tile_end = std::min(hidden, row + rows_per_tile);
+      task.tile_end = std::min(m.rows, row + rows_per_tile);
       task.tile_index = tiles;
       if (n > 0) {  // the previous node's done event is event n - 1
         task.wait_begin = uint32_t(p.waits.size());
@@ -94,7 +104,7 @@ Program matrix_chain_program(uint32_t nodes, uint32_t tiles_per_node, uint32_t h
     p.nodes.push_back({OpParams::make(OpCode::lm_head, uint16_t(n), head), first, tiles, n});
   }
   p.workers = workers;
-  p.scratch_floats = hidden;
+  p.scratch_floats = width;
   return p;
 }
 

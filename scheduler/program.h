@@ -104,15 +104,21 @@ uint64_t slot_bytes(const SlotDesc& slot);
 // (a hand-made test program: the CUDA watchdog test's chain).
 Program noop_program(uint32_t tasks, bool chain, uint32_t workers);
 
+// A weight matrix of the calibration chain: `rows` outputs over `cols` inputs.
+struct ChainMatrix {
+  uint32_t rows = 0;
+  uint32_t cols = 0;
+};
+
 // The cpu device's calibration program (megakernel/simulate.cpp fits the device's bandwidth, dispatch and
-// signal to traced steps of it), with a transformer's cross-core traffic: `nodes` lm_head nodes
-// in a chain, each a square matrix [hidden, hidden] of `wdtype` cut into at most `tiles_per_node` tiles
-// of equal rows (the last may be narrower), each
-// tile reading the whole output of the node before (which every worker wrote) after waiting on that
-// node's done event. Tile i of every node is on worker i mod workers. Slots: 0 the norm weight [hidden]
-// f32, 1 .. nodes + 1 the activations [1, hidden] f32 (node n reads slot n + 1, writes slot n + 2),
-// then one weight slot per node.
-Program matrix_chain_program(uint32_t nodes, uint32_t tiles_per_node, uint32_t hidden, uint32_t workers, DType wdtype);
+// signal to traced steps of it), with a transformer's traffic: one lm_head node per matrix, in a chain.
+// Node n streams matrices[n] of `wdtype`, cut into tiles of about `tile_bytes` (whole rounds of
+// `workers` tiles, two rounds at least, at most one row each); each tile reads the first cols_n floats
+// of the node before's output (which every worker wrote) after waiting on that node's done event.
+// Tile i of every node is on worker i mod workers. Slots: 0 the norm weight, 1 .. nodes + 1 the
+// activations (node n reads slot n + 1, writes the first rows_n floats of slot n + 2), each [1, width]
+// f32 with width the largest rows or cols; then one weight slot [rows_n, cols_n] per node.
+Program matrix_chain_program(const std::vector<ChainMatrix>& matrices, uint64_t tile_bytes, uint32_t workers, DType wdtype);
 
 // The weight bytes a task's tile streams (its op's weight_ranges; none for ops that read no weights).
 WeightRanges task_weight_ranges(const Program& program, const TaskDesc& task);

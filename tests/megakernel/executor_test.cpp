@@ -204,13 +204,17 @@ TEST(CpuExecutor, AThrowingTileEndsTheStepWithItsError) {
   }
 }
 
-// The cpu device's calibration program (matrix_chain_program): each node's tiles wait on the node before
-// and are dealt to the workers in turn, and the chain computes x_{n+1} = W_n rmsnorm(x_n), against a
-// double-precision reference (the bf16 weights decoded the same way; nothing else rounded).
+// The cpu device's calibration program (matrix_chain_program): matrices of different shapes, each node's
+// tiles waiting on the node before and signalling their own, tiles of about the bytes asked for in
+// whole rounds of the workers; run by the executor, every node's output is the RMS-normed input of the
+// node before times its matrix (computed here in double).
 TEST(CpuExecutor, MatrixChainProgramRunsTheChain) {
-  const uint32_t nodes = 3, tiles = 4, hidden = 96;
-  const Program p = matrix_chain_program(nodes, tiles, hidden, 2, DType::bf16);
-  ASSERT_EQ(p.tasks.size(), nodes * tiles);
+  const std::vector<ChainMatrix> matrices{{96, 64}, {40, 96}, {64, 40}};  // node n + 1 reads node n's first cols
+  const uint32_t width = 96;
+  const Program p = matrix_chain_program(matrices, 64 * 16 * 2, 2, DType::bf16);  // tiles of about 16 rows of 64
+  ASSERT_EQ(p.nodes.size(), matrices.size());
+  EXPECT_EQ(p.nodes[0].task_count, 6u);  // 96 rows of 64 bf16: 6 tiles of 16 rows
+  EXPECT_EQ(p.nodes[1].task_count, 4u);  // 40 rows of 96: 3.75 tiles' worth, so two whole rounds of 2
   for (uint32_t t = 0; t < p.tasks.size(); ++t) {
     const TaskDesc& task = p.tasks[t];
     EXPECT_EQ(task.wait_count, task.node == 0 ? 0 : 1) << t;
@@ -222,33 +226,34 @@ TEST(CpuExecutor, MatrixChainProgramRunsTheChain) {
   EXPECT_EQ(p.queues[0].size(), p.queues[1].size());
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> norm(hidden), activations(size_t(nodes + 1) * hidden, std::nanf(""));
-  std::vector<uint16_t> weights(size_t(nodes) * hidden * hidden);
-  for (uint32_t k = 0; k < hidden; ++k) activations[k] = uniform(rng);
+  std::vector<float> norm(width), activations(size_t(matrices.size() + 1) * width, std::nanf(""));
+  std::vector<std::vector<uint16_t>> weights;
+  for (uint32_t k = 0; k < width; ++k) activations[k] = uniform(rng);
   for (float& v : norm) v = 0.5f + uniform(rng) * 0.25f;
-  for (uint16_t& w : weights) w = f32_to_bf16(uniform(rng));
+  for (const ChainMatrix& m : matrices) {
+    weights.emplace_back(size_t(m.rows) * m.cols);
+    for (uint16_t& w : weights.back()) w = f32_to_bf16(uniform(rng));
+  }
   std::vector<void*> slots{norm.data()};
-  for (uint32_t a = 0; a <= nodes; ++a) slots.push_back(activations.data() + size_t(a) * hidden);
-  for (uint32_t n = 0; n < nodes; ++n) slots.push_back(weights.data() + size_t(n) * hidden * hidden);
+  for (uint32_t a = 0; a <= matrices.size(); ++a) slots.push_back(activations.data() + size_t(a) * width);
+  for (auto& w : weights) slots.push_back(w.data());
   CpuExecutor executor(2);
   ProgramInstance instance(p, slots);
   const int32_t token = 0;
   executor.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});
-  std::vector<double> x(activations.begin(), activations.begin() + hidden);
-  for (uint32_t n = 0; n < nodes; ++n) {
+  for (uint32_t n = 0; n < matrices.size(); ++n) {
+    const ChainMatrix& m = matrices[n];
+    const float* x = activations.data() + size_t(n) * width;  // the node's input as computed
     double sum_squares = 0;
-    for (double v : x) sum_squares += v * v;
-    const double inverse_rms = 1.0 / std::sqrt(sum_squares / hidden + 1e-5);
-    std::vector<double> next(hidden, 0.0);
-    for (uint32_t r = 0; r < hidden; ++r)
-      for (uint32_t k = 0; k < hidden; ++k)
-        next[r] += x[k] * inverse_rms * norm[k] * bf16_to_f32(weights[(size_t(n) * hidden + r) * hidden + k]);
-    for (uint32_t r = 0; r < hidden; ++r) {
-      const float got = activations[size_t(n + 1) * hidden + r];
+    for (uint32_t k = 0; k < m.cols; ++k) sum_squares += double(x[k]) * x[k];
+    const double inverse_rms = 1.0 / std::sqrt(sum_squares / m.cols + 1e-5);
+    for (uint32_t r = 0; r < m.rows; ++r) {
+      double expected = 0;
+      for (uint32_t k = 0; k < m.cols; ++k) expected += double(x[k]) * inverse_rms * norm[k] * bf16_to_f32(weights[n][size_t(r) * m.cols + k]);
+      const float got = activations[size_t(n + 1) * width + r];
       ASSERT_FALSE(std::isnan(got)) << "node " << n << " row " << r << " was not written";
-      ASSERT_NEAR(got, next[r], 1e-3 * (1.0 + std::abs(next[r]))) << "node " << n << " row " << r;
+      ASSERT_NEAR(got, expected, 1e-3 * (1.0 + std::abs(expected))) << "node " << n << " row " << r;
     }
-    for (uint32_t r = 0; r < hidden; ++r) x[r] = activations[size_t(n + 1) * hidden + r];  // the next node's input as computed
   }
 }
 
