@@ -277,9 +277,11 @@ CudaStepResult Engine::Impl::run_cuda(BoundProgram& bound, const std::vector<int
   return result;
 }
 
-const float* Engine::Impl::run(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace) {
+const float* Engine::Impl::run(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace,
+                              bool want_logits) {
   if (cuda) {
     run_cuda(bound, tokens, trace);
+    if (!want_logits) return nullptr;  // another rank of this process copies them back
     host_logits.resize(info.vocab);
     cuda->download(host_logits.data(), bound.logits, info.vocab * sizeof(float));
     return host_logits.data();
@@ -336,7 +338,7 @@ const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* c
       if (chunk_compile_ms > 0) setup_barrier();  // a new program: every rank compiles it first
       for (uint32_t r = 1; r < programs.size(); ++r) check_ranks_agree(*programs[0], *programs[r], r);
       on_every_rank([&](Impl& r, uint32_t index) {
-        const float* rank_logits = r.run(*programs[index], chunk, nullptr);
+        const float* rank_logits = r.run(*programs[index], chunk, nullptr, index == 0);
         if (index == 0) logits = rank_logits;
       });
       end_step_barrier();
@@ -352,7 +354,7 @@ const float* Engine::Impl::decode_step(int32_t token, std::vector<TaskTiming>* t
   check_not_broken();
   const float* logits = nullptr;
   on_every_rank([&](Impl& r, uint32_t index) {
-    const float* rank_logits = r.run(*r.decode_program, {token}, index == 0 ? trace : nullptr);
+    const float* rank_logits = r.run(*r.decode_program, {token}, index == 0 ? trace : nullptr, index == 0);
     if (index == 0) logits = rank_logits;
   });
   end_step_barrier();

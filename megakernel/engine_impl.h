@@ -126,8 +126,11 @@ struct Engine::Impl {
   BoundProgram& prefill_program(uint32_t tokens, double* compile_ms);
   // Throws InputError unless `tokens` are in the vocabulary and fit the context after `position`.
   void check_tokens(const std::vector<int32_t>& tokens) const;
-  // Runs one step of `bound` on `tokens` at the current position; returns the logits (host memory).
-  const float* run(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace);
+  // Runs one step of `bound` on `tokens` at the current position; returns the logits (host memory). On
+  // cuda, without `want_logits` nothing is copied back and it returns null (tensor-parallel ranks of
+  // one process after the first: every rank holds the same gathered logits).
+  const float* run(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace,
+                   bool want_logits = true);
   // Checks the tokens and points the program at the current arena; the step's inputs.
   StepInputs prepare_step(BoundProgram& bound, const std::vector<int32_t>& tokens);
   CudaStepResult run_cuda(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace = nullptr);
