@@ -119,6 +119,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
     throw InputError("--policy dynamic cannot run with --tp: each rank's ready queue would order its collective "
                      "tasks differently, and ranks waiting on each other's different tasks could deadlock; use a "
                      "static policy (docs/TENSOR_PARALLEL.md)");
+  if (options.tp > 1) split_tensor_parallel(spec, options.tp);  // refuses a degree the shapes do not allow, saying why
   // Tensor parallelism: the window each rank's collectives use (two partial-sum slices per layer for a
   // prefill chunk, and the rank's share of the logits) and its flags (at most one per column of each
   // collective node, one per rank's logits, and two barriers).
@@ -140,7 +141,6 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
       // GPU splitting its SMs; or one rank per process (mpirun, or RANK and WORLD_SIZE) over NCCL.
       if (options.cuda_resident)
         throw InputError("--resident cannot run with --tp yet: each rank's kernel is launched per step (docs/TENSOR_PARALLEL.md)");
-      split_tensor_parallel(spec, options.tp);  // refuses a degree the shapes do not allow, saying why
       const std::optional<Bootstrap> boot = bootstrap_from_environment();
       if (boot && !NcclWindowGroup::built())
         throw InputError("--tp with --backend cuda and one rank per process (mpirun, or RANK and WORLD_SIZE) needs NCCL 2.28 "
@@ -197,7 +197,6 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
     if (options.tp > 1) {
       // One engine per rank on its share of the threads; the parent keeps the group and runs no program.
       // Ranks as processes: this process holds its own rank only, and meets the others in shared memory.
-      const TensorParallelSplit split = split_tensor_parallel(spec, options.tp);
       const std::optional<Bootstrap> boot = bootstrap_from_environment();
       m.tp = options.tp;
       m.step_barrier_flag = flags - 1;

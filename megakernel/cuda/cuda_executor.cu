@@ -60,8 +60,6 @@ std::string describe_error(const DeviceErrorRecord& r) {
              " ms in " + task + " for " + wait_description(r) + "; the step was stopped";
     case DeviceErrorCode::unknown_opcode:
       return "megakernel: CTA " + std::to_string(r.cta) + " met an unknown opcode " + std::to_string(r.op) + " in " + task;
-    case DeviceErrorCode::unsupported_op:
-      return "megakernel: CTA " + std::to_string(r.cta) + " met " + task + ", which has no device implementation yet";
     case DeviceErrorCode::none:
       break;
   }

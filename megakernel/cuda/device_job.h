@@ -25,7 +25,7 @@ constexpr uint32_t kDeviceGemmWorkspaceFloats = 24576;  // 96 KiB: its results, 
 constexpr uint32_t kMailboxTokens = 128;       // resident mode: tokens a posted step may carry
 constexpr uint32_t kDeviceMaxRanks = 8;        // tensor-parallel ranks a collective tile reaches
 
-enum class DeviceErrorCode : uint32_t { none = 0, watchdog = 1, unknown_opcode = 2, unsupported_op = 3 };
+enum class DeviceErrorCode : uint32_t { none = 0, watchdog = 1, unknown_opcode = 2 };
 enum class DeviceWaitKind : uint32_t { event = 0, bsp_barrier = 1, ready_queue = 2, weight_stage = 3, peer_flag = 4 };
 
 // The first error of a kernel run; the CTA that claims `code` fills the rest, then raises abort.

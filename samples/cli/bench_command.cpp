@@ -43,7 +43,7 @@ int bench_command(int argc, char** argv) {
         "                      [--prompt-len P] [--policy NAME] [--granularity tile|head|op] [--kv-splits N]\n"
         "                      [--bandwidth-mb MB] [--json]\n"
         "                      [--compile-preset NAME]  (also time compiling that preset's decode program)\n"
-        "                      [--tp N]  (cpu: N tensor-parallel ranks as thread groups)\n"
+        "                      [--tp N]  (N tensor-parallel ranks of this process, timed against one rank)\n"
         "                      [--sweep policy,granularity,threads [--sweep-out PREFIX]]  (cpu: a grid of cells,\n"
         "                       each against bsp; PREFIX.csv and PREFIX.md, default sweep)\n"
         "                      [--backend cpu|cuda ...]  (cuda: dataflow, bsp and the resident kernel)\n%s",

@@ -25,9 +25,11 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --top-p P              nucleus sampling mass (1 = off)
   --seed S               sampling seed (default 0)
   --threads N            worker threads (default: all cores; shared by the ranks under --tp)
-  --tp N                 tensor parallelism (cpu backend): N ranks as thread groups of this process, or one
-                         rank per process under `mpirun -np N` or RANK / WORLD_SIZE / TILEFIRE_RENDEZVOUS
-                         (rank 0 prints; the others print nothing)
+  --tp N                 tensor parallelism: N ranks of this process (cpu: thread groups; cuda: rank r on
+                         GPU (--cuda-device + r) mod the visible GPUs, ranks sharing a GPU split its SMs),
+                         or one rank per process under `mpirun -np N` or RANK / WORLD_SIZE /
+                         TILEFIRE_RENDEZVOUS (cuda: over NCCL 2.28, one GPU each; rank 0 prints; the
+                         others print nothing)
   --tp-timeout-ms N      a collective waiting longer for a peer stops with an error naming it (default 10000)
   --schedule dataflow|bsp
   --policy NAME          placement of tasks on workers: balanced (default), round-robin,

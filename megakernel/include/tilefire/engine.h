@@ -34,8 +34,9 @@ struct EngineOptions {
   uint64_t preset_seed = 0;
   Backend backend = Backend::cpu;
   uint32_t threads = 0;      // cpu: worker threads (all ranks together); 0: one per core
-  uint32_t tp = 1;           // cpu: tensor-parallel ranks: thread groups of this process, or one rank per process
-                             // when RANK/WORLD_SIZE/TILEFIRE_RENDEZVOUS or mpirun's variables say which
+  uint32_t tp = 1;           // tensor-parallel ranks: of this process (cpu: thread groups; cuda: executors on the
+                             // GPUs), or one rank per process when RANK/WORLD_SIZE/TILEFIRE_RENDEZVOUS or
+                             // mpirun's variables say which (cuda: over NCCL)
   uint32_t tp_timeout_ms = 10000;  // a collective waiting longer for a peer stops with a TransportError
   Schedule schedule = Schedule::dataflow;
   std::string policy;  // placement policy: balanced (default), round-robin, critical-path, locality, dynamic
