@@ -22,11 +22,7 @@ struct DeviceTile<OpCode::causal_attention> {
     const float* q = ctx.slot<const float>(p.q);                       // [tokens, heads * hd]
     float* out = ctx.slot<float>(p.out);                               // [tokens, heads * hd]
     if (prefill_attention_on_tensor_cores(ctx.tokens_count, hd)) {
-      // A prefill: units of (query head, 16 tokens) on tensor cores, warp w taking units w, w + 8, ...
-      const uint32_t blocks = (ctx.tokens_count + 15) / 16, units = (tile.end - tile.begin) * blocks;
-      for (uint32_t unit = warp_id(); unit < units; unit += kDeviceConsumerWarps)
-        prefill_attention_unit(q, k, v, out, q_dim, hd, tile.begin + unit / blocks, 16 * (unit % blocks), ctx.tokens_count,
-                               ctx.position0, p.scale);
+      prefill_attention_tile(q, k, v, out, q_dim, hd, tile.begin, tile.end, ctx.tokens_count, ctx.position0, p.scale);
       consumers_sync();
       return;
     }

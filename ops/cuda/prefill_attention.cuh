@@ -1,7 +1,8 @@
 #pragma once
 // causal_attention's prefill body on tensor cores (sm_80+: mma.sync m16n8k16, bf16 in, f32 accumulate),
-// flash-attention style: a unit is one query head and 16 tokens; it walks the visible keys in blocks of
-// 16 positions, S = Q K^T for the block, an online softmax per token row (running max and sum, rows
+// flash-attention style: a unit is one query head, 16 tokens and up to 64 of the head's output dimensions
+// (a slice; head_dim 128 takes two units per head and 16 tokens, each computing the scores in full); it
+// walks the visible keys in blocks of 16 positions, S = Q K^T for the block, an online softmax per token row (running max and sum, rows
 // rescaled when the max moves), and O += P V, the S accumulators reused as the P operand. The CPU twin is
 // the same op's tile (ops/causal_attention.h): the same softmax of the same scores, within tolerance.
 //
@@ -19,7 +20,10 @@
 
 namespace tilefire::device {
 
-constexpr uint32_t kPrefillAttentionMaxHeadDim = 64;  // O's accumulators: head_dim / 8 tiles of 4 floats
+// O's accumulators of a unit: kPrefillAttentionSliceDims / 8 n tiles of 4 floats per lane. More spilled
+// (head_dim 128 in one unit did), so larger heads are cut into slices of this many output dimensions.
+constexpr uint32_t kPrefillAttentionSliceDims = 64;
+constexpr uint32_t kPrefillAttentionMaxHeadDim = 256;
 
 // d += a b with both operands split (hi hi + hi lo + lo hi).
 __device__ __forceinline__ void mma_split(float (&d)[4], const uint32_t (&a_hi)[4], const uint32_t (&a_lo)[4],
@@ -50,11 +54,20 @@ __device__ __forceinline__ bool prefill_attention_on_tensor_cores(uint32_t token
   return tokens >= 16 && head_dim % 16 == 0 && head_dim <= kPrefillAttentionMaxHeadDim;
 }
 
-// Query head `head`, tokens [t0, t0 + 16) of the step (those below `count`), at positions position0 + t.
-// q, out: [tokens, heads * head_dim]; k, v: the head's KV head, [max_context, head_dim].
-static __device__ __noinline__ void prefill_attention_unit(const float* q, const float* k, const float* v, float* out,
-                                                           uint32_t q_dim, uint32_t hd, uint32_t head, uint32_t t0,
-                                                           uint32_t count, uint32_t position0, float scale) {
+// The slices of a head's output dimensions.
+__device__ __forceinline__ uint32_t prefill_attention_slices(uint32_t head_dim) {
+  return (head_dim + kPrefillAttentionSliceDims - 1) / kPrefillAttentionSliceDims;
+}
+
+// Query head `head`, tokens [t0, t0 + 16) of the step (those below `count`), at positions position0 + t;
+// `slice_dims` output dimensions of the head (kPrefillAttentionSliceDims, fewer at its end), from the
+// slice's first: v_slice and out_slice point at that dimension of V's position 0 and out's token 0.
+// q: [tokens, heads * head_dim]; k: the head's KV head, [max_context, head_dim]; v_slice, out_slice: the
+// same layouts as v and out, offset.
+static __device__ __noinline__ void prefill_attention_unit(const float* q, const float* k, const float* v_slice,
+                                                           float* out_slice, uint32_t q_dim, uint32_t hd, uint32_t head,
+                                                           uint32_t t0, uint32_t count, uint32_t position0, float scale,
+                                                           uint32_t slice_dims) {
   const uint32_t lane = lane_id(), group = lane >> 2, quad = lane & 3;
   const uint32_t ta = t0 + group, tb = t0 + group + 8;  // this lane's two token rows
   const bool has_a = ta < count, has_b = tb < count;
@@ -62,11 +75,11 @@ static __device__ __noinline__ void prefill_attention_unit(const float* q, const
   const float* qb = q + uint64_t(tb) * q_dim + uint64_t(head) * hd;
   const uint32_t last = min(t0 + 16, count) - 1;  // the unit's last token
   const uint32_t keys = position0 + last + 1;     // positions any row of the unit sees
-  const uint32_t tiles = hd / 8;
+  const uint32_t tiles = slice_dims / 8;  // the slice's n tiles of O
   const float negative_inf = negative_infinity();
-  float o[kPrefillAttentionMaxHeadDim / 8][4];
+  float o[kPrefillAttentionSliceDims / 8][4];
 #pragma unroll
-  for (uint32_t n = 0; n < kPrefillAttentionMaxHeadDim / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  for (uint32_t n = 0; n < kPrefillAttentionSliceDims / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float max_a = negative_inf, max_b = negative_inf, sum_a = 0.0f, sum_b = 0.0f;
 
   for (uint32_t j0 = 0; j0 < keys; j0 += 16) {
@@ -128,16 +141,16 @@ static __device__ __noinline__ void prefill_attention_unit(const float* q, const
     split_bf16x2(make_float2(s[0][2], s[0][3]), p_hi[1], p_lo[1]);
     split_bf16x2(make_float2(s[1][0], s[1][1]), p_hi[2], p_lo[2]);
     split_bf16x2(make_float2(s[1][2], s[1][3]), p_hi[3], p_lo[3]);
-    // O = O * correction + P V, an n tile per 8 head dimensions; V's column: dimension 8 n + group.
+    // O = O * correction + P V, an n tile per 8 head dimensions; V's column: the slice's dimension 8 n + group.
     const uint32_t j = j0 + 2 * quad;  // this lane's B rows: positions j, j + 1, j + 8, j + 9
 #pragma unroll
-    for (uint32_t n = 0; n < kPrefillAttentionMaxHeadDim / 8; ++n) {
+    for (uint32_t n = 0; n < kPrefillAttentionSliceDims / 8; ++n) {
       if (n >= tiles) break;
       o[n][0] *= correction_a;
       o[n][1] *= correction_a;
       o[n][2] *= correction_b;
       o[n][3] *= correction_b;
-      const float* vd = v + 8 * n + group;
+      const float* vd = v_slice + 8 * n + group;
       const float2 low = make_float2(j < keys ? __ldcg(vd + uint64_t(j) * hd) : 0.0f,
                                      j + 1 < keys ? __ldcg(vd + uint64_t(j + 1) * hd) : 0.0f);
       const float2 high = make_float2(j + 8 < keys ? __ldcg(vd + uint64_t(j + 8) * hd) : 0.0f,
@@ -151,19 +164,37 @@ static __device__ __noinline__ void prefill_attention_unit(const float* q, const
   // out = O / sum (zeros for a row that saw no key, as the CPU twin).
   const float inverse_a = sum_a == 0.0f ? 0.0f : 1.0f / sum_a, inverse_b = sum_b == 0.0f ? 0.0f : 1.0f / sum_b;
 #pragma unroll
-  for (uint32_t n = 0; n < kPrefillAttentionMaxHeadDim / 8; ++n) {
+  for (uint32_t n = 0; n < kPrefillAttentionSliceDims / 8; ++n) {
     if (n >= tiles) break;
     const uint32_t d = 8 * n + 2 * quad;
     if (has_a) {
-      float* row = out + uint64_t(ta) * q_dim + uint64_t(head) * hd + d;
+      float* row = out_slice + uint64_t(ta) * q_dim + uint64_t(head) * hd + d;
       row[0] = sum_a == 0.0f ? 0.0f : o[n][0] * inverse_a;
       row[1] = sum_a == 0.0f ? 0.0f : o[n][1] * inverse_a;
     }
     if (has_b) {
-      float* row = out + uint64_t(tb) * q_dim + uint64_t(head) * hd + d;
+      float* row = out_slice + uint64_t(tb) * q_dim + uint64_t(head) * hd + d;
       row[0] = sum_b == 0.0f ? 0.0f : o[n][2] * inverse_b;
       row[1] = sum_b == 0.0f ? 0.0f : o[n][3] * inverse_b;
     }
+  }
+}
+
+// Query heads [head_begin, head_end) of a prefill of `count` tokens: units of (query head, 16 tokens, a
+// slice of the head's output dimensions), consumer warp w taking units w, w + 8, ... A head's slices of
+// one token block are neighbours, so they read its K and V while the others' reads are still in cache.
+// Out of line, as the unit is: the kernel keeps none of the loop's state live.
+static __device__ __noinline__ void prefill_attention_tile(const float* q, const float* k, const float* v, float* out,
+                                                           uint32_t q_dim, uint32_t hd, uint32_t head_begin,
+                                                           uint32_t head_end, uint32_t count, uint32_t position0,
+                                                           float scale) {
+  const uint32_t blocks = (count + 15) / 16, slices = prefill_attention_slices(hd);
+  const uint32_t units_per_head = blocks * slices, units = (head_end - head_begin) * units_per_head;
+  for (uint32_t unit = warp_id(); unit < units; unit += kDeviceConsumerWarps) {
+    const uint32_t head = head_begin + unit / units_per_head, block = unit % units_per_head / slices;
+    const uint32_t d_begin = unit % slices * kPrefillAttentionSliceDims;
+    prefill_attention_unit(q, k, v + d_begin, out + d_begin, q_dim, hd, head, 16 * block, count, position0, scale,
+                           min(hd - d_begin, kPrefillAttentionSliceDims));
   }
 }
 
