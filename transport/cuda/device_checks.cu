@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "transport/cuda/device_flags.cuh"
@@ -14,6 +15,21 @@
 namespace tilefire {
 
 namespace {
+
+// Device memory of one check, freed on every way out of it (TILEFIRE_CUDA_CHECK returns early).
+template <class T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  ~DeviceArray() { cudaFree(data_); }
+  cudaError_t allocate(uint64_t count) { return cudaMalloc(&data_, count * sizeof(T)); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return data_; }
+
+ private:
+  T* data_ = nullptr;
+};
 
 __host__ __device__ float contribution(uint32_t rank, uint32_t epoch, uint32_t i) {
   return float((rank * 7 + epoch * 13 + i * 3) % 1001) * 0.0078125f - 3.0f * float(rank);  // k / 128: exact in f32
@@ -81,13 +97,16 @@ DeviceCheckResult check_virtual_rank_allreduce(int device, uint32_t ranks, uint3
   DeviceCheckResult result;
   if (!device_usable(device, result)) return result;
   TILEFIRE_CUDA_CHECK(cudaSetDevice(device));
-  float *inputs = nullptr, *out = nullptr;
-  unsigned long long* flags = nullptr;
-  uint32_t* timed_out = nullptr;
-  TILEFIRE_CUDA_CHECK(cudaMalloc(&inputs, uint64_t(ranks) * 2 * count * sizeof(float)));
-  TILEFIRE_CUDA_CHECK(cudaMalloc(&out, uint64_t(ranks) * count * sizeof(float)));
-  TILEFIRE_CUDA_CHECK(cudaMalloc(&flags, ranks * sizeof(unsigned long long)));
-  TILEFIRE_CUDA_CHECK(cudaMalloc(&timed_out, sizeof(uint32_t)));
+  DeviceArray<float> inputs_memory, out_memory;
+  DeviceArray<unsigned long long> flags_memory;
+  DeviceArray<uint32_t> timed_out_memory;
+  TILEFIRE_CUDA_CHECK(inputs_memory.allocate(uint64_t(ranks) * 2 * count));
+  TILEFIRE_CUDA_CHECK(out_memory.allocate(uint64_t(ranks) * count));
+  TILEFIRE_CUDA_CHECK(flags_memory.allocate(ranks));
+  TILEFIRE_CUDA_CHECK(timed_out_memory.allocate(1));
+  float *inputs = inputs_memory.get(), *out = out_memory.get();
+  unsigned long long* flags = flags_memory.get();
+  uint32_t* timed_out = timed_out_memory.get();
   TILEFIRE_CUDA_CHECK(cudaMemset(flags, 0, ranks * sizeof(unsigned long long)));
   TILEFIRE_CUDA_CHECK(cudaMemset(timed_out, 0, sizeof(uint32_t)));
   uint64_t timeout_ns = 5000000000ull;
@@ -100,10 +119,6 @@ DeviceCheckResult check_virtual_rank_allreduce(int device, uint32_t ranks, uint3
   uint32_t late = 0;
   TILEFIRE_CUDA_CHECK(cudaMemcpy(host.data(), out, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
   TILEFIRE_CUDA_CHECK(cudaMemcpy(&late, timed_out, sizeof(uint32_t), cudaMemcpyDeviceToHost));
-  cudaFree(inputs);
-  cudaFree(out);
-  cudaFree(flags);
-  cudaFree(timed_out);
   if (late) {
     result.error = "a virtual rank waited more than 5 s for a peer";
     return result;
@@ -149,6 +164,7 @@ DeviceCheckResult check_nccl_single_rank_window(int device, uint32_t count) {
   void* buffer = nullptr;
   ncclWindow_t window{};
   ncclDevComm dev_comm{};
+  bool dev_comm_made = false;
   float* out = nullptr;
   const size_t bytes = (uint64_t(count) * sizeof(float) + 4095) / 4096 * 4096;  // NCCL_WIN_REQUIRED_ALIGNMENT
   bool ok = nccl(ncclMemAlloc(&buffer, bytes), "ncclMemAlloc") &&
@@ -157,22 +173,30 @@ DeviceCheckResult check_nccl_single_rank_window(int device, uint32_t count) {
     ncclDevCommRequirements requirements;
     std::memset(&requirements, 0, sizeof(requirements));  // 2.28: no initializer macro yet
     requirements.lsaBarrierCount = 1;
-    ok = nccl(ncclDevCommCreate(comm, &requirements, &dev_comm), "ncclDevCommCreate");
+    ok = dev_comm_made = nccl(ncclDevCommCreate(comm, &requirements, &dev_comm), "ncclDevCommCreate");
   }
-  if (ok && cudaMalloc(&out, count * sizeof(float)) == cudaSuccess) {
+  if (ok && cudaMalloc(&out, count * sizeof(float)) != cudaSuccess) {
+    result.error = "cudaMalloc of the check's " + std::to_string(count) + " results failed";
+    ok = false;
+  }
+  if (ok) {
     nccl_window_kernel<<<1, 256>>>(dev_comm, window, count, out);
     const cudaError_t status = cudaDeviceSynchronize();
     if (status != cudaSuccess) {
       result.error = std::string("the NCCL window kernel: ") + cudaGetErrorString(status);
     } else {
       std::vector<float> host(count);
-      cudaMemcpy(host.data(), out, count * sizeof(float), cudaMemcpyDeviceToHost);
-      result.ran = true;
-      for (uint32_t i = 0; i < count; ++i) result.mismatches += host[i] != contribution(0, 1, i);
+      const cudaError_t copied = cudaMemcpy(host.data(), out, count * sizeof(float), cudaMemcpyDeviceToHost);
+      if (copied != cudaSuccess) {
+        result.error = std::string("copying the check's results back: ") + cudaGetErrorString(copied);
+      } else {
+        result.ran = true;
+        for (uint32_t i = 0; i < count; ++i) result.mismatches += host[i] != contribution(0, 1, i);
+      }
     }
-    cudaFree(out);
   }
-  if (ok) ncclDevCommDestroy(comm, &dev_comm);
+  cudaFree(out);  // nothing when the allocation failed
+  if (dev_comm_made) ncclDevCommDestroy(comm, &dev_comm);
   if (window) ncclCommWindowDeregister(comm, window);
   if (buffer) ncclMemFree(buffer);
   ncclCommDestroy(comm);
