@@ -11,6 +11,9 @@
 #   5. the benchmark: decode step latency at batch 1 for the Llama-3.2-1B shape in bf16 (dataflow, bsp,
 #      resident), achieved bandwidth against a measured device-to-device copy, and PyTorch (eager and
 #      CUDA graph) on the same safetensors.
+#   +  on this machine's CPU cores, no GPU: TP=2 with several workers per rank, dataflow against bsp and
+#      the collectives' time (the tensor-parallelism issue's CPU overlap figure; CI's 2 cores give each
+#      rank one worker).
 # Usage: tests/device/run.sh [LOG_DIR]   (default: $OUT if set, else ./device-logs). Full logs go there.
 # The machine needs nvcc, CMake, ninja and a C++20 compiler; oneTBB, nlohmann_json and GoogleTest come
 # from .device-deps/ when present (scripts/device-deps fills it on a machine with Debian's packages).
@@ -160,6 +163,27 @@ if ! skip_if_late tp2; then
   fi
 fi
 
+# Tensor parallelism on this machine's CPU cores (tensor-parallelism issue): how much of the collective
+# time dataflow hides needs ranks with several workers each, which the 2-core CI machine cannot give.
+# The small preset, TP=2 with half the threads per rank, against TP=1 in the same rounds; TP=1's own
+# bsp / dataflow is the control (what dataflow gains with no collective); rank 0's traced bsp step gives
+# the collectives' time (the spans of their nodes: under bsp nothing runs beside them).
+cpu_threads=$(($(nproc) >= 16 ? 16 : $(nproc) / 2 * 2))
+if [ "$cpu_threads" -ge 4 ] && ! skip_if_late cpu-tp; then
+  small="${TMPDIR:-/tmp}/tilefire-device-small-bf16"
+  if limited 60 "$cli" bench --preset small --dtype bf16 --threads "$cpu_threads" --tp 2 --steps 16 --rounds 5 --json \
+       >"$logs/cpu_tp2.json" 2>"$logs/cpu_tp.log" &&
+     limited 60 "$cli" bench --preset small --dtype bf16 --threads "$cpu_threads" --steps 16 --rounds 5 --json \
+       >"$logs/cpu_tp1.json" 2>>"$logs/cpu_tp.log" &&
+     limited 60 "$cli" gen-model --preset small --dtype bf16 --seed 1 --out "$small" >>"$logs/cpu_tp.log" 2>&1 &&
+     limited 60 "$cli" run --model "$small" --threads "$cpu_threads" --tp 2 --schedule bsp --prompt-tokens 1,2,3,4,5,6,7,8 \
+       --max-new-tokens 4 --trace "$logs/cpu_tp2_bsp_trace.json" >>"$logs/cpu_tp.log" 2>&1; then
+    record cpu-tp PASS "$cpu_threads threads"
+  else
+    record cpu-tp FAIL "$(tail -n 3 "$logs/cpu_tp.log" | tr '\n' ' ')"
+  fi
+fi
+
 echo "== summary ($(elapsed))"
 python3 - "$results" "$logs" <<'PY'
 import json, os, sys
@@ -227,6 +251,22 @@ if fit and "fit" in fit:
           f"{fit['signal_ns']:.0f} ns per signal); traced {f['traced_step_ms']:.4f} ms; fitted {f['memory_gbs']:.0f} GB/s, "
           f"{f['dispatch_ns']:.0f} ns per task ({f['dispatch_samples']} gaps), {f['signal_ns']:.0f} ns per signal "
           f"({f['signal_samples']} waits) predict {f['fitted_step_ms']:.4f} ms")
+cpu_tp2, cpu_tp1, cpu_trace = load("cpu_tp2.json"), load("cpu_tp1.json"), load("cpu_tp2_bsp_trace.json")
+if cpu_tp2 and cpu_tp1 and cpu_trace:
+    # The collectives' time in rank 0's bsp step: per collective node, first start to last end.
+    spans = {}
+    for e in cpu_trace["traceEvents"]:
+        if e.get("ph") == "X" and e["cat"] in ("allreduce_residual", "allgather_logits"):
+            first, last = spans.get(e["args"]["node"], (float("inf"), 0.0))
+            spans[e["args"]["node"]] = (min(first, e["ts"]), max(last, e["ts"] + e["dur"]))
+    collective_ms = sum(last - first for first, last in spans.values()) / 1000
+    # From the median of the rounds' ratios, as bench's bsp / dataflow (the medians' difference is noisier).
+    gained_ms = cpu_tp2["dataflow_step_ms"] * (cpu_tp2["bsp_over_dataflow"] - 1)
+    print(f"cpu tensor parallelism ({cpu_tp2['threads']} threads; small, bf16): tp=2 dataflow {cpu_tp2['dataflow_step_ms']:.3f} ms, "
+          f"bsp {cpu_tp2['bsp_step_ms']:.3f} ms (bsp / dataflow {cpu_tp2['bsp_over_dataflow']:.3f}); tp=1 {cpu_tp2['tp1_step_ms']:.3f} ms "
+          f"(tp1 / tp2 {cpu_tp2['tp1_over_tp']:.3f}), its bsp / dataflow {cpu_tp1['bsp_over_dataflow']:.3f}; collectives in a traced "
+          f"tp=2 bsp step {collective_ms:.3f} ms over {len(spans)} nodes; dataflow's gain over bsp {gained_ms:.3f} ms = "
+          f"{100 * gained_ms / collective_ms if collective_ms > 0 else 0:.0f}% of it")
 if tp2:
     print(f"tp=2 as virtual ranks on this GPU: {tp2['dataflow_step_ms']:.4f} ms per step (bsp / dataflow {tp2['bsp_over_dataflow']:.3f}); "
           f"tp=1 in the same rounds: {tp2['tp1_step_ms']:.4f} ms")
