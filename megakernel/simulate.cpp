@@ -108,6 +108,9 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, con
     d.rotation_ns = median(rotations);
     d.exp_ns = median(exps);
   }
+  // The executor's prefetch while a task waits: the next task's first bytes only.
+  d.prefetch_bytes = double(kCpuIdlePrefetchBytes);
+  d.prefetch_tasks = 1;
 
   const std::vector<ChainMatrix> matrices = model_matrices(spec, wdtype, std::min<uint64_t>(working_set_bytes, 1ull << 30));
   Program chain = matrix_chain_program(matrices, tile_bytes, threads, wdtype);
@@ -168,6 +171,13 @@ DeviceModel device_from_file(const std::string& path) {
   d.link_latency_ns = j.contains("link_latency_ns") ? number("link_latency_ns") : 0;
   d.rotation_ns = j.contains("rotation_ns") ? number("rotation_ns") : 0;  // optional: 0 charges no epilogue
   d.exp_ns = j.contains("exp_ns") ? number("exp_ns") : 0;
+  // Optional: without them a waiting worker fetches its next task's weights, unbounded.
+  d.prefetch_bytes = j.contains("prefetch_bytes") ? number("prefetch_bytes") : 0;
+  if (j.contains("prefetch_tasks")) {
+    const double tasks = number("prefetch_tasks");
+    if (tasks != double(uint32_t(tasks))) throw InputError("--device " + path + ": 'prefetch_tasks' must be a whole number of tasks");
+    d.prefetch_tasks = uint32_t(tasks);
+  }
   if (d.workers == 0 || d.memory_gbs == 0 || d.flops == 0)
     throw InputError("--device " + path + ": workers, memory_gbs and flops must be above 0");
   return d;
@@ -198,7 +208,9 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
                               {"link_gbs", fit.device.link_gbs},
                               {"link_latency_ns", fit.device.link_latency_ns},
                               {"rotation_ns", fit.device.rotation_ns},
-                              {"exp_ns", fit.device.exp_ns}};
+                              {"exp_ns", fit.device.exp_ns},
+                              {"prefetch_bytes", fit.device.prefetch_bytes},
+                              {"prefetch_tasks", fit.device.prefetch_tasks}};
   std::ofstream file(options.fit_out_path);
   if (!file) throw InputError("--fit-out: cannot write '" + options.fit_out_path + "'");
   file << out.dump(2) << "\n";
@@ -286,6 +298,8 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   report.signal_ns = device.signal_ns;
   report.rotation_ns = device.rotation_ns;
   report.exp_ns = device.exp_ns;
+  report.prefetch_bytes = device.prefetch_bytes;
+  report.prefetch_tasks = device.prefetch_tasks;
   report.step_ms = dataflow.step_ns * 1e-6;
   report.bound_ms = std::max(bytes / device.memory_gbs, flops / (device.flops * 1e-9)) * 1e-6;
   report.bound_share = report.step_ms > 0 ? report.bound_ms / report.step_ms : 0;

@@ -43,6 +43,12 @@ struct DeviceModel {
   double link_latency_ns = 0;  // a collective task's round trip to its peers' flags
   double rotation_ns = 0;      // one RoPE (cos, sin) pair on one worker
   double exp_ns = 0;           // one exponential on one worker
+  // What a worker fetches ahead while it waits, as the backends' prefetch does: weights of at most
+  // `prefetch_tasks` of its upcoming tasks (the one it waits for first; 0: no bound), at most
+  // `prefetch_bytes` held at once (0: no bound). The cuda kernel's producer warp walks the CTA's queue
+  // into its shared-memory stages; the cpu executor fetches the first 256 KB of the next task only.
+  double prefetch_bytes = 0;
+  uint32_t prefetch_tasks = 1;
 };
 
 // h100 (SXM), h200, b200; nullopt for other names.

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <queue>
+#include <span>
 #include <stdexcept>
 
 #include "scheduler/policy.h"
@@ -59,13 +60,16 @@ class Simulation {
     return ready;
   }
 
-  // Runs `task` on `worker`, which is free at free_at_[worker]; returns its end.
-  double execute(uint32_t task, uint32_t worker, double ready) {
+  // Runs `task` on `worker`, which is free at free_at_[worker]; returns its end. `upcoming` (static
+  // queues) is the worker's queue from `task` on: what its prefetch may fetch for while it waits. Taken
+  // from the dynamic queue (no `upcoming`), a task is only known to its worker once it is ready, so
+  // nothing was fetched for it: neither backend prefetches there.
+  double execute(uint32_t task, uint32_t worker, double ready, std::span<const uint32_t> upcoming = {}) {
     const double free = free_at_[worker];
     const double start = std::max(free, ready);
-    // Waiting for inputs streams the weights (up to the task's weight time): that much less remains.
-    const double hidden = options_.prefetch_while_waiting ? std::min(weight_ns_[task], std::max(0.0, ready - free)) : 0.0;
-    const double duration = std::max(task_ns_[task] - hidden, 0.0);
+    if (options_.prefetch_while_waiting && !upcoming.empty()) prefetch(upcoming, std::max(0.0, ready - free));
+    // The weight time fetched ahead for this task (while it, or a task before it, waited) is not paid again.
+    const double duration = std::max(task_ns_[task] - fetched_ns_[task], 0.0);
     const double end = start + duration;
     free_at_[worker] = end;
     result_.busy_ns[worker] += duration;
@@ -78,6 +82,23 @@ class Simulation {
       else pending_signal_[e] = std::max(latest_signal(e), end);
     }
     return end;
+  }
+
+  // Waiting `idle_ns` for `task`'s inputs streams weights in queue order: the task's own, then its
+  // successors' (up to prefetch_tasks tasks), while what is held (fetched for tasks not yet run) stays
+  // within prefetch_held_ns.
+  void prefetch(std::span<const uint32_t> upcoming, double idle_ns) {
+    const size_t lookahead = options_.prefetch_tasks == 0 ? upcoming.size() : std::min<size_t>(upcoming.size(), options_.prefetch_tasks);
+    double held = 0;
+    for (size_t i = 0; i < lookahead; ++i) held += fetched_ns_[upcoming[i]];
+    for (size_t i = 0; i < lookahead && idle_ns > 0 && held < options_.prefetch_held_ns; ++i) {
+      const uint32_t t = upcoming[i];
+      const double take = std::min({weight_ns_[t] - fetched_ns_[t], idle_ns, options_.prefetch_held_ns - held});
+      if (take <= 0) continue;
+      fetched_ns_[t] += take;
+      held += take;
+      idle_ns -= take;
+    }
   }
 
   double latest_signal(uint32_t e) const {
@@ -102,8 +123,11 @@ class Simulation {
         if (start < best_start) best_start = start, best_worker = w;
       }
       if (best_start == kUnknown) throw std::runtime_error("simulate: the static queues deadlock");
-      const uint32_t task = queues[best_worker][next[best_worker]++];
-      execute(task, best_worker, inputs_ready(task));
+      const std::span<const uint32_t> upcoming(queues[best_worker].data() + next[best_worker],
+                                               queues[best_worker].size() - next[best_worker]);
+      const uint32_t task = upcoming.front();
+      ++next[best_worker];
+      execute(task, best_worker, inputs_ready(task), upcoming);
       --left;
     }
   }
@@ -140,19 +164,32 @@ class Simulation {
     }
   }
 
-  // Node by node, the same tiles on the same workers, a barrier (one signal latency) between nodes.
+  // Node by node, the same tiles on the same workers, a barrier (one signal latency) between nodes. A
+  // prefetch over the whole queue (prefetch_tasks 0: the cuda kernel's producer warp, which waits for no
+  // event) also runs ahead of the barriers, from each worker's last tile of a node on; a waiting
+  // worker's own prefetch (the cpu executor's) does not: the barrier is not a task's input.
   void run_bsp() {
     double barrier = 0;
+    const bool producer = options_.prefetch_while_waiting && options_.prefetch_tasks == 0;
     const bool static_queues = program_.placement == Placement::static_queues;
+    // Each worker's tiles regrouped node by node, as the executors' bsp queues are.
+    std::vector<std::vector<uint32_t>> queues = program_.queues;
+    for (auto& queue : queues)
+      std::stable_sort(queue.begin(), queue.end(), [&](uint32_t a, uint32_t b) { return program_.tasks[a].node < program_.tasks[b].node; });
+    std::vector<size_t> next(queues.size(), 0);
     for (uint32_t n = 0; n < program_.nodes.size(); ++n) {
       const NodeDesc& node = program_.nodes[n];
       double node_end = barrier;
-      std::fill(free_at_.begin(), free_at_.end(), barrier);
+      if (!producer) std::fill(free_at_.begin(), free_at_.end(), barrier);
       if (static_queues) {
-        for (uint32_t w = 0; w < program_.queues.size(); ++w)
-          for (uint32_t task : program_.queues[w])
-            if (program_.tasks[task].node == n) node_end = std::max(node_end, execute(task, w, barrier));
+        for (uint32_t w = 0; w < queues.size(); ++w)
+          for (; next[w] < queues[w].size() && program_.tasks[queues[w][next[w]]].node == n; ++next[w]) {
+            const std::span<const uint32_t> upcoming(queues[w].data() + next[w], queues[w].size() - next[w]);
+            node_end = std::max(node_end, execute(upcoming.front(), w, barrier, upcoming));
+          }
       } else {
+        // A dynamically placed program's bsp: tile i on worker i mod N, as the executors run it; the cpu
+        // executor's bsp does not prefetch, the kernel's producer has no queue to walk (no staging).
         for (uint32_t i = 0; i < node.task_count; ++i)
           node_end = std::max(node_end, execute(node.first_task + i, i % uint32_t(free_at_.size()), barrier));
       }
@@ -169,6 +206,7 @@ class Simulation {
   std::vector<double> free_at_;
   EventClock clock_;
   std::map<uint32_t, double> pending_signal_;
+  std::vector<double> fetched_ns_ = std::vector<double>(task_ns_.size(), 0.0);  // per task: weight time fetched ahead
 };
 
 }  // namespace
@@ -189,7 +227,10 @@ SimulationResult simulate_program(const Program& program, const DeviceModel& dev
     task_ns[t] = modelled_task_ns(device, work);
     weight_ns[t] = work.weight_bytes / share_bytes_per_ns;
   }
-  return simulate_with_times(program, task_ns, weight_ns, device.signal_ns, options);
+  SimulationOptions with_prefetch = options;
+  with_prefetch.prefetch_tasks = device.prefetch_tasks;
+  if (device.prefetch_bytes > 0) with_prefetch.prefetch_held_ns = device.prefetch_bytes / share_bytes_per_ns;
+  return simulate_with_times(program, task_ns, weight_ns, device.signal_ns, with_prefetch);
 }
 
 }  // namespace tilefire

@@ -3,9 +3,12 @@
 // on a modelled device. Each worker takes the tasks of its static queue in order (or, for a dynamically
 // placed program, the earliest-ready task); a task starts when its worker is free and every event it waits
 // on has fired (its last signal plus the device's signal latency), and takes its modelled time. While a
-// worker waits for a task's inputs it streams the task's weights, as the executors' prefetch does, so
-// waiting hides up to the task's weight time. bsp runs the same tiles node by node with a barrier between.
+// worker waits for a task's inputs it streams weights, as the executors' prefetch does: the task's own
+// first, then (with a lookahead of several tasks) its queue's next tasks', as far as the prefetch holds;
+// a task runs shorter by the weight time fetched ahead for it. bsp runs the same tiles node by node with
+// a barrier between.
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "scheduler/cost_model.h"
@@ -28,6 +31,11 @@ struct SimulationResult {
 struct SimulationOptions {
   bool bsp = false;
   bool prefetch_while_waiting = true;
+  // The prefetch's bounds (DeviceModel::prefetch_tasks and prefetch_bytes, the bytes as the weight time
+  // they take a worker): how many upcoming tasks it covers (0: every task left in the worker's queue),
+  // and how much weight time it holds at once.
+  uint32_t prefetch_tasks = 1;
+  double prefetch_held_ns = std::numeric_limits<double>::infinity();
   uint32_t sequences = 1;  // the step's tokens are decode tokens of this many sequences (task_work)
 };
 
@@ -36,7 +44,7 @@ SimulationResult simulate_program(const Program& program, const DeviceModel& dev
                                   const SimulationOptions& options = {});
 
 // The same with given task times (hand-made programs in tests, or another cost model). `weight_ns[t]` is
-// the part of task t that waiting can hide (0: none).
+// the part of task t that waiting can hide (0: none): its weights' streaming time.
 SimulationResult simulate_with_times(const Program& program, const std::vector<double>& task_ns,
                                      const std::vector<double>& weight_ns, double signal_ns,
                                      const SimulationOptions& options = {});

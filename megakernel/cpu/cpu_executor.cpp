@@ -111,7 +111,7 @@ void pin_to_core(std::thread& thread, uint32_t core) {
 // traffic the step needs anyway; a task that is ready at once fetches nothing here.
 class IdlePrefetch {
  public:
-  static constexpr uint64_t kBudget = 256 * 1024;
+  static constexpr uint64_t kBudget = kCpuIdlePrefetchBytes;
   static constexpr uint64_t kSlice = 256;  // bytes per call: 4 cache lines
 
   IdlePrefetch(const Program& program, const TaskDesc& task, void* const* slots)

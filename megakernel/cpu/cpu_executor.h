@@ -18,6 +18,10 @@ namespace tilefire {
 
 enum class ScheduleMode : uint8_t { dataflow, bsp };
 
+// While a task waits for its inputs, its worker fetches the first this many bytes of the weights the
+// tile will stream into L2 (the simulator's cpu device takes the same bound).
+constexpr uint64_t kCpuIdlePrefetchBytes = 256 * 1024;
+
 // One executed task, for traces.
 struct TaskTiming {
   uint32_t task = 0;

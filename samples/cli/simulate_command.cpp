@@ -22,7 +22,8 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
   --dtype NAME     weight dtype of a preset (default bf16)
   --device NAME    h100, h200 (default), b200 (datasheet figures), cpu (measured on this machine now),
                    or FILE.json with workers, memory_gbs, flops, dispatch_ns, signal_ns (and link_gbs,
-                   link_latency_ns for --tp; rotation_ns, exp_ns for RoPE pairs and exponentials)
+                   link_latency_ns for --tp; rotation_ns, exp_ns for RoPE pairs and exponentials;
+                   prefetch_bytes, prefetch_tasks for what a waiting worker fetches ahead)
   --threads N      the cpu device's workers (default: every core)
   --policy NAME    placement policy (default balanced)
   --granularity G  events per producer tile (tile, default), head-wide band (head), or op
@@ -77,7 +78,8 @@ int simulate_command(int argc, char** argv) {
                                 {"bsp_ratio", r.bsp_ratio}, {"idle_share", r.idle_share}, {"idle_ms_per_worker", r.idle_ms},
                                 {"collective_ms", r.collective_ms}, {"exposed_collective_ms", r.exposed_collective_ms},
                                 {"hidden_collective_share", r.hidden_collective_share},
-                                {"rotation_ns", r.rotation_ns}, {"exp_ns", r.exp_ns}};
+                                {"rotation_ns", r.rotation_ns}, {"exp_ns", r.exp_ns},
+                                {"prefetch_bytes", r.prefetch_bytes}, {"prefetch_tasks", r.prefetch_tasks}};
     if (r.fitted)
       out["fit"] = {{"traced_step_ms", r.traced_step_ms},        {"fitted_step_ms", r.fitted_step_ms},
                     {"memory_gbs", r.fitted_memory_gbs},         {"dispatch_ns", r.fitted_dispatch_ns},
@@ -86,10 +88,14 @@ int simulate_command(int argc, char** argv) {
     std::cout << out.dump() << std::endl;
     return 0;
   }
+  const std::string prefetch_bytes = r.prefetch_bytes > 0 ? std::to_string(uint64_t(r.prefetch_bytes / 1024)) + " KiB" : "all";
+  const std::string prefetch_tasks = r.prefetch_tasks == 0   ? "its queue"
+                                     : r.prefetch_tasks == 1 ? "the next task"
+                                                             : "the next " + std::to_string(r.prefetch_tasks) + " tasks";
   std::printf("%s on %s: %u workers, %.0f GB/s, %.3g flop/s, %.0f ns per task, %.0f ns per signal, %.2f ns per RoPE pair, "
-              "%.2f ns per exp; %u tasks\n",
+              "%.2f ns per exp, waiting prefetches %s of %s; %u tasks\n",
               r.model.c_str(), r.device.c_str(), r.workers, r.memory_gbs, r.flops, r.dispatch_ns, r.signal_ns, r.rotation_ns,
-              r.exp_ns, r.tasks);
+              r.exp_ns, prefetch_bytes.c_str(), prefetch_tasks.c_str(), r.tasks);
   std::printf("predicted decode step: %.4f ms (bound %.4f ms: %.0f%% of it reached), bsp %.4f ms (bsp / dataflow %.3f)\n",
               r.step_ms, r.bound_ms, 100 * r.bound_share, r.bsp_ms, r.bsp_ratio);
   const auto [least, most] = std::minmax_element(r.idle_ms.begin(), r.idle_ms.end());

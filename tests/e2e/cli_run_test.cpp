@@ -316,12 +316,15 @@ TEST(CliInspect, ShapeCriticalPathAndDot) {
 TEST(CliSimulate, JsonDeviceFileAndTrace) {
   TempDir dir("cli-simulate");
   const std::string device = (dir.path() / "device.json").string(), trace = (dir.path() / "sim.json").string();
-  write_file_text(device, R"({"name": "half-h200", "workers": 66, "memory_gbs": 2400, "flops": 5e14, "dispatch_ns": 400, "signal_ns": 800})");
+  write_file_text(device, R"({"name": "half-h200", "workers": 66, "memory_gbs": 2400, "flops": 5e14, "dispatch_ns": 400, "signal_ns": 800,
+                               "prefetch_bytes": 65536, "prefetch_tasks": 0})");
   RunResult r = run_cli({"simulate", "--preset", "small", "--device", device, "--json", "--trace", trace});
   ASSERT_EQ(r.status, 0) << describe(r);
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["device"], "half-h200");
   EXPECT_EQ(j["workers"], 66);
+  EXPECT_EQ(j["prefetch_bytes"], 65536);
+  EXPECT_EQ(j["prefetch_tasks"], 0);
   for (const char* key : {"step_ms", "bound_ms", "bound_share", "bsp_ratio", "idle_share"}) EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_GT(j["step_ms"].get<double>(), 0.0);
   EXPECT_LE(j["bound_ms"].get<double>(), j["step_ms"].get<double>() * 1.000001);
@@ -337,6 +340,11 @@ TEST(CliSimulate, JsonDeviceFileAndTrace) {
   EXPECT_NEAR(idle_sum / 66 / j["step_ms"].get<double>(), j["idle_share"].get<double>(), 1e-9);
   const nlohmann::json events = nlohmann::json::parse(read_file_text(trace));
   EXPECT_FALSE(events["traceEvents"].empty());
+  // A prefetch over part of a task is not a count of tasks.
+  write_file_text(device, R"({"workers": 66, "memory_gbs": 2400, "flops": 5e14, "dispatch_ns": 400, "signal_ns": 800, "prefetch_tasks": 1.5})");
+  r = run_cli({"simulate", "--preset", "small", "--device", device});
+  EXPECT_EQ(r.status, 2) << describe(r);
+  EXPECT_NE(r.err.find("'prefetch_tasks'"), std::string::npos) << describe(r);
 }
 
 // simulate --device cpu: the device measured here, with the workers asked for; every figure it measured

@@ -111,6 +111,9 @@ TEST(CostModel, DevicePresetsAndTaskTime) {
   ASSERT_TRUE(h200.has_value());
   EXPECT_EQ(h200->workers, 132u);
   EXPECT_DOUBLE_EQ(h200->memory_gbs, 4800);
+  // The kernel's stage ring (6 x 32 KiB), filled over the CTA's queue.
+  EXPECT_DOUBLE_EQ(h200->prefetch_bytes, 6 * 32768);
+  EXPECT_EQ(h200->prefetch_tasks, 0u);
   EXPECT_FALSE(device_preset("tpu").has_value());
   TaskWork memory_bound;
   memory_bound.weight_bytes = 132e3;  // 1 KB per ns per worker share on 132 workers: 4800/132 GB/s

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "ops/noop.h"
 #include "scheduler/policy.h"
@@ -81,6 +82,44 @@ TEST(Simulator, BulkSynchronousAddsABarrierPerNodeAndWaitingHidesWeights) {
   // Workers 4-7 wait 100 + 3 for their inputs, streaming the weights meanwhile: 40 of each 50 hidden.
   std::vector<double> weights{0, 0, 0, 0, 40, 40, 40, 40};
   EXPECT_DOUBLE_EQ(simulate_with_times(placed, times, weights, 3).step_ns, 100 + 3 + 10);
+}
+
+// Worker 0 runs node 1's three tasks (40 each, 30 of it weights) after waiting 100 for node 0's task on
+// worker 1. What the wait fetches ahead depends on the prefetch's bounds.
+TEST(Simulator, APrefetchOverTheQueueFetchesAheadWithinItsBounds) {
+  Program p = layered_program({1, 3}, {{}, {0}});
+  p.placement = Placement::static_queues;
+  p.queues = {{1, 2, 3}, {0}};
+  p.workers = 2;
+  const std::vector<double> times{100, 40, 40, 40}, weights{0, 30, 30, 30};
+  auto step = [&](uint32_t tasks, double held_ns) {
+    SimulationOptions options;
+    options.prefetch_tasks = tasks;
+    options.prefetch_held_ns = held_ns;
+    return simulate_with_times(p, times, weights, 0, options).step_ns;
+  };
+  const double unbounded = std::numeric_limits<double>::infinity();
+  EXPECT_DOUBLE_EQ(step(1, unbounded), 100 + 10 + 40 + 40);  // the next task's weights only (the default)
+  EXPECT_DOUBLE_EQ(step(2, unbounded), 100 + 10 + 10 + 40);
+  EXPECT_DOUBLE_EQ(step(0, unbounded), 100 + 10 + 10 + 10);  // the whole queue
+  EXPECT_DOUBLE_EQ(step(0, 50), 100 + 10 + 20 + 40);         // 30 for the first, the 20 left for the second
+  EXPECT_DOUBLE_EQ(step(1, 20), 100 + 20 + 40 + 40);
+}
+
+// bsp: a worker done early with a node fetches its next node's weights before the barrier only when the
+// prefetch walks the queue without waiting for anything (the cuda kernel's producer).
+TEST(Simulator, OnlyAQueueWalkingPrefetchRunsAheadOfBarriers) {
+  Program p = layered_program({2, 2}, {{}, {0}});
+  p.placement = Placement::static_queues;
+  p.queues = {{0, 2}, {1, 3}};
+  p.workers = 2;
+  const std::vector<double> times{100, 20, 40, 40}, weights{0, 0, 30, 30};
+  SimulationOptions bsp;
+  bsp.bsp = true;
+  EXPECT_DOUBLE_EQ(simulate_with_times(p, times, weights, 3, bsp).step_ns, 103 + 40);
+  bsp.prefetch_tasks = 0;
+  // Worker 1 waits 83 and fetches all 30 (its tile ends at 113); worker 0 waits 3 and fetches 3 (140).
+  EXPECT_DOUBLE_EQ(simulate_with_times(p, times, weights, 3, bsp).step_ns, 103 + 37);
 }
 
 }  // namespace

@@ -32,6 +32,8 @@ struct SimulateReport {
   uint32_t workers = 0, tasks = 0;
   double memory_gbs = 0, flops = 0, dispatch_ns = 0, signal_ns = 0;  // the device model used
   double rotation_ns = 0, exp_ns = 0;                                 // its epilogue costs per worker
+  double prefetch_bytes = 0;   // what a waiting worker fetches ahead: at most this many bytes (0: no bound)
+  uint32_t prefetch_tasks = 1; // over this many upcoming tasks (0: its whole queue)
   double step_ms = 0;      // predicted decode step (dataflow)
   double bound_ms = 0;     // bytes over the bandwidth, or flops over the peak
   double bound_share = 0;  // bound / step
