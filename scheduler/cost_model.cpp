@@ -102,8 +102,10 @@ std::optional<DeviceModel> device_preset(const std::string& name) {
   // Rotations and exponentials per SM (a CTA's 256 threads at once), leads from datasheet rates: the
   // device computes RoPE's sincos in double (about 50 FP64 operations) at roughly 34 TFLOP/s of vector
   // FP64 over the SMs, about 0.2 ns per pair; expf is an SFU ex2 at 16 per clock per SM, about 0.03 ns.
-  // Prefetch: the kernel's stage ring at its defaults (docs/CUDA.md), 32 KiB stages in the ~227 KiB of
-  // shared memory an SM gives one CTA, less the tiles' workspace: 6 stages, over the CTA's upcoming tasks.
+  // Prefetch: the kernel's stage ring at its defaults (docs/CUDA.md), 32 KiB stages in the 227 KiB of
+  // shared memory an SM gives one CTA, less the tiles' workspace (a decode tile's input row and results:
+  // 33 KB at the 1B shape's down projection, K = 8192): 6 stages, over the CTA's upcoming tasks. The 8B
+  // shape's K = 14336 leaves room for 5; the presets keep 6.
   constexpr double kRingBytes = 6 * 32768;
   if (name == "h100") return DeviceModel{"h100", 132, 3350, 989e12, 500, 1000, 450, 2000, 0.2, 0.03, kRingBytes, 0};
   if (name == "h200") return DeviceModel{"h200", 132, 4800, 989e12, 500, 1000, 450, 2000, 0.2, 0.03, kRingBytes, 0};
