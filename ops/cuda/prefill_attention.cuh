@@ -1,9 +1,10 @@
 #pragma once
 // causal_attention's prefill body on tensor cores (sm_80+: mma.sync m16n8k16, bf16 in, f32 accumulate),
-// flash-attention style: a unit is one query head, 16 tokens and up to 64 of the head's output dimensions
-// (a slice; head_dim 128 takes two units per head and 16 tokens, each computing the scores in full); it
-// walks the visible keys in blocks of 16 positions, S = Q K^T for the block, an online softmax per token row (running max and sum, rows
-// rescaled when the max moves), and O += P V, the S accumulators reused as the P operand. The CPU twin is
+// flash-attention style: a unit is one query head, 16 tokens and up to 64 of the head's output
+// dimensions (a slice; head_dim 128 takes two units per head and 16 tokens, each computing the scores in
+// full); it walks the visible keys in blocks of 16 positions, S = Q K^T for the block, an online
+// softmax per token row (running max and sum, rows rescaled when the max moves), and O += P V, the S
+// accumulators reused as the P operand. The CPU twin is
 // the same op's tile (ops/causal_attention.h): the same softmax of the same scores, within tolerance.
 //
 // Precision: Q, K, V (f32) and P are split into bf16 hi + lo and each product takes three MMAs
@@ -182,7 +183,8 @@ static __device__ __noinline__ void prefill_attention_unit(const float* q, const
 
 // Query heads [head_begin, head_end) of a prefill of `count` tokens: units of (query head, 16 tokens, a
 // slice of the head's output dimensions), consumer warp w taking units w, w + 8, ... A head's slices of
-// one token block are neighbours, so they read its K and V while the others' reads are still in cache.
+// one token block are neighbours, so they read its Q and K while the others' reads are still in cache
+// (each reads its own columns of V).
 // Out of line, as the unit is: the kernel keeps none of the loop's state live.
 static __device__ __noinline__ void prefill_attention_tile(const float* q, const float* k, const float* v, float* out,
                                                            uint32_t q_dim, uint32_t hd, uint32_t head_begin,

@@ -280,12 +280,12 @@ TEST(CudaOps, QkvProjectionMatchesCpu) {
     }
 }
 
-// Attention over short and long contexts (a few positions per warp, and hundreds), head_dim 48 to 128;
+// Attention over short and long contexts (a few positions per warp, and hundreds), head_dim 48 to 192;
 // a 40-token prefill takes the tensor-core body (16-token blocks, the last one partial): in one slice of
-// output dimensions at 48 and 64, in two at 80 (64 + 16) and 128 (64 + 64).
+// output dimensions at 48 and 64, in two at 80 (64 + 16) and 128 (64 + 64), in three at 192.
 TEST(CudaOps, CausalAttentionMatchesCpu) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
-  for (uint32_t head_dim : {48u, 64u, 80u, 128u})
+  for (uint32_t head_dim : {48u, 64u, 80u, 128u, 192u})
   for (uint32_t tokens : {3u, 40u})
     for (uint32_t position0 : {0u, 5u, 700u}) {
       SingleOpCase c;
