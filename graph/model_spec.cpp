@@ -204,6 +204,9 @@ ModelSpec parse_hf_config(const std::filesystem::path& config_json) {
   const std::string origin = config_json.string();
   std::error_code ignored;
   if (std::filesystem::is_directory(config_json, ignored)) fail(origin, "is a folder, not a config.json file");
+  // A FIFO or a device would block the read or never end.
+  if (std::filesystem::exists(config_json, ignored) && !std::filesystem::is_regular_file(config_json, ignored))
+    fail(origin, "not a regular file");
   std::ifstream in(config_json, std::ios::binary);
   if (!in) fail(origin, std::string("cannot open config.json (") + std::strerror(errno) + ")");
   std::ostringstream text;
@@ -266,12 +269,22 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
   spec.qk_norm = spec.arch == Architecture::qwen3;
   spec.dtype = parse_torch_dtype(config, origin);
   parse_token_ids(reader, spec);
+  // The MLP's activation: these architectures' SwiGLU, silu (or its other name, swish). Another one
+  // would run as silu and give wrong logits, so it is refused.
+  if (reader.has_non_null("hidden_act")) {
+    const json& act = config.at("hidden_act");
+    if (!act.is_string()) fail(origin, "key 'hidden_act' must be a string");
+    const std::string name = act.get<std::string>();
+    if (name != "silu" && name != "swish")
+      fail(origin, "key 'hidden_act' is '" + name + "': the MLP supports silu (SwiGLU) only");
+  }
 
   // Sliding-window attention: the foundation has none, so a model whose window is shorter than its
   // position range is run with max_context capped at the window. Within the window, sliding-window and
   // full attention are identical, so every answer we give is exact; we only refuse longer contexts.
   // Qwen2/3 configs carry sliding_window even when it is off; it only counts with use_sliding_window.
-  bool window_applies = qwen ? reader.bool_or("use_sliding_window", false) : true;
+  // Mistral's have no such switch (the window is on); an explicit use_sliding_window false turns any off.
+  bool window_applies = reader.bool_or("use_sliding_window", !qwen);
   if (window_applies && reader.has_non_null("sliding_window")) {
     uint32_t window = reader.positive_u32("sliding_window");
     if (window < spec.max_context) spec.max_context = window;

@@ -62,7 +62,9 @@ uint64_t TensorView::numel() const {
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
   const std::string origin = path.string();
   FileDescriptor file;
-  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking, so that opening a FIFO returns at once (and is refused below) instead of waiting for a
+  // writer; it changes nothing for a regular file, which is mapped.
+  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (file.fd < 0) fail(origin, std::string("cannot open safetensors file (") + std::strerror(errno) + ")");
   struct stat info {};
   if (::fstat(file.fd, &info) != 0) fail(origin, std::string("cannot stat (") + std::strerror(errno) + ")");
@@ -212,6 +214,21 @@ void SafetensorsFile::parse(const uint8_t* base, uint64_t size) {
                        std::to_string(extents[i].begin) + ", " + std::to_string(extents[i].end) + ") overlap");
     }
   }
+
+  // The data section is indexed in full, as the format requires and its reference reader checks: a gap
+  // or a tail belonging to no tensor means the offsets, or the header length, are off, and every tensor
+  // would be read from the wrong bytes.
+  uint64_t covered = 0;
+  for (const Extent& extent : extents) {
+    if (extent.begin == extent.end) continue;
+    if (extent.begin > covered)
+      fail(origin, "bytes [" + std::to_string(covered) + ", " + std::to_string(extent.begin) + ") of the data section, before tensor '" +
+                       *extent.name + "', belong to no tensor (a wrong header length, or wrong data_offsets)");
+    covered = std::max(covered, extent.end);
+  }
+  if (covered != data_size)
+    fail(origin, "the data section has " + std::to_string(data_size) + " bytes but its tensors end at " + std::to_string(covered) +
+                     " (a wrong header length, or bytes appended to the file)");
 
   const uint8_t* data_base = base + data_start;
   // A header length that is not a multiple of 8 leaves the data section misaligned for f32 loads. Such

@@ -21,6 +21,9 @@ using nlohmann::json;
 
 json read_json_file(const std::filesystem::path& path) {
   const std::string origin = path.string();
+  std::error_code ignored;
+  if (std::filesystem::exists(path, ignored) && !std::filesystem::is_regular_file(path, ignored))
+    fail(origin, "not a regular file");  // a FIFO or a device would block the read or never end
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(origin, std::string("cannot open (") + std::strerror(errno) + ")");
   std::ostringstream text;
@@ -158,7 +161,19 @@ std::vector<ExpectedTensor> expected_tensors(const ModelSpec& spec) {
 
 void check_weights_against_spec(ModelSpec& spec, const WeightStore& weights, const std::string& origin) {
   const TensorView* first_matrix = nullptr;
-  // Extra tensors (a tied checkpoint's lm_head.weight, old rotary_emb.inv_freq buffers) are ignored.
+  // Extra tensors (a tied checkpoint's lm_head.weight, old rotary_emb.inv_freq buffers) are ignored, but
+  // not layers past num_hidden_layers: a config.json that says fewer layers than the checkpoint holds
+  // would run a truncated model.
+  const std::string layers_prefix = "model.layers.";
+  for (const auto& [name, view] : weights.tensors()) {
+    if (name.compare(0, layers_prefix.size(), layers_prefix) != 0) continue;
+    const size_t digits_end = name.find('.', layers_prefix.size());
+    const std::string digits = name.substr(layers_prefix.size(), digits_end - layers_prefix.size());
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (std::stoul(digits) >= spec.layers)
+      fail(origin, "the checkpoint holds '" + name + "' (in " + view->file + "), a layer past config.json's num_hidden_layers " +
+                       std::to_string(spec.layers));
+  }
   for (const ExpectedTensor& expected : expected_tensors(spec)) {
     const TensorView* view = weights.find(expected.name);
     if (view == nullptr) {

@@ -60,6 +60,8 @@ class WeightStore {
   // The tensor, checked to have exactly `shape`; throws InputError naming the tensor and both shapes.
   const TensorView& require(const std::string& name, const std::vector<uint64_t>& shape) const;
   size_t size() const { return index_.size(); }
+  // Every tensor, by name.
+  const std::map<std::string, const TensorView*>& tensors() const { return index_; }
 
  private:
   std::vector<std::shared_ptr<SafetensorsFile>> files_;

@@ -66,7 +66,7 @@ InspectReport inspect_program(const InspectOptions& options) {
   compile.kv_splits = options.kv_splits;
   compile.tp = options.tp;
   compile.rank = options.rank;
-  if (options.tp > 1 && options.rank >= options.tp)
+  if (options.rank >= options.tp)  // without --tp there is one rank, rank 0
     throw InputError("--rank " + std::to_string(options.rank) + " is not below --tp " + std::to_string(options.tp));
   const Program program = compile_model(spec, compile);
   const TaskGraph graph = task_graph(program);

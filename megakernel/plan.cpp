@@ -21,6 +21,9 @@ std::string gib(uint64_t bytes) {
 }  // namespace
 
 nlohmann::json read_json_file(const std::string& path, const std::string& flag) {
+  std::error_code ignored;
+  if (std::filesystem::exists(path, ignored) && !std::filesystem::is_regular_file(path, ignored))
+    throw InputError(flag + " " + path + ": not a regular file");  // a FIFO or a device would block the read
   std::ifstream in(path);
   if (!in) throw InputError(flag + " " + path + ": cannot open the file");
   try {
@@ -47,6 +50,9 @@ TensorParallelPlan plan_tensor_parallel(const std::string& model_dir, const std:
   TensorParallelPlan plan;
   const ModelSpec spec = spec_for_tool(model_dir, preset, DType::bf16, &plan.model);
   if (kv_tokens == 0) kv_tokens = std::min<uint64_t>(spec.max_context, 4096);
+  if (kv_tokens > spec.max_context)
+    throw InputError("--kv-tokens " + std::to_string(kv_tokens) + " exceeds the model's " + std::to_string(spec.max_context) +
+                     " positions");
   const TensorParallelSplit split = split_tensor_parallel(spec, tp);
   plan.tp = tp;
   plan.heads = spec.heads;

@@ -155,14 +155,21 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, con
 
 DeviceModel device_from_file(const std::string& path) {
   const nlohmann::json j = read_json_file(path, "--device");
+  if (!j.is_object()) throw InputError("--device " + path + ": must be a JSON object of the device's figures (workers, memory_gbs, ...)");
   DeviceModel d;
+  // Finite and at most 1e18 (flop/s past any device's; GB/s, ns and bytes far past): a figure out
+  // there, or a bandwidth or peak next to 0, would make a task's time infinite or zero.
   auto number = [&](const char* key) {
-    if (!j.contains(key) || !j[key].is_number() || j[key].get<double>() < 0)
-      throw InputError("--device " + path + ": '" + key + "' must be a non-negative number");
+    if (!j.contains(key) || !j[key].is_number() || !(j[key].get<double>() >= 0) || j[key].get<double>() > 1e18)
+      throw InputError("--device " + path + ": '" + key + "' must be a number from 0 to 1e18");
     return j[key].get<double>();
   };
+  if (j.contains("name") && !j["name"].is_string()) throw InputError("--device " + path + ": 'name' must be a string");
   d.name = j.value("name", path);
-  d.workers = uint32_t(number("workers"));
+  const double workers = number("workers");
+  if (workers != double(uint32_t(workers)) || workers > 4096)
+    throw InputError("--device " + path + ": 'workers' must be a whole number from 1 to 4096");
+  d.workers = uint32_t(workers);
   d.memory_gbs = number("memory_gbs");
   d.flops = number("flops");
   d.dispatch_ns = number("dispatch_ns");
@@ -178,8 +185,10 @@ DeviceModel device_from_file(const std::string& path) {
     if (tasks != double(uint32_t(tasks))) throw InputError("--device " + path + ": 'prefetch_tasks' must be a whole number of tasks");
     d.prefetch_tasks = uint32_t(tasks);
   }
-  if (d.workers == 0 || d.memory_gbs == 0 || d.flops == 0)
-    throw InputError("--device " + path + ": workers, memory_gbs and flops must be above 0");
+  if (d.workers == 0 || d.memory_gbs < 1e-3 || d.flops < 1e3)
+    throw InputError("--device " + path + ": workers must be at least 1, memory_gbs at least 0.001 and flops at least 1000");
+  if (d.link_gbs > 0 && d.link_gbs < 1e-3)
+    throw InputError("--device " + path + ": 'link_gbs' must be 0 (no link) or at least 0.001");
   return d;
 }
 
@@ -258,6 +267,8 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   compile.kv_splits = options.kv_splits != 0 ? options.kv_splits : cpu_device ? 1 : 0;
   compile.tp = options.tp;
   compile.rank = options.rank;
+  if (options.rank >= options.tp)  // without --tp there is one rank, rank 0
+    throw InputError("--rank " + std::to_string(options.rank) + " is not below --tp " + std::to_string(options.tp));
   const Program program = compile_model(spec, compile);
   std::vector<TaskWork> work;  // per task
   double bytes = 0, flops = 0, weight_bytes = 0;

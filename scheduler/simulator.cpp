@@ -2,6 +2,7 @@
 #include "scheduler/simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <queue>
@@ -9,6 +10,7 @@
 #include <stdexcept>
 
 #include "scheduler/policy.h"
+#include "tilefire/errors.h"
 
 namespace tilefire {
 
@@ -226,6 +228,9 @@ SimulationResult simulate_program(const Program& program, const DeviceModel& dev
     const TaskWork work = task_work(program, program.tasks[t], context, options.sequences);
     task_ns[t] = modelled_task_ns(device, work);
     weight_ns[t] = work.weight_bytes / share_bytes_per_ns;
+    if (!std::isfinite(task_ns[t]) || !std::isfinite(weight_ns[t]))
+      throw InputError("simulate: on the device '" + device.name + "', task " + std::to_string(t) + " (" +
+                       std::string(op_name(program.tasks[t].op)) + ") would never end: a bandwidth, a peak or a link of almost 0?");
   }
   SimulationOptions with_prefetch = options;
   with_prefetch.prefetch_tasks = device.prefetch_tasks;

@@ -60,6 +60,7 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
   double first = std::numeric_limits<double>::infinity(), last = -first;
   for (const SimulatedTask& o : observed) first = std::min(first, o.start_ns), last = std::max(last, o.end_ns);
   fit.observed_step_ns = last - first;
+  if (!(fit.observed_step_ns > 0)) throw InputError("the trace's step takes no time (every task starts and ends at one instant)");
 
   // Dispatch and signal, from each worker's consecutive pairs: the next task was ready before the previous
   // started (a dispatch gap), or it waited for an input (a signal's latency, from that input's end).

@@ -41,6 +41,9 @@ void Args::parse(int argc, char** argv, int first) {
         if (i + 1 >= argc) throw InputError("tilefire " + command_ + ": flag " + arg + " needs a value");
         value = argv[++i];
       }
+      // An empty value would read as the flag's default (an empty --model is the built-in sample), so
+      // the user would get something other than what was asked for.
+      if (value.empty()) throw InputError("tilefire " + command_ + ": flag " + arg + " needs a value (got an empty one)");
       values_[arg] = value;
     } else {
       throw InputError("tilefire " + command_ + ": unknown " + std::string(arg.rfind("-", 0) == 0 ? "flag '" : "argument '") +
@@ -82,15 +85,20 @@ uint64_t Args::bytes_or(const std::string& flag, uint64_t fallback) const {
   errno = 0;
   const double number = std::strtod(s.c_str(), &end);
   const std::string unit = end ? std::string(end) : std::string();
-  static const std::pair<const char*, double> units[] = {{"", 1.0},         {"B", 1.0},      {"KiB", 1024.0},
-                                                         {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+  // A decimal number then a unit: no bare number (bytes or GiB?), no hex or exponent that strtod takes,
+  // and at least 1 MiB (a memory size below that is a typo).
+  const size_t digits = s.size() - unit.size();
+  const bool decimal = digits > 0 && std::isdigit(static_cast<unsigned char>(s[0])) &&
+                       s.find_first_not_of("0123456789.") >= digits;
+  static const std::pair<const char*, double> units[] = {{"B", 1.0},         {"KiB", 1024.0}, {"MiB", 1048576.0},
+                                                         {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
                                                          {"KB", 1e3},       {"MB", 1e6},     {"GB", 1e9},
                                                          {"TB", 1e12}};
   for (const auto& [name, scale] : units)
-    if (unit == name && !s.empty() && std::isdigit(static_cast<unsigned char>(s[0])) && errno != ERANGE &&
-        std::isfinite(number) && number * scale >= 1.0 && number * scale < 1.8e19)
+    if (unit == name && decimal && errno != ERANGE && std::isfinite(number) && number * scale >= 1048576.0 &&
+        number * scale < 1.8e19)
       return uint64_t(number * scale);
-  throw InputError("tilefire " + command_ + ": " + flag + " expects a size such as 80GiB, 141GB or 512MiB, got '" + s + "'");
+  throw InputError("tilefire " + command_ + ": " + flag + " expects a size of 1MiB or more with its unit, such as 80GiB, 141GB or 512MiB, got '" + s + "'");
 }
 
 double Args::number_or(const std::string& flag, double fallback, double min, double max) const {

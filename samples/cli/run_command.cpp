@@ -24,7 +24,7 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --top-k K              keep the K most probable tokens (0 = off)
   --top-p P              nucleus sampling mass (1 = off)
   --seed S               sampling seed (default 0)
-  --threads N            worker threads (default: all cores; shared by the ranks under --tp)
+  --threads N            worker threads (default: all cores; shared by the ranks under --tp, at least one each)
   --tp N                 tensor parallelism: N ranks of this process (cpu: thread groups; cuda: rank r on
                          GPU (--cuda-device + r) mod the visible GPUs, ranks sharing a GPU split its SMs),
                          or one rank per process under `mpirun -np N` or RANK / WORLD_SIZE /

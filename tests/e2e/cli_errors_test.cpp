@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "tests/common/cli_runner.h"
 #include "megakernel/cuda/cuda_executor.h"
 #include "tests/common/test_models.h"
@@ -146,6 +148,31 @@ TEST_F(CliErrors, SafetensorsHeaderLengthLargerThanFile) {
   expect_input_error(run_model(dir), "run", {file.string(), "header length", "1000000000"});
 }
 
+// Bytes that belong to no tensor: every tensor would be read from the wrong place. Two stray bytes
+// between the header and the data (as a header length two short would leave), and bytes appended.
+TEST_F(CliErrors, SafetensorsDataNotIndexedInFull) {
+  fs::path dir = fresh();
+  const fs::path file = dir / "model.safetensors";
+  const std::string bytes = read_file_text(file);
+  uint64_t header_length = 0;
+  std::memcpy(&header_length, bytes.data(), 8);
+  write_file_text(file, bytes.substr(0, 8 + header_length) + "  " + bytes.substr(8 + header_length));
+  expect_input_error(run_model(dir), "run", {file.string(), "tensors end at", "header length"});
+  write_file_text(file, bytes + std::string(100, '\0'));
+  expect_input_error(run_model(dir), "run", {file.string(), "tensors end at", "appended"});
+}
+
+// A FIFO in place of the checkpoint or its config would block the read: refused at once instead.
+TEST_F(CliErrors, NotARegularFile) {
+  for (const char* name : {"model.safetensors", "config.json"}) {
+    SCOPED_TRACE(name);
+    fs::path dir = fresh();
+    fs::remove(dir / name);
+    ASSERT_EQ(::mkfifo((dir / name).c_str(), 0600), 0);
+    expect_input_error(run_model(dir), "run", {(dir / name).string(), "not a regular file"});
+  }
+}
+
 TEST_F(CliErrors, SafetensorsHeaderNotJson) {
   fs::path dir = fresh();
   const fs::path file = dir / "model.safetensors";
@@ -235,10 +262,12 @@ TEST_F(CliErrors, TensorShapeDisagreesWithConfig) {
 }
 
 TEST_F(CliErrors, MissingTensor) {
-  // The checkpoint lacks one tensor.
+  // The checkpoint lacks one tensor (its bytes are there under another name: the data section stays
+  // indexed in full, as the format requires).
   fs::path dir = fresh();
   const fs::path file = dir / "model.safetensors";
   Safetensors st = read_safetensors(file);
+  st.header["unused.down_proj.weight"] = st.header["model.layers.2.mlp.down_proj.weight"];
   ASSERT_EQ(st.header.erase("model.layers.2.mlp.down_proj.weight"), 1u);
   write_safetensors(file, st);
   expect_input_error(run_model(dir), "run", {dir.string(), "missing tensor 'model.layers.2.mlp.down_proj.weight'", "[256, 688]"});
@@ -307,6 +336,7 @@ TEST_F(CliErrors, ConfigBadValues) {
       {"rope_scaling type", R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})",
        {"'rope_scaling'", "'yarn'", "llama3"}},
       {"architectures not a list", R"({"architectures": "LlamaForCausalLM"})", {"'architectures'", "list"}},
+      {"another activation", R"({"hidden_act": "gelu"})", {"'hidden_act'", "'gelu'", "silu"}},
   };
   for (const ConfigCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -318,6 +348,31 @@ TEST_F(CliErrors, ConfigBadValues) {
     expect_input_error(r, "run", {(dir / "config.json").string()});
     for (const std::string& needle : c.needles) EXPECT_NE(r.err.find(needle), std::string::npos) << needle << "\n" << r.err;
   }
+}
+
+// A config.json with fewer layers than the checkpoint would run a truncated model.
+TEST_F(CliErrors, CheckpointHasLayersPastTheConfig) {
+  fs::path dir = fresh();
+  json config = read_config(dir);
+  const uint32_t layers = config["num_hidden_layers"].get<uint32_t>();
+  config["num_hidden_layers"] = layers - 1;
+  write_config(dir, config);
+  expect_input_error(run_model(dir), "run", {"model.layers." + std::to_string(layers - 1) + ".", "num_hidden_layers " + std::to_string(layers - 1)});
+}
+
+// use_sliding_window false turns the window off for every architecture: the context is not capped.
+TEST_F(CliErrors, SlidingWindowTurnedOffDoesNotCapTheContext) {
+  fs::path dir = fresh();
+  json config = read_config(dir);
+  config["sliding_window"] = 4;
+  config["use_sliding_window"] = false;
+  write_config(dir, config);
+  RunResult r = run_cli({"run", "--model", dir.string(), "--prompt-tokens", "1,2,3,4,5,6", "--max-new-tokens", "2", "--threads", "2"});
+  EXPECT_EQ(r.status, 0) << describe(r);
+  config["use_sliding_window"] = true;  // on: a 4-position window caps the context below the prompt
+  write_config(dir, config);
+  r = run_cli({"run", "--model", dir.string(), "--prompt-tokens", "1,2,3,4,5,6", "--max-new-tokens", "2", "--threads", "2"});
+  EXPECT_EQ(r.status, 2) << describe(r);
 }
 
 // ---- flags --------------------------------------------------------------------------------------------
@@ -358,7 +413,7 @@ TEST(CliFlags, RunBadFlagsAndValues) {
       {{"run", "--prompt-tokens", "1,x,3"}, "run", {"--prompt-tokens", "'1,x,3'"}},
       {{"run", "--prompt-tokens", "1,,3"}, "run", {"--prompt-tokens", "'1,,3'"}},
       {{"run", "--prompt-tokens", "99999"}, "run", {"99999", "vocabulary", "512"}},
-      {{"run", "--prompt", ""}, "run", {"prompt is empty"}},
+      {{"run", "--prompt", ""}, "run", {"--prompt", "needs a value"}},
       {{"run", "--seed", "abc"}, "run", {"--seed", "'abc'"}},
       {{"run", "--logprobs", "1000000"}, "run", {"--logprobs", "'1000000'"}},
       {{"run", "--logprobs", "600"}, "run", {"--logprobs", "600", "512"}},
@@ -406,6 +461,11 @@ TEST(CliFlags, PlanRefusesWithTheReason) {
       {{"plan", "--preset", "tiny", "--tp", "2", "--gpu-mem", "-1GiB"}, "plan", {"--gpu-mem", "'-1GiB'"}},
       {{"plan", "--model", "/nonexistent", "--tp", "2"}, "plan", {"/nonexistent", "config.json"}},
       {{"plan", "--preset", "huge", "--tp", "2"}, "plan", {"unknown preset 'huge'"}},
+      {{"plan", "--preset", "tiny", "--tp", "2", "--gpu-mem", "1.5"}, "plan", {"--gpu-mem", "'1.5'", "unit"}},
+      {{"plan", "--preset", "tiny", "--tp", "2", "--gpu-mem", "0x10GiB"}, "plan", {"--gpu-mem", "'0x10GiB'"}},
+      {{"plan", "--preset", "tiny", "--tp", "2", "--gpu-mem", "1e-9GiB"}, "plan", {"--gpu-mem", "1MiB or more"}},
+      {{"plan", "--preset", "tiny", "--tp", "2", "--kv-tokens", "4096"}, "plan", {"--kv-tokens 4096", "model's 1024"}},
+      {{"plan", "--preset", "", "--tp", "2"}, "plan", {"--preset", "needs a value"}},
   });
 }
 
@@ -417,13 +477,18 @@ TEST(CliFlags, InspectRefusesWithTheReason) {
       {{"inspect", "--preset", "llama-3.1-8b", "--tp", "3"}, "inspect", {"--tp 3", "32 query heads"}},
       {{"inspect", "--preset", "tiny", "--dot", "/nonexistent/x.dot"}, "inspect", {"--dot", "/nonexistent/x.dot"}},
       {{"inspect", "--preset", "tiny", "--dot", "/tmp/tilefire-inspect.dot", "--dot-layer", "99"}, "inspect", {"--dot-layer 99"}},
+      {{"inspect", "--preset", "tiny", "--rank", "5"}, "inspect", {"--rank 5", "--tp 1"}},
   });
 }
 
 TEST(CliFlags, SimulateRefusesWithTheReason) {
   TempDir dir("cli-simulate-errors");
-  const std::string bad = (dir.path() / "bad.json").string();
+  const std::string bad = (dir.path() / "bad.json").string(), list = (dir.path() / "list.json").string();
+  const std::string many = (dir.path() / "many.json").string(), slow = (dir.path() / "slow.json").string();
   write_file_text(bad, R"({"workers": 4, "memory_gbs": 100})");
+  write_file_text(list, "[1, 2]");
+  write_file_text(many, R"({"workers": 4294967296, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1})");
+  write_file_text(slow, R"({"workers": 4, "memory_gbs": 1e-300, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1})");
   check_flag_cases({
       {{"simulate", "--preset", "tiny", "--batch", "300"}, "simulate", {"--batch", "'300'"}},
       {{"simulate", "--preset", "tiny", "--device", "tpu"}, "simulate", {"--device", "'tpu'", "cpu"}},
@@ -431,6 +496,12 @@ TEST(CliFlags, SimulateRefusesWithTheReason) {
       {{"simulate", "--preset", "tiny", "--device", "/nonexistent.json"}, "simulate", {"/nonexistent.json", "cannot open"}},
       {{"simulate", "--preset", "tiny", "--threads", "2"}, "simulate", {"--threads", "cpu device"}},
       {{"simulate", "--preset", "tiny", "--policy", "lifo"}, "simulate", {"'lifo'"}},
+      {{"simulate", "--preset", "tiny", "--device", list}, "simulate", {list, "JSON object"}},
+      {{"simulate", "--preset", "tiny", "--device", many}, "simulate", {many, "'workers'", "4096"}},
+      {{"simulate", "--preset", "tiny", "--device", slow}, "simulate", {slow, "memory_gbs at least"}},
+      {{"simulate", "--preset", "tiny", "--tp", "2", "--rank", "2"}, "simulate", {"--rank 2 is not below --tp 2"}},
+      {{"simulate", "--preset", "tiny", "--rank", "1"}, "simulate", {"--rank 1", "--tp 1"}},
+      {{"run", "--model", ""}, "run", {"--model", "needs a value"}},
   });
 }
 
