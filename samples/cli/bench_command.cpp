@@ -51,6 +51,11 @@ int bench_command(int argc, char** argv) {
     return 0;
   }
   if (args.has("--model") && args.has("--preset")) throw InputError("tilefire bench: give --model or --preset, not both");
+  // Flags that only mean something beside another: alone they would be ignored.
+  for (const char* flag : {"--dtype", "--seed"})
+    if (args.has(flag) && !args.has("--preset"))
+      throw InputError(std::string("tilefire bench: ") + flag + " applies to --preset NAME (a checkpoint, or the built-in sample, has its own)");
+  if (args.has("--sweep-out") && !args.has("--sweep")) throw InputError("tilefire bench: --sweep-out names the files of --sweep");
   EngineOptions options;
   options.model_dir = args.text_or("--model", "");
   options.preset = args.text_or("--preset", "");

@@ -43,6 +43,8 @@ int inspect_command(int argc, char** argv) {
     return 0;
   }
   if (args.has("--model") == args.has("--preset")) throw InputError("tilefire inspect: give --model DIR or --preset NAME");
+  if (args.has("--dtype") && !args.has("--preset")) throw InputError("tilefire inspect: --dtype applies to --preset NAME (a checkpoint has its own)");
+  if (args.has("--dot-layer") && !args.has("--dot")) throw InputError("tilefire inspect: --dot-layer picks the layer --dot FILE writes");
   InspectOptions o;
   o.model_dir = args.text_or("--model", "");
   o.preset = args.text_or("--preset", "");

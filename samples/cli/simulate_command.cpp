@@ -52,6 +52,7 @@ int simulate_command(int argc, char** argv) {
     return 0;
   }
   if (args.has("--model") == args.has("--preset")) throw InputError("tilefire simulate: give --model DIR or --preset NAME");
+  if (args.has("--dtype") && !args.has("--preset")) throw InputError("tilefire simulate: --dtype applies to --preset NAME (a checkpoint has its own)");
   SimulateOptions o;
   o.model_dir = args.text_or("--model", "");
   o.preset = args.text_or("--preset", "");

@@ -478,6 +478,9 @@ TEST(CliFlags, InspectRefusesWithTheReason) {
       {{"inspect", "--preset", "tiny", "--dot", "/nonexistent/x.dot"}, "inspect", {"--dot", "/nonexistent/x.dot"}},
       {{"inspect", "--preset", "tiny", "--dot", "/tmp/tilefire-inspect.dot", "--dot-layer", "99"}, "inspect", {"--dot-layer 99"}},
       {{"inspect", "--preset", "tiny", "--rank", "5"}, "inspect", {"--rank 5", "--tp 1"}},
+      {{"inspect", "--preset", "tiny", "--dot-layer", "1"}, "inspect", {"--dot-layer", "--dot FILE"}},
+      {{"bench", "--dtype", "f16"}, "bench", {"--dtype", "--preset NAME"}},
+      {{"bench", "--preset", "tiny", "--sweep-out", "x"}, "bench", {"--sweep-out", "--sweep"}},
   });
 }
 
