@@ -60,12 +60,9 @@ WeightStore WeightStore::open_folder(const std::filesystem::path& folder) {
   const std::filesystem::path index_path = folder / "model.safetensors.index.json";
   const std::filesystem::path single_path = folder / "model.safetensors";
   std::error_code ignored;
-  if (!std::filesystem::exists(index_path, ignored)) {
-    if (!std::filesystem::exists(single_path, ignored)) {
-      fail(folder.string(), "no model.safetensors or model.safetensors.index.json");
-    }
-    return from_file(SafetensorsFile::open(single_path));
-  }
+  // A single file first, then an index, as transformers' from_pretrained looks for them.
+  if (std::filesystem::exists(single_path, ignored)) return from_file(SafetensorsFile::open(single_path));
+  if (!std::filesystem::exists(index_path, ignored)) fail(folder.string(), "no model.safetensors or model.safetensors.index.json");
 
   const std::string index_origin = index_path.string();
   json index = read_json_file(index_path);

@@ -52,6 +52,10 @@ InspectReport inspect_program(const InspectOptions& options) {
   if (!options.policy.empty() && !find_policy(options.policy))
     throw InputError("--policy: unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
   if (options.tokens == 0 || options.context == 0) throw InputError("--tokens and --context must be at least 1");
+  // A step's tokens take positions of the cache: more of them than the context cannot be.
+  if (options.tokens > options.context)
+    throw InputError("--tokens " + std::to_string(options.tokens) + " is more than --context " + std::to_string(options.context) +
+                     " (the step's tokens are positions of the context)");
   DeviceModel model = *device;
   if (options.workers) model.workers = options.workers;
 

@@ -36,6 +36,10 @@ nlohmann::json read_json_file(const std::string& path, const std::string& flag) 
 ModelSpec spec_for_tool(const std::string& model_dir, const std::string& preset, DType dtype, std::string* label) {
   if (!model_dir.empty()) {
     const std::filesystem::path config = std::filesystem::path(model_dir) / "config.json";
+    std::error_code ignored;
+    if (!std::filesystem::exists(model_dir, ignored))
+      throw InputError("--model " + model_dir + ": no such folder (a model folder holds config.json)");
+    if (!std::filesystem::is_directory(model_dir, ignored)) throw InputError("--model " + model_dir + ": not a folder");
     if (!std::filesystem::exists(config)) throw InputError("--model " + model_dir + ": no config.json in the folder");
     *label = model_dir;
     return parse_hf_config(config);

@@ -32,7 +32,7 @@ struct ModeTiming {
 int bench_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help"}, valued{"--model", "--preset", "--dtype", "--seed", "--threads",
       "--steps", "--rounds", "--prompt-len", "--policy", "--granularity", "--kv-splits", "--bandwidth-mb", "--compile-preset", "--tp", "--sweep",
-      "--sweep-out"};
+      "--sweep-out", "--tp-timeout-ms"};
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("bench", switches, valued);
@@ -43,7 +43,8 @@ int bench_command(int argc, char** argv) {
         "                      [--prompt-len P] [--policy NAME] [--granularity tile|head|op] [--kv-splits N]\n"
         "                      [--bandwidth-mb MB] [--json]\n"
         "                      [--compile-preset NAME]  (also time compiling that preset's decode program)\n"
-        "                      [--tp N]  (N tensor-parallel ranks of this process, timed against one rank)\n"
+        "                      [--tp N [--tp-timeout-ms N]]  (N tensor-parallel ranks of this process, timed\n"
+        "                       against one rank; a collective waiting longer for a peer stops with an error)\n"
         "                      [--sweep policy,granularity,threads [--sweep-out PREFIX]]  (cpu: a grid of cells,\n"
         "                       each against bsp; PREFIX.csv and PREFIX.md, default sweep)\n"
         "                      [--backend cpu|cuda ...]  (cuda: dataflow, bsp and the resident kernel)\n%s",
@@ -63,6 +64,7 @@ int bench_command(int argc, char** argv) {
   options.preset_seed = args.unsigned_or("--seed", 0);
   options.threads = uint32_t(args.unsigned_or("--threads", 0, 1, 256));
   options.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 256));
+  options.tp_timeout_ms = uint32_t(args.unsigned_or("--tp-timeout-ms", 10000, 1, 3600 * 1000));
   const std::string policy = args.text_or("--policy", "balanced");
   options.policy = policy;
   options.granularity = parse_granularity(args.text_or("--granularity", "tile"));

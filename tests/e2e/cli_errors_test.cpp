@@ -173,6 +173,15 @@ TEST_F(CliErrors, NotARegularFile) {
   }
 }
 
+// A folder with both a single file and an index is read from the single file, as transformers does: a
+// broken index beside a good model.safetensors does not matter.
+TEST_F(CliErrors, SingleFileBeforeIndex) {
+  fs::path dir = fresh();
+  write_file_text(dir / "model.safetensors.index.json", "not json");
+  RunResult r = run_model(dir);
+  EXPECT_EQ(r.status, 0) << describe(r);
+}
+
 TEST_F(CliErrors, SafetensorsHeaderNotJson) {
   fs::path dir = fresh();
   const fs::path file = dir / "model.safetensors";
@@ -479,6 +488,8 @@ TEST(CliFlags, InspectRefusesWithTheReason) {
       {{"inspect", "--preset", "tiny", "--dot", "/tmp/tilefire-inspect.dot", "--dot-layer", "99"}, "inspect", {"--dot-layer 99"}},
       {{"inspect", "--preset", "tiny", "--rank", "5"}, "inspect", {"--rank 5", "--tp 1"}},
       {{"inspect", "--preset", "tiny", "--dot-layer", "1"}, "inspect", {"--dot-layer", "--dot FILE"}},
+      {{"inspect", "--preset", "tiny", "--tokens", "64", "--context", "16"}, "inspect", {"--tokens 64", "--context 16"}},
+      {{"inspect", "--model", "/etc/hostname"}, "inspect", {"/etc/hostname", "not a folder"}},
       {{"bench", "--dtype", "f16"}, "bench", {"--dtype", "--preset NAME"}},
       {{"bench", "--preset", "tiny", "--sweep-out", "x"}, "bench", {"--sweep-out", "--sweep"}},
   });
