@@ -167,7 +167,7 @@ DeviceModel device_from_file(const std::string& path) {
   if (j.contains("name") && !j["name"].is_string()) throw InputError("--device " + path + ": 'name' must be a string");
   d.name = j.value("name", path);
   const double workers = number("workers");
-  if (workers != double(uint32_t(workers)) || workers > 4096)
+  if (workers > 4096 || workers != double(uint32_t(workers)))
     throw InputError("--device " + path + ": 'workers' must be a whole number from 1 to 4096");
   d.workers = uint32_t(workers);
   d.memory_gbs = number("memory_gbs");
@@ -182,8 +182,15 @@ DeviceModel device_from_file(const std::string& path) {
   d.prefetch_bytes = j.contains("prefetch_bytes") ? number("prefetch_bytes") : 0;
   if (j.contains("prefetch_tasks")) {
     const double tasks = number("prefetch_tasks");
-    if (tasks != double(uint32_t(tasks))) throw InputError("--device " + path + ": 'prefetch_tasks' must be a whole number of tasks");
+    if (tasks > 1e6 || tasks != double(uint32_t(tasks)))
+      throw InputError("--device " + path + ": 'prefetch_tasks' must be a whole number of tasks, at most 1000000 (0: no bound)");
     d.prefetch_tasks = uint32_t(tasks);
+  }
+  if (j.contains("prefetch_max_tokens")) {
+    const double tokens = number("prefetch_max_tokens");
+    if (tokens > 1e6 || tokens != double(uint32_t(tokens)))
+      throw InputError("--device " + path + ": 'prefetch_max_tokens' must be a whole number of tokens, at most 1000000 (0: no bound)");
+    d.prefetch_max_tokens = uint32_t(tokens);
   }
   if (d.workers == 0 || d.memory_gbs < 1e-3 || d.flops < 1e3)
     throw InputError("--device " + path + ": workers must be at least 1, memory_gbs at least 0.001 and flops at least 1000");
@@ -219,7 +226,8 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
                               {"rotation_ns", fit.device.rotation_ns},
                               {"exp_ns", fit.device.exp_ns},
                               {"prefetch_bytes", fit.device.prefetch_bytes},
-                              {"prefetch_tasks", fit.device.prefetch_tasks}};
+                              {"prefetch_tasks", fit.device.prefetch_tasks},
+                              {"prefetch_max_tokens", fit.device.prefetch_max_tokens}};
   std::ofstream file(options.fit_out_path);
   if (!file) throw InputError("--fit-out: cannot write '" + options.fit_out_path + "'");
   file << out.dump(2) << "\n";
@@ -311,6 +319,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   report.exp_ns = device.exp_ns;
   report.prefetch_bytes = device.prefetch_bytes;
   report.prefetch_tasks = device.prefetch_tasks;
+  report.prefetch_max_tokens = device.prefetch_max_tokens;
   report.step_ms = dataflow.step_ns * 1e-6;
   report.bound_ms = std::max(bytes / device.memory_gbs, flops / (device.flops * 1e-9)) * 1e-6;
   report.bound_share = report.step_ms > 0 ? report.bound_ms / report.step_ms : 0;

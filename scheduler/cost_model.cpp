@@ -106,10 +106,11 @@ std::optional<DeviceModel> device_preset(const std::string& name) {
   // shared memory an SM gives one CTA, less the tiles' workspace (a decode tile's input row and results:
   // 33 KB at the 1B shape's down projection, K = 8192): 6 stages, over the CTA's upcoming tasks. The 8B
   // shape's K = 14336 leaves room for 5; the presets keep 6.
+  // Staged only for steps of up to 4 tokens (the kernel's vector pass).
   constexpr double kRingBytes = 6 * 32768;
-  if (name == "h100") return DeviceModel{"h100", 132, 3350, 989e12, 500, 1000, 450, 2000, 0.2, 0.03, kRingBytes, 0};
-  if (name == "h200") return DeviceModel{"h200", 132, 4800, 989e12, 500, 1000, 450, 2000, 0.2, 0.03, kRingBytes, 0};
-  if (name == "b200") return DeviceModel{"b200", 148, 8000, 2250e12, 500, 1000, 900, 2000, 0.2, 0.03, kRingBytes, 0};
+  if (name == "h100") return DeviceModel{"h100", 132, 3350, 989e12, 500, 1000, 450, 2000, 0.2, 0.03, kRingBytes, 0, 4};
+  if (name == "h200") return DeviceModel{"h200", 132, 4800, 989e12, 500, 1000, 450, 2000, 0.2, 0.03, kRingBytes, 0, 4};
+  if (name == "b200") return DeviceModel{"b200", 148, 8000, 2250e12, 500, 1000, 900, 2000, 0.2, 0.03, kRingBytes, 0, 4};
   return std::nullopt;
 }
 

@@ -49,6 +49,9 @@ struct DeviceModel {
   // into its shared-memory stages; the cpu executor fetches the first 256 KB of the next task only.
   double prefetch_bytes = 0;
   uint32_t prefetch_tasks = 1;
+  // Steps of more tokens than this fetch nothing ahead (0: no such limit). The cuda kernel stages a
+  // tile's weights only for its vector pass, at most 4 tokens (kDeviceMaxPassTokens).
+  uint32_t prefetch_max_tokens = 0;
 };
 
 // h100 (SXM), h200, b200; nullopt for other names.

@@ -232,9 +232,11 @@ SimulationResult simulate_program(const Program& program, const DeviceModel& dev
       throw InputError("simulate: on the device '" + device.name + "', task " + std::to_string(t) + " (" +
                        std::string(op_name(program.tasks[t].op)) + ") would never end: a bandwidth, a peak or a link of almost 0?");
   }
+  // The device's prefetch bounds replace the options' (a caller's options say only whether to prefetch).
   SimulationOptions with_prefetch = options;
   with_prefetch.prefetch_tasks = device.prefetch_tasks;
   if (device.prefetch_bytes > 0) with_prefetch.prefetch_held_ns = device.prefetch_bytes / share_bytes_per_ns;
+  if (device.prefetch_max_tokens > 0 && program.tokens > device.prefetch_max_tokens) with_prefetch.prefetch_while_waiting = false;
   return simulate_with_times(program, task_ns, weight_ns, device.signal_ns, with_prefetch);
 }
 

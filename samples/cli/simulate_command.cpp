@@ -23,7 +23,8 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
   --device NAME    h100, h200 (default), b200 (datasheet figures), cpu (measured on this machine now),
                    or FILE.json with workers, memory_gbs, flops, dispatch_ns, signal_ns (and link_gbs,
                    link_latency_ns for --tp; rotation_ns, exp_ns for RoPE pairs and exponentials;
-                   prefetch_bytes, prefetch_tasks for what a waiting worker fetches ahead)
+                   prefetch_bytes, prefetch_tasks, prefetch_max_tokens for what a waiting worker
+                   fetches ahead)
   --threads N      the cpu device's workers (default: every core)
   --policy NAME    placement policy (default balanced)
   --granularity G  events per producer tile (tile, default), head-wide band (head), or op
@@ -80,7 +81,8 @@ int simulate_command(int argc, char** argv) {
                                 {"collective_ms", r.collective_ms}, {"exposed_collective_ms", r.exposed_collective_ms},
                                 {"hidden_collective_share", r.hidden_collective_share},
                                 {"rotation_ns", r.rotation_ns}, {"exp_ns", r.exp_ns},
-                                {"prefetch_bytes", r.prefetch_bytes}, {"prefetch_tasks", r.prefetch_tasks}};
+                                {"prefetch_bytes", r.prefetch_bytes}, {"prefetch_tasks", r.prefetch_tasks},
+                                {"prefetch_max_tokens", r.prefetch_max_tokens}};
     if (r.fitted)
       out["fit"] = {{"traced_step_ms", r.traced_step_ms},        {"fitted_step_ms", r.fitted_step_ms},
                     {"memory_gbs", r.fitted_memory_gbs},         {"dispatch_ns", r.fitted_dispatch_ns},

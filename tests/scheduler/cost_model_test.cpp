@@ -6,6 +6,7 @@
 #include "graph/model_spec.h"
 #include "ops/all_ops.h"
 #include "scheduler/cost_model.h"
+#include "scheduler/simulator.h"
 
 namespace tilefire::testing {
 namespace {
@@ -106,6 +107,33 @@ TEST(CostModel, CollectiveTasksCrossTheLink) {
   EXPECT_NEAR(modelled_link_ns(h200, reduce), h200.link_latency_ns + 132 * 450.0 / (450.0 / 132), 1e-6);
 }
 
+// The GPU presets stage weights only for steps of up to 4 tokens, as the kernel does: a 16-token step
+// fetches nothing ahead, a 1-token step does.
+TEST(CostModel, TheRingStagesOnlySmallSteps) {
+  const ModelSpec spec = preset_spec("tiny", DType::bf16);
+  const DeviceModel h200 = *device_preset("h200");
+  DeviceModel unlimited = h200;
+  unlimited.prefetch_max_tokens = 0;
+  SimulationOptions no_prefetch;
+  no_prefetch.prefetch_while_waiting = false;
+  for (uint32_t tokens : {1u, 16u}) {
+    SCOPED_TRACE("tokens " + std::to_string(tokens));
+    CompileOptions options;
+    options.workers = h200.workers;
+    options.tokens = tokens;
+    options.max_context = 64;
+    const Program program = compile_model(spec, options);
+    const double with_limit = simulate_program(program, h200, 32).step_ns;
+    const double without_prefetch = simulate_program(program, h200, 32, no_prefetch).step_ns;
+    if (tokens > h200.prefetch_max_tokens) {
+      EXPECT_DOUBLE_EQ(with_limit, without_prefetch);
+      EXPECT_LT(simulate_program(program, unlimited, 32).step_ns, with_limit);
+    } else {
+      EXPECT_LT(with_limit, without_prefetch);
+    }
+  }
+}
+
 TEST(CostModel, DevicePresetsAndTaskTime) {
   const auto h200 = device_preset("h200");
   ASSERT_TRUE(h200.has_value());
@@ -114,6 +142,7 @@ TEST(CostModel, DevicePresetsAndTaskTime) {
   // The kernel's stage ring (6 x 32 KiB), filled over the CTA's queue.
   EXPECT_DOUBLE_EQ(h200->prefetch_bytes, 6 * 32768);
   EXPECT_EQ(h200->prefetch_tasks, 0u);
+  EXPECT_EQ(h200->prefetch_max_tokens, 4u);
   EXPECT_FALSE(device_preset("tpu").has_value());
   TaskWork memory_bound;
   memory_bound.weight_bytes = 132e3;  // 1 KB per ns per worker share on 132 workers: 4800/132 GB/s

@@ -106,12 +106,36 @@ TEST(Simulator, APrefetchOverTheQueueFetchesAheadWithinItsBounds) {
   EXPECT_DOUBLE_EQ(step(1, 20), 100 + 20 + 40 + 40);
 }
 
+// Two waits: what the first fetched for a later task still counts against the bound in the second.
+// Worker 0 runs A (waits for X), B (waits for Y), C; worker 1 runs X then Y, 100 each. Bound 50.
+TEST(Simulator, WhatAnEarlierWaitFetchedStaysWithinTheBound) {
+  Program p = layered_program({1, 1, 1, 1, 1}, {{}, {0}, {}, {2}, {}});  // X, A, Y, B, C
+  p.placement = Placement::static_queues;
+  p.queues = {{1, 3, 4}, {0, 2}};
+  p.workers = 2;
+  const std::vector<double> times{100, 40, 100, 40, 40}, weights{0, 30, 0, 30, 30};
+  SimulationOptions options;
+  options.prefetch_tasks = 0;
+  options.prefetch_held_ns = 50;
+  // Waiting 100 for A: 30 for A, 20 for B. A 100-110. Waiting 110-200 for B: 20 are held already, so
+  // 10 more for B and 20 for C. B 200-210, C 210-230.
+  EXPECT_DOUBLE_EQ(simulate_with_times(p, times, weights, 0, options).step_ns, 230);
+}
+
+// Taken from the dynamic queue, a task is known to its worker only once it is ready: nothing is fetched.
+TEST(Simulator, NothingIsFetchedForTheDynamicQueue) {
+  Program p = layered_program({1, 1}, {{}, {0}});
+  find_policy("dynamic")->place(p, 2);
+  const std::vector<double> times{100, 40}, weights{0, 30};
+  EXPECT_DOUBLE_EQ(simulate_with_times(p, times, weights, 0).step_ns, 140);
+}
+
 // bsp: a worker done early with a node fetches its next node's weights before the barrier only when the
 // prefetch walks the queue without waiting for anything (the cuda kernel's producer).
 TEST(Simulator, OnlyAQueueWalkingPrefetchRunsAheadOfBarriers) {
   Program p = layered_program({2, 2}, {{}, {0}});
   p.placement = Placement::static_queues;
-  p.queues = {{0, 2}, {1, 3}};
+  p.queues = {{2, 0}, {1, 3}};  // out of node order: bsp runs a worker's tiles node by node, as the executors do
   p.workers = 2;
   const std::vector<double> times{100, 20, 40, 40}, weights{0, 0, 30, 30};
   SimulationOptions bsp;
