@@ -299,20 +299,27 @@ const float* Engine::Impl::run(BoundProgram& bound, const std::vector<int32_t>& 
   return bound.logits;
 }
 
+namespace {
+InputError nonfinite_logits(const std::string& origin, uint32_t at) {
+  return InputError(origin + ": the model produced NaN logits (or other non-finite values) at position " + std::to_string(at) +
+                    "; its weight matrices hold NaN or Inf values");
+}
+}  // namespace
+
+void Engine::Impl::check_finite_logits(const float* logits, uint32_t at) const {
+  for (uint32_t v = 0; v < info.vocab; ++v)
+    if (!std::isfinite(logits[v])) throw nonfinite_logits(loaded().origin, at);
+}
+
 int32_t Engine::Impl::run_greedy(BoundProgram& bound, const std::vector<int32_t>& tokens) {
   const uint32_t at = position + uint32_t(tokens.size()) - 1;
-  auto nonfinite = [&] {
-    return InputError(loaded().origin + ": the model produced NaN logits (or other non-finite values) at position " + std::to_string(at) +
-                      "; its weight matrices hold NaN or Inf values");
-  };
   if (cuda) {
     const CudaStepResult result = run_cuda(bound, tokens);
-    if (result.nonfinite || result.argmax < 0) throw nonfinite();
+    if (result.nonfinite || result.argmax < 0) throw nonfinite_logits(loaded().origin, at);
     return result.argmax;
   }
   const float* logits = run(bound, tokens, nullptr);
-  for (uint32_t v = 0; v < info.vocab; ++v)
-    if (!std::isfinite(logits[v])) throw nonfinite();
+  check_finite_logits(logits, at);
   return int32_t(std::max_element(logits, logits + info.vocab) - logits);
 }
 

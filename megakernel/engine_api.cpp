@@ -99,6 +99,20 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.options = options;
   m.schedule = options.schedule;
+  // What the command line checks for its flags, checked here for API users too (an option the engine
+  // would ignore, or a value it cannot run, is refused: the result would not be what was asked for).
+  if (options.backend != Backend::cpu && options.backend != Backend::cuda) throw InputError("EngineOptions::backend is not cpu or cuda");
+  if (options.schedule != Schedule::dataflow && options.schedule != Schedule::bsp)
+    throw InputError("EngineOptions::schedule is not dataflow or bsp");
+  if (options.granularity != Granularity::tile && options.granularity != Granularity::head && options.granularity != Granularity::op)
+    throw InputError("EngineOptions::granularity is not tile, head or op");
+  if (!options.model_dir.empty() && !options.preset.empty())
+    throw InputError("EngineOptions: give model_dir or preset, not both (a checkpoint, or a preset's random weights)");
+  if (options.preset.empty() && (options.preset_dtype != EngineOptions{}.preset_dtype || options.preset_seed != 0))
+    throw InputError("EngineOptions::preset_dtype and preset_seed apply to a preset (--preset): a checkpoint folder and the "
+                     "built-in sample have their own weights");
+  if (options.kv_splits > 256) throw InputError("--kv-splits " + std::to_string(options.kv_splits) + " is more than 256");
+  if (options.tp_timeout_ms == 0) throw InputError("--tp-timeout-ms must be at least 1");
   if (!options.model_dir.empty()) {
     m.model = load_hf_model(options.model_dir);
   } else if (!options.preset.empty()) {
@@ -285,6 +299,7 @@ void Engine::reset() {
 }
 uint32_t Engine::position() const { return impl_->position; }
 void Engine::set_schedule(Schedule schedule) {
+  if (schedule != Schedule::dataflow && schedule != Schedule::bsp) throw InputError("set_schedule: not dataflow or bsp");
   impl_->schedule = schedule;
   for (auto& rank : impl_->rank_engines) rank->schedule = schedule;
 }
@@ -299,12 +314,14 @@ uint64_t Engine::decode_kv_bytes() const {
 std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens) {
   double compile_ms = 0;
   const float* logits = impl_->prefill(tokens, &compile_ms);
+  impl_->check_finite_logits(logits, impl_->position - 1);
   return std::vector<float>(logits, logits + impl_->info.vocab);
 }
 
 std::vector<float> Engine::decode(int32_t token) {
   impl_->check_tokens({token});
   const float* logits = impl_->decode_step(token, nullptr);
+  impl_->check_finite_logits(logits, impl_->position - 1);
   return std::vector<float>(logits, logits + impl_->info.vocab);
 }
 
@@ -323,23 +340,24 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   if (request.prompt.size() > m.max_context)
     throw InputError("the prompt has " + std::to_string(request.prompt.size()) + " tokens but the context holds " +
                      std::to_string(m.max_context));
+  // The command line's ranges (--temperature 0 to 100, --top-p above 0 up to 1); NaN fails both.
+  const Sampling& s = request.sampling;
+  if (!(s.temperature >= 0.0f && s.temperature <= 100.0f))
+    throw InputError("Sampling::temperature (--temperature) must be from 0 (greedy) to 100, got " + std::to_string(s.temperature));
+  if (!(s.top_p > 0.0f && s.top_p <= 1.0f))
+    throw InputError("Sampling::top_p (--top-p) must be above 0 and at most 1 (1: off), got " + std::to_string(s.top_p));
   SamplingParams sampling{request.sampling.temperature, request.sampling.top_k, request.sampling.top_p};
   UniformGenerator uniform(request.sampling.seed);
   reset();
 
   auto pick = [&](const float* logits) {
+    m.check_finite_logits(logits, m.position - 1);  // NaN or Inf would be sampled, or reported, as if real
     if (request.logprobs) {
       std::vector<TokenProbability> top;
       for (auto [token, p] : top_probabilities(logits, m.info.vocab, request.logprobs)) top.push_back({token, p});
       result.logprobs.push_back(std::move(top));
     }
-    int32_t token = 0;
-    try {
-      token = sample_token(logits, m.info.vocab, sampling, uniform.next());
-    } catch (const std::runtime_error& e) {  // NaN logits: the checkpoint holds NaN or Inf somewhere
-      throw InputError(m.model.origin + ": the model produced NaN logits at position " + std::to_string(m.position) +
-                       " (" + e.what() + "); its weight matrices hold NaN or Inf values");
-    }
+    const int32_t token = sample_token(logits, m.info.vocab, sampling, uniform.next());
     result.tokens.push_back(token);
     return token;
   };

@@ -136,6 +136,9 @@ struct Engine::Impl {
   CudaStepResult run_cuda(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace = nullptr);
   // A step whose result is only the greedy token (on cuda: reduced on the device, no logits copied).
   int32_t run_greedy(BoundProgram& bound, const std::vector<int32_t>& tokens);
+  // Throws an InputError naming the position when a logit of the token at `at` is NaN or infinite: the
+  // weights hold non-finite values, and no answer drawn from such logits is right.
+  void check_finite_logits(const float* logits, uint32_t at) const;
   // The whole prompt, chunk by chunk; returns the last token's logits. Adds compile time to *compile_ms.
   const float* prefill(const std::vector<int32_t>& tokens, double* compile_ms);
   // One decode step of `token` on the decode program (every rank's, under tensor parallelism).

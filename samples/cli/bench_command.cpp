@@ -60,8 +60,10 @@ int bench_command(int argc, char** argv) {
   EngineOptions options;
   options.model_dir = args.text_or("--model", "");
   options.preset = args.text_or("--preset", "");
-  options.preset_dtype = args.text_or("--dtype", "bf16");
-  options.preset_seed = args.unsigned_or("--seed", 0);
+  if (!options.preset.empty()) {  // a preset's weights: bf16 by default here (the engine's default is f32)
+    options.preset_dtype = args.text_or("--dtype", "bf16");
+    options.preset_seed = args.unsigned_or("--seed", 0);
+  }
   options.threads = uint32_t(args.unsigned_or("--threads", 0, 1, 256));
   options.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 256));
   options.tp_timeout_ms = uint32_t(args.unsigned_or("--tp-timeout-ms", 10000, 1, 3600 * 1000));

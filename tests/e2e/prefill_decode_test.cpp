@@ -2,8 +2,18 @@
 // the KV cache carries a sequence across steps without recomputation.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
 #include "tests/common/compare.h"
+#include "tests/common/test_models.h"
 #include "tilefire/engine.h"
+#include "tilefire/errors.h"
 
 namespace tilefire::testing {
 namespace {
@@ -126,6 +136,97 @@ TEST(PrefillDecode, PromptLongerThanTheContextIsAnInputError) {
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("context holds 8"), std::string::npos) << e.what();
+  }
+}
+
+// Options and sampling values the command line refuses are refused through the API too, before anything
+// runs: an option the engine would ignore, or a value no sampler means.
+TEST(PrefillDecode, OutOfRangeOptionsAndSamplingAreInputErrors) {
+  auto refused = [](EngineOptions options) {
+    options.threads = 1;
+    EXPECT_THROW(Engine engine(options), InputError);
+  };
+  EngineOptions o;
+  o.kv_splits = 100000;
+  refused(o);
+  o = {};
+  o.tp_timeout_ms = 0;
+  refused(o);
+  o = {};
+  o.schedule = Schedule(9);
+  refused(o);
+  o = {};
+  o.preset_dtype = "bf16";  // without a preset: the sample is f32, so this would be ignored
+  refused(o);
+  o = {};
+  o.model_dir = "/nonexistent";
+  o.preset = "tiny";
+  refused(o);
+
+  EngineOptions sample;
+  sample.threads = 1;
+  Engine engine(sample);
+  EXPECT_THROW(engine.set_schedule(Schedule(7)), InputError);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (float temperature : {-1.0f, nan, inf}) {
+    GenerateRequest request;
+    request.prompt = {1, 2, 3};
+    request.sampling.temperature = temperature;
+    EXPECT_THROW(engine.generate(request), InputError) << "temperature " << temperature;
+  }
+  for (float top_p : {0.0f, -0.5f, 1.5f, nan}) {
+    GenerateRequest request;
+    request.prompt = {1, 2, 3};
+    request.sampling.temperature = 1.0f;
+    request.sampling.top_p = top_p;
+    EXPECT_THROW(engine.generate(request), InputError) << "top_p " << top_p;
+  }
+}
+
+// A checkpoint whose LM head holds one infinite weight makes one logit infinite. No call returns or
+// samples from such logits: prefill, decode, greedy and sampled generation with and without logprobs
+// all end with an InputError naming the position.
+TEST(PrefillDecode, NonFiniteLogitsAreAnInputErrorOnEveryPath) {
+  TempDir dir("nonfinite-logits");
+  const std::filesystem::path folder = write_test_model(variant_spec(Variant::llama), dir.path() / "m");
+  const std::filesystem::path file = folder / "model.safetensors";
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  uint64_t header_length = 0;
+  std::memcpy(&header_length, bytes.data(), 8);
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_length));
+  const uint64_t offset = header["lm_head.weight"]["data_offsets"][0].get<uint64_t>();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::memcpy(bytes.data() + 8 + header_length + offset, &inf, 4);  // row 0: token 0's logit
+  std::ofstream(file, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+
+  EngineOptions options;
+  options.model_dir = folder.string();
+  options.threads = 2;
+  Engine engine(options);
+  auto expect_named = [](const auto& call, const char* what) {
+    try {
+      call();
+      ADD_FAILURE() << what << ": no InputError";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("non-finite"), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  expect_named([&] { engine.prefill({1, 2, 3}); }, "prefill");
+  engine.reset();
+  expect_named([&] { engine.decode(1); }, "decode");
+  engine.reset();
+  expect_named([&] { engine.decode_greedy(1); }, "decode_greedy");
+  for (uint32_t logprobs : {0u, 2u}) {
+    GenerateRequest request;
+    request.prompt = {1, 2, 3};
+    request.max_new_tokens = 2;
+    request.sampling.temperature = 1.0f;
+    request.logprobs = logprobs;
+    expect_named([&] { engine.generate(request); }, logprobs ? "sampled generate with logprobs" : "sampled generate");
   }
 }
 
