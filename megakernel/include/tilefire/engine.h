@@ -125,7 +125,8 @@ class Engine {
 
   // The step-level API. reset() starts a new sequence; prefill() runs tokens at the next positions (in
   // chunks of up to 128 per step) and decode() one token; both return the last token's logits [vocab]
-  // and keep the KV cache. Tokens outside the vocabulary or past the context are an InputError.
+  // and keep the KV cache. Tokens outside the vocabulary or past the context are an InputError, and so
+  // are logits that are NaN or infinite (the weights hold such values), on every call.
   void reset();
   std::vector<float> prefill(const std::vector<int32_t>& tokens);
   std::vector<float> decode(int32_t token);
