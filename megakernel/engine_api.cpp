@@ -111,8 +111,9 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (options.preset.empty() && (options.preset_dtype != EngineOptions{}.preset_dtype || options.preset_seed != 0))
     throw InputError("EngineOptions::preset_dtype and preset_seed apply to a preset (--preset): a checkpoint folder and the "
                      "built-in sample have their own weights");
-  if (options.kv_splits > 256) throw InputError("--kv-splits " + std::to_string(options.kv_splits) + " is more than 256");
-  if (options.tp_timeout_ms == 0) throw InputError("--tp-timeout-ms must be at least 1");
+  if (options.kv_splits > 256)
+    throw InputError("EngineOptions::kv_splits (--kv-splits) " + std::to_string(options.kv_splits) + " is more than 256");
+  if (options.tp_timeout_ms == 0) throw InputError("EngineOptions::tp_timeout_ms (--tp-timeout-ms) must be at least 1");
   if (!options.model_dir.empty()) {
     m.model = load_hf_model(options.model_dir);
   } else if (!options.preset.empty()) {
@@ -348,7 +349,9 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     throw InputError("Sampling::top_p (--top-p) must be above 0 and at most 1 (1: off), got " + std::to_string(s.top_p));
   SamplingParams sampling{request.sampling.temperature, request.sampling.top_k, request.sampling.top_p};
   UniformGenerator uniform(request.sampling.seed);
-  reset();
+  for (int32_t t : request.prompt)
+    if (t < 0 || uint32_t(t) >= m.info.vocab)
+      throw InputError("token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(m.info.vocab) + ")");
 
   auto pick = [&](const float* logits) {
     m.check_finite_logits(logits, m.position - 1);  // NaN or Inf would be sampled, or reported, as if real
@@ -377,6 +380,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
       if (!probe) throw InputError("--trace: cannot write '" + request.trace_path + "'");
     }
   }
+  reset();  // only once the request is known to be good: a refused one leaves the sequence as it was
   result.compile_ms = m.decode_program_of_rank0().compile_ms;
   if (request.max_new_tokens == 0) {
     result.finish_reason = "length";

@@ -167,6 +167,16 @@ TEST(PrefillDecode, OutOfRangeOptionsAndSamplingAreInputErrors) {
   sample.threads = 1;
   Engine engine(sample);
   EXPECT_THROW(engine.set_schedule(Schedule(7)), InputError);
+  // A refused request leaves the sequence as it was, whatever refused it.
+  engine.prefill({1, 2, 3});
+  GenerateRequest bad_token;
+  bad_token.prompt = {1, 100000};
+  EXPECT_THROW(engine.generate(bad_token), InputError);
+  GenerateRequest bad_trace;
+  bad_trace.prompt = {1, 2};
+  bad_trace.trace_path = "/nonexistent/dir/trace.json";
+  EXPECT_THROW(engine.generate(bad_trace), InputError);
+  EXPECT_EQ(engine.position(), 3u);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   for (float temperature : {-1.0f, nan, inf}) {
     GenerateRequest request;
