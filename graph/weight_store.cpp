@@ -60,8 +60,10 @@ WeightStore WeightStore::open_folder(const std::filesystem::path& folder) {
   const std::filesystem::path index_path = folder / "model.safetensors.index.json";
   const std::filesystem::path single_path = folder / "model.safetensors";
   std::error_code ignored;
-  // A single file first, then an index, as transformers' from_pretrained looks for them.
-  if (std::filesystem::exists(single_path, ignored)) return from_file(SafetensorsFile::open(single_path));
+  // A single file first, then an index, as transformers' from_pretrained looks for them. A dangling or
+  // looping link is opened too, so that the message says what is wrong with it.
+  if (std::filesystem::exists(single_path, ignored) || std::filesystem::is_symlink(single_path, ignored))
+    return from_file(SafetensorsFile::open(single_path));
   if (!std::filesystem::exists(index_path, ignored)) fail(folder.string(), "no model.safetensors or model.safetensors.index.json");
 
   const std::string index_origin = index_path.string();

@@ -57,6 +57,15 @@ int bench_command(int argc, char** argv) {
     if (args.has(flag) && !args.has("--preset"))
       throw InputError(std::string("tilefire bench: ") + flag + " applies to --preset NAME (a checkpoint, or the built-in sample, has its own)");
   if (args.has("--sweep-out") && !args.has("--sweep")) throw InputError("tilefire bench: --sweep-out names the files of --sweep");
+  if (args.has("--compile-preset")) {  // checked before the engine loads and the bandwidth is measured
+    const std::string name = args.text_or("--compile-preset", "");
+    const std::vector<std::string> names = preset_names();
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      std::string expected;
+      for (const std::string& n : names) expected += (expected.empty() ? "" : ", ") + n;
+      throw InputError("tilefire bench: --compile-preset: unknown preset '" + name + "' (expected one of " + expected + ")");
+    }
+  }
   EngineOptions options;
   options.model_dir = args.text_or("--model", "");
   options.preset = args.text_or("--preset", "");

@@ -492,6 +492,7 @@ TEST(CliFlags, InspectRefusesWithTheReason) {
       {{"inspect", "--model", "/etc/hostname"}, "inspect", {"/etc/hostname", "not a folder"}},
       {{"bench", "--dtype", "f16"}, "bench", {"--dtype", "--preset NAME"}},
       {{"bench", "--preset", "tiny", "--sweep-out", "x"}, "bench", {"--sweep-out", "--sweep"}},
+      {{"bench", "--compile-preset", "nope"}, "bench", {"--compile-preset", "'nope'", "tiny"}},
   });
 }
 
