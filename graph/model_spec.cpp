@@ -200,13 +200,16 @@ uint64_t ModelSpec::parameter_count() const {
   return total;
 }
 
+bool is_special_file(const std::filesystem::path& path) {
+  std::error_code ignored;
+  return std::filesystem::exists(path, ignored) && !std::filesystem::is_regular_file(path, ignored);
+}
+
 ModelSpec parse_hf_config(const std::filesystem::path& config_json) {
   const std::string origin = config_json.string();
   std::error_code ignored;
   if (std::filesystem::is_directory(config_json, ignored)) fail(origin, "is a folder, not a config.json file");
-  // A FIFO or a device would block the read or never end.
-  if (std::filesystem::exists(config_json, ignored) && !std::filesystem::is_regular_file(config_json, ignored))
-    fail(origin, "not a regular file");
+  if (is_special_file(config_json)) fail(origin, "not a regular file");
   std::ifstream in(config_json, std::ios::binary);
   if (!in) fail(origin, std::string("cannot open config.json (") + std::strerror(errno) + ")");
   std::ostringstream text;

@@ -41,6 +41,11 @@ struct ModelSpec {
   uint64_t parameter_count() const;
 };
 
+// Whether `path` names something other than a regular file (a FIFO, a device, a socket): reading one
+// would block or never end, so the readers of config and JSON files refuse it first. False when
+// nothing is there (opening it then says so).
+bool is_special_file(const std::filesystem::path& path);
+
 // Parses config.json; throws InputError naming the file and key on anything missing or wrong.
 ModelSpec parse_hf_config(const std::filesystem::path& config_json);
 // Parses the text of a config.json; `origin` names it in messages.

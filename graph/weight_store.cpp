@@ -21,9 +21,7 @@ using nlohmann::json;
 
 json read_json_file(const std::filesystem::path& path) {
   const std::string origin = path.string();
-  std::error_code ignored;
-  if (std::filesystem::exists(path, ignored) && !std::filesystem::is_regular_file(path, ignored))
-    fail(origin, "not a regular file");  // a FIFO or a device would block the read or never end
+  if (is_special_file(path)) fail(origin, "not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(origin, std::string("cannot open (") + std::strerror(errno) + ")");
   std::ostringstream text;

@@ -242,10 +242,14 @@ BoundProgram& Engine::Impl::prefill_program(uint32_t tokens, double* compile_ms)
   return *it->second;
 }
 
-void Engine::Impl::check_tokens(const std::vector<int32_t>& tokens) const {
+void Engine::Impl::check_vocabulary(const std::vector<int32_t>& tokens) const {
   for (int32_t t : tokens)
     if (t < 0 || uint32_t(t) >= info.vocab)
       throw InputError("token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(info.vocab) + ")");
+}
+
+void Engine::Impl::check_tokens(const std::vector<int32_t>& tokens) const {
+  check_vocabulary(tokens);
   if (uint64_t(position) + tokens.size() > max_context)
     throw InputError("the sequence needs " + std::to_string(uint64_t(position) + tokens.size()) +
                      " positions but the context holds " + std::to_string(max_context) + " (see --max-context)");

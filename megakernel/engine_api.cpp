@@ -349,9 +349,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     throw InputError("Sampling::top_p (--top-p) must be above 0 and at most 1 (1: off), got " + std::to_string(s.top_p));
   SamplingParams sampling{request.sampling.temperature, request.sampling.top_k, request.sampling.top_p};
   UniformGenerator uniform(request.sampling.seed);
-  for (int32_t t : request.prompt)
-    if (t < 0 || uint32_t(t) >= m.info.vocab)
-      throw InputError("token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(m.info.vocab) + ")");
+  m.check_vocabulary(request.prompt);  // the context is checked above: the request starts a new sequence
 
   auto pick = [&](const float* logits) {
     m.check_finite_logits(logits, m.position - 1);  // NaN or Inf would be sampled, or reported, as if real

@@ -126,6 +126,8 @@ struct Engine::Impl {
   BoundProgram& prefill_program(uint32_t tokens, double* compile_ms);
   // Throws InputError unless `tokens` are in the vocabulary and fit the context after `position`.
   void check_tokens(const std::vector<int32_t>& tokens) const;
+  // The first half of that: every token in the vocabulary.
+  void check_vocabulary(const std::vector<int32_t>& tokens) const;
   // Runs one step of `bound` on `tokens` at the current position; returns the logits (host memory). On
   // cuda, without `want_logits` nothing is copied back and it returns null (tensor-parallel ranks of
   // one process after the first: every rank holds the same gathered logits).

@@ -21,9 +21,7 @@ std::string gib(uint64_t bytes) {
 }  // namespace
 
 nlohmann::json read_json_file(const std::string& path, const std::string& flag) {
-  std::error_code ignored;
-  if (std::filesystem::exists(path, ignored) && !std::filesystem::is_regular_file(path, ignored))
-    throw InputError(flag + " " + path + ": not a regular file");  // a FIFO or a device would block the read
+  if (is_special_file(path)) throw InputError(flag + " " + path + ": not a regular file");
   std::ifstream in(path);
   if (!in) throw InputError(flag + " " + path + ": cannot open the file");
   try {

@@ -164,12 +164,16 @@ DeviceModel device_from_file(const std::string& path) {
       throw InputError("--device " + path + ": '" + key + "' must be a number from 0 to 1e18");
     return j[key].get<double>();
   };
+  // A count: a whole number up to `most` (bounded first, so the conversion is defined).
+  auto whole = [&](const char* key, double most, const char* what) {
+    const double value = number(key);
+    if (value > most || value != double(uint32_t(value)))
+      throw InputError("--device " + path + ": '" + key + "' must be a whole number " + what);
+    return uint32_t(value);
+  };
   if (j.contains("name") && !j["name"].is_string()) throw InputError("--device " + path + ": 'name' must be a string");
   d.name = j.value("name", path);
-  const double workers = number("workers");
-  if (workers > 4096 || workers != double(uint32_t(workers)))
-    throw InputError("--device " + path + ": 'workers' must be a whole number from 1 to 4096");
-  d.workers = uint32_t(workers);
+  d.workers = whole("workers", 4096, "from 1 to 4096");
   d.memory_gbs = number("memory_gbs");
   d.flops = number("flops");
   d.dispatch_ns = number("dispatch_ns");
@@ -180,18 +184,9 @@ DeviceModel device_from_file(const std::string& path) {
   d.exp_ns = j.contains("exp_ns") ? number("exp_ns") : 0;
   // Optional: without them a waiting worker fetches its next task's weights, unbounded.
   d.prefetch_bytes = j.contains("prefetch_bytes") ? number("prefetch_bytes") : 0;
-  if (j.contains("prefetch_tasks")) {
-    const double tasks = number("prefetch_tasks");
-    if (tasks > 1e6 || tasks != double(uint32_t(tasks)))
-      throw InputError("--device " + path + ": 'prefetch_tasks' must be a whole number of tasks, at most 1000000 (0: no bound)");
-    d.prefetch_tasks = uint32_t(tasks);
-  }
-  if (j.contains("prefetch_max_tokens")) {
-    const double tokens = number("prefetch_max_tokens");
-    if (tokens > 1e6 || tokens != double(uint32_t(tokens)))
-      throw InputError("--device " + path + ": 'prefetch_max_tokens' must be a whole number of tokens, at most 1000000 (0: no bound)");
-    d.prefetch_max_tokens = uint32_t(tokens);
-  }
+  if (j.contains("prefetch_tasks")) d.prefetch_tasks = whole("prefetch_tasks", 1e6, "of tasks, at most 1000000 (0: no bound)");
+  if (j.contains("prefetch_max_tokens"))
+    d.prefetch_max_tokens = whole("prefetch_max_tokens", 1e6, "of tokens, at most 1000000 (0: no bound)");
   if (d.workers == 0 || d.memory_gbs < 1e-3 || d.flops < 1e3)
     throw InputError("--device " + path + ": workers must be at least 1, memory_gbs at least 0.001 and flops at least 1000");
   if (d.link_gbs > 0 && d.link_gbs < 1e-3)
