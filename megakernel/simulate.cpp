@@ -1,9 +1,13 @@
 // tilefire/simulate.h: a model's decode program on a device model, and the `cpu` device measured here.
 #include "tilefire/simulate.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -33,6 +37,60 @@ std::vector<float> weights_of_half(uint64_t weights, DType dtype) {
     std::fill(words, words + weights, half);
   }
   return storage;
+}
+
+// The stalls of `threads` workers on this machine (DeviceModel::stall_ns, stall_every_ns): each spins on
+// the core the executor would give it (when there are enough), reading the clock; a read more than 5 us
+// after the one before is time the core was taken away (an interrupt, or on a virtual machine the host).
+// Reads are tens of ns apart otherwise. The 2-core VM loses 30 to 50 us about every 0.5 ms on each core,
+// some 7% of its time, with spells of a stall every 0.1 ms (docs/SIMULATOR.md, "Stalls"). So the figures
+// are the median of 11 windows of 20 ms, as bench reports the median step: a spell in one window moves
+// them little.
+void measure_stalls(uint32_t threads, DeviceModel& d) {
+  using Clock = std::chrono::steady_clock;
+  constexpr int kWindows = 11;
+  constexpr double kWindowNs = 20e6, kStallNs = 5e3;
+  const std::vector<uint32_t> cpus = allowed_cpus();
+  const bool pin = cpus.size() >= threads;
+  std::vector<double> lost(size_t(threads) * kWindows, 0.0), stalls(size_t(threads) * kWindows, 0.0);  // [worker, window]
+  auto spin = [&](uint32_t w) {
+    if (pin) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpus[w], &set);
+      (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort, as the executor's
+    }
+    const Clock::time_point begin = Clock::now();
+    Clock::time_point last = begin;
+    for (;;) {
+      const Clock::time_point now = Clock::now();
+      const double gap = std::chrono::duration<double, std::nano>(now - last).count();
+      const double since = std::chrono::duration<double, std::nano>(now - begin).count();
+      if (since >= kWindowNs * kWindows) break;
+      if (gap > kStallNs) {
+        const size_t at = size_t(w) * kWindows + size_t(since / kWindowNs);
+        lost[at] += gap;
+        stalls[at] += 1;
+      }
+      last = now;
+    }
+  };
+  std::vector<std::thread> spinners;
+  for (uint32_t w = 0; w < threads; ++w) spinners.emplace_back(spin, w);
+  for (std::thread& t : spinners) t.join();
+  // Per window, over the workers: the time lost and the stalls; the window of the median time lost.
+  std::vector<std::pair<double, double>> windows(kWindows, {0.0, 0.0});
+  for (uint32_t w = 0; w < threads; ++w)
+    for (int i = 0; i < kWindows; ++i) {
+      windows[i].first += lost[size_t(w) * kWindows + i];
+      windows[i].second += stalls[size_t(w) * kWindows + i];
+    }
+  std::nth_element(windows.begin(), windows.begin() + kWindows / 2, windows.end());
+  const auto [lost_ns, count] = windows[kWindows / 2];
+  if (count == 0) return;  // none: the device has no stalls
+  d.stall_ns = lost_ns / count;
+  d.stall_every_ns = kWindowNs * double(threads) / count;
+  d.stall_ns = std::min(d.stall_ns, 0.9 * d.stall_every_ns);  // a core almost never running is still modelled
 }
 
 // The model's weight matrices in the order a decode step streams them, layer by layer (QKV, O, gate
@@ -111,6 +169,9 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, con
   // The executor's prefetch while a task waits: the next task's first bytes only.
   d.prefetch_bytes = double(kCpuIdlePrefetchBytes);
   d.prefetch_tasks = 1;
+  // Measured before the calibration, whose fit takes the stalls out of the bandwidth (they are in its
+  // tiles' times, and the simulator charges them on their own).
+  measure_stalls(threads, d);
 
   const std::vector<ChainMatrix> matrices = model_matrices(spec, wdtype, std::min<uint64_t>(working_set_bytes, 1ull << 30));
   Program chain = matrix_chain_program(matrices, tile_bytes, threads, wdtype);
@@ -187,6 +248,10 @@ DeviceModel device_from_file(const std::string& path) {
   if (j.contains("prefetch_tasks")) d.prefetch_tasks = whole("prefetch_tasks", 1e6, "of tasks, at most 1000000 (0: no bound)");
   if (j.contains("prefetch_max_tokens"))
     d.prefetch_max_tokens = whole("prefetch_max_tokens", 1e6, "of tokens, at most 1000000 (0: no bound)");
+  d.stall_ns = j.contains("stall_ns") ? number("stall_ns") : 0;  // optional: no stalls
+  d.stall_every_ns = j.contains("stall_every_ns") ? number("stall_every_ns") : 0;
+  if (d.stall_ns > 0 && !(d.stall_ns < d.stall_every_ns))
+    throw InputError("--device " + path + ": 'stall_ns' must be below 'stall_every_ns' (a worker stalls for stall_ns once every stall_every_ns)");
   if (d.workers == 0 || d.memory_gbs < 1e-3 || d.flops < 1e3)
     throw InputError("--device " + path + ": workers must be at least 1, memory_gbs at least 0.001 and flops at least 1000");
   if (d.link_gbs > 0 && d.link_gbs < 1e-3)
@@ -222,7 +287,9 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
                               {"exp_ns", fit.device.exp_ns},
                               {"prefetch_bytes", fit.device.prefetch_bytes},
                               {"prefetch_tasks", fit.device.prefetch_tasks},
-                              {"prefetch_max_tokens", fit.device.prefetch_max_tokens}};
+                              {"prefetch_max_tokens", fit.device.prefetch_max_tokens},
+                              {"stall_ns", fit.device.stall_ns},
+                              {"stall_every_ns", fit.device.stall_every_ns}};
   std::ofstream file(options.fit_out_path);
   if (!file) throw InputError("--fit-out: cannot write '" + options.fit_out_path + "'");
   file << out.dump(2) << "\n";
@@ -315,6 +382,8 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   report.prefetch_bytes = device.prefetch_bytes;
   report.prefetch_tasks = device.prefetch_tasks;
   report.prefetch_max_tokens = device.prefetch_max_tokens;
+  report.stall_ns = device.stall_ns;
+  report.stall_every_ns = device.stall_every_ns;
   report.step_ms = dataflow.step_ns * 1e-6;
   report.bound_ms = std::max(bytes / device.memory_gbs, flops / (device.flops * 1e-9)) * 1e-6;
   report.bound_share = report.step_ms > 0 ? report.bound_ms / report.step_ms : 0;

@@ -52,6 +52,12 @@ struct DeviceModel {
   // Steps of more tokens than this fetch nothing ahead (0: no such limit). The cuda kernel stages a
   // tile's weights only for its vector pass, at most 4 tokens (kDeviceMaxPassTokens).
   uint32_t prefetch_max_tokens = 0;
+  // Time the machine takes a worker away: every `stall_every_ns` each worker loses `stall_ns` (an
+  // interrupt, or a virtual machine's host running something else on the core), at its own phase. 0: no
+  // stalls (the GPU presets; an SM is not taken away). The cpu device measures them (docs/SIMULATOR.md):
+  // a stall on one worker also delays every worker that waits on its tiles.
+  double stall_ns = 0;
+  double stall_every_ns = 0;
 };
 
 // h100 (SXM), h200, b200; nullopt for other names.

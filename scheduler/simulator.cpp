@@ -16,6 +16,43 @@ namespace tilefire {
 
 namespace {
 
+// Where `at` falls in `worker`'s stall period (each period starts with its stall): 0 to every_ns.
+double into_period(const StallSchedule& s, uint32_t worker, double at) {
+  const double phase = s.every_ns * (double(worker) + 0.5) / double(std::max(1u, s.workers));
+  const double into = std::fmod(at - phase, s.every_ns);
+  return into < 0 ? into + s.every_ns : into;
+}
+
+}  // namespace
+
+// In closed form: a loop over the periods would take as long as a device file's figures say.
+double StallSchedule::finish(uint32_t worker, double start, double work) const {
+  if (!any() || work <= 0) return start + work;
+  double at = start;
+  double into = into_period(*this, worker, at);
+  if (into < stall_ns) at += stall_ns - into, into = stall_ns;  // inside a stall: start at its end
+  const double left_in_period = every_ns - into;
+  if (work <= left_in_period) return at + work;
+  work -= left_in_period;
+  at += left_in_period;  // the start of the next period: a stall, then every_ns - stall_ns of work
+  const double per_period = every_ns - stall_ns;
+  const double whole = std::ceil(work / per_period) - 1;  // periods run through before the last one
+  return at + whole * every_ns + stall_ns + (work - whole * per_period);
+}
+
+double StallSchedule::stalled(uint32_t worker, double from, double to) const {
+  if (!any() || !(to > from)) return 0;
+  // Stalled time from the start of `from`'s period to t, for t within whole periods of it.
+  const double period_start = from - into_period(*this, worker, from);
+  auto stalled_to = [&](double t) {
+    const double periods = std::floor((t - period_start) / every_ns);
+    return periods * stall_ns + std::min(stall_ns, t - period_start - periods * every_ns);
+  };
+  return stalled_to(to) - stalled_to(from);
+}
+
+namespace {
+
 constexpr double kUnknown = std::numeric_limits<double>::infinity();
 
 struct EventClock {
@@ -31,6 +68,7 @@ class Simulation {
     const uint32_t workers = program.placement == Placement::static_queues ? uint32_t(program.queues.size()) : program.workers;
     result_.busy_ns.assign(std::max(1u, workers), 0.0);
     free_at_.assign(result_.busy_ns.size(), 0.0);
+    stalls_ = {options.stall_ns, options.stall_every_ns, uint32_t(free_at_.size())};
     clock_.remaining.resize(program.events.size());
     clock_.fired.assign(program.events.size(), kUnknown);
     for (uint32_t e = 0; e < program.events.size(); ++e) clock_.remaining[e] = program.events[e].trigger_count;
@@ -72,7 +110,7 @@ class Simulation {
     if (options_.prefetch_while_waiting && !upcoming.empty()) prefetch(upcoming, std::max(0.0, ready - free));
     // The weight time fetched ahead for this task (while it, or a task before it, waited) is not paid again.
     const double duration = std::max(task_ns_[task] - fetched_ns_[task], 0.0);
-    const double end = start + duration;
+    const double end = stalls_.finish(worker, start, duration);
     free_at_[worker] = end;
     result_.busy_ns[worker] += duration;
     result_.timeline.push_back({task, worker, start, end});
@@ -206,6 +244,7 @@ class Simulation {
   SimulationOptions options_;
   SimulationResult result_;
   std::vector<double> free_at_;
+  StallSchedule stalls_;
   EventClock clock_;
   std::map<uint32_t, double> pending_signal_;
   std::vector<double> fetched_ns_ = std::vector<double>(task_ns_.size(), 0.0);  // per task: weight time fetched ahead
@@ -217,6 +256,8 @@ SimulationResult simulate_with_times(const Program& program, const std::vector<d
                                      const std::vector<double>& weight_ns, double signal_ns, const SimulationOptions& options) {
   if (task_ns.size() != program.tasks.size() || weight_ns.size() != program.tasks.size())
     throw std::invalid_argument("simulate: one time per task is needed");
+  if (options.stall_every_ns > 0 && options.stall_ns > 0 && !(options.stall_ns < options.stall_every_ns))
+    throw std::invalid_argument("simulate: a stall must be shorter than the time between stalls");
   return Simulation(program, task_ns, weight_ns, signal_ns, options).run();
 }
 
@@ -237,6 +278,8 @@ SimulationResult simulate_program(const Program& program, const DeviceModel& dev
   with_prefetch.prefetch_tasks = device.prefetch_tasks;
   if (device.prefetch_bytes > 0) with_prefetch.prefetch_held_ns = device.prefetch_bytes / share_bytes_per_ns;
   if (device.prefetch_max_tokens > 0 && program.tokens > device.prefetch_max_tokens) with_prefetch.prefetch_while_waiting = false;
+  with_prefetch.stall_ns = device.stall_ns;
+  with_prefetch.stall_every_ns = device.stall_every_ns;
   return simulate_with_times(program, task_ns, weight_ns, device.signal_ns, with_prefetch);
 }
 

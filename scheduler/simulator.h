@@ -2,7 +2,8 @@
 // A discrete-event simulator of the megakernel (issue 5; docs/SIMULATOR.md): it runs a Program's placement
 // on a modelled device. Each worker takes the tasks of its static queue in order (or, for a dynamically
 // placed program, the earliest-ready task); a task starts when its worker is free and every event it waits
-// on has fired (its last signal plus the device's signal latency), and takes its modelled time. While a
+// on has fired (its last signal plus the device's signal latency), and takes its modelled time, longer
+// by the stalls its worker has meanwhile when the device has them (time the machine takes away). While a
 // worker waits for a task's inputs it streams weights, as the executors' prefetch does: the task's own
 // first, then (with a lookahead of several tasks) its queue's next tasks', as far as the prefetch holds;
 // a task runs shorter by the weight time fetched ahead for it. bsp runs the same tiles node by node with
@@ -21,6 +22,21 @@ struct SimulatedTask {
   double start_ns = 0, end_ns = 0;
 };
 
+// Stalls as the simulator places them (DeviceModel::stall_ns, stall_every_ns): worker w of `workers`
+// loses [phase_w + k * every, phase_w + k * every + stall) for every whole k, phase_w = every * (w + 1/2) /
+// workers, so the workers' stalls are spread evenly over a period. No stalls when either figure is 0.
+struct StallSchedule {
+  double stall_ns = 0, every_ns = 0;
+  uint32_t workers = 1;
+
+  bool any() const { return stall_ns > 0 && every_ns > 0; }
+  // When `work` ns that `worker` starts at `start` end, its stalls skipped (one that would start inside a
+  // stall starts at its end).
+  double finish(uint32_t worker, double start, double work) const;
+  // The part of [from, to) that `worker` spends stalled.
+  double stalled(uint32_t worker, double from, double to) const;
+};
+
 struct SimulationResult {
   double step_ns = 0;               // the last task's end
   std::vector<double> busy_ns;      // per worker: time running tasks
@@ -37,6 +53,11 @@ struct SimulationOptions {
   uint32_t prefetch_tasks = 1;
   double prefetch_held_ns = std::numeric_limits<double>::infinity();
   uint32_t sequences = 1;  // the step's tokens are decode tokens of this many sequences (task_work)
+  // Stalls (DeviceModel::stall_ns, stall_every_ns; 0: none): worker w of W loses [phase + k * every,
+  // phase + k * every + stall) for every k, phase = every * (w + 1/2) / W. A task's work runs only
+  // outside them, and one that would start inside one starts at its end.
+  double stall_ns = 0;
+  double stall_every_ns = 0;
 };
 
 // Task times from the cost model (`context` positions in the KV cache).

@@ -8,7 +8,8 @@
 //  - signal: from the last input's producer ending to the waiting task starting, when it had to wait;
 //  - bandwidth: the bytes of the weight-streaming tasks that did not wait, over the time they ran, times
 //    the workers (the model gives a task alone an even share of the bandwidth; a waiting worker fetches
-//    weights, so a task that waited runs shorter than its bytes take).
+//    weights, so a task that waited runs shorter than its bytes take), over the share of the time the
+//    base device's stalls leave the workers.
 // Peak flops and the link are kept from the base device: a decode step is memory-bound.
 #include <cstdint>
 #include <vector>

@@ -317,7 +317,7 @@ TEST(CliSimulate, JsonDeviceFileAndTrace) {
   TempDir dir("cli-simulate");
   const std::string device = (dir.path() / "device.json").string(), trace = (dir.path() / "sim.json").string();
   write_file_text(device, R"({"name": "half-h200", "workers": 66, "memory_gbs": 2400, "flops": 5e14, "dispatch_ns": 400, "signal_ns": 800,
-                               "prefetch_bytes": 65536, "prefetch_tasks": 0})");
+                               "prefetch_bytes": 65536, "prefetch_tasks": 0, "stall_ns": 20000, "stall_every_ns": 1e6})");
   RunResult r = run_cli({"simulate", "--preset", "small", "--device", device, "--json", "--trace", trace});
   ASSERT_EQ(r.status, 0) << describe(r);
   const nlohmann::json j = nlohmann::json::parse(r.out);
@@ -325,6 +325,8 @@ TEST(CliSimulate, JsonDeviceFileAndTrace) {
   EXPECT_EQ(j["workers"], 66);
   EXPECT_EQ(j["prefetch_bytes"], 65536);
   EXPECT_EQ(j["prefetch_tasks"], 0);
+  EXPECT_EQ(j["stall_ns"], 20000);
+  EXPECT_EQ(j["stall_every_ns"], 1e6);
   for (const char* key : {"step_ms", "bound_ms", "bound_share", "bsp_ratio", "idle_share"}) EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_GT(j["step_ms"].get<double>(), 0.0);
   EXPECT_LE(j["bound_ms"].get<double>(), j["step_ms"].get<double>() * 1.000001);
@@ -345,6 +347,12 @@ TEST(CliSimulate, JsonDeviceFileAndTrace) {
   r = run_cli({"simulate", "--preset", "small", "--device", device});
   EXPECT_EQ(r.status, 2) << describe(r);
   EXPECT_NE(r.err.find("'prefetch_tasks'"), std::string::npos) << describe(r);
+  // A worker cannot stall for longer than the time between its stalls.
+  write_file_text(device, R"({"workers": 66, "memory_gbs": 2400, "flops": 5e14, "dispatch_ns": 400, "signal_ns": 800,
+                              "stall_ns": 5000, "stall_every_ns": 5000})");
+  r = run_cli({"simulate", "--preset", "small", "--device", device});
+  EXPECT_EQ(r.status, 2) << describe(r);
+  EXPECT_NE(r.err.find("'stall_ns' must be below 'stall_every_ns'"), std::string::npos) << describe(r);
 }
 
 // simulate --device cpu: the device measured here, with the workers asked for; every figure it measured
@@ -359,10 +367,12 @@ TEST(CliSimulate, MeasuredCpuDevice) {
     const double value = j[key].get<double>();
     EXPECT_TRUE(std::isfinite(value) && value > 0) << key << " = " << value;
   }
-  for (const char* key : {"dispatch_ns", "signal_ns"}) {
+  for (const char* key : {"dispatch_ns", "signal_ns", "stall_ns", "stall_every_ns"}) {
     const double value = j[key].get<double>();
     EXPECT_TRUE(std::isfinite(value) && value >= 0) << key << " = " << value;
   }
+  // Stalls measured (or none seen): a stall shorter than the time between two.
+  if (j["stall_every_ns"].get<double>() > 0) EXPECT_LT(j["stall_ns"].get<double>(), j["stall_every_ns"].get<double>());
   EXPECT_LE(j["bound_ms"].get<double>(), j["step_ms"].get<double>() * 1.000001);
 }
 

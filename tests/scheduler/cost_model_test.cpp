@@ -143,6 +143,8 @@ TEST(CostModel, DevicePresetsAndTaskTime) {
   EXPECT_DOUBLE_EQ(h200->prefetch_bytes, 6 * 32768);
   EXPECT_EQ(h200->prefetch_tasks, 0u);
   EXPECT_EQ(h200->prefetch_max_tokens, 4u);
+  EXPECT_EQ(h200->stall_ns, 0.0);  // an SM is not taken away
+  EXPECT_EQ(h200->stall_every_ns, 0.0);
   EXPECT_FALSE(device_preset("tpu").has_value());
   TaskWork memory_bound;
   memory_bound.weight_bytes = 132e3;  // 1 KB per ns per worker share on 132 workers: 4800/132 GB/s

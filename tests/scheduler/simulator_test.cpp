@@ -146,5 +146,49 @@ TEST(Simulator, OnlyAQueueWalkingPrefetchRunsAheadOfBarriers) {
   EXPECT_DOUBLE_EQ(simulate_with_times(p, times, weights, 3, bsp).step_ns, 103 + 37);
 }
 
+// Two workers, a stall of 10 every 100: worker 0's stalls are [25, 35) + 100k, worker 1's [75, 85) + 100k.
+TEST(Simulator, StallsTakeTimeFromTheirWorkerAtItsOwnPhase) {
+  const StallSchedule stalls{.stall_ns = 10, .every_ns = 100, .workers = 2};
+  EXPECT_DOUBLE_EQ(stalls.finish(0, 0, 20), 20);    // done before the first stall
+  EXPECT_DOUBLE_EQ(stalls.finish(0, 0, 30), 40);    // 25, the stall, 5 more
+  EXPECT_DOUBLE_EQ(stalls.finish(0, 30, 10), 45);   // starts inside the stall: at its end
+  EXPECT_DOUBLE_EQ(stalls.finish(0, 0, 115), 125);  // ends as the second stall starts
+  EXPECT_DOUBLE_EQ(stalls.finish(0, 0, 250), 280);  // 25 + 90 + 90 + 45 of work, three stalls
+  EXPECT_DOUBLE_EQ(stalls.finish(1, 0, 100), 110);  // the other worker's phase: one stall, at 75
+  EXPECT_DOUBLE_EQ(stalls.stalled(0, 0, 300), 30);
+  EXPECT_DOUBLE_EQ(stalls.stalled(0, 30, 130), 10);  // the end of one stall and the start of the next
+  EXPECT_DOUBLE_EQ(stalls.stalled(1, 0, 80), 5);
+  EXPECT_DOUBLE_EQ(stalls.stalled(1, 80, 80), 0);
+  // Whatever the start and the work, the time it takes is the work and the stalls met on the way.
+  for (uint32_t worker : {0u, 1u})
+    for (double start = 0; start < 400; start += 7.25)
+      for (double work = 0.5; work < 700; work += 13.5) {
+        const double end = stalls.finish(worker, start, work);
+        EXPECT_NEAR(end - start, work + stalls.stalled(worker, start, end), 1e-9) << worker << " " << start << " " << work;
+      }
+  // No stalls when either figure is 0.
+  EXPECT_DOUBLE_EQ((StallSchedule{.stall_ns = 10, .every_ns = 0, .workers = 2}).finish(0, 0, 500), 500);
+  EXPECT_DOUBLE_EQ((StallSchedule{.stall_ns = 0, .every_ns = 100, .workers = 2}).stalled(0, 0, 500), 0);
+}
+
+// A stall delays its own worker, and every worker that waits on its tiles: A (50, worker 0) then B (50,
+// worker 1, waiting on A) meet one stall each, 20 more than without. A device whose stall is not shorter
+// than the time between two is refused.
+TEST(Simulator, AStallAlsoDelaysTheWorkersThatWaitOnIt) {
+  Program p = layered_program({1, 1}, {{}, {0}});
+  p.placement = Placement::static_queues;
+  p.queues = {{0}, {1}};
+  p.workers = 2;
+  const std::vector<double> times{50, 50}, weights{0, 0};
+  EXPECT_DOUBLE_EQ(simulate_with_times(p, times, weights, 0).step_ns, 100);
+  SimulationOptions stalled;
+  stalled.stall_ns = 10;
+  stalled.stall_every_ns = 100;
+  // A: 0-25, stalled to 35, ends 60. B on worker 1: 60-75, stalled to 85, ends 120.
+  EXPECT_DOUBLE_EQ(simulate_with_times(p, times, weights, 0, stalled).step_ns, 120);
+  stalled.stall_ns = 100;
+  EXPECT_THROW(simulate_with_times(p, times, weights, 0, stalled), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace tilefire::testing

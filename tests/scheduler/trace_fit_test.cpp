@@ -36,6 +36,29 @@ TEST(TraceFit, RecoversTheDeviceOfASimulatedStep) {
   EXPECT_NEAR(fit.observed_step_ns, simulated.step_ns, 1e-6);
 }
 
+// A device that stalls: the simulated step carries the stalls, and the fit takes them out of the
+// bandwidth (the simulator charges them on their own), so it reads back about the device's bandwidth.
+// About: the fit spreads the step's stalls evenly over its tasks, where the simulator's fall where their
+// phases put them.
+TEST(TraceFit, TakesTheStallsOutOfTheBandwidth) {
+  CompileOptions compile;
+  compile.workers = 4;
+  compile.kv_splits = 1;
+  const Program program = compile_model(preset_spec("tiny", DType::bf16), compile);
+  DeviceModel device{.name = "stalling", .workers = 4, .memory_gbs = 50, .flops = 1e18, .dispatch_ns = 0, .signal_ns = 300};
+  device.stall_ns = 2000;
+  device.stall_every_ns = 20000;  // 10% of each worker's time
+  const uint32_t context = 64;
+  const SimulationResult simulated = simulate_program(program, device, context);
+  DeviceModel without = device;
+  without.stall_ns = 0;
+  const double unstalled_ns = simulate_program(program, without, context).step_ns;
+  ASSERT_GT(simulated.step_ns, unstalled_ns * 1.05);  // the step is several periods long and meets stalls
+  EXPECT_NEAR(fit_device(program, simulated.timeline, context, device).device.memory_gbs, 50.0, 50.0 * 0.05);
+  // A fit that knows nothing of them reads them as a lower bandwidth.
+  EXPECT_LT(fit_device(program, simulated.timeline, context, without).device.memory_gbs, 50.0 * 0.95);
+}
+
 // Four empty tasks. Worker 0 runs 0 then 1 (1 waits on nothing: a 40 ns gap). Worker 1 runs 3 (waits
 // on nothing) then 2, which waits for 1's event and starts 250 ns after 1 ends. Empty tasks move no
 // bytes, so the bandwidth stays the base's.
