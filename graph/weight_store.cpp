@@ -1,12 +1,9 @@
 // WeightStore (one file or index-listed shards), the tensors a spec expects, and the checks between them.
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "graph/json_file.h"
 #include "graph/weights.h"
 
 namespace tilefire {
@@ -18,20 +15,6 @@ using nlohmann::json;
   throw InputError(origin + ": " + what);
 }
 
-
-json read_json_file(const std::filesystem::path& path) {
-  const std::string origin = path.string();
-  if (is_special_file(path)) fail(origin, "not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(origin, std::string("cannot open (") + std::strerror(errno) + ")");
-  std::ostringstream text;
-  text << in.rdbuf();
-  try {
-    return json::parse(text.str());
-  } catch (const json::parse_error& error) {
-    fail(origin, std::string("not valid JSON: ") + error.what());
-  }
-}
 
 // Shard names come from a file we did not write: keep them inside the checkpoint folder.
 void check_shard_name(const std::string& shard, const std::string& index_origin, const std::string& tensor) {
@@ -65,7 +48,7 @@ WeightStore WeightStore::open_folder(const std::filesystem::path& folder) {
   if (!std::filesystem::exists(index_path, ignored)) fail(folder.string(), "no model.safetensors or model.safetensors.index.json");
 
   const std::string index_origin = index_path.string();
-  json index = read_json_file(index_path);
+  json index = read_json_file(index_path, index_path.string());
   if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object()) {
     fail(index_origin, "key 'weight_map' must be an object of tensor name -> shard file");
   }

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "graph/model_spec.h"
 #include "graph/tensor_parallel.h"
@@ -19,17 +18,6 @@ std::string gib(uint64_t bytes) {
   return text;
 }
 }  // namespace
-
-nlohmann::json read_json_file(const std::string& path, const std::string& flag) {
-  if (is_special_file(path)) throw InputError(flag + " " + path + ": not a regular file");
-  std::ifstream in(path);
-  if (!in) throw InputError(flag + " " + path + ": cannot open the file");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw InputError(flag + " " + path + ": not valid JSON (" + e.what() + ")");
-  }
-}
 
 ModelSpec spec_for_tool(const std::string& model_dir, const std::string& preset, DType dtype, std::string* label) {
   if (!model_dir.empty()) {

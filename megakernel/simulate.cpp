@@ -215,7 +215,7 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, con
 }
 
 DeviceModel device_from_file(const std::string& path) {
-  const nlohmann::json j = read_json_file(path, "--device");
+  const nlohmann::json j = read_json_file(path, "--device " + path);
   if (!j.is_object()) throw InputError("--device " + path + ": must be a JSON object of the device's figures (workers, memory_gbs, ...)");
   DeviceModel d;
   // Finite and at most 1e18 (flop/s past any device's; GB/s, ns and bytes far past): a figure out

@@ -46,7 +46,7 @@ void write_chrome_trace(const std::string& path, const Program& program, const s
 }
 
 std::vector<SimulatedTask> read_chrome_trace(const std::string& path, const Program& program) {
-  const nlohmann::json trace = read_json_file(path, "--fit-trace");
+  const nlohmann::json trace = read_json_file(path, "--fit-trace " + path);
   if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
     throw InputError("--fit-trace " + path + ": no traceEvents array (expected a trace written by `tilefire run --trace`)");
   std::vector<SimulatedTask> tasks;

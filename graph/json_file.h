@@ -1,0 +1,15 @@
+#pragma once
+// A JSON document read from a file the user gave (a checkpoint's index, a device description, a trace).
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace tilefire {
+
+// The document in `path`. Throws InputError, its message starting with `origin` (the path, or the flag
+// and the path), when the path is a FIFO, a device or a folder (opening one could block), cannot be
+// opened, or does not hold valid JSON.
+nlohmann::json read_json_file(const std::filesystem::path& path, const std::string& origin);
+
+}  // namespace tilefire
