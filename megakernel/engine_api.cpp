@@ -50,7 +50,7 @@ uint64_t decode_weight_bytes(const Program& program, const ModelSpec& spec) {
 // A preset's shape with random weights built in memory (benchmarks without writing a folder first).
 LoadedModel random_preset_model(const std::string& preset, const std::string& dtype, uint64_t seed) {
   std::optional<DType> parsed = parse_dtype(dtype);
-  if (!parsed) throw InputError("--dtype must be f32, bf16 or f16, got '" + dtype + "'");
+  if (!parsed) throw InputError("EngineOptions::preset_dtype (--dtype) must be f32, bf16 or f16, got '" + dtype + "'");
   LoadedModel model;
   model.spec = preset_spec(preset, *parsed);
   RandomWeightOptions options;
@@ -81,11 +81,11 @@ std::unique_ptr<Engine::Impl> Engine::Impl::make_rank(uint32_t rank_index, const
 uint64_t Engine::Impl::process_rank_key(const Bootstrap& boot, const std::string& backend_workers) const {
   const ModelSpec& spec = model.spec;
   if (boot.ranks != options.tp)
-    throw InputError("--tp " + std::to_string(options.tp) + ", but " + std::to_string(boot.ranks) + " ranks were started (" +
+    throw InputError("EngineOptions::tp (--tp) is " + std::to_string(options.tp) + ", but " + std::to_string(boot.ranks) + " ranks were started (" +
                      boot.source + ")");
   // Each process checks alone, so the split must give every rank the same tiles: even shares.
   if (spec.ffn % options.tp != 0 || spec.vocab % options.tp != 0)
-    throw InputError("--tp " + std::to_string(options.tp) + " with one rank per process needs the FFN size (" +
+    throw InputError("EngineOptions::tp (--tp) " + std::to_string(options.tp) + " with one rank per process needs the FFN size (" +
                      std::to_string(spec.ffn) + ") and the vocabulary (" + std::to_string(spec.vocab) + ") to split evenly");
   // Everything a rank's programs follow from: a peer that differs in any of it is refused when the group
   // forms (its programs would place different tasks at the same flag slots).
@@ -124,12 +124,12 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   const ModelSpec& spec = m.model.spec;
   m.max_context = options.max_context ? options.max_context : std::min(spec.max_context, 4096u);
   if (m.max_context > spec.max_context)
-    throw InputError("--max-context " + std::to_string(m.max_context) + " exceeds the model's max_position_embeddings " +
+    throw InputError("EngineOptions::max_context (--max-context) " + std::to_string(m.max_context) + " exceeds the model's max_position_embeddings " +
                      std::to_string(spec.max_context));
   if (!options.policy.empty() && !find_policy(options.policy))
-    throw InputError("--policy: unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
+    throw InputError("EngineOptions::policy (--policy): unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
   m.program_spec = spec;
-  if (options.tp == 0) throw InputError("--tp must be at least 1");
+  if (options.tp == 0) throw InputError("EngineOptions::tp (--tp) must be at least 1");
   if (options.tp > 1 && options.policy == "dynamic")
     throw InputError("--policy dynamic cannot run with --tp: each rank's ready queue would order its collective "
                      "tasks differently, and ranks waiting on each other's different tasks could deadlock; use a "
@@ -143,7 +143,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
                                 ((uint64_t(spec.vocab) + options.tp - 1) / options.tp * 4 + 63) / 64 * 64;
   const uint32_t flags = 2 * spec.layers * spec.hidden + options.tp + 2;
   if (options.backend == Backend::cuda) {
-    if (options.stress_delay_us) throw InputError("--stress-delay-us applies to the cpu backend only");
+    if (options.stress_delay_us) throw InputError("EngineOptions::stress_delay_us (--stress-delay-us) applies to the cpu backend only");
     CudaOptions cuda;
     cuda.device = options.cuda_device;
     cuda.ctas = options.cuda_ctas;
@@ -162,7 +162,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
                          "with its device API, which this build does not have; without a launcher, --tp runs the ranks "
                          "in one process");
       if (options.tp > CudaExecutor::kMaxRanks)
-        throw InputError("--tp " + std::to_string(options.tp) + " on the cuda backend: at most " + std::to_string(CudaExecutor::kMaxRanks) +
+        throw InputError("EngineOptions::tp (--tp) " + std::to_string(options.tp) + " on the cuda backend: at most " + std::to_string(CudaExecutor::kMaxRanks) +
                          " ranks");
       const int visible = CudaExecutor::device_count();
       if (visible == 0 || options.cuda_device >= visible)
@@ -208,7 +208,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
     }
   } else {
     const uint32_t threads = options.threads ? options.threads : usable_cores();
-    if (threads > 256) throw InputError("--threads " + std::to_string(threads) + " is more than 256");
+    if (threads > 256) throw InputError("EngineOptions::threads (--threads) " + std::to_string(threads) + " is more than 256");
     if (options.tp > 1) {
       // One engine per rank on its share of the threads; the parent keeps the group and runs no program.
       // Ranks as processes: this process holds its own rank only, and meets the others in shared memory.

@@ -139,6 +139,39 @@ TEST(PrefillDecode, PromptLongerThanTheContextIsAnInputError) {
   }
 }
 
+// A refused option's message names the EngineOptions field a program set (and the flag, for the command
+// line's users).
+TEST(PrefillDecode, RefusedOptionsNameTheField) {
+  auto message = [](EngineOptions options) {
+    try {
+      Engine engine(options);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EngineOptions o;
+  o.threads = 1;
+  o.tp = 0;
+  EXPECT_NE(message(o).find("EngineOptions::tp (--tp) must be at least 1"), std::string::npos) << message(o);
+  o = {};
+  o.threads = 300;
+  EXPECT_NE(message(o).find("EngineOptions::threads (--threads) 300"), std::string::npos) << message(o);
+  o = {};
+  o.threads = 1;
+  o.max_context = 1 << 20;
+  EXPECT_NE(message(o).find("EngineOptions::max_context (--max-context)"), std::string::npos) << message(o);
+  o = {};
+  o.threads = 1;
+  o.policy = "fastest";
+  EXPECT_NE(message(o).find("EngineOptions::policy (--policy): unknown placement policy 'fastest'"), std::string::npos) << message(o);
+  o = {};
+  o.threads = 1;
+  o.preset = "tiny";
+  o.preset_dtype = "f64";
+  EXPECT_NE(message(o).find("EngineOptions::preset_dtype (--dtype)"), std::string::npos) << message(o);
+}
+
 // Options and sampling values the command line refuses are refused through the API too, before anything
 // runs: an option the engine would ignore, or a value no sampler means.
 TEST(PrefillDecode, OutOfRangeOptionsAndSamplingAreInputErrors) {
