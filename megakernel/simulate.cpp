@@ -196,6 +196,7 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, con
   const int32_t token = 0;
   for (int i = 0; i < 10; ++i) executor.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});  // untimed
   std::vector<double> bandwidth, dispatch, signal;
+  std::vector<std::vector<double>> worker_gbs(threads);  // [worker][step]
   for (int i = 0; i < 15; ++i) {
     std::vector<TaskTiming> timings;
     StepOptions traced;
@@ -207,10 +208,27 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, con
     bandwidth.push_back(fit.device.memory_gbs);
     dispatch.push_back(fit.device.dispatch_ns);
     signal.push_back(fit.device.signal_ns);
+    for (uint32_t w = 0; w < threads; ++w)
+      if (fit.worker_gbs[w] > 0) worker_gbs[w].push_back(fit.worker_gbs[w]);
   }
   d.memory_gbs = median(bandwidth);
   d.dispatch_ns = median(dispatch);
   d.signal_ns = median(signal);
+  // The workers are not alike on every machine (on the 2-core VM one core streamed 16 GB/s while the
+  // other streamed 22, in the model's own traced steps as in the chain's): each worker's median rate,
+  // their sum the bandwidth, their ratios its speeds. A worker that never streamed without waiting keeps
+  // the pooled rate's share.
+  double sum = 0;
+  std::vector<double> rates(threads, d.memory_gbs / double(threads));
+  for (uint32_t w = 0; w < threads; ++w) {
+    if (!worker_gbs[w].empty()) rates[w] = median(worker_gbs[w]);
+    sum += rates[w];
+  }
+  if (threads > 1 && sum > 0) {
+    d.memory_gbs = sum;
+    d.worker_speed.resize(threads);
+    for (uint32_t w = 0; w < threads; ++w) d.worker_speed[w] = rates[w] * double(threads) / sum;
+  }
   return d;
 }
 
@@ -248,6 +266,20 @@ DeviceModel device_from_file(const std::string& path) {
   if (j.contains("prefetch_tasks")) d.prefetch_tasks = whole("prefetch_tasks", 1e6, "of tasks, at most 1000000 (0: no bound)");
   if (j.contains("prefetch_max_tokens"))
     d.prefetch_max_tokens = whole("prefetch_max_tokens", 1e6, "of tokens, at most 1000000 (0: no bound)");
+  // Optional; absent or empty (as --json and --fit-out write it for a device without speeds): all alike.
+  if (j.contains("worker_speed") && !(j["worker_speed"].is_array() && j["worker_speed"].empty())) {
+    const nlohmann::json& speeds = j["worker_speed"];
+    if (!speeds.is_array() || speeds.size() != d.workers)
+      throw InputError("--device " + path + ": 'worker_speed' must be an array of one speed per worker (" + std::to_string(d.workers) + ")");
+    double sum = 0;
+    for (const nlohmann::json& speed : speeds) {
+      if (!speed.is_number() || !(speed.get<double>() >= 1e-3) || speed.get<double>() > 1e3)
+        throw InputError("--device " + path + ": each of 'worker_speed' must be a number from 0.001 to 1000");
+      d.worker_speed.push_back(speed.get<double>());
+      sum += speed.get<double>();
+    }
+    for (double& speed : d.worker_speed) speed *= double(d.workers) / sum;  // relative: mean 1
+  }
   d.stall_ns = j.contains("stall_ns") ? number("stall_ns") : 0;  // optional: no stalls
   d.stall_every_ns = j.contains("stall_every_ns") ? number("stall_every_ns") : 0;
   if (d.stall_ns > 0 && !(d.stall_ns < d.stall_every_ns))
@@ -289,7 +321,8 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
                               {"prefetch_tasks", fit.device.prefetch_tasks},
                               {"prefetch_max_tokens", fit.device.prefetch_max_tokens},
                               {"stall_ns", fit.device.stall_ns},
-                              {"stall_every_ns", fit.device.stall_every_ns}};
+                              {"stall_every_ns", fit.device.stall_every_ns},
+                              {"worker_speed", fit.device.worker_speed}};
   std::ofstream file(options.fit_out_path);
   if (!file) throw InputError("--fit-out: cannot write '" + options.fit_out_path + "'");
   file << out.dump(2) << "\n";
@@ -384,6 +417,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   report.prefetch_max_tokens = device.prefetch_max_tokens;
   report.stall_ns = device.stall_ns;
   report.stall_every_ns = device.stall_every_ns;
+  report.worker_speed = device.worker_speed;
   report.step_ms = dataflow.step_ns * 1e-6;
   report.bound_ms = std::max(bytes / device.memory_gbs, flops / (device.flops * 1e-9)) * 1e-6;
   report.bound_share = report.step_ms > 0 ? report.bound_ms / report.step_ms : 0;

@@ -58,6 +58,11 @@ struct DeviceModel {
   // a stall on one worker also delays every worker that waits on its tiles.
   double stall_ns = 0;
   double stall_every_ns = 0;
+  // Each worker's speed relative to the others (mean 1; empty: all alike): worker w streams at
+  // memory_gbs / workers * worker_speed[w] and runs its tiles that much faster or slower. The cores of a
+  // virtual machine are not alike (a busy neighbour on the host's core), nor a hybrid CPU's; SMs are. The
+  // cpu device measures them (docs/SIMULATOR.md, "Workers that are not alike").
+  std::vector<double> worker_speed;
 };
 
 // h100 (SXM), h200, b200; nullopt for other names.

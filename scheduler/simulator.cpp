@@ -107,9 +107,10 @@ class Simulation {
   double execute(uint32_t task, uint32_t worker, double ready, std::span<const uint32_t> upcoming = {}) {
     const double free = free_at_[worker];
     const double start = std::max(free, ready);
-    if (options_.prefetch_while_waiting && !upcoming.empty()) prefetch(upcoming, std::max(0.0, ready - free));
+    const double speed = options_.worker_speed.empty() ? 1.0 : options_.worker_speed[worker];
+    if (options_.prefetch_while_waiting && !upcoming.empty()) prefetch(upcoming, std::max(0.0, ready - free) * speed);
     // The weight time fetched ahead for this task (while it, or a task before it, waited) is not paid again.
-    const double duration = std::max(task_ns_[task] - fetched_ns_[task], 0.0);
+    const double duration = std::max(task_ns_[task] - fetched_ns_[task], 0.0) / speed;
     const double end = stalls_.finish(worker, start, duration);
     free_at_[worker] = end;
     result_.busy_ns[worker] += duration;
@@ -258,6 +259,13 @@ SimulationResult simulate_with_times(const Program& program, const std::vector<d
     throw std::invalid_argument("simulate: one time per task is needed");
   if (options.stall_every_ns > 0 && options.stall_ns > 0 && !(options.stall_ns < options.stall_every_ns))
     throw std::invalid_argument("simulate: a stall must be shorter than the time between stalls");
+  if (!options.worker_speed.empty()) {
+    const size_t workers = program.placement == Placement::static_queues ? program.queues.size() : program.workers;
+    if (options.worker_speed.size() != std::max<size_t>(1, workers))
+      throw std::invalid_argument("simulate: one speed per worker is needed");
+    for (double speed : options.worker_speed)
+      if (!(speed > 0) || !std::isfinite(speed)) throw std::invalid_argument("simulate: a worker's speed must be positive");
+  }
   return Simulation(program, task_ns, weight_ns, signal_ns, options).run();
 }
 
@@ -280,6 +288,7 @@ SimulationResult simulate_program(const Program& program, const DeviceModel& dev
   if (device.prefetch_max_tokens > 0 && program.tokens > device.prefetch_max_tokens) with_prefetch.prefetch_while_waiting = false;
   with_prefetch.stall_ns = device.stall_ns;
   with_prefetch.stall_every_ns = device.stall_every_ns;
+  with_prefetch.worker_speed = device.worker_speed;
   return simulate_with_times(program, task_ns, weight_ns, device.signal_ns, with_prefetch);
 }
 

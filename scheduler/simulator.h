@@ -58,6 +58,9 @@ struct SimulationOptions {
   // outside them, and one that would start inside one starts at its end.
   double stall_ns = 0;
   double stall_every_ns = 0;
+  // Per worker, its speed (DeviceModel::worker_speed; empty: all 1): a task on worker w takes its time
+  // over worker_speed[w], and a wait there fetches that much more or less ahead.
+  std::vector<double> worker_speed;
 };
 
 // Task times from the cost model (`context` positions in the KV cache).

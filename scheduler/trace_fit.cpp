@@ -95,13 +95,20 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
   // next task's weights meanwhile (both backends; the simulator too), so a task that waited runs shorter
   // than its bytes take.
   double bytes = 0, ns = 0;
+  std::vector<double> worker_bytes(base.workers, 0.0), worker_ns(base.workers, 0.0);
   for (uint32_t t = 0; t < tasks; ++t) {
     if (waited[t]) continue;
     const TaskWork work = task_work(program, program.tasks[t], context, sequences);
     if (work.weight_bytes <= 0 || work.link_bytes > 0) continue;
+    // Without the epilogue the base device charges (RoPE, sigmoids): it is not streaming. (At the base
+    // device's speed of that worker: its epilogues run that much faster or slower too.)
+    const uint32_t w = by_task[t]->worker;
+    const double speed = base.worker_speed.size() == base.workers ? base.worker_speed[w] : 1.0;
+    const double run_ns = std::max(0.0, by_task[t]->end_ns - by_task[t]->start_ns - modelled_epilogue_ns(base, work) / speed);
     bytes += work.bytes();
-    // Without the epilogue the base device charges (RoPE, sigmoids): it is not streaming.
-    ns += std::max(0.0, by_task[t]->end_ns - by_task[t]->start_ns - modelled_epilogue_ns(base, work));
+    ns += run_ns;
+    worker_bytes[w] += work.bytes();
+    worker_ns[w] += run_ns;
     ++fit.streaming_tasks;
   }
   // The base device's stalls (time the machine took from the workers) are in those tasks' times too, and
@@ -112,10 +119,27 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
   const StallSchedule stalls{base.stall_ns, base.stall_every_ns, base.workers};
   if (stalls.any() && base.stall_ns < base.stall_every_ns) {
     double stalled = 0;
-    for (uint32_t w = 0; w < base.workers; ++w) stalled += stalls.stalled(w, 0, fit.observed_step_ns);
-    ns *= 1.0 - stalled / (double(base.workers) * fit.observed_step_ns);
+    for (uint32_t w = 0; w < base.workers; ++w) {
+      const double share = stalls.stalled(w, 0, fit.observed_step_ns) / fit.observed_step_ns;
+      worker_ns[w] *= 1.0 - share;
+      stalled += share;
+    }
+    ns *= 1.0 - stalled / double(base.workers);
   }
   if (ns > 0) fit.device.memory_gbs = double(base.workers) * bytes / ns;
+  // Each worker's rate; a worker with no sample gets the pooled one's share.
+  fit.worker_gbs.assign(base.workers, 0.0);
+  for (uint32_t w = 0; w < base.workers; ++w)
+    if (worker_ns[w] > 0) fit.worker_gbs[w] = worker_bytes[w] / worker_ns[w];
+  if (base.worker_speed.size() == base.workers && ns > 0) {
+    std::vector<double> rates = fit.worker_gbs;
+    for (double& rate : rates)
+      if (rate <= 0) rate = fit.device.memory_gbs / double(base.workers);
+    double sum = 0;
+    for (double rate : rates) sum += rate;
+    fit.device.memory_gbs = sum;
+    for (uint32_t w = 0; w < base.workers; ++w) fit.device.worker_speed[w] = rates[w] * double(base.workers) / sum;
+  }
   return fit;
 }
 

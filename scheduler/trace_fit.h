@@ -9,7 +9,8 @@
 //  - bandwidth: the bytes of the weight-streaming tasks that did not wait, over the time they ran, times
 //    the workers (the model gives a task alone an even share of the bandwidth; a waiting worker fetches
 //    weights, so a task that waited runs shorter than its bytes take), over the share of the time the
-//    base device's stalls leave the workers.
+//    base device's stalls leave the workers; and each worker's own, for devices whose workers are not
+//    alike (DeviceModel::worker_speed).
 // Peak flops and the link are kept from the base device: a decode step is memory-bound.
 #include <cstdint>
 #include <vector>
@@ -28,6 +29,9 @@ struct DeviceFit {
   DeviceModel device;           // the base device with the fitted figures
   double observed_step_ns = 0;  // first start to last end of the observed step
   uint32_t dispatch_samples = 0, signal_samples = 0, streaming_tasks = 0;
+  // Per worker: the GB/s its own streaming tasks ran at (0: it ran none that did not wait). When the base
+  // device has worker speeds, the fitted device's are these over their mean, and its bandwidth their sum.
+  std::vector<double> worker_gbs;
 };
 
 // `observed` holds every task of `program` once (task, worker, start and end in ns; any origin). The

@@ -24,7 +24,8 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
                    or FILE.json with workers, memory_gbs, flops, dispatch_ns, signal_ns (and link_gbs,
                    link_latency_ns for --tp; rotation_ns, exp_ns for RoPE pairs and exponentials;
                    prefetch_bytes, prefetch_tasks, prefetch_max_tokens for what a waiting worker
-                   fetches ahead; stall_ns, stall_every_ns for time the machine takes from each worker)
+                   fetches ahead; stall_ns, stall_every_ns for time the machine takes from each worker;
+                   worker_speed, one relative speed per worker, for workers that are not alike)
   --threads N      the cpu device's workers (default: every core)
   --policy NAME    placement policy (default balanced)
   --granularity G  events per producer tile (tile, default), head-wide band (head), or op
@@ -83,7 +84,8 @@ int simulate_command(int argc, char** argv) {
                                 {"rotation_ns", r.rotation_ns}, {"exp_ns", r.exp_ns},
                                 {"prefetch_bytes", r.prefetch_bytes}, {"prefetch_tasks", r.prefetch_tasks},
                                 {"prefetch_max_tokens", r.prefetch_max_tokens},
-                                {"stall_ns", r.stall_ns}, {"stall_every_ns", r.stall_every_ns}};
+                                {"stall_ns", r.stall_ns}, {"stall_every_ns", r.stall_every_ns},
+                                {"worker_speed", r.worker_speed}};
     if (r.fitted)
       out["fit"] = {{"traced_step_ms", r.traced_step_ms},        {"fitted_step_ms", r.fitted_step_ms},
                     {"memory_gbs", r.fitted_memory_gbs},         {"dispatch_ns", r.fitted_dispatch_ns},
@@ -100,6 +102,10 @@ int simulate_command(int argc, char** argv) {
               "%.2f ns per exp, waiting prefetches %s of %s; %u tasks\n",
               r.model.c_str(), r.device.c_str(), r.workers, r.memory_gbs, r.flops, r.dispatch_ns, r.signal_ns, r.rotation_ns,
               r.exp_ns, prefetch_bytes.c_str(), prefetch_tasks.c_str(), r.tasks);
+  if (!r.worker_speed.empty()) {
+    const auto [slowest, fastest] = std::minmax_element(r.worker_speed.begin(), r.worker_speed.end());
+    std::printf("workers' speeds relative to their mean: %.2f to %.2f\n", *slowest, *fastest);
+  }
   if (r.stall_every_ns > 0)
     std::printf("each worker stalls %.1f us every %.2f ms (%.1f%% of its time taken by the machine)\n", r.stall_ns * 1e-3,
                 r.stall_every_ns * 1e-6, 100 * r.stall_ns / r.stall_every_ns);

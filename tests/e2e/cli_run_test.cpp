@@ -347,6 +347,20 @@ TEST(CliSimulate, JsonDeviceFileAndTrace) {
   r = run_cli({"simulate", "--preset", "small", "--device", device});
   EXPECT_EQ(r.status, 2) << describe(r);
   EXPECT_NE(r.err.find("'prefetch_tasks'"), std::string::npos) << describe(r);
+  // Worker speeds are relative: read as given over their mean, one per worker or refused.
+  write_file_text(device, R"({"workers": 2, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 100, "signal_ns": 300,
+                              "worker_speed": [3, 1]})");
+  r = run_cli({"simulate", "--preset", "tiny", "--device", device, "--json"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const nlohmann::json speeds = nlohmann::json::parse(r.out)["worker_speed"];
+  ASSERT_EQ(speeds.size(), 2u);
+  EXPECT_DOUBLE_EQ(speeds[0].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(speeds[1].get<double>(), 0.5);
+  write_file_text(device, R"({"workers": 2, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 100, "signal_ns": 300,
+                              "worker_speed": [1]})");
+  r = run_cli({"simulate", "--preset", "tiny", "--device", device});
+  EXPECT_EQ(r.status, 2) << describe(r);
+  EXPECT_NE(r.err.find("'worker_speed' must be an array of one speed per worker (2)"), std::string::npos) << describe(r);
   // A worker cannot stall for longer than the time between its stalls.
   write_file_text(device, R"({"workers": 66, "memory_gbs": 2400, "flops": 5e14, "dispatch_ns": 400, "signal_ns": 800,
                               "stall_ns": 5000, "stall_every_ns": 5000})");
@@ -371,6 +385,9 @@ TEST(CliSimulate, MeasuredCpuDevice) {
     const double value = j[key].get<double>();
     EXPECT_TRUE(std::isfinite(value) && value >= 0) << key << " = " << value;
   }
+  // Each worker's speed measured, relative to their mean.
+  ASSERT_EQ(j["worker_speed"].size(), 2u);
+  EXPECT_NEAR(j["worker_speed"][0].get<double>() + j["worker_speed"][1].get<double>(), 2.0, 1e-9);
   // Stalls measured (or none seen): a stall shorter than the time between two.
   if (j["stall_every_ns"].get<double>() > 0) EXPECT_LT(j["stall_ns"].get<double>(), j["stall_every_ns"].get<double>());
   EXPECT_LE(j["bound_ms"].get<double>(), j["step_ms"].get<double>() * 1.000001);

@@ -190,5 +190,25 @@ TEST(Simulator, AStallAlsoDelaysTheWorkersThatWaitOnIt) {
   EXPECT_THROW(simulate_with_times(p, times, weights, 0, stalled), std::invalid_argument);
 }
 
+// Workers that are not alike: a task on worker w takes its time over that worker's speed. Four equal
+// tasks of 90, two per worker: the fast worker (1.5) ends at 120, the slow one (0.5) at 360.
+TEST(Simulator, ASlowerWorkerTakesLongerForTheSameTasks) {
+  Program p = layered_program({4}, {{}});
+  p.placement = Placement::static_queues;
+  p.queues = {{0, 1}, {2, 3}};
+  p.workers = 2;
+  const std::vector<double> times(4, 90.0), weights(4, 0.0);
+  SimulationOptions unequal;
+  unequal.worker_speed = {1.5, 0.5};
+  const SimulationResult r = simulate_with_times(p, times, weights, 0, unequal);
+  EXPECT_DOUBLE_EQ(r.step_ns, 360);
+  EXPECT_DOUBLE_EQ(r.busy_ns[0], 120);
+  EXPECT_DOUBLE_EQ(r.busy_ns[1], 360);
+  unequal.worker_speed = {1.0};  // not one per worker
+  EXPECT_THROW(simulate_with_times(p, times, weights, 0, unequal), std::invalid_argument);
+  unequal.worker_speed = {1.0, 0.0};
+  EXPECT_THROW(simulate_with_times(p, times, weights, 0, unequal), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace tilefire::testing

@@ -11,15 +11,20 @@
 namespace tilefire::testing {
 namespace {
 
+// tiny's decode program in bf16 for `workers` workers, attention unsplit.
+Program tiny_decode_program(uint32_t workers) {
+  CompileOptions compile;
+  compile.workers = workers;
+  compile.kv_splits = 1;
+  return compile_model(preset_spec("tiny", DType::bf16), compile);
+}
+
 // The simulator's timeline of tiny's decode program on a device with no dispatch cost and flops high
 // enough that every task is memory-bound: each task runs bytes / (bandwidth / workers), and a task that
 // waits starts one signal latency after its last input ends. The fit reads back the bandwidth and the
 // signal latency.
 TEST(TraceFit, RecoversTheDeviceOfASimulatedStep) {
-  CompileOptions compile;
-  compile.workers = 4;
-  compile.kv_splits = 1;
-  const Program program = compile_model(preset_spec("tiny", DType::bf16), compile);
+  const Program program = tiny_decode_program(4);
   // With epilogues (RoPE in QKV, sigmoids in gate/up): the fit takes them off before reading the bandwidth.
   const DeviceModel device{.name = "known", .workers = 4, .memory_gbs = 50, .flops = 1e18, .dispatch_ns = 0, .signal_ns = 300,
                            .rotation_ns = 25, .exp_ns = 4};
@@ -41,10 +46,7 @@ TEST(TraceFit, RecoversTheDeviceOfASimulatedStep) {
 // About: the fit spreads the step's stalls evenly over its tasks, where the simulator's fall where their
 // phases put them.
 TEST(TraceFit, TakesTheStallsOutOfTheBandwidth) {
-  CompileOptions compile;
-  compile.workers = 4;
-  compile.kv_splits = 1;
-  const Program program = compile_model(preset_spec("tiny", DType::bf16), compile);
+  const Program program = tiny_decode_program(4);
   DeviceModel device{.name = "stalling", .workers = 4, .memory_gbs = 50, .flops = 1e18, .dispatch_ns = 0, .signal_ns = 300};
   device.stall_ns = 2000;
   device.stall_every_ns = 20000;  // 10% of each worker's time
@@ -57,6 +59,31 @@ TEST(TraceFit, TakesTheStallsOutOfTheBandwidth) {
   EXPECT_NEAR(fit_device(program, simulated.timeline, context, device).device.memory_gbs, 50.0, 50.0 * 0.05);
   // A fit that knows nothing of them reads them as a lower bandwidth.
   EXPECT_LT(fit_device(program, simulated.timeline, context, without).device.memory_gbs, 50.0 * 0.95);
+}
+
+// Workers that are not alike: on a simulated step of a device whose workers run at 1.25 and 0.75 of
+// their mean, a fit from a base device that has worker speeds reads both back, and the bandwidth; a
+// fit from one without them keeps one pooled bandwidth and no speeds.
+TEST(TraceFit, ReadsBackEachWorkersSpeed) {
+  const Program program = tiny_decode_program(2);
+  DeviceModel device{.name = "unequal", .workers = 2, .memory_gbs = 40, .flops = 1e18, .dispatch_ns = 0, .signal_ns = 300};
+  device.worker_speed = {1.25, 0.75};
+  const uint32_t context = 64;
+  const SimulationResult simulated = simulate_program(program, device, context);
+  DeviceModel base = device;
+  base.worker_speed = {1.0, 1.0};
+  base.memory_gbs = 7;
+  const DeviceFit fit = fit_device(program, simulated.timeline, context, base);
+  EXPECT_NEAR(fit.device.memory_gbs, 40.0, 1e-6);
+  ASSERT_EQ(fit.device.worker_speed.size(), 2u);
+  EXPECT_NEAR(fit.device.worker_speed[0], 1.25, 1e-9);
+  EXPECT_NEAR(fit.device.worker_speed[1], 0.75, 1e-9);
+  EXPECT_NEAR(fit.worker_gbs[0], 25.0, 1e-6);  // 40 / 2 workers * 1.25
+  EXPECT_NEAR(fit.worker_gbs[1], 15.0, 1e-6);
+  base.worker_speed.clear();
+  const DeviceFit pooled = fit_device(program, simulated.timeline, context, base);
+  EXPECT_TRUE(pooled.device.worker_speed.empty());
+  EXPECT_LT(pooled.device.memory_gbs, 40.0);  // the slow worker's tasks take more of the time
 }
 
 // Four empty tasks. Worker 0 runs 0 then 1 (1 waits on nothing: a 40 ns gap). Worker 1 runs 3 (waits
