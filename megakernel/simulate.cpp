@@ -282,8 +282,9 @@ DeviceModel device_from_file(const std::string& path) {
   }
   d.stall_ns = j.contains("stall_ns") ? number("stall_ns") : 0;  // optional: no stalls
   d.stall_every_ns = j.contains("stall_every_ns") ? number("stall_every_ns") : 0;
-  if (d.stall_ns > 0 && !(d.stall_ns < d.stall_every_ns))
-    throw InputError("--device " + path + ": 'stall_ns' must be below 'stall_every_ns' (a worker stalls for stall_ns once every stall_every_ns)");
+  if ((d.stall_ns > 0 && d.stall_every_ns <= 0) || !StallSchedule{d.stall_ns, d.stall_every_ns, d.workers}.valid())
+    throw InputError("--device " + path + ": 'stall_ns' must be at most 0.99 of 'stall_every_ns', which must be at least 1 ns "
+                     "(a worker stalls for stall_ns once every stall_every_ns)");
   if (d.workers == 0 || d.memory_gbs < 1e-3 || d.flops < 1e3)
     throw InputError("--device " + path + ": workers must be at least 1, memory_gbs at least 0.001 and flops at least 1000");
   if (d.link_gbs > 0 && d.link_gbs < 1e-3)

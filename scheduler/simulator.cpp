@@ -25,6 +25,17 @@ double into_period(const StallSchedule& s, uint32_t worker, double at) {
 
 }  // namespace
 
+bool StallSchedule::valid() const {
+  if (!std::isfinite(stall_ns) || !std::isfinite(every_ns) || stall_ns < 0 || every_ns < 0) return false;
+  return !any() || (every_ns >= 1 && stall_ns <= 0.99 * every_ns);
+}
+
+double StallSchedule::resume(uint32_t worker, double at) const {
+  if (!any()) return at;
+  const double into = into_period(*this, worker, at);
+  return into < stall_ns ? at + (stall_ns - into) : at;
+}
+
 // In closed form: a loop over the periods would take as long as a device file's figures say.
 double StallSchedule::finish(uint32_t worker, double start, double work) const {
   if (!any() || work <= 0) return start + work;
@@ -106,7 +117,7 @@ class Simulation {
   // nothing was fetched for it: neither backend prefetches there.
   double execute(uint32_t task, uint32_t worker, double ready, std::span<const uint32_t> upcoming = {}) {
     const double free = free_at_[worker];
-    const double start = std::max(free, ready);
+    const double start = stalls_.resume(worker, std::max(free, ready));  // not inside one of its stalls
     const double speed = options_.worker_speed.empty() ? 1.0 : options_.worker_speed[worker];
     if (options_.prefetch_while_waiting && !upcoming.empty()) prefetch(upcoming, std::max(0.0, ready - free) * speed);
     // The weight time fetched ahead for this task (while it, or a task before it, waited) is not paid again.
@@ -257,8 +268,8 @@ SimulationResult simulate_with_times(const Program& program, const std::vector<d
                                      const std::vector<double>& weight_ns, double signal_ns, const SimulationOptions& options) {
   if (task_ns.size() != program.tasks.size() || weight_ns.size() != program.tasks.size())
     throw std::invalid_argument("simulate: one time per task is needed");
-  if (options.stall_every_ns > 0 && options.stall_ns > 0 && !(options.stall_ns < options.stall_every_ns))
-    throw std::invalid_argument("simulate: a stall must be shorter than the time between stalls");
+  if (!StallSchedule{options.stall_ns, options.stall_every_ns, 1}.valid())
+    throw std::invalid_argument("simulate: stalls need a period of at least 1 ns, at most 99% of it stalled");
   if (!options.worker_speed.empty()) {
     const size_t workers = program.placement == Placement::static_queues ? program.queues.size() : program.workers;
     if (options.worker_speed.size() != std::max<size_t>(1, workers))

@@ -30,6 +30,11 @@ struct StallSchedule {
   uint32_t workers = 1;
 
   bool any() const { return stall_ns > 0 && every_ns > 0; }
+  // Figures the closed forms hold for: none, or a period of at least 1 ns with at least 1% of it left to
+  // work (finite; a device file's are checked against the same).
+  bool valid() const;
+  // The first time from `at` on that `worker` is not stalled.
+  double resume(uint32_t worker, double at) const;
   // When `work` ns that `worker` starts at `start` end, its stalls skipped (one that would start inside a
   // stall starts at its end).
   double finish(uint32_t worker, double start, double work) const;

@@ -1,6 +1,7 @@
 #include "scheduler/trace_fit.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -94,51 +95,64 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
   // collectives, whose time is the link's). Only tasks that did not wait: a worker that waits fetches the
   // next task's weights meanwhile (both backends; the simulator too), so a task that waited runs shorter
   // than its bytes take.
-  double bytes = 0, ns = 0;
-  std::vector<double> worker_bytes(base.workers, 0.0), worker_ns(base.workers, 0.0);
-  for (uint32_t t = 0; t < tasks; ++t) {
-    if (waited[t]) continue;
-    const TaskWork work = task_work(program, program.tasks[t], context, sequences);
-    if (work.weight_bytes <= 0 || work.link_bytes > 0) continue;
-    // Without the epilogue the base device charges (RoPE, sigmoids): it is not streaming. (At the base
-    // device's speed of that worker: its epilogues run that much faster or slower too.)
-    const uint32_t w = by_task[t]->worker;
-    const double speed = base.worker_speed.size() == base.workers ? base.worker_speed[w] : 1.0;
-    const double run_ns = std::max(0.0, by_task[t]->end_ns - by_task[t]->start_ns - modelled_epilogue_ns(base, work) / speed);
-    bytes += work.bytes();
-    ns += run_ns;
-    worker_bytes[w] += work.bytes();
-    worker_ns[w] += run_ns;
-    ++fit.streaming_tasks;
-  }
   // The base device's stalls (time the machine took from the workers) are in those tasks' times too, and
-  // the simulator charges them on their own: the bandwidth is that of the time the stalls leave the
-  // workers, as many stalls as the simulator places in a step of the observed length. (So none in a step
-  // shorter than the gaps between them: a short step usually runs without one, as tiny's do on the
-  // 2-core VM, and both the fit's median and bench's median step are such a step.)
+  // the simulator charges them on their own: the bandwidth is that of the time the stalls leave each
+  // worker, as many stalls as the simulator places in a step of the observed length. (So none in a step
+  // shorter than every / (2 x workers), where worker 0's first stall starts: on the 2-core VM, a quarter of
+  // 0.5 to 0.9 ms, so tiny's 0.1 ms step usually gets none, as on the VM most of its steps run between
+  // two; with more workers the first stalls come sooner.)
   const StallSchedule stalls{base.stall_ns, base.stall_every_ns, base.workers};
-  if (stalls.any() && base.stall_ns < base.stall_every_ns) {
-    double stalled = 0;
-    for (uint32_t w = 0; w < base.workers; ++w) {
-      const double share = stalls.stalled(w, 0, fit.observed_step_ns) / fit.observed_step_ns;
-      worker_ns[w] *= 1.0 - share;
-      stalled += share;
+  std::vector<double> unstalled(base.workers, 1.0);  // per worker: the share of the step its stalls leave
+  if (stalls.any() && stalls.valid())
+    for (uint32_t w = 0; w < base.workers; ++w) unstalled[w] = 1.0 - stalls.stalled(w, 0, fit.observed_step_ns) / fit.observed_step_ns;
+  // Per worker, the bytes and the streaming time of its tasks that did not wait, without the epilogue the
+  // device charges them (RoPE, sigmoids: not streaming) at that worker's `speeds`.
+  std::vector<double> worker_bytes(base.workers), worker_ns(base.workers);
+  auto streaming = [&](const std::vector<double>& speeds) {
+    std::fill(worker_bytes.begin(), worker_bytes.end(), 0.0);
+    std::fill(worker_ns.begin(), worker_ns.end(), 0.0);
+    fit.streaming_tasks = 0;
+    for (uint32_t t = 0; t < tasks; ++t) {
+      if (waited[t]) continue;
+      const TaskWork work = task_work(program, program.tasks[t], context, sequences);
+      if (work.weight_bytes <= 0 || work.link_bytes > 0) continue;
+      const uint32_t w = by_task[t]->worker;
+      const double speed = speeds.empty() ? 1.0 : speeds[w];
+      worker_bytes[w] += work.bytes();
+      worker_ns[w] += std::max(0.0, by_task[t]->end_ns - by_task[t]->start_ns - modelled_epilogue_ns(base, work) / speed);
+      ++fit.streaming_tasks;
     }
-    ns *= 1.0 - stalled / double(base.workers);
-  }
-  if (ns > 0) fit.device.memory_gbs = double(base.workers) * bytes / ns;
-  // Each worker's rate; a worker with no sample gets the pooled one's share.
-  fit.worker_gbs.assign(base.workers, 0.0);
-  for (uint32_t w = 0; w < base.workers; ++w)
-    if (worker_ns[w] > 0) fit.worker_gbs[w] = worker_bytes[w] / worker_ns[w];
-  if (base.worker_speed.size() == base.workers && ns > 0) {
+    double bytes = 0, ns = 0;
+    for (uint32_t w = 0; w < base.workers; ++w) {
+      worker_ns[w] *= unstalled[w];
+      bytes += worker_bytes[w];
+      ns += worker_ns[w];
+    }
+    if (ns > 0) fit.device.memory_gbs = double(base.workers) * bytes / ns;
+    fit.worker_gbs.assign(base.workers, 0.0);
+    for (uint32_t w = 0; w < base.workers; ++w)
+      if (worker_ns[w] > 0) fit.worker_gbs[w] = worker_bytes[w] / worker_ns[w];
+    return ns > 0;
+  };
+  const bool has_speeds = base.worker_speed.size() == base.workers;
+  if (!streaming(has_speeds ? base.worker_speed : std::vector<double>{}) || !has_speeds) return fit;
+  // Each worker's rate (one with no sample gets the pooled rate's share); the bandwidth is their sum, the
+  // speeds their ratios. The epilogues were taken off at the base device's speeds: again at the fitted
+  // ones, until they settle.
+  for (int round = 0; round < 8; ++round) {
     std::vector<double> rates = fit.worker_gbs;
-    for (double& rate : rates)
-      if (rate <= 0) rate = fit.device.memory_gbs / double(base.workers);
+    const double pooled_share = fit.device.memory_gbs / double(base.workers);
     double sum = 0;
-    for (double rate : rates) sum += rate;
+    for (double& rate : rates) sum += rate = rate > 0 ? rate : pooled_share;
+    const std::vector<double> previous = fit.device.worker_speed;
     fit.device.memory_gbs = sum;
     for (uint32_t w = 0; w < base.workers; ++w) fit.device.worker_speed[w] = rates[w] * double(base.workers) / sum;
+    double moved = 0;
+    for (uint32_t w = 0; w < base.workers; ++w) moved = std::max(moved, std::abs(fit.device.worker_speed[w] - previous[w]));
+    if (moved < 1e-12 || round == 7) break;
+    const double bandwidth = fit.device.memory_gbs;
+    streaming(fit.device.worker_speed);
+    fit.device.memory_gbs = bandwidth;  // the next round sums the rates again
   }
   return fit;
 }

@@ -106,7 +106,7 @@ int simulate_command(int argc, char** argv) {
     const auto [slowest, fastest] = std::minmax_element(r.worker_speed.begin(), r.worker_speed.end());
     std::printf("workers' speeds relative to their mean: %.2f to %.2f\n", *slowest, *fastest);
   }
-  if (r.stall_every_ns > 0)
+  if (r.stall_ns > 0 && r.stall_every_ns > 0)
     std::printf("each worker stalls %.1f us every %.2f ms (%.1f%% of its time taken by the machine)\n", r.stall_ns * 1e-3,
                 r.stall_every_ns * 1e-6, 100 * r.stall_ns / r.stall_every_ns);
   std::printf("predicted decode step: %.4f ms (bound %.4f ms: %.0f%% of it reached), bsp %.4f ms (bsp / dataflow %.3f)\n",

@@ -361,12 +361,25 @@ TEST(CliSimulate, JsonDeviceFileAndTrace) {
   r = run_cli({"simulate", "--preset", "tiny", "--device", device});
   EXPECT_EQ(r.status, 2) << describe(r);
   EXPECT_NE(r.err.find("'worker_speed' must be an array of one speed per worker (2)"), std::string::npos) << describe(r);
-  // A worker cannot stall for longer than the time between its stalls.
-  write_file_text(device, R"({"workers": 66, "memory_gbs": 2400, "flops": 5e14, "dispatch_ns": 400, "signal_ns": 800,
-                              "stall_ns": 5000, "stall_every_ns": 5000})");
-  r = run_cli({"simulate", "--preset", "small", "--device", device});
-  EXPECT_EQ(r.status, 2) << describe(r);
-  EXPECT_NE(r.err.find("'stall_ns' must be below 'stall_every_ns'"), std::string::npos) << describe(r);
+  // A worker cannot stall for (almost) all the time between its stalls, nor stall with no period, nor
+  // have a period of next to nothing (the closed forms' arithmetic would overflow to NaN).
+  for (const char* stalls : {R"("stall_ns": 5000, "stall_every_ns": 5000)", R"("stall_ns": 4999, "stall_every_ns": 5000)",
+                             R"("stall_ns": 100)", R"("stall_ns": 1e-310, "stall_every_ns": 3e-310)"}) {
+    write_file_text(device, std::string(R"({"workers": 66, "memory_gbs": 2400, "flops": 5e14, "dispatch_ns": 400, "signal_ns": 800, )") +
+                                stalls + "}");
+    r = run_cli({"simulate", "--preset", "small", "--device", device});
+    EXPECT_EQ(r.status, 2) << stalls << ": " << describe(r);
+    EXPECT_NE(r.err.find("'stall_ns' must be at most 0.99 of 'stall_every_ns', which must be at least 1 ns"), std::string::npos)
+        << describe(r);
+  }
+  // Speeds: positive numbers from 0.001 to 1000.
+  for (const char* speeds : {"[1, 0]", "[1, \"fast\"]", "[1, 5000]"}) {
+    write_file_text(device, std::string(R"({"workers": 2, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 100, "signal_ns": 300, "worker_speed": )") +
+                                speeds + "}");
+    r = run_cli({"simulate", "--preset", "tiny", "--device", device});
+    EXPECT_EQ(r.status, 2) << speeds << ": " << describe(r);
+    EXPECT_NE(r.err.find("each of 'worker_speed' must be a number from 0.001 to 1000"), std::string::npos) << describe(r);
+  }
 }
 
 // simulate --device cpu: the device measured here, with the workers asked for; every figure it measured

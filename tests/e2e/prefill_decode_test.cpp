@@ -170,6 +170,11 @@ TEST(PrefillDecode, RefusedOptionsNameTheField) {
   o.preset = "tiny";
   o.preset_dtype = "f64";
   EXPECT_NE(message(o).find("EngineOptions::preset_dtype (--dtype)"), std::string::npos) << message(o);
+  o = {};
+  o.backend = Backend::cuda;
+  o.stress_delay_us = 5;  // refused before any GPU is looked for
+  EXPECT_NE(message(o).find("EngineOptions::stress_delay_us (--stress-delay-us) applies to the cpu backend only"), std::string::npos)
+      << message(o);
 }
 
 // Options and sampling values the command line refuses are refused through the API too, before anything

@@ -169,6 +169,17 @@ TEST(Simulator, StallsTakeTimeFromTheirWorkerAtItsOwnPhase) {
   // No stalls when either figure is 0.
   EXPECT_DOUBLE_EQ((StallSchedule{.stall_ns = 10, .every_ns = 0, .workers = 2}).finish(0, 0, 500), 500);
   EXPECT_DOUBLE_EQ((StallSchedule{.stall_ns = 0, .every_ns = 100, .workers = 2}).stalled(0, 0, 500), 0);
+  // Work resumes at a stall's end.
+  EXPECT_DOUBLE_EQ(stalls.resume(0, 30), 35);
+  EXPECT_DOUBLE_EQ(stalls.resume(0, 35), 35);
+  EXPECT_DOUBLE_EQ(stalls.resume(1, 30), 30);
+  // The figures the closed forms hold for.
+  EXPECT_TRUE(stalls.valid());
+  EXPECT_TRUE((StallSchedule{.stall_ns = 0, .every_ns = 0, .workers = 2}).valid());
+  EXPECT_FALSE((StallSchedule{.stall_ns = 99.5, .every_ns = 100, .workers = 2}).valid());   // under 1% left to work
+  EXPECT_FALSE((StallSchedule{.stall_ns = 1e-310, .every_ns = 3e-310, .workers = 2}).valid());  // a period under 1 ns
+  EXPECT_FALSE((StallSchedule{.stall_ns = 10, .every_ns = std::numeric_limits<double>::infinity(), .workers = 2}).valid());
+  EXPECT_FALSE((StallSchedule{.stall_ns = std::nan(""), .every_ns = 100, .workers = 2}).valid());
 }
 
 // A stall delays its own worker, and every worker that waits on its tiles: A (50, worker 0) then B (50,
@@ -186,6 +197,11 @@ TEST(Simulator, AStallAlsoDelaysTheWorkersThatWaitOnIt) {
   stalled.stall_every_ns = 100;
   // A: 0-25, stalled to 35, ends 60. B on worker 1: 60-75, stalled to 85, ends 120.
   EXPECT_DOUBLE_EQ(simulate_with_times(p, times, weights, 0, stalled).step_ns, 120);
+  // B's input ready inside worker 1's stall (signal 20: at 80): B starts at its end, 85, and ends 135.
+  const SimulationResult late = simulate_with_times(p, times, weights, 20, stalled);
+  ASSERT_EQ(late.timeline.size(), 2u);
+  EXPECT_DOUBLE_EQ(late.timeline[1].start_ns, 85);
+  EXPECT_DOUBLE_EQ(late.step_ns, 135);
   stalled.stall_ns = 100;
   EXPECT_THROW(simulate_with_times(p, times, weights, 0, stalled), std::invalid_argument);
 }

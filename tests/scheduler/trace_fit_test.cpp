@@ -66,7 +66,9 @@ TEST(TraceFit, TakesTheStallsOutOfTheBandwidth) {
 // fit from one without them keeps one pooled bandwidth and no speeds.
 TEST(TraceFit, ReadsBackEachWorkersSpeed) {
   const Program program = tiny_decode_program(2);
-  DeviceModel device{.name = "unequal", .workers = 2, .memory_gbs = 40, .flops = 1e18, .dispatch_ns = 0, .signal_ns = 300};
+  // With epilogues: the fit takes each worker's off at that worker's speed.
+  DeviceModel device{.name = "unequal", .workers = 2, .memory_gbs = 40, .flops = 1e18, .dispatch_ns = 0, .signal_ns = 300,
+                     .rotation_ns = 25, .exp_ns = 4};
   device.worker_speed = {1.25, 0.75};
   const uint32_t context = 64;
   const SimulationResult simulated = simulate_program(program, device, context);
@@ -84,6 +86,17 @@ TEST(TraceFit, ReadsBackEachWorkersSpeed) {
   const DeviceFit pooled = fit_device(program, simulated.timeline, context, base);
   EXPECT_TRUE(pooled.device.worker_speed.empty());
   EXPECT_LT(pooled.device.memory_gbs, 40.0);  // the slow worker's tasks take more of the time
+  // Stalls and speeds together: each worker's stalls come out of its own rate (about: the fit spreads a
+  // worker's stalls over its tasks).
+  device.stall_ns = 2000;
+  device.stall_every_ns = 20000;
+  const SimulationResult stalled = simulate_program(program, device, context);
+  base = device;
+  base.worker_speed = {1.0, 1.0};
+  const DeviceFit both = fit_device(program, stalled.timeline, context, base);
+  EXPECT_NEAR(both.device.memory_gbs, 40.0, 40.0 * 0.05);
+  EXPECT_NEAR(both.device.worker_speed[0], 1.25, 0.05);
+  EXPECT_NEAR(both.device.worker_speed[1], 0.75, 0.05);
 }
 
 // Four empty tasks. Worker 0 runs 0 then 1 (1 waits on nothing: a 40 ns gap). Worker 1 runs 3 (waits
