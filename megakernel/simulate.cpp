@@ -2,7 +2,6 @@
 #include "tilefire/simulate.h"
 
 #include <pthread.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -54,12 +53,7 @@ void measure_stalls(uint32_t threads, DeviceModel& d) {
   const bool pin = cpus.size() >= threads;
   std::vector<double> lost(size_t(threads) * kWindows, 0.0), stalls(size_t(threads) * kWindows, 0.0);  // [worker, window]
   auto spin = [&](uint32_t w) {
-    if (pin) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(cpus[w], &set);
-      (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort, as the executor's
-    }
+    if (pin) pin_to_core(pthread_self(), cpus[w]);  // as the executor pins its workers
     const Clock::time_point begin = Clock::now();
     Clock::time_point last = begin;
     for (;;) {
@@ -214,20 +208,15 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, con
   d.memory_gbs = median(bandwidth);
   d.dispatch_ns = median(dispatch);
   d.signal_ns = median(signal);
-  // The workers are not alike on every machine (on the 2-core VM one core streamed 16 GB/s while the
-  // other streamed 22, in the model's own traced steps as in the chain's): each worker's median rate,
-  // their sum the bandwidth, their ratios its speeds. A worker that never streamed without waiting keeps
-  // the pooled rate's share.
-  double sum = 0;
-  std::vector<double> rates(threads, d.memory_gbs / double(threads));
-  for (uint32_t w = 0; w < threads; ++w) {
-    if (!worker_gbs[w].empty()) rates[w] = median(worker_gbs[w]);
-    sum += rates[w];
-  }
-  if (threads > 1 && sum > 0) {
-    d.memory_gbs = sum;
-    d.worker_speed.resize(threads);
-    for (uint32_t w = 0; w < threads; ++w) d.worker_speed[w] = rates[w] * double(threads) / sum;
+  // The workers are not alike on every machine (a virtual machine's cores, a hybrid CPU's): each
+  // worker's median rate, their sum the bandwidth, their ratios its speeds. (On the 2-core VM the model's
+  // own traced steps had one core at 16 GB/s and the other at 22 in some spells, while the chain's came
+  // out alike in the same spell: docs/SIMULATOR.md.)
+  if (threads > 1) {
+    std::vector<double> rates(threads, 0.0);
+    for (uint32_t w = 0; w < threads; ++w)
+      if (!worker_gbs[w].empty()) rates[w] = median(worker_gbs[w]);
+    set_worker_rates(d, rates);
   }
   return d;
 }

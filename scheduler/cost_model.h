@@ -62,7 +62,7 @@ struct DeviceModel {
   // memory_gbs / workers * worker_speed[w] and runs its tiles that much faster or slower. The cores of a
   // virtual machine are not alike (a busy neighbour on the host's core), nor a hybrid CPU's; SMs are. The
   // cpu device measures them (docs/SIMULATOR.md, "Workers that are not alike").
-  std::vector<double> worker_speed;
+  std::vector<double> worker_speed = {};
 };
 
 // h100 (SXM), h200, b200; nullopt for other names.

@@ -15,6 +15,15 @@ double median(std::vector<double> samples) {
   return samples[samples.size() / 2];
 }
 
+void set_worker_rates(DeviceModel& device, std::vector<double> worker_gbs) {
+  double sum = 0;
+  for (double& rate : worker_gbs) sum += rate = rate > 0 ? rate : device.memory_gbs / double(worker_gbs.size());
+  if (!(sum > 0)) return;
+  device.memory_gbs = sum;
+  device.worker_speed.resize(worker_gbs.size());
+  for (size_t w = 0; w < worker_gbs.size(); ++w) device.worker_speed[w] = worker_gbs[w] * double(worker_gbs.size()) / sum;
+}
+
 namespace {
 
 // Per task: when its inputs were all done in the observed step (the latest end among the tasks that
@@ -134,25 +143,19 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
       if (worker_ns[w] > 0) fit.worker_gbs[w] = worker_bytes[w] / worker_ns[w];
     return ns > 0;
   };
-  const bool has_speeds = base.worker_speed.size() == base.workers;
-  if (!streaming(has_speeds ? base.worker_speed : std::vector<double>{}) || !has_speeds) return fit;
-  // Each worker's rate (one with no sample gets the pooled rate's share); the bandwidth is their sum, the
-  // speeds their ratios. The epilogues were taken off at the base device's speeds: again at the fitted
-  // ones, until they settle.
-  for (int round = 0; round < 8; ++round) {
-    std::vector<double> rates = fit.worker_gbs;
-    const double pooled_share = fit.device.memory_gbs / double(base.workers);
-    double sum = 0;
-    for (double& rate : rates) sum += rate = rate > 0 ? rate : pooled_share;
-    const std::vector<double> previous = fit.device.worker_speed;
-    fit.device.memory_gbs = sum;
-    for (uint32_t w = 0; w < base.workers; ++w) fit.device.worker_speed[w] = rates[w] * double(base.workers) / sum;
+  if (base.worker_speed.size() != base.workers) {
+    streaming({});
+    return fit;
+  }
+  // Each worker's rate; the epilogues come off at the base device's speeds first, then at the fitted
+  // ones until they settle.
+  std::vector<double> speeds = base.worker_speed;
+  for (int round = 0; round < 8 && streaming(speeds); ++round) {
+    set_worker_rates(fit.device, fit.worker_gbs);
     double moved = 0;
-    for (uint32_t w = 0; w < base.workers; ++w) moved = std::max(moved, std::abs(fit.device.worker_speed[w] - previous[w]));
-    if (moved < 1e-12 || round == 7) break;
-    const double bandwidth = fit.device.memory_gbs;
-    streaming(fit.device.worker_speed);
-    fit.device.memory_gbs = bandwidth;  // the next round sums the rates again
+    for (uint32_t w = 0; w < base.workers; ++w) moved = std::max(moved, std::abs(fit.device.worker_speed[w] - speeds[w]));
+    speeds = fit.device.worker_speed;
+    if (moved < 1e-12) break;
   }
   return fit;
 }

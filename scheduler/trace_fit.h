@@ -34,6 +34,10 @@ struct DeviceFit {
   std::vector<double> worker_gbs;
 };
 
+// Sets `device`'s bandwidth to the sum of its workers' rates (GB/s each; 0: none seen, which gets the
+// device's present bandwidth over its workers) and its worker_speed to their ratios (mean 1).
+void set_worker_rates(DeviceModel& device, std::vector<double> worker_gbs);
+
 // `observed` holds every task of `program` once (task, worker, start and end in ns; any origin). The
 // tasks' bytes are the cost model's at `context` positions. Throws InputError when the timeline does not
 // fit the program (a task missing or repeated, a worker outside the program's, an end before its start).

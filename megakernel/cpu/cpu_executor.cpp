@@ -99,12 +99,6 @@ struct FloatEnvironmentScope {
 #endif
 };
 
-void pin_to_core(std::thread& thread, uint32_t core) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(core, &set);
-  pthread_setaffinity_np(thread.native_handle(), sizeof(set), &set);  // best effort
-}
 
 // While a task waits for its inputs, its worker fetches the first kBudget bytes of the weights the tile
 // will stream into L2, a few cache lines at a time between checks of the events. The wait becomes memory
@@ -186,6 +180,13 @@ std::vector<uint32_t> allowed_cpus() {
 
 uint32_t usable_cores() { return std::max<uint32_t>(1, uint32_t(allowed_cpus().size())); }
 
+void pin_to_core(std::thread::native_handle_type thread, uint32_t core) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  pthread_setaffinity_np(thread, sizeof(set), &set);  // best effort
+}
+
 CpuExecutor::CpuExecutor(uint32_t workers, uint32_t first_cpu) : workers_(std::max(workers, 1u)), job_(std::make_unique<Job>()) {
   scratch_.resize(workers_);
   trace_buffers_.resize(workers_);
@@ -201,7 +202,7 @@ CpuExecutor::CpuExecutor(uint32_t workers, uint32_t first_cpu) : workers_(std::m
   pool_mxcsr_ = FloatEnvironmentScope::current();  // what the pool threads inherit
   for (uint32_t w = 1; w < workers_; ++w) {
     threads_.emplace_back([this, w] { worker_main(w); });
-    if (pin) pin_to_core(threads_.back(), cpus[first_cpu + w]);
+    if (pin) pin_to_core(threads_.back().native_handle(), cpus[first_cpu + w]);
   }
 }
 

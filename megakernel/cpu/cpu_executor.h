@@ -74,6 +74,8 @@ class ProgramInstance {
 // CPUs this process may run on (its affinity mask), and how many.
 std::vector<uint32_t> allowed_cpus();
 uint32_t usable_cores();
+// Pins a thread (a std::thread's native handle, or pthread_self()) to one CPU; best effort.
+void pin_to_core(std::thread::native_handle_type thread, uint32_t core);
 
 class CpuExecutor {
  public:
