@@ -7,6 +7,7 @@
 
 #include "graph/model_spec.h"
 #include "graph/tensor_parallel.h"
+#include "graph/weights.h"
 #include "megakernel/tool_spec.h"
 
 namespace tilefire {
@@ -28,6 +29,12 @@ ModelSpec spec_for_tool(const std::string& model_dir, const std::string& preset,
     if (!std::filesystem::is_directory(model_dir, ignored)) throw InputError("--model " + model_dir + ": not a folder");
     if (!std::filesystem::exists(config)) throw InputError("--model " + model_dir + ": no config.json in the folder");
     *label = model_dir;
+    // The weights' dtype when the folder has them, as the engine loads it: config.json's torch_dtype is
+    // often wrong (graph/weight_store.cpp). A folder of config.json alone is planned from it as it says.
+    const std::filesystem::path folder(model_dir);
+    if (std::filesystem::exists(folder / "model.safetensors", ignored) ||
+        std::filesystem::exists(folder / "model.safetensors.index.json", ignored))
+      return load_hf_model(folder).spec;
     return parse_hf_config(config);
   }
   const std::string name = preset.empty() ? "tiny" : preset;

@@ -1,6 +1,8 @@
 // tilefire bench: decode tokens/s, achieved memory bandwidth against this machine's measured read
 // bandwidth (cpu) or the GPU's measured device-to-device copy bandwidth (cuda), and dataflow against bsp
-// (same program, same tiles, same run); on cuda also the resident kernel and the launches per step.
+// (same program, same tiles, same run); on cuda also the resident kernel and the launches per step;
+// with --predict (cpu), the simulator's prediction of the same step, the cpu device measured before each
+// round in this same process.
 #include <algorithm>
 #include <array>
 #include <memory>
@@ -17,10 +19,29 @@
 #include "sweep.h"
 #include "commands.h"
 #include "tilefire/engine.h"
+#include "tilefire/simulate.h"
 
 namespace tilefire::cli {
 
 namespace {
+
+// The simulator's prediction of the engine's decode step (docs/SIMULATOR.md, "Checking the model"): the
+// same model, policy, granularity, split and workers, at the mean context of bench's timed steps (a
+// prompt of P, one untimed step, then S steps attend to P + 2 ... P + S + 1 positions), on the cpu device
+// measured now, in this process.
+double predict_decode_ms(const EngineOptions& options, const Engine& engine, uint32_t prompt_len, uint32_t steps) {
+  SimulateOptions sim;
+  sim.model_dir = options.model_dir;  // a checkpoint's dtype is read from its files, as the engine does
+  sim.preset = options.preset;        // empty with no model: the built-in sample, the tiny preset
+  sim.dtype = engine.model().dtype;
+  sim.device = "cpu";
+  sim.policy = options.policy;
+  sim.granularity = granularity_name(options.granularity);
+  sim.kv_splits = options.kv_splits;
+  sim.threads = engine.threads();
+  sim.context = prompt_len + 2 + steps / 2;
+  return simulate_model(sim).step_ms;
+}
 
 struct ModeTiming {
   std::vector<double> step_ms;
@@ -30,7 +51,7 @@ struct ModeTiming {
 }  // namespace
 
 int bench_command(int argc, char** argv) {
-  std::vector<std::string> switches{"--json", "--help"}, valued{"--model", "--preset", "--dtype", "--seed", "--threads",
+  std::vector<std::string> switches{"--json", "--help", "--predict"}, valued{"--model", "--preset", "--dtype", "--seed", "--threads",
       "--steps", "--rounds", "--prompt-len", "--policy", "--granularity", "--kv-splits", "--bandwidth-mb", "--compile-preset", "--tp", "--sweep",
       "--sweep-out", "--tp-timeout-ms"};
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
@@ -42,6 +63,8 @@ int bench_command(int argc, char** argv) {
         "usage: tilefire bench [--model DIR | --preset NAME [--dtype bf16]] [--threads N] [--steps N] [--rounds R]\n"
         "                      [--prompt-len P] [--policy NAME] [--granularity tile|head|op] [--kv-splits N]\n"
         "                      [--bandwidth-mb MB] [--json]\n"
+        "                      [--predict]  (cpu, one rank: also the simulator's prediction of the dataflow step,\n"
+        "                       the cpu device measured before each round; predicted / measured per round)\n"
         "                      [--compile-preset NAME]  (also time compiling that preset's decode program)\n"
         "                      [--tp N [--tp-timeout-ms N]]  (N tensor-parallel ranks of this process, timed\n"
         "                       against one rank; a collective waiting longer for a peer stops with an error)\n"
@@ -84,6 +107,9 @@ int bench_command(int argc, char** argv) {
   if (options.backend == Backend::cuda && args.has("--resident"))
     throw InputError("tilefire bench: --resident is measured anyway on --backend cuda (the 'resident' row)");
   const bool cuda = options.backend == Backend::cuda;
+  const bool predict = args.has("--predict");
+  if (predict && (cuda || options.tp > 1 || args.has("--sweep")))
+    throw InputError("tilefire bench: --predict runs the cpu backend on one rank, one cell (not with --backend cuda, --tp or --sweep)");
   if (args.has("--sweep")) {
     if (cuda || options.tp > 1) throw InputError("tilefire bench: --sweep runs the cpu backend on one rank");
     return run_sweep(options, args.text_or("--sweep", ""), args.text_or("--sweep-out", "sweep"),
@@ -129,7 +155,9 @@ int bench_command(int argc, char** argv) {
   std::vector<Mode> modes{{"dataflow", &engine, Schedule::dataflow, {}, {}, 0}, {"bsp", &engine, Schedule::bsp, {}, {}, 0}};
   if (resident_engine) modes.push_back({"resident", resident_engine.get(), Schedule::dataflow, {}, {}, 0});
   if (one_rank) modes.push_back({"tp=1 dataflow", one_rank.get(), Schedule::dataflow, {}, {}, 0});
+  std::vector<double> predicted_ms;  // per round, measured and simulated just before the round's steps
   for (uint32_t r = 0; r < rounds; ++r) {
+    if (predict) predicted_ms.push_back(predict_decode_ms(options, engine, prompt_len, steps));
     for (size_t i = 0; i < modes.size(); ++i) {
       Mode& mode = modes[r % 2 == 0 ? i : modes.size() - 1 - i];
       const std::vector<double> times = time_decode(*mode.engine, mode.schedule, prompt_len, steps, &mode.launches);
@@ -144,6 +172,13 @@ int bench_command(int argc, char** argv) {
     return std::array<double, 3>{median(ratios), ratios[ratios.size() / 4], ratios[ratios.size() * 3 / 4]};
   };
   const std::array<double, 3> bsp_ratio = ratio_over_dataflow(modes[1]);
+  std::array<double, 3> predicted_ratio{};  // median and quartiles of predicted / measured dataflow, per round
+  if (predict) {
+    std::vector<double> ratios;
+    for (uint32_t r = 0; r < rounds; ++r) ratios.push_back(predicted_ms[r] / modes[0].round_medians[r]);
+    std::sort(ratios.begin(), ratios.end());
+    predicted_ratio = {median(ratios), ratios[ratios.size() / 4], ratios[ratios.size() * 3 / 4]};
+  }
   engine.reset();
   // Bytes one decode step reads: every weight once, plus K and V up to the mean position of the run.
   const uint64_t kv_bytes = 2ull * model.layers * model.kv_heads * model.head_dim * sizeof(float) * (prompt_len + steps / 2);
@@ -190,6 +225,13 @@ int bench_command(int argc, char** argv) {
       out["tp1_over_tp"] = ratio_over_dataflow(modes.back())[0];  // above 1: N ranks are faster than one
     }
     if (compile_ms >= 0) out["compile_ms"] = {{"preset", compile_preset}, {"ms", compile_ms}};
+    if (predict) {
+      out["predicted_step_ms"] = median(predicted_ms);
+      out["predicted_over_measured"] = predicted_ratio[0];
+      out["predicted_over_measured_quartiles"] = {predicted_ratio[1], predicted_ratio[2]};
+      out["predicted_round_ms"] = predicted_ms;
+      out["dataflow_round_ms"] = modes[0].round_medians;
+    }
     std::cout << out.dump() << std::endl;
     return 0;
   }
@@ -223,6 +265,10 @@ int bench_command(int argc, char** argv) {
     std::printf("tp=1 / tp=%u step time: %.3f, quartiles %.3f-%.3f (above 1: %u ranks are faster than one)\n",
                 engine.tensor_parallel_ranks(), r[0], r[1], r[2], engine.tensor_parallel_ranks());
   }
+  if (predict)
+    std::printf("simulated dataflow step (cpu device measured before each round): %.3f ms; predicted / measured %.3f, "
+                "quartiles %.3f-%.3f (per round)\n",
+                median(predicted_ms), predicted_ratio[0], predicted_ratio[1], predicted_ratio[2]);
   if (compile_ms >= 0) std::printf("compile of the %s decode program: %.1f ms\n", compile_preset.c_str(), compile_ms);
   return 0;
 }

@@ -402,7 +402,9 @@ TEST(CliSimulate, MeasuredCpuDevice) {
   ASSERT_EQ(j["worker_speed"].size(), 2u);
   EXPECT_NEAR(j["worker_speed"][0].get<double>() + j["worker_speed"][1].get<double>(), 2.0, 1e-9);
   // Stalls measured (or none seen): a stall shorter than the time between two.
-  if (j["stall_every_ns"].get<double>() > 0) EXPECT_LT(j["stall_ns"].get<double>(), j["stall_every_ns"].get<double>());
+  if (j["stall_every_ns"].get<double>() > 0) {
+    EXPECT_LT(j["stall_ns"].get<double>(), j["stall_every_ns"].get<double>());
+  }
   EXPECT_LE(j["bound_ms"].get<double>(), j["step_ms"].get<double>() * 1.000001);
 }
 
@@ -483,6 +485,66 @@ TEST(CliBenchSweep, OneRowPerCell) {
   RunResult bad = run_cli({"bench", "--preset", "tiny", "--sweep", "colour"});
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("--sweep takes policy, granularity and threads"), std::string::npos) << bad.err;
+}
+
+// tilefire bench --predict: the simulator's prediction of each round's dataflow step, with the cpu device
+// measured before the round in the same process. The figures are timings, so what is checked is their
+// bookkeeping: one prediction per round, positive and finite, and the reported ratio the median of the
+// rounds' own predicted / measured (a mix-up of rounds, or of the bsp and dataflow rows, breaks it).
+TEST(CliBench, PredictPairsEachRoundWithTheSimulator) {
+  RunResult r = run_cli({"bench", "--threads", "2", "--rounds", "3", "--steps", "2", "--predict", "--json"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const std::vector<double> predicted = j["predicted_round_ms"].get<std::vector<double>>();
+  const std::vector<double> measured = j["dataflow_round_ms"].get<std::vector<double>>();
+  ASSERT_EQ(predicted.size(), 3u);
+  ASSERT_EQ(measured.size(), 3u);
+  std::vector<double> ratios;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(std::isfinite(predicted[i]) && predicted[i] > 0) << predicted[i];
+    EXPECT_TRUE(std::isfinite(measured[i]) && measured[i] > 0) << measured[i];
+    ratios.push_back(predicted[i] / measured[i]);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  EXPECT_DOUBLE_EQ(j["predicted_over_measured"].get<double>(), ratios[1]);
+  std::vector<double> sorted = predicted;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_DOUBLE_EQ(j["predicted_step_ms"].get<double>(), sorted[1]);
+
+  RunResult text = run_cli({"bench", "--threads", "2", "--rounds", "1", "--steps", "1", "--predict"});
+  ASSERT_EQ(text.status, 0) << describe(text);
+  EXPECT_NE(text.out.find("predicted / measured"), std::string::npos) << text.out;
+  for (std::vector<std::string> flags : {std::vector<std::string>{"--tp", "2"}, {"--sweep", "policy"}, {"--backend", "cuda"}}) {
+    std::vector<std::string> args{"bench", "--predict"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    RunResult refused = run_cli(args);
+    EXPECT_EQ(refused.status, 2) << describe(refused);
+    EXPECT_NE(refused.err.find("--predict runs the cpu backend on one rank"), std::string::npos) << refused.err;
+  }
+}
+
+// The planning tools read a checkpoint's dtype from its files, as the engine does: config.json's
+// torch_dtype is often wrong. A bf16 folder whose config says float32 is simulated as the bf16 preset
+// (same bytes, so the same bound), not as f32 (twice the weight bytes).
+TEST_F(CliGenModel, SimulateTakesTheDtypeOfTheWeights) {
+  TempDir dir("cli-sim-dtype");
+  const fs::path model = gen(dir, "tiny-bf16", {"--dtype", "bf16"});
+  nlohmann::json config = nlohmann::json::parse(read_file_text((model / "config.json").string()));
+  config["torch_dtype"] = "float32";
+  write_file_text((model / "config.json").string(), config.dump());
+  auto bound = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "simulate");
+    for (const char* a : {"--device", "h200", "--context", "64", "--json"}) args.push_back(a);
+    RunResult r = run_cli(args);
+    EXPECT_EQ(r.status, 0) << describe(r);
+    return r.status == 0 ? nlohmann::json::parse(r.out)["bound_ms"].get<double>() : 0.0;
+  };
+  const double from_folder = bound({"--model", model.string()});
+  EXPECT_DOUBLE_EQ(from_folder, bound({"--preset", "tiny", "--dtype", "bf16"}));
+  EXPECT_LT(from_folder, bound({"--preset", "tiny", "--dtype", "f32"}));
+  // config.json alone (no weights) is planned from what it says.
+  fs::remove(model / "model.safetensors");
+  EXPECT_DOUBLE_EQ(bound({"--model", model.string()}), bound({"--preset", "tiny", "--dtype", "f32"}));
 }
 
 // tilefire plan: per-rank heads and memory as JSON, and a verdict against --gpu-mem.
