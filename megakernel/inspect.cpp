@@ -42,9 +42,9 @@ void write_layer_dot(const std::string& path, const Program& program, const Task
 InspectReport inspect_program(const InspectOptions& options) {
   ModelSpec spec;
   InspectReport report;
-  const std::optional<DType> dtype = parse_dtype(options.dtype);
-  if (!dtype) throw InputError("--dtype must be f32, bf16 or f16, got '" + options.dtype + "'");
-  spec = spec_for_tool(options.model_dir, options.preset, *dtype, &report.model);
+  const std::optional<DType> dtype = options.dtype.empty() ? std::nullopt : parse_dtype(options.dtype);
+  if (!options.dtype.empty() && !dtype) throw InputError("--dtype must be f32, bf16 or f16, got '" + options.dtype + "'");
+  spec = spec_for_tool(options.model_dir, options.preset, dtype, &report.model);
   const std::optional<DeviceModel> device = device_preset(options.device);
   if (!device)
     throw InputError("--device: unknown device '" + options.device + "' (expected h100, h200 or b200)");

@@ -7,7 +7,6 @@
 
 #include "graph/model_spec.h"
 #include "graph/tensor_parallel.h"
-#include "graph/weights.h"
 #include "megakernel/tool_spec.h"
 
 namespace tilefire {
@@ -20,7 +19,7 @@ std::string gib(uint64_t bytes) {
 }
 }  // namespace
 
-ModelSpec spec_for_tool(const std::string& model_dir, const std::string& preset, DType dtype, std::string* label) {
+ModelSpec spec_for_tool(const std::string& model_dir, const std::string& preset, std::optional<DType> dtype, std::string* label) {
   if (!model_dir.empty()) {
     const std::filesystem::path config = std::filesystem::path(model_dir) / "config.json";
     std::error_code ignored;
@@ -29,23 +28,19 @@ ModelSpec spec_for_tool(const std::string& model_dir, const std::string& preset,
     if (!std::filesystem::is_directory(model_dir, ignored)) throw InputError("--model " + model_dir + ": not a folder");
     if (!std::filesystem::exists(config)) throw InputError("--model " + model_dir + ": no config.json in the folder");
     *label = model_dir;
-    // The weights' dtype when the folder has them, as the engine loads it: config.json's torch_dtype is
-    // often wrong (graph/weight_store.cpp). A folder of config.json alone is planned from it as it says.
-    const std::filesystem::path folder(model_dir);
-    if (std::filesystem::exists(folder / "model.safetensors", ignored) ||
-        std::filesystem::exists(folder / "model.safetensors.index.json", ignored))
-      return load_hf_model(folder).spec;
-    return parse_hf_config(config);
+    ModelSpec spec = parse_hf_config(config);
+    if (dtype) spec.dtype = *dtype;
+    return spec;
   }
   const std::string name = preset.empty() ? "tiny" : preset;
-  *label = "preset " + name + " (" + std::string(dtype_name(dtype)) + ")";
-  return preset_spec(name, dtype);
+  *label = "preset " + name + " (" + std::string(dtype_name(dtype.value_or(DType::bf16))) + ")";
+  return preset_spec(name, dtype.value_or(DType::bf16));
 }
 
 TensorParallelPlan plan_tensor_parallel(const std::string& model_dir, const std::string& preset, uint32_t tp,
                                         uint64_t gpu_memory_bytes, uint64_t kv_tokens) {
   TensorParallelPlan plan;
-  const ModelSpec spec = spec_for_tool(model_dir, preset, DType::bf16, &plan.model);
+  const ModelSpec spec = spec_for_tool(model_dir, preset, std::nullopt, &plan.model);
   if (kv_tokens == 0) kv_tokens = std::min<uint64_t>(spec.max_context, 4096);
   if (kv_tokens > spec.max_context)
     throw InputError("--kv-tokens " + std::to_string(kv_tokens) + " exceeds the model's " + std::to_string(spec.max_context) +

@@ -324,18 +324,24 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
 
 SimulateReport simulate_model(const SimulateOptions& options) {
   SimulateReport report;
-  const std::optional<DType> dtype = parse_dtype(options.dtype);
-  if (!dtype) throw InputError("--dtype must be f32, bf16 or f16, got '" + options.dtype + "'");
+  const std::optional<DType> dtype = options.dtype.empty() ? std::nullopt : parse_dtype(options.dtype);
+  if (!options.dtype.empty() && !dtype) throw InputError("--dtype must be f32, bf16 or f16, got '" + options.dtype + "'");
   if (options.batch == 0 || options.batch > 256) throw InputError("--batch expects 1 to 256 sequences");
   if (!options.policy.empty() && !find_policy(options.policy))
     throw InputError("--policy: unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
-  const ModelSpec spec = spec_for_tool(options.model_dir, options.preset, *dtype, &report.model);
+  const ModelSpec spec = spec_for_tool(options.model_dir, options.preset, dtype, &report.model);
   // The cpu device is measured once the program is compiled (its bandwidth depends on the program's
   // working set); until then only its workers are known.
   const bool cpu_device = options.device == "cpu";
   DeviceModel device;
   if (cpu_device) {
     device.workers = options.threads ? options.threads : usable_cores();
+    // One worker per core, as the executor pins them: with more, the measurement would time-share cores
+    // and count it as stalls, and the figures would describe no machine.
+    if (device.workers > usable_cores())
+      throw InputError("--threads " + std::to_string(device.workers) + " is more than the " + std::to_string(usable_cores()) +
+                       " cores this process may use: the cpu device is measured with one worker per core (for more workers, "
+                       "give --device a file: --fit-out writes one)");
   } else if (const std::optional<DeviceModel> preset = device_preset(options.device)) {
     device = *preset;
   } else if (options.device.size() > 5 && options.device.ends_with(".json")) {

@@ -1,7 +1,7 @@
 #pragma once
 // The model shape the planning tools (plan, inspect, simulate) work on: a Hugging Face folder's
-// config.json (no weights needed; when the folder holds them, their dtype wins over config.json's and
-// they are checked against it as the engine checks them) or a preset. The JSON files they read: graph/json_file.h.
+// config.json (no weights needed) or a preset. The JSON files they read: graph/json_file.h.
+#include <optional>
 #include <string>
 
 #include "graph/json_file.h"
@@ -9,7 +9,9 @@
 
 namespace tilefire {
 
-// `label` gets the folder or "preset NAME". Throws InputError for a folder without config.json.
-ModelSpec spec_for_tool(const std::string& model_dir, const std::string& preset, DType dtype, std::string* label);
+// `label` gets the folder or "preset NAME". `dtype`: a preset's weights (none: bf16), or a checkpoint's
+// in place of config.json's torch_dtype, which is often wrong (none: as config.json says). Throws
+// InputError for a folder without config.json.
+ModelSpec spec_for_tool(const std::string& model_dir, const std::string& preset, std::optional<DType> dtype, std::string* label);
 
 }  // namespace tilefire

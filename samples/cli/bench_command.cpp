@@ -25,22 +25,25 @@ namespace tilefire::cli {
 
 namespace {
 
+// The mean context of bench's timed steps: after a prompt of P and one untimed step, S steps attend to
+// P + 2 ... P + S + 1 positions, P + 1.5 + S / 2 on average (rounded up here).
+uint32_t mean_timed_context(uint32_t prompt_len, uint32_t steps) { return prompt_len + 2 + steps / 2; }
+
 // The simulator's prediction of the engine's decode step (docs/SIMULATOR.md, "Checking the model"): the
-// same model, policy, granularity, split and workers, at the mean context of bench's timed steps (a
-// prompt of P, one untimed step, then S steps attend to P + 2 ... P + S + 1 positions), on the cpu device
-// measured now, in this process.
-double predict_decode_ms(const EngineOptions& options, const Engine& engine, uint32_t prompt_len, uint32_t steps) {
+// same model, policy, granularity, split and workers, at the mean context of the timed steps, on the cpu
+// device measured now, in this process.
+SimulateReport predict_decode(const EngineOptions& options, const Engine& engine, uint32_t prompt_len, uint32_t steps) {
   SimulateOptions sim;
-  sim.model_dir = options.model_dir;  // a checkpoint's dtype is read from its files, as the engine does
+  sim.model_dir = options.model_dir;
   sim.preset = options.preset;        // empty with no model: the built-in sample, the tiny preset
-  sim.dtype = engine.model().dtype;
+  sim.dtype = engine.model().dtype;   // a checkpoint's: its weights', which the engine read (not config.json's)
   sim.device = "cpu";
   sim.policy = options.policy;
   sim.granularity = granularity_name(options.granularity);
   sim.kv_splits = options.kv_splits;
   sim.threads = engine.threads();
-  sim.context = prompt_len + 2 + steps / 2;
-  return simulate_model(sim).step_ms;
+  sim.context = mean_timed_context(prompt_len, steps);
+  return simulate_model(sim);
 }
 
 struct ModeTiming {
@@ -155,11 +158,15 @@ int bench_command(int argc, char** argv) {
   std::vector<Mode> modes{{"dataflow", &engine, Schedule::dataflow, {}, {}, 0}, {"bsp", &engine, Schedule::bsp, {}, {}, 0}};
   if (resident_engine) modes.push_back({"resident", resident_engine.get(), Schedule::dataflow, {}, {}, 0});
   if (one_rank) modes.push_back({"tp=1 dataflow", one_rank.get(), Schedule::dataflow, {}, {}, 0});
-  std::vector<double> predicted_ms;  // per round, measured and simulated just before the round's steps
+  std::vector<double> predicted_ms;  // per round: the cpu device measured and the step simulated just
+  SimulateReport simulated;          // before the round's dataflow steps
   for (uint32_t r = 0; r < rounds; ++r) {
-    if (predict) predicted_ms.push_back(predict_decode_ms(options, engine, prompt_len, steps));
     for (size_t i = 0; i < modes.size(); ++i) {
       Mode& mode = modes[r % 2 == 0 ? i : modes.size() - 1 - i];
+      if (predict && &mode == &modes[0]) {
+        simulated = predict_decode(options, engine, prompt_len, steps);
+        predicted_ms.push_back(simulated.step_ms);
+      }
       const std::vector<double> times = time_decode(*mode.engine, mode.schedule, prompt_len, steps, &mode.launches);
       mode.round_medians.push_back(median(times));
       mode.timing.step_ms.insert(mode.timing.step_ms.end(), times.begin(), times.end());
@@ -231,6 +238,9 @@ int bench_command(int argc, char** argv) {
       out["predicted_over_measured_quartiles"] = {predicted_ratio[1], predicted_ratio[2]};
       out["predicted_round_ms"] = predicted_ms;
       out["dataflow_round_ms"] = modes[0].round_medians;
+      // What was simulated, to check against the engine's own figures above.
+      out["simulated"] = {{"model", simulated.model}, {"workers", simulated.workers}, {"tasks_per_step", simulated.tasks},
+                          {"context", mean_timed_context(prompt_len, steps)}};
     }
     std::cout << out.dump() << std::endl;
     return 0;

@@ -18,7 +18,8 @@ const char* kInspectHelp = R"(usage: tilefire inspect (--model DIR | --preset NA
 
   --model DIR            a Hugging Face folder (its config.json is read; no weights are needed)
   --preset NAME          a preset shape: tiny small llama-3.2-1b qwen3-0.6b llama-3.1-8b qwen3-8b
-  --dtype f32|bf16|f16   weight dtype of a preset (default bf16)
+  --dtype f32|bf16|f16   weight dtype: of a preset (default bf16), or of a checkpoint's weights in place of
+                         its config.json's torch_dtype (default: as config.json says)
   --tp N, --rank R       tensor parallelism: inspect rank R's program of N
   --granularity tile|head|op  events per producer tile (default), head-wide band, or op
   --kv-splits N          split-KV attention: each KV head's positions in N tiles (1: none; default automatic)
@@ -43,12 +44,11 @@ int inspect_command(int argc, char** argv) {
     return 0;
   }
   if (args.has("--model") == args.has("--preset")) throw InputError("tilefire inspect: give --model DIR or --preset NAME");
-  if (args.has("--dtype") && !args.has("--preset")) throw InputError("tilefire inspect: --dtype applies to --preset NAME (a checkpoint has its own)");
   if (args.has("--dot-layer") && !args.has("--dot")) throw InputError("tilefire inspect: --dot-layer picks the layer --dot FILE writes");
   InspectOptions o;
   o.model_dir = args.text_or("--model", "");
   o.preset = args.text_or("--preset", "");
-  o.dtype = args.text_or("--dtype", "bf16");
+  o.dtype = args.text_or("--dtype", "");
   o.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 1024));
   o.rank = uint32_t(args.unsigned_or("--rank", 0, 0, 1023));
   o.granularity = args.text_or("--granularity", "tile");

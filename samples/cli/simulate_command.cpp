@@ -19,7 +19,8 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
 
   --model DIR      a Hugging Face folder (its config.json is read; no weights are needed)
   --preset NAME    a preset shape: tiny small llama-3.2-1b qwen3-0.6b llama-3.1-8b qwen3-8b
-  --dtype NAME     weight dtype of a preset (default bf16)
+  --dtype NAME     weight dtype: of a preset (default bf16), or of a checkpoint's weights in place of its
+                   config.json's torch_dtype, which is often wrong (default: as config.json says)
   --device NAME    h100, h200 (default), b200 (datasheet figures), cpu (measured on this machine now),
                    or FILE.json with workers, memory_gbs, flops, dispatch_ns, signal_ns (and link_gbs,
                    link_latency_ns for --tp; rotation_ns, exp_ns for RoPE pairs and exponentials;
@@ -54,11 +55,10 @@ int simulate_command(int argc, char** argv) {
     return 0;
   }
   if (args.has("--model") == args.has("--preset")) throw InputError("tilefire simulate: give --model DIR or --preset NAME");
-  if (args.has("--dtype") && !args.has("--preset")) throw InputError("tilefire simulate: --dtype applies to --preset NAME (a checkpoint has its own)");
   SimulateOptions o;
   o.model_dir = args.text_or("--model", "");
   o.preset = args.text_or("--preset", "");
-  o.dtype = args.text_or("--dtype", "bf16");
+  o.dtype = args.text_or("--dtype", "");
   o.device = args.text_or("--device", "h200");
   o.threads = uint32_t(args.unsigned_or("--threads", 0, 1, 256));
   o.policy = args.text_or("--policy", "");

@@ -516,6 +516,9 @@ TEST(CliFlags, SimulateRefusesWithTheReason) {
       {{"simulate", "--preset", "tiny", "--device", slow}, "simulate", {slow, "memory_gbs at least"}},
       {{"simulate", "--preset", "tiny", "--tp", "2", "--rank", "2"}, "simulate", {"--rank 2 is not below --tp 2"}},
       {{"simulate", "--preset", "tiny", "--rank", "1"}, "simulate", {"--rank 1", "--tp 1"}},
+      // More workers than cores: the cpu device is measured one worker per core.
+      {{"simulate", "--preset", "tiny", "--device", "cpu", "--threads", "256"}, "simulate", {"--threads 256", "cores", "--fit-out"}},
+      {{"simulate", "--preset", "tiny", "--dtype", "f8"}, "simulate", {"--dtype", "'f8'"}},
       {{"run", "--model", ""}, "run", {"--model", "needs a value"}},
   });
 }

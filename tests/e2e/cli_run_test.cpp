@@ -488,13 +488,24 @@ TEST(CliBenchSweep, OneRowPerCell) {
 }
 
 // tilefire bench --predict: the simulator's prediction of each round's dataflow step, with the cpu device
-// measured before the round in the same process. The figures are timings, so what is checked is their
-// bookkeeping: one prediction per round, positive and finite, and the reported ratio the median of the
-// rounds' own predicted / measured (a mix-up of rounds, or of the bsp and dataflow rows, breaks it).
+// measured before the round in the same process. The figures are timings, so what is checked is that
+// the simulated program is the timed one (its workers and tasks against the engine's own counts, the
+// context the timed steps' mean, the model named) and the bookkeeping: one prediction per round,
+// positive and finite, and the reported ratio the median of the rounds' own predicted / measured.
 TEST(CliBench, PredictPairsEachRoundWithTheSimulator) {
-  RunResult r = run_cli({"bench", "--threads", "2", "--rounds", "3", "--steps", "2", "--predict", "--json"});
-  ASSERT_EQ(r.status, 0) << describe(r);
-  const nlohmann::json j = nlohmann::json::parse(r.out);
+  auto bench = [](std::vector<std::string> extra) {
+    std::vector<std::string> args{"bench", "--threads", "2", "--rounds", "3", "--steps", "2", "--bandwidth-mb", "64", "--predict", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    RunResult r = run_cli(args);
+    EXPECT_EQ(r.status, 0) << describe(r);
+    return r.status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  const nlohmann::json j = bench({});
+  ASSERT_TRUE(j.contains("predicted_round_ms")) << j.dump();
+  EXPECT_EQ(j["simulated"]["workers"], j["threads"]);
+  EXPECT_EQ(j["simulated"]["tasks_per_step"], j["tasks_per_step"]);
+  EXPECT_EQ(j["simulated"]["context"], 8 + 2 + 1);  // prompt 8, an untimed step, steps at 10 and 11 positions
+  EXPECT_EQ(j["simulated"]["model"], "preset tiny (f32)");  // the built-in sample
   const std::vector<double> predicted = j["predicted_round_ms"].get<std::vector<double>>();
   const std::vector<double> measured = j["dataflow_round_ms"].get<std::vector<double>>();
   ASSERT_EQ(predicted.size(), 3u);
@@ -511,7 +522,13 @@ TEST(CliBench, PredictPairsEachRoundWithTheSimulator) {
   std::sort(sorted.begin(), sorted.end());
   EXPECT_DOUBLE_EQ(j["predicted_step_ms"].get<double>(), sorted[1]);
 
-  RunResult text = run_cli({"bench", "--threads", "2", "--rounds", "1", "--steps", "1", "--predict"});
+  // Another preset, dtype, policy and granularity: the same program simulated.
+  const nlohmann::json other = bench({"--preset", "tiny", "--dtype", "bf16", "--policy", "critical-path", "--granularity", "op"});
+  ASSERT_TRUE(other.contains("simulated")) << other.dump();
+  EXPECT_EQ(other["simulated"]["model"], "preset tiny (bf16)");
+  EXPECT_EQ(other["simulated"]["tasks_per_step"], other["tasks_per_step"]);
+
+  RunResult text = run_cli({"bench", "--threads", "2", "--rounds", "1", "--steps", "1", "--bandwidth-mb", "64", "--predict"});
   ASSERT_EQ(text.status, 0) << describe(text);
   EXPECT_NE(text.out.find("predicted / measured"), std::string::npos) << text.out;
   for (std::vector<std::string> flags : {std::vector<std::string>{"--tp", "2"}, {"--sweep", "policy"}, {"--backend", "cuda"}}) {
@@ -523,10 +540,11 @@ TEST(CliBench, PredictPairsEachRoundWithTheSimulator) {
   }
 }
 
-// The planning tools read a checkpoint's dtype from its files, as the engine does: config.json's
-// torch_dtype is often wrong. A bf16 folder whose config says float32 is simulated as the bf16 preset
-// (same bytes, so the same bound), not as f32 (twice the weight bytes).
-TEST_F(CliGenModel, SimulateTakesTheDtypeOfTheWeights) {
+// config.json's torch_dtype is often wrong. simulate and inspect plan a checkpoint as its config.json
+// says (no weights needed), or in the dtype --dtype gives: a bf16 folder whose config says float32 is
+// simulated as the f32 preset without it (twice the weight bytes, a higher bound) and as the bf16 preset
+// with it (the same bound).
+TEST_F(CliGenModel, DtypeOverridesACheckpointsConfig) {
   TempDir dir("cli-sim-dtype");
   const fs::path model = gen(dir, "tiny-bf16", {"--dtype", "bf16"});
   nlohmann::json config = nlohmann::json::parse(read_file_text((model / "config.json").string()));
@@ -539,12 +557,13 @@ TEST_F(CliGenModel, SimulateTakesTheDtypeOfTheWeights) {
     EXPECT_EQ(r.status, 0) << describe(r);
     return r.status == 0 ? nlohmann::json::parse(r.out)["bound_ms"].get<double>() : 0.0;
   };
-  const double from_folder = bound({"--model", model.string()});
-  EXPECT_DOUBLE_EQ(from_folder, bound({"--preset", "tiny", "--dtype", "bf16"}));
-  EXPECT_LT(from_folder, bound({"--preset", "tiny", "--dtype", "f32"}));
-  // config.json alone (no weights) is planned from what it says.
-  fs::remove(model / "model.safetensors");
-  EXPECT_DOUBLE_EQ(bound({"--model", model.string()}), bound({"--preset", "tiny", "--dtype", "f32"}));
+  const double as_config_says = bound({"--model", model.string()});
+  EXPECT_DOUBLE_EQ(as_config_says, bound({"--preset", "tiny", "--dtype", "f32"}));
+  const double as_given = bound({"--model", model.string(), "--dtype", "bf16"});
+  EXPECT_DOUBLE_EQ(as_given, bound({"--preset", "tiny", "--dtype", "bf16"}));
+  EXPECT_LT(as_given, as_config_says);
+  RunResult inspected = run_cli({"inspect", "--model", model.string(), "--dtype", "bf16"});
+  EXPECT_EQ(inspected.status, 0) << describe(inspected);
 }
 
 // tilefire plan: per-rank heads and memory as JSON, and a verdict against --gpu-mem.

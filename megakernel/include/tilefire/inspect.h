@@ -13,7 +13,7 @@ namespace tilefire {
 struct InspectOptions {
   std::string model_dir;     // a Hugging Face folder (config.json), or
   std::string preset;        // a preset shape (weights are not needed)
-  std::string dtype = "bf16";
+  std::string dtype;         // a preset's weights (empty: bf16), or a checkpoint's in place of config.json's
   uint32_t tp = 1, rank = 0;  // tensor parallelism: inspect this rank's program
   std::string granularity = "tile";  // tile, head or op (events per producer tile, head-wide band, or op)
   uint32_t kv_splits = 0;            // split-KV attention at decode: chunks per KV head (0: automatic, 1: none)

@@ -11,7 +11,8 @@ namespace tilefire {
 
 struct SimulateOptions {
   std::string model_dir, preset;   // a Hugging Face folder (config.json), or a preset shape
-  std::string dtype = "bf16";
+  std::string dtype;               // a preset's weights (empty: bf16), or a checkpoint's in place of
+                                   // config.json's torch_dtype (empty: as config.json says)
   std::string device = "h200";     // h100, h200, b200, cpu (measured on this machine), or a JSON file
   std::string policy;              // placement policy (default balanced)
   std::string granularity = "tile";  // events per producer tile, head-wide band, or op
