@@ -114,6 +114,20 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (options.kv_splits > 256)
     throw InputError("EngineOptions::kv_splits (--kv-splits) " + std::to_string(options.kv_splits) + " is more than 256");
   if (options.tp_timeout_ms == 0) throw InputError("EngineOptions::tp_timeout_ms (--tp-timeout-ms) must be at least 1");
+  if (options.tp == 1) {
+    // A launcher's ranks with one tensor-parallel rank: each process would load and run the whole model
+    // on its own, and each would print its own output. Variables another launcher left half set (RANK
+    // without TILEFIRE_RENDEZVOUS) are not ours, and one rank runs as before.
+    std::optional<Bootstrap> boot;
+    try {
+      boot = bootstrap_from_environment();
+    } catch (const InputError&) {
+    }
+    if (boot && boot->ranks > 1)
+      throw InputError("EngineOptions::tp (--tp) is 1, but " + std::to_string(boot->ranks) + " ranks were started (" + boot->source +
+                       "): each process would run the whole model alone; give --tp " + std::to_string(boot->ranks) +
+                       " to split the model across them");
+  }
   if (!options.model_dir.empty()) {
     m.model = load_hf_model(options.model_dir);
   } else if (!options.preset.empty()) {

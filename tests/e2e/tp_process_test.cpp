@@ -167,5 +167,20 @@ TEST(TensorParallelProcesses, ARankKilledMidGenerationIsNamed) {
   std::system(("rm -f /dev/shm/tilefire." + meet + ".*").c_str());  // the killed rank could not remove its segment
 }
 
+// Ranks started by a launcher without --tp: each would run the whole model alone, so the command is
+// refused naming the --tp to give. RANK and WORLD_SIZE without TILEFIRE_RENDEZVOUS are some other
+// launcher's (a torchrun job's, say): the run goes on as one rank.
+TEST(TensorParallelProcesses, LauncherRanksWithoutTpAreRefused) {
+  TempDir dir("tp-no-flag");
+  const std::string meet = "tp-no-flag-" + std::to_string(getpid());
+  const auto refused = run_ranks(dir, rank_command(0, 2, meet, kRunArgs), 1);
+  EXPECT_EQ(refused[0].status, 2) << refused[0].err;
+  EXPECT_NE(refused[0].err.find("--tp) is 1, but 2 ranks were started (environment)"), std::string::npos) << refused[0].err;
+  EXPECT_NE(refused[0].err.find("give --tp 2"), std::string::npos) << refused[0].err;
+  const auto foreign = run_ranks(dir, "RANK=0 WORLD_SIZE=2 " + command_line(kRunArgs) + " >r0.out 2>r0.err; echo $? >r0.status", 1);
+  EXPECT_EQ(foreign[0].status, 0) << foreign[0].err;
+  EXPECT_EQ(tokens_of(foreign[0].out).size(), 6u);
+}
+
 }  // namespace
 }  // namespace tilefire::testing
