@@ -45,9 +45,10 @@ InspectReport inspect_program(const InspectOptions& options) {
   const std::optional<DType> dtype = options.dtype.empty() ? std::nullopt : parse_dtype(options.dtype);
   if (!options.dtype.empty() && !dtype) throw InputError("--dtype must be f32, bf16 or f16, got '" + options.dtype + "'");
   spec = spec_for_tool(options.model_dir, options.preset, dtype, &report.model);
-  const std::optional<DeviceModel> device = device_preset(options.device);
+  std::optional<DeviceModel> device = device_preset(options.device);
   if (!device)
     throw InputError("--device: unknown device '" + options.device + "' (expected h100, h200 or b200)");
+  select_weight_dtype(*device, spec.dtype);  // every preset has a peak for every dtype
   const EventGranularity granularity = event_granularity(parse_granularity(options.granularity));
   if (!options.policy.empty() && !find_policy(options.policy))
     throw InputError("--policy: unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");

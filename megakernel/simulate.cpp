@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/compile.h"
+#include "megakernel/cuda/device_job.h"
 #include "megakernel/engine_impl.h"
+#include "megakernel/kernel_layout.h"
 #include "megakernel/tool_spec.h"
 #include "ops/activation.h"
 #include "ops/matmul.h"
@@ -126,12 +128,13 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, con
   d.name = "cpu";
   d.workers = threads;
   {
-    const uint32_t rows = 64, k = 1024, tokens = 1;  // a decode tile's shape, weights in cache
-    std::vector<float> w(size_t(rows) * k, 0.5f), x(k, 0.25f), y(rows);
+    const uint32_t rows = 64, k = 1024, tokens = 1;  // a decode tile's shape, weights (in the model's dtype) in cache
+    const std::vector<float> w = weights_of_half(uint64_t(rows) * k, wdtype);
+    std::vector<float> x(k, 0.25f), y(rows);
     std::vector<double> samples;
     for (int i = 0; i < 51; ++i) {
       const auto start = std::chrono::steady_clock::now();
-      matmul_rows(w.data(), DType::f32, k, 0, rows, x.data(), k, tokens, y.data(), rows);
+      matmul_rows(w.data(), wdtype, k, 0, rows, x.data(), k, tokens, y.data(), rows);
       samples.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
     }
     d.flops = 2.0 * rows * k * tokens / (median(samples) * 1e-9) * threads;
@@ -243,7 +246,20 @@ DeviceModel device_from_file(const std::string& path) {
   d.name = j.value("name", path);
   d.workers = whole("workers", 4096, "from 1 to 4096");
   d.memory_gbs = number("memory_gbs");
-  d.flops = number("flops");
+  // One peak for every weight dtype, or one per dtype: {"bf16": ..., "f16": ..., "f32": ...}.
+  if (j.contains("flops") && j["flops"].is_object()) {
+    for (const auto& [key, value] : j["flops"].items()) {
+      const std::optional<DType> dtype = parse_dtype(key);
+      if (!dtype || !value.is_number() || !(value.get<double>() >= 1e3) || value.get<double>() > 1e18)
+        throw InputError("--device " + path + ": 'flops' per dtype must map f32, bf16 or f16 to a number from 1000 to 1e18 (got '" +
+                         key + "')");
+      d.dtype_flops[size_t(*dtype)] = value.get<double>();
+    }
+  } else {
+    d.flops = number("flops");
+    if (d.flops < 1e3) throw InputError("--device " + path + ": 'flops' must be at least 1000");
+  }
+  d.shared_memory_bytes = j.contains("shared_memory_bytes") ? number("shared_memory_bytes") : 0;  // optional: none modelled
   d.dispatch_ns = number("dispatch_ns");
   d.signal_ns = number("signal_ns");
   d.link_gbs = j.contains("link_gbs") ? number("link_gbs") : 0;  // optional: devices without a link
@@ -274,8 +290,8 @@ DeviceModel device_from_file(const std::string& path) {
   if ((d.stall_ns > 0 && d.stall_every_ns <= 0) || !StallSchedule{d.stall_ns, d.stall_every_ns, d.workers}.valid())
     throw InputError("--device " + path + ": 'stall_ns' must be at most 0.99 of 'stall_every_ns', which must be at least 1 ns "
                      "(a worker stalls for stall_ns once every stall_every_ns)");
-  if (d.workers == 0 || d.memory_gbs < 1e-3 || d.flops < 1e3)
-    throw InputError("--device " + path + ": workers must be at least 1, memory_gbs at least 0.001 and flops at least 1000");
+  if (d.workers == 0 || d.memory_gbs < 1e-3)
+    throw InputError("--device " + path + ": workers must be at least 1 and memory_gbs at least 0.001");
   if (d.link_gbs > 0 && d.link_gbs < 1e-3)
     throw InputError("--device " + path + ": 'link_gbs' must be 0 (no link) or at least 0.001");
   return d;
@@ -310,6 +326,7 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
                               {"prefetch_bytes", fit.device.prefetch_bytes},
                               {"prefetch_tasks", fit.device.prefetch_tasks},
                               {"prefetch_max_tokens", fit.device.prefetch_max_tokens},
+                              {"shared_memory_bytes", fit.device.shared_memory_bytes},
                               {"stall_ns", fit.device.stall_ns},
                               {"stall_every_ns", fit.device.stall_every_ns},
                               {"worker_speed", fit.device.worker_speed}};
@@ -350,6 +367,9 @@ SimulateReport simulate_model(const SimulateOptions& options) {
     throw InputError("--device: unknown device '" + options.device + "' (expected h100, h200, b200, cpu or a .json file)");
   }
   if (options.threads && !cpu_device) throw InputError("--threads sets the cpu device's workers");
+  if (!cpu_device && !select_weight_dtype(device, spec.dtype))  // the cpu device measures its own, below
+    throw InputError("--device " + options.device + ": 'flops' gives no peak for " + std::string(dtype_name(spec.dtype)) +
+                     " weights (the model's; --dtype sets them)");
 
   CompileOptions compile;
   compile.workers = device.workers;
@@ -383,6 +403,14 @@ SimulateReport simulate_model(const SimulateOptions& options) {
     device = measure_cpu_device(device.workers, uint64_t(bytes), spec, spec.dtype,
                                 uint64_t(weight_bytes / std::max(1u, weight_tasks)), program.placement == Placement::dynamic_queue);
 
+  // A device with shared memory (a GPU) fetches ahead into the kernel's weight stages: as many as fit
+  // beside this program's tile workspace, as the cuda executor sizes them (megakernel/kernel_layout.h).
+  if (device.shared_memory_bytes > 0) {
+    report.weight_stages = weight_stage_count(uint64_t(device.shared_memory_bytes), tile_workspace_floats(program), kDeviceStageBytes);
+    device.prefetch_bytes = double(report.weight_stages) * kDeviceStageBytes;
+    device.fetch_ahead = report.weight_stages > 0;
+  }
+
   SimulationOptions dataflow_options;
   dataflow_options.sequences = options.batch;
   const SimulationResult dataflow = simulate_program(program, device, options.context, dataflow_options);
@@ -413,6 +441,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   report.prefetch_max_tokens = device.prefetch_max_tokens;
   report.stall_ns = device.stall_ns;
   report.stall_every_ns = device.stall_every_ns;
+  report.shared_memory_bytes = device.shared_memory_bytes;
   report.worker_speed = device.worker_speed;
   report.step_ms = dataflow.step_ns * 1e-6;
   report.bound_ms = std::max(bytes / device.memory_gbs, flops / (device.flops * 1e-9)) * 1e-6;

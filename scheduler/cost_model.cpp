@@ -102,19 +102,35 @@ std::optional<DeviceModel> device_preset(const std::string& name) {
   // Rotations and exponentials per SM (a CTA's 256 threads at once), leads from datasheet rates: the
   // device computes RoPE's sincos in double (about 50 FP64 operations) at roughly 34 TFLOP/s of vector
   // FP64 over the SMs, about 0.2 ns per pair; expf is an SFU ex2 at 16 per clock per SM, about 0.03 ns.
-  // Prefetch: the kernel's stage ring at its defaults (docs/CUDA.md), 32 KiB stages in the 227 KiB of
-  // shared memory an SM gives one CTA, less the tiles' workspace (a decode tile's input row and results:
-  // 33 KB at the 1B shape's down projection, K = 8192): 6 stages, over the CTA's upcoming tasks. The 8B
-  // shape's K = 14336 leaves room for 5; the presets keep 6.
-  // Staged only for steps of up to 4 tokens (the kernel's vector pass).
-  constexpr double kRingBytes = 6 * 32768;
-  if (name == "h100") return DeviceModel{"h100", 132, 3350, 989e12, 500, 1000, 450, 2000, 0.2, 0.03, kRingBytes, 0, 4};
-  if (name == "h200") return DeviceModel{"h200", 132, 4800, 989e12, 500, 1000, 450, 2000, 0.2, 0.03, kRingBytes, 0, 4};
-  if (name == "b200") return DeviceModel{"b200", 148, 8000, 2250e12, 500, 1000, 900, 2000, 0.2, 0.03, kRingBytes, 0, 4};
+  // Prefetch: the kernel's stage ring at its defaults (docs/CUDA.md), 32 KiB stages in the shared memory
+  // one CTA gets (227 KiB a block may opt into on sm_90 and sm_100, less the kernel's 1 KiB of static
+  // shared memory), less the tiles' workspace (a decode tile's input row and results: 33 KB at the 1B
+  // shape's down projection, K = 8192): 6 stages there, over the CTA's upcoming tasks. `simulate` fits
+  // the ring to each program's workspace (megakernel/kernel_layout.h: 5 stages at the 8B shape);
+  // prefetch_bytes here is the 1B shape's ring, for callers without a program. Staged only for steps of
+  // up to 4 tokens (the kernel's vector pass).
+  // Peaks per dtype: dense bf16 and f16 on tensor cores; f32 on the CUDA cores (67 TFLOP/s on H100 and
+  // H200 SXM, 80 on an HGX B200 at 1000 W).
+  constexpr double kRingBytes = 6 * 32768, kSharedBytes = 227 * 1024 - 1024;
+  auto preset = [&](const char* id, uint32_t sms, double gbs, double tensor_flops, double f32_flops, double link_gbs) {
+    DeviceModel d{id, sms, gbs, tensor_flops, 500, 1000, link_gbs, 2000, 0.2, 0.03, kRingBytes, 0, 4};
+    d.dtype_flops = {f32_flops, tensor_flops, tensor_flops};
+    d.shared_memory_bytes = kSharedBytes;
+    return d;
+  };
+  if (name == "h100") return preset("h100", 132, 3350, 989e12, 67e12, 450);
+  if (name == "h200") return preset("h200", 132, 4800, 989e12, 67e12, 450);
+  if (name == "b200") return preset("b200", 148, 8000, 2250e12, 80e12, 900);
   return std::nullopt;
 }
 
 std::vector<std::string> device_preset_names() { return {"h100", "h200", "b200"}; }
+
+bool select_weight_dtype(DeviceModel& device, DType dtype) {
+  const double own = device.dtype_flops[size_t(dtype)];
+  if (own > 0) device.flops = own;
+  return device.flops > 0;
+}
 
 double modelled_link_ns(const DeviceModel& device, const TaskWork& work) {
   if (work.link_bytes <= 0 || device.link_gbs <= 0) return 0;

@@ -3,6 +3,7 @@
 // device model that turns them into time. The first pieces of the scheduling research kit (issue 5):
 // `tilefire inspect` uses them for the critical path in modelled time; the simulator will use them to
 // run whole programs.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,7 +37,7 @@ struct DeviceModel {
   std::string name;
   uint32_t workers = 1;        // SMs or cores
   double memory_gbs = 0;       // memory bandwidth, GB/s
-  double flops = 0;            // peak flop/s for the weights' dtype (dense bf16 on GPUs)
+  double flops = 0;            // peak flop/s for the weights' dtype (dense bf16 on GPUs): see dtype_flops
   double dispatch_ns = 0;      // per task: taking it from the queue and starting it
   double signal_ns = 0;        // an event's signal reaching a waiting worker
   double link_gbs = 0;         // to the other GPUs, per direction (NVLink); 0: no link
@@ -63,7 +64,21 @@ struct DeviceModel {
   // virtual machine are not alike (a busy neighbour on the host's core), nor a hybrid CPU's; SMs are. The
   // cpu device measures them (docs/SIMULATOR.md, "Workers that are not alike").
   std::vector<double> worker_speed = {};
+  // Peak flop/s per weight dtype, indexed by DType (f32, bf16, f16); 0 where the device gives none of
+  // its own. `select_weight_dtype` puts the program's figure in `flops`.
+  std::array<double, 3> dtype_flops = {};
+  // Shared memory one worker's tiles may hold (a CTA's dynamic shared memory; 0: none modelled). On a GPU
+  // the kernel's weight stages take what the tiles' workspace leaves (megakernel/kernel_layout.h), and
+  // simulate bounds the device's prefetch by them.
+  double shared_memory_bytes = 0;
+  // False: a waiting worker fetches nothing ahead (a GPU whose shared memory leaves no room for two
+  // weight stages beside the tiles' workspace: the tiles read their weights from memory as they run).
+  bool fetch_ahead = true;
 };
+
+// Puts the device's peak for weights of `dtype` in `flops`: its own figure for that dtype when it has
+// one, else `flops` as it is. False when it has neither (the caller names the device).
+bool select_weight_dtype(DeviceModel& device, DType dtype);
 
 // h100 (SXM), h200, b200; nullopt for other names.
 std::optional<DeviceModel> device_preset(const std::string& name);

@@ -297,6 +297,7 @@ SimulationResult simulate_program(const Program& program, const DeviceModel& dev
   with_prefetch.prefetch_tasks = device.prefetch_tasks;
   if (device.prefetch_bytes > 0) with_prefetch.prefetch_held_ns = device.prefetch_bytes / share_bytes_per_ns;
   if (device.prefetch_max_tokens > 0 && program.tokens > device.prefetch_max_tokens) with_prefetch.prefetch_while_waiting = false;
+  if (!device.fetch_ahead) with_prefetch.prefetch_while_waiting = false;
   with_prefetch.stall_ns = device.stall_ns;
   with_prefetch.stall_every_ns = device.stall_every_ns;
   with_prefetch.worker_speed = device.worker_speed;

@@ -14,6 +14,7 @@
 
 #include "megakernel/cuda/device_job.h"
 #include "megakernel/cuda/megakernel_launch.h"
+#include "megakernel/kernel_layout.h"
 #include "ops/all_ops.h"
 #include "scheduler/device_program.h"
 #include "tilefire/errors.h"
@@ -64,28 +65,6 @@ std::string describe_error(const DeviceErrorRecord& r) {
       break;
   }
   return "megakernel: error code " + std::to_string(r.code);
-}
-
-// Shared-memory floats a tile of this program may use (the ops' workspace layouts in ops/cuda/*.cuh).
-uint32_t workspace_floats_of(const Program& program, const DeviceProgramView& view) {
-  // Matrix tiles: xs [pass tokens, K] then dots [pass tokens, the task's rows], then a few doubles.
-  const uint64_t pass_tokens = std::min(view.header->tokens, kDeviceMaxPassTokens);
-  uint64_t floats = 64;
-  for (uint32_t t = 0; t < view.header->task_count; ++t) {
-    const WeightStreamDesc& s = view.weight_streams[t];
-    uint64_t rows = 0;
-    for (uint32_t r = 0; r < s.range_count; ++r) rows += s.ranges[r].rows;
-    floats = std::max<uint64_t>(floats, pass_tokens * (s.row_bytes / 2 + rows) + 64);
-    if (task_uses_tensor_cores(view.header->tokens, s.row_bytes / 2, uint32_t(rows)))  // prefill on tensor cores
-      floats = std::max<uint64_t>(floats, gemm_workspace_floats(uint32_t(rows)));
-  }
-  for (const NodeDesc& node : program.nodes) {  // attention tiles: [warps][head_dim + 2] states
-    if (node.params.op == OpCode::causal_attention)
-      floats = std::max<uint64_t>(floats, uint64_t(kDeviceConsumerWarps) * (node.params.as<CausalAttentionParams>().head_dim + 2));
-    if (node.params.op == OpCode::attention_chunk)
-      floats = std::max<uint64_t>(floats, uint64_t(kDeviceConsumerWarps) * (node.params.as<AttentionChunkParams>().head_dim + 2));
-  }
-  return uint32_t((floats + 31) / 32 * 32);
 }
 
 // What the device ops support; anything else is refused at load with the reason.
@@ -232,9 +211,7 @@ struct CudaExecutor::State {
   uint32_t stage_count(uint32_t workspace_floats) const {
     // Bulk copies into stages are Hopper's (sm_90); before it the tiles read weights from global memory.
     if (!options.stage_weights || options.stage_bytes == 0 || properties.major < 9) return 0;
-    const uint64_t left = max_dynamic_shared - uint64_t(workspace_floats) * 4;
-    const uint64_t stages = std::min<uint64_t>(kDeviceMaxStages, left / options.stage_bytes);
-    return stages >= 2 ? uint32_t(stages) : 0;
+    return weight_stage_count(max_dynamic_shared, workspace_floats, options.stage_bytes);
   }
 
   KernelConfig config(uint32_t workspace_floats) const {
@@ -468,7 +445,7 @@ CudaProgramPtr CudaExecutor::load(const Program& program, std::vector<void*> dev
   CudaProgram& p = *loaded;
   p.program = &program;
   p.header = encoded.header;
-  p.workspace_floats = workspace_floats_of(program, view_device_program(encoded.header, encoded.blob.data()));
+  p.workspace_floats = tile_workspace_floats(program);
   if (uint64_t(p.workspace_floats) * 4 > s.max_dynamic_shared)
     throw InputError("cuda backend: a tile of this program needs " + std::to_string(uint64_t(p.workspace_floats) * 4) +
                      " bytes of shared memory, the device has " + std::to_string(s.max_dynamic_shared) +

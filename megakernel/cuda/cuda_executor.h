@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "megakernel/cpu/cpu_executor.h"  // ScheduleMode
+#include "megakernel/cuda/device_job.h"  // kDeviceStageBytes
 #include "scheduler/program.h"
 #include "tilefire/errors.h"  // InputError, DeviceError
 #include "transport/rank_view.h"
@@ -27,7 +28,7 @@ struct CudaOptions {
   uint32_t watchdog_ms = 10000;  // a wait longer than this stops the kernel with an error record
   bool resident = false;         // keep the kernel alive across steps (doorbell) instead of a launch per step
   bool stage_weights = true;     // Hopper: stream weights through shared-memory stages ahead of the tasks
-  uint32_t stage_bytes = 32768;  // bytes per weight stage (a multiple of 16)
+  uint32_t stage_bytes = kDeviceStageBytes;  // bytes per weight stage (a multiple of 16)
 };
 
 struct CudaStepResult {

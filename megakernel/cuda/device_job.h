@@ -19,6 +19,7 @@ constexpr uint32_t kDeviceConsumerThreads = kDeviceConsumerWarps * 32;
 constexpr uint32_t kDeviceThreads = kDeviceConsumerThreads + 32;  // + one producer warp (weight staging)
 constexpr uint32_t kDeviceMaxPassTokens = 4;   // tokens a matmul tile handles per pass over its weights
 constexpr uint32_t kDeviceMaxStages = 8;       // weight stages in shared memory, at most
+constexpr uint32_t kDeviceStageBytes = 32768;  // bytes per weight stage by default (CudaOptions::stage_bytes)
 constexpr uint32_t kDeviceMaxHeadDim = 256;
 constexpr uint32_t kDeviceGemmMaxPassTokens = 64;     // tokens a tensor-core matrix tile takes per pass
 constexpr uint32_t kDeviceGemmWorkspaceFloats = 24576;  // 96 KiB: its results, [pass tokens, rows], and more

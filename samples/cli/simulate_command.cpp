@@ -26,7 +26,9 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
                    link_latency_ns for --tp; rotation_ns, exp_ns for RoPE pairs and exponentials;
                    prefetch_bytes, prefetch_tasks, prefetch_max_tokens for what a waiting worker
                    fetches ahead; stall_ns, stall_every_ns for time the machine takes from each worker;
-                   worker_speed, one relative speed per worker, for workers that are not alike)
+                   worker_speed, one relative speed per worker, for workers that are not alike;
+                   shared_memory_bytes per worker, where a GPU's weight stages are fitted beside the
+                   tiles; flops may be one peak or one per dtype, {"bf16": ..., "f32": ...})
   --threads N      the cpu device's workers (default: every core)
   --policy NAME    placement policy (default balanced)
   --granularity G  events per producer tile (tile, default), head-wide band (head), or op
@@ -85,7 +87,8 @@ int simulate_command(int argc, char** argv) {
                                 {"prefetch_bytes", r.prefetch_bytes}, {"prefetch_tasks", r.prefetch_tasks},
                                 {"prefetch_max_tokens", r.prefetch_max_tokens},
                                 {"stall_ns", r.stall_ns}, {"stall_every_ns", r.stall_every_ns},
-                                {"worker_speed", r.worker_speed}};
+                                {"worker_speed", r.worker_speed}, {"shared_memory_bytes", r.shared_memory_bytes},
+                                {"weight_stages", r.weight_stages}};
     if (r.fitted)
       out["fit"] = {{"traced_step_ms", r.traced_step_ms},        {"fitted_step_ms", r.fitted_step_ms},
                     {"memory_gbs", r.fitted_memory_gbs},         {"dispatch_ns", r.fitted_dispatch_ns},
@@ -102,6 +105,9 @@ int simulate_command(int argc, char** argv) {
               "%.2f ns per exp, waiting prefetches %s of %s; %u tasks\n",
               r.model.c_str(), r.device.c_str(), r.workers, r.memory_gbs, r.flops, r.dispatch_ns, r.signal_ns, r.rotation_ns,
               r.exp_ns, prefetch_bytes.c_str(), prefetch_tasks.c_str(), r.tasks);
+  if (r.shared_memory_bytes > 0)
+    std::printf("%.0f KiB of shared memory per worker: %u weight stages of 32 KiB beside this program's tiles%s\n",
+                r.shared_memory_bytes / 1024, r.weight_stages, r.weight_stages ? "" : " (none: no prefetch)");
   if (!r.worker_speed.empty()) {
     const auto [slowest, fastest] = std::minmax_element(r.worker_speed.begin(), r.worker_speed.end());
     std::printf("workers' speeds relative to their mean: %.2f to %.2f\n", *slowest, *fastest);

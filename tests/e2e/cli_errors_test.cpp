@@ -504,6 +504,9 @@ TEST(CliFlags, SimulateRefusesWithTheReason) {
   write_file_text(list, "[1, 2]");
   write_file_text(many, R"({"workers": 4294967296, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1})");
   write_file_text(slow, R"({"workers": 4, "memory_gbs": 1e-300, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1})");
+  const std::string f32_only = (dir.path() / "f32-only.json").string(), bad_dtype = (dir.path() / "fp8.json").string();
+  write_file_text(f32_only, R"({"workers": 4, "memory_gbs": 100, "flops": {"f32": 1e12}, "dispatch_ns": 1, "signal_ns": 1})");
+  write_file_text(bad_dtype, R"({"workers": 4, "memory_gbs": 100, "flops": {"fp8": 1e12}, "dispatch_ns": 1, "signal_ns": 1})");
   check_flag_cases({
       {{"simulate", "--preset", "tiny", "--batch", "300"}, "simulate", {"--batch", "'300'"}},
       {{"simulate", "--preset", "tiny", "--device", "tpu"}, "simulate", {"--device", "'tpu'", "cpu"}},
@@ -519,6 +522,9 @@ TEST(CliFlags, SimulateRefusesWithTheReason) {
       // More workers than cores: the cpu device is measured one worker per core.
       {{"simulate", "--preset", "tiny", "--device", "cpu", "--threads", "256"}, "simulate", {"--threads 256", "cores", "--fit-out"}},
       {{"simulate", "--preset", "tiny", "--dtype", "f8"}, "simulate", {"--dtype", "'f8'"}},
+      // A peak per dtype, and none for the model's.
+      {{"simulate", "--preset", "tiny", "--device", f32_only}, "simulate", {f32_only, "'flops' gives no peak for bf16"}},
+      {{"simulate", "--preset", "tiny", "--device", bad_dtype}, "simulate", {bad_dtype, "f32, bf16 or f16", "'fp8'"}},
       {{"run", "--model", ""}, "run", {"--model", "needs a value"}},
   });
 }

@@ -451,6 +451,35 @@ TEST(CliSimulate, FitsTheDeviceToATracedStep) {
   EXPECT_NE(alone.err.find("--fit-out needs --fit-trace"), std::string::npos) << alone.err;
 }
 
+// A GPU device's shared memory holds the kernel's weight stages beside the tiles' workspace: 6 of 32 KiB
+// at the Llama-3.2-1B shape, 5 at the 8B shape's wider FFN rows (megakernel/kernel_layout.h), and what a
+// waiting CTA fetches ahead is that ring. A device file may give a peak per weight dtype.
+TEST(CliSimulate, GpuWeightStagesAndPeaksPerDtype) {
+  auto simulate = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "simulate");
+    args.push_back("--json");
+    RunResult r = run_cli(args);
+    EXPECT_EQ(r.status, 0) << describe(r);
+    return r.status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  const nlohmann::json one_b = simulate({"--preset", "llama-3.2-1b", "--device", "h200"});
+  EXPECT_EQ(one_b["weight_stages"], 6);
+  EXPECT_EQ(one_b["prefetch_bytes"], 6 * 32768);
+  EXPECT_EQ(one_b["flops"], 989e12);
+  const nlohmann::json eight_b = simulate({"--preset", "llama-3.1-8b", "--device", "h200"});
+  EXPECT_EQ(eight_b["weight_stages"], 5);
+  EXPECT_EQ(eight_b["prefetch_bytes"], 5 * 32768);
+  EXPECT_EQ(simulate({"--preset", "tiny", "--dtype", "f32", "--device", "h200"})["flops"], 67e12);  // CUDA cores
+  TempDir dir("cli-simulate-gpu");
+  const std::string device = (dir.path() / "small-gpu.json").string();
+  write_file_text(device, R"({"workers": 16, "memory_gbs": 500, "flops": {"bf16": 5e14, "f32": 3e13}, "dispatch_ns": 100,
+                               "signal_ns": 200, "shared_memory_bytes": 100000, "prefetch_tasks": 0})");
+  const nlohmann::json file_f32 = simulate({"--preset", "tiny", "--dtype", "f32", "--device", device});
+  EXPECT_EQ(file_f32["flops"], 3e13);
+  EXPECT_EQ(file_f32["weight_stages"], 2);  // 100000 bytes less tiny's few KB of workspace: 2 stages
+  EXPECT_EQ(simulate({"--preset", "tiny", "--device", device})["flops"], 5e14);
+}
+
 // simulate --batch B: B sequences' decode tokens in one step. On the H200 model the weights are read once
 // for all of them: the bound and the step grow (KV caches, and each tile's input rows: the model charges
 // every activation read at memory bandwidth), but a step of 8 takes far less than 8 steps of one.

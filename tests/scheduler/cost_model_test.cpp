@@ -145,7 +145,22 @@ TEST(CostModel, DevicePresetsAndTaskTime) {
   EXPECT_EQ(h200->prefetch_max_tokens, 4u);
   EXPECT_EQ(h200->stall_ns, 0.0);  // an SM is not taken away
   EXPECT_EQ(h200->stall_every_ns, 0.0);
+  EXPECT_DOUBLE_EQ(h200->shared_memory_bytes, 227 * 1024 - 1024);  // a block's opt-in, less the kernel's static
   EXPECT_FALSE(device_preset("tpu").has_value());
+  // Peaks per weight dtype: the tensor cores' for bf16 and f16, the CUDA cores' for f32.
+  DeviceModel f32 = *h200, f16 = *h200;
+  ASSERT_TRUE(select_weight_dtype(f32, DType::f32));
+  EXPECT_DOUBLE_EQ(f32.flops, 67e12);
+  ASSERT_TRUE(select_weight_dtype(f16, DType::f16));
+  EXPECT_DOUBLE_EQ(f16.flops, 989e12);
+  DeviceModel one_figure{"one", 4, 100, 1e12};  // no figure per dtype: the one it has, for any
+  ASSERT_TRUE(select_weight_dtype(one_figure, DType::bf16));
+  EXPECT_DOUBLE_EQ(one_figure.flops, 1e12);
+  DeviceModel none{"none", 4, 100, 0};
+  none.dtype_flops[size_t(DType::f32)] = 5e11;
+  EXPECT_FALSE(select_weight_dtype(none, DType::bf16));  // only an f32 figure, and bf16 weights
+  EXPECT_TRUE(select_weight_dtype(none, DType::f32));
+  EXPECT_DOUBLE_EQ(none.flops, 5e11);
   TaskWork memory_bound;
   memory_bound.weight_bytes = 132e3;  // 1 KB per ns per worker share on 132 workers: 4800/132 GB/s
   EXPECT_NEAR(modelled_task_ns(*h200, memory_bound), 132e3 / (4800.0 / 132) + h200->dispatch_ns, 1e-6);
