@@ -17,8 +17,10 @@ uint32_t tile_workspace_floats(const Program& program) {
     const WeightStreamDesc s = weight_stream_of(program, task);
     uint64_t rows = 0;
     for (uint32_t r = 0; r < s.range_count; ++r) rows += s.ranges[r].rows;
-    floats = std::max<uint64_t>(floats, pass_tokens * (s.row_bytes / 2 + rows) + 64);
-    if (task_uses_tensor_cores(program.tokens, s.row_bytes / 2, uint32_t(rows)))  // prefill on tensor cores
+    if (rows == 0) continue;  // no weights: no input rows staged (64 floats, as any task)
+    const uint64_t K = s.row_bytes / dtype_size(program.slots[s.ranges[0].slot].dtype);  // bf16 on the cuda backend
+    floats = std::max<uint64_t>(floats, pass_tokens * (K + rows) + 64);
+    if (task_uses_tensor_cores(program.tokens, uint32_t(K), uint32_t(rows)))  // prefill on tensor cores
       floats = std::max<uint64_t>(floats, gemm_workspace_floats(uint32_t(rows)));
   }
   for (const NodeDesc& node : program.nodes) {  // attention tiles: [warps][head_dim + 2] states

@@ -248,11 +248,14 @@ DeviceModel device_from_file(const std::string& path) {
   d.memory_gbs = number("memory_gbs");
   // One peak for every weight dtype, or one per dtype: {"bf16": ..., "f16": ..., "f32": ...}.
   if (j.contains("flops") && j["flops"].is_object()) {
+    if (j["flops"].empty()) throw InputError("--device " + path + ": 'flops' per dtype gives no peak (f32, bf16 or f16)");
     for (const auto& [key, value] : j["flops"].items()) {
       const std::optional<DType> dtype = parse_dtype(key);
-      if (!dtype || !value.is_number() || !(value.get<double>() >= 1e3) || value.get<double>() > 1e18)
-        throw InputError("--device " + path + ": 'flops' per dtype must map f32, bf16 or f16 to a number from 1000 to 1e18 (got '" +
-                         key + "')");
+      if (!dtype) throw InputError("--device " + path + ": 'flops' per dtype: '" + key + "' is not a dtype (f32, bf16 or f16)");
+      if (!value.is_number() || !(value.get<double>() >= 1e3) || value.get<double>() > 1e18)
+        throw InputError("--device " + path + ": 'flops' of " + key + " must be a number from 1000 to 1e18");
+      if (d.dtype_flops[size_t(*dtype)] > 0)  // "bf16" and "bfloat16" name one dtype
+        throw InputError("--device " + path + ": 'flops' gives " + std::string(dtype_name(*dtype)) + " twice");
       d.dtype_flops[size_t(*dtype)] = value.get<double>();
     }
   } else {
@@ -297,6 +300,14 @@ DeviceModel device_from_file(const std::string& path) {
   return d;
 }
 
+// A device's peak as a device file gives it: one per dtype when it has them, else the one figure.
+nlohmann::json flops_of(const DeviceModel& device) {
+  nlohmann::json per_dtype = nlohmann::json::object();
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16})
+    if (device.dtype_flops[size_t(dtype)] > 0) per_dtype[std::string(dtype_name(dtype))] = device.dtype_flops[size_t(dtype)];
+  return per_dtype.empty() ? nlohmann::json(device.flops) : per_dtype;
+}
+
 // --fit-trace: the device fitted to a traced step of this program (scheduler/trace_fit.h), its prediction
 // against the traced step, and with --fit-out the fitted device as a file `--device` reads.
 void fit_to_trace(const SimulateOptions& options, const Program& program, const DeviceModel& device, SimulateReport& report) {
@@ -316,7 +327,6 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
   const nlohmann::json out = {{"name", fit.device.name},
                               {"workers", fit.device.workers},
                               {"memory_gbs", fit.device.memory_gbs},
-                              {"flops", fit.device.flops},
                               {"dispatch_ns", fit.device.dispatch_ns},
                               {"signal_ns", fit.device.signal_ns},
                               {"link_gbs", fit.device.link_gbs},
@@ -327,6 +337,7 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
                               {"prefetch_tasks", fit.device.prefetch_tasks},
                               {"prefetch_max_tokens", fit.device.prefetch_max_tokens},
                               {"shared_memory_bytes", fit.device.shared_memory_bytes},
+                              {"flops", flops_of(fit.device)},
                               {"stall_ns", fit.device.stall_ns},
                               {"stall_every_ns", fit.device.stall_every_ns},
                               {"worker_speed", fit.device.worker_speed}};
@@ -406,7 +417,12 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   // A device with shared memory (a GPU) fetches ahead into the kernel's weight stages: as many as fit
   // beside this program's tile workspace, as the cuda executor sizes them (megakernel/kernel_layout.h).
   if (device.shared_memory_bytes > 0) {
-    report.weight_stages = weight_stage_count(uint64_t(device.shared_memory_bytes), tile_workspace_floats(program), kDeviceStageBytes);
+    const uint32_t workspace_floats = tile_workspace_floats(program);
+    if (uint64_t(workspace_floats) * 4 > device.shared_memory_bytes)  // as the cuda executor refuses to load it
+      throw InputError("on the device '" + device.name + "', a tile of this program needs " + std::to_string(uint64_t(workspace_floats) * 4) +
+                       " bytes of shared memory, more than its " + std::to_string(uint64_t(device.shared_memory_bytes)) +
+                       " (fewer tokens per step, or smaller tiles)");
+    report.weight_stages = weight_stage_count(uint64_t(device.shared_memory_bytes), workspace_floats, kDeviceStageBytes);
     device.prefetch_bytes = double(report.weight_stages) * kDeviceStageBytes;
     device.fetch_ahead = report.weight_stages > 0;
   }
@@ -442,6 +458,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   report.stall_ns = device.stall_ns;
   report.stall_every_ns = device.stall_every_ns;
   report.shared_memory_bytes = device.shared_memory_bytes;
+  report.tokens_per_step = program.tokens;
   report.worker_speed = device.worker_speed;
   report.step_ms = dataflow.step_ns * 1e-6;
   report.bound_ms = std::max(bytes / device.memory_gbs, flops / (device.flops * 1e-9)) * 1e-6;

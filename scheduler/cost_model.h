@@ -69,7 +69,7 @@ struct DeviceModel {
   std::array<double, 3> dtype_flops = {};
   // Shared memory one worker's tiles may hold (a CTA's dynamic shared memory; 0: none modelled). On a GPU
   // the kernel's weight stages take what the tiles' workspace leaves (megakernel/kernel_layout.h), and
-  // simulate bounds the device's prefetch by them.
+  // simulate sets the device's prefetch_bytes to those stages (in place of the figure given).
   double shared_memory_bytes = 0;
   // False: a waiting worker fetches nothing ahead (a GPU whose shared memory leaves no room for two
   // weight stages beside the tiles' workspace: the tiles read their weights from memory as they run).

@@ -97,7 +97,8 @@ int simulate_command(int argc, char** argv) {
     std::cout << out.dump() << std::endl;
     return 0;
   }
-  const std::string prefetch_bytes = r.prefetch_bytes > 0 ? std::to_string(uint64_t(r.prefetch_bytes / 1024)) + " KiB" : "all";
+  const bool no_ring = r.shared_memory_bytes > 0 && r.weight_stages == 0;
+  const std::string prefetch_bytes = no_ring ? "nothing" : r.prefetch_bytes > 0 ? std::to_string(uint64_t(r.prefetch_bytes / 1024)) + " KiB" : "all";
   const std::string prefetch_tasks = r.prefetch_tasks == 0   ? "its queue"
                                      : r.prefetch_tasks == 1 ? "the next task"
                                                              : "the next " + std::to_string(r.prefetch_tasks) + " tasks";
@@ -107,7 +108,11 @@ int simulate_command(int argc, char** argv) {
               r.exp_ns, prefetch_bytes.c_str(), prefetch_tasks.c_str(), r.tasks);
   if (r.shared_memory_bytes > 0)
     std::printf("%.0f KiB of shared memory per worker: %u weight stages of 32 KiB beside this program's tiles%s\n",
-                r.shared_memory_bytes / 1024, r.weight_stages, r.weight_stages ? "" : " (none: no prefetch)");
+                r.shared_memory_bytes / 1024, r.weight_stages,
+                r.weight_stages == 0                                               ? " (none: no prefetch)"
+                : r.prefetch_max_tokens > 0 && r.tokens_per_step > r.prefetch_max_tokens ? " (unused: steps of more tokens than a "
+                                                                                     "vector pass are not staged)"
+                                                                                   : "");
   if (!r.worker_speed.empty()) {
     const auto [slowest, fastest] = std::minmax_element(r.worker_speed.begin(), r.worker_speed.end());
     std::printf("workers' speeds relative to their mean: %.2f to %.2f\n", *slowest, *fastest);

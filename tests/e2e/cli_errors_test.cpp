@@ -507,6 +507,12 @@ TEST(CliFlags, SimulateRefusesWithTheReason) {
   const std::string f32_only = (dir.path() / "f32-only.json").string(), bad_dtype = (dir.path() / "fp8.json").string();
   write_file_text(f32_only, R"({"workers": 4, "memory_gbs": 100, "flops": {"f32": 1e12}, "dispatch_ns": 1, "signal_ns": 1})");
   write_file_text(bad_dtype, R"({"workers": 4, "memory_gbs": 100, "flops": {"fp8": 1e12}, "dispatch_ns": 1, "signal_ns": 1})");
+  const std::string no_peak = (dir.path() / "no-peak.json").string(), nested = (dir.path() / "nested.json").string();
+  const std::string twice = (dir.path() / "twice.json").string(), tight = (dir.path() / "tight.json").string();
+  write_file_text(no_peak, R"({"workers": 4, "memory_gbs": 100, "flops": {}, "dispatch_ns": 1, "signal_ns": 1})");
+  write_file_text(nested, R"({"workers": 4, "memory_gbs": 100, "flops": {"bf16": {"dense": 1e12}}, "dispatch_ns": 1, "signal_ns": 1})");
+  write_file_text(twice, R"({"workers": 4, "memory_gbs": 100, "flops": {"bf16": 1e12, "bfloat16": 2e12}, "dispatch_ns": 1, "signal_ns": 1})");
+  write_file_text(tight, R"({"workers": 4, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1, "shared_memory_bytes": 1000})");
   check_flag_cases({
       {{"simulate", "--preset", "tiny", "--batch", "300"}, "simulate", {"--batch", "'300'"}},
       {{"simulate", "--preset", "tiny", "--device", "tpu"}, "simulate", {"--device", "'tpu'", "cpu"}},
@@ -525,6 +531,11 @@ TEST(CliFlags, SimulateRefusesWithTheReason) {
       // A peak per dtype, and none for the model's.
       {{"simulate", "--preset", "tiny", "--device", f32_only}, "simulate", {f32_only, "'flops' gives no peak for bf16"}},
       {{"simulate", "--preset", "tiny", "--device", bad_dtype}, "simulate", {bad_dtype, "f32, bf16 or f16", "'fp8'"}},
+      {{"simulate", "--preset", "tiny", "--device", no_peak}, "simulate", {no_peak, "'flops' per dtype gives no peak"}},
+      {{"simulate", "--preset", "tiny", "--device", nested}, "simulate", {nested, "'flops' of bf16", "a number"}},
+      {{"simulate", "--preset", "tiny", "--device", twice}, "simulate", {twice, "gives bf16 twice"}},
+      // A tile's workspace alone overflows the shared memory: the cuda executor would refuse the program.
+      {{"simulate", "--preset", "tiny", "--device", tight}, "simulate", {tight, "bytes of shared memory, more than its 1000"}},
       {{"run", "--model", ""}, "run", {"--model", "needs a value"}},
   });
 }

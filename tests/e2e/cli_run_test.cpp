@@ -478,6 +478,16 @@ TEST(CliSimulate, GpuWeightStagesAndPeaksPerDtype) {
   EXPECT_EQ(file_f32["flops"], 3e13);
   EXPECT_EQ(file_f32["weight_stages"], 2);  // 100000 bytes less tiny's few KB of workspace: 2 stages
   EXPECT_EQ(simulate({"--preset", "tiny", "--device", device})["flops"], 5e14);
+  // Shared memory for the tiles but not for two stages: nothing fetched ahead, and a slower step.
+  const std::string cramped = (dir.path() / "cramped-gpu.json").string();
+  write_file_text(cramped, R"({"workers": 16, "memory_gbs": 500, "flops": 5e14, "dispatch_ns": 100, "signal_ns": 200,
+                                "shared_memory_bytes": 40000, "prefetch_tasks": 0})");
+  const nlohmann::json none = simulate({"--preset", "tiny", "--device", cramped});
+  EXPECT_EQ(none["weight_stages"], 0);
+  EXPECT_GT(none["step_ms"].get<double>(), simulate({"--preset", "tiny", "--device", device})["step_ms"].get<double>());
+  RunResult text = run_cli({"simulate", "--preset", "tiny", "--device", cramped});
+  EXPECT_NE(text.out.find("waiting prefetches nothing"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("0 weight stages"), std::string::npos) << text.out;
 }
 
 // simulate --batch B: B sequences' decode tokens in one step. On the H200 model the weights are read once

@@ -14,12 +14,12 @@ namespace {
 
 constexpr uint64_t kShared = 227 * 1024 - 1024;
 
-Program decode_program(const char* preset, uint32_t workers, uint32_t tokens = 1) {
+Program decode_program(const char* preset, uint32_t workers, uint32_t tokens = 1, DType dtype = DType::bf16) {
   CompileOptions options;
   options.workers = workers;
   options.tokens = tokens;
   options.max_context = 4096;
-  return compile_model(preset_spec(preset, DType::bf16), options);
+  return compile_model(preset_spec(preset, dtype), options);
 }
 
 TEST(KernelLayout, StagesBesideTheWorkspace) {
@@ -44,8 +44,13 @@ TEST(KernelLayout, DecodeWorkspaceIsTheWidestInputRowAndResults) {
   EXPECT_GE(eight_b, 14336u + 64);
   EXPECT_LT(eight_b, 14336u + 64 + 2048);
   EXPECT_EQ(weight_stage_count(kShared, eight_b, kDeviceStageBytes), 5u);
-  // Four tokens share a pass: four input rows.
-  EXPECT_GE(tile_workspace_floats(decode_program("llama-3.2-1b", 132, 4)), 4u * 8192);
+  // Four tokens share a pass: four input rows and their results, which leave 3 stages.
+  const uint32_t four = tile_workspace_floats(decode_program("llama-3.2-1b", 132, 4));
+  EXPECT_GE(four, 4u * 8192 + 64);
+  EXPECT_LT(four, 4u * (8192 + 2048) + 64);
+  EXPECT_EQ(weight_stage_count(kShared, four, kDeviceStageBytes), 3u);
+  // The workspace holds input rows of K floats whatever the weights' dtype: f32 weights, K the same.
+  EXPECT_EQ(tile_workspace_floats(decode_program("llama-3.2-1b", 132, 1, DType::f32)), one_b);
 }
 
 }  // namespace
