@@ -46,6 +46,12 @@ SimulateReport predict_decode(const EngineOptions& options, const Engine& engine
   return simulate_model(sim);
 }
 
+// The median and the lower and upper quartiles of per-round ratios.
+std::array<double, 3> median_and_quartiles(std::vector<double> ratios) {
+  std::sort(ratios.begin(), ratios.end());
+  return {median(ratios), ratios[ratios.size() / 4], ratios[ratios.size() * 3 / 4]};
+}
+
 struct ModeTiming {
   std::vector<double> step_ms;
   double median() const { return tilefire::cli::median(step_ms); }
@@ -175,16 +181,14 @@ int bench_command(int argc, char** argv) {
   auto ratio_over_dataflow = [&](const Mode& mode) {
     std::vector<double> ratios;
     for (uint32_t r = 0; r < rounds; ++r) ratios.push_back(mode.round_medians[r] / modes[0].round_medians[r]);
-    std::sort(ratios.begin(), ratios.end());
-    return std::array<double, 3>{median(ratios), ratios[ratios.size() / 4], ratios[ratios.size() * 3 / 4]};
+    return median_and_quartiles(ratios);
   };
   const std::array<double, 3> bsp_ratio = ratio_over_dataflow(modes[1]);
   std::array<double, 3> predicted_ratio{};  // median and quartiles of predicted / measured dataflow, per round
   if (predict) {
     std::vector<double> ratios;
     for (uint32_t r = 0; r < rounds; ++r) ratios.push_back(predicted_ms[r] / modes[0].round_medians[r]);
-    std::sort(ratios.begin(), ratios.end());
-    predicted_ratio = {median(ratios), ratios[ratios.size() / 4], ratios[ratios.size() * 3 / 4]};
+    predicted_ratio = median_and_quartiles(ratios);
   }
   engine.reset();
   // Bytes one decode step reads: every weight once, plus K and V up to the mean position of the run.
