@@ -193,8 +193,9 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
         m.setup_barrier_flag = 1;
         m.step_barrier_flag = 2;
         m.process_group = std::make_unique<SharedMemoryGroup>(*boot, 4096, 3, options.tp_timeout_ms, key);
-        m.nccl_group = std::make_unique<NcclWindowGroup>(m.process_group->view(), kIdFlag, rank_cuda.device, window_bytes,
-                                                         flags, options.tp_timeout_ms);
+        m.nccl_group = std::make_unique<NcclWindowGroup>(
+            m.process_group->view(), kIdFlag, rank_cuda.device, window_bytes, flags, options.tp_timeout_ms,
+            std::max(options.tp_timeout_ms, NcclWindowGroup::kMinSetupTimeoutMs));
         std::unique_ptr<Impl> rank = m.make_rank(boot->rank, m.nccl_group->view());
         rank->cuda = std::move(executor);
         rank->cuda->set_rank_view(rank->rank_view);

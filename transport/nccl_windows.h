@@ -24,10 +24,17 @@ class NcclWindowGroup {
   // `id_flag` at epoch 1), so every rank must already have joined it (its join has the timeout and
   // names a rank that never came). Then every rank joins the communicator on `device`, allocates and
   // registers its zeroed window (window_bytes, then flag_count flags) and reads its peers' addresses.
+  // NCCL's collective set-up calls must all finish within setup_timeout_ms; past it a TransportError
+  // names the ranks that never reached them (the meeting's `id_flag` records each rank's progress:
+  // 2 on entering NCCL's set-up, 3 when done). timeout_ms is the collectives' peer wait (the view's).
   // Throws InputError when the ranks do not form one LSA team (several nodes, or GPUs without peer
   // access), TransportError or DeviceError when an NCCL or CUDA call fails.
   NcclWindowGroup(const RankView& meeting, uint32_t id_flag, int device, uint64_t window_bytes, uint32_t flag_count,
-                  uint32_t timeout_ms);
+                  uint32_t timeout_ms, uint32_t setup_timeout_ms);
+
+  // NCCL's set-up (connections, topology) can take seconds on a healthy node, so the engine gives it
+  // at least this long, even under a short --tp-timeout-ms.
+  static constexpr uint32_t kMinSetupTimeoutMs = 60000;
   ~NcclWindowGroup();
   NcclWindowGroup(const NcclWindowGroup&) = delete;
   NcclWindowGroup& operator=(const NcclWindowGroup&) = delete;

@@ -2,9 +2,12 @@
 // one device window with the flag protocol, for many epochs, and must each get bitwise the rank-order
 // sum; a one-rank NCCL 2.28 device communicator registers a window, syncs an LSA barrier and reads it
 // back; the engine's NCCL back end (transport/nccl_windows.h) sets a one-rank group up, zeroed, its
-// flags after its window, and tears it down. Skipped without a GPU (and the NCCL checks without NCCL);
+// flags after its window, and tears it down, and a set-up whose peer never comes ends with its name. Skipped without a GPU (and the NCCL checks without NCCL);
 // CI compiles them.
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
 
 #include "tests/common/cuda_device.h"
 #include "transport/device_checks.h"
@@ -39,7 +42,7 @@ TEST(DeviceTransport, NcclWindowGroupOfOneRank) {
   if (!NcclWindowGroup::built()) GTEST_SKIP() << "this build has no NCCL 2.28";
   InProcessGroup meeting(1, 4096, 1, 1000);
   constexpr uint64_t kWindowBytes = 5000;
-  NcclWindowGroup group(meeting.view(0), 0, 0, kWindowBytes, 7, 1000);
+  NcclWindowGroup group(meeting.view(0), 0, 0, kWindowBytes, 7, 1000, 10000);
   const RankView view = group.view();
   ASSERT_EQ(view.ranks, 1u);
   ASSERT_NE(view.windows[0], nullptr);
@@ -48,6 +51,24 @@ TEST(DeviceTransport, NcclWindowGroupOfOneRank) {
   std::vector<uint64_t> flags(7, 1);
   cuda.download(flags.data(), view.flags[0], flags.size() * sizeof(uint64_t));
   for (uint64_t f : flags) EXPECT_EQ(f, 0u);
+}
+
+// A rank that never joins NCCL's set-up (it died after the id went round) stops the others within the
+// set-up timeout, with its rank named, instead of leaving them in ncclCommInitRank for ever. On one GPU:
+// rank 0 of a two-rank group sets up alone.
+TEST(DeviceTransport, NcclSetUpNamesARankThatNeverCame) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  if (!NcclWindowGroup::built()) GTEST_SKIP() << "this build has no NCCL 2.28";
+  InProcessGroup meeting(2, 4096, 1, 1000);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    NcclWindowGroup group(meeting.view(0), 0, 0, 5000, 7, 1000, 2000);
+    FAIL() << "rank 0 of 2 finished NCCL's set-up alone";
+  } catch (const TransportError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank(s) 1 never reached it"), std::string::npos) << e.what();
+  }
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  EXPECT_LT(waited.count(), 15000) << "the abort took too long after the 2 s deadline";
 }
 
 }  // namespace

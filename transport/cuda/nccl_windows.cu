@@ -4,8 +4,11 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tilefire/errors.h"
@@ -27,6 +30,61 @@ void check_cuda(cudaError_t status, const std::string& what) {
 void check_nccl(ncclResult_t status, const std::string& what) {
   if (status != ncclSuccess) throw TransportError("NCCL: " + what + " failed: " + ncclGetErrorString(status));
 }
+
+// Where a rank stands in NCCL's set-up, as its meeting flag `id_flag` says (rank 0 first stores 1 there:
+// its id is ready). Epochs only grow, so a peer reads the furthest stage each rank reached.
+constexpr uint64_t kEnteredNcclSetUp = 2;
+constexpr uint64_t kFinishedNcclSetUp = 3;
+
+// NCCL's set-up calls are collective: one rank that dies after the id went round, or a network NCCL
+// cannot cross, would leave the others inside ncclCommInitRank for ever. So the communicator is
+// non-blocking and each collective call is polled against one deadline; past it the meeting's flags
+// name the ranks that never came, and the communicator is aborted (State's destructor).
+class NcclSetUp {
+ public:
+  NcclSetUp(const RankView& meeting, uint32_t id_flag, uint32_t timeout_ms)
+      : meeting_(meeting), id_flag_(id_flag), timeout_ms_(timeout_ms),
+        deadline_(std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms)) {}
+
+  // Waits until `comm` has finished the call that returned `returned` (ncclInProgress on a non-blocking
+  // communicator, or ncclSuccess). Throws TransportError on an NCCL error or past the deadline.
+  void finish(ncclComm_t comm, ncclResult_t returned, const std::string& what) const {
+    if (returned != ncclSuccess && returned != ncclInProgress) throw failed(returned, what);
+    if (comm == nullptr) throw failed(ncclInternalError, what + " gave no communicator");
+    for (;;) {
+      ncclResult_t state = ncclInProgress;
+      const ncclResult_t query = ncclCommGetAsyncError(comm, &state);
+      if (query != ncclSuccess) throw failed(query, what);
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) throw failed(state, what);
+      if (std::chrono::steady_clock::now() >= deadline_) throw TransportError(overdue(what));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+ private:
+  TransportError failed(ncclResult_t status, const std::string& what) const {
+    return TransportError("NCCL: " + what + " on rank " + std::to_string(meeting_.rank) + " failed: " +
+                          ncclGetErrorString(status) + " (" + ncclGetLastError(nullptr) + ")");
+  }
+
+  std::string overdue(const std::string& what) const {
+    std::string absent;
+    for (uint32_t r = 0; r < meeting_.ranks; ++r) {
+      const uint64_t stage = std::atomic_ref<uint64_t>(meeting_.flags[r][id_flag_]).load(std::memory_order_acquire);
+      if (stage < kEnteredNcclSetUp) absent += (absent.empty() ? "" : ", ") + std::to_string(r);
+    }
+    const std::string head = "rank " + std::to_string(meeting_.rank) + " of " + std::to_string(meeting_.ranks) +
+                             ": NCCL's set-up (" + what + ") did not finish within " + std::to_string(timeout_ms_) + " ms: ";
+    if (!absent.empty()) return head + "rank(s) " + absent + " never reached it: they died or never started";
+    return head + "every rank reached it, so NCCL itself is stuck (a peer that died inside it, or a network it "
+                  "cannot cross; NCCL_DEBUG=INFO shows where)";
+  }
+
+  const RankView& meeting_;
+  uint32_t id_flag_, timeout_ms_;
+  std::chrono::steady_clock::time_point deadline_;
+};
 
 // This rank's place in its LSA team and every member's window address, as the device API computes them.
 __global__ void read_lsa_addresses(ncclDevComm comm, ncclWindow_t window, unsigned long long* addresses, int* team) {
@@ -62,7 +120,7 @@ struct NcclWindowGroup::State {
 bool NcclWindowGroup::built() { return true; }
 
 NcclWindowGroup::NcclWindowGroup(const RankView& meeting, uint32_t id_flag, int device, uint64_t window_bytes,
-                                 uint32_t flag_count, uint32_t timeout_ms)
+                                 uint32_t flag_count, uint32_t timeout_ms, uint32_t setup_timeout_ms)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.device = device;
@@ -84,7 +142,12 @@ NcclWindowGroup::NcclWindowGroup(const RankView& meeting, uint32_t id_flag, int 
     wait_flag(meeting, 0, id_flag, 1, "NCCL id from rank 0");
     std::memcpy(&id, meeting.windows[0], sizeof(id));
   }
-  check_nccl(ncclCommInitRank(&s.comm, int(s.ranks), id, int(s.rank)), "ncclCommInitRank (rank " + std::to_string(s.rank) + ")");
+  publish_flag(meeting, id_flag, kEnteredNcclSetUp);
+  const NcclSetUp setup(meeting, id_flag, setup_timeout_ms);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const ncclResult_t init = ncclCommInitRankConfig(&s.comm, int(s.ranks), id, int(s.rank), &config);
+  setup.finish(s.comm, init, "ncclCommInitRank");
 
   // One symmetric window: the collectives' buffers, then the flags, each at a 4 KiB boundary; zeroed
   // before any peer can see it.
@@ -92,10 +155,12 @@ NcclWindowGroup::NcclWindowGroup(const RankView& meeting, uint32_t id_flag, int 
   check_nccl(ncclMemAlloc(&s.memory, bytes), "ncclMemAlloc (" + std::to_string(bytes) + " bytes)");
   check_cuda(cudaMemset(s.memory, 0, bytes), "zeroing the NCCL window");
   check_cuda(cudaDeviceSynchronize(), "zeroing the NCCL window");
-  check_nccl(ncclCommWindowRegister(s.comm, s.memory, bytes, &s.window, NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister");
+  setup.finish(s.comm, ncclCommWindowRegister(s.comm, s.memory, bytes, &s.window, NCCL_WIN_COLL_SYMMETRIC),
+               "ncclCommWindowRegister");
   ncclDevCommRequirements requirements;
   std::memset(&requirements, 0, sizeof(requirements));  // 2.28: no initializer macro yet; no barriers needed
-  check_nccl(ncclDevCommCreate(s.comm, &requirements, &s.dev_comm), "ncclDevCommCreate");
+  setup.finish(s.comm, ncclDevCommCreate(s.comm, &requirements, &s.dev_comm), "ncclDevCommCreate");
+  publish_flag(meeting, id_flag, kFinishedNcclSetUp);
 
   // The peers' addresses, from the device API (pure arithmetic on the window's flat LSA mapping).
   unsigned long long* addresses = nullptr;
