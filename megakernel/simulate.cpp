@@ -422,6 +422,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
       throw InputError("on the device '" + device.name + "', a tile of this program needs " + std::to_string(uint64_t(workspace_floats) * 4) +
                        " bytes of shared memory, more than its " + std::to_string(uint64_t(device.shared_memory_bytes)) +
                        " (fewer tokens per step, or smaller tiles)");
+    report.weight_stage_bytes = kDeviceStageBytes;
     report.weight_stages = weight_stage_count(uint64_t(device.shared_memory_bytes), workspace_floats, kDeviceStageBytes);
     device.prefetch_bytes = double(report.weight_stages) * kDeviceStageBytes;
     device.fetch_ahead = report.weight_stages > 0;

@@ -88,7 +88,8 @@ int simulate_command(int argc, char** argv) {
                                 {"prefetch_max_tokens", r.prefetch_max_tokens},
                                 {"stall_ns", r.stall_ns}, {"stall_every_ns", r.stall_every_ns},
                                 {"worker_speed", r.worker_speed}, {"shared_memory_bytes", r.shared_memory_bytes},
-                                {"weight_stages", r.weight_stages}};
+                                {"weight_stages", r.weight_stages},
+                                {"weight_stage_bytes", r.weight_stage_bytes}};
     if (r.fitted)
       out["fit"] = {{"traced_step_ms", r.traced_step_ms},        {"fitted_step_ms", r.fitted_step_ms},
                     {"memory_gbs", r.fitted_memory_gbs},         {"dispatch_ns", r.fitted_dispatch_ns},
@@ -107,8 +108,8 @@ int simulate_command(int argc, char** argv) {
               r.model.c_str(), r.device.c_str(), r.workers, r.memory_gbs, r.flops, r.dispatch_ns, r.signal_ns, r.rotation_ns,
               r.exp_ns, prefetch_bytes.c_str(), prefetch_tasks.c_str(), r.tasks);
   if (r.shared_memory_bytes > 0)
-    std::printf("%.0f KiB of shared memory per worker: %u weight stages of 32 KiB beside this program's tiles%s\n",
-                r.shared_memory_bytes / 1024, r.weight_stages,
+    std::printf("%.0f KiB of shared memory per worker: %u weight stages of %u KiB beside this program's tiles%s\n",
+                r.shared_memory_bytes / 1024, r.weight_stages, r.weight_stage_bytes / 1024,
                 r.weight_stages == 0                                               ? " (none: no prefetch)"
                 : r.prefetch_max_tokens > 0 && r.tokens_per_step > r.prefetch_max_tokens ? " (unused: steps of more tokens than a "
                                                                                      "vector pass are not staged)"

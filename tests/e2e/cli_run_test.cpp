@@ -464,6 +464,7 @@ TEST(CliSimulate, GpuWeightStagesAndPeaksPerDtype) {
   };
   const nlohmann::json one_b = simulate({"--preset", "llama-3.2-1b", "--device", "h200"});
   EXPECT_EQ(one_b["weight_stages"], 6);
+  EXPECT_EQ(one_b["weight_stage_bytes"], 32768);
   EXPECT_EQ(one_b["prefetch_bytes"], 6 * 32768);
   EXPECT_EQ(one_b["flops"], 989e12);
   const nlohmann::json eight_b = simulate({"--preset", "llama-3.1-8b", "--device", "h200"});

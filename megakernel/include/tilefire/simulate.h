@@ -39,6 +39,7 @@ struct SimulateReport {
   double stall_ns = 0, stall_every_ns = 0;  // each worker loses stall_ns every stall_every_ns (0: never)
   double shared_memory_bytes = 0;  // per worker (a GPU's CTA; 0: none modelled), and the weight stages
   uint32_t weight_stages = 0;      // of the kernel's ring that fit beside this program's tiles there
+  uint32_t weight_stage_bytes = 0; // bytes per stage of that ring (the cuda kernel's default)
   uint32_t tokens_per_step = 1;    // the simulated step's tokens (--batch)
   std::vector<double> worker_speed;  // each worker's speed relative to the others (mean 1; empty: all alike)
   double step_ms = 0;      // predicted decode step (dataflow)
