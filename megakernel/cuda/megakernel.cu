@@ -64,6 +64,12 @@ class Worker {
     workspace_ = reinterpret_cast<float*>(dynamic_shared + uint64_t(config.stage_bytes) * config.stage_count);
   }
 
+  // Before the CTA exits (all its threads past the last step's closing barrier): the producer warp waits
+  // for bulk copies still landing. After a completed step there are none, and this returns at once.
+  __device__ __forceinline__ void before_exit() const {
+    if (threadIdx.x >= kDeviceConsumerThreads) drain_weight_stages();
+  }
+
   // One step: the producer warp streams weights; the consumer warps run the queue.
   __device__ __forceinline__ void run_step() {
     if (threadIdx.x >= kDeviceConsumerThreads) {
@@ -132,6 +138,8 @@ class Worker {
         // is fresh and a wait for the opposite parity passes at once.
         const StageWaitSite site{config_.mailbox, config_.globals, config_.watchdog_ns, task, stage};
         if (!mbarrier_wait(ring_.empty + stage, phase ^ 1u, site)) {
+          producer_stage_ = stage;  // nothing was armed there: drain_weight_stages must not wait for it
+          producer_phase_ = phase;
           stopped = true;
           return false;
         }
@@ -150,6 +158,26 @@ class Worker {
         return true;
       });
       if (stopped) return;
+    }
+#endif
+  }
+
+  // Producer lane 0, before the CTA exits: after an abort the consumers may have left chunks unread
+  // whose bulk copies are still landing, and a CTA must not exit with async-proxy
+  // writes into its shared memory in flight. Each stage's last armed phase (the current lap's below the
+  // producer's position, the previous lap's from it on) completes once its copies land, so this waits
+  // for those, within a bound in case a copy never completes (then the kernel has faulted anyway).
+  __device__ __forceinline__ void drain_weight_stages() const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // Not staging_enabled(): a resident kernel shut down before its first step has no job to ask. A
+    // stage never armed passes at once (a fresh barrier's phase before the first counts as complete).
+    if (lane_id() != 0) return;
+    constexpr uint64_t kDrainBoundNs = 50'000'000;
+    const uint64_t start = global_timer_ns();
+    for (uint32_t stage = 0; stage < ring_.stage_count; ++stage) {
+      const uint32_t parity = stage < producer_stage_ ? producer_phase_ : producer_phase_ ^ 1u;
+      while (!mbarrier_try_wait_parity(ring_.full + stage, parity) && global_timer_ns() - start < kDrainBoundNs) {
+      }
     }
 #endif
   }
@@ -466,12 +494,16 @@ __global__ void __launch_bounds__(kDeviceThreads, 1) megakernel(const __grid_con
     worker.run_step();
     __syncthreads();
     if (threadIdx.x == 0 && !worker.aborted()) worker.finish_step();
+    worker.before_exit();
     return;
   }
   for (uint32_t step = config.first_kernel_step;; ++step) {
     if (threadIdx.x == 0) running = receive_job(config, step, state) ? 1u : 0u;
     __syncthreads();
-    if (!running) return;
+    if (!running) {
+      worker.before_exit();
+      return;
+    }
     worker.run_step();
     __syncthreads();
     // Thread 0 alone decides; after an abort its next receive_job returns false, and the broadcast of

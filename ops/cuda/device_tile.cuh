@@ -241,20 +241,29 @@ struct StageWaitSite {
   uint32_t stage;
 };
 
+// True once the mbarrier's phase with the given parity has completed (a fresh barrier counts the phase
+// before its first, parity 1, as completed). Waits a bounded, hardware-chosen time, then answers.
+__device__ __forceinline__ bool mbarrier_try_wait_parity(uint64_t* barrier, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(shared_address(barrier)), "r"(parity)
+      : "memory");
+  return done != 0;
+#else
+  return true;
+#endif
+}
+
 // Waits until the mbarrier's phase with the given parity has completed. False when the kernel aborts or
 // the wait outlasts the watchdog (then this thread raises the error record, wait kind weight_stage).
 __device__ __forceinline__ bool mbarrier_wait(uint64_t* barrier, uint32_t parity, const StageWaitSite& site) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const uint32_t address = shared_address(barrier);
   uint64_t start = 0;
   for (uint32_t spins = 0;; ++spins) {
-    uint32_t done;
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(address), "r"(parity)
-        : "memory");
-    if (done) return true;
+    if (mbarrier_try_wait_parity(barrier, parity)) return true;
     if ((spins & 63) != 63) continue;
     if (*reinterpret_cast<const volatile uint32_t*>(&site.globals->abort)) return false;
     const uint64_t now = global_timer_ns();
