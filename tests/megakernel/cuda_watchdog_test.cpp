@@ -1,14 +1,19 @@
 // The megakernel on small hand-made programs. The watchdog: a program with an event that can never fire
 // ends with an error that names the stuck task, its op and tile, the event, its counter and its target,
-// within the bound; never a hang; in launch and in resident mode. The trace: every task of a chain that
+// within the bound; never a hang; in launch and in resident mode; and a step stopped while weights sit in
+// the shared-memory stages leaves the device usable. The trace: every task of a chain that
 // alternates CTAs is recorded once, on its queue's CTA, after the task it waits for. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 
+#include "megakernel/cpu/cpu_executor.h"
 #include "megakernel/cuda/cuda_executor.h"
-#include "tests/common/cuda_device.h"
+#include "ops/dtype.h"
 #include "ops/noop.h"
+#include "tests/common/compare.h"
+#include "tests/common/cuda_device.h"
 
 namespace tilefire::testing {
 namespace {
@@ -93,6 +98,85 @@ TEST(CudaWatchdog, TheSameProgramWithItsSignalRunsManySteps) {
     for (int s = 0; s < 50; ++s) {
       cuda.run_step(*loaded, StepInputs{&token, 1, 0}, s % 3 == 2 ? ScheduleMode::bsp : ScheduleMode::dataflow);
     }
+  }
+}
+
+// A chain of two LM-head nodes (rows of 4 KiB in bf16, staged on Hopper) and its buffers: the norm, the
+// activations between the nodes, the weights. Node n reads activation n and writes activation n + 1.
+struct StagedChain {
+  static constexpr uint32_t kRows = 512, kCols = 2048;
+  std::vector<std::vector<unsigned char>> tensors;  // in slot order: norm, activations 0..2, weights 0..1
+  StagedChain() {
+    std::vector<float> norm(kCols, 1.0f), first(kCols), activation(kCols, 0.0f);
+    for (uint32_t i = 0; i < kCols; ++i) first[i] = float(int(i * 37 % 101) - 50) * 0.01f;
+    auto bytes_of = [](const std::vector<float>& v) {
+      std::vector<unsigned char> b(v.size() * 4);
+      std::memcpy(b.data(), v.data(), b.size());
+      return b;
+    };
+    tensors = {bytes_of(norm), bytes_of(first), bytes_of(activation), bytes_of(activation)};
+    for (uint32_t m = 0; m < 2; ++m) {
+      std::vector<unsigned char> w(uint64_t(kRows) * kCols * 2);  // [kRows, kCols] bf16
+      uint64_t state = 0x9e3779b97f4a7c15ull * (m + 1);
+      for (uint64_t i = 0; i < uint64_t(kRows) * kCols; ++i) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        const uint16_t h = f32_to_bf16(float(int64_t(state >> 40) % 2001 - 1000) * 5e-5f);
+        std::memcpy(w.data() + i * 2, &h, 2);
+      }
+      tensors.push_back(std::move(w));
+    }
+  }
+  static Program program(uint32_t workers) {
+    return matrix_chain_program({{kRows, kCols}, {kRows, kCols}}, 64 * 1024, workers, DType::bf16);
+  }
+};
+
+// The watchdog stops a step whose tiles' weights the producer warp has already streamed into the shared
+// memory stages (node 1 waits for a done event of node 0 that can never fire, while its rows stage
+// ahead). Every CTA must still exit cleanly, with no bulk copy left landing (megakernel.cu,
+// drain_weight_stages): a new executor on the device then runs the chain, in agreement with the cpu
+// backend.
+TEST(CudaWatchdog, AStepStoppedWithWeightsInTheStagesLeavesTheDeviceUsable) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  const StagedChain chain;
+  const int32_t token = 0;
+  std::vector<std::vector<unsigned char>> host = chain.tensors;
+  std::vector<void*> host_slots;
+  for (auto& t : host) host_slots.push_back(t.data());
+  const Program cpu_program = StagedChain::program(2);
+  CpuExecutor cpu(2);
+  ProgramInstance instance(cpu_program, host_slots);
+  cpu.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});
+  std::vector<float> want(StagedChain::kRows);
+  std::memcpy(want.data(), host[3].data(), want.size() * 4);
+
+  for (bool resident : {false, true}) {
+    const char* mode = resident ? "resident" : "launch";
+    CudaOptions options;
+    options.watchdog_ms = 300;
+    options.resident = resident;
+    auto run = [&](bool stuck) {
+      CudaExecutor cuda(options);
+      Program program = StagedChain::program(cuda.workers());
+      if (stuck) program.events[0].trigger_count += 1;  // one signal more than node 0's tiles give
+      std::vector<DeviceBuffer> buffers;
+      std::vector<void*> slots;
+      for (const auto& t : chain.tensors) {
+        buffers.push_back(cuda.upload(t.data(), t.size()));
+        slots.push_back(buffers.back().get());
+      }
+      CudaProgramPtr loaded = cuda.load(program, slots);
+      std::vector<float> out(StagedChain::kRows);
+      cuda.run_step(*loaded, StepInputs{&token, 1, 0}, ScheduleMode::dataflow);
+      cuda.download(out.data(), buffers[3].get(), out.size() * 4);
+      return out;
+    };
+    EXPECT_THROW(run(true), DeviceError) << mode;
+    std::vector<float> got;
+    ASSERT_NO_THROW(got = run(false)) << mode << ": the device did not run a step after the stopped one";
+    const Mismatches m = compare_close(got.data(), want.data(), got.size(), 1e-4, 1e-3);
+    EXPECT_EQ(m.count, 0u) << mode << ": the chain's output differs from the cpu backend's in " << m.count << " values:\n"
+                           << m.first;
   }
 }
 
