@@ -18,10 +18,20 @@ nlohmann::json read_json_file(const std::filesystem::path& path, const std::stri
   if (!in) throw InputError(origin + ": cannot open (" + std::strerror(errno) + ")");
   std::ostringstream text;
   text << in.rdbuf();
+  const std::string document = text.str();
+  return parse_json_text(document.data(), document.data() + document.size(), origin);
+}
+
+nlohmann::json parse_json_text(const char* begin, const char* end, const std::string& origin) {
   try {
-    return nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& error) {
-    throw InputError(origin + ": not valid JSON: " + error.what());
+    return nlohmann::json::parse(begin, end);
+  } catch (const nlohmann::json::exception& error) {
+    // what() is "[json.exception.<kind>.<id>] <message>": the message alone says where and why (a
+    // syntax error's line and column, or "number overflow parsing '1e400'").
+    std::string message = error.what();
+    const size_t bracket = message.find("] ");
+    if (message.rfind("[json.exception.", 0) == 0 && bracket != std::string::npos) message.erase(0, bracket + 2);
+    throw InputError(origin + ": not valid JSON: " + message);
   }
 }
 

@@ -7,6 +7,10 @@
 
 namespace tilefire {
 
+// `text` as JSON. Throws InputError "<origin>: not valid JSON: <where and why>" for a syntax error or a
+// number no double holds (1e400), without the JSON library's own exception names.
+nlohmann::json parse_json_text(const char* begin, const char* end, const std::string& origin);
+
 // The document in `path`. Throws InputError, its message starting with `origin` (the path, or the flag
 // and the path), when the path is a FIFO, a device or a folder (opening one could block), cannot be
 // opened, or does not hold valid JSON.

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "graph/json_file.h"
+
 namespace tilefire {
 namespace {
 
@@ -219,12 +221,7 @@ ModelSpec parse_hf_config(const std::filesystem::path& config_json) {
 }
 
 ModelSpec parse_hf_config_text(const std::string& text, const std::string& origin) {
-  json config;
-  try {
-    config = json::parse(text);
-  } catch (const json::parse_error& error) {
-    fail(origin, std::string("not valid JSON: ") + error.what());
-  }
+  const json config = parse_json_text(text.data(), text.data() + text.size(), origin);
   if (!config.is_object()) fail(origin, "not a config.json: the top level must be a JSON object");
 
   ModelSpec spec;
@@ -270,6 +267,7 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
   spec.tie_embeddings = reader.bool_or("tie_word_embeddings", false);
   spec.qkv_bias = spec.arch == Architecture::qwen2 || reader.bool_or("attention_bias", false);
   spec.qk_norm = spec.arch == Architecture::qwen3;
+  if (reader.bool_or("mlp_bias", false)) fail(origin, "key 'mlp_bias' is true: Tilefire's MLP has no biases");
   spec.dtype = parse_torch_dtype(config, origin);
   parse_token_ids(reader, spec);
   // The MLP's activation: these architectures' SwiGLU, silu (or its other name, swish). Another one
@@ -309,16 +307,28 @@ void validate_spec(const ModelSpec& spec, const std::string& origin) {
   require_positive(spec.head_dim, "head_dim");
   require_positive(spec.ffn, "intermediate_size");
   require_positive(spec.max_context, "max_position_embeddings");
+  // Upper bounds far past any published model (Llama 3.1 405B: 126 layers, hidden 16384, FFN 53248; the
+  // largest vocabularies near 262k; heads of at most 256 dimensions). A size past them is a damaged or
+  // mistyped config.json, and would otherwise make the compiler and the loader work (and allocate) per
+  // layer or per row for minutes before a tensor check could say so. They also keep every dimension's
+  // tile and offset arithmetic within 32 bits (heads * head_dim at most 2^20).
+  auto require_at_most = [&](uint64_t value, uint64_t most, const char* key) {
+    if (value > most)
+      fail(origin, std::string("key '") + key + "' is " + std::to_string(value) + ", more than the " + std::to_string(most) +
+                       " Tilefire accepts (far past any published model: is config.json damaged?)");
+  };
+  require_at_most(spec.vocab, 1u << 22, "vocab_size");
+  require_at_most(spec.hidden, 1u << 16, "hidden_size");
+  require_at_most(spec.layers, 1024, "num_hidden_layers");
+  require_at_most(spec.heads, 1024, "num_attention_heads");
+  require_at_most(spec.head_dim, 1024, "head_dim");
+  require_at_most(spec.ffn, 1u << 20, "intermediate_size");
   if (spec.heads % spec.kv_heads != 0) {
     fail(origin, "key 'num_key_value_heads' (" + std::to_string(spec.kv_heads) +
                      ") must divide num_attention_heads (" + std::to_string(spec.heads) + ")");
   }
   if (spec.head_dim % 2 != 0) {
     fail(origin, "key 'head_dim' must be even for rotary embeddings (got " + std::to_string(spec.head_dim) + ")");
-  }
-  // Tile and offset arithmetic downstream is 32-bit per dimension.
-  if (uint64_t(spec.heads) * spec.head_dim > std::numeric_limits<uint32_t>::max()) {
-    fail(origin, "num_attention_heads * head_dim is too large");
   }
   if (!(spec.rms_eps > 0.0f) || !std::isfinite(spec.rms_eps)) {
     fail(origin, "key 'rms_norm_eps' must be a positive number");

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "graph/json_file.h"
 #include "graph/weights.h"
 
 namespace tilefire {
@@ -113,12 +114,7 @@ void SafetensorsFile::parse(const uint8_t* base, uint64_t size) {
                      std::to_string(size - 8) + " follow it");
   }
   const char* header_text = reinterpret_cast<const char*>(base + 8);
-  json header;
-  try {
-    header = json::parse(header_text, header_text + header_length);
-  } catch (const json::parse_error& error) {
-    fail(origin, std::string("header is not valid JSON: ") + error.what());
-  }
+  const json header = parse_json_text(header_text, header_text + header_length, origin + ": header");
   if (!header.is_object()) fail(origin, "header must be a JSON object of tensor entries");
 
   const uint64_t data_start = 8 + header_length;

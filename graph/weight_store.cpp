@@ -139,22 +139,37 @@ std::vector<ExpectedTensor> expected_tensors(const ModelSpec& spec) {
   return tensors;
 }
 
-void check_weights_against_spec(ModelSpec& spec, const WeightStore& weights, const std::string& origin) {
-  const TensorView* first_matrix = nullptr;
-  // Extra tensors (a tied checkpoint's lm_head.weight, old rotary_emb.inv_freq buffers) are ignored, but
-  // not layers past num_hidden_layers: a config.json that says fewer layers than the checkpoint holds
-  // would run a truncated model.
+namespace {
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Why a tensor of the checkpoint that the model as built does not read is refused, for the message.
+std::string unused_tensor_reason(const std::string& name, const ModelSpec& spec) {
   const std::string layers_prefix = "model.layers.";
-  for (const auto& [name, view] : weights.tensors()) {
-    if (name.compare(0, layers_prefix.size(), layers_prefix) != 0) continue;
+  if (name.compare(0, layers_prefix.size(), layers_prefix) == 0) {
     const size_t digits_end = name.find('.', layers_prefix.size());
     const std::string digits = name.substr(layers_prefix.size(), digits_end - layers_prefix.size());
-    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (std::stoul(digits) >= spec.layers)
-      fail(origin, "the checkpoint holds '" + name + "' (in " + view->file + "), a layer past config.json's num_hidden_layers " +
-                       std::to_string(spec.layers));
+    if (!digits.empty() && digits.size() <= 9 && digits.find_first_not_of("0123456789") == std::string::npos &&
+        std::stoul(digits) >= spec.layers)
+      return "a layer past config.json's num_hidden_layers " + std::to_string(spec.layers) + " (the model would run truncated)";
   }
-  for (const ExpectedTensor& expected : expected_tensors(spec)) {
+  for (const char* projection : {".self_attn.q_proj.bias", ".self_attn.k_proj.bias", ".self_attn.v_proj.bias"})
+    if (ends_with(name, projection)) return "a query/key/value bias, but config.json's attention_bias is false";
+  if (ends_with(name, ".self_attn.o_proj.bias")) return "an output-projection bias, which Tilefire does not apply";
+  if (name.find(".mlp.") != std::string::npos && ends_with(name, ".bias")) return "an MLP bias, which Tilefire does not apply";
+  if (ends_with(name, ".self_attn.q_norm.weight") || ends_with(name, ".self_attn.k_norm.weight"))
+    return "a per-head query/key norm, which " + spec.arch_name + " does not have (Qwen3ForCausalLM does)";
+  return "a tensor that a " + spec.arch_name + " model as Tilefire builds it does not read";
+}
+
+}  // namespace
+
+void check_weights_against_spec(ModelSpec& spec, const WeightStore& weights, const std::string& origin) {
+  const TensorView* first_matrix = nullptr;
+  const std::vector<ExpectedTensor> expected_list = expected_tensors(spec);
+  for (const ExpectedTensor& expected : expected_list) {
     const TensorView* view = weights.find(expected.name);
     if (view == nullptr) {
       fail(origin, "missing tensor '" + expected.name + "' (expected shape " + shape_text(expected.shape) + ")");
@@ -172,6 +187,18 @@ void check_weights_against_spec(ModelSpec& spec, const WeightStore& weights, con
                        std::string(safetensors_dtype_name(first_matrix->dtype)) +
                        "; all weight matrices must share one dtype");
     }
+  }
+  // Every tensor of the checkpoint is read, or the model would run without it and give wrong logits
+  // (a bias config.json does not announce, layers past num_hidden_layers, a norm of another
+  // architecture). Two kinds are left as transformers leaves them: old rotary_emb.inv_freq buffers (the
+  // frequencies come from config.json), and lm_head.weight when config.json ties it to the embedding.
+  std::set<std::string> expected_names;
+  for (const ExpectedTensor& expected : expected_list) expected_names.insert(expected.name);
+  for (const auto& [name, view] : weights.tensors()) {
+    if (expected_names.count(name) || ends_with(name, ".rotary_emb.inv_freq")) continue;
+    if (name == "lm_head.weight" && spec.tie_embeddings) continue;
+    fail(origin, "the checkpoint holds '" + name + "' (in " + view->file + "), " + unused_tensor_reason(name, spec) +
+                     "; refusing to run the model without it");
   }
   // torch_dtype in config.json is often wrong (float32 configs over bf16 files and the reverse); the
   // bytes on disk are what the kernels read, so they decide.

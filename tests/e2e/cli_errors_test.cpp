@@ -346,6 +346,10 @@ TEST_F(CliErrors, ConfigBadValues) {
        {"'rope_scaling'", "'yarn'", "llama3"}},
       {"architectures not a list", R"({"architectures": "LlamaForCausalLM"})", {"'architectures'", "list"}},
       {"another activation", R"({"hidden_act": "gelu"})", {"'hidden_act'", "'gelu'", "silu"}},
+      // Sizes past any published model are refused at once, not after minutes of per-layer work.
+      {"a billion layers", R"({"num_hidden_layers": 1000000000})", {"'num_hidden_layers'", "1000000000", "1024"}},
+      {"huge FFN", R"({"intermediate_size": 2147483647})", {"'intermediate_size'", "2147483647"}},
+      {"MLP biases", R"({"mlp_bias": true})", {"'mlp_bias'", "no biases"}},
   };
   for (const ConfigCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -357,6 +361,61 @@ TEST_F(CliErrors, ConfigBadValues) {
     expect_input_error(r, "run", {(dir / "config.json").string()});
     for (const std::string& needle : c.needles) EXPECT_NE(r.err.find(needle), std::string::npos) << needle << "\n" << r.err;
   }
+}
+
+// A number no double holds is bad JSON, named as such with the file, in every JSON the loader reads (not
+// an internal error naming no file).
+TEST_F(CliErrors, JsonNumberPastADouble) {
+  fs::path dir = fresh();
+  std::string config = read_file_text(dir / "config.json");
+  const size_t theta = config.find("\"rope_theta\"");
+  ASSERT_NE(theta, std::string::npos);
+  config.replace(config.find(':', theta) + 1, config.find_first_of(",}", theta) - config.find(':', theta) - 1, " 1e400");
+  write_file_text(dir / "config.json", config);
+  RunResult r = run_model(dir);
+  expect_input_error(r, "run", {(dir / "config.json").string(), "not valid JSON", "1e400"});
+  EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << "the JSON library's own exception name leaked";
+
+  fs::path sharded = fresh("sharded");
+  write_file_text(sharded / "model.safetensors.index.json", "{\"metadata\": {\"total_size\": 1e999}, \"weight_map\": {}}");
+  expect_input_error(run_model(sharded), "run", {"model.safetensors.index.json", "not valid JSON", "1e999"});
+}
+
+// Every tensor of a checkpoint is read, or refused: a tensor the model would not read (a bias config.json
+// does not announce, another architecture's norm, anything unknown) would leave the logits wrong with
+// exit 0. Old rotary_emb.inv_freq buffers are left, as transformers leaves them.
+TEST_F(CliErrors, CheckpointTensorsTheModelWouldNotRead) {
+  struct Extra {
+    const char* name;
+    std::vector<std::string> needles;
+  };
+  const Extra extras[] = {
+      {"model.layers.0.self_attn.q_proj.bias", {"attention_bias is false"}},
+      {"model.layers.1.self_attn.o_proj.bias", {"output-projection bias"}},
+      {"model.layers.0.mlp.gate_proj.bias", {"MLP bias"}},
+      {"model.layers.0.self_attn.q_norm.weight", {"query/key norm", "LlamaForCausalLM"}},
+      {"model.extra.weight", {"does not read"}},
+  };
+  for (const Extra& extra : extras) {
+    SCOPED_TRACE(extra.name);
+    fs::path dir = fresh();
+    Safetensors file = read_safetensors(dir / "model.safetensors");
+    const uint64_t end = file.data.size();
+    file.header[extra.name] = {{"dtype", "F32"}, {"shape", {4}}, {"data_offsets", {end, end + 16}}};
+    file.data.append(16, '\0');
+    write_safetensors(dir / "model.safetensors", file);
+    RunResult r = run_model(dir);
+    expect_input_error(r, "run", {std::string("'") + extra.name + "'", "refusing"});
+    for (const std::string& needle : extra.needles) EXPECT_NE(r.err.find(needle), std::string::npos) << needle << "\n" << r.err;
+  }
+  fs::path dir = fresh();
+  Safetensors file = read_safetensors(dir / "model.safetensors");
+  const uint64_t end = file.data.size();
+  file.header["model.layers.0.self_attn.rotary_emb.inv_freq"] = {{"dtype", "F32"}, {"shape", {4}}, {"data_offsets", {end, end + 16}}};
+  file.data.append(16, '\0');
+  write_safetensors(dir / "model.safetensors", file);
+  RunResult r = run_model(dir);
+  EXPECT_EQ(r.status, 0) << describe(r);
 }
 
 // A config.json with fewer layers than the checkpoint would run a truncated model.
