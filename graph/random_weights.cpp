@@ -2,6 +2,7 @@
 //
 // Every tensor has its own generator seeded from (seed, tensor name), so a tensor's values do not depend
 // on which other tensors exist or in what order they are written, and every platform gets the same bits.
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -156,6 +157,26 @@ std::string shard_file_name(size_t index, size_t count) {
   return name;
 }
 
+// A file gen-model writes: the single file, the index, or a shard of any count.
+bool is_model_weights_file(const std::string& name) {
+  if (name == "model.safetensors" || name == "model.safetensors.index.json") return true;
+  unsigned index = 0, count = 0;
+  char tail = 0;
+  return name.size() == std::string("model-00001-of-00001.safetensors").size() &&
+         std::sscanf(name.c_str(), "model-%5u-of-%5u.safetensor%c", &index, &count, &tail) == 3 && tail == 's';
+}
+
+// The weights of an earlier run into the same folder (a single file beside a new index shadows it, as
+// it does for transformers; shards of another count are clutter), except the files this run wrote.
+void remove_earlier_weights(const std::filesystem::path& folder, const std::vector<std::string>& written) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+    const std::string name = entry.path().filename().string();
+    if (is_model_weights_file(name) && std::find(written.begin(), written.end(), name) == written.end())
+      std::filesystem::remove(entry.path(), error);
+  }
+}
+
 }  // namespace
 
 void write_random_hf_folder(const ModelSpec& spec, const RandomWeightOptions& options,
@@ -174,8 +195,7 @@ void write_random_hf_folder(const ModelSpec& spec, const RandomWeightOptions& op
     std::vector<const ExpectedTensor*> all;
     for (const ExpectedTensor& tensor : tensors) all.push_back(&tensor);
     write_safetensors_file(folder / "model.safetensors", all, spec, options);
-    // A folder may hold an index from an earlier sharded run; it would shadow the new single file.
-    std::filesystem::remove(folder / "model.safetensors.index.json", error);
+    remove_earlier_weights(folder, {"model.safetensors"});
     return;
   }
 
@@ -194,13 +214,16 @@ void write_random_hf_folder(const ModelSpec& spec, const RandomWeightOptions& op
     total_bytes += bytes;
   }
   json weight_map = json::object();
+  std::vector<std::string> written_files{"model.safetensors.index.json"};
   for (size_t i = 0; i < shards.size(); ++i) {
     const std::string name = shard_file_name(i, shards.size());
     write_safetensors_file(folder / name, shards[i], spec, options);
     for (const ExpectedTensor* tensor : shards[i]) weight_map[tensor->name] = name;
+    written_files.push_back(name);
   }
   json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
   write_text_file(folder / "model.safetensors.index.json", index.dump(2) + "\n");
+  remove_earlier_weights(folder, written_files);
 }
 
 std::vector<uint8_t> random_safetensors_image(const ModelSpec& spec, const RandomWeightOptions& options) {

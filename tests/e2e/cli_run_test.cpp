@@ -249,6 +249,33 @@ TEST_F(CliGenModel, ShardedFolderMatchesBuiltInSample) {
   EXPECT_EQ(tokens_of(result), *builtin_tokens_);
 }
 
+// gen-model into a folder that holds another layout's weights replaces them: a single file left beside a
+// new index would shadow it (the loader, like transformers, takes model.safetensors first), and shards of
+// another count are clutter. The folder's other files stay.
+TEST_F(CliGenModel, AnotherLayoutReplacesTheEarlierWeights) {
+  TempDir dir("cli-gen-replace");
+  const fs::path model = gen(dir, "tiny", {"--seed", "5"});
+  write_file_text(model / "notes.txt", "mine");
+  gen(dir, "tiny", {"--shard-mb", "1"});
+  EXPECT_FALSE(fs::exists(model / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(model / "notes.txt"));
+  EXPECT_EQ(tokens_of(run_json({"--model", model.string(), "--max-new-tokens", "5", "--threads", "2"})), *builtin_tokens_)
+      << "the run took the earlier seed-5 weights";
+  gen(dir, "tiny", {"--shard-mb", "2"});  // fewer shards: the earlier run's extra ones go
+  uint32_t shards = 0;
+  for (const auto& entry : fs::directory_iterator(model)) shards += entry.path().filename().string().rfind("model-", 0) == 0;
+  const json index = json::parse(read_file_text(model / "model.safetensors.index.json"));
+  std::set<std::string> listed;
+  for (const auto& [tensor, shard] : index["weight_map"].items()) listed.insert(shard.get<std::string>());
+  EXPECT_EQ(shards, listed.size());
+  gen(dir, "tiny", {});
+  EXPECT_FALSE(fs::exists(model / "model.safetensors.index.json"));
+  shards = 0;
+  for (const auto& entry : fs::directory_iterator(model)) shards += entry.path().filename().string().rfind("model-", 0) == 0;
+  EXPECT_EQ(shards, 0u);
+  EXPECT_EQ(tokens_of(run_json({"--model", model.string(), "--max-new-tokens", "5", "--threads", "2"})), *builtin_tokens_);
+}
+
 TEST_F(CliGenModel, Bf16AndF16FoldersRun) {
   TempDir dir("cli-gen-bf16");
   for (const char* dtype : {"bf16", "f16"}) {
