@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <thread>
 
@@ -224,28 +225,48 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, con
   return d;
 }
 
-DeviceModel device_from_file(const std::string& path) {
+// A device file (docs/SIMULATOR.md lists its keys). *gives_link: whether it has 'link_gbs' (0 included).
+DeviceModel device_from_file(const std::string& path, bool* gives_link) {
   const nlohmann::json j = read_json_file(path, "--device " + path);
   if (!j.is_object()) throw InputError("--device " + path + ": must be a JSON object of the device's figures (workers, memory_gbs, ...)");
   DeviceModel d;
+  // A misspelt optional key would silently leave its default in place, so every key must be one of these.
+  static const char* const kKeys[] = {"name",        "workers",          "memory_gbs", "flops",          "shared_memory_bytes",
+                                      "dispatch_ns", "signal_ns",        "link_gbs",   "link_latency_ns", "rotation_ns",
+                                      "exp_ns",      "prefetch_bytes",   "prefetch_tasks", "prefetch_max_tokens",
+                                      "worker_speed", "stall_ns",        "stall_every_ns"};
+  for (const auto& [key, value] : j.items()) {
+    if (std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* known) { return key == known; }) != std::end(kKeys)) continue;
+    std::string known;
+    for (const char* k : kKeys) known += (known.empty() ? "" : ", ") + std::string(k);
+    throw InputError("--device " + path + ": unknown key '" + key + "' (a device file has " + known + ")");
+  }
+  auto present = [&](const char* key) {
+    if (!j.contains(key)) throw InputError("--device " + path + ": '" + key + "' is missing");
+    return j[key];
+  };
   // Finite and at most 1e18 (flop/s past any device's; GB/s, ns and bytes far past): a figure out
   // there, or a bandwidth or peak next to 0, would make a task's time infinite or zero.
   auto number = [&](const char* key) {
-    if (!j.contains(key) || !j[key].is_number() || !(j[key].get<double>() >= 0) || j[key].get<double>() > 1e18)
+    const nlohmann::json value = present(key);
+    if (!value.is_number() || !(value.get<double>() >= 0) || value.get<double>() > 1e18)
       throw InputError("--device " + path + ": '" + key + "' must be a number from 0 to 1e18");
-    return j[key].get<double>();
+    return value.get<double>();
   };
-  // A count: a whole number up to `most` (bounded first, so the conversion is defined).
-  auto whole = [&](const char* key, double most, const char* what) {
-    const double value = number(key);
-    if (value > most || value != double(uint32_t(value)))
-      throw InputError("--device " + path + ": '" + key + "' must be a whole number " + what);
-    return uint32_t(value);
+  // A count: a whole number from `least` to `most` (bounded first, so the conversion is defined).
+  auto whole = [&](const char* key, double least, double most, const char* unit) {
+    const nlohmann::json value = present(key);
+    if (!value.is_number() || !(value.get<double>() >= least) || value.get<double>() > most ||
+        value.get<double>() != std::floor(value.get<double>()))
+      throw InputError("--device " + path + ": '" + key + "' must be a whole number of " + unit + " from " +
+                       std::to_string(uint64_t(least)) + " to " + std::to_string(uint64_t(most)));
+    return value.get<double>();
   };
   if (j.contains("name") && !j["name"].is_string()) throw InputError("--device " + path + ": 'name' must be a string");
   d.name = j.value("name", path);
-  d.workers = whole("workers", 4096, "from 1 to 4096");
+  d.workers = uint32_t(whole("workers", 1, 4096, "workers"));
   d.memory_gbs = number("memory_gbs");
+  if (d.memory_gbs < 1e-3) throw InputError("--device " + path + ": 'memory_gbs' must be at least 0.001");
   // One peak for every weight dtype, or one per dtype: {"bf16": ..., "f16": ..., "f32": ...}.
   if (j.contains("flops") && j["flops"].is_object()) {
     if (j["flops"].empty()) throw InputError("--device " + path + ": 'flops' per dtype gives no peak (f32, bf16 or f16)");
@@ -262,18 +283,20 @@ DeviceModel device_from_file(const std::string& path) {
     d.flops = number("flops");
     if (d.flops < 1e3) throw InputError("--device " + path + ": 'flops' must be at least 1000");
   }
-  d.shared_memory_bytes = j.contains("shared_memory_bytes") ? number("shared_memory_bytes") : 0;  // optional: none modelled
+  // Optional: none modelled.
+  d.shared_memory_bytes = j.contains("shared_memory_bytes") ? whole("shared_memory_bytes", 0, 1e12, "bytes") : 0;
   d.dispatch_ns = number("dispatch_ns");
   d.signal_ns = number("signal_ns");
-  d.link_gbs = j.contains("link_gbs") ? number("link_gbs") : 0;  // optional: devices without a link
+  *gives_link = j.contains("link_gbs");
+  d.link_gbs = *gives_link ? number("link_gbs") : 0;  // optional: devices without a link
   d.link_latency_ns = j.contains("link_latency_ns") ? number("link_latency_ns") : 0;
   d.rotation_ns = j.contains("rotation_ns") ? number("rotation_ns") : 0;  // optional: 0 charges no epilogue
   d.exp_ns = j.contains("exp_ns") ? number("exp_ns") : 0;
   // Optional: without them a waiting worker fetches its next task's weights, unbounded.
   d.prefetch_bytes = j.contains("prefetch_bytes") ? number("prefetch_bytes") : 0;
-  if (j.contains("prefetch_tasks")) d.prefetch_tasks = whole("prefetch_tasks", 1e6, "of tasks, at most 1000000 (0: no bound)");
+  if (j.contains("prefetch_tasks")) d.prefetch_tasks = uint32_t(whole("prefetch_tasks", 0, 1e6, "tasks (0: no bound)"));
   if (j.contains("prefetch_max_tokens"))
-    d.prefetch_max_tokens = whole("prefetch_max_tokens", 1e6, "of tokens, at most 1000000 (0: no bound)");
+    d.prefetch_max_tokens = uint32_t(whole("prefetch_max_tokens", 0, 1e6, "tokens (0: no bound)"));
   // Optional; absent or empty (as --json and --fit-out write it for a device without speeds): all alike.
   if (j.contains("worker_speed") && !(j["worker_speed"].is_array() && j["worker_speed"].empty())) {
     const nlohmann::json& speeds = j["worker_speed"];
@@ -293,8 +316,6 @@ DeviceModel device_from_file(const std::string& path) {
   if ((d.stall_ns > 0 && d.stall_every_ns <= 0) || !StallSchedule{d.stall_ns, d.stall_every_ns, d.workers}.valid())
     throw InputError("--device " + path + ": 'stall_ns' must be at most 0.99 of 'stall_every_ns', which must be at least 1 ns "
                      "(a worker stalls for stall_ns once every stall_every_ns)");
-  if (d.workers == 0 || d.memory_gbs < 1e-3)
-    throw InputError("--device " + path + ": workers must be at least 1 and memory_gbs at least 0.001");
   if (d.link_gbs > 0 && d.link_gbs < 1e-3)
     throw InputError("--device " + path + ": 'link_gbs' must be 0 (no link) or at least 0.001");
   return d;
@@ -362,6 +383,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   // working set); until then only its workers are known.
   const bool cpu_device = options.device == "cpu";
   DeviceModel device;
+  bool gives_link = true;  // the cpu device (ranks share memory) and the presets (NVLink) do
   if (cpu_device) {
     device.workers = options.threads ? options.threads : usable_cores();
     // One worker per core, as the executor pins them: with more, the measurement would time-share cores
@@ -373,11 +395,16 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   } else if (const std::optional<DeviceModel> preset = device_preset(options.device)) {
     device = *preset;
   } else if (options.device.size() > 5 && options.device.ends_with(".json")) {
-    device = device_from_file(options.device);
+    device = device_from_file(options.device, &gives_link);
   } else {
     throw InputError("--device: unknown device '" + options.device + "' (expected h100, h200, b200, cpu or a .json file)");
   }
   if (options.threads && !cpu_device) throw InputError("--threads sets the cpu device's workers");
+  // A device file without a link would make --tp's collectives cost nothing over one; 0 says so on purpose.
+  if (options.tp > 1 && !gives_link)
+    throw InputError("--device " + options.device + " has no 'link_gbs': --tp " + std::to_string(options.tp) +
+                     " needs the link its collectives cross (link_gbs and link_latency_ns; link_gbs 0 for ranks without one, "
+                     "whose collectives then cost their memory traffic only)");
   if (!cpu_device && !select_weight_dtype(device, spec.dtype))  // the cpu device measures its own, below
     throw InputError("--device " + options.device + ": 'flops' gives no peak for " + std::string(dtype_name(spec.dtype)) +
                      " weights (the model's; --dtype sets them)");

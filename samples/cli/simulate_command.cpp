@@ -23,7 +23,7 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
                    config.json's torch_dtype, which is often wrong (default: as config.json says)
   --device NAME    h100, h200 (default), b200 (datasheet figures), cpu (measured on this machine now),
                    or FILE.json with workers, memory_gbs, flops, dispatch_ns, signal_ns (and link_gbs,
-                   link_latency_ns for --tp; rotation_ns, exp_ns for RoPE pairs and exponentials;
+                   required with --tp, 0 for no link, and link_latency_ns; rotation_ns, exp_ns for RoPE pairs and exponentials;
                    prefetch_bytes, prefetch_tasks, prefetch_max_tokens for what a waiting worker
                    fetches ahead; stall_ns, stall_every_ns for time the machine takes from each worker;
                    worker_speed, one relative speed per worker, for workers that are not alike;

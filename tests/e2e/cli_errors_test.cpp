@@ -572,6 +572,12 @@ TEST(CliFlags, SimulateRefusesWithTheReason) {
   write_file_text(nested, R"({"workers": 4, "memory_gbs": 100, "flops": {"bf16": {"dense": 1e12}}, "dispatch_ns": 1, "signal_ns": 1})");
   write_file_text(twice, R"({"workers": 4, "memory_gbs": 100, "flops": {"bf16": 1e12, "bfloat16": 2e12}, "dispatch_ns": 1, "signal_ns": 1})");
   write_file_text(tight, R"({"workers": 4, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1, "shared_memory_bytes": 1000})");
+  const std::string typo = (dir.path() / "typo.json").string(), fraction = (dir.path() / "fraction.json").string();
+  const std::string negative = (dir.path() / "negative.json").string(), tight_ok = (dir.path() / "no-link.json").string();
+  write_file_text(typo, R"({"workers": 4, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1, "shared_memory_byts": 1})");
+  write_file_text(fraction, R"({"workers": 4, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1, "shared_memory_bytes": 100000.5})");
+  write_file_text(negative, R"({"workers": -1, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1})");
+  write_file_text(tight_ok, R"({"workers": 4, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1})");
   check_flag_cases({
       {{"simulate", "--preset", "tiny", "--batch", "300"}, "simulate", {"--batch", "'300'"}},
       {{"simulate", "--preset", "tiny", "--device", "tpu"}, "simulate", {"--device", "'tpu'", "cpu"}},
@@ -581,7 +587,14 @@ TEST(CliFlags, SimulateRefusesWithTheReason) {
       {{"simulate", "--preset", "tiny", "--policy", "lifo"}, "simulate", {"'lifo'"}},
       {{"simulate", "--preset", "tiny", "--device", list}, "simulate", {list, "JSON object"}},
       {{"simulate", "--preset", "tiny", "--device", many}, "simulate", {many, "'workers'", "4096"}},
-      {{"simulate", "--preset", "tiny", "--device", slow}, "simulate", {slow, "memory_gbs at least"}},
+      {{"simulate", "--preset", "tiny", "--device", slow}, "simulate", {slow, "'memory_gbs' must be at least"}},
+      // A misspelt key would leave its default in place; a missing one is named as missing; a count is whole.
+      {{"simulate", "--preset", "tiny", "--device", typo}, "simulate", {typo, "unknown key 'shared_memory_byts'", "shared_memory_bytes"}},
+      {{"simulate", "--preset", "tiny", "--device", bad}, "simulate", {bad, "'flops' is missing"}},
+      {{"simulate", "--preset", "tiny", "--device", fraction}, "simulate", {fraction, "'shared_memory_bytes' must be a whole number"}},
+      {{"simulate", "--preset", "tiny", "--device", negative}, "simulate", {negative, "'workers' must be a whole number", "from 1 to 4096"}},
+      // --tp's collectives cross a link: a device file must give one (0 on purpose for none).
+      {{"simulate", "--preset", "tiny", "--tp", "2", "--device", tight_ok}, "simulate", {tight_ok, "no 'link_gbs'", "--tp 2"}},
       {{"simulate", "--preset", "tiny", "--tp", "2", "--rank", "2"}, "simulate", {"--rank 2 is not below --tp 2"}},
       {{"simulate", "--preset", "tiny", "--rank", "1"}, "simulate", {"--rank 1", "--tp 1"}},
       // More workers than cores: the cpu device is measured one worker per core.
