@@ -138,8 +138,8 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   const ModelSpec& spec = m.model.spec;
   m.max_context = options.max_context ? options.max_context : std::min(spec.max_context, 4096u);
   if (m.max_context > spec.max_context)
-    throw InputError("EngineOptions::max_context (--max-context) " + std::to_string(m.max_context) + " exceeds the model's max_position_embeddings " +
-                     std::to_string(spec.max_context));
+    throw InputError("EngineOptions::max_context (--max-context) " + std::to_string(m.max_context) + " exceeds the model's limit of " +
+                     std::to_string(spec.max_context) + " (max_position_embeddings, or sliding_window where it applies, in config.json)");
   if (!options.policy.empty() && !find_policy(options.policy))
     throw InputError("EngineOptions::policy (--policy): unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
   m.program_spec = spec;

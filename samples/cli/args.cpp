@@ -40,6 +40,13 @@ void Args::parse(int argc, char** argv, int first) {
       if (!inline_value) {
         if (i + 1 >= argc) throw InputError("tilefire " + command_ + ": flag " + arg + " needs a value");
         value = argv[++i];
+        // `--model --max-new-tokens 2` is a forgotten value, not a model folder named --max-new-tokens (a
+        // value that looks like a flag can still be given as --flag=VALUE).
+        const bool is_flag = std::find(switches_.begin(), switches_.end(), value) != switches_.end() ||
+                             std::find(valued_.begin(), valued_.end(), value) != valued_.end();
+        if (is_flag)
+          throw InputError("tilefire " + command_ + ": flag " + arg + " needs a value, but the flag " + value +
+                           " follows it (write " + arg + "=" + value + " for that value)");
       }
       // An empty value would read as the flag's default (an empty --model is the built-in sample), so
       // the user would get something other than what was asked for.

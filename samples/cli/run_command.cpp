@@ -102,7 +102,11 @@ int run_command(int argc, char** argv) {
                        std::to_string(model.vocab) + ")");
   if (request.prompt.size() > model.max_context)
     throw InputError("tilefire run: the prompt has " + std::to_string(request.prompt.size()) +
-                     " tokens but the context holds " + std::to_string(model.max_context) + " (--max-context)");
+                     " tokens but the context holds " + std::to_string(model.max_context) +
+                     (args.has("--max-context") ? std::string(" (--max-context)")
+                                                : std::string(" (the model's limit: max_position_embeddings, or sliding_window where "
+                                                              "it applies, in config.json, and at most 4096 unless --max-context "
+                                                              "says more)")));
 
   GenerateResult result = engine.generate(request);
   if (engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports for all

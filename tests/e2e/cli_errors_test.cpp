@@ -440,7 +440,8 @@ TEST_F(CliErrors, SlidingWindowTurnedOffDoesNotCapTheContext) {
   config["use_sliding_window"] = true;  // on: a 4-position window caps the context below the prompt
   write_config(dir, config);
   r = run_cli({"run", "--model", dir.string(), "--prompt-tokens", "1,2,3,4,5,6", "--max-new-tokens", "2", "--threads", "2"});
-  EXPECT_EQ(r.status, 2) << describe(r);
+  // No --max-context was given: the message names what in config.json set the limit.
+  expect_input_error(r, "run", {"6 tokens", "holds 4", "sliding_window", "config.json"});
 }
 
 // ---- flags --------------------------------------------------------------------------------------------
@@ -488,6 +489,9 @@ TEST(CliFlags, RunBadFlagsAndValues) {
       {{"run", "--prompt", "hi", "--prompt-tokens", "1,2"}, "run", {"--prompt", "--prompt-tokens", "not both"}},
       {{"run", "--max-context", "4", "--prompt-tokens", "1,2,3,4,5"}, "run", {"5 tokens", "4", "--max-context"}},
       {{"run", "--max-context", "99999"}, "run", {"--max-context", "99999", "1024"}},
+      // A valued flag followed by another flag forgot its value (the next flag is not taken for it).
+      {{"run", "--model", "--max-new-tokens", "2"}, "run", {"--model needs a value", "--max-new-tokens", "--model=--max-new-tokens"}},
+      {{"run", "--prompt", "--json"}, "run", {"--prompt needs a value", "--json"}},
       {{"run", "--model", "/nonexistent"}, "run", {"/nonexistent", "cannot open model folder", "config.json"}},
       {{"run", "--max-new-tokens", "1", "--trace", "/nonexistent/dir/trace.json"}, "run",
        {"--trace", "/nonexistent/dir/trace.json"}},
