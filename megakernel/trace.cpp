@@ -16,6 +16,14 @@ std::string task_name(const Program& program, uint32_t index) {
          std::to_string(task.tile_end) + ")";
 }
 
+// The dtype of the program's weight matrices (none for a program without any). A trace records it, so a
+// fit does not read a step of f32 weights as a slow step of bf16 ones: both compile to the same tasks.
+std::string weight_dtype_of(const Program& program) {
+  for (const SlotDesc& slot : program.slots)
+    if (slot.kind == SlotKind::weight) return std::string(dtype_name(slot.dtype));
+  return "";
+}
+
 }  // namespace
 
 void write_chrome_trace(const std::string& path, const Program& program, const std::vector<TaskTiming>& timings) {
@@ -39,6 +47,7 @@ void write_chrome_trace(const std::string& path, const Program& program, const s
                       {"args", {{"task", t.task}, {"layer", task.layer}, {"node", task.node}}}});
   }
   nlohmann::json trace = {{"traceEvents", events}, {"displayTimeUnit", "ns"}};
+  if (const std::string dtype = weight_dtype_of(program); !dtype.empty()) trace["otherData"] = {{"weight_dtype", dtype}};
   std::ofstream out(path);
   if (!out) throw InputError("--trace: cannot write '" + path + "'");
   out << trace.dump() << "\n";
@@ -49,6 +58,14 @@ std::vector<SimulatedTask> read_chrome_trace(const std::string& path, const Prog
   const nlohmann::json trace = read_json_file(path, "--fit-trace " + path);
   if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
     throw InputError("--fit-trace " + path + ": no traceEvents array (expected a trace written by `tilefire run --trace`)");
+  // Traces written before the dtype was recorded have none; those are taken as they are.
+  const nlohmann::json* other = trace.contains("otherData") && trace["otherData"].is_object() ? &trace["otherData"] : nullptr;
+  if (other && other->contains("weight_dtype") && (*other)["weight_dtype"].is_string()) {
+    const std::string traced = (*other)["weight_dtype"].get<std::string>(), here = weight_dtype_of(program);
+    if (!here.empty() && traced != here)
+      throw InputError("--fit-trace " + path + ": the traced step ran " + traced + " weights and this program has " + here +
+                       " ones (the same tasks, half or twice the bytes); give simulate --dtype " + traced);
+  }
   std::vector<SimulatedTask> tasks;
   for (const nlohmann::json& event : trace["traceEvents"]) {
     if (!event.is_object() || event.value("ph", "") != "X") continue;

@@ -438,7 +438,8 @@ TEST(CliSimulate, MeasuredCpuDevice) {
 // simulate --fit-trace: a decode step traced by `run --trace` (the built-in sample: tiny in f32, two
 // workers) fitted by a device of the same workers; the fitted figures positive and finite, the traced
 // step the trace's span, the fitted device written as a file --device reads. A device of other workers
-// compiles another program, which the fit refuses, naming the flags to give.
+// compiles another program, and another weight dtype moves other bytes: the fit refuses both, naming the
+// flags to give.
 TEST(CliSimulate, FitsTheDeviceToATracedStep) {
   TempDir dir("cli-fit");
   const std::string trace = (dir.path() / "step.json").string(), base = (dir.path() / "base.json").string(),
@@ -473,6 +474,12 @@ TEST(CliSimulate, FitsTheDeviceToATracedStep) {
   RunResult mismatch = run_cli({"simulate", "--preset", "tiny", "--dtype", "f32", "--device", other, "--kv-splits", "1", "--fit-trace", trace});
   EXPECT_NE(mismatch.status, 0);
   EXPECT_NE(mismatch.err.find("give simulate the flags of the traced run"), std::string::npos) << mismatch.err;
+  // The same tasks with bf16 weights (simulate's default for a preset): the trace's f32 step is refused,
+  // not fitted as a slow bf16 one.
+  RunResult dtype = run_cli({"simulate", "--preset", "tiny", "--device", base, "--kv-splits", "1", "--context", "10", "--fit-trace", trace});
+  EXPECT_EQ(dtype.status, 2) << describe(dtype);
+  EXPECT_NE(dtype.err.find("ran f32 weights and this program has bf16"), std::string::npos) << dtype.err;
+  EXPECT_NE(dtype.err.find("--dtype f32"), std::string::npos) << dtype.err;
   RunResult alone = run_cli({"simulate", "--preset", "tiny", "--fit-out", fitted});
   EXPECT_NE(alone.status, 0);
   EXPECT_NE(alone.err.find("--fit-out needs --fit-trace"), std::string::npos) << alone.err;
