@@ -12,9 +12,15 @@
 namespace tilefire {
 
 namespace {
-std::string gib(uint64_t bytes) {
+// In GiB, or in MiB or KiB below one of the next unit up (a --gpu-mem of 1MiB is not "0.00 GiB").
+std::string readable_bytes(uint64_t bytes) {
   char text[32];
-  std::snprintf(text, sizeof(text), "%.2f GiB", double(bytes) / double(1ull << 30));
+  if (bytes >= (1ull << 30))
+    std::snprintf(text, sizeof(text), "%.2f GiB", double(bytes) / double(1ull << 30));
+  else if (bytes >= (1ull << 20))
+    std::snprintf(text, sizeof(text), "%.2f MiB", double(bytes) / double(1ull << 20));
+  else
+    std::snprintf(text, sizeof(text), "%.2f KiB", double(bytes) / 1024.0);
   return text;
 }
 }  // namespace
@@ -79,8 +85,8 @@ TensorParallelPlan plan_tensor_parallel(const std::string& model_dir, const std:
     if (r.total_bytes > gpu_memory_bytes) plan.fits = false;
     plan.ranks.push_back(r);
   }
-  plan.verdict = plan.fits ? "fits: the largest rank needs " + gib(largest) + " of " + gib(gpu_memory_bytes)
-                           : "does not fit: the largest rank needs " + gib(largest) + " but a GPU has " + gib(gpu_memory_bytes) +
+  plan.verdict = plan.fits ? "fits: the largest rank needs " + readable_bytes(largest) + " of " + readable_bytes(gpu_memory_bytes)
+                           : "does not fit: the largest rank needs " + readable_bytes(largest) + " but a GPU has " + readable_bytes(gpu_memory_bytes) +
                                  " (more ranks, fewer --kv-tokens, or a larger --gpu-mem)";
   return plan;
 }

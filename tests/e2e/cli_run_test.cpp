@@ -663,6 +663,10 @@ TEST(CliPlan, JsonPerRankAndVerdict) {
   r = run_cli({"plan", "--preset", "tiny", "--tp", "2"});
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.out.find("verdict: fits"), std::string::npos) << r.out;
+  // Sizes under a GiB in a unit that shows them (not "0.00 GiB").
+  r = run_cli({"plan", "--preset", "tiny", "--tp", "2", "--gpu-mem", "1MiB"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.out.find("but a GPU has 1.00 MiB"), std::string::npos) << r.out;
 }
 
 }  // namespace
