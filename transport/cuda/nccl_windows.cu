@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -110,11 +112,25 @@ struct NcclWindowGroup::State {
 
   // Never waits for a peer: a group torn down after a peer died must not hang. ncclCommAbort frees the
   // communicator's resources without the collective deregistration; the memory is freed after it.
+  // The abort runs on a thread of its own, waited for at most kAbortWaitMs: NCCL documents that it
+  // stops a set-up in progress, but if it ever blocked (a set-up stuck in its bootstrap), the error that
+  // led here must still reach the user. Past the wait the communicator and the window are left to the
+  // process's exit rather than freed under it.
   ~State() {
     cudaSetDevice(device);
-    if (comm) ncclCommAbort(comm);
+    if (comm) {
+      auto done = std::make_shared<std::promise<void>>();
+      std::future<void> aborted = done->get_future();
+      std::thread([comm = comm, device = device, done] {
+        cudaSetDevice(device);
+        ncclCommAbort(comm);
+        done->set_value();
+      }).detach();
+      if (aborted.wait_for(std::chrono::milliseconds(kAbortWaitMs)) != std::future_status::ready) return;
+    }
     if (memory) ncclMemFree(memory);
   }
+  static constexpr uint32_t kAbortWaitMs = 10000;
 };
 
 bool NcclWindowGroup::built() { return true; }
