@@ -258,7 +258,8 @@ void Engine::Impl::check_tokens(const std::vector<int32_t>& tokens) const {
   check_vocabulary(tokens);
   if (uint64_t(position) + tokens.size() > max_context)
     throw InputError("the sequence needs " + std::to_string(uint64_t(position) + tokens.size()) +
-                     " positions but the context holds " + std::to_string(max_context) + " (see --max-context)");
+                     " positions but the context holds " + std::to_string(max_context) +
+                     " (EngineOptions::max_context, --max-context)");
 }
 
 StepInputs Engine::Impl::prepare_step(BoundProgram& bound, const std::vector<int32_t>& tokens) {
@@ -321,20 +322,23 @@ void Engine::Impl::check_finite_logits(const float* logits, uint32_t at) const {
     if (!std::isfinite(logits[v])) throw nonfinite_logits(loaded().origin, at);
 }
 
-int32_t Engine::Impl::run_greedy(BoundProgram& bound, const std::vector<int32_t>& tokens) {
-  const uint32_t at = position + uint32_t(tokens.size()) - 1;
+void Engine::Impl::rewind(uint32_t to) {
+  position = to;
+  for (auto& rank : rank_engines) rank->position = to;
+}
+
+Engine::Impl::GreedyToken Engine::Impl::run_greedy(BoundProgram& bound, const std::vector<int32_t>& tokens) {
   if (cuda) {
     const CudaStepResult result = run_cuda(bound, tokens);
-    if (result.nonfinite || result.argmax < 0) throw nonfinite_logits(loaded().origin, at);
-    return result.argmax;
+    return {result.argmax, result.nonfinite || result.argmax < 0};
   }
   const float* logits = run(bound, tokens, nullptr);
-  check_finite_logits(logits, at);
-  return int32_t(std::max_element(logits, logits + info.vocab) - logits);
+  const bool nonfinite = !std::all_of(logits, logits + info.vocab, [](float v) { return std::isfinite(v); });
+  return {int32_t(std::max_element(logits, logits + info.vocab) - logits), nonfinite};
 }
 
 const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* compile_ms) {
-  if (tokens.empty()) throw InputError("the prompt is empty: give --prompt or --prompt-tokens");
+  if (tokens.empty()) throw InputError("prefill: no tokens (an empty prompt; --prompt or --prompt-tokens)");
   check_tokens(tokens);  // before compiling anything for it
   const float* logits = nullptr;
   for (size_t begin = 0; begin < tokens.size(); begin += kPrefillChunk) {
@@ -380,16 +384,24 @@ const float* Engine::Impl::decode_step(int32_t token, std::vector<TaskTiming>* t
 }
 
 int32_t Engine::Impl::decode_greedy_step(int32_t token) {
-  if (rank_engines.empty()) return run_greedy(*decode_program, {token});
-  check_not_broken();
-  int32_t next = 0;
-  on_every_rank([&](Impl& r, uint32_t index) {
-    const int32_t rank_next = r.run_greedy(*r.decode_program, {token});
-    if (index == 0) next = rank_next;
-  });
-  end_step_barrier();
-  ++position;
-  return next;
+  const uint32_t at = position;
+  GreedyToken next;
+  if (rank_engines.empty()) {
+    next = run_greedy(*decode_program, {token});
+  } else {
+    check_not_broken();
+    on_every_rank([&](Impl& r, uint32_t index) {
+      const GreedyToken rank_next = r.run_greedy(*r.decode_program, {token});
+      if (index == 0) next = rank_next;
+    });
+    end_step_barrier();
+    ++position;
+  }
+  if (next.nonfinite) {
+    rewind(at);
+    throw nonfinite_logits(loaded().origin, at);
+  }
+  return next.token;
 }
 
 void Engine::Impl::check_ranks_agree(const BoundProgram& rank0, const BoundProgram& other, uint32_t other_rank) const {

@@ -114,6 +114,17 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (options.kv_splits > 256)
     throw InputError("EngineOptions::kv_splits (--kv-splits) " + std::to_string(options.kv_splits) + " is more than 256");
   if (options.tp_timeout_ms == 0) throw InputError("EngineOptions::tp_timeout_ms (--tp-timeout-ms) must be at least 1");
+  // A testing delay before every task: past a second, a step of hundreds of tasks would seem to hang.
+  if (options.stress_delay_us > 1000000)
+    throw InputError("EngineOptions::stress_delay_us " + std::to_string(options.stress_delay_us) + " is more than 1000000 (1 s)");
+  if (options.backend == Backend::cpu) {
+    const EngineOptions defaults;
+    if (options.cuda_device != defaults.cuda_device || options.cuda_ctas != defaults.cuda_ctas ||
+        options.cuda_resident != defaults.cuda_resident || options.cuda_stage_weights != defaults.cuda_stage_weights ||
+        options.cuda_watchdog_ms != defaults.cuda_watchdog_ms)
+      throw InputError("EngineOptions::cuda_device, cuda_ctas, cuda_resident, cuda_stage_weights and cuda_watchdog_ms apply to "
+                       "the cuda backend (--backend cuda); this engine is on the cpu");
+  }
   if (options.tp == 1) {
     // A launcher's ranks with one tensor-parallel rank: each process would load and run the whole model
     // on its own, and each would print its own output. Variables another launcher left half set (RANK
@@ -309,10 +320,7 @@ uint64_t Engine::kernel_launches() const {  // under tensor parallelism: rank 0'
   const CudaExecutor* cuda = impl_->first_cuda_executor();
   return cuda ? cuda->launches() : 0;
 }
-void Engine::reset() {
-  impl_->position = 0;
-  for (auto& rank : impl_->rank_engines) rank->position = 0;
-}
+void Engine::reset() { impl_->rewind(0); }
 uint32_t Engine::position() const { return impl_->position; }
 void Engine::set_schedule(Schedule schedule) {
   if (schedule != Schedule::dataflow && schedule != Schedule::bsp) throw InputError("set_schedule: not dataflow or bsp");
@@ -327,18 +335,31 @@ uint64_t Engine::decode_kv_bytes() const {
   return 2ull * spec.layers * spec.kv_dim() * sizeof(float) * (uint64_t(impl_->position) + 1);
 }
 
+namespace {
+// The step's logits, checked: NaN or Inf is an InputError that leaves the sequence where it began.
+std::vector<float> finite_logits(Engine::Impl& m, const float* logits, uint32_t began) {
+  try {
+    m.check_finite_logits(logits, m.position - 1);
+  } catch (const InputError&) {
+    m.rewind(began);
+    throw;
+  }
+  return std::vector<float>(logits, logits + m.info.vocab);
+}
+}  // namespace
+
 std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens) {
+  const uint32_t began = impl_->position;
   double compile_ms = 0;
   const float* logits = impl_->prefill(tokens, &compile_ms);
-  impl_->check_finite_logits(logits, impl_->position - 1);
-  return std::vector<float>(logits, logits + impl_->info.vocab);
+  return finite_logits(*impl_, logits, began);
 }
 
 std::vector<float> Engine::decode(int32_t token) {
   impl_->check_tokens({token});
+  const uint32_t began = impl_->position;
   const float* logits = impl_->decode_step(token, nullptr);
-  impl_->check_finite_logits(logits, impl_->position - 1);
-  return std::vector<float>(logits, logits + impl_->info.vocab);
+  return finite_logits(*impl_, logits, began);
 }
 
 int32_t Engine::decode_greedy(int32_t token) {
@@ -352,7 +373,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   result.prompt_tokens = request.prompt;
   result.tasks_per_step = decode_tasks();
   result.events_per_step = decode_events();
-  if (request.prompt.empty()) throw InputError("the prompt is empty: give --prompt or --prompt-tokens");
+  if (request.prompt.empty()) throw InputError("GenerateRequest::prompt is empty (--prompt or --prompt-tokens)");
   if (request.prompt.size() > m.max_context)
     throw InputError("the prompt has " + std::to_string(request.prompt.size()) + " tokens but the context holds " +
                      std::to_string(m.max_context));
@@ -362,6 +383,9 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     throw InputError("Sampling::temperature (--temperature) must be from 0 (greedy) to 100, got " + std::to_string(s.temperature));
   if (!(s.top_p > 0.0f && s.top_p <= 1.0f))
     throw InputError("Sampling::top_p (--top-p) must be above 0 and at most 1 (1: off), got " + std::to_string(s.top_p));
+  if (request.logprobs > m.info.vocab)
+    throw InputError("GenerateRequest::logprobs (--logprobs) " + std::to_string(request.logprobs) + " exceeds the vocabulary of " +
+                     std::to_string(m.info.vocab));
   SamplingParams sampling{request.sampling.temperature, request.sampling.top_k, request.sampling.top_p};
   UniformGenerator uniform(request.sampling.seed);
   m.check_vocabulary(request.prompt);  // the context is checked above: the request starts a new sequence
@@ -412,8 +436,9 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   double decode_ms = 0;
   uint32_t decode_steps = 0;
   while (result.tokens.size() < request.max_new_tokens && !is_eos(token) && m.position < m.max_context) {
+    // A warm step (the second), or the last one there will be (by the token count or the context).
     const bool record = !request.trace_path.empty() && trace.empty() &&
-                        (decode_steps == 1 || result.tokens.size() + 1 >= request.max_new_tokens);  // a warm step
+                        (decode_steps == 1 || result.tokens.size() + 1 >= request.max_new_tokens || m.position + 1 >= m.max_context);
     auto step_start = std::chrono::steady_clock::now();
     if (greedy_only && !record) {
       token = m.decode_greedy_step(token);
@@ -425,10 +450,11 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     ++decode_steps;
   }
   if (!request.trace_path.empty()) {
-    if (trace.empty()) {  // no decode step was recorded (one token, or eos first): trace one more
-      if (m.position >= m.max_context)
-        throw InputError("--trace: generation filled the context before a decode step could be recorded");
+    if (trace.empty()) {  // no decode step ran (one token, or eos first): trace one more, then take it back
+      // The prompt left room for a decode step (checked above) and none ran, so it fits.
+      const uint32_t before = m.position;
       m.decode_step(token, &trace);
+      m.rewind(before);  // the sequence ends where it would without a trace
     }
     if (writes_trace) {
       write_chrome_trace(request.trace_path, m.decode_program_of_rank0().program, trace);

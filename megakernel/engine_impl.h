@@ -136,15 +136,26 @@ struct Engine::Impl {
   // Checks the tokens and points the program at the current arena; the step's inputs.
   StepInputs prepare_step(BoundProgram& bound, const std::vector<int32_t>& tokens);
   CudaStepResult run_cuda(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace = nullptr);
-  // A step whose result is only the greedy token (on cuda: reduced on the device, no logits copied).
-  int32_t run_greedy(BoundProgram& bound, const std::vector<int32_t>& tokens);
+  // A step whose result is only the greedy token (on cuda: reduced on the device, no logits copied), and
+  // whether the logits held NaN or Inf. Not checked here: under tensor parallelism a rank that threw
+  // would mark the engine broken, though every rank saw the same logits.
+  struct GreedyToken {
+    int32_t token = -1;
+    bool nonfinite = false;
+  };
+  GreedyToken run_greedy(BoundProgram& bound, const std::vector<int32_t>& tokens);
   // Throws an InputError naming the position when a logit of the token at `at` is NaN or infinite: the
   // weights hold non-finite values, and no answer drawn from such logits is right.
   void check_finite_logits(const float* logits, uint32_t at) const;
+  // Sets the sequence's position (every rank's): 0 starts a new sequence; a call that throws after its
+  // step ran goes back to where it began, so the sequence is as it was (the KV entries past the
+  // position are overwritten by the next step).
+  void rewind(uint32_t to);
   // The whole prompt, chunk by chunk; returns the last token's logits. Adds compile time to *compile_ms.
   const float* prefill(const std::vector<int32_t>& tokens, double* compile_ms);
   // One decode step of `token` on the decode program (every rank's, under tensor parallelism).
   const float* decode_step(int32_t token, std::vector<TaskTiming>* trace);
+  // Throws InputError (the position unchanged) when the step's logits hold NaN or Inf.
   int32_t decode_greedy_step(int32_t token);
   const BoundProgram& decode_program_of_rank0() const { return rank_engines.empty() ? *decode_program : *rank_engines[0]->decode_program; }
   // Runs step(rank engine, rank) on every rank at once, rank 0 on the calling thread; rethrows the first

@@ -19,6 +19,7 @@ double measure_device_copy_bandwidth_gbs(int device, uint64_t bytes) {
 
 void write_random_model(const std::string& preset, const std::string& folder, const std::string& dtype,
                         uint64_t seed, uint64_t max_shard_bytes) {
+  if (folder.empty()) throw InputError("write_random_model: the folder (--out) is an empty path");
   std::optional<DType> parsed = parse_dtype(dtype);
   if (!parsed) throw InputError("--dtype must be f32, bf16 or f16, got '" + dtype + "'");
   ModelSpec spec = preset_spec(preset, *parsed);
@@ -59,8 +60,13 @@ float sum_floats(const float* data, size_t count) {
 }  // namespace
 
 double measure_read_bandwidth_gbs(uint32_t threads, uint64_t bytes) {
-  threads = std::max(1u, threads);
-  const size_t count = size_t(bytes / sizeof(float)) / (32 * threads) * (32 * threads);
+  // As the engine bounds its workers; and a buffer of at least a MiB (a smaller one measures a cache, or
+  // nothing) and at most 64 GiB.
+  if (threads == 0 || threads > 256)
+    throw InputError("measure_read_bandwidth_gbs: threads " + std::to_string(threads) + " is not from 1 to 256");
+  if (bytes < (1ull << 20) || bytes > (64ull << 30))
+    throw InputError("measure_read_bandwidth_gbs: bytes " + std::to_string(bytes) + " is not from 1 MiB to 64 GiB");
+  const size_t count = size_t(bytes / sizeof(float)) / (32 * size_t(threads)) * (32 * size_t(threads));
   float* data = static_cast<float*>(std::aligned_alloc(64, count * sizeof(float)));
   if (!data) throw std::bad_alloc();
   const size_t share = count / threads;
@@ -94,6 +100,7 @@ std::vector<std::pair<std::string, std::string>> placement_policies() {
 }
 
 double measure_compile_ms(const std::string& preset, uint32_t threads) {
+  if (threads > 256) throw InputError("measure_compile_ms: threads " + std::to_string(threads) + " is more than 256");
   ModelSpec spec = preset_spec(preset, DType::bf16);
   CompileOptions options;
   options.workers = std::max(1u, threads);

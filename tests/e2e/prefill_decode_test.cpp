@@ -171,6 +171,14 @@ TEST(PrefillDecode, RefusedOptionsNameTheField) {
   o.preset_dtype = "f64";
   EXPECT_NE(message(o).find("EngineOptions::preset_dtype (--dtype)"), std::string::npos) << message(o);
   o = {};
+  o.threads = 1;
+  o.stress_delay_us = 4000000000u;  // every task of a step waiting up to an hour would seem to hang
+  EXPECT_NE(message(o).find("EngineOptions::stress_delay_us 4000000000"), std::string::npos) << message(o);
+  o = {};
+  o.threads = 1;
+  o.cuda_ctas = 64;  // the cpu backend would ignore it
+  EXPECT_NE(message(o).find("apply to the cuda backend"), std::string::npos) << message(o);
+  o = {};
   o.backend = Backend::cuda;
   o.stress_delay_us = 5;  // refused before any GPU is looked for
   EXPECT_NE(message(o).find("EngineOptions::stress_delay_us (--stress-delay-us) applies to the cpu backend only"), std::string::npos)
@@ -222,6 +230,11 @@ TEST(PrefillDecode, OutOfRangeOptionsAndSamplingAreInputErrors) {
     request.sampling.temperature = temperature;
     EXPECT_THROW(engine.generate(request), InputError) << "temperature " << temperature;
   }
+  GenerateRequest too_many;
+  too_many.prompt = {1, 2, 3};
+  too_many.logprobs = engine.model().vocab + 1;  // the command line refuses it; so does the API
+  EXPECT_THROW(engine.generate(too_many), InputError);
+  EXPECT_EQ(engine.position(), 3u);
   for (float top_p : {0.0f, -0.5f, 1.5f, nan}) {
     GenerateRequest request;
     request.prompt = {1, 2, 3};
@@ -229,6 +242,54 @@ TEST(PrefillDecode, OutOfRangeOptionsAndSamplingAreInputErrors) {
     request.sampling.top_p = top_p;
     EXPECT_THROW(engine.generate(request), InputError) << "top_p " << top_p;
   }
+}
+
+// The helpers refuse what they cannot measure with a message, not a crash (threads * 32 overflowed and
+// divided by zero) or a silent 0.
+TEST(PrefillDecode, MeasuringHelpersRefuseWhatTheyCannotMeasure) {
+  EXPECT_THROW(measure_read_bandwidth_gbs(0, 1 << 20), InputError);
+  EXPECT_THROW(measure_read_bandwidth_gbs(1u << 27, 1 << 20), InputError);
+  EXPECT_THROW(measure_read_bandwidth_gbs(2, 100), InputError);
+  EXPECT_THROW(measure_read_bandwidth_gbs(1, 1ull << 62), InputError);
+  EXPECT_THROW(measure_compile_ms("tiny", 1u << 20), InputError);
+  EXPECT_THROW(write_random_model("tiny", "", "f32", 0), InputError);
+  const double gbs = measure_read_bandwidth_gbs(2, 8 << 20);
+  EXPECT_TRUE(std::isfinite(gbs) && gbs > 0) << gbs;
+}
+
+// generate() with a trace ends the sequence where it would without one, and records a step whenever the
+// prompt leaves room for one: with one new token (the trace's extra step is taken back), and with a
+// prompt one short of the context (the only decode step is the one recorded).
+TEST(PrefillDecode, ATraceDoesNotChangeWhereTheSequenceEnds) {
+  TempDir dir("trace-position");
+  const std::string trace = (dir.path() / "t.json").string();
+  EngineOptions options;
+  options.threads = 2;
+  options.max_context = 16;
+  Engine engine(options);
+  const std::vector<int32_t> prompt(11, 5);
+  for (uint32_t new_tokens : {1u, 2u, 3u}) {
+    GenerateRequest request;
+    request.prompt = prompt;
+    request.max_new_tokens = new_tokens;
+    request.stop_at_eos = false;
+    const GenerateResult plain = engine.generate(request);
+    const uint32_t plain_position = engine.position();
+    request.trace_path = trace;
+    const GenerateResult traced = engine.generate(request);
+    EXPECT_TRUE(traced.trace_written) << new_tokens << " new tokens";
+    EXPECT_EQ(traced.tokens, plain.tokens) << new_tokens << " new tokens";
+    EXPECT_EQ(engine.position(), plain_position) << new_tokens << " new tokens";
+  }
+  GenerateRequest last;
+  last.prompt = std::vector<int32_t>(15, 5);  // room for one decode step
+  last.max_new_tokens = 16;
+  last.stop_at_eos = false;
+  last.trace_path = trace;
+  const GenerateResult result = engine.generate(last);
+  EXPECT_TRUE(result.trace_written);
+  EXPECT_EQ(result.finish_reason, "context");
+  EXPECT_EQ(engine.position(), 16u);
 }
 
 // A checkpoint whose LM head holds one infinite weight makes one logit infinite. No call returns or
@@ -263,11 +324,15 @@ TEST(PrefillDecode, NonFiniteLogitsAreAnInputErrorOnEveryPath) {
       EXPECT_NE(std::string(e.what()).find("non-finite"), std::string::npos) << what << ": " << e.what();
     }
   };
+  // A call that throws leaves the sequence where it began (its step's KV entries are overwritten later).
   expect_named([&] { engine.prefill({1, 2, 3}); }, "prefill");
+  EXPECT_EQ(engine.position(), 0u);
   engine.reset();
   expect_named([&] { engine.decode(1); }, "decode");
+  EXPECT_EQ(engine.position(), 0u);
   engine.reset();
   expect_named([&] { engine.decode_greedy(1); }, "decode_greedy");
+  EXPECT_EQ(engine.position(), 0u);
   for (uint32_t logprobs : {0u, 2u}) {
     GenerateRequest request;
     request.prompt = {1, 2, 3};

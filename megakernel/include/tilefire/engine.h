@@ -46,7 +46,7 @@ struct EngineOptions {
   // a merge tile per head); 0: automatic: on cuda, split when the heads alone leave SMs idle; on cpu,
   // never (so the logits stay bitwise the same across thread counts); 1: never.
   uint32_t kv_splits = 0;
-  uint32_t stress_delay_us = 0;  // testing (cpu): a random delay of up to this before every task
+  uint32_t stress_delay_us = 0;  // testing (cpu): a random delay of up to this before every task (at most 1 s)
   uint64_t stress_seed = 0;
   // The cuda backend (docs/CUDA.md): weights are bf16 on the device (other checkpoints are converted).
   int cuda_device = 0;
@@ -69,7 +69,8 @@ struct GenerateRequest {
   Sampling sampling;
   uint32_t logprobs = 0;        // K most probable tokens at every generated position
   bool stop_at_eos = true;      // stop when the model's eos token is generated
-  std::string trace_path;       // when set, a Chrome/Perfetto trace of one decode step is written here
+  std::string trace_path;       // when set, a Chrome/Perfetto trace of one decode step is written here (the
+                                // sequence ends where it would without it)
 };
 
 struct TokenProbability {
@@ -126,7 +127,8 @@ class Engine {
   // The step-level API. reset() starts a new sequence; prefill() runs tokens at the next positions (in
   // chunks of up to 128 per step) and decode() one token; both return the last token's logits [vocab]
   // and keep the KV cache. Tokens outside the vocabulary or past the context are an InputError, and so
-  // are logits that are NaN or infinite (the weights hold such values), on every call.
+  // are logits that are NaN or infinite (the weights hold such values), on every call. A call that throws
+  // InputError leaves position() where it was.
   void reset();
   std::vector<float> prefill(const std::vector<int32_t>& tokens);
   std::vector<float> decode(int32_t token);
@@ -157,12 +159,14 @@ std::vector<std::string> preset_names();
 std::vector<std::pair<std::string, std::string>> placement_policies();
 
 // This machine's memory read bandwidth in GB/s: `threads` threads each summing its share of a buffer of
-// `bytes` (far larger than the caches), best of several passes.
+// `bytes` (far larger than the caches), best of several passes. InputError unless threads is 1 to 256
+// and bytes 1 MiB to 64 GiB.
 double measure_read_bandwidth_gbs(uint32_t threads, uint64_t bytes);
 // A GPU's device-to-device copy bandwidth in GB/s (bytes read + written), best of several copies of
 // `bytes`: the ceiling the cuda backend's decode bandwidth is compared with. InputError without a GPU.
 double measure_device_copy_bandwidth_gbs(int device, uint64_t bytes);
-// Milliseconds to compile the decode program of a preset's shape for `threads` workers (no weights).
+// Milliseconds to compile the decode program of a preset's shape for `threads` workers (no weights; 0
+// counts as 1, more than 256 is an InputError).
 double measure_compile_ms(const std::string& preset, uint32_t threads);
 
 // Bytes as tokens (for models without a tokenizer): each byte of `text` is one token id.
