@@ -333,6 +333,15 @@ TEST(PrefillDecode, NonFiniteLogitsAreAnInputErrorOnEveryPath) {
   engine.reset();
   expect_named([&] { engine.decode_greedy(1); }, "decode_greedy");
   EXPECT_EQ(engine.position(), 0u);
+  // Two tensor-parallel ranks see the same gathered logits: a greedy step's non-finite logits are the
+  // same InputError, not a failed rank that leaves the engine refusing every later step.
+  EngineOptions two_ranks = options;
+  two_ranks.tp = 2;
+  Engine tp_engine(two_ranks);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    expect_named([&] { tp_engine.decode_greedy(1); }, "decode_greedy, two ranks");
+    EXPECT_EQ(tp_engine.position(), 0u);
+  }
   for (uint32_t logprobs : {0u, 2u}) {
     GenerateRequest request;
     request.prompt = {1, 2, 3};
