@@ -7,9 +7,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "graph/json_file.h"
 #include "graph/weights.h"
 #include "ops/splitmix64.h"
 
@@ -97,9 +99,12 @@ uint64_t tensor_bytes(const ExpectedTensor& tensor, DType dtype) {
 
 // The 8-byte length and the JSON header for `tensors`, laid out back to back in the given order. The
 // header is padded with spaces to a multiple of 8 so the data section is aligned for every dtype.
+// The mark gen-model leaves in the metadata of what it writes: only files that carry it are ever replaced.
+constexpr const char* kGenModelWriter = "tilefire gen-model";
+
 std::vector<uint8_t> safetensors_header(const std::vector<const ExpectedTensor*>& tensors, DType dtype) {
   json header = json::object();
-  header["__metadata__"] = {{"format", "pt"}};
+  header["__metadata__"] = {{"format", "pt"}, {"writer", kGenModelWriter}};
   uint64_t offset = 0;
   for (const ExpectedTensor* tensor : tensors) {
     const uint64_t bytes = tensor_bytes(*tensor, dtype);
@@ -166,8 +171,44 @@ bool is_model_weights_file(const std::string& name) {
          std::sscanf(name.c_str(), "model-%5u-of-%5u.safetensor%c", &index, &count, &tail) == 3 && tail == 's';
 }
 
-// The weights of an earlier run into the same folder (a single file beside a new index shadows it, as
-// it does for transformers; shards of another count are clutter), except the files this run wrote.
+// True when `path` (a safetensors file, or an index) carries gen-model's mark in its metadata.
+bool written_by_gen_model(const std::filesystem::path& path) {
+  try {
+    json metadata;
+    if (path.extension() == ".json") {
+      const json index = read_json_file(path, path.string());
+      if (index.is_object() && index.contains("metadata")) metadata = index["metadata"];
+    } else {
+      std::ifstream in(path, std::ios::binary);
+      uint64_t length = 0;
+      if (!in.read(reinterpret_cast<char*>(&length), 8) || length > (64u << 20)) return false;
+      std::string text(length, '\0');
+      if (!in.read(text.data(), std::streamsize(length))) return false;
+      const json header = json::parse(text);
+      if (header.is_object() && header.contains("__metadata__")) metadata = header["__metadata__"];
+    }
+    return metadata.is_object() && metadata.value("writer", "") == kGenModelWriter;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// gen-model writes config.json and weight files into `folder`: weights it did not write itself (a real
+// checkpoint there, or `--out .` inside one) are refused before anything is written, so nothing of the
+// user's is overwritten, deleted or left to shadow the new files.
+void refuse_foreign_weights(const std::filesystem::path& folder) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+    const std::string name = entry.path().filename().string();
+    if (is_model_weights_file(name) && !written_by_gen_model(entry.path()))
+      fail(folder.string(), "holds " + name + ", which gen-model did not write: it would be overwritten or shadowed; give --out a "
+                            "new folder, or remove the model there first");
+  }
+}
+
+// The weights of an earlier gen-model run into the same folder (a single file beside a new index shadows
+// it, as it does for transformers; shards of another count are clutter), except the files this run
+// wrote. Every weight file there carries gen-model's mark (refuse_foreign_weights ran first).
 void remove_earlier_weights(const std::filesystem::path& folder, const std::vector<std::string>& written) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
@@ -185,6 +226,7 @@ void write_random_hf_folder(const ModelSpec& spec, const RandomWeightOptions& op
   std::error_code error;
   std::filesystem::create_directories(folder, error);
   if (error) fail(folder.string(), "cannot create folder (" + error.message() + ")");
+  refuse_foreign_weights(folder);
 
   ModelSpec written = spec;
   written.dtype = options.dtype;
@@ -221,7 +263,7 @@ void write_random_hf_folder(const ModelSpec& spec, const RandomWeightOptions& op
     for (const ExpectedTensor* tensor : shards[i]) weight_map[tensor->name] = name;
     written_files.push_back(name);
   }
-  json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
+  json index = {{"metadata", {{"total_size", total_bytes}, {"writer", kGenModelWriter}}}, {"weight_map", weight_map}};
   write_text_file(folder / "model.safetensors.index.json", index.dump(2) + "\n");
   remove_earlier_weights(folder, written_files);
 }

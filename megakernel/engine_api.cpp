@@ -351,7 +351,13 @@ std::vector<float> finite_logits(Engine::Impl& m, const float* logits, uint32_t 
 std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens) {
   const uint32_t began = impl_->position;
   double compile_ms = 0;
-  const float* logits = impl_->prefill(tokens, &compile_ms);
+  const float* logits = nullptr;
+  try {
+    logits = impl_->prefill(tokens, &compile_ms);
+  } catch (const InputError&) {  // a later chunk refused (its program, say) after earlier chunks ran
+    impl_->rewind(began);
+    throw;
+  }
   return finite_logits(*impl_, logits, began);
 }
 

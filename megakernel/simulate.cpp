@@ -331,7 +331,10 @@ nlohmann::json flops_of(const DeviceModel& device) {
 
 // --fit-trace: the device fitted to a traced step of this program (scheduler/trace_fit.h), its prediction
 // against the traced step, and with --fit-out the fitted device as a file `--device` reads.
-void fit_to_trace(const SimulateOptions& options, const Program& program, const DeviceModel& device, SimulateReport& report) {
+// gives_link: whether the device had a link of its own; a fitted file writes link_gbs only then, so a
+// device without one does not come back as a deliberate "no link" that --tp would accept.
+void fit_to_trace(const SimulateOptions& options, const Program& program, const DeviceModel& device, bool gives_link,
+                  SimulateReport& report) {
   if (options.batch != 1) throw InputError("--fit-trace fits a traced step of one sequence; drop --batch");
   const std::vector<SimulatedTask> observed = read_chrome_trace(options.fit_trace_path, program);
   const DeviceFit fit = fit_device(program, observed, options.context, device);
@@ -345,7 +348,7 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
   report.fit_streaming_tasks = fit.streaming_tasks;
   report.fitted_step_ms = simulate_program(program, fit.device, options.context).step_ns * 1e-6;
   if (options.fit_out_path.empty()) return;
-  const nlohmann::json out = {{"name", fit.device.name},
+  nlohmann::json out = {{"name", fit.device.name},
                               {"workers", fit.device.workers},
                               {"memory_gbs", fit.device.memory_gbs},
                               {"dispatch_ns", fit.device.dispatch_ns},
@@ -362,6 +365,10 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
                               {"stall_ns", fit.device.stall_ns},
                               {"stall_every_ns", fit.device.stall_every_ns},
                               {"worker_speed", fit.device.worker_speed}};
+  if (!gives_link) {
+    out.erase("link_gbs");
+    out.erase("link_latency_ns");
+  }
   std::ofstream file(options.fit_out_path);
   if (!file) throw InputError("--fit-out: cannot write '" + options.fit_out_path + "'");
   file << out.dump(2) << "\n";
@@ -478,6 +485,8 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   report.flops = device.flops;
   report.dispatch_ns = device.dispatch_ns;
   report.signal_ns = device.signal_ns;
+  report.link_gbs = device.link_gbs;
+  report.link_latency_ns = device.link_latency_ns;
   report.rotation_ns = device.rotation_ns;
   report.exp_ns = device.exp_ns;
   report.prefetch_bytes = device.prefetch_bytes;
@@ -495,7 +504,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   report.bsp_ratio = report.step_ms > 0 ? report.bsp_ms / report.step_ms : 0;
   report.idle_share = dataflow.idle_share;
   for (double busy : dataflow.busy_ns) report.idle_ms.push_back(std::max(0.0, dataflow.step_ns - busy) * 1e-6);
-  if (!options.fit_trace_path.empty()) fit_to_trace(options, program, device, report);
+  if (!options.fit_trace_path.empty()) fit_to_trace(options, program, device, gives_link, report);
   if (!options.trace_path.empty()) {
     std::vector<TaskTiming> timings;
     for (const SimulatedTask& t : dataflow.timeline)

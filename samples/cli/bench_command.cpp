@@ -199,7 +199,9 @@ int bench_command(int argc, char** argv) {
   const double dataflow_ms = modes[0].timing.median(), bsp_ms = modes[1].timing.median();
   double compile_ms = -1;
   std::string compile_preset = args.text_or("--compile-preset", "");
-  if (!compile_preset.empty()) compile_ms = measure_compile_ms(compile_preset, engine.threads());
+  // For as many workers as this engine has, up to the 256 a program is compiled for (the cuda backend's
+  // CTAs over several GPUs may number more).
+  if (!compile_preset.empty()) compile_ms = measure_compile_ms(compile_preset, std::min(256u, engine.threads()));
 
   if (engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports
   if (args.has("--json")) {

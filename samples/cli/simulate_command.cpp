@@ -79,6 +79,7 @@ int simulate_command(int argc, char** argv) {
     nlohmann::json out = nlohmann::json{{"model", r.model},         {"device", r.device},           {"workers", r.workers},
                                 {"tasks", r.tasks},         {"memory_gbs", r.memory_gbs},   {"flops", r.flops},
                                 {"dispatch_ns", r.dispatch_ns}, {"signal_ns", r.signal_ns}, {"step_ms", r.step_ms},
+                                {"link_gbs", r.link_gbs},   {"link_latency_ns", r.link_latency_ns},
                                 {"bound_ms", r.bound_ms},   {"bound_share", r.bound_share}, {"bsp_ms", r.bsp_ms},
                                 {"bsp_ratio", r.bsp_ratio}, {"idle_share", r.idle_share}, {"idle_ms_per_worker", r.idle_ms},
                                 {"collective_ms", r.collective_ms}, {"exposed_collective_ms", r.exposed_collective_ms},

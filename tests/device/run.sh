@@ -303,8 +303,8 @@ import json, subprocess, sys
 cli, ctas, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 preset = json.loads(subprocess.run([cli, "simulate", "--preset", "tiny", "--device", "h200", "--json"], check=True,
                                    capture_output=True, text=True).stdout)
-keys = ("memory_gbs", "flops", "dispatch_ns", "signal_ns", "rotation_ns", "exp_ns", "prefetch_bytes", "prefetch_tasks",
-        "prefetch_max_tokens", "shared_memory_bytes")
+keys = ("memory_gbs", "flops", "dispatch_ns", "signal_ns", "link_gbs", "link_latency_ns", "rotation_ns", "exp_ns",
+        "prefetch_bytes", "prefetch_tasks", "prefetch_max_tokens", "shared_memory_bytes")
 json.dump({"name": "h200", "workers": ctas, **{k: preset[k] for k in keys}}, open(out, "w"))
 PY
   run_stage h200-fit 60 fit.json fit.log "$cli" simulate --model "$model" --device "$logs/h200_ctas.json" --context 6 \

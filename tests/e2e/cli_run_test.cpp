@@ -274,6 +274,21 @@ TEST_F(CliGenModel, AnotherLayoutReplacesTheEarlierWeights) {
   for (const auto& entry : fs::directory_iterator(model)) shards += entry.path().filename().string().rfind("model-", 0) == 0;
   EXPECT_EQ(shards, 0u);
   EXPECT_EQ(tokens_of(run_json({"--model", model.string(), "--max-new-tokens", "5", "--threads", "2"})), *builtin_tokens_);
+
+  // Weights gen-model did not write (a real checkpoint there, or --out . inside one) are refused before
+  // anything is written: nothing of the user's is overwritten, deleted or shadowed.
+  std::string bytes = read_file_text(model / "model.safetensors");
+  const size_t mark = bytes.find("tilefire gen-model");
+  ASSERT_NE(mark, std::string::npos) << "gen-model leaves its mark in the metadata";
+  bytes.replace(mark, 18, "someone else's one");
+  write_file_text(model / "model.safetensors", bytes);
+  const std::string config_before = read_file_text(model / "config.json");
+  RunResult refused = run_cli({"gen-model", "--preset", "tiny", "--out", model.string(), "--shard-mb", "1", "--seed", "3"});
+  EXPECT_EQ(refused.status, 2) << describe(refused);
+  EXPECT_NE(refused.err.find("holds model.safetensors, which gen-model did not write"), std::string::npos) << refused.err;
+  EXPECT_EQ(read_file_text(model / "model.safetensors"), bytes);
+  EXPECT_EQ(read_file_text(model / "config.json"), config_before);
+  EXPECT_FALSE(fs::exists(model / "model.safetensors.index.json"));
 }
 
 TEST_F(CliGenModel, Bf16AndF16FoldersRun) {

@@ -103,11 +103,13 @@ TEST(CudaWatchdog, TheSameProgramWithItsSignalRunsManySteps) {
 
 // A chain of two LM-head nodes (rows of 4 KiB in bf16, staged on Hopper) and its buffers: the norm, the
 // activations between the nodes, the weights. Node n reads activation n and writes activation n + 1.
+// 8192 rows make tiles of 16 rows on 132 CTAs, two 32 KiB chunks each, so a CTA's stream of node 1 is
+// longer than its ring of stages: when the step stops, its producer is blocked waiting for a stage.
 struct StagedChain {
-  static constexpr uint32_t kRows = 512, kCols = 2048;
+  static constexpr uint32_t kRows = 8192, kCols = 2048, kWidth = kRows;  // activations: the widest of both
   std::vector<std::vector<unsigned char>> tensors;  // in slot order: norm, activations 0..2, weights 0..1
   StagedChain() {
-    std::vector<float> norm(kCols, 1.0f), first(kCols), activation(kCols, 0.0f);
+    std::vector<float> norm(kWidth, 1.0f), first(kWidth, 0.0f), activation(kWidth, 0.0f);
     for (uint32_t i = 0; i < kCols; ++i) first[i] = float(int(i * 37 % 101) - 50) * 0.01f;
     auto bytes_of = [](const std::vector<float>& v) {
       std::vector<unsigned char> b(v.size() * 4);
@@ -171,7 +173,10 @@ TEST(CudaWatchdog, AStepStoppedWithWeightsInTheStagesLeavesTheDeviceUsable) {
       cuda.download(out.data(), buffers[3].get(), out.size() * 4);
       return out;
     };
+    const auto start = std::chrono::steady_clock::now();
     EXPECT_THROW(run(true), DeviceError) << mode;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0)
+        << mode << ": the stopped step took long to end";
     std::vector<float> got;
     ASSERT_NO_THROW(got = run(false)) << mode << ": the device did not run a step after the stopped one";
     const Mismatches m = compare_close(got.data(), want.data(), got.size(), 1e-4, 1e-3);

@@ -6,9 +6,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <system_error>
 #include <string>
 #include <thread>
 #include <vector>
@@ -119,14 +123,18 @@ struct NcclWindowGroup::State {
   ~State() {
     cudaSetDevice(device);
     if (comm) {
-      auto done = std::make_shared<std::promise<void>>();
-      std::future<void> aborted = done->get_future();
-      std::thread([comm = comm, device = device, done] {
-        cudaSetDevice(device);
+      try {
+        auto done = std::make_shared<std::promise<void>>();
+        std::future<void> aborted = done->get_future();
+        std::thread([comm = comm, device = device, done] {
+          cudaSetDevice(device);
+          ncclCommAbort(comm);
+          done->set_value();
+        }).detach();
+        if (aborted.wait_for(std::chrono::milliseconds(kAbortWaitMs)) != std::future_status::ready) return;
+      } catch (const std::system_error&) {  // no thread to be had: abort here, as before
         ncclCommAbort(comm);
-        done->set_value();
-      }).detach();
-      if (aborted.wait_for(std::chrono::milliseconds(kAbortWaitMs)) != std::future_status::ready) return;
+      }
     }
     if (memory) ncclMemFree(memory);
   }
@@ -157,6 +165,15 @@ NcclWindowGroup::NcclWindowGroup(const RankView& meeting, uint32_t id_flag, int 
   } else {
     wait_flag(meeting, 0, id_flag, 1, "NCCL id from rank 0");
     std::memcpy(&id, meeting.windows[0], sizeof(id));
+  }
+  // NCCL_COMM_BLOCKING=1 makes every communicator blocking whatever its config says: the set-up then
+  // waits for its peers with no deadline of ours. Said once, not refused: it is the user's setting.
+  if (const char* blocking = std::getenv("NCCL_COMM_BLOCKING"); blocking && std::string(blocking) == "1") {
+    static std::once_flag warned;
+    std::call_once(warned, [] {
+      std::fprintf(stderr, "tilefire: warning: NCCL_COMM_BLOCKING=1 makes NCCL's set-up blocking, so --tp-timeout-ms cannot "
+                           "bound it: a rank that dies during it leaves the others waiting\n");
+    });
   }
   publish_flag(meeting, id_flag, kEnteredNcclSetUp);
   const NcclSetUp setup(meeting, id_flag, setup_timeout_ms);

@@ -32,6 +32,7 @@ struct SimulateReport {
   std::string model, device;
   uint32_t workers = 0, tasks = 0;
   double memory_gbs = 0, flops = 0, dispatch_ns = 0, signal_ns = 0;  // the device model used
+  double link_gbs = 0, link_latency_ns = 0;                           // its link (0: none)
   double rotation_ns = 0, exp_ns = 0;                                 // its epilogue costs per worker
   double prefetch_bytes = 0;   // what a waiting worker fetches ahead: at most this many bytes (0: no bound)
   uint32_t prefetch_tasks = 1; // over this many upcoming tasks (0: its whole queue)
