@@ -215,6 +215,16 @@ echo "== build ($(nproc) cores)"
 # nvcc off the PATH would give a build without the CUDA backend, whose GPU tests all skip.
 command -v nvcc >/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"; }
 cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEFIRE_BUILD_BENCH=OFF)
+# NCCL 2.28 with its device API: the toolkit's, else the nvidia-nccl pip package PyTorch brings (the NCCL
+# checks skip, saying so, when neither is 2.28).
+cuda_include=$(dirname "$(command -v nvcc)")/../include
+if [ ! -f "$cuda_include/nccl_device.h" ]; then
+  nccl_root=$(python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])" 2>/dev/null || true)
+  if [ -n "$nccl_root" ] && [ -f "$nccl_root/include/nccl.h" ]; then
+    cmake_args+=(-DTILEFIRE_NCCL_ROOT="$nccl_root")
+    export LD_LIBRARY_PATH="$nccl_root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+fi
 if [ -d "$root/.device-deps/usr" ]; then
   cmake_args+=(-DCMAKE_PREFIX_PATH="$root/.device-deps/usr")
   export LD_LIBRARY_PATH="$root/.device-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -236,6 +246,8 @@ if ! grep -q "Tilefire: CUDA backend on" "$logs/build.log" && [ ! -f "$build/meg
   exit 1
 fi
 record build PASS "$(($(date +%s) - build_start)) s"
+# Which NCCL the build found (the NCCL checks skip without 2.28).
+record nccl - "$(grep -o 'Tilefire: NCCL.*' "$logs/build.log" | head -n 1 || true)"
 # Registers, shared memory and stack of the persistent kernel per target (ptxas already refused spills).
 cuobjdump -res-usage "$build/megakernel/CMakeFiles/tilefire_megakernel.dir/cuda/megakernel.cu.o" 2>/dev/null |
   grep -A1 "Function _ZN8tilefire6device10megakernel" | grep -o "REG:.*" >"$logs/kernel_resources.txt" || true
