@@ -283,6 +283,7 @@ run_gtest watchdog cuda_watchdog_test
 preset=${TILEFIRE_DEVICE_PRESET:-llama-3.2-1b}  # another preset only for a dry run of this script
 model="${TMPDIR:-/tmp}/tilefire-device-$preset-bf16"  # gigabytes: not in the log folder that is sent back
 echo "== the $preset shape, random bf16 weights ($(elapsed))"
+rm -rf "$model"  # this script's own folder: a model left there by an earlier version is not reused
 run_stage gen-model 120 gen-model.out gen-model.log "$cli" gen-model --preset "$preset" --dtype bf16 --seed 1 --out "$model"
 
 echo "== 2, 4. end to end against the cpu backend; launches per step ($(elapsed))"
@@ -343,6 +344,7 @@ elif run_stage cpu-tp 60 cpu_tp2.json cpu_tp.log "$cli" bench --preset small --d
        --steps 16 --rounds 5 --json &&
      run_stage cpu-tp1 60 cpu_tp1.json cpu_tp1.log "$cli" bench --preset small --dtype bf16 --threads "$cpu_threads" \
        --steps 16 --rounds 5 --json &&
+     rm -rf "$small" &&
      run_stage cpu-gen-small 60 cpu_gen.out cpu_gen.log "$cli" gen-model --preset small --dtype bf16 --seed 1 --out "$small"; then
   run_stage cpu-tp-trace 60 cpu_trace.out cpu_trace.log "$cli" run --model "$small" --threads "$cpu_threads" --tp 2 \
     --schedule bsp --prompt-tokens 1,2,3,4,5,6,7,8 --max-new-tokens 4 --trace "$logs/cpu_tp2_bsp_trace.json"
