@@ -53,7 +53,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tilefire %s: device error: %s\n", command.c_str(), e.what());
     return 3;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "tilefire %s: error: out of memory\n", command.c_str());
+    std::fprintf(stderr,
+                 "tilefire %s: error: out of memory (the model's weights, its KV cache of --max-context positions, and "
+                 "its programs must fit this machine's memory)\n",
+                 command.c_str());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tilefire %s: internal error: %s\n", command.c_str(), e.what());
