@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "graph/model_spec.h"  // is_special_file
@@ -11,7 +12,7 @@
 
 namespace tilefire {
 
-nlohmann::json read_json_file(const std::filesystem::path& path, const std::string& origin) {
+nlohmann::json read_json_file(const std::filesystem::path& path, const std::string& origin, bool refuse_duplicate_keys) {
   std::error_code ignored;
   if (is_special_file(path) || std::filesystem::is_directory(path, ignored)) throw InputError(origin + ": not a regular file");
   std::ifstream in(path, std::ios::binary);
@@ -19,12 +20,24 @@ nlohmann::json read_json_file(const std::filesystem::path& path, const std::stri
   std::ostringstream text;
   text << in.rdbuf();
   const std::string document = text.str();
-  return parse_json_text(document.data(), document.data() + document.size(), origin);
+  return parse_json_text(document.data(), document.data() + document.size(), origin, refuse_duplicate_keys);
 }
 
-nlohmann::json parse_json_text(const char* begin, const char* end, const std::string& origin) {
+nlohmann::json parse_json_text(const char* begin, const char* end, const std::string& origin, bool refuse_duplicate_keys) {
+  std::vector<std::set<std::string>> keys_of_open_objects;  // innermost last
+  std::string duplicate;
+  const nlohmann::json::parser_callback_t check_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::object_start) keys_of_open_objects.emplace_back();
+    if (event == nlohmann::json::parse_event_t::object_end && !keys_of_open_objects.empty()) keys_of_open_objects.pop_back();
+    if (event == nlohmann::json::parse_event_t::key && !keys_of_open_objects.empty() &&
+        !keys_of_open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
   try {
-    return nlohmann::json::parse(begin, end);
+    nlohmann::json document = refuse_duplicate_keys ? nlohmann::json::parse(begin, end, check_keys) : nlohmann::json::parse(begin, end);
+    if (!duplicate.empty()) throw InputError(origin + ": the key '" + duplicate + "' is given twice in one object");
+    return document;
   } catch (const nlohmann::json::exception& error) {
     // what() is "[json.exception.<kind>.<id>] <message>": the message alone says where and why (a
     // syntax error's line and column, or "number overflow parsing '1e400'").

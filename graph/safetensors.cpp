@@ -114,7 +114,7 @@ void SafetensorsFile::parse(const uint8_t* base, uint64_t size) {
                      std::to_string(size - 8) + " follow it");
   }
   const char* header_text = reinterpret_cast<const char*>(base + 8);
-  const json header = parse_json_text(header_text, header_text + header_length, origin + ": header");
+  const json header = parse_json_text(header_text, header_text + header_length, origin + ": header", true);
   if (!header.is_object()) fail(origin, "header must be a JSON object of tensor entries");
 
   const uint64_t data_start = 8 + header_length;

@@ -48,7 +48,7 @@ WeightStore WeightStore::open_folder(const std::filesystem::path& folder) {
   if (!std::filesystem::exists(index_path, ignored)) fail(folder.string(), "no model.safetensors or model.safetensors.index.json");
 
   const std::string index_origin = index_path.string();
-  json index = read_json_file(index_path, index_path.string());
+  json index = read_json_file(index_path, index_path.string(), true);  // a tensor listed twice: which shard?
   if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object()) {
     fail(index_origin, "key 'weight_map' must be an object of tensor name -> shard file");
   }

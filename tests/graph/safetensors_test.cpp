@@ -294,6 +294,10 @@ TEST_F(SafetensorsTest, EveryMalformedFileNamesFileAndTensor) {
                  16),
        {"'a'", "'b'", "overlap"}},
       {"metadata not strings", raw_image(R"({"__metadata__":{"n":1}})", 0), {"__metadata__"}},
+      // One name twice: which entry is meant? (The JSON library would keep the last silently.)
+      {"a tensor twice",
+       raw_image(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 16),
+       {"the key 'w' is given twice"}},
   };
   for (const BadImage& bad : cases) {
     SCOPED_TRACE(bad.label);
@@ -409,6 +413,15 @@ TEST_F(SafetensorsTest, BadIndexes) {
   write_text(index_path, duplicated.dump());
   message = input_error_of([&] { WeightStore::open_folder(dir_); });
   EXPECT_THAT(message, HasSubstr("'model.embed_tokens.weight' appears in both"));
+
+  // One tensor listed twice in the weight map, with two shards: which is meant?
+  std::string twice = index.dump();
+  const std::string entry = "\"model.norm.weight\":";
+  twice.insert(twice.find(entry), entry + "\"" + first_shard + "\",");
+  write_text(index_path, twice);
+  message = input_error_of([&] { WeightStore::open_folder(dir_); });
+  EXPECT_THAT(message, HasSubstr(index_path.string()));
+  EXPECT_THAT(message, HasSubstr("the key 'model.norm.weight' is given twice"));
 
   // A shard escaping the folder, and a malformed index.
   json escaping = index;
