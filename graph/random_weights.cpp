@@ -97,11 +97,11 @@ uint64_t tensor_bytes(const ExpectedTensor& tensor, DType dtype) {
   return count;
 }
 
-// The 8-byte length and the JSON header for `tensors`, laid out back to back in the given order. The
-// header is padded with spaces to a multiple of 8 so the data section is aligned for every dtype.
 // The mark gen-model leaves in the metadata of what it writes: only files that carry it are ever replaced.
 constexpr const char* kGenModelWriter = "tilefire gen-model";
 
+// The 8-byte length and the JSON header for `tensors`, laid out back to back in the given order. The
+// header is padded with spaces to a multiple of 8 so the data section is aligned for every dtype.
 std::vector<uint8_t> safetensors_header(const std::vector<const ExpectedTensor*>& tensors, DType dtype) {
   json header = json::object();
   header["__metadata__"] = {{"format", "pt"}, {"writer", kGenModelWriter}};
@@ -171,7 +171,8 @@ bool is_model_weights_file(const std::string& name) {
          std::sscanf(name.c_str(), "model-%5u-of-%5u.safetensor%c", &index, &count, &tail) == 3 && tail == 's';
 }
 
-// True when `path` (a safetensors file, or an index) carries gen-model's mark in its metadata.
+// True when `path` (a safetensors file, or an index) carries gen-model's mark in its metadata. The header
+// is read by hand: SafetensorsFile::open maps and pages in the whole file, gigabytes for a real shard.
 bool written_by_gen_model(const std::filesystem::path& path) {
   try {
     json metadata;

@@ -349,22 +349,22 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
   report.fitted_step_ms = simulate_program(program, fit.device, options.context).step_ns * 1e-6;
   if (options.fit_out_path.empty()) return;
   nlohmann::json out = {{"name", fit.device.name},
-                              {"workers", fit.device.workers},
-                              {"memory_gbs", fit.device.memory_gbs},
-                              {"dispatch_ns", fit.device.dispatch_ns},
-                              {"signal_ns", fit.device.signal_ns},
-                              {"link_gbs", fit.device.link_gbs},
-                              {"link_latency_ns", fit.device.link_latency_ns},
-                              {"rotation_ns", fit.device.rotation_ns},
-                              {"exp_ns", fit.device.exp_ns},
-                              {"prefetch_bytes", fit.device.prefetch_bytes},
-                              {"prefetch_tasks", fit.device.prefetch_tasks},
-                              {"prefetch_max_tokens", fit.device.prefetch_max_tokens},
-                              {"shared_memory_bytes", fit.device.shared_memory_bytes},
-                              {"flops", flops_of(fit.device)},
-                              {"stall_ns", fit.device.stall_ns},
-                              {"stall_every_ns", fit.device.stall_every_ns},
-                              {"worker_speed", fit.device.worker_speed}};
+                        {"workers", fit.device.workers},
+                        {"memory_gbs", fit.device.memory_gbs},
+                        {"dispatch_ns", fit.device.dispatch_ns},
+                        {"signal_ns", fit.device.signal_ns},
+                        {"link_gbs", fit.device.link_gbs},
+                        {"link_latency_ns", fit.device.link_latency_ns},
+                        {"rotation_ns", fit.device.rotation_ns},
+                        {"exp_ns", fit.device.exp_ns},
+                        {"prefetch_bytes", fit.device.prefetch_bytes},
+                        {"prefetch_tasks", fit.device.prefetch_tasks},
+                        {"prefetch_max_tokens", fit.device.prefetch_max_tokens},
+                        {"shared_memory_bytes", fit.device.shared_memory_bytes},
+                        {"flops", flops_of(fit.device)},
+                        {"stall_ns", fit.device.stall_ns},
+                        {"stall_every_ns", fit.device.stall_every_ns},
+                        {"worker_speed", fit.device.worker_speed}};
   if (!gives_link) {
     out.erase("link_gbs");
     out.erase("link_latency_ns");

@@ -561,31 +561,32 @@ TEST(CliFlags, InspectRefusesWithTheReason) {
 
 TEST(CliFlags, SimulateRefusesWithTheReason) {
   TempDir dir("cli-simulate-errors");
-  const std::string bad = (dir.path() / "bad.json").string(), list = (dir.path() / "list.json").string();
-  const std::string many = (dir.path() / "many.json").string(), slow = (dir.path() / "slow.json").string();
-  write_file_text(bad, R"({"workers": 4, "memory_gbs": 100})");
+  // A device file: a valid device with `patch` merged in (a JSON merge patch: null deletes a key).
+  auto device_file = [&](const std::string& name, const char* patch) {
+    json device = {{"workers", 4}, {"memory_gbs", 100}, {"flops", 1e12}, {"dispatch_ns", 1}, {"signal_ns", 1}};
+    device.merge_patch(json::parse(patch));
+    const std::string path = (dir.path() / (name + ".json")).string();
+    write_file_text(path, device.dump());
+    return path;
+  };
+  const std::string list = (dir.path() / "list.json").string();
   write_file_text(list, "[1, 2]");
-  write_file_text(many, R"({"workers": 4294967296, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1})");
-  write_file_text(slow, R"({"workers": 4, "memory_gbs": 1e-300, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1})");
-  const std::string f32_only = (dir.path() / "f32-only.json").string(), bad_dtype = (dir.path() / "fp8.json").string();
-  write_file_text(f32_only, R"({"workers": 4, "memory_gbs": 100, "flops": {"f32": 1e12}, "dispatch_ns": 1, "signal_ns": 1})");
-  write_file_text(bad_dtype, R"({"workers": 4, "memory_gbs": 100, "flops": {"fp8": 1e12}, "dispatch_ns": 1, "signal_ns": 1})");
-  const std::string no_peak = (dir.path() / "no-peak.json").string(), nested = (dir.path() / "nested.json").string();
-  const std::string twice = (dir.path() / "twice.json").string(), tight = (dir.path() / "tight.json").string();
-  write_file_text(no_peak, R"({"workers": 4, "memory_gbs": 100, "flops": {}, "dispatch_ns": 1, "signal_ns": 1})");
-  write_file_text(nested, R"({"workers": 4, "memory_gbs": 100, "flops": {"bf16": {"dense": 1e12}}, "dispatch_ns": 1, "signal_ns": 1})");
-  write_file_text(twice, R"({"workers": 4, "memory_gbs": 100, "flops": {"bf16": 1e12, "bfloat16": 2e12}, "dispatch_ns": 1, "signal_ns": 1})");
-  write_file_text(tight, R"({"workers": 4, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1, "shared_memory_bytes": 1000})");
-  const std::string typo = (dir.path() / "typo.json").string(), fraction = (dir.path() / "fraction.json").string();
-  const std::string negative = (dir.path() / "negative.json").string(), tight_ok = (dir.path() / "no-link.json").string();
-  write_file_text(typo, R"({"workers": 4, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1, "shared_memory_byts": 1})");
-  write_file_text(fraction, R"({"workers": 4, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1, "shared_memory_bytes": 100000.5})");
-  write_file_text(negative, R"({"workers": -1, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1})");
-  write_file_text(tight_ok, R"({"workers": 4, "memory_gbs": 100, "flops": 1e12, "dispatch_ns": 1, "signal_ns": 1})");
+  const std::string bad = device_file("bad", R"({"flops": null})");
+  const std::string many = device_file("many", R"({"workers": 4294967296})");
+  const std::string slow = device_file("slow", R"({"memory_gbs": 1e-300})");
+  const std::string f32_only = device_file("f32-only", R"({"flops": {"f32": 1e12}})");
+  const std::string bad_dtype = device_file("fp8", R"({"flops": {"fp8": 1e12}})");
+  const std::string no_peak = device_file("no-peak", R"({"flops": {}})");
+  const std::string nested = device_file("nested", R"({"flops": {"bf16": {"dense": 1e12}}})");
+  const std::string twice = device_file("twice", R"({"flops": {"bf16": 1e12, "bfloat16": 2e12}})");
+  const std::string tight = device_file("tight", R"({"shared_memory_bytes": 1000})");
+  const std::string typo = device_file("typo", R"({"shared_memory_byts": 1})");
+  const std::string fraction = device_file("fraction", R"({"shared_memory_bytes": 100000.5})");
+  const std::string negative = device_file("negative", R"({"workers": -1})");
+  const std::string no_link = device_file("no-link", "{}");
   check_flag_cases({
       {{"simulate", "--preset", "tiny", "--batch", "300"}, "simulate", {"--batch", "'300'"}},
       {{"simulate", "--preset", "tiny", "--device", "tpu"}, "simulate", {"--device", "'tpu'", "cpu"}},
-      {{"simulate", "--preset", "tiny", "--device", bad}, "simulate", {bad, "'flops'"}},
       {{"simulate", "--preset", "tiny", "--device", "/nonexistent.json"}, "simulate", {"/nonexistent.json", "cannot open"}},
       {{"simulate", "--preset", "tiny", "--threads", "2"}, "simulate", {"--threads", "cpu device"}},
       {{"simulate", "--preset", "tiny", "--policy", "lifo"}, "simulate", {"'lifo'"}},
@@ -598,7 +599,7 @@ TEST(CliFlags, SimulateRefusesWithTheReason) {
       {{"simulate", "--preset", "tiny", "--device", fraction}, "simulate", {fraction, "'shared_memory_bytes' must be a whole number"}},
       {{"simulate", "--preset", "tiny", "--device", negative}, "simulate", {negative, "'workers' must be a whole number", "from 1 to 4096"}},
       // --tp's collectives cross a link: a device file must give one (0 on purpose for none).
-      {{"simulate", "--preset", "tiny", "--tp", "2", "--device", tight_ok}, "simulate", {tight_ok, "no 'link_gbs'", "--tp 2"}},
+      {{"simulate", "--preset", "tiny", "--tp", "2", "--device", no_link}, "simulate", {no_link, "no 'link_gbs'", "--tp 2"}},
       {{"simulate", "--preset", "tiny", "--tp", "2", "--rank", "2"}, "simulate", {"--rank 2 is not below --tp 2"}},
       {{"simulate", "--preset", "tiny", "--rank", "1"}, "simulate", {"--rank 1", "--tp 1"}},
       // More workers than cores: the cpu device is measured one worker per core.
