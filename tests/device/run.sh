@@ -186,23 +186,11 @@ def gpu_tp():
 if tp2:
     section("tp=2 on the GPU", gpu_tp)
 
-cpu_tp2, cpu_tp1, cpu_trace = load("cpu_tp2.json"), load("cpu_tp1.json"), load("cpu_tp2_bsp_trace.json")
-def cpu_tp():
-    # The collectives' time in rank 0's bsp step: per collective node, first start to last end.
-    spans = {}
-    for e in cpu_trace["traceEvents"]:
-        if e.get("ph") == "X" and e["cat"] in ("allreduce_residual", "allgather_logits"):
-            first, last = spans.get(e["args"]["node"], (float("inf"), 0.0))
-            spans[e["args"]["node"]] = (min(first, e["ts"]), max(last, e["ts"] + e["dur"]))
-    collective_ms = sum(last - first for first, last in spans.values()) / 1000
-    # From the median of the rounds' ratios, as bench's bsp / dataflow (the medians' difference is noisier).
-    gained_ms = cpu_tp2["dataflow_step_ms"] * (cpu_tp2["bsp_over_dataflow"] - 1)
-    print(f"cpu tensor parallelism ({cpu_tp2['threads']} threads; small, bf16): tp=2 dataflow {cpu_tp2['dataflow_step_ms']:.3f} ms, "
-          f"bsp {cpu_tp2['bsp_step_ms']:.3f} ms (bsp / dataflow {cpu_tp2['bsp_over_dataflow']:.3f}); tp=1 {cpu_tp2['tp1_step_ms']:.3f} ms "
-          f"(tp1 / tp2 {cpu_tp2['tp1_over_tp']:.3f}), its bsp / dataflow {cpu_tp1['bsp_over_dataflow']:.3f}; collectives in a traced "
-          f"tp=2 bsp step {collective_ms:.3f} ms over {len(spans)} nodes; dataflow's gain over bsp {gained_ms:.3f} ms = "
-          f"{100 * gained_ms / collective_ms if collective_ms > 0 else 0:.0f}% of it")
-if cpu_tp2 and cpu_tp1 and cpu_trace:
+def cpu_tp():  # scripts/cpu-tp-overlap's report (docs/BENCHMARKS.md)
+    with open(os.path.join(logs, "cpu_tp.md"), errors="replace") as f:
+        print()
+        print(f.read().rstrip())
+if os.path.exists(os.path.join(logs, "cpu-tp", "cpu_tp_overlap.json")):
     section("cpu tensor parallelism", cpu_tp)
 PY
 }
@@ -332,20 +320,12 @@ fi
 run_stage tp2 120 bench_tp2.json bench_tp2.log "$cli" bench --backend cuda --model "$model" --tp 2 --steps 32 --rounds 3 --json
 
 # Tensor parallelism on this machine's CPU cores (tensor-parallelism issue): how much of the collective
-# time dataflow hides needs ranks with several workers each, which the 2-core CI machine cannot give.
-# The small preset, TP=2 with half the threads per rank, against TP=1 in the same rounds; TP=1's own
-# bsp / dataflow is the control (what dataflow gains with no collective); rank 0's traced bsp step gives
-# the collectives' time (the spans of their nodes: under bsp nothing runs beside them).
-cpu_threads=$(($(nproc) >= 16 ? 16 : $(nproc) / 2 * 2))
-small="${TMPDIR:-/tmp}/tilefire-device-small-bf16"
-if [ "$cpu_threads" -lt 4 ]; then
+# time dataflow hides with several workers per rank, which the 2-core CI machine cannot give.
+# scripts/cpu-tp-overlap says how it is measured.
+# CPU_TP_THREADS overrides the thread count (a dry run on a small machine).
+cpu_threads=${CPU_TP_THREADS:-$(($(nproc) >= 16 ? 16 : $(nproc) / 2 * 2))}
+if [ -z "${CPU_TP_THREADS:-}" ] && [ "$cpu_threads" -lt 4 ]; then
   record cpu-tp SKIP "$(nproc) cores: fewer than 2 workers per rank"
-elif run_stage cpu-tp 60 cpu_tp2.json cpu_tp.log "$cli" bench --preset small --dtype bf16 --threads "$cpu_threads" --tp 2 \
-       --steps 16 --rounds 5 --json &&
-     run_stage cpu-tp1 60 cpu_tp1.json cpu_tp1.log "$cli" bench --preset small --dtype bf16 --threads "$cpu_threads" \
-       --steps 16 --rounds 5 --json &&
-     rm -rf "$small" &&
-     run_stage cpu-gen-small 60 cpu_gen.out cpu_gen.log "$cli" gen-model --preset small --dtype bf16 --seed 1 --out "$small"; then
-  run_stage cpu-tp-trace 60 cpu_trace.out cpu_trace.log "$cli" run --model "$small" --threads "$cpu_threads" --tp 2 \
-    --schedule bsp --prompt-tokens 1,2,3,4,5,6,7,8 --max-new-tokens 4 --trace "$logs/cpu_tp2_bsp_trace.json"
+else
+  run_stage cpu-tp 150 cpu_tp.md cpu_tp.log env TILEFIRE_CLI="$cli" "$root/scripts/cpu-tp-overlap" "$cpu_threads" 5 "$logs/cpu-tp"
 fi
