@@ -46,6 +46,9 @@ struct OpGraph {
   uint32_t collective_flags = 0;  // tensor parallelism: flag slots the collective nodes use
 };
 
+// Matmul tiles: about tiles_per_worker per worker, multiples of 16 weight rows, at most max_tile_rows.
+uint32_t matmul_tile_width(uint32_t rows, const CompileOptions& options);
+
 struct PrimitiveGraph;
 // The fuse pass; throws std::runtime_error naming any primitive no fused op covers.
 OpGraph fuse_primitive_graph(const PrimitiveGraph& graph, const CompileOptions& options);
@@ -53,7 +56,9 @@ OpGraph fuse_primitive_graph(const PrimitiveGraph& graph, const CompileOptions& 
 // The shard pass (graph/shard.cpp): rank `options.rank` of `options.tp`'s part of an op graph built from
 // the rank-local spec (local_spec below): weight slots become slices of the checkpoint's tensors, the O
 // and down projections write partial sums to window slots that an allreduce_residual node reduces, and
-// the LM head's rows go through an allgather node into the full logits.
+// the LM head's rows go through an allgather node into the full logits. The LM head and gate/up, whose
+// rows differ by one between ranks when the vocabulary or the FFN does not split evenly, get one tile
+// width on every rank that gives every rank the same number of tiles (ranks must run the same tasks).
 struct TensorParallelSplit;
 ModelSpec local_spec(const ModelSpec& spec, const TensorParallelSplit& split, uint32_t rank);
 OpGraph shard_op_graph(OpGraph local, const ModelSpec& spec, const TensorParallelSplit& split, const CompileOptions& options);

@@ -95,11 +95,7 @@ class Fuser {
     return chain;
   }
 
-  // Matmul tiles: about tiles_per_worker per worker, multiples of 16 rows, at most max_tile_rows.
-  uint32_t matmul_tile_width(uint32_t rows) const {
-    const uint32_t target = std::max(1u, options_.workers * options_.tiles_per_worker);
-    return std::clamp(round_up((rows + target - 1) / target, 16), 16u, std::max(16u, options_.max_tile_rows));
-  }
+  uint32_t matmul_tile_width(uint32_t rows) const { return tilefire::matmul_tile_width(rows, options_); }
 
   void emit(OpCode op, uint16_t layer, const auto& params, uint32_t width, std::vector<uint32_t> breaks = {}) {
     out_.nodes.push_back({OpParams::make(op, layer, params), std::max(1u, width), std::move(breaks)});
@@ -304,6 +300,11 @@ class Fuser {
 };
 
 }  // namespace
+
+uint32_t matmul_tile_width(uint32_t rows, const CompileOptions& options) {
+  const uint32_t target = std::max(1u, options.workers * options.tiles_per_worker);
+  return std::clamp(round_up((rows + target - 1) / target, 16), 16u, std::max(16u, options.max_tile_rows));
+}
 
 OpGraph fuse_primitive_graph(const PrimitiveGraph& graph, const CompileOptions& options) {
   return Fuser(graph, options).run();

@@ -8,7 +8,9 @@
 //    allreduce_residual node after each sums the ranks' partials and adds the residual;
 //  - the LM head writes the rank's rows to a window slot, and an allgather_logits node assembles the
 //    full logits under the usual name.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "graph/compile.h"
 #include "graph/tensor_parallel.h"
@@ -32,6 +34,26 @@ void slice_cols(SlotDesc& slot, uint64_t full_cols, uint64_t col_begin) {
   slot.full_rows = slot.rows;
   slot.full_cols = full_cols;
   slot.col_begin = col_begin;
+}
+
+// A tile width that cuts every rank's share of a split dimension (FFN, vocabulary) into the same number
+// of tiles, since ranks must run the same tasks: the width the fuse pass gives the largest share, or the
+// nearest multiple of 16 to it that agrees (wider first), within the widest tile allowed. Balanced
+// shares differ by at most one row, so a width fails only when it divides the smaller share exactly:
+// 16,000 and 16,001 rows (a vocabulary of 32,001 on two ranks) at 64 rows a tile are 250 and 251 tiles.
+uint32_t uniform_tile_width(const std::vector<uint32_t>& shares, const CompileOptions& options) {
+  const uint32_t largest = *std::max_element(shares.begin(), shares.end());
+  const uint32_t preferred = matmul_tile_width(largest, options);
+  const auto agrees = [&](uint32_t width) {
+    const uint32_t tiles = (largest + width - 1) / width;
+    return std::all_of(shares.begin(), shares.end(), [&](uint32_t rows) { return (rows + width - 1) / width == tiles; });
+  };
+  const uint32_t widest = std::max({16u, options.max_tile_rows, preferred});
+  for (uint32_t step = 0; step <= widest; step += 16) {
+    if (preferred + step <= widest && agrees(preferred + step)) return preferred + step;
+    if (preferred >= step + 16 && agrees(preferred - step)) return preferred - step;
+  }
+  return preferred;  // none agrees: the engine refuses the ranks' programs, saying why
 }
 
 }  // namespace
@@ -69,6 +91,14 @@ OpGraph shard_op_graph(OpGraph graph, const ModelSpec& spec, const TensorParalle
       embed_table = i;
     }
   }
+
+  std::vector<uint32_t> ffn_shares, vocab_shares;
+  for (const RankShard& r : split.ranks) {
+    ffn_shares.push_back(r.ffn);
+    vocab_shares.push_back(r.vocab);
+  }
+  const uint32_t ffn_tile_width = uniform_tile_width(ffn_shares, options);
+  const uint32_t vocab_tile_width = uniform_tile_width(vocab_shares, options);
 
   uint32_t flags = 0;
   std::vector<OpNode> nodes;
@@ -127,8 +157,15 @@ OpGraph shard_op_graph(OpGraph graph, const ModelSpec& spec, const TensorParalle
       flags += split.tp;
       graph.slots.push_back({SlotKind::activation, DType::f32, 1, spec.vocab, 0, name});
       node.params = OpParams::make(op, node.params.layer, p);
+      node.tile_width = vocab_tile_width;
       nodes.push_back(node);
       nodes.push_back({OpParams::make(OpCode::allgather_logits, node.params.layer, gather), 1, {}});
+    } else if (op == OpCode::gate_up_swiglu) {
+      GateUpSwigluParams p = node.params.as<GateUpSwigluParams>();
+      p.max_tile = ffn_tile_width;  // sizes the scratch
+      node.params = OpParams::make(op, node.params.layer, p);
+      node.tile_width = ffn_tile_width;
+      nodes.push_back(node);
     } else {
       nodes.push_back(node);
     }

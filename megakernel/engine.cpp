@@ -415,9 +415,9 @@ void Engine::Impl::check_ranks_agree(const BoundProgram& rank0, const BoundProgr
   if (!same)
     throw InputError("--tp " + std::to_string(tp) + ": rank " + std::to_string(other_rank) +
                      "'s program runs different tasks or places them differently from rank 0's (an FFN or vocabulary "
-                     "split uneven enough to change the tiles, or a placement policy that follows from them); ranks "
-                     "wait on each other in their collective tasks, so they must agree: choose a --tp that divides "
-                     "the FFN and the vocabulary, or --policy balanced");
+                     "share no tile width cuts into as many tiles as rank 0's, or a placement policy that orders "
+                     "tiles by their sizes); ranks wait on each other in their collective tasks, so they must agree: "
+                     "choose a --tp that divides the FFN and the vocabulary, or --policy balanced");
 }
 
 void Engine::Impl::setup_barrier() {

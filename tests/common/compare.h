@@ -4,6 +4,7 @@
 // count and the first mismatches.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <functional>
@@ -72,6 +73,17 @@ size_t count_mismatches(const std::vector<A>& got, const std::vector<B>& want, d
   }
   if (got.size() != want.size()) ADD_FAILURE() << what << ": sizes differ, " << got.size() << " vs " << want.size();
   return mismatches;
+}
+
+// Logits against the double-precision reference forward pass (tests/common/reference_model.h): within
+// 1e-4 of the largest reference logit. The reference reads the same stored weights widened to double, so
+// this holds for every weight dtype (the engine accumulates in f32).
+inline void expect_logits_match_reference(const std::vector<float>& actual, const std::vector<double>& expected,
+                                          const std::string& where) {
+  double scale = 0;
+  for (double v : expected) scale = std::max(scale, std::fabs(v));
+  const Mismatches m = compare_close(actual, expected, 1e-4 * scale, 1e-4);
+  EXPECT_EQ(m.count, 0u) << where << ": " << m.count << " logits differ from the reference\n" << m.first;
 }
 
 // The message of the exception of type E that `action` throws; a test failure if it throws nothing or

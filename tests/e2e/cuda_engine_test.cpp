@@ -13,6 +13,7 @@
 #include "tests/common/cli_runner.h"
 #include "tests/common/cuda_device.h"
 #include "tests/common/compare.h"
+#include "tests/common/random_shapes.h"
 #include "tests/common/test_models.h"
 #include "tilefire/engine.h"
 
@@ -211,6 +212,39 @@ TEST_F(CudaEngine, TraceOfADecodeStepHasEveryTaskOnce) {
     EXPECT_GE(e["dur"].get<double>(), 0.0);
   }
   for (uint32_t t = 0; t < seen.size(); ++t) EXPECT_EQ(seen[t], 1u) << "task " << t;
+}
+
+// Random shapes and settings (tests/common/random_shapes.h) with bf16 weights, the cuda backend's: odd
+// rows (no 16-byte vectors), head_dim 8 to 128, one KV head, prompts past a prefill chunk, split-KV,
+// every policy and granularity, virtual ranks, weights staged or not, resident or not. Logits within the
+// tiny test's tolerance of the cpu backend on the same checkpoint. 12 seeds; TILEFIRE_RANDOM_SHAPES=N
+// runs N.
+TEST(CudaEngineRandomShapes, MatchTheCpuBackend) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  const uint64_t cases = random_case_count(12);
+  for (uint64_t seed = 1; seed <= cases; ++seed) {
+    RandomCase c = draw_random_case(seed);
+    c.dtype = DType::bf16;
+    const bool staged = seed % 2 == 0, resident = seed % 3 == 0 && c.options.tp == 1;
+    SCOPED_TRACE("seed " + std::to_string(seed) + ": " + c.description + (staged ? "" : ", weights not staged") +
+                 (resident ? ", resident" : ""));
+    TempDir dir("cuda-random-" + std::to_string(seed));
+    try {
+      write_test_model(c.spec, dir.path(), c.dtype);
+      c.options.model_dir = dir.path().string();
+      Engine cpu(c.options);
+      const Trajectory reference = run_trajectory(cpu, c.prompt, 4);
+      EngineOptions o = c.options;
+      o.backend = Backend::cuda;
+      o.threads = 0;
+      o.cuda_stage_weights = staged;
+      o.cuda_resident = resident;
+      Engine cuda(o);
+      expect_close_to_cpu(run_trajectory(cuda, c.prompt, 4), reference, 2e-3);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "threw: " << e.what();
+    }
+  }
 }
 
 // The Llama-3.2-1B shape (random bf16 weights), the size the benchmark runs: TILEFIRE_DEVICE_LARGE_MODEL

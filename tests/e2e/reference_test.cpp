@@ -13,14 +13,6 @@
 namespace tilefire::testing {
 namespace {
 
-// f32 weights, f32 activations: the megakernel's logits are within 1e-4 of the largest reference logit.
-void expect_logits_match(const std::vector<float>& actual, const std::vector<double>& expected, const std::string& where) {
-  double scale = 0;
-  for (double v : expected) scale = std::max(scale, std::fabs(v));
-  Mismatches m = compare_close(actual, expected, 1e-4 * scale, 1e-4);
-  EXPECT_EQ(m.count, 0u) << where << ": " << m.count << " logits differ from the reference\n" << m.first;
-}
-
 int32_t argmax(const std::vector<double>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
 
 // From `prompt`: the prefill's logits, the first `checked_steps` decode steps' logits, and 32 greedy
@@ -28,13 +20,13 @@ int32_t argmax(const std::vector<double>& v) { return int32_t(std::max_element(v
 void expect_greedy_trajectory_matches(Engine& engine, ReferenceModel& reference, const std::vector<int32_t>& prompt,
                                       int checked_steps) {
   std::vector<double> expected = reference.forward(prompt);
-  expect_logits_match(engine.prefill(prompt), expected, "prefill");
+  expect_logits_match_reference(engine.prefill(prompt), expected, "prefill");
   std::vector<int32_t> tokens, expected_tokens;
   for (int i = 0; i < 32; ++i) {
     expected_tokens.push_back(argmax(expected));
     const std::vector<float> logits = engine.decode(expected_tokens.back());
     expected = reference.forward({expected_tokens.back()});
-    if (i < checked_steps) expect_logits_match(logits, expected, "decode step " + std::to_string(i));
+    if (i < checked_steps) expect_logits_match_reference(logits, expected, "decode step " + std::to_string(i));
     tokens.push_back(int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()));
   }
   expected_tokens.erase(expected_tokens.begin());
@@ -66,11 +58,11 @@ TEST_P(ReferenceTest, LogitsMatchAfterPrefillAndEachDecodeStep) {
   ReferenceModel& reference = *reference_;
 
   const std::vector<int32_t> prompt = {1, 17, 256, 3, 511, 42, 7};
-  expect_logits_match(engine.prefill(prompt), reference.forward(prompt), "prefill");
+  expect_logits_match_reference(engine.prefill(prompt), reference.forward(prompt), "prefill");
   int32_t token = 5;
   for (int step = 0; step < 6; ++step) {
     std::vector<double> expected = reference.forward({token});
-    expect_logits_match(engine.decode(token), expected, "decode step " + std::to_string(step));
+    expect_logits_match_reference(engine.decode(token), expected, "decode step " + std::to_string(step));
     token = argmax(expected);
   }
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "tests/common/compare.h"
+#include "tests/common/test_models.h"
 #include "tilefire/engine.h"
 
 namespace tilefire::testing {
@@ -73,6 +74,35 @@ void expect_tp_matches_single_rank(const std::string& preset, std::vector<uint32
 TEST(TensorParallelEngine, TinyMatchesOneRank) { expect_tp_matches_single_rank("tiny", {2, 4, 8}); }
 
 TEST(TensorParallelEngine, SmallMatchesOneRank) { expect_tp_matches_single_rank("small", {2, 4}); }
+
+// A vocabulary and an FFN that no degree divides (the ranks' shares differ by a row, and the smaller share
+// is a multiple of every power-of-two tile width): every rank still runs the same tasks, and the result
+// is TP=1's.
+TEST(TensorParallelEngine, UnevenVocabularyAndFfnMatchOneRank) {
+  ModelSpec spec = preset_spec("tiny");
+  spec.vocab = 513;  // 257 / 256 rows on two ranks, 129 / 128 / 128 / 128 on four
+  spec.ffn = 641;    // 321 / 320, 161 / 160 / 160 / 160
+  TempDir dir("tp-uneven");
+  write_test_model(spec, dir.path());
+  EngineOptions o;
+  o.model_dir = dir.path().string();
+  o.threads = 2;
+  o.max_context = 64;
+  Engine single(o);
+  const Trajectory reference = run_trajectory(single, 20, 6);
+  for (uint32_t tp : {2u, 4u}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    o.tp = tp;
+    Engine engine(o);
+    const Trajectory t = run_trajectory(engine, 20, 6);
+    for (size_t s = 0; s < reference.logits.size(); ++s) {
+      EXPECT_LT(relative_l2_error(t.logits[s], reference.logits[s]), 1e-5) << "step " << s;
+      if (s < reference.tokens.size() && clear_winner(reference.logits[s], 1e-3f)) {
+        EXPECT_EQ(t.tokens[s], reference.tokens[s]) << "greedy token of step " << s;
+      }
+    }
+  }
+}
 
 // The granularity of events changes what waits on what, never the arithmetic: bitwise the same logits.
 TEST(TensorParallelEngine, HeadAndOpGranularityGiveTheSameLogits) {

@@ -124,5 +124,41 @@ TEST(TensorParallel, TheLogitsAllGatherReducesTheGreedyTokenInsteadOfTheLmHead) 
   }
 }
 
+// Ranks wait on each other inside their collective tasks, so every rank's program must run the same tasks
+// in the same places. A vocabulary or FFN that does not split evenly gives ranks one row more or less;
+// with each rank's own tile width, 16,000 and 16,001 LM-head rows (a vocabulary of 32,001, as some
+// Llama-2 fine-tunes have, on two ranks) made 250 and 251 tiles and the engine refused the degree.
+TEST(TensorParallel, UnevenSharesGiveEveryRankTheSameTasks) {
+  ModelSpec spec = preset_spec("llama-3.2-1b");
+  spec.layers = 2;
+  spec.vocab = 32001;  // shares 16001 / 16000 on two ranks, 8001 / 8000 / 8000 / 8000 on four
+  spec.ffn = 8193;
+  for (uint32_t tp : {2u, 4u}) {
+    for (uint32_t workers : {1u, 3u, 8u}) {
+      SCOPED_TRACE("tp " + std::to_string(tp) + ", " + std::to_string(workers) + " workers");
+      CompileOptions options;
+      options.workers = workers;
+      options.tp = tp;
+      const Program first = compile_model(spec, options);
+      for (uint32_t rank = 1; rank < tp; ++rank) {
+        options.rank = rank;
+        const Program other = compile_model(spec, options);
+        ASSERT_EQ(other.tasks.size(), first.tasks.size()) << "rank " << rank;
+        for (size_t t = 0; t < first.tasks.size(); ++t) {
+          ASSERT_EQ(other.tasks[t].op, first.tasks[t].op) << "rank " << rank << ", task " << t;
+          ASSERT_EQ(other.tasks[t].node, first.tasks[t].node) << "rank " << rank << ", task " << t;
+        }
+        EXPECT_EQ(other.queues, first.queues) << "rank " << rank;
+        // Each rank still covers its own share: the LM head's last tile ends at the rank's row count.
+        for (const NodeDesc& node : other.nodes) {
+          if (node.params.op != OpCode::lm_head) continue;
+          const TaskDesc& last = other.tasks[node.first_task + node.task_count - 1];
+          EXPECT_EQ(last.tile_end, split_tensor_parallel(spec, tp).ranks[rank].vocab) << "rank " << rank;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tilefire::testing
