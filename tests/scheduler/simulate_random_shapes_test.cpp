@@ -1,0 +1,83 @@
+// `simulate` (the public simulate_model) on random model shapes and settings (tests/common/random_shapes.h;
+// every other one scaled to a real model's size) over the GPU device models, with tensor parallelism,
+// batches and contexts. Whatever the shape, a prediction is finite and no faster than its bound, idle
+// time lies within the step, and the collective figures are consistent. No analytic value exists for
+// these programs (simulator_test has those); these are the properties every prediction must keep.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "tests/common/random_shapes.h"
+#include "tests/common/test_models.h"
+#include "tilefire/simulate.h"
+
+namespace tilefire::testing {
+namespace {
+
+class SimulateRandomShapes : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(SimulateRandomShapes, PredictionsKeepTheirInvariants) {
+  const uint64_t seed = GetParam();
+  const RandomCase c = draw_random_case(seed);
+  SimulateOptions o;
+  o.device = std::vector<std::string>{"h100", "h200", "b200"}[seed % 3];
+  o.dtype = dtype_name(c.dtype);
+  o.policy = c.options.policy;
+  o.granularity = granularity_name(c.options.granularity);
+  o.kv_splits = c.options.kv_splits;
+  o.tp = c.options.tp;
+  o.batch = seed % 4 == 0 ? 4 : 1;
+  o.context = 1 + uint32_t(seed * 37 % 255);
+  SCOPED_TRACE(c.description + "; simulated on " + o.device + ", batch " + std::to_string(o.batch) + ", context " +
+               std::to_string(o.context));
+  TempDir dir("simulate-random-" + std::to_string(seed));
+  {
+    ModelSpec spec = c.spec;
+    spec.dtype = c.dtype;
+    if (seed % 2 == 0) {  // a model of a real size (simulate reads config.json only): up to 8 GB of weights
+      spec.hidden *= 16;
+      spec.ffn *= 16;
+      spec.vocab *= 64;
+      spec.layers *= 8;
+    }
+    std::ofstream(dir.path() / "config.json") << to_hf_config_json(spec);
+  }
+  o.model_dir = dir.path().string();
+  SimulateReport r;
+  try {
+    r = simulate_model(o);
+  } catch (const std::exception& e) {
+    FAIL() << "threw: " << e.what();
+  }
+  EXPECT_GT(r.tasks, 0u);
+  EXPECT_GT(r.workers, 0u);
+  ASSERT_TRUE(std::isfinite(r.step_ms) && r.step_ms > 0) << r.step_ms;
+  ASSERT_TRUE(std::isfinite(r.bound_ms) && r.bound_ms > 0) << r.bound_ms;
+  ASSERT_TRUE(std::isfinite(r.bsp_ms) && r.bsp_ms > 0) << r.bsp_ms;
+  // Every byte and flop is charged at most at the device's full rate, so no schedule beats the bound.
+  EXPECT_GE(r.step_ms, r.bound_ms * (1 - 1e-9));
+  EXPECT_GE(r.bsp_ms, r.bound_ms * (1 - 1e-9));
+  EXPECT_LE(r.bound_share, 1 + 1e-9);
+  EXPECT_NEAR(r.bound_share, r.bound_ms / r.step_ms, 1e-9);
+  EXPECT_NEAR(r.bsp_ratio, r.bsp_ms / r.step_ms, 1e-9);
+  EXPECT_GE(r.idle_share, 0.0);
+  EXPECT_LE(r.idle_share, 1.0);
+  ASSERT_EQ(r.idle_ms.size(), r.workers);
+  for (double idle : r.idle_ms) {
+    EXPECT_GE(idle, -1e-9);
+    EXPECT_LE(idle, r.step_ms * (1 + 1e-9));
+  }
+  if (o.tp > 1) {
+    EXPECT_GT(r.collective_ms, 0.0);
+    EXPECT_GE(r.hidden_collective_share, 0.0);
+    EXPECT_LE(r.hidden_collective_share, 1.0 + 1e-9);
+  } else {
+    EXPECT_EQ(r.collective_ms, 0.0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, SimulateRandomShapes, ::testing::Range<uint64_t>(1, random_case_count(40) + 1));
+
+}  // namespace
+}  // namespace tilefire::testing
