@@ -25,7 +25,31 @@ class Draw {
   uint64_t state_;
 };
 
+// What changes where tiles run and when, never the arithmetic: threads, schedule, policy, granularity.
+void draw_schedule(Draw& draw, EngineOptions& o) {
+  o.threads = draw.in(1, 3);
+  o.schedule = draw.coin() ? Schedule::bsp : Schedule::dataflow;
+  o.policy = draw.pick<std::string>({"balanced", "round-robin", "critical-path", "locality", "dynamic"});
+  o.granularity = draw.pick({Granularity::tile, Granularity::head, Granularity::op});
+  if (o.tp > 1) {
+    o.threads = std::max(o.threads, o.tp);
+    if (o.policy == "dynamic") o.policy = "balanced";  // refused under --tp: ranks' queues would order collectives apart
+  }
+}
+
 }  // namespace
+
+EngineOptions redraw_schedule(const RandomCase& c, uint64_t seed) {
+  Draw draw(seed ^ 0x5CEDu);
+  EngineOptions o = c.options;
+  draw_schedule(draw, o);
+  return o;
+}
+
+std::string describe_schedule(const EngineOptions& o) {
+  return std::to_string(o.threads) + " threads, " + (o.schedule == Schedule::bsp ? "bsp" : "dataflow") + ", " + o.policy +
+         ", granularity " + granularity_name(o.granularity);
+}
 
 RandomCase draw_random_case(uint64_t seed) {
   Draw draw(seed);
@@ -47,18 +71,11 @@ RandomCase draw_random_case(uint64_t seed) {
   c.dtype = draw.pick({DType::f32, DType::bf16, DType::f16});
 
   EngineOptions& o = c.options;
-  o.threads = draw.in(1, 3);
-  o.schedule = draw.coin() ? Schedule::bsp : Schedule::dataflow;
-  o.policy = draw.pick<std::string>({"balanced", "round-robin", "critical-path", "locality", "dynamic"});
-  o.granularity = draw.pick({Granularity::tile, Granularity::head, Granularity::op});
   o.kv_splits = draw.pick({0u, 1u, 2u, 3u, 5u});
   o.max_context = draw.pick({64u, 256u});
   // Two ranks where the heads split: query heads evenly, KV heads evenly or replicated.
-  if (draw.in(0, 2) == 0 && s.heads % 2 == 0 && (s.kv_heads % 2 == 0 || s.kv_heads == 1)) {
-    o.tp = 2;
-    o.threads = std::max(o.threads, 2u);
-    if (o.policy == "dynamic") o.policy = "balanced";  // refused under --tp: ranks' queues would order collectives apart
-  }
+  if (draw.in(0, 2) == 0 && s.heads % 2 == 0 && (s.kv_heads % 2 == 0 || s.kv_heads == 1)) o.tp = 2;
+  draw_schedule(draw, o);
   // Mostly short prompts; some past the 128-token prefill chunk.
   const uint32_t prompt_length = draw.in(0, 3) == 0 ? draw.in(129, 160) : draw.in(1, 24);
   if (prompt_length + 8 > o.max_context) o.max_context = 256;
@@ -67,10 +84,8 @@ RandomCase draw_random_case(uint64_t seed) {
   std::ostringstream d;
   d << "hidden " << s.hidden << ", " << s.layers << " layer(s), " << s.heads << " heads, " << s.kv_heads << " KV heads, head_dim "
     << s.head_dim << ", ffn " << s.ffn << ", vocab " << s.vocab << ", " << s.arch_name << (s.rope_scaling.llama3 ? " llama3 rope" : "")
-    << (s.tie_embeddings ? " tied" : "") << ", " << dtype_name(c.dtype) << " weights; " << o.threads << " threads, tp " << o.tp
-    << ", " << (o.schedule == Schedule::bsp ? "bsp" : "dataflow") << ", " << o.policy << ", granularity "
-    << granularity_name(o.granularity) << ", kv_splits " << o.kv_splits << ", max_context " << o.max_context << "; prompt of "
-    << prompt_length;
+    << (s.tie_embeddings ? " tied" : "") << ", " << dtype_name(c.dtype) << " weights; tp " << o.tp << ", kv_splits " << o.kv_splits
+    << ", max_context " << o.max_context << ", " << describe_schedule(o) << "; prompt of " << prompt_length;
   c.description = d.str();
   return c;
 }

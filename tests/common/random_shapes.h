@@ -24,6 +24,11 @@ struct RandomCase {
 
 RandomCase draw_random_case(uint64_t seed);
 
+// The case's options with another draw of what must not change the logits, bit for bit: threads,
+// schedule, placement policy and event granularity (tensor parallelism and split-KV stay).
+EngineOptions redraw_schedule(const RandomCase& c, uint64_t seed);
+std::string describe_schedule(const EngineOptions& options);  // those four settings, in words
+
 // How many seeds a test runs: TILEFIRE_RANDOM_SHAPES=N when set (a longer sweep), else `default_count`.
 uint64_t random_case_count(uint64_t default_count);
 

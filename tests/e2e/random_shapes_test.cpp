@@ -1,6 +1,7 @@
 // The cpu backend against the double-precision reference on random model shapes and random engine
-// settings (tests/common/random_shapes.h). Each case is drawn from its own seed (the test's index is the
-// seed less one), so a failure names a case that reruns alone.
+// settings (tests/common/random_shapes.h), and against itself under another draw of threads, schedule,
+// policy and granularity: bitwise the same logits (those move tiles, never a sum). Each case is drawn
+// from its own seed (the test's index is the seed less one), so a failure names a case that reruns alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,20 +17,37 @@ namespace {
 
 class RandomShapes : public ::testing::TestWithParam<uint64_t> {};
 
-void check_case(RandomCase& c, const std::filesystem::path& dir) {
+// Prefill, then six greedy decode steps on the reference's tokens: every step's logits.
+std::vector<std::vector<float>> run_case(Engine& engine, const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens) {
+  std::vector<std::vector<float>> logits{engine.prefill(prompt)};
+  for (int32_t token : tokens) logits.push_back(engine.decode(token));
+  return logits;
+}
+
+void check_case(RandomCase& c, const std::filesystem::path& dir, uint64_t seed) {
   write_test_model(c.spec, dir, c.dtype);
   c.options.model_dir = dir.string();
-  Engine engine(c.options);
   LoadedModel loaded = load_hf_model(dir);
   ReferenceModel reference(loaded.spec, loaded.weights);
-
-  std::vector<double> expected = reference.forward(c.prompt);
-  expect_logits_match_reference(engine.prefill(c.prompt), expected, "prefill");
+  std::vector<std::vector<double>> expected{reference.forward(c.prompt)};
+  std::vector<int32_t> tokens;
   for (int step = 0; step < 6; ++step) {
-    const int32_t token = int32_t(std::max_element(expected.begin(), expected.end()) - expected.begin());
-    expected = reference.forward({token});
-    expect_logits_match_reference(engine.decode(token), expected, "decode step " + std::to_string(step));
+    const std::vector<double>& last = expected.back();
+    tokens.push_back(int32_t(std::max_element(last.begin(), last.end()) - last.begin()));
+    expected.push_back(reference.forward({tokens.back()}));
   }
+
+  Engine engine(c.options);
+  const std::vector<std::vector<float>> logits = run_case(engine, c.prompt, tokens);
+  for (size_t s = 0; s < logits.size(); ++s)
+    expect_logits_match_reference(logits[s], expected[s], s == 0 ? "prefill" : "decode step " + std::to_string(s - 1));
+
+  // Other threads, schedule, policy and granularity move tiles, never sums: bitwise the same logits.
+  const EngineOptions other = redraw_schedule(c, seed);
+  SCOPED_TRACE("against " + describe_schedule(other));
+  Engine rescheduled(other);
+  const std::vector<std::vector<float>> again = run_case(rescheduled, c.prompt, tokens);
+  for (size_t s = 0; s < logits.size(); ++s) ASSERT_EQ(again[s], logits[s]) << "step " << s << " is not bitwise the same";
 }
 
 TEST_P(RandomShapes, LogitsMatchTheReferenceAfterPrefillAndDecode) {
@@ -37,7 +55,7 @@ TEST_P(RandomShapes, LogitsMatchTheReferenceAfterPrefillAndDecode) {
   SCOPED_TRACE(c.description);
   TempDir dir("random-shape-" + std::to_string(GetParam()));
   try {
-    check_case(c, dir.path());
+    check_case(c, dir.path(), GetParam());
   } catch (const std::exception& e) {  // a refusal or a failure: the case's settings with the message
     ADD_FAILURE() << "threw: " << e.what();
   }
