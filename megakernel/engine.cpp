@@ -356,8 +356,9 @@ const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* c
         programs[index] = &r.prefill_program(uint32_t(chunk.size()), &ms);
         if (index == 0) chunk_compile_ms = ms;
       });
+      if (chunk_compile_ms > 0 && process_group) rank_engines[0]->check_peer_programs(programs[0]->program, uint32_t(chunk.size()));
       if (chunk_compile_ms > 0) setup_barrier();  // a new program: every rank compiles it first
-      for (uint32_t r = 1; r < programs.size(); ++r) check_ranks_agree(*programs[0], *programs[r], r);
+      for (uint32_t r = 1; r < programs.size(); ++r) check_ranks_agree(programs[0]->program, 0, programs[r]->program, r);
       on_every_rank([&](Impl& r, uint32_t index) {
         const float* rank_logits = r.run(*programs[index], chunk, nullptr, index == 0);
         if (index == 0) logits = rank_logits;
@@ -404,20 +405,27 @@ int32_t Engine::Impl::decode_greedy_step(int32_t token) {
   return next.token;
 }
 
-void Engine::Impl::check_ranks_agree(const BoundProgram& rank0, const BoundProgram& other, uint32_t other_rank) const {
+void Engine::Impl::check_ranks_agree(const Program& a, uint32_t first_rank, const Program& b, uint32_t other_rank) const {
   // Ranks wait on each other inside collective tasks, so every rank must run them in the same order:
   // the same tasks of the same ops on the same workers (docs/TENSOR_PARALLEL.md).
-  const Program& a = rank0.program;
-  const Program& b = other.program;
   bool same = a.tasks.size() == b.tasks.size() && a.queues == b.queues && a.placement == Placement::static_queues;
   for (size_t t = 0; same && t < a.tasks.size(); ++t)
     same = a.tasks[t].op == b.tasks[t].op && a.tasks[t].node == b.tasks[t].node;
   if (!same)
     throw InputError("--tp " + std::to_string(tp) + ": rank " + std::to_string(other_rank) +
-                     "'s program runs different tasks or places them differently from rank 0's (an FFN or vocabulary "
-                     "share no tile width cuts into as many tiles as rank 0's, or a placement policy that orders "
-                     "tiles by their sizes); ranks wait on each other in their collective tasks, so they must agree: "
-                     "choose a --tp that divides the FFN and the vocabulary, or --policy balanced");
+                     "'s program runs different tasks or places them differently from rank " + std::to_string(first_rank) +
+                     "'s (an FFN or vocabulary share no tile width cuts into as many tiles as the other's, or a "
+                     "placement policy that orders tiles by their sizes); ranks wait on each other in their collective "
+                     "tasks, so they must agree: choose a --tp that divides the FFN and the vocabulary, or --policy balanced");
+}
+
+void Engine::Impl::check_peer_programs(const Program& own, uint32_t tokens) const {
+  for (uint32_t peer = 0; peer < tp; ++peer) {
+    if (peer == rank) continue;
+    CompileOptions options = compile_options(tokens);
+    options.rank = peer;
+    check_ranks_agree(own, rank, compile_model(program_spec, options), peer);
+  }
 }
 
 void Engine::Impl::setup_barrier() {

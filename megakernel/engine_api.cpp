@@ -83,10 +83,6 @@ uint64_t Engine::Impl::process_rank_key(const Bootstrap& boot, const std::string
   if (boot.ranks != options.tp)
     throw InputError("EngineOptions::tp (--tp) is " + std::to_string(options.tp) + ", but " + std::to_string(boot.ranks) + " ranks were started (" +
                      boot.source + ")");
-  // Each process checks alone, so the split must give every rank the same tiles: even shares.
-  if (spec.ffn % options.tp != 0 || spec.vocab % options.tp != 0)
-    throw InputError("EngineOptions::tp (--tp) " + std::to_string(options.tp) + " with one rank per process needs the FFN size (" +
-                     std::to_string(spec.ffn) + ") and the vocabulary (" + std::to_string(spec.vocab) + ") to split evenly");
   // Everything a rank's programs follow from: a peer that differs in any of it is refused when the group
   // forms (its programs would place different tasks at the same flag slots).
   const std::string key = model.origin + "|" + to_hf_config_json(spec) + "|" + backend_workers + "|" + options.policy + "|" +
@@ -277,7 +273,8 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
       r.decode_program = r.bind(std::move(decode), ms_since(rank_start));
     });
     for (uint32_t r = 1; r < m.rank_engines.size(); ++r)
-      m.check_ranks_agree(*m.rank_engines[0]->decode_program, *m.rank_engines[r]->decode_program, r);
+      m.check_ranks_agree(m.rank_engines[0]->decode_program->program, 0, m.rank_engines[r]->decode_program->program, r);
+    if (m.process_group) m.rank_engines[0]->check_peer_programs(m.rank_engines[0]->decode_program->program, 1);
     m.setup_barrier();  // ranks as processes: loading and compiling is not counted against a collective's timeout
   }
 

@@ -171,14 +171,19 @@ struct Engine::Impl {
   // A rank's engine (the parent's options, context and model; its own programs, executor and cache),
   // seeing the group through `view`.
   std::unique_ptr<Impl> make_rank(uint32_t rank, const RankView& view) const;
-  // One rank per process: checks what each process must check alone (the rank count, even shares) and
-  // returns the key of everything a rank's programs follow from, which every peer must share.
+  // One rank per process: checks what each process must check alone (the rank count) and returns the
+  // key of everything a rank's programs follow from, which every peer must share.
   // `backend_workers` names the backend and its worker count.
   uint64_t process_rank_key(const Bootstrap& boot, const std::string& backend_workers) const;
   // Throws if an earlier tensor-parallel step failed (ranks may have diverged since).
   void check_not_broken() const;
-  // Throws InputError unless `other` runs the same tasks on the same workers as rank 0's program.
-  void check_ranks_agree(const BoundProgram& rank0, const BoundProgram& other, uint32_t other_rank) const;
+  // Throws InputError unless rank `other_rank`'s program runs the same tasks on the same workers as rank
+  // `first_rank`'s.
+  void check_ranks_agree(const Program& first, uint32_t first_rank, const Program& other, uint32_t other_rank) const;
+  // A rank of one process per rank (this Impl): its peers' programs are not here to compare, but they
+  // follow from the same inputs (process_rank_key), so it compiles each peer's program of `tokens`
+  // tokens and checks it against its own, as every peer does.
+  void check_peer_programs(const Program& own, uint32_t tokens) const;
 };
 
 // Milliseconds since `start` on the steady clock.

@@ -77,6 +77,27 @@ TEST(TensorParallelProcesses, TwoProcessesFromTheEnvironmentMatchOneRank) {
   EXPECT_TRUE(results[1].out.empty()) << "only rank 0 reports: " << results[1].out;
 }
 
+// A vocabulary and an FFN that two ranks split unevenly (257 / 256 and 321 / 320 rows): each process
+// compiles its own rank's program, and both must come out with the same tasks (graph/shard.cpp).
+TEST(TensorParallelProcesses, UnevenVocabularyAndFfnMatchOneRank) {
+  ModelSpec spec = preset_spec("tiny");
+  spec.vocab = 513;
+  spec.ffn = 641;
+  TempDir model("tp-uneven-model");
+  write_test_model(spec, model.path());
+  const std::vector<std::string> args = with(kRunArgs, {"--model", model.path().string()});
+  RunResult single = run_cli(args);
+  ASSERT_EQ(single.status, 0) << describe(single);
+  TempDir dir("tp-uneven");
+  const std::string meet = "tp-uneven-" + std::to_string(getpid());
+  const std::vector<std::string> tp_args = with(args, {"--tp", "2"});
+  const auto results =
+      run_ranks(dir, "(" + rank_command(1, 2, meet, tp_args) + ") & " + rank_command(0, 2, meet, tp_args) + "; wait", 2);
+  ASSERT_EQ(results[0].status, 0) << results[0].err;
+  ASSERT_EQ(results[1].status, 0) << results[1].err;
+  EXPECT_EQ(tokens_of(results[0].out), tokens_of(single.out));
+}
+
 TEST(TensorParallelProcesses, MpirunTwoProcessesMatchOneRank) {
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun is not installed (scripts/install-deps installs openmpi-bin)";
   RunResult single = run_cli(kRunArgs);
