@@ -25,6 +25,12 @@ TensorParallelSplit split_tensor_parallel(const ModelSpec& spec, uint32_t tp) {
   if (spec.heads % tp != 0)
     throw InputError("--tp " + std::to_string(tp) + ": the " + shape + " do not split evenly: " + std::to_string(spec.heads) +
                      " query heads over " + std::to_string(tp) + " ranks leaves a remainder of " + std::to_string(spec.heads % tp));
+  // Every rank needs a share of the FFN and of the vocabulary (a rank with none would have no gate/up or
+  // LM-head tile to produce what its down projection and the logits all-gather read).
+  if (spec.ffn < tp || spec.vocab < tp)
+    throw InputError("--tp " + std::to_string(tp) + " is more ranks than the model's " +
+                     (spec.ffn < tp ? std::to_string(spec.ffn) + " FFN columns" : std::to_string(spec.vocab) + " vocabulary rows") +
+                     ": every rank needs at least one");
   TensorParallelSplit split;
   split.tp = tp;
   if (spec.kv_heads >= tp) {

@@ -64,6 +64,16 @@ TEST(TensorParallel, RefusalsNameTheShapes) {
   const std::string kv = message_of<InputError>([&] { split_tensor_parallel(odd, 4); });
   EXPECT_NE(kv.find("6 KV heads over 4 ranks"), std::string::npos) << kv;
   EXPECT_THROW(split_tensor_parallel(spec, 0), InputError);
+  // A rank with no FFN column or vocabulary row would have nothing to produce what its peers read.
+  ModelSpec narrow = preset_spec("tiny");
+  narrow.ffn = 5;
+  EXPECT_EQ(message_of<InputError>([&] { split_tensor_parallel(narrow, 8); }),
+            "--tp 8 is more ranks than the model's 5 FFN columns: every rank needs at least one");
+  narrow.ffn = 8;
+  narrow.vocab = 7;
+  EXPECT_EQ(message_of<InputError>([&] { split_tensor_parallel(narrow, 8); }),
+            "--tp 8 is more ranks than the model's 7 vocabulary rows: every rank needs at least one");
+  EXPECT_NO_THROW(split_tensor_parallel(narrow, 4));
 }
 
 // Weights of all ranks = the unsplit model + (tp - 1) copies of what every rank holds whole (embedding
