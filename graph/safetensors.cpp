@@ -178,13 +178,14 @@ void SafetensorsFile::parse(const uint8_t* base, uint64_t size) {
     if (end < begin) {
       fail(origin, where + ": data_offsets end " + std::to_string(end) + " is before begin " + std::to_string(begin));
     }
-    if (end > data_size) {
-      fail(origin, "truncated: tensor '" + name + "' needs bytes up to " + std::to_string(end) +
-                       " but the data section has " + std::to_string(data_size));
-    }
+    // The span first: offsets that disagree with the shape are a wrong header, not a short file.
     if (end - begin != expected_bytes) {
       fail(origin, where + ": data_offsets span " + std::to_string(end - begin) + " bytes but shape " +
                        shape_text(view.shape) + " of " + dtype_text + " needs " + std::to_string(expected_bytes));
+    }
+    if (end > data_size) {
+      fail(origin, "truncated: tensor '" + name + "' needs bytes up to " + std::to_string(end) +
+                       " but the data section has " + std::to_string(data_size));
     }
     // Element loads go through typed pointers; refuse offsets that would make them misaligned.
     if (begin % dtype_size(view.dtype) != 0) {

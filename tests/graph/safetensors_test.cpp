@@ -288,6 +288,9 @@ TEST_F(SafetensorsTest, EveryMalformedFileNamesFileAndTensor) {
        {"truncated: tensor 'w' needs bytes up to 16 but the data section has 12"}},
       {"size mismatch", raw_image(entry(R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,12]})"), 16),
        {"tensor 'w'", "12 bytes", "needs 16"}},
+      // Offsets far past the file are a wrong header, not a short file: the span is named.
+      {"absurd offsets", raw_image(entry(R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,1000000000000000]})"), 16),
+       {"tensor 'w'", "span 1000000000000000 bytes", "needs 16"}},
       {"overlap",
        raw_image(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
                  R"("b":{"dtype":"F16","shape":[4],"data_offsets":[8,16]}})",
