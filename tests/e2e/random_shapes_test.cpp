@@ -1,7 +1,8 @@
 // The cpu backend against the double-precision reference on random model shapes and random engine
-// settings (tests/common/random_shapes.h), and against itself under another draw of threads, schedule,
-// policy and granularity: bitwise the same logits (those move tiles, never a sum). Each case is drawn
-// from its own seed (the test's index is the seed less one), so a failure names a case that reruns alone.
+// settings (tests/common/random_shapes.h); and against itself under another draw of threads, schedule,
+// policy and granularity, after a longer sequence and a reset: bitwise the same logits (those settings
+// move tiles, never a sum, and stale cache entries must not leak). Each case is drawn from its own seed
+// (the test's index is the seed less one), so a failure names a case that reruns alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,10 +43,17 @@ void check_case(RandomCase& c, const std::filesystem::path& dir, uint64_t seed) 
   for (size_t s = 0; s < logits.size(); ++s)
     expect_logits_match_reference(logits[s], expected[s], s == 0 ? "prefill" : "decode step " + std::to_string(s - 1));
 
-  // Other threads, schedule, policy and granularity move tiles, never sums: bitwise the same logits.
+  // Other threads, schedule, policy and granularity move tiles, never sums: bitwise the same logits. This
+  // engine first runs a longer sequence and is reset, so the KV cache past the case's positions holds
+  // stale keys and values that must not leak into it.
   const EngineOptions other = redraw_schedule(c, seed);
-  SCOPED_TRACE("against " + describe_schedule(other));
+  SCOPED_TRACE("against " + describe_schedule(other) + ", after a longer sequence");
   Engine rescheduled(other);
+  std::vector<int32_t> longer(std::min<size_t>(c.prompt.size() + 16, other.max_context - 2));
+  for (size_t i = 0; i < longer.size(); ++i) longer[i] = int32_t((i * 7 + 3) % c.spec.vocab);
+  rescheduled.prefill(longer);
+  rescheduled.decode(1);
+  rescheduled.reset();
   const std::vector<std::vector<float>> again = run_case(rescheduled, c.prompt, tokens);
   for (size_t s = 0; s < logits.size(); ++s) ASSERT_EQ(again[s], logits[s]) << "step " << s << " is not bitwise the same";
 }
