@@ -217,8 +217,8 @@ TEST_F(CudaEngine, TraceOfADecodeStepHasEveryTaskOnce) {
 // Random shapes and settings (tests/common/random_shapes.h) with bf16 weights, the cuda backend's: odd
 // rows (no 16-byte vectors), head_dim 8 to 128, one KV head, prompts past a prefill chunk, split-KV,
 // every policy and granularity, virtual ranks, weights staged or not, resident or not. Logits within the
-// tiny test's tolerance of the cpu backend on the same checkpoint. 12 seeds; TILEFIRE_RANDOM_SHAPES=N
-// runs N.
+// tiny test's tolerance of the cpu backend on the same checkpoint, and bitwise the same again after a
+// longer sequence. 12 seeds; TILEFIRE_RANDOM_SHAPES=N runs N.
 TEST(CudaEngineRandomShapes, MatchTheCpuBackend) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   const uint64_t cases = random_case_count(12);
@@ -240,7 +240,12 @@ TEST(CudaEngineRandomShapes, MatchTheCpuBackend) {
       o.cuda_stage_weights = staged;
       o.cuda_resident = resident;
       Engine cuda(o);
-      expect_close_to_cpu(run_trajectory(cuda, c.prompt, 4), reference, 2e-3);
+      const Trajectory first = run_trajectory(cuda, c.prompt, 4);
+      expect_close_to_cpu(first, reference, 2e-3);
+      // A longer sequence, then the case again: stale keys, values and split-KV partials past its
+      // positions must not leak into it.
+      run_trajectory(cuda, prompt_of(std::min<uint32_t>(uint32_t(c.prompt.size()) + 16, o.max_context - 4), c.spec.vocab), 2);
+      expect_bitwise_equal(first, run_trajectory(cuda, c.prompt, 4), "after a longer sequence");
     } catch (const std::exception& e) {
       ADD_FAILURE() << "threw: " << e.what();
     }
