@@ -330,7 +330,24 @@ Program compile_graph(const OpGraph& graph, const CompileOptions& options) { ret
 Program compile_model(const ModelSpec& spec, const CompileOptions& options) {
   CompileOptions with_heads = options;
   if (with_heads.head_width == 0) with_heads.head_width = spec.head_dim;
-  return run_pipeline(&spec, nullptr, with_heads);
+  Program program = run_pipeline(&spec, nullptr, with_heads);
+  // Tensor parallelism: ranks wait on each other inside their collective tasks, so each must place its
+  // tasks as rank 0 does. The shard pass gives every rank the same tiles, but a policy that weighs tiles
+  // by their bytes (locality, critical-path) can still place them apart when the FFN or vocabulary splits
+  // unevenly (a row more on some ranks). So another rank takes rank 0's queues, checked again.
+  if (with_heads.tp > 1 && with_heads.rank != 0 && program.placement == Placement::static_queues) {
+    CompileOptions first_rank = with_heads;
+    first_rank.rank = 0;
+    const Program rank0 = run_pipeline(&spec, nullptr, first_rank);
+    bool same_tasks = rank0.tasks.size() == program.tasks.size() && rank0.placement == Placement::static_queues;
+    for (size_t t = 0; same_tasks && t < program.tasks.size(); ++t)
+      same_tasks = rank0.tasks[t].op == program.tasks[t].op && rank0.tasks[t].node == program.tasks[t].node;
+    if (same_tasks && rank0.queues != program.queues) {
+      program.queues = rank0.queues;
+      validate_program(program);
+    }
+  }
+  return program;
 }
 
 }  // namespace tilefire

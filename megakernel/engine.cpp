@@ -414,9 +414,9 @@ void Engine::Impl::check_ranks_agree(const Program& a, uint32_t first_rank, cons
   if (!same)
     throw InputError("--tp " + std::to_string(tp) + ": rank " + std::to_string(other_rank) +
                      "'s program runs different tasks or places them differently from rank " + std::to_string(first_rank) +
-                     "'s (an FFN or vocabulary share no tile width cuts into as many tiles as the other's, or a "
-                     "placement policy that orders tiles by their sizes); ranks wait on each other in their collective "
-                     "tasks, so they must agree: choose a --tp that divides the FFN and the vocabulary, or --policy balanced");
+                     "'s (an FFN or vocabulary share no tile width cuts into as many tiles as the other's); ranks wait "
+                     "on each other in their collective tasks, so they must agree: choose a --tp that divides the FFN "
+                     "and the vocabulary");
 }
 
 void Engine::Impl::check_peer_programs(const Program& own, uint32_t tokens) const {

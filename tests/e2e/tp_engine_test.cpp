@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "tests/common/compare.h"
+#include "tests/common/random_shapes.h"
 #include "tests/common/test_models.h"
 #include "tilefire/engine.h"
 
@@ -102,6 +103,31 @@ TEST(TensorParallelEngine, UnevenVocabularyAndFfnMatchOneRank) {
       }
     }
   }
+}
+
+// The locality policy weighs tiles by their bytes, which differ by a row between the ranks of an uneven
+// split; it placed rank 3's tiles apart from rank 0's, and the engine refused the degree. Every rank now
+// takes rank 0's queues (graph/compile.cpp). The shape of random_shapes.h's seed 119: an FFN of 698 and
+// a vocabulary of 43 over four ranks of three workers each.
+TEST(TensorParallelEngine, LocalityPolicyOnAnUnevenSplitMatchesOneRank) {
+  ModelSpec spec = draw_random_case(119).spec;
+  spec.ffn = 698;
+  spec.vocab = 43;
+  TempDir dir("tp-locality");
+  write_test_model(spec, dir.path());
+  EngineOptions o;
+  o.model_dir = dir.path().string();
+  o.threads = 3;
+  o.max_context = 64;
+  o.policy = "locality";
+  Engine single(o);
+  const Trajectory reference = run_trajectory(single, 9, 3);
+  o.tp = 4;
+  o.threads = 12;
+  Engine engine(o);
+  const Trajectory t = run_trajectory(engine, 9, 3);
+  for (size_t s = 0; s < reference.logits.size(); ++s)
+    EXPECT_LT(relative_l2_error(t.logits[s], reference.logits[s]), 1e-5) << "step " << s;
 }
 
 // The granularity of events changes what waits on what, never the arithmetic: bitwise the same logits.

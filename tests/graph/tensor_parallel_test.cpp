@@ -8,6 +8,7 @@
 #include "graph/tensor_parallel.h"
 #include "ops/all_ops.h"
 #include "tests/common/compare.h"
+#include "tests/common/random_shapes.h"
 
 namespace tilefire::testing {
 namespace {
@@ -40,6 +41,27 @@ TEST(TensorParallel, SplitsOfThePresetsCoverEverythingOnce) {
     SCOPED_TRACE(preset);
     for (uint32_t tp = 1; tp <= spec.heads; ++tp) {
       const bool allowed = spec.heads % tp == 0 && (spec.kv_heads >= tp ? spec.kv_heads % tp == 0 : tp % spec.kv_heads == 0);
+      if (allowed) {
+        expect_consistent_split(spec, tp);
+      } else {
+        EXPECT_THROW(split_tensor_parallel(spec, tp), InputError) << "tp " << tp;
+      }
+    }
+  }
+}
+
+// The same over random shapes (tests/common/random_shapes.h): one KV head, groups of 1 to 4, FFN and
+// vocabularies no degree divides, degrees up to the query heads and past the FFN or vocabulary.
+TEST(TensorParallel, SplitsOfRandomShapesCoverEverythingOnce) {
+  for (uint64_t seed = 1; seed <= random_case_count(200); ++seed) {
+    ModelSpec spec = draw_random_case(seed).spec;
+    if (seed % 2 == 0) spec.ffn = spec.ffn % 9 + 1;  // narrow: degrees past it are refused
+    SCOPED_TRACE("seed " + std::to_string(seed) + ": " + std::to_string(spec.heads) + " heads, " + std::to_string(spec.kv_heads) +
+                 " KV heads, ffn " + std::to_string(spec.ffn) + ", vocab " + std::to_string(spec.vocab));
+    for (uint32_t tp = 1; tp <= spec.heads + 1; ++tp) {
+      const bool allowed = tp <= spec.heads && spec.heads % tp == 0 &&
+                           (spec.kv_heads >= tp ? spec.kv_heads % tp == 0 : tp % spec.kv_heads == 0) && spec.ffn >= tp &&
+                           spec.vocab >= tp;
       if (allowed) {
         expect_consistent_split(spec, tp);
       } else {
@@ -165,6 +187,48 @@ TEST(TensorParallel, UnevenSharesGiveEveryRankTheSameTasks) {
           const TaskDesc& last = other.tasks[node.first_task + node.task_count - 1];
           EXPECT_EQ(last.tile_end, split_tensor_parallel(spec, tp).ranks[rank].vocab) << "rank " << rank;
         }
+      }
+    }
+  }
+}
+
+// The same property over random shapes, degrees, worker counts, policies and granularities, for decode
+// and prefill programs (tests/common/random_shapes.h); shapes are scaled up on every other seed, so shares
+// reach thousands of rows. The locality policy weighs tiles by their bytes and placed rank 3's tiles
+// apart from rank 0's (seed 119: an FFN of 698 and a vocabulary of 43 on four ranks); other ranks now
+// take rank 0's queues (compile_model).
+TEST(TensorParallel, RandomShapesGiveEveryRankTheSameTasks) {
+  for (uint64_t seed = 1; seed <= random_case_count(600); ++seed) {
+    const RandomCase c = draw_random_case(seed);
+    ModelSpec spec = c.spec;
+    if (seed % 2 == 0) {
+      spec.ffn = spec.ffn * 16 + 1;
+      spec.vocab = spec.vocab * 64 + 3;
+    }
+    CompileOptions options;
+    options.workers = uint32_t(1 + seed % 13);
+    options.tokens = seed % 3 == 0 ? uint32_t(c.prompt.size()) : 1;
+    options.policy = c.options.policy == "dynamic" ? "critical-path" : c.options.policy;
+    options.granularity = seed % 2 ? EventGranularity::tile : EventGranularity::head;
+    options.head_width = spec.head_dim;
+    for (uint32_t tp : {2u, 3u, 4u}) {
+      try {
+        split_tensor_parallel(spec, tp);
+      } catch (const InputError&) {
+        continue;  // a degree these heads do not allow (SplitsOfRandomShapesCoverEverythingOnce)
+      }
+      SCOPED_TRACE("seed " + std::to_string(seed) + ", tp " + std::to_string(tp) + ", " + std::to_string(options.workers) +
+                   " workers, " + options.policy + ", ffn " + std::to_string(spec.ffn) + ", vocab " + std::to_string(spec.vocab));
+      options.tp = tp;
+      options.rank = 0;
+      const Program first = compile_model(spec, options);
+      for (uint32_t rank = 1; rank < tp; ++rank) {
+        options.rank = rank;
+        const Program other = compile_model(spec, options);
+        ASSERT_EQ(other.tasks.size(), first.tasks.size()) << "rank " << rank;
+        for (size_t t = 0; t < first.tasks.size(); ++t)
+          ASSERT_TRUE(other.tasks[t].op == first.tasks[t].op && other.tasks[t].node == first.tasks[t].node) << "rank " << rank << ", task " << t;
+        ASSERT_EQ(other.queues, first.queues) << "rank " << rank;
       }
     }
   }
