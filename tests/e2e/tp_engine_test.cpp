@@ -76,26 +76,23 @@ TEST(TensorParallelEngine, TinyMatchesOneRank) { expect_tp_matches_single_rank("
 
 TEST(TensorParallelEngine, SmallMatchesOneRank) { expect_tp_matches_single_rank("small", {2, 4}); }
 
-// A vocabulary and an FFN that no degree divides (the ranks' shares differ by a row, and the smaller share
-// is a multiple of every power-of-two tile width): every rank still runs the same tasks, and the result
-// is TP=1's.
-TEST(TensorParallelEngine, UnevenVocabularyAndFfnMatchOneRank) {
-  ModelSpec spec = preset_spec("tiny");
-  spec.vocab = 513;  // 257 / 256 rows on two ranks, 129 / 128 / 128 / 128 on four
-  spec.ffn = 641;    // 321 / 320, 161 / 160 / 160 / 160
-  TempDir dir("tp-uneven");
+// `spec`'s random checkpoint at each {degree, threads} against one rank with `single`'s options: logits
+// within tolerance after the prefill and every decode step, greedy tokens where the winner is clear.
+void expect_checkpoint_matches_single_rank(const ModelSpec& spec, const std::string& tag, EngineOptions single,
+                                           const std::vector<std::pair<uint32_t, uint32_t>>& degrees_and_threads) {
+  TempDir dir(tag);
   write_test_model(spec, dir.path());
-  EngineOptions o;
-  o.model_dir = dir.path().string();
-  o.threads = 2;
-  o.max_context = 64;
-  Engine single(o);
-  const Trajectory reference = run_trajectory(single, 20, 6);
-  for (uint32_t tp : {2u, 4u}) {
-    SCOPED_TRACE("tp " + std::to_string(tp));
+  single.model_dir = dir.path().string();
+  single.max_context = 64;
+  Engine one(single);
+  const Trajectory reference = run_trajectory(one, 9, 4);
+  for (const auto& [tp, threads] : degrees_and_threads) {
+    SCOPED_TRACE("tp " + std::to_string(tp) + ", " + std::to_string(threads) + " threads");
+    EngineOptions o = single;
     o.tp = tp;
+    o.threads = threads;
     Engine engine(o);
-    const Trajectory t = run_trajectory(engine, 20, 6);
+    const Trajectory t = run_trajectory(engine, 9, 4);
     for (size_t s = 0; s < reference.logits.size(); ++s) {
       EXPECT_LT(relative_l2_error(t.logits[s], reference.logits[s]), 1e-5) << "step " << s;
       if (s < reference.tokens.size() && clear_winner(reference.logits[s], 1e-3f)) {
@@ -103,6 +100,18 @@ TEST(TensorParallelEngine, UnevenVocabularyAndFfnMatchOneRank) {
       }
     }
   }
+}
+
+// A vocabulary and an FFN that no degree divides (the ranks' shares differ by a row, and the smaller share
+// is a multiple of every power-of-two tile width): every rank still runs the same tasks, and the result
+// is TP=1's.
+TEST(TensorParallelEngine, UnevenVocabularyAndFfnMatchOneRank) {
+  ModelSpec spec = preset_spec("tiny");
+  spec.vocab = 513;  // 257 / 256 rows on two ranks, 129 / 128 / 128 / 128 on four
+  spec.ffn = 641;    // 321 / 320, 161 / 160 / 160 / 160
+  EngineOptions single;
+  single.threads = 2;
+  expect_checkpoint_matches_single_rank(spec, "tp-uneven", single, {{2, 2}, {4, 2}});
 }
 
 // The locality policy weighs tiles by their bytes, which differ by a row between the ranks of an uneven
@@ -113,21 +122,10 @@ TEST(TensorParallelEngine, LocalityPolicyOnAnUnevenSplitMatchesOneRank) {
   ModelSpec spec = draw_random_case(119).spec;
   spec.ffn = 698;
   spec.vocab = 43;
-  TempDir dir("tp-locality");
-  write_test_model(spec, dir.path());
-  EngineOptions o;
-  o.model_dir = dir.path().string();
-  o.threads = 3;
-  o.max_context = 64;
-  o.policy = "locality";
-  Engine single(o);
-  const Trajectory reference = run_trajectory(single, 9, 3);
-  o.tp = 4;
-  o.threads = 12;
-  Engine engine(o);
-  const Trajectory t = run_trajectory(engine, 9, 3);
-  for (size_t s = 0; s < reference.logits.size(); ++s)
-    EXPECT_LT(relative_l2_error(t.logits[s], reference.logits[s]), 1e-5) << "step " << s;
+  EngineOptions single;
+  single.threads = 3;
+  single.policy = "locality";
+  expect_checkpoint_matches_single_rank(spec, "tp-locality", single, {{4, 12}});
 }
 
 // The granularity of events changes what waits on what, never the arithmetic: bitwise the same logits.
