@@ -72,6 +72,32 @@ TEST(PrefillDecode, ChunkedAndLaterPrefillsEqualTokenByToken) {
   EXPECT_EQ(mb.count, 0u) << "prefill at position 301\n" << mb.first;
 }
 
+// An engine keeps the programs of its last few prefill lengths (four) and drops the least recently used.
+// Prompts of eight lengths in an order that evicts and recompiles, some past a 128-token chunk: each
+// prefill and the decode step after it are bitwise what a fresh engine gives, on one rank and on two.
+TEST(PrefillDecode, EvictedPrefillProgramsGiveTheSameLogits) {
+  const std::vector<uint32_t> lengths = {3, 17, 5, 29, 3, 11, 17, 64, 133, 5, 29, 260, 11, 3};
+  for (uint32_t tp : {1u, 2u}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    EngineOptions options;  // the built-in sample
+    options.threads = 2;
+    options.tp = tp;
+    options.max_context = 512;
+    Engine engine(options);
+    for (uint32_t length : lengths) {
+      SCOPED_TRACE("a prompt of " + std::to_string(length));
+      std::vector<int32_t> prompt(length);
+      for (uint32_t i = 0; i < length; ++i) prompt[i] = int32_t((i * 41 + length) % 512);
+      engine.reset();
+      const std::vector<float> prefilled = engine.prefill(prompt);
+      const std::vector<float> decoded = engine.decode(7);
+      Engine fresh(options);
+      ASSERT_EQ(fresh.prefill(prompt), prefilled);
+      ASSERT_EQ(fresh.decode(7), decoded);
+    }
+  }
+}
+
 TEST(PrefillDecode, StepApiRejectsBadTokensBeforeRunning) {
   EngineOptions options;
   options.threads = 1;
