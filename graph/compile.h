@@ -68,6 +68,8 @@ OpGraph shard_op_graph(OpGraph local, const ModelSpec& spec, const TensorParalle
 Program compile_graph(const OpGraph& graph, const CompileOptions& options);
 
 // The whole pipeline from the model: build_primitive_graph, the fuse pass, then compile_graph's passes.
+// Under tensor parallelism a rank other than 0 is placed as rank 0 (its queues, validated again for the
+// rank's program), since ranks wait on each other in their collective tasks.
 Program compile_model(const ModelSpec& spec, const CompileOptions& options);
 
 // Slot names the engine binds by convention.
