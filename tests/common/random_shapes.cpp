@@ -73,8 +73,9 @@ RandomCase draw_random_case(uint64_t seed) {
   EngineOptions& o = c.options;
   o.kv_splits = draw.pick({0u, 1u, 2u, 3u, 5u});
   o.max_context = draw.pick({64u, 256u});
-  // Two ranks where the heads split: query heads evenly, KV heads evenly or replicated.
-  if (draw.in(0, 2) == 0 && s.heads % 2 == 0 && (s.kv_heads % 2 == 0 || s.kv_heads == 1)) o.tp = 2;
+  // Two to four ranks where the heads split: query heads evenly, KV heads evenly or replicated.
+  const uint32_t tp = draw.in(2, 4);
+  if (draw.in(0, 2) == 0 && s.heads % tp == 0 && (s.kv_heads >= tp ? s.kv_heads % tp == 0 : tp % s.kv_heads == 0)) o.tp = tp;
   draw_schedule(draw, o);
   // Mostly short prompts; some past the 128-token prefill chunk.
   const uint32_t prompt_length = draw.in(0, 3) == 0 ? draw.in(129, 160) : draw.in(1, 24);

@@ -3,8 +3,8 @@
 // against the reference, tests/e2e/cuda_engine_test.cpp against the cpu backend): shapes no preset has
 // (head_dim 8 to 128, one KV head or as many as query heads, odd hidden, FFN and vocabulary sizes, one
 // layer), every architecture feature, every weight dtype, prompts that span prefill chunks, and the
-// scheduling knobs (threads, schedule, policy, granularity, split-KV, tensor parallelism). A case is a
-// function of its seed alone, so a failure reruns alone.
+// scheduling knobs (threads, schedule, policy, granularity, split-KV, tensor parallelism over 2 to 4
+// ranks). A case is a function of its seed alone, so a failure reruns alone.
 #include <cstdint>
 #include <string>
 #include <vector>

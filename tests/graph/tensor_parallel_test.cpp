@@ -195,8 +195,8 @@ TEST(TensorParallel, UnevenSharesGiveEveryRankTheSameTasks) {
 // The same property over random shapes, degrees, worker counts, policies and granularities, for decode
 // and prefill programs (tests/common/random_shapes.h); shapes are scaled up on every other seed, so shares
 // reach thousands of rows. The locality policy weighs tiles by their bytes and placed rank 3's tiles
-// apart from rank 0's (seed 119: an FFN of 698 and a vocabulary of 43 on four ranks); other ranks now
-// take rank 0's queues (compile_model).
+// apart from rank 0's (first met at an FFN of 698 and a vocabulary of 43 on four ranks); other ranks
+// now take rank 0's queues (compile_model).
 TEST(TensorParallel, RandomShapesGiveEveryRankTheSameTasks) {
   for (uint64_t seed = 1; seed <= random_case_count(600); ++seed) {
     const RandomCase c = draw_random_case(seed);
