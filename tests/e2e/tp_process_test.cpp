@@ -11,6 +11,7 @@
 
 #include "megakernel/cuda/cuda_executor.h"
 #include "tests/common/cli_runner.h"
+#include "tests/common/random_shapes.h"
 #include "transport/nccl_windows.h"
 #include "tests/common/test_models.h"
 
@@ -96,6 +97,48 @@ TEST(TensorParallelProcesses, UnevenVocabularyAndFfnMatchOneRank) {
   ASSERT_EQ(results[0].status, 0) << results[0].err;
   ASSERT_EQ(results[1].status, 0) << results[1].err;
   EXPECT_EQ(tokens_of(results[0].out), tokens_of(single.out));
+}
+
+// Random shapes and settings with 2 to 4 ranks (tests/common/random_shapes.h), one rank per process:
+// each process compiles its peers' programs and takes rank 0's placement, so all agree. The same greedy
+// tokens as one rank where the winner is clear, and the same top probabilities within 1e-4. Four cases
+// (40 passed when this was written).
+TEST(TensorParallelProcesses, RandomShapesMatchOneRank) {
+  const uint64_t wanted = random_case_count(4);  // TILEFIRE_RANDOM_SHAPES=N: N tensor-parallel cases
+  uint64_t cases = 0;
+  for (uint64_t seed = 1; seed <= 50 * wanted && cases < wanted; ++seed) {
+    const RandomCase c = draw_random_case(seed);
+    if (c.options.tp == 1) continue;
+    ++cases;
+    SCOPED_TRACE("seed " + std::to_string(seed) + ": " + c.description);
+    TempDir dir("tp-random-" + std::to_string(seed));
+    write_test_model(c.spec, dir.path() / "model", c.dtype);
+    std::string prompt;
+    for (size_t i = 0; i < std::min<size_t>(c.prompt.size(), 24); ++i) prompt += (i ? "," : "") + std::to_string(c.prompt[i]);
+    std::vector<std::string> args{"run", "--model", (dir.path() / "model").string(), "--prompt-tokens", prompt,
+                                  "--max-new-tokens", "4", "--logprobs", "2", "--threads", "1", "--policy",
+                                  c.options.policy, "--granularity", granularity_name(c.options.granularity), "--json"};
+    if (c.options.kv_splits != 0) args = with(args, {"--kv-splits", std::to_string(c.options.kv_splits)});  // 0: the default
+    RunResult single = run_cli(args);
+    ASSERT_EQ(single.status, 0) << describe(single);
+    const std::string meet = "tp-random-" + std::to_string(getpid()) + "-" + std::to_string(seed);
+    const std::vector<std::string> tp_args = with(args, {"--tp", std::to_string(c.options.tp)});
+    std::string script;
+    for (uint32_t r = 1; r < c.options.tp; ++r) script += "(" + rank_command(r, c.options.tp, meet, tp_args) + ") & ";
+    script += rank_command(0, c.options.tp, meet, tp_args) + "; wait";
+    const auto results = run_ranks(dir, script, c.options.tp);
+    for (uint32_t r = 0; r < c.options.tp; ++r) ASSERT_EQ(results[r].status, 0) << "rank " << r << ": " << results[r].err;
+    const nlohmann::json one = nlohmann::json::parse(single.out), ranks = nlohmann::json::parse(results[0].out);
+    for (size_t i = 0; i < one["tokens"].size(); ++i) {
+      const nlohmann::json& want = one["logprobs"][i];
+      const nlohmann::json& got = ranks["logprobs"][i];
+      for (size_t k = 0; k < 2; ++k)
+        EXPECT_NEAR(got[k][1].get<double>(), want[k][1].get<double>(), 1e-4) << "position " << i << ", candidate " << k;
+      if (want[0][1].get<double>() - want[1][1].get<double>() < 1e-3) break;  // a near tie may go either way
+      ASSERT_EQ(ranks["tokens"][i], one["tokens"][i]) << "greedy token at position " << i;
+    }
+  }
+  EXPECT_EQ(cases, wanted);
 }
 
 TEST(TensorParallelProcesses, MpirunTwoProcessesMatchOneRank) {
