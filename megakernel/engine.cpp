@@ -317,9 +317,12 @@ InputError nonfinite_logits(const std::string& origin, uint32_t at) {
 }
 }  // namespace
 
+bool Engine::Impl::all_finite(const float* logits) const {
+  return std::all_of(logits, logits + info.vocab, [](float v) { return std::isfinite(v); });
+}
+
 void Engine::Impl::check_finite_logits(const float* logits, uint32_t at) const {
-  for (uint32_t v = 0; v < info.vocab; ++v)
-    if (!std::isfinite(logits[v])) throw nonfinite_logits(loaded().origin, at);
+  if (!all_finite(logits)) throw nonfinite_logits(loaded().origin, at);
 }
 
 void Engine::Impl::rewind(uint32_t to) {
@@ -333,8 +336,7 @@ Engine::Impl::GreedyToken Engine::Impl::run_greedy(BoundProgram& bound, const st
     return {result.argmax, result.nonfinite || result.argmax < 0};
   }
   const float* logits = run(bound, tokens, nullptr);
-  const bool nonfinite = !std::all_of(logits, logits + info.vocab, [](float v) { return std::isfinite(v); });
-  return {int32_t(std::max_element(logits, logits + info.vocab) - logits), nonfinite};
+  return {int32_t(std::max_element(logits, logits + info.vocab) - logits), !all_finite(logits)};
 }
 
 const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* compile_ms) {

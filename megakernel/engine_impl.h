@@ -147,6 +147,7 @@ struct Engine::Impl {
   // Throws an InputError naming the position when a logit of the token at `at` is NaN or infinite: the
   // weights hold non-finite values, and no answer drawn from such logits is right.
   void check_finite_logits(const float* logits, uint32_t at) const;
+  bool all_finite(const float* logits) const;  // no NaN or Inf among the vocabulary's logits
   // Sets the sequence's position (every rank's): 0 starts a new sequence; a call that throws after its
   // step ran goes back to where it began, so the sequence is as it was (the KV entries past the
   // position are overwritten by the next step).

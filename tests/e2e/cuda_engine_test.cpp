@@ -236,7 +236,6 @@ TEST(CudaEngineRandomShapes, MatchTheCpuBackend) {
       const Trajectory reference = run_trajectory(cpu, c.prompt, 4);
       EngineOptions o = c.options;
       o.backend = Backend::cuda;
-      o.threads = 0;
       o.cuda_stage_weights = staged;
       o.cuda_resident = resident;
       Engine cuda(o);
