@@ -1,5 +1,7 @@
 // Chrome trace / Perfetto JSON of one step: a row (tid) per worker, a complete slice ("ph": "X") per task.
+#include <cmath>
 #include <fstream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -68,7 +70,9 @@ std::vector<SimulatedTask> read_chrome_trace(const std::string& path, const Prog
   }
   std::vector<SimulatedTask> tasks;
   for (const nlohmann::json& event : trace["traceEvents"]) {
-    if (!event.is_object() || event.value("ph", "") != "X") continue;
+    // Only complete slices are tasks (a "ph" of another type, as of another kind, is skipped: a task it
+    // hid is then missing, which the fit names).
+    if (!event.is_object() || !event.contains("ph") || event["ph"] != "X") continue;
     const bool well_formed = event.contains("args") && event["args"].is_object() && event["args"].contains("task") &&
                              event["args"]["task"].is_number_unsigned() && event.contains("tid") && event["tid"].is_number_unsigned() &&
                              event.contains("ts") && event["ts"].is_number() && event.contains("dur") && event["dur"].is_number() &&
@@ -82,11 +86,21 @@ std::vector<SimulatedTask> read_chrome_trace(const std::string& path, const Prog
     if (found != expected)
       throw InputError("--fit-trace " + path + ": task " + std::to_string(index) + " is '" + found + "' in the trace and '" + expected +
                        "' in this program; give simulate the flags of the traced run (workers, --policy, --granularity, --kv-splits)");
+    // Bounded before converting: a tid past 32 bits would wrap onto a real worker, and a time past
+    // 1e12 us (11 days) would make the step's span infinite.
+    const uint64_t tid = event["tid"].get<uint64_t>();
+    const double ts_us = event["ts"].get<double>(), dur_us = event["dur"].get<double>();
+    if (tid > std::numeric_limits<uint32_t>::max())
+      throw InputError("--fit-trace " + path + ": task " + std::to_string(index) + " ran on tid " + std::to_string(tid) +
+                       ", which is no worker");
+    if (!(std::fabs(ts_us) <= 1e12) || !(std::fabs(dur_us) <= 1e12))
+      throw InputError("--fit-trace " + path + ": task " + std::to_string(index) +
+                       "'s ts and dur must be microseconds within 1e12 of 0");
     SimulatedTask task;
     task.task = uint32_t(index);
-    task.worker = event["tid"].get<uint32_t>();
-    task.start_ns = event["ts"].get<double>() * 1000.0;
-    task.end_ns = task.start_ns + event["dur"].get<double>() * 1000.0;
+    task.worker = uint32_t(tid);
+    task.start_ns = ts_us * 1000.0;
+    task.end_ns = task.start_ns + dur_us * 1000.0;
     tasks.push_back(task);
   }
   return tasks;

@@ -56,13 +56,14 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
     if (o.task >= tasks) throw InputError("the trace has task " + std::to_string(o.task) + ", the program " + std::to_string(tasks) + " tasks");
     if (by_task[o.task]) throw InputError("the trace has task " + std::to_string(o.task) + " twice");
     if (!(o.end_ns >= o.start_ns)) throw InputError("the trace's task " + std::to_string(o.task) + " ends before it starts");
+    // Compared before adding one: a worker of 2^32 - 1 would wrap to 0 workers.
+    if (o.worker >= base.workers)
+      throw InputError("the trace has worker " + std::to_string(o.worker) + ", the device " + std::to_string(base.workers) + " workers");
     by_task[o.task] = &o;
     workers = std::max(workers, o.worker + 1);
   }
   for (uint32_t t = 0; t < tasks; ++t)
     if (!by_task[t]) throw InputError("the trace lacks task " + std::to_string(t) + " of the program's " + std::to_string(tasks));
-  if (workers > base.workers)
-    throw InputError("the trace has " + std::to_string(workers) + " workers, the device " + std::to_string(base.workers));
 
   DeviceFit fit;
   fit.device = base;

@@ -500,6 +500,35 @@ TEST(CliSimulate, FitsTheDeviceToATracedStep) {
   EXPECT_NE(alone.err.find("--fit-out needs --fit-trace"), std::string::npos) << alone.err;
 }
 
+// A traced step with a figure no run writes is refused by name (found by tests/e2e/input_fuzz_test.cpp):
+// a tid of 2^32 - 1 crashed the fit, one past 32 bits wrapped onto worker 0, and a time near 1e306 us
+// gave an infinite step printed as null with exit 0. A slice whose "ph" is not a string is no task.
+TEST(CliSimulate, RefusesATraceWithFiguresNoRunWrites) {
+  TempDir dir("cli-fit-bad");
+  const std::string trace = (dir.path() / "step.json").string(), base = (dir.path() / "base.json").string(),
+                    edited = (dir.path() / "edited.json").string();
+  RunResult traced = run_cli({"run", "--threads", "2", "--prompt-tokens", "1,2,3", "--max-new-tokens", "3", "--trace", trace});
+  ASSERT_EQ(traced.status, 0) << describe(traced);
+  write_file_text(base, R"({"workers": 2, "memory_gbs": 20, "flops": 1e11, "dispatch_ns": 10, "signal_ns": 200})");
+  const nlohmann::json valid = nlohmann::json::parse(read_file_text(trace));
+  size_t first_task = 0;
+  while (valid["traceEvents"][first_task].value("ph", "") != "X") ++first_task;
+  const std::vector<std::pair<std::string, nlohmann::json>> edits{{"tid", 4294967295ull}, {"tid", 4294967296ull},
+                                                                  {"ts", 1e306},          {"dur", 1e306},
+                                                                  {"ph", 7}};
+  const std::vector<std::string> expected{"the trace has worker 4294967295", "which is no worker", "within 1e12", "within 1e12",
+                                          "the trace lacks task"};
+  for (size_t i = 0; i < edits.size(); ++i) {
+    nlohmann::json document = valid;
+    document["traceEvents"][first_task][edits[i].first] = edits[i].second;
+    write_file_text(edited, document.dump());
+    RunResult r = run_cli({"simulate", "--preset", "tiny", "--dtype", "f32", "--device", base, "--kv-splits", "1", "--context", "5",
+                           "--fit-trace", edited});
+    EXPECT_EQ(r.status, 2) << edits[i].first << " = " << edits[i].second << ": " << describe(r);
+    EXPECT_NE(r.err.find(expected[i]), std::string::npos) << r.err;
+  }
+}
+
 // A GPU device's shared memory holds the kernel's weight stages beside the tiles' workspace: 6 of 32 KiB
 // at the Llama-3.2-1B shape, 5 at the 8B shape's wider FFN rows (megakernel/kernel_layout.h), and what a
 // waiting CTA fetches ahead is that ring. A device file may give a peak per weight dtype.

@@ -149,9 +149,10 @@ TEST(TraceFit, RefusesATimelineThatDoesNotFitTheProgram) {
   missing.pop_back();
   EXPECT_THROW(fit_device(program, missing, 1, base), InputError);
   // The last task changed one way each: a repeated task, one outside the program, an end before its
-  // start, a worker the device does not have.
+  // start, a worker the device does not have (the last one past any: one more wraps to 0, which crashed).
   const std::vector<void (*)(SimulatedTask&)> breakages{[](SimulatedTask& t) { t.task = 1; }, [](SimulatedTask& t) { t.task = 7; },
-                                                        [](SimulatedTask& t) { t.end_ns = 1; }, [](SimulatedTask& t) { t.worker = 5; }};
+                                                        [](SimulatedTask& t) { t.end_ns = 1; }, [](SimulatedTask& t) { t.worker = 5; },
+                                                        [](SimulatedTask& t) { t.worker = ~0u; }};
   for (size_t i = 0; i < breakages.size(); ++i) {
     std::vector<SimulatedTask> broken = fits;
     breakages[i](broken.back());
