@@ -178,4 +178,27 @@ void validate_program(const Program& program) {
   }
 }
 
+std::string bsp_order_violation(const Program& p) {
+  // Per event, the latest node that signals it (and a task of that node, for the message).
+  std::vector<uint32_t> signalling_task(p.events.size(), kNoSlot), signalling_node(p.events.size(), 0);
+  for (uint32_t t = 0; t < p.tasks.size(); ++t) {
+    const TaskDesc& task = p.tasks[t];
+    for (uint32_t i = 0; i < task.signal_count; ++i) {
+      const uint32_t e = p.signals[task.signal_begin + i];
+      if (signalling_task[e] == kNoSlot || task.node > signalling_node[e]) signalling_task[e] = t, signalling_node[e] = task.node;
+    }
+  }
+  for (uint32_t t = 0; t < p.tasks.size(); ++t) {
+    const TaskDesc& task = p.tasks[t];
+    for (uint32_t i = 0; i < task.wait_count; ++i) {
+      const uint32_t e = p.waits[task.wait_begin + i];
+      if (signalling_task[e] != kNoSlot && signalling_node[e] >= task.node)
+        return describe_task(p, t) + " waits on event " + std::to_string(e) + ", which " + describe_task(p, signalling_task[e]) +
+               " of node " + std::to_string(signalling_node[e]) + " signals: not an earlier node than its own " +
+               std::to_string(task.node) + ", so bsp (node by node, no event waits) would run it before its input";
+  }
+  }
+  return "";
+}
+
 }  // namespace tilefire

@@ -20,6 +20,12 @@ struct ProgramError : std::runtime_error {
 // Throws ProgramError naming the task (op, layer, tile) and event at fault.
 void validate_program(const Program& program);
 
+// Why the program cannot run as bsp, or "" when it can. bsp runs the nodes in order with a barrier
+// between them and waits on no event, so every signaller -> waiter edge must go to a later node (the
+// compiler's programs all do; a hand-made chain within one node runs as dataflow only). The executors
+// refuse a bsp step of a program that breaks this, which would otherwise give wrong output.
+std::string bsp_order_violation(const Program& program);
+
 // "qkv_projection layer 3 tile [4, 6) (task 17)" for messages and traces.
 std::string describe_task(const Program& program, uint32_t task);
 

@@ -8,6 +8,7 @@
 
 #include "ops/all_ops.h"
 #include "ops/splitmix64.h"
+#include "scheduler/validator.h"
 
 #include <immintrin.h>
 
@@ -157,6 +158,7 @@ ProgramInstance::ProgramInstance(const Program& program, std::vector<void*> slot
     for (uint32_t i = 0; i < t.wait_count; ++i) ++waiter_begin_[program.waits[t.wait_begin + i] + 1];
   for (size_t e = 0; e < events; ++e) waiter_begin_[e + 1] += waiter_begin_[e];
   waiters_.resize(waiter_begin_[events]);
+  bsp_violation_ = bsp_order_violation(program);
   bsp_queues_ = program.queues;
   for (auto& queue : bsp_queues_)
     std::stable_sort(queue.begin(), queue.end(),
@@ -249,6 +251,8 @@ void CpuExecutor::run_step(ProgramInstance& instance, const StepInputs& inputs, 
 
   if (instance.broken_)
     throw std::runtime_error("cpu backend: this program's state is inconsistent after an earlier step failed");
+  if (options.mode == ScheduleMode::bsp && !instance.bsp_violation_.empty())
+    throw std::runtime_error("cpu backend: this program cannot run as bsp: " + instance.bsp_violation_);
   Job& job = *job_;
   job.failed.store(false, std::memory_order_relaxed);
   job.error = nullptr;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -66,6 +67,7 @@ class ProgramInstance {
   // bsp: each static queue's tasks regrouped node by node (a policy may interleave nodes in a queue);
   // the same tasks on the same workers.
   std::vector<std::vector<uint32_t>> bsp_queues_;
+  std::string bsp_violation_;  // why bsp would run a task before its input (scheduler/validator.h); "": none
   alignas(64) std::atomic<uint32_t> ready_push_{0};
   alignas(64) std::atomic<uint32_t> ready_pop_{0};
   alignas(64) std::atomic<uint32_t> barrier_{0};  // bsp: arrivals, grow-only

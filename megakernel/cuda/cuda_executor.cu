@@ -17,6 +17,7 @@
 #include "megakernel/kernel_layout.h"
 #include "ops/all_ops.h"
 #include "scheduler/device_program.h"
+#include "scheduler/validator.h"
 #include "tilefire/errors.h"
 
 namespace tilefire {
@@ -164,6 +165,7 @@ class CudaProgram {
   DeviceBuffer events, satisfied, ready_list, counters;
   DeviceBuffer trace;  // [task_count] DeviceTaskTiming, allocated by the first traced step
   uint32_t workspace_floats = 0;
+  std::string bsp_violation;  // why a bsp step of this program would run a task before its input ("": none)
   uint32_t steps = 0, dynamic_steps = 0, bsp_steps = 0;
   uint32_t push_base = 0, pop_base = 0;  // the device's ready-list counters, as the host predicts them
 };
@@ -446,6 +448,7 @@ CudaProgramPtr CudaExecutor::load(const Program& program, std::vector<void*> dev
   p.program = &program;
   p.header = encoded.header;
   p.workspace_floats = tile_workspace_floats(program);
+  p.bsp_violation = bsp_order_violation(program);
   if (uint64_t(p.workspace_floats) * 4 > s.max_dynamic_shared)
     throw InputError("cuda backend: a tile of this program needs " + std::to_string(uint64_t(p.workspace_floats) * 4) +
                      " bytes of shared memory, the device has " + std::to_string(s.max_dynamic_shared) +
@@ -491,6 +494,7 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
     p.slots_dirty = false;
   }
   const bool bsp = mode == ScheduleMode::bsp;
+  if (bsp && !p.bsp_violation.empty()) throw std::runtime_error("cuda backend: this program cannot run as bsp: " + p.bsp_violation);
   const bool dynamic = !bsp && p.header.placement == uint8_t(Placement::dynamic_queue);
   DeviceJob job;
   job.program = static_cast<const unsigned char*>(p.blob.get());

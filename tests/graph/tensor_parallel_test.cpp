@@ -6,6 +6,7 @@
 
 #include "graph/compile.h"
 #include "graph/tensor_parallel.h"
+#include "scheduler/validator.h"
 #include "ops/all_ops.h"
 #include "tests/common/compare.h"
 #include "tests/common/random_shapes.h"
@@ -172,6 +173,7 @@ TEST(TensorParallel, UnevenSharesGiveEveryRankTheSameTasks) {
       options.workers = workers;
       options.tp = tp;
       const Program first = compile_model(spec, options);
+      EXPECT_EQ(bsp_order_violation(first), "");  // the collectives' edges go forward too
       for (uint32_t rank = 1; rank < tp; ++rank) {
         options.rank = rank;
         const Program other = compile_model(spec, options);
@@ -222,6 +224,7 @@ TEST(TensorParallel, RandomShapesGiveEveryRankTheSameTasks) {
       options.tp = tp;
       options.rank = 0;
       const Program first = compile_model(spec, options);
+      EXPECT_EQ(bsp_order_violation(first), "");  // the collectives' edges go forward too
       for (uint32_t rank = 1; rank < tp; ++rank) {
         options.rank = rank;
         const Program other = compile_model(spec, options);

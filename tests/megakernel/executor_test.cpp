@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <map>
 #include <random>
 
 #include "megakernel/cpu/cpu_executor.h"
@@ -12,6 +11,7 @@
 #include "ops/noop.h"
 #include "scheduler/policy.h"
 #include "scheduler/validator.h"
+#include "tests/common/step_checks.h"
 
 namespace tilefire::testing {
 namespace {
@@ -76,38 +76,6 @@ Program random_program(uint32_t nodes, uint32_t width, uint32_t seed) {
     p.signals.insert(p.signals.end(), signals[t].begin(), signals[t].end());
   }
   return p;
-}
-
-// Producers of each task, from the events: the tasks that signal what it waits on.
-std::vector<std::vector<uint32_t>> producers(const Program& p) {
-  std::map<uint32_t, std::vector<uint32_t>> signallers;
-  for (uint32_t t = 0; t < p.tasks.size(); ++t)
-    for (uint32_t i = 0; i < p.tasks[t].signal_count; ++i) signallers[p.signals[p.tasks[t].signal_begin + i]].push_back(t);
-  std::vector<std::vector<uint32_t>> result(p.tasks.size());
-  for (uint32_t t = 0; t < p.tasks.size(); ++t)
-    for (uint32_t i = 0; i < p.tasks[t].wait_count; ++i)
-      for (uint32_t s : signallers[p.waits[p.tasks[t].wait_begin + i]]) result[t].push_back(s);
-  return result;
-}
-
-void check_step(const Program& p, const std::vector<TaskTiming>& timings, ScheduleMode mode, const std::string& where) {
-  ASSERT_EQ(timings.size(), p.tasks.size()) << where << ": every task runs exactly once";
-  std::vector<const TaskTiming*> by_task(p.tasks.size(), nullptr);
-  for (const TaskTiming& t : timings) {
-    ASSERT_EQ(by_task[t.task], nullptr) << where << ": task " << t.task << " ran twice";
-    by_task[t.task] = &t;
-  }
-  const auto deps = producers(p);
-  for (uint32_t t = 0; t < p.tasks.size(); ++t)
-    for (uint32_t d : deps[t])
-      EXPECT_LE(by_task[d]->end_ns, by_task[t]->start_ns) << where << ": task " << t << " started before its producer " << d << " ended";
-  if (mode != ScheduleMode::bsp) return;
-  for (const TaskTiming& a : timings)  // every task of node n ends before any task of node n + 1 starts
-    for (const TaskTiming& b : timings) {
-      if (p.tasks[a.task].node + 1 == p.tasks[b.task].node) {
-        EXPECT_LE(a.end_ns, b.start_ns) << where << ": bsp barrier";
-      }
-    }
 }
 
 TEST(CpuExecutor, RunsEveryTaskOnceAfterItsProducers) {
@@ -255,6 +223,31 @@ TEST(CpuExecutor, MatrixChainProgramRunsTheChain) {
       ASSERT_NEAR(got, expected, 1e-3 * (1.0 + std::abs(expected))) << "node " << n << " row " << r;
     }
   }
+}
+
+// A chain within one node (scheduler/program.h's noop_program) runs as dataflow; bsp, which runs a node's
+// tiles at once and waits on no event, would run them out of order: the step is refused, naming the edge,
+// and the instance runs on.
+TEST(CpuExecutor, RefusesABspStepThatWouldRunATaskBeforeItsInput) {
+  CpuExecutor executor(2);
+  const Program chain = noop_program(6, true, 2);
+  validate_program(chain);
+  ProgramInstance instance(chain, {});
+  StepInputs inputs;
+  StepOptions bsp;
+  bsp.mode = ScheduleMode::bsp;
+  try {
+    executor.run_step(instance, inputs, bsp);
+    ADD_FAILURE() << "the bsp step ran";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot run as bsp: noop layer 0 tile [1, 2) (task 1) waits on event 0"), std::string::npos)
+        << e.what();
+  }
+  std::vector<TaskTiming> timings;
+  StepOptions dataflow;
+  dataflow.trace = &timings;
+  executor.run_step(instance, inputs, dataflow);
+  check_step(chain, timings, ScheduleMode::dataflow, "dataflow after the refused bsp step");
 }
 
 // A queue may interleave nodes (critical-path does); bsp regroups each worker's tasks node by node.

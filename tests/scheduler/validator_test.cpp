@@ -125,6 +125,32 @@ TEST(Validator, RejectsAnEventWithTriggerCountZero) {
   EXPECT_NE(rejection(p).find("trigger count 0"), std::string::npos) << rejection(p);
 }
 
+// bsp runs node by node and waits on no event: a chain within one node is a valid dataflow program but
+// not a bsp one (the executors refuse its bsp steps); the same chain with a node per task is both; an
+// edge back to an earlier node is named too.
+TEST(Validator, NamesAnEdgeBspWouldBreak) {
+  Program chain = noop_program({{}, {0}, {1}}, {{0}, {1}, {}}, {1, 1});  // t0 -> e0 -> t1 -> e1 -> t2
+  find_policy("balanced")->place(chain, 2);
+  EXPECT_EQ(rejection(chain), "");
+  const std::string within = bsp_order_violation(chain);
+  EXPECT_NE(within.find("noop layer 0 tile [1, 2) (task 1) waits on event 0"), std::string::npos) << within;
+  EXPECT_NE(within.find("bsp"), std::string::npos) << within;
+  auto node_per_task = [](Program p) {
+    p.nodes.clear();
+    for (uint32_t t = 0; t < p.tasks.size(); ++t) {
+      p.nodes.push_back({OpParams::make(OpCode::noop, 0, NoopParams{3}), t, 1});
+      p.tasks[t].node = t;
+    }
+    return p;
+  };
+  EXPECT_EQ(bsp_order_violation(node_per_task(chain)), "");
+  Program backwards = node_per_task(noop_program({{1}, {}}, {{}, {0, 1}}, {1, 1}));  // t1 (node 1) -> e1 -> t0 (node 0)
+  find_policy("balanced")->place(backwards, 2);
+  EXPECT_EQ(rejection(backwards), "");
+  const std::string back = bsp_order_violation(backwards);
+  EXPECT_NE(back.find("(task 0) waits on event 1, which noop layer 0 tile [1, 2) (task 1) of node 1 signals"), std::string::npos) << back;
+}
+
 TEST(Compile, ModelProgramsValidateForManyShapes) {
   for (const char* preset : {"tiny", "small", "llama-3.2-1b", "qwen3-0.6b"})
     for (uint32_t workers : {1u, 2u, 7u})
@@ -135,6 +161,7 @@ TEST(Compile, ModelProgramsValidateForManyShapes) {
         options.max_context = 64;
         Program p = compile_model(preset_spec(preset, DType::bf16), options);
         EXPECT_NO_THROW(validate_program(p)) << preset;
+        EXPECT_EQ(bsp_order_violation(p), "") << preset;
         EXPECT_GT(p.tasks.size(), 0u);
       }
 }
