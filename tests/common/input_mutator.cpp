@@ -1,6 +1,7 @@
 // InputMutator (tests/common/input_mutator.h).
 #include "tests/common/input_mutator.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -27,6 +28,12 @@ void collect(const json& node, const json::json_pointer& at, std::vector<json::j
 }
 
 }  // namespace
+
+uint64_t fuzz_case_count(uint64_t default_count) {
+  const char* text = std::getenv("TILEFIRE_FUZZ_SCALE");
+  const uint64_t scale = text ? std::strtoull(text, nullptr, 10) : 0;
+  return default_count * (scale ? scale : 1);
+}
 
 void InputMutator::note(const std::string& edit) { log_ += (log_.empty() ? "" : "; ") + edit; }
 

@@ -12,6 +12,9 @@
 
 namespace tilefire::testing {
 
+// How many cases a fuzz test runs: `default_count`, times K when TILEFIRE_FUZZ_SCALE=K is set (a sweep).
+uint64_t fuzz_case_count(uint64_t default_count);
+
 class InputMutator {
  public:
   explicit InputMutator(uint64_t seed) : rng_(seed) {}

@@ -12,16 +12,11 @@
 #include <random>
 
 #include "tests/common/cli_runner.h"
+#include "tests/common/input_mutator.h"
 #include "tests/common/test_models.h"
 
 namespace tilefire::testing {
 namespace {
-
-uint64_t fuzz_cases(uint64_t default_count) {
-  const char* text = std::getenv("TILEFIRE_FUZZ_SCALE");
-  const uint64_t scale = text ? std::strtoull(text, nullptr, 10) : 0;
-  return default_count * (scale ? scale : 1);
-}
 
 // Values a flag's parser may not expect.
 const char* const kOddValues[] = {"0",   "-1",  "4294967296", "18446744073709551616", "1e400", "nan", "inf", "",
@@ -49,7 +44,7 @@ TEST(CliFuzz, EveryMutatedCommandLineRunsOrIsRefused) {
       {"simulate", "--preset", "tiny", "--device", "h200", "--batch", "2", "--context", "100", "--tp", "2", "--json"},
       {"gen-model", "--preset", "tiny", "--out", out, "--dtype", "bf16", "--shard-mb", "1"}};
   uint64_t ran = 0;
-  const uint64_t cases = fuzz_cases(40);
+  const uint64_t cases = fuzz_case_count(40);
   for (uint64_t seed = 0; seed < cases; ++seed) {
     std::mt19937_64 rng(seed);
     auto below = [&](uint64_t n) { return size_t(rng() % n); };

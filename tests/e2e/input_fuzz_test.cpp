@@ -39,12 +39,6 @@ void write_file_text(const fs::path& path, const std::string& text) {
   out << text;
 }
 
-uint64_t fuzz_cases(uint64_t default_count) {
-  const char* text = std::getenv("TILEFIRE_FUZZ_SCALE");
-  const uint64_t scale = text ? std::strtoull(text, nullptr, 10) : 0;
-  return default_count * (scale ? scale : 1);
-}
-
 // How many mutated files were read without an error (the rest were refused): a test that accepted none
 // would check refusals alone.
 void report_accepted(uint64_t accepted, uint64_t cases) {
@@ -102,7 +96,7 @@ TEST(InputFuzz, SafetensorsImages) {
   const std::vector<uint8_t> data(valid.begin() + 8 + long(header_length), valid.end());
   const json header_json = json::parse(header);
   uint64_t accepted = 0;
-  const uint64_t cases = fuzz_cases(4000);
+  const uint64_t cases = fuzz_case_count(4000);
   for (uint64_t seed = 0; seed < cases; ++seed) {
     InputMutator mutate(seed);
     std::vector<uint8_t> image;
@@ -163,7 +157,7 @@ TEST(InputFuzz, ConfigFiles) {
     valid.push_back(json::parse(to_hf_config_json(variant_spec(v))));
   for (const char* preset : {"llama-3.2-1b", "qwen3-8b"}) valid.push_back(json::parse(to_hf_config_json(preset_spec(preset))));
   uint64_t accepted = 0;
-  const uint64_t cases = fuzz_cases(4000);
+  const uint64_t cases = fuzz_case_count(4000);
   for (uint64_t seed = 0; seed < cases; ++seed) {
     InputMutator mutate(seed);
     const json& base = valid[size_t(mutate.below(valid.size()))];
@@ -218,7 +212,7 @@ TEST(InputFuzz, DeviceFiles) {
   const std::string path = (dir.path() / "device.json").string();
   const json valid = full_device_file();
   uint64_t accepted = 0;
-  const uint64_t cases = fuzz_cases(1000);
+  const uint64_t cases = fuzz_case_count(1000);
   for (uint64_t seed = 0; seed < cases; ++seed) {
     InputMutator mutate(seed);
     write_file_text(path, mutate.mutate_json_text(valid));
@@ -254,7 +248,7 @@ TEST(InputFuzz, TracesToFitADeviceTo) {
   write_file_text(device, R"({"name": "two-cores", "workers": 2, "memory_gbs": 20, "flops": 1e11, "dispatch_ns": 10, "signal_ns": 200})");
   const json valid = json::parse(read_file_text(traced));
   uint64_t accepted = 0;
-  const uint64_t cases = fuzz_cases(400);
+  const uint64_t cases = fuzz_case_count(400);
   for (uint64_t seed = 0; seed < cases; ++seed) {
     InputMutator mutate(seed);
     write_file_text(mutated, mutate.mutate_json_text(valid));
@@ -295,7 +289,7 @@ TEST(InputFuzz, CheckpointFoldersRunOrAreRefused) {
   std::sort(shards.begin(), shards.end());
   ASSERT_GT(shards.size(), 1u);
   uint64_t accepted = 0;
-  const uint64_t cases = fuzz_cases(200);
+  const uint64_t cases = fuzz_case_count(200);
   for (uint64_t seed = 0; seed < cases; ++seed) {
     InputMutator mutate(seed);
     const fs::path folder = dir.path() / "case";

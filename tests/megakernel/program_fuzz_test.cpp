@@ -27,16 +27,11 @@
 #include "scheduler/cost_model.h"
 #include "scheduler/simulator.h"
 #include "scheduler/validator.h"
+#include "tests/common/input_mutator.h"
 #include "tests/common/step_checks.h"
 
 namespace tilefire::testing {
 namespace {
-
-uint64_t fuzz_cases(uint64_t default_count) {
-  const char* text = std::getenv("TILEFIRE_FUZZ_SCALE");
-  const uint64_t scale = text ? std::strtoull(text, nullptr, 10) : 0;
-  return default_count * (scale ? scale : 1);
-}
 
 // Ends the process, naming the case, when no case finishes for `limit`: a step that never ends is the
 // failure this test looks for, and a hung test would only time out without saying which case it was.
@@ -188,7 +183,7 @@ TEST(ProgramFuzz, TheValidatorRefusesOrTheProgramRunsToTheEnd) {
   std::map<uint32_t, std::unique_ptr<CpuExecutor>> executors;
   Watchdog watchdog(std::chrono::seconds(60));
   uint64_t accepted = 0;
-  const uint64_t cases = fuzz_cases(2000);
+  const uint64_t cases = fuzz_case_count(2000);
   for (uint64_t seed = 0; seed < cases; ++seed) {
     const Base& base = bases[seed % bases.size()];
     const Mutation m = mutate(base.program, seed);
