@@ -1,6 +1,7 @@
 // tilefire run: prefill a prompt and decode, printing the text (or one JSON object) and the timings.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -14,10 +15,25 @@ namespace tilefire::cli {
 
 namespace {
 
+// The tokenizer file of a Hugging Face folder (tokenizer.json, SentencePiece's tokenizer.model, or GPT-2's
+// vocab.json), or "" when it has none. Tilefire does not read tokenizers yet, so the bytes of a text
+// prompt are its tokens only for a model without one (the sample, gen-model's folders): for any other
+// they are arbitrary tokens of its vocabulary, and its output bytes are not its text.
+std::string tokenizer_file(const std::string& model_dir) {
+  if (model_dir.empty()) return "";
+  for (const char* name : {"tokenizer.json", "tokenizer.model", "vocab.json"}) {
+    std::error_code ignored;
+    const std::filesystem::path path = std::filesystem::path(model_dir) / name;
+    if (std::filesystem::exists(path, ignored)) return path.string();
+  }
+  return "";
+}
+
 const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
 
   --model DIR            Hugging Face folder (config.json + safetensors); default: the built-in sample
-  --prompt TEXT          prompt; its bytes are the tokens (models without a tokenizer)
+  --prompt TEXT          prompt; its bytes are the tokens (models without a tokenizer: a folder with
+                         tokenizer.json, tokenizer.model or vocab.json takes --prompt-tokens only)
   --prompt-tokens 1,2,3  prompt as token ids
   --max-new-tokens N     tokens to generate (default 32)
   --temperature T        0 = greedy (default 0)
@@ -80,6 +96,11 @@ int run_command(int argc, char** argv) {
   options.tp_timeout_ms = uint32_t(args.unsigned_or("--tp-timeout-ms", 10000, 1, 3600 * 1000));
   apply_backend_flags(args, options);
 
+  const std::string tokenizer = tokenizer_file(options.model_dir);
+  if (!tokenizer.empty() && !args.has("--prompt-tokens"))
+    throw InputError("tilefire run: " + tokenizer + " is this model's tokenizer, which Tilefire does not read yet: a text "
+                     "prompt's bytes would be arbitrary tokens of its vocabulary. Give the prompt as token ids from that "
+                     "tokenizer with --prompt-tokens (the output is printed as token ids too)");
   GenerateRequest request;
   request.prompt = args.has("--prompt-tokens") ? args.token_list("--prompt-tokens")
                                                : byte_tokens(args.text_or("--prompt", "Once upon a time"));
@@ -145,8 +166,17 @@ int run_command(int argc, char** argv) {
     std::printf("model: %s (%s, %s, %u layers), %u threads, %s%s\n", model.origin.c_str(), model.architecture.c_str(),
                 model.dtype.c_str(), model.layers, engine.threads(), args.text_or("--schedule", "dataflow").c_str(),
                 options.tp > 1 ? (", " + std::to_string(options.tp) + " tensor-parallel ranks").c_str() : "");
-  std::printf("%s", bytes_text(result.prompt_tokens).c_str());
-  std::printf("%s\n", bytes_text(result.tokens).c_str());
+  if (tokenizer.empty()) {  // bytes as text, other ids as <id>
+    std::printf("%s", bytes_text(result.prompt_tokens).c_str());
+    std::printf("%s\n", bytes_text(result.tokens).c_str());
+  } else {  // ids: its own tokenizer turns them into text
+    auto ids = [](const std::vector<int32_t>& tokens) {
+      std::string text;
+      for (int32_t t : tokens) text += (text.empty() ? "" : " ") + std::to_string(t);
+      return text;
+    };
+    std::printf("prompt tokens: %s\ngenerated tokens: %s\n", ids(result.prompt_tokens).c_str(), ids(result.tokens).c_str());
+  }
   if (result.finish_reason == "context")
     std::printf("(stopped after %zu tokens: the context of %u positions is full; see --max-context)\n",
                 result.tokens.size(), model.max_context);

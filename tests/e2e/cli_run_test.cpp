@@ -240,6 +240,33 @@ TEST_F(CliGenModel, F32FolderMatchesBuiltInSample) {
   EXPECT_NE(tokens_of(run_json({"--model", other.string(), "--max-new-tokens", "5", "--threads", "2"})), *builtin_tokens_);
 }
 
+// A folder with a tokenizer: Tilefire reads none, so a text prompt's bytes would be arbitrary tokens of
+// the model's vocabulary and its output bytes not its text (exit 0 with noise). A text prompt, or none
+// (the default is text), is refused naming the tokenizer file and --prompt-tokens; token ids run, and
+// the output prints as ids (the --json run's tokens).
+TEST_F(CliGenModel, AFolderWithATokenizerTakesTokenIds) {
+  TempDir dir("cli-gen-tokenizer");
+  for (const char* tokenizer : {"tokenizer.json", "tokenizer.model", "vocab.json"}) {
+    const fs::path model = gen(dir, std::string("tiny-") + tokenizer, {});
+    write_file_text(model / tokenizer, "{}");
+    for (std::vector<std::string> prompt : {std::vector<std::string>{"--prompt", "hello"}, std::vector<std::string>{}}) {
+      std::vector<std::string> args{"run", "--model", model.string(), "--max-new-tokens", "2"};
+      args.insert(args.end(), prompt.begin(), prompt.end());
+      RunResult refused = run_cli(args);
+      EXPECT_EQ(refused.status, 2) << describe(refused);
+      EXPECT_NE(refused.err.find((model / tokenizer).string() + " is this model's tokenizer"), std::string::npos) << refused.err;
+      EXPECT_NE(refused.err.find("--prompt-tokens"), std::string::npos) << refused.err;
+    }
+    RunResult ids = run_cli({"run", "--model", model.string(), "--prompt-tokens", "5,6,7", "--max-new-tokens", "3", "--threads", "2"});
+    ASSERT_EQ(ids.status, 0) << describe(ids);
+    const std::vector<int32_t> tokens = tokens_of(run_json({"--model", model.string(), "--prompt-tokens", "5,6,7", "--max-new-tokens", "3", "--threads", "2"}));
+    ASSERT_EQ(tokens.size(), 3u);
+    const std::string expected = "prompt tokens: 5 6 7\ngenerated tokens: " + std::to_string(tokens[0]) + " " +
+                                 std::to_string(tokens[1]) + " " + std::to_string(tokens[2]) + "\n";
+    EXPECT_NE(ids.out.find(expected), std::string::npos) << ids.out;
+  }
+}
+
 TEST_F(CliGenModel, ShardedFolderMatchesBuiltInSample) {
   TempDir dir("cli-gen-sharded");
   const fs::path model = gen(dir, "tiny-sharded", {"--shard-mb", "1"});
