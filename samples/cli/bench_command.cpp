@@ -69,8 +69,8 @@ int bench_command(int argc, char** argv) {
   args.parse(argc, argv, 2);
   if (args.has("--help")) {
     std::printf(
-        "usage: tilefire bench [--model DIR | --preset NAME [--dtype bf16]] [--threads N] [--steps N] [--rounds R]\n"
-        "                      [--prompt-len P] [--policy NAME] [--granularity tile|head|op] [--kv-splits N]\n"
+        "usage: tilefire bench [--model DIR | --preset NAME [--dtype bf16] [--seed S]] [--threads N] [--steps N]\n"
+        "                      [--rounds R] [--prompt-len P] [--policy NAME] [--granularity tile|head|op] [--kv-splits N]\n"
         "                      [--bandwidth-mb MB] [--json]\n"
         "                      [--predict]  (cpu, one rank: also the simulator's prediction of the dataflow step,\n"
         "                       the cpu device measured before each round; predicted / measured per round)\n"
