@@ -128,7 +128,7 @@ int simulate_command(int argc, char** argv) {
   std::printf("workers idle %.0f%% of the step on average (per worker from %.4f to %.4f ms; --json lists each)\n",
               100 * r.idle_share, r.idle_ms.empty() ? 0.0 : *least, r.idle_ms.empty() ? 0.0 : *most);
   if (r.collective_ms > 0)
-    std::printf("collectives: %.4f ms over the link (spread over the workers), %.4f ms of it adds to the step: "
+    std::printf("collectives: %.4f ms over the link (node by node, nothing hidden), %.4f ms of it adds to the step: "
                 "overlap hides %.0f%%\n", r.collective_ms, r.exposed_collective_ms, 100 * r.hidden_collective_share);
   if (r.fitted) {
     std::printf("traced step: %.4f ms; fitted to it: %.0f GB/s (%u streaming tasks), %.0f ns per task (%u gaps), "

@@ -84,6 +84,23 @@ TEST_P(SimulateRandomShapes, PredictionsKeepTheirInvariants) {
   }
 }
 
+// The collectives' time with none hidden: each collective node's tiles side by side, so a node of fewer
+// tiles than workers pays the link latency once (spread over the workers, as before 2026-12-01, the
+// latency was divided and the exposed time came out nine times the whole). Tiny at TP 2 on the H200
+// model: 9 nodes of a few tiles on 132 SMs, in a step too short to hide them behind anything.
+TEST(SimulateCollectives, EachCollectiveNodePaysTheLinkLatencyOnce) {
+  SimulateOptions o;
+  o.preset = "tiny";
+  o.device = "h200";
+  o.tp = 2;
+  const SimulateReport r = simulate_model(o);
+  const double nodes = 2 * 4 + 1;  // tiny's 4 layers: an all-reduce after attention and after the FFN; the logits' all-gather
+  ASSERT_GT(r.link_latency_ns, 0.0);
+  EXPECT_GE(r.collective_ms, nodes * r.link_latency_ns * 1e-6);
+  EXPECT_LE(r.collective_ms, nodes * r.link_latency_ns * 1e-6 * 1.1);  // and a little for the bytes
+  EXPECT_NEAR(r.exposed_collective_ms, r.collective_ms, 0.05 * r.collective_ms);
+}
+
 // `inspect` on the same draws: its counts add up and the critical path is a path of the program.
 TEST_P(SimulateRandomShapes, InspectCountsAddUp) {
   const uint64_t seed = GetParam();
