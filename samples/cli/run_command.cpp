@@ -15,16 +15,19 @@ namespace tilefire::cli {
 
 namespace {
 
-// The tokenizer file of a Hugging Face folder (tokenizer.json, SentencePiece's tokenizer.model, or GPT-2's
-// vocab.json), or "" when it has none. Tilefire does not read tokenizers yet, so the bytes of a text
+// The tokenizer file of a Hugging Face folder, or "" when it has none: tokenizer.json and its
+// tokenizer_config.json, SentencePiece's tokenizer.model (and Mistral's .v3 and tekken.json), GPT-2's
+// vocab.json and merges.txt, BERT's vocab.txt, Qwen's qwen.tiktoken; a link counts even when it dangles
+// (a cache snapshot whose blob is missing). Tilefire does not read tokenizers yet, so the bytes of a text
 // prompt are its tokens only for a model without one (the sample, gen-model's folders): for any other
 // they are arbitrary tokens of its vocabulary, and its output bytes are not its text.
 std::string tokenizer_file(const std::string& model_dir) {
   if (model_dir.empty()) return "";
-  for (const char* name : {"tokenizer.json", "tokenizer.model", "vocab.json"}) {
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "tokenizer.model.v3", "tekken.json",
+                           "vocab.json", "merges.txt", "vocab.txt", "qwen.tiktoken"}) {
     std::error_code ignored;
     const std::filesystem::path path = std::filesystem::path(model_dir) / name;
-    if (std::filesystem::exists(path, ignored)) return path.string();
+    if (std::filesystem::exists(std::filesystem::symlink_status(path, ignored))) return path.string();
   }
   return "";
 }
@@ -33,7 +36,7 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
 
   --model DIR            Hugging Face folder (config.json + safetensors); default: the built-in sample
   --prompt TEXT          prompt; its bytes are the tokens (models without a tokenizer: a folder with
-                         tokenizer.json, tokenizer.model or vocab.json takes --prompt-tokens only)
+                         tokenizer.json, tokenizer.model or another tokenizer takes --prompt-tokens only)
   --prompt-tokens 1,2,3  prompt as token ids
   --max-new-tokens N     tokens to generate (default 32)
   --temperature T        0 = greedy (default 0)

@@ -47,7 +47,8 @@ inline void write_file_text(const std::filesystem::path& path, const std::string
 }
 
 // Runs `tilefire args...` with stdin from /dev/null; a run longer than timeout_s is killed (status 124).
-inline RunResult run_cli(const std::vector<std::string>& args, int timeout_s = 60) {
+// With `cwd`, it runs there (relative paths it writes land there, not in the test's directory).
+inline RunResult run_cli(const std::vector<std::string>& args, int timeout_s = 60, const std::string& cwd = "") {
   static std::atomic<int> counter{0};
   const std::string base = (std::filesystem::temp_directory_path() /
                             ("tilefire-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
@@ -56,7 +57,7 @@ inline RunResult run_cli(const std::vector<std::string>& args, int timeout_s = 6
 
   RunResult result;
   result.command = "tilefire";
-  std::string line = "timeout -k 5 " + std::to_string(timeout_s);
+  std::string line = (cwd.empty() ? "" : "cd " + shell_quote(cwd) + " && ") + "timeout -k 5 " + std::to_string(timeout_s);
   line.push_back(' ');
   line.append(shell_quote(TILEFIRE_CLI_PATH));
   for (const std::string& arg : args) {

@@ -85,8 +85,13 @@ TEST(CliFuzz, EveryMutatedCommandLineRunsOrIsRefused) {
         }
       }
     }
+    // In a folder of its own: an edit can turn gen-model's --out, or the token that takes its place, into a
+    // relative path, and a model folder must not land in the test's working directory.
+    const std::filesystem::path cwd = dir.path() / "cwd";
+    std::filesystem::remove_all(cwd);
+    std::filesystem::create_directories(cwd);
     std::filesystem::remove_all(out);  // gen-model refuses a folder it did not write; start each case afresh
-    const RunResult r = run_cli(args, 30);
+    const RunResult r = run_cli(args, 30, cwd.string());
     const std::string where = "seed " + std::to_string(seed) + ":" + edits + "\n" + describe(r);
     if (r.status == 0) {
       ++ran;

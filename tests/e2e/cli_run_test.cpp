@@ -246,9 +246,14 @@ TEST_F(CliGenModel, F32FolderMatchesBuiltInSample) {
 // the output prints as ids (the --json run's tokens).
 TEST_F(CliGenModel, AFolderWithATokenizerTakesTokenIds) {
   TempDir dir("cli-gen-tokenizer");
-  for (const char* tokenizer : {"tokenizer.json", "tokenizer.model", "vocab.json"}) {
+  for (const char* tokenizer : {"tokenizer.json", "tokenizer.model", "vocab.json", "dangling"}) {
     const fs::path model = gen(dir, std::string("tiny-") + tokenizer, {});
-    write_file_text(model / tokenizer, "{}");
+    if (std::string(tokenizer) == "dangling") {  // a cache snapshot whose blob is missing: still a tokenizer
+      fs::create_symlink(dir.path() / "missing-blob", model / "tokenizer.json");
+      tokenizer = "tokenizer.json";
+    } else {
+      write_file_text(model / tokenizer, "{}");
+    }
     for (std::vector<std::string> prompt : {std::vector<std::string>{"--prompt", "hello"}, std::vector<std::string>{}}) {
       std::vector<std::string> args{"run", "--model", model.string(), "--max-new-tokens", "2"};
       args.insert(args.end(), prompt.begin(), prompt.end());

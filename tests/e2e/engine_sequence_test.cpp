@@ -89,11 +89,13 @@ TEST_P(EngineSequences, FollowTheReferenceThroughRandomCalls) {
         expect_logits_match_reference(engine.decode(token), reference.forward({token}), what);
         ++position;
       }
-    } else if (kind == 6) {  // a token outside the vocabulary, in a call that would otherwise fit
+    } else if (kind == 6) {  // a token outside the vocabulary (a step past the context is refused anyway)
       std::vector<int32_t> prompt = tokens(1 + below(4));
       prompt[below(uint32_t(prompt.size()))] = below(2) ? int32_t(vocab) : -1;
-      what = "a prefill with a token outside the vocabulary";
-      EXPECT_THROW(prompt.size() == 1 ? (void)engine.decode(prompt[0]) : (void)engine.prefill(prompt), InputError) << what;
+      what = "a step with a token outside the vocabulary";
+      const std::string message = message_of<InputError>(
+          [&] { prompt.size() == 1 ? (void)engine.decode(prompt[0]) : (void)engine.prefill(prompt); });
+      if (position + prompt.size() <= context) EXPECT_NE(message.find("vocabulary"), std::string::npos) << what << ": " << message;
     } else if (kind == 7) {
       const Schedule schedule = below(2) ? Schedule::bsp : Schedule::dataflow;
       what = schedule == Schedule::bsp ? "set_schedule(bsp)" : "set_schedule(dataflow)";

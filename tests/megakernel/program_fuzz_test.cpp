@@ -156,30 +156,31 @@ Mutation mutate(const Program& base, uint64_t seed) {
 }
 
 TEST(ProgramFuzz, TheValidatorRefusesOrTheProgramRunsToTheEnd) {
-  // Bases: tiny's decode and prefill programs over policies, granularities and worker counts.
+  // Bases: tiny's decode and prefill programs over every policy and granularity, with worker counts
+  // and split-KV drawn per base.
   struct Base {
     Program program;
     std::string name;
   };
   std::vector<Base> bases;
   const ModelSpec spec = preset_spec("tiny", DType::bf16);
-  uint32_t variant = 0;
+  std::mt19937 draw(11);
   for (const char* policy : {"balanced", "round-robin", "critical-path", "locality", "dynamic"})
-    for (EventGranularity granularity : {EventGranularity::tile, EventGranularity::head, EventGranularity::op}) {
-      CompileOptions options;
-      options.workers = 1 + variant % 4;
-      options.tokens = variant % 3 == 2 ? 5 : 1;
-      options.max_context = 32;
-      options.policy = policy;
-      options.granularity = granularity;
-      options.kv_splits = variant % 2 ? 2 : 1;
-      ++variant;
-      Program program = as_noops(compile_model(spec, options));
-      ASSERT_NO_THROW(validate_program(program)) << policy;
-      bases.push_back({std::move(program), std::string(policy) + ", " + std::to_string(options.workers) + " workers, " +
-                                               std::to_string(options.tokens) + " tokens, granularity " +
-                                               std::to_string(int(granularity))});
-    }
+    for (EventGranularity granularity : {EventGranularity::tile, EventGranularity::head, EventGranularity::op})
+      for (uint32_t tokens : {1u, 5u}) {
+        CompileOptions options;
+        options.workers = 1 + draw() % 4;
+        options.tokens = tokens;
+        options.max_context = 32;
+        options.policy = policy;
+        options.granularity = granularity;
+        options.kv_splits = tokens == 1 ? 1 + draw() % 2 : 1;
+        Program program = as_noops(compile_model(spec, options));
+        ASSERT_NO_THROW(validate_program(program)) << policy;
+        bases.push_back({std::move(program), std::string(policy) + ", " + std::to_string(options.workers) + " workers, " +
+                                                 std::to_string(tokens) + " tokens, granularity " + std::to_string(int(granularity)) +
+                                                 ", kv-splits " + std::to_string(options.kv_splits)});
+      }
   std::map<uint32_t, std::unique_ptr<CpuExecutor>> executors;
   Watchdog watchdog(std::chrono::seconds(60));
   uint64_t accepted = 0;
@@ -204,6 +205,11 @@ TEST(ProgramFuzz, TheValidatorRefusesOrTheProgramRunsToTheEnd) {
     ProgramInstance instance(p, {});
     const bool bsp_allowed = bsp_order_violation(p).empty();
     StepInputs inputs;
+    if (!bsp_allowed) {  // an edit made an edge bsp would break: its bsp step is refused, and nothing runs
+      StepOptions bsp;
+      bsp.mode = ScheduleMode::bsp;
+      EXPECT_THROW(executor->run_step(instance, inputs, bsp), std::runtime_error) << where;
+    }
     for (uint32_t step = 0; step < 3; ++step) {
       StepOptions options;
       options.mode = step == 2 && bsp_allowed ? ScheduleMode::bsp : ScheduleMode::dataflow;
