@@ -469,17 +469,27 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   SimulationOptions bsp_options = dataflow_options;
   bsp_options.bsp = true;
   const SimulationResult bsp = simulate_program(program, device, options.context, bsp_options);
-  // The collectives' time were none of it hidden: each collective node's tiles run side by side, a round
-  // of the workers at a time, each round as long as its slowest tile's link time (latency included).
+  // The collectives' time were none of it hidden: each collective node's tiles run side by side, the node
+  // taking as long as its busiest worker's link time (latency included per tile): with static queues, the
+  // worker the policy gave most of it; for the dynamic queue, rounds of the workers, slowest tiles first.
   // (Spreading every tile's link time over the workers instead divided the latency, which a collective of
   // fewer tiles than workers pays in full: tiny's exposed time came out nine times its "whole".)
-  // The tiles with link work, slowest first, a round of `workers` at a time (an even spread: a policy
-  // that piles one node's tiles onto a worker makes the exposed time exceed this).
+  std::vector<uint32_t> worker_of(program.tasks.size(), 0);
+  for (uint32_t w = 0; w < program.queues.size(); ++w)
+    for (uint32_t t : program.queues[w]) worker_of[t] = w;
+  const bool placed = program.placement == Placement::static_queues;
   double unhidden_ns = 0;
   for (const NodeDesc& node : program.nodes) {
-    std::vector<double> link;
+    std::vector<double> link, per_worker(device.workers, 0.0);
     for (uint32_t t = node.first_task; t < node.first_task + node.task_count; ++t)
-      if (const double ns = modelled_link_ns(device, work[t]); ns > 0) link.push_back(ns);
+      if (const double ns = modelled_link_ns(device, work[t]); ns > 0) {
+        link.push_back(ns);
+        if (placed) per_worker[worker_of[t]] += ns;
+      }
+    if (placed) {
+      unhidden_ns += *std::max_element(per_worker.begin(), per_worker.end());
+      continue;
+    }
     std::sort(link.begin(), link.end(), std::greater<>());
     for (size_t first = 0; first < link.size(); first += device.workers) unhidden_ns += link[first];
   }

@@ -50,8 +50,8 @@ struct SimulateReport {
   double bsp_ratio = 0;    // bsp / dataflow (above 1: dataflow faster)
   double idle_share = 0;   // mean share of the step a worker spends not running a task
   std::vector<double> idle_ms;  // per worker: the predicted step less the time it runs tasks
-  // Tensor parallelism (--tp): the collectives' link time were none of it hidden (per collective node, a
-  // round of the workers at a time, each as long as its slowest tile's link time, latency included), how
+  // Tensor parallelism (--tp): the collectives' link time were none of it hidden (per collective node, its
+  // busiest worker's link time, latency included per tile; docs/SIMULATOR.md), how
   // much of the step they add (the step against one whose collectives cost nothing on the link), and the
   // share of the former that overlapping them with other tiles hides.
   double collective_ms = 0, exposed_collective_ms = 0, hidden_collective_share = 0;
