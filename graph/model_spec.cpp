@@ -268,6 +268,10 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
   spec.qkv_bias = spec.arch == Architecture::qwen2 || reader.bool_or("attention_bias", false);
   spec.qk_norm = spec.arch == Architecture::qwen3;
   if (reader.bool_or("mlp_bias", false)) fail(origin, "key 'mlp_bias' is true: Tilefire's MLP has no biases");
+  // transformers rotates only this share of each head's dimensions; Tilefire rotates all of them, so
+  // any other share would run with wrong logits.
+  if (reader.has_non_null("partial_rotary_factor") && reader.positive_float_or("partial_rotary_factor", 1.0f) != 1.0f)
+    fail(origin, "key 'partial_rotary_factor' is not 1: Tilefire applies RoPE to the whole of each head");
   spec.dtype = parse_torch_dtype(config, origin);
   parse_token_ids(reader, spec);
   // The MLP's activation: these architectures' SwiGLU, silu (or its other name, swish). Another one

@@ -350,6 +350,8 @@ TEST_F(CliErrors, ConfigBadValues) {
       {"a billion layers", R"({"num_hidden_layers": 1000000000})", {"'num_hidden_layers'", "1000000000", "1024"}},
       {"huge FFN", R"({"intermediate_size": 2147483647})", {"'intermediate_size'", "2147483647"}},
       {"MLP biases", R"({"mlp_bias": true})", {"'mlp_bias'", "no biases"}},
+      // transformers would rotate half of each head; Tilefire rotates all of it (it ran, wrong).
+      {"partial RoPE", R"({"partial_rotary_factor": 0.5})", {"'partial_rotary_factor'", "whole of each head"}},
   };
   for (const ConfigCase& c : cases) {
     SCOPED_TRACE(c.name);
