@@ -4,10 +4,10 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <functional>
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -480,18 +480,20 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   const bool placed = program.placement == Placement::static_queues;
   double unhidden_ns = 0;
   for (const NodeDesc& node : program.nodes) {
-    std::vector<double> link, per_worker(device.workers, 0.0);
+    std::vector<double> link(placed ? device.workers : 0, 0.0);  // per worker, or per tile
     for (uint32_t t = node.first_task; t < node.first_task + node.task_count; ++t)
       if (const double ns = modelled_link_ns(device, work[t]); ns > 0) {
-        link.push_back(ns);
-        if (placed) per_worker[worker_of[t]] += ns;
+        if (placed)
+          link[worker_of[t]] += ns;
+        else
+          link.push_back(ns);
       }
     if (placed) {
-      unhidden_ns += *std::max_element(per_worker.begin(), per_worker.end());
-      continue;
+      unhidden_ns += *std::max_element(link.begin(), link.end());
+    } else {
+      std::sort(link.begin(), link.end(), std::greater<>());
+      for (size_t first = 0; first < link.size(); first += device.workers) unhidden_ns += link[first];
     }
-    std::sort(link.begin(), link.end(), std::greater<>());
-    for (size_t first = 0; first < link.size(); first += device.workers) unhidden_ns += link[first];
   }
   if (unhidden_ns > 0) {
     DeviceModel free_link = device;

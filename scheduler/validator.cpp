@@ -196,7 +196,7 @@ std::string bsp_order_violation(const Program& p) {
         return describe_task(p, t) + " waits on event " + std::to_string(e) + ", which " + describe_task(p, signalling_task[e]) +
                " of node " + std::to_string(signalling_node[e]) + " signals: not an earlier node than its own " +
                std::to_string(task.node) + ", so bsp (node by node, no event waits) would run it before its input";
-  }
+    }
   }
   return "";
 }

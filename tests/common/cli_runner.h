@@ -8,11 +8,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "tests/common/test_models.h"  // read_file_text, write_file_text
 
 #ifndef TILEFIRE_CLI_PATH
 #error "tests using cli_runner.h need the TILEFIRE_CLI_PATH compile definition"
@@ -31,19 +30,6 @@ inline std::string shell_quote(const std::string& text) {
   std::string quoted = "'";
   for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return quoted + "'";
-}
-
-inline std::string read_file_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-inline void write_file_text(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  if (!out) throw std::runtime_error("cannot write " + path.string());
 }
 
 // Runs `tilefire args...` with stdin from /dev/null; a run longer than timeout_s is killed (status 124).

@@ -1,6 +1,9 @@
 #include "tests/common/test_models.h"
 
 #include <atomic>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
 #include <unistd.h>
 
 namespace tilefire::testing {
@@ -76,6 +79,19 @@ std::filesystem::path write_test_model(const ModelSpec& spec, const std::filesys
   typed.dtype = dtype;
   write_random_hf_folder(typed, options, dir);
   return dir;
+}
+
+std::string read_file_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_file_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + path.string());
 }
 
 }  // namespace tilefire::testing

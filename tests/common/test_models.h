@@ -24,6 +24,10 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// A file's whole text, and a file written with `text` (throws if it cannot be written).
+std::string read_file_text(const std::filesystem::path& path);
+void write_file_text(const std::filesystem::path& path, const std::string& text);
+
 // Writes the spec's random checkpoint (seed 0) into dir; returns the folder.
 std::filesystem::path write_test_model(const ModelSpec& spec, const std::filesystem::path& dir, DType dtype = DType::f32,
                                        uint64_t max_shard_bytes = 0);

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 
 #include <nlohmann/json.hpp>
@@ -28,16 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string read_file_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_file_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-}
 
 // How many mutated files were read without an error (the rest were refused): a test that accepted none
 // would check refusals alone.
@@ -217,28 +206,41 @@ void expect_sane_report(const SimulateReport& report, const std::string& edits) 
   for (double idle : report.idle_ms) EXPECT_TRUE(std::isfinite(idle) && idle >= -1e-9) << idle << "; " << edits;
 }
 
-TEST(InputFuzz, DeviceFiles) {
-  TempDir dir("fuzz-device");
-  const std::string path = (dir.path() / "device.json").string();
-  const json valid = full_device_file();
+// `cases` mutations of `valid`, each written to `path` and simulated with the options `options_for`
+// draws: an accepted one gives a sane report (and passes `check`), a refused one names one of `origins`.
+void fuzz_simulated_file(const json& valid, const std::string& path, uint64_t cases, const std::vector<std::string>& origins,
+                         const std::function<SimulateOptions(InputMutator&)>& options_for,
+                         const std::function<void(const SimulateReport&, const std::string&)>& check) {
   uint64_t accepted = 0;
-  const uint64_t cases = fuzz_case_count(1000);
   for (uint64_t seed = 0; seed < cases; ++seed) {
     InputMutator mutate(seed);
     write_file_text(path, mutate.mutate_json_text(valid));
-    SimulateOptions options;
-    options.preset = "tiny";
-    options.device = path;
-    options.tp = mutate.one_in(3) ? 2 : 1;
-    options.batch = uint32_t(1 + mutate.below(4));
-    options.context = uint32_t(1 + mutate.below(600));
+    const SimulateOptions options = options_for(mutate);
     const std::string edits = "seed " + std::to_string(seed) + ": " + mutate.describe();
     SimulateReport report;
-    if (!expect_accepted_or_input_error({"--device " + path, "on the device '"}, edits, [&] { report = simulate_model(options); })) continue;
+    if (!expect_accepted_or_input_error(origins, edits, [&] { report = simulate_model(options); })) continue;
     ++accepted;
     expect_sane_report(report, edits);
+    check(report, edits);
   }
   report_accepted(accepted, cases);
+}
+
+TEST(InputFuzz, DeviceFiles) {
+  TempDir dir("fuzz-device");
+  const std::string path = (dir.path() / "device.json").string();
+  fuzz_simulated_file(
+      full_device_file(), path, fuzz_case_count(1000), {"--device " + path, "on the device '"},
+      [&](InputMutator& mutate) {
+        SimulateOptions options;
+        options.preset = "tiny";
+        options.device = path;
+        options.tp = mutate.one_in(3) ? 2 : 1;
+        options.batch = uint32_t(1 + mutate.below(4));
+        options.context = uint32_t(1 + mutate.below(600));
+        return options;
+      },
+      [](const SimulateReport&, const std::string&) {});
 }
 
 TEST(InputFuzz, TracesToFitADeviceTo) {
@@ -256,36 +258,26 @@ TEST(InputFuzz, TracesToFitADeviceTo) {
     ASSERT_TRUE(engine.generate(request).trace_written);
   }
   write_file_text(device, R"({"name": "two-cores", "workers": 2, "memory_gbs": 20, "flops": 1e11, "dispatch_ns": 10, "signal_ns": 200})");
-  const json valid = json::parse(read_file_text(traced));
-  uint64_t accepted = 0;
-  const uint64_t cases = fuzz_case_count(400);
-  for (uint64_t seed = 0; seed < cases; ++seed) {
-    InputMutator mutate(seed);
-    write_file_text(mutated, mutate.mutate_json_text(valid));
-    SimulateOptions options;
-    options.preset = "tiny";
-    options.dtype = "f32";
-    options.device = device;
-    options.kv_splits = 1;
-    options.context = 10;
-    options.fit_trace_path = mutated;
-    const std::string edits = "seed " + std::to_string(seed) + ": " + mutate.describe();
-    SimulateReport report;
-    // The reader's refusals name the flag and the file; the fit's name the trace ("the trace has task 3
-    // twice"), and one dtype refusal says "the traced step".
-    if (!expect_accepted_or_input_error({"--fit-trace " + mutated, "the trace", "the traced step"}, edits,
-                                        [&] { report = simulate_model(options); }))
-      continue;
-    ++accepted;
-    expect_sane_report(report, edits);
-    ASSERT_TRUE(report.fitted) << edits;
-    EXPECT_TRUE(std::isfinite(report.traced_step_ms) && report.traced_step_ms > 0) << report.traced_step_ms << "; " << edits;
-    EXPECT_TRUE(std::isfinite(report.fitted_step_ms) && report.fitted_step_ms > 0) << report.fitted_step_ms << "; " << edits;
-    EXPECT_TRUE(std::isfinite(report.fitted_memory_gbs) && report.fitted_memory_gbs > 0) << edits;
-    EXPECT_TRUE(std::isfinite(report.fitted_dispatch_ns) && report.fitted_dispatch_ns >= 0) << edits;
-    EXPECT_TRUE(std::isfinite(report.fitted_signal_ns) && report.fitted_signal_ns >= 0) << edits;
-  }
-  report_accepted(accepted, cases);
+  SimulateOptions options;
+  options.preset = "tiny";
+  options.dtype = "f32";
+  options.device = device;
+  options.kv_splits = 1;
+  options.context = 10;
+  options.fit_trace_path = mutated;
+  // The reader's refusals name the flag and the file; the fit's name the trace ("the trace has task 3
+  // twice"), and one dtype refusal says "the traced step".
+  fuzz_simulated_file(
+      json::parse(read_file_text(traced)), mutated, fuzz_case_count(400), {"--fit-trace " + mutated, "the trace", "the traced step"},
+      [&](InputMutator&) { return options; },
+      [](const SimulateReport& report, const std::string& edits) {
+        ASSERT_TRUE(report.fitted) << edits;
+        EXPECT_TRUE(std::isfinite(report.traced_step_ms) && report.traced_step_ms > 0) << report.traced_step_ms << "; " << edits;
+        EXPECT_TRUE(std::isfinite(report.fitted_step_ms) && report.fitted_step_ms > 0) << report.fitted_step_ms << "; " << edits;
+        EXPECT_TRUE(std::isfinite(report.fitted_memory_gbs) && report.fitted_memory_gbs > 0) << edits;
+        EXPECT_TRUE(std::isfinite(report.fitted_dispatch_ns) && report.fitted_dispatch_ns >= 0) << edits;
+        EXPECT_TRUE(std::isfinite(report.fitted_signal_ns) && report.fitted_signal_ns >= 0) << edits;
+      });
 }
 
 // A checkpoint folder as the engine opens it: config.json, the shards' index, a shard cut short.

@@ -157,6 +157,14 @@ TEST(TensorParallel, TheLogitsAllGatherReducesTheGreedyTokenInsteadOfTheLmHead) 
   }
 }
 
+// Rank `rank`'s program runs rank 0's tasks (the same ops of the same nodes) in the same queues.
+void expect_same_tasks_and_places(const Program& rank0, const Program& other, uint32_t rank) {
+  ASSERT_EQ(other.tasks.size(), rank0.tasks.size()) << "rank " << rank;
+  for (size_t t = 0; t < rank0.tasks.size(); ++t)
+    ASSERT_TRUE(other.tasks[t].op == rank0.tasks[t].op && other.tasks[t].node == rank0.tasks[t].node) << "rank " << rank << ", task " << t;
+  EXPECT_EQ(other.queues, rank0.queues) << "rank " << rank;
+}
+
 // Ranks wait on each other inside their collective tasks, so every rank's program must run the same tasks
 // in the same places. A vocabulary or FFN that does not split evenly gives ranks one row more or less;
 // with each rank's own tile width, 16,000 and 16,001 LM-head rows (a vocabulary of 32,001, as some
@@ -177,12 +185,7 @@ TEST(TensorParallel, UnevenSharesGiveEveryRankTheSameTasks) {
       for (uint32_t rank = 1; rank < tp; ++rank) {
         options.rank = rank;
         const Program other = compile_model(spec, options);
-        ASSERT_EQ(other.tasks.size(), first.tasks.size()) << "rank " << rank;
-        for (size_t t = 0; t < first.tasks.size(); ++t) {
-          ASSERT_EQ(other.tasks[t].op, first.tasks[t].op) << "rank " << rank << ", task " << t;
-          ASSERT_EQ(other.tasks[t].node, first.tasks[t].node) << "rank " << rank << ", task " << t;
-        }
-        EXPECT_EQ(other.queues, first.queues) << "rank " << rank;
+        expect_same_tasks_and_places(first, other, rank);
         // Each rank still covers its own share: the LM head's last tile ends at the rank's row count.
         for (const NodeDesc& node : other.nodes) {
           if (node.params.op != OpCode::lm_head) continue;
@@ -227,11 +230,8 @@ TEST(TensorParallel, RandomShapesGiveEveryRankTheSameTasks) {
       EXPECT_EQ(bsp_order_violation(first), "");  // the collectives' edges go forward too
       for (uint32_t rank = 1; rank < tp; ++rank) {
         options.rank = rank;
-        const Program other = compile_model(spec, options);
-        ASSERT_EQ(other.tasks.size(), first.tasks.size()) << "rank " << rank;
-        for (size_t t = 0; t < first.tasks.size(); ++t)
-          ASSERT_TRUE(other.tasks[t].op == first.tasks[t].op && other.tasks[t].node == first.tasks[t].node) << "rank " << rank << ", task " << t;
-        ASSERT_EQ(other.queues, first.queues) << "rank " << rank;
+        expect_same_tasks_and_places(first, compile_model(spec, options), rank);
+        if (::testing::Test::HasFailure()) return;  // one case's failures, not 600 seeds' worth
       }
     }
   }

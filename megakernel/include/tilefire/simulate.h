@@ -51,9 +51,9 @@ struct SimulateReport {
   double idle_share = 0;   // mean share of the step a worker spends not running a task
   std::vector<double> idle_ms;  // per worker: the predicted step less the time it runs tasks
   // Tensor parallelism (--tp): the collectives' link time were none of it hidden (per collective node, its
-  // busiest worker's link time, latency included per tile; docs/SIMULATOR.md), how
-  // much of the step they add (the step against one whose collectives cost nothing on the link), and the
-  // share of the former that overlapping them with other tiles hides.
+  // busiest worker's link time, latency included per tile; docs/SIMULATOR.md), how much of the step they
+  // add (the step against one whose collectives cost nothing on the link), and the share of the former
+  // that overlapping them with other tiles hides.
   double collective_ms = 0, exposed_collective_ms = 0, hidden_collective_share = 0;
   bool trace_written = false;
   // --fit-trace: the traced step, the device's figures fitted to it, the fitted device's prediction, and
