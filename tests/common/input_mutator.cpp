@@ -170,7 +170,9 @@ json InputMutator::mutate_json(json document) {
 }
 
 std::string InputMutator::mutate_json_text(const json& document) {
-  std::string text = mutate_json(document).dump(one_in(2) ? -1 : 2);
+  // A respelt string can lose the first byte of a multi-byte character; the JSON library writes such
+  // a string only with a replacement character in place (the byte edits below make raw bad bytes).
+  std::string text = mutate_json(document).dump(one_in(2) ? -1 : 2, ' ', false, json::error_handler_t::replace);
   if (one_in(4)) text = mutate_bytes(std::move(text));
   return text;
 }

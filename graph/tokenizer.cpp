@@ -1,0 +1,383 @@
+// Encoding and decoding with an HfTokenizer (graph/tokenizer.h); reading tokenizer.json is in
+// tokenizer_load.cpp, the pre-tokenizer regexes in pretokenize.cpp.
+#include "graph/tokenizer.h"
+
+#include <array>
+#include <queue>
+
+#include "graph/unicode.h"
+#include "tilefire/errors.h"
+
+namespace tilefire {
+namespace {
+
+// GPT-2's byte-level alphabet: the printable bytes of Latin-1 stand for themselves, and the others (controls,
+// space, the soft hyphen) for 256, 257, ... in byte order, so that every byte is a visible character.
+struct ByteLevelAlphabet {
+  std::array<char32_t, 256> char_of_byte{};
+  std::array<int, 324> byte_of_char{};  // [code points below 324]: the byte, or -1
+
+  ByteLevelAlphabet() {
+    byte_of_char.fill(-1);
+    char32_t next_unprintable = 256;
+    for (int byte = 0; byte < 256; ++byte) {
+      const bool printable = (byte >= '!' && byte <= '~') || (byte >= 0xA1 && byte <= 0xAC) || (byte >= 0xAE && byte <= 0xFF);
+      char_of_byte[byte] = printable ? char32_t(byte) : next_unprintable++;
+      byte_of_char[char_of_byte[byte]] = byte;
+    }
+  }
+};
+
+const ByteLevelAlphabet& byte_level_alphabet() {
+  static const ByteLevelAlphabet alphabet;
+  return alphabet;
+}
+
+std::string byte_level_spelling(std::string_view bytes) {
+  std::string spelled;
+  spelled.reserve(bytes.size() * 2);
+  for (unsigned char byte : bytes) unicode::append_utf8(byte_level_alphabet().char_of_byte[byte], spelled);
+  return spelled;
+}
+
+void replace_all(std::string& text, std::string_view pattern, std::string_view replacement) {
+  std::string result;
+  size_t from = 0;
+  for (size_t found; (found = text.find(pattern, from)) != std::string::npos; from = found + pattern.size())
+    result.append(text, from, found - from).append(replacement);
+  result.append(text, from);
+  text = std::move(result);
+}
+
+// The length of the longest prefix of bytes[i..] that begins a well-formed UTF-8 sequence but is cut
+// short or broken (at least 1): the "maximal subpart" that one U+FFFD replaces, as Rust's
+// String::from_utf8_lossy and the WHATWG decoder both do.
+size_t invalid_subpart_length(std::string_view bytes, size_t i) {
+  const unsigned char lead = bytes[i];
+  size_t needed = 0;
+  unsigned char low = 0x80, high = 0xBF;  // the allowed range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) needed = 1;
+  else if (lead >= 0xE0 && lead <= 0xEF) needed = 2, low = lead == 0xE0 ? 0xA0 : 0x80, high = lead == 0xED ? 0x9F : 0xBF;
+  else if (lead >= 0xF0 && lead <= 0xF4) needed = 3, low = lead == 0xF0 ? 0x90 : 0x80, high = lead == 0xF4 ? 0x8F : 0xBF;
+  else return 1;
+  size_t length = 1;
+  for (size_t k = 0; k < needed && i + length < bytes.size(); ++k) {
+    const unsigned char next = bytes[i + length];
+    if (next < (k == 0 ? low : 0x80) || next > (k == 0 ? high : 0xBF)) break;
+    ++length;
+  }
+  return length;
+}
+
+std::string lossy_utf8(std::string_view bytes) {
+  std::string text;
+  text.reserve(bytes.size());
+  std::u32string ignored;
+  while (!bytes.empty()) {
+    const auto bad = unicode::decode_utf8(bytes, ignored);
+    if (!bad) {
+      text.append(bytes);
+      break;
+    }
+    text.append(bytes.substr(0, *bad)).append("\xEF\xBF\xBD");  // U+FFFD
+    bytes.remove_prefix(*bad + invalid_subpart_length(bytes, *bad));
+  }
+  return text;
+}
+
+bool is_valid_utf8(std::string_view bytes) {
+  std::u32string ignored;
+  return !unicode::decode_utf8(bytes, ignored);
+}
+
+// "<0x41>" -> 0x41; -1 for any other token.
+int byte_fallback_value(std::string_view token) {
+  if (token.size() != 6 || token.substr(0, 3) != "<0x" || token[5] != '>') return -1;
+  const auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
+  const int high = hex(token[3]), low = hex(token[4]);
+  return high < 0 || low < 0 ? -1 : high * 16 + low;
+}
+
+void decode_step(const DecoderStep& step, std::vector<std::string>& tokens) {
+  switch (step.kind) {
+    case DecoderStep::Kind::byte_level: {  // every token back to bytes (one that is not byte-level spelled stays as it is)
+      std::string bytes;
+      for (const std::string& token : tokens) {
+        std::u32string chars;
+        unicode::decode_utf8(token, chars);
+        std::string token_bytes;
+        bool spelled = true;
+        for (char32_t c : chars) {
+          const int byte = c < 324 ? byte_level_alphabet().byte_of_char[c] : -1;
+          if (byte < 0) { spelled = false; break; }
+          token_bytes.push_back(static_cast<char>(byte));
+        }
+        bytes += spelled ? token_bytes : token;
+      }
+      tokens = {lossy_utf8(bytes)};
+      return;
+    }
+    case DecoderStep::Kind::replace:
+      for (std::string& token : tokens) replace_all(token, step.pattern, step.replacement);
+      return;
+    case DecoderStep::Kind::byte_fallback: {  // runs of <0xXX> tokens become their text, or one U+FFFD per byte
+      std::vector<std::string> decoded;
+      std::string run;
+      size_t run_tokens = 0;
+      const auto flush = [&] {
+        if (run_tokens == 0) return;
+        if (is_valid_utf8(run)) decoded.push_back(run);
+        else for (size_t k = 0; k < run_tokens; ++k) decoded.push_back("\xEF\xBF\xBD");
+        run.clear();
+        run_tokens = 0;
+      };
+      for (std::string& token : tokens) {
+        if (const int byte = byte_fallback_value(token); byte >= 0) {
+          run.push_back(static_cast<char>(byte));
+          ++run_tokens;
+        } else {
+          flush();
+          decoded.push_back(std::move(token));
+        }
+      }
+      flush();
+      tokens = std::move(decoded);
+      return;
+    }
+    case DecoderStep::Kind::fuse: {
+      std::string joined;
+      for (const std::string& token : tokens) joined += token;
+      tokens = {joined};
+      return;
+    }
+    case DecoderStep::Kind::strip: {  // up to `start` leading and `stop` trailing copies of the content, per token
+      for (std::string& token : tokens) {
+        std::u32string chars, content;
+        unicode::decode_utf8(token, chars);
+        unicode::decode_utf8(step.strip_content, content);
+        size_t begin = 0, end = chars.size();
+        while (begin < chars.size() && begin < step.strip_start && chars[begin] == content[0]) ++begin;
+        for (uint32_t k = 0; k < step.strip_stop && end > begin && chars[end - 1] == content[0]; ++k) --end;
+        token = unicode::encode_utf8(std::u32string_view(chars).substr(begin, end - begin));
+      }
+      return;
+    }
+    case DecoderStep::Kind::metaspace: {  // the replacement is a space, and dropped in the first token
+      for (size_t i = 0; i < tokens.size(); ++i)
+        replace_all(tokens[i], step.pattern, i == 0 && step.metaspace_strip_first ? "" : " ");
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+char32_t byte_level_char(uint8_t byte) { return byte_level_alphabet().char_of_byte[byte]; }
+
+const std::string& HfTokenizer::token(int32_t id) const {
+  static const std::string none;
+  return id >= 0 && id < vocab_size() ? token_of_id_[id] : none;
+}
+
+std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  std::u32string ignored;
+  if (const auto bad = unicode::decode_utf8(text, ignored))
+    throw InputError("the text to tokenize is not valid UTF-8 at byte " + std::to_string(*bad));
+  std::vector<int32_t> ids;
+  if (add_special_tokens) ids = template_prefix_;
+  // Added tokens first, leftmost and then longest (added_tokens_ is sorted longest first); the text
+  // between them is normalized, pre-tokenized and run through BPE. An added token's content is valid
+  // UTF-8, so it can only match where a character begins.
+  size_t segment_start = 0;
+  for (size_t i = 0; i < text.size();) {
+    const AddedToken* match = nullptr;
+    for (const AddedToken& token : added_tokens_)
+      if (token.content[0] == text[i] && text.compare(i, token.content.size(), token.content) == 0) {
+        match = &token;
+        break;
+      }
+    if (!match) {
+      ++i;
+      continue;
+    }
+    append_segment_ids(text.substr(segment_start, i - segment_start), segment_start == 0, ids);
+    ids.push_back(match->id);
+    i += match->content.size();
+    segment_start = i;
+  }
+  append_segment_ids(text.substr(segment_start), segment_start == 0, ids);
+  if (add_special_tokens) ids.insert(ids.end(), template_suffix_.begin(), template_suffix_.end());
+  return ids;
+}
+
+std::string HfTokenizer::normalize(std::string_view segment) const {
+  std::string text(segment);
+  for (const NormalizerStep& step : normalizer_) {
+    switch (step.kind) {
+      case NormalizerStep::Kind::nfc: {
+        std::u32string chars;
+        unicode::decode_utf8(text, chars);
+        text = unicode::encode_utf8(unicode::to_nfc(chars));
+        break;
+      }
+      case NormalizerStep::Kind::prepend:
+        if (!text.empty()) text.insert(0, step.text);
+        break;
+      case NormalizerStep::Kind::replace:
+        replace_all(text, step.text, step.replacement);
+        break;
+    }
+  }
+  return text;
+}
+
+void HfTokenizer::append_segment_ids(std::string_view segment, bool at_text_start, std::vector<int32_t>& ids) const {
+  if (segment.empty()) return;
+  const std::string normalized = normalize(segment);
+  // Each pre-tokenizer step splits every piece further; `first` marks the piece at offset 0 of the text
+  // (Metaspace's prepend_scheme "first").
+  struct Piece {
+    std::string text;
+    bool first;
+  };
+  std::vector<Piece> pieces{{normalized, at_text_start}};
+  for (const PreTokenizerStep& step : pre_tokenizer_) {
+    std::vector<Piece> next;
+    for (Piece& piece : pieces) {
+      switch (step.kind) {
+        case PreTokenizerStep::Kind::split:
+          for (std::string_view part : split_by_pattern(step.pattern, piece.text))
+            next.push_back({std::string(part), piece.first && part.data() == piece.text.data()});
+          break;
+        case PreTokenizerStep::Kind::byte_level: {
+          if (step.add_prefix_space && piece.text.rfind(' ', 0) != 0) piece.text = " " + piece.text;  // (insert(0, " ") trips a false -Wrestrict in GCC 12)
+          if (!step.use_regex) {
+            next.push_back({byte_level_spelling(piece.text), piece.first});
+            break;
+          }
+          for (std::string_view part : split_by_pattern(SplitPattern::gpt2, piece.text))
+            next.push_back({byte_level_spelling(part), piece.first && part.data() == piece.text.data()});
+          break;
+        }
+        case PreTokenizerStep::Kind::metaspace: {
+          replace_all(piece.text, " ", step.replacement);
+          const bool prepend = step.prepend == PreTokenizerStep::Prepend::always ||
+                               (step.prepend == PreTokenizerStep::Prepend::first && piece.first);
+          if (prepend && piece.text.rfind(step.replacement, 0) != 0) piece.text.insert(0, step.replacement);
+          if (!step.split_on_replacement) {
+            next.push_back(std::move(piece));
+            break;
+          }
+          // Each replacement begins a piece (the tokenizers library's MergedWithNext).
+          size_t begin = 0;
+          for (size_t found = piece.text.find(step.replacement, 1); found != std::string::npos;
+               found = piece.text.find(step.replacement, found + step.replacement.size())) {
+            next.push_back({piece.text.substr(begin, found - begin), piece.first && begin == 0});
+            begin = found;
+          }
+          next.push_back({piece.text.substr(begin), piece.first && begin == 0});
+          break;
+        }
+      }
+    }
+    pieces = std::move(next);
+  }
+  for (const Piece& piece : pieces)
+    if (!piece.text.empty()) append_word_ids(piece.text, ids);
+}
+
+void HfTokenizer::append_word_ids(std::string_view word, std::vector<int32_t>& ids) const {
+  if (ignore_merges_)
+    if (const auto whole = id_of_token_.find(std::string(word)); whole != id_of_token_.end()) {
+      ids.push_back(whole->second);
+      return;
+    }
+  // The word's characters as symbols: each one's token, else its bytes' <0xXX> tokens (byte fallback),
+  // else the unknown token (consecutive ones fused into one with fuse_unk), else nothing, as the
+  // tokenizers library drops a character it has no token for.
+  std::vector<int32_t> symbols;
+  bool last_was_unk = false;
+  std::u32string chars;
+  unicode::decode_utf8(word, chars);
+  for (char32_t c : chars) {
+    std::string spelled;
+    unicode::append_utf8(c, spelled);
+    if (const auto found = id_of_token_.find(spelled); found != id_of_token_.end()) {
+      symbols.push_back(found->second);
+      last_was_unk = false;
+      continue;
+    }
+    if (byte_fallback_) {
+      bool all_bytes = true;
+      for (unsigned char byte : spelled) all_bytes = all_bytes && byte_fallback_ids_[byte] >= 0;
+      if (all_bytes) {
+        for (unsigned char byte : spelled) symbols.push_back(byte_fallback_ids_[byte]);
+        last_was_unk = false;
+        continue;
+      }
+    }
+    if (unk_id_ >= 0) {
+      if (!(fuse_unk_ && last_was_unk)) symbols.push_back(unk_id_);
+      last_was_unk = true;
+    }
+  }
+
+  // Merges, lowest rank first and leftmost among equal ranks, over a linked list of the symbols. A queued
+  // pair is stale once either side has merged into something else; it is checked when it comes up.
+  struct Candidate {
+    uint32_t rank;
+    uint32_t left;  // the left symbol's position
+    int32_t merged;
+    bool operator>(const Candidate& other) const { return rank != other.rank ? rank > other.rank : left > other.left; }
+  };
+  const size_t count = symbols.size();
+  std::vector<int32_t> previous(count), next(count);
+  for (size_t i = 0; i < count; ++i) {
+    previous[i] = static_cast<int32_t>(i) - 1;
+    next[i] = i + 1 < count ? static_cast<int32_t>(i + 1) : -1;
+  }
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+  const auto consider = [&](int32_t left) {
+    if (left < 0 || next[left] < 0) return;
+    const uint64_t key = (uint64_t(uint32_t(symbols[left])) << 32) | uint32_t(symbols[next[left]]);
+    if (const auto merge = merges_.find(key); merge != merges_.end())
+      queue.push({merge->second.rank, static_cast<uint32_t>(left), merge->second.merged});
+  };
+  for (size_t i = 0; i + 1 < count; ++i) consider(static_cast<int32_t>(i));
+  std::vector<bool> removed(count, false);
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    const int32_t left = static_cast<int32_t>(top.left), right = next[left];
+    if (removed[left] || right < 0) continue;
+    const uint64_t key = (uint64_t(uint32_t(symbols[left])) << 32) | uint32_t(symbols[right]);
+    const auto merge = merges_.find(key);
+    if (merge == merges_.end() || merge->second.merged != top.merged || merge->second.rank != top.rank) continue;
+    symbols[left] = top.merged;
+    removed[right] = true;
+    next[left] = next[right];
+    if (next[right] >= 0) previous[next[right]] = left;
+    consider(previous[left]);
+    consider(left);
+  }
+  for (size_t i = 0; i < count; ++i)
+    if (!removed[i]) ids.push_back(symbols[i]);
+}
+
+std::string HfTokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (int32_t id : ids) {
+    if (id < 0) throw InputError(path_ + ": the token id " + std::to_string(id) + " is negative");
+    // An id no token has (a gap, or past the tokenizer's vocabulary: the padding rows a model's embedding
+    // often has beyond it) decodes to nothing, as in the tokenizers library.
+    if (id >= vocab_size() || token_of_id_[id].empty() || (skip_special_tokens && is_special_[id])) continue;
+    tokens.push_back(token_of_id_[id]);
+  }
+  for (const DecoderStep& step : decoder_) decode_step(step, tokens);
+  std::string text;
+  for (const std::string& token : tokens) text += token;
+  return text;
+}
+
+}  // namespace tilefire

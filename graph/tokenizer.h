@@ -1,0 +1,117 @@
+#pragma once
+// A Hugging Face tokenizer read from a model folder's tokenizer.json: text to token ids and back, as the
+// `tokenizers` library does with that file alone (tokenizer_config.json is not read: its chat template and
+// its add_bos_token, which transformers folds into the post-processor, are not applied here).
+//
+// What it runs (docs/TOKENIZER.md): a BPE model (byte-level as Llama 3, Qwen2/3 and GPT-2 use it, or over
+// characters with byte fallback as Llama 2 and Mistral do), the normalizers, pre-tokenizers, post-processors
+// and decoders those tokenizers use. Anything else in the file (a WordPiece or Unigram model, a pre-tokenizer
+// regex it does not know, an added token with lstrip) is an InputError naming the key and the value: a
+// tokenizer that split text differently from the model's training would give a plausible but wrong prompt.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace tilefire {
+
+// The regexes of the Split and ByteLevel pre-tokenizers that Tilefire knows, by what they match. Each is a
+// hand-written scanner (graph/pretokenize.cpp) over Unicode categories, not a regex engine.
+enum class SplitPattern {
+  gpt2,      // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+   (ByteLevel's use_regex)
+  llama3,    // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  qwen2,     // the same with \p{N} (one digit per piece) in place of \p{N}{1,3}
+};
+
+// Splits `text` (UTF-8, valid) into the pieces the pattern matches, in order; with the Isolated behaviour
+// every byte of `text` is in exactly one piece (text the pattern does not match becomes a piece of its own).
+std::vector<std::string_view> split_by_pattern(SplitPattern pattern, std::string_view text);
+
+// One step of a normalizer, pre-tokenizer or decoder chain as tokenizer.json describes it.
+struct NormalizerStep {
+  enum class Kind { nfc, prepend, replace } kind;
+  std::string text;         // prepend: what is prepended; replace: the pattern (a plain string)
+  std::string replacement;  // replace
+};
+
+struct PreTokenizerStep {
+  enum class Kind { split, byte_level, metaspace } kind;
+  SplitPattern pattern = SplitPattern::gpt2;  // split, and byte_level with use_regex
+  bool use_regex = false;                     // byte_level
+  bool add_prefix_space = false;              // byte_level
+  std::string replacement;                    // metaspace: "▁"
+  enum class Prepend { always, first, never } prepend = Prepend::always;  // metaspace
+  bool split_on_replacement = false;          // metaspace
+};
+
+struct DecoderStep {
+  enum class Kind { byte_level, replace, byte_fallback, fuse, strip, metaspace } kind;
+  std::string pattern, replacement;  // replace; metaspace's replacement in `pattern`
+  std::string strip_content;         // strip: one character
+  uint32_t strip_start = 0, strip_stop = 0;
+  bool metaspace_strip_first = true;  // metaspace: prepend_scheme other than never
+};
+
+// A token the tokenizer matches in the raw text before anything else (special tokens such as <|eot_id|>).
+struct AddedToken {
+  std::string content;
+  int32_t id = 0;
+  bool special = false;  // skipped by decode(..., skip_special_tokens = true)
+};
+
+class HfTokenizer {
+ public:
+  // Reads `path` (a tokenizer.json). InputError naming the file and the key for a file that is missing,
+  // not JSON, or describes a tokenizer Tilefire does not run.
+  static HfTokenizer load(const std::filesystem::path& path);
+
+  // The ids of `text` (valid UTF-8, else InputError naming the byte offset). With add_special_tokens the
+  // post-processor's template adds its tokens (Llama 2's <s>, Llama 3's <|begin_of_text|>).
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
+  // The text of `ids` through the decoder chain; bytes that do not form UTF-8 become U+FFFD. An id no
+  // token has decodes to nothing (as in the tokenizers library); a negative one is an InputError.
+  std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
+
+  // One past the largest id (the vocabulary and the added tokens).
+  int32_t vocab_size() const { return static_cast<int32_t>(token_of_id_.size()); }
+  // The token string of `id` as the vocabulary spells it ("" for an id no token has).
+  const std::string& token(int32_t id) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  struct MergeResult {
+    uint32_t rank;   // lower merges first
+    int32_t merged;  // the id of the merged token
+  };
+
+  void append_word_ids(std::string_view word, std::vector<int32_t>& ids) const;
+  void append_segment_ids(std::string_view segment, bool at_text_start, std::vector<int32_t>& ids) const;
+  std::string normalize(std::string_view segment) const;
+
+  std::string path_;
+  std::unordered_map<std::string, int32_t> id_of_token_;
+  std::vector<std::string> token_of_id_;  // [vocab_size], "" where no token has the id
+  std::vector<bool> is_special_;          // [vocab_size]
+  std::unordered_map<uint64_t, MergeResult> merges_;  // key: (left id << 32) | right id
+  int32_t unk_id_ = -1;
+  bool fuse_unk_ = false;
+  bool byte_fallback_ = false;
+  bool ignore_merges_ = false;
+  std::vector<int32_t> byte_fallback_ids_;  // [256]: the id of <0xXX>, -1 when the vocabulary lacks it
+
+  std::vector<AddedToken> added_tokens_;  // longest content first, so the first that matches is the longest
+  std::vector<NormalizerStep> normalizer_;
+  std::vector<PreTokenizerStep> pre_tokenizer_;
+  std::vector<DecoderStep> decoder_;
+  std::vector<int32_t> template_prefix_, template_suffix_;  // post-processor: ids around the sequence
+};
+
+// The 256 code points the byte-level alphabet spells bytes with (GPT-2's printable mapping): byte b is
+// written as byte_level_char(b) in a byte-level vocabulary.
+char32_t byte_level_char(uint8_t byte);
+
+}  // namespace tilefire

