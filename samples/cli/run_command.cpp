@@ -10,21 +10,22 @@
 #include "backend_flags.h"
 #include "commands.h"
 #include "tilefire/engine.h"
+#include "tilefire/tokenizer.h"
 
 namespace tilefire::cli {
 
 namespace {
 
-// The tokenizer file of a Hugging Face folder, or "" when it has none: tokenizer.json and its
+// A tokenizer file of a Hugging Face folder other than tokenizer.json, or "" when it has none:
 // tokenizer_config.json, SentencePiece's tokenizer.model (and Mistral's .v3 and tekken.json), GPT-2's
 // vocab.json and merges.txt, BERT's vocab.txt, Qwen's qwen.tiktoken; a link counts even when it dangles
-// (a cache snapshot whose blob is missing). Tilefire does not read tokenizers yet, so the bytes of a text
-// prompt are its tokens only for a model without one (the sample, gen-model's folders): for any other
-// they are arbitrary tokens of its vocabulary, and its output bytes are not its text.
-std::string tokenizer_file(const std::string& model_dir) {
+// (a cache snapshot whose blob is missing). Tilefire reads tokenizer.json only. The bytes of a text prompt
+// are its tokens only for a model without any tokenizer (the sample, gen-model's folders): for a folder
+// with one of these alone they would be arbitrary tokens of its vocabulary, and its output bytes not its text.
+std::string unread_tokenizer_file(const std::string& model_dir) {
   if (model_dir.empty()) return "";
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "tokenizer.model.v3", "tekken.json",
-                           "vocab.json", "merges.txt", "vocab.txt", "qwen.tiktoken"}) {
+  for (const char* name : {"tokenizer_config.json", "tokenizer.model", "tokenizer.model.v3", "tekken.json", "vocab.json",
+                           "merges.txt", "vocab.txt", "qwen.tiktoken"}) {
     std::error_code ignored;
     const std::filesystem::path path = std::filesystem::path(model_dir) / name;
     if (std::filesystem::exists(std::filesystem::symlink_status(path, ignored))) return path.string();
@@ -35,8 +36,9 @@ std::string tokenizer_file(const std::string& model_dir) {
 const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
 
   --model DIR            Hugging Face folder (config.json + safetensors); default: the built-in sample
-  --prompt TEXT          prompt; its bytes are the tokens (models without a tokenizer: a folder with
-                         tokenizer.json, tokenizer.model or another tokenizer takes --prompt-tokens only)
+  --prompt TEXT          prompt (default "Once upon a time"): encoded by the folder's tokenizer.json; for
+                         a model without a tokenizer (the sample, gen-model) its bytes are the tokens; a
+                         folder with another tokenizer only (tokenizer.model, ...) takes --prompt-tokens
   --prompt-tokens 1,2,3  prompt as token ids
   --max-new-tokens N     tokens to generate (default 32)
   --temperature T        0 = greedy (default 0)
@@ -99,14 +101,18 @@ int run_command(int argc, char** argv) {
   options.tp_timeout_ms = uint32_t(args.unsigned_or("--tp-timeout-ms", 10000, 1, 3600 * 1000));
   apply_backend_flags(args, options);
 
-  const std::string tokenizer = tokenizer_file(options.model_dir);
-  if (!tokenizer.empty() && !args.has("--prompt-tokens"))
-    throw InputError("tilefire run: " + tokenizer + " is this model's tokenizer, which Tilefire does not read yet: a text "
-                     "prompt's bytes would be arbitrary tokens of its vocabulary. Give the prompt as token ids from that "
-                     "tokenizer with --prompt-tokens (the output is printed as token ids too)");
+  const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::of_model_folder(options.model_dir);
+  const std::string unread_tokenizer = tokenizer ? "" : unread_tokenizer_file(options.model_dir);
+  if (!unread_tokenizer.empty() && !args.has("--prompt-tokens"))
+    throw InputError("tilefire run: " + unread_tokenizer + " is this model's tokenizer, and the folder has no tokenizer.json, "
+                     "the only tokenizer file Tilefire reads: a text prompt's bytes would be arbitrary tokens of its "
+                     "vocabulary. Give the prompt as token ids from that tokenizer with --prompt-tokens (the output is "
+                     "printed as token ids too)");
   GenerateRequest request;
+  const std::string prompt_text = args.text_or("--prompt", "Once upon a time");
   request.prompt = args.has("--prompt-tokens") ? args.token_list("--prompt-tokens")
-                                               : byte_tokens(args.text_or("--prompt", "Once upon a time"));
+                   : tokenizer                 ? tokenizer->encode(prompt_text)
+                                               : byte_tokens(prompt_text);
   request.max_new_tokens = uint32_t(args.unsigned_or("--max-new-tokens", 32, 0, 1u << 24));
   request.sampling.temperature = float(args.number_or("--temperature", 0.0, 0.0, 100.0));
   request.sampling.top_k = uint32_t(args.unsigned_or("--top-k", 0, 0, 1u << 30));
@@ -120,9 +126,11 @@ int run_command(int argc, char** argv) {
   if (request.logprobs > model.vocab)
     throw InputError("tilefire run: --logprobs " + std::to_string(request.logprobs) + " exceeds the vocabulary of " +
                      std::to_string(model.vocab));
+  std::string prompt_origin;  // where a text prompt's ids came from
+  if (tokenizer && !args.has("--prompt-tokens")) prompt_origin.append(" (from ").append(tokenizer->path()).append(")");
   for (int32_t t : request.prompt)
     if (uint32_t(t) >= model.vocab)
-      throw InputError("tilefire run: prompt token " + std::to_string(t) + " is outside the model's vocabulary [0, " +
+      throw InputError("tilefire run: prompt token " + std::to_string(t) + prompt_origin + " is outside the model's vocabulary [0, " +
                        std::to_string(model.vocab) + ")");
   if (request.prompt.size() > model.max_context)
     throw InputError("tilefire run: the prompt has " + std::to_string(request.prompt.size()) +
@@ -134,6 +142,10 @@ int run_command(int argc, char** argv) {
 
   GenerateResult result = engine.generate(request);
   if (engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports for all
+  // The generated text: by the tokenizer, as bytes for a model without one, none for an unread tokenizer.
+  const nlohmann::json generated_text = tokenizer                  ? nlohmann::json(tokenizer->continuation(result.prompt_tokens, result.tokens))
+                                        : unread_tokenizer.empty() ? nlohmann::json(bytes_text(result.tokens))
+                                                                   : nlohmann::json();
 
   if (args.has("--json")) {
     nlohmann::json logprobs = nlohmann::json::array();
@@ -150,6 +162,7 @@ int run_command(int argc, char** argv) {
                           {"schedule", args.text_or("--schedule", "dataflow")},
                           {"prompt_tokens", result.prompt_tokens},
                           {"tokens", result.tokens},
+                          {"text", generated_text},
                           {"logprobs", logprobs},
                           {"ttft_ms", result.ttft_ms},
                           {"tpot_ms", result.tpot_ms},
@@ -158,7 +171,7 @@ int run_command(int argc, char** argv) {
                           {"events_per_step", result.events_per_step},
                           {"compile_ms", result.compile_ms},
                           {"finish_reason", result.finish_reason}};
-    std::cout << out.dump() << std::endl;
+    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     return 0;
   }
   if (options.backend == Backend::cuda)
@@ -169,7 +182,9 @@ int run_command(int argc, char** argv) {
     std::printf("model: %s (%s, %s, %u layers), %u threads, %s%s\n", model.origin.c_str(), model.architecture.c_str(),
                 model.dtype.c_str(), model.layers, engine.threads(), args.text_or("--schedule", "dataflow").c_str(),
                 options.tp > 1 ? (", " + std::to_string(options.tp) + " tensor-parallel ranks").c_str() : "");
-  if (tokenizer.empty()) {  // bytes as text, other ids as <id>
+  if (tokenizer) {  // the prompt and what follows it, special tokens left out
+    std::printf("%s%s\n", tokenizer->decode(result.prompt_tokens, true).c_str(), generated_text.get<std::string>().c_str());
+  } else if (unread_tokenizer.empty()) {  // bytes as text, other ids as <id>
     std::printf("%s", bytes_text(result.prompt_tokens).c_str());
     std::printf("%s\n", bytes_text(result.tokens).c_str());
   } else {  // ids: its own tokenizer turns them into text

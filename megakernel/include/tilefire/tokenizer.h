@@ -1,0 +1,45 @@
+#pragma once
+// A model's tokenizer: text to token ids and back, read from the tokenizer.json of a Hugging Face folder.
+// It runs the file as the Hugging Face `tokenizers` library does (docs/TOKENIZER.md): byte-level BPE
+// (Llama 3, Qwen2/3, GPT-2) and BPE with byte fallback (Llama 2, Mistral), their normalizers,
+// pre-tokenizers, special tokens and decoders. A file with anything else is refused by name.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tilefire {
+
+class HfTokenizer;
+
+class Tokenizer {
+ public:
+  // Reads a tokenizer.json. InputError naming the file and the key when it is missing, not JSON, or
+  // describes a tokenizer Tilefire does not run.
+  explicit Tokenizer(const std::string& tokenizer_json);
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+
+  // The tokenizer of a model folder (its tokenizer.json), or nullptr when it has none.
+  static std::unique_ptr<Tokenizer> of_model_folder(const std::string& folder);
+
+  // The ids of `text` (UTF-8; InputError naming the byte where it is not). add_special_tokens adds what
+  // the file's post-processor adds around a text (Llama 2's <s>, Llama 3's <|begin_of_text|>); special
+  // tokens written in the text (<|eot_id|>) are always matched.
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
+  // The text of `ids`. Bytes that do not form UTF-8 become U+FFFD; an id no token has gives nothing.
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
+  // The text `generated` adds after `prompt`: decoded together, so that a tokenizer that drops the first
+  // token's leading space (SentencePiece) does not drop the space before the first generated word.
+  std::string continuation(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated) const;
+  // One past the largest id of the tokenizer (which can be below the model's vocabulary: padding rows).
+  int32_t vocab_size() const;
+  const std::string& path() const;
+
+ private:
+  std::unique_ptr<HfTokenizer> tokenizer_;
+};
+
+}  // namespace tilefire
