@@ -164,7 +164,7 @@ void decode_step(const DecoderStep& step, std::vector<std::string>& tokens) {
     }
     case DecoderStep::Kind::metaspace: {  // the replacement is a space, and dropped in the first token
       for (size_t i = 0; i < tokens.size(); ++i)
-        replace_all(tokens[i], step.pattern, i == 0 && step.metaspace_strip_first ? "" : " ");
+        replace_all(tokens[i], step.metaspace_replacement, i == 0 && step.metaspace_drop_in_first ? "" : " ");
       return;
     }
   }
@@ -179,19 +179,17 @@ const std::string& HfTokenizer::token(int32_t id) const {
   return id >= 0 && id < vocab_size() ? token_of_id_[id] : none;
 }
 
-std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special_tokens) const {
-  std::u32string ignored;
-  if (const auto bad = unicode::decode_utf8(text, ignored))
-    throw InputError("the text to tokenize is not valid UTF-8 at byte " + std::to_string(*bad));
-  std::vector<int32_t> ids;
-  if (add_special_tokens) ids = template_prefix_;
-  // Added tokens first, leftmost and then longest (added_tokens_ is sorted longest first); the text
-  // between them is normalized, pre-tokenized and run through BPE. An added token's content is valid
-  // UTF-8, so it can only match where a character begins.
-  size_t segment_start = 0;
+namespace {
+
+// Calls on_text(begin, end) for each stretch of `text` between matches of `tokens` and on_token(token)
+// for each match, in order. Matches are leftmost, then longest (`tokens` is sorted longest first). A
+// token's content is valid UTF-8, so it can only match where a character of valid text begins.
+template <typename OnText, typename OnToken>
+void split_by_added_tokens(std::string_view text, const std::vector<AddedToken>& tokens, OnText on_text, OnToken on_token) {
+  size_t stretch_start = 0;
   for (size_t i = 0; i < text.size();) {
     const AddedToken* match = nullptr;
-    for (const AddedToken& token : added_tokens_)
+    for (const AddedToken& token : tokens)
       if (token.content[0] == text[i] && text.compare(i, token.content.size(), token.content) == 0) {
         match = &token;
         break;
@@ -200,14 +198,43 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special
       ++i;
       continue;
     }
-    append_segment_ids(text.substr(segment_start, i - segment_start), segment_start == 0, ids);
-    ids.push_back(match->id);
+    on_text(stretch_start, i);
+    on_token(*match);
     i += match->content.size();
-    segment_start = i;
+    stretch_start = i;
   }
-  append_segment_ids(text.substr(segment_start), segment_start == 0, ids);
+  on_text(stretch_start, text.size());
+}
+
+}  // namespace
+
+std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  std::u32string ignored;
+  if (const auto bad = unicode::decode_utf8(text, ignored))
+    throw InputError("the text to tokenize is not valid UTF-8 at byte " + std::to_string(*bad));
+  std::vector<int32_t> ids;
+  if (add_special_tokens) ids = template_prefix_;
+  // The added tokens without `normalized` first, in the raw text; the stretches between them are
+  // normalized, pre-tokenized and run through BPE.
+  split_by_added_tokens(
+      text, raw_added_tokens_,
+      [&](size_t begin, size_t end) { append_segment_ids(text.substr(begin, end - begin), begin == 0, ids); },
+      [&](const AddedToken& token) { ids.push_back(token.id); });
   if (add_special_tokens) ids.insert(ids.end(), template_suffix_.begin(), template_suffix_.end());
   return ids;
+}
+
+void HfTokenizer::append_segment_ids(std::string_view segment, bool at_text_start, std::vector<int32_t>& ids) const {
+  if (segment.empty()) return;
+  const std::string normalized = normalize(segment);
+  // The added tokens with `normalized`, in the normalized text; a stretch is at the text's start when
+  // its segment is and nothing of it comes before.
+  split_by_added_tokens(
+      normalized, normalized_added_tokens_,
+      [&](size_t begin, size_t end) {
+        append_pre_tokenized_ids(std::string_view(normalized).substr(begin, end - begin), at_text_start && begin == 0, ids);
+      },
+      [&](const AddedToken& token) { ids.push_back(token.id); });
 }
 
 std::string HfTokenizer::normalize(std::string_view segment) const {
@@ -221,26 +248,26 @@ std::string HfTokenizer::normalize(std::string_view segment) const {
         break;
       }
       case NormalizerStep::Kind::prepend:
-        if (!text.empty()) text.insert(0, step.text);
+        if (!text.empty()) text.insert(0, step.prepended);
         break;
       case NormalizerStep::Kind::replace:
-        replace_all(text, step.text, step.replacement);
+        replace_all(text, step.pattern, step.replacement);
         break;
     }
   }
   return text;
 }
 
-void HfTokenizer::append_segment_ids(std::string_view segment, bool at_text_start, std::vector<int32_t>& ids) const {
-  if (segment.empty()) return;
-  const std::string normalized = normalize(segment);
+void HfTokenizer::append_pre_tokenized_ids(std::string_view normalized, bool at_text_start, std::vector<int32_t>& ids) const {
+  // An empty stretch (a segment the normalizer emptied) is no piece: no prefix space is added to it.
+  if (normalized.empty()) return;
   // Each pre-tokenizer step splits every piece further; `first` marks the piece at offset 0 of the text
   // (Metaspace's prepend_scheme "first").
   struct Piece {
     std::string text;
     bool first;
   };
-  std::vector<Piece> pieces{{normalized, at_text_start}};
+  std::vector<Piece> pieces{{std::string(normalized), at_text_start}};
   for (const PreTokenizerStep& step : pre_tokenizer_) {
     std::vector<Piece> next;
     for (Piece& piece : pieces) {
@@ -288,23 +315,25 @@ void HfTokenizer::append_segment_ids(std::string_view segment, bool at_text_star
 
 void HfTokenizer::append_word_ids(std::string_view word, std::vector<int32_t>& ids) const {
   if (ignore_merges_)
-    if (const auto whole = id_of_token_.find(std::string(word)); whole != id_of_token_.end()) {
+    if (const auto whole = model_vocab_.find(std::string(word)); whole != model_vocab_.end()) {
       ids.push_back(whole->second);
       return;
     }
   // The word's characters as symbols: each one's token, else its bytes' <0xXX> tokens (byte fallback),
-  // else the unknown token (consecutive ones fused into one with fuse_unk), else nothing, as the
-  // tokenizers library drops a character it has no token for.
+  // else the unknown token, else nothing, as the tokenizers library drops a character it has no token
+  // for. As there, an unknown token waits until a known character or the end of the word (byte-fallback
+  // symbols go before it), and with fuse_unk the unknown characters it waits over fuse into it.
   std::vector<int32_t> symbols;
-  bool last_was_unk = false;
+  bool unk_pending = false;
   std::u32string chars;
   unicode::decode_utf8(word, chars);
   for (char32_t c : chars) {
     std::string spelled;
     unicode::append_utf8(c, spelled);
-    if (const auto found = id_of_token_.find(spelled); found != id_of_token_.end()) {
+    if (const auto found = model_vocab_.find(spelled); found != model_vocab_.end()) {
+      if (unk_pending) symbols.push_back(unk_id_);
+      unk_pending = false;
       symbols.push_back(found->second);
-      last_was_unk = false;
       continue;
     }
     if (byte_fallback_) {
@@ -312,15 +341,15 @@ void HfTokenizer::append_word_ids(std::string_view word, std::vector<int32_t>& i
       for (unsigned char byte : spelled) all_bytes = all_bytes && byte_fallback_ids_[byte] >= 0;
       if (all_bytes) {
         for (unsigned char byte : spelled) symbols.push_back(byte_fallback_ids_[byte]);
-        last_was_unk = false;
         continue;
       }
     }
     if (unk_id_ >= 0) {
-      if (!(fuse_unk_ && last_was_unk)) symbols.push_back(unk_id_);
-      last_was_unk = true;
+      if (unk_pending && !fuse_unk_) symbols.push_back(unk_id_);
+      unk_pending = true;
     }
   }
+  if (unk_pending) symbols.push_back(unk_id_);
 
   // Merges, lowest rank first and leftmost among equal ranks, over a linked list of the symbols. A queued
   // pair is stale once either side has merged into something else; it is checked when it comes up.

@@ -34,7 +34,8 @@ std::vector<std::string_view> split_by_pattern(SplitPattern pattern, std::string
 // One step of a normalizer, pre-tokenizer or decoder chain as tokenizer.json describes it.
 struct NormalizerStep {
   enum class Kind { nfc, prepend, replace } kind;
-  std::string text;         // prepend: what is prepended; replace: the pattern (a plain string)
+  std::string prepended;    // prepend
+  std::string pattern;      // replace: a plain string
   std::string replacement;  // replace
 };
 
@@ -50,13 +51,15 @@ struct PreTokenizerStep {
 
 struct DecoderStep {
   enum class Kind { byte_level, replace, byte_fallback, fuse, strip, metaspace } kind;
-  std::string pattern, replacement;  // replace; metaspace's replacement in `pattern`
+  std::string pattern, replacement;  // replace
   std::string strip_content;         // strip: one character
   uint32_t strip_start = 0, strip_stop = 0;
-  bool metaspace_strip_first = true;  // metaspace: prepend_scheme other than never
+  std::string metaspace_replacement;  // metaspace: one character ("▁")
+  bool metaspace_drop_in_first = true;  // metaspace: prepend_scheme other than never drops it from the first token
 };
 
-// A token the tokenizer matches in the raw text before anything else (special tokens such as <|eot_id|>).
+// A token the tokenizer matches before the BPE model sees the text (special tokens such as <|eot_id|>):
+// in the raw text, or with `normalized` in the text after the normalizer.
 struct AddedToken {
   std::string content;
   int32_t id = 0;
@@ -90,10 +93,11 @@ class HfTokenizer {
 
   void append_word_ids(std::string_view word, std::vector<int32_t>& ids) const;
   void append_segment_ids(std::string_view segment, bool at_text_start, std::vector<int32_t>& ids) const;
+  void append_pre_tokenized_ids(std::string_view normalized, bool at_text_start, std::vector<int32_t>& ids) const;
   std::string normalize(std::string_view segment) const;
 
   std::string path_;
-  std::unordered_map<std::string, int32_t> id_of_token_;
+  std::unordered_map<std::string, int32_t> model_vocab_;  // the BPE model's own tokens (not the added ones)
   std::vector<std::string> token_of_id_;  // [vocab_size], "" where no token has the id
   std::vector<bool> is_special_;          // [vocab_size]
   std::unordered_map<uint64_t, MergeResult> merges_;  // key: (left id << 32) | right id
@@ -103,7 +107,9 @@ class HfTokenizer {
   bool ignore_merges_ = false;
   std::vector<int32_t> byte_fallback_ids_;  // [256]: the id of <0xXX>, -1 when the vocabulary lacks it
 
-  std::vector<AddedToken> added_tokens_;  // longest content first, so the first that matches is the longest
+  // Longest content first, so the first that matches is the longest. The Rust library matches the ones
+  // without `normalized` in the raw text, then the others in each normalized piece between those.
+  std::vector<AddedToken> raw_added_tokens_, normalized_added_tokens_;
   std::vector<NormalizerStep> normalizer_;
   std::vector<PreTokenizerStep> pre_tokenizer_;
   std::vector<DecoderStep> decoder_;

@@ -65,14 +65,28 @@ class Reader {
     if (const auto bad = unicode::decode_utf8(text, ignored)) fail(where, "not valid UTF-8 at byte " + std::to_string(*bad));
     return text;
   }
+  // A string of exactly one character (Metaspace's replacement, Strip's content).
+  std::string one_character(const json& object, const std::string& key, const std::string& where) const {
+    std::string text = valid_utf8(member(object, key, where), where + "." + key);
+    std::u32string characters;
+    unicode::decode_utf8(text, characters);
+    if (characters.size() != 1) fail(where + "." + key, "expected one character, not " + shown(text));
+    return text;
+  }
 
  private:
   std::string origin_;
 };
 
 // A Sequence component's list under `key`, each item read by `read_item` with its place in the file.
+// Sequences nest no deeper than kMaxSequenceDepth (each level adds one "[i]" to `where`): real files nest
+// one or two, and a file nesting thousands would take memory by the square of its depth in those paths.
+constexpr size_t kMaxSequenceDepth = 16;
+
 template <typename ReadItem>
 void read_sequence(const Reader& reader, const json& node, const char* key, const std::string& where, ReadItem read_item) {
+  if (static_cast<size_t>(std::count(where.begin(), where.end(), '[')) >= kMaxSequenceDepth)
+    reader.fail(where, "Sequences nest deeper than " + std::to_string(kMaxSequenceDepth));
   const json& list = reader.member(node, key, where);
   if (!list.is_array()) reader.fail(where + "." + key, "expected a list");
   for (size_t i = 0; i < list.size(); ++i) read_item(list[i], where + "." + key + "[" + std::to_string(i) + "]");
@@ -94,15 +108,34 @@ void read_normalizer(const Reader& reader, const json& node, const std::string& 
   if (type == "Sequence") {
     read_sequence(reader, node, "normalizers", where, [&](const json& item, const std::string& at) { read_normalizer(reader, item, at, steps); });
   } else if (type == "NFC") {
-    steps.push_back({NormalizerStep::Kind::nfc, "", ""});
+    steps.push_back({NormalizerStep::Kind::nfc, "", "", ""});
   } else if (type == "Prepend") {
-    steps.push_back({NormalizerStep::Kind::prepend, reader.valid_utf8(reader.member(node, "prepend", where), where + ".prepend"), ""});
+    steps.push_back({NormalizerStep::Kind::prepend, reader.valid_utf8(reader.member(node, "prepend", where), where + ".prepend"), "", ""});
   } else if (type == "Replace") {
     const std::string pattern = string_pattern(reader, node, where);
-    steps.push_back({NormalizerStep::Kind::replace, pattern, reader.valid_utf8(reader.member(node, "content", where), where + ".content")});
+    steps.push_back({NormalizerStep::Kind::replace, "", pattern, reader.valid_utf8(reader.member(node, "content", where), where + ".content")});
   } else {
     reader.fail(where, "the normalizer '" + type + "' is not supported (Tilefire runs NFC, Prepend, Replace and Sequence)");
   }
+}
+
+// Metaspace's prepend_scheme, or in older files add_prefix_space (true: always). The Rust library refuses
+// a file that gives add_prefix_space false with a scheme other than never, and so does Tilefire.
+PreTokenizerStep::Prepend metaspace_prepend_scheme(const Reader& reader, const json& node, const std::string& where) {
+  const bool add_prefix_space = reader.bool_member(node, "add_prefix_space", where, true);
+  const auto scheme = node.find("prepend_scheme");
+  if (scheme == node.end() || scheme->is_null())
+    return add_prefix_space ? PreTokenizerStep::Prepend::always : PreTokenizerStep::Prepend::never;
+  if (!scheme->is_string()) reader.fail(where + ".prepend_scheme", "expected a string");
+  const std::string name = scheme->get<std::string>();
+  PreTokenizerStep::Prepend prepend{};
+  if (name == "always") prepend = PreTokenizerStep::Prepend::always;
+  else if (name == "first") prepend = PreTokenizerStep::Prepend::first;
+  else if (name == "never") prepend = PreTokenizerStep::Prepend::never;
+  else reader.fail(where + ".prepend_scheme", "expected always, first or never, not " + shown(name));
+  if (!add_prefix_space && prepend != PreTokenizerStep::Prepend::never)
+    reader.fail(where + ".add_prefix_space", "is false while prepend_scheme is " + shown(name) + " (the tokenizers library refuses this too)");
+  return prepend;
 }
 
 SplitPattern known_pattern(const Reader& reader, const json& node, const std::string& where) {
@@ -136,23 +169,9 @@ void read_pre_tokenizer(const Reader& reader, const json& node, const std::strin
     step.pattern = SplitPattern::gpt2;
   } else if (type == "Metaspace") {
     step.kind = PreTokenizerStep::Kind::metaspace;
-    step.replacement = reader.valid_utf8(reader.member(node, "replacement", where), where + ".replacement");
-    std::u32string replacement;
-    unicode::decode_utf8(step.replacement, replacement);
-    if (replacement.size() != 1) reader.fail(where + ".replacement", "expected one character");
+    step.replacement = reader.one_character(node, "replacement", where);
     step.split_on_replacement = reader.bool_member(node, "split", where, true);
-    const auto scheme = node.find("prepend_scheme");
-    if (scheme != node.end()) {
-      if (!scheme->is_string()) reader.fail(where + ".prepend_scheme", "expected a string");
-      const std::string name = scheme->get<std::string>();
-      if (name == "always") step.prepend = PreTokenizerStep::Prepend::always;
-      else if (name == "first") step.prepend = PreTokenizerStep::Prepend::first;
-      else if (name == "never") step.prepend = PreTokenizerStep::Prepend::never;
-      else reader.fail(where + ".prepend_scheme", "expected always, first or never, not '" + name + "'");
-    } else {  // older files: add_prefix_space
-      step.prepend = reader.bool_member(node, "add_prefix_space", where, true) ? PreTokenizerStep::Prepend::always
-                                                                               : PreTokenizerStep::Prepend::never;
-    }
+    step.prepend = metaspace_prepend_scheme(reader, node, where);
   } else {
     reader.fail(where, "the pre-tokenizer '" + type + "' is not supported (Tilefire runs Split, ByteLevel, Metaspace and Sequence)");
   }
@@ -178,10 +197,7 @@ void read_decoder(const Reader& reader, const json& node, const std::string& whe
     step.kind = DecoderStep::Kind::fuse;
   } else if (type == "Strip") {
     step.kind = DecoderStep::Kind::strip;
-    step.strip_content = reader.valid_utf8(reader.member(node, "content", where), where + ".content");
-    std::u32string content;
-    unicode::decode_utf8(step.strip_content, content);
-    if (content.size() != 1) reader.fail(where + ".content", "expected one character");
+    step.strip_content = reader.one_character(node, "content", where);
     for (auto [key, field] : {std::pair{"start", &step.strip_start}, std::pair{"stop", &step.strip_stop}}) {
       const json& count = reader.member(node, key, where);
       if (!count.is_number_unsigned() || count.get<uint64_t>() > 1'000'000) reader.fail(where + "." + key, "expected a count");
@@ -189,10 +205,8 @@ void read_decoder(const Reader& reader, const json& node, const std::string& whe
     }
   } else if (type == "Metaspace") {
     step.kind = DecoderStep::Kind::metaspace;
-    step.pattern = reader.valid_utf8(reader.member(node, "replacement", where), where + ".replacement");
-    const auto scheme = node.find("prepend_scheme");
-    if (scheme != node.end() && scheme->is_string()) step.metaspace_strip_first = scheme->get<std::string>() != "never";
-    else step.metaspace_strip_first = reader.bool_member(node, "add_prefix_space", where, true);
+    step.metaspace_replacement = reader.one_character(node, "replacement", where);
+    step.metaspace_drop_in_first = metaspace_prepend_scheme(reader, node, where) != PreTokenizerStep::Prepend::never;
   } else {
     reader.fail(where, "the decoder '" + type + "' is not supported (Tilefire runs ByteLevel, Replace, ByteFallback, Fuse, Strip, "
                 "Metaspace and Sequence)");
@@ -226,7 +240,8 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
   const json& vocab = reader.member(model, "vocab", "model");
   if (!vocab.is_object()) reader.fail("model.vocab", "expected an object of token: id");
   constexpr int64_t kMaxVocab = 1 << 22;  // real vocabularies hold up to about 2^18
-  const auto add_token = [&](const std::string& token, const json& id_value, const std::string& where) {
+  // Every id names one token; the model's vocabulary and the added tokens share the id space.
+  const auto give_id = [&](const std::string& token, const json& id_value, const std::string& where) {
     if (!id_value.is_number_integer() || id_value.get<int64_t>() < 0 || id_value.get<int64_t>() >= kMaxVocab)
       reader.fail(where, "the id of " + shown(token) + " is " + shown(id_value) + ", expected 0 to " + std::to_string(kMaxVocab - 1));
     const int32_t id = id_value.get<int32_t>();
@@ -238,13 +253,11 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
     if (!existing.empty() && existing != token)
       reader.fail(where, "the id " + std::to_string(id) + " is given to both " + shown(existing) + " and " + shown(token));
     tokenizer.token_of_id_[id] = token;
-    const auto [slot, inserted] = tokenizer.id_of_token_.emplace(token, id);
-    if (!inserted && slot->second != id)
-      reader.fail(where, shown(token) + " has two ids, " + std::to_string(slot->second) + " and " + std::to_string(id));
+    return id;
   };
   for (const auto& [token, id] : vocab.items()) {
     if (token.empty()) reader.fail("model.vocab", "has an empty token");
-    add_token(reader.valid_utf8(json(token), "model.vocab"), id, "model.vocab");
+    tokenizer.model_vocab_.emplace(token, give_id(reader.valid_utf8(json(token), "model.vocab"), id, "model.vocab"));
   }
 
   const json& merges = reader.member(model, "merges", "model");
@@ -267,32 +280,33 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
     } else {
       reader.fail(where, "expected \"left right\" or [left, right], not " + shown(merge));
     }
-    const auto left_id = tokenizer.id_of_token_.find(left), right_id = tokenizer.id_of_token_.find(right),
-               merged_id = tokenizer.id_of_token_.find(left + right);
+    const auto& vocab_ids = tokenizer.model_vocab_;
+    const auto left_id = vocab_ids.find(left), right_id = vocab_ids.find(right), merged_id = vocab_ids.find(left + right);
     for (const auto& [found, token] : {std::pair{left_id, left}, std::pair{right_id, right}, std::pair{merged_id, left + right}})
-      if (found == tokenizer.id_of_token_.end()) reader.fail(where, shown(token) + " is not in model.vocab");
+      if (found == vocab_ids.end()) reader.fail(where, shown(token) + " is not in model.vocab");
     const uint64_t key = (uint64_t(uint32_t(left_id->second)) << 32) | uint32_t(right_id->second);
-    tokenizer.merges_.emplace(key, MergeResult{static_cast<uint32_t>(rank), merged_id->second});  // the first rank of a pair wins
+    // A pair listed twice takes its last rank, as in the Rust library (its map keeps the last).
+    tokenizer.merges_.insert_or_assign(key, MergeResult{static_cast<uint32_t>(rank), merged_id->second});
   }
 
   if (const auto unk = model.find("unk_token"); unk != model.end() && !unk->is_null()) {
     const std::string name = reader.valid_utf8(*unk, "model.unk_token");
-    const auto found = tokenizer.id_of_token_.find(name);
-    if (found == tokenizer.id_of_token_.end()) reader.fail("model.unk_token", shown(name) + " is not in model.vocab");
+    const auto found = tokenizer.model_vocab_.find(name);
+    if (found == tokenizer.model_vocab_.end()) reader.fail("model.unk_token", shown(name) + " is not in model.vocab");
     tokenizer.unk_id_ = found->second;
   }
   tokenizer.byte_fallback_ids_.assign(256, -1);
   for (int byte = 0; byte < 256; ++byte) {
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", byte);
-    if (const auto found = tokenizer.id_of_token_.find(name); found != tokenizer.id_of_token_.end())
+    if (const auto found = tokenizer.model_vocab_.find(name); found != tokenizer.model_vocab_.end())
       tokenizer.byte_fallback_ids_[byte] = found->second;
   }
 
-  // Added tokens: matched in the raw text before normalization.
+  // Added tokens: those without `normalized` are matched in the raw text, the others in the normalized
+  // text between those. One the model's vocabulary also holds must have its id there.
   if (const auto added = document.find("added_tokens"); added != document.end() && !added->is_null()) {
     if (!added->is_array()) reader.fail("added_tokens", "expected a list");
-    const bool has_normalizer = document.contains("normalizer") && !document["normalizer"].is_null();
     for (size_t i = 0; i < added->size(); ++i) {
       const json& entry = (*added)[i];
       const std::string where = "added_tokens[" + std::to_string(i) + "]";
@@ -303,16 +317,16 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
       for (const char* flag : {"single_word", "lstrip", "rstrip"})
         if (reader.bool_member(entry, flag, where, false))
           reader.fail(where + "." + flag, "is true for " + shown(token.content) + "; Tilefire matches added tokens exactly only");
-      if (has_normalizer && reader.bool_member(entry, "normalized", where, !token.special))
-        reader.fail(where + ".normalized", "is true for " + shown(token.content) + ", with a normalizer; Tilefire matches added "
-                    "tokens in the raw text only");
-      add_token(token.content, reader.member(entry, "id", where), where + ".id");
-      token.id = tokenizer.id_of_token_.at(token.content);
+      token.id = give_id(token.content, reader.member(entry, "id", where), where + ".id");
+      if (const auto in_vocab = tokenizer.model_vocab_.find(token.content); in_vocab != tokenizer.model_vocab_.end() && in_vocab->second != token.id)
+        reader.fail(where + ".id", shown(token.content) + " has the id " + std::to_string(token.id) + " here and " +
+                    std::to_string(in_vocab->second) + " in model.vocab");
       if (token.special) tokenizer.is_special_[token.id] = true;
-      tokenizer.added_tokens_.push_back(std::move(token));
+      const bool normalized = reader.bool_member(entry, "normalized", where, !token.special);
+      (normalized ? tokenizer.normalized_added_tokens_ : tokenizer.raw_added_tokens_).push_back(std::move(token));
     }
-    std::stable_sort(tokenizer.added_tokens_.begin(), tokenizer.added_tokens_.end(),
-                     [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+    for (auto* list : {&tokenizer.raw_added_tokens_, &tokenizer.normalized_added_tokens_})
+      std::stable_sort(list->begin(), list->end(), [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
   }
 
   read_normalizer(reader, document.value("normalizer", json()), "normalizer", tokenizer.normalizer_);
@@ -320,6 +334,7 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
   read_decoder(reader, document.value("decoder", json()), "decoder", tokenizer.decoder_);
 
   // The post-processor: a template around the single sequence (ByteLevel's only changes offsets).
+  bool seen_template = false;
   const auto read_post_processor = [&](const auto& self, const json& node, const std::string& where) -> void {
     if (node.is_null()) return;
     const std::string type = reader.type_of(node, where);
@@ -330,6 +345,9 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
     }
     if (type != "TemplateProcessing")
       reader.fail(where, "the post-processor '" + type + "' is not supported (Tilefire runs TemplateProcessing, ByteLevel and Sequence)");
+    if (seen_template)
+      reader.fail(where, "a second TemplateProcessing: Tilefire runs one template");
+    seen_template = true;
     const json& single = reader.member(node, "single", where);
     const json& special_tokens = reader.member(node, "special_tokens", where);
     if (!single.is_array()) reader.fail(where + ".single", "expected a list");

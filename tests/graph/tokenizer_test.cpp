@@ -163,6 +163,43 @@ TEST(HandTokenizer, MetaspaceAsTheRustLibraryDoes) {
   EXPECT_EQ(tokenizer_with("never", false, dir3).decode(std::vector<int32_t>{266, 267}), " Hey friend!");
 }
 
+// Cases where the Rust library's own rules decide, each one worked out from them (a review found these).
+TEST(HandTokenizer, FollowsTheRustLibraryInItsCorners) {
+  using Ids = std::vector<int32_t>;
+  {  // A pair listed twice takes its last rank: (a, b) ranks after (x, a) here, so "xab" is "xa" "b".
+    json document = hand_tokenizer();
+    document["model"]["vocab"]["x"] = 266;
+    document["model"]["vocab"]["xa"] = 267;
+    document["model"]["merges"] = {"a b", "x a", "a b"};
+    document["normalizer"] = nullptr;
+    const testing::TempDir dir("tokenizer");
+    EXPECT_EQ(load_json(document, dir).encode("xab", false), (Ids{267, 261}));
+  }
+  {  // A segment the normalizer empties is no piece: no prefix is added to it.
+    json document = hand_tokenizer();
+    document["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", "c"}}}, {"content", ""}};
+    document["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "always"}, {"split", false}};
+    const testing::TempDir dir("tokenizer");
+    EXPECT_EQ(load_json(document, dir).encode("c", false), Ids{});
+    EXPECT_EQ(load_json(document, dir).encode("ca", false), (Ids{259, 260}));
+  }
+  {  // An unknown character waits: byte-fallback bytes go before it, and it fuses with the next unknown.
+    json document = hand_tokenizer();
+    document["normalizer"] = nullptr;
+    document["model"]["vocab"].erase("<0xBC>");  // so "ü" (C3 BC) has no byte tokens; "é" (C3 A9) has
+    const testing::TempDir dir("tokenizer");
+    EXPECT_EQ(load_json(document, dir).encode("\u00fc\u00e9\u00fca", false), (Ids{3 + 0xC3, 3 + 0xA9, 0, 260}));
+  }
+  {  // Added tokens with `normalized` are matched after the normalizer, in the text between the others:
+     // "<s>" is raw, "\u2581ab" normalized (the Prepend/Replace normalizer makes " ab" into it).
+    json document = hand_tokenizer();
+    document["added_tokens"].push_back({{"id", 264}, {"content", "\u2581ab"}, {"special", false}, {"normalized", true}});
+    const testing::TempDir dir("tokenizer");
+    const HfTokenizer tokenizer = load_json(document, dir);
+    EXPECT_EQ(tokenizer.encode("c ab</s>ab", false), (Ids{259, 262, 264, 2, 264}));
+  }
+}
+
 TEST(HandTokenizer, RefusesTextThatIsNotUtf8) {
   const testing::TempDir dir("tokenizer");
   const HfTokenizer tokenizer = load_json(hand_tokenizer(), dir);
@@ -195,6 +232,20 @@ TEST(HandTokenizer, RefusesWhatItDoesNotRunByName) {
       {[](json& d) { d["decoder"]["decoders"][3]["start"] = "one"; }, "decoder.decoders[3].start: expected a count"},
       {[](json& d) { d["post_processor"] = {{"type", "BertProcessing"}}; }, "the post-processor 'BertProcessing' is not supported"},
       {[](json& d) { d["post_processor"]["special_tokens"]["<s>"]["ids"] = {99999}; }, "99999 is not a token id of this tokenizer"},
+      {[](json& d) { d["post_processor"] = {{"type", "Sequence"}, {"processors", {d["post_processor"], d["post_processor"]}}}; },
+       "post_processor.processors[1]: a second TemplateProcessing"},
+      {[](json& d) { d["added_tokens"][0]["id"] = 300; }, "added_tokens[0].id: \"<s>\" has the id 300 here and 1 in model.vocab"},
+      {[](json& d) { d["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"add_prefix_space", false}, {"prepend_scheme", "first"}}; },
+       "pre_tokenizer.add_prefix_space: is false while prepend_scheme is \"first\""},
+      {[](json& d) { d["decoder"] = {{"type", "Metaspace"}, {"replacement", ""}}; }, "decoder.replacement: expected one character, not \"\""},
+      {[](json& d) { d["decoder"] = {{"type", "Metaspace"}, {"replacement", "_"}, {"prepend_scheme", "sometimes"}}; },
+       "decoder.prepend_scheme: expected always, first or never"},
+      {[](json& d) {
+         json nested = {{"type", "NFC"}};
+         for (int level = 0; level < 40; ++level) nested = {{"type", "Sequence"}, {"normalizers", {nested}}};
+         d["normalizer"] = nested;
+       },
+       "Sequences nest deeper than 16"},
   };
   for (size_t i = 0; i < edits.size(); ++i) {
     json document = hand_tokenizer();
@@ -413,8 +464,9 @@ TEST(RealTokenizerVariants, MetaspaceMatchesHuggingFaceTokenizers) {
   REQUIRE_TOKENIZER_FILES();
   json document = json::parse(testing::read_file_text(model_tokenizer("llama2")));
   document["normalizer"] = nullptr;
+  const bool split = false;  // the oracle does not split (above)
   for (const char* scheme : {"first", "always"}) {
-    for (bool split : {false}) {
+    {
       document["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", scheme}, {"split", split}};
       const json metaspace = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", scheme}, {"split", split}};
       document["decoder"] = {{"type", "Sequence"}, {"decoders", json::array({metaspace, {{"type", "ByteFallback"}}, {{"type", "Fuse"}}})}};
@@ -426,6 +478,37 @@ TEST(RealTokenizerVariants, MetaspaceMatchesHuggingFaceTokenizers) {
       compare_with_oracle(path, testing::fuzz_case_count(100), 11, /*compare_decode=*/false);
     }
   }
+}
+
+// Variants of real files for what the published copies here lack: Llama 3 with the template Meta's file
+// has (<|begin_of_text|> in a Sequence with ByteLevel), and Qwen3 with its non-special added tokens
+// marked `normalized`, so that they are matched in the NFC text between the special ones.
+TEST(RealTokenizerVariants, TemplateAndNormalizedAddedTokensMatchHuggingFaceTokenizers) {
+  REQUIRE_TOKENIZER_FILES();
+  const auto compare_variant = [](const std::string& model, const std::function<void(json&)>& edit) {
+    json document = json::parse(testing::read_file_text(model_tokenizer(model)));
+    edit(document);
+    const testing::TempDir dir("tokenizer-variant");
+    const fs::path path = dir.path() / (model + "-variant") / "models" / "tokenizer.json";
+    fs::create_directories(path.parent_path());
+    testing::write_file_text(path, document.dump());
+    compare_with_oracle(path, testing::fuzz_case_count(100), 13);
+  };
+  compare_variant("llama3", [](json& d) {
+    const json begin = {{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}};
+    const json template_processing = {
+        {"type", "TemplateProcessing"},
+        {"single", {begin, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"pair", {begin, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, begin, {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+        {"special_tokens", {{"<|begin_of_text|>", {{"id", "<|begin_of_text|>"}, {"ids", {128000}}, {"tokens", {"<|begin_of_text|>"}}}}}}};
+    d["post_processor"] = {{"type", "Sequence"}, {"processors", {d["post_processor"], template_processing}}};
+  });
+  compare_variant("qwen3", [](json& d) {
+    size_t marked = 0;
+    for (json& added : d["added_tokens"])
+      if (!added["special"].get<bool>()) added["normalized"] = true, ++marked;
+    ASSERT_GT(marked, 0u);
+  });
 }
 
 // Byte-level tokenizers without a normalizer give back the text they were given.
