@@ -110,9 +110,17 @@ int run_command(int argc, char** argv) {
                      "printed as token ids too)");
   GenerateRequest request;
   const std::string prompt_text = args.text_or("--prompt", "Once upon a time");
-  request.prompt = args.has("--prompt-tokens") ? args.token_list("--prompt-tokens")
-                   : tokenizer                 ? tokenizer->encode(prompt_text)
-                                               : byte_tokens(prompt_text);
+  if (args.has("--prompt-tokens")) {
+    request.prompt = args.token_list("--prompt-tokens");
+  } else if (tokenizer) {
+    try {
+      request.prompt = tokenizer->encode(prompt_text);
+    } catch (const InputError& error) {  // the prompt is not UTF-8: name the flag
+      throw InputError(std::string("tilefire run: --prompt: ") + error.what());
+    }
+  } else {
+    request.prompt = byte_tokens(prompt_text);
+  }
   request.max_new_tokens = uint32_t(args.unsigned_or("--max-new-tokens", 32, 0, 1u << 24));
   request.sampling.temperature = float(args.number_or("--temperature", 0.0, 0.0, 100.0));
   request.sampling.top_k = uint32_t(args.unsigned_or("--top-k", 0, 0, 1u << 30));
@@ -182,8 +190,9 @@ int run_command(int argc, char** argv) {
     std::printf("model: %s (%s, %s, %u layers), %u threads, %s%s\n", model.origin.c_str(), model.architecture.c_str(),
                 model.dtype.c_str(), model.layers, engine.threads(), args.text_or("--schedule", "dataflow").c_str(),
                 options.tp > 1 ? (", " + std::to_string(options.tp) + " tensor-parallel ranks").c_str() : "");
-  if (tokenizer) {  // the prompt and what follows it, special tokens left out
-    std::printf("%s%s\n", tokenizer->decode(result.prompt_tokens, true).c_str(), generated_text.get<std::string>().c_str());
+  if (tokenizer) {  // the prompt and what follows it, special tokens left out (fwrite: the text may hold a NUL)
+    const std::string text = tokenizer->decode(result.prompt_tokens, true) + generated_text.get<std::string>() + "\n";
+    std::fwrite(text.data(), 1, text.size(), stdout);
   } else if (unread_tokenizer.empty()) {  // bytes as text, other ids as <id>
     std::printf("%s", bytes_text(result.prompt_tokens).c_str());
     std::printf("%s\n", bytes_text(result.tokens).c_str());

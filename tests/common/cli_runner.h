@@ -11,7 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "tests/common/test_models.h"  // read_file_text, write_file_text
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/common/test_models.h"  // read_file_text, write_file_text, TempDir
 
 #ifndef TILEFIRE_CLI_PATH
 #error "tests using cli_runner.h need the TILEFIRE_CLI_PATH compile definition"
@@ -72,6 +75,40 @@ inline RunResult run_cli(const std::vector<std::string>& args, int timeout_s = 6
 inline std::string describe(const RunResult& r) {
   return "command: " + r.command + "\nstatus: " + std::to_string(r.status) + "\nstderr: " + r.err +
          "\nstdout (first 500): " + r.out.substr(0, 500);
+}
+
+// `tilefire run args... --json`: requires status 0 and returns the single JSON object it prints.
+inline nlohmann::json run_json(std::vector<std::string> args) {
+  args.insert(args.begin(), "run");
+  args.push_back("--json");
+  RunResult r = run_cli(args);
+  EXPECT_EQ(r.status, 0) << describe(r);
+  nlohmann::json parsed;
+  try {
+    parsed = nlohmann::json::parse(r.out);  // the whole of stdout: exactly one JSON value, nothing else
+  } catch (const nlohmann::json::exception& e) {
+    ADD_FAILURE() << "stdout is not one JSON value: " << e.what() << "\n" << describe(r);
+    return nlohmann::json::object();
+  }
+  EXPECT_TRUE(parsed.is_object()) << describe(r);
+  return parsed;
+}
+
+// The generated tokens of a `run --json` object.
+inline std::vector<int32_t> tokens_of(const nlohmann::json& result) {
+  return result.contains("tokens") ? result["tokens"].get<std::vector<int32_t>>() : std::vector<int32_t>{};
+}
+
+// `tilefire gen-model --preset tiny --out DIR/name extra...`, required to succeed; returns the folder.
+inline std::filesystem::path gen_tiny_model(const TempDir& dir, const std::string& name, const std::vector<std::string>& extra = {}) {
+  const std::filesystem::path out = dir.path() / name;
+  std::vector<std::string> args = {"gen-model", "--preset", "tiny", "--out", out.string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  RunResult r = run_cli(args);
+  EXPECT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.out.find("wrote"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(out / "config.json"));
+  return out;
 }
 
 }  // namespace tilefire::testing

@@ -6,13 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "graph/tokenizer.h"
 #include "tests/common/cli_runner.h"
 #include "tests/common/test_models.h"
 
@@ -22,26 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Runs and requires status 0; returns the parsed single JSON object of `--json`.
-json run_json(std::vector<std::string> args) {
-  args.insert(args.begin(), "run");
-  args.push_back("--json");
-  RunResult r = run_cli(args);
-  EXPECT_EQ(r.status, 0) << describe(r);
-  json parsed;
-  try {
-    parsed = json::parse(r.out);  // the whole of stdout: exactly one JSON value, nothing else
-  } catch (const json::exception& e) {
-    ADD_FAILURE() << "stdout is not one JSON value: " << e.what() << "\n" << describe(r);
-    return json::object();
-  }
-  EXPECT_TRUE(parsed.is_object()) << describe(r);
-  return parsed;
-}
-
-std::vector<int32_t> tokens_of(const json& result) {
-  return result.contains("tokens") ? result["tokens"].get<std::vector<int32_t>>() : std::vector<int32_t>{};
-}
 
 TEST(CliRun, TextAndTimingLine) {
   RunResult r = run_cli({"run", "--max-new-tokens", "4", "--threads", "2"});
@@ -215,14 +193,7 @@ class CliGenModel : public ::testing::Test {
     builtin_tokens_ = nullptr;
   }
   static fs::path gen(const TempDir& dir, const std::string& name, std::vector<std::string> extra) {
-    const fs::path out = dir.path() / name;
-    std::vector<std::string> args = {"gen-model", "--preset", "tiny", "--out", out.string()};
-    args.insert(args.end(), extra.begin(), extra.end());
-    RunResult r = run_cli(args);
-    EXPECT_EQ(r.status, 0) << describe(r);
-    EXPECT_NE(r.out.find("wrote"), std::string::npos) << r.out;
-    EXPECT_TRUE(fs::exists(out / "config.json"));
-    return out;
+    return gen_tiny_model(dir, name, extra);
   }
   static std::vector<int32_t>* builtin_tokens_;
 };
@@ -240,118 +211,6 @@ TEST_F(CliGenModel, F32FolderMatchesBuiltInSample) {
   // Another seed is another model.
   const fs::path other = gen(dir, "tiny-seed1", {"--seed", "1"});
   EXPECT_NE(tokens_of(run_json({"--model", other.string(), "--max-new-tokens", "5", "--threads", "2"})), *builtin_tokens_);
-}
-
-// A folder with a tokenizer other than tokenizer.json (which Tilefire reads): a text prompt's bytes would
-// be arbitrary tokens of the model's vocabulary and its output bytes not its text (exit 0 with noise). A
-// text prompt, or none (the default is text), is refused naming the tokenizer file and --prompt-tokens;
-// token ids run, and the output prints as ids (the --json run's tokens, and no text).
-TEST_F(CliGenModel, AFolderWithAnUnreadTokenizerTakesTokenIds) {
-  TempDir dir("cli-gen-tokenizer");
-  for (const char* tokenizer : {"tokenizer.model", "vocab.json", "tokenizer_config.json"}) {
-    const fs::path model = gen(dir, std::string("tiny-") + tokenizer, {});
-    write_file_text(model / tokenizer, "{}");
-    for (std::vector<std::string> prompt : {std::vector<std::string>{"--prompt", "hello"}, std::vector<std::string>{}}) {
-      std::vector<std::string> args{"run", "--model", model.string(), "--max-new-tokens", "2"};
-      args.insert(args.end(), prompt.begin(), prompt.end());
-      RunResult refused = run_cli(args);
-      EXPECT_EQ(refused.status, 2) << describe(refused);
-      EXPECT_NE(refused.err.find((model / tokenizer).string() + " is this model's tokenizer, and the folder has no tokenizer.json"),
-                std::string::npos) << refused.err;
-      EXPECT_NE(refused.err.find("--prompt-tokens"), std::string::npos) << refused.err;
-    }
-    RunResult ids = run_cli({"run", "--model", model.string(), "--prompt-tokens", "5,6,7", "--max-new-tokens", "3", "--threads", "2"});
-    ASSERT_EQ(ids.status, 0) << describe(ids);
-    const json result = run_json({"--model", model.string(), "--prompt-tokens", "5,6,7", "--max-new-tokens", "3", "--threads", "2"});
-    const std::vector<int32_t> tokens = tokens_of(result);
-    ASSERT_EQ(tokens.size(), 3u);
-    EXPECT_TRUE(result.at("text").is_null()) << result.dump();
-    const std::string expected = "prompt tokens: 5 6 7\ngenerated tokens: " + std::to_string(tokens[0]) + " " +
-                                 std::to_string(tokens[1]) + " " + std::to_string(tokens[2]) + "\n";
-    EXPECT_NE(ids.out.find(expected), std::string::npos) << ids.out;
-  }
-}
-
-// A byte-level BPE tokenizer.json that fits the tiny preset's vocabulary of 512: the 256 bytes, merges that
-// spell "hello" and " hello", a start token the template adds, and an end token.
-json tiny_byte_level_tokenizer() {
-  json vocab = json::object();
-  for (int byte = 0; byte < 256; ++byte) {
-    std::string spelled;
-    const char32_t c = byte_level_char(uint8_t(byte));
-    if (c < 0x80) spelled = std::string(1, char(c));
-    else spelled = {char(0xC0 | (c >> 6)), char(0x80 | (c & 0x3F))};  // below U+0800: two bytes
-    vocab[spelled] = byte;
-  }
-  const std::vector<std::pair<std::string, std::string>> merges = {{"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}, {"\u0120", "hello"}};
-  json merge_list = json::array();
-  int next = 256;
-  for (const auto& [left, right] : merges) {
-    vocab[left + right] = next++;  // 256 .. 260
-    merge_list.push_back(left + " " + right);
-  }
-  return {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}}},
-          {"added_tokens", {{{"id", 261}, {"content", "<|end|>"}, {"special", true}}, {{"id", 262}, {"content", "<|start|>"}, {"special", true}}}},
-          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-          {"post_processor", {{"type", "TemplateProcessing"},
-                              {"single", {{{"SpecialToken", {{"id", "<|start|>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
-                              {"special_tokens", {{"<|start|>", {{"id", "<|start|>"}, {"ids", {262}}}}}}}},
-          {"decoder", {{"type", "ByteLevel"}}}};
-}
-
-// A folder with a tokenizer.json: the text prompt goes through it (the template's start token, then the
-// merges), and the output prints as text: the prompt, then the generated tokens' text, special tokens
-// left out; --json's "text" is the generated text.
-TEST_F(CliGenModel, ATokenizerJsonEncodesThePromptAndDecodesTheOutput) {
-  TempDir dir("cli-gen-tokenizer-json");
-  const fs::path model = gen(dir, "tiny-tokenizer-json", {});
-  write_file_text(model / "tokenizer.json", tiny_byte_level_tokenizer().dump());
-  const json result = run_json({"--model", model.string(), "--prompt", "hello hello", "--max-new-tokens", "6", "--threads", "2"});
-  EXPECT_EQ(result.at("prompt_tokens"), json({262, 259, 260})) << result.dump();
-  const std::vector<int32_t> tokens = tokens_of(result);
-  ASSERT_FALSE(tokens.empty());
-  const HfTokenizer tokenizer = HfTokenizer::load(model / "tokenizer.json");
-  std::vector<int32_t> all{262, 259, 260};
-  all.insert(all.end(), tokens.begin(), tokens.end());
-  const std::string whole = tokenizer.decode(all, /*skip_special_tokens=*/true);
-  ASSERT_EQ(whole.substr(0, 11), "hello hello");
-  EXPECT_EQ(result.at("text"), whole.substr(11)) << result.dump();
-  RunResult text = run_cli({"run", "--model", model.string(), "--prompt", "hello hello", "--max-new-tokens", "6", "--threads", "2"});
-  ASSERT_EQ(text.status, 0) << describe(text);
-  EXPECT_NE(text.out.find(whole + "\n"), std::string::npos) << text.out;
-  // Ids past the model's vocabulary are refused naming the tokenizer (a byte-level tokenizer of 50,000
-  // tokens on a model of 512 would be the real case).
-  json wide = tiny_byte_level_tokenizer();
-  wide["added_tokens"].push_back({{"id", 4000}, {"content", "<|wide|>"}, {"special", true}});
-  write_file_text(model / "tokenizer.json", wide.dump());
-  RunResult outside = run_cli({"run", "--model", model.string(), "--prompt", "a<|wide|>", "--max-new-tokens", "1"});
-  EXPECT_EQ(outside.status, 2) << describe(outside);
-  EXPECT_NE(outside.err.find("prompt token 4000 (from " + (model / "tokenizer.json").string() + ") is outside the model's vocabulary"),
-            std::string::npos) << outside.err;
-}
-
-// A tokenizer.json Tilefire cannot read stops the run before anything else, naming it: an empty object,
-// a dangling link (a cache snapshot whose blob is missing), a WordPiece model. --prompt-tokens does not
-// get around it: the output's text needs the tokenizer too.
-TEST_F(CliGenModel, ABrokenTokenizerJsonIsRefusedByName) {
-  TempDir dir("cli-gen-tokenizer-broken");
-  const fs::path model = gen(dir, "tiny-broken-tokenizer", {});
-  const fs::path path = model / "tokenizer.json";
-  const std::vector<std::pair<std::function<void()>, std::string>> cases = {
-      {[&] { write_file_text(path, "{}"); }, path.string() + ": the document: the key 'model' is missing"},
-      {[&] { write_file_text(path, R"({"model": {"type": "WordPiece", "vocab": {}}})"); }, path.string() + ": model.type: 'WordPiece' is not supported"},
-      {[&] { fs::remove(path); fs::create_symlink(dir.path() / "missing-blob", path); }, path.string() + ": cannot open"},
-  };
-  for (const auto& [make, message] : cases) {
-    make();
-    for (std::vector<std::string> prompt : {std::vector<std::string>{"--prompt", "hello"}, std::vector<std::string>{"--prompt-tokens", "1,2"}}) {
-      std::vector<std::string> args{"run", "--model", model.string(), "--max-new-tokens", "2"};
-      args.insert(args.end(), prompt.begin(), prompt.end());
-      RunResult refused = run_cli(args);
-      EXPECT_EQ(refused.status, 2) << describe(refused);
-      EXPECT_NE(refused.err.find(message), std::string::npos) << refused.err;
-    }
-  }
 }
 
 TEST_F(CliGenModel, ShardedFolderMatchesBuiltInSample) {

@@ -19,7 +19,7 @@ class Tokenizer {
   // describes a tokenizer Tilefire does not run.
   explicit Tokenizer(const std::string& tokenizer_json);
   ~Tokenizer();
-  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer(Tokenizer&&) noexcept;  // a moved-from Tokenizer may only be assigned to or destroyed
   Tokenizer& operator=(Tokenizer&&) noexcept;
 
   // The tokenizer of a model folder (its tokenizer.json), or nullptr when it has none.
