@@ -432,6 +432,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   int32_t token = pick(prefill_logits);
   result.compile_ms += prefill_compile_ms;
   result.ttft_ms = ms_since(start) - prefill_compile_ms;
+  if (request.on_token) request.on_token(token);
 
   // Greedy without logprobs needs only the argmax, which the cuda backend reduces on the device.
   const bool greedy_only = request.sampling.temperature == 0.0f && request.logprobs == 0;
@@ -451,6 +452,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     }
     decode_ms += ms_since(step_start);
     ++decode_steps;
+    if (request.on_token) request.on_token(token);
   }
   if (!request.trace_path.empty()) {
     if (trace.empty()) {  // no decode step ran (one token, or eos first): trace one more, then take it back

@@ -3,6 +3,9 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <string_view>
+#include <optional>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -64,6 +67,44 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --json                 print one JSON object
   --trace FILE           write a Chrome/Perfetto trace of one decode step
 )";
+
+// Prints generated text as the tokens come: after each token, what the text of the tokens so far adds to
+// what is printed. A trailing U+FFFD waits, since it may be the first bytes of a character the next
+// byte-level token completes. `text_of` gives the text of the generated tokens.
+class TextStream {
+ public:
+  explicit TextStream(std::function<std::string(const std::vector<int32_t>&)> text_of) : text_of_(std::move(text_of)) {}
+
+  void add(int32_t token) {
+    tokens_.push_back(token);
+    const std::string text = text_of_(tokens_);
+    if (text.compare(0, printed_.size(), printed_) != 0) return;  // an earlier part changed: finish() says so
+    size_t stable = text.size();
+    while (stable >= printed_.size() + 3 && text.compare(stable - 3, 3, "\xEF\xBF\xBD") == 0) stable -= 3;
+    print(std::string_view(text).substr(printed_.size(), stable - printed_.size()));
+    printed_.assign(text, 0, stable);
+  }
+
+  // The rest of the text and the end of the line. Should the text of all the tokens not begin with what
+  // was printed (decoding does not work that way, but the output must not be wrong if it ever did), the
+  // whole of it follows on a line of its own.
+  void finish() {
+    const std::string text = text_of_(tokens_);
+    if (text.compare(0, printed_.size(), printed_) == 0) print(std::string_view(text).substr(printed_.size()));
+    else print("\n(the generated text, decoded whole:) " + text);
+    print("\n");
+  }
+
+  static void print(std::string_view text) {  // fwrite: the text may hold a NUL
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+
+ private:
+  std::function<std::string(const std::vector<int32_t>&)> text_of_;
+  std::vector<int32_t> tokens_;
+  std::string printed_;
+};
 
 Schedule parse_schedule(const std::string& s) {
   if (s == "dataflow") return Schedule::dataflow;
@@ -148,12 +189,38 @@ int run_command(int argc, char** argv) {
                                                               "it applies, in config.json, and at most 4096 unless --max-context "
                                                               "says more)")));
 
+  // Rank 0 prints; the text streams as it is generated, after the model's line and the prompt. Those two
+  // wait for the first token, so that a run refused before it (a --trace path it cannot write, NaN logits
+  // at the prefill) prints nothing on stdout.
+  std::optional<TextStream> stream;
+  if (tokenizer)
+    stream.emplace([&](const std::vector<int32_t>& generated) { return tokenizer->continuation(request.prompt, generated); });
+  else if (unread_tokenizer.empty())  // bytes as text, other ids as <id>
+    stream.emplace([](const std::vector<int32_t>& generated) { return bytes_text(generated); });
+  bool began = false;
+  const auto begin_output = [&] {
+    if (began) return;
+    began = true;
+    if (options.backend == Backend::cuda)
+      std::printf("model: %s (%s, %s, %u layers), cuda on %s, %u CTAs, %s%s\n", model.origin.c_str(),
+                  model.architecture.c_str(), model.dtype.c_str(), model.layers, engine.device_name().c_str(),
+                  engine.threads(), args.text_or("--schedule", "dataflow").c_str(), options.cuda_resident ? ", resident" : "");
+    else
+      std::printf("model: %s (%s, %s, %u layers), %u threads, %s%s\n", model.origin.c_str(), model.architecture.c_str(),
+                  model.dtype.c_str(), model.layers, engine.threads(), args.text_or("--schedule", "dataflow").c_str(),
+                  options.tp > 1 ? (", " + std::to_string(options.tp) + " tensor-parallel ranks").c_str() : "");
+    std::fflush(stdout);
+    if (tokenizer) TextStream::print(tokenizer->decode(request.prompt, true));  // special tokens left out
+    else if (stream) TextStream::print(bytes_text(request.prompt));
+  };
+  if (stream && !args.has("--json") && engine.tensor_parallel_rank() == 0)
+    request.on_token = [&](int32_t token) {
+      begin_output();
+      stream->add(token);
+    };
+
   GenerateResult result = engine.generate(request);
   if (engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports for all
-  // The generated text: by the tokenizer, as bytes for a model without one, none for an unread tokenizer.
-  const nlohmann::json generated_text = tokenizer                  ? nlohmann::json(tokenizer->continuation(result.prompt_tokens, result.tokens))
-                                        : unread_tokenizer.empty() ? nlohmann::json(bytes_text(result.tokens))
-                                                                   : nlohmann::json();
 
   if (args.has("--json")) {
     nlohmann::json logprobs = nlohmann::json::array();
@@ -162,6 +229,10 @@ int run_command(int argc, char** argv) {
       for (const TokenProbability& tp : position) row.push_back({tp.token, tp.probability});
       logprobs.push_back(row);
     }
+    // The generated text: by the tokenizer, as bytes for a model without one, none for an unread tokenizer.
+    const nlohmann::json generated_text = tokenizer                  ? nlohmann::json(tokenizer->continuation(result.prompt_tokens, result.tokens))
+                                          : unread_tokenizer.empty() ? nlohmann::json(bytes_text(result.tokens))
+                                                                     : nlohmann::json();
     nlohmann::json out = {{"model", model.origin},
                           {"backend", args.text_or("--backend", "cpu")},
                           {"device", engine.device_name()},
@@ -182,20 +253,9 @@ int run_command(int argc, char** argv) {
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     return 0;
   }
-  if (options.backend == Backend::cuda)
-    std::printf("model: %s (%s, %s, %u layers), cuda on %s, %u CTAs, %s%s\n", model.origin.c_str(),
-                model.architecture.c_str(), model.dtype.c_str(), model.layers, engine.device_name().c_str(),
-                engine.threads(), args.text_or("--schedule", "dataflow").c_str(), options.cuda_resident ? ", resident" : "");
-  else
-    std::printf("model: %s (%s, %s, %u layers), %u threads, %s%s\n", model.origin.c_str(), model.architecture.c_str(),
-                model.dtype.c_str(), model.layers, engine.threads(), args.text_or("--schedule", "dataflow").c_str(),
-                options.tp > 1 ? (", " + std::to_string(options.tp) + " tensor-parallel ranks").c_str() : "");
-  if (tokenizer) {  // the prompt and what follows it, special tokens left out (fwrite: the text may hold a NUL)
-    const std::string text = tokenizer->decode(result.prompt_tokens, true) + generated_text.get<std::string>() + "\n";
-    std::fwrite(text.data(), 1, text.size(), stdout);
-  } else if (unread_tokenizer.empty()) {  // bytes as text, other ids as <id>
-    std::printf("%s", bytes_text(result.prompt_tokens).c_str());
-    std::printf("%s\n", bytes_text(result.tokens).c_str());
+  begin_output();
+  if (stream) {
+    stream->finish();
   } else {  // ids: its own tokenizer turns them into text
     auto ids = [](const std::vector<int32_t>& tokens) {
       std::string text;

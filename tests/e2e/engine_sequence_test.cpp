@@ -110,7 +110,10 @@ TEST_P(EngineSequences, FollowTheReferenceThroughRandomCalls) {
       if (sampled) request.sampling = {0.8f, below(2) ? 5u : 0u, below(2) ? 0.9f : 1.0f, seed + uint64_t(call)};
       what = std::string(sampled ? "sampled" : "greedy") + " generate from " + std::to_string(request.prompt.size()) +
              " tokens with " + std::to_string(request.logprobs) + " logprobs";
+      std::vector<int32_t> streamed;  // on_token sees every token, in order, as it comes
+      request.on_token = [&](int32_t token) { streamed.push_back(token); };
       const GenerateResult result = engine.generate(request);
+      EXPECT_EQ(streamed, result.tokens) << what;
       const uint32_t room = context - uint32_t(request.prompt.size()) + 1;  // the last token is never fed back
       EXPECT_EQ(result.tokens.size(), std::min(request.max_new_tokens, room)) << what;
       ASSERT_EQ(result.logprobs.size(), request.logprobs ? result.tokens.size() : 0u) << what;

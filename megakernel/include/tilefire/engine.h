@@ -9,6 +9,7 @@
 //   request.prompt = tilefire::byte_tokens("Hello");
 //   tilefire::GenerateResult result = engine.generate(request);
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -71,6 +72,9 @@ struct GenerateRequest {
   bool stop_at_eos = true;      // stop when the model's eos token is generated
   std::string trace_path;       // when set, a Chrome/Perfetto trace of one decode step is written here (the
                                 // sequence ends where it would without it)
+  // Called with each generated token as soon as it is chosen, in order (GenerateResult::tokens), outside
+  // the timed part of each step: to show text as it comes. Ranks as processes call it on every rank.
+  std::function<void(int32_t token)> on_token;
 };
 
 struct TokenProbability {
