@@ -38,6 +38,27 @@ std::string Tokenizer::continuation(const std::vector<int32_t>& prompt, const st
   return decode(generated, true);
 }
 
+StreamingText::StreamingText(std::function<std::string(const std::vector<int32_t>&)> text_of) : text_of_(std::move(text_of)) {}
+
+std::string StreamingText::add(int32_t token) {
+  tokens_.push_back(token);
+  const std::string text = text_of_(tokens_);
+  if (text.compare(0, returned_.size(), returned_) != 0) return "";  // an earlier part changed: finish() says so
+  constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+  size_t stable = text.size();
+  while (stable >= returned_.size() + kReplacement.size() && text.compare(stable - kReplacement.size(), kReplacement.size(), kReplacement) == 0)
+    stable -= kReplacement.size();
+  std::string added = text.substr(returned_.size(), stable - returned_.size());
+  returned_ += added;
+  return added;
+}
+
+std::string StreamingText::finish() const {
+  const std::string text = text_of_(tokens_);
+  if (text.compare(0, returned_.size(), returned_) == 0) return text.substr(returned_.size());
+  return "\n(the generated text, decoded whole:) " + text;
+}
+
 int32_t Tokenizer::vocab_size() const { return tokenizer_->vocab_size(); }
 const std::string& Tokenizer::path() const { return tokenizer_->path(); }
 

@@ -68,43 +68,11 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --trace FILE           write a Chrome/Perfetto trace of one decode step
 )";
 
-// Prints generated text as the tokens come: after each token, what the text of the tokens so far adds to
-// what is printed. A trailing U+FFFD waits, since it may be the first bytes of a character the next
-// byte-level token completes. `text_of` gives the text of the generated tokens.
-class TextStream {
- public:
-  explicit TextStream(std::function<std::string(const std::vector<int32_t>&)> text_of) : text_of_(std::move(text_of)) {}
-
-  void add(int32_t token) {
-    tokens_.push_back(token);
-    const std::string text = text_of_(tokens_);
-    if (text.compare(0, printed_.size(), printed_) != 0) return;  // an earlier part changed: finish() says so
-    size_t stable = text.size();
-    while (stable >= printed_.size() + 3 && text.compare(stable - 3, 3, "\xEF\xBF\xBD") == 0) stable -= 3;
-    print(std::string_view(text).substr(printed_.size(), stable - printed_.size()));
-    printed_.assign(text, 0, stable);
-  }
-
-  // The rest of the text and the end of the line. Should the text of all the tokens not begin with what
-  // was printed (decoding does not work that way, but the output must not be wrong if it ever did), the
-  // whole of it follows on a line of its own.
-  void finish() {
-    const std::string text = text_of_(tokens_);
-    if (text.compare(0, printed_.size(), printed_) == 0) print(std::string_view(text).substr(printed_.size()));
-    else print("\n(the generated text, decoded whole:) " + text);
-    print("\n");
-  }
-
-  static void print(std::string_view text) {  // fwrite: the text may hold a NUL
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-  }
-
- private:
-  std::function<std::string(const std::vector<int32_t>&)> text_of_;
-  std::vector<int32_t> tokens_;
-  std::string printed_;
-};
+// Standard output, unbuffered in effect: a streamed piece shows at once (fwrite: the text may hold a NUL).
+void print(std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
 
 Schedule parse_schedule(const std::string& s) {
   if (s == "dataflow") return Schedule::dataflow;
@@ -192,7 +160,7 @@ int run_command(int argc, char** argv) {
   // Rank 0 prints; the text streams as it is generated, after the model's line and the prompt. Those two
   // wait for the first token, so that a run refused before it (a --trace path it cannot write, NaN logits
   // at the prefill) prints nothing on stdout.
-  std::optional<TextStream> stream;
+  std::optional<StreamingText> stream;
   if (tokenizer)
     stream.emplace([&](const std::vector<int32_t>& generated) { return tokenizer->continuation(request.prompt, generated); });
   else if (unread_tokenizer.empty())  // bytes as text, other ids as <id>
@@ -210,13 +178,13 @@ int run_command(int argc, char** argv) {
                   model.dtype.c_str(), model.layers, engine.threads(), args.text_or("--schedule", "dataflow").c_str(),
                   options.tp > 1 ? (", " + std::to_string(options.tp) + " tensor-parallel ranks").c_str() : "");
     std::fflush(stdout);
-    if (tokenizer) TextStream::print(tokenizer->decode(request.prompt, true));  // special tokens left out
-    else if (stream) TextStream::print(bytes_text(request.prompt));
+    if (tokenizer) print(tokenizer->decode(request.prompt, true));  // special tokens left out
+    else if (stream) print(bytes_text(request.prompt));
   };
   if (stream && !args.has("--json") && engine.tensor_parallel_rank() == 0)
     request.on_token = [&](int32_t token) {
       begin_output();
-      stream->add(token);
+      print(stream->add(token));
     };
 
   GenerateResult result = engine.generate(request);
@@ -255,7 +223,7 @@ int run_command(int argc, char** argv) {
   }
   begin_output();
   if (stream) {
-    stream->finish();
+    print(stream->finish() + "\n");
   } else {  // ids: its own tokenizer turns them into text
     auto ids = [](const std::vector<int32_t>& tokens) {
       std::string text;

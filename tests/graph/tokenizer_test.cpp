@@ -22,6 +22,7 @@
 #include "tests/common/input_mutator.h"
 #include "tests/common/test_models.h"
 #include "tilefire/errors.h"
+#include "tilefire/tokenizer.h"
 
 namespace tilefire {
 namespace {
@@ -198,6 +199,32 @@ TEST(HandTokenizer, FollowsTheRustLibraryInItsCorners) {
     const HfTokenizer tokenizer = load_json(document, dir);
     EXPECT_EQ(tokenizer.encode("c ab</s>ab", false), (Ids{259, 262, 264, 2, 264}));
   }
+}
+
+// Streaming: a character split over byte-fallback tokens shows once it is whole, never as U+FFFD first.
+// ByteFallback decodes a run of byte tokens that is not UTF-8 as one U+FFFD per token, the characters it
+// already completed included; add() waits while that is so, and finish() gives the whole text on a line of
+// its own should the run never complete. Through the public API, as the command line uses it.
+TEST(HandTokenizer, StreamingTextHoldsBackAnUnfinishedCharacter) {
+  const testing::TempDir dir("tokenizer");
+  testing::write_file_text(dir.path() / "tokenizer.json", hand_tokenizer().dump());
+  const Tokenizer tokenizer((dir.path() / "tokenizer.json").string());
+  const std::vector<int32_t> prompt = tokenizer.encode("ab");  // <s> ▁ab
+  StreamingText stream([&](const std::vector<int32_t>& generated) { return tokenizer.continuation(prompt, generated); });
+  EXPECT_EQ(stream.add(264), " ab");          // ▁ab
+  EXPECT_EQ(stream.add(3 + 0xC3), "");        // the first byte of é: held back
+  EXPECT_EQ(stream.add(3 + 0xA9), "\u00e9");  // whole
+  EXPECT_EQ(stream.add(3 + 0xE2), "");        // the run C3 A9 E2 is not UTF-8: é reads as U+FFFD for now
+  EXPECT_EQ(stream.add(3 + 0x82), "");
+  EXPECT_EQ(stream.add(3 + 0xAC), "\u20ac");  // € completes the run
+  EXPECT_EQ(stream.add(3 + 0xE2), "");        // a last character never finished
+  const std::string six_replacements = "\uFFFD\uFFFD\uFFFD\uFFFD\uFFFD\uFFFD";
+  EXPECT_EQ(stream.finish(), "\n(the generated text, decoded whole:)  ab" + six_replacements);
+  // Without the unfinished byte, the stream ends with nothing more to say.
+  StreamingText whole([&](const std::vector<int32_t>& generated) { return tokenizer.continuation(prompt, generated); });
+  std::string shown;
+  for (int32_t token : {264, 3 + 0xC3, 3 + 0xA9, 259, 260}) shown += whole.add(token);
+  EXPECT_EQ(shown + whole.finish(), " ab\u00e9 a");
 }
 
 TEST(HandTokenizer, RefusesTextThatIsNotUtf8) {

@@ -4,6 +4,7 @@
 // (Llama 3, Qwen2/3, GPT-2) and BPE with byte fallback (Llama 2, Mistral), their normalizers,
 // pre-tokenizers, special tokens and decoders. A file with anything else is refused by name.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -40,6 +41,26 @@ class Tokenizer {
 
  private:
   std::unique_ptr<HfTokenizer> tokenizer_;
+};
+
+// The text of generated tokens as they come, for showing it while generating: add() returns what each
+// token adds, finish() the rest. A trailing U+FFFD waits, since it may be the first bytes of a character
+// the next byte-level token completes; and while a ByteFallback decoder reads a run of byte tokens that is
+// not yet UTF-8 as U+FFFD, characters already returned included, add() returns nothing.
+class StreamingText {
+ public:
+  // `text_of` gives the text of the generated tokens so far, e.g. Tokenizer::continuation with the prompt.
+  explicit StreamingText(std::function<std::string(const std::vector<int32_t>& generated)> text_of);
+
+  std::string add(int32_t token);
+  // The rest of the text. Should the whole text not begin with what add() returned (decoding does not work
+  // that way, but the output must not be wrong if it ever did), a new line and the whole text instead.
+  std::string finish() const;
+
+ private:
+  std::function<std::string(const std::vector<int32_t>&)> text_of_;
+  std::vector<int32_t> tokens_;
+  std::string returned_;  // what add() has returned, in order
 };
 
 }  // namespace tilefire
