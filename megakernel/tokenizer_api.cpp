@@ -1,11 +1,16 @@
 // The public Tokenizer (tilefire/tokenizer.h) over graph/'s HfTokenizer.
 #include "tilefire/tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "graph/tokenizer.h"
 
 namespace tilefire {
+
+namespace {
+constexpr std::string_view kReplacementCharacter = "\xEF\xBF\xBD";  // U+FFFD, UTF-8
+}  // namespace
 
 Tokenizer::Tokenizer(const std::string& tokenizer_json) : tokenizer_(std::make_unique<HfTokenizer>(HfTokenizer::load(tokenizer_json))) {}
 Tokenizer::~Tokenizer() = default;
@@ -38,23 +43,47 @@ std::string Tokenizer::continuation(const std::vector<int32_t>& prompt, const st
   return decode(generated, true);
 }
 
-StreamingText::StreamingText(std::function<std::string(const std::vector<int32_t>&)> text_of) : text_of_(std::move(text_of)) {}
+StreamingText::StreamingText(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt)
+    : tokenizer_(&tokenizer),
+      prompt_(prompt),
+      context_(prompt.end() - std::min(prompt.size(), kContextTokens), prompt.end()) {
+  trim_context();
+}
+
+void StreamingText::trim_context() {
+  if (context_.size() > kContextTokens) context_.erase(context_.begin(), context_.end() - kContextTokens);
+  // A window that begins inside a character's bytes reads them as U+FFFD: a byte-level decoder the first
+  // ones, and ByteFallback the whole run of byte tokens, characters after them included. Begin it later
+  // (keeping one token: with none, the first pending token would be taken for the text's first).
+  while (context_.size() > 1 && tokenizer_->decode(context_, true).rfind(kReplacementCharacter, 0) == 0) context_.erase(context_.begin());
+}
 
 std::string StreamingText::add(int32_t token) {
-  tokens_.push_back(token);
-  const std::string text = text_of_(tokens_);
-  if (text.compare(0, returned_.size(), returned_) != 0) return "";  // an earlier part changed: finish() says so
-  constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+  generated_.push_back(token);
+  pending_.push_back(token);
+  // Decoders work token by token, or on runs of byte tokens, and treat the first token alone: the text
+  // the pending tokens add after a few settled ones is what they add after all of them.
+  const std::string text = tokenizer_->continuation(context_, pending_);
+  if (text.compare(0, pending_returned_.size(), pending_returned_) != 0) return "";  // a byte run reads as U+FFFD for now
+  constexpr std::string_view kReplacement = kReplacementCharacter;
   size_t stable = text.size();
-  while (stable >= returned_.size() + kReplacement.size() && text.compare(stable - kReplacement.size(), kReplacement.size(), kReplacement) == 0)
+  while (stable >= pending_returned_.size() + kReplacement.size() &&
+         text.compare(stable - kReplacement.size(), kReplacement.size(), kReplacement) == 0)
     stable -= kReplacement.size();
-  std::string added = text.substr(returned_.size(), stable - returned_.size());
+  std::string added = text.substr(pending_returned_.size(), stable - pending_returned_.size());
+  pending_returned_ += added;
   returned_ += added;
+  if (stable == text.size()) {  // all of it returned: the pending tokens settle into the context
+    context_.insert(context_.end(), pending_.begin(), pending_.end());
+    trim_context();
+    pending_.clear();
+    pending_returned_.clear();
+  }
   return added;
 }
 
 std::string StreamingText::finish() const {
-  const std::string text = text_of_(tokens_);
+  const std::string text = tokenizer_->continuation(prompt_, generated_);
   if (text.compare(0, returned_.size(), returned_) == 0) return text.substr(returned_.size());
   return "\n(the generated text, decoded whole:) " + text;
 }

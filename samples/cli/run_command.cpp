@@ -160,11 +160,12 @@ int run_command(int argc, char** argv) {
   // Rank 0 prints; the text streams as it is generated, after the model's line and the prompt. Those two
   // wait for the first token, so that a run refused before it (a --trace path it cannot write, NaN logits
   // at the prefill) prints nothing on stdout.
-  std::optional<StreamingText> stream;
-  if (tokenizer)
-    stream.emplace([&](const std::vector<int32_t>& generated) { return tokenizer->continuation(request.prompt, generated); });
-  else if (unread_tokenizer.empty())  // bytes as text, other ids as <id>
-    stream.emplace([](const std::vector<int32_t>& generated) { return bytes_text(generated); });
+  // The text each generated token adds, and the rest at the end: by the tokenizer, or as bytes for a
+  // model without one (each token on its own); none for a tokenizer Tilefire does not read.
+  std::optional<StreamingText> tokenizer_stream;
+  if (tokenizer) tokenizer_stream.emplace(*tokenizer, request.prompt);
+  const bool streams = tokenizer || unread_tokenizer.empty();
+  const auto text_of_token = [&](int32_t token) { return tokenizer ? tokenizer_stream->add(token) : bytes_text({token}); };
   bool began = false;
   const auto begin_output = [&] {
     if (began) return;
@@ -179,12 +180,12 @@ int run_command(int argc, char** argv) {
                   options.tp > 1 ? (", " + std::to_string(options.tp) + " tensor-parallel ranks").c_str() : "");
     std::fflush(stdout);
     if (tokenizer) print(tokenizer->decode(request.prompt, true));  // special tokens left out
-    else if (stream) print(bytes_text(request.prompt));
+    else if (streams) print(bytes_text(request.prompt));
   };
-  if (stream && !args.has("--json") && engine.tensor_parallel_rank() == 0)
+  if (streams && !args.has("--json") && engine.tensor_parallel_rank() == 0)
     request.on_token = [&](int32_t token) {
       begin_output();
-      print(stream->add(token));
+      print(text_of_token(token));
     };
 
   GenerateResult result = engine.generate(request);
@@ -222,8 +223,8 @@ int run_command(int argc, char** argv) {
     return 0;
   }
   begin_output();
-  if (stream) {
-    print(stream->finish() + "\n");
+  if (streams) {
+    print((tokenizer ? tokenizer_stream->finish() : std::string()) + "\n");
   } else {  // ids: its own tokenizer turns them into text
     auto ids = [](const std::vector<int32_t>& tokens) {
       std::string text;

@@ -210,7 +210,7 @@ TEST(HandTokenizer, StreamingTextHoldsBackAnUnfinishedCharacter) {
   testing::write_file_text(dir.path() / "tokenizer.json", hand_tokenizer().dump());
   const Tokenizer tokenizer((dir.path() / "tokenizer.json").string());
   const std::vector<int32_t> prompt = tokenizer.encode("ab");  // <s> ▁ab
-  StreamingText stream([&](const std::vector<int32_t>& generated) { return tokenizer.continuation(prompt, generated); });
+  StreamingText stream(tokenizer, prompt);
   EXPECT_EQ(stream.add(264), " ab");          // ▁ab
   EXPECT_EQ(stream.add(3 + 0xC3), "");        // the first byte of é: held back
   EXPECT_EQ(stream.add(3 + 0xA9), "\u00e9");  // whole
@@ -221,7 +221,7 @@ TEST(HandTokenizer, StreamingTextHoldsBackAnUnfinishedCharacter) {
   const std::string six_replacements = "\uFFFD\uFFFD\uFFFD\uFFFD\uFFFD\uFFFD";
   EXPECT_EQ(stream.finish(), "\n(the generated text, decoded whole:)  ab" + six_replacements);
   // Without the unfinished byte, the stream ends with nothing more to say.
-  StreamingText whole([&](const std::vector<int32_t>& generated) { return tokenizer.continuation(prompt, generated); });
+  StreamingText whole(tokenizer, prompt);
   std::string shown;
   for (int32_t token : {264, 3 + 0xC3, 3 + 0xA9, 259, 260}) shown += whole.add(token);
   EXPECT_EQ(shown + whole.finish(), " ab\u00e9 a");
@@ -547,6 +547,30 @@ TEST(RealTokenizerVariants, ByteLevelDecodeInvertsEncode) {
     for (uint64_t i = 0; i < testing::fuzz_case_count(200); ++i) {
       const std::string text = random_text(rng, {});
       ASSERT_EQ(tokenizer.decode(tokenizer.encode(text, false)), text) << model << ": " << escaped(text);
+    }
+  }
+}
+
+// Streaming decodes a window of the tokens, not all of them: on the real tokenizers, a random text's
+// tokens streamed one by one give the text of all of them, decoded whole.
+TEST(RealTokenizerVariants, StreamingGivesTheWholeText) {
+  REQUIRE_TOKENIZER_FILES();
+  for (const char* model : {"gpt2", "llama2", "llama3", "qwen3"}) {
+    const Tokenizer tokenizer(model_tokenizer(model).string());
+    std::mt19937_64 rng(17);
+    for (uint64_t i = 0; i < testing::fuzz_case_count(40); ++i) {
+      const std::vector<int32_t> prompt = tokenizer.encode(random_text(rng, {}));
+      const std::vector<int32_t> generated = tokenizer.encode(random_text(rng, {}) + random_text(rng, {}), false);
+      StreamingText stream(tokenizer, prompt);
+      std::string shown, steps;  // steps: each token and what add() gave, for the failure message
+      for (int32_t token : generated) {
+        const std::string added = stream.add(token);
+        shown += added;
+        steps += std::to_string(token) + " " + escaped(tokenizer.decode({token})) + " -> " + escaped(added) + "\n";
+      }
+      shown += stream.finish();
+      ASSERT_EQ(shown, tokenizer.continuation(prompt, generated)) << model << ", case " << i << ", prompt " << json(prompt).dump()
+                                                                  << ", tokens:\n" << steps;
     }
   }
 }

@@ -46,21 +46,28 @@ class Tokenizer {
 // The text of generated tokens as they come, for showing it while generating: add() returns what each
 // token adds, finish() the rest. A trailing U+FFFD waits, since it may be the first bytes of a character
 // the next byte-level token completes; and while a ByteFallback decoder reads a run of byte tokens that is
-// not yet UTF-8 as U+FFFD, characters already returned included, add() returns nothing.
+// not yet UTF-8 as U+FFFD, add() returns nothing. Each add() decodes only the tokens not yet settled and
+// a few before them, so streaming costs the same per token however long the text grows.
 class StreamingText {
  public:
-  // `text_of` gives the text of the generated tokens so far, e.g. Tokenizer::continuation with the prompt.
-  explicit StreamingText(std::function<std::string(const std::vector<int32_t>& generated)> text_of);
+  StreamingText(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt);
 
   std::string add(int32_t token);
-  // The rest of the text. Should the whole text not begin with what add() returned (decoding does not work
-  // that way, but the output must not be wrong if it ever did), a new line and the whole text instead.
+  // The rest of the text of all the generated tokens, decoded whole. Should it not begin with what add()
+  // returned (a ByteFallback run the generation left unfinished reads as U+FFFD throughout, characters
+  // add() already returned included), a new line and the whole text instead.
   std::string finish() const;
 
  private:
-  std::function<std::string(const std::vector<int32_t>&)> text_of_;
-  std::vector<int32_t> tokens_;
-  std::string returned_;  // what add() has returned, in order
+  static constexpr size_t kContextTokens = 8;  // decoded before the unsettled tokens, then dropped from the text
+  void trim_context();
+
+  const Tokenizer* tokenizer_;
+  std::vector<int32_t> prompt_, generated_;
+  std::vector<int32_t> context_;  // the last settled tokens (the prompt's at first)
+  std::vector<int32_t> pending_;  // tokens whose text add() has not all returned
+  std::string pending_returned_;  // what add() returned of the pending tokens' text
+  std::string returned_;          // all add() returned
 };
 
 }  // namespace tilefire
