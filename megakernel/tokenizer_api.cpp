@@ -65,11 +65,10 @@ std::string StreamingText::add(int32_t token) {
   // the pending tokens add after a few settled ones is what they add after all of them.
   const std::string text = tokenizer_->continuation(context_, pending_);
   if (text.compare(0, pending_returned_.size(), pending_returned_) != 0) return "";  // a byte run reads as U+FFFD for now
-  constexpr std::string_view kReplacement = kReplacementCharacter;
-  size_t stable = text.size();
-  while (stable >= pending_returned_.size() + kReplacement.size() &&
-         text.compare(stable - kReplacement.size(), kReplacement.size(), kReplacement) == 0)
-    stable -= kReplacement.size();
+  size_t stable = text.size();  // up to a trailing U+FFFD, which the next byte token may still complete
+  const size_t replacement = kReplacementCharacter.size();
+  while (stable >= pending_returned_.size() + replacement && text.compare(stable - replacement, replacement, kReplacementCharacter) == 0)
+    stable -= replacement;
   std::string added = text.substr(pending_returned_.size(), stable - pending_returned_.size());
   pending_returned_ += added;
   returned_ += added;
