@@ -286,6 +286,33 @@ void HfTokenizer::append_pre_tokenized_ids(std::string_view normalized, bool at_
             next.push_back({byte_level_spelling(part), piece.first && part.data() == piece.text.data()});
           break;
         }
+        case PreTokenizerStep::Kind::digits: {
+          // Number characters (\p{N}, Rust's char::is_numeric) apart from the rest: each alone
+          // (individual_digits, the Rust library's Isolated) or in runs (Contiguous); the text between
+          // them is a piece of its own either way.
+          std::u32string chars;
+          unicode::decode_utf8(piece.text, chars);
+          std::string part;
+          bool part_is_number = false;
+          size_t part_start = 0, offset = 0;
+          const auto flush = [&] {
+            if (!part.empty()) next.push_back({part, piece.first && part_start == 0});
+            part.clear();
+          };
+          for (char32_t c : chars) {
+            const bool number = unicode::is_number(c);
+            if (part.empty() || number != part_is_number || (number && step.individual_digits)) {
+              flush();
+              part_start = offset;
+              part_is_number = number;
+            }
+            const size_t before = part.size();
+            unicode::append_utf8(c, part);
+            offset += part.size() - before;
+          }
+          flush();
+          break;
+        }
         case PreTokenizerStep::Kind::metaspace: {
           replace_all(piece.text, " ", step.replacement);
           const bool prepend = step.prepend == PreTokenizerStep::Prepend::always ||

@@ -40,13 +40,14 @@ struct NormalizerStep {
 };
 
 struct PreTokenizerStep {
-  enum class Kind { split, byte_level, metaspace } kind;
+  enum class Kind { split, byte_level, metaspace, digits } kind;
   SplitPattern pattern = SplitPattern::gpt2;  // split, and byte_level with use_regex
   bool use_regex = false;                     // byte_level
   bool add_prefix_space = false;              // byte_level
   std::string replacement;                    // metaspace: "▁"
   enum class Prepend { always, first, never } prepend = Prepend::always;  // metaspace
   bool split_on_replacement = false;          // metaspace
+  bool individual_digits = false;             // digits: each number character alone, or runs of them
 };
 
 struct DecoderStep {

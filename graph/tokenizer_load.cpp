@@ -167,13 +167,16 @@ void read_pre_tokenizer(const Reader& reader, const json& node, const std::strin
     step.use_regex = reader.bool_member(node, "use_regex", where, true);
     step.add_prefix_space = reader.bool_member(node, "add_prefix_space", where, true);
     step.pattern = SplitPattern::gpt2;
+  } else if (type == "Digits") {
+    step.kind = PreTokenizerStep::Kind::digits;
+    step.individual_digits = reader.bool_member(node, "individual_digits", where, false);
   } else if (type == "Metaspace") {
     step.kind = PreTokenizerStep::Kind::metaspace;
     step.replacement = reader.one_character(node, "replacement", where);
     step.split_on_replacement = reader.bool_member(node, "split", where, true);
     step.prepend = metaspace_prepend_scheme(reader, node, where);
   } else {
-    reader.fail(where, "the pre-tokenizer '" + type + "' is not supported (Tilefire runs Split, ByteLevel, Metaspace and Sequence)");
+    reader.fail(where, "the pre-tokenizer '" + type + "' is not supported (Tilefire runs Split, ByteLevel, Metaspace, Digits and Sequence)");
   }
   steps.push_back(step);
 }
