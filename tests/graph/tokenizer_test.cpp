@@ -563,7 +563,7 @@ TEST(RealTokenizerVariants, TemplateAndNormalizedAddedTokensMatchHuggingFaceToke
   });
 }
 
-// GPT-2's vocabulary behind the Digits pre-tokenizer, as SmolLM's tokenizers (LlamaForCausalLM) have it
+// GPT-2's vocabulary behind the Digits pre-tokenizer, as StarCoder2's and SmolLM's tokenizers have it
 // before their ByteLevel: each number character alone, or runs of them. (GPT-2's regex is spelled out in a
 // Split for the oracle's sake, as in MatchesHuggingFaceTokenizers.) The oracle takes only ASCII digits for
 // numbers where the Rust library takes every \p{N} (char::is_numeric), so texts with other number
