@@ -84,6 +84,7 @@ class HfTokenizer {
   int32_t vocab_size() const { return static_cast<int32_t>(token_of_id_.size()); }
   // The token string of `id` as the vocabulary spells it ("" for an id no token has).
   const std::string& token(int32_t id) const;
+  bool is_special(int32_t id) const { return id >= 0 && id < vocab_size() && is_special_[id]; }
   const std::string& path() const { return path_; }
 
  private:

@@ -45,12 +45,17 @@ std::string Tokenizer::continuation(const std::vector<int32_t>& prompt, const st
 
 StreamingText::StreamingText(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt)
     : tokenizer_(&tokenizer),
-      prompt_(prompt),
-      context_(prompt.end() - std::min(prompt.size(), kContextTokens), prompt.end()) {
-  trim_context();
+      prompt_(prompt) {
+  settle(prompt);
 }
 
-void StreamingText::trim_context() {
+void StreamingText::settle(const std::vector<int32_t>& tokens) {
+  // A token without text (a special one, an id past the vocabulary) stays out: a window of only such
+  // tokens would decode to nothing, and the next token would be taken for the text's first (Llama 2's
+  // Strip would drop its space).
+  const HfTokenizer& hf = *tokenizer_->tokenizer_;
+  for (int32_t token : tokens)
+    if (!hf.token(token).empty() && !hf.is_special(token)) context_.push_back(token);
   if (context_.size() > kContextTokens) context_.erase(context_.begin(), context_.end() - kContextTokens);
   // A window that begins inside a character's bytes reads them as U+FFFD: a byte-level decoder the first
   // ones, and ByteFallback the whole run of byte tokens, characters after them included. Begin it later
@@ -64,17 +69,26 @@ std::string StreamingText::add(int32_t token) {
   // Decoders work token by token, or on runs of byte tokens, and treat the first token alone: the text
   // the pending tokens add after a few settled ones is what they add after all of them.
   const std::string text = tokenizer_->continuation(context_, pending_);
-  if (text.compare(0, pending_returned_.size(), pending_returned_) != 0) return "";  // a byte run reads as U+FFFD for now
+  if (text.compare(0, pending_returned_.size(), pending_returned_) != 0) {  // a byte run reads as U+FFFD for now
+    if (pending_.size() > kContextTokens) {  // for good (a stray byte broke the run): move on; finish() says so
+      settle(pending_);
+      pending_.clear();
+      pending_returned_.clear();
+    }
+    return "";
+  }
   size_t stable = text.size();  // up to a trailing U+FFFD, which the next byte token may still complete
   const size_t replacement = kReplacementCharacter.size();
   while (stable >= pending_returned_.size() + replacement && text.compare(stable - replacement, replacement, kReplacementCharacter) == 0)
     stable -= replacement;
+  // A character is at most 4 bytes, so U+FFFD behind more pending tokens than kContextTokens is no
+  // character's beginning any more (a run of bad bytes): it goes out, and the tokens settle.
+  if (pending_.size() > kContextTokens) stable = text.size();
   std::string added = text.substr(pending_returned_.size(), stable - pending_returned_.size());
   pending_returned_ += added;
   returned_ += added;
   if (stable == text.size()) {  // all of it returned: the pending tokens settle into the context
-    context_.insert(context_.end(), pending_.begin(), pending_.end());
-    trim_context();
+    settle(pending_);
     pending_.clear();
     pending_returned_.clear();
   }

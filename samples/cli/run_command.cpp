@@ -164,7 +164,7 @@ int run_command(int argc, char** argv) {
   // model without one (each token on its own); none for a tokenizer Tilefire does not read.
   std::optional<StreamingText> tokenizer_stream;
   if (tokenizer) tokenizer_stream.emplace(*tokenizer, request.prompt);
-  const bool streams = tokenizer || unread_tokenizer.empty();
+  const bool output_is_text = tokenizer || unread_tokenizer.empty();
   const auto text_of_token = [&](int32_t token) { return tokenizer ? tokenizer_stream->add(token) : bytes_text({token}); };
   bool began = false;
   const auto begin_output = [&] {
@@ -180,15 +180,24 @@ int run_command(int argc, char** argv) {
                   options.tp > 1 ? (", " + std::to_string(options.tp) + " tensor-parallel ranks").c_str() : "");
     std::fflush(stdout);
     if (tokenizer) print(tokenizer->decode(request.prompt, true));  // special tokens left out
-    else if (streams) print(bytes_text(request.prompt));
+    else if (output_is_text) print(bytes_text(request.prompt));
   };
-  if (streams && !args.has("--json") && engine.tensor_parallel_rank() == 0)
+  // Ranks as processes print at the end: a stdout that blocks (a paused terminal) inside the generation
+  // loop would hold rank 0 back from the next collective, and the others would time out waiting for it.
+  const bool streamed = output_is_text && !args.has("--json") && !engine.ranks_are_processes();
+  if (streamed)
     request.on_token = [&](int32_t token) {
       begin_output();
       print(text_of_token(token));
     };
 
-  GenerateResult result = engine.generate(request);
+  GenerateResult result;
+  try {
+    result = engine.generate(request);
+  } catch (...) {  // a fault after the first token: end the streamed line, so the error has its own
+    if (began) print("\n");
+    throw;
+  }
   if (engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports for all
 
   if (args.has("--json")) {
@@ -223,8 +232,10 @@ int run_command(int argc, char** argv) {
     return 0;
   }
   begin_output();
-  if (streams) {
+  if (streamed) {
     print((tokenizer ? tokenizer_stream->finish() : std::string()) + "\n");
+  } else if (output_is_text) {
+    print((tokenizer ? tokenizer->continuation(result.prompt_tokens, result.tokens) : bytes_text(result.tokens)) + "\n");
   } else {  // ids: its own tokenizer turns them into text
     auto ids = [](const std::vector<int32_t>& tokens) {
       std::string text;

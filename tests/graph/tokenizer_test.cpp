@@ -628,5 +628,56 @@ TEST(RealTokenizerVariants, StreamingGivesTheWholeText) {
   }
 }
 
+// Streaming random ids, as a model may generate them: special tokens, ids past the tokenizer's vocabulary
+// (a model's padding rows), byte tokens in any order. Byte-level decoders never take back text, so the
+// streamed text is the whole decode. Llama 2's ByteFallback reads a run of byte tokens that is not UTF-8
+// as U+FFFD throughout, characters already shown included: without byte tokens the same holds, and with
+// them the stream may end with the whole text on a line of its own, which must then be right.
+TEST(RealTokenizerVariants, StreamingRandomIdsGivesTheWholeText) {
+  REQUIRE_TOKENIZER_FILES();
+  for (const char* model : {"gpt2", "llama2", "llama3", "qwen3"}) {
+    const Tokenizer tokenizer(model_tokenizer(model).string());
+    const bool byte_fallback = std::string(model) == "llama2";
+    const json document = json::parse(testing::read_file_text(model_tokenizer(model)));
+    std::vector<int32_t> specials;
+    for (const json& added : document["added_tokens"]) specials.push_back(added["id"].get<int32_t>());
+    std::mt19937_64 rng(23);
+    for (uint64_t i = 0; i < testing::fuzz_case_count(60); ++i) {
+      const bool with_bytes = byte_fallback && i % 2 == 1;
+      const auto random_id = [&]() -> int32_t {
+        switch (rng() % 6) {
+          case 0: return specials[rng() % specials.size()];
+          case 1: return tokenizer.vocab_size() + int32_t(rng() % 100);  // past the vocabulary
+          default: {
+            const int32_t id = int32_t(rng() % tokenizer.vocab_size());
+            return byte_fallback && !with_bytes && id >= 3 && id < 259 ? 259 : id;  // Llama 2's <0x00> .. <0xFF>
+          }
+        }
+      };
+      std::vector<int32_t> prompt(rng() % 12), generated(rng() % 40);
+      for (int32_t& id : prompt) id = random_id();
+      for (int32_t& id : generated) id = random_id();
+      StreamingText stream(tokenizer, prompt);
+      std::string shown;
+      for (int32_t token : generated) shown += stream.add(token);
+      shown += stream.finish();
+      const std::string whole = tokenizer.continuation(prompt, generated);
+      const std::string fallback = "\n(the generated text, decoded whole:) " + whole;
+      const bool ended_whole = with_bytes && shown.size() >= fallback.size() && shown.compare(shown.size() - fallback.size(), fallback.size(), fallback) == 0;
+      if (!ended_whole) ASSERT_EQ(shown, whole) << model << ", case " << i << ", prompt " << json(prompt).dump() << ", generated " << json(generated).dump();
+    }
+  }
+  // A window of tokens without text (eight </s>) does not make the next token the text's first: Llama 2's
+  // Strip would drop its space.
+  const Tokenizer llama2(model_tokenizer("llama2").string());
+  const std::vector<int32_t> prompt = llama2.encode("Hello");
+  std::vector<int32_t> generated(8, 2);
+  for (int32_t id : llama2.encode(" world", false)) generated.push_back(id);
+  StreamingText stream(llama2, prompt);
+  std::string shown;
+  for (int32_t token : generated) shown += stream.add(token);
+  EXPECT_EQ(shown + stream.finish(), llama2.continuation(prompt, generated));
+}
+
 }  // namespace
 }  // namespace tilefire

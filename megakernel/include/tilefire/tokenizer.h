@@ -40,27 +40,30 @@ class Tokenizer {
   const std::string& path() const;
 
  private:
+  friend class StreamingText;  // which leaves tokens without text out of its window
   std::unique_ptr<HfTokenizer> tokenizer_;
 };
 
 // The text of generated tokens as they come, for showing it while generating: add() returns what each
 // token adds, finish() the rest. A trailing U+FFFD waits, since it may be the first bytes of a character
 // the next byte-level token completes; and while a ByteFallback decoder reads a run of byte tokens that is
-// not yet UTF-8 as U+FFFD, add() returns nothing. Each add() decodes only the tokens not yet settled and
-// a few before them, so streaming costs the same per token however long the text grows.
+// not yet UTF-8 as U+FFFD, add() returns nothing. Each add() decodes only the tokens not yet settled (at
+// most 9) and up to 8 settled ones before them, so streaming costs the same per token however long the
+// text grows.
 class StreamingText {
  public:
   StreamingText(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt);
 
   std::string add(int32_t token);
   // The rest of the text of all the generated tokens, decoded whole. Should it not begin with what add()
-  // returned (a ByteFallback run the generation left unfinished reads as U+FFFD throughout, characters
-  // add() already returned included), a new line and the whole text instead.
+  // returned, a new line and the whole text instead: ByteFallback reads a run of byte tokens that is not
+  // UTF-8 as U+FFFD throughout, characters add() already returned included (a run the generation left
+  // unfinished, or one a stray byte broke).
   std::string finish() const;
 
  private:
   static constexpr size_t kContextTokens = 8;  // decoded before the unsettled tokens, then dropped from the text
-  void trim_context();
+  void settle(const std::vector<int32_t>& tokens);  // into the context, which keeps its last kContextTokens
 
   const Tokenizer* tokenizer_;
   std::vector<int32_t> prompt_, generated_;
