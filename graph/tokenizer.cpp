@@ -74,6 +74,7 @@ std::string lossy_utf8(std::string_view bytes) {
   text.reserve(bytes.size());
   std::u32string ignored;
   while (!bytes.empty()) {
+    ignored.clear();  // only the offset matters; the code points decoded would pile up over the bad bytes
     const auto bad = unicode::decode_utf8(bytes, ignored);
     if (!bad) {
       text.append(bytes);
@@ -151,10 +152,11 @@ void decode_step(const DecoderStep& step, std::vector<std::string>& tokens) {
       return;
     }
     case DecoderStep::Kind::strip: {  // up to `start` leading and `stop` trailing copies of the content, per token
+      std::u32string content;  // one character (checked at load)
+      unicode::decode_utf8(step.strip_content, content);
       for (std::string& token : tokens) {
-        std::u32string chars, content;
+        std::u32string chars;
         unicode::decode_utf8(token, chars);
-        unicode::decode_utf8(step.strip_content, content);
         size_t begin = 0, end = chars.size();
         while (begin < chars.size() && begin < step.strip_start && chars[begin] == content[0]) ++begin;
         for (uint32_t k = 0; k < step.strip_stop && end > begin && chars[end - 1] == content[0]; ++k) --end;
