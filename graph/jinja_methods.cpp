@@ -1,0 +1,401 @@
+// Lookups (attribute, item, slice), the methods of strings and dicts, and the globals of chat templates,
+// with Jinja2's sandboxed meaning: a missing attribute or item is undefined, not an error.
+#include <algorithm>
+#include <cstring>
+
+#include "graph/jinja_syntax.h"
+#include "graph/unicode.h"
+
+namespace tilefire::jinja {
+
+List iterate(const Value& value) {
+  switch (value.type) {
+    case Value::Type::undefined: return {};
+    case Value::Type::list:
+    case Value::Type::tuple: return *value.items;
+    case Value::Type::string: {
+      List chars;
+      for (char32_t c : code_points(value.text)) chars.push_back(Value::of(utf8(std::u32string(1, c))));
+      return chars;
+    }
+    case Value::Type::dict: {
+      List keys;
+      for (const auto& entry : value.dict->entries) keys.push_back(Value::of(entry.first));
+      return keys;
+    }
+    default: throw ValueError(std::string("'") + type_name(value) + "' object is not iterable");
+  }
+}
+
+int64_t length(const Value& value) {
+  switch (value.type) {
+    case Value::Type::undefined: return 0;
+    case Value::Type::string: return int64_t(code_points(value.text).size());
+    case Value::Type::list:
+    case Value::Type::tuple: return int64_t(value.items->size());
+    case Value::Type::dict: return int64_t(value.dict->entries.size());
+    default: throw ValueError("object of type '" + type_name(value) + "' has no len()");
+  }
+}
+
+bool is_python_space(char32_t c) { return unicode::is_white_space(c) || (c >= 0x1c && c <= 0x1f); }
+
+std::string strip(const std::string& text, const std::string* chars, bool left, bool right) {
+  const std::u32string points = code_points(text);
+  const std::u32string set = chars ? code_points(*chars) : std::u32string();
+  const auto stripped = [&](char32_t c) { return chars ? set.find(c) != std::u32string::npos : is_python_space(c); };
+  size_t begin = 0, end = points.size();
+  if (left) {
+    while (begin < end && stripped(points[begin])) ++begin;
+  }
+  if (right) {
+    while (end > begin && stripped(points[end - 1])) --end;
+  }
+  return utf8(points.substr(begin, end - begin));
+}
+
+void require_ascii_case(const std::string& text, const char* operation) {
+  for (unsigned char c : text) {
+    if (c >= 0x80) throw ValueError(std::string(operation) + " of text with non-ASCII characters is not supported (Tilefire changes the case of ASCII letters only)");
+  }
+}
+
+namespace {
+
+char ascii_upper(char c) { return c >= 'a' && c <= 'z' ? char(c - 32) : c; }
+char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? char(c + 32) : c; }
+bool ascii_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+const std::string& string_argument(const Arguments& args, size_t i, const char* method) {
+  if (args.size() <= i || !args[i].is_string()) throw ValueError(std::string(method) + "() takes a string argument");
+  return args[i].text;
+}
+
+void expect_arguments(const Arguments& args, const KeywordArguments& kwargs, size_t most, const char* method) {
+  if (args.size() > most) throw ValueError(std::string(method) + "() takes at most " + std::to_string(most) + " arguments");
+  if (!kwargs.empty()) throw ValueError(std::string(method) + "() takes no keyword arguments here");
+}
+
+std::vector<std::string> split(const std::string& text, const Value* separator, int64_t max_splits) {
+  std::vector<std::string> parts;
+  if (!separator || separator->is_none()) {  // runs of white space, no empty parts
+    const std::u32string points = code_points(text);
+    size_t i = 0;
+    while (i < points.size()) {
+      while (i < points.size() && is_python_space(points[i])) ++i;
+      if (i == points.size()) break;
+      if (max_splits >= 0 && int64_t(parts.size()) == max_splits) {
+        size_t end = points.size();
+        while (end > i && is_python_space(points[end - 1])) --end;
+        parts.push_back(utf8(points.substr(i, end - i)));
+        break;
+      }
+      const size_t start = i;
+      while (i < points.size() && !is_python_space(points[i])) ++i;
+      parts.push_back(utf8(points.substr(start, i - start)));
+    }
+    return parts;
+  }
+  if (!separator->is_string()) throw ValueError("split() takes a string separator");
+  const std::string& sep = separator->text;
+  if (sep.empty()) throw ValueError("empty separator");
+  size_t start = 0;
+  while (max_splits < 0 || int64_t(parts.size()) < max_splits) {
+    const size_t at = text.find(sep, start);
+    if (at == std::string::npos) break;
+    parts.push_back(text.substr(start, at - start));
+    start = at + sep.size();
+  }
+  parts.push_back(text.substr(start));
+  return parts;
+}
+
+Value string_list(const std::vector<std::string>& parts) {
+  List list;
+  for (const std::string& part : parts) list.push_back(Value::of(part));
+  return Value::of(std::move(list));
+}
+
+bool starts_or_ends(const std::string& text, const Value& affix, bool starts, const char* method) {
+  const auto one = [&](const Value& v) {
+    if (!v.is_string()) throw ValueError(std::string(method) + "() takes a string or a tuple of strings");
+    const std::string& a = v.text;
+    return a.size() <= text.size() && (starts ? text.compare(0, a.size(), a) == 0 : text.compare(text.size() - a.size(), a.size(), a) == 0);
+  };
+  if (affix.type == Value::Type::tuple) return std::any_of(affix.items->begin(), affix.items->end(), one);
+  return one(affix);
+}
+
+Value string_method(const std::string& text, const std::string& name) {
+  using Args = const Arguments&;
+  using Kwargs = const KeywordArguments&;
+  const auto method = [&](Function f) { return Value::of_function("str." + name, std::move(f)); };
+  if (name == "strip" || name == "lstrip" || name == "rstrip") {
+    const bool left = name != "rstrip", right = name != "lstrip";
+    return method([text, left, right](Args args, Kwargs kwargs) {
+      expect_arguments(args, kwargs, 1, "strip");
+      if (!args.empty() && !args[0].is_none() && !args[0].is_string()) throw ValueError("strip arg must be None or str");
+      return Value::of(strip(text, args.empty() || args[0].is_none() ? nullptr : &args[0].text, left, right));
+    });
+  }
+  if (name == "startswith" || name == "endswith") {
+    const bool starts = name == "startswith";
+    return method([text, starts](Args args, Kwargs kwargs) {
+      expect_arguments(args, kwargs, 1, starts ? "startswith" : "endswith");
+      if (args.empty()) throw ValueError("startswith() and endswith() take one argument");
+      return Value::of(starts_or_ends(text, args[0], starts, starts ? "startswith" : "endswith"));
+    });
+  }
+  if (name == "split") {
+    return method([text](Args args, Kwargs kwargs) {
+      const Value* separator = args.empty() ? nullptr : &args[0];
+      const Value* limit = args.size() > 1 ? &args[1] : nullptr;
+      for (const auto& [key, value] : kwargs) {
+        if (key == "sep") separator = &value;
+        else if (key == "maxsplit") limit = &value;
+        else throw ValueError("split() got an unexpected keyword argument '" + key + "'");
+      }
+      if (args.size() > 2) throw ValueError("split() takes at most 2 arguments");
+      if (limit && !limit->is_integral()) throw ValueError("split() takes an integer maxsplit");
+      return string_list(split(text, separator, limit ? limit->as_integer() : -1));
+    });
+  }
+  if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
+    return method([text, name](Args args, Kwargs kwargs) {
+      expect_arguments(args, kwargs, 0, name.c_str());
+      require_ascii_case(text, name.c_str());
+      std::string out = text;
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (name == "upper") out[i] = ascii_upper(out[i]);
+        else if (name == "lower") out[i] = ascii_lower(out[i]);
+        else if (name == "capitalize") out[i] = i == 0 ? ascii_upper(out[i]) : ascii_lower(out[i]);
+        else out[i] = i > 0 && ascii_letter(text[i - 1]) ? ascii_lower(out[i]) : ascii_upper(out[i]);  // str.title
+      }
+      return Value::of(out);
+    });
+  }
+  if (name == "replace") {
+    return method([text](Args args, Kwargs kwargs) {
+      expect_arguments(args, kwargs, 3, "replace");
+      const std::string& old = string_argument(args, 0, "replace");
+      const std::string& replacement = string_argument(args, 1, "replace");
+      if (args.size() > 2 && !args[2].is_integral()) throw ValueError("replace() takes an integer count");
+      int64_t count = args.size() > 2 ? args[2].as_integer() : -1;
+      std::string out;
+      if (old.empty()) {  // Python inserts the replacement before every character and at the end
+        const std::u32string points = code_points(text);
+        for (size_t i = 0; i <= points.size(); ++i) {
+          if (count != 0) {
+            out += replacement;
+            --count;
+          }
+          if (i < points.size()) unicode::append_utf8(points[i], out);
+        }
+        return Value::of(out);
+      }
+      size_t start = 0;
+      while (count != 0) {
+        const size_t at = text.find(old, start);
+        if (at == std::string::npos) break;
+        out += text.substr(start, at - start) + replacement;
+        start = at + old.size();
+        --count;
+      }
+      return Value::of(out + text.substr(start));
+    });
+  }
+  if (name == "find" || name == "count") {
+    const bool find = name == "find";
+    return method([text, find](Args args, Kwargs kwargs) {
+      // str.find(sub[, start[, end]]) and str.count: positions in code points, bounds as a slice's.
+      expect_arguments(args, kwargs, 3, find ? "find" : "count");
+      const std::u32string haystack = code_points(text);
+      const std::u32string needle = code_points(string_argument(args, 0, find ? "find" : "count"));
+      const int64_t n = int64_t(haystack.size());
+      const auto bound = [&](size_t i, int64_t fallback) {
+        if (args.size() <= i || args[i].is_none()) return fallback;
+        if (!args[i].is_integral()) throw ValueError("slice indices must be integers or None");
+        int64_t v = args[i].as_integer();
+        if (v < 0) v = std::max<int64_t>(0, v + n);
+        return std::min(v, n);
+      };
+      const int64_t start = bound(1, 0), end = bound(2, n);
+      if (start > end) return Value::of(int64_t(find ? -1 : 0));
+      const std::u32string window = haystack.substr(size_t(start), size_t(end - start));
+      if (find) {
+        const size_t at = window.find(needle);
+        return Value::of(at == std::u32string::npos ? int64_t(-1) : start + int64_t(at));
+      }
+      if (needle.empty()) return Value::of(int64_t(window.size() + 1));
+      int64_t count = 0;
+      for (size_t at = window.find(needle); at != std::u32string::npos; at = window.find(needle, at + needle.size())) ++count;
+      return Value::of(count);
+    });
+  }
+  if (name == "join") {
+    return method([text](Args args, Kwargs kwargs) {
+      expect_arguments(args, kwargs, 1, "join");
+      if (args.empty()) throw ValueError("join() takes one argument");
+      std::string out;
+      const List items = iterate(args[0]);
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (!items[i].is_string()) throw ValueError("sequence item " + std::to_string(i) + ": expected str instance, " + type_name(items[i]) + " found");
+        if (i) out += text;
+        out += items[i].text;
+      }
+      return Value::of(out);
+    });
+  }
+  return Value::undefined("'str object' has no attribute '" + name + "'");
+}
+
+Value dict_method(const std::shared_ptr<Dict>& dict, const std::string& name) {
+  using Args = const Arguments&;
+  using Kwargs = const KeywordArguments&;
+  if (name == "items" || name == "keys" || name == "values") {
+    return Value::of_function("dict." + name, [dict, name](Args args, Kwargs kwargs) {
+      expect_arguments(args, kwargs, 0, name.c_str());
+      List out;
+      for (const auto& [key, value] : dict->entries) {
+        if (name == "items") out.push_back(Value::of(List{Value::of(key), value}, Value::Type::tuple));
+        else out.push_back(name == "keys" ? Value::of(key) : value);
+      }
+      return Value::of(std::move(out));
+    });
+  }
+  if (name == "get") {
+    return Value::of_function("dict.get", [dict](Args args, Kwargs kwargs) {
+      expect_arguments(args, kwargs, 2, "get");
+      if (args.empty()) throw ValueError("get() takes a key");
+      const Value* found = args[0].is_string() ? dict->find(args[0].text) : nullptr;
+      return found ? *found : args.size() > 1 ? args[1] : Value::none();
+    });
+  }
+  return Value::undefined("'dict object' has no attribute '" + name + "'");
+}
+
+}  // namespace
+
+Value method_of(const Value& object, const std::string& name) {
+  if (object.is_string()) return string_method(object.text, name);
+  if (object.is_mapping()) return dict_method(object.dict, name);
+  return Value::undefined(std::string("'") + type_name(object) + " object' has no attribute '" + name + "'");
+}
+
+Value get_attribute(const Value& object, const std::string& name) {
+  if (object.is_undefined()) throw ValueError(object.text.empty() ? "undefined value" : object.text);
+  if (object.is_mapping()) {
+    const Value method = method_of(object, name);
+    if (!method.is_undefined()) return method;
+  }
+  if (object.is_mapping() || object.type == Value::Type::namespace_) {
+    if (const Value* found = object.dict->find(name)) return *found;
+    return Value::undefined(std::string("'") + (object.is_mapping() ? std::string("dict") : type_name(object)) + " object' has no attribute '" + name + "'");
+  }
+  return method_of(object, name);
+}
+
+Value get_item(const Value& object, const Value& key) {
+  if (object.is_undefined()) throw ValueError(object.text.empty() ? "undefined value" : object.text);
+  if ((object.is_mapping() || object.type == Value::Type::namespace_) && key.is_string()) {
+    if (const Value* found = object.dict->find(key.text)) return *found;
+  }
+  if ((object.is_sequence() || object.is_string()) && key.is_integral()) {
+    int64_t index = key.as_integer();
+    if (object.is_sequence()) {
+      const int64_t n = int64_t(object.items->size());
+      if (index < 0) index += n;
+      if (index >= 0 && index < n) return (*object.items)[size_t(index)];
+    } else {
+      const std::u32string points = code_points(object.text);
+      const int64_t n = int64_t(points.size());
+      if (index < 0) index += n;
+      if (index >= 0 && index < n) return Value::of(utf8(std::u32string(1, points[size_t(index)])));
+    }
+    return Value::undefined(type_name(object) + " index " + std::to_string(key.as_integer()) + " out of range");
+  }
+  if (key.is_string()) return get_attribute(object, key.text);
+  return Value::undefined(std::string("'") + type_name(object) + " object' has no item " + to_repr(key));
+}
+
+Value slice(const Value& object, const Value* start, const Value* stop, const Value* step) {
+  if (object.is_undefined()) throw ValueError(object.text.empty() ? "undefined value" : object.text);
+  if (!object.is_sequence() && !object.is_string()) return Value::undefined(std::string("'") + type_name(object) + "' object is not subscriptable");
+  const auto bound = [](const Value* v) -> const Value* { return v && !v->is_none() ? v : nullptr; };
+  start = bound(start), stop = bound(stop), step = bound(step);
+  for (const Value* v : {start, stop, step}) {
+    if (v && !v->is_integral()) throw ValueError("slice indices must be integers or None");
+  }
+  const int64_t stride = step ? step->as_integer() : 1;
+  if (stride == 0) throw ValueError("slice step cannot be zero");
+  const std::u32string points = object.is_string() ? code_points(object.text) : std::u32string();
+  const int64_t n = object.is_string() ? int64_t(points.size()) : int64_t(object.items->size());
+  const auto clamp = [&](const Value* v, int64_t fallback) {
+    if (!v) return fallback;
+    int64_t i = v->as_integer();
+    if (i < 0) i = std::max(i + n, stride > 0 ? int64_t(0) : int64_t(-1));
+    return std::min(i, stride > 0 ? n : n - 1);
+  };
+  const int64_t first = clamp(start, stride > 0 ? 0 : n - 1), last = clamp(stop, stride > 0 ? n : -1);
+  std::u32string text;
+  List items;
+  for (int64_t i = first; stride > 0 ? i < last : i > last; i += stride) {
+    if (object.is_string()) text += points[size_t(i)];
+    else items.push_back((*object.items)[size_t(i)]);
+  }
+  return object.is_string() ? Value::of(utf8(text)) : Value::of(std::move(items), object.type);
+}
+
+Value global_function(const std::string& name, const std::tm& now) {
+  using Args = const Arguments&;
+  using Kwargs = const KeywordArguments&;
+  if (name == "range") {
+    return Value::of_function("range", [](Args args, Kwargs kwargs) {
+      if (args.empty() || args.size() > 3 || !kwargs.empty()) throw ValueError("range() takes 1 to 3 integer arguments");
+      for (const Value& a : args) {
+        if (!a.is_integral()) throw ValueError("range() takes integers");
+      }
+      const int64_t start = args.size() > 1 ? args[0].as_integer() : 0;
+      const int64_t stop = args.size() > 1 ? args[1].as_integer() : args[0].as_integer();
+      const int64_t step = args.size() > 2 ? args[2].as_integer() : 1;
+      if (step == 0) throw ValueError("range() arg 3 must not be zero");
+      // Jinja2's sandbox refuses ranges of more than 100,000 items (MAX_RANGE).
+      const double count = std::max(0.0, std::ceil((double(stop) - double(start)) / double(step)));
+      if (count > 100000) throw ValueError("range too big, maximum size for range is 100000");
+      List items;
+      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) items.push_back(Value::of(i));
+      return Value::of(std::move(items));
+    });
+  }
+  if (name == "dict" || name == "namespace") {
+    const bool is_namespace = name == "namespace";
+    return Value::of_function(name, [is_namespace](Args args, Kwargs kwargs) {
+      auto dict = std::make_shared<Dict>();
+      for (const Value& a : args) {
+        if (!a.is_mapping()) throw ValueError(std::string(is_namespace ? "namespace" : "dict") + "() takes a dict or keyword arguments");
+        for (const auto& [key, value] : a.dict->entries) dict->set(key, value);
+      }
+      for (const auto& [key, value] : kwargs) dict->set(key, value);
+      return Value::of(std::move(dict), is_namespace ? Value::Type::namespace_ : Value::Type::dict);
+    });
+  }
+  if (name == "raise_exception") {
+    return Value::of_function("raise_exception", [](Args args, Kwargs) -> Value {
+      throw TemplateRaised(args.empty() ? std::string() : to_str(args[0]));
+    });
+  }
+  if (name == "strftime_now") {
+    return Value::of_function("strftime_now", [now](Args args, Kwargs kwargs) {
+      expect_arguments(args, kwargs, 1, "strftime_now");
+      const std::string& format = string_argument(args, 0, "strftime_now");
+      if (format.empty()) return Value::of("");
+      std::vector<char> buffer(format.size() * 16 + 256);
+      const size_t n = std::strftime(buffer.data(), buffer.size(), format.c_str(), &now);
+      if (n == 0) throw ValueError("strftime_now() could not format '" + format + "'");
+      return Value::of(std::string(buffer.data(), n));
+    });
+  }
+  return Value::undefined(std::string("'") + name + "' is undefined");
+}
+
+}  // namespace tilefire::jinja

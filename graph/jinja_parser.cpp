@@ -1,0 +1,633 @@
+// The parser of chat templates: Jinja2's grammar and precedence, over the tokens of jinja_lexer.cpp.
+#include <algorithm>
+#include <set>
+
+#include "graph/jinja_syntax.h"
+#include "tilefire/errors.h"
+
+namespace tilefire::jinja {
+namespace {
+
+// Tags of Jinja2 that no chat template Tilefire knows needs; refused by name rather than misread.
+const std::set<std::string, std::less<>> kRefusedTags = {"include", "extends", "block", "import", "from", "filter", "call",
+                                                          "with", "autoescape", "do", "trans", "pluralize"};
+
+class Parser {
+ public:
+  Parser(const std::vector<Token>& tokens, const std::string& origin) : tokens_(tokens), origin_(origin) {}
+
+  NodePtr run() {
+    auto root = std::make_unique<Node>();
+    root->kind = Node::Kind::sequence;
+    root->body = body({});
+    if (current().type != Token::Type::end) fail("an unexpected {% " + tokens_[pos_ + 1].value + " %}");
+    return root;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& message) const {
+    throw InputError(origin_ + ": line " + std::to_string(current().line) + ": " + message);
+  }
+  const Token& current() const { return tokens_[pos_]; }
+  const Token& peek(size_t ahead = 1) const { return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)]; }
+  bool at_op(std::string_view op) const { return current().type == Token::Type::op && current().value == op; }
+  bool at_name(std::string_view name) const { return current().type == Token::Type::name && current().value == name; }
+  void expect_op(std::string_view op) {
+    if (!at_op(op)) fail("expected '" + std::string(op) + "'" + found());
+    ++pos_;
+  }
+  std::string expect_name() {
+    if (current().type != Token::Type::name) fail("expected a name" + found());
+    return tokens_[pos_++].value;
+  }
+  void expect_block_end() {
+    if (current().type != Token::Type::block_end) fail("expected the end of the tag %}" + found());
+    ++pos_;
+  }
+  std::string found() const {
+    switch (current().type) {
+      case Token::Type::end: return ", found the end of the template";
+      case Token::Type::block_end: return ", found %}";
+      case Token::Type::variable_end: return ", found }}";
+      default: return ", found '" + current().value + "'";
+    }
+  }
+
+  // Statements until a block tag named in `ends` (left for the caller) or the end of the template.
+  Body body(const std::set<std::string, std::less<>>& ends) {
+    Body nodes;
+    while (true) {
+      const Token& token = current();
+      if (token.type == Token::Type::end) {
+        if (!ends.empty()) {
+          const auto end = std::find_if(ends.begin(), ends.end(), [](const std::string& e) { return e.rfind("end", 0) == 0; });
+          const std::string closing = end != ends.end() ? *end : *ends.begin();
+          fail("the template ends inside {% " + closing.substr(3) + " %}: expected {% " + closing + " %}");
+        }
+        return nodes;
+      }
+      if (token.type == Token::Type::text) {
+        auto node = make(Node::Kind::text);
+        node->text = token.value;
+        ++pos_;
+        nodes.push_back(std::move(node));
+      } else if (token.type == Token::Type::variable_begin) {
+        ++pos_;
+        auto node = make(Node::Kind::output);
+        node->expr = tuple(true);
+        if (current().type != Token::Type::variable_end) fail("expected the end of the tag }}" + found());
+        ++pos_;
+        nodes.push_back(std::move(node));
+      } else if (token.type == Token::Type::block_begin) {
+        if (peek().type == Token::Type::name && ends.count(peek().value)) return nodes;
+        ++pos_;
+        nodes.push_back(statement());
+      } else {
+        fail("unexpected" + found());
+      }
+    }
+  }
+
+  NodePtr make(Node::Kind kind) const {
+    auto node = std::make_unique<Node>();
+    node->kind = kind;
+    node->line = current().line;
+    return node;
+  }
+
+  // Consumes "{% name" of a closing tag and its end.
+  void closing(std::string_view name) {
+    ++pos_;  // block_begin
+    if (!at_name(name)) fail("expected {% " + std::string(name) + " %}" + found());
+    ++pos_;
+    expect_block_end();
+  }
+
+  NodePtr statement() {
+    if (current().type != Token::Type::name) fail("expected a statement name after {%" + found());
+    const std::string keyword = current().value;
+    if (kRefusedTags.count(keyword)) fail("{% " + keyword + " %} is not supported in chat templates");
+    ++pos_;
+    if (keyword == "if") return if_statement();
+    if (keyword == "for") return for_statement();
+    if (keyword == "set") return set_statement();
+    if (keyword == "macro") return macro_statement();
+    if (keyword == "break" || keyword == "continue") {
+      if (loop_depth_ == 0) fail("{% " + keyword + " %} outside a loop");
+      auto node = make(keyword == "break" ? Node::Kind::loop_break : Node::Kind::loop_continue);
+      expect_block_end();
+      return node;
+    }
+    if (keyword == "generation") {  // transformers' assistant-mask tag: renders its body
+      auto node = make(Node::Kind::sequence);
+      expect_block_end();
+      node->body = body({"endgeneration"});
+      closing("endgeneration");
+      return node;
+    }
+    --pos_;
+    fail("unknown tag {% " + keyword + " %}");
+  }
+
+  NodePtr if_statement() {
+    auto node = make(Node::Kind::branch);
+    ExprPtr condition = tuple(false);
+    while (true) {
+      expect_block_end();
+      Body branch = body({"elif", "else", "endif"});
+      node->branches.emplace_back(std::move(condition), std::move(branch));
+      ++pos_;  // block_begin
+      const std::string keyword = expect_name();
+      if (keyword == "elif") {
+        condition = tuple(false);
+      } else if (keyword == "else") {
+        expect_block_end();
+        node->branches.emplace_back(nullptr, body({"endif"}));
+        closing("endif");
+        return node;
+      } else {
+        expect_block_end();
+        return node;
+      }
+    }
+  }
+
+  std::vector<std::string> targets() {
+    std::vector<std::string> names;
+    const bool parenthesised = at_op("(");
+    if (parenthesised) ++pos_;
+    names.push_back(expect_name());
+    while (at_op(",")) {
+      ++pos_;
+      if (current().type != Token::Type::name) break;
+      names.push_back(expect_name());
+    }
+    if (parenthesised) expect_op(")");
+    return names;
+  }
+
+  NodePtr for_statement() {
+    auto node = make(Node::Kind::loop);
+    node->targets = targets();
+    if (!at_name("in")) fail("expected 'in' in a for loop" + found());
+    ++pos_;
+    node->expr = tuple(false, /*stop_at_if=*/true);
+    if (at_name("if")) {
+      ++pos_;
+      node->filter = expression(true);
+    }
+    if (at_name("recursive")) fail("recursive loops are not supported in chat templates");
+    expect_block_end();
+    ++loop_depth_;
+    node->body = body({"else", "endfor"});
+    --loop_depth_;
+    ++pos_;
+    if (expect_name() == "else") {
+      expect_block_end();
+      node->else_body = body({"endfor"});
+      closing("endfor");
+    } else {
+      expect_block_end();
+    }
+    return node;
+  }
+
+  NodePtr set_statement() {
+    auto node = make(Node::Kind::assign);
+    if (current().type == Token::Type::name && peek().type == Token::Type::op && peek().value == ".") {
+      node->targets.push_back(expect_name());
+      ++pos_;
+      node->attribute = expect_name();
+    } else {
+      node->targets = targets();
+    }
+    if (current().type == Token::Type::block_end) {
+      if (node->targets.size() != 1 || !node->attribute.empty()) fail("a {% set %} block assigns one name");
+      node->kind = Node::Kind::assign_block;
+      ++pos_;
+      node->body = body({"endset"});
+      closing("endset");
+      return node;
+    }
+    expect_op("=");
+    node->expr = tuple(true);
+    expect_block_end();
+    return node;
+  }
+
+  NodePtr macro_statement() {
+    auto node = make(Node::Kind::macro);
+    node->text = expect_name();
+    expect_op("(");
+    while (!at_op(")")) {
+      std::string param = expect_name();
+      ExprPtr default_value;
+      if (at_op("=")) {
+        ++pos_;
+        default_value = expression(true);
+      }
+      node->params.emplace_back(std::move(param), std::move(default_value));
+      if (!at_op(",")) break;
+      ++pos_;
+    }
+    expect_op(")");
+    expect_block_end();
+    const int saved_depth = loop_depth_;
+    loop_depth_ = 0;
+    node->body = body({"endmacro"});
+    loop_depth_ = saved_depth;
+    closing("endmacro");
+    return node;
+  }
+
+  // ---- expressions ----
+
+  ExprPtr expr(Expr::Kind kind, int line) const {
+    auto e = std::make_unique<Expr>();
+    e->kind = kind;
+    e->line = line;
+    return e;
+  }
+
+  // An expression, or several separated by commas: a tuple ({{ a, b }}, {% set a, b = 1, 2 %}).
+  ExprPtr tuple(bool with_condition, bool stop_at_if = false) {
+    const int line = current().line;
+    ExprPtr first = with_condition ? expression(true) : or_expression();
+    if (!at_op(",")) return first;
+    auto node = expr(Expr::Kind::tuple, line);
+    node->args.push_back(std::move(first));
+    while (at_op(",")) {
+      ++pos_;
+      if (current().type == Token::Type::block_end || current().type == Token::Type::variable_end || (stop_at_if && at_name("if"))) break;
+      node->args.push_back(with_condition ? expression(true) : or_expression());
+    }
+    return node;
+  }
+
+  ExprPtr expression(bool with_condition) {
+    ExprPtr value = or_expression();
+    while (with_condition && at_name("if")) {
+      const int line = current().line;
+      ++pos_;
+      auto node = expr(Expr::Kind::condition, line);
+      node->args.push_back(or_expression());
+      node->args.insert(node->args.begin() + 1, std::move(value));
+      if (at_name("else")) {
+        ++pos_;
+        node->args.push_back(expression(true));
+      } else {
+        node->args.push_back(nullptr);
+      }
+      value = std::move(node);
+    }
+    return value;
+  }
+
+  // `or` and `and`: left-associative, each over the next tighter level.
+  ExprPtr logical(Expr::Kind kind, std::string_view word, ExprPtr (Parser::*operand)()) {
+    ExprPtr left = (this->*operand)();
+    while (at_name(word)) {
+      auto node = expr(kind, current().line);
+      ++pos_;
+      node->args.push_back(std::move(left));
+      node->args.push_back((this->*operand)());
+      left = std::move(node);
+    }
+    return left;
+  }
+  ExprPtr or_expression() { return logical(Expr::Kind::logical_or, "or", &Parser::and_expression); }
+  ExprPtr and_expression() { return logical(Expr::Kind::logical_and, "and", &Parser::not_expression); }
+
+  ExprPtr not_expression() {
+    if (at_name("not")) {
+      auto node = expr(Expr::Kind::logical_not, current().line);
+      ++pos_;
+      node->args.push_back(not_expression());
+      return node;
+    }
+    return comparison();
+  }
+
+  ExprPtr comparison() {
+    const int line = current().line;
+    ExprPtr first = additive();
+    std::unique_ptr<Expr> node;
+    while (true) {
+      std::string op;
+      if (current().type == Token::Type::op &&
+          (current().value == "==" || current().value == "!=" || current().value == "<" || current().value == ">" ||
+           current().value == "<=" || current().value == ">=")) {
+        op = current().value;
+        ++pos_;
+      } else if (at_name("in")) {
+        op = "in";
+        ++pos_;
+      } else if (at_name("not") && peek().type == Token::Type::name && peek().value == "in") {
+        op = "notin";
+        pos_ += 2;
+      } else {
+        break;
+      }
+      if (!node) {
+        node = expr(Expr::Kind::compare, line);
+        node->args.push_back(std::move(first));
+      }
+      node->ops.push_back(op);
+      node->args.push_back(additive());
+    }
+    return node ? std::move(node) : std::move(first);
+  }
+
+  ExprPtr binary(const char* op, ExprPtr left, ExprPtr right, int line) const {
+    auto node = expr(Expr::Kind::binary, line);
+    node->name = op;
+    node->args.push_back(std::move(left));
+    node->args.push_back(std::move(right));
+    return node;
+  }
+
+  ExprPtr additive() {
+    ExprPtr left = concatenation();
+    while (at_op("+") || at_op("-")) {
+      const char* op = at_op("+") ? "+" : "-";
+      const int line = current().line;
+      ++pos_;
+      left = binary(op, std::move(left), concatenation(), line);
+    }
+    return left;
+  }
+
+  ExprPtr concatenation() {
+    const int line = current().line;
+    ExprPtr first = multiplicative();
+    if (!at_op("~")) return first;
+    auto node = expr(Expr::Kind::concat, line);
+    node->args.push_back(std::move(first));
+    while (at_op("~")) {
+      ++pos_;
+      node->args.push_back(multiplicative());
+    }
+    return node;
+  }
+
+  ExprPtr multiplicative() {
+    ExprPtr left = power();
+    while (at_op("*") || at_op("/") || at_op("//") || at_op("%")) {
+      const std::string op = current().value;
+      const int line = current().line;
+      ++pos_;
+      left = binary(op == "*" ? "*" : op == "/" ? "/" : op == "//" ? "//" : "%", std::move(left), power(), line);
+    }
+    return left;
+  }
+
+  ExprPtr power() {
+    ExprPtr left = unary(true);
+    while (at_op("**")) {
+      const int line = current().line;
+      ++pos_;
+      left = binary("**", std::move(left), unary(true), line);
+    }
+    return left;
+  }
+
+  ExprPtr unary(bool with_filter) {
+    ExprPtr node;
+    if (at_op("-") || at_op("+")) {
+      node = expr(at_op("-") ? Expr::Kind::negate : Expr::Kind::plus, current().line);
+      ++pos_;
+      node->args.push_back(unary(false));
+    } else {
+      node = primary();
+    }
+    node = postfix(std::move(node));
+    if (with_filter) node = filters(std::move(node));
+    return node;
+  }
+
+  ExprPtr primary() {
+    const Token& token = current();
+    const int line = token.line;
+    switch (token.type) {
+      case Token::Type::name: {
+        ++pos_;
+        auto node = expr(Expr::Kind::literal, line);
+        if (token.value == "true" || token.value == "True") node->literal = Value::of(true);
+        else if (token.value == "false" || token.value == "False") node->literal = Value::of(false);
+        else if (token.value == "none" || token.value == "None") node->literal = Value::none();
+        else {
+          node->kind = Expr::Kind::name;
+          node->name = token.value;
+        }
+        return node;
+      }
+      case Token::Type::string: {
+        std::string text;
+        while (current().type == Token::Type::string) text += tokens_[pos_++].value;  // 'a' 'b' is 'ab'
+        auto node = expr(Expr::Kind::literal, line);
+        node->literal = Value::of(std::move(text));
+        return node;
+      }
+      case Token::Type::integer: {
+        ++pos_;
+        auto node = expr(Expr::Kind::literal, line);
+        try {
+          node->literal = Value::of(int64_t(std::stoll(token.value)));
+        } catch (const std::out_of_range&) {
+          fail("the integer " + token.value + " is too large");
+        }
+        return node;
+      }
+      case Token::Type::real: {
+        ++pos_;
+        auto node = expr(Expr::Kind::literal, line);
+        node->literal = Value::of(std::stod(token.value));
+        return node;
+      }
+      case Token::Type::op:
+        if (token.value == "(") {
+          ++pos_;
+          if (at_op(")")) {
+            ++pos_;
+            return expr(Expr::Kind::tuple, line);
+          }
+          ExprPtr inner = expression(true);
+          if (at_op(",")) {
+            auto node = expr(Expr::Kind::tuple, line);
+            node->args.push_back(std::move(inner));
+            while (at_op(",")) {
+              ++pos_;
+              if (at_op(")")) break;
+              node->args.push_back(expression(true));
+            }
+            inner = std::move(node);
+          }
+          expect_op(")");
+          return inner;
+        }
+        if (token.value == "[") {
+          ++pos_;
+          auto node = expr(Expr::Kind::list, line);
+          while (!at_op("]")) {
+            node->args.push_back(expression(true));
+            if (!at_op(",")) break;
+            ++pos_;
+          }
+          expect_op("]");
+          return node;
+        }
+        if (token.value == "{") {
+          ++pos_;
+          auto node = expr(Expr::Kind::dict, line);
+          while (!at_op("}")) {
+            ExprPtr key = expression(true);
+            expect_op(":");
+            node->dict_items.emplace_back(std::move(key), expression(true));
+            if (!at_op(",")) break;
+            ++pos_;
+          }
+          expect_op("}");
+          return node;
+        }
+        break;
+      default: break;
+    }
+    fail("expected an expression" + found());
+  }
+
+  ExprPtr postfix(ExprPtr node) {
+    while (true) {
+      const int line = current().line;
+      if (at_op(".")) {
+        ++pos_;
+        if (current().type == Token::Type::integer) {  // a.0 is a[0]
+          auto item = expr(Expr::Kind::item, line);
+          item->args.push_back(std::move(node));
+          auto index = expr(Expr::Kind::literal, line);
+          index->literal = Value::of(int64_t(std::stoll(tokens_[pos_++].value)));
+          item->args.push_back(std::move(index));
+          node = std::move(item);
+          continue;
+        }
+        auto attribute = expr(Expr::Kind::attribute, line);
+        attribute->name = expect_name();
+        attribute->args.push_back(std::move(node));
+        node = std::move(attribute);
+      } else if (at_op("[")) {
+        ++pos_;
+        node = subscript(std::move(node), line);
+      } else if (at_op("(")) {
+        node = call(std::move(node), line);
+      } else {
+        return node;
+      }
+    }
+  }
+
+  ExprPtr subscript(ExprPtr target, int line) {
+    ExprPtr start, stop, step;
+    if (!at_op(":")) {
+      start = expression(true);
+      if (at_op("]")) {
+        ++pos_;
+        auto item = expr(Expr::Kind::item, line);
+        item->args.push_back(std::move(target));
+        item->args.push_back(std::move(start));
+        return item;
+      }
+      if (!at_op(":")) fail("expected ']' or ':' in a subscript" + found());
+    }
+    ++pos_;  // ':'
+    if (!at_op("]") && !at_op(":")) stop = expression(true);
+    if (at_op(":")) {
+      ++pos_;
+      if (!at_op("]")) step = expression(true);
+    }
+    expect_op("]");
+    auto node = expr(Expr::Kind::slice, line);
+    node->args.push_back(std::move(target));
+    node->args.push_back(std::move(start));
+    node->args.push_back(std::move(stop));
+    node->args.push_back(std::move(step));
+    return node;
+  }
+
+  // Call arguments "(a, b, key=c)" into node->args (after what is there) and node->kwargs.
+  void arguments(Expr& node) {
+    expect_op("(");
+    while (!at_op(")")) {
+      if (at_op("*") || at_op("**")) fail("*args and **kwargs in calls are not supported in chat templates");
+      if (current().type == Token::Type::name && peek().type == Token::Type::op && peek().value == "=") {
+        std::string key = expect_name();
+        ++pos_;
+        node.kwargs.emplace_back(std::move(key), expression(true));
+      } else {
+        if (!node.kwargs.empty()) fail("a positional argument follows a keyword argument");
+        node.args.push_back(expression(true));
+      }
+      if (!at_op(",")) break;
+      ++pos_;
+    }
+    expect_op(")");
+  }
+
+  ExprPtr call(ExprPtr callee, int line) {
+    auto node = expr(Expr::Kind::call, line);
+    node->args.push_back(std::move(callee));
+    arguments(*node);
+    return node;
+  }
+
+  ExprPtr filters(ExprPtr node) {
+    while (true) {
+      const int line = current().line;
+      if (at_op("|")) {
+        ++pos_;
+        auto filter = expr(Expr::Kind::filter, line);
+        filter->name = expect_name();
+        filter->filter = find_filter(filter->name);
+        if (!filter->filter) fail("no filter named '" + filter->name + "' (Tilefire runs the filters chat templates use: docs/TOKENIZER.md)");
+        filter->args.push_back(std::move(node));
+        if (at_op("(")) arguments(*filter);
+        node = std::move(filter);
+      } else if (at_name("is")) {
+        ++pos_;
+        auto test = expr(Expr::Kind::test, line);
+        if (at_name("not")) {
+          test->negated = true;
+          ++pos_;
+        }
+        test->name = expect_name();
+        test->test = find_test(test->name);
+        if (!test->test) fail("no test named '" + test->name + "'");
+        test->args.push_back(std::move(node));
+        const Token& next = current();
+        if (at_op("(")) {
+          arguments(*test);
+          if (!test->kwargs.empty()) fail("a test takes no keyword arguments");
+        } else if ((next.type == Token::Type::name || next.type == Token::Type::string || next.type == Token::Type::integer ||
+                    next.type == Token::Type::real || at_op("[") || at_op("{")) &&
+                   !at_name("else") && !at_name("or") && !at_name("and")) {
+          if (at_name("is")) fail("tests cannot be chained with 'is'");
+          test->args.push_back(postfix(primary()));  // "x is divisibleby 3"
+        }
+        node = std::move(test);
+      } else if (at_op("(")) {
+        node = call(std::move(node), line);
+      } else {
+        return node;
+      }
+    }
+  }
+
+  const std::vector<Token>& tokens_;
+  const std::string& origin_;
+  size_t pos_ = 0;
+  int loop_depth_ = 0;
+};
+
+}  // namespace
+
+NodePtr parse(const std::vector<Token>& tokens, const std::string& origin) { return Parser(tokens, origin).run(); }
+
+}  // namespace tilefire::jinja

@@ -1,0 +1,368 @@
+// Python's meaning of the values a chat template computes with (graph/jinja_value.h).
+#include "graph/jinja_value.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "graph/unicode.h"
+
+namespace tilefire::jinja {
+
+Value Value::of(List list, Type type) {
+  Value v;
+  v.type = type;
+  v.items = std::make_shared<const List>(std::move(list));
+  return v;
+}
+
+Value Value::of(std::shared_ptr<Dict> dict, Type type) {
+  Value v;
+  v.type = type;
+  v.dict = std::move(dict);
+  return v;
+}
+
+Value Value::of_function(std::string name, Function function) {
+  Value v;
+  v.type = Type::function;
+  v.text = std::move(name);
+  v.function = std::make_shared<const Function>(std::move(function));
+  return v;
+}
+
+Value Value::of_json(const nlohmann::ordered_json& json) {
+  switch (json.type()) {
+    case nlohmann::ordered_json::value_t::null: return none();
+    case nlohmann::ordered_json::value_t::boolean: return of(json.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer: return of(json.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_unsigned: {
+      const uint64_t u = json.get<uint64_t>();
+      if (u > uint64_t(std::numeric_limits<int64_t>::max())) throw ValueError("the integer " + std::to_string(u) + " is too large");
+      return of(int64_t(u));
+    }
+    case nlohmann::ordered_json::value_t::number_float: return of(json.get<double>());
+    case nlohmann::ordered_json::value_t::string: return of(json.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
+      List list;
+      list.reserve(json.size());
+      for (const auto& item : json) list.push_back(of_json(item));
+      return of(std::move(list));
+    }
+    case nlohmann::ordered_json::value_t::object: {
+      auto dict = std::make_shared<Dict>();
+      for (const auto& [key, item] : json.items()) dict->set(key, of_json(item));
+      return of(std::move(dict));
+    }
+    default: throw ValueError("a JSON value of an unknown kind");
+  }
+}
+
+const Value* Dict::find(const std::string& key) const {
+  for (const auto& [k, v] : entries) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+void Dict::set(const std::string& key, Value value) {
+  for (auto& [k, v] : entries) {
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  }
+  entries.emplace_back(key, std::move(value));
+}
+
+std::string type_name(const Value& value) {
+  switch (value.type) {
+    case Value::Type::undefined: return "Undefined";
+    case Value::Type::none: return "NoneType";
+    case Value::Type::boolean: return "bool";
+    case Value::Type::integer: return "int";
+    case Value::Type::real: return "float";
+    case Value::Type::string: return "str";
+    case Value::Type::list: return "list";
+    case Value::Type::tuple: return "tuple";
+    case Value::Type::dict: return "dict";
+    case Value::Type::namespace_: return "Namespace";
+    case Value::Type::function: return "function";
+  }
+  return "?";
+}
+
+bool truthy(const Value& value) {
+  switch (value.type) {
+    case Value::Type::undefined:
+    case Value::Type::none: return false;
+    case Value::Type::boolean: return value.boolean;
+    case Value::Type::integer: return value.integer != 0;
+    case Value::Type::real: return value.real != 0;
+    case Value::Type::string: return !value.text.empty();
+    case Value::Type::list:
+    case Value::Type::tuple: return !value.items->empty();
+    case Value::Type::dict: return !value.dict->entries.empty();
+    case Value::Type::namespace_:
+    case Value::Type::function: return true;
+  }
+  return false;
+}
+
+std::u32string code_points(const std::string& text) {
+  std::u32string out;
+  if (const auto bad = unicode::decode_utf8(text, out)) throw ValueError("a string is not UTF-8 at byte " + std::to_string(*bad));
+  return out;
+}
+
+std::string utf8(const std::u32string& code_points) { return unicode::encode_utf8(code_points); }
+
+std::string float_repr(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  if (value == 0) return std::signbit(value) ? "-0.0" : "0.0";
+  // The shortest digits that read back as `value`, then Python's layout: positional when the exponent is
+  // in [-4, 16), else d.ddde+XX.
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
+  const std::string scientific(buffer, result.ptr);
+  const size_t e = scientific.find('e');
+  std::string digits;
+  bool negative = false;
+  for (size_t i = 0; i < e; ++i) {
+    if (scientific[i] == '-') negative = true;
+    else if (scientific[i] != '.') digits += scientific[i];
+  }
+  const int exponent = std::stoi(scientific.substr(e + 1));
+  std::string out = negative ? "-" : "";
+  if (exponent < -4 || exponent >= 16) {
+    out += digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char exp[16];
+    std::snprintf(exp, sizeof exp, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
+    return out + exp;
+  }
+  const int point = exponent + 1;  // digits before the decimal point
+  if (point <= 0) return out + "0." + std::string(size_t(-point), '0') + digits;
+  if (size_t(point) >= digits.size()) return out + digits + std::string(size_t(point) - digits.size(), '0') + ".0";
+  return out + digits.substr(0, size_t(point)) + "." + digits.substr(size_t(point));
+}
+
+namespace {
+
+// Python's str.isprintable, as far as repr needs it: the C0 and C1 controls, the separators other than the
+// space, and the common format characters are escaped; other characters are kept.
+bool printable(char32_t c) {
+  if (c < 0x20 || (c >= 0x7f && c <= 0xa0) || c == 0xad) return false;
+  if (c == U' ') return true;
+  if (unicode::is_white_space(c)) return false;
+  if ((c >= 0x200b && c <= 0x200f) || (c >= 0x2028 && c <= 0x202e) || (c >= 0x2060 && c <= 0x2064) || c == 0xfeff) return false;
+  if (c >= 0xe000 && c <= 0xf8ff) return false;  // private use
+  return true;
+}
+
+std::string string_repr(const std::string& text) {
+  const bool has_single = text.find('\'') != std::string::npos, has_double = text.find('"') != std::string::npos;
+  const char quote = has_single && !has_double ? '"' : '\'';
+  std::string out(1, quote);
+  for (char32_t c : code_points(text)) {
+    char escape[16];
+    if (c == char32_t(quote) || c == U'\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c == U'\t') {
+      out += "\\t";
+    } else if (c == U'\n') {
+      out += "\\n";
+    } else if (c == U'\r') {
+      out += "\\r";
+    } else if (!printable(c)) {
+      std::snprintf(escape, sizeof escape, c <= 0xff ? "\\x%02x" : c <= 0xffff ? "\\u%04x" : "\\U%08x", unsigned(c));
+      out += escape;
+    } else {
+      unicode::append_utf8(c, out);
+    }
+  }
+  return out + quote;
+}
+
+std::string sequence_repr(const Value& value) {
+  const bool tuple = value.type == Value::Type::tuple;
+  std::string out = tuple ? "(" : "[";
+  for (size_t i = 0; i < value.items->size(); ++i) {
+    if (i) out += ", ";
+    out += to_repr((*value.items)[i]);
+  }
+  if (tuple && value.items->size() == 1) out += ",";
+  return out + (tuple ? ")" : "]");
+}
+
+std::string dict_repr(const Dict& dict) {
+  std::string out = "{";
+  for (size_t i = 0; i < dict.entries.size(); ++i) {
+    if (i) out += ", ";
+    out += string_repr(dict.entries[i].first) + ": " + to_repr(dict.entries[i].second);
+  }
+  return out + "}";
+}
+
+}  // namespace
+
+std::string to_repr(const Value& value) { return value.is_string() ? string_repr(value.text) : to_str(value); }
+
+std::string to_str(const Value& value) {
+  switch (value.type) {
+    case Value::Type::undefined: return "";
+    case Value::Type::none: return "None";
+    case Value::Type::boolean: return value.boolean ? "True" : "False";
+    case Value::Type::integer: return std::to_string(value.integer);
+    case Value::Type::real: return float_repr(value.real);
+    case Value::Type::string: return value.text;
+    case Value::Type::list:
+    case Value::Type::tuple: return sequence_repr(value);
+    case Value::Type::dict: return dict_repr(*value.dict);
+    case Value::Type::namespace_: return "<Namespace " + dict_repr(*value.dict) + ">";
+    case Value::Type::function: return "<function " + value.text + ">";
+  }
+  return "";
+}
+
+bool equal(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is_integral() && b.is_integral()) return a.as_integer() == b.as_integer();
+    return a.as_real() == b.as_real();
+  }
+  if (a.type != b.type) return false;
+  switch (a.type) {
+    case Value::Type::undefined:
+    case Value::Type::none: return true;
+    case Value::Type::string: return a.text == b.text;
+    case Value::Type::list:
+    case Value::Type::tuple:
+      return a.items->size() == b.items->size() && std::equal(a.items->begin(), a.items->end(), b.items->begin(), equal);
+    case Value::Type::dict: {
+      if (a.dict->entries.size() != b.dict->entries.size()) return false;
+      for (const auto& [key, item] : a.dict->entries) {
+        const Value* other = b.dict->find(key);
+        if (!other || !equal(item, *other)) return false;
+      }
+      return true;
+    }
+    case Value::Type::namespace_: return a.dict == b.dict;
+    case Value::Type::function: return a.function == b.function;
+    default: return false;
+  }
+}
+
+bool less(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is_integral() && b.is_integral()) return a.as_integer() < b.as_integer();
+    return a.as_real() < b.as_real();
+  }
+  if (a.is_string() && b.is_string()) return a.text < b.text;  // UTF-8 byte order is code point order
+  if (a.is_sequence() && a.type == b.type) {
+    const List &x = a.list(), &y = b.list();
+    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) {
+      if (!equal(x[i], y[i])) return less(x[i], y[i]);
+    }
+    return x.size() < y.size();
+  }
+  throw ValueError("'<' not supported between instances of '" + type_name(a) + "' and '" + type_name(b) + "'");
+}
+
+namespace {
+
+void append_json_string(const std::string& text, bool ensure_ascii, std::string& out) {
+  out += '"';
+  char escape[16];
+  for (char32_t c : code_points(text)) {
+    switch (c) {
+      case U'"': out += "\\\""; continue;
+      case U'\\': out += "\\\\"; continue;
+      case U'\n': out += "\\n"; continue;
+      case U'\r': out += "\\r"; continue;
+      case U'\t': out += "\\t"; continue;
+      case U'\b': out += "\\b"; continue;
+      case U'\f': out += "\\f"; continue;
+      default: break;
+    }
+    if (c < 0x20 || (ensure_ascii && c >= 0x7f && c <= 0xffff)) {
+      std::snprintf(escape, sizeof escape, "\\u%04x", unsigned(c));
+      out += escape;
+    } else if (ensure_ascii && c > 0xffff) {  // a surrogate pair
+      const unsigned v = unsigned(c) - 0x10000;
+      std::snprintf(escape, sizeof escape, "\\u%04x\\u%04x", 0xd800 + (v >> 10), 0xdc00 + (v & 0x3ff));
+      out += escape;
+    } else {
+      unicode::append_utf8(c, out);
+    }
+  }
+  out += '"';
+}
+
+void append_json(const Value& value, const JsonStyle& style, int level, std::string& out) {
+  const auto newline = [&](int depth) {
+    out += '\n';
+    for (int i = 0; i < depth; ++i) out += style.indent;
+  };
+  switch (value.type) {
+    case Value::Type::none: out += "null"; return;
+    case Value::Type::boolean: out += value.boolean ? "true" : "false"; return;
+    case Value::Type::integer: out += std::to_string(value.integer); return;
+    case Value::Type::real:
+      if (std::isnan(value.real)) out += "NaN";
+      else if (std::isinf(value.real)) out += value.real > 0 ? "Infinity" : "-Infinity";
+      else out += float_repr(value.real);
+      return;
+    case Value::Type::string: append_json_string(value.text, style.ensure_ascii, out); return;
+    case Value::Type::list:
+    case Value::Type::tuple: {
+      if (value.items->empty()) {
+        out += "[]";
+        return;
+      }
+      out += '[';
+      for (size_t i = 0; i < value.items->size(); ++i) {
+        if (i) out += style.item_separator;
+        if (style.indented) newline(level + 1);
+        append_json((*value.items)[i], style, level + 1, out);
+      }
+      if (style.indented) newline(level);
+      out += ']';
+      return;
+    }
+    case Value::Type::dict: {
+      if (value.dict->entries.empty()) {
+        out += "{}";
+        return;
+      }
+      std::vector<const std::pair<std::string, Value>*> entries;
+      for (const auto& entry : value.dict->entries) entries.push_back(&entry);
+      if (style.sort_keys) std::stable_sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
+      out += '{';
+      for (size_t i = 0; i < entries.size(); ++i) {
+        if (i) out += style.item_separator;
+        if (style.indented) newline(level + 1);
+        append_json_string(entries[i]->first, style.ensure_ascii, out);
+        out += style.key_separator;
+        append_json(entries[i]->second, style, level + 1, out);
+      }
+      if (style.indented) newline(level);
+      out += '}';
+      return;
+    }
+    default: throw ValueError("Object of type " + type_name(value) + " is not JSON serializable");
+  }
+}
+
+}  // namespace
+
+std::string to_json(const Value& value, const JsonStyle& style) {
+  std::string out;
+  append_json(value, style, 0, out);
+  return out;
+}
+
+}  // namespace tilefire::jinja

@@ -1,0 +1,127 @@
+#pragma once
+// The values a chat template computes with, with Python's meaning: Jinja2 runs on Python objects, and a
+// template's output depends on how Python prints, compares and measures them (None prints "None", strings
+// are measured and sliced by code point, dicts keep their keys in order, 1 == 1.0 == True).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tilefire::jinja {
+
+// A failure while rendering, at a line of the template; Template turns it into an InputError.
+struct RenderError : std::runtime_error {
+  RenderError(int line, const std::string& message) : std::runtime_error(message), line(line) {}
+  int line;
+};
+// A failure of a built-in, before the line is known (the evaluator adds it).
+struct ValueError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Value;
+struct Dict;
+using List = std::vector<Value>;
+using Arguments = std::vector<Value>;
+using KeywordArguments = std::vector<std::pair<std::string, Value>>;
+using Function = std::function<Value(const Arguments&, const KeywordArguments&)>;
+
+struct Value {
+  enum class Type { undefined, none, boolean, integer, real, string, list, tuple, dict, namespace_, function };
+  Type type = Type::undefined;
+  bool boolean = false;
+  int64_t integer = 0;
+  double real = 0;
+  std::string text;  // string; for undefined, why it is undefined ("'x' is undefined"); for function, its name
+  std::shared_ptr<const List> items;  // list, tuple
+  std::shared_ptr<Dict> dict;         // dict, namespace (a namespace's attributes can be set)
+  std::shared_ptr<const Function> function;
+
+  static Value undefined(std::string why) { Value v; v.text = std::move(why); return v; }
+  static Value none() { Value v; v.type = Type::none; return v; }
+  static Value of(bool b) { Value v; v.type = Type::boolean; v.boolean = b; return v; }
+  static Value of(int64_t i) { Value v; v.type = Type::integer; v.integer = i; return v; }
+  static Value of(double d) { Value v; v.type = Type::real; v.real = d; return v; }
+  static Value of(std::string s) { Value v; v.type = Type::string; v.text = std::move(s); return v; }
+  static Value of(const char* s) { return of(std::string(s)); }
+  static Value of(List list, Type type = Type::list);
+  static Value of(std::shared_ptr<Dict> dict, Type type = Type::dict);
+  static Value of_function(std::string name, Function function);
+  static Value of_json(const nlohmann::ordered_json& json);
+
+  bool is_undefined() const { return type == Type::undefined; }
+  bool is_none() const { return type == Type::none; }
+  bool is_string() const { return type == Type::string; }
+  bool is_sequence() const { return type == Type::list || type == Type::tuple; }
+  bool is_mapping() const { return type == Type::dict; }
+  bool is_number() const { return type == Type::integer || type == Type::real || type == Type::boolean; }
+  bool is_integral() const { return type == Type::integer || type == Type::boolean; }  // Python's int (bool is one)
+  int64_t as_integer() const { return type == Type::boolean ? int64_t(boolean) : integer; }
+  double as_real() const { return type == Type::real ? real : double(as_integer()); }
+  const List& list() const { return *items; }
+};
+
+// A Python dict with string keys: insertion order, a key set again keeps its place.
+struct Dict {
+  std::vector<std::pair<std::string, Value>> entries;
+  const Value* find(const std::string& key) const;
+  void set(const std::string& key, Value value);
+};
+
+// Python's type name of a value, for messages ("str", "int", "list", "dict", "NoneType").
+std::string type_name(const Value& value);
+// Python's bool(value): empty strings and containers, 0, None and undefined are false.
+bool truthy(const Value& value);
+// str(value) as Jinja2 prints it: undefined is empty, None "None", True "True", floats as Python's repr,
+// lists and dicts as Python's repr.
+std::string to_str(const Value& value);
+// repr(value): strings quoted and escaped as Python does.
+std::string to_repr(const Value& value);
+// Python's repr of a float: the shortest digits that read back the same, "1.0", "1e+20", "1.5e-07".
+std::string float_repr(double value);
+// Python's ==, with Jinja2's undefined (equal only to undefined).
+bool equal(const Value& a, const Value& b);
+// Python's <, for numbers, strings and sequences; ValueError otherwise.
+bool less(const Value& a, const Value& b);
+
+// json.dumps(value, ensure_ascii, indent, separators, sort_keys) as transformers' tojson filter calls it.
+// indent: none (one line), an integer or a string. ValueError for what JSON cannot hold (undefined, a
+// function).
+struct JsonStyle {
+  bool ensure_ascii = false;
+  bool indented = false;
+  std::string indent;  // per level, when indented
+  std::string item_separator = ", ", key_separator = ": ";
+  bool sort_keys = false;
+};
+std::string to_json(const Value& value, const JsonStyle& style);
+
+// What `for x in value` walks in Python: a list's or tuple's items, a string's characters, a dict's keys;
+// nothing for undefined (Jinja2's Undefined iterates as empty). ValueError for what is not iterable.
+List iterate(const Value& value);
+// len(value) (a string's code points); Jinja2's Undefined has length 0. ValueError for what has none.
+int64_t length(const Value& value);
+// Python's str.isspace for one character: White_Space and the separators U+001C..U+001F.
+bool is_python_space(char32_t c);
+// str.strip / lstrip / rstrip: `chars` null strips Python's white space, else the characters it holds.
+std::string strip(const std::string& text, const std::string* chars, bool left, bool right);
+// The text of `value` with only ASCII letters changed, for the case filters and methods. ValueError when
+// it holds a non-ASCII character: Python changes their case too, and a wrong case must not pass silently.
+void require_ascii_case(const std::string& text, const char* operation);
+
+// A template's raise_exception(message).
+struct TemplateRaised : ValueError {
+  using ValueError::ValueError;
+};
+
+// Code points of a UTF-8 string (Python indexes, measures and slices strings by code point). ValueError
+// when the bytes are not UTF-8.
+std::u32string code_points(const std::string& text);
+std::string utf8(const std::u32string& code_points);
+
+}  // namespace tilefire::jinja

@@ -1,0 +1,242 @@
+// Chat templates (graph/jinja.h) against Jinja2 as Hugging Face transformers sets it up.
+//
+// Three kinds of check:
+// - the feature cases of tests/graph/jinja_cases.inc (whitespace control, statements, expressions,
+//   filters, tests, methods, whole templates of the kinds models ship) rendered by Tilefire and by
+//   tests/graph/chat_template_oracle.py, one python3 process for all of them: the outputs must be equal,
+//   and the templates Jinja2 refuses must be refused with an InputError. Without python3 and jinja2 this
+//   skips, or fails when TILEFIRE_REQUIRE_TOKENIZER_FILES=1 says the tokenizer tests must all run;
+// - the constructs Tilefire does not run, refused by name when the template is parsed;
+// - random templates assembled from pieces of the cases: rendered, or refused with an InputError.
+#include "graph/jinja.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/common/input_mutator.h"
+#include "tests/common/jinja_oracle.h"
+#include "tests/common/test_models.h"
+#include "tilefire/errors.h"
+
+namespace tilefire {
+namespace {
+
+using nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+struct FeatureCase {
+  const char* source;
+  const char* context = nullptr;  // JSON text; nullptr: kDefaultContext
+};
+
+struct ErrorCase {
+  const char* source;
+  const char* message;  // what Tilefire's InputError must say ("" when anything will do)
+};
+
+#include "tests/graph/jinja_cases.inc"
+
+using testing::oracle_now;
+using testing::OracleCase;
+
+ordered_json case_context(const char* context) { return ordered_json::parse(context ? context : kDefaultContext); }
+
+std::string escaped(const std::string& text) { return ordered_json(text).dump(-1, ' ', false, ordered_json::error_handler_t::replace); }
+
+// What Tilefire made of a template: its output, or the message of what it threw.
+struct Outcome {
+  enum Kind { rendered, input_error, other_error } kind;
+  std::string text;
+};
+
+Outcome render_with_tilefire(const std::string& source, const ordered_json& context) {
+  try {
+    const jinja::Template compiled(source, "case");
+    return {Outcome::rendered, compiled.render(context, oracle_now())};
+  } catch (const InputError& error) {
+    return {Outcome::input_error, error.what()};
+  } catch (const std::exception& error) {
+    return {Outcome::other_error, error.what()};
+  }
+}
+
+ordered_json run_oracle(const std::vector<OracleCase>& cases) { return testing::run_jinja_oracle(cases); }
+
+TEST(JinjaTemplate, RendersAsJinja2DoesForTransformers) {
+  REQUIRE_JINJA_ORACLE();
+  std::vector<OracleCase> cases;
+  for (const FeatureCase& c : kFeatureCases) cases.push_back({c.source, case_context(c.context)});
+  for (const ErrorCase& c : kErrorCases) cases.push_back({c.source, case_context(nullptr)});
+  const ordered_json oracle = run_oracle(cases);
+
+  size_t mismatches = 0;
+  const auto report = [&](size_t i, const std::string& what) {
+    ++mismatches;
+    ADD_FAILURE() << "case " << i << ": " << escaped(cases[i].source) << "\n" << what;
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const bool meant_to_fail = i >= std::size(kFeatureCases);
+    const ordered_json& expected = oracle[i];
+    if (expected.contains("error") != meant_to_fail) {  // the case itself is wrong (or Jinja2 changed)
+      report(i, meant_to_fail ? "Jinja2 renders this error case: " + escaped(expected.value("output", ""))
+                              : "Jinja2 refuses this feature case: " + expected.value("error", ""));
+      continue;
+    }
+    const Outcome got = render_with_tilefire(cases[i].source, cases[i].context);
+    if (got.kind == Outcome::other_error) {
+      report(i, "Tilefire threw an exception other than InputError: " + got.text);
+    } else if (!meant_to_fail) {
+      const std::string want = expected.at("output").get<std::string>();
+      if (got.kind != Outcome::rendered || got.text != want)
+        report(i, std::string(got.kind == Outcome::rendered ? "  Tilefire: " : "  Tilefire refused it: ") + escaped(got.text) +
+                      "\n  Jinja2:   " + escaped(want));
+    } else {
+      const std::string message = kErrorCases[i - std::size(kFeatureCases)].message;
+      if (got.kind == Outcome::rendered)
+        report(i, "  Tilefire rendered it: " + escaped(got.text) + "\n  Jinja2 failed: " + expected.at("error").get<std::string>());
+      else if (got.text.find(message) == std::string::npos)
+        report(i, "  Tilefire's message: " + got.text + "\n  does not contain: " + message);
+    }
+  }
+  EXPECT_EQ(mismatches, 0u) << "of " << cases.size() << " cases (" << std::size(kFeatureCases) << " to render, " << std::size(kErrorCases)
+                            << " to refuse)";
+}
+
+TEST(JinjaTemplate, CaseContextsAreJsonObjects) {
+  for (const FeatureCase& c : kFeatureCases) {
+    ordered_json context;
+    ASSERT_NO_THROW(context = case_context(c.context)) << c.source;
+    EXPECT_TRUE(context.is_object()) << c.source;
+  }
+}
+
+// Without the oracle: raise_exception's message, and the template's origin, reach the InputError.
+TEST(JinjaTemplate, RaiseExceptionCarriesItsMessage) {
+  try {
+    jinja::Template("a\n{{ raise_exception('No system message, ' ~ n) }}", "tokenizer_config.json chat_template").render(case_context(nullptr), oracle_now());
+    ADD_FAILURE() << "raise_exception did not throw";
+  } catch (const InputError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("No system message, 7"), std::string::npos) << message;
+    EXPECT_NE(message.find("tokenizer_config.json chat_template"), std::string::npos) << message;
+  }
+}
+
+// What Tilefire does not run is refused when the template is parsed, not when (or if) it is reached, by
+// the construct's name, at its line.
+TEST(JinjaTemplate, RefusesWhatItDoesNotRunWhenParsing) {
+  const std::pair<const char*, const char*> refused[] = {
+      {"{% include 'x' %}", "include"},
+      {"{% extends 'x' %}", "extends"},
+      {"{% block b %}{% endblock %}", "block"},
+      {"{% import 'x' as y %}", "import"},
+      {"{% from 'x' import y %}", "from"},
+      {"{% filter upper %}x{% endfilter %}", "filter"},
+      {"{% if false %}{{ x | nosuchfilter }}{% endif %}", "nosuchfilter"},  // unknown even where never reached
+      {"{% if t %}x", "if"},
+      {"{% for x in l %}x", "for"},
+      {"{{ x", ""},
+      {"{% macro m() %}x", "macro"},
+  };
+  const std::string origin = "tokenizer_config.json chat_template";
+  for (const auto& [source, name] : refused) {
+    try {
+      const jinja::Template compiled(source, origin);
+      ADD_FAILURE() << escaped(source) << " was accepted";
+    } catch (const InputError& error) {
+      const std::string message = error.what();
+      EXPECT_EQ(message.rfind(origin + ": line ", 0), 0u) << escaped(source) << ": " << message;
+      EXPECT_NE(message.find(name), std::string::npos) << escaped(source) << ": " << message << "\n  does not name " << name;
+    }
+  }
+  const std::pair<const char*, const char*> at_line[] = {
+      {"{# one #}\n{% if t %}\nx\n{% include 'x' %}{% endif %}", "line 4"},
+      {"a\nb\n{{ s | nosuchfilter }}", "line 3"},
+      {"{% for m in messages %}\n{{ m.role }}\n{% endfor %}\n\n{% endif %}", "line 5"},
+  };
+  for (const auto& [source, line] : at_line) {
+    try {
+      const jinja::Template compiled(source, origin);
+      ADD_FAILURE() << escaped(source) << " was accepted";
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what()).find(line), std::string::npos) << escaped(source) << ": " << error.what();
+    }
+  }
+  // A rendering error names its line too.
+  try {
+    jinja::Template("x\n\n{{ nope.attr }}", origin).render(case_context(nullptr), oracle_now());
+    ADD_FAILURE() << "an undefined value's attribute was rendered";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("line 3"), std::string::npos) << error.what();
+  }
+}
+
+// Random templates from pieces of the cases, sometimes with bytes mutated, rendered with the default
+// context or a mutated one: each renders or throws InputError (under ASan, without touching bad memory).
+TEST(JinjaTemplate, RandomTemplatesRenderOrThrowInputError) {
+  std::vector<std::string> sources;
+  for (const FeatureCase& c : kFeatureCases) sources.emplace_back(c.source);
+  for (const ErrorCase& c : kErrorCases) sources.emplace_back(c.source);
+  const ordered_json context = case_context(nullptr);
+  const nlohmann::json plain_context = nlohmann::json::parse(kDefaultContext);
+  for (uint64_t i = 0; i < testing::fuzz_case_count(200); ++i) {
+    testing::InputMutator mutator(4000 + i);
+    std::string source;
+    const uint64_t pieces = 1 + mutator.below(3);
+    for (uint64_t p = 0; p < pieces; ++p) {
+      const std::string& from = sources[size_t(mutator.below(sources.size()))];
+      if (mutator.one_in(3)) {
+        source += from;
+      } else {  // any range: tags and strings cut in the middle, UTF-8 too
+        const size_t begin = size_t(mutator.below(from.size() + 1));
+        source += from.substr(begin, size_t(mutator.below(from.size() - begin + 1)));
+      }
+    }
+    if (mutator.one_in(2)) source = mutator.mutate_bytes(source);
+    ordered_json variables = context;
+    if (mutator.one_in(4)) {
+      const nlohmann::json mutated = mutator.mutate_json(plain_context);
+      if (mutated.is_object()) variables = ordered_json::parse(mutated.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    }
+    try {
+      const jinja::Template compiled(source, "fuzz");
+      compiled.render(variables, oracle_now());
+    } catch (const InputError&) {
+    } catch (const std::exception& error) {
+      ADD_FAILURE() << "case " << i << " (" << mutator.describe() << "): " << escaped(source) << " threw " << error.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tilefire
+
+namespace tilefire {
+namespace {
+
+// Python changes the case of every cased character; Tilefire of ASCII letters only, so the case filters
+// and methods refuse other text rather than leave its letters as they were.
+TEST(JinjaTemplate, ChangesTheCaseOfAsciiLettersAndRefusesOtherText) {
+  const ordered_json context = {{"name", "\u00e9a"}};
+  EXPECT_EQ(jinja::Template("{{ 'aB1' | upper }} {{ 'aB1'.lower() }} {{ 'x y' | title }}", "t").render(context, testing::oracle_now()), "AB1 ab1 X Y");
+  for (const char* source : {"{{ name | upper }}", "{{ name.lower() }}", "{{ name | title }}", "{{ name | capitalize }}", "{{ name is lower }}",
+                             "{{ [name, 'b'] | sort }}"}) {
+    try {
+      jinja::Template(source, "t").render(context, testing::oracle_now());
+      ADD_FAILURE() << source << " rendered";
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what()).find("non-ASCII"), std::string::npos) << error.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tilefire
