@@ -405,7 +405,8 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     return token;
   };
   auto is_eos = [&](int32_t token) {
-    return request.stop_at_eos && std::find(m.info.eos_tokens.begin(), m.info.eos_tokens.end(), token) != m.info.eos_tokens.end();
+    return (request.stop_at_eos && std::find(m.info.eos_tokens.begin(), m.info.eos_tokens.end(), token) != m.info.eos_tokens.end()) ||
+           std::find(request.stop_tokens.begin(), request.stop_tokens.end(), token) != request.stop_tokens.end();
   };
 
   // Ranks as processes all record (they run the same steps) but only rank 0 writes the file.

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string_view>
 #include <optional>
@@ -12,6 +13,7 @@
 #include "args.h"
 #include "backend_flags.h"
 #include "commands.h"
+#include "tilefire/chat.h"
 #include "tilefire/engine.h"
 #include "tilefire/tokenizer.h"
 
@@ -43,6 +45,14 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
                          a model without a tokenizer (the sample, gen-model) its bytes are the tokens; a
                          folder with another tokenizer only (tokenizer.model, ...) takes --prompt-tokens
   --prompt-tokens 1,2,3  prompt as token ids
+  --chat TEXT            a user's message, put in the model's chat template (tokenizer_config.json or
+                         chat_template.jinja, rendered as transformers does); prints the reply, which ends
+                         at the template's eos_token or generation_config.json's eos_token_id
+  --system TEXT          with --chat: a system message before it
+  --messages FILE        with or without --chat (which then comes last): the conversation so far, a JSON
+                         list of {"role", "content"} messages as transformers takes them, or an object with
+                         "messages" and the template's other variables ("tools", "enable_thinking", ...)
+  --chat-template FILE   a Jinja chat template to use instead of the folder's (or for a folder without one)
   --max-new-tokens N     tokens to generate (default 32)
   --temperature T        0 = greedy (default 0)
   --top-k K              keep the K most probable tokens (0 = off)
@@ -68,6 +78,54 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --trace FILE           write a Chrome/Perfetto trace of one decode step
 )";
 
+// The prompt text of --chat, --system and --messages: the conversation through the chat template.
+struct ChatPrompt {
+  std::string text;
+  std::vector<int32_t> end_of_reply;
+};
+
+ChatPrompt chat_prompt(const Args& args, const std::string& model_dir, const Tokenizer* tokenizer) {
+  if (!tokenizer)
+    throw InputError("tilefire run: --chat and --messages need the model's tokenizer.json" +
+                     std::string(model_dir.empty() ? " (the built-in sample has none: give --model DIR)" : ", which " + model_dir + " lacks"));
+  std::unique_ptr<ChatTemplate> chat_template = args.has("--chat-template") ? ChatTemplate::of_file(*args.text("--chat-template"), model_dir)
+                                                                          : ChatTemplate::of_model_folder(model_dir);
+  if (!chat_template)
+    throw InputError("tilefire run: " + model_dir + " has no chat template (no \"chat_template\" in tokenizer_config.json, no "
+                     "chat_template.jinja): give one with --chat-template FILE, or a plain --prompt");
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array(), variables = nlohmann::ordered_json::object();
+  if (const auto file = args.text("--messages")) {
+    std::ifstream in(*file, std::ios::binary);
+    std::error_code ignored;
+    if (!in || std::filesystem::is_directory(*file, ignored)) throw InputError("tilefire run: --messages: cannot read " + *file);
+    nlohmann::ordered_json loaded;
+    try {
+      loaded = nlohmann::ordered_json::parse(in);
+    } catch (const nlohmann::ordered_json::exception& error) {
+      throw InputError("tilefire run: --messages: " + *file + " is not JSON (" + error.what() + ")");
+    }
+    if (loaded.is_object()) {
+      if (!loaded.contains("messages")) throw InputError("tilefire run: --messages: " + *file + " is an object without \"messages\"");
+      messages = loaded.at("messages");
+      loaded.erase("messages");
+      variables = loaded;
+    } else {
+      messages = loaded;
+    }
+    if (!messages.is_array()) throw InputError("tilefire run: --messages: " + *file + ": \"messages\" must be a list");
+  }
+  if (const auto system = args.text("--system")) messages.insert(messages.begin(), nlohmann::ordered_json{{"role", "system"}, {"content", *system}});
+  if (const auto message = args.text("--chat")) messages.push_back(nlohmann::ordered_json{{"role", "user"}, {"content", *message}});
+  ChatPrompt prompt;
+  try {
+    prompt.text = chat_template->render_json(messages.dump(), true, variables.dump());
+  } catch (const InputError& error) {
+    throw InputError(std::string("tilefire run: the chat template: ") + error.what());
+  }
+  prompt.end_of_reply = chat_template->end_of_reply_tokens(*tokenizer);
+  return prompt;
+}
+
 // Standard output, unbuffered in effect: a streamed piece shows at once (fwrite: the text may hold a NUL).
 void print(std::string_view text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -85,7 +143,8 @@ Schedule parse_schedule(const std::string& s) {
 int run_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help"}, valued{"--model", "--prompt", "--prompt-tokens",
       "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--threads", "--schedule", "--policy",
-      "--granularity", "--kv-splits", "--max-context", "--logprobs", "--trace", "--tp", "--tp-timeout-ms"};
+      "--granularity", "--kv-splits", "--max-context", "--logprobs", "--trace", "--tp", "--tp-timeout-ms", "--chat", "--system",
+      "--messages", "--chat-template"};
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("run", switches, valued);
@@ -97,6 +156,11 @@ int run_command(int argc, char** argv) {
   }
   if (args.has("--prompt") && args.has("--prompt-tokens"))
     throw InputError("tilefire run: give --prompt or --prompt-tokens, not both");
+  const bool chat = args.has("--chat") || args.has("--messages");
+  if (chat && (args.has("--prompt") || args.has("--prompt-tokens")))
+    throw InputError("tilefire run: --chat and --messages make the prompt; give them or --prompt / --prompt-tokens, not both");
+  for (const char* flag : {"--system", "--chat-template"})
+    if (args.has(flag) && !chat) throw InputError(std::string("tilefire run: ") + flag + " goes with --chat or --messages");
 
   EngineOptions options;
   options.model_dir = args.text_or("--model", "");
@@ -112,14 +176,18 @@ int run_command(int argc, char** argv) {
 
   const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::of_model_folder(options.model_dir);
   const std::string unread_tokenizer = tokenizer ? "" : unread_tokenizer_file(options.model_dir);
-  if (!unread_tokenizer.empty() && !args.has("--prompt-tokens"))
+  if (!unread_tokenizer.empty() && !args.has("--prompt-tokens") && !chat)
     throw InputError("tilefire run: " + unread_tokenizer + " is this model's tokenizer, and the folder has no tokenizer.json, "
                      "the only tokenizer file Tilefire reads: a text prompt's bytes would be arbitrary tokens of its "
                      "vocabulary. Give the prompt as token ids from that tokenizer with --prompt-tokens (the output is "
                      "printed as token ids too)");
   GenerateRequest request;
   const std::string prompt_text = args.text_or("--prompt", "Once upon a time");
-  if (args.has("--prompt-tokens")) {
+  if (chat) {
+    const ChatPrompt prompt = chat_prompt(args, options.model_dir, tokenizer.get());
+    request.prompt = tokenizer->encode(prompt.text, false);  // the template writes the start token
+    request.stop_tokens = prompt.end_of_reply;
+  } else if (args.has("--prompt-tokens")) {
     request.prompt = args.token_list("--prompt-tokens");
   } else if (tokenizer) {
     try {
@@ -145,6 +213,7 @@ int run_command(int argc, char** argv) {
                      std::to_string(model.vocab));
   std::string prompt_origin;  // where a text prompt's ids came from
   if (tokenizer && !args.has("--prompt-tokens")) prompt_origin.append(" (from ").append(tokenizer->path()).append(")");
+  if (chat && request.prompt.empty()) throw InputError("tilefire run: the chat template rendered an empty prompt");
   for (int32_t t : request.prompt)
     if (uint32_t(t) >= model.vocab)
       throw InputError("tilefire run: prompt token " + std::to_string(t) + prompt_origin + " is outside the model's vocabulary [0, " +
@@ -179,6 +248,7 @@ int run_command(int argc, char** argv) {
                   model.dtype.c_str(), model.layers, engine.threads(), args.text_or("--schedule", "dataflow").c_str(),
                   options.tp > 1 ? (", " + std::to_string(options.tp) + " tensor-parallel ranks").c_str() : "");
     std::fflush(stdout);
+    if (chat) return;  // the reply only: the prompt is the template's text
     if (tokenizer) print(tokenizer->decode(request.prompt, true));  // special tokens left out
     else if (output_is_text) print(bytes_text(request.prompt));
   };
@@ -239,7 +309,10 @@ int run_command(int argc, char** argv) {
   } else {  // ids: its own tokenizer turns them into text
     auto ids = [](const std::vector<int32_t>& tokens) {
       std::string text;
-      for (int32_t t : tokens) text += (text.empty() ? "" : " ") + std::to_string(t);
+      for (int32_t t : tokens) {
+        if (!text.empty()) text += ' ';
+        text += std::to_string(t);
+      }
       return text;
     };
     std::printf("prompt tokens: %s\ngenerated tokens: %s\n", ids(result.prompt_tokens).c_str(), ids(result.tokens).c_str());

@@ -50,33 +50,6 @@ TEST(CliTokenizer, AFolderWithAnUnreadTokenizerTakesTokenIds) {
   }
 }
 
-// A byte-level BPE tokenizer.json that fits the tiny preset's vocabulary of 512: the 256 bytes, merges that
-// spell "hello" and " hello", a start token the template adds, and an end token.
-json tiny_byte_level_tokenizer() {
-  json vocab = json::object();
-  for (int byte = 0; byte < 256; ++byte) {
-    std::string spelled;
-    const char32_t c = byte_level_char(uint8_t(byte));
-    if (c < 0x80) spelled = std::string(1, char(c));
-    else spelled = {char(0xC0 | (c >> 6)), char(0x80 | (c & 0x3F))};  // below U+0800: two bytes
-    vocab[spelled] = byte;
-  }
-  const std::vector<std::pair<std::string, std::string>> merges = {{"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}, {"\u0120", "hello"}};
-  json merge_list = json::array();
-  int next = 256;
-  for (const auto& [left, right] : merges) {
-    vocab[left + right] = next++;  // 256 .. 260
-    merge_list.push_back(left + " " + right);
-  }
-  return {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}}},
-          {"added_tokens", {{{"id", 261}, {"content", "<|end|>"}, {"special", true}}, {{"id", 262}, {"content", "<|start|>"}, {"special", true}}}},
-          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-          {"post_processor", {{"type", "TemplateProcessing"},
-                              {"single", {{{"SpecialToken", {{"id", "<|start|>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
-                              {"special_tokens", {{"<|start|>", {{"id", "<|start|>"}, {"ids", {262}}}}}}}},
-          {"decoder", {{"type", "ByteLevel"}}}};
-}
-
 // A folder with a tokenizer.json: the text prompt goes through it (the template's start token, then the
 // merges), and the output prints as text: the prompt, then the generated tokens' text, special tokens
 // left out; --json's "text" is the generated text.

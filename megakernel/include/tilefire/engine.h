@@ -70,6 +70,7 @@ struct GenerateRequest {
   Sampling sampling;
   uint32_t logprobs = 0;        // K most probable tokens at every generated position
   bool stop_at_eos = true;      // stop when the model's eos token is generated
+  std::vector<int32_t> stop_tokens;  // stop at these too (a chat template's end of turn); finish_reason "eos"
   std::string trace_path;       // when set, a Chrome/Perfetto trace of one decode step is written here (the
                                 // sequence ends where it would without it)
   // Called with each generated token as soon as it is chosen, in order (GenerateResult::tokens), outside
