@@ -327,6 +327,7 @@ void Engine::Impl::check_finite_logits(const float* logits, uint32_t at) const {
 
 void Engine::Impl::rewind(uint32_t to) {
   position = to;
+  if (sequence.size() > to) sequence.resize(to);
   for (auto& rank : rank_engines) rank->position = to;
 }
 
@@ -350,6 +351,7 @@ const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* c
     if (rank_engines.empty()) {
       BoundProgram& program = prefill_program(uint32_t(chunk.size()), &chunk_compile_ms);
       logits = run(program, chunk, nullptr);
+      sequence.insert(sequence.end(), chunk.begin(), chunk.end());
     } else {
       check_not_broken();
       std::vector<BoundProgram*> programs(rank_engines.size());
@@ -367,6 +369,7 @@ const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* c
       });
       end_step_barrier();
       position += uint32_t(chunk.size());
+      sequence.insert(sequence.end(), chunk.begin(), chunk.end());
     }
     *compile_ms += chunk_compile_ms;
   }
@@ -374,7 +377,11 @@ const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* c
 }
 
 const float* Engine::Impl::decode_step(int32_t token, std::vector<TaskTiming>* trace) {
-  if (rank_engines.empty()) return run(*decode_program, {token}, trace);
+  if (rank_engines.empty()) {
+    const float* logits = run(*decode_program, {token}, trace);
+    sequence.push_back(token);
+    return logits;
+  }
   check_not_broken();
   const float* logits = nullptr;
   on_every_rank([&](Impl& r, uint32_t index) {
@@ -383,6 +390,7 @@ const float* Engine::Impl::decode_step(int32_t token, std::vector<TaskTiming>* t
   });
   end_step_barrier();
   ++position;
+  sequence.push_back(token);
   return logits;
 }
 
@@ -400,6 +408,7 @@ int32_t Engine::Impl::decode_greedy_step(int32_t token) {
     end_step_barrier();
     ++position;
   }
+  sequence.push_back(token);
   if (next.nonfinite) {
     rewind(at);
     throw nonfinite_logits(loaded().origin, at);

@@ -318,7 +318,13 @@ uint64_t Engine::kernel_launches() const {  // under tensor parallelism: rank 0'
   return cuda ? cuda->launches() : 0;
 }
 void Engine::reset() { impl_->rewind(0); }
+void Engine::rewind(uint32_t position) {
+  if (position > impl_->position)
+    throw InputError("rewind: position " + std::to_string(position) + " is past the sequence's " + std::to_string(impl_->position) + " tokens");
+  impl_->rewind(position);
+}
 uint32_t Engine::position() const { return impl_->position; }
+const std::vector<int32_t>& Engine::sequence() const { return impl_->sequence; }
 void Engine::set_schedule(Schedule schedule) {
   if (schedule != Schedule::dataflow && schedule != Schedule::bsp) throw InputError("set_schedule: not dataflow or bsp");
   impl_->schedule = schedule;
@@ -421,7 +427,14 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
       if (!probe) throw InputError("--trace: cannot write '" + request.trace_path + "'");
     }
   }
-  reset();  // only once the request is known to be good: a refused one leaves the sequence as it was
+  // Only once the request is known to be good: a refused one leaves the sequence as it was. With
+  // reuse_prefix the cache keeps the tokens that begin the prompt, all but its last (whose logits the
+  // first new token needs).
+  uint32_t kept = 0;
+  if (request.reuse_prefix)
+    while (kept < m.sequence.size() && kept + 1 < request.prompt.size() && m.sequence[kept] == request.prompt[kept]) ++kept;
+  m.rewind(kept);
+  result.reused_tokens = kept;
   result.compile_ms = m.decode_program_of_rank0().compile_ms;
   if (request.max_new_tokens == 0) {
     result.finish_reason = "length";
@@ -429,7 +442,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   }
   auto start = std::chrono::steady_clock::now();
   double prefill_compile_ms = 0;
-  const float* prefill_logits = m.prefill(request.prompt, &prefill_compile_ms);
+  const float* prefill_logits = m.prefill(std::vector<int32_t>(request.prompt.begin() + kept, request.prompt.end()), &prefill_compile_ms);
   int32_t token = pick(prefill_logits);
   result.compile_ms += prefill_compile_ms;
   result.ttft_ms = ms_since(start) - prefill_compile_ms;

@@ -110,6 +110,9 @@ struct Engine::Impl {
   std::map<uint32_t, std::unique_ptr<BoundProgram>> prefill_programs;  // by tokens per step
   uint64_t use_clock = 0;
   uint32_t position = 0;
+  // The tokens whose K and V the cache holds, in order: after every step sequence.size() == position
+  // (rank engines of a tensor-parallel group keep only their position; the group's engine keeps this).
+  std::vector<int32_t> sequence;
   Schedule schedule = Schedule::dataflow;
 
   uint32_t workers() const { return cuda ? cuda->workers() : executor->workers(); }

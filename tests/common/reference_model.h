@@ -15,6 +15,12 @@ class ReferenceModel {
   // Feeds tokens at the next positions and returns the last token's logits [vocab].
   std::vector<double> forward(const std::vector<int32_t>& tokens);
   void reset() { k_cache_.assign(spec_.layers, {}); v_cache_.assign(spec_.layers, {}); position_ = 0; }
+  // Keeps the first `position` tokens (at most those fed).
+  void rewind(uint32_t position) {
+    for (auto* cache : {&k_cache_, &v_cache_})
+      for (auto& layer : *cache) layer.resize(size_t(position) * spec_.kv_dim());
+    position_ = position;
+  }
 
  private:
   std::vector<double> weight(const std::string& name) const;

@@ -3,10 +3,12 @@
 // of 1 to 200 tokens (across the 128-token chunk), decodes, greedy decodes, schedule switches, whole
 // generate() calls, and calls that must be refused (a token outside the vocabulary, a step past the
 // context). A double-precision reference mirrors every accepted call. After each call the engine's
-// position is the mirror's; its logits are within 1e-4 of the reference's largest, and a greedy token is
+// position and sequence() are the mirror's; its logits are within 1e-4 of the reference's largest, and a greedy token is
 // the reference's where the winner is clear, as are generate()'s greedy tokens; every probability it
 // reports (logprobs, greedy or sampled) is the reference's softmax within 1e-4. A refused call leaves
-// position() where it was, and the sequence goes on from there. TILEFIRE_RANDOM_SHAPES=N runs N seeds.
+// position() where it was, and the sequence goes on from there. rewind() and generate() with
+// reuse_prefix (a prompt that begins with part of the sequence) go on from a kept prefix: their logits
+// and greedy tokens are the reference's rewound to the same place. TILEFIRE_RANDOM_SHAPES=N runs N seeds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -55,15 +57,54 @@ TEST_P(EngineSequences, FollowTheReferenceThroughRandomCalls) {
     for (int32_t& t : out) t = int32_t(below(vocab));
     return out;
   };
-  uint32_t position = 0;  // the mirror's
+  uint32_t position = 0;     // the mirror's
+  std::vector<int32_t> fed;  // the tokens the mirror holds
   for (int call = 0; call < 30 && !::testing::Test::HasFailure(); ++call) {
-    const uint32_t kind = below(10);
+    const uint32_t kind = below(12);
     std::string what;
     if (kind == 0) {
       what = "reset";
       engine.reset();
       reference.reset();
       position = 0;
+      fed.clear();
+    } else if (kind == 10) {
+      const uint32_t to = below(position + 1);
+      what = "rewind to " + std::to_string(to) + " of " + std::to_string(position);
+      EXPECT_THROW(engine.rewind(position + 1), InputError) << what;
+      engine.rewind(to);
+      reference.rewind(to);
+      position = to;
+      fed.resize(to);
+    } else if (kind == 11) {  // generate() reusing the part of the sequence its prompt begins with
+      GenerateRequest request;
+      const uint32_t kept_part = std::min<uint32_t>(below(position + 1), context - 5);
+      request.prompt.assign(fed.begin(), fed.begin() + kept_part);
+      for (int32_t t : tokens(1 + below(4))) request.prompt.push_back(t);
+      request.max_new_tokens = 1 + below(3);
+      request.stop_at_eos = false;
+      request.reuse_prefix = true;
+      uint32_t expected_reuse = 0;
+      while (expected_reuse < fed.size() && expected_reuse + 1 < request.prompt.size() && fed[expected_reuse] == request.prompt[expected_reuse])
+        ++expected_reuse;
+      what = "greedy generate from " + std::to_string(request.prompt.size()) + " tokens reusing " + std::to_string(expected_reuse);
+      const GenerateResult result = engine.generate(request);
+      EXPECT_EQ(result.reused_tokens, expected_reuse) << what;
+      reference.rewind(expected_reuse);
+      std::vector<double> logits = reference.forward(std::vector<int32_t>(request.prompt.begin() + expected_reuse, request.prompt.end()));
+      for (size_t i = 0; i < result.tokens.size(); ++i) {
+        const int32_t expected = clear_winner(logits);
+        if (expected < 0) break;  // a near tie: the two may go different ways from here
+        EXPECT_EQ(result.tokens[i], expected) << what << ", token " << i;
+        if (result.tokens[i] != expected) break;
+        logits = reference.forward({result.tokens[i]});
+      }
+      // The cache holds the prompt and every generated token but the last: the mirror rebuilt so.
+      fed = request.prompt;
+      if (!result.tokens.empty()) fed.insert(fed.end(), result.tokens.begin(), result.tokens.end() - 1);
+      reference.reset();
+      reference.forward(fed);
+      position = uint32_t(fed.size());
     } else if (kind <= 2) {
       const uint32_t lengths[] = {1, 2, 5, 8, 127, 128, 129, below(200) + 1};
       const std::vector<int32_t> prompt = tokens(lengths[below(std::size(lengths))]);
@@ -73,6 +114,7 @@ TEST_P(EngineSequences, FollowTheReferenceThroughRandomCalls) {
       } else {
         expect_logits_match_reference(engine.prefill(prompt), reference.forward(prompt), what);
         position += uint32_t(prompt.size());
+        fed.insert(fed.end(), prompt.begin(), prompt.end());
       }
     } else if (kind <= 5) {
       const int32_t token = int32_t(below(vocab));
@@ -85,9 +127,11 @@ TEST_P(EngineSequences, FollowTheReferenceThroughRandomCalls) {
         const int32_t expected = clear_winner(reference.forward({token}));
         if (expected >= 0) EXPECT_EQ(got, expected) << what;
         ++position;
+        fed.push_back(token);
       } else {
         expect_logits_match_reference(engine.decode(token), reference.forward({token}), what);
         ++position;
+        fed.push_back(token);
       }
     } else if (kind == 6) {  // a token outside the vocabulary (a step past the context is refused anyway)
       std::vector<int32_t> prompt = tokens(1 + below(4));
@@ -141,8 +185,10 @@ TEST_P(EngineSequences, FollowTheReferenceThroughRandomCalls) {
       engine.reset();  // generate() leaves its sequence in the cache: start the mirror afresh
       reference.reset();
       position = 0;
+      fed.clear();
     }
     ASSERT_EQ(engine.position(), position) << "after call " << call << ": " << what;
+    ASSERT_EQ(engine.sequence(), fed) << "after call " << call << ": " << what;
   }
 }
 

@@ -71,6 +71,9 @@ struct GenerateRequest {
   uint32_t logprobs = 0;        // K most probable tokens at every generated position
   bool stop_at_eos = true;      // stop when the model's eos token is generated
   std::vector<int32_t> stop_tokens;  // stop at these too (a chat template's end of turn); finish_reason "eos"
+  // Keep what the KV cache already holds of the prompt's beginning (Engine::sequence(): a conversation's
+  // earlier turns, a shared system prompt) and prefill only the rest; otherwise the sequence starts anew.
+  bool reuse_prefix = false;
   std::string trace_path;       // when set, a Chrome/Perfetto trace of one decode step is written here (the
                                 // sequence ends where it would without it)
   // Called with each generated token as soon as it is chosen, in order (GenerateResult::tokens), outside
@@ -94,6 +97,7 @@ struct GenerateResult {
   uint32_t tasks_per_step = 0;   // of the decode program
   uint32_t events_per_step = 0;
   std::string finish_reason;  // "length" (max_new_tokens), "eos", or "context" (the KV cache is full)
+  uint32_t reused_tokens = 0;  // prompt tokens the cache already held (GenerateRequest::reuse_prefix)
   bool trace_written = false;  // a decode step's trace went to GenerateRequest::trace_path
 };
 
@@ -135,12 +139,17 @@ class Engine {
   // are logits that are NaN or infinite (the weights hold such values), on every call. A call that throws
   // InputError leaves position() where it was.
   void reset();
+  // Keeps the first `position` tokens of the sequence (InputError past position()): the next step
+  // continues from there, as if the tokens after it had never been fed.
+  void rewind(uint32_t position);
   std::vector<float> prefill(const std::vector<int32_t>& tokens);
   std::vector<float> decode(int32_t token);
   // decode() for greedy generation: returns the most probable next token. On the cuda backend the argmax
   // is reduced on the device and no logits are copied back. NaN or Inf logits are an InputError.
   int32_t decode_greedy(int32_t token);
   uint32_t position() const;  // tokens in the KV cache
+  // Those tokens, in order (generate() leaves its prompt and every generated token but the last).
+  const std::vector<int32_t>& sequence() const;
 
   // Decode steps run with the given schedule from now on (same program, same tiles).
   void set_schedule(Schedule schedule);
