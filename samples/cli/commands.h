@@ -3,6 +3,7 @@
 namespace tilefire::cli {
 
 int run_command(int argc, char** argv);        // tilefire run
+int chat_command(int argc, char** argv);       // tilefire chat
 int gen_model_command(int argc, char** argv);  // tilefire gen-model
 int bench_command(int argc, char** argv);      // tilefire bench
 int plan_command(int argc, char** argv);       // tilefire plan

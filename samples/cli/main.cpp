@@ -13,6 +13,7 @@ const char* kUsage = R"(usage: tilefire <command> [flags]
 
 commands:
   run        generate text from a model (the built-in sample without --model)
+  chat       talk with an instruct model in its chat template, a message per line
   bench      decode speed, achieved memory bandwidth, dataflow vs bsp
   plan       how a model splits over tensor-parallel ranks, and what each rank needs
   inspect    a compiled program's shape, and its critical path on a device model
@@ -32,12 +33,13 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   try {
     if (command == "run") return tilefire::cli::run_command(argc, argv);
+    if (command == "chat") return tilefire::cli::chat_command(argc, argv);
     if (command == "gen-model") return tilefire::cli::gen_model_command(argc, argv);
     if (command == "bench") return tilefire::cli::bench_command(argc, argv);
     if (command == "plan") return tilefire::cli::plan_command(argc, argv);
     if (command == "inspect") return tilefire::cli::inspect_command(argc, argv);
     if (command == "simulate") return tilefire::cli::simulate_command(argc, argv);
-    std::fprintf(stderr, "tilefire: error: unknown command '%s' (expected run, bench, plan, inspect, simulate or gen-model)\n", command.c_str());
+    std::fprintf(stderr, "tilefire: error: unknown command '%s' (expected run, chat, bench, plan, inspect, simulate or gen-model)\n", command.c_str());
     return 2;
   } catch (const tilefire::InputError& e) {
     // Messages thrown by the commands may already start with "tilefire <command>: "; print it once.

@@ -2,7 +2,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <string_view>
 #include <optional>
@@ -12,8 +11,8 @@
 
 #include "args.h"
 #include "backend_flags.h"
+#include "chat_flags.h"
 #include "commands.h"
-#include "tilefire/chat.h"
 #include "tilefire/engine.h"
 #include "tilefire/tokenizer.h"
 
@@ -78,54 +77,6 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --trace FILE           write a Chrome/Perfetto trace of one decode step
 )";
 
-// The prompt text of --chat, --system and --messages: the conversation through the chat template.
-struct ChatPrompt {
-  std::string text;
-  std::vector<int32_t> end_of_reply;
-};
-
-ChatPrompt chat_prompt(const Args& args, const std::string& model_dir, const Tokenizer* tokenizer) {
-  if (!tokenizer)
-    throw InputError("tilefire run: --chat and --messages need the model's tokenizer.json" +
-                     std::string(model_dir.empty() ? " (the built-in sample has none: give --model DIR)" : ", which " + model_dir + " lacks"));
-  std::unique_ptr<ChatTemplate> chat_template = args.has("--chat-template") ? ChatTemplate::of_file(*args.text("--chat-template"), model_dir)
-                                                                          : ChatTemplate::of_model_folder(model_dir);
-  if (!chat_template)
-    throw InputError("tilefire run: " + model_dir + " has no chat template (no \"chat_template\" in tokenizer_config.json, no "
-                     "chat_template.jinja): give one with --chat-template FILE, or a plain --prompt");
-  nlohmann::ordered_json messages = nlohmann::ordered_json::array(), variables = nlohmann::ordered_json::object();
-  if (const auto file = args.text("--messages")) {
-    std::ifstream in(*file, std::ios::binary);
-    std::error_code ignored;
-    if (!in || std::filesystem::is_directory(*file, ignored)) throw InputError("tilefire run: --messages: cannot read " + *file);
-    nlohmann::ordered_json loaded;
-    try {
-      loaded = nlohmann::ordered_json::parse(in);
-    } catch (const nlohmann::ordered_json::exception& error) {
-      throw InputError("tilefire run: --messages: " + *file + " is not JSON (" + error.what() + ")");
-    }
-    if (loaded.is_object()) {
-      if (!loaded.contains("messages")) throw InputError("tilefire run: --messages: " + *file + " is an object without \"messages\"");
-      messages = loaded.at("messages");
-      loaded.erase("messages");
-      variables = loaded;
-    } else {
-      messages = loaded;
-    }
-    if (!messages.is_array()) throw InputError("tilefire run: --messages: " + *file + ": \"messages\" must be a list");
-  }
-  if (const auto system = args.text("--system")) messages.insert(messages.begin(), nlohmann::ordered_json{{"role", "system"}, {"content", *system}});
-  if (const auto message = args.text("--chat")) messages.push_back(nlohmann::ordered_json{{"role", "user"}, {"content", *message}});
-  ChatPrompt prompt;
-  try {
-    prompt.text = chat_template->render_json(messages.dump(), true, variables.dump());
-  } catch (const InputError& error) {
-    throw InputError(std::string("tilefire run: the chat template: ") + error.what());
-  }
-  prompt.end_of_reply = chat_template->end_of_reply_tokens(*tokenizer);
-  return prompt;
-}
-
 // Standard output, unbuffered in effect: a streamed piece shows at once (fwrite: the text may hold a NUL).
 void print(std::string_view text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -184,9 +135,10 @@ int run_command(int argc, char** argv) {
   GenerateRequest request;
   const std::string prompt_text = args.text_or("--prompt", "Once upon a time");
   if (chat) {
-    const ChatPrompt prompt = chat_prompt(args, options.model_dir, tokenizer.get());
-    request.prompt = tokenizer->encode(prompt.text, false);  // the template writes the start token
-    request.stop_tokens = prompt.end_of_reply;
+    Conversation conversation = begin_conversation(args, options.model_dir, tokenizer.get(), "tilefire run");
+    if (const auto message = args.text("--chat")) conversation.add("user", *message);
+    request.prompt = tokenizer->encode(conversation.render("tilefire run"), false);  // the template writes the start token
+    request.stop_tokens = conversation.end_of_reply;
   } else if (args.has("--prompt-tokens")) {
     request.prompt = args.token_list("--prompt-tokens");
   } else if (tokenizer) {

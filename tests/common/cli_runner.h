@@ -36,9 +36,11 @@ inline std::string shell_quote(const std::string& text) {
   return quoted + "'";
 }
 
-// Runs `tilefire args...` with stdin from /dev/null; a run longer than timeout_s is killed (status 124).
-// With `cwd`, it runs there (relative paths it writes land there, not in the test's directory).
-inline RunResult run_cli(const std::vector<std::string>& args, int timeout_s = 60, const std::string& cwd = "") {
+// Runs `tilefire args...` with stdin from `stdin_path` (/dev/null by default); a run longer than timeout_s
+// is killed (status 124). With `cwd`, it runs there (relative paths it writes land there, not in the test's
+// directory).
+inline RunResult run_cli(const std::vector<std::string>& args, int timeout_s = 60, const std::string& cwd = "",
+                         const std::string& stdin_path = "/dev/null") {
   static std::atomic<int> counter{0};
   const std::string base = (std::filesystem::temp_directory_path() /
                             ("tilefire-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
@@ -57,7 +59,7 @@ inline RunResult run_cli(const std::vector<std::string>& args, int timeout_s = 6
     result.command.push_back(' ');
     result.command.append(plain ? arg : shell_quote(arg));
   }
-  line += " </dev/null >" + shell_quote(out_path) + " 2>" + shell_quote(err_path);
+  line += " <" + shell_quote(stdin_path) + " >" + shell_quote(out_path) + " 2>" + shell_quote(err_path);
   const int raw = std::system(line.c_str());
   if (raw != -1 && WIFEXITED(raw)) {
     result.status = WEXITSTATUS(raw);

@@ -101,7 +101,7 @@ TEST(CliChat, WhatAChatCannotRunWithIsRefusedByName) {
   write_file_text(dir.path() / "nomessages.json", R"({"greeting": "hey"})");
   const std::string m = model.string();
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"--chat", "hi"}, "need the model's tokenizer.json (the built-in sample has none"},
+      {{"--chat", "hi"}, "a chat needs the model's tokenizer.json (the built-in sample has none"},
       {{"--model", bare.string(), "--chat", "hi"}, "has no chat template"},
       {{"--model", m, "--chat", "hi", "--prompt", "x"}, "give them or --prompt / --prompt-tokens, not both"},
       {{"--model", m, "--system", "x"}, "--system goes with --chat or --messages"},
@@ -120,6 +120,94 @@ TEST(CliChat, WhatAChatCannotRunWithIsRefusedByName) {
     EXPECT_EQ(refused.status, 2) << describe(refused);
     EXPECT_NE(refused.err.find(message), std::string::npos) << describe(refused);
     EXPECT_EQ(refused.out, "") << describe(refused);
+  }
+}
+
+}  // namespace
+}  // namespace tilefire::testing
+
+namespace tilefire::testing {
+namespace {
+
+// `tilefire chat` on `input` (its standard input), with `flags`: status 0 and one JSON object per turn.
+std::vector<json> chat_turns(const fs::path& model, const TempDir& dir, const std::string& input, std::vector<std::string> flags = {}) {
+  write_file_text(dir.path() / "input.txt", input);
+  std::vector<std::string> args = {"chat", "--model", model.string(), "--max-new-tokens", "4", "--threads", "2", "--json"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  const RunResult r = run_cli(args, 60, "", (dir.path() / "input.txt").string());
+  EXPECT_EQ(r.status, 0) << describe(r);
+  std::vector<json> turns;
+  size_t start = 0;
+  for (size_t end = r.out.find('\n'); end != std::string::npos; start = end + 1, end = r.out.find('\n', start))
+    turns.push_back(json::parse(r.out.substr(start, end - start)));
+  EXPECT_EQ(start, r.out.size()) << "every line a JSON object: " << describe(r);
+  return turns;
+}
+
+// Each line a user message; the second turn's prompt is the template over both turns (the first reply
+// included), and the cache keeps what it shares with the first turn's prompt and reply.
+TEST(CliChat, ChatKeepsTheConversationAndReusesItsCache) {
+  TempDir dir("cli-chat-command");
+  const fs::path model = chat_model(dir, "tiny-chat-command");
+  const std::vector<json> turns = chat_turns(model, dir, "hello\nmore\\\nlines\n\n");
+  ASSERT_EQ(turns.size(), 2u);
+  const std::vector<int32_t> first = encode(model, "<|start|>user: hello<|end|>assistant:");
+  EXPECT_EQ(turns[0].at("prompt_tokens"), first.size());
+  EXPECT_EQ(turns[0].at("reused_tokens"), 0);
+  const std::string reply = turns[0].at("text").get<std::string>();
+  const std::vector<int32_t> second =
+      encode(model, "<|start|>user: hello<|end|>assistant: " + reply + "<|end|>user: more\nlines<|end|>assistant:");
+  EXPECT_EQ(turns[1].at("prompt_tokens"), second.size()) << turns[1].dump();
+  // What the cache held after the first turn: its prompt and every generated token but the last.
+  std::vector<int32_t> held = first;
+  const std::vector<int32_t> generated = turns[0].at("tokens").get<std::vector<int32_t>>();
+  held.insert(held.end(), generated.begin(), generated.end() - 1);
+  size_t shared = 0;
+  while (shared < held.size() && shared + 1 < second.size() && held[shared] == second[shared]) ++shared;
+  EXPECT_EQ(turns[1].at("reused_tokens"), shared) << turns[1].dump();
+  EXPECT_GE(shared, first.size());
+
+  // /reset starts over: the same first turn again, nothing reused.
+  const std::vector<json> again = chat_turns(model, dir, "hello\n/reset\nhello\n/exit\nnever read\n");
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[1].at("prompt_tokens"), first.size());
+  EXPECT_EQ(again[1].at("reused_tokens"), 0);
+  EXPECT_EQ(again[1].at("tokens"), again[0].at("tokens")) << "greedy: the same reply";
+
+  // Text: the model line, then each reply on its own line.
+  write_file_text(dir.path() / "input.txt", "hello\nmore\n");
+  const RunResult text = run_cli({"chat", "--model", model.string(), "--max-new-tokens", "3", "--stats"}, 60, "", (dir.path() / "input.txt").string());
+  ASSERT_EQ(text.status, 0) << describe(text);
+  EXPECT_EQ(text.out.rfind("model: " + model.string(), 0), 0u) << text.out;
+  EXPECT_EQ(std::count(text.out.begin(), text.out.end(), '\n'), 3) << text.out;
+  EXPECT_NE(text.err.find("reused;"), std::string::npos) << text.err;
+}
+
+// A message the template refuses, or one that overflows the context, is dropped with its reason on
+// standard error, and the chat goes on; what a chat cannot start with is refused.
+TEST(CliChat, ChatDropsAMessageItCannotTakeAndGoesOn) {
+  TempDir dir("cli-chat-command-errors");
+  const fs::path model = chat_model(dir, "tiny-chat-command-errors");
+  write_file_text(model / "chat_template.jinja",
+                  "{% for m in messages %}{% if m.content == 'bad' %}{{ raise_exception('no bad words') }}{% endif %}"
+                  "{{ m.role }}: {{ m.content }}<|end|>{% endfor %}assistant:");
+  write_file_text(dir.path() / "input.txt", "bad\nok\n" + std::string(200, 'x') + "\nfine\n");
+  const RunResult r = run_cli({"chat", "--model", model.string(), "--max-new-tokens", "2", "--json", "--max-context", "64"}, 60, "",
+                              (dir.path() / "input.txt").string());
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find("the template raised an error: no bad words"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("and the context holds 64 (--max-context): /reset to start over"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << "two replies: " << r.out;
+  const json first = json::parse(r.out.substr(0, r.out.find('\n')));
+  EXPECT_EQ(first.at("prompt_tokens"), encode(model, "user: ok<|end|>assistant:").size()) << "the refused message is dropped";
+
+  for (const auto& [flags, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"chat"}, "--model DIR is required"},
+           {{"chat", "--model", gen_tiny_model(dir, "tiny-no-tokenizer").string()}, "a chat needs the model's tokenizer.json"},
+           {{"chat", "--model", model.string(), "--prompt", "x"}, "--prompt"}}) {
+    const RunResult refused = run_cli(flags);
+    EXPECT_EQ(refused.status, 2) << describe(refused);
+    EXPECT_NE(refused.err.find(message), std::string::npos) << describe(refused);
   }
 }
 

@@ -1,0 +1,173 @@
+// tilefire chat: a conversation with an instruct model, one user message per line of standard input, each
+// reply streamed as it is generated. Earlier turns stay in the KV cache (GenerateRequest::reuse_prefix), so
+// a turn prefills only what the template adds since the last one.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "args.h"
+#include "backend_flags.h"
+#include "chat_flags.h"
+#include "commands.h"
+#include "tilefire/engine.h"
+#include "tilefire/tokenizer.h"
+
+namespace tilefire::cli {
+
+namespace {
+
+const char* kChatHelp = R"(usage: tilefire chat --model DIR [flags]
+
+Each line of standard input is a user message, put with the conversation so far in the model's chat
+template (tokenizer_config.json or chat_template.jinja); the reply prints as it is generated and ends at
+the template's end of reply. A line ending in a backslash continues on the next. "/reset" starts the
+conversation over, "/exit" or the end of input ends it. Earlier turns stay in the KV cache: each turn
+prefills only what is new.
+
+  --model DIR            Hugging Face folder with tokenizer.json and a chat template (required)
+  --system TEXT          a system message first
+  --messages FILE        the conversation so far: a JSON list of messages, or an object with "messages"
+                         and the template's other variables ("tools", "enable_thinking", ...)
+  --chat-template FILE   a Jinja chat template instead of the folder's
+  --max-new-tokens N     tokens per reply at most (default 1024)
+  --temperature T        0 = greedy (default 0)
+  --top-k K, --top-p P   sampling cuts (0 and 1: off)
+  --seed S               sampling seed (default 0; each turn draws from seed + turn)
+  --threads N            worker threads (default: all cores)
+  --max-context N        KV-cache positions: the whole conversation must fit (default min(model, 4096))
+  --schedule dataflow|bsp, --policy NAME
+  --stats                after each reply, its tokens, the prompt tokens prefilled and reused, time to
+                         first token and decode speed, on standard error
+  --json                 one JSON object per turn instead of text: turn, prompt_tokens, reused_tokens,
+                         tokens, text, finish_reason, ttft_ms, decode_tok_s
+)";
+
+// One message from standard input: a line, joined with the next while it ends in a backslash. False at
+// the end of input.
+bool read_message(std::string& message) {
+  message.clear();
+  std::string line;
+  bool any = false;
+  while (std::getline(std::cin, line)) {
+    any = true;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty() && line.back() == '\\') {
+      line.pop_back();
+      message += line + "\n";
+      continue;
+    }
+    message += line;
+    return true;
+  }
+  return any;
+}
+
+void print(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int chat_command(int argc, char** argv) {
+  std::vector<std::string> switches{"--json", "--stats", "--help"}, valued{"--model", "--system", "--messages", "--chat-template",
+      "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--threads", "--max-context", "--schedule", "--policy"};
+  for (const std::string& flag : backend_switches()) switches.push_back(flag);
+  for (const std::string& flag : backend_valued()) valued.push_back(flag);
+  Args args("chat", switches, valued);
+  args.parse(argc, argv, 2);
+  if (args.has("--help")) {
+    std::fputs(kChatHelp, stdout);
+    std::fputs(kBackendHelp, stdout);
+    return 0;
+  }
+  const std::string command = "tilefire chat";
+  EngineOptions options;
+  options.model_dir = args.text_or("--model", "");
+  if (options.model_dir.empty()) throw InputError(command + ": --model DIR is required (a folder with tokenizer.json and a chat template)");
+  options.threads = uint32_t(args.unsigned_or("--threads", 0, 1, 256));
+  const std::string schedule = args.text_or("--schedule", "dataflow");
+  if (schedule != "dataflow" && schedule != "bsp") throw InputError(command + ": --schedule expects dataflow or bsp, got '" + schedule + "'");
+  options.schedule = schedule == "bsp" ? Schedule::bsp : Schedule::dataflow;
+  options.policy = args.text_or("--policy", "");
+  options.max_context = uint32_t(args.unsigned_or("--max-context", 0, 1, 1u << 24));
+  apply_backend_flags(args, options);
+
+  const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::of_model_folder(options.model_dir);
+  Conversation conversation = begin_conversation(args, options.model_dir, tokenizer.get(), command);
+  const nlohmann::ordered_json first_messages = conversation.messages;
+  GenerateRequest request;
+  request.max_new_tokens = uint32_t(args.unsigned_or("--max-new-tokens", 1024, 1, 1u << 24));
+  request.sampling.temperature = float(args.number_or("--temperature", 0.0, 0.0, 100.0));
+  request.sampling.top_k = uint32_t(args.unsigned_or("--top-k", 0, 0, 1u << 30));
+  request.sampling.top_p = float(args.number_or("--top-p", 1.0, 1e-6, 1.0));
+  const uint64_t seed = args.unsigned_or("--seed", 0);
+  request.stop_tokens = conversation.end_of_reply;
+  request.reuse_prefix = true;
+  const bool json = args.has("--json"), stats = args.has("--stats");
+
+  Engine engine(options);
+  const ModelInfo& model = engine.model();
+  if (!json)
+    print("model: " + model.origin + " (" + model.architecture + ", " + model.dtype + ", " + std::to_string(model.layers) +
+          " layers), " + std::to_string(engine.threads()) + (options.backend == Backend::cuda ? " CTAs" : " threads") +
+          "; a line is a message, /reset starts over, /exit ends\n");
+  const bool interactive = isatty(STDIN_FILENO) && !json;
+  std::string message;
+  for (uint64_t turn = 1;; ++turn) {
+    if (interactive) print("> ");
+    if (!read_message(message) || message == "/exit") break;
+    if (message == "/reset") {
+      conversation.messages = first_messages;
+      engine.reset();
+      continue;
+    }
+    if (message.empty()) continue;
+    conversation.add("user", message);
+    std::vector<int32_t> prompt;
+    try {
+      prompt = tokenizer->encode(conversation.render(command), false);
+      for (int32_t t : prompt)
+        if (t < 0 || uint32_t(t) >= model.vocab)
+          throw InputError(command + ": token " + std::to_string(t) + " of the conversation is outside the model's vocabulary");
+      if (prompt.size() + 1 > model.max_context)
+        throw InputError(command + ": the conversation is " + std::to_string(prompt.size()) + " tokens and the context holds " +
+                         std::to_string(model.max_context) + " (--max-context): /reset to start over");
+    } catch (const InputError& error) {  // this message cannot go on: say why, drop it, read the next
+      conversation.messages.erase(conversation.messages.end() - 1);
+      std::fprintf(stderr, "%s\n", error.what());
+      continue;
+    }
+    request.prompt = prompt;
+    request.sampling.seed = seed + turn;
+    StreamingText stream(*tokenizer, prompt);
+    request.on_token = [&](int32_t token) {
+      if (!json) print(stream.add(token));
+    };
+    const GenerateResult result = engine.generate(request);
+    const std::string reply = tokenizer->continuation(prompt, result.tokens);  // special tokens (the end of reply) left out
+    conversation.add("assistant", reply);
+    if (json) {
+      const nlohmann::json line = {{"turn", turn}, {"prompt_tokens", result.prompt_tokens.size()}, {"reused_tokens", result.reused_tokens},
+                                   {"tokens", result.tokens}, {"text", reply}, {"finish_reason", result.finish_reason},
+                                   {"ttft_ms", result.ttft_ms}, {"decode_tok_s", result.decode_tok_s}};
+      print(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    } else {
+      print(stream.finish() + "\n");
+    }
+    if (stats)
+      std::fprintf(stderr, "(%zu tokens, %s; prompt %zu tokens, %u reused; first token %.1f ms, %.1f tokens/s)\n", result.tokens.size(),
+                   result.finish_reason.c_str(), result.prompt_tokens.size(), result.reused_tokens, result.ttft_ms, result.decode_tok_s);
+    if (result.finish_reason == "context") {
+      std::fprintf(stderr, "%s: the context of %u positions is full: /reset to start over\n", command.c_str(), model.max_context);
+    }
+  }
+  if (interactive) print("\n");
+  return 0;
+}
+
+}  // namespace tilefire::cli

@@ -1,0 +1,57 @@
+// The chat template and conversation flags shared by `tilefire run --chat` and `tilefire chat`.
+#include "chat_flags.h"
+
+#include <filesystem>
+#include <fstream>
+
+namespace tilefire::cli {
+
+void Conversation::add(const std::string& role, const std::string& content) {
+  messages.push_back(nlohmann::ordered_json{{"role", role}, {"content", content}});
+}
+
+std::string Conversation::render(const std::string& command) const {
+  try {
+    return chat_template->render_json(messages.dump(), true, variables.dump());
+  } catch (const InputError& error) {
+    throw InputError(command + ": the chat template: " + error.what());
+  }
+}
+
+Conversation begin_conversation(const Args& args, const std::string& model_dir, const Tokenizer* tokenizer, const std::string& command) {
+  if (!tokenizer)
+    throw InputError(command + ": a chat needs the model's tokenizer.json" +
+                     std::string(model_dir.empty() ? " (the built-in sample has none: give --model DIR)" : ", which " + model_dir + " lacks"));
+  Conversation conversation;
+  conversation.chat_template = args.has("--chat-template") ? ChatTemplate::of_file(*args.text("--chat-template"), model_dir)
+                                                           : ChatTemplate::of_model_folder(model_dir);
+  if (!conversation.chat_template)
+    throw InputError(command + ": " + model_dir + " has no chat template (no \"chat_template\" in tokenizer_config.json, no "
+                     "chat_template.jinja): give one with --chat-template FILE" + (command == "tilefire run" ? ", or a plain --prompt" : ""));
+  if (const auto file = args.text("--messages")) {
+    std::ifstream in(*file, std::ios::binary);
+    std::error_code ignored;
+    if (!in || std::filesystem::is_directory(*file, ignored)) throw InputError(command + ": --messages: cannot read " + *file);
+    nlohmann::ordered_json loaded;
+    try {
+      loaded = nlohmann::ordered_json::parse(in);
+    } catch (const nlohmann::ordered_json::exception& error) {
+      throw InputError(command + ": --messages: " + *file + " is not JSON (" + error.what() + ")");
+    }
+    if (loaded.is_object()) {
+      if (!loaded.contains("messages")) throw InputError(command + ": --messages: " + *file + " is an object without \"messages\"");
+      conversation.messages = loaded.at("messages");
+      loaded.erase("messages");
+      conversation.variables = loaded;
+    } else {
+      conversation.messages = loaded;
+    }
+    if (!conversation.messages.is_array()) throw InputError(command + ": --messages: " + *file + ": \"messages\" must be a list");
+  }
+  if (const auto system = args.text("--system"))
+    conversation.messages.insert(conversation.messages.begin(), nlohmann::ordered_json{{"role", "system"}, {"content", *system}});
+  conversation.end_of_reply = conversation.chat_template->end_of_reply_tokens(*tokenizer);
+  return conversation;
+}
+
+}  // namespace tilefire::cli
