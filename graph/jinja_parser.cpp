@@ -55,6 +55,7 @@ class Parser {
 
   // Statements until a block tag named in `ends` (left for the caller) or the end of the template.
   Body body(const std::set<std::string, std::less<>>& ends) {
+    const Nest nest(*this);
     Body nodes;
     while (true) {
       const Token& token = current();
@@ -265,6 +266,7 @@ class Parser {
   }
 
   ExprPtr expression(bool with_condition) {
+    const Nest nest(*this);
     ExprPtr value = or_expression();
     while (with_condition && at_name("if")) {
       const int line = current().line;
@@ -299,6 +301,7 @@ class Parser {
   ExprPtr and_expression() { return logical(Expr::Kind::logical_and, "and", &Parser::not_expression); }
 
   ExprPtr not_expression() {
+    const Nest nest(*this);
     if (at_name("not")) {
       auto node = expr(Expr::Kind::logical_not, current().line);
       ++pos_;
@@ -392,6 +395,7 @@ class Parser {
   }
 
   ExprPtr unary(bool with_filter) {
+    const Nest nest(*this);
     ExprPtr node;
     if (at_op("-") || at_op("+")) {
       node = expr(at_op("-") ? Expr::Kind::negate : Expr::Kind::plus, current().line);
@@ -620,10 +624,22 @@ class Parser {
     }
   }
 
+  // Nesting (blocks in blocks, brackets in brackets, `not not`, `- -`) is parsed by recursion: past
+  // kMaxNesting levels the template is refused, rather than the stack overflowing.
+  static constexpr int kMaxNesting = 256;
+  struct Nest {
+    Parser& parser;
+    explicit Nest(Parser& p) : parser(p) {
+      if (++parser.nesting_ > kMaxNesting) parser.fail("the template nests more than " + std::to_string(kMaxNesting) + " levels deep");
+    }
+    ~Nest() { --parser.nesting_; }
+  };
+
   const std::vector<Token>& tokens_;
   const std::string& origin_;
   size_t pos_ = 0;
   int loop_depth_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace
