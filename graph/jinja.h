@@ -19,6 +19,11 @@ namespace tilefire::jinja {
 
 struct Node;
 
+// JSON text of a template's variables (messages, tools, ...). Python's json.loads keeps an integer past 64
+// bits exact; Tilefire's integers have 64 bits, and nlohmann would silently make it a float. InputError
+// "WHAT: ..." for such an integer, and for text that is not JSON.
+nlohmann::ordered_json parse_variables_json(std::string_view text, const std::string& what);
+
 class Template {
  public:
   // Parses `source`. InputError "ORIGIN: line N: ..." when it is not a template or uses what Tilefire does

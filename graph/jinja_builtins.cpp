@@ -1,55 +1,68 @@
 // The filters and tests of chat templates: Jinja2's built-ins with their Python meaning, and
 // transformers' tojson.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <map>
 
-#include "graph/jinja_syntax.h"
+#include "graph/jinja_filters.h"
 
 namespace tilefire::jinja {
-namespace {
 
-using Args = const Arguments&;
-using Kwargs = const KeywordArguments&;
-
-// A filter's parameters by position or keyword, as Python binds them.
-class Parameters {
- public:
-  Parameters(const char* filter, Args args, Kwargs kwargs, std::vector<const char*> names) : filter_(filter) {
-    if (args.size() > names.size()) throw ValueError(std::string(filter) + " takes at most " + std::to_string(names.size()) + " arguments");
-    values_.resize(names.size());
-    for (size_t i = 0; i < args.size(); ++i) values_[i] = &args[i];
-    for (const auto& [key, value] : kwargs) {
-      const auto it = std::find_if(names.begin(), names.end(), [&](const char* n) { return key == n; });
-      if (it == names.end()) throw ValueError(std::string(filter) + " got an unexpected keyword argument '" + key + "'");
-      values_[size_t(it - names.begin())] = &value;
-    }
-  }
-  const Value* get(size_t i) const { return values_[i]; }
-  bool flag(size_t i, bool fallback) const { return values_[i] ? truthy(*values_[i]) : fallback; }
-  const Value* string(size_t i) const {
-    if (values_[i] && !values_[i]->is_none() && !values_[i]->is_string()) throw ValueError(std::string(filter_) + " takes a string here");
-    return values_[i] && !values_[i]->is_none() ? values_[i] : nullptr;
-  }
-
- private:
-  const char* filter_;
-  std::vector<const Value*> values_;
-};
-
-// Jinja2's environment.getitem along a dotted path ("function.name", "0"), as the attribute= of filters.
-Value attribute_path(const Value& item, const std::string& path) {
-  Value value = item;
-  size_t start = 0;
-  while (true) {
-    const size_t dot = path.find('.', start);
-    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    value = value.is_undefined() ? value : get_item(value, digits ? Value::of(int64_t(std::stoll(part))) : Value::of(part));
-    if (dot == std::string::npos) return value;
-    start = dot + 1;
+Parameters::Parameters(const char* filter, Args args, Kwargs kwargs, std::vector<const char*> names) : filter_(filter) {
+  if (args.size() > names.size()) throw ValueError(std::string(filter) + " takes at most " + std::to_string(names.size()) + " arguments");
+  values_.resize(names.size());
+  for (size_t i = 0; i < args.size(); ++i) values_[i] = &args[i];
+  for (const auto& [key, value] : kwargs) {
+    const auto it = std::find_if(names.begin(), names.end(), [&](const char* n) { return key == n; });
+    if (it == names.end()) throw ValueError(std::string(filter) + " got an unexpected keyword argument '" + key + "'");
+    values_[size_t(it - names.begin())] = &value;
   }
 }
+
+const Value* Parameters::string(size_t i) const {
+  if (values_[i] && !values_[i]->is_none() && !values_[i]->is_string()) throw ValueError(std::string(filter_) + " takes a string here");
+  return values_[i] && !values_[i]->is_none() ? values_[i] : nullptr;
+}
+
+Value attribute_path(const Value& item, const Value& attribute, const Value* fallback) {
+  // Jinja2's _prepare_attribute_parts: None is no step, a string splits at its dots (a part of digits is
+  // an index), anything else is one step.
+  std::vector<Value> parts;
+  if (attribute.is_string()) {
+    size_t start = 0;
+    while (true) {
+      const size_t dot = attribute.text.find('.', start);
+      const std::string part = attribute.text.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+      int64_t index = 0;
+      if (!digits) parts.push_back(Value::of(part));
+      else if (std::from_chars(part.data(), part.data() + part.size(), index).ec == std::errc()) parts.push_back(Value::of(index));
+      else parts.push_back(Value::undefined("index " + part + " out of range"));  // past 64 bits: no item has it
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+  } else if (!attribute.is_none()) {
+    parts.push_back(attribute);
+  }
+  Value value = item;
+  for (const Value& part : parts) {
+    value = get_item(value, part);
+    if (fallback && value.is_undefined()) value = *fallback;
+  }
+  return value;
+}
+
+Value sort_key(const Value& item, const Value* attribute, bool case_sensitive) {
+  Value key = attribute ? attribute_path(item, *attribute) : item;
+  if (!case_sensitive && key.is_string()) {
+    require_ascii_case(key.text, "case-insensitive comparison");
+    for (char& c : key.text) c = char(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return key;
+}
+
+namespace {
 
 Value to_string_value(const Value& v) { return Value::of(to_str(v)); }
 
@@ -99,14 +112,19 @@ Value filter_string(const Value& input, Args args, Kwargs kwargs) {
   return to_string_value(input);
 }
 
+// Jinja2's do_first: next(iter(value)), which takes one item from an iterator.
 Value filter_first(const Value& input, Args args, Kwargs kwargs) {
   Parameters("first", args, kwargs, {});
+  Value item;
+  if (input.type == Value::Type::iterator) return input.iterator->next(item) ? item : Value::undefined("No first item, sequence was empty.");
   const List items = iterate(input);
   return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
 }
 
+// Jinja2's do_last: next(iter(reversed(value))); an iterator is not reversible.
 Value filter_last(const Value& input, Args args, Kwargs kwargs) {
   Parameters("last", args, kwargs, {});
+  if (input.type == Value::Type::iterator) throw ValueError("'" + type_name(input) + "' object is not reversible");
   const List items = iterate(input);
   return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
 }
@@ -119,7 +137,7 @@ Value filter_join(const Value& input, Args args, Kwargs kwargs) {
   const List items = iterate(input);
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += separator;
-    out += to_str(attribute && !attribute->is_none() ? attribute_path(items[i], to_str(*attribute)) : items[i]);
+    out += to_str(attribute ? attribute_path(items[i], *attribute) : items[i]);
   }
   return Value::of(out);
 }
@@ -165,117 +183,6 @@ Value filter_default(const Value& input, Args args, Kwargs kwargs) {
   return replace ? (p.get(0) ? *p.get(0) : Value::of("")) : input;
 }
 
-// Python's float() of a string: [sign] digits [. digits] [e [sign] digits], or inf, infinity, nan; white
-// space around it and single underscores between digits allowed. Hexadecimal is not (strtod would take it).
-bool parse_real(std::string text, double& out) {
-  text = strip(text, nullptr, true, true);
-  std::string digits;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const bool between_digits = i > 0 && i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i - 1])) &&
-                                std::isdigit(static_cast<unsigned char>(text[i + 1]));
-    if (text[i] == '_' && between_digits) continue;
-    digits += text[i];
-  }
-  std::string word;
-  for (char c : digits) {
-    if (c != '+' && c != '-') word += char(std::tolower(static_cast<unsigned char>(c)));
-  }
-  const bool special = word == "inf" || word == "infinity" || word == "nan";
-  size_t i = 0, mantissa = 0;
-  if (i < digits.size() && (digits[i] == '+' || digits[i] == '-')) ++i;
-  if (!special) {
-    for (; i < digits.size() && std::isdigit(static_cast<unsigned char>(digits[i])); ++i) ++mantissa;
-    if (i < digits.size() && digits[i] == '.') {
-      for (++i; i < digits.size() && std::isdigit(static_cast<unsigned char>(digits[i])); ++i) ++mantissa;
-    }
-    if (mantissa == 0) return false;
-    if (i < digits.size() && (digits[i] == 'e' || digits[i] == 'E')) {
-      ++i;
-      if (i < digits.size() && (digits[i] == '+' || digits[i] == '-')) ++i;
-      size_t exponent = 0;
-      for (; i < digits.size() && std::isdigit(static_cast<unsigned char>(digits[i])); ++i) ++exponent;
-      if (exponent == 0) return false;
-    }
-    if (i != digits.size()) return false;
-  }
-  size_t used = 0;
-  try {
-    out = std::stod(digits, &used);
-  } catch (const std::exception&) {
-    return false;
-  }
-  return used == digits.size();
-}
-
-Value filter_int(const Value& input, Args args, Kwargs kwargs) {
-  const Parameters p("int", args, kwargs, {"default", "base"});
-  const Value fallback = p.get(0) ? *p.get(0) : Value::of(int64_t(0));
-  if (p.get(1) && !(p.get(1)->is_integral() && p.get(1)->as_integer() == 10)) throw ValueError("int with a base other than 10 is not supported");
-  if (input.is_integral()) return Value::of(input.as_integer());
-  if (input.type == Value::Type::real) {
-    if (!std::isfinite(input.real) || std::fabs(input.real) > 9.2e18) return fallback;
-    return Value::of(int64_t(std::trunc(input.real)));
-  }
-  if (input.is_string()) {
-    double parsed = 0;
-    if (parse_real(input.text, parsed) && std::isfinite(parsed) && std::fabs(parsed) < 9.2e18) return Value::of(int64_t(std::trunc(parsed)));
-  }
-  return fallback;
-}
-
-Value filter_float(const Value& input, Args args, Kwargs kwargs) {
-  const Parameters p("float", args, kwargs, {"default"});
-  if (input.is_number()) return Value::of(input.as_real());
-  double parsed = 0;
-  if (input.is_string() && parse_real(input.text, parsed)) return Value::of(parsed);
-  return p.get(0) ? *p.get(0) : Value::of(0.0);
-}
-
-Value filter_abs(const Value& input, Args args, Kwargs kwargs) {
-  Parameters("abs", args, kwargs, {});
-  if (input.is_integral()) return Value::of(input.as_integer() < 0 ? -input.as_integer() : input.as_integer());
-  if (input.type == Value::Type::real) return Value::of(std::fabs(input.real));
-  throw ValueError("bad operand type for abs(): '" + type_name(input) + "'");
-}
-
-Value filter_round(const Value& input, Args args, Kwargs kwargs) {
-  const Parameters p("round", args, kwargs, {"precision", "method"});
-  if (!input.is_number()) throw ValueError("round takes a number");
-  const int64_t precision = p.get(0) ? p.get(0)->as_integer() : 0;
-  const std::string method = p.get(1) ? to_str(*p.get(1)) : "common";
-  if (method == "common" && input.is_integral()) return Value::of(input.as_integer());  // Python's round(int, n) is an int
-  const double scale = std::pow(10.0, double(precision));
-  const double x = input.as_real() * scale;
-  double r;
-  if (method == "common") r = std::nearbyint(x);  // Python's round: half to even
-  else if (method == "floor") r = std::floor(x);
-  else if (method == "ceil") r = std::ceil(x);
-  else throw ValueError("method must be common, ceil or floor");
-  return Value::of(r / scale);
-}
-
-Value filter_reverse(const Value& input, Args args, Kwargs kwargs) {
-  Parameters("reverse", args, kwargs, {});
-  if (input.is_string()) {
-    std::u32string points = code_points(input.text);
-    std::reverse(points.begin(), points.end());
-    return Value::of(utf8(points));
-  }
-  List items = iterate(input);
-  std::reverse(items.begin(), items.end());
-  return Value::of(std::move(items));
-}
-
-// The key the sort-like filters compare: the item or its attribute, lower-cased unless case-sensitive.
-Value sort_key(const Value& item, const Value* attribute, bool case_sensitive) {
-  Value key = attribute && !attribute->is_none() ? attribute_path(item, to_str(*attribute)) : item;
-  if (!case_sensitive && key.is_string()) {
-    require_ascii_case(key.text, "case-insensitive comparison");
-    for (char& c : key.text) c = char(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return key;
-}
-
 Value filter_sort(const Value& input, Args args, Kwargs kwargs) {
   const Parameters p("sort", args, kwargs, {"reverse", "case_sensitive", "attribute"});
   List items = iterate(input);
@@ -286,26 +193,6 @@ Value filter_sort(const Value& input, Args args, Kwargs kwargs) {
   items.clear();
   for (auto& [key, item] : keyed) items.push_back(std::move(item));
   return Value::of(std::move(items));
-}
-
-Value filter_unique(const Value& input, Args args, Kwargs kwargs) {
-  const Parameters p("unique", args, kwargs, {"case_sensitive", "attribute"});
-  List out, keys;
-  for (const Value& item : iterate(input)) {
-    const Value key = sort_key(item, p.get(1), p.flag(0, false));
-    if (std::none_of(keys.begin(), keys.end(), [&](const Value& k) { return equal(k, key); })) {
-      keys.push_back(key);
-      out.push_back(item);
-    }
-  }
-  return Value::of(std::move(out));
-}
-
-Value filter_items(const Value& input, Args args, Kwargs kwargs) {
-  Parameters("items", args, kwargs, {});
-  if (input.is_undefined()) return Value::of(List{});
-  if (!input.is_mapping()) throw ValueError("Can only get item pairs from a mapping.");
-  return (*method_of(input, "items").function)({}, {});
 }
 
 Value filter_dictsort(const Value& input, Args args, Kwargs kwargs) {
@@ -321,78 +208,6 @@ Value filter_dictsort(const Value& input, Args args, Kwargs kwargs) {
   List out;
   for (auto& [key, pair] : keyed) out.push_back(std::move(pair));
   return Value::of(std::move(out));
-}
-
-// select / reject / selectattr / rejectattr: keep the items whose (attribute's) test result is `keep`.
-Value select_items(const Value& input, Args args, const Value* attribute, bool keep, const char* filter) {
-  TestFunction test = nullptr;
-  Arguments test_args;
-  if (!args.empty()) {
-    if (!args[0].is_string()) throw ValueError(std::string(filter) + " takes the name of a test");
-    test = find_test(args[0].text);
-    if (!test) throw ValueError("no test named '" + args[0].text + "'");
-    test_args.assign(args.begin() + 1, args.end());
-  }
-  List out;
-  for (const Value& item : iterate(input)) {
-    const Value subject = attribute ? attribute_path(item, to_str(*attribute)) : item;
-    const bool result = test ? test(subject, test_args) : truthy(subject);
-    if (result == keep) out.push_back(item);
-  }
-  return Value::of(std::move(out));
-}
-
-Value filter_select(const Value& input, Args args, Kwargs kwargs) {
-  if (!kwargs.empty()) throw ValueError("select takes no keyword arguments");
-  return select_items(input, args, nullptr, true, "select");
-}
-Value filter_reject(const Value& input, Args args, Kwargs kwargs) {
-  if (!kwargs.empty()) throw ValueError("reject takes no keyword arguments");
-  return select_items(input, args, nullptr, false, "reject");
-}
-Value filter_selectattr(const Value& input, Args args, Kwargs kwargs) {
-  if (!kwargs.empty() || args.empty()) throw ValueError("selectattr takes an attribute and an optional test");
-  return select_items(input, Arguments(args.begin() + 1, args.end()), &args[0], true, "selectattr");
-}
-Value filter_rejectattr(const Value& input, Args args, Kwargs kwargs) {
-  if (!kwargs.empty() || args.empty()) throw ValueError("rejectattr takes an attribute and an optional test");
-  return select_items(input, Arguments(args.begin() + 1, args.end()), &args[0], false, "rejectattr");
-}
-
-Value filter_map(const Value& input, Args args, Kwargs kwargs) {
-  List out;
-  const List items = iterate(input);
-  if (args.empty()) {  // map(attribute="x", default=...)
-    const Value *attribute = nullptr, *fallback = nullptr;
-    for (const auto& [key, value] : kwargs) {
-      if (key == "attribute") attribute = &value;
-      else if (key == "default") fallback = &value;
-      else throw ValueError("map got an unexpected keyword argument '" + key + "'");
-    }
-    if (!attribute) throw ValueError("map takes a filter name or attribute=");
-    for (const Value& item : items) {
-      Value v = attribute_path(item, to_str(*attribute));
-      out.push_back(v.is_undefined() && fallback ? *fallback : v);
-    }
-    return Value::of(std::move(out));
-  }
-  if (!args[0].is_string()) throw ValueError("map takes the name of a filter");
-  const FilterFunction filter = find_filter(args[0].text);
-  if (!filter) throw ValueError("no filter named '" + args[0].text + "'");
-  const Arguments rest(args.begin() + 1, args.end());
-  for (const Value& item : items) out.push_back(filter(item, rest, kwargs));
-  return Value::of(std::move(out));
-}
-
-Value filter_sum(const Value& input, Args args, Kwargs kwargs) {
-  const Parameters p("sum", args, kwargs, {"attribute", "start"});
-  Value total = p.get(1) ? *p.get(1) : Value::of(int64_t(0));
-  for (const Value& item : iterate(input)) {
-    const Value v = p.get(0) && !p.get(0)->is_none() ? attribute_path(item, to_str(*p.get(0))) : item;
-    if (!total.is_number() || !v.is_number()) throw ValueError("sum takes numbers");
-    total = total.is_integral() && v.is_integral() ? Value::of(total.as_integer() + v.as_integer()) : Value::of(total.as_real() + v.as_real());
-  }
-  return total;
 }
 
 Value extreme(const Value& input, Args args, Kwargs kwargs, bool largest) {
@@ -551,7 +366,10 @@ const std::map<std::string, TestFunction, std::less<>>& tests() {
       {"string", [](const Value& v, Args) { return v.is_string(); }},
       {"mapping", [](const Value& v, Args) { return v.is_mapping(); }},
       // Jinja2's Undefined iterates (as empty), has a length and is callable: these tests say yes to it.
-      {"iterable", [](const Value& v, Args) { return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_mapping(); }},
+      {"iterable",
+       [](const Value& v, Args) {
+         return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_mapping() || v.type == Value::Type::iterator || v.type == Value::Type::view;
+       }},
       {"sequence", [](const Value& v, Args) { return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_mapping(); }},
       {"callable", [](const Value& v, Args) { return v.is_undefined() || v.type == Value::Type::function; }},
       {"sameas",
@@ -602,7 +420,13 @@ bool contains(const Value& container, const Value& item) {
       return container.text.find(item.text) != std::string::npos;
     case Value::Type::list:
     case Value::Type::tuple:
+    case Value::Type::view:
       return std::any_of(container.items->begin(), container.items->end(), [&](const Value& v) { return equal(v, item); });
+    case Value::Type::iterator:  // Python's `in` walks an iterator up to the item
+      for (Value v; container.iterator->next(v);) {
+        if (equal(v, item)) return true;
+      }
+      return false;
     case Value::Type::dict: return item.is_string() && container.dict->find(item.text) != nullptr;
     default: throw ValueError("argument of type '" + type_name(container) + "' is not iterable");
   }

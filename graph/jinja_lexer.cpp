@@ -10,6 +10,39 @@ namespace tilefire::jinja {
 namespace {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+// The code point whose UTF-8 bytes are text[at, end); false when they are not one whole character.
+bool code_point_at(std::string_view text, size_t at, size_t end, char32_t& out) {
+  std::u32string points;
+  if (unicode::decode_utf8(text.substr(at, end - at), points) || points.size() != 1) return false;
+  out = points[0];
+  return true;
+}
+
+// Where Python white space (str.isspace: what Jinja2's `-` strips and its regexes' \s match) ends that
+// starts at text[from].
+size_t skip_python_space(std::string_view text, size_t from) {
+  while (from < text.size()) {
+    size_t end = from + 1;
+    while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80 && end - from < 4) ++end;
+    char32_t c = 0;
+    if (!code_point_at(text, from, end, c) || !is_python_space(c)) return from;
+    from = end;
+  }
+  return from;
+}
+
+// Where the Python white space that ends text[begin, end) begins (str.rstrip()).
+size_t rstrip_python_space(std::string_view text, size_t begin, size_t end) {
+  while (end > begin) {
+    size_t start = end - 1;
+    while (start > begin && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80 && end - start < 4) --start;
+    char32_t c = 0;
+    if (!code_point_at(text, start, end, c) || !is_python_space(c)) return end;
+    end = start;
+  }
+  return end;
+}
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -47,7 +80,7 @@ class Lexer {
       const char kind = src_[tag + 1];  // '{', '%' or '#'
       const char control = tag + 2 < src_.size() ? src_[tag + 2] : '\0';
       if (control == '-') {
-        while (!text.empty() && is_space(text.back())) text.pop_back();
+        text.resize(rstrip_python_space(text, 0, text.size()));
       } else if (kind != '{' && control != '+') {
         lstrip_block(text, pos_, tag);
       }
@@ -87,19 +120,18 @@ class Lexer {
     return src_.size();
   }
 
-  // lstrip_blocks: the spaces and tabs between the start of a line and a block or comment tag go.
+  // lstrip_blocks: white space (Python's, but for "\n") between the start of a line and a block or
+  // comment tag goes.
   void lstrip_block(std::string& text, size_t text_start, size_t tag) const {
-    size_t p = tag;
-    while (p > text_start && (src_[p - 1] == ' ' || src_[p - 1] == '\t')) --p;
-    const bool line_start = p == text_start ? (text_start == 0 || src_[text_start - 1] == '\n') : src_[p - 1] == '\n';
-    if (line_start) text.resize(p - text_start);
+    const size_t newline = src_.rfind('\n', tag == 0 ? 0 : tag - 1);
+    const size_t line = newline == std::string::npos || newline < text_start ? text_start : newline + 1;
+    if (line == text_start && !(text_start == 0 || src_[text_start - 1] == '\n')) return;  // not at a line's start
+    if (skip_python_space(std::string_view(src_).substr(0, tag), line) == tag) text.resize(line - text_start);
   }
 
   void emit_text(std::string text, size_t at) {
     if (strip_next_) {
-      size_t skip = 0;
-      while (skip < text.size() && is_space(text[skip])) ++skip;
-      text.erase(0, skip);
+      text.erase(0, skip_python_space(text, 0));
       strip_next_ = false;
     }
     if (!text.empty()) tokens_.push_back({Token::Type::text, std::move(text), line_at(at)});
@@ -140,10 +172,11 @@ class Lexer {
             if (control == '+' && !block) continue;
             pos_ = at + 2;
             tokens_.push_back({block ? Token::Type::block_end : Token::Type::variable_end, "", line_at(at)});
-            trim_blocks_here_ = block;
+            const bool raw_begins = block && tokens_.size() == first_token + 3 && tokens_[first_token + 1].type == Token::Type::name &&
+                                    tokens_[first_token + 1].value == "raw";
+            trim_blocks_here_ = block && !raw_begins;  // Jinja2 keeps the newline after {% raw %}
             after_tag(control);
-            if (block && tokens_.size() == first_token + 3 && tokens_[first_token + 1].type == Token::Type::name &&
-                tokens_[first_token + 1].value == "raw") {
+            if (raw_begins) {
               tokens_.resize(first_token);
               raw(tag);
             }
@@ -212,29 +245,54 @@ class Lexer {
     }
   }
 
+  // Jinja2's number tokens: a float first ((\d+_)*\d+ then a fraction, an exponent or both; never right
+  // after a '.', so that a.0.1 is a[0][1]), else an integer (0b, 0o or 0x digits, a decimal without a
+  // leading zero, or zeros). Underscores go between digits; the token's text has them taken out.
   void number() {
     const size_t start = pos_;
-    auto digits = [&] {
-      while (pos_ < src_.size() && (is_digit(src_[pos_]) || (src_[pos_] == '_' && pos_ + 1 < src_.size() && is_digit(src_[pos_ + 1])))) ++pos_;
+    const auto digit_run = [&](size_t p, bool (*digit)(char)) {  // the end of (_?digit)+ or digit(_?digit)*
+      size_t q = p;
+      while (q < src_.size() && (digit(src_[q]) || (src_[q] == '_' && q > p && q + 1 < src_.size() && digit(src_[q + 1])))) ++q;
+      return q;
     };
-    digits();
+    const auto decimal = [](char c) { return c >= '0' && c <= '9'; };
+    size_t end = start;
     bool real = false;
-    if (pos_ + 1 < src_.size() && src_[pos_] == '.' && is_digit(src_[pos_ + 1])) {
-      real = true;
-      ++pos_;
-      digits();
-    }
-    if (pos_ < src_.size() && (src_[pos_] == 'e' || src_[pos_] == 'E')) {
-      size_t p = pos_ + 1;
-      if (p < src_.size() && (src_[p] == '+' || src_[p] == '-')) ++p;
-      if (p < src_.size() && is_digit(src_[p])) {
+    if (start == 0 || src_[start - 1] != '.') {
+      const size_t whole = digit_run(start, decimal);
+      size_t p = whole;
+      const bool fraction = p + 1 < src_.size() && src_[p] == '.' && decimal(src_[p + 1]);
+      if (fraction) p = digit_run(p + 1, decimal);
+      size_t exponent_end = p;
+      if (p < src_.size() && (src_[p] == 'e' || src_[p] == 'E')) {
+        size_t q = p + 1;
+        if (q < src_.size() && (src_[q] == '+' || src_[q] == '-')) ++q;
+        if (q < src_.size() && decimal(src_[q])) exponent_end = digit_run(q, decimal);
+      }
+      if (fraction || exponent_end > p) {
         real = true;
-        pos_ = p;
-        digits();
+        end = exponent_end;
       }
     }
+    if (!real) {
+      const char prefix = start + 1 < src_.size() ? char(std::tolower(static_cast<unsigned char>(src_[start + 1]))) : '\0';
+      bool (*digit)(char) = nullptr;
+      if (src_[start] == '0' && prefix == 'b') digit = [](char c) { return c == '0' || c == '1'; };
+      if (src_[start] == '0' && prefix == 'o') digit = [](char c) { return c >= '0' && c <= '7'; };
+      if (src_[start] == '0' && prefix == 'x') digit = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+      size_t first = start + 2;
+      if (first < src_.size() && src_[first] == '_') ++first;  // 0x_1F: an underscore may follow the prefix
+      if (digit && first < src_.size() && digit(src_[first])) {
+        end = digit_run(first, digit);
+      } else if (src_[start] == '0') {
+        end = digit_run(start, [](char c) { return c == '0'; });
+      } else {
+        end = digit_run(start, decimal);
+      }
+    }
+    pos_ = end;
     std::string text;
-    for (size_t i = start; i < pos_; ++i) {
+    for (size_t i = start; i < end; ++i) {
       if (src_[i] != '_') text += src_[i];
     }
     tokens_.push_back({real ? Token::Type::real : Token::Type::integer, text, line_at(start)});

@@ -2,6 +2,7 @@
 // with Jinja2's sandboxed meaning: a missing attribute or item is undefined, not an error.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "graph/jinja_syntax.h"
 #include "graph/unicode.h"
@@ -12,7 +13,13 @@ List iterate(const Value& value) {
   switch (value.type) {
     case Value::Type::undefined: return {};
     case Value::Type::list:
-    case Value::Type::tuple: return *value.items;
+    case Value::Type::tuple:
+    case Value::Type::view: return *value.items;
+    case Value::Type::iterator: {
+      List items;
+      for (Value item; value.iterator->next(item);) items.push_back(std::move(item));
+      return items;
+    }
     case Value::Type::string: {
       List chars;
       for (char32_t c : code_points(value.text)) chars.push_back(Value::of(utf8(std::u32string(1, c))));
@@ -32,7 +39,8 @@ int64_t length(const Value& value) {
     case Value::Type::undefined: return 0;
     case Value::Type::string: return int64_t(code_points(value.text).size());
     case Value::Type::list:
-    case Value::Type::tuple: return int64_t(value.items->size());
+    case Value::Type::tuple:
+    case Value::Type::view: return int64_t(value.items->size());
     case Value::Type::dict: return int64_t(value.dict->entries.size());
     default: throw ValueError("object of type '" + type_name(value) + "' has no len()");
   }
@@ -84,10 +92,8 @@ std::vector<std::string> split(const std::string& text, const Value* separator, 
     while (i < points.size()) {
       while (i < points.size() && is_python_space(points[i])) ++i;
       if (i == points.size()) break;
-      if (max_splits >= 0 && int64_t(parts.size()) == max_splits) {
-        size_t end = points.size();
-        while (end > i && is_python_space(points[end - 1])) --end;
-        parts.push_back(utf8(points.substr(i, end - i)));
+      if (max_splits >= 0 && int64_t(parts.size()) == max_splits) {  // the rest, its trailing white space kept
+        parts.push_back(utf8(points.substr(i)));
         break;
       }
       const size_t start = i;
@@ -212,14 +218,15 @@ Value string_method(const std::string& text, const std::string& name) {
       const std::u32string haystack = code_points(text);
       const std::u32string needle = code_points(string_argument(args, 0, find ? "find" : "count"));
       const int64_t n = int64_t(haystack.size());
+      // Python's ADJUST_INDICES: negative bounds count from the end; the end is clamped to the length,
+      // the start is not (a start past the end finds nothing, not even the empty string).
       const auto bound = [&](size_t i, int64_t fallback) {
         if (args.size() <= i || args[i].is_none()) return fallback;
         if (!args[i].is_integral()) throw ValueError("slice indices must be integers or None");
-        int64_t v = args[i].as_integer();
-        if (v < 0) v = std::max<int64_t>(0, v + n);
-        return std::min(v, n);
+        const int64_t v = args[i].as_integer();
+        return v < 0 ? std::max<int64_t>(0, v + n) : v;
       };
-      const int64_t start = bound(1, 0), end = bound(2, n);
+      const int64_t start = bound(1, 0), end = std::min(bound(2, n), n);
       if (start > end) return Value::of(int64_t(find ? -1 : 0));
       const std::u32string window = haystack.substr(size_t(start), size_t(end - start));
       if (find) {
@@ -260,7 +267,7 @@ Value dict_method(const std::shared_ptr<Dict>& dict, const std::string& name) {
         if (name == "items") out.push_back(Value::of(List{Value::of(key), value}, Value::Type::tuple));
         else out.push_back(name == "keys" ? Value::of(key) : value);
       }
-      return Value::of(std::move(out));
+      return Value::view("dict_" + name, std::move(out));
     });
   }
   if (name == "get") {
@@ -284,6 +291,12 @@ Value method_of(const Value& object, const std::string& name) {
 
 Value get_attribute(const Value& object, const std::string& name) {
   if (object.is_undefined()) throw ValueError(object.text.empty() ? "undefined value" : object.text);
+  if (object.is_number()) {  // the number attributes of Python's int and float (a bool is an int)
+    if (name == "real") return object.is_integral() ? Value::of(object.as_integer()) : object;
+    if (name == "imag") return object.is_integral() ? Value::of(int64_t(0)) : Value::of(0.0);
+    if (object.is_integral() && name == "numerator") return Value::of(object.as_integer());
+    if (object.is_integral() && name == "denominator") return Value::of(int64_t(1));
+  }
   if (object.is_mapping()) {
     const Value method = method_of(object, name);
     if (!method.is_undefined()) return method;
@@ -319,34 +332,46 @@ Value get_item(const Value& object, const Value& key) {
 }
 
 Value slice(const Value& object, const Value* start, const Value* stop, const Value* step) {
+  // Jinja2 slices with Python's own subscript (not the environment's getitem, which would give undefined):
+  // what cannot be sliced is an error.
   if (object.is_undefined()) throw ValueError(object.text.empty() ? "undefined value" : object.text);
-  if (!object.is_sequence() && !object.is_string()) return Value::undefined(std::string("'") + type_name(object) + "' object is not subscriptable");
+  if (!object.is_sequence() && !object.is_string()) throw ValueError("'" + type_name(object) + "' object is not subscriptable");
   const auto bound = [](const Value* v) -> const Value* { return v && !v->is_none() ? v : nullptr; };
   start = bound(start), stop = bound(stop), step = bound(step);
   for (const Value* v : {start, stop, step}) {
     if (v && !v->is_integral()) throw ValueError("slice indices must be integers or None");
   }
-  const int64_t stride = step ? step->as_integer() : 1;
+  // Python's PySlice_Unpack and PySlice_AdjustIndices, then the items start, start + step, ... counted
+  // rather than stepped to, so that no index overflows.
+  const int64_t stride = step ? std::max(step->as_integer(), -std::numeric_limits<int64_t>::max()) : 1;
   if (stride == 0) throw ValueError("slice step cannot be zero");
   const std::u32string points = object.is_string() ? code_points(object.text) : std::u32string();
   const int64_t n = object.is_string() ? int64_t(points.size()) : int64_t(object.items->size());
-  const auto clamp = [&](const Value* v, int64_t fallback) {
+  const auto adjust = [&](const Value* v, int64_t fallback) {
     if (!v) return fallback;
     int64_t i = v->as_integer();
-    if (i < 0) i = std::max(i + n, stride > 0 ? int64_t(0) : int64_t(-1));
-    return std::min(i, stride > 0 ? n : n - 1);
+    if (i < 0) {
+      i = i < -n ? (stride < 0 ? -1 : 0) : i + n;
+    } else if (i >= n) {
+      i = stride < 0 ? n - 1 : n;
+    }
+    return i;
   };
-  const int64_t first = clamp(start, stride > 0 ? 0 : n - 1), last = clamp(stop, stride > 0 ? n : -1);
+  const int64_t first = adjust(start, stride < 0 ? n - 1 : 0), last = adjust(stop, stride < 0 ? -1 : n);
+  int64_t count = 0;
+  if (stride > 0 && first < last) count = (last - first - 1) / stride + 1;
+  if (stride < 0 && last < first) count = (first - last - 1) / (-stride) + 1;
   std::u32string text;
   List items;
-  for (int64_t i = first; stride > 0 ? i < last : i > last; i += stride) {
-    if (object.is_string()) text += points[size_t(i)];
-    else items.push_back((*object.items)[size_t(i)]);
+  for (int64_t k = 0; k < count; ++k) {
+    const size_t i = size_t(first + k * stride);  // within [0, n): |k * stride| < n
+    if (object.is_string()) text += points[i];
+    else items.push_back((*object.items)[i]);
   }
   return object.is_string() ? Value::of(utf8(text)) : Value::of(std::move(items), object.type);
 }
 
-Value global_function(const std::string& name, const std::tm& now) {
+Value global_function(const std::string& name, const std::tm& now, std::vector<std::shared_ptr<Dict>>& namespaces) {
   using Args = const Arguments&;
   using Kwargs = const KeywordArguments&;
   if (name == "range") {
@@ -359,18 +384,21 @@ Value global_function(const std::string& name, const std::tm& now) {
       const int64_t stop = args.size() > 1 ? args[1].as_integer() : args[0].as_integer();
       const int64_t step = args.size() > 2 ? args[2].as_integer() : 1;
       if (step == 0) throw ValueError("range() arg 3 must not be zero");
-      // Jinja2's sandbox refuses ranges of more than 100,000 items (MAX_RANGE).
-      const double count = std::max(0.0, std::ceil((double(stop) - double(start)) / double(step)));
+      // Python's length of a range, in 128 bits (stop - start can pass 64); Jinja2's sandbox refuses more
+      // than 100,000 items (MAX_RANGE).
+      const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
+      const __int128 count = span > 0 ? (span - 1) / (step > 0 ? __int128(step) : -__int128(step)) + 1 : 0;
       if (count > 100000) throw ValueError("range too big, maximum size for range is 100000");
       List items;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) items.push_back(Value::of(i));
+      for (int64_t k = 0; k < int64_t(count); ++k) items.push_back(Value::of(int64_t(start + __int128(k) * step)));
       return Value::of(std::move(items));
     });
   }
   if (name == "dict" || name == "namespace") {
     const bool is_namespace = name == "namespace";
-    return Value::of_function(name, [is_namespace](Args args, Kwargs kwargs) {
+    return Value::of_function(name, [is_namespace, made = &namespaces](Args args, Kwargs kwargs) {
       auto dict = std::make_shared<Dict>();
+      if (is_namespace) made->push_back(dict);
       for (const Value& a : args) {
         if (!a.is_mapping()) throw ValueError(std::string(is_namespace ? "namespace" : "dict") + "() takes a dict or keyword arguments");
         for (const auto& [key, value] : a.dict->entries) dict->set(key, value);
@@ -387,7 +415,19 @@ Value global_function(const std::string& name, const std::tm& now) {
   if (name == "strftime_now") {
     return Value::of_function("strftime_now", [now](Args args, Kwargs kwargs) {
       expect_arguments(args, kwargs, 1, "strftime_now");
-      const std::string& format = string_argument(args, 0, "strftime_now");
+      // Python's datetime.strftime handles %z, %Z and %f itself: the offset and zone of transformers'
+      // naive datetime.now() are empty; its microseconds Tilefire does not have.
+      std::string format;
+      const std::string& given = string_argument(args, 0, "strftime_now");
+      for (size_t i = 0; i < given.size(); ++i) {
+        if (given[i] != '%' || i + 1 == given.size()) {
+          format += given[i];
+          continue;
+        }
+        const char field = given[++i];
+        if (field == 'f') throw ValueError("strftime_now's %f (microseconds) is not supported in chat templates");
+        if (field != 'z' && field != 'Z') format += {'%', field};
+      }
       if (format.empty()) return Value::of("");
       std::vector<char> buffer(format.size() * 16 + 256);
       const size_t n = std::strftime(buffer.data(), buffer.size(), format.c_str(), &now);

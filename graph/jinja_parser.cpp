@@ -1,5 +1,8 @@
 // The parser of chat templates: Jinja2's grammar and precedence, over the tokens of jinja_lexer.cpp.
 #include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
 #include <set>
 
 #include "graph/jinja_syntax.h"
@@ -119,11 +122,27 @@ class Parser {
       expect_block_end();
       return node;
     }
-    if (keyword == "generation") {  // transformers' assistant-mask tag: renders its body
-      auto node = make(Node::Kind::sequence);
+    if (keyword == "generation") {
+      // transformers' assistant-mask tag renders its body as a call block's caller: a function, so the
+      // body has a scope of its own and a break in it is outside any loop.
+      auto node = make(Node::Kind::scoped);
       expect_block_end();
+      const int saved_depth = loop_depth_;
+      loop_depth_ = 0;
       node->body = body({"endgeneration"});
+      loop_depth_ = saved_depth;
       closing("endgeneration");
+      return node;
+    }
+    if (keyword == "print") {  // {% print a, b %} prints a, then b
+      auto node = make(Node::Kind::sequence);
+      do {
+        if (!node->body.empty()) expect_op(",");
+        auto output = make(Node::Kind::output);
+        output->expr = expression(true);
+        node->body.push_back(std::move(output));
+      } while (current().type != Token::Type::block_end);
+      expect_block_end();
       return node;
     }
     --pos_;
@@ -202,10 +221,16 @@ class Parser {
     } else {
       node->targets = targets();
     }
-    if (current().type == Token::Type::block_end) {
+    if (current().type == Token::Type::block_end || at_op("|")) {
       if (node->targets.size() != 1 || !node->attribute.empty()) fail("a {% set %} block assigns one name");
       node->kind = Node::Kind::assign_block;
-      ++pos_;
+      if (at_op("|")) {  // {% set x | trim %}: the filters, applied to the block's text
+        auto text = expr(Expr::Kind::name, current().line);
+        text->name = kSetBlockText;
+        node->filter = filters(std::move(text));
+        if (node->filter->kind != Expr::Kind::filter) fail("expected filters after {% set " + node->targets[0] + " |" + found());
+      }
+      expect_block_end();
       node->body = body({"endset"});
       closing("endset");
       return node;
@@ -243,6 +268,27 @@ class Parser {
 
   // ---- expressions ----
 
+  // Attaches a child to an expression. A tree deeper than kMaxNesting (a chain of 10,000 `+` or `.attr`,
+  // which no bracket nests) is refused here, while it is still shallow enough to be freed by recursion.
+  void deepen(Expr& node, const ExprPtr& child) const {
+    if (!child) return;
+    node.depth = std::max(node.depth, child->depth + 1);
+    if (node.depth > kMaxNesting) fail("an expression nests more than " + std::to_string(kMaxNesting) + " levels deep");
+  }
+  void add(Expr& node, ExprPtr child) const {
+    deepen(node, child);
+    node.args.push_back(std::move(child));
+  }
+  void add_keyword(Expr& node, std::string key, ExprPtr value) const {
+    deepen(node, value);
+    node.kwargs.emplace_back(std::move(key), std::move(value));
+  }
+  void add_pair(Expr& node, ExprPtr key, ExprPtr value) const {
+    deepen(node, key);
+    deepen(node, value);
+    node.dict_items.emplace_back(std::move(key), std::move(value));
+  }
+
   ExprPtr expr(Expr::Kind kind, int line) const {
     auto e = std::make_unique<Expr>();
     e->kind = kind;
@@ -256,11 +302,11 @@ class Parser {
     ExprPtr first = with_condition ? expression(true) : or_expression();
     if (!at_op(",")) return first;
     auto node = expr(Expr::Kind::tuple, line);
-    node->args.push_back(std::move(first));
+    add(*node, std::move(first));
     while (at_op(",")) {
       ++pos_;
       if (current().type == Token::Type::block_end || current().type == Token::Type::variable_end || (stop_at_if && at_name("if"))) break;
-      node->args.push_back(with_condition ? expression(true) : or_expression());
+      add(*node, with_condition ? expression(true) : or_expression());
     }
     return node;
   }
@@ -272,13 +318,13 @@ class Parser {
       const int line = current().line;
       ++pos_;
       auto node = expr(Expr::Kind::condition, line);
-      node->args.push_back(or_expression());
-      node->args.insert(node->args.begin() + 1, std::move(value));
+      add(*node, or_expression());
+      add(*node, std::move(value));
       if (at_name("else")) {
         ++pos_;
-        node->args.push_back(expression(true));
+        add(*node, expression(true));
       } else {
-        node->args.push_back(nullptr);
+        node->args.push_back(nullptr);  // no else
       }
       value = std::move(node);
     }
@@ -291,8 +337,8 @@ class Parser {
     while (at_name(word)) {
       auto node = expr(kind, current().line);
       ++pos_;
-      node->args.push_back(std::move(left));
-      node->args.push_back((this->*operand)());
+      add(*node, std::move(left));
+      add(*node, (this->*operand)());
       left = std::move(node);
     }
     return left;
@@ -305,7 +351,7 @@ class Parser {
     if (at_name("not")) {
       auto node = expr(Expr::Kind::logical_not, current().line);
       ++pos_;
-      node->args.push_back(not_expression());
+      add(*node, not_expression());
       return node;
     }
     return comparison();
@@ -333,10 +379,10 @@ class Parser {
       }
       if (!node) {
         node = expr(Expr::Kind::compare, line);
-        node->args.push_back(std::move(first));
+        add(*node, std::move(first));
       }
       node->ops.push_back(op);
-      node->args.push_back(additive());
+      add(*node, additive());
     }
     return node ? std::move(node) : std::move(first);
   }
@@ -344,8 +390,8 @@ class Parser {
   ExprPtr binary(const char* op, ExprPtr left, ExprPtr right, int line) const {
     auto node = expr(Expr::Kind::binary, line);
     node->name = op;
-    node->args.push_back(std::move(left));
-    node->args.push_back(std::move(right));
+    add(*node, std::move(left));
+    add(*node, std::move(right));
     return node;
   }
 
@@ -365,10 +411,10 @@ class Parser {
     ExprPtr first = multiplicative();
     if (!at_op("~")) return first;
     auto node = expr(Expr::Kind::concat, line);
-    node->args.push_back(std::move(first));
+    add(*node, std::move(first));
     while (at_op("~")) {
       ++pos_;
-      node->args.push_back(multiplicative());
+      add(*node, multiplicative());
     }
     return node;
   }
@@ -400,7 +446,7 @@ class Parser {
     if (at_op("-") || at_op("+")) {
       node = expr(at_op("-") ? Expr::Kind::negate : Expr::Kind::plus, current().line);
       ++pos_;
-      node->args.push_back(unary(false));
+      add(*node, unary(false));
     } else {
       node = primary();
     }
@@ -433,19 +479,15 @@ class Parser {
         return node;
       }
       case Token::Type::integer: {
-        ++pos_;
         auto node = expr(Expr::Kind::literal, line);
-        try {
-          node->literal = Value::of(int64_t(std::stoll(token.value)));
-        } catch (const std::out_of_range&) {
-          fail("the integer " + token.value + " is too large");
-        }
+        node->literal = Value::of(integer_literal(token.value));
+        ++pos_;
         return node;
       }
       case Token::Type::real: {
         ++pos_;
         auto node = expr(Expr::Kind::literal, line);
-        node->literal = Value::of(std::stod(token.value));
+        node->literal = Value::of(std::strtod(token.value.c_str(), nullptr));  // 1e999 is inf, as in Python
         return node;
       }
       case Token::Type::op:
@@ -458,11 +500,11 @@ class Parser {
           ExprPtr inner = expression(true);
           if (at_op(",")) {
             auto node = expr(Expr::Kind::tuple, line);
-            node->args.push_back(std::move(inner));
+            add(*node, std::move(inner));
             while (at_op(",")) {
               ++pos_;
               if (at_op(")")) break;
-              node->args.push_back(expression(true));
+              add(*node, expression(true));
             }
             inner = std::move(node);
           }
@@ -473,7 +515,7 @@ class Parser {
           ++pos_;
           auto node = expr(Expr::Kind::list, line);
           while (!at_op("]")) {
-            node->args.push_back(expression(true));
+            add(*node, expression(true));
             if (!at_op(",")) break;
             ++pos_;
           }
@@ -486,7 +528,7 @@ class Parser {
           while (!at_op("}")) {
             ExprPtr key = expression(true);
             expect_op(":");
-            node->dict_items.emplace_back(std::move(key), expression(true));
+            add_pair(*node, std::move(key), expression(true));
             if (!at_op(",")) break;
             ++pos_;
           }
@@ -499,6 +541,22 @@ class Parser {
     fail("expected an expression" + found());
   }
 
+  // An integer token's value (the lexer took out the underscores): decimal, or 0x, 0o, 0b.
+  int64_t integer_literal(const std::string& text) const {
+    int base = 10;
+    size_t begin = 0;
+    if (text.size() > 2 && text[0] == '0' && std::isalpha(static_cast<unsigned char>(text[1]))) {
+      const char prefix = char(std::tolower(static_cast<unsigned char>(text[1])));
+      base = prefix == 'x' ? 16 : prefix == 'o' ? 8 : 2;
+      begin = 2;
+    }
+    int64_t value = 0;
+    const auto [end, error] = std::from_chars(text.data() + begin, text.data() + text.size(), value, base);
+    if (error != std::errc() || end != text.data() + text.size())
+      fail("the integer " + text + " is past 64 bits (Python's integers have no bound; Tilefire's have 64 bits)");
+    return value;
+  }
+
   ExprPtr postfix(ExprPtr node) {
     while (true) {
       const int line = current().line;
@@ -506,16 +564,17 @@ class Parser {
         ++pos_;
         if (current().type == Token::Type::integer) {  // a.0 is a[0]
           auto item = expr(Expr::Kind::item, line);
-          item->args.push_back(std::move(node));
+          add(*item, std::move(node));
           auto index = expr(Expr::Kind::literal, line);
-          index->literal = Value::of(int64_t(std::stoll(tokens_[pos_++].value)));
-          item->args.push_back(std::move(index));
+          index->literal = Value::of(integer_literal(current().value));
+          ++pos_;
+          add(*item, std::move(index));
           node = std::move(item);
           continue;
         }
         auto attribute = expr(Expr::Kind::attribute, line);
         attribute->name = expect_name();
-        attribute->args.push_back(std::move(node));
+        add(*attribute, std::move(node));
         node = std::move(attribute);
       } else if (at_op("[")) {
         ++pos_;
@@ -535,8 +594,8 @@ class Parser {
       if (at_op("]")) {
         ++pos_;
         auto item = expr(Expr::Kind::item, line);
-        item->args.push_back(std::move(target));
-        item->args.push_back(std::move(start));
+        add(*item, std::move(target));
+        add(*item, std::move(start));
         return item;
       }
       if (!at_op(":")) fail("expected ']' or ':' in a subscript" + found());
@@ -549,10 +608,10 @@ class Parser {
     }
     expect_op("]");
     auto node = expr(Expr::Kind::slice, line);
-    node->args.push_back(std::move(target));
-    node->args.push_back(std::move(start));
-    node->args.push_back(std::move(stop));
-    node->args.push_back(std::move(step));
+    add(*node, std::move(target));
+    add(*node, std::move(start));
+    add(*node, std::move(stop));
+    add(*node, std::move(step));
     return node;
   }
 
@@ -564,10 +623,10 @@ class Parser {
       if (current().type == Token::Type::name && peek().type == Token::Type::op && peek().value == "=") {
         std::string key = expect_name();
         ++pos_;
-        node.kwargs.emplace_back(std::move(key), expression(true));
+        add_keyword(node, std::move(key), expression(true));
       } else {
         if (!node.kwargs.empty()) fail("a positional argument follows a keyword argument");
-        node.args.push_back(expression(true));
+        add(node, expression(true));
       }
       if (!at_op(",")) break;
       ++pos_;
@@ -577,7 +636,7 @@ class Parser {
 
   ExprPtr call(ExprPtr callee, int line) {
     auto node = expr(Expr::Kind::call, line);
-    node->args.push_back(std::move(callee));
+    add(*node, std::move(callee));
     arguments(*node);
     return node;
   }
@@ -591,7 +650,7 @@ class Parser {
         filter->name = expect_name();
         filter->filter = find_filter(filter->name);
         if (!filter->filter) fail("no filter named '" + filter->name + "' (Tilefire runs the filters chat templates use: docs/TOKENIZER.md)");
-        filter->args.push_back(std::move(node));
+        add(*filter, std::move(node));
         if (at_op("(")) arguments(*filter);
         node = std::move(filter);
       } else if (at_name("is")) {
@@ -604,7 +663,7 @@ class Parser {
         test->name = expect_name();
         test->test = find_test(test->name);
         if (!test->test) fail("no test named '" + test->name + "'");
-        test->args.push_back(std::move(node));
+        add(*test, std::move(node));
         const Token& next = current();
         if (at_op("(")) {
           arguments(*test);
@@ -613,7 +672,7 @@ class Parser {
                     next.type == Token::Type::real || at_op("[") || at_op("{")) &&
                    !at_name("else") && !at_name("or") && !at_name("and")) {
           if (at_name("is")) fail("tests cannot be chained with 'is'");
-          test->args.push_back(postfix(primary()));  // "x is divisibleby 3"
+          add(*test, postfix(primary()));  // "x is divisibleby 3"
         }
         node = std::move(test);
       } else if (at_op("(")) {

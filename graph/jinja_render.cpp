@@ -29,7 +29,7 @@ void check_overflow(bool overflowed) {
 }
 
 std::string repeat(const std::string& text, int64_t times) {
-  if (times <= 0) return "";
+  if (times <= 0 || text.empty()) return "";
   if (double(text.size()) * double(times) > double(kMaxOutputBytes)) throw ValueError("a repeated string is too long");
   std::string out;
   for (int64_t i = 0; i < times; ++i) out += text;
@@ -54,8 +54,9 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     if (a.is_string() && b.is_integral()) return Value::of(repeat(a.text, b.as_integer()));
     if (b.is_string() && a.is_integral()) return Value::of(repeat(b.text, a.as_integer()));
     if (a.is_sequence() && b.is_integral()) {
-      if (double(a.items->size()) * double(std::max<int64_t>(0, b.as_integer())) > 1e7) throw ValueError("a repeated list is too long");
       List items;
+      if (a.items->empty()) return Value::of(std::move(items), a.type);
+      if (double(a.items->size()) * double(std::max<int64_t>(0, b.as_integer())) > 1e7) throw ValueError("a repeated list is too long");
       for (int64_t i = 0; i < b.as_integer(); ++i) items.insert(items.end(), a.items->begin(), a.items->end());
       return Value::of(std::move(items), a.type);
     }
@@ -86,11 +87,23 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
       }
       return Value::of(op == "//" ? quotient : remainder);
     }
-    if (q == 0) throw ValueError("float division by zero");
-    if (op == "//") return Value::of(std::floor(p / q));
-    double m = std::fmod(p, q);
-    if (m != 0 && ((m < 0) != (q < 0))) m += q;
-    return Value::of(m);
+    if (q == 0) throw ValueError(op == "//" ? "float floor division by zero" : "float modulo");
+    // Python's float_divmod: the remainder takes the divisor's sign, the quotient is (p - mod) / q
+    // rounded to the nearest integer, and zeros keep their signs.
+    double mod = std::fmod(p, q), div = (p - mod) / q;
+    if (mod != 0) {
+      if ((q < 0) != (mod < 0)) {
+        mod += q;
+        div -= 1.0;
+      }
+    } else {
+      mod = std::copysign(0.0, q);
+    }
+    if (op == "%") return Value::of(mod);
+    if (div == 0) return Value::of(std::copysign(0.0, p / q));
+    double floor_div = std::floor(div);
+    if (div - floor_div > 0.5) floor_div += 1.0;
+    return Value::of(floor_div);
   }
   if (op == "**") {
     if (integers && y >= 0) {
@@ -101,7 +114,11 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
       }
       return Value::of(result);
     }
-    return Value::of(std::pow(p, q));
+    if (p == 0 && q < 0) throw ValueError("0.0 cannot be raised to a negative power");
+    if (p < 0 && std::isfinite(q) && q != std::floor(q)) throw ValueError("a negative number to a fractional power is a complex number, which chat templates do not support");
+    const double power = std::pow(p, q);
+    if (std::isinf(power) && std::isfinite(p) && std::isfinite(q)) throw ValueError("(34, 'Numerical result out of range')");
+    return Value::of(power);
   }
   return unsupported();
 }
@@ -117,15 +134,57 @@ bool compare(const std::string& op, const Value& a, const Value& b) {
   return !contains(b, a);  // notin
 }
 
+// The variables of one scope: the template's own, a loop iteration's, a macro call's, a set block's.
+// Scopes chain to the scope they were made in, and a macro keeps the scope it was defined in, so a macro
+// sees the loop variables and the arguments of the macros around it (Python's closures: as they are when
+// it is called), never its caller's.
+struct Scope {
+  std::vector<std::pair<std::string, Value>> variables;
+  std::shared_ptr<Scope> parent;
+};
+
 class Renderer {
  public:
-  Renderer(const Dict& context, const std::tm& now) : context_(context), now_(now) { frames_.emplace_back(); }
+  Renderer(const Dict& context, const std::tm& now) : context_(context), now_(now), scope_(std::make_shared<Scope>()) {}
+  ~Renderer() {
+    // Namespaces can hold themselves (ns.self = ns); emptied, each is freed with the last value holding it.
+    for (const std::shared_ptr<Dict>& made : namespaces_) made->entries.clear();
+  }
 
   void run(const Node& root, std::string& out) { exec(root.body, out); }
 
  private:
   enum class Flow { next, stop_loop, next_iteration };
-  using Frame = std::vector<std::pair<std::string, Value>>;
+
+  // Each statement and expression evaluated counts a level of the C++ stack: past kMaxRenderDepth (a
+  // recursive macro over deep expressions) the render stops with an error instead of overflowing it.
+  static constexpr int kMaxRenderDepth = 500;
+  struct Deeper {
+    int& depth;
+    explicit Deeper(int& d) : depth(d) {
+      if (++depth > kMaxRenderDepth) throw ValueError("the template nests calls and expressions more than " + std::to_string(kMaxRenderDepth) + " deep");
+    }
+    ~Deeper() { --depth; }
+  };
+
+  // Makes a scope the current one for its lifetime.
+  class Entered {
+   public:
+    Entered(std::shared_ptr<Scope>& current, std::shared_ptr<Scope> scope) : current_(current), saved_(std::move(scope)) { std::swap(current_, saved_); }
+    ~Entered() { std::swap(current_, saved_); }
+    Entered(const Entered&) = delete;
+    Entered& operator=(const Entered&) = delete;
+
+   private:
+    std::shared_ptr<Scope>& current_;
+    std::shared_ptr<Scope> saved_;  // the other scope: the previous one while entered
+  };
+
+  [[gnu::noinline]] Flow exec_in(std::shared_ptr<Scope> scope, const Body& body, std::string& out) {
+    const Entered entered(scope_, std::move(scope));
+    return exec(body, out);
+  }
+  std::shared_ptr<Scope> inner_scope() const { return std::make_shared<Scope>(Scope{{}, scope_}); }
 
   Flow exec(const Body& body, std::string& out) {
     for (const NodePtr& node : body) {
@@ -138,10 +197,12 @@ class Renderer {
 
   Flow exec(const Node& node, std::string& out) {
     try {
+      const Deeper deeper(depth_);
       switch (node.kind) {
         case Node::Kind::text: out += node.text; return Flow::next;
         case Node::Kind::output: out += to_str(eval(*node.expr)); return Flow::next;
         case Node::Kind::sequence: return exec(node.body, out);
+        case Node::Kind::scoped: return exec_in(inner_scope(), node.body, out);
         case Node::Kind::branch:
           for (const auto& [condition, body] : node.branches) {
             if (!condition || truthy(eval(*condition))) return exec(body, out);
@@ -149,12 +210,7 @@ class Renderer {
           return Flow::next;
         case Node::Kind::loop: return loop(node, out);
         case Node::Kind::assign: assign(node, eval(*node.expr)); return Flow::next;
-        case Node::Kind::assign_block: {
-          std::string captured;
-          exec(node.body, captured);
-          assign(node, Value::of(std::move(captured)));
-          return Flow::next;
-        }
+        case Node::Kind::assign_block: return assign_block(node);
         case Node::Kind::macro: define_macro(node); return Flow::next;
         case Node::Kind::loop_break: return Flow::stop_loop;
         case Node::Kind::loop_continue: return Flow::next_iteration;
@@ -167,15 +223,36 @@ class Renderer {
     return Flow::next;
   }
 
+  // {% set x %}...{% endset %}: the body has a scope of its own; a break or continue in it leaves before
+  // the assignment.
+  [[gnu::noinline]] Flow assign_block(const Node& node) {
+    std::string captured;
+    const Flow flow = exec_in(inner_scope(), node.body, captured);
+    if (flow != Flow::next) return flow;
+    if (!node.filter) {
+      assign(node, Value::of(std::move(captured)));
+      return Flow::next;
+    }
+    // {% set x | filters %}: the filters are applied to the body's text, bound to kSetBlockText.
+    auto scope = inner_scope();
+    scope->variables.emplace_back(kSetBlockText, Value::of(std::move(captured)));
+    Value filtered;
+    {
+      const Entered entered(scope_, std::move(scope));
+      filtered = eval(*node.filter);
+    }
+    assign(node, std::move(filtered));
+    return Flow::next;
+  }
+
   void set(const std::string& name, Value value) {
-    Frame& frame = frames_.back();
-    for (auto& [key, existing] : frame) {
+    for (auto& [key, existing] : scope_->variables) {
       if (key == name) {
         existing = std::move(value);
         return;
       }
     }
-    frame.emplace_back(name, std::move(value));
+    scope_->variables.emplace_back(name, std::move(value));
   }
 
   void bind(const std::vector<std::string>& targets, const Value& value) {
@@ -188,34 +265,27 @@ class Renderer {
     for (size_t i = 0; i < targets.size(); ++i) set(targets[i], items[i]);
   }
 
-  void assign(const Node& node, Value value) {
+  [[gnu::noinline]] void assign(const Node& node, Value value) {
     if (node.attribute.empty()) return bind(node.targets, value);
     const Value target = lookup(node.targets[0]);
-    if (target.type != Value::Type::namespace_) throw ValueError("cannot assign attribute on non-namespace object");
+    if (target.type != Value::Type::namespace_ || target.dict->loop_context) throw ValueError("cannot assign attribute on non-namespace object");
     target.dict->set(node.attribute, std::move(value));
   }
 
-  Value lookup(const std::string& name) const {
-    for (size_t i = frames_.size(); i-- > floor_;) {
-      for (const auto& [key, value] : frames_[i]) {
+  Value lookup(const std::string& name) {
+    for (const Scope* scope = scope_.get(); scope; scope = scope->parent.get()) {
+      for (const auto& [key, value] : scope->variables) {
         if (key == name) return value;
       }
     }
-    for (const auto& [key, value] : frames_[0]) {
-      if (key == name) return value;
-    }
     if (const Value* found = context_.find(name)) return *found;
-    return global_function(name, now_);
+    return global_function(name, now_, namespaces_);
   }
 
-  Flow loop(const Node& node, std::string& out) {
+  [[gnu::noinline]] Flow loop(const Node& node, std::string& out) {
     List items = iterate(eval(*node.expr));
-    frames_.emplace_back();
-    struct PopFrame {
-      std::vector<Frame>& frames;
-      ~PopFrame() { frames.pop_back(); }
-    } pop{frames_};
     if (node.filter) {
+      const Entered entered(scope_, inner_scope());
       List kept;
       for (const Value& item : items) {
         bind(node.targets, item);
@@ -223,7 +293,7 @@ class Renderer {
       }
       items = std::move(kept);
     }
-    if (items.empty()) return exec(node.else_body, out);
+    if (items.empty()) return exec_in(inner_scope(), node.else_body, out);
     const auto position = std::make_shared<int64_t>(0);
     const Value cycle = Value::of_function("loop.cycle", [position](const Arguments& args, const KeywordArguments&) {
       if (args.empty()) throw ValueError("no items for cycling given");
@@ -233,58 +303,59 @@ class Renderer {
     for (int64_t i = 0; i < n; ++i) {
       *position = i;
       // Each iteration has its own variables: a {% set %} in the body does not carry to the next one.
-      frames_.emplace_back();
-      struct PopIteration {
-        std::vector<Frame>& frames;
-        ~PopIteration() { frames.pop_back(); }
-      } pop_iteration{frames_};
+      const std::shared_ptr<Scope> iteration = inner_scope();
+      iteration->variables.emplace_back("loop", loop_info(items, i, cycle));
+      const Entered entered(scope_, iteration);
       bind(node.targets, items[size_t(i)]);
-      auto info = std::make_shared<Dict>();
-      info->entries = {{"index", Value::of(i + 1)},
-                       {"index0", Value::of(i)},
-                       {"revindex", Value::of(n - i)},
-                       {"revindex0", Value::of(n - i - 1)},
-                       {"first", Value::of(i == 0)},
-                       {"last", Value::of(i == n - 1)},
-                       {"length", Value::of(n)},
-                       {"depth", Value::of(int64_t(1))},
-                       {"depth0", Value::of(int64_t(0))},
-                       {"previtem", i > 0 ? items[size_t(i - 1)] : Value::undefined("there is no previous item")},
-                       {"nextitem", i + 1 < n ? items[size_t(i + 1)] : Value::undefined("there is no next item")},
-                       {"cycle", cycle}};
-      set("loop", Value::of(std::move(info), Value::Type::namespace_));
       if (exec(node.body, out) == Flow::stop_loop) break;
     }
     return Flow::next;
   }
 
-  void define_macro(const Node& node) {
+  // The `loop` object of iteration i of a loop over `items`.
+  [[gnu::noinline]] static Value loop_info(const List& items, int64_t i, const Value& cycle) {
+    const int64_t n = int64_t(items.size());
+    auto info = std::make_shared<Dict>();
+    info->loop_context = true;
+    info->entries = {{"index", Value::of(i + 1)},
+                     {"index0", Value::of(i)},
+                     {"revindex", Value::of(n - i)},
+                     {"revindex0", Value::of(n - i - 1)},
+                     {"first", Value::of(i == 0)},
+                     {"last", Value::of(i == n - 1)},
+                     {"length", Value::of(n)},
+                     {"depth", Value::of(int64_t(1))},
+                     {"depth0", Value::of(int64_t(0))},
+                     {"previtem", i > 0 ? items[size_t(i - 1)] : Value::undefined("there is no previous item")},
+                     {"nextitem", i + 1 < n ? items[size_t(i + 1)] : Value::undefined("there is no next item")},
+                     {"cycle", cycle}};
+    return Value::of(std::move(info), Value::Type::namespace_);
+  }
+
+  [[gnu::noinline]] void define_macro(const Node& node) {
     const Node* macro = &node;
-    set(node.text, Value::of_function(node.text, [this, macro](const Arguments& args, const KeywordArguments& kwargs) {
-      return call_macro(*macro, args, kwargs);
+    // The macro keeps its scope weakly: the scope holds the macro, and a strong hold would never be freed.
+    std::weak_ptr<Scope> defined_in = scope_;
+    set(node.text, Value::of_function(node.text, [this, macro, defined_in](const Arguments& args, const KeywordArguments& kwargs) {
+      return call_macro(*macro, defined_in.lock(), args, kwargs);
     }));
   }
 
-  Value call_macro(const Node& macro, const Arguments& args, const KeywordArguments& kwargs) {
+  Value call_macro(const Node& macro, std::shared_ptr<Scope> defined_in, const Arguments& args, const KeywordArguments& kwargs) {
+    if (!defined_in)
+      throw ValueError("macro '" + macro.text + "' is called after the loop or macro that defined it has ended, which chat templates do not support");
     if (macro_depth_ >= kMaxMacroDepth) throw ValueError("macros call each other more than " + std::to_string(kMaxMacroDepth) + " deep");
     if (args.size() > macro.params.size()) throw ValueError("macro '" + macro.text + "' takes not more than " + std::to_string(macro.params.size()) + " argument(s)");
     for (const auto& [key, value] : kwargs) {
       if (std::none_of(macro.params.begin(), macro.params.end(), [&](const auto& p) { return p.first == key; }))
         throw ValueError("macro '" + macro.text + "' takes no keyword argument '" + key + "'");
     }
-    const size_t saved_floor = floor_;
-    frames_.emplace_back();
-    floor_ = frames_.size() - 1;
     ++macro_depth_;
-    struct Restore {
-      Renderer& r;
-      size_t floor;
-      ~Restore() {
-        r.frames_.pop_back();
-        r.floor_ = floor;
-        --r.macro_depth_;
-      }
-    } restore{*this, saved_floor};
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{macro_depth_};
+    const Entered entered(scope_, std::make_shared<Scope>(Scope{{}, std::move(defined_in)}));
     for (size_t i = 0; i < macro.params.size(); ++i) {
       const auto& [name, default_value] = macro.params[i];
       const auto given = std::find_if(kwargs.begin(), kwargs.end(), [&](const auto& kw) { return kw.first == name; });
@@ -300,6 +371,7 @@ class Renderer {
 
   Value eval(const Expr& e) {
     try {
+      const Deeper deeper(depth_);
       return evaluate(e);
     } catch (const TemplateRaised& raised) {
       throw RaisedError(e.line, raised.what());
@@ -308,109 +380,138 @@ class Renderer {
     }
   }
 
+  // The cases of evaluate() and exec() that need many locals have functions of their own, kept out of line,
+  // so that the frames every level of nesting takes stay small (under AddressSanitizer, too).
   Value evaluate(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::literal: return e.literal;
       case Expr::Kind::name: return lookup(e.name);
-      case Expr::Kind::attribute: return get_attribute(eval(*e.args[0]), e.name);
-      case Expr::Kind::item: return get_item(eval(*e.args[0]), eval(*e.args[1]));
-      case Expr::Kind::slice: {
-        const Value target = eval(*e.args[0]);
-        Value bounds[3];
-        for (int i = 0; i < 3; ++i) bounds[i] = e.args[size_t(i) + 1] ? eval(*e.args[size_t(i) + 1]) : Value::none();
-        return slice(target, &bounds[0], &bounds[1], &bounds[2]);
-      }
-      case Expr::Kind::call: {
-        const Value callee = eval(*e.args[0]);
-        require_defined(callee);
-        if (callee.type != Value::Type::function) throw ValueError(std::string("'") + type_name(callee) + "' object is not callable");
-        Arguments args;
-        KeywordArguments kwargs;
-        arguments(e, 1, args, kwargs);
-        return (*callee.function)(args, kwargs);
-      }
-      case Expr::Kind::filter: {
-        const Value input = eval(*e.args[0]);
-        Arguments args;
-        KeywordArguments kwargs;
-        arguments(e, 1, args, kwargs);
-        return e.filter(input, args, kwargs);
-      }
-      case Expr::Kind::test: {
-        const Value input = eval(*e.args[0]);
-        Arguments args;
-        KeywordArguments kwargs;
-        arguments(e, 1, args, kwargs);
-        return Value::of(e.test(input, args) != e.negated);
-      }
+      case Expr::Kind::attribute:
+      case Expr::Kind::item: return evaluate_lookup(e);
+      case Expr::Kind::slice: return evaluate_slice(e);
+      case Expr::Kind::call: return evaluate_call(e);
+      case Expr::Kind::filter:
+      case Expr::Kind::test: return evaluate_filter_or_test(e);
       case Expr::Kind::negate:
-      case Expr::Kind::plus: {
-        const Value v = eval(*e.args[0]);
-        require_defined(v);
-        if (!v.is_number()) throw ValueError("bad operand type for unary " + std::string(e.kind == Expr::Kind::negate ? "-" : "+") + ": '" + type_name(v) + "'");
-        if (e.kind == Expr::Kind::plus) return v.is_integral() ? Value::of(v.as_integer()) : v;
-        if (v.is_integral()) {
-          check_overflow(v.as_integer() == std::numeric_limits<int64_t>::min());
-          return Value::of(-v.as_integer());
-        }
-        return Value::of(-v.real);
-      }
-      case Expr::Kind::binary: return arithmetic(e.name, eval(*e.args[0]), eval(*e.args[1]));
-      case Expr::Kind::concat: {
-        std::string text;
-        for (const ExprPtr& part : e.args) text += to_str(eval(*part));
-        return Value::of(std::move(text));
-      }
-      case Expr::Kind::compare: {
-        Value left = eval(*e.args[0]);
-        for (size_t i = 0; i < e.ops.size(); ++i) {
-          Value right = eval(*e.args[i + 1]);
-          if (!compare(e.ops[i], left, right)) return Value::of(false);
-          left = std::move(right);
-        }
-        return Value::of(true);
-      }
-      case Expr::Kind::logical_and: {
-        Value left = eval(*e.args[0]);
-        return truthy(left) ? eval(*e.args[1]) : left;
-      }
-      case Expr::Kind::logical_or: {
-        Value left = eval(*e.args[0]);
-        return truthy(left) ? left : eval(*e.args[1]);
-      }
-      case Expr::Kind::logical_not: return Value::of(!truthy(eval(*e.args[0])));
-      case Expr::Kind::condition:
-        if (truthy(eval(*e.args[0]))) return eval(*e.args[1]);
-        return e.args[2] ? eval(*e.args[2]) : Value::undefined("the condition was false and there is no else");
+      case Expr::Kind::plus: return evaluate_sign(e);
+      case Expr::Kind::binary: return evaluate_binary(e);
+      case Expr::Kind::concat: return evaluate_concat(e);
+      case Expr::Kind::compare: return evaluate_comparison(e);
+      case Expr::Kind::logical_and:
+      case Expr::Kind::logical_or:
+      case Expr::Kind::logical_not:
+      case Expr::Kind::condition: return evaluate_logic(e);
       case Expr::Kind::list:
-      case Expr::Kind::tuple: {
-        List items;
-        for (const ExprPtr& item : e.args) items.push_back(eval(*item));
-        return Value::of(std::move(items), e.kind == Expr::Kind::list ? Value::Type::list : Value::Type::tuple);
-      }
-      case Expr::Kind::dict: {
-        auto dict = std::make_shared<Dict>();
-        for (const auto& [key, value] : e.dict_items) {
-          const Value k = eval(*key);
-          if (!k.is_string()) throw ValueError("dict keys other than strings are not supported in chat templates");
-          dict->set(k.text, eval(*value));
-        }
-        return Value::of(std::move(dict));
-      }
+      case Expr::Kind::tuple:
+      case Expr::Kind::dict: return evaluate_display(e);
     }
     throw ValueError("an expression of an unknown kind");
   }
 
-  void arguments(const Expr& e, size_t first, Arguments& args, KeywordArguments& kwargs) {
-    for (size_t i = first; i < e.args.size(); ++i) args.push_back(eval(*e.args[i]));
+  [[gnu::noinline]] Value evaluate_lookup(const Expr& e) {  // a.name, a[key]
+    const Value object = eval(*e.args[0]);
+    if (e.kind == Expr::Kind::attribute) return get_attribute(object, e.name);
+    return get_item(object, eval(*e.args[1]));
+  }
+
+  [[gnu::noinline]] Value evaluate_binary(const Expr& e) {
+    const Value left = eval(*e.args[0]);
+    return arithmetic(e.name, left, eval(*e.args[1]));
+  }
+
+  [[gnu::noinline]] Value evaluate_concat(const Expr& e) {
+    std::string text;
+    for (const ExprPtr& part : e.args) text += to_str(eval(*part));
+    return Value::of(std::move(text));
+  }
+
+  [[gnu::noinline]] Value evaluate_logic(const Expr& e) {  // and, or, not, a if b else c
+    Value first = eval(*e.args[0]);
+    switch (e.kind) {
+      case Expr::Kind::logical_and: return truthy(first) ? eval(*e.args[1]) : first;
+      case Expr::Kind::logical_or: return truthy(first) ? first : eval(*e.args[1]);
+      case Expr::Kind::logical_not: return Value::of(!truthy(first));
+      default:  // condition: args[0] is the test
+        if (truthy(first)) return eval(*e.args[1]);
+        return e.args[2] ? eval(*e.args[2]) : Value::undefined("the condition was false and there is no else");
+    }
+  }
+
+  [[gnu::noinline]] Value evaluate_slice(const Expr& e) {
+    const Value target = eval(*e.args[0]);
+    Value bounds[3];
+    for (int i = 0; i < 3; ++i) bounds[i] = e.args[size_t(i) + 1] ? eval(*e.args[size_t(i) + 1]) : Value::none();
+    return slice(target, &bounds[0], &bounds[1], &bounds[2]);
+  }
+
+  [[gnu::noinline]] Value evaluate_call(const Expr& e) {
+    const Value callee = eval(*e.args[0]);
+    require_defined(callee);
+    if (callee.type != Value::Type::function) throw ValueError(std::string("'") + type_name(callee) + "' object is not callable");
+    Arguments args;
+    KeywordArguments kwargs;
+    arguments(e, args, kwargs);
+    return (*callee.function)(args, kwargs);
+  }
+
+  [[gnu::noinline]] Value evaluate_filter_or_test(const Expr& e) {
+    const Value input = eval(*e.args[0]);
+    Arguments args;
+    KeywordArguments kwargs;
+    arguments(e, args, kwargs);
+    if (e.kind == Expr::Kind::filter) return e.filter(input, args, kwargs);
+    return Value::of(e.test(input, args) != e.negated);
+  }
+
+  [[gnu::noinline]] Value evaluate_sign(const Expr& e) {
+    const Value v = eval(*e.args[0]);
+    require_defined(v);
+    if (!v.is_number()) throw ValueError("bad operand type for unary " + std::string(e.kind == Expr::Kind::negate ? "-" : "+") + ": '" + type_name(v) + "'");
+    if (e.kind == Expr::Kind::plus) return v.is_integral() ? Value::of(v.as_integer()) : v;
+    if (v.is_integral()) {
+      check_overflow(v.as_integer() == std::numeric_limits<int64_t>::min());
+      return Value::of(-v.as_integer());
+    }
+    return Value::of(-v.real);
+  }
+
+  [[gnu::noinline]] Value evaluate_comparison(const Expr& e) {
+    Value left = eval(*e.args[0]);
+    for (size_t i = 0; i < e.ops.size(); ++i) {
+      Value right = eval(*e.args[i + 1]);
+      if (!compare(e.ops[i], left, right)) return Value::of(false);
+      left = std::move(right);
+    }
+    return Value::of(true);
+  }
+
+  [[gnu::noinline]] Value evaluate_display(const Expr& e) {  // [a, b], (a, b), {k: v}
+    if (e.kind == Expr::Kind::dict) {
+      auto dict = std::make_shared<Dict>();
+      for (const auto& [key, value] : e.dict_items) {
+        const Value k = eval(*key);
+        if (!k.is_string()) throw ValueError("dict keys other than strings are not supported in chat templates");
+        dict->set(k.text, eval(*value));
+      }
+      return Value::of(std::move(dict));
+    }
+    List items;
+    for (const ExprPtr& item : e.args) items.push_back(eval(*item));
+    return Value::of(std::move(items), e.kind == Expr::Kind::list ? Value::Type::list : Value::Type::tuple);
+  }
+
+  // A call's, filter's or test's arguments: args[1..] and the keywords.
+  void arguments(const Expr& e, Arguments& args, KeywordArguments& kwargs) {
+    for (size_t i = 1; i < e.args.size(); ++i) args.push_back(eval(*e.args[i]));
     for (const auto& [key, value] : e.kwargs) kwargs.emplace_back(key, eval(*value));
   }
 
   const Dict& context_;
   const std::tm now_;
-  std::vector<Frame> frames_;  // [0]: the template's own variables; then loops' and macros'
-  size_t floor_ = 1;           // inside a macro, the frames below its own (but [0]) are not visible
+  std::shared_ptr<Scope> scope_;  // the current scope; its chain ends at the template's own
+  std::vector<std::shared_ptr<Dict>> namespaces_;
   int macro_depth_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -59,6 +59,7 @@ struct Expr {
   };
   Kind kind;
   int line = 0;
+  int depth = 1;  // of the tree under it: the parser refuses a tree deeper than it can walk and free
   Value literal;
   std::string name;
   std::vector<ExprPtr> args;
@@ -87,19 +88,24 @@ struct Node {
     macro,       // {% macro name(params) %} body
     loop_break,
     loop_continue,
-    sequence,    // body (the template itself, {% generation %})
+    sequence,    // body (the template itself)
+    scoped,      // body in a scope of its own ({% generation %})
   };
   Kind kind;
   int line = 0;
   std::string text;  // text; macro name
   std::string attribute;  // assign to a namespace's attribute
   ExprPtr expr;
-  ExprPtr filter;
+  ExprPtr filter;  // loop: the condition of `for x in y if ...`; assign_block: its filters, over kSetBlockText
   std::vector<std::string> targets;
   std::vector<std::pair<ExprPtr, Body>> branches;
   Body body, else_body;
   std::vector<std::pair<std::string, ExprPtr>> params;  // a null default: none given
 };
+
+// The name that holds a set block's text while its filters run ({% set x | trim %}): it has a space, so
+// no template can write it.
+inline constexpr const char* kSetBlockText = "set block";
 
 // The statement tree of a template. InputError "ORIGIN: line N: ..." for a syntax error, a tag Tilefire
 // does not run (include, extends, block, import, filter, call, ...) or an unknown filter or test.
@@ -110,8 +116,10 @@ FilterFunction find_filter(std::string_view name);
 TestFunction find_test(std::string_view name);
 // A method of a string, list or dict bound to it ("strip", "items", ...); undefined when it has none.
 Value method_of(const Value& object, const std::string& name);
-// The globals: range, dict, namespace, raise_exception, strftime_now; undefined for another name.
-Value global_function(const std::string& name, const std::tm& now);
+// The globals: range, dict, namespace, raise_exception, strftime_now; undefined for another name. Each
+// namespace made is added to `namespaces`, which the renderer empties when it is done: a namespace can
+// hold itself, and would otherwise never be freed.
+Value global_function(const std::string& name, const std::tm& now, std::vector<std::shared_ptr<Dict>>& namespaces);
 // Jinja2's attribute lookup (obj.name: the attribute, else the item) and item lookup (obj[key]: the item,
 // else for a string key the attribute), undefined when neither exists. ValueError on undefined.
 Value get_attribute(const Value& object, const std::string& name);

@@ -7,13 +7,31 @@
 #include <cstdio>
 #include <limits>
 
+#include "graph/jinja.h"
 #include "graph/unicode.h"
+#include "tilefire/errors.h"
 
 namespace tilefire::jinja {
+
+namespace {
+
+uint32_t checked_depth(uint32_t deepest_item) {
+  if (deepest_item >= kMaxValueDepth) throw ValueError("a value nests lists and dicts more than " + std::to_string(kMaxValueDepth) + " levels deep");
+  return deepest_item + 1;
+}
+
+uint32_t depth_of(const List& list) {
+  uint32_t deepest = 0;
+  for (const Value& item : list) deepest = std::max(deepest, item.depth);
+  return checked_depth(deepest);
+}
+
+}  // namespace
 
 Value Value::of(List list, Type type) {
   Value v;
   v.type = type;
+  v.depth = depth_of(list);
   v.items = std::make_shared<const List>(std::move(list));
   return v;
 }
@@ -21,8 +39,42 @@ Value Value::of(List list, Type type) {
 Value Value::of(std::shared_ptr<Dict> dict, Type type) {
   Value v;
   v.type = type;
+  // A namespace counts one level: its attributes can change after it is put in a list, and can hold the
+  // namespace itself. The renderer empties every namespace when it is done, so none outlives a render.
+  uint32_t deepest = 0;
+  if (type == Type::dict) {
+    for (const auto& [key, item] : dict->entries) deepest = std::max(deepest, item.depth);
+  }
+  v.depth = checked_depth(deepest);
   v.dict = std::move(dict);
   return v;
+}
+
+Value Value::of(std::shared_ptr<Iterator> iterator, uint32_t source_depth) {
+  Value v;
+  v.type = Type::iterator;
+  v.depth = checked_depth(source_depth);
+  v.iterator = std::move(iterator);
+  return v;
+}
+
+Value Value::view(std::string type_name, List items) {
+  Value v = of(std::move(items));
+  v.type = Type::view;
+  v.text = std::move(type_name);
+  return v;
+}
+
+bool Iterator::next(Value& out) {
+  if (start) {
+    const std::function<Advance()> code = std::move(start);
+    start = nullptr;
+    advance = code();
+  }
+  if (!advance) return false;
+  if (advance(out)) return true;
+  advance = nullptr;  // exhausted, and what it held is let go
+  return false;
 }
 
 Value Value::of_function(std::string name, Function function) {
@@ -60,6 +112,46 @@ Value Value::of_json(const nlohmann::ordered_json& json) {
   }
 }
 
+namespace {
+
+// Finds the integers nlohmann reads as floats because they are past 64 bits (its SAX parser gives the
+// number's text): digits and a sign only.
+struct IntegerPast64Bits : nlohmann::json_sax<nlohmann::ordered_json> {
+  std::string found;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t& text) override {
+    if (text.find_first_not_of("-0123456789") == std::string::npos) found = text;
+    return found.empty();
+  }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+};
+
+}  // namespace
+
+nlohmann::ordered_json parse_variables_json(std::string_view text, const std::string& what) {
+  nlohmann::ordered_json json;
+  try {
+    json = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::ordered_json::exception& error) {
+    throw InputError(what + " is not JSON (" + error.what() + ")");
+  }
+  IntegerPast64Bits scan;
+  nlohmann::ordered_json::sax_parse(text, &scan);
+  if (!scan.found.empty())
+    throw InputError(what + ": the integer " + scan.found + " is past 64 bits (Python's integers have no bound; a chat template's in Tilefire have 64 bits)");
+  return json;
+}
+
 const Value* Dict::find(const std::string& key) const {
   for (const auto& [k, v] : entries) {
     if (k == key) return &v;
@@ -88,8 +180,10 @@ std::string type_name(const Value& value) {
     case Value::Type::list: return "list";
     case Value::Type::tuple: return "tuple";
     case Value::Type::dict: return "dict";
-    case Value::Type::namespace_: return "Namespace";
+    case Value::Type::namespace_: return value.dict->loop_context ? "LoopContext" : "Namespace";
     case Value::Type::function: return "function";
+    case Value::Type::iterator: return value.iterator->type_name;
+    case Value::Type::view: return value.text;
   }
   return "?";
 }
@@ -103,10 +197,12 @@ bool truthy(const Value& value) {
     case Value::Type::real: return value.real != 0;
     case Value::Type::string: return !value.text.empty();
     case Value::Type::list:
-    case Value::Type::tuple: return !value.items->empty();
+    case Value::Type::tuple:
+    case Value::Type::view: return !value.items->empty();
     case Value::Type::dict: return !value.dict->entries.empty();
     case Value::Type::namespace_:
-    case Value::Type::function: return true;
+    case Value::Type::function:
+    case Value::Type::iterator: return true;
   }
   return false;
 }
@@ -188,45 +284,79 @@ std::string string_repr(const std::string& text) {
   return out + quote;
 }
 
-std::string sequence_repr(const Value& value) {
-  const bool tuple = value.type == Value::Type::tuple;
-  std::string out = tuple ? "(" : "[";
-  for (size_t i = 0; i < value.items->size(); ++i) {
-    if (i) out += ", ";
-    out += to_repr((*value.items)[i]);
+// Python's printing of nested values: a dict met again inside itself (a namespace holding itself) prints
+// as {...}, as Python's repr does; a chain of namespaces deeper than kMaxValueDepth is refused, where
+// Python runs out of recursion.
+class Printer {
+ public:
+  std::string str(const Value& value) {
+    switch (value.type) {
+      case Value::Type::undefined: return "";
+      case Value::Type::none: return "None";
+      case Value::Type::boolean: return value.boolean ? "True" : "False";
+      case Value::Type::integer: return std::to_string(value.integer);
+      case Value::Type::real: return float_repr(value.real);
+      case Value::Type::string: return value.text;
+      case Value::Type::list:
+      case Value::Type::tuple: return sequence(value);
+      case Value::Type::view: return value.text + "(" + sequence(Value::of(*value.items)) + ")";
+      case Value::Type::dict: return dict(*value.dict);
+      case Value::Type::namespace_:
+        if (value.dict->loop_context) return "<LoopContext " + str(*value.dict->find("index")) + "/" + str(*value.dict->find("length")) + ">";
+        return "<Namespace " + dict(*value.dict) + ">";
+      case Value::Type::function: return "<function " + value.text + ">";
+      case Value::Type::iterator:
+        throw ValueError("a " + value.iterator->type_name + " object cannot be printed (Python prints its memory address): make it a list with |list");
+    }
+    return "";
   }
-  if (tuple && value.items->size() == 1) out += ",";
-  return out + (tuple ? ")" : "]");
-}
+  std::string repr(const Value& value) { return value.is_string() ? string_repr(value.text) : str(value); }
 
-std::string dict_repr(const Dict& dict) {
-  std::string out = "{";
-  for (size_t i = 0; i < dict.entries.size(); ++i) {
-    if (i) out += ", ";
-    out += string_repr(dict.entries[i].first) + ": " + to_repr(dict.entries[i].second);
+ private:
+  struct Nested {
+    Printer& printer;
+    explicit Nested(Printer& p) : printer(p) {
+      if (++printer.depth_ > kMaxValueDepth) throw ValueError("a value nests too deep to print (more than " + std::to_string(kMaxValueDepth) + " levels)");
+    }
+    ~Nested() { --printer.depth_; }
+  };
+
+  std::string sequence(const Value& value) {
+    const Nested nested(*this);
+    const bool tuple = value.type == Value::Type::tuple;
+    std::string out = tuple ? "(" : "[";
+    for (size_t i = 0; i < value.items->size(); ++i) {
+      if (i) out += ", ";
+      out += repr((*value.items)[i]);
+    }
+    if (tuple && value.items->size() == 1) out += ",";
+    return out + (tuple ? ")" : "]");
   }
-  return out + "}";
-}
+
+  std::string dict(const Dict& dict) {
+    if (std::find(open_.begin(), open_.end(), &dict) != open_.end()) return "{...}";
+    const Nested nested(*this);
+    open_.push_back(&dict);
+    std::string out = "{";
+    for (size_t i = 0; i < dict.entries.size(); ++i) {
+      if (i) out += ", ";
+      out += string_repr(dict.entries[i].first) + ": " + repr(dict.entries[i].second);
+    }
+    open_.pop_back();
+    return out + "}";
+  }
+
+  std::vector<const Dict*> open_;  // the dicts being printed, outermost first
+  uint32_t depth_ = 0;
+};
 
 }  // namespace
 
-std::string to_repr(const Value& value) { return value.is_string() ? string_repr(value.text) : to_str(value); }
+std::string to_repr(const Value& value) { return Printer().repr(value); }
 
 std::string to_str(const Value& value) {
-  switch (value.type) {
-    case Value::Type::undefined: return "";
-    case Value::Type::none: return "None";
-    case Value::Type::boolean: return value.boolean ? "True" : "False";
-    case Value::Type::integer: return std::to_string(value.integer);
-    case Value::Type::real: return float_repr(value.real);
-    case Value::Type::string: return value.text;
-    case Value::Type::list:
-    case Value::Type::tuple: return sequence_repr(value);
-    case Value::Type::dict: return dict_repr(*value.dict);
-    case Value::Type::namespace_: return "<Namespace " + dict_repr(*value.dict) + ">";
-    case Value::Type::function: return "<function " + value.text + ">";
-  }
-  return "";
+  if (value.is_string()) return value.text;  // the common case, without a Printer
+  return Printer().str(value);
 }
 
 bool equal(const Value& a, const Value& b) {
@@ -252,6 +382,14 @@ bool equal(const Value& a, const Value& b) {
     }
     case Value::Type::namespace_: return a.dict == b.dict;
     case Value::Type::function: return a.function == b.function;
+    case Value::Type::iterator: return a.iterator == b.iterator;
+    case Value::Type::view: {
+      if (a.text != b.text) return false;
+      if (a.text == "dict_values") return a.items == b.items;  // Python compares values views by identity
+      // Keys and items views compare as sets.
+      const auto holds = [](const List& items, const Value& item) { return std::any_of(items.begin(), items.end(), [&](const Value& v) { return equal(v, item); }); };
+      return a.items->size() == b.items->size() && std::all_of(a.items->begin(), a.items->end(), [&](const Value& v) { return holds(*b.items, v); });
+    }
     default: return false;
   }
 }

@@ -26,21 +26,33 @@ struct ValueError : std::runtime_error {
 
 struct Value;
 struct Dict;
+struct Iterator;
 using List = std::vector<Value>;
 using Arguments = std::vector<Value>;
 using KeywordArguments = std::vector<std::pair<std::string, Value>>;
 using Function = std::function<Value(const Arguments&, const KeywordArguments&)>;
 
+// How deep lists, tuples, dicts, views and iterators may nest in one another. Python fails near 1000 levels
+// (its recursion limit) when it prints or compares them; Tilefire refuses a value deeper than this when it
+// is made, so that printing, comparing and freeing it never recurse past the stack.
+inline constexpr uint32_t kMaxValueDepth = 400;
+
 struct Value {
-  enum class Type { undefined, none, boolean, integer, real, string, list, tuple, dict, namespace_, function };
+  // iterator: a Python iterator (the generators of select, map, unique and items, reverse's iterators);
+  // view: a dict's items(), keys() or values(), a snapshot (the sandbox's dicts do not change).
+  enum class Type { undefined, none, boolean, integer, real, string, list, tuple, dict, namespace_, function, iterator, view };
   Type type = Type::undefined;
   bool boolean = false;
+  uint32_t depth = 0;  // containers: 1 + the depth of the deepest value they hold (a namespace counts 1)
   int64_t integer = 0;
   double real = 0;
-  std::string text;  // string; for undefined, why it is undefined ("'x' is undefined"); for function, its name
-  std::shared_ptr<const List> items;  // list, tuple
+  // string; for undefined, why it is undefined ("'x' is undefined"); for function, its name; for view, its
+  // Python type ("dict_items", "dict_keys", "dict_values")
+  std::string text;
+  std::shared_ptr<const List> items;  // list, tuple, view
   std::shared_ptr<Dict> dict;         // dict, namespace (a namespace's attributes can be set)
   std::shared_ptr<const Function> function;
+  std::shared_ptr<Iterator> iterator;
 
   static Value undefined(std::string why) { Value v; v.text = std::move(why); return v; }
   static Value none() { Value v; v.type = Type::none; return v; }
@@ -51,6 +63,8 @@ struct Value {
   static Value of(const char* s) { return of(std::string(s)); }
   static Value of(List list, Type type = Type::list);
   static Value of(std::shared_ptr<Dict> dict, Type type = Type::dict);
+  static Value of(std::shared_ptr<Iterator> iterator, uint32_t source_depth);  // source_depth: what it walks
+  static Value view(std::string type_name, List items);
   static Value of_function(std::string name, Function function);
   static Value of_json(const nlohmann::ordered_json& json);
 
@@ -66,11 +80,24 @@ struct Value {
   const List& list() const { return *items; }
 };
 
-// A Python dict with string keys: insertion order, a key set again keeps its place.
+// A Python dict with string keys: insertion order, a key set again keeps its place. Also the attributes of
+// a namespace, and of a loop's `loop` object (which a template cannot assign to).
 struct Dict {
   std::vector<std::pair<std::string, Value>> entries;
+  bool loop_context = false;
   const Value* find(const std::string& key) const;
   void set(const std::string& key, Value value);
+};
+
+// A Python iterator: walked once, each item it gives is gone from it; always true, without a length.
+// A generator's code runs when its first item is asked for (a wrong argument of select fails then, not
+// when the filter is applied), as Python runs a generator's.
+struct Iterator {
+  using Advance = std::function<bool(Value& next)>;  // the next item; false when there is none
+  std::string type_name;                             // "generator", "list_reverseiterator", ...
+  std::function<Advance()> start;                    // a generator's code, until it has run
+  Advance advance;
+  bool next(Value& out);
 };
 
 // Python's type name of a value, for messages ("str", "int", "list", "dict", "NoneType").

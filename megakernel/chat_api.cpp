@@ -32,15 +32,11 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
 }
 
 std::string ChatTemplate::render_json(std::string_view messages_json, bool add_generation_prompt, std::string_view variables_json) const {
-  const auto parse = [](std::string_view text, const char* what) {
-    try {
-      return nlohmann::ordered_json::parse(text);
-    } catch (const nlohmann::ordered_json::exception& error) {
-      throw InputError(std::string(what) + " are not JSON: " + error.what());
-    }
-  };
-  return render_chat(*files_, parse(messages_json, "chat messages"), add_generation_prompt, parse(variables_json, "chat template variables"));
+  return render_chat(*files_, jinja::parse_variables_json(messages_json, "chat messages"), add_generation_prompt,
+                     jinja::parse_variables_json(variables_json, "chat template variables"));
 }
+
+void check_chat_json(std::string_view text, const std::string& what) { jinja::parse_variables_json(text, what); }
 
 std::vector<int32_t> ChatTemplate::end_of_reply_tokens(const Tokenizer& tokenizer) const {
   std::vector<int32_t> ids = files_->generation_eos;

@@ -488,6 +488,12 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   return result;
 }
 
+Schedule parse_schedule(std::string_view text) {
+  if (text == "dataflow") return Schedule::dataflow;
+  if (text == "bsp") return Schedule::bsp;
+  throw InputError("--schedule expects dataflow or bsp, got '" + std::string(text) + "'");
+}
+
 Granularity parse_granularity(std::string_view text) {
   for (Granularity g : {Granularity::tile, Granularity::head, Granularity::op})
     if (text == granularity_name(g)) return g;

@@ -90,9 +90,7 @@ int chat_command(int argc, char** argv) {
   options.model_dir = args.text_or("--model", "");
   if (options.model_dir.empty()) throw InputError(command + ": --model DIR is required (a folder with tokenizer.json and a chat template)");
   options.threads = uint32_t(args.unsigned_or("--threads", 0, 1, 256));
-  const std::string schedule = args.text_or("--schedule", "dataflow");
-  if (schedule != "dataflow" && schedule != "bsp") throw InputError(command + ": --schedule expects dataflow or bsp, got '" + schedule + "'");
-  options.schedule = schedule == "bsp" ? Schedule::bsp : Schedule::dataflow;
+  options.schedule = parse_schedule(args.text_or("--schedule", "dataflow"));
   options.policy = args.text_or("--policy", "");
   options.max_context = uint32_t(args.unsigned_or("--max-context", 0, 1, 1u << 24));
   apply_backend_flags(args, options);

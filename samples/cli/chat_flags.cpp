@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 namespace tilefire::cli {
 
@@ -32,17 +33,15 @@ Conversation begin_conversation(const Args& args, const std::string& model_dir, 
     std::ifstream in(*file, std::ios::binary);
     std::error_code ignored;
     if (!in || std::filesystem::is_directory(*file, ignored)) throw InputError(command + ": --messages: cannot read " + *file);
-    nlohmann::ordered_json loaded;
-    try {
-      loaded = nlohmann::ordered_json::parse(in);
-    } catch (const nlohmann::ordered_json::exception& error) {
-      throw InputError(command + ": --messages: " + *file + " is not JSON (" + error.what() + ")");
-    }
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) throw InputError(command + ": --messages: cannot read " + *file);
+    check_chat_json(text, command + ": --messages: " + *file);
+    const nlohmann::ordered_json loaded = nlohmann::ordered_json::parse(text);
     if (loaded.is_object()) {
       if (!loaded.contains("messages")) throw InputError(command + ": --messages: " + *file + " is an object without \"messages\"");
       conversation.messages = loaded.at("messages");
-      loaded.erase("messages");
       conversation.variables = loaded;
+      conversation.variables.erase("messages");
     } else {
       conversation.messages = loaded;
     }

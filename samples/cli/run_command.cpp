@@ -83,12 +83,6 @@ void print(std::string_view text) {
   std::fflush(stdout);
 }
 
-Schedule parse_schedule(const std::string& s) {
-  if (s == "dataflow") return Schedule::dataflow;
-  if (s == "bsp") return Schedule::bsp;
-  throw InputError("tilefire run: --schedule expects dataflow or bsp, got '" + s + "'");
-}
-
 }  // namespace
 
 int run_command(int argc, char** argv) {

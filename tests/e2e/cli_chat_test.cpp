@@ -99,6 +99,7 @@ TEST(CliChat, WhatAChatCannotRunWithIsRefusedByName) {
   write_file_text(raising / "chat_template.jinja", "{% if messages[0].role == 'system' %}{{ raise_exception('System messages are not supported') }}{% endif %}x");
   write_file_text(dir.path() / "notjson.json", "[{");
   write_file_text(dir.path() / "nomessages.json", R"({"greeting": "hey"})");
+  write_file_text(dir.path() / "bigint.json", R"({"messages": [{"role": "user", "content": "hi"}], "seed": 123456789012345678901234})");
   const std::string m = model.string();
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--chat", "hi"}, "a chat needs the model's tokenizer.json (the built-in sample has none"},
@@ -110,6 +111,7 @@ TEST(CliChat, WhatAChatCannotRunWithIsRefusedByName) {
       {{"--model", m, "--messages", dir.path().string()}, "--messages: cannot read"},
       {{"--model", m, "--messages", (dir.path() / "notjson.json").string()}, "is not JSON"},
       {{"--model", m, "--messages", (dir.path() / "nomessages.json").string()}, "is an object without \"messages\""},
+      {{"--model", m, "--messages", (dir.path() / "bigint.json").string()}, "the integer 123456789012345678901234 is past 64 bits"},
       {{"--model", m, "--chat", "hi", "--chat-template", (dir.path() / "missing.jinja").string()}, "missing.jinja: cannot open"},
       {{"--model", raising.string(), "--system", "s", "--chat", "hi"}, "the template raised an error: System messages are not supported"},
   };

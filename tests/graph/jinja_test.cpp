@@ -179,6 +179,74 @@ TEST(JinjaTemplate, RefusesWhatItDoesNotRunWhenParsing) {
   }
 }
 
+// Templates built to break a renderer: chains and nests deeper than it can walk, values that hold
+// themselves or nest past what Python can print, numbers past 64 bits, huge counts. Each renders or is
+// refused with an InputError that says why, quickly; under ASan, without a leak (a namespace holding
+// itself is freed).
+TEST(JinjaTemplate, HostileTemplatesAreRefusedOrRenderedNeverCrashed) {
+  const auto repeat = [](const std::string& piece, int times) {
+    std::string out;
+    for (int i = 0; i < times; ++i) out += piece;
+    return out;
+  };
+  std::string nested_call = "f(k - 1)";
+  for (int i = 0; i < 60; ++i) nested_call = "('' ~ " + nested_call + ")";
+  const std::pair<std::string, const char*> refused[] = {
+      {"{{ 1" + repeat(" + 1", 10000) + " }}", "nests more than 256 levels"},
+      {"{{ d" + repeat(".a", 10000) + " }}", "nests more than 256 levels"},
+      {"{{ s" + repeat(" | trim", 10000) + " }}", "nests more than 256 levels"},
+      {"{{ " + repeat("(", 10000) + "1" + repeat(")", 10000) + " }}", "nests more than 256 levels"},
+      {"{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}", "more than 400 levels"},
+      {"{% set ns = namespace(v=none) %}{% for i in range(100000) %}{% set ns.v = namespace(v=ns.v) %}{% endfor %}{{ ns.v }}", "too deep to print"},
+      {"{% set ns = namespace(g=[1]) %}{% for i in range(100000) %}{% set ns.g = ns.g | select %}{% endfor %}{{ ns.g | list }}", "more than 400 levels"},
+      {"{% macro f(k) %}{% if k > 0 %}{{ " + nested_call + " }}{% endif %}{% endmacro %}{{ f(99) }}", "more than 500 deep"},
+      {"{% macro f(k) %}{{ f(k + 1) }}{% endmacro %}{{ f(0) }}", "more than 100 deep"},
+      {"{{ 99999999999999999999 }}", "past 64 bits"},
+      {"{{ l.99999999999999999999 }}", "past 64 bits"},
+      {"{{ 10 ** 20 }}", "overflow"},
+      {"{{ [9223372036854775807, 1] | sum }}", "past 64 bits"},
+      {"{{ (-9223372036854775807 - 1) | abs }}", "past 64 bits"},
+      {"{{ '99999999999999999999' | int }}", "past 64 bits"},
+      {"{{ 1e20 | int }}", "past 64 bits"},
+      {"{{ l | select }}", "cannot be printed"},
+      {"{{ 'x' ~ (l | map('string')) }}", "cannot be printed"},
+      {"{{ 'ab' * 100000000 }}", "too long"},
+      {"{{ strftime_now('%f') }}", "%f"},
+  };
+  const ordered_json context = case_context(nullptr);
+  for (const auto& [source, message] : refused) {
+    try {
+      jinja::Template(source, "hostile").render(context, oracle_now());
+      ADD_FAILURE() << escaped(source.substr(0, 200)) << " rendered";
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << escaped(source.substr(0, 200)) << ": " << error.what();
+    }
+  }
+  // What Jinja2 renders and Tilefire can hold renders (each also against Jinja2 in jinja_cases.inc).
+  EXPECT_EQ(jinja::Template("{% set ns = namespace() %}{% set ns.self = ns %}{{ ns }}", "t").render(context, oracle_now()),
+            "<Namespace {'self': <Namespace {...}>}>");
+  EXPECT_EQ(jinja::Template("{{ '' * 1000000000000000000 }}{{ [] * 1000000000000000000 }}{{ l[::-9223372036854775807] }}", "t").render(context, oracle_now()),
+            "[][2]");
+}
+
+// Integers past 64 bits in a template's variables would be read by the JSON parser as floats, and the
+// template would see another value: they are refused, naming where.
+TEST(JinjaTemplate, VariablesWithIntegersPast64BitsAreRefused) {
+  for (const char* text : {R"({"n": 99999999999999999999})", R"([{"role": "user", "content": "x", "id": -99999999999999999999}])"}) {
+    try {
+      jinja::parse_variables_json(text, "messages.json");
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const InputError& error) {
+      const std::string message = error.what();
+      EXPECT_EQ(message.rfind("messages.json: ", 0), 0u) << message;
+      EXPECT_NE(message.find("99999999999999999999"), std::string::npos) << message;
+    }
+  }
+  EXPECT_EQ(jinja::parse_variables_json(R"({"a": 9223372036854775807, "b": -9223372036854775808, "c": 1e300, "d": 1.5})", "v").dump(),
+            R"({"a":9223372036854775807,"b":-9223372036854775808,"c":1e+300,"d":1.5})");
+  EXPECT_THROW(jinja::parse_variables_json("{", "v"), InputError);
+}
+
 // Random templates from pieces of the cases, sometimes with bytes mutated, rendered with the default
 // context or a mutated one: each renders or throws InputError (under ASan, without touching bad memory).
 TEST(JinjaTemplate, RandomTemplatesRenderOrThrowInputError) {

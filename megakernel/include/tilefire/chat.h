@@ -19,6 +19,11 @@ struct ChatMessage {
   std::string content;
 };
 
+// Checks JSON text of a conversation or of template variables before it is parsed elsewhere (a
+// --messages file): InputError "WHAT: ..." when it is not JSON, or holds an integer past 64 bits (Python
+// keeps it exact; a JSON parser would make it a float, and the template would see another value).
+void check_chat_json(std::string_view text, const std::string& what);
+
 class ChatTemplate {
  public:
   // The chat template of a model folder, or nullptr when it has none. InputError naming the file and the

@@ -21,6 +21,8 @@
 namespace tilefire {
 
 enum class Schedule : uint8_t { dataflow, bsp };
+// "dataflow" or "bsp" (the --schedule flag); anything else is an InputError naming the flag.
+Schedule parse_schedule(std::string_view text);
 enum class Backend : uint8_t { cpu, cuda };
 // Events per producer tile, per head-wide band of what a consumer reads, or per op (docs/ARCHITECTURE.md).
 enum class Granularity : uint8_t { tile, head, op };
