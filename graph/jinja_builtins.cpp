@@ -6,6 +6,7 @@
 #include <map>
 
 #include "graph/jinja_filters.h"
+#include "graph/unicode.h"
 
 namespace tilefire::jinja {
 
@@ -64,7 +65,10 @@ Value sort_key(const Value& item, const Value* attribute, bool case_sensitive) {
 
 namespace {
 
-Value to_string_value(const Value& v) { return Value::of(to_str(v)); }
+Value to_string_value(const Value& v) { return v.is_string() ? v : Value::of(to_str(v)); }  // a Markup stays one
+
+// A filter's string result: Markup when its input was (Markup's own methods keep it).
+Value keeping_markup(const Value& input, std::string text) { return input.is_markup() ? Value::markup(std::move(text)) : Value::of(std::move(text)); }
 
 // ---- filters ----
 
@@ -76,6 +80,7 @@ Value filter_tojson(const Value& input, Args args, Kwargs kwargs) {
   if (const Value* indent = p.get(1); indent && !indent->is_none()) {
     style.indented = true;
     if (indent->is_string()) style.indent = indent->text;
+    else if (indent->is_integral() && indent->as_integer() > int64_t(kMaxStringBytes)) throw ValueError("tojson's indent makes a string past 64 MiB");
     else if (indent->is_integral()) style.indent = std::string(size_t(std::max<int64_t>(0, indent->as_integer())), ' ');
     else throw ValueError("tojson's indent must be an integer or a string");
     style.item_separator = ",";
@@ -94,7 +99,7 @@ Value filter_tojson(const Value& input, Args args, Kwargs kwargs) {
 Value filter_trim(const Value& input, Args args, Kwargs kwargs) {
   const Parameters p("trim", args, kwargs, {"chars"});
   const Value* chars = p.string(0);
-  return Value::of(strip(to_str(input), chars ? &chars->text : nullptr, true, true));
+  return keeping_markup(input, strip(to_str(input), chars ? &chars->text : nullptr, true, true));
 }
 
 Value filter_length(const Value& input, Args args, Kwargs kwargs) {
@@ -148,25 +153,25 @@ Value change_case(const Value& input, Args args, Kwargs kwargs, const char* name
   std::string text = to_str(input);
   require_ascii_case(text, name);
   const std::string op = name;
-  if (op == "title") {  // Jinja2: words begin after '-', white space, '(', '{', '[' or '<'
+  if (op == "title") {  // Jinja2: words begin after '-', Python's white space, '(', '{', '[' or '<'; a plain str
+    std::string out;
     bool word_start = true;
-    for (char& c : text) {
-      const bool boundary = c == '-' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == '(' ||
-                            c == '{' || c == '[' || c == '<';
-      if (boundary) {
+    for (char32_t c : code_points(text)) {
+      if (c == U'-' || c == U'(' || c == U'{' || c == U'[' || c == U'<' || is_python_space(c)) {
         word_start = true;
-        continue;
+      } else {
+        if (c < 0x80) c = char32_t(word_start ? std::toupper(int(c)) : std::tolower(int(c)));
+        word_start = false;
       }
-      c = word_start ? char(std::toupper(static_cast<unsigned char>(c))) : char(std::tolower(static_cast<unsigned char>(c)));
-      word_start = false;
+      unicode::append_utf8(c, out);
     }
-    return Value::of(text);
+    return Value::of(out);
   }
   for (size_t i = 0; i < text.size(); ++i) {
     const bool upper = op == "upper" || (op == "capitalize" && i == 0);
     text[i] = upper ? char(std::toupper(static_cast<unsigned char>(text[i]))) : char(std::tolower(static_cast<unsigned char>(text[i])));
   }
-  return Value::of(text);
+  return keeping_markup(input, std::move(text));
 }
 
 Value filter_replace(const Value& input, Args args, Kwargs kwargs) {
@@ -186,9 +191,28 @@ Value filter_default(const Value& input, Args args, Kwargs kwargs) {
 Value filter_sort(const Value& input, Args args, Kwargs kwargs) {
   const Parameters p("sort", args, kwargs, {"reverse", "case_sensitive", "attribute"});
   List items = iterate(input);
+  if (p.get(0) && !p.get(0)->is_integral()) throw ValueError("sort's reverse must be a boolean or an integer, not '" + type_name(*p.get(0)) + "'");
   const bool reverse = p.flag(0, false), case_sensitive = p.flag(1, false);
+  // Jinja2's make_multi_attrgetter: attribute="role,name" sorts by each, and the key is a list even of
+  // one (so that equal keys of undefined compare equal instead of failing).
+  std::vector<Value> attributes;
+  if (p.get(2) && p.get(2)->is_string()) {
+    const std::string& names = p.get(2)->text;
+    for (size_t start = 0;;) {
+      const size_t comma = names.find(',', start);
+      attributes.push_back(Value::of(names.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  } else {
+    attributes.push_back(p.get(2) ? *p.get(2) : Value::none());
+  }
   std::vector<std::pair<Value, Value>> keyed;
-  for (const Value& item : items) keyed.emplace_back(sort_key(item, p.get(2), case_sensitive), item);
+  for (const Value& item : items) {
+    List key;
+    for (const Value& attribute : attributes) key.push_back(sort_key(item, &attribute, case_sensitive));
+    keyed.emplace_back(Value::of(std::move(key)), item);
+  }
   std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) { return reverse ? less(b.first, a.first) : less(a.first, b.first); });
   items.clear();
   for (auto& [key, item] : keyed) items.push_back(std::move(item));
@@ -251,10 +275,17 @@ Value filter_indent(const Value& input, Args args, Kwargs kwargs) {
   // Jinja2's do_indent: a newline is added, then the lines are re-joined with the indentation; without
   // `blank`, empty lines are not indented.
   const Parameters p("indent", args, kwargs, {"width", "first", "blank"});
+  if (!input.is_string()) throw ValueError("indent takes a string, not '" + type_name(input) + "'");  // Jinja2: s += "\n"
+  std::vector<std::u32string> lines = split_lines(code_points(input.text) + U"\n");
   std::u32string prefix = U"    ";
-  if (const Value* width = p.get(0)) prefix = width->is_string() ? code_points(width->text) : std::u32string(size_t(std::max<int64_t>(0, width->as_integer())), U' ');
+  if (const Value* width = p.get(0)) {
+    if (!width->is_string() && !width->is_integral()) throw ValueError("indent's width must be an integer or a string, not '" + type_name(*width) + "'");
+    const int64_t spaces = width->is_integral() ? std::max<int64_t>(0, width->as_integer()) : 0;
+    if (double(width->is_string() ? width->text.size() : size_t(spaces)) * double(lines.size()) > double(kMaxStringBytes))
+      throw ValueError("indent's width makes a string past 64 MiB");
+    prefix = width->is_string() ? code_points(width->text) : std::u32string(size_t(spaces), U' ');
+  }
   const bool first = p.flag(1, false), blank = p.flag(2, false);
-  std::vector<std::u32string> lines = split_lines(code_points(to_str(input)) + U"\n");
   std::u32string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i) out += U"\n";
@@ -262,7 +293,7 @@ Value filter_indent(const Value& input, Args args, Kwargs kwargs) {
     out += lines[i];
   }
   if (first) out = prefix + out;
-  return Value::of(utf8(out));
+  return keeping_markup(input, utf8(out));
 }
 
 Value filter_wordcount(const Value& input, Args args, Kwargs kwargs) {
@@ -277,13 +308,22 @@ Value filter_wordcount(const Value& input, Args args, Kwargs kwargs) {
   return Value::of(words);
 }
 
+// safe and escape give a Markup (markupsafe's): a string that escape leaves alone, that escapes what `+`
+// joins to it, and that prints in a list as Markup('...').
 Value filter_safe(const Value& input, Args args, Kwargs kwargs) {
   Parameters("safe", args, kwargs, {});
-  return to_string_value(input);
+  return Value::markup(to_str(input));
 }
 
 Value filter_escape(const Value& input, Args args, Kwargs kwargs) {
   Parameters("escape", args, kwargs, {});
+  return escaped(input);
+}
+
+}  // namespace
+
+Value escaped(const Value& input) {
+  if (input.is_markup()) return input;
   std::string out;
   for (char c : to_str(input)) {
     switch (c) {
@@ -295,7 +335,18 @@ Value filter_escape(const Value& input, Args args, Kwargs kwargs) {
       default: out += c;
     }
   }
-  return Value::of(out);
+  return Value::markup(out);
+}
+
+namespace {
+
+// Jinja2's do_format: str(value) % args, or % kwargs as a dict; not both.
+Value filter_format(const Value& input, Args args, Kwargs kwargs) {
+  if (!args.empty() && !kwargs.empty()) throw ValueError("format can't handle positional and keyword arguments at the same time");
+  if (kwargs.empty()) return percent_format(to_string_value(input), Value::of(List(args), Value::Type::tuple));
+  auto dict = std::make_shared<Dict>();
+  for (const auto& [key, value] : kwargs) dict->set(key, value);
+  return percent_format(to_string_value(input), Value::of(std::move(dict)));
 }
 
 Value filter_attr(const Value& input, Args args, Kwargs kwargs) {
@@ -322,23 +373,19 @@ const std::map<std::string, FilterFunction, std::less<>>& filters() {
       {"dictsort", filter_dictsort}, {"select", filter_select},     {"reject", filter_reject},   {"selectattr", filter_selectattr},
       {"rejectattr", filter_rejectattr}, {"map", filter_map},       {"sum", filter_sum},         {"min", filter_min},
       {"max", filter_max},           {"indent", filter_indent},     {"wordcount", filter_wordcount}, {"safe", filter_safe},
-      {"escape", filter_escape},     {"e", filter_escape},          {"attr", filter_attr},
+      {"escape", filter_escape},     {"e", filter_escape},          {"attr", filter_attr},       {"format", filter_format},
   };
   return table;
 }
 
 // ---- tests ----
 
-const Value& argument(Args args, const char* test) {
-  if (args.empty()) throw ValueError(std::string("the test '") + test + "' takes an argument");
-  return args[0];
-}
-
+// Jinja2's test_lower and test_upper: str(value).islower() / .isupper(), for any value.
 bool test_lower_or_upper(const Value& v, bool lower) {
-  if (!v.is_string()) return false;
-  require_ascii_case(v.text, lower ? "the test 'lower'" : "the test 'upper'");
+  const std::string text = to_str(v);
+  require_ascii_case(text, lower ? "the test 'lower'" : "the test 'upper'");
   bool cased = false;
-  for (char c : v.text) {
+  for (char c : text) {
     if (std::isalpha(static_cast<unsigned char>(c))) {
       cased = true;
       if (lower ? std::isupper(static_cast<unsigned char>(c)) : std::islower(static_cast<unsigned char>(c))) return false;
@@ -347,65 +394,80 @@ bool test_lower_or_upper(const Value& v, bool lower) {
   return cased;
 }
 
-int64_t integer_of(const Value& v, const char* test) {
-  if (!v.is_integral()) throw ValueError(std::string("the test '") + test + "' takes an integer");
-  return v.as_integer();
+// Python's value % divisor == 0 (odd: == 1) for the number tests: integers, or floats (3.0 is odd).
+double python_modulo(const Value& v, const Value& divisor, const char* test) {
+  if (!v.is_number() || !divisor.is_number()) throw ValueError(std::string("the test '") + test + "' takes numbers");
+  if (v.is_integral() && divisor.is_integral()) {
+    const int64_t x = v.as_integer(), y = divisor.as_integer();
+    if (y == 0) throw ValueError("integer modulo by zero");
+    if (y == -1) return 0;
+    const int64_t r = x % y;
+    return double(r != 0 && ((r < 0) != (y < 0)) ? r + y : r);
+  }
+  const double y = divisor.as_real();
+  if (y == 0) throw ValueError("float modulo");
+  double m = std::fmod(v.as_real(), y);
+  if (m != 0 && ((m < 0) != (y < 0))) m += y;
+  return m;
 }
 
-const std::map<std::string, TestFunction, std::less<>>& tests() {
-  static const std::map<std::string, TestFunction, std::less<>> table = {
-      {"defined", [](const Value& v, Args) { return !v.is_undefined(); }},
-      {"undefined", [](const Value& v, Args) { return v.is_undefined(); }},
-      {"none", [](const Value& v, Args) { return v.is_none(); }},
-      {"boolean", [](const Value& v, Args) { return v.type == Value::Type::boolean; }},
-      {"true", [](const Value& v, Args) { return v.type == Value::Type::boolean && v.boolean; }},
-      {"false", [](const Value& v, Args) { return v.type == Value::Type::boolean && !v.boolean; }},
-      {"integer", [](const Value& v, Args) { return v.type == Value::Type::integer; }},
-      {"float", [](const Value& v, Args) { return v.type == Value::Type::real; }},
-      {"number", [](const Value& v, Args) { return v.is_number(); }},
-      {"string", [](const Value& v, Args) { return v.is_string(); }},
-      {"mapping", [](const Value& v, Args) { return v.is_mapping(); }},
+const Value& argument(Args args) { return args[0]; }  // the count is checked before a test runs
+
+const std::map<std::string, Test, std::less<>>& tests() {
+  using T = Test;
+  static const std::map<std::string, Test, std::less<>> table = {
+      {"defined", T{[](const Value& v, Args) { return !v.is_undefined(); }, 0, "defined"}},
+      {"undefined", T{[](const Value& v, Args) { return v.is_undefined(); }, 0, "undefined"}},
+      {"none", T{[](const Value& v, Args) { return v.is_none(); }, 0, "none"}},
+      {"boolean", T{[](const Value& v, Args) { return v.type == Value::Type::boolean; }, 0, "boolean"}},
+      {"true", T{[](const Value& v, Args) { return v.type == Value::Type::boolean && v.boolean; }, 0, "true"}},
+      {"false", T{[](const Value& v, Args) { return v.type == Value::Type::boolean && !v.boolean; }, 0, "false"}},
+      {"integer", T{[](const Value& v, Args) { return v.type == Value::Type::integer; }, 0, "integer"}},
+      {"float", T{[](const Value& v, Args) { return v.type == Value::Type::real; }, 0, "float"}},
+      {"number", T{[](const Value& v, Args) { return v.is_number(); }, 0, "number"}},
+      {"string", T{[](const Value& v, Args) { return v.is_string(); }, 0, "string"}},
+      {"mapping", T{[](const Value& v, Args) { return v.is_mapping(); }, 0, "mapping"}},
+      {"escaped", T{[](const Value& v, Args) { return v.is_markup(); }, 0, "escaped"}},
       // Jinja2's Undefined iterates (as empty), has a length and is callable: these tests say yes to it.
-      {"iterable",
-       [](const Value& v, Args) {
-         return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_mapping() || v.type == Value::Type::iterator || v.type == Value::Type::view;
-       }},
-      {"sequence", [](const Value& v, Args) { return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_mapping(); }},
-      {"callable", [](const Value& v, Args) { return v.is_undefined() || v.type == Value::Type::function; }},
-      {"sameas",
-       [](const Value& v, Args a) {
-         const Value& o = argument(a, "sameas");
+      {"iterable", T{[](const Value& v, Args) {
+         return v.is_undefined() || v.is_string() || v.has_items() || v.is_mapping() || v.type == Value::Type::iterator;
+       }, 0, "iterable"}},
+      // A length and items by index: not an iterator or a dict view.
+      {"sequence", T{[](const Value& v, Args) {
+         return v.is_undefined() || v.is_string() || v.is_sequence() || v.type == Value::Type::range || v.is_mapping();
+       }, 0, "sequence"}},
+      {"callable", T{[](const Value& v, Args) { return v.is_undefined() || v.type == Value::Type::function; }, 0, "callable"}},
+      {"filter", T{[](const Value& v, Args) { return v.is_string() && find_filter(v.text) != nullptr; }, 0, "filter"}},
+      {"test", T{[](const Value& v, Args) { return v.is_string() && find_test(v.text) != nullptr; }, 0, "test"}},
+      {"sameas", T{[](const Value& v, Args a) {
+         const Value& o = argument(a);
          if (v.type != o.type) return false;
-         if (v.is_sequence()) return v.items == o.items;
+         if (v.has_items()) return v.items == o.items;
          if (v.is_mapping() || v.type == Value::Type::namespace_) return v.dict == o.dict;
+         if (v.type == Value::Type::iterator) return v.iterator == o.iterator;
          return equal(v, o);
-       }},
-      {"lower", [](const Value& v, Args) { return test_lower_or_upper(v, true); }},
-      {"upper", [](const Value& v, Args) { return test_lower_or_upper(v, false); }},
-      {"odd", [](const Value& v, Args) { return integer_of(v, "odd") % 2 != 0; }},
-      {"even", [](const Value& v, Args) { return integer_of(v, "even") % 2 == 0; }},
-      {"divisibleby",
-       [](const Value& v, Args a) {
-         const int64_t d = integer_of(argument(a, "divisibleby"), "divisibleby");
-         if (d == 0) throw ValueError("integer division or modulo by zero");
-         return integer_of(v, "divisibleby") % d == 0;
-       }},
-      {"eq", [](const Value& v, Args a) { return equal(v, argument(a, "eq")); }},
-      {"equalto", [](const Value& v, Args a) { return equal(v, argument(a, "equalto")); }},
-      {"==", [](const Value& v, Args a) { return equal(v, argument(a, "==")); }},
-      {"ne", [](const Value& v, Args a) { return !equal(v, argument(a, "ne")); }},
-      {"!=", [](const Value& v, Args a) { return !equal(v, argument(a, "!=")); }},
-      {"lt", [](const Value& v, Args a) { return less(v, argument(a, "lt")); }},
-      {"lessthan", [](const Value& v, Args a) { return less(v, argument(a, "lessthan")); }},
-      {"<", [](const Value& v, Args a) { return less(v, argument(a, "<")); }},
-      {"le", [](const Value& v, Args a) { return !less(argument(a, "le"), v); }},
-      {"<=", [](const Value& v, Args a) { return !less(argument(a, "<="), v); }},
-      {"gt", [](const Value& v, Args a) { return less(argument(a, "gt"), v); }},
-      {"greaterthan", [](const Value& v, Args a) { return less(argument(a, "greaterthan"), v); }},
-      {">", [](const Value& v, Args a) { return less(argument(a, ">"), v); }},
-      {"ge", [](const Value& v, Args a) { return !less(v, argument(a, "ge")); }},
-      {">=", [](const Value& v, Args a) { return !less(v, argument(a, ">=")); }},
-      {"in", [](const Value& v, Args a) { return contains(argument(a, "in"), v); }},
+       }, 1, "sameas"}},
+      {"lower", T{[](const Value& v, Args) { return test_lower_or_upper(v, true); }, 0, "lower"}},
+      {"upper", T{[](const Value& v, Args) { return test_lower_or_upper(v, false); }, 0, "upper"}},
+      {"odd", T{[](const Value& v, Args) { return python_modulo(v, Value::of(int64_t(2)), "odd") == 1; }, 0, "odd"}},
+      {"even", T{[](const Value& v, Args) { return python_modulo(v, Value::of(int64_t(2)), "even") == 0; }, 0, "even"}},
+      {"divisibleby", T{[](const Value& v, Args a) { return python_modulo(v, argument(a), "divisibleby") == 0; }, 1, "divisibleby"}},
+      {"eq", T{[](const Value& v, Args a) { return equal(v, argument(a)); }, 1, "eq"}},
+      {"equalto", T{[](const Value& v, Args a) { return equal(v, argument(a)); }, 1, "equalto"}},
+      {"==", T{[](const Value& v, Args a) { return equal(v, argument(a)); }, 1, "=="}},
+      {"ne", T{[](const Value& v, Args a) { return !equal(v, argument(a)); }, 1, "ne"}},
+      {"!=", T{[](const Value& v, Args a) { return !equal(v, argument(a)); }, 1, "!="}},
+      {"lt", T{[](const Value& v, Args a) { return less(v, argument(a)); }, 1, "lt"}},
+      {"lessthan", T{[](const Value& v, Args a) { return less(v, argument(a)); }, 1, "lessthan"}},
+      {"<", T{[](const Value& v, Args a) { return less(v, argument(a)); }, 1, "<"}},
+      {"le", T{[](const Value& v, Args a) { return !less(argument(a), v); }, 1, "le"}},
+      {"<=", T{[](const Value& v, Args a) { return !less(argument(a), v); }, 1, "<="}},
+      {"gt", T{[](const Value& v, Args a) { return less(argument(a), v); }, 1, "gt"}},
+      {"greaterthan", T{[](const Value& v, Args a) { return less(argument(a), v); }, 1, "greaterthan"}},
+      {">", T{[](const Value& v, Args a) { return less(argument(a), v); }, 1, ">"}},
+      {"ge", T{[](const Value& v, Args a) { return !less(v, argument(a)); }, 1, "ge"}},
+      {">=", T{[](const Value& v, Args a) { return !less(v, argument(a)); }, 1, ">="}},
+      {"in", T{[](const Value& v, Args a) { return contains(argument(a), v); }, 1, "in"}},
   };
   return table;
 }
@@ -421,13 +483,16 @@ bool contains(const Value& container, const Value& item) {
     case Value::Type::list:
     case Value::Type::tuple:
     case Value::Type::view:
+    case Value::Type::range:
       return std::any_of(container.items->begin(), container.items->end(), [&](const Value& v) { return equal(v, item); });
     case Value::Type::iterator:  // Python's `in` walks an iterator up to the item
       for (Value v; container.iterator->next(v);) {
         if (equal(v, item)) return true;
       }
       return false;
-    case Value::Type::dict: return item.is_string() && container.dict->find(item.text) != nullptr;
+    case Value::Type::dict:
+      require_hashable(item);
+      return item.is_string() && container.dict->find(item.text) != nullptr;
     default: throw ValueError("argument of type '" + type_name(container) + "' is not iterable");
   }
 }
@@ -437,9 +502,15 @@ FilterFunction find_filter(std::string_view name) {
   return it == filters().end() ? nullptr : it->second;
 }
 
-TestFunction find_test(std::string_view name) {
+const Test* find_test(std::string_view name) {
   const auto it = tests().find(name);
-  return it == tests().end() ? nullptr : it->second;
+  return it == tests().end() ? nullptr : &it->second;
+}
+
+bool Test::operator()(const Value& input, const Arguments& args) const {
+  if (args.size() != arguments)
+    throw ValueError(std::string("the test '") + name + "' takes " + (arguments ? "one argument" : "no arguments") + ", not " + std::to_string(args.size()));
+  return function(input, args);
 }
 
 }  // namespace tilefire::jinja

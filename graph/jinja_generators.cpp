@@ -15,7 +15,7 @@ namespace {
 // gone from it), anything else over its items.
 Iterator::Advance walk(const Value& value) {
   if (value.type == Value::Type::iterator) return [iterator = value.iterator](Value& out) { return iterator->next(out); };
-  std::shared_ptr<const List> items = value.is_sequence() || value.type == Value::Type::view ? value.items : std::make_shared<const List>(iterate(value));
+  std::shared_ptr<const List> items = value.has_items() ? value.items : std::make_shared<const List>(iterate(value));
   return [items, i = size_t(0)](Value& out) mutable {
     if (i == items->size()) return false;
     out = (*items)[i++];
@@ -31,15 +31,6 @@ Value generator(const Value& source, std::function<Iterator::Advance()> code) {
   return Value::of(std::move(iterator), source.depth);
 }
 
-// Python's hash() of a set member: lists, dicts and views have none.
-void require_hashable(const Value& value) {
-  if (value.type == Value::Type::list || value.type == Value::Type::dict || value.type == Value::Type::view)
-    throw ValueError("unhashable type: '" + type_name(value) + "'");
-  if (value.type == Value::Type::tuple) {
-    for (const Value& item : *value.items) require_hashable(item);
-  }
-}
-
 // Jinja2's select_or_reject: `if value:`, then the items whose (attribute's) test result is `keep`; the
 // test is named by the first argument (after the attribute), else the item's truth is tested.
 Value select_or_reject(const Value& input, Args given_args, Kwargs given_kwargs, bool keep, bool by_attribute, const char* filter) {
@@ -52,7 +43,7 @@ Value select_or_reject(const Value& input, Args given_args, Kwargs given_kwargs,
       attribute = args[0];
       offset = 1;
     }
-    TestFunction test = nullptr;
+    const Test* test = nullptr;
     Arguments test_args;
     if (args.size() > offset) {
       if (!args[offset].is_string()) throw ValueError(std::string(filter) + " takes the name of a test");
@@ -64,7 +55,7 @@ Value select_or_reject(const Value& input, Args given_args, Kwargs given_kwargs,
     return [source = walk(input), test, test_args, attribute, by_attribute, keep](Value& out) mutable {
       for (Value item; source(item);) {
         const Value subject = by_attribute ? attribute_path(item, attribute) : item;
-        if ((test ? test(subject, test_args) : truthy(subject)) == keep) {
+        if ((test ? (*test)(subject, test_args) : truthy(subject)) == keep) {
           out = std::move(item);
           return true;
         }
@@ -164,7 +155,9 @@ Value filter_reverse(const Value& input, Args args, Kwargs kwargs) {
     case Value::Type::string: {
       std::u32string points = code_points(input.text);
       std::reverse(points.begin(), points.end());
-      return Value::of(utf8(points));
+      Value reversed = Value::of(utf8(points));
+      reversed.boolean = input.boolean;  // a Markup's slice is Markup
+      return reversed;
     }
     case Value::Type::list: return reverse_iterator(input, "list_reverseiterator");
     case Value::Type::tuple:
@@ -172,6 +165,7 @@ Value filter_reverse(const Value& input, Args args, Kwargs kwargs) {
     case Value::Type::dict: return reverse_iterator(input, "dict_reversekeyiterator");
     case Value::Type::view:
       return reverse_iterator(input, input.text == "dict_items" ? "dict_reverseitemiterator" : input.text == "dict_keys" ? "dict_reversekeyiterator" : "dict_reversevalueiterator");
+    case Value::Type::range: return reverse_iterator(input, "range_iterator");
     case Value::Type::iterator: {
       List items = iterate(input);
       std::reverse(items.begin(), items.end());

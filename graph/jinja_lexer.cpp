@@ -174,6 +174,7 @@ class Lexer {
             tokens_.push_back({block ? Token::Type::block_end : Token::Type::variable_end, "", line_at(at)});
             const bool raw_begins = block && tokens_.size() == first_token + 3 && tokens_[first_token + 1].type == Token::Type::name &&
                                     tokens_[first_token + 1].value == "raw";
+            if (raw_begins && control == '+') fail(tag, "{% raw +%} is not a raw block in Jinja2 (it reads it as an unknown tag 'raw')");
             trim_blocks_here_ = block && !raw_begins;  // Jinja2 keeps the newline after {% raw %}
             after_tag(control);
             if (raw_begins) {
@@ -203,7 +204,14 @@ class Lexer {
             break;
           }
         }
-        if (!matched) fail(pos_, std::string("unexpected character '") + c + "' in a tag");
+        if (!matched) {
+          if (static_cast<unsigned char>(c) >= 0x80) {  // a whole character, not its first byte
+            size_t end = pos_ + 1;
+            while (end < src_.size() && (static_cast<unsigned char>(src_[end]) & 0xC0) == 0x80 && end - pos_ < 4) ++end;
+            fail(pos_, "unexpected character '" + src_.substr(pos_, end - pos_) + "' in a tag (names are ASCII letters, digits and _ here)");
+          }
+          fail(pos_, std::string("unexpected character '") + c + "' in a tag");
+        }
         const std::string op = matched;
         if (op == "(" || op == "[" || op == "{") ++depth;
         if ((op == ")" || op == "]" || op == "}") && depth > 0) --depth;

@@ -14,15 +14,21 @@ List iterate(const Value& value) {
     case Value::Type::undefined: return {};
     case Value::Type::list:
     case Value::Type::tuple:
-    case Value::Type::view: return *value.items;
+    case Value::Type::view:
+    case Value::Type::range: return *value.items;
     case Value::Type::iterator: {
       List items;
-      for (Value item; value.iterator->next(item);) items.push_back(std::move(item));
+      for (Value item; value.iterator->next(item);) {
+        if (items.size() == kMaxListItems) throw ValueError("an iterator gives more than " + std::to_string(kMaxListItems) + " items");
+        items.push_back(std::move(item));
+      }
       return items;
     }
     case Value::Type::string: {
+      const std::u32string points = code_points(value.text);
+      if (points.size() > kMaxListItems) throw ValueError("a string of more than " + std::to_string(kMaxListItems) + " characters walked one by one");
       List chars;
-      for (char32_t c : code_points(value.text)) chars.push_back(Value::of(utf8(std::u32string(1, c))));
+      for (char32_t c : points) chars.push_back(Value::of(utf8(std::u32string(1, c))));  // plain str, a Markup's too
       return chars;
     }
     case Value::Type::dict: {
@@ -40,7 +46,8 @@ int64_t length(const Value& value) {
     case Value::Type::string: return int64_t(code_points(value.text).size());
     case Value::Type::list:
     case Value::Type::tuple:
-    case Value::Type::view: return int64_t(value.items->size());
+    case Value::Type::view:
+    case Value::Type::range: return int64_t(value.items->size());
     case Value::Type::dict: return int64_t(value.dict->entries.size());
     default: throw ValueError("object of type '" + type_name(value) + "' has no len()");
   }
@@ -62,9 +69,40 @@ std::string strip(const std::string& text, const std::string* chars, bool left, 
   return utf8(points.substr(begin, end - begin));
 }
 
+namespace {
+
+// The blocks that hold every character with a case mapping (checked against Python's str.upper, lower,
+// title and casefold over all code points, with Garay, new in Unicode 16, added): the scripts with case
+// (Latin, Greek, Cyrillic, Armenian, Georgian, Cherokee, Glagolitic, Coptic, Deseret, Osage, Vithkuqi,
+// Old Hungarian, Warang Citi, Medefaidrin, Adlam, Garay), letterlike symbols, fullwidth Latin, and the
+// non-letters with case: U+0345, Roman numerals, circled and squared letters.
+constexpr std::pair<char32_t, char32_t> kCasedBlocks[] = {
+    {0xB5, 0xB5},       {0xC0, 0x2AF},      {0x345, 0x345},     {0x370, 0x52F},     {0x531, 0x58F},     {0x10A0, 0x10FF},
+    {0x13A0, 0x13FF},   {0x1C80, 0x1CBF},   {0x1D00, 0x1DBF},   {0x1E00, 0x1FFF},   {0x2100, 0x214F},   {0x2160, 0x2188},
+    {0x24B6, 0x24E9},   {0x2C00, 0x2D2F},   {0xA640, 0xA69F},   {0xA720, 0xA7FF},   {0xAB30, 0xABBF},   {0xFB00, 0xFB17},
+    {0xFF21, 0xFF5A},   {0x10400, 0x1044F}, {0x104B0, 0x104FF}, {0x10570, 0x105BF}, {0x10C80, 0x10CFF}, {0x10D40, 0x10D8F},
+    {0x118A0, 0x118FF}, {0x16E40, 0x16E9F}, {0x1E900, 0x1E95F}, {0x1F130, 0x1F189},
+};
+
+bool may_have_case(char32_t c) {
+  const bool special = c == 0x345 || (c >= 0x2160 && c <= 0x2188) || (c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F189);
+  if (!special && !unicode::is_letter(c)) return false;
+  return std::any_of(std::begin(kCasedBlocks), std::end(kCasedBlocks), [c](const auto& block) { return c >= block.first && c <= block.second; });
+}
+
+}  // namespace
+
 void require_ascii_case(const std::string& text, const char* operation) {
-  for (unsigned char c : text) {
-    if (c >= 0x80) throw ValueError(std::string(operation) + " of text with non-ASCII characters is not supported (Tilefire changes the case of ASCII letters only)");
+  // Only a character that may have a case is refused: emoji, punctuation, CJK, Arabic, ... have none, and
+  // Python leaves them as Tilefire does.
+  const auto cased = may_have_case;
+  for (unsigned char byte : text) {
+    if (byte < 0x80) continue;
+    for (char32_t c : code_points(text)) {
+      if (c >= 0x80 && cased(c))
+        throw ValueError(std::string(operation) + " of text with non-ASCII letters is not supported (Tilefire changes the case of ASCII letters only)");
+    }
+    return;
   }
 }
 
@@ -147,23 +185,23 @@ Value string_method(const std::string& text, const std::string& name) {
   if (name == "startswith" || name == "endswith") {
     const bool starts = name == "startswith";
     return method([text, starts](Args args, Kwargs kwargs) {
-      expect_arguments(args, kwargs, 1, starts ? "startswith" : "endswith");
+      const char* name = starts ? "startswith" : "endswith";
+      expect_arguments(args, kwargs, 3, name);
       if (args.empty()) throw ValueError("startswith() and endswith() take one argument");
-      return Value::of(starts_or_ends(text, args[0], starts, starts ? "startswith" : "endswith"));
+      if (args.size() == 1) return Value::of(starts_or_ends(text, args[0], starts, name));
+      // text[start:end], as Python bounds it (a start past the end matches nothing, "" included).
+      const std::u32string points = code_points(text);
+      const int64_t n = int64_t(points.size());
+      int64_t start = 0, end = 0;
+      adjust_indices(args, 1, n, start, end);
+      if (start > end) return Value::of(false);
+      return Value::of(starts_or_ends(utf8(points.substr(size_t(start), size_t(end - start))), args[0], starts, name));
     });
   }
   if (name == "split") {
     return method([text](Args args, Kwargs kwargs) {
-      const Value* separator = args.empty() ? nullptr : &args[0];
-      const Value* limit = args.size() > 1 ? &args[1] : nullptr;
-      for (const auto& [key, value] : kwargs) {
-        if (key == "sep") separator = &value;
-        else if (key == "maxsplit") limit = &value;
-        else throw ValueError("split() got an unexpected keyword argument '" + key + "'");
-      }
-      if (args.size() > 2) throw ValueError("split() takes at most 2 arguments");
-      if (limit && !limit->is_integral()) throw ValueError("split() takes an integer maxsplit");
-      return string_list(split(text, separator, limit ? limit->as_integer() : -1));
+      const SplitArguments given = split_arguments(args, kwargs, "split");
+      return string_list(split(text, given.separator, given.max_splits));
     });
   }
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
@@ -218,15 +256,8 @@ Value string_method(const std::string& text, const std::string& name) {
       const std::u32string haystack = code_points(text);
       const std::u32string needle = code_points(string_argument(args, 0, find ? "find" : "count"));
       const int64_t n = int64_t(haystack.size());
-      // Python's ADJUST_INDICES: negative bounds count from the end; the end is clamped to the length,
-      // the start is not (a start past the end finds nothing, not even the empty string).
-      const auto bound = [&](size_t i, int64_t fallback) {
-        if (args.size() <= i || args[i].is_none()) return fallback;
-        if (!args[i].is_integral()) throw ValueError("slice indices must be integers or None");
-        const int64_t v = args[i].as_integer();
-        return v < 0 ? std::max<int64_t>(0, v + n) : v;
-      };
-      const int64_t start = bound(1, 0), end = std::min(bound(2, n), n);
+      int64_t start = 0, end = 0;
+      adjust_indices(args, 1, n, start, end);
       if (start > end) return Value::of(int64_t(find ? -1 : 0));
       const std::u32string window = haystack.substr(size_t(start), size_t(end - start));
       if (find) {
@@ -253,7 +284,7 @@ Value string_method(const std::string& text, const std::string& name) {
       return Value::of(out);
     });
   }
-  return Value::undefined("'str object' has no attribute '" + name + "'");
+  return more_string_methods(text, name);
 }
 
 Value dict_method(const std::shared_ptr<Dict>& dict, const std::string& name) {
@@ -274,16 +305,49 @@ Value dict_method(const std::shared_ptr<Dict>& dict, const std::string& name) {
     return Value::of_function("dict.get", [dict](Args args, Kwargs kwargs) {
       expect_arguments(args, kwargs, 2, "get");
       if (args.empty()) throw ValueError("get() takes a key");
+      require_hashable(args[0]);
       const Value* found = args[0].is_string() ? dict->find(args[0].text) : nullptr;
       return found ? *found : args.size() > 1 ? args[1] : Value::none();
+    });
+  }
+  if (name == "copy") {  // the sandbox's dicts do not change: a copy is the same dict
+    return Value::of_function("dict.copy", [dict](Args args, Kwargs kwargs) {
+      expect_arguments(args, kwargs, 0, "copy");
+      return Value::of(dict);
     });
   }
   return Value::undefined("'dict object' has no attribute '" + name + "'");
 }
 
+// The attributes a Python dict has besides the methods above: `d.update` is the method (which the
+// sandbox turns into undefined), never the item "update".
+bool is_other_dict_attribute(const std::string& name) {
+  static const char* const names[] = {"clear", "fromkeys", "pop", "popitem", "setdefault", "update", "__class__",
+                                      "__class_getitem__", "__contains__", "__delattr__", "__delitem__", "__dir__", "__doc__",
+                                      "__eq__", "__format__", "__ge__", "__getattribute__", "__getitem__", "__getstate__", "__gt__",
+                                      "__hash__", "__init__", "__init_subclass__", "__ior__", "__iter__", "__le__", "__len__", "__lt__",
+                                      "__ne__", "__new__", "__or__", "__reduce__", "__reduce_ex__", "__repr__", "__reversed__",
+                                      "__ror__", "__setattr__", "__setitem__", "__sizeof__", "__str__", "__subclasshook__"};
+  return std::find(std::begin(names), std::end(names), name) != std::end(names);
+}
+
 }  // namespace
 
+void require_hashable(const Value& value) {
+  if (value.type == Value::Type::list || value.type == Value::Type::dict || value.type == Value::Type::view)
+    throw ValueError("unhashable type: '" + type_name(value) + "'");
+  if (value.type == Value::Type::tuple) {
+    for (const Value& item : *value.items) require_hashable(item);
+  }
+}
+
 Value method_of(const Value& object, const std::string& name) {
+  if (object.is_markup()) {
+    // Markup's methods escape their arguments and give Markup; Tilefire does not run them.
+    return Value::of_function("Markup." + name, [name](const Arguments&, const KeywordArguments&) -> Value {
+      throw ValueError("the method " + name + "() of escape's or safe's result (a Markup) is not supported in chat templates");
+    });
+  }
   if (object.is_string()) return string_method(object.text, name);
   if (object.is_mapping()) return dict_method(object.dict, name);
   return Value::undefined(std::string("'") + type_name(object) + " object' has no attribute '" + name + "'");
@@ -300,6 +364,7 @@ Value get_attribute(const Value& object, const std::string& name) {
   if (object.is_mapping()) {
     const Value method = method_of(object, name);
     if (!method.is_undefined()) return method;
+    if (is_other_dict_attribute(name)) return Value::undefined("access to attribute '" + name + "' of 'dict' object is unsafe");
   }
   if (object.is_mapping() || object.type == Value::Type::namespace_) {
     if (const Value* found = object.dict->find(name)) return *found;
@@ -313,9 +378,9 @@ Value get_item(const Value& object, const Value& key) {
   if ((object.is_mapping() || object.type == Value::Type::namespace_) && key.is_string()) {
     if (const Value* found = object.dict->find(key.text)) return *found;
   }
-  if ((object.is_sequence() || object.is_string()) && key.is_integral()) {
+  if ((object.is_sequence() || object.type == Value::Type::range || object.is_string()) && key.is_integral()) {
     int64_t index = key.as_integer();
-    if (object.is_sequence()) {
+    if (!object.is_string()) {
       const int64_t n = int64_t(object.items->size());
       if (index < 0) index += n;
       if (index >= 0 && index < n) return (*object.items)[size_t(index)];
@@ -323,7 +388,11 @@ Value get_item(const Value& object, const Value& key) {
       const std::u32string points = code_points(object.text);
       const int64_t n = int64_t(points.size());
       if (index < 0) index += n;
-      if (index >= 0 && index < n) return Value::of(utf8(std::u32string(1, points[size_t(index)])));
+      if (index >= 0 && index < n) {
+        Value character = Value::of(utf8(std::u32string(1, points[size_t(index)])));
+        character.boolean = object.boolean;  // a Markup's character is Markup
+        return character;
+      }
     }
     return Value::undefined(type_name(object) + " index " + std::to_string(key.as_integer()) + " out of range");
   }
@@ -335,7 +404,8 @@ Value slice(const Value& object, const Value* start, const Value* stop, const Va
   // Jinja2 slices with Python's own subscript (not the environment's getitem, which would give undefined):
   // what cannot be sliced is an error.
   if (object.is_undefined()) throw ValueError(object.text.empty() ? "undefined value" : object.text);
-  if (!object.is_sequence() && !object.is_string()) throw ValueError("'" + type_name(object) + "' object is not subscriptable");
+  if (!object.is_sequence() && !object.is_string() && object.type != Value::Type::range)
+    throw ValueError("'" + type_name(object) + "' object is not subscriptable");
   const auto bound = [](const Value* v) -> const Value* { return v && !v->is_none() ? v : nullptr; };
   start = bound(start), stop = bound(stop), step = bound(step);
   for (const Value* v : {start, stop, step}) {
@@ -361,6 +431,14 @@ Value slice(const Value& object, const Value* start, const Value* stop, const Va
   int64_t count = 0;
   if (stride > 0 && first < last) count = (last - first - 1) / stride + 1;
   if (stride < 0 && last < first) count = (first - last - 1) / (-stride) + 1;
+  if (object.type == Value::Type::range) {  // a range's slice is a range (Python's compute_slice)
+    const __int128 step = __int128(object.range_step) * stride, begin = object.range_start + __int128(first) * object.range_step;
+    const __int128 end = begin + __int128(count) * step;
+    if (step > std::numeric_limits<int64_t>::max() || step < std::numeric_limits<int64_t>::min() || end > std::numeric_limits<int64_t>::max() ||
+        end < std::numeric_limits<int64_t>::min())
+      throw ValueError("a range's slice is past 64 bits");
+    return Value::range(int64_t(begin), int64_t(end), int64_t(step));
+  }
   std::u32string text;
   List items;
   for (int64_t k = 0; k < count; ++k) {
@@ -368,7 +446,10 @@ Value slice(const Value& object, const Value* start, const Value* stop, const Va
     if (object.is_string()) text += points[i];
     else items.push_back((*object.items)[i]);
   }
-  return object.is_string() ? Value::of(utf8(text)) : Value::of(std::move(items), object.type);
+  if (!object.is_string()) return Value::of(std::move(items), object.type);
+  Value sliced = Value::of(utf8(text));
+  sliced.boolean = object.boolean;  // a Markup's slice is Markup
+  return sliced;
 }
 
 Value global_function(const std::string& name, const std::tm& now, std::vector<std::shared_ptr<Dict>>& namespaces) {
@@ -389,9 +470,7 @@ Value global_function(const std::string& name, const std::tm& now, std::vector<s
       const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
       const __int128 count = span > 0 ? (span - 1) / (step > 0 ? __int128(step) : -__int128(step)) + 1 : 0;
       if (count > 100000) throw ValueError("range too big, maximum size for range is 100000");
-      List items;
-      for (int64_t k = 0; k < int64_t(count); ++k) items.push_back(Value::of(int64_t(start + __int128(k) * step)));
-      return Value::of(std::move(items));
+      return Value::range(start, stop, step);
     });
   }
   if (name == "dict" || name == "namespace") {
@@ -399,9 +478,22 @@ Value global_function(const std::string& name, const std::tm& now, std::vector<s
     return Value::of_function(name, [is_namespace, made = &namespaces](Args args, Kwargs kwargs) {
       auto dict = std::make_shared<Dict>();
       if (is_namespace) made->push_back(dict);
+      const char* what = is_namespace ? "namespace" : "dict";
+      if (args.size() > 1) throw ValueError(std::string(what) + "() takes at most 1 positional argument");
       for (const Value& a : args) {
-        if (!a.is_mapping()) throw ValueError(std::string(is_namespace ? "namespace" : "dict") + "() takes a dict or keyword arguments");
-        for (const auto& [key, value] : a.dict->entries) dict->set(key, value);
+        if (a.is_mapping()) {
+          for (const auto& [key, value] : a.dict->entries) dict->set(key, value);
+          continue;
+        }
+        // Python's dict(pairs): each item a key and a value.
+        const List pairs = iterate(a);
+        for (size_t i = 0; i < pairs.size(); ++i) {
+          const List pair = iterate(pairs[i]);
+          if (pair.size() != 2) throw ValueError(std::string(what) + "() sequence element #" + std::to_string(i) + " has length " + std::to_string(pair.size()) + "; 2 is required");
+          require_hashable(pair[0]);
+          if (!pair[0].is_string()) throw ValueError("dict keys other than strings are not supported in chat templates");
+          dict->set(pair[0].text, pair[1]);
+        }
       }
       for (const auto& [key, value] : kwargs) dict->set(key, value);
       return Value::of(std::move(dict), is_namespace ? Value::Type::namespace_ : Value::Type::dict);

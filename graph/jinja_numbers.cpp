@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "graph/jinja_filters.h"
+#include "graph/unicode.h"
 
 namespace tilefire::jinja {
 namespace {
@@ -89,6 +90,21 @@ bool parse_real(std::string text, double& out) {
   return end == digits.c_str() + digits.size();
 }
 
+// int() and float() of undefined fail in Jinja2 (Undefined's __int__ raises); of a string with digits
+// other than ASCII's, Python reads them ("٣" is 3) and Tilefire does not.
+void require_defined_number_input(const Value& input, const char* filter) {
+  if (input.is_undefined()) throw ValueError(input.text.empty() ? "an undefined value was used" : input.text);
+  if (!input.is_string()) return;
+  for (unsigned char byte : input.text) {
+    if (byte < 0x80) continue;
+    for (char32_t c : code_points(input.text)) {
+      if (c >= 0x80 && unicode::is_number(c))
+        throw ValueError(std::string(filter) + " of a string with non-ASCII digits is not supported (Python reads them; Tilefire reads 0-9)");
+    }
+    return;
+  }
+}
+
 // Python's int() of a float: toward zero; an error past 64 bits (Python's OverflowError for infinity);
 // false for NaN (Python's ValueError, which the int filter turns into its default).
 bool truncate(double value, int64_t& out, const char* filter) {
@@ -153,6 +169,7 @@ int64_t round_integer(int64_t value, int64_t digits) {
 Value filter_int(const Value& input, Args args, Kwargs kwargs) {
   const Parameters p("int", args, kwargs, {"default", "base"});
   const Value fallback = p.get(0) ? *p.get(0) : Value::of(int64_t(0));
+  require_defined_number_input(input, "int");
   if (p.get(1) && !(p.get(1)->is_integral() && p.get(1)->as_integer() == 10)) throw ValueError("int with a base other than 10 is not supported");
   int64_t result = 0;
   if (input.is_integral()) return Value::of(input.as_integer());
@@ -171,6 +188,7 @@ Value filter_int(const Value& input, Args args, Kwargs kwargs) {
 
 Value filter_float(const Value& input, Args args, Kwargs kwargs) {
   const Parameters p("float", args, kwargs, {"default"});
+  require_defined_number_input(input, "float");
   if (input.is_number()) return Value::of(input.as_real());
   double parsed = 0;
   if (input.is_string() && parse_real(input.text, parsed)) return Value::of(parsed);
@@ -202,6 +220,7 @@ Value filter_round(const Value& input, Args args, Kwargs kwargs) {
   if (precision > 22) throw ValueError("round with floor or ceil and a precision past 22 is not supported");
   if (input.is_integral() && precision >= 0) return Value::of(double(input.as_integer()));  // floor(n * 10**p) / 10**p
   const double scale = precision >= 0 ? std::strtod(("1e" + std::to_string(precision)).c_str(), nullptr) : std::pow(10.0, double(precision));
+  if (scale == 0) throw ValueError("float division by zero");  // 10**precision underflowed
   const double scaled = input.as_real() * scale;
   if (std::isnan(scaled)) throw ValueError("cannot convert float NaN to integer");
   if (std::isinf(scaled)) throw ValueError("cannot convert float infinity to integer");

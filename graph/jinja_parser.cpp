@@ -189,6 +189,8 @@ class Parser {
   NodePtr for_statement() {
     auto node = make(Node::Kind::loop);
     node->targets = targets();
+    if (std::find(node->targets.begin(), node->targets.end(), "loop") != node->targets.end())
+      fail("Can't assign to special loop variable in for-loop target");
     if (!at_name("in")) fail("expected 'in' in a for loop" + found());
     ++pos_;
     node->expr = tuple(false, /*stop_at_if=*/true);
@@ -221,8 +223,11 @@ class Parser {
     } else {
       node->targets = targets();
     }
+    for (const std::string& target : node->targets) {
+      if (target == "loop" && loop_depth_ > 0 && node->attribute.empty()) fail("Can't assign to special loop variable in for-loop target");
+    }
     if (current().type == Token::Type::block_end || at_op("|")) {
-      if (node->targets.size() != 1 || !node->attribute.empty()) fail("a {% set %} block assigns one name");
+      if (node->targets.size() != 1) fail("a {% set %} block assigns one name");
       node->kind = Node::Kind::assign_block;
       if (at_op("|")) {  // {% set x | trim %}: the filters, applied to the block's text
         auto text = expr(Expr::Kind::name, current().line);
@@ -246,15 +251,18 @@ class Parser {
     node->text = expect_name();
     expect_op("(");
     while (!at_op(")")) {
+      if (!node->params.empty()) expect_op(",");  // (a, b): no trailing comma, as Jinja2's parse_signature
       std::string param = expect_name();
+      if (std::any_of(node->params.begin(), node->params.end(), [&](const auto& p) { return p.first == param; }))
+        fail("duplicate argument '" + param + "' in macro '" + node->text + "'");
       ExprPtr default_value;
       if (at_op("=")) {
         ++pos_;
         default_value = expression(true);
+      } else if (!node->params.empty() && node->params.back().second) {
+        fail("non-default argument follows default argument");
       }
       node->params.emplace_back(std::move(param), std::move(default_value));
-      if (!at_op(",")) break;
-      ++pos_;
     }
     expect_op(")");
     expect_block_end();
@@ -272,6 +280,7 @@ class Parser {
   // which no bracket nests) is refused here, while it is still shallow enough to be freed by recursion.
   void deepen(Expr& node, const ExprPtr& child) const {
     if (!child) return;
+    node.constant = node.constant && child->constant;
     node.depth = std::max(node.depth, child->depth + 1);
     if (node.depth > kMaxNesting) fail("an expression nests more than " + std::to_string(kMaxNesting) + " levels deep");
   }
@@ -293,6 +302,7 @@ class Parser {
     auto e = std::make_unique<Expr>();
     e->kind = kind;
     e->line = line;
+    e->constant = kind != Expr::Kind::name && kind != Expr::Kind::call;  // until a child says otherwise
     return e;
   }
 
@@ -468,6 +478,7 @@ class Parser {
         else {
           node->kind = Expr::Kind::name;
           node->name = token.value;
+          node->constant = false;
         }
         return node;
       }
@@ -649,7 +660,10 @@ class Parser {
         auto filter = expr(Expr::Kind::filter, line);
         filter->name = expect_name();
         filter->filter = find_filter(filter->name);
-        if (!filter->filter) fail("no filter named '" + filter->name + "' (Tilefire runs the filters chat templates use: docs/TOKENIZER.md)");
+        // Jinja2 does not fold the filters that take the template's context.
+        for (const char* context_filter : {"map", "select", "reject", "selectattr", "rejectattr"})
+          if (filter->name == context_filter) filter->constant = false;
+        if (!filter->filter) fail("no filter named '" + filter->name + "' (Tilefire runs the filters chat templates use: docs/CHAT_TEMPLATES.md)");
         add(*filter, std::move(node));
         if (at_op("(")) arguments(*filter);
         node = std::move(filter);
@@ -703,6 +717,44 @@ class Parser {
 
 }  // namespace
 
-NodePtr parse(const std::vector<Token>& tokens, const std::string& origin) { return Parser(tokens, origin).run(); }
+namespace {
+
+// Marks the expressions Jinja2 folds into constants written as code (Expr::folded).
+void mark_folded(Expr* e, bool printed) {
+  if (!e) return;
+  if (e->constant) {
+    e->folded = !printed;
+    return;  // what is under it is folded with it
+  }
+  for (ExprPtr& arg : e->args) mark_folded(arg.get(), false);
+  for (auto& [key, value] : e->kwargs) mark_folded(value.get(), false);
+  for (auto& [key, value] : e->dict_items) {
+    mark_folded(key.get(), false);
+    mark_folded(value.get(), false);
+  }
+}
+
+void mark_folded(Body& body) {
+  for (NodePtr& node : body) {
+    mark_folded(node->expr.get(), node->kind == Node::Kind::output);  // {{ constant }} is printed as text
+    mark_folded(node->filter.get(), false);
+    for (auto& [condition, branch] : node->branches) {
+      mark_folded(condition.get(), false);
+      mark_folded(branch);
+    }
+    for (auto& [name, default_value] : node->params) mark_folded(default_value.get(), false);
+    mark_folded(node->body);
+    mark_folded(node->else_body);
+  }
+}
+
+}  // namespace
+
+NodePtr parse(const std::vector<Token>& tokens, const std::string& origin) {
+  NodePtr root = Parser(tokens, origin).run();
+  analyze_scopes(*root);
+  mark_folded(root->body);
+  return root;
+}
 
 }  // namespace tilefire::jinja

@@ -38,11 +38,14 @@ std::string repeat(const std::string& text, int64_t times) {
 
 Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   require_defined(a);
+  if (op == "%" && a.is_string()) return percent_format(a, b);  // Python formats an undefined value as ''
   require_defined(b);
   const auto unsupported = [&]() -> Value {
     throw ValueError("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
   };
   if (op == "+") {
+    // Markup + str escapes the str (markupsafe's __add__ and __radd__).
+    if (a.is_string() && b.is_string() && (a.is_markup() || b.is_markup())) return Value::markup(escaped(a).text + escaped(b).text);
     if (a.is_string() && b.is_string()) return Value::of(a.text + b.text);
     if (a.is_sequence() && a.type == b.type) {
       List items = a.list();
@@ -51,17 +54,16 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     }
   }
   if (op == "*") {
-    if (a.is_string() && b.is_integral()) return Value::of(repeat(a.text, b.as_integer()));
-    if (b.is_string() && a.is_integral()) return Value::of(repeat(b.text, a.as_integer()));
+    if (a.is_string() && b.is_integral()) return a.is_markup() ? Value::markup(repeat(a.text, b.as_integer())) : Value::of(repeat(a.text, b.as_integer()));
+    if (b.is_string() && a.is_integral()) return b.is_markup() ? Value::markup(repeat(b.text, a.as_integer())) : Value::of(repeat(b.text, a.as_integer()));
     if (a.is_sequence() && b.is_integral()) {
       List items;
       if (a.items->empty()) return Value::of(std::move(items), a.type);
-      if (double(a.items->size()) * double(std::max<int64_t>(0, b.as_integer())) > 1e7) throw ValueError("a repeated list is too long");
+      if (double(a.items->size()) * double(std::max<int64_t>(0, b.as_integer())) > double(kMaxListItems)) throw ValueError("a repeated list is too long");
       for (int64_t i = 0; i < b.as_integer(); ++i) items.insert(items.end(), a.items->begin(), a.items->end());
       return Value::of(std::move(items), a.type);
     }
   }
-  if (op == "%" && a.is_string()) throw ValueError("string formatting with % is not supported in chat templates");
   if (!a.is_number() || !b.is_number()) return unsupported();
   const bool integers = a.is_integral() && b.is_integral();
   const int64_t x = a.as_integer(), y = b.as_integer();
@@ -151,7 +153,10 @@ class Renderer {
     for (const std::shared_ptr<Dict>& made : namespaces_) made->entries.clear();
   }
 
-  void run(const Node& root, std::string& out) { exec(root.body, out); }
+  void run(const Node& root, std::string& out) {
+    begin_undefined(*scope_, root.undefined_in_body);
+    exec(root.body, out);
+  }
 
  private:
   enum class Flow { next, stop_loop, next_iteration };
@@ -184,7 +189,15 @@ class Renderer {
     const Entered entered(scope_, std::move(scope));
     return exec(body, out);
   }
-  std::shared_ptr<Scope> inner_scope() const { return std::make_shared<Scope>(Scope{{}, scope_}); }
+  // A scope inside the current one, beginning with `undefined` (analyze_scopes) as undefined.
+  std::shared_ptr<Scope> inner_scope(const std::vector<std::string>& undefined = {}) const {
+    auto scope = std::make_shared<Scope>(Scope{{}, scope_});
+    begin_undefined(*scope, undefined);
+    return scope;
+  }
+  static void begin_undefined(Scope& scope, const std::vector<std::string>& names) {
+    for (const std::string& name : names) scope.variables.emplace_back(name, Value::undefined("'" + name + "' is undefined"));
+  }
 
   Flow exec(const Body& body, std::string& out) {
     for (const NodePtr& node : body) {
@@ -195,14 +208,22 @@ class Renderer {
     return Flow::next;
   }
 
+  // A template that runs more than kMaxSteps statements and loop iterations is stopped: a loop nested in
+  // a loop over range(100000) would otherwise run for hours (as in Jinja2).
+  static constexpr int64_t kMaxSteps = 5'000'000;
+  void count_step() {
+    if (++steps_ > kMaxSteps) throw ValueError("the template runs more than 5,000,000 statements and loop iterations");
+  }
+
   Flow exec(const Node& node, std::string& out) {
     try {
       const Deeper deeper(depth_);
+      count_step();
       switch (node.kind) {
         case Node::Kind::text: out += node.text; return Flow::next;
         case Node::Kind::output: out += to_str(eval(*node.expr)); return Flow::next;
         case Node::Kind::sequence: return exec(node.body, out);
-        case Node::Kind::scoped: return exec_in(inner_scope(), node.body, out);
+        case Node::Kind::scoped: return exec_in(inner_scope(node.undefined_in_body), node.body, out);
         case Node::Kind::branch:
           for (const auto& [condition, body] : node.branches) {
             if (!condition || truthy(eval(*condition))) return exec(body, out);
@@ -227,7 +248,7 @@ class Renderer {
   // the assignment.
   [[gnu::noinline]] Flow assign_block(const Node& node) {
     std::string captured;
-    const Flow flow = exec_in(inner_scope(), node.body, captured);
+    const Flow flow = exec_in(inner_scope(node.undefined_in_body), node.body, captured);
     if (flow != Flow::next) return flow;
     if (!node.filter) {
       assign(node, Value::of(std::move(captured)));
@@ -293,22 +314,28 @@ class Renderer {
       }
       items = std::move(kept);
     }
-    if (items.empty()) return exec_in(inner_scope(), node.else_body, out);
     const auto position = std::make_shared<int64_t>(0);
     const Value cycle = Value::of_function("loop.cycle", [position](const Arguments& args, const KeywordArguments&) {
       if (args.empty()) throw ValueError("no items for cycling given");
       return args[size_t(*position) % args.size()];
     });
+    // Jinja2 runs the else when no iteration reached the end of its body: none ran, or each left by a
+    // break or a continue.
+    bool an_iteration_ended = false;
     const int64_t n = int64_t(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      count_step();
       *position = i;
       // Each iteration has its own variables: a {% set %} in the body does not carry to the next one.
-      const std::shared_ptr<Scope> iteration = inner_scope();
+      const std::shared_ptr<Scope> iteration = inner_scope(node.undefined_in_body);
       iteration->variables.emplace_back("loop", loop_info(items, i, cycle));
       const Entered entered(scope_, iteration);
       bind(node.targets, items[size_t(i)]);
-      if (exec(node.body, out) == Flow::stop_loop) break;
+      const Flow flow = exec(node.body, out);
+      if (flow == Flow::stop_loop) break;
+      if (flow == Flow::next) an_iteration_ended = true;
     }
+    if (!an_iteration_ended && !node.else_body.empty()) return exec_in(inner_scope(node.undefined_in_else), node.else_body, out);
     return Flow::next;
   }
 
@@ -336,9 +363,11 @@ class Renderer {
     const Node* macro = &node;
     // The macro keeps its scope weakly: the scope holds the macro, and a strong hold would never be freed.
     std::weak_ptr<Scope> defined_in = scope_;
-    set(node.text, Value::of_function(node.text, [this, macro, defined_in](const Arguments& args, const KeywordArguments& kwargs) {
+    Value function = Value::of_function(node.text, [this, macro, defined_in](const Arguments& args, const KeywordArguments& kwargs) {
       return call_macro(*macro, defined_in.lock(), args, kwargs);
-    }));
+    });
+    function.boolean = true;  // a macro: printed as <Macro 'name'>
+    set(node.text, std::move(function));
   }
 
   Value call_macro(const Node& macro, std::shared_ptr<Scope> defined_in, const Arguments& args, const KeywordArguments& kwargs) {
@@ -347,7 +376,8 @@ class Renderer {
     if (macro_depth_ >= kMaxMacroDepth) throw ValueError("macros call each other more than " + std::to_string(kMaxMacroDepth) + " deep");
     if (args.size() > macro.params.size()) throw ValueError("macro '" + macro.text + "' takes not more than " + std::to_string(macro.params.size()) + " argument(s)");
     for (const auto& [key, value] : kwargs) {
-      if (std::none_of(macro.params.begin(), macro.params.end(), [&](const auto& p) { return p.first == key; }))
+      const auto param = std::find_if(macro.params.begin(), macro.params.end(), [&](const auto& p) { return p.first == key; });
+      if (param == macro.params.end() || size_t(param - macro.params.begin()) < args.size())  // unknown, or given by position too
         throw ValueError("macro '" + macro.text + "' takes no keyword argument '" + key + "'");
     }
     ++macro_depth_;
@@ -355,7 +385,9 @@ class Renderer {
       int& depth;
       ~Leave() { --depth; }
     } leave{macro_depth_};
-    const Entered entered(scope_, std::make_shared<Scope>(Scope{{}, std::move(defined_in)}));
+    auto call = std::make_shared<Scope>(Scope{{}, std::move(defined_in)});
+    begin_undefined(*call, macro.undefined_in_body);
+    const Entered entered(scope_, std::move(call));
     for (size_t i = 0; i < macro.params.size(); ++i) {
       const auto& [name, default_value] = macro.params[i];
       const auto given = std::find_if(kwargs.begin(), kwargs.end(), [&](const auto& kw) { return kw.first == name; });
@@ -369,9 +401,27 @@ class Renderer {
     return Value::of(std::move(out));
   }
 
+  // Jinja2 writes a folded constant into its generated Python as its repr: an infinity or NaN there is
+  // the name inf or nan, which Python does not know.
+  static void check_folded(const Value& v) {
+    if (v.type == Value::Type::real && !std::isfinite(v.real))
+      throw ValueError(std::string("name '") + (std::isnan(v.real) ? "nan" : "inf") + "' is not defined (Jinja2 writes this constant into its generated code as a name)");
+    if (v.has_items()) {
+      for (const Value& item : *v.items) check_folded(item);
+    }
+    if (v.is_mapping()) {
+      for (const auto& [key, item] : v.dict->entries) check_folded(item);
+    }
+  }
+
   Value eval(const Expr& e) {
     try {
       const Deeper deeper(depth_);
+      if (e.folded) {
+        Value value = evaluate(e);
+        check_folded(value);
+        return value;
+      }
       return evaluate(e);
     } catch (const TemplateRaised& raised) {
       throw RaisedError(e.line, raised.what());
@@ -416,7 +466,21 @@ class Renderer {
 
   [[gnu::noinline]] Value evaluate_binary(const Expr& e) {
     const Value left = eval(*e.args[0]);
-    return arithmetic(e.name, left, eval(*e.args[1]));
+    const Value right = eval(*e.args[1]);
+    // Jinja2 writes a folded constant base as its repr without parentheses: `-2 ** i` (or `(1 - 3) ** i`)
+    // becomes Python's -2 ** i, which is -(2 ** i). Its results are kept.
+    if (e.name == "**" && e.args[0]->constant && !e.args[1]->constant && left.is_number() && left.type != Value::Type::boolean &&
+        (left.is_integral() ? left.as_integer() < 0 : std::signbit(left.real) && !std::isnan(left.real))) {
+      if (left.is_integral()) check_overflow(left.as_integer() == std::numeric_limits<int64_t>::min());
+      const Value magnitude = left.is_integral() ? Value::of(-left.as_integer()) : Value::of(-left.real);
+      const Value power = arithmetic("**", magnitude, right);
+      if (power.is_integral()) {
+        check_overflow(power.as_integer() == std::numeric_limits<int64_t>::min());
+        return Value::of(-power.as_integer());
+      }
+      return Value::of(-power.as_real());
+    }
+    return arithmetic(e.name, left, right);
   }
 
   [[gnu::noinline]] Value evaluate_concat(const Expr& e) {
@@ -460,7 +524,7 @@ class Renderer {
     KeywordArguments kwargs;
     arguments(e, args, kwargs);
     if (e.kind == Expr::Kind::filter) return e.filter(input, args, kwargs);
-    return Value::of(e.test(input, args) != e.negated);
+    return Value::of((*e.test)(input, args) != e.negated);
   }
 
   [[gnu::noinline]] Value evaluate_sign(const Expr& e) {
@@ -512,6 +576,7 @@ class Renderer {
   std::vector<std::shared_ptr<Dict>> namespaces_;
   int macro_depth_ = 0;
   int depth_ = 0;
+  int64_t steps_ = 0;
 };
 
 }  // namespace
@@ -532,6 +597,10 @@ std::string Template::render(const nlohmann::ordered_json& context, const std::t
   std::string out;
   try {
     Renderer(*variables.dict, now).run(*root_, out);
+  } catch (const std::bad_alloc&) {
+    throw InputError(origin_ + ": the template needs more memory than this machine gives it");
+  } catch (const std::length_error&) {
+    throw InputError(origin_ + ": the template builds a value larger than a string or list can be");
   } catch (const RaisedError& raised) {
     throw InputError(origin_ + ": line " + std::to_string(raised.line) + ": the template raised an error: " + raised.what());
   } catch (const RenderError& error) {

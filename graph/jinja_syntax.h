@@ -33,6 +33,13 @@ using ExprPtr = std::unique_ptr<Expr>;
 
 using FilterFunction = Value (*)(const Value& input, const Arguments& args, const KeywordArguments& kwargs);
 using TestFunction = bool (*)(const Value& input, const Arguments& args);
+// A test and how many arguments it takes besides the value (Python refuses more or fewer).
+struct Test {
+  TestFunction function;
+  size_t arguments;
+  const char* name;
+  bool operator()(const Value& input, const Arguments& args) const;  // ValueError for the wrong count
+};
 
 struct Expr {
   enum class Kind {
@@ -60,6 +67,13 @@ struct Expr {
   Kind kind;
   int line = 0;
   int depth = 1;  // of the tree under it: the parser refuses a tree deeper than it can walk and free
+  // Jinja2 folds it when it compiles the template: no names, calls or context filters (map, select, ...)
+  // under it. Its value is then written into the generated Python as its repr, which matters in one
+  // place: a negative number as the base of ** (see the renderer).
+  bool constant = false;
+  // A constant whose parent is not one (or a statement's expression, but what {{ }} prints): Jinja2
+  // writes its value into the generated Python as code, where an infinity or NaN is a NameError ('inf').
+  bool folded = false;
   Value literal;
   std::string name;
   std::vector<ExprPtr> args;
@@ -68,7 +82,7 @@ struct Expr {
   std::vector<std::string> ops;
   bool negated = false;            // test: "is not"
   FilterFunction filter = nullptr;  // resolved when parsed
-  TestFunction test = nullptr;
+  const Test* test = nullptr;
 };
 
 // ---- statements ------------------------------------------------------------------------------------
@@ -101,6 +115,9 @@ struct Node {
   std::vector<std::pair<ExprPtr, Body>> branches;
   Body body, else_body;
   std::vector<std::pair<std::string, ExprPtr>> params;  // a null default: none given
+  // The names the scope of the body (the template's, a loop iteration's, a macro call's, a set block's, a
+  // {% generation %}'s) or of a loop's else begins with as undefined (analyze_scopes).
+  std::vector<std::string> undefined_in_body, undefined_in_else;
 };
 
 // The name that holds a set block's text while its filters run ({% set x | trim %}): it has a space, so
@@ -111,11 +128,28 @@ inline constexpr const char* kSetBlockText = "set block";
 // does not run (include, extends, block, import, filter, call, ...) or an unknown filter or test.
 NodePtr parse(const std::vector<Token>& tokens, const std::string& origin);
 
+// Marks, in each scope of a parsed template, the names it begins with as undefined: the names it assigns
+// before (or without) reading them, which Jinja2 makes its own variables for the whole scope and the
+// scopes nested in it (graph/jinja_scopes.cpp).
+void analyze_scopes(Node& root);
+
 // The built-ins (graph/jinja_builtins.cpp), looked up when a template is parsed.
 FilterFunction find_filter(std::string_view name);
-TestFunction find_test(std::string_view name);
+const Test* find_test(std::string_view name);
 // A method of a string, list or dict bound to it ("strip", "items", ...); undefined when it has none.
 Value method_of(const Value& object, const std::string& name);
+// The less common string methods (graph/jinja_string_methods.cpp); undefined for another name.
+Value more_string_methods(const std::string& text, const std::string& name);
+// str.split's and rsplit's (sep=None, maxsplit=-1), by position or keyword; separator null when absent.
+struct SplitArguments {
+  const Value* separator = nullptr;
+  int64_t max_splits = -1;
+};
+SplitArguments split_arguments(const Arguments& args, const KeywordArguments& kwargs, const char* method);
+// Python's ADJUST_INDICES for str.find-like bounds args[first] and args[first + 1] over `length` code
+// points: negative ones count from the end, the end is clamped to the length, the start is not (a start
+// past the end finds nothing, not even "").
+void adjust_indices(const Arguments& args, size_t first, int64_t length, int64_t& start, int64_t& end);
 // The globals: range, dict, namespace, raise_exception, strftime_now; undefined for another name. Each
 // namespace made is added to `namespaces`, which the renderer empties when it is done: a namespace can
 // hold itself, and would otherwise never be freed.
@@ -126,6 +160,13 @@ Value get_attribute(const Value& object, const std::string& name);
 Value get_item(const Value& object, const Value& key);
 // Python's `item in container`: a substring, an item of a sequence, a key of a dict; false in undefined.
 bool contains(const Value& container, const Value& item);
+// Python's `text % values` (graph/jinja_format.cpp): a tuple gives the values, a dict the %(key)s ones,
+// anything else is the one value. ValueError as Python's TypeError, ValueError and KeyError.
+Value percent_format(const Value& text, const Value& values);
+// markupsafe's escape(value): a Markup with & < > " ' escaped; a Markup is returned as it is.
+Value escaped(const Value& value);
+// Python's hash() of a dict key or set member: lists, dicts and views have none (ValueError).
+void require_hashable(const Value& value);
 // Python's slice object[start:stop:step]; null bounds are absent.
 Value slice(const Value& object, const Value* start, const Value* stop, const Value* step);
 

@@ -21,6 +21,7 @@ uint32_t checked_depth(uint32_t deepest_item) {
 }
 
 uint32_t depth_of(const List& list) {
+  if (list.size() > kMaxListItems) throw ValueError("a list grows past " + std::to_string(kMaxListItems) + " items");
   uint32_t deepest = 0;
   for (const Value& item : list) deepest = std::max(deepest, item.depth);
   return checked_depth(deepest);
@@ -62,6 +63,21 @@ Value Value::view(std::string type_name, List items) {
   Value v = of(std::move(items));
   v.type = Type::view;
   v.text = std::move(type_name);
+  return v;
+}
+
+Value Value::range(int64_t start, int64_t stop, int64_t step) {
+  // Python's length of a range, in 128 bits (stop - start can pass 64).
+  const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
+  const __int128 count = span > 0 ? (span - 1) / (step > 0 ? __int128(step) : -__int128(step)) + 1 : 0;
+  if (count > __int128(kMaxListItems)) throw ValueError("a range of more than " + std::to_string(kMaxListItems) + " items");
+  List items;
+  for (int64_t k = 0; k < int64_t(count); ++k) items.push_back(of(int64_t(start + __int128(k) * step)));
+  Value v = of(std::move(items));
+  v.type = Type::range;
+  v.range_start = start;
+  v.range_stop = stop;
+  v.range_step = step;
   return v;
 }
 
@@ -184,6 +200,7 @@ std::string type_name(const Value& value) {
     case Value::Type::function: return "function";
     case Value::Type::iterator: return value.iterator->type_name;
     case Value::Type::view: return value.text;
+    case Value::Type::range: return "range";
   }
   return "?";
 }
@@ -198,7 +215,8 @@ bool truthy(const Value& value) {
     case Value::Type::string: return !value.text.empty();
     case Value::Type::list:
     case Value::Type::tuple:
-    case Value::Type::view: return !value.items->empty();
+    case Value::Type::view:
+    case Value::Type::range: return !value.items->empty();
     case Value::Type::dict: return !value.dict->entries.empty();
     case Value::Type::namespace_:
     case Value::Type::function:
@@ -300,17 +318,28 @@ class Printer {
       case Value::Type::list:
       case Value::Type::tuple: return sequence(value);
       case Value::Type::view: return value.text + "(" + sequence(Value::of(*value.items)) + ")";
+      case Value::Type::range:
+        return "range(" + std::to_string(value.range_start) + ", " + std::to_string(value.range_stop) +
+               (value.range_step != 1 ? ", " + std::to_string(value.range_step) : std::string()) + ")";
       case Value::Type::dict: return dict(*value.dict);
       case Value::Type::namespace_:
         if (value.dict->loop_context) return "<LoopContext " + str(*value.dict->find("index")) + "/" + str(*value.dict->find("length")) + ">";
         return "<Namespace " + dict(*value.dict) + ">";
-      case Value::Type::function: return "<function " + value.text + ">";
+      case Value::Type::function:
+        if (value.boolean) return "<Macro '" + value.text + "'>";
+        throw ValueError("the built-in function " + value.text + " cannot be printed (Python prints its memory address)");
       case Value::Type::iterator:
         throw ValueError("a " + value.iterator->type_name + " object cannot be printed (Python prints its memory address): make it a list with |list");
     }
     return "";
   }
-  std::string repr(const Value& value) { return value.is_string() ? string_repr(value.text) : str(value); }
+  // Inside a list or dict, a string is quoted (a Markup as Markup('...')) and undefined is Undefined.
+  std::string repr(const Value& value) {
+    if (value.is_markup()) return "Markup(" + string_repr(value.text) + ")";
+    if (value.is_string()) return string_repr(value.text);
+    if (value.is_undefined()) return "Undefined";
+    return str(value);
+  }
 
  private:
   struct Nested {
@@ -322,13 +351,16 @@ class Printer {
   };
 
   std::string sequence(const Value& value) {
-    const Nested nested(*this);
     const bool tuple = value.type == Value::Type::tuple;
+    if (std::find(open_.begin(), open_.end(), value.items.get()) != open_.end()) return tuple ? "(...)" : "[...]";
+    const Nested nested(*this);
+    open_.push_back(value.items.get());
     std::string out = tuple ? "(" : "[";
     for (size_t i = 0; i < value.items->size(); ++i) {
       if (i) out += ", ";
       out += repr((*value.items)[i]);
     }
+    open_.pop_back();
     if (tuple && value.items->size() == 1) out += ",";
     return out + (tuple ? ")" : "]");
   }
@@ -346,7 +378,7 @@ class Printer {
     return out + "}";
   }
 
-  std::vector<const Dict*> open_;  // the dicts being printed, outermost first
+  std::vector<const void*> open_;  // the dicts and item lists being printed, outermost first
   uint32_t depth_ = 0;
 };
 
@@ -371,6 +403,7 @@ bool equal(const Value& a, const Value& b) {
     case Value::Type::string: return a.text == b.text;
     case Value::Type::list:
     case Value::Type::tuple:
+    case Value::Type::range:  // ranges are equal when they give the same numbers
       return a.items->size() == b.items->size() && std::equal(a.items->begin(), a.items->end(), b.items->begin(), equal);
     case Value::Type::dict: {
       if (a.dict->entries.size() != b.dict->entries.size()) return false;
@@ -442,6 +475,7 @@ void append_json_string(const std::string& text, bool ensure_ascii, std::string&
 
 void append_json(const Value& value, const JsonStyle& style, int level, std::string& out) {
   const auto newline = [&](int depth) {
+    if (out.size() + style.indent.size() * size_t(depth) > kMaxStringBytes) throw ValueError("tojson makes a string past 64 MiB");
     out += '\n';
     for (int i = 0; i < depth; ++i) out += style.indent;
   };

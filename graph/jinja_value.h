@@ -36,13 +36,18 @@ using Function = std::function<Value(const Arguments&, const KeywordArguments&)>
 // (its recursion limit) when it prints or compares them; Tilefire refuses a value deeper than this when it
 // is made, so that printing, comparing and freeing it never recurse past the stack.
 inline constexpr uint32_t kMaxValueDepth = 400;
+// How large one value may grow: a template that builds more (doubling a string in a loop) is stopped
+// before it takes gigabytes; its output is held to the same bound.
+inline constexpr size_t kMaxStringBytes = size_t(64) << 20;
+inline constexpr size_t kMaxListItems = size_t(1) << 20;
 
 struct Value {
   // iterator: a Python iterator (the generators of select, map, unique and items, reverse's iterators);
   // view: a dict's items(), keys() or values(), a snapshot (the sandbox's dicts do not change).
-  enum class Type { undefined, none, boolean, integer, real, string, list, tuple, dict, namespace_, function, iterator, view };
+  // range: Python's range object (range(0, 3) prints so; its items are in `items`, its bounds below).
+  enum class Type { undefined, none, boolean, integer, real, string, list, tuple, dict, namespace_, function, iterator, view, range };
   Type type = Type::undefined;
-  bool boolean = false;
+  bool boolean = false;  // boolean; for string, a Markup (escape's and safe's results); for function, a macro
   uint32_t depth = 0;  // containers: 1 + the depth of the deepest value they hold (a namespace counts 1)
   int64_t integer = 0;
   double real = 0;
@@ -53,18 +58,27 @@ struct Value {
   std::shared_ptr<Dict> dict;         // dict, namespace (a namespace's attributes can be set)
   std::shared_ptr<const Function> function;
   std::shared_ptr<Iterator> iterator;
+  int64_t range_start = 0, range_stop = 0, range_step = 1;  // range
 
   static Value undefined(std::string why) { Value v; v.text = std::move(why); return v; }
   static Value none() { Value v; v.type = Type::none; return v; }
   static Value of(bool b) { Value v; v.type = Type::boolean; v.boolean = b; return v; }
   static Value of(int64_t i) { Value v; v.type = Type::integer; v.integer = i; return v; }
   static Value of(double d) { Value v; v.type = Type::real; v.real = d; return v; }
-  static Value of(std::string s) { Value v; v.type = Type::string; v.text = std::move(s); return v; }
+  static Value of(std::string s) {
+    if (s.size() > kMaxStringBytes) throw ValueError("a string grows past 64 MiB");
+    Value v;
+    v.type = Type::string;
+    v.text = std::move(s);
+    return v;
+  }
+  static Value markup(std::string s) { Value v = of(std::move(s)); v.boolean = true; return v; }
   static Value of(const char* s) { return of(std::string(s)); }
   static Value of(List list, Type type = Type::list);
   static Value of(std::shared_ptr<Dict> dict, Type type = Type::dict);
   static Value of(std::shared_ptr<Iterator> iterator, uint32_t source_depth);  // source_depth: what it walks
   static Value view(std::string type_name, List items);
+  static Value range(int64_t start, int64_t stop, int64_t step);  // step != 0; at most kMaxListItems items
   static Value of_function(std::string name, Function function);
   static Value of_json(const nlohmann::ordered_json& json);
 
@@ -73,6 +87,8 @@ struct Value {
   bool is_string() const { return type == Type::string; }
   bool is_sequence() const { return type == Type::list || type == Type::tuple; }
   bool is_mapping() const { return type == Type::dict; }
+  bool is_markup() const { return type == Type::string && boolean; }
+  bool has_items() const { return is_sequence() || type == Type::view || type == Type::range; }  // items holds them
   bool is_number() const { return type == Type::integer || type == Type::real || type == Type::boolean; }
   bool is_integral() const { return type == Type::integer || type == Type::boolean; }  // Python's int (bool is one)
   int64_t as_integer() const { return type == Type::boolean ? int64_t(boolean) : integer; }

@@ -212,6 +212,13 @@ TEST(JinjaTemplate, HostileTemplatesAreRefusedOrRenderedNeverCrashed) {
       {"{{ 'x' ~ (l | map('string')) }}", "cannot be printed"},
       {"{{ 'ab' * 100000000 }}", "too long"},
       {"{{ strftime_now('%f') }}", "%f"},
+      // Values that grow past what a prompt needs, and a loop that would run for minutes.
+      {"{% set ns = namespace(s='x') %}{% for i in range(30) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}", "past 64 MiB"},
+      {"{% set ns = namespace(l=[1]) %}{% for i in range(24) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}", "past 1048576 items"},
+      {"{{ ('x' * 60000000) | list | length }}", "walked one by one"},
+      {"{{ 'ab' | indent(9223372036854775807) }}", "past 64 MiB"},
+      {"{{ {'a': 1} | tojson(indent=9223372036854775807) }}", "past 64 MiB"},
+      {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "more than 5,000,000 statements"},
   };
   const ordered_json context = case_context(nullptr);
   for (const auto& [source, message] : refused) {
