@@ -300,8 +300,8 @@ Value filter_wordcount(const Value& input, Args args, Kwargs kwargs) {
   Parameters("wordcount", args, kwargs, {});
   int64_t words = 0;
   bool in_word = false;
-  for (char32_t c : code_points(to_str(input))) {
-    const bool word_char = c == U'_' || (c < 0x80 ? std::isalnum(int(c)) != 0 : !is_python_space(c));
+  for (char32_t c : code_points(to_str(input))) {  // Jinja2's \w+: letters, numbers and _ (not marks, not symbols)
+    const bool word_char = c == U'_' || unicode::is_letter(c) || unicode::is_number(c);
     if (word_char && !in_word) ++words;
     in_word = word_char;
   }
@@ -441,7 +441,7 @@ const std::map<std::string, Test, std::less<>>& tests() {
       {"test", T{[](const Value& v, Args) { return v.is_string() && find_test(v.text) != nullptr; }, 0, "test"}},
       {"sameas", T{[](const Value& v, Args a) {
          const Value& o = argument(a);
-         if (v.type != o.type) return false;
+         if (v.type != o.type || v.is_markup() != o.is_markup()) return false;
          if (v.has_items()) return v.items == o.items;
          if (v.is_mapping() || v.type == Value::Type::namespace_) return v.dict == o.dict;
          if (v.type == Value::Type::iterator) return v.iterator == o.iterator;

@@ -1,7 +1,8 @@
 // Python's printf-style formatting (text % values), for the % operator of strings and the format filter
 // (graph/jinja_syntax.h, percent_format): %s %r %a %d %i %u %o %x %X %e %E %f %F %g %G %c and %%, with
-// mapping keys, the flags # 0 - space +, widths and precisions (* too). Numbers are printed by C's printf,
-// whose output for these conversions is Python's, but for %#o (Python writes 0o).
+// mapping keys, the flags # 0 - space +, widths and precisions (* too). The digits of numbers are C's
+// printf's, which are Python's for these conversions; signs, prefixes, precisions of integers and padding
+// follow Python, where C differs (%#o is 0o10, %.0d of 0 is 0, %05.3d pads with zeros, NaN has no sign).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -43,17 +44,54 @@ std::string pad_text(const std::string& text, const Spec& spec) {
   return spec.flags.find('-') != std::string::npos ? utf8(points + padding) : utf8(padding + points);
 }
 
-std::string printf_number(const Spec& spec, const char* length, char conversion, auto number) {
-  if (spec.width > int64_t(kMaxStringBytes) || spec.precision > 1000) throw ValueError("a % format's width or precision is too large");
-  std::string format = "%" + spec.flags;
-  if (spec.width >= 0) format += std::to_string(spec.width);
-  if (spec.precision >= 0) format += "." + std::to_string(spec.precision);
-  format += length;
-  format += conversion;
-  const int size = std::snprintf(nullptr, 0, format.c_str(), number);
+// C's printf of one number, without the width (Python pads in its own way, below).
+template <typename Number>
+std::string printf_body(const std::string& flags, int64_t precision, const char* length, char conversion, Number number) {
+  if (precision > 1000) throw ValueError("a % format's precision is too large");
+  char format[32];  // %, a flag, .precision, ll, the conversion
+  if (precision >= 0) std::snprintf(format, sizeof format, "%%%s.%lld%s%c", flags.c_str(), static_cast<long long>(precision), length, conversion);
+  else std::snprintf(format, sizeof format, "%%%s%s%c", flags.c_str(), length, conversion);
+  const int size = std::snprintf(nullptr, 0, format, number);
   std::string out(size_t(size), '\0');
-  std::snprintf(out.data(), out.size() + 1, format.c_str(), number);
+  std::snprintf(out.data(), out.size() + 1, format, number);
   return out;
+}
+
+bool has(const Spec& spec, char flag) { return spec.flags.find(flag) != std::string::npos; }
+
+// Python's padding of a number to the width: spaces before it, or after it with '-', or with '0' zeros
+// between its sign (and 0x prefix) and its digits; an infinity and a NaN too.
+std::string pad_number(const std::string& sign_and_prefix, const std::string& digits, const Spec& spec) {
+  const size_t width = spec.width > 0 ? size_t(spec.width) : 0;
+  if (width > kMaxStringBytes) throw ValueError("a % format's width makes a string past 64 MiB");
+  const size_t used = sign_and_prefix.size() + digits.size();
+  if (used >= width) return sign_and_prefix + digits;
+  if (has(spec, '-')) return sign_and_prefix + digits + std::string(width - used, ' ');
+  if (has(spec, '0')) return sign_and_prefix + std::string(width - used, '0') + digits;
+  return std::string(width - used, ' ') + sign_and_prefix + digits;
+}
+
+std::string sign_of(bool negative, const Spec& spec) { return negative ? "-" : has(spec, '+') ? "+" : has(spec, ' ') ? " " : ""; }
+
+// %d %i %u %o %x %X as Python writes them: the precision is a least number of digits (0 is "0" even at
+// .0), # gives 0o, 0x or 0X, and the width pads after the sign and prefix with '0'.
+std::string integer_text(int64_t integer, const Spec& spec) {
+  const char c = spec.conversion == 'i' || spec.conversion == 'u' ? 'd' : spec.conversion;
+  const unsigned long long magnitude = integer < 0 ? 0ull - static_cast<unsigned long long>(integer) : static_cast<unsigned long long>(integer);
+  std::string digits = printf_body("", -1, "ll", c, magnitude);
+  if (spec.precision > int64_t(kMaxStringBytes)) throw ValueError("a % format's precision is too large");
+  if (spec.precision > int64_t(digits.size())) digits.insert(0, size_t(spec.precision) - digits.size(), '0');
+  const std::string prefix = c != 'd' && has(spec, '#') ? (c == 'o' ? "0o" : c == 'x' ? "0x" : "0X") : "";
+  return pad_number(sign_of(integer < 0, spec) + prefix, digits, spec);
+}
+
+// %e %E %f %F %g %G: C's digits (its output for these is Python's), Python's padding; a NaN has no sign.
+std::string real_text(double value, const Spec& spec) {
+  if (std::isnan(value)) value = std::fabs(value);
+  std::string flags;
+  if (has(spec, '#')) flags += '#';
+  std::string body = printf_body(flags, spec.precision, "", spec.conversion, std::fabs(value));
+  return pad_number(sign_of(std::signbit(value), spec), body, spec);
 }
 
 std::string convert(const Spec& spec, const Value& value) {
@@ -82,31 +120,13 @@ std::string convert(const Spec& spec, const Value& value) {
         if (!(std::fabs(value.real) < 9223372036854775808.0)) throw ValueError("% format: the integer is past 64 bits");
         integer = int64_t(std::trunc(value.real));
       }
-      Spec decimal = spec;  // Python ignores # here; for C it means nothing defined
-      if (const size_t hash = decimal.flags.find('#'); hash != std::string::npos) decimal.flags.erase(hash, 1);
-      return printf_number(decimal, "ll", 'd', static_cast<long long>(integer));
+      return integer_text(integer, spec);
     }
     case 'o':
     case 'x':
-    case 'X': {
+    case 'X':
       if (!value.is_integral()) throw ValueError("%" + std::string(1, c) + " format: an integer is required, not " + type_name(value));
-      const int64_t integer = value.as_integer();
-      // C prints the magnitude of a negative number only through its two's complement: print |n| and sign it.
-      Spec unsigned_spec = spec;
-      std::string sign = integer < 0 ? "-" : spec.flags.find('+') != std::string::npos ? "+" : spec.flags.find(' ') != std::string::npos ? " " : "";
-      std::string prefix = spec.flags.find('#') != std::string::npos ? (c == 'o' ? "0o" : c == 'x' ? "0x" : "0X") : "";
-      unsigned_spec.flags.clear();
-      unsigned_spec.width = -1;
-      const unsigned long long magnitude = integer < 0 ? 0ull - static_cast<unsigned long long>(integer) : static_cast<unsigned long long>(integer);
-      std::string digits = printf_number(unsigned_spec, "ll", c, magnitude);
-      const size_t width = spec.width > 0 ? size_t(spec.width) : 0;
-      const size_t used = sign.size() + prefix.size() + digits.size();
-      if (width > kMaxStringBytes) throw ValueError("a % format's width makes a string past 64 MiB");
-      if (used >= width) return sign + prefix + digits;
-      if (spec.flags.find('-') != std::string::npos) return sign + prefix + digits + std::string(width - used, ' ');
-      if (spec.flags.find('0') != std::string::npos) return sign + prefix + std::string(width - used, '0') + digits;
-      return std::string(width - used, ' ') + sign + prefix + digits;
-    }
+      return integer_text(value.as_integer(), spec);
     case 'e':
     case 'E':
     case 'f':
@@ -114,7 +134,7 @@ std::string convert(const Spec& spec, const Value& value) {
     case 'g':
     case 'G':
       if (!value.is_number()) throw ValueError("must be real number, not " + type_name(value));
-      return printf_number(spec, "", c, value.as_real());
+      return real_text(value.as_real(), spec);
     default: throw ValueError("unsupported format character '" + std::string(1, c) + "' in a % format");
   }
 }
@@ -156,6 +176,7 @@ Value percent_format(const Value& format, const Value& values) {
       keyed = mapping->find(key);
       if (!keyed) throw ValueError("KeyError: '" + key + "'");
       used_mapping = true;
+      next = positional.size();  // the dict as a positional value is gone once a key is used (Python)
     }
     while (i < text.size() && std::string("#0- +").find(text[i]) != std::string::npos) {
       if (spec.flags.find(text[i]) == std::string::npos) spec.flags += text[i];
@@ -185,6 +206,7 @@ Value percent_format(const Value& format, const Value& values) {
       ++i;
       spec.precision = 0;
       number(spec.precision);
+      if (spec.precision < 0) spec.precision = 0;  // a negative * precision is none, in Python
     }
     while (i < text.size() && (text[i] == 'h' || text[i] == 'l' || text[i] == 'L')) ++i;  // ignored, as Python does
     if (i == text.size()) throw ValueError("incomplete format");

@@ -194,7 +194,12 @@ Value string_method(const std::string& text, const std::string& name) {
       const int64_t n = int64_t(points.size());
       int64_t start = 0, end = 0;
       adjust_indices(args, 1, n, start, end);
-      if (start > end) return Value::of(false);
+      if (start > end) {  // nothing matches, and Python checks each affix's type on the way
+        for (const Value& affix : args[0].type == Value::Type::tuple ? *args[0].items : List{args[0]}) {
+          if (!affix.is_string()) throw ValueError(std::string(name) + "() takes a string or a tuple of strings");
+        }
+        return Value::of(false);
+      }
       return Value::of(starts_or_ends(utf8(points.substr(size_t(start), size_t(end - start))), args[0], starts, name));
     });
   }
@@ -355,6 +360,11 @@ Value method_of(const Value& object, const std::string& name) {
 
 Value get_attribute(const Value& object, const std::string& name) {
   if (object.is_undefined()) throw ValueError(object.text.empty() ? "undefined value" : object.text);
+  if (object.type == Value::Type::range) {
+    if (name == "start") return Value::of(object.range_start);
+    if (name == "stop") return Value::of(object.range_stop);
+    if (name == "step") return Value::of(object.range_step);
+  }
   if (object.is_number()) {  // the number attributes of Python's int and float (a bool is an int)
     if (name == "real") return object.is_integral() ? Value::of(object.as_integer()) : object;
     if (name == "imag") return object.is_integral() ? Value::of(int64_t(0)) : Value::of(0.0);
@@ -433,7 +443,7 @@ Value slice(const Value& object, const Value* start, const Value* stop, const Va
   if (stride < 0 && last < first) count = (first - last - 1) / (-stride) + 1;
   if (object.type == Value::Type::range) {  // a range's slice is a range (Python's compute_slice)
     const __int128 step = __int128(object.range_step) * stride, begin = object.range_start + __int128(first) * object.range_step;
-    const __int128 end = begin + __int128(count) * step;
+    const __int128 end = object.range_start + __int128(last) * object.range_step;
     if (step > std::numeric_limits<int64_t>::max() || step < std::numeric_limits<int64_t>::min() || end > std::numeric_limits<int64_t>::max() ||
         end < std::numeric_limits<int64_t>::min())
       throw ValueError("a range's slice is past 64 bits");

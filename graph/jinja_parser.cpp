@@ -201,6 +201,7 @@ class Parser {
     if (at_name("recursive")) fail("recursive loops are not supported in chat templates");
     expect_block_end();
     ++loop_depth_;
+    ++inside_loops_;
     node->body = body({"else", "endfor"});
     --loop_depth_;
     ++pos_;
@@ -211,6 +212,7 @@ class Parser {
     } else {
       expect_block_end();
     }
+    --inside_loops_;
     return node;
   }
 
@@ -224,7 +226,8 @@ class Parser {
       node->targets = targets();
     }
     for (const std::string& target : node->targets) {
-      if (target == "loop" && loop_depth_ > 0 && node->attribute.empty()) fail("Can't assign to special loop variable in for-loop target");
+      // Jinja2 refuses a store to `loop` anywhere in a for statement, in its macros and blocks too.
+      if (target == "loop" && inside_loops_ > 0 && node->attribute.empty()) fail("Can't assign to special loop variable in for-loop target");
     }
     if (current().type == Token::Type::block_end || at_op("|")) {
       if (node->targets.size() != 1) fail("a {% set %} block assigns one name");
@@ -711,7 +714,8 @@ class Parser {
   const std::vector<Token>& tokens_;
   const std::string& origin_;
   size_t pos_ = 0;
-  int loop_depth_ = 0;
+  int loop_depth_ = 0;    // loops a break or continue here would leave (a macro or {% generation %} starts at 0)
+  int inside_loops_ = 0;  // for statements around this point, macros and blocks or not
   int nesting_ = 0;
 };
 

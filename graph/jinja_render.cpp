@@ -56,12 +56,14 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (op == "*") {
     if (a.is_string() && b.is_integral()) return a.is_markup() ? Value::markup(repeat(a.text, b.as_integer())) : Value::of(repeat(a.text, b.as_integer()));
     if (b.is_string() && a.is_integral()) return b.is_markup() ? Value::markup(repeat(b.text, a.as_integer())) : Value::of(repeat(b.text, a.as_integer()));
-    if (a.is_sequence() && b.is_integral()) {
+    if ((a.is_sequence() && b.is_integral()) || (b.is_sequence() && a.is_integral())) {  // [1] * 3, 3 * [1]
+      const Value& sequence = a.is_sequence() ? a : b;
+      const int64_t times = a.is_sequence() ? b.as_integer() : a.as_integer();
       List items;
-      if (a.items->empty()) return Value::of(std::move(items), a.type);
-      if (double(a.items->size()) * double(std::max<int64_t>(0, b.as_integer())) > double(kMaxListItems)) throw ValueError("a repeated list is too long");
-      for (int64_t i = 0; i < b.as_integer(); ++i) items.insert(items.end(), a.items->begin(), a.items->end());
-      return Value::of(std::move(items), a.type);
+      if (sequence.items->empty()) return Value::of(std::move(items), sequence.type);
+      if (double(sequence.items->size()) * double(std::max<int64_t>(0, times)) > double(kMaxListItems)) throw ValueError("a repeated list is too long");
+      for (int64_t i = 0; i < times; ++i) items.insert(items.end(), sequence.items->begin(), sequence.items->end());
+      return Value::of(std::move(items), sequence.type);
     }
   }
   if (!a.is_number() || !b.is_number()) return unsupported();

@@ -5,8 +5,8 @@
 // to a Python function whose variables are fixed when it is compiled. A name assigned anywhere in a scope
 // is that scope's variable everywhere in it, and in the scopes nested in it: a loop or a macro that reads
 // it before the assignment has run sees the variable unset (undefined), not the caller's value of the same
-// name. Unless the scope read the name before assigning it, or assigns it only in some branches of an if:
-// then the variable starts as the value the name has outside (Jinja2's resolve). Tilefire's renderer looks
+// name. Unless the scope read the name before assigning it, or assigns it in an if: then the variable
+// starts as the value the name has outside (Jinja2's resolve). Tilefire's renderer looks
 // names up in its chain of scopes as they are when it runs, which gives the same answers except for the
 // names that begin undefined; those are listed here, and set so when a scope begins.
 #include <map>
@@ -41,22 +41,20 @@ struct Symbols {
     refs[name] = parent && parent->has_ref(name) ? Binding::alias : Binding::undefined;
   }
   // After the branches of an if, each a copy of this scope's symbols that went through its branch: a name
-  // a branch assigned that not every branch assigns starts as its outer value (alias or resolve).
+  // first assigned in any branch starts as its outer value (alias or resolve), as in Jinja2 3.1, however
+  // many branches assign it.
   void branch_update(const std::vector<Symbols>& branches) {
-    std::map<std::string, size_t> assigned_in;
+    std::set<std::string> assigned;
     for (const Symbols& branch : branches) {
       for (const std::string& name : branch.stores) {
-        if (!stores.count(name)) ++assigned_in[name];
+        if (!stores.count(name)) assigned.insert(name);
       }
     }
     for (const Symbols& branch : branches) {
       for (const auto& [name, binding] : branch.refs) refs[name] = binding;
       stores.insert(branch.stores.begin(), branch.stores.end());
     }
-    for (const auto& [name, count] : assigned_in) {
-      if (count == branches.size()) continue;
-      refs[name] = parent && parent->has_ref(name) ? Binding::alias : Binding::resolve;
-    }
+    for (const std::string& name : assigned) refs[name] = parent && parent->has_ref(name) ? Binding::alias : Binding::resolve;
   }
 };
 
