@@ -330,7 +330,7 @@ class Renderer {
       *position = i;
       // Each iteration has its own variables: a {% set %} in the body does not carry to the next one.
       const std::shared_ptr<Scope> iteration = inner_scope(node.undefined_in_body);
-      iteration->variables.emplace_back("loop", loop_info(items, i, cycle));
+      if (node.body_reads_loop) iteration->variables.emplace_back("loop", loop_info(items, i, cycle));
       const Entered entered(scope_, iteration);
       bind(node.targets, items[size_t(i)]);
       const Flow flow = exec(node.body, out);

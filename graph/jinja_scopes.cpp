@@ -122,6 +122,37 @@ void visit(const Node& node, Symbols& symbols) {
   }
 }
 
+// Whether `name` is read anywhere under a statement list, nested scopes included.
+bool mentions(const Expr* e, const std::string& name) {
+  if (!e) return false;
+  if (e->kind == Expr::Kind::name && e->name == name) return true;
+  for (const ExprPtr& arg : e->args) {
+    if (mentions(arg.get(), name)) return true;
+  }
+  for (const auto& [key, value] : e->kwargs) {
+    if (mentions(value.get(), name)) return true;
+  }
+  for (const auto& [key, value] : e->dict_items) {
+    if (mentions(key.get(), name) || mentions(value.get(), name)) return true;
+  }
+  return false;
+}
+
+bool mentions(const Body& body, const std::string& name) {
+  for (const NodePtr& node : body) {
+    if (mentions(node->expr.get(), name) || mentions(node->filter.get(), name) || mentions(node->body, name) || mentions(node->else_body, name))
+      return true;
+    if (!node->attribute.empty() && node->targets[0] == name) return true;  // {% set loop.x = ... %} reads it
+    for (const auto& [condition, branch] : node->branches) {
+      if (mentions(condition.get(), name) || mentions(branch, name)) return true;
+    }
+    for (const auto& [parameter, default_value] : node->params) {
+      if (mentions(default_value.get(), name)) return true;
+    }
+  }
+  return false;
+}
+
 std::vector<std::string> undefined_names(const Symbols& symbols) {
   std::vector<std::string> names;
   for (const auto& [name, binding] : symbols.refs) {
@@ -144,6 +175,7 @@ void analyze_nested(Body& body, const Symbols& scope) {
     };
     switch (node.kind) {
       case Node::Kind::loop: {
+        node.body_reads_loop = mentions(node.body, "loop");  // else Jinja2 makes no loop object, nor need we
         std::vector<std::string> parameters = node.targets;
         parameters.push_back("loop");
         nested(parameters, node.body, node.undefined_in_body);

@@ -118,6 +118,7 @@ struct Node {
   // The names the scope of the body (the template's, a loop iteration's, a macro call's, a set block's, a
   // {% generation %}'s) or of a loop's else begins with as undefined (analyze_scopes).
   std::vector<std::string> undefined_in_body, undefined_in_else;
+  bool body_reads_loop = true;  // loop: whether the body (its macros too) names `loop` (analyze_scopes)
 };
 
 // The name that holds a set block's text while its filters run ({% set x | trim %}): it has a space, so
