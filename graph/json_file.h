@@ -18,4 +18,11 @@ nlohmann::json parse_json_text(const char* begin, const char* end, const std::st
 // opened, or does not hold valid JSON.
 nlohmann::json read_json_file(const std::filesystem::path& path, const std::string& origin, bool refuse_duplicate_keys = false);
 
+// The text of `path` with read_json_file's checks (a regular file, one that opens), for a reader that
+// parses it itself (graph/tokenizer_json.cpp).
+std::string read_json_file_text(const std::filesystem::path& path, const std::string& origin);
+
+// Throws InputError "<origin>: not valid JSON: <the JSON library's message, without its exception name>".
+[[noreturn]] void throw_invalid_json(const nlohmann::json::exception& error, const std::string& origin);
+
 }  // namespace tilefire

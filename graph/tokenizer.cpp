@@ -344,8 +344,8 @@ void HfTokenizer::append_pre_tokenized_ids(std::string_view normalized, bool at_
 
 void HfTokenizer::append_word_ids(std::string_view word, std::vector<int32_t>& ids) const {
   if (ignore_merges_)
-    if (const auto whole = model_vocab_.find(std::string(word)); whole != model_vocab_.end()) {
-      ids.push_back(whole->second);
+    if (const int32_t whole = model_vocab_.find(word, token_of_id_); whole >= 0) {
+      ids.push_back(whole);
       return;
     }
   // The word's characters as symbols: each one's token, else its bytes' <0xXX> tokens (byte fallback),
@@ -359,10 +359,10 @@ void HfTokenizer::append_word_ids(std::string_view word, std::vector<int32_t>& i
   for (char32_t c : chars) {
     std::string spelled;
     unicode::append_utf8(c, spelled);
-    if (const auto found = model_vocab_.find(spelled); found != model_vocab_.end()) {
+    if (const int32_t found = model_vocab_.find(spelled, token_of_id_); found >= 0) {
       if (unk_pending) symbols.push_back(unk_id_);
       unk_pending = false;
-      symbols.push_back(found->second);
+      symbols.push_back(found);
       continue;
     }
     if (byte_fallback_) {

@@ -17,6 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "graph/token_index.h"
+
 namespace tilefire {
 
 // The regexes of the Split and ByteLevel pre-tokenizers that Tilefire knows, by what they match. Each is a
@@ -99,7 +101,7 @@ class HfTokenizer {
   std::string normalize(std::string_view segment) const;
 
   std::string path_;
-  std::unordered_map<std::string, int32_t> model_vocab_;  // the BPE model's own tokens (not the added ones)
+  TokenIndex model_vocab_;  // the BPE model's own tokens (not the added ones), their texts in token_of_id_
   std::vector<std::string> token_of_id_;  // [vocab_size], "" where no token has the id
   std::vector<bool> is_special_;          // [vocab_size]
   std::unordered_map<uint64_t, MergeResult> merges_;  // key: (left id << 32) | right id

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "graph/json_file.h"
 #include "graph/tokenizer.h"
+#include "graph/tokenizer_json.h"
 #include "graph/unicode.h"
 #include "tilefire/errors.h"
 
@@ -65,6 +65,12 @@ class Reader {
     if (const auto bad = unicode::decode_utf8(text, ignored)) fail(where, "not valid UTF-8 at byte " + std::to_string(*bad));
     return text;
   }
+  // Fails unless `text` is valid UTF-8 (`where` is made only then: it runs for every token of a vocabulary).
+  template <typename Where>
+  void check_utf8(std::string_view text, const Where& where) const {
+    scratch_.clear();
+    if (const auto bad = unicode::decode_utf8(text, scratch_)) fail(where(), "not valid UTF-8 at byte " + std::to_string(*bad));
+  }
   // A string of exactly one character (Metaspace's replacement, Strip's content).
   std::string one_character(const json& object, const std::string& key, const std::string& where) const {
     std::string text = valid_utf8(member(object, key, where), where + "." + key);
@@ -76,6 +82,7 @@ class Reader {
 
  private:
   std::string origin_;
+  mutable std::u32string scratch_;  // check_utf8's code points, kept to spare an allocation per call
 };
 
 // A Sequence component's list under `key`, each item read by `read_item` with its place in the file.
@@ -222,7 +229,8 @@ void read_decoder(const Reader& reader, const json& node, const std::string& whe
 HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
   const std::string origin = path.string();
   const Reader reader(origin);
-  const json document = read_json_file(path, origin);
+  const TokenizerJson file = read_tokenizer_json(path, origin);
+  const json& document = file.document;
   if (!document.is_object()) reader.fail("the document", "expected an object");
   HfTokenizer tokenizer;
   tokenizer.path_ = origin;
@@ -240,8 +248,9 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
   tokenizer.fuse_unk_ = reader.bool_member(model, "fuse_unk", "model", false);
   tokenizer.ignore_merges_ = reader.bool_member(model, "ignore_merges", "model", false);
 
+  // The reader keeps model.vocab's entries and model.merges' items apart (graph/tokenizer_json.h).
   const json& vocab = reader.member(model, "vocab", "model");
-  if (!vocab.is_object()) reader.fail("model.vocab", "expected an object of token: id");
+  if (!vocab.is_object() || !file.vocab_kept_apart) reader.fail("model.vocab", "expected an object of token: id");
   constexpr int64_t kMaxVocab = 1 << 22;  // real vocabularies hold up to about 2^18
   // Every id names one token; the model's vocabulary and the added tokens share the id space.
   const auto give_id = [&](const std::string& token, const json& id_value, const std::string& where) {
@@ -258,52 +267,59 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
     tokenizer.token_of_id_[id] = token;
     return id;
   };
-  for (const auto& [token, id] : vocab.items()) {
+  tokenizer.model_vocab_.reserve(file.vocab.size(), tokenizer.token_of_id_);
+  for (const auto& [token, id] : file.vocab) {
     if (token.empty()) reader.fail("model.vocab", "has an empty token");
-    tokenizer.model_vocab_.emplace(token, give_id(reader.valid_utf8(json(token), "model.vocab"), id, "model.vocab"));
+    reader.check_utf8(token, [] { return std::string("model.vocab"); });
+    // The JSON library's own tree would keep the last of a token listed twice, and the Rust library's map
+    // too, leaving the other id without a token: which was meant?
+    if (!tokenizer.model_vocab_.insert(give_id(token, id, "model.vocab"), tokenizer.token_of_id_))
+      reader.fail("model.vocab", "the token " + shown(token) + " is listed twice");
   }
 
   const json& merges = reader.member(model, "merges", "model");
-  if (!merges.is_array()) reader.fail("model.merges", "expected a list");
-  tokenizer.merges_.reserve(merges.size());
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const json& merge = merges[rank];
-    const std::string where = "model.merges[" + std::to_string(rank) + "]";
-    std::string left, right;
-    if (merge.is_string()) {  // "left right" (older files); a token holds no space in these vocabularies
-      const std::string text = merge.get<std::string>();
+  if (!merges.is_array() || !file.merges_kept_apart) reader.fail("model.merges", "expected a list");
+  tokenizer.merges_.reserve(file.merges.size());
+  std::string merged;  // left + right, reused
+  for (size_t rank = 0; rank < file.merges.size(); ++rank) {
+    const TokenizerJson::Merge& merge = file.merges[rank];
+    const auto where = [&] { return "model.merges[" + std::to_string(rank) + "]"; };
+    std::string_view left, right;
+    if (merge.form == TokenizerJson::Merge::Form::text) {  // "left right" (older files); a token holds no space in these vocabularies
+      const std::string_view text = merge.left;
       const size_t space = text.find(' ');
       if (space == std::string::npos || space == 0 || space + 1 == text.size() || text.find(' ', space + 1) != std::string::npos)
-        reader.fail(where, shown(text) + " is not two tokens separated by one space");
+        reader.fail(where(), shown(merge.left) + " is not two tokens separated by one space");
       left = text.substr(0, space);
       right = text.substr(space + 1);
-    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
-      left = merge[0].get<std::string>();
-      right = merge[1].get<std::string>();
+    } else if (merge.form == TokenizerJson::Merge::Form::pair) {
+      left = merge.left;
+      right = merge.right;
     } else {
-      reader.fail(where, "expected \"left right\" or [left, right], not " + shown(merge));
+      reader.fail(where(), "expected \"left right\" or [left, right], not " + shown(merge.other));
     }
-    const auto& vocab_ids = tokenizer.model_vocab_;
-    const auto left_id = vocab_ids.find(left), right_id = vocab_ids.find(right), merged_id = vocab_ids.find(left + right);
-    for (const auto& [found, token] : {std::pair{left_id, left}, std::pair{right_id, right}, std::pair{merged_id, left + right}})
-      if (found == vocab_ids.end()) reader.fail(where, shown(token) + " is not in model.vocab");
-    const uint64_t key = (uint64_t(uint32_t(left_id->second)) << 32) | uint32_t(right_id->second);
+    merged.assign(left);
+    merged += right;
+    const TokenIndex& vocab_ids = tokenizer.model_vocab_;
+    const std::vector<std::string>& texts = tokenizer.token_of_id_;
+    const int32_t left_id = vocab_ids.find(left, texts), right_id = vocab_ids.find(right, texts), merged_id = vocab_ids.find(merged, texts);
+    for (const auto& [found, token] : {std::pair{left_id, left}, std::pair{right_id, right}, std::pair{merged_id, std::string_view(merged)}})
+      if (found < 0) reader.fail(where(), shown(std::string(token)) + " is not in model.vocab");
+    const uint64_t key = (uint64_t(uint32_t(left_id)) << 32) | uint32_t(right_id);
     // A pair listed twice takes its last rank, as in the Rust library (its map keeps the last).
-    tokenizer.merges_.insert_or_assign(key, MergeResult{static_cast<uint32_t>(rank), merged_id->second});
+    tokenizer.merges_.insert_or_assign(key, MergeResult{static_cast<uint32_t>(rank), merged_id});
   }
 
   if (const auto unk = model.find("unk_token"); unk != model.end() && !unk->is_null()) {
     const std::string name = reader.valid_utf8(*unk, "model.unk_token");
-    const auto found = tokenizer.model_vocab_.find(name);
-    if (found == tokenizer.model_vocab_.end()) reader.fail("model.unk_token", shown(name) + " is not in model.vocab");
-    tokenizer.unk_id_ = found->second;
+    tokenizer.unk_id_ = tokenizer.model_vocab_.find(name, tokenizer.token_of_id_);
+    if (tokenizer.unk_id_ < 0) reader.fail("model.unk_token", shown(name) + " is not in model.vocab");
   }
   tokenizer.byte_fallback_ids_.assign(256, -1);
   for (int byte = 0; byte < 256; ++byte) {
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", byte);
-    if (const auto found = tokenizer.model_vocab_.find(name); found != tokenizer.model_vocab_.end())
-      tokenizer.byte_fallback_ids_[byte] = found->second;
+    tokenizer.byte_fallback_ids_[byte] = tokenizer.model_vocab_.find(name, tokenizer.token_of_id_);  // -1 when absent
   }
 
   // Added tokens: those without `normalized` are matched in the raw text, the others in the normalized
@@ -321,9 +337,9 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
         if (reader.bool_member(entry, flag, where, false))
           reader.fail(where + "." + flag, "is true for " + shown(token.content) + "; Tilefire matches added tokens exactly only");
       token.id = give_id(token.content, reader.member(entry, "id", where), where + ".id");
-      if (const auto in_vocab = tokenizer.model_vocab_.find(token.content); in_vocab != tokenizer.model_vocab_.end() && in_vocab->second != token.id)
+      if (const int32_t in_vocab = tokenizer.model_vocab_.find(token.content, tokenizer.token_of_id_); in_vocab >= 0 && in_vocab != token.id)
         reader.fail(where + ".id", shown(token.content) + " has the id " + std::to_string(token.id) + " here and " +
-                    std::to_string(in_vocab->second) + " in model.vocab");
+                    std::to_string(in_vocab) + " in model.vocab");
       if (token.special) tokenizer.is_special_[token.id] = true;
       const bool normalized = reader.bool_member(entry, "normalized", where, !token.special);
       (normalized ? tokenizer.normalized_added_tokens_ : tokenizer.raw_added_tokens_).push_back(std::move(token));

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -69,6 +70,26 @@ TEST(SplitByPattern, PiecesCoverTheTextInOrder) {
     }
     EXPECT_EQ(joined, text);
   }
+}
+
+// ---- the vocabulary's index ------------------------------------------------------------------------
+
+TEST(TokenIndex, FindsEveryTokenItHoldsAndNothingElseAsItGrows) {
+  std::mt19937_64 rng(7);
+  std::vector<std::string> texts;  // by id; some ids are left without a token, as in real vocabularies
+  TokenIndex index;
+  std::map<std::string, int32_t> expected;
+  for (int32_t id = 0; id < 20000; ++id) {
+    std::string text;
+    for (uint64_t length = 1 + rng() % 6; length > 0; --length) text += char('a' + rng() % 5);
+    texts.push_back(text);
+    if (id % 7 == 3) continue;
+    const bool added = index.insert(id, texts);
+    EXPECT_EQ(added, expected.emplace(text, id).second) << text;  // a text given twice keeps its first id
+  }
+  for (const auto& [text, id] : expected) EXPECT_EQ(index.find(text, texts), id) << text;
+  for (const std::string absent : {"", "f", "abcdefg", "aaaaaaa", "z"}) EXPECT_EQ(index.find(absent, texts), -1) << absent;
+  EXPECT_EQ(TokenIndex().find("a", texts), -1);
 }
 
 // ---- a tokenizer worked out by hand ----------------------------------------------------------------
@@ -311,6 +332,78 @@ TEST(HandTokenizer, RefusesWhatItDoesNotRunByName) {
       EXPECT_NE(message.find("tokenizer.json"), std::string::npos) << message;
     }
   }
+}
+
+// tokenizer.json's vocabulary and merges are read as flat lists (graph/tokenizer_json.h), not as a JSON
+// tree: every form of them must still load, or be refused, as the tree gave it.
+TEST(HandTokenizer, VocabularyAndMergesReadInEveryForm) {
+  const testing::TempDir dir("tokenizer");
+  const fs::path path = dir.path() / "tokenizer.json";
+  const auto load_text = [&](const std::string& text) {
+    testing::write_file_text(path, text);
+    return HfTokenizer::load(path);
+  };
+  const auto expect_refused = [&](const std::string& text, const std::string& expected) {
+    try {
+      load_text(text);
+      ADD_FAILURE() << "accepted: " << text.substr(0, 200) << "; expected: " << expected;
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
+    }
+  };
+  const std::string texts[] = {"ab abc", "bc", "\u00e9ab", "</s>ab"};
+
+  // Merges as [left, right] lists (newer files) give the same tokenizer as "left right" strings.
+  json pairs = hand_tokenizer();
+  pairs["model"]["merges"] = json::array({json::array({"a", "b"}), json::array({"\u2581", "ab"}), json::array({"b", "c"})});
+  const HfTokenizer from_strings = load_json(hand_tokenizer(), dir), from_pairs = load_json(pairs, dir);
+  for (const std::string& text : texts) EXPECT_EQ(from_strings.encode(text), from_pairs.encode(text)) << text;
+
+  // A vocabulary or a merge list outside "model" is an ordinary member; "model" may come last.
+  json elsewhere = hand_tokenizer();
+  elsewhere["extra"] = {{"vocab", {{"zz", 1}}}, {"merges", {"z z"}}};
+  const std::string model_last = "{\"extra\": " + elsewhere["extra"].dump() + ", \"added_tokens\": " + elsewhere["added_tokens"].dump() +
+                                 ", \"normalizer\": " + elsewhere["normalizer"].dump() + ", \"decoder\": " + elsewhere["decoder"].dump() +
+                                 ", \"post_processor\": " + elsewhere["post_processor"].dump() + ", \"model\": " + elsewhere["model"].dump() + "}";
+  const HfTokenizer reordered = load_text(model_last);
+  for (const std::string& text : texts) EXPECT_EQ(reordered.encode(text), from_strings.encode(text)) << text;
+
+  // A key given twice keeps the last, as the JSON tree does: the first "merges" here would be refused, and
+  // the second, without (b, c), leaves "bc" in characters.
+  std::string twice = hand_tokenizer().dump();
+  const std::string merges_key = "\"merges\":";
+  twice.insert(twice.find(merges_key), merges_key + "[\"z z\", 7],");
+  twice.replace(twice.find(",\"b c\""), 6, "");
+  EXPECT_EQ(load_text(twice).encode("bc", false), (std::vector<int32_t>{259, 261, 262}));
+
+  // Merges of another shape are refused showing the value as the file gives it.
+  for (const auto& [merge, shown] : std::vector<std::pair<std::string, std::string>>{
+           {"[]", "[]"}, {"[\"a\"]", "[\"a\"]"}, {"[\"a\", \"b\", \"c\"]", "[\"a\",\"b\",\"c\"]"}, {"[1, \"b\"]", "[1,\"b\"]"},
+           {"[\"a\", [\"b\"]]", "[\"a\",[\"b\"]]"}, {"{\"a\": \"b\"}", "{\"a\":\"b\"}"}, {"null", "null"}, {"[\"a\", \"b\", {}]", "[\"a\",\"b\",{}]"}}) {
+    std::string text = hand_tokenizer().dump();
+    text.replace(text.find("\"b c\""), 5, merge);
+    expect_refused(text, "model.merges[2]: expected \"left right\" or [left, right], not " + shown);
+  }
+  // A token listed twice in the vocabulary is refused: the tree kept the last, leaving an id without a token.
+  std::string listed_twice = hand_tokenizer().dump();
+  listed_twice.insert(listed_twice.find("\"bc\":"), "\"bc\":265,");
+  expect_refused(listed_twice, "model.vocab: the token \"bc\" is listed twice");
+  std::string nested_id = hand_tokenizer().dump();
+  nested_id.insert(nested_id.find("\"bc\":"), "\"x\":{\"id\":[300]},");
+  expect_refused(nested_id, "model.vocab: the id of \"x\" is {\"id\":[300]}");
+  // Not an object of token: id, not a list; a syntax error inside either names its line.
+  json list_vocab = hand_tokenizer();
+  list_vocab["model"]["vocab"] = json::array({json::array({"a", 259})});
+  expect_refused(list_vocab.dump(), "model.vocab: expected an object of token: id");
+  json object_merges = hand_tokenizer();
+  object_merges["model"]["merges"] = json::object({{"a", "b"}});
+  expect_refused(object_merges.dump(), "model.merges: expected a list");
+  std::string broken = hand_tokenizer().dump(1);
+  broken.replace(broken.find("\"b c\""), 5, "\"b c\" \"a b\"");
+  expect_refused(broken, "not valid JSON: parse error at line");
+  std::string overflow = hand_tokenizer().dump();
+  overflow.replace(overflow.find("265"), 3, "1e400");
+  expect_refused(overflow, "not valid JSON: number overflow parsing '1e400'");
 }
 
 TEST(HandTokenizer, MissingOrBrokenFilesAreInputErrors) {
@@ -664,7 +757,9 @@ TEST(RealTokenizerVariants, StreamingRandomIdsGivesTheWholeText) {
       const std::string whole = tokenizer.continuation(prompt, generated);
       const std::string fallback = "\n(the generated text, decoded whole:) " + whole;
       const bool ended_whole = with_bytes && shown.size() >= fallback.size() && shown.compare(shown.size() - fallback.size(), fallback.size(), fallback) == 0;
-      if (!ended_whole) ASSERT_EQ(shown, whole) << model << ", case " << i << ", prompt " << json(prompt).dump() << ", generated " << json(generated).dump();
+      if (!ended_whole) {
+        ASSERT_EQ(shown, whole) << model << ", case " << i << ", prompt " << json(prompt).dump() << ", generated " << json(generated).dump();
+      }
     }
   }
   // A window of tokens without text (eight </s>) does not make the next token the text's first: Llama 2's
