@@ -37,7 +37,11 @@ prefills only what is new.
   --temperature T        0 = greedy (default 0)
   --top-k K, --top-p P   sampling cuts (0 and 1: off)
   --seed S               sampling seed (default 0; each turn draws from seed + turn)
-  --threads N            worker threads (default: all cores)
+  --threads N            worker threads (default: all cores; shared by the ranks under --tp, at least one each)
+  --tp N                 tensor parallelism: N ranks of this process (cpu: thread groups; cuda: rank r on
+                         GPU (--cuda-device + r) mod the visible GPUs). Not one rank per process under
+                         mpirun: standard input reaches rank 0 only (use tilefire run there)
+  --tp-timeout-ms N      a collective waiting longer for a peer stops with an error naming it (default 10000)
   --max-context N        KV-cache positions: the whole conversation must fit (default min(model, 4096))
   --schedule dataflow|bsp, --policy NAME
   --stats                after each reply, its tokens, the prompt tokens prefilled and reused, time to
@@ -75,7 +79,8 @@ void print(const std::string& text) {
 
 int chat_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--stats", "--help"}, valued{"--model", "--system", "--messages", "--chat-template",
-      "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--threads", "--max-context", "--schedule", "--policy"};
+      "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--threads", "--max-context", "--schedule", "--policy",
+      "--tp", "--tp-timeout-ms"};
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("chat", switches, valued);
@@ -93,6 +98,8 @@ int chat_command(int argc, char** argv) {
   options.schedule = parse_schedule(args.text_or("--schedule", "dataflow"));
   options.policy = args.text_or("--policy", "");
   options.max_context = uint32_t(args.unsigned_or("--max-context", 0, 1, 1u << 24));
+  options.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 256));
+  options.tp_timeout_ms = uint32_t(args.unsigned_or("--tp-timeout-ms", 10000, 1, 3600 * 1000));
   apply_backend_flags(args, options);
 
   const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::of_model_folder(options.model_dir);
@@ -109,10 +116,16 @@ int chat_command(int argc, char** argv) {
   const bool json = args.has("--json"), stats = args.has("--stats");
 
   Engine engine(options);
+  // Every rank must run each turn's prompt, and a launcher gives standard input to rank 0 alone.
+  if (engine.ranks_are_processes())
+    throw InputError(command + ": --tp " + std::to_string(options.tp) + " with one rank per process (mpirun, or RANK and WORLD_SIZE): "
+                     "standard input reaches rank 0 only, and every rank must run each message. Run chat without a "
+                     "launcher, and --tp runs the ranks in this process; or use tilefire run with --chat or --messages");
   const ModelInfo& model = engine.model();
   if (!json)
     print("model: " + model.origin + " (" + model.architecture + ", " + model.dtype + ", " + std::to_string(model.layers) +
           " layers), " + std::to_string(engine.threads()) + (options.backend == Backend::cuda ? " CTAs" : " threads") +
+          (options.tp > 1 ? ", " + std::to_string(options.tp) + " tensor-parallel ranks" : "") +
           "; a line is a message, /reset starts over, /exit ends\n");
   const bool interactive = isatty(STDIN_FILENO) && !json;
   std::string message;

@@ -185,6 +185,23 @@ TEST(CliChat, ChatKeepsTheConversationAndReusesItsCache) {
   EXPECT_NE(text.err.find("reused;"), std::string::npos) << text.err;
 }
 
+// --tp N runs the ranks in this process: the same greedy replies, turn after turn (each reusing the cache
+// of the last), and after /reset, as one rank gives.
+TEST(CliChat, ChatWithTensorParallelRanksGivesOneRanksReplies) {
+  TempDir dir("cli-chat-command-tp");
+  const fs::path model = chat_model(dir, "tiny-chat-command-tp");
+  const std::string input = "hello\nhow are you\nand then\n/reset\nhello\n";
+  const std::vector<json> one = chat_turns(model, dir, input, {"--max-new-tokens", "6"});
+  const std::vector<json> two = chat_turns(model, dir, input, {"--max-new-tokens", "6", "--tp", "2"});
+  ASSERT_EQ(one.size(), 4u);
+  ASSERT_EQ(two.size(), one.size());
+  for (size_t turn = 0; turn < one.size(); ++turn) {
+    for (const char* key : {"prompt_tokens", "reused_tokens", "tokens", "text", "finish_reason"})
+      EXPECT_EQ(two[turn].at(key), one[turn].at(key)) << "turn " << turn << ", " << key;
+  }
+  EXPECT_GT(two[1].at("reused_tokens").get<int>(), 0) << "the second turn reuses the first's cache";
+}
+
 // A message the template refuses, or one that overflows the context, is dropped with its reason on
 // standard error, and the chat goes on; what a chat cannot start with is refused.
 TEST(CliChat, ChatDropsAMessageItCannotTakeAndGoesOn) {

@@ -234,6 +234,22 @@ TEST(TensorParallelProcesses, ARankKilledMidGenerationIsNamed) {
 // Ranks started by a launcher without --tp: each would run the whole model alone, so the command is
 // refused naming the --tp to give. RANK and WORLD_SIZE without TILEFIRE_RENDEZVOUS are some other
 // launcher's (a torchrun job's, say): the run goes on as one rank.
+// tilefire chat reads its messages from standard input, which a launcher gives to rank 0 alone: with one
+// rank per process it is refused, by every rank, saying why.
+TEST(TensorParallelProcesses, ChatWithProcessRanksIsRefused) {
+  TempDir dir("tp-chat");
+  const std::filesystem::path model = gen_tiny_model(dir, "tiny-chat");
+  write_file_text(model / "tokenizer.json", tiny_byte_level_tokenizer().dump());
+  write_file_text(model / "chat_template.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}");
+  const std::string meet = "tp-chat-" + std::to_string(getpid());
+  const std::vector<std::string> args{"chat", "--model", model.string(), "--threads", "1", "--tp", "2"};
+  const auto results = run_ranks(dir, "(" + rank_command(1, 2, meet, args) + " </dev/null) & " + rank_command(0, 2, meet, args) + " </dev/null; wait", 2);
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(results[rank].status, 2) << "rank " << rank << ": " << results[rank].err;
+    EXPECT_NE(results[rank].err.find("standard input reaches rank 0 only"), std::string::npos) << results[rank].err;
+  }
+}
+
 TEST(TensorParallelProcesses, LauncherRanksWithoutTpAreRefused) {
   TempDir dir("tp-no-flag");
   const std::string meet = "tp-no-flag-" + std::to_string(getpid());
