@@ -360,8 +360,7 @@ const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* c
         programs[index] = &r.prefill_program(uint32_t(chunk.size()), &ms);
         if (index == 0) chunk_compile_ms = ms;
       });
-      if (chunk_compile_ms > 0 && process_group) rank_engines[0]->check_peer_programs(programs[0]->program, uint32_t(chunk.size()));
-      if (chunk_compile_ms > 0) setup_barrier();  // a new program: every rank compiles it first
+      if (chunk_compile_ms > 0) setup_barrier(programs[0]->program);  // a new program: every rank compiles it first
       for (uint32_t r = 1; r < programs.size(); ++r) check_ranks_agree(programs[0]->program, 0, programs[r]->program, r);
       on_every_rank([&](Impl& r, uint32_t index) {
         const float* rank_logits = r.run(*programs[index], chunk, nullptr, index == 0);
@@ -422,31 +421,35 @@ void Engine::Impl::check_ranks_agree(const Program& a, uint32_t first_rank, cons
   bool same = a.tasks.size() == b.tasks.size() && a.queues == b.queues && a.placement == Placement::static_queues;
   for (size_t t = 0; same && t < a.tasks.size(); ++t)
     same = a.tasks[t].op == b.tasks[t].op && a.tasks[t].node == b.tasks[t].node;
-  if (!same)
-    throw InputError("--tp " + std::to_string(tp) + ": rank " + std::to_string(other_rank) +
-                     "'s program runs different tasks or places them differently from rank " + std::to_string(first_rank) +
-                     "'s (an FFN or vocabulary share no tile width cuts into as many tiles as the other's); ranks wait "
-                     "on each other in their collective tasks, so they must agree: choose a --tp that divides the FFN "
-                     "and the vocabulary");
+  if (!same) refuse_disagreeing_ranks(first_rank, other_rank);
 }
 
-void Engine::Impl::check_peer_programs(const Program& own, uint32_t tokens) const {
-  for (uint32_t peer = 0; peer < tp; ++peer) {
-    if (peer == rank) continue;
-    CompileOptions options = compile_options(tokens);
-    options.rank = peer;
-    check_ranks_agree(own, rank, compile_model(program_spec, options), peer);
-  }
+void Engine::Impl::refuse_disagreeing_ranks(uint32_t first_rank, uint32_t other_rank) const {
+  throw InputError("--tp " + std::to_string(tp) + ": rank " + std::to_string(other_rank) +
+                   "'s program runs different tasks or places them differently from rank " + std::to_string(first_rank) +
+                   "'s (an FFN or vocabulary share no tile width cuts into as many tiles as the other's); ranks wait "
+                   "on each other in their collective tasks, so they must agree: choose a --tp that divides the FFN "
+                   "and the vocabulary");
 }
 
-void Engine::Impl::setup_barrier() {
+void Engine::Impl::setup_barrier(const Program& own) {
   if (!process_group) return;
   RankView view = process_group->view();
   view.timeout_ms = std::max<uint32_t>(view.timeout_ms, 10 * 60 * 1000);
   ++setups;
+  // Two digest slots, one per setup in turn: a peer past this barrier may publish its next program's
+  // digest before this rank reads this one's, but not the one after (that waits for this rank's next
+  // barrier, which comes after the reading). The barrier's release publishes the digest.
+  const uint32_t slot = digest_flag + uint32_t(setups % 2);
+  const uint64_t digest = placement_digest(own);
+  std::atomic_ref<uint64_t>(view.flags[view.rank][slot]).store(digest, std::memory_order_relaxed);
   publish_flag(view, setup_barrier_flag, setups);
   for (uint32_t r = 0; r < view.ranks; ++r)
     if (r != view.rank) wait_flag(view, r, setup_barrier_flag, setups, "start-up barrier (loading and compiling)");
+  // Every rank compares with every peer, so each one refuses when any two disagree: none is left waiting.
+  for (uint32_t r = 0; r < view.ranks; ++r)
+    if (r != view.rank && std::atomic_ref<uint64_t>(view.flags[r][slot]).load(std::memory_order_acquire) != digest)
+      refuse_disagreeing_ranks(std::min(r, view.rank), std::max(r, view.rank));
 }
 
 void Engine::Impl::check_not_broken() const {

@@ -158,11 +158,11 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (options.tp > 1) split_tensor_parallel(spec, options.tp);  // refuses a degree the shapes do not allow, saying why
   // Tensor parallelism: the window each rank's collectives use (two partial-sum slices per layer for a
   // prefill chunk, and the rank's share of the logits) and its flags (at most one per column of each
-  // collective node, one per rank's logits, and two barriers).
+  // collective node, one per rank's logits, two for the program digests and two barriers).
   const uint64_t chunk = Impl::kPrefillChunk;
   const uint64_t window_bytes = 2ull * spec.layers * ((chunk * spec.hidden * 4 + 63) / 64 * 64) +
                                 ((uint64_t(spec.vocab) + options.tp - 1) / options.tp * 4 + 63) / 64 * 64;
-  const uint32_t flags = 2 * spec.layers * spec.hidden + options.tp + 2;
+  const uint32_t flags = 2 * spec.layers * spec.hidden + options.tp + 4;
   if (options.backend == Backend::cuda) {
     if (options.stress_delay_us) throw InputError("EngineOptions::stress_delay_us (--stress-delay-us) applies to the cpu backend only");
     CudaOptions cuda;
@@ -199,7 +199,8 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
         constexpr uint32_t kIdFlag = 0;
         m.setup_barrier_flag = 1;
         m.step_barrier_flag = 2;
-        m.process_group = std::make_unique<SharedMemoryGroup>(*boot, 4096, 3, options.tp_timeout_ms, key);
+        m.digest_flag = 3;  // and 4
+        m.process_group = std::make_unique<SharedMemoryGroup>(*boot, 4096, 5, options.tp_timeout_ms, key);
         m.nccl_group = std::make_unique<NcclWindowGroup>(
             m.process_group->view(), kIdFlag, rank_cuda.device, window_bytes, flags, options.tp_timeout_ms,
             std::max(options.tp_timeout_ms, NcclWindowGroup::kMinSetupTimeoutMs));
@@ -238,6 +239,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
       m.tp = options.tp;
       m.step_barrier_flag = flags - 1;
       m.setup_barrier_flag = flags - 2;
+      m.digest_flag = flags - 4;  // and flags - 3
       // Ranks as processes: this process's share of the cores (every rank computes the same share, so
       // their programs, placed for that many workers, agree).
       const uint32_t rank_threads = options.threads ? threads : (boot ? std::max(1u, threads / options.tp) : threads);
@@ -274,8 +276,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
     });
     for (uint32_t r = 1; r < m.rank_engines.size(); ++r)
       m.check_ranks_agree(m.rank_engines[0]->decode_program->program, 0, m.rank_engines[r]->decode_program->program, r);
-    if (m.process_group) m.rank_engines[0]->check_peer_programs(m.rank_engines[0]->decode_program->program, 1);
-    m.setup_barrier();  // ranks as processes: loading and compiling is not counted against a collective's timeout
+    m.setup_barrier(m.rank_engines[0]->decode_program->program);  // ranks as processes: loading and compiling is not counted against a collective's timeout
   }
 
   ModelInfo& info = m.info;

@@ -87,6 +87,7 @@ struct Engine::Impl {
   uint32_t step_barrier_flag = 0;              // one rank per process: the flag slot of the end-of-step barrier
   uint32_t setup_barrier_flag = 0;             // and of the barrier after compiling (loading) programs
   uint64_t setups = 0;                         // barriers passed on setup_barrier_flag
+  uint32_t digest_flag = 0;                    // and the first of the two slots of the program digest (setup_barrier)
   std::string broken;                          // a tensor-parallel step failed: the engine refuses further steps
   std::vector<std::unique_ptr<Impl>> rank_engines;  // the parent
   std::unique_ptr<RankThreads> rank_threads;   // the parent, ranks as thread groups: drive ranks 1 ..
@@ -170,8 +171,9 @@ struct Engine::Impl {
   void end_step_barrier();
   // One rank per process, after the engine is built or a new program compiled: waits (up to ten minutes)
   // until every rank is there, so one rank's load and compile time never counts against another's
-  // collective timeout.
-  void setup_barrier();
+  // collective timeout. Each rank publishes the placement digest of its new program (`own`) with it, and
+  // checks every peer's against its own, as check_ranks_agree checks ranks in one process.
+  void setup_barrier(const Program& own);
   // A rank's engine (the parent's options, context and model; its own programs, executor and cache),
   // seeing the group through `view`.
   std::unique_ptr<Impl> make_rank(uint32_t rank, const RankView& view) const;
@@ -184,11 +186,10 @@ struct Engine::Impl {
   // Throws InputError unless rank `other_rank`'s program runs the same tasks on the same workers as rank
   // `first_rank`'s.
   void check_ranks_agree(const Program& first, uint32_t first_rank, const Program& other, uint32_t other_rank) const;
-  // A rank of one process per rank (this Impl): its peers' programs are not here to compare, but they
-  // follow from the same inputs (process_rank_key), so it compiles each peer's program of `tokens`
-  // tokens and checks it against its own, as every peer does.
-  void check_peer_programs(const Program& own, uint32_t tokens) const;
+  // check_ranks_agree's refusal, naming the ranks.
+  [[noreturn]] void refuse_disagreeing_ranks(uint32_t first_rank, uint32_t other_rank) const;
 };
+
 
 // Milliseconds since `start` on the steady clock.
 double ms_since(std::chrono::steady_clock::time_point start);

@@ -14,6 +14,21 @@ uint32_t Program::slot_index(const std::string& name) const {
 
 uint64_t slot_bytes(const SlotDesc& slot) { return slot.rows * slot.cols * dtype_size(slot.dtype); }
 
+uint64_t placement_digest(const Program& program) {
+  // FNV-1a over 64-bit words, each list's length first, so that no two layouts read as one sequence.
+  uint64_t digest = 0xcbf29ce484222325ull;
+  const auto mix = [&](uint64_t word) { digest = (digest ^ word) * 0x100000001b3ull; };
+  mix(uint64_t(program.placement));
+  mix(program.tasks.size());
+  for (const TaskDesc& task : program.tasks) mix((uint64_t(task.op) << 32) | task.node);
+  mix(program.queues.size());
+  for (const std::vector<uint32_t>& queue : program.queues) {
+    mix(queue.size());
+    for (uint32_t task : queue) mix(task);
+  }
+  return digest;
+}
+
 WeightRanges task_weight_ranges(const Program& program, const TaskDesc& task) {
   WeightRanges ranges;
   visit_op(task.op, [&](auto op) {

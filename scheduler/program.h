@@ -100,6 +100,11 @@ struct Program {
 // Size in bytes of a slot's storage.
 uint64_t slot_bytes(const SlotDesc& slot);
 
+// A digest of which tasks a program runs where: each task's op and node, the static queues, the
+// placement. Tensor-parallel ranks wait on each other inside collective tasks, so they must agree on
+// these; ranks in separate processes compare this digest instead of their programs.
+uint64_t placement_digest(const Program& program);
+
 // `tasks` noop tasks, task t in static queue t % workers; with `chain`, each waits for the one before
 // (a hand-made test program: the CUDA watchdog test's chain).
 Program noop_program(uint32_t tasks, bool chain, uint32_t workers);

@@ -100,7 +100,7 @@ TEST(TensorParallelProcesses, UnevenVocabularyAndFfnMatchOneRank) {
 }
 
 // Random shapes and settings with 2 to 4 ranks (tests/common/random_shapes.h), one rank per process:
-// each process compiles its peers' programs and takes rank 0's placement, so all agree. The same greedy
+// each process takes rank 0's placement, and checks its peers' program digests, so all agree. The same greedy
 // tokens as one rank where the winner is clear, and the same top probabilities within 1e-4. Four cases
 // (40 passed when this was written).
 TEST(TensorParallelProcesses, RandomShapesMatchOneRank) {

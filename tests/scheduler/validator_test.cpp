@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -382,6 +383,49 @@ TEST(Compile, HeadGranularityNeedsTheHeadWidth) {
   }
   options.head_width = spec.head_dim;
   EXPECT_GT(compile_graph(fused, options).events.size(), 0u);
+}
+
+}  // namespace
+}  // namespace tilefire::testing
+
+namespace tilefire::testing {
+namespace {
+
+// What tensor-parallel ranks in separate processes compare (scheduler/program.h): it changes with what
+// they must agree on, which tasks run where and in what order, and with nothing else.
+TEST(PlacementDigest, ChangesWithTheTasksAndTheirPlacesOnly) {
+  const Program base = tilefire::noop_program(12, /*chain=*/true, /*workers=*/3);
+  const uint64_t digest = placement_digest(base);
+  EXPECT_EQ(placement_digest(tilefire::noop_program(12, true, 3)), digest);
+
+  Program other_data = base;  // events, slots and constants are not placement
+  other_data.events[0].trigger_count = 7;
+  other_data.constants.push_back(1.5f);
+  other_data.slots.push_back(SlotDesc{});
+  EXPECT_EQ(placement_digest(other_data), digest);
+
+  std::vector<std::pair<std::string, std::function<void(Program&)>>> changes = {
+      {"a task's op", [](Program& p) { p.tasks[4].op = OpCode::embed; }},
+      {"a task's node", [](Program& p) { p.tasks[4].node = 1; }},
+      {"a task moved to another queue", [](Program& p) {
+         p.queues[1].push_back(p.queues[0].back());
+         p.queues[0].pop_back();
+       }},
+      {"two tasks of a queue swapped", [](Program& p) { std::swap(p.queues[2][0], p.queues[2][1]); }},
+      {"the last task of one queue made the first of the next",
+       [](Program& p) {
+         p.queues[1].insert(p.queues[1].begin(), p.queues[0].back());
+         p.queues[0].pop_back();
+       }},
+      {"a queue more", [](Program& p) { p.queues.emplace_back(); }},
+      {"a task more", [](Program& p) { p.tasks.push_back(p.tasks.back()); }},
+      {"the placement", [](Program& p) { p.placement = Placement::dynamic_queue; }},
+  };
+  for (const auto& [what, change] : changes) {
+    Program changed = base;
+    change(changed);
+    EXPECT_NE(placement_digest(changed), digest) << what;
+  }
 }
 
 }  // namespace
