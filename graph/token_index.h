@@ -1,5 +1,7 @@
 #pragma once
-// Token text to id for a BPE vocabulary. Loading looks it up three times per merge (Llama 3: 280k merges)
+// Two flat hash tables for a BPE tokenizer (graph/tokenizer.h).
+//
+// TokenIndex: token text to id for a BPE vocabulary. Loading looks it up three times per merge (Llama 3: 280k merges)
 // and encoding once per character and word, so it is one flat array probed linearly, each slot a word
 // holding the high half of the text's hash and the id: a lookup reads one slot and, when the hash halves
 // agree, the one text. The texts stay in the tokenizer's id-indexed list, passed to each call (an index
@@ -69,6 +71,80 @@ class TokenIndex {
 
   std::vector<uint64_t> slots_;
   size_t count_ = 0;
+};
+
+// MergeTable: a pair of token ids to its merge, looked up for every adjacent pair of symbols as a word is
+// encoded. Open addressing, linear probing, 16-byte slots.
+class MergeTable {
+ public:
+  struct Merge {
+    uint32_t rank;   // lower merges first
+    int32_t merged;  // the id of the merged token
+  };
+
+  // (left << 32) | right, ids as unsigned.
+  static uint64_t pair(int32_t left, int32_t right) { return (uint64_t(uint32_t(left)) << 32) | uint32_t(right); }
+
+  void reserve(size_t count) {
+    if (count * 2 > slots_.size()) rehash(count * 2);
+  }
+
+  // Sets the merge of `key`, replacing one it had.
+  void insert_or_assign(uint64_t key, Merge merge) {
+    if ((count_ + 1) * 2 > slots_.size()) rehash((count_ + 1) * 4);
+    for (size_t slot = start(key);; slot = (slot + 1) & mask()) {
+      if (slots_[slot].key == kEmpty) {
+        slots_[slot] = {key, merge};
+        ++count_;
+        return;
+      }
+      if (slots_[slot].key == key) {
+        slots_[slot].merge = merge;
+        return;
+      }
+    }
+  }
+
+  // The merge of `key`, or null.
+  const Merge* find(uint64_t key) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t slot = start(key); slots_[slot].key != kEmpty; slot = (slot + 1) & mask())
+      if (slots_[slot].key == key) return &slots_[slot].merge;
+    return nullptr;
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t(0);  // no pair: ids are below 2^31
+  struct Slot {
+    uint64_t key;
+    Merge merge;
+  };
+
+  size_t mask() const { return slots_.size() - 1; }
+  // Fibonacci hashing: the product's high bits, which every bit of the key moves.
+  size_t start(uint64_t key) const { return size_t((key * 0x9e3779b97f4a7c15ull) >> shift_); }
+
+  void rehash(size_t wanted) {
+    size_t size = 16;
+    int bits = 4;
+    while (size < wanted) {
+      size *= 2;
+      ++bits;
+    }
+    std::vector<Slot> old(size, Slot{kEmpty, {0, 0}});
+    old.swap(slots_);
+    shift_ = 64 - bits;
+    for (const Slot& entry : old) {
+      if (entry.key == kEmpty) continue;
+      size_t slot = start(entry.key);
+      while (slots_[slot].key != kEmpty) slot = (slot + 1) & mask();
+      slots_[slot] = entry;
+    }
+  }
+
+  std::vector<Slot> slots_;
+  size_t count_ = 0;
+  int shift_ = 60;
 };
 
 }  // namespace tilefire

@@ -397,9 +397,8 @@ void HfTokenizer::append_word_ids(std::string_view word, std::vector<int32_t>& i
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
   const auto consider = [&](int32_t left) {
     if (left < 0 || next[left] < 0) return;
-    const uint64_t key = (uint64_t(uint32_t(symbols[left])) << 32) | uint32_t(symbols[next[left]]);
-    if (const auto merge = merges_.find(key); merge != merges_.end())
-      queue.push({merge->second.rank, static_cast<uint32_t>(left), merge->second.merged});
+    if (const MergeTable::Merge* merge = merges_.find(MergeTable::pair(symbols[left], symbols[next[left]])))
+      queue.push({merge->rank, static_cast<uint32_t>(left), merge->merged});
   };
   for (size_t i = 0; i + 1 < count; ++i) consider(static_cast<int32_t>(i));
   std::vector<bool> removed(count, false);
@@ -408,9 +407,8 @@ void HfTokenizer::append_word_ids(std::string_view word, std::vector<int32_t>& i
     queue.pop();
     const int32_t left = static_cast<int32_t>(top.left), right = next[left];
     if (removed[left] || right < 0) continue;
-    const uint64_t key = (uint64_t(uint32_t(symbols[left])) << 32) | uint32_t(symbols[right]);
-    const auto merge = merges_.find(key);
-    if (merge == merges_.end() || merge->second.merged != top.merged || merge->second.rank != top.rank) continue;
+    const MergeTable::Merge* merge = merges_.find(MergeTable::pair(symbols[left], symbols[right]));
+    if (!merge || merge->merged != top.merged || merge->rank != top.rank) continue;
     symbols[left] = top.merged;
     removed[right] = true;
     next[left] = next[right];

@@ -14,7 +14,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "graph/token_index.h"
@@ -90,11 +89,6 @@ class HfTokenizer {
   const std::string& path() const { return path_; }
 
  private:
-  struct MergeResult {
-    uint32_t rank;   // lower merges first
-    int32_t merged;  // the id of the merged token
-  };
-
   void append_word_ids(std::string_view word, std::vector<int32_t>& ids) const;
   void append_segment_ids(std::string_view segment, bool at_text_start, std::vector<int32_t>& ids) const;
   void append_pre_tokenized_ids(std::string_view normalized, bool at_text_start, std::vector<int32_t>& ids) const;
@@ -104,7 +98,7 @@ class HfTokenizer {
   TokenIndex model_vocab_;  // the BPE model's own tokens (not the added ones), their texts in token_of_id_
   std::vector<std::string> token_of_id_;  // [vocab_size], "" where no token has the id
   std::vector<bool> is_special_;          // [vocab_size]
-  std::unordered_map<uint64_t, MergeResult> merges_;  // key: (left id << 32) | right id
+  MergeTable merges_;  // key: MergeTable::pair(left id, right id)
   int32_t unk_id_ = -1;
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;

@@ -305,9 +305,8 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
     const int32_t left_id = vocab_ids.find(left, texts), right_id = vocab_ids.find(right, texts), merged_id = vocab_ids.find(merged, texts);
     for (const auto& [found, token] : {std::pair{left_id, left}, std::pair{right_id, right}, std::pair{merged_id, std::string_view(merged)}})
       if (found < 0) reader.fail(where(), shown(std::string(token)) + " is not in model.vocab");
-    const uint64_t key = (uint64_t(uint32_t(left_id)) << 32) | uint32_t(right_id);
     // A pair listed twice takes its last rank, as in the Rust library (its map keeps the last).
-    tokenizer.merges_.insert_or_assign(key, MergeResult{static_cast<uint32_t>(rank), merged_id});
+    tokenizer.merges_.insert_or_assign(MergeTable::pair(left_id, right_id), {static_cast<uint32_t>(rank), merged_id});
   }
 
   if (const auto unk = model.find("unk_token"); unk != model.end() && !unk->is_null()) {

@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -70,26 +69,6 @@ TEST(SplitByPattern, PiecesCoverTheTextInOrder) {
     }
     EXPECT_EQ(joined, text);
   }
-}
-
-// ---- the vocabulary's index ------------------------------------------------------------------------
-
-TEST(TokenIndex, FindsEveryTokenItHoldsAndNothingElseAsItGrows) {
-  std::mt19937_64 rng(7);
-  std::vector<std::string> texts;  // by id; some ids are left without a token, as in real vocabularies
-  TokenIndex index;
-  std::map<std::string, int32_t> expected;
-  for (int32_t id = 0; id < 20000; ++id) {
-    std::string text;
-    for (uint64_t length = 1 + rng() % 6; length > 0; --length) text += char('a' + rng() % 5);
-    texts.push_back(text);
-    if (id % 7 == 3) continue;
-    const bool added = index.insert(id, texts);
-    EXPECT_EQ(added, expected.emplace(text, id).second) << text;  // a text given twice keeps its first id
-  }
-  for (const auto& [text, id] : expected) EXPECT_EQ(index.find(text, texts), id) << text;
-  for (const std::string absent : {"", "f", "abcdefg", "aaaaaaa", "z"}) EXPECT_EQ(index.find(absent, texts), -1) << absent;
-  EXPECT_EQ(TokenIndex().find("a", texts), -1);
 }
 
 // ---- a tokenizer worked out by hand ----------------------------------------------------------------
