@@ -67,9 +67,6 @@ namespace {
 
 Value to_string_value(const Value& v) { return v.is_string() ? v : Value::of(to_str(v)); }  // a Markup stays one
 
-// A filter's string result: Markup when its input was (Markup's own methods keep it).
-Value keeping_markup(const Value& input, std::string text) { return input.is_markup() ? Value::markup(std::move(text)) : Value::of(std::move(text)); }
-
 // ---- filters ----
 
 Value filter_tojson(const Value& input, Args args, Kwargs kwargs) {
@@ -99,7 +96,7 @@ Value filter_tojson(const Value& input, Args args, Kwargs kwargs) {
 Value filter_trim(const Value& input, Args args, Kwargs kwargs) {
   const Parameters p("trim", args, kwargs, {"chars"});
   const Value* chars = p.string(0);
-  return keeping_markup(input, strip(to_str(input), chars ? &chars->text : nullptr, true, true));
+  return Value::string_like(input, strip(to_str(input), chars ? &chars->text : nullptr, true, true));
 }
 
 Value filter_length(const Value& input, Args args, Kwargs kwargs) {
@@ -171,7 +168,7 @@ Value change_case(const Value& input, Args args, Kwargs kwargs, const char* name
     const bool upper = op == "upper" || (op == "capitalize" && i == 0);
     text[i] = upper ? char(std::toupper(static_cast<unsigned char>(text[i]))) : char(std::tolower(static_cast<unsigned char>(text[i])));
   }
-  return keeping_markup(input, std::move(text));
+  return Value::string_like(input, std::move(text));
 }
 
 Value filter_replace(const Value& input, Args args, Kwargs kwargs) {
@@ -293,7 +290,7 @@ Value filter_indent(const Value& input, Args args, Kwargs kwargs) {
     out += lines[i];
   }
   if (first) out = prefix + out;
-  return keeping_markup(input, utf8(out));
+  return Value::string_like(input, utf8(out));
 }
 
 Value filter_wordcount(const Value& input, Args args, Kwargs kwargs) {

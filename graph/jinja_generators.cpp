@@ -155,9 +155,7 @@ Value filter_reverse(const Value& input, Args args, Kwargs kwargs) {
     case Value::Type::string: {
       std::u32string points = code_points(input.text);
       std::reverse(points.begin(), points.end());
-      Value reversed = Value::of(utf8(points));
-      reversed.boolean = input.boolean;  // a Markup's slice is Markup
-      return reversed;
+      return Value::string_like(input, utf8(points));
     }
     case Value::Type::list: return reverse_iterator(input, "list_reverseiterator");
     case Value::Type::tuple:

@@ -95,14 +95,10 @@ bool may_have_case(char32_t c) {
 void require_ascii_case(const std::string& text, const char* operation) {
   // Only a character that may have a case is refused: emoji, punctuation, CJK, Arabic, ... have none, and
   // Python leaves them as Tilefire does.
-  const auto cased = may_have_case;
-  for (unsigned char byte : text) {
-    if (byte < 0x80) continue;
-    for (char32_t c : code_points(text)) {
-      if (c >= 0x80 && cased(c))
-        throw ValueError(std::string(operation) + " of text with non-ASCII letters is not supported (Tilefire changes the case of ASCII letters only)");
-    }
-    return;
+  if (std::all_of(text.begin(), text.end(), [](unsigned char byte) { return byte < 0x80; })) return;
+  for (char32_t c : code_points(text)) {
+    if (c >= 0x80 && may_have_case(c))
+      throw ValueError(std::string(operation) + " of text with non-ASCII letters is not supported (Tilefire changes the case of ASCII letters only)");
   }
 }
 
@@ -398,11 +394,7 @@ Value get_item(const Value& object, const Value& key) {
       const std::u32string points = code_points(object.text);
       const int64_t n = int64_t(points.size());
       if (index < 0) index += n;
-      if (index >= 0 && index < n) {
-        Value character = Value::of(utf8(std::u32string(1, points[size_t(index)])));
-        character.boolean = object.boolean;  // a Markup's character is Markup
-        return character;
-      }
+      if (index >= 0 && index < n) return Value::string_like(object, utf8(std::u32string(1, points[size_t(index)])));
     }
     return Value::undefined(type_name(object) + " index " + std::to_string(key.as_integer()) + " out of range");
   }
@@ -456,10 +448,7 @@ Value slice(const Value& object, const Value* start, const Value* stop, const Va
     if (object.is_string()) text += points[i];
     else items.push_back((*object.items)[i]);
   }
-  if (!object.is_string()) return Value::of(std::move(items), object.type);
-  Value sliced = Value::of(utf8(text));
-  sliced.boolean = object.boolean;  // a Markup's slice is Markup
-  return sliced;
+  return object.is_string() ? Value::string_like(object, utf8(text)) : Value::of(std::move(items), object.type);
 }
 
 Value global_function(const std::string& name, const std::tm& now, std::vector<std::shared_ptr<Dict>>& namespaces) {
@@ -475,11 +464,8 @@ Value global_function(const std::string& name, const std::tm& now, std::vector<s
       const int64_t stop = args.size() > 1 ? args[1].as_integer() : args[0].as_integer();
       const int64_t step = args.size() > 2 ? args[2].as_integer() : 1;
       if (step == 0) throw ValueError("range() arg 3 must not be zero");
-      // Python's length of a range, in 128 bits (stop - start can pass 64); Jinja2's sandbox refuses more
-      // than 100,000 items (MAX_RANGE).
-      const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
-      const __int128 count = span > 0 ? (span - 1) / (step > 0 ? __int128(step) : -__int128(step)) + 1 : 0;
-      if (count > 100000) throw ValueError("range too big, maximum size for range is 100000");
+      // Jinja2's sandbox refuses more than 100,000 items (MAX_RANGE).
+      if (Value::range_length(start, stop, step) > 100000) throw ValueError("range too big, maximum size for range is 100000");
       return Value::range(start, stop, step);
     });
   }

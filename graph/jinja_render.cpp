@@ -54,8 +54,8 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     }
   }
   if (op == "*") {
-    if (a.is_string() && b.is_integral()) return a.is_markup() ? Value::markup(repeat(a.text, b.as_integer())) : Value::of(repeat(a.text, b.as_integer()));
-    if (b.is_string() && a.is_integral()) return b.is_markup() ? Value::markup(repeat(b.text, a.as_integer())) : Value::of(repeat(b.text, a.as_integer()));
+    if (a.is_string() && b.is_integral()) return Value::string_like(a, repeat(a.text, b.as_integer()));
+    if (b.is_string() && a.is_integral()) return Value::string_like(b, repeat(b.text, a.as_integer()));
     if ((a.is_sequence() && b.is_integral()) || (b.is_sequence() && a.is_integral())) {  // [1] * 3, 3 * [1]
       const Value& sequence = a.is_sequence() ? a : b;
       const int64_t times = a.is_sequence() ? b.as_integer() : a.as_integer();

@@ -66,10 +66,13 @@ Value Value::view(std::string type_name, List items) {
   return v;
 }
 
-Value Value::range(int64_t start, int64_t stop, int64_t step) {
-  // Python's length of a range, in 128 bits (stop - start can pass 64).
+__int128 Value::range_length(int64_t start, int64_t stop, int64_t step) {
   const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
-  const __int128 count = span > 0 ? (span - 1) / (step > 0 ? __int128(step) : -__int128(step)) + 1 : 0;
+  return span > 0 ? (span - 1) / (step > 0 ? __int128(step) : -__int128(step)) + 1 : 0;
+}
+
+Value Value::range(int64_t start, int64_t stop, int64_t step) {
+  const __int128 count = range_length(start, stop, step);
   if (count > __int128(kMaxListItems)) throw ValueError("a range of more than " + std::to_string(kMaxListItems) + " items");
   List items;
   for (int64_t k = 0; k < int64_t(count); ++k) items.push_back(of(int64_t(start + __int128(k) * step)));
@@ -326,7 +329,7 @@ class Printer {
         if (value.dict->loop_context) return "<LoopContext " + str(*value.dict->find("index")) + "/" + str(*value.dict->find("length")) + ">";
         return "<Namespace " + dict(*value.dict) + ">";
       case Value::Type::function:
-        if (value.boolean) return "<Macro '" + value.text + "'>";
+        if (value.is_macro()) return "<Macro '" + value.text + "'>";
         throw ValueError("the built-in function " + value.text + " cannot be printed (Python prints its memory address)");
       case Value::Type::iterator:
         throw ValueError("a " + value.iterator->type_name + " object cannot be printed (Python prints its memory address): make it a list with |list");

@@ -73,12 +73,16 @@ struct Value {
     return v;
   }
   static Value markup(std::string s) { Value v = of(std::move(s)); v.boolean = true; return v; }
+  // A string made from `model`'s: a Markup when that is one (its slices, case changes, repeats, ...).
+  static Value string_like(const Value& model, std::string s) { return model.is_markup() ? markup(std::move(s)) : of(std::move(s)); }
   static Value of(const char* s) { return of(std::string(s)); }
   static Value of(List list, Type type = Type::list);
   static Value of(std::shared_ptr<Dict> dict, Type type = Type::dict);
   static Value of(std::shared_ptr<Iterator> iterator, uint32_t source_depth);  // source_depth: what it walks
   static Value view(std::string type_name, List items);
   static Value range(int64_t start, int64_t stop, int64_t step);  // step != 0; at most kMaxListItems items
+  // Python's len(range(start, stop, step)), step != 0, in 128 bits (stop - start can pass 64).
+  static __int128 range_length(int64_t start, int64_t stop, int64_t step);
   static Value of_function(std::string name, Function function);
   static Value of_json(const nlohmann::ordered_json& json);
 
@@ -88,6 +92,7 @@ struct Value {
   bool is_sequence() const { return type == Type::list || type == Type::tuple; }
   bool is_mapping() const { return type == Type::dict; }
   bool is_markup() const { return type == Type::string && boolean; }
+  bool is_macro() const { return type == Type::function && boolean; }
   bool has_items() const { return is_sequence() || type == Type::view || type == Type::range; }  // items holds them
   bool is_number() const { return type == Type::integer || type == Type::real || type == Type::boolean; }
   bool is_integral() const { return type == Type::integer || type == Type::boolean; }  // Python's int (bool is one)

@@ -1,10 +1,10 @@
 #pragma once
 // Two flat hash tables for a BPE tokenizer (graph/tokenizer.h).
 //
-// TokenIndex: token text to id for a BPE vocabulary. Loading looks it up three times per merge (Llama 3: 280k merges)
-// and encoding once per character and word, so it is one flat array probed linearly, each slot a word
-// holding the high half of the text's hash and the id: a lookup reads one slot and, when the hash halves
-// agree, the one text. The texts stay in the tokenizer's id-indexed list, passed to each call (an index
+// TokenIndex: token text to id for a BPE vocabulary. Loading looks it up three times per merge (Llama 3:
+// 280k merges) and encoding once per character and word, so it is one flat array probed linearly, each
+// slot a word holding the high half of the text's hash and the id: a lookup reads one slot and, when the
+// hash halves agree, the one text. The texts stay in the tokenizer's id-indexed list, passed to each call (an index
 // keeps no pointer into it, so the tokenizer moves freely).
 #include <cstdint>
 #include <functional>

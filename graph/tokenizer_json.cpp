@@ -3,8 +3,6 @@
 // lists.
 #include "graph/tokenizer_json.h"
 
-#include <cmath>
-
 #include "graph/json_file.h"
 
 namespace tilefire {
@@ -49,7 +47,6 @@ class Builder {
     const bool vocab = at_model_member("vocab");
     json* node = put_container(json::object());
     if (vocab) {
-      out_.vocab_kept_apart = true;
       out_.vocab.clear();  // a second "vocab" key replaces the first, as in the JSON library's own tree
       open_.push_back({nullptr, Sink::vocab});
     } else {
@@ -67,7 +64,6 @@ class Builder {
     const bool merges = at_model_member("merges");
     json* node = put_container(json::array());
     if (merges) {
-      out_.merges_kept_apart = true;
       out_.merges.clear();
       open_.push_back({nullptr, Sink::merges});
     } else {

@@ -21,11 +21,10 @@ struct TokenizerJson {
     nlohmann::json other;  // other: the value itself (not a string, nor a list of two strings)
   };
 
-  // The document, but for the members below when they were kept apart: then model.vocab is an empty
-  // object and model.merges an empty list in it, so the file's shape can still be checked in one place.
+  // The document, but for the two members below: where model.vocab is an object, it is an empty one
+  // here and its entries are in `vocab`; where model.merges is a list, it is an empty one here and its
+  // items are in `merges`. So the file's shape is still checked in one place, on the document.
   nlohmann::json document;
-  bool vocab_kept_apart = false;   // model.vocab was an object: its entries are in `vocab`
-  bool merges_kept_apart = false;  // model.merges was a list: its items are in `merges`
   std::vector<std::pair<std::string, nlohmann::json>> vocab;  // token, id: in file order, duplicates too
   std::vector<Merge> merges;                                  // in file order (the order is the rank)
 };

@@ -61,8 +61,7 @@ class Reader {
   std::string valid_utf8(const json& value, const std::string& where) const {
     if (!value.is_string()) fail(where, "expected a string");
     std::string text = value.get<std::string>();
-    std::u32string ignored;
-    if (const auto bad = unicode::decode_utf8(text, ignored)) fail(where, "not valid UTF-8 at byte " + std::to_string(*bad));
+    check_utf8(text, [&] { return where; });
     return text;
   }
   // Fails unless `text` is valid UTF-8 (`where` is made only then: it runs for every token of a vocabulary).
@@ -250,7 +249,7 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
 
   // The reader keeps model.vocab's entries and model.merges' items apart (graph/tokenizer_json.h).
   const json& vocab = reader.member(model, "vocab", "model");
-  if (!vocab.is_object() || !file.vocab_kept_apart) reader.fail("model.vocab", "expected an object of token: id");
+  if (!vocab.is_object()) reader.fail("model.vocab", "expected an object of token: id");
   constexpr int64_t kMaxVocab = 1 << 22;  // real vocabularies hold up to about 2^18
   // Every id names one token; the model's vocabulary and the added tokens share the id space.
   const auto give_id = [&](const std::string& token, const json& id_value, const std::string& where) {
@@ -278,7 +277,7 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
   }
 
   const json& merges = reader.member(model, "merges", "model");
-  if (!merges.is_array() || !file.merges_kept_apart) reader.fail("model.merges", "expected a list");
+  if (!merges.is_array()) reader.fail("model.merges", "expected a list");
   tokenizer.merges_.reserve(file.merges.size());
   std::string merged;  // left + right, reused
   for (size_t rank = 0; rank < file.merges.size(); ++rank) {

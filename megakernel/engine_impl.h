@@ -190,7 +190,6 @@ struct Engine::Impl {
   [[noreturn]] void refuse_disagreeing_ranks(uint32_t first_rank, uint32_t other_rank) const;
 };
 
-
 // Milliseconds since `start` on the steady clock.
 double ms_since(std::chrono::steady_clock::time_point start);
 

@@ -100,9 +100,9 @@ TEST(TensorParallelProcesses, UnevenVocabularyAndFfnMatchOneRank) {
 }
 
 // Random shapes and settings with 2 to 4 ranks (tests/common/random_shapes.h), one rank per process:
-// each process takes rank 0's placement, and checks its peers' program digests, so all agree. The same greedy
-// tokens as one rank where the winner is clear, and the same top probabilities within 1e-4. Four cases
-// (40 passed when this was written).
+// each process takes rank 0's placement and checks its peers' program digests, so all agree. The same
+// greedy tokens as one rank where the winner is clear, and the same top probabilities within 1e-4. Four
+// cases (40 passed when this was written).
 TEST(TensorParallelProcesses, RandomShapesMatchOneRank) {
   const uint64_t wanted = random_case_count(4);  // TILEFIRE_RANDOM_SHAPES=N: N tensor-parallel cases
   uint64_t cases = 0;
@@ -231,9 +231,6 @@ TEST(TensorParallelProcesses, ARankKilledMidGenerationIsNamed) {
   std::system(("rm -f /dev/shm/tilefire." + meet + ".*").c_str());  // the killed rank could not remove its segment
 }
 
-// Ranks started by a launcher without --tp: each would run the whole model alone, so the command is
-// refused naming the --tp to give. RANK and WORLD_SIZE without TILEFIRE_RENDEZVOUS are some other
-// launcher's (a torchrun job's, say): the run goes on as one rank.
 // tilefire chat reads its messages from standard input, which a launcher gives to rank 0 alone: with one
 // rank per process it is refused, by every rank, saying why.
 TEST(TensorParallelProcesses, ChatWithProcessRanksIsRefused) {
@@ -243,13 +240,16 @@ TEST(TensorParallelProcesses, ChatWithProcessRanksIsRefused) {
   write_file_text(model / "chat_template.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}");
   const std::string meet = "tp-chat-" + std::to_string(getpid());
   const std::vector<std::string> args{"chat", "--model", model.string(), "--threads", "1", "--tp", "2"};
-  const auto results = run_ranks(dir, "(" + rank_command(1, 2, meet, args) + " </dev/null) & " + rank_command(0, 2, meet, args) + " </dev/null; wait", 2);
+  const auto results = run_ranks(dir, "(" + rank_command(1, 2, meet, args) + ") & " + rank_command(0, 2, meet, args) + "; wait", 2);
   for (uint32_t rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(results[rank].status, 2) << "rank " << rank << ": " << results[rank].err;
     EXPECT_NE(results[rank].err.find("standard input reaches rank 0 only"), std::string::npos) << results[rank].err;
   }
 }
 
+// Ranks started by a launcher without --tp: each would run the whole model alone, so the command is
+// refused naming the --tp to give. RANK and WORLD_SIZE without TILEFIRE_RENDEZVOUS are some other
+// launcher's (a torchrun job's, say): the run goes on as one rank.
 TEST(TensorParallelProcesses, LauncherRanksWithoutTpAreRefused) {
   TempDir dir("tp-no-flag");
   const std::string meet = "tp-no-flag-" + std::to_string(getpid());

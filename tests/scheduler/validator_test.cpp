@@ -385,12 +385,6 @@ TEST(Compile, HeadGranularityNeedsTheHeadWidth) {
   EXPECT_GT(compile_graph(fused, options).events.size(), 0u);
 }
 
-}  // namespace
-}  // namespace tilefire::testing
-
-namespace tilefire::testing {
-namespace {
-
 // What tensor-parallel ranks in separate processes compare (scheduler/program.h): it changes with what
 // they must agree on, which tasks run where and in what order, and with nothing else.
 TEST(PlacementDigest, ChangesWithTheTasksAndTheirPlacesOnly) {
