@@ -18,27 +18,11 @@ namespace tilefire::device {
 
 namespace {
 
-__device__ __forceinline__ uint32_t load_acquire_gpu(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ unsigned long long load_acquire_gpu(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void store_release_gpu(unsigned long long* p, unsigned long long v) {
-  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ uint32_t load_acquire_system(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void store_release_system(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
+using ptx::load_acquire_gpu;
+using ptx::load_acquire_system;
+using ptx::store_release_gpu;
+using ptx::store_release_system;
+
 // Counters only grow and may wrap: `value` has reached `target` when it is at most 2^31 behind.
 __device__ __forceinline__ bool counter_reached(uint32_t value, uint32_t target) { return int32_t(value - target) >= 0; }
 
@@ -105,7 +89,7 @@ class Worker {
 
  private:
   __device__ __forceinline__ bool staging_enabled() const {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if TILEFIRE_DEVICE_SM90
     return config_.stage_count > 0 && state_.job.stage_weights;
 #else
     return false;  // bulk copies and mbarrier transaction counts need sm_90
@@ -118,7 +102,7 @@ class Worker {
 
   // --- the producer warp ---------------------------------------------------------------------------
   __device__ __forceinline__ void produce_weights() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if TILEFIRE_DEVICE_SM90
     if (lane_id() != 0 || blockIdx.x >= program_.header->worker_count) return;
     const uint32_t* tasks = state_.job.bsp ? program_.bsp_tasks : program_.queue_tasks;  // as the consumers
     for (uint32_t q = program_.queue_begin[blockIdx.x]; q < program_.queue_begin[blockIdx.x + 1]; ++q) {
@@ -143,17 +127,17 @@ class Worker {
           stopped = true;
           return false;
         }
-        const uint32_t full = shared_address(ring_.full + stage);
-        const uint32_t destination = shared_address(ring_.stages + uint64_t(stage) * ring_.stage_bytes);
+        uint64_t* full = ring_.full + stage;
+        unsigned char* destination = ring_.stages + uint64_t(stage) * ring_.stage_bytes;
         // One transaction count for the whole chunk; each copy completes its share of it.
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full), "r"(chunk.rows * chunk.bytes_per_row)
-                     : "memory");
+        ptx::mbarrier_arrive_expect_tx(full, chunk.rows * chunk.bytes_per_row);
         if (chunk.whole_rows()) {  // consecutive rows: one copy
-          bulk_copy_to_stage(destination, base + uint64_t(chunk.first_row) * s.row_bytes, chunk.rows * s.row_bytes, full);
+          ptx::bulk_copy_to_shared(destination, base + uint64_t(chunk.first_row) * s.row_bytes, chunk.rows * s.row_bytes, full);
         } else {  // a segment of each row of the group, row i at i * row_pitch
           for (uint32_t i = 0; i < chunk.rows; ++i)
-            bulk_copy_to_stage(destination + i * chunk.row_pitch,
-                               base + uint64_t(chunk.first_row + i) * s.row_bytes + chunk.byte_begin, chunk.bytes_per_row, full);
+            ptx::bulk_copy_to_shared(destination + uint64_t(i) * chunk.row_pitch,
+                                     base + uint64_t(chunk.first_row + i) * s.row_bytes + chunk.byte_begin, chunk.bytes_per_row,
+                                     full);
         }
         return true;
       });
@@ -168,7 +152,7 @@ class Worker {
   // producer's position, the previous lap's from it on) completes once its copies land, so this waits
   // for those, within a bound in case a copy never completes (then the kernel has faulted anyway).
   __device__ __forceinline__ void drain_weight_stages() const {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if TILEFIRE_DEVICE_SM90
     // Not staging_enabled(): a resident kernel shut down before its first step has no job to ask. A
     // stage never armed passes at once (a fresh barrier's phase before the first counts as complete).
     if (lane_id() != 0) return;
@@ -176,21 +160,11 @@ class Worker {
     const uint64_t start = global_timer_ns();
     for (uint32_t stage = 0; stage < ring_.stage_count; ++stage) {
       const uint32_t parity = stage < producer_stage_ ? producer_phase_ : producer_phase_ ^ 1u;
-      while (!mbarrier_try_wait_parity(ring_.full + stage, parity) && global_timer_ns() - start < kDrainBoundNs) {
+      while (!ptx::mbarrier_try_wait_parity(ring_.full + stage, parity) && global_timer_ns() - start < kDrainBoundNs) {
       }
     }
 #endif
   }
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // One bulk copy from global memory into a stage, completing `bytes` of the stage's full barrier.
-  __device__ __forceinline__ void bulk_copy_to_stage(uint32_t destination, const unsigned char* source, uint32_t bytes,
-                                                     uint32_t full_barrier) const {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(destination),
-                 "l"(source), "r"(bytes), "r"(full_barrier)
-                 : "memory");
-  }
-#endif
 
   // --- waiting, with the watchdog ------------------------------------------------------------------
   // Thread 0 only. Spins until *counter reaches target; false when the watchdog fires or the kernel aborts.
@@ -467,20 +441,24 @@ __device__ bool receive_job(const KernelConfig& config, uint32_t step, CtaState&
 }  // namespace
 
 __global__ void __launch_bounds__(kDeviceThreads, 1) megakernel(const __grid_constant__ KernelConfig config) {
+#if defined(TILEFIRE_DEVICE_EMULATION)
+  unsigned char* const dynamic_shared = emulation::dynamic_shared_memory();
+#else
   extern __shared__ __align__(128) unsigned char dynamic_shared[];
+#endif
   __shared__ __align__(8) uint64_t full[kDeviceMaxStages];
   __shared__ __align__(8) uint64_t empty[kDeviceMaxStages];
   // CtaState holds structs with default member initialisers, which __shared__ variables may not have.
   __shared__ __align__(16) unsigned char state_storage[sizeof(CtaState)];
   CtaState& state = *reinterpret_cast<CtaState*>(state_storage);
   __shared__ uint32_t running;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if TILEFIRE_DEVICE_SM90
   if (threadIdx.x == 0) {
     for (uint32_t s = 0; s < config.stage_count; ++s) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(full + s)), "r"(1u) : "memory");
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(empty + s)), "r"(kDeviceConsumerWarps) : "memory");
+      ptx::mbarrier_init(full + s, 1);
+      ptx::mbarrier_init(empty + s, kDeviceConsumerWarps);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    ptx::fence_mbarrier_init();
   }
 #endif
   Worker worker(config, state, dynamic_shared, full, empty);

@@ -15,7 +15,7 @@ __device__ __forceinline__ float negative_infinity() { return __int_as_float(0xf
 // Each warp's state over its positions of [first, end) into states[warp] = [acc[head_dim], max, sum]
 // (acc relative to max; an empty share: acc 0, max -inf, sum 0), then a consumers_sync.
 // q_head: [head_dim] (activation, read at L2); k, v: [positions, head_dim] (one KV head's cache).
-static __device__ __noinline__ void attend_positions_by_warps(const float* q_head, const float* k, const float* v, uint32_t first,
+static __device__ TILEFIRE_DEVICE_NOINLINE void attend_positions_by_warps(const float* q_head, const float* k, const float* v, uint32_t first,
                                                   uint32_t end, uint32_t hd, float scale, float* states) {
   const uint32_t warp = warp_id(), lane = lane_id();
   float q_lane[kAttentionDimsPerLane], acc[kAttentionDimsPerLane];

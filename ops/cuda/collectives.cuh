@@ -15,11 +15,7 @@
 namespace tilefire::device {
 
 // A peer's data, read after its flag was acquired: at system scope, never from a stale cached copy.
-__device__ __forceinline__ float load_peer_float(const float* p) {
-  float v;
-  asm volatile("ld.relaxed.sys.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
-  return v;
-}
+__device__ __forceinline__ float load_peer_float(const float* p) { return ptx::load_relaxed_system(p); }
 
 // Thread 0: waits until `peer`'s flag `slot` reaches the step's epoch. False when the kernel aborts, or
 // after the group's timeout (then it raises the error record: the peer, the flag, what it held).

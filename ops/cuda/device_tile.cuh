@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "megakernel/cuda/device_job.h"
+#include "ops/cuda/ptx.cuh"
 #include "ops/tile.h"
 
 namespace tilefire::device {
@@ -57,9 +58,7 @@ struct DeviceTileContext {
 template <OpCode op>
 struct DeviceTile;  // specialised in ops/cuda/<op>.cuh; a missing one fails the build of the dispatch
 
-__device__ __forceinline__ void consumers_sync() {
-  asm volatile("bar.sync 1, %0;" ::"r"(kDeviceConsumerThreads) : "memory");
-}
+__device__ __forceinline__ void consumers_sync() { ptx::barrier_sync(1, kDeviceConsumerThreads); }
 __device__ __forceinline__ uint32_t warp_id() { return threadIdx.x / 32; }
 __device__ __forceinline__ uint32_t lane_id() { return threadIdx.x % 32; }
 
@@ -109,13 +108,7 @@ __device__ __forceinline__ void unpack_bf16x8(const uint4& v, float* out) {
     out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
   }
 }
-__device__ __forceinline__ uint4 load_weight_v4(const void* p) {  // read-only for the kernel's life
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
+__device__ __forceinline__ uint4 load_weight_v4(const void* p) { return ptx::load_readonly_v4(p); }
 __device__ __forceinline__ float load_weight_bf16(const void* base, uint64_t index) {
   const unsigned short bits = __ldg(static_cast<const unsigned short*>(base) + index);
   return bf16_bits_to_float(bits);
@@ -197,15 +190,7 @@ __device__ __forceinline__ void dot_row(const unsigned char* row, bool row_in_sh
   store_warp_sums(acc, count, out, stride);
 }
 
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ uint64_t global_timer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+__device__ __forceinline__ uint64_t global_timer_ns() { return ptx::global_timer_ns(); }
 
 // The first error of a kernel run goes to the mailbox (mapped host memory): the thread that claims it
 // writes the record, the code last; then every CTA is told to stop.
@@ -241,29 +226,13 @@ struct StageWaitSite {
   uint32_t stage;
 };
 
-// True once the mbarrier's phase with the given parity has completed (a fresh barrier counts the phase
-// before its first, parity 1, as completed). Waits a bounded, hardware-chosen time, then answers.
-__device__ __forceinline__ bool mbarrier_try_wait_parity(uint64_t* barrier, uint32_t parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t done;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(shared_address(barrier)), "r"(parity)
-      : "memory");
-  return done != 0;
-#else
-  return true;
-#endif
-}
-
 // Waits until the mbarrier's phase with the given parity has completed. False when the kernel aborts or
 // the wait outlasts the watchdog (then this thread raises the error record, wait kind weight_stage).
 __device__ __forceinline__ bool mbarrier_wait(uint64_t* barrier, uint32_t parity, const StageWaitSite& site) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if TILEFIRE_DEVICE_SM90
   uint64_t start = 0;
   for (uint32_t spins = 0;; ++spins) {
-    if (mbarrier_try_wait_parity(barrier, parity)) return true;
+    if (ptx::mbarrier_try_wait_parity(barrier, parity)) return true;
     if ((spins & 63) != 63) continue;
     if (*reinterpret_cast<const volatile uint32_t*>(&site.globals->abort)) return false;
     const uint64_t now = global_timer_ns();
@@ -284,12 +253,6 @@ __device__ __forceinline__ bool mbarrier_wait(uint64_t* barrier, uint32_t parity
   }
 #else
   return false;  // no staging before Hopper: never called
-#endif
-}
-
-__device__ __forceinline__ void mbarrier_arrive(uint64_t* barrier) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(barrier)) : "memory");
 #endif
 }
 
@@ -353,7 +316,9 @@ __device__ __forceinline__ void gemv_task_rows(DeviceTileContext& ctx, uint32_t 
       }
     }
     __syncwarp();
-    if (lane == 0) mbarrier_arrive(ctx.ring.empty + stage);
+    #if TILEFIRE_DEVICE_SM90
+    if (lane == 0) ptx::mbarrier_arrive(ctx.ring.empty + stage);
+#endif
     return true;
   });
   consumers_sync();

@@ -29,9 +29,9 @@ constexpr uint32_t kPrefillAttentionMaxHeadDim = 256;
 // d += a b with both operands split (hi hi + hi lo + lo hi).
 __device__ __forceinline__ void mma_split(float (&d)[4], const uint32_t (&a_hi)[4], const uint32_t (&a_lo)[4],
                                           const uint32_t (&b_hi)[2], const uint32_t (&b_lo)[2]) {
-  mma_bf16_m16n8k16(d, a_hi, b_hi);
-  mma_bf16_m16n8k16(d, a_hi, b_lo);
-  mma_bf16_m16n8k16(d, a_lo, b_hi);
+  ptx::mma_bf16_m16n8k16(d, a_hi, b_hi);
+  ptx::mma_bf16_m16n8k16(d, a_hi, b_lo);
+  ptx::mma_bf16_m16n8k16(d, a_lo, b_hi);
 }
 
 // Two values of a row that may be missing (zeros).
@@ -65,7 +65,7 @@ __device__ __forceinline__ uint32_t prefill_attention_slices(uint32_t head_dim) 
 // slice's first: v_slice and out_slice point at that dimension of V's position 0 and out's token 0.
 // q: [tokens, heads * head_dim]; k: the head's KV head, [max_context, head_dim]; v_slice, out_slice: the
 // same layouts as v and out, offset.
-static __device__ __noinline__ void prefill_attention_unit(const float* q, const float* k, const float* v_slice,
+static __device__ TILEFIRE_DEVICE_NOINLINE void prefill_attention_unit(const float* q, const float* k, const float* v_slice,
                                                            float* out_slice, uint32_t q_dim, uint32_t hd, uint32_t head,
                                                            uint32_t t0, uint32_t count, uint32_t position0, float scale,
                                                            uint32_t slice_dims) {
@@ -186,7 +186,7 @@ static __device__ __noinline__ void prefill_attention_unit(const float* q, const
 // one token block are neighbours, so they read its Q and K while the others' reads are still in cache
 // (each reads its own columns of V).
 // Out of line, as the unit is: the kernel keeps none of the loop's state live.
-static __device__ __noinline__ void prefill_attention_tile(const float* q, const float* k, const float* v, float* out,
+static __device__ TILEFIRE_DEVICE_NOINLINE void prefill_attention_tile(const float* q, const float* k, const float* v, float* out,
                                                            uint32_t q_dim, uint32_t hd, uint32_t head_begin,
                                                            uint32_t head_end, uint32_t count, uint32_t position0,
                                                            float scale) {

@@ -44,15 +44,6 @@ __device__ __forceinline__ void split_bf16x2(float2 v, uint32_t& hi, uint32_t& l
   lo = *reinterpret_cast<const uint32_t*>(&l);
 }
 
-// d += a (16x16, row-major) * b (16x8, column-major): bf16 operands, f32 accumulators.
-__device__ __forceinline__ void mma_bf16_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
 // x[t, k0 + c .. + 1] (times g) for a token row that may lie past the pass (zeros).
 __device__ __forceinline__ float2 activation_pair(const float* row, const float* g, uint32_t k) {
   if (row == nullptr) return make_float2(0.0f, 0.0f);
@@ -69,7 +60,7 @@ __device__ __forceinline__ float2 activation_pair(const float* row, const float*
 // when g is given; without g, plain x), for t < count <= kDeviceGemmMaxPassTokens. K % 16 == 0 and bf16
 // rows of K elements (task_uses_tensor_cores). Returns after consumers_sync. Out of line, and given the
 // context's fields by value: taking the context's address would move it to local memory for every tile.
-static __device__ __noinline__ void gemm_task_rows(const WeightStreamDesc* stream, void* const* slots, uint32_t K,
+static __device__ TILEFIRE_DEVICE_NOINLINE void gemm_task_rows(const WeightStreamDesc* stream, void* const* slots, uint32_t K,
                                                    const float* x, uint32_t m0, uint32_t count, const float* g,
                                                    const float* inverse, float* dots, uint32_t total_rows) {
   const WeightStreamDesc& s = *stream;
@@ -100,8 +91,8 @@ static __device__ __noinline__ void gemm_task_rows(const WeightStreamDesc* strea
         split_bf16x2(activation_pair(token_b, g, k), hi[1], lo[1]);
         split_bf16x2(activation_pair(token_a, g, k + 8), hi[2], lo[2]);
         split_bf16x2(activation_pair(token_b, g, k + 8), hi[3], lo[3]);
-        mma_bf16_m16n8k16(acc, hi, b);
-        mma_bf16_m16n8k16(acc, lo, b);
+        ptx::mma_bf16_m16n8k16(acc, hi, b);
+        ptx::mma_bf16_m16n8k16(acc, lo, b);
       }
       // acc[0], acc[1]: token t0 + group, rows n0 + 2 quad + {0, 1}; acc[2], acc[3]: token t0 + group + 8.
       for (uint32_t i = 0; i < 4; ++i) {

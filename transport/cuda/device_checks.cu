@@ -35,11 +35,7 @@ __host__ __device__ float contribution(uint32_t rank, uint32_t epoch, uint32_t i
   return float((rank * 7 + epoch * 13 + i * 3) % 1001) * 0.0078125f - 3.0f * float(rank);  // k / 128: exact in f32
 }
 
-__device__ uint64_t timer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+__device__ uint64_t timer_ns() { return device::ptx::global_timer_ns(); }
 
 // CTA r is rank r. inputs: [ranks][2][count] (two buffers, alternating by epoch parity); out: [ranks][count].
 __global__ void virtual_rank_allreduce(float* inputs, float* out, unsigned long long* flags, uint32_t ranks,

@@ -5,23 +5,19 @@
 // has acquired at gpu scope); a peer acquires the flag before it reads the data. Epochs only grow.
 #include <cstdint>
 
+#include "ops/cuda/ptx.cuh"
+
 namespace tilefire::device {
 
 __device__ __forceinline__ unsigned long long load_acquire_system_u64(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-
-__device__ __forceinline__ void store_release_system_u64(unsigned long long* p, unsigned long long v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  return ptx::load_acquire_system(p);
 }
 
 // Publishes `epoch` in `flag`: every write this thread has observed (its own, and those it acquired
 // from other CTAs) is visible to a peer that acquires the new value.
 __device__ __forceinline__ void publish_epoch(unsigned long long* flag, unsigned long long epoch) {
   __threadfence_system();
-  store_release_system_u64(flag, epoch);
+  ptx::store_release_system(flag, epoch);
 }
 
 }  // namespace tilefire::device
