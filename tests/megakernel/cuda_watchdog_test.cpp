@@ -12,6 +12,7 @@
 #include "megakernel/cuda/cuda_executor.h"
 #include "ops/dtype.h"
 #include "ops/noop.h"
+#include "scheduler/validator.h"
 #include "tests/common/compare.h"
 #include "tests/common/cuda_device.h"
 
@@ -84,7 +85,35 @@ TEST(CudaWatchdog, AnEventThatNeverFiresEndsAResidentStepWithAnError) {
   expect_watchdog_error(true);
 }
 
-// The same program with its signal runs, step after step, in both modes (grow-only counters).
+// The pair of tasks with the signal and in bsp order: the signaller (task 0) is node 0, the waiter
+// (task 1) node 1; the waiter on CTA 0, the signaller on CTA 1. (With both tasks in one node, as
+// two_task_program has them, a bsp step is refused: bsp_order_violation.)
+Program signalled_pair_program(uint32_t workers) {
+  Program p;
+  p.nodes.push_back({OpParams::make(OpCode::noop, 0, NoopParams{1}), 0, 1, kNoSlot});
+  p.nodes.push_back({OpParams::make(OpCode::noop, 0, NoopParams{1}), 1, 1, kNoSlot});
+  p.events.push_back({1});
+  TaskDesc signaller;
+  signaller.op = OpCode::noop;
+  signaller.tile_end = 1;
+  signaller.signal_count = 1;
+  TaskDesc waiter;
+  waiter.op = OpCode::noop;
+  waiter.node = 1;
+  waiter.tile_end = 1;
+  waiter.wait_count = 1;
+  p.signals.push_back(0);
+  p.waits.push_back(0);
+  p.tasks = {signaller, waiter};
+  p.queues.resize(workers);
+  p.queues[0].push_back(1);
+  p.queues[1 % workers].push_back(0);
+  p.workers = workers;
+  return p;
+}
+
+// The pair with its signal runs, step after step, in both modes, every third step bsp (grow-only
+// counters).
 TEST(CudaWatchdog, TheSameProgramWithItsSignalRunsManySteps) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   for (bool resident : {false, true}) {
@@ -92,7 +121,9 @@ TEST(CudaWatchdog, TheSameProgramWithItsSignalRunsManySteps) {
     options.watchdog_ms = 2000;
     options.resident = resident;
     CudaExecutor cuda(options);
-    const Program good = two_task_program(cuda.workers(), false);
+    const Program good = signalled_pair_program(cuda.workers());
+    ASSERT_NO_THROW(validate_program(good));
+    ASSERT_EQ(bsp_order_violation(good), "");
     CudaProgramPtr loaded = cuda.load(good, {});
     const int32_t token = 0;
     for (int s = 0; s < 50; ++s) {
