@@ -1,0 +1,202 @@
+// The host emulation of the CUDA device (megakernel/cuda/emulation/) checked on its own, so that what
+// the CUDA path's emulated tests pass means something: small kernels against plain host references
+// for the warp collectives and mma.sync (the PTX ISA's fragment layout), the mbarrier and bulk-copy
+// protocol (a stage read before its barrier completes reads NaN), and the faults the emulation turns
+// into a failed launch (a deadlock at a barrier, lanes in different collectives, a misaligned bulk
+// copy). Built only with the emulation (label `emulation`).
+#include "megakernel/cuda/emulation/device_prelude.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "ops/cuda/ptx.cuh"
+#include "ops/dtype.h"
+
+namespace {
+
+// --- kernels -------------------------------------------------------------------------------------------
+
+// out[lane] = in[lane ^ mask] for masks 1, 2, 4, 8, 16 (out: [5][32]); votes[0..1] = all / any of lane < limit.
+__global__ void shuffle_and_vote_kernel(const double* in, double* out, uint32_t limit, int* votes) {
+  const uint32_t lane = threadIdx.x;
+  for (int m = 0, mask = 1; mask < 32; ++m, mask <<= 1) out[m * 32 + lane] = __shfl_xor_sync(0xffffffffu, in[lane], mask);
+  const int all = __all_sync(0xffffffffu, lane < limit), any = __any_sync(0xffffffffu, lane < limit);
+  if (lane == 0) {
+    votes[0] = all;
+    votes[1] = any;
+  }
+}
+
+// d = a * b + c for one 16x8x16 tile: a [16][16] and b_t [8][16] (b's columns) as bf16 bits, c and
+// d [16][8] f32; each lane loads its fragments as the PTX ISA lays them out.
+__global__ void mma_kernel(const uint16_t* a, const uint16_t* b_t, const float* c, float* d) {
+  const uint32_t lane = threadIdx.x, group = lane >> 2, in_group = lane & 3;
+  auto pair = [](const uint16_t* row, uint32_t col) { return uint32_t(row[col]) | (uint32_t(row[col + 1]) << 16); };
+  const uint32_t fa[4] = {pair(a + group * 16, 2 * in_group), pair(a + (group + 8) * 16, 2 * in_group),
+                          pair(a + group * 16, 2 * in_group + 8), pair(a + (group + 8) * 16, 2 * in_group + 8)};
+  const uint32_t fb[2] = {pair(b_t + group * 16, 2 * in_group), pair(b_t + group * 16, 2 * in_group + 8)};
+  float acc[4];
+  for (uint32_t i = 0; i < 4; ++i) acc[i] = c[(group + (i >= 2 ? 8 : 0)) * 8 + 2 * in_group + (i & 1)];
+  tilefire::device::ptx::mma_bf16_m16n8k16(acc, fa, fb);
+  for (uint32_t i = 0; i < 4; ++i) d[(group + (i >= 2 ? 8 : 0)) * 8 + 2 * in_group + (i & 1)] = acc[i];
+}
+
+// Thread 0 bulk-copies `bytes` of `source` into shared memory on an mbarrier; every thread reads its
+// word before anyone waits on the barrier (early: NaN, since the copy has not landed) and after its
+// wait (late).
+__global__ void bulk_copy_kernel(const float* source, uint32_t bytes, float* early, float* late) {
+  __shared__ __align__(8) uint64_t full;
+  unsigned char* stage = tilefire::emulation::dynamic_shared_memory();
+  if (threadIdx.x == 0) {
+    tilefire::device::ptx::mbarrier_init(&full, 1);
+    tilefire::device::ptx::fence_mbarrier_init();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    tilefire::device::ptx::mbarrier_arrive_expect_tx(&full, bytes);
+    tilefire::device::ptx::bulk_copy_to_shared(stage, source, bytes, &full);
+  }
+  __syncthreads();
+  const float* words = reinterpret_cast<const float*>(stage);
+  early[threadIdx.x] = words[threadIdx.x];
+  __syncthreads();  // every early read is done before anyone waits
+  while (!tilefire::device::ptx::mbarrier_try_wait_parity(&full, 0)) {
+  }
+  late[threadIdx.x] = words[threadIdx.x];
+}
+
+__global__ void misaligned_bulk_copy_kernel(const unsigned char* source) {
+  __shared__ __align__(8) uint64_t full;
+  if (threadIdx.x != 0) return;
+  tilefire::device::ptx::mbarrier_init(&full, 1);
+  tilefire::device::ptx::mbarrier_arrive_expect_tx(&full, 32);
+  tilefire::device::ptx::bulk_copy_to_shared(tilefire::emulation::dynamic_shared_memory(), source + 4, 32, &full);
+}
+
+// Thread 0 leaves; the others wait at a barrier that can never complete.
+__global__ void deadlock_kernel() {
+  if (threadIdx.x == 0) return;
+  __syncthreads();
+}
+
+// Lane 0 votes while the other lanes shuffle.
+__global__ void divergent_collective_kernel(int* out) {
+  if (threadIdx.x == 0)
+    out[0] = __any_sync(0xffffffffu, 1);
+  else
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, int(threadIdx.x), 1);
+}
+
+const bool registered = tilefire::emulation::register_kernel_function<&shuffle_and_vote_kernel>(0) &&
+                        tilefire::emulation::register_kernel_function<&mma_kernel>(0) &&
+                        tilefire::emulation::register_kernel_function<&bulk_copy_kernel>(8) &&
+                        tilefire::emulation::register_kernel_function<&misaligned_bulk_copy_kernel>(8) &&
+                        tilefire::emulation::register_kernel_function<&deadlock_kernel>(0) &&
+                        tilefire::emulation::register_kernel_function<&divergent_collective_kernel>(0);
+
+// --- host side -------------------------------------------------------------------------------------
+
+template <class T>
+T* device_copy(const std::vector<T>& host) {
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, host.size() * sizeof(T)), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  return static_cast<T*>(p);
+}
+template <class T>
+std::vector<T> host_copy(const T* device, size_t count) {
+  std::vector<T> host(count);
+  EXPECT_EQ(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return host;
+}
+
+template <class... Args>
+cudaError_t run(void (*kernel)(Args...), uint32_t threads, size_t dynamic_shared, Args... args) {
+  void* arguments[] = {&args..., nullptr};
+  const cudaError_t launched = cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(1), dim3(threads), arguments,
+                                                dynamic_shared, nullptr);
+  if (launched != cudaSuccess) return launched;
+  return cudaDeviceSynchronize();
+}
+
+// A fault fails the launch with cudaErrorLaunchFailure, sticky as on a GPU until the device is reset.
+void expect_fault_then_reset(cudaError_t status) {
+  EXPECT_EQ(status, cudaErrorLaunchFailure);
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 16), cudaErrorLaunchFailure) << "a launch failure is sticky";
+  EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(&p, 16), cudaSuccess);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+}
+
+TEST(CudaEmulation, ShufflesAndVotesFollowTheirDefinitions) {
+  ASSERT_TRUE(registered);
+  std::vector<double> in(32);
+  for (uint32_t i = 0; i < 32; ++i) in[i] = 1.5 * i - 7.25;
+  const double* d_in = device_copy(in);
+  double* d_out = device_copy(std::vector<double>(5 * 32, 0.0));
+  int* votes = device_copy(std::vector<int>(2, -1));
+  for (uint32_t limit : {0u, 5u, 32u}) {
+    ASSERT_EQ(run(&shuffle_and_vote_kernel, 32, 0, d_in, d_out, limit, votes), cudaSuccess);
+    const std::vector<double> out = host_copy(d_out, 5 * 32);
+    for (uint32_t m = 0; m < 5; ++m)
+      for (uint32_t lane = 0; lane < 32; ++lane) EXPECT_EQ(out[m * 32 + lane], in[lane ^ (1u << m)]) << "mask " << (1u << m);
+    const std::vector<int> v = host_copy(votes, 2);
+    EXPECT_EQ(v[0], limit == 32 ? 1 : 0) << "all, limit " << limit;
+    EXPECT_EQ(v[1], limit > 0 ? 1 : 0) << "any, limit " << limit;
+  }
+}
+
+TEST(CudaEmulation, MmaComputesTheProductOfTheFragmentsItWasGiven) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> a(16 * 16), b_t(8 * 16);
+  std::vector<float> c(16 * 8);
+  for (auto& x : a) x = tilefire::f32_to_bf16(normal(rng));
+  for (auto& x : b_t) x = tilefire::f32_to_bf16(normal(rng));
+  for (auto& x : c) x = normal(rng);
+  float* d = device_copy(std::vector<float>(16 * 8, 0.0f));
+  ASSERT_EQ(run(&mma_kernel, 32, 0, static_cast<const uint16_t*>(device_copy(a)), static_cast<const uint16_t*>(device_copy(b_t)),
+                static_cast<const float*>(device_copy(c)), d),
+            cudaSuccess);
+  const std::vector<float> got = host_copy(d, 16 * 8);
+  for (uint32_t i = 0; i < 16; ++i)
+    for (uint32_t j = 0; j < 8; ++j) {
+      double want = c[i * 8 + j];
+      for (uint32_t k = 0; k < 16; ++k)
+        want += double(tilefire::bf16_to_f32(a[i * 16 + k])) * double(tilefire::bf16_to_f32(b_t[j * 16 + k]));
+      EXPECT_NEAR(got[i * 8 + j], want, 1e-4 * (1.0 + std::fabs(want))) << "d[" << i << "][" << j << "]";
+    }
+}
+
+TEST(CudaEmulation, ABulkCopyLandsOnlyWhenItsBarrierCompletes) {
+  std::vector<float> source(64);
+  for (uint32_t i = 0; i < 64; ++i) source[i] = float(i) + 0.5f;
+  float* early = device_copy(std::vector<float>(64, 0.0f));
+  float* late = device_copy(std::vector<float>(64, 0.0f));
+  ASSERT_EQ(run(&bulk_copy_kernel, 64, 256, static_cast<const float*>(device_copy(source)), 256u, early, late), cudaSuccess);
+  const std::vector<float> before = host_copy(early, 64), after = host_copy(late, 64);
+  for (uint32_t i = 0; i < 64; ++i) {
+    EXPECT_TRUE(std::isnan(before[i])) << "word " << i << " read before the barrier: " << before[i];
+    EXPECT_EQ(after[i], source[i]) << "word " << i;
+  }
+}
+
+TEST(CudaEmulation, AMisalignedBulkCopyFailsTheLaunch) {
+  const unsigned char* source = device_copy(std::vector<unsigned char>(64, 1));
+  expect_fault_then_reset(run(&misaligned_bulk_copy_kernel, 32, 64, source));
+}
+
+TEST(CudaEmulation, ABarrierSomeThreadsNeverReachIsADeadlockNotAHang) {
+  expect_fault_then_reset(run(&deadlock_kernel, 64, 0));
+}
+
+TEST(CudaEmulation, LanesInDifferentCollectivesFailTheLaunch) {
+  expect_fault_then_reset(run(&divergent_collective_kernel, 32, 0, device_copy(std::vector<int>(32, 0))));
+}
+
+}  // namespace
