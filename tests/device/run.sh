@@ -18,13 +18,20 @@
 # cost the benchmark. Every stage is recorded (PASS, FAIL or SKIP), and the table prints on every way
 # out, a failed build included.
 # Usage: tests/device/run.sh [LOG_DIR]   (default: $OUT if set, else ./device-logs). Full logs go there.
+# TILEFIRE_DEVICE_EMULATED=1 rehearses it on a machine without a GPU: the same stages over the host
+# emulation of the device (docs/CUDA.md, "The host emulation"): the *_emulated tests and
+# tilefire_emulated, the tiny preset, short benchmarks, PyTorch skipped. That checks this script and the
+# CUDA path's code, never a GPU: its times say nothing about one.
 # The machine needs nvcc, CMake, ninja and a C++20 compiler; oneTBB, nlohmann_json and GoogleTest come
 # from .device-deps/ when present (scripts/device-deps fills it on a machine with Debian's packages).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+emulated=${TILEFIRE_DEVICE_EMULATED:-}
+suffix=${emulated:+_emulated}  # the emulated build's binaries: tilefire_emulated, cuda_ops_test_emulated, ...
 logs=${1:-${OUT:-$root/device-logs}}
 mkdir -p "$logs"
 build="$root/build-device"
+[ -n "$emulated" ] && build="$root/build"  # a rehearsal builds no device code: the main build serves
 results="$logs/results.txt"
 : >"$results"
 started=$(date +%s)
@@ -81,6 +88,7 @@ run_stage() {
 
 summary() {
   echo "== summary ($(elapsed))"
+  [ -z "$emulated" ] || echo "A REHEARSAL over the host emulation (TILEFIRE_DEVICE_EMULATED): no time below is a GPU's."
   python3 - "$results" "$logs" <<'PY'
 import json, os, sys
 results, logs = sys.argv[1], sys.argv[2]
@@ -197,12 +205,17 @@ PY
 trap summary EXIT
 
 echo "== device"
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1 | tee "$logs/device.txt"
+if [ -n "$emulated" ]; then
+  echo "host emulation of a CUDA device (TILEFIRE_DEVICE_EMULATED): no GPU" | tee "$logs/device.txt"
+else
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1 | tee "$logs/device.txt"
+fi
 
 echo "== build ($(nproc) cores)"
 # nvcc off the PATH would give a build without the CUDA backend, whose GPU tests all skip.
 command -v nvcc >/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"; }
-cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEFIRE_BUILD_BENCH=OFF)
+cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release)
+[ -n "$emulated" ] || cmake_args+=(-DTILEFIRE_BUILD_BENCH=OFF)
 # NCCL 2.28 with its device API: the toolkit's, else the nvidia-nccl pip package PyTorch brings (the NCCL
 # checks skip, saying so, when neither is 2.28).
 cuda_include=$(dirname "$(command -v nvcc)")/../include
@@ -221,15 +234,17 @@ fi
 build_start=$(date +%s)
 build_limit=$((budget > 300 ? budget - 150 : budget / 2))
 limited "$build_limit" cmake -S "$root" -B "$build" "${cmake_args[@]}" >"$logs/build.log" 2>&1 &&
-  limited "$build_limit" cmake --build "$build" -j "$(nproc)" --target tilefire cuda_ops_test cuda_watchdog_test \
-    cuda_engine_test cuda_collectives_test device_program_test device_transport_test >>"$logs/build.log" 2>&1
+  limited "$build_limit" cmake --build "$build" -j "$(nproc)" --target "tilefire$suffix" "cuda_ops_test$suffix" \
+    "cuda_watchdog_test$suffix" "cuda_engine_test$suffix" "cuda_collectives_test$suffix" device_program_test \
+    "device_transport_test$suffix" >>"$logs/build.log" 2>&1
 status=$?
 if [ "$status" -ne 0 ]; then
   tail -n 40 "$logs/build.log"
   record build FAIL "$(why_failed "$status" build.log)"
   exit 1
 fi
-if ! grep -q "Tilefire: CUDA backend on" "$logs/build.log" && [ ! -f "$build/megakernel/CMakeFiles/tilefire_megakernel.dir/cuda/megakernel.cu.o" ]; then
+if [ -z "$emulated" ] && ! grep -q "Tilefire: CUDA backend on" "$logs/build.log" &&
+  [ ! -f "$build/megakernel/CMakeFiles/tilefire_megakernel.dir/cuda/megakernel.cu.o" ]; then
   record build FAIL "built without the CUDA backend (nvcc not found), see build.log"
   exit 1
 fi
@@ -239,7 +254,7 @@ record nccl - "$(grep -o 'Tilefire: NCCL.*' "$logs/build.log" | head -n 1 || tru
 # Registers, shared memory and stack of the persistent kernel per target (ptxas already refused spills).
 cuobjdump -res-usage "$build/megakernel/CMakeFiles/tilefire_megakernel.dir/cuda/megakernel.cu.o" 2>/dev/null |
   grep -A1 "Function _ZN8tilefire6device10megakernel" | grep -o "REG:.*" >"$logs/kernel_resources.txt" || true
-cli="$build/samples/tilefire"
+cli="$build/samples/tilefire$suffix"
 
 run_gtest() {  # run_gtest STAGE BINARY [gtest args]; a stage that hangs is stopped at its time limit
   local stage=$1 binary=$2 status passed skipped
@@ -263,32 +278,39 @@ run_gtest() {  # run_gtest STAGE BINARY [gtest args]; a stage that hangs is stop
 }
 
 echo "== 1. device ops against their CPU twins ($(elapsed))"
-run_gtest ops cuda_ops_test
+run_gtest ops "cuda_ops_test$suffix"
 run_gtest encoding device_program_test
 echo "== 3. watchdog ($(elapsed))"
-run_gtest watchdog cuda_watchdog_test
+run_gtest watchdog "cuda_watchdog_test$suffix"
 
-preset=${TILEFIRE_DEVICE_PRESET:-llama-3.2-1b}  # another preset only for a dry run of this script
+preset=${TILEFIRE_DEVICE_PRESET:-${emulated:+tiny}}  # another preset only for a dry run of this script
+preset=${preset:-llama-3.2-1b}
+steps=${emulated:+4}  # decode steps per benchmark round (the emulation takes a few hundred ms per step)
+steps=${steps:-64}
 model="${TMPDIR:-/tmp}/tilefire-device-$preset-bf16"  # gigabytes: not in the log folder that is sent back
 echo "== the $preset shape, random bf16 weights ($(elapsed))"
 rm -rf "$model"  # this script's own folder: a model left there by an earlier version is not reused
 run_stage gen-model 120 gen-model.out gen-model.log "$cli" gen-model --preset "$preset" --dtype bf16 --seed 1 --out "$model"
 
 echo "== 2, 4. end to end against the cpu backend; launches per step ($(elapsed))"
-TILEFIRE_DEVICE_LARGE_MODEL="$model" STAGE_LIMIT_S=240 run_gtest end-to-end cuda_engine_test
+TILEFIRE_DEVICE_LARGE_MODEL="$model" STAGE_LIMIT_S=240 run_gtest end-to-end "cuda_engine_test$suffix"
 
 echo "== 5. benchmark ($(elapsed))"
-run_stage bench 180 bench.json bench.log "$cli" bench --backend cuda --model "$model" --steps 64 --rounds 5 --json
-run_stage pytorch 180 torch.out torch.log python3 "$root/tests/device/torch_decode.py" --model "$model" \
-  --prompt-tokens 1,2,3,4,5,6,7,8 --steps 64 --warmup 8 --json "$logs/torch.json"
+run_stage bench 180 bench.json bench.log "$cli" bench --backend cuda --model "$model" --steps "$steps" --rounds 5 --json
+if [ -n "$emulated" ]; then
+  record pytorch SKIP "emulated: no GPU for PyTorch"
+else
+  run_stage pytorch 180 torch.out torch.log python3 "$root/tests/device/torch_decode.py" --model "$model" \
+    --prompt-tokens 1,2,3,4,5,6,7,8 --steps 64 --warmup 8 --json "$logs/torch.json"
+fi
 # Split-KV attention off (one attention tile per head group), for the row that shows what it buys.
-run_stage kv-splits-1 120 bench_unsplit.json bench_unsplit.log "$cli" bench --backend cuda --model "$model" --steps 64 \
+run_stage kv-splits-1 120 bench_unsplit.json bench_unsplit.log "$cli" bench --backend cuda --model "$model" --steps "$steps" \
   --rounds 3 --kv-splits 1 --json
 
 echo "== transport: virtual ranks as CTAs over one window; a one-rank NCCL device communicator ($(elapsed))"
-run_gtest transport device_transport_test
+run_gtest transport "device_transport_test$suffix"
 echo "== transport: the megakernel's collective tiles, ranks as executors sharing the GPU ($(elapsed))"
-run_gtest collectives cuda_collectives_test
+run_gtest collectives "cuda_collectives_test$suffix"
 
 # One decode step's timeline on the device (a row per CTA), for tuning; busy share in the table. Three
 # tokens: the traced step is the second decode step, not the first (cold) one.
@@ -317,7 +339,9 @@ fi
 # Tensor parallelism on this one GPU: two ranks as executors sharing its SMs (virtual ranks), against
 # one rank on all of them in the same rounds. Not a speed-up (each rank has half the SMs and its
 # collectives cross no link); it shows what the collective tiles cost inside the kernel.
-run_stage tp2 120 bench_tp2.json bench_tp2.log "$cli" bench --backend cuda --model "$model" --tp 2 --steps 32 --rounds 3 --json
+tp_steps=${emulated:+4}
+run_stage tp2 120 bench_tp2.json bench_tp2.log "$cli" bench --backend cuda --model "$model" --tp 2 --steps "${tp_steps:-32}" \
+  --rounds 3 --json
 
 # Tensor parallelism on this machine's CPU cores (tensor-parallelism issue): how much of the collective
 # time dataflow hides with several workers per rank, which the 2-core CI machine cannot give.
