@@ -91,12 +91,18 @@ __global__ void divergent_collective_kernel(int* out) {
     out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, int(threadIdx.x), 1);
 }
 
+// Reads the float just past a buffer of `count`.
+__global__ void read_past_the_end_kernel(const float* buffer, uint32_t count, float* out) {
+  if (threadIdx.x == 0) out[0] = buffer[count + 64];  // past the 256-byte rounding, into the guard page
+}
+
 const bool registered = tilefire::emulation::register_kernel_function<&shuffle_and_vote_kernel>(0) &&
                         tilefire::emulation::register_kernel_function<&mma_kernel>(0) &&
                         tilefire::emulation::register_kernel_function<&bulk_copy_kernel>(8) &&
                         tilefire::emulation::register_kernel_function<&misaligned_bulk_copy_kernel>(8) &&
                         tilefire::emulation::register_kernel_function<&deadlock_kernel>(0) &&
-                        tilefire::emulation::register_kernel_function<&divergent_collective_kernel>(0);
+                        tilefire::emulation::register_kernel_function<&divergent_collective_kernel>(0) &&
+                        tilefire::emulation::register_kernel_function<&read_past_the_end_kernel>(0);
 
 // --- host side -------------------------------------------------------------------------------------
 
@@ -197,6 +203,24 @@ TEST(CudaEmulation, ABarrierSomeThreadsNeverReachIsADeadlockNotAHang) {
 
 TEST(CudaEmulation, LanesInDifferentCollectivesFailTheLaunch) {
   expect_fault_then_reset(run(&divergent_collective_kernel, 32, 0, device_copy(std::vector<int>(32, 0))));
+}
+
+// A kernel that reads past an allocation faults at once (the guard page after it); a copy past one is
+// refused.
+TEST(CudaEmulation, AccessPastAnAllocationIsCaught) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        const float* buffer = device_copy(std::vector<float>(64, 1.0f));
+        float* out = device_copy(std::vector<float>(1, 0.0f));
+        run(&read_past_the_end_kernel, 32, 0, buffer, 64u, out);
+      },
+      "");
+  float* small = device_copy(std::vector<float>(64, 1.0f));
+  std::vector<float> host(1000, 0.0f);
+  EXPECT_EQ(cudaMemcpy(small, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(host.data(), small + 32, 32 * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cudaFree(small), cudaSuccess);
 }
 
 }  // namespace

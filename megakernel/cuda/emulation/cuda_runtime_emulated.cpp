@@ -8,15 +8,21 @@
 //  - work on a stream waits for the grid launched before it on that stream; cudaFree and
 //    cudaDeviceSynchronize wait for every grid (a resident kernel that never stops makes them wait for
 //    ever, as on a GPU);
+//  - device allocations end at an inaccessible page (a kernel that runs past one faults), and copies
+//    and memsets must stay inside allocations (or mapped host memory) on their device side;
 //  - a grid that traps (__trap, or a fault the emulator finds) fails its stream with
 //    cudaErrorLaunchFailure, and, as on a GPU, every later call fails with it too (a sticky error),
 //    until cudaDeviceReset (which also frees every allocation).
 #include <cuda_runtime.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -41,7 +47,34 @@ using tilefire::emulation::Grid;
 std::mutex runtime_mutex;
 CUstream_st legacy_stream;
 std::set<CUstream_st*> streams = {&legacy_stream};
-std::set<void*> device_allocations, host_allocations;
+// A device allocation: its bytes (rounded up to 256) end where an inaccessible page begins, so a
+// kernel that reads or writes past the end faults at once instead of reading a neighbour.
+struct DeviceAllocation {
+  void* mapping = nullptr;
+  size_t mapping_bytes = 0;
+  size_t bytes = 0;
+};
+std::map<uintptr_t, DeviceAllocation> device_allocations;  // by the address cudaMalloc returned
+std::map<uintptr_t, size_t> host_allocations;              // cudaHostAlloc's, by address: bytes
+
+// Whether [p, p + bytes) lies inside one allocation of `allocations` (whose values give their sizes).
+template <class Map, class Size>
+bool inside(const Map& allocations, const void* p, size_t bytes, Size size_of) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  auto it = allocations.upper_bound(address);
+  if (it == allocations.begin()) return false;
+  --it;
+  return address + bytes <= it->first + size_of(it->second);
+}
+
+// Memory a copy or memset may touch on the device side: a device allocation or mapped host memory.
+bool device_side(const void* p, size_t bytes) {
+  std::lock_guard lock(runtime_mutex);
+  return inside(device_allocations, p, bytes, [](const DeviceAllocation& a) { return a.bytes; }) ||
+         inside(host_allocations, p, bytes, [](size_t n) { return n; });
+}
+
+void release(const DeviceAllocation& a) { munmap(a.mapping, a.mapping_bytes); }
 cudaError_t sticky_error = cudaSuccess;
 thread_local cudaError_t last_error = cudaSuccess;
 int current_device = 0;
@@ -51,6 +84,11 @@ CUstream_st* stream_of(cudaStream_t stream) { return stream ? stream : &legacy_s
 cudaError_t fail(cudaError_t error) {
   last_error = error;
   return error;
+}
+
+cudaError_t refuse_range(const char* call, size_t bytes) {
+  std::fprintf(stderr, "tilefire emulation: %s of %zu bytes reaches outside every device allocation\n", call, bytes);
+  return fail(cudaErrorInvalidValue);
 }
 
 // Waits for the stream's grid; a trap becomes the sticky launch failure. Called without the mutex held
@@ -208,12 +246,18 @@ cudaError_t cudaDeviceEnablePeerAccess(int, unsigned int) { return fail(cudaErro
 
 cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   if (const cudaError_t s = sticky(); s != cudaSuccess) return s;
-  const size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
-  void* p = std::aligned_alloc(256, rounded);
-  if (p == nullptr) return fail(cudaErrorMemoryAllocation);
-  std::memset(p, 0xff, rounded);  // uninitialised device memory reads as NaN
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  DeviceAllocation a;
+  a.bytes = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  a.mapping_bytes = (a.bytes + page - 1) / page * page + page;
+  a.mapping = mmap(nullptr, a.mapping_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (a.mapping == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
+  unsigned char* guard = static_cast<unsigned char*>(a.mapping) + a.mapping_bytes - page;
+  mprotect(guard, page, PROT_NONE);
+  unsigned char* p = guard - a.bytes;  // 256-byte aligned: the guard is page aligned
+  std::memset(p, 0xff, a.bytes);  // uninitialised device memory reads as NaN
   std::lock_guard lock(runtime_mutex);
-  device_allocations.insert(p);
+  device_allocations[reinterpret_cast<uintptr_t>(p)] = a;
   *pointer = p;
   return cudaSuccess;
 }
@@ -222,17 +266,20 @@ cudaError_t cudaFree(void* pointer) {
   if (pointer == nullptr) return sticky();
   join_all();  // cudaFree waits for the device
   std::lock_guard lock(runtime_mutex);
-  if (device_allocations.erase(pointer) == 0) return fail(cudaErrorInvalidValue);
-  std::free(pointer);
+  auto it = device_allocations.find(reinterpret_cast<uintptr_t>(pointer));
+  if (it == device_allocations.end()) return fail(cudaErrorInvalidValue);
+  release(it->second);
+  device_allocations.erase(it);
   return sticky_error;
 }
 
 cudaError_t cudaHostAlloc(void** pointer, size_t bytes, unsigned int) {
   if (const cudaError_t s = sticky(); s != cudaSuccess) return s;
-  void* p = std::aligned_alloc(4096, (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096);
+  const size_t rounded = (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096;
+  void* p = std::aligned_alloc(4096, rounded);
   if (p == nullptr) return fail(cudaErrorMemoryAllocation);
   std::lock_guard lock(runtime_mutex);
-  host_allocations.insert(p);
+  host_allocations[reinterpret_cast<uintptr_t>(p)] = rounded;
   *pointer = p;
   return cudaSuccess;
 }
@@ -240,34 +287,43 @@ cudaError_t cudaHostAlloc(void** pointer, size_t bytes, unsigned int) {
 cudaError_t cudaFreeHost(void* pointer) {
   if (pointer == nullptr) return cudaSuccess;
   std::lock_guard lock(runtime_mutex);
-  if (host_allocations.erase(pointer) == 0) return fail(cudaErrorInvalidValue);
+  if (host_allocations.erase(reinterpret_cast<uintptr_t>(pointer)) == 0) return fail(cudaErrorInvalidValue);
   std::free(pointer);
   return cudaSuccess;
 }
 
 cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned int) {
   std::lock_guard lock(runtime_mutex);
-  if (host_allocations.count(host) == 0) return fail(cudaErrorInvalidValue);
+  if (host_allocations.count(reinterpret_cast<uintptr_t>(host)) == 0) return fail(cudaErrorInvalidValue);
   *device = host;  // unified addressing: the same address on both sides
   return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
   if (const cudaError_t s = join_for(&legacy_stream); s != cudaSuccess) return s;
+  if (bytes && !device_side(pointer, bytes)) return refuse_range("cudaMemset", bytes);
   std::memset(pointer, value, bytes);
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void* to, const void* from, size_t bytes, cudaMemcpyKind) {
-  if (const cudaError_t s = join_for(&legacy_stream); s != cudaSuccess) return s;
+// The sides of a copy that its kind says are on the device must lie inside allocations.
+static cudaError_t copy(void* to, const void* from, size_t bytes, cudaMemcpyKind kind, const char* call) {
+  const bool to_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool from_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (bytes && ((to_device && !device_side(to, bytes)) || (from_device && !device_side(from, bytes))))
+    return refuse_range(call, bytes);
   std::memcpy(to, from, bytes);
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void* to, const void* from, size_t bytes, cudaMemcpyKind, cudaStream_t stream) {
+cudaError_t cudaMemcpy(void* to, const void* from, size_t bytes, cudaMemcpyKind kind) {
+  if (const cudaError_t s = join_for(&legacy_stream); s != cudaSuccess) return s;
+  return copy(to, from, bytes, kind, "cudaMemcpy");
+}
+
+cudaError_t cudaMemcpyAsync(void* to, const void* from, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
   if (const cudaError_t s = join_for(stream_of(stream)); s != cudaSuccess) return s;
-  std::memcpy(to, from, bytes);
-  return cudaSuccess;
+  return copy(to, from, bytes, kind, "cudaMemcpyAsync");
 }
 
 cudaError_t cudaDeviceSynchronize(void) { return join_all(); }
@@ -276,7 +332,7 @@ cudaError_t cudaDeviceSynchronize(void) { return join_all(); }
 cudaError_t cudaDeviceReset(void) {
   join_all();
   std::lock_guard lock(runtime_mutex);
-  for (void* p : device_allocations) std::free(p);
+  for (const auto& [address, allocation] : device_allocations) release(allocation);
   device_allocations.clear();
   sticky_error = cudaSuccess;
   last_error = cudaSuccess;
