@@ -11,6 +11,7 @@
 #      CUDA graph) on the same safetensors;
 #   +  the transport on one GPU: R virtual ranks as CTAs of one kernel over one window, a one-rank NCCL
 #      device-API communicator, and the megakernel's collective tiles (tensor-parallelism issue);
+#   +  the step-level API under random calls (rewinds, reused prefixes, refusals) against the cpu backend;
 #   +  on this machine's CPU cores, no GPU: TP=2 with several workers per rank, dataflow against bsp and
 #      the collectives' time (the tensor-parallelism issue's CPU overlap figure; CI's 2 cores give each
 #      rank one worker).
@@ -236,7 +237,7 @@ build_limit=$((budget > 300 ? budget - 150 : budget / 2))
 limited "$build_limit" cmake -S "$root" -B "$build" "${cmake_args[@]}" >"$logs/build.log" 2>&1 &&
   limited "$build_limit" cmake --build "$build" -j "$(nproc)" --target "tilefire$suffix" "cuda_ops_test$suffix" \
     "cuda_watchdog_test$suffix" "cuda_engine_test$suffix" "cuda_collectives_test$suffix" device_program_test \
-    "device_transport_test$suffix" >>"$logs/build.log" 2>&1
+    "device_transport_test$suffix" "cuda_engine_sequence_test$suffix" >>"$logs/build.log" 2>&1
 status=$?
 if [ "$status" -ne 0 ]; then
   tail -n 40 "$logs/build.log"
@@ -311,6 +312,8 @@ echo "== transport: virtual ranks as CTAs over one window; a one-rank NCCL devic
 run_gtest transport "device_transport_test$suffix"
 echo "== transport: the megakernel's collective tiles, ranks as executors sharing the GPU ($(elapsed))"
 run_gtest collectives "cuda_collectives_test$suffix"
+echo "== the step-level API (rewinds, reused prefixes, refusals) against the cpu backend ($(elapsed))"
+run_gtest sequences "cuda_engine_sequence_test$suffix"
 
 # One decode step's timeline on the device (a row per CTA), for tuning; busy share in the table. Three
 # tokens: the traced step is the second decode step, not the first (cold) one.
