@@ -85,7 +85,7 @@ class Worker {
     store_release_system(&mailbox->done, state_.job.kernel_step);
   }
 
-  __device__ __forceinline__ bool aborted() const { return *reinterpret_cast<const volatile uint32_t*>(&config_.globals->abort) != 0; }
+  __device__ __forceinline__ bool aborted() const { return kernel_aborted(config_.globals); }
 
  private:
   __device__ __forceinline__ bool staging_enabled() const {
@@ -424,9 +424,8 @@ class Worker {
 // job into shared memory. No watchdog here: an idle engine is not a hang.
 __device__ bool receive_job(const KernelConfig& config, uint32_t step, CtaState& state) {
   Mailbox* mailbox = config.mailbox;
-  const volatile uint32_t* abort = &config.globals->abort;
   for (uint32_t spins = 0;; ++spins) {
-    if (load_acquire_system(&mailbox->shutdown) || *abort) return false;
+    if (load_acquire_system(&mailbox->shutdown) || kernel_aborted(config.globals)) return false;
     if (counter_reached(load_acquire_system(&mailbox->doorbell), step)) break;
     if (spins > 1024) __nanosleep(500);
   }

@@ -29,7 +29,7 @@ __device__ __forceinline__ bool wait_peer_flag(const DeviceRankView& view, uint3
     seen = load_acquire_system_u64(flag);
     if (seen >= ctx.epoch) return true;
     if (spins % 64 != 0) continue;
-    if (*reinterpret_cast<const volatile uint32_t*>(&ctx.globals->abort)) return false;
+    if (kernel_aborted(ctx.globals)) return false;
     const uint64_t waited = global_timer_ns() - start;
     if (waited > view.timeout_ns) {
       DeviceErrorRecord r;

@@ -192,8 +192,12 @@ __device__ __forceinline__ void dot_row(const unsigned char* row, bool row_in_sh
 
 __device__ __forceinline__ uint64_t global_timer_ns() { return ptx::global_timer_ns(); }
 
+// Whether some CTA raised the kernel's abort flag (an error record was claimed, or the kernel stops).
+__device__ __forceinline__ bool kernel_aborted(const DeviceGlobals* globals) { return ptx::load_relaxed_gpu(&globals->abort) != 0; }
+
 // The first error of a kernel run goes to the mailbox (mapped host memory): the thread that claims it
-// writes the record, the code last; then every CTA is told to stop.
+// writes the record, the code last (a release: a host that acquires the code sees the rest); then every
+// CTA is told to stop.
 __device__ __forceinline__ void raise_device_error(Mailbox* mailbox, DeviceGlobals* globals, const DeviceErrorRecord& r) {
   if (atomicCAS(&globals->error_claimed, 0u, 1u) == 0) {
     volatile DeviceErrorRecord& out = mailbox->error;
@@ -209,8 +213,7 @@ __device__ __forceinline__ void raise_device_error(Mailbox* mailbox, DeviceGloba
     out.target = r.target;
     out.waited_ms = r.waited_ms;
     out.peer = r.peer;
-    __threadfence_system();
-    out.code = r.code;  // a host that sees the code sees the rest
+    ptx::store_release_system(const_cast<uint32_t*>(&out.code), r.code);
     __threadfence_system();
   }
   atomicExch(&globals->abort, 1u);
@@ -234,7 +237,7 @@ __device__ __forceinline__ bool mbarrier_wait(uint64_t* barrier, uint32_t parity
   for (uint32_t spins = 0;; ++spins) {
     if (ptx::mbarrier_try_wait_parity(barrier, parity)) return true;
     if ((spins & 63) != 63) continue;
-    if (*reinterpret_cast<const volatile uint32_t*>(&site.globals->abort)) return false;
+    if (kernel_aborted(site.globals)) return false;
     const uint64_t now = global_timer_ns();
     if (start == 0) {
       start = now;

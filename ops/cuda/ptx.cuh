@@ -80,6 +80,12 @@ __device__ __forceinline__ void store_release_system(uint32_t* p, uint32_t v) {
 __device__ __forceinline__ void store_release_system(unsigned long long* p, unsigned long long v) {
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+// A flag another CTA may set at any time (the kernel's abort flag), read afresh without ordering.
+__device__ __forceinline__ uint32_t load_relaxed_gpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 // A peer's data, read at system scope (never a stale cached copy).
 __device__ __forceinline__ float load_relaxed_system(const float* p) {
   float v;

@@ -171,6 +171,11 @@ struct StagedChain {
 // backend.
 TEST(CudaWatchdog, AStepStoppedWithWeightsInTheStagesLeavesTheDeviceUsable) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
+#if defined(__SANITIZE_THREAD__)
+  // 64 MiB of weights through the emulation under ThreadSanitizer outlast the 300 ms watchdog and the
+  // 10 s bound on the stop: the test is about time, which the sanitizer's slowdown takes away.
+  GTEST_SKIP() << "its time bounds do not hold under ThreadSanitizer";
+#endif
   const StagedChain chain;
   const int32_t token = 0;
   std::vector<std::vector<unsigned char>> host = chain.tensors;

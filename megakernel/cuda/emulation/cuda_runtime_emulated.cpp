@@ -77,7 +77,7 @@ bool device_side(const void* p, size_t bytes) {
 void release(const DeviceAllocation& a) { munmap(a.mapping, a.mapping_bytes); }
 cudaError_t sticky_error = cudaSuccess;
 thread_local cudaError_t last_error = cudaSuccess;
-int current_device = 0;
+thread_local int current_device = 0;  // per host thread, as the real runtime keeps it
 
 CUstream_st* stream_of(cudaStream_t stream) { return stream ? stream : &legacy_stream; }
 

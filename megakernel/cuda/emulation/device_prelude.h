@@ -78,49 +78,56 @@ inline T __ldcv(const T* p) {
   return *const_cast<const volatile T*>(p);  // a fresh read every time
 }
 
+// A fence, and a mark on the calling thread that its atomics until its next barrier release and acquire
+// (the fence-then-atomic pattern, written as ThreadSanitizer understands it: it does not model fences).
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  ::tilefire::emulation::note_fence();
+}
+inline void __threadfence_system() { __threadfence(); }
 inline void __nanosleep(unsigned) { ::tilefire::emulation::poll(); }
 [[noreturn]] inline void __trap() { ::tilefire::emulation::trap("__trap()"); }
 
-// An atomic read-modify-write of *p, then a note that another CTA polling for it may move on.
+// An atomic read-modify-write of *p (relaxed, as CUDA's are; acquire-release after a fence of this
+// thread's, see __threadfence), then a note that another CTA polling for it may move on.
 template <class T, class Operation>
 inline T device_atomic(T* p, Operation operation) {
   if (reinterpret_cast<uintptr_t>(p) % alignof(T) != 0) ::tilefire::emulation::trap("a misaligned atomic");
-  const T old = operation(std::atomic_ref<T>(*p));
+  const std::memory_order order = ::tilefire::emulation::fenced() ? std::memory_order_acq_rel : std::memory_order_relaxed;
+  const T old = operation(std::atomic_ref<T>(*p), order);
   ::tilefire::emulation::note_global_write();
   return old;
 }
 inline unsigned atomicAdd(unsigned* p, unsigned v) {
-  return device_atomic(p, [&](std::atomic_ref<unsigned> a) { return a.fetch_add(v, std::memory_order_relaxed); });
+  return device_atomic(p, [&](std::atomic_ref<unsigned> a, std::memory_order order) { return a.fetch_add(v, order); });
 }
 inline int atomicAdd(int* p, int v) {
-  return device_atomic(p, [&](std::atomic_ref<int> a) { return a.fetch_add(v, std::memory_order_relaxed); });
+  return device_atomic(p, [&](std::atomic_ref<int> a, std::memory_order order) { return a.fetch_add(v, order); });
 }
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
-  return device_atomic(p, [&](std::atomic_ref<unsigned long long> a) { return a.fetch_add(v, std::memory_order_relaxed); });
+  return device_atomic(p, [&](std::atomic_ref<unsigned long long> a, std::memory_order order) { return a.fetch_add(v, order); });
 }
 inline unsigned atomicExch(unsigned* p, unsigned v) {
-  return device_atomic(p, [&](std::atomic_ref<unsigned> a) { return a.exchange(v, std::memory_order_relaxed); });
+  return device_atomic(p, [&](std::atomic_ref<unsigned> a, std::memory_order order) { return a.exchange(v, order); });
 }
 inline unsigned long long atomicExch(unsigned long long* p, unsigned long long v) {
-  return device_atomic(p, [&](std::atomic_ref<unsigned long long> a) { return a.exchange(v, std::memory_order_relaxed); });
+  return device_atomic(p, [&](std::atomic_ref<unsigned long long> a, std::memory_order order) { return a.exchange(v, order); });
 }
 inline unsigned atomicCAS(unsigned* p, unsigned expected, unsigned desired) {
-  return device_atomic(p, [&](std::atomic_ref<unsigned> a) {
-    a.compare_exchange_strong(expected, desired, std::memory_order_relaxed);
+  return device_atomic(p, [&](std::atomic_ref<unsigned> a, std::memory_order order) {
+    a.compare_exchange_strong(expected, desired, order, std::memory_order_relaxed);
     return expected;  // the old value either way
   });
 }
 inline unsigned atomicOr(unsigned* p, unsigned v) {
-  return device_atomic(p, [&](std::atomic_ref<unsigned> a) { return a.fetch_or(v, std::memory_order_relaxed); });
+  return device_atomic(p, [&](std::atomic_ref<unsigned> a, std::memory_order order) { return a.fetch_or(v, order); });
 }
 template <class T>
 inline T atomic_max_of(T* p, T v) {
-  return device_atomic(p, [&](std::atomic_ref<T> a) {
+  return device_atomic(p, [&](std::atomic_ref<T> a, std::memory_order order) {
     T old = a.load(std::memory_order_relaxed);
-    while (old < v && !a.compare_exchange_weak(old, v, std::memory_order_relaxed)) {
+    while (old < v && !a.compare_exchange_weak(old, v, order, std::memory_order_relaxed)) {
     }
     return old;
   });

@@ -20,6 +20,12 @@
 #if !defined(__x86_64__)
 #include <ucontext.h>
 #endif
+// Under ThreadSanitizer every fiber is announced to it, and each switch synchronises the two fibers
+// (they are one CTA's threads: their order is the barriers', which the switches follow).
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define TILEFIRE_TSAN_FIBERS 1
+#endif
 
 namespace tilefire::emulation {
 
@@ -108,10 +114,14 @@ tilefire_emulation_fiber_start:
 
 struct Context {
   void* stack_pointer = nullptr;
+  void* tsan_fiber = nullptr;
 };
 
 // A fresh context that calls entry(argument) on `stack` when first resumed.
 void make_context(Context& context, unsigned char* stack, void (*entry)(void*), void* argument) {
+#if TILEFIRE_TSAN_FIBERS
+  context.tsan_fiber = __tsan_create_fiber(0);
+#endif
   auto* top = reinterpret_cast<uint64_t*>(reinterpret_cast<uintptr_t>(stack + kStackBytes) & ~uintptr_t(15));
   uint64_t* sp = top - 10;  // 16-byte aligned: after the pops and the ret, rsp = top - 16
   uint32_t mxcsr = 0;
@@ -128,20 +138,51 @@ void make_context(Context& context, unsigned char* stack, void (*entry)(void*), 
   sp[7] = reinterpret_cast<uint64_t>(&tilefire_emulation_fiber_start);
   context.stack_pointer = sp;
 }
-void switch_context(Context& from, Context& to) { tilefire_emulation_switch(&from.stack_pointer, to.stack_pointer); }
+void switch_context(Context& from, Context& to) {
+#if TILEFIRE_TSAN_FIBERS
+  __tsan_switch_to_fiber(to.tsan_fiber, 0);
+#endif
+  tilefire_emulation_switch(&from.stack_pointer, to.stack_pointer);
+}
 #else
 struct Context {
   ucontext_t context{};
+  void* tsan_fiber = nullptr;
 };
 void make_context(Context& context, unsigned char* stack, void (*entry)(void*), void* argument) {
+#if TILEFIRE_TSAN_FIBERS
+  context.tsan_fiber = __tsan_create_fiber(0);
+#endif
   getcontext(&context.context);
   context.context.uc_stack.ss_sp = stack;
   context.context.uc_stack.ss_size = kStackBytes;
   context.context.uc_link = nullptr;
   makecontext(&context.context, reinterpret_cast<void (*)()>(entry), 1, argument);
 }
-void switch_context(Context& from, Context& to) { swapcontext(&from.context, &to.context); }
+void switch_context(Context& from, Context& to) {
+#if TILEFIRE_TSAN_FIBERS
+  __tsan_switch_to_fiber(to.tsan_fiber, 0);
 #endif
+  swapcontext(&from.context, &to.context);
+}
+#endif
+
+// The context the calling OS thread runs in, as the scheduler's (a fiber switches back to it).
+void adopt_current_context(Context& context) {
+#if TILEFIRE_TSAN_FIBERS
+  context.tsan_fiber = __tsan_get_current_fiber();
+#else
+  (void)context;
+#endif
+}
+void destroy_context(Context& context) {
+#if TILEFIRE_TSAN_FIBERS
+  if (context.tsan_fiber) __tsan_destroy_fiber(context.tsan_fiber);
+  context.tsan_fiber = nullptr;
+#else
+  (void)context;
+#endif
+}
 
 // Thrown in a fiber to unwind it when its grid has trapped; caught at the fiber's entry.
 struct KernelUnwind {};
@@ -244,6 +285,7 @@ struct Fiber {
   uint32_t wait_value = 0;
   const char* waiting_at = "";  // for the deadlock message
   uint32_t collectives = 0;     // warp collectives this lane has entered
+  bool fenced = false;          // a fence since this thread's last barrier (device_prelude.h, __threadfence)
 };
 
 struct Barrier {  // bar.sync
@@ -333,6 +375,7 @@ class Cta {
       trap("bar.sync " + std::to_string(id) + " reached with " + std::to_string(threads) + " threads while others wait for " +
            std::to_string(b.expected));
     }
+    current_->fenced = false;
     const uint32_t generation = b.generation;
     if (++b.arrived == threads) {
       b.arrived = 0;
@@ -538,6 +581,7 @@ std::string Cta::deadlock_message() const {
 
 void Cta::run() {
   t_cta = this;
+  adopt_current_context(scheduler_);
   fibers_.resize(threads_);
   const dim3& b = grid_.block();
   for (uint32_t i = 0; i < threads_; ++i) {
@@ -578,7 +622,10 @@ void Cta::run() {
     grid_.record_trap("CTA (" + std::to_string(block_index_.x) + ", " + std::to_string(block_index_.y) + ", " +
                       std::to_string(block_index_.z) + ") exited with " + std::to_string(copies_.size()) +
                       " bulk copies still landing in its shared memory");
-  for (Fiber& f : fibers_) stack_pool().give_back(f.stack);
+  for (Fiber& f : fibers_) {
+    destroy_context(f.context);
+    stack_pool().give_back(f.stack);
+  }
   t_cta = nullptr;
 }
 
@@ -695,6 +742,8 @@ const uint32_t* warp_collective(Collective kind, uint32_t mask, const uint32_t* 
 }
 void poll() { cta().poll(); }
 void note_global_write() { global_writes().note(); }
+void note_fence() { cta().current().fenced = true; }
+bool fenced() { return cta().current().fenced; }
 void trap(const std::string& why) { cta().trap(why); }
 uint64_t global_timer_ns() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());

@@ -121,6 +121,8 @@ enum class Collective : uint32_t { syncwarp = 1, shuffle, vote, mma };
 const uint32_t* warp_collective(Collective kind, uint32_t mask, const uint32_t* words, uint32_t count);
 void poll();  // a spin loop's iteration: the CTA's other threads run
 void note_global_write();  // an atomic or a release store another CTA may be polling for
+void note_fence();         // the calling thread fenced: its atomics until its next barrier are acq_rel
+bool fenced();
 [[noreturn]] void trap(const std::string& why);
 uint64_t global_timer_ns();
 

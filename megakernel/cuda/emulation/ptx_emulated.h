@@ -57,6 +57,9 @@ inline unsigned long long load_acquire_system(const unsigned long long* p) { ret
 inline void store_release_gpu(unsigned long long* p, unsigned long long v) { detail::release(p, v, "st.release.gpu.u64"); }
 inline void store_release_system(uint32_t* p, uint32_t v) { detail::release(p, v, "st.release.sys.u32"); }
 inline void store_release_system(unsigned long long* p, unsigned long long v) { detail::release(p, v, "st.release.sys.u64"); }
+inline uint32_t load_relaxed_gpu(const uint32_t* p) {
+  return detail::aligned_atomic(p, "ld.relaxed.gpu.u32").load(std::memory_order_relaxed);
+}
 inline float load_relaxed_system(const float* p) {
   return detail::aligned_atomic(p, "ld.relaxed.sys.f32").load(std::memory_order_relaxed);
 }
