@@ -96,13 +96,29 @@ __global__ void read_past_the_end_kernel(const float* buffer, uint32_t count, fl
   if (threadIdx.x == 0) out[0] = buffer[count + 64];  // past the 256-byte rounding, into the guard page
 }
 
+// CTA 1 writes `data`, then signals `flag` (after a fence when `fenced`); CTA 0 waits for the flag with
+// an acquire load and copies the data to `out`: the megakernel's signal-and-wait between CTAs in small.
+__global__ void signal_between_ctas_kernel(float* data, uint32_t* flag, float* out, uint32_t fenced) {
+  if (threadIdx.x != 0) return;
+  if (blockIdx.x == 1) {
+    for (uint32_t i = 0; i < 16; ++i) data[i] = float(i) * 0.5f;
+    if (fenced) __threadfence();
+    atomicAdd(flag, 1u);
+  } else {
+    while (tilefire::device::ptx::load_acquire_gpu(flag) == 0) {
+    }
+    for (uint32_t i = 0; i < 16; ++i) out[i] = data[i];
+  }
+}
+
 const bool registered = tilefire::emulation::register_kernel_function<&shuffle_and_vote_kernel>(0) &&
                         tilefire::emulation::register_kernel_function<&mma_kernel>(0) &&
                         tilefire::emulation::register_kernel_function<&bulk_copy_kernel>(8) &&
                         tilefire::emulation::register_kernel_function<&misaligned_bulk_copy_kernel>(8) &&
                         tilefire::emulation::register_kernel_function<&deadlock_kernel>(0) &&
                         tilefire::emulation::register_kernel_function<&divergent_collective_kernel>(0) &&
-                        tilefire::emulation::register_kernel_function<&read_past_the_end_kernel>(0);
+                        tilefire::emulation::register_kernel_function<&read_past_the_end_kernel>(0) &&
+                        tilefire::emulation::register_kernel_function<&signal_between_ctas_kernel>(0);
 
 // --- host side -------------------------------------------------------------------------------------
 
@@ -121,12 +137,16 @@ std::vector<T> host_copy(const T* device, size_t count) {
 }
 
 template <class... Args>
-cudaError_t run(void (*kernel)(Args...), uint32_t threads, size_t dynamic_shared, Args... args) {
+cudaError_t run_grid(void (*kernel)(Args...), uint32_t ctas, uint32_t threads, size_t dynamic_shared, Args... args) {
   void* arguments[] = {&args..., nullptr};
-  const cudaError_t launched = cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(1), dim3(threads), arguments,
-                                                dynamic_shared, nullptr);
+  const cudaError_t launched = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(ctas), dim3(threads),
+                                                           arguments, dynamic_shared, nullptr);
   if (launched != cudaSuccess) return launched;
   return cudaDeviceSynchronize();
+}
+template <class... Args>
+cudaError_t run(void (*kernel)(Args...), uint32_t threads, size_t dynamic_shared, Args... args) {
+  return run_grid(kernel, 1, threads, dynamic_shared, args...);
 }
 
 // A fault fails the launch with cudaErrorLaunchFailure, sticky as on a GPU until the device is reset.
@@ -221,6 +241,25 @@ TEST(CudaEmulation, AccessPastAnAllocationIsCaught) {
   EXPECT_EQ(cudaMemcpy(small, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), cudaErrorInvalidValue);
   EXPECT_EQ(cudaMemcpy(host.data(), small + 32, 32 * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(cudaFree(small), cudaSuccess);
+}
+
+// A signal between CTAs carries the data written before it when a fence precedes it; under
+// ThreadSanitizer (scripts/test's tsan build) the same signal without the fence is a reported race,
+// which is how that build checks the megakernel's signals.
+TEST(CudaEmulation, ASignalBetweenCtasCarriesTheDataAFenceOrdersBeforeIt) {
+  const auto signal = [](uint32_t fenced) {
+    float* data = device_copy(std::vector<float>(16, 0.0f));
+    uint32_t* flag = device_copy(std::vector<uint32_t>(1, 0));
+    float* out = device_copy(std::vector<float>(16, 0.0f));
+    EXPECT_EQ(run_grid(&signal_between_ctas_kernel, 2, 32, 0, data, flag, out, fenced), cudaSuccess);
+    return host_copy(out, 16);
+  };
+  const std::vector<float> got = signal(1);
+  for (uint32_t i = 0; i < 16; ++i) EXPECT_EQ(got[i], float(i) * 0.5f) << i;
+#if defined(__SANITIZE_THREAD__)
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(signal(0), "ThreadSanitizer: data race");
+#endif
 }
 
 }  // namespace

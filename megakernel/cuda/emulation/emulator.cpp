@@ -25,6 +25,15 @@
 #if defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>
 #define TILEFIRE_TSAN_FIBERS 1
+// The emulation's own wake-ups between CTAs must not order the CTAs' memory for TSan: a kernel whose
+// signal lacks its fence would pass through them. (libtsan's dynamic annotations.)
+extern "C" void AnnotateIgnoreSyncBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreSyncEnd(const char* file, int line);
+#define TILEFIRE_IGNORE_SYNC_BEGIN() AnnotateIgnoreSyncBegin(__FILE__, __LINE__)
+#define TILEFIRE_IGNORE_SYNC_END() AnnotateIgnoreSyncEnd(__FILE__, __LINE__)
+#else
+#define TILEFIRE_IGNORE_SYNC_BEGIN()
+#define TILEFIRE_IGNORE_SYNC_END()
 #endif
 
 namespace tilefire::emulation {
@@ -193,20 +202,29 @@ struct KernelUnwind {};
 class GlobalWrites {
  public:
   void note() {
+    TILEFIRE_IGNORE_SYNC_BEGIN();
     epoch_.fetch_add(1, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
       std::lock_guard lock(mutex_);
       changed_.notify_all();
     }
+    TILEFIRE_IGNORE_SYNC_END();
   }
-  uint64_t epoch() const { return epoch_.load(std::memory_order_seq_cst); }
+  uint64_t epoch() const {
+    TILEFIRE_IGNORE_SYNC_BEGIN();
+    const uint64_t e = epoch_.load(std::memory_order_seq_cst);
+    TILEFIRE_IGNORE_SYNC_END();
+    return e;
+  }
   void sleep_while(uint64_t seen) {
+    TILEFIRE_IGNORE_SYNC_BEGIN();
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
     {
       std::unique_lock lock(mutex_);
-      changed_.wait_for(lock, std::chrono::milliseconds(1), [&] { return epoch() != seen; });
+      changed_.wait_for(lock, std::chrono::milliseconds(1), [&] { return epoch_.load(std::memory_order_seq_cst) != seen; });
     }
     sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+    TILEFIRE_IGNORE_SYNC_END();
   }
 
  private:
