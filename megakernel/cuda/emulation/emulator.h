@@ -17,8 +17,8 @@
 //    lands as late as it may, when a thread waits on its mbarrier (or every thread of the CTA waits),
 //    and the bytes it will write read as NaN until then, so a tile that reads a stage before waiting
 //    for it fails its comparison; a CTA that exits with copies still landing is a fault;
-//  - shared memory (dynamic and static) and device allocations start filled with 0xff bytes (NaN as
-//    f32 and bf16), so a read of memory nobody wrote is seen;
+//  - dynamic shared memory and device allocations start filled with 0xff bytes (NaN as f32 and bf16),
+//    so a read of memory nobody wrote is seen (static __shared__ variables start as zeros);
 //  - a CTA whose every live thread waits at a barrier or collective no other thread can reach is a
 //    deadlock: the kernel stops with a message naming the CTA, and the launch fails, as a trap does.
 // It checks what the device code does, not how fast: nothing timed here says anything about a GPU.
