@@ -319,7 +319,7 @@ __device__ __forceinline__ void gemv_task_rows(DeviceTileContext& ctx, uint32_t 
       }
     }
     __syncwarp();
-    #if TILEFIRE_DEVICE_SM90
+#if TILEFIRE_DEVICE_SM90
     if (lane == 0) ptx::mbarrier_arrive(ctx.ring.empty + stage);
 #endif
     return true;
