@@ -102,4 +102,13 @@ std::string message_of(const std::function<void()>& action) {
   return "";
 }
 
+// The two largest logits are further apart than `margin`; when they are not, a greedy choice may flip on
+// rounding, so tests compare greedy tokens only where this holds. False for fewer than two logits.
+inline bool clear_winner(const std::vector<float>& logits, float margin) {
+  if (logits.size() < 2) return false;
+  std::vector<float> top(logits);
+  std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
+  return top[0] - top[1] > margin;
+}
+
 }  // namespace tilefire::testing

@@ -39,13 +39,6 @@ Trajectory run_trajectory(Engine& engine, const std::vector<int32_t>& prompt, ui
   return t;
 }
 
-// The two largest logits are further apart than `margin` (else a greedy choice may flip on rounding).
-bool clear_winner(const std::vector<float>& logits, float margin) {
-  std::vector<float> top(logits);
-  std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
-  return top[0] - top[1] > margin;
-}
-
 void expect_close_to_cpu(const Trajectory& cuda, const Trajectory& cpu, double tolerance) {
   ASSERT_EQ(cuda.logits.size(), cpu.logits.size());
   for (size_t s = 0; s < cpu.logits.size(); ++s) {

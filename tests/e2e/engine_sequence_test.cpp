@@ -26,7 +26,7 @@ namespace {
 
 // The reference's greedy token when it wins by a clear margin (1e-3 of the largest logit), else -1:
 // within the engine's 1e-4 tolerance two near-equal logits may rank either way.
-int32_t clear_winner(const std::vector<double>& logits) {
+int32_t clear_greedy_token(const std::vector<double>& logits) {
   std::vector<size_t> order(logits.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::partial_sort(order.begin(), order.begin() + 2, order.end(), [&](size_t a, size_t b) { return logits[a] > logits[b]; });
@@ -93,7 +93,7 @@ TEST_P(EngineSequences, FollowTheReferenceThroughRandomCalls) {
       reference.rewind(expected_reuse);
       std::vector<double> logits = reference.forward(std::vector<int32_t>(request.prompt.begin() + expected_reuse, request.prompt.end()));
       for (size_t i = 0; i < result.tokens.size(); ++i) {
-        const int32_t expected = clear_winner(logits);
+        const int32_t expected = clear_greedy_token(logits);
         if (expected < 0) break;  // a near tie: the two may go different ways from here
         EXPECT_EQ(result.tokens[i], expected) << what << ", token " << i;
         if (result.tokens[i] != expected) break;
@@ -124,7 +124,7 @@ TEST_P(EngineSequences, FollowTheReferenceThroughRandomCalls) {
         EXPECT_THROW(greedy ? (void)engine.decode_greedy(token) : (void)engine.decode(token), InputError) << what << " past the context";
       } else if (greedy) {
         const int32_t got = engine.decode_greedy(token);
-        const int32_t expected = clear_winner(reference.forward({token}));
+        const int32_t expected = clear_greedy_token(reference.forward({token}));
         if (expected >= 0) EXPECT_EQ(got, expected) << what;
         ++position;
         fed.push_back(token);
@@ -177,7 +177,7 @@ TEST_P(EngineSequences, FollowTheReferenceThroughRandomCalls) {
             if (k > 0) EXPECT_LE(reported.probability, result.logprobs[i][k - 1].probability) << what;
           }
         }
-        const int32_t expected = clear_winner(logits);
+        const int32_t expected = clear_greedy_token(logits);
         if (!sampled && expected >= 0) EXPECT_EQ(token, expected) << what;
         if (!sampled && token != expected) break;  // a near tie: the two may go different ways from here
         logits = reference.forward({token});  // a sampled token is followed as it came

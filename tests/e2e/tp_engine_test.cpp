@@ -33,12 +33,6 @@ Trajectory run_trajectory(Engine& engine, uint32_t prompt_length, uint32_t steps
   return t;
 }
 
-bool clear_winner(const std::vector<float>& logits, float margin) {
-  std::vector<float> top(logits);
-  std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
-  return top[0] - top[1] > margin;
-}
-
 EngineOptions preset_options(const std::string& preset, uint32_t tp) {
   EngineOptions o;
   o.preset = preset;
