@@ -235,7 +235,7 @@ TEST(CudaEmulation, AccessPastAnAllocationIsCaught) {
         float* out = device_copy(std::vector<float>(1, 0.0f));
         run(&read_past_the_end_kernel, 32, 0, buffer, 64u, out);
       },
-      "");
+      "device code accessed 0x[0-9a-f]+, byte 256 past the end of the 256-byte device allocation at 0x[0-9a-f]+");
   float* small = device_copy(std::vector<float>(64, 1.0f));
   std::vector<float> host(1000, 0.0f);
   EXPECT_EQ(cudaMemcpy(small, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), cudaErrorInvalidValue);

@@ -8,7 +8,8 @@
 //  - work on a stream waits for the grid launched before it on that stream; cudaFree and
 //    cudaDeviceSynchronize wait for every grid (a resident kernel that never stops makes them wait for
 //    ever, as on a GPU);
-//  - device allocations end at an inaccessible page (a kernel that runs past one faults), and copies
+//  - device allocations end at an inaccessible page (a kernel that runs past one faults, with a line
+//    naming the allocation: guard_pages.h), and copies
 //    and memsets must stay inside allocations (or mapped host memory) on their device side;
 //  - a grid that traps (__trap, or a fault the emulator finds) fails its stream with
 //    cudaErrorLaunchFailure, and, as on a GPU, every later call fails with it too (a sticky error),
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "megakernel/cuda/emulation/emulator.h"
+#include "megakernel/cuda/emulation/guard_pages.h"
 
 struct CUstream_st {
   bool non_blocking = false;
@@ -74,7 +76,15 @@ bool device_side(const void* p, size_t bytes) {
          inside(host_allocations, p, bytes, [](size_t n) { return n; });
 }
 
-void release(const DeviceAllocation& a) { munmap(a.mapping, a.mapping_bytes); }
+// The inaccessible page at the end of an allocation's mapping.
+const unsigned char* guard_page_of(const DeviceAllocation& a) {
+  return static_cast<const unsigned char*>(a.mapping) + a.mapping_bytes - size_t(sysconf(_SC_PAGESIZE));
+}
+
+void release(const DeviceAllocation& a) {
+  tilefire::emulation::unwatch_guard_page(guard_page_of(a));
+  munmap(a.mapping, a.mapping_bytes);
+}
 cudaError_t sticky_error = cudaSuccess;
 thread_local cudaError_t last_error = cudaSuccess;
 thread_local int current_device = 0;  // per host thread, as the real runtime keeps it
@@ -256,6 +266,7 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   mprotect(guard, page, PROT_NONE);
   unsigned char* p = guard - a.bytes;  // 256-byte aligned: the guard is page aligned
   std::memset(p, 0xff, a.bytes);  // uninitialised device memory reads as NaN
+  tilefire::emulation::watch_guard_page(guard, page, p, a.bytes);  // a fault there names the allocation
   std::lock_guard lock(runtime_mutex);
   device_allocations[reinterpret_cast<uintptr_t>(p)] = a;
   *pointer = p;
