@@ -310,6 +310,10 @@ uint32_t Engine::threads() const {
 uint32_t Engine::tensor_parallel_ranks() const { return impl_->tp; }
 uint32_t Engine::tensor_parallel_rank() const { return impl_->process_group ? impl_->rank_engines[0]->rank : 0; }
 bool Engine::ranks_are_processes() const { return impl_->process_group != nullptr; }
+bool launched_as_one_of_several_ranks() {
+  const std::optional<Bootstrap> boot = bootstrap_from_environment();
+  return boot && boot->ranks > 1;
+}
 std::string Engine::device_name() const {
   const CudaExecutor* cuda = impl_->first_cuda_executor();
   return cuda ? cuda->device_name() : "cpu";

@@ -115,12 +115,13 @@ int chat_command(int argc, char** argv) {
   request.reuse_prefix = true;
   const bool json = args.has("--json"), stats = args.has("--stats");
 
-  Engine engine(options);
-  // Every rank must run each turn's prompt, and a launcher gives standard input to rank 0 alone.
-  if (engine.ranks_are_processes())
+  // Every rank must run each turn's prompt, and a launcher gives standard input to rank 0 alone. Refused
+  // before the model loads and the ranks meet, so a lone rank is refused at once too.
+  if (options.tp > 1 && launched_as_one_of_several_ranks())
     throw InputError(command + ": --tp " + std::to_string(options.tp) + " with one rank per process (mpirun, or RANK and WORLD_SIZE): "
                      "standard input reaches rank 0 only, and every rank must run each message. Run chat without a "
                      "launcher, and --tp runs the ranks in this process; or use tilefire run with --chat or --messages");
+  Engine engine(options);
   const ModelInfo& model = engine.model();
   if (!json)
     print("model: " + model.origin + " (" + model.architecture + ", " + model.dtype + ", " + std::to_string(model.layers) +

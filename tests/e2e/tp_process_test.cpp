@@ -232,7 +232,8 @@ TEST(TensorParallelProcesses, ARankKilledMidGenerationIsNamed) {
 }
 
 // tilefire chat reads its messages from standard input, which a launcher gives to rank 0 alone: with one
-// rank per process it is refused, by every rank, saying why.
+// rank per process it is refused, by every rank, saying why; before the model loads and the ranks meet,
+// so a rank whose peer never starts is refused at once, not after the rendezvous times out.
 TEST(TensorParallelProcesses, ChatWithProcessRanksIsRefused) {
   TempDir dir("tp-chat");
   const std::filesystem::path model = gen_tiny_model(dir, "tiny-chat");
@@ -245,6 +246,11 @@ TEST(TensorParallelProcesses, ChatWithProcessRanksIsRefused) {
     EXPECT_EQ(results[rank].status, 2) << "rank " << rank << ": " << results[rank].err;
     EXPECT_NE(results[rank].err.find("standard input reaches rank 0 only"), std::string::npos) << results[rank].err;
   }
+  const auto start = std::chrono::steady_clock::now();
+  const auto alone = run_ranks(dir, rank_command(0, 2, meet + "-alone", with(args, {"--tp-timeout-ms", "60000"})), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << "a lone rank waited for its peer";
+  EXPECT_EQ(alone[0].status, 2) << alone[0].err;
+  EXPECT_NE(alone[0].err.find("standard input reaches rank 0 only"), std::string::npos) << alone[0].err;
 }
 
 // Ranks started by a launcher without --tp: each would run the whole model alone, so the command is

@@ -171,6 +171,10 @@ class Engine {
 void write_random_model(const std::string& preset, const std::string& folder, const std::string& dtype,
                         uint64_t seed, uint64_t max_shard_bytes = 0);
 std::vector<std::string> preset_names();
+// Whether a launcher started this process as one of several ranks (mpirun's variables, or RANK,
+// WORLD_SIZE and TILEFIRE_RENDEZVOUS): an Engine with tp > 1 made here holds this process's rank only
+// (ranks_are_processes()). Known before any model is loaded; InputError names a malformed variable.
+bool launched_as_one_of_several_ranks();
 // Placement policies as --policy names them, the default first; and a line describing each.
 std::vector<std::pair<std::string, std::string>> placement_policies();
 
