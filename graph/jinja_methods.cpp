@@ -9,6 +9,15 @@
 
 namespace tilefire::jinja {
 
+void expect_argument_count(const Arguments& args, const KeywordArguments& kwargs, size_t least, size_t most, const std::string& method) {
+  if (!kwargs.empty()) throw ValueError(method + "() takes no keyword arguments here");
+  if (args.size() >= least && args.size() <= most) return;
+  const std::string count = least == most ? std::to_string(most)
+                            : least == 0  ? "at most " + std::to_string(most)
+                                          : std::to_string(least) + " to " + std::to_string(most);
+  throw ValueError(method + "() takes " + count + (most == 1 ? " argument" : " arguments"));
+}
+
 List iterate(const Value& value) {
   switch (value.type) {
     case Value::Type::undefined: return {};
@@ -113,11 +122,6 @@ const std::string& string_argument(const Arguments& args, size_t i, const char* 
   return args[i].text;
 }
 
-void expect_arguments(const Arguments& args, const KeywordArguments& kwargs, size_t most, const char* method) {
-  if (args.size() > most) throw ValueError(std::string(method) + "() takes at most " + std::to_string(most) + " arguments");
-  if (!kwargs.empty()) throw ValueError(std::string(method) + "() takes no keyword arguments here");
-}
-
 std::vector<std::string> split(const std::string& text, const Value* separator, int64_t max_splits) {
   std::vector<std::string> parts;
   if (!separator || separator->is_none()) {  // runs of white space, no empty parts
@@ -173,7 +177,7 @@ Value string_method(const std::string& text, const std::string& name) {
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     const bool left = name != "rstrip", right = name != "lstrip";
     return method([text, left, right](Args args, Kwargs kwargs) {
-      expect_arguments(args, kwargs, 1, "strip");
+      expect_argument_count(args, kwargs, 0, 1, "strip");
       if (!args.empty() && !args[0].is_none() && !args[0].is_string()) throw ValueError("strip arg must be None or str");
       return Value::of(strip(text, args.empty() || args[0].is_none() ? nullptr : &args[0].text, left, right));
     });
@@ -182,7 +186,7 @@ Value string_method(const std::string& text, const std::string& name) {
     const bool starts = name == "startswith";
     return method([text, starts](Args args, Kwargs kwargs) {
       const char* name = starts ? "startswith" : "endswith";
-      expect_arguments(args, kwargs, 3, name);
+      expect_argument_count(args, kwargs, 0, 3, name);
       if (args.empty()) throw ValueError("startswith() and endswith() take one argument");
       if (args.size() == 1) return Value::of(starts_or_ends(text, args[0], starts, name));
       // text[start:end], as Python bounds it (a start past the end matches nothing, "" included).
@@ -207,7 +211,7 @@ Value string_method(const std::string& text, const std::string& name) {
   }
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
     return method([text, name](Args args, Kwargs kwargs) {
-      expect_arguments(args, kwargs, 0, name.c_str());
+      expect_argument_count(args, kwargs, 0, 0, name.c_str());
       require_ascii_case(text, name.c_str());
       std::string out = text;
       for (size_t i = 0; i < out.size(); ++i) {
@@ -221,7 +225,7 @@ Value string_method(const std::string& text, const std::string& name) {
   }
   if (name == "replace") {
     return method([text](Args args, Kwargs kwargs) {
-      expect_arguments(args, kwargs, 3, "replace");
+      expect_argument_count(args, kwargs, 0, 3, "replace");
       const std::string& old = string_argument(args, 0, "replace");
       const std::string& replacement = string_argument(args, 1, "replace");
       if (args.size() > 2 && !args[2].is_integral()) throw ValueError("replace() takes an integer count");
@@ -253,7 +257,7 @@ Value string_method(const std::string& text, const std::string& name) {
     const bool find = name == "find";
     return method([text, find](Args args, Kwargs kwargs) {
       // str.find(sub[, start[, end]]) and str.count: positions in code points, bounds as a slice's.
-      expect_arguments(args, kwargs, 3, find ? "find" : "count");
+      expect_argument_count(args, kwargs, 0, 3, find ? "find" : "count");
       const std::u32string haystack = code_points(text);
       const std::u32string needle = code_points(string_argument(args, 0, find ? "find" : "count"));
       const int64_t n = int64_t(haystack.size());
@@ -273,7 +277,7 @@ Value string_method(const std::string& text, const std::string& name) {
   }
   if (name == "join") {
     return method([text](Args args, Kwargs kwargs) {
-      expect_arguments(args, kwargs, 1, "join");
+      expect_argument_count(args, kwargs, 0, 1, "join");
       if (args.empty()) throw ValueError("join() takes one argument");
       std::string out;
       const List items = iterate(args[0]);
@@ -293,7 +297,7 @@ Value dict_method(const std::shared_ptr<Dict>& dict, const std::string& name) {
   using Kwargs = const KeywordArguments&;
   if (name == "items" || name == "keys" || name == "values") {
     return Value::of_function("dict." + name, [dict, name](Args args, Kwargs kwargs) {
-      expect_arguments(args, kwargs, 0, name.c_str());
+      expect_argument_count(args, kwargs, 0, 0, name.c_str());
       List out;
       for (const auto& [key, value] : dict->entries) {
         if (name == "items") out.push_back(Value::of(List{Value::of(key), value}, Value::Type::tuple));
@@ -304,7 +308,7 @@ Value dict_method(const std::shared_ptr<Dict>& dict, const std::string& name) {
   }
   if (name == "get") {
     return Value::of_function("dict.get", [dict](Args args, Kwargs kwargs) {
-      expect_arguments(args, kwargs, 2, "get");
+      expect_argument_count(args, kwargs, 0, 2, "get");
       if (args.empty()) throw ValueError("get() takes a key");
       require_hashable(args[0]);
       const Value* found = args[0].is_string() ? dict->find(args[0].text) : nullptr;
@@ -313,7 +317,7 @@ Value dict_method(const std::shared_ptr<Dict>& dict, const std::string& name) {
   }
   if (name == "copy") {  // the sandbox's dicts do not change: a copy is the same dict
     return Value::of_function("dict.copy", [dict](Args args, Kwargs kwargs) {
-      expect_arguments(args, kwargs, 0, "copy");
+      expect_argument_count(args, kwargs, 0, 0, "copy");
       return Value::of(dict);
     });
   }
@@ -502,7 +506,7 @@ Value global_function(const std::string& name, const std::tm& now, std::vector<s
   }
   if (name == "strftime_now") {
     return Value::of_function("strftime_now", [now](Args args, Kwargs kwargs) {
-      expect_arguments(args, kwargs, 1, "strftime_now");
+      expect_argument_count(args, kwargs, 0, 1, "strftime_now");
       // Python's datetime.strftime handles %z, %Z and %f itself: the offset and zone of transformers'
       // naive datetime.now() are empty; its microseconds Tilefire does not have.
       std::string format;

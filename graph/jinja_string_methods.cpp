@@ -14,12 +14,6 @@ namespace {
 using Args = const Arguments&;
 using Kwargs = const KeywordArguments&;
 
-void expect_count(Args args, Kwargs kwargs, size_t least, size_t most, const std::string& method) {
-  if (!kwargs.empty()) throw ValueError(method + "() takes no keyword arguments here");
-  if (args.size() < least || args.size() > most)
-    throw ValueError(method + "() takes " + (least == most ? std::to_string(least) : std::to_string(least) + " to " + std::to_string(most)) + " arguments");
-}
-
 const std::string& text_argument(Args args, size_t i, const std::string& method) {
   if (!args[i].is_string()) throw ValueError(method + "() argument must be str, not " + type_name(args[i]));
   return args[i].text;
@@ -109,7 +103,7 @@ int64_t locate(const std::u32string& text, Args args, bool from_right) {
 
 // center, ljust, rjust: padded to `width` code points with one fill character.
 Value justify(const std::u32string& text, Args args, Kwargs kwargs, const std::string& method) {
-  expect_count(args, kwargs, 1, 2, method);
+  expect_argument_count(args, kwargs, 1, 2, method);
   const int64_t width = integer_argument(args, 0, method);
   if (width > int64_t(kMaxStringBytes)) throw ValueError(method + "()'s width makes a string past 64 MiB");
   char32_t fill = U' ';
@@ -186,7 +180,7 @@ Value more_string_methods(const std::string& text, const std::string& name) {
   if (name == "partition" || name == "rpartition") {
     const bool right = name == "rpartition";
     return method([text, right, name](Args args, Kwargs kwargs) {
-      expect_count(args, kwargs, 1, 1, name);
+      expect_argument_count(args, kwargs, 1, 1, name);
       const std::string& sep = text_argument(args, 0, name);
       if (sep.empty()) throw ValueError("empty separator");
       const size_t at = right ? text.rfind(sep) : text.find(sep);  // UTF-8 finds whole characters
@@ -199,7 +193,7 @@ Value more_string_methods(const std::string& text, const std::string& name) {
   if (name == "removeprefix" || name == "removesuffix") {
     const bool prefix = name == "removeprefix";
     return method([text, prefix, name](Args args, Kwargs kwargs) {
-      expect_count(args, kwargs, 1, 1, name);
+      expect_argument_count(args, kwargs, 1, 1, name);
       const std::string& affix = text_argument(args, 0, name);
       if (prefix && text.compare(0, affix.size(), affix) == 0) return Value::of(text.substr(affix.size()));
       if (!prefix && affix.size() <= text.size() && text.compare(text.size() - affix.size(), affix.size(), affix) == 0 && !affix.empty())
@@ -209,7 +203,7 @@ Value more_string_methods(const std::string& text, const std::string& name) {
   }
   if (name == "rfind" || name == "index" || name == "rindex") {
     return method([text, name](Args args, Kwargs kwargs) {
-      expect_count(args, kwargs, 1, 3, name);
+      expect_argument_count(args, kwargs, 1, 3, name);
       const int64_t at = locate(code_points(text), args, name != "index");
       if (at < 0 && name != "rfind") throw ValueError("substring not found");
       return Value::of(at);
@@ -220,7 +214,7 @@ Value more_string_methods(const std::string& text, const std::string& name) {
   }
   if (name == "zfill") {
     return method([text](Args args, Kwargs kwargs) {
-      expect_count(args, kwargs, 1, 1, "zfill");
+      expect_argument_count(args, kwargs, 1, 1, "zfill");
       std::u32string points = code_points(text);
       const int64_t width = integer_argument(args, 0, "zfill");
       if (width > int64_t(kMaxStringBytes)) throw ValueError("zfill()'s width makes a string past 64 MiB");
@@ -232,7 +226,7 @@ Value more_string_methods(const std::string& text, const std::string& name) {
   }
   if (name == "swapcase" || name == "casefold") {
     return method([text, name](Args args, Kwargs kwargs) {
-      expect_count(args, kwargs, 0, 0, name);
+      expect_argument_count(args, kwargs, 0, 0, name);
       require_ascii_case(text, name.c_str());
       std::string out = text;
       for (char& c : out) {
@@ -245,7 +239,7 @@ Value more_string_methods(const std::string& text, const std::string& name) {
   if (name == "isalpha" || name == "isspace" || name == "isalnum" || name == "isdigit" || name == "isdecimal" || name == "isnumeric" ||
       name == "islower" || name == "isupper") {
     return method([text, name](Args args, Kwargs kwargs) {
-      expect_count(args, kwargs, 0, 0, name);
+      expect_argument_count(args, kwargs, 0, 0, name);
       const std::u32string points = code_points(text);
       if (name == "isalpha") return Value::of(all_of_text(points, name, unicode::is_letter, false, false));
       if (name == "isspace") return Value::of(all_of_text(points, name, is_python_space, false, false));

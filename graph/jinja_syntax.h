@@ -141,6 +141,9 @@ const Test* find_test(std::string_view name);
 Value method_of(const Value& object, const std::string& name);
 // The less common string methods (graph/jinja_string_methods.cpp); undefined for another name.
 Value more_string_methods(const std::string& text, const std::string& name);
+// A method's call takes no keyword arguments and `least` to `most` positional ones; ValueError naming the
+// method otherwise.
+void expect_argument_count(const Arguments& args, const KeywordArguments& kwargs, size_t least, size_t most, const std::string& method);
 // str.split's and rsplit's (sep=None, maxsplit=-1), by position or keyword; separator null when absent.
 struct SplitArguments {
   const Value* separator = nullptr;

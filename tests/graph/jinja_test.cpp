@@ -177,6 +177,22 @@ TEST(JinjaTemplate, RefusesWhatItDoesNotRunWhenParsing) {
   } catch (const InputError& error) {
     EXPECT_NE(std::string(error.what()).find("line 3"), std::string::npos) << error.what();
   }
+  // A method called with the wrong arguments says how many it takes.
+  const std::pair<const char*, const char*> wrong_arguments[] = {
+      {"{{ 'a'.strip('x', 'y') }}", "strip() takes at most 1 argument"},
+      {"{{ 'a'.zfill() }}", "zfill() takes 1 argument"},
+      {"{{ 'a'.center() }}", "center() takes 1 to 2 arguments"},
+      {"{{ 'a'.replace('a', 'b', 1, 2) }}", "replace() takes at most 3 arguments"},
+      {"{{ 'a'.upper(x=1) }}", "upper() takes no keyword arguments"},
+  };
+  for (const auto& [source, message] : wrong_arguments) {
+    try {
+      const std::string rendered = jinja::Template(source, origin).render(case_context(nullptr), oracle_now());
+      ADD_FAILURE() << source << " rendered as '" << rendered << "'";
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << source << ": " << error.what();
+    }
+  }
 }
 
 // Templates built to break a renderer: chains and nests deeper than it can walk, values that hold
