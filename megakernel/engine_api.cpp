@@ -147,6 +147,9 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (m.max_context > spec.max_context)
     throw InputError("EngineOptions::max_context (--max-context) " + std::to_string(m.max_context) + " exceeds the model's limit of " +
                      std::to_string(spec.max_context) + " (max_position_embeddings, or sliding_window where it applies, in config.json)");
+  if (options.kv_splits > m.max_context)
+    throw InputError("EngineOptions::kv_splits (--kv-splits) " + std::to_string(options.kv_splits) + " is more than the context of " +
+                     std::to_string(m.max_context) + " positions: the chunks past it would never hold a position");
   if (!options.policy.empty() && !find_policy(options.policy))
     throw InputError("EngineOptions::policy (--policy): unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
   m.program_spec = spec;

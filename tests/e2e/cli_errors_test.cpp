@@ -491,6 +491,7 @@ TEST(CliFlags, RunBadFlagsAndValues) {
       {{"run", "--prompt", "hi", "--prompt-tokens", "1,2"}, "run", {"--prompt", "--prompt-tokens", "not both"}},
       {{"run", "--max-context", "4", "--prompt-tokens", "1,2,3,4,5"}, "run", {"5 tokens", "4", "--max-context"}},
       {{"run", "--max-context", "99999"}, "run", {"--max-context", "99999", "1024"}},
+      {{"run", "--max-context", "32", "--kv-splits", "33"}, "run", {"--kv-splits", "33", "context of 32"}},
       // A valued flag followed by another flag forgot its value (the next flag is not taken for it).
       {{"run", "--model", "--max-new-tokens", "2"}, "run", {"--model needs a value", "--max-new-tokens", "--model=--max-new-tokens"}},
       {{"run", "--prompt", "--json"}, "run", {"--prompt needs a value", "--json"}},
