@@ -129,7 +129,7 @@ TEST_P(CudaEngineSequences, FollowTheCpuBackendThroughRandomCalls) {
       } else if (greedy) {
         const std::vector<float> logits = cpu.decode(token);
         const int32_t chosen = cuda.decode_greedy(token);
-        if (clear_winner(logits, 1e-2f)) EXPECT_EQ(chosen, argmax(logits)) << what;
+        if (clear_winner(logits, 1e-2f)) { EXPECT_EQ(chosen, argmax(logits)) << what; }
       } else {
         expect_close(cuda.decode(token), cpu.decode(token), what);
       }

@@ -125,7 +125,7 @@ TEST_P(EngineSequences, FollowTheReferenceThroughRandomCalls) {
       } else if (greedy) {
         const int32_t got = engine.decode_greedy(token);
         const int32_t expected = clear_greedy_token(reference.forward({token}));
-        if (expected >= 0) EXPECT_EQ(got, expected) << what;
+        if (expected >= 0) { EXPECT_EQ(got, expected) << what; }
         ++position;
         fed.push_back(token);
       } else {
@@ -139,7 +139,7 @@ TEST_P(EngineSequences, FollowTheReferenceThroughRandomCalls) {
       what = "a step with a token outside the vocabulary";
       const std::string message = message_of<InputError>(
           [&] { prompt.size() == 1 ? (void)engine.decode(prompt[0]) : (void)engine.prefill(prompt); });
-      if (position + prompt.size() <= context) EXPECT_NE(message.find("vocabulary"), std::string::npos) << what << ": " << message;
+      if (position + prompt.size() <= context) { EXPECT_NE(message.find("vocabulary"), std::string::npos) << what << ": " << message; }
     } else if (kind == 7) {
       const Schedule schedule = below(2) ? Schedule::bsp : Schedule::dataflow;
       what = schedule == Schedule::bsp ? "set_schedule(bsp)" : "set_schedule(dataflow)";
@@ -174,11 +174,11 @@ TEST_P(EngineSequences, FollowTheReferenceThroughRandomCalls) {
           for (size_t k = 0; k < result.logprobs[i].size(); ++k) {
             const TokenProbability& reported = result.logprobs[i][k];
             EXPECT_NEAR(reported.probability, std::exp(logits[size_t(reported.token)] - top) / sum, 1e-4) << what << ", position " << i;
-            if (k > 0) EXPECT_LE(reported.probability, result.logprobs[i][k - 1].probability) << what;
+            if (k > 0) { EXPECT_LE(reported.probability, result.logprobs[i][k - 1].probability) << what; }
           }
         }
         const int32_t expected = clear_greedy_token(logits);
-        if (!sampled && expected >= 0) EXPECT_EQ(token, expected) << what;
+        if (!sampled && expected >= 0) { EXPECT_EQ(token, expected) << what; }
         if (!sampled && token != expected) break;  // a near tie: the two may go different ways from here
         logits = reference.forward({token});  // a sampled token is followed as it came
       }

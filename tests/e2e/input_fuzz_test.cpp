@@ -69,8 +69,9 @@ ModelSpec small_spec() {
 
 // A safetensors image split into its header text and the rest.
 std::vector<uint8_t> with_header(const std::string& header, const std::vector<uint8_t>& data, uint64_t stated_length) {
-  std::vector<uint8_t> image(8);
-  for (int i = 0; i < 8; ++i) image[size_t(i)] = uint8_t(stated_length >> (8 * i));
+  std::vector<uint8_t> image;
+  image.reserve(8 + header.size() + data.size());
+  for (int i = 0; i < 8; ++i) image.push_back(uint8_t(stated_length >> (8 * i)));
   image.insert(image.end(), header.begin(), header.end());
   image.insert(image.end(), data.begin(), data.end());
   return image;

@@ -114,7 +114,10 @@ TEST(TensorParallelProcesses, RandomShapesMatchOneRank) {
     TempDir dir("tp-random-" + std::to_string(seed));
     write_test_model(c.spec, dir.path() / "model", c.dtype);
     std::string prompt;
-    for (size_t i = 0; i < std::min<size_t>(c.prompt.size(), 24); ++i) prompt += (i ? "," : "") + std::to_string(c.prompt[i]);
+    for (size_t i = 0; i < std::min<size_t>(c.prompt.size(), 24); ++i) {
+      if (i > 0) prompt += ',';
+      prompt += std::to_string(c.prompt[i]);
+    }
     std::vector<std::string> args{"run", "--model", (dir.path() / "model").string(), "--prompt-tokens", prompt,
                                   "--max-new-tokens", "4", "--logprobs", "2", "--threads", "1", "--policy",
                                   c.options.policy, "--granularity", granularity_name(c.options.granularity), "--json"};
@@ -124,7 +127,7 @@ TEST(TensorParallelProcesses, RandomShapesMatchOneRank) {
     const std::string meet = "tp-random-" + std::to_string(getpid()) + "-" + std::to_string(seed);
     const std::vector<std::string> tp_args = with(args, {"--tp", std::to_string(c.options.tp)});
     std::string script;
-    for (uint32_t r = 1; r < c.options.tp; ++r) script += "(" + rank_command(r, c.options.tp, meet, tp_args) + ") & ";
+    for (uint32_t r = 1; r < c.options.tp; ++r) script.append("(").append(rank_command(r, c.options.tp, meet, tp_args)).append(") & ");
     script += rank_command(0, c.options.tp, meet, tp_args) + "; wait";
     const auto results = run_ranks(dir, script, c.options.tp);
     for (uint32_t r = 0; r < c.options.tp; ++r) ASSERT_EQ(results[r].status, 0) << "rank " << r << ": " << results[r].err;
