@@ -186,8 +186,7 @@ Value string_method(const std::string& text, const std::string& name) {
     const bool starts = name == "startswith";
     return method([text, starts](Args args, Kwargs kwargs) {
       const char* name = starts ? "startswith" : "endswith";
-      expect_argument_count(args, kwargs, 0, 3, name);
-      if (args.empty()) throw ValueError("startswith() and endswith() take one argument");
+      expect_argument_count(args, kwargs, 1, 3, name);
       if (args.size() == 1) return Value::of(starts_or_ends(text, args[0], starts, name));
       // text[start:end], as Python bounds it (a start past the end matches nothing, "" included).
       const std::u32string points = code_points(text);
@@ -225,7 +224,7 @@ Value string_method(const std::string& text, const std::string& name) {
   }
   if (name == "replace") {
     return method([text](Args args, Kwargs kwargs) {
-      expect_argument_count(args, kwargs, 0, 3, "replace");
+      expect_argument_count(args, kwargs, 2, 3, "replace");
       const std::string& old = string_argument(args, 0, "replace");
       const std::string& replacement = string_argument(args, 1, "replace");
       if (args.size() > 2 && !args[2].is_integral()) throw ValueError("replace() takes an integer count");
@@ -257,7 +256,7 @@ Value string_method(const std::string& text, const std::string& name) {
     const bool find = name == "find";
     return method([text, find](Args args, Kwargs kwargs) {
       // str.find(sub[, start[, end]]) and str.count: positions in code points, bounds as a slice's.
-      expect_argument_count(args, kwargs, 0, 3, find ? "find" : "count");
+      expect_argument_count(args, kwargs, 1, 3, find ? "find" : "count");
       const std::u32string haystack = code_points(text);
       const std::u32string needle = code_points(string_argument(args, 0, find ? "find" : "count"));
       const int64_t n = int64_t(haystack.size());
@@ -277,8 +276,7 @@ Value string_method(const std::string& text, const std::string& name) {
   }
   if (name == "join") {
     return method([text](Args args, Kwargs kwargs) {
-      expect_argument_count(args, kwargs, 0, 1, "join");
-      if (args.empty()) throw ValueError("join() takes one argument");
+      expect_argument_count(args, kwargs, 1, 1, "join");
       std::string out;
       const List items = iterate(args[0]);
       for (size_t i = 0; i < items.size(); ++i) {
@@ -308,8 +306,7 @@ Value dict_method(const std::shared_ptr<Dict>& dict, const std::string& name) {
   }
   if (name == "get") {
     return Value::of_function("dict.get", [dict](Args args, Kwargs kwargs) {
-      expect_argument_count(args, kwargs, 0, 2, "get");
-      if (args.empty()) throw ValueError("get() takes a key");
+      expect_argument_count(args, kwargs, 1, 2, "get");
       require_hashable(args[0]);
       const Value* found = args[0].is_string() ? dict->find(args[0].text) : nullptr;
       return found ? *found : args.size() > 1 ? args[1] : Value::none();
@@ -506,7 +503,7 @@ Value global_function(const std::string& name, const std::tm& now, std::vector<s
   }
   if (name == "strftime_now") {
     return Value::of_function("strftime_now", [now](Args args, Kwargs kwargs) {
-      expect_argument_count(args, kwargs, 0, 1, "strftime_now");
+      expect_argument_count(args, kwargs, 1, 1, "strftime_now");
       // Python's datetime.strftime handles %z, %Z and %f itself: the offset and zone of transformers'
       // naive datetime.now() are empty; its microseconds Tilefire does not have.
       std::string format;

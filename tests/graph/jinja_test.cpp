@@ -182,8 +182,10 @@ TEST(JinjaTemplate, RefusesWhatItDoesNotRunWhenParsing) {
       {"{{ 'a'.strip('x', 'y') }}", "strip() takes at most 1 argument"},
       {"{{ 'a'.zfill() }}", "zfill() takes 1 argument"},
       {"{{ 'a'.center() }}", "center() takes 1 to 2 arguments"},
-      {"{{ 'a'.replace('a', 'b', 1, 2) }}", "replace() takes at most 3 arguments"},
+      {"{{ 'a'.replace('a', 'b', 1, 2) }}", "replace() takes 2 to 3 arguments"},
       {"{{ 'a'.upper(x=1) }}", "upper() takes no keyword arguments"},
+      {"{{ ','.join() }}", "join() takes 1 argument"},
+      {"{{ 'a'.find() }}", "find() takes 1 to 3 arguments"},
   };
   for (const auto& [source, message] : wrong_arguments) {
     try {

@@ -76,13 +76,8 @@ bool device_side(const void* p, size_t bytes) {
          inside(host_allocations, p, bytes, [](size_t n) { return n; });
 }
 
-// The inaccessible page at the end of an allocation's mapping.
-const unsigned char* guard_page_of(const DeviceAllocation& a) {
-  return static_cast<const unsigned char*>(a.mapping) + a.mapping_bytes - size_t(sysconf(_SC_PAGESIZE));
-}
-
-void release(const DeviceAllocation& a) {
-  tilefire::emulation::unwatch_guard_page(guard_page_of(a));
+void release(uintptr_t address, const DeviceAllocation& a) {
+  tilefire::emulation::unwatch_guard_page(reinterpret_cast<const void*>(address));
   munmap(a.mapping, a.mapping_bytes);
 }
 cudaError_t sticky_error = cudaSuccess;
@@ -266,7 +261,7 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   mprotect(guard, page, PROT_NONE);
   unsigned char* p = guard - a.bytes;  // 256-byte aligned: the guard is page aligned
   std::memset(p, 0xff, a.bytes);  // uninitialised device memory reads as NaN
-  tilefire::emulation::watch_guard_page(guard, page, p, a.bytes);  // a fault there names the allocation
+  tilefire::emulation::watch_guard_page(p, a.bytes);  // a fault there names the allocation
   std::lock_guard lock(runtime_mutex);
   device_allocations[reinterpret_cast<uintptr_t>(p)] = a;
   *pointer = p;
@@ -279,7 +274,7 @@ cudaError_t cudaFree(void* pointer) {
   std::lock_guard lock(runtime_mutex);
   auto it = device_allocations.find(reinterpret_cast<uintptr_t>(pointer));
   if (it == device_allocations.end()) return fail(cudaErrorInvalidValue);
-  release(it->second);
+  release(it->first, it->second);
   device_allocations.erase(it);
   return sticky_error;
 }
@@ -343,7 +338,7 @@ cudaError_t cudaDeviceSynchronize(void) { return join_all(); }
 cudaError_t cudaDeviceReset(void) {
   join_all();
   std::lock_guard lock(runtime_mutex);
-  for (const auto& [address, allocation] : device_allocations) release(allocation);
+  for (const auto& [address, allocation] : device_allocations) release(address, allocation);
   device_allocations.clear();
   sticky_error = cudaSuccess;
   last_error = cudaSuccess;

@@ -13,15 +13,15 @@
 namespace tilefire::emulation {
 namespace {
 
+// An allocation's bytes end where its guard page begins, so the two addresses say everything.
 struct WatchedGuard {
-  std::atomic<uintptr_t> guard{0};  // 0: a free slot
-  std::atomic<uintptr_t> allocation{0};
-  std::atomic<size_t> bytes{0};
-  std::atomic<size_t> page_bytes{0};
+  std::atomic<uintptr_t> allocation{0};  // 0: a free slot
+  std::atomic<uintptr_t> guard{0};
 };
 constexpr size_t kSlots = 8192;
 WatchedGuard watched[kSlots];
 
+size_t page_bytes = 0;  // set before the handler is installed
 struct sigaction previous_action;
 std::once_flag install_once;
 
@@ -45,16 +45,17 @@ void append_text(char* out, size_t* length, size_t capacity, const char* text) {
 void on_segv(int signal_number, siginfo_t* info, void* context) {
   const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
   for (const WatchedGuard& w : watched) {
-    const uintptr_t guard = w.guard.load(std::memory_order_acquire);
-    if (guard == 0 || address < guard || address >= guard + w.page_bytes.load(std::memory_order_relaxed)) continue;
-    const uintptr_t allocation = w.allocation.load(std::memory_order_relaxed);
-    const size_t bytes = w.bytes.load(std::memory_order_relaxed);
+    const uintptr_t allocation = w.allocation.load(std::memory_order_acquire);
+    if (allocation == 0) continue;
+    const uintptr_t guard = w.guard.load(std::memory_order_relaxed);
+    if (address < guard || address >= guard + page_bytes) continue;
+    const size_t bytes = guard - allocation;
     char line[256];
     size_t length = 0;
     append_text(line, &length, sizeof line, "tilefire emulation: device code accessed ");
     append_number(line, &length, sizeof line, address, true);
     append_text(line, &length, sizeof line, ", byte ");
-    append_number(line, &length, sizeof line, address - (allocation + bytes), false);
+    append_number(line, &length, sizeof line, address - guard, false);
     append_text(line, &length, sizeof line, " past the end of the ");
     append_number(line, &length, sizeof line, bytes, false);
     append_text(line, &length, sizeof line, "-byte device allocation at ");
@@ -71,6 +72,7 @@ void on_segv(int signal_number, siginfo_t* info, void* context) {
 }
 
 void install_handler() {
+  page_bytes = size_t(sysconf(_SC_PAGESIZE));
   struct sigaction action;
   std::memset(&action, 0, sizeof action);
   action.sa_sigaction = &on_segv;
@@ -81,24 +83,27 @@ void install_handler() {
 
 }  // namespace
 
-void watch_guard_page(const void* guard, size_t page_bytes, const void* allocation, size_t bytes) {
+void watch_guard_page(const void* allocation, size_t bytes) {
   std::call_once(install_once, install_handler);
+  const auto address = reinterpret_cast<uintptr_t>(allocation);
   for (WatchedGuard& w : watched) {
-    uintptr_t free_slot = 0;
-    if (!w.guard.compare_exchange_strong(free_slot, ~uintptr_t(0), std::memory_order_acq_rel)) continue;
-    // Claimed (the all-ones address matches no fault); fill it, then publish the guard's address.
-    w.allocation.store(reinterpret_cast<uintptr_t>(allocation), std::memory_order_relaxed);
-    w.bytes.store(bytes, std::memory_order_relaxed);
-    w.page_bytes.store(page_bytes, std::memory_order_relaxed);
-    w.guard.store(reinterpret_cast<uintptr_t>(guard), std::memory_order_release);
+    if (w.allocation.load(std::memory_order_relaxed) != 0) continue;
+    // Claim the slot with the guard's address first (a slot whose allocation is 0 is skipped by the
+    // handler), then publish the allocation.
+    uintptr_t free_guard = 0;
+    if (!w.guard.compare_exchange_strong(free_guard, address + bytes, std::memory_order_acq_rel)) continue;
+    w.allocation.store(address, std::memory_order_release);
     return;
   }
 }
 
-void unwatch_guard_page(const void* guard) {
+void unwatch_guard_page(const void* allocation) {
+  const auto address = reinterpret_cast<uintptr_t>(allocation);
   for (WatchedGuard& w : watched) {
-    uintptr_t expected = reinterpret_cast<uintptr_t>(guard);
-    if (w.guard.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) return;
+    if (w.allocation.load(std::memory_order_acquire) != address) continue;
+    w.allocation.store(0, std::memory_order_release);  // the handler skips it from here
+    w.guard.store(0, std::memory_order_release);       // and the slot is free
+    return;
   }
 }
 

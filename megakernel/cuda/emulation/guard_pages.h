@@ -9,12 +9,12 @@
 
 namespace tilefire::emulation {
 
-// Starts watching `guard` (one page, `page_bytes` long) as the end of the `bytes`-byte allocation at
-// `allocation`. Installs the handler the first time. Up to a few thousand allocations are watched at once;
-// past that a fault in an unwatched page dies without the line.
-void watch_guard_page(const void* guard, size_t page_bytes, const void* allocation, size_t bytes);
+// Starts watching the page at `allocation + bytes` (page aligned, inaccessible) as the end of the
+// `bytes`-byte allocation at `allocation`. Installs the handler the first time. Up to 8192 allocations are
+// watched at once; past that a fault in an unwatched page dies without the line.
+void watch_guard_page(const void* allocation, size_t bytes);
 
-// Stops watching the guard page at `guard` (before its mapping is released).
-void unwatch_guard_page(const void* guard);
+// Stops watching the guard page of the allocation at `allocation` (before its mapping is released).
+void unwatch_guard_page(const void* allocation);
 
 }  // namespace tilefire::emulation
