@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ops/cuda/ptx.cuh"
@@ -156,9 +157,24 @@ cudaError_t run(void (*kernel)(Args...), uint32_t threads, size_t dynamic_shared
   return run_grid(kernel, 1, threads, dynamic_shared, args...);
 }
 
-// A fault fails the launch with cudaErrorLaunchFailure, sticky as on a GPU until the device is reset.
-void expect_fault_then_reset(cudaError_t status) {
+// Runs what the caller prints to stderr, captured: the emulation names each fault there, and a test that
+// expects one checks the line instead of leaving it in the log, where it would read like a failure.
+template <class Call>
+std::string stderr_of(Call&& call) {
+  testing::internal::CaptureStderr();
+  call();
+  return testing::internal::GetCapturedStderr();
+}
+
+// A fault fails the launch with cudaErrorLaunchFailure, sticky as on a GPU until the device is reset, and
+// the emulation says which fault it was.
+template <class Launch>
+void expect_fault_then_reset(Launch&& launch, const std::string& reason) {
+  cudaError_t status = cudaSuccess;
+  const std::string printed = stderr_of([&] { status = launch(); });
   EXPECT_EQ(status, cudaErrorLaunchFailure);
+  EXPECT_NE(printed.find("tilefire emulation: the kernel trapped: "), std::string::npos) << printed;
+  EXPECT_NE(printed.find(reason), std::string::npos) << "expected \"" << reason << "\" in: " << printed;
   void* p = nullptr;
   EXPECT_EQ(cudaMalloc(&p, 16), cudaErrorLaunchFailure) << "a launch failure is sticky";
   EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
@@ -221,15 +237,19 @@ TEST(CudaEmulation, ABulkCopyLandsOnlyWhenItsBarrierCompletes) {
 
 TEST(CudaEmulation, AMisalignedBulkCopyFailsTheLaunch) {
   const unsigned char* source = device_copy(std::vector<unsigned char>(64, 1));
-  expect_fault_then_reset(run(&misaligned_bulk_copy_kernel, 32, 64, source));
+  expect_fault_then_reset([&] { return run(&misaligned_bulk_copy_kernel, 32, 64, source); },
+                          "cp.async.bulk of 32 bytes from an address 4 bytes past 16-byte alignment");
 }
 
 TEST(CudaEmulation, ABarrierSomeThreadsNeverReachIsADeadlockNotAHang) {
-  expect_fault_then_reset(run(&deadlock_kernel, 64, 0));
+  expect_fault_then_reset([] { return run(&deadlock_kernel, 64, 0); },
+                          "deadlocked: every live thread waits for threads that cannot come");
 }
 
 TEST(CudaEmulation, LanesInDifferentCollectivesFailTheLaunch) {
-  expect_fault_then_reset(run(&divergent_collective_kernel, 32, 0, device_copy(std::vector<int>(32, 0))));
+  int* flags = device_copy(std::vector<int>(32, 0));
+  expect_fault_then_reset([&] { return run(&divergent_collective_kernel, 32, 0, flags); },
+                          "the lanes of warp 0 are in different warp collectives");
 }
 
 // A kernel that reads past an allocation faults at once (the guard page after it); a copy past one is
@@ -245,7 +265,13 @@ TEST(CudaEmulation, AccessPastAnAllocationIsCaught) {
       "device code accessed 0x[0-9a-f]+, byte 256 past the end of the 256-byte device allocation at 0x[0-9a-f]+");
   float* small = device_copy(std::vector<float>(64, 1.0f));
   std::vector<float> host(1000, 0.0f);
-  EXPECT_EQ(cudaMemcpy(small, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  cudaError_t copied = cudaSuccess;
+  const std::string printed =
+      stderr_of([&] { copied = cudaMemcpy(small, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice); });
+  EXPECT_EQ(copied, cudaErrorInvalidValue);
+  EXPECT_NE(printed.find("tilefire emulation: cudaMemcpy of 4000 bytes reaches outside every device allocation"),
+            std::string::npos)
+      << printed;
   EXPECT_EQ(cudaMemcpy(host.data(), small + 32, 32 * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(cudaFree(small), cudaSuccess);
 }
