@@ -157,7 +157,7 @@ cudaError_t run(void (*kernel)(Args...), uint32_t threads, size_t dynamic_shared
   return run_grid(kernel, 1, threads, dynamic_shared, args...);
 }
 
-// Runs what the caller prints to stderr, captured: the emulation names each fault there, and a test that
+// Runs `call` and returns what it printed to stderr: the emulation names each fault there, and a test that
 // expects one checks the line instead of leaving it in the log, where it would read like a failure.
 template <class Call>
 std::string stderr_of(Call&& call) {
