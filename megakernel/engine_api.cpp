@@ -189,7 +189,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
         throw InputError("EngineOptions::tp (--tp) " + std::to_string(options.tp) + " on the cuda backend: at most " + std::to_string(CudaExecutor::kMaxRanks) +
                          " ranks");
       const int visible = CudaExecutor::device_count();
-      if (visible == 0 || options.cuda_device >= visible)
+      if (visible == 0 || options.cuda_device < 0 || options.cuda_device >= visible)
         throw InputError("--backend cuda: " + CudaExecutor::unavailable_reason(options.cuda_device));
       m.tp = options.tp;
       if (boot) {
@@ -325,8 +325,22 @@ uint64_t Engine::kernel_launches() const {  // under tensor parallelism: rank 0'
   const CudaExecutor* cuda = impl_->first_cuda_executor();
   return cuda ? cuda->launches() : 0;
 }
-void Engine::reset() { impl_->rewind(0); }
+namespace {
+// generate() runs its steps around the on_token callback; a call into the engine from there would move
+// the sequence under it and its later steps would run on the wrong context, with nothing to show it.
+void refuse_while_generating(const Engine::Impl& m, const char* call) {
+  if (m.generating)
+    throw InputError(std::string("Engine::") + call + " was called while Engine::generate runs (from GenerateRequest::on_token): "
+                     "an engine takes one call at a time");
+}
+}  // namespace
+
+void Engine::reset() {
+  refuse_while_generating(*impl_, "reset");
+  impl_->rewind(0);
+}
 void Engine::rewind(uint32_t position) {
+  refuse_while_generating(*impl_, "rewind");
   if (position > impl_->position)
     throw InputError("rewind: position " + std::to_string(position) + " is past the sequence's " + std::to_string(impl_->position) + " tokens");
   impl_->rewind(position);
@@ -334,6 +348,7 @@ void Engine::rewind(uint32_t position) {
 uint32_t Engine::position() const { return impl_->position; }
 const std::vector<int32_t>& Engine::sequence() const { return impl_->sequence; }
 void Engine::set_schedule(Schedule schedule) {
+  refuse_while_generating(*impl_, "set_schedule");
   if (schedule != Schedule::dataflow && schedule != Schedule::bsp) throw InputError("set_schedule: not dataflow or bsp");
   impl_->schedule = schedule;
   for (auto& rank : impl_->rank_engines) rank->schedule = schedule;
@@ -360,6 +375,7 @@ std::vector<float> finite_logits(Engine::Impl& m, const float* logits, uint32_t 
 }  // namespace
 
 std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens) {
+  refuse_while_generating(*impl_, "prefill");
   const uint32_t began = impl_->position;
   double compile_ms = 0;
   const float* logits = nullptr;
@@ -373,6 +389,7 @@ std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens) {
 }
 
 std::vector<float> Engine::decode(int32_t token) {
+  refuse_while_generating(*impl_, "decode");
   impl_->check_tokens({token});
   const uint32_t began = impl_->position;
   const float* logits = impl_->decode_step(token, nullptr);
@@ -380,12 +397,19 @@ std::vector<float> Engine::decode(int32_t token) {
 }
 
 int32_t Engine::decode_greedy(int32_t token) {
+  refuse_while_generating(*impl_, "decode_greedy");
   impl_->check_tokens({token});
   return impl_->decode_greedy_step(token);
 }
 
 GenerateResult Engine::generate(const GenerateRequest& request) {
   Impl& m = *impl_;
+  refuse_while_generating(m, "generate");
+  struct GeneratingScope {
+    Impl& m;
+    explicit GeneratingScope(Impl& engine) : m(engine) { m.generating = true; }
+    ~GeneratingScope() { m.generating = false; }
+  } generating_scope(m);
   GenerateResult result;
   result.prompt_tokens = request.prompt;
   result.tasks_per_step = decode_tasks();
@@ -406,6 +430,10 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   SamplingParams sampling{request.sampling.temperature, request.sampling.top_k, request.sampling.top_p};
   UniformGenerator uniform(request.sampling.seed);
   m.check_vocabulary(request.prompt);  // the context is checked above: the request starts a new sequence
+  for (int32_t token : request.stop_tokens)  // one that can never be generated would never stop anything
+    if (token < 0 || uint32_t(token) >= m.info.vocab)
+      throw InputError("GenerateRequest::stop_tokens holds " + std::to_string(token) + ", outside the vocabulary of " +
+                       std::to_string(m.info.vocab) + " tokens");
 
   auto pick = [&](const float* logits) {
     m.check_finite_logits(logits, m.position - 1);  // NaN or Inf would be sampled, or reported, as if real
@@ -438,20 +466,31 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   // Only once the request is known to be good: a refused one leaves the sequence as it was. With
   // reuse_prefix the cache keeps the tokens that begin the prompt, all but its last (whose logits the
   // first new token needs).
+  result.compile_ms = m.decode_program_of_rank0().compile_ms;
+  if (request.max_new_tokens == 0) {  // nothing to generate: the sequence stays as it was
+    result.finish_reason = "length";
+    return result;
+  }
   uint32_t kept = 0;
   if (request.reuse_prefix)
     while (kept < m.sequence.size() && kept + 1 < request.prompt.size() && m.sequence[kept] == request.prompt[kept]) ++kept;
   m.rewind(kept);
   result.reused_tokens = kept;
-  result.compile_ms = m.decode_program_of_rank0().compile_ms;
-  if (request.max_new_tokens == 0) {
-    result.finish_reason = "length";
-    return result;
-  }
+  // A step whose logits are NaN or Inf throws; the sequence goes back to where that step began.
+  auto checked_step = [&](auto&& run_step) {
+    const uint32_t began = m.position;
+    try {
+      return run_step();
+    } catch (const InputError&) {
+      m.rewind(began);
+      throw;
+    }
+  };
   auto start = std::chrono::steady_clock::now();
   double prefill_compile_ms = 0;
-  const float* prefill_logits = m.prefill(std::vector<int32_t>(request.prompt.begin() + kept, request.prompt.end()), &prefill_compile_ms);
-  int32_t token = pick(prefill_logits);
+  int32_t token = checked_step([&] {
+    return pick(m.prefill(std::vector<int32_t>(request.prompt.begin() + kept, request.prompt.end()), &prefill_compile_ms));
+  });
   result.compile_ms += prefill_compile_ms;
   result.ttft_ms = ms_since(start) - prefill_compile_ms;
   if (request.on_token) request.on_token(token);
@@ -467,10 +506,10 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
                         (decode_steps == 1 || result.tokens.size() + 1 >= request.max_new_tokens || m.position + 1 >= m.max_context);
     auto step_start = std::chrono::steady_clock::now();
     if (greedy_only && !record) {
-      token = m.decode_greedy_step(token);
+      token = checked_step([&] { return m.decode_greedy_step(token); });
       result.tokens.push_back(token);
     } else {
-      token = pick(m.decode_step(token, record ? &trace : nullptr));
+      token = checked_step([&] { return pick(m.decode_step(token, record ? &trace : nullptr)); });
     }
     decode_ms += ms_since(step_start);
     ++decode_steps;

@@ -115,6 +115,7 @@ struct Engine::Impl {
   // (rank engines of a tensor-parallel group keep only their position; the group's engine keeps this).
   std::vector<int32_t> sequence;
   Schedule schedule = Schedule::dataflow;
+  bool generating = false;  // Engine::generate is running (its on_token callback may try to call in again)
 
   uint32_t workers() const { return cuda ? cuda->workers() : executor->workers(); }
   // This engine's cuda executor, or its rank 0's under tensor parallelism; null on the cpu backend.

@@ -18,6 +18,24 @@
 namespace tilefire::testing {
 namespace {
 
+// Writes `value` over element `index` of an f32 tensor of the folder's model.safetensors.
+void overwrite_f32(const std::filesystem::path& folder, const std::string& tensor, uint64_t index, float value) {
+  const std::filesystem::path file = folder / "model.safetensors";
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  uint64_t header_length = 0;
+  std::memcpy(&header_length, bytes.data(), 8);
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_length));
+  ASSERT_EQ(header[tensor]["dtype"], "F32") << tensor;
+  const uint64_t offset = header[tensor]["data_offsets"][0].get<uint64_t>() + index * 4;
+  ASSERT_LT(offset, header[tensor]["data_offsets"][1].get<uint64_t>()) << tensor;
+  std::memcpy(bytes.data() + 8 + header_length + offset, &value, 4);
+  std::ofstream(file, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+}
+
 TEST(PrefillDecode, WholePromptEqualsTokenByToken) {
   EngineOptions options;  // the built-in sample
   options.threads = 2;
@@ -324,19 +342,7 @@ TEST(PrefillDecode, ATraceDoesNotChangeWhereTheSequenceEnds) {
 TEST(PrefillDecode, NonFiniteLogitsAreAnInputErrorOnEveryPath) {
   TempDir dir("nonfinite-logits");
   const std::filesystem::path folder = write_test_model(variant_spec(Variant::llama), dir.path() / "m");
-  const std::filesystem::path file = folder / "model.safetensors";
-  std::string bytes;
-  {
-    std::ifstream in(file, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  uint64_t header_length = 0;
-  std::memcpy(&header_length, bytes.data(), 8);
-  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_length));
-  const uint64_t offset = header["lm_head.weight"]["data_offsets"][0].get<uint64_t>();
-  const float inf = std::numeric_limits<float>::infinity();
-  std::memcpy(bytes.data() + 8 + header_length + offset, &inf, 4);  // row 0: token 0's logit
-  std::ofstream(file, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+  overwrite_f32(folder, "lm_head.weight", 0, std::numeric_limits<float>::infinity());  // row 0: token 0's logit
 
   EngineOptions options;
   options.model_dir = folder.string();
@@ -375,6 +381,101 @@ TEST(PrefillDecode, NonFiniteLogitsAreAnInputErrorOnEveryPath) {
     request.sampling.temperature = 1.0f;
     request.logprobs = logprobs;
     expect_named([&] { engine.generate(request); }, logprobs ? "sampled generate with logprobs" : "sampled generate");
+  }
+}
+
+// generate() and its on_token callback: a call into the engine from the callback would move the sequence
+// under the running generate(), so every such call is refused, and the generation goes on unharmed.
+TEST(PrefillDecode, GenerateRefusesCallsIntoTheEngineFromItsCallback) {
+  EngineOptions options;
+  options.threads = 1;
+  Engine engine(options);
+  GenerateRequest request;
+  request.prompt = {5, 6, 7, 8};
+  request.max_new_tokens = 4;
+  request.stop_at_eos = false;
+  const GenerateResult alone = engine.generate(request);
+  std::vector<std::string> refusals;
+  auto refused = [&](const auto& call) {
+    try {
+      call();
+    } catch (const InputError& e) {
+      refusals.push_back(e.what());
+    }
+  };
+  request.on_token = [&](int32_t) {
+    refused([&] { engine.generate(request); });
+    refused([&] { engine.reset(); });
+    refused([&] { engine.rewind(1); });
+    refused([&] { engine.prefill({1}); });
+    refused([&] { engine.decode(1); });
+    refused([&] { engine.decode_greedy(1); });
+    refused([&] { engine.set_schedule(Schedule::bsp); });
+  };
+  const GenerateResult with_callback = engine.generate(request);
+  ASSERT_EQ(refusals.size(), 7u * 4u);
+  EXPECT_NE(refusals[1].find("Engine::reset was called while Engine::generate runs"), std::string::npos) << refusals[1];
+  EXPECT_EQ(with_callback.tokens, alone.tokens);
+  std::vector<int32_t> expected_sequence = request.prompt;
+  expected_sequence.insert(expected_sequence.end(), alone.tokens.begin(), alone.tokens.end() - 1);
+  EXPECT_EQ(engine.sequence(), expected_sequence);
+  engine.reset();  // usable again once generate() has returned
+  EXPECT_EQ(engine.position(), 0u);
+}
+
+// A stop token no model output can be (the wrong tokenizer's id) would silently never stop anything; a
+// request with nothing to generate leaves the cached sequence alone, reuse_prefix or not.
+TEST(PrefillDecode, GenerateRefusesStopTokensOutsideTheVocabularyAndKeepsTheSequenceForZeroTokens) {
+  EngineOptions options;
+  options.threads = 1;
+  Engine engine(options);
+  engine.prefill({5, 6, 7, 8, 9, 10});
+  const std::vector<int32_t> before = engine.sequence();
+  GenerateRequest request;
+  request.prompt = {5, 6, 7};
+  for (int32_t stop : {-1, int32_t(engine.model().vocab)}) {
+    request.stop_tokens = {2, stop};
+    try {
+      engine.generate(request);
+      ADD_FAILURE() << "stop token " << stop << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("GenerateRequest::stop_tokens holds " + std::to_string(stop)), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(engine.sequence(), before);
+  }
+  request.stop_tokens = {2};
+  request.max_new_tokens = 0;
+  for (bool reuse : {false, true}) {
+    request.reuse_prefix = reuse;
+    const GenerateResult result = engine.generate(request);
+    EXPECT_TRUE(result.tokens.empty());
+    EXPECT_EQ(result.finish_reason, "length");
+    EXPECT_EQ(result.reused_tokens, 0u);
+    EXPECT_EQ(engine.sequence(), before) << "reuse_prefix " << reuse;
+  }
+}
+
+// NaN logits found while generate() runs: the sequence goes back to where the failing step began, which
+// with reuse_prefix keeps the cached prefix (token 300's embedding is NaN, so a step that feeds it fails).
+TEST(PrefillDecode, NonFiniteLogitsInGenerateLeaveTheSequenceWhereTheFailingStepBegan) {
+  TempDir dir("nonfinite-embedding");
+  const std::filesystem::path folder = write_test_model(variant_spec(Variant::llama), dir.path() / "m");
+  const int32_t poisoned = 300;
+  overwrite_f32(folder, "model.embed_tokens.weight", uint64_t(poisoned) * variant_spec(Variant::llama).hidden,
+                std::numeric_limits<float>::quiet_NaN());
+
+  EngineOptions options;
+  options.model_dir = folder.string();
+  options.threads = 1;
+  Engine engine(options);
+  engine.prefill({5, 6, 7});
+  GenerateRequest request;
+  request.prompt = {5, 6, 7, poisoned};
+  request.reuse_prefix = true;
+  for (float temperature : {0.0f, 1.0f}) {  // greedy and sampled pick their tokens on different paths
+    request.sampling.temperature = temperature;
+    EXPECT_THROW(engine.generate(request), InputError);
+    EXPECT_EQ(engine.sequence(), (std::vector<int32_t>{5, 6, 7})) << "temperature " << temperature;
   }
 }
 

@@ -229,6 +229,24 @@ TEST(HandTokenizer, StreamingTextHoldsBackAnUnfinishedCharacter) {
   EXPECT_EQ(shown + whole.finish(), " ab\u00e9 a");
 }
 
+// A negative id is refused where it is given, and a refused add() leaves the stream as it was. The stream
+// holds the tokenizer's tables, so moving the Tokenizer it was made with does not break it.
+TEST(HandTokenizer, StreamingTextRefusesNegativeIdsAndOutlivesAMovedTokenizer) {
+  const testing::TempDir dir("tokenizer");
+  testing::write_file_text(dir.path() / "tokenizer.json", hand_tokenizer().dump());
+  Tokenizer tokenizer((dir.path() / "tokenizer.json").string());
+  const std::vector<int32_t> prompt = tokenizer.encode("ab");
+  EXPECT_THROW({ StreamingText refused(tokenizer, std::vector<int32_t>{prompt[0], -3}); }, InputError);
+  StreamingText stream(tokenizer, prompt);
+  const Tokenizer moved = std::move(tokenizer);
+  std::string shown = stream.add(264);
+  EXPECT_THROW(stream.add(-1), InputError);
+  shown += stream.add(259);
+  shown += stream.add(260);
+  EXPECT_EQ(shown + stream.finish(), " ab a");
+  EXPECT_EQ(moved.continuation(prompt, {264, 259, 260}), " ab a");
+}
+
 // The Digits pre-tokenizer splits by \p{N}, as Rust's char::is_numeric does: merges that would join two
 // pieces show where it cut. U+216B (ROMAN NUMERAL TWELVE, Nl) is a number character.
 TEST(HandTokenizer, DigitsSplitEveryNumberCharacter) {

@@ -36,7 +36,8 @@ struct EngineOptions {
   std::string preset_dtype = "f32";  // f32, bf16 or f16 weights for a preset
   uint64_t preset_seed = 0;
   Backend backend = Backend::cpu;
-  uint32_t threads = 0;      // cpu: worker threads (all ranks together); 0: one per core
+  uint32_t threads = 0;      // cpu: worker threads (all ranks together: threads / tp per rank, at least
+                             // one each, so 3 threads for 2 ranks run 2); 0: one per core
   uint32_t tp = 1;           // tensor-parallel ranks: of this process (cpu: thread groups; cuda: executors on the
                              // GPUs), or one rank per process when RANK/WORLD_SIZE/TILEFIRE_RENDEZVOUS or
                              // mpirun's variables say which (cuda: over NCCL)
@@ -79,7 +80,9 @@ struct GenerateRequest {
   std::string trace_path;       // when set, a Chrome/Perfetto trace of one decode step is written here (the
                                 // sequence ends where it would without it)
   // Called with each generated token as soon as it is chosen, in order (GenerateResult::tokens), outside
-  // the timed part of each step: to show text as it comes. Ranks as processes call it on every rank.
+  // the timed part of each step: to show text as it comes. Ranks as processes call it on every rank. It
+  // must not call into the engine (generate, prefill, decode, rewind, reset, set_schedule: InputError);
+  // an exception it throws leaves generate() and reaches the caller.
   std::function<void(int32_t token)> on_token;
 };
 
@@ -132,7 +135,10 @@ class Engine {
   // Kernel launches the cuda backend made so far (one per step, none per step when resident); 0 on the cpu.
   uint64_t kernel_launches() const;
 
-  // Prefill the prompt, then decode up to max_new_tokens. Starts a new sequence.
+  // Prefill the prompt, then decode up to max_new_tokens. Starts a new sequence (with reuse_prefix, keeps
+  // the cached beginning of the prompt). A request refused by its checks (InputError) leaves the
+  // sequence as it was, and so does max_new_tokens 0; NaN or Inf logits found while it runs stop it with
+  // an InputError that leaves the sequence where the failing step began.
   GenerateResult generate(const GenerateRequest& request);
 
   // The step-level API. reset() starts a new sequence; prefill() runs tokens at the next positions (in

@@ -30,7 +30,8 @@ class Tokenizer {
   // the file's post-processor adds around a text (Llama 2's <s>, Llama 3's <|begin_of_text|>); special
   // tokens written in the text (<|eot_id|>) are always matched.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
-  // The text of `ids`. Bytes that do not form UTF-8 become U+FFFD; an id no token has gives nothing.
+  // The text of `ids`. Bytes that do not form UTF-8 become U+FFFD; an id past every token gives nothing,
+  // and a negative id is an InputError.
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
   // The text `generated` adds after `prompt`: decoded together, so that a tokenizer that drops the first
   // token's leading space (SentencePiece) does not drop the space before the first generated word.
@@ -52,6 +53,9 @@ class Tokenizer {
 // text grows.
 class StreamingText {
  public:
+  // A negative id, in the prompt or given to add(), is an InputError; a refused add() leaves the stream
+  // as it was. The stream holds the tokenizer's tables, not the Tokenizer object, so moving the Tokenizer
+  // is fine; destroying it ends the stream's use.
   StreamingText(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt);
 
   std::string add(int32_t token);
@@ -65,7 +69,7 @@ class StreamingText {
   static constexpr size_t kContextTokens = 8;  // decoded before the unsettled tokens, then dropped from the text
   void settle(const std::vector<int32_t>& tokens);  // into the context, which keeps its last kContextTokens
 
-  const Tokenizer* tokenizer_;
+  const HfTokenizer* tokenizer_;  // the tables, which stay where they are when a Tokenizer is moved
   std::vector<int32_t> prompt_, generated_;
   std::vector<int32_t> context_;  // the last settled tokens (the prompt's at first)
   std::vector<int32_t> pending_;  // tokens whose text add() has not all returned
