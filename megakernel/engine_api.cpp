@@ -433,7 +433,8 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   for (int32_t token : request.stop_tokens)  // one that can never be generated would never stop anything
     if (token < 0 || uint32_t(token) >= m.info.vocab)
       throw InputError("GenerateRequest::stop_tokens holds " + std::to_string(token) + ", outside the vocabulary of " +
-                       std::to_string(m.info.vocab) + " tokens");
+                       std::to_string(m.info.vocab) + " tokens (the command line's stop tokens: generation_config.json's "
+                       "eos_token_id and the chat template's eos_token)");
 
   auto pick = [&](const float* logits) {
     m.check_finite_logits(logits, m.position - 1);  // NaN or Inf would be sampled, or reported, as if real

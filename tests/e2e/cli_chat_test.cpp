@@ -97,6 +97,8 @@ TEST(CliChat, WhatAChatCannotRunWithIsRefusedByName) {
   write_file_text(bare / "tokenizer.json", tiny_byte_level_tokenizer().dump());
   const fs::path raising = chat_model(dir, "tiny-chat-raising");
   write_file_text(raising / "chat_template.jinja", "{% if messages[0].role == 'system' %}{{ raise_exception('System messages are not supported') }}{% endif %}x");
+  const fs::path wrong_eos = chat_model(dir, "tiny-chat-wrong-eos");  // an eos id past the model's 512 tokens
+  write_file_text(wrong_eos / "generation_config.json", R"({"eos_token_id": [2, 99999]})");
   write_file_text(dir.path() / "notjson.json", "[{");
   write_file_text(dir.path() / "nomessages.json", R"({"greeting": "hey"})");
   write_file_text(dir.path() / "bigint.json", R"({"messages": [{"role": "user", "content": "hi"}], "seed": 123456789012345678901234})");
@@ -114,6 +116,7 @@ TEST(CliChat, WhatAChatCannotRunWithIsRefusedByName) {
       {{"--model", m, "--messages", (dir.path() / "bigint.json").string()}, "the integer 123456789012345678901234 is past 64 bits"},
       {{"--model", m, "--chat", "hi", "--chat-template", (dir.path() / "missing.jinja").string()}, "missing.jinja: cannot open"},
       {{"--model", raising.string(), "--system", "s", "--chat", "hi"}, "the template raised an error: System messages are not supported"},
+      {{"--model", wrong_eos.string(), "--chat", "hi"}, "holds 99999, outside the vocabulary of 512 tokens (the command line's stop tokens: generation_config.json's eos_token_id"},
   };
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> args = {"run", "--max-new-tokens", "1"};
