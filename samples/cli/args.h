@@ -1,6 +1,7 @@
 #pragma once
 // Flag parsing for the tilefire command line: every flag is declared with its kind, unknown flags and bad
-// values are InputErrors that name the flag and what it expects.
+// values are InputErrors that name the flag and what it expects. A flag given twice takes its last value,
+// so a wrapper script's defaults can be overridden by the arguments it passes on (scripts/demo).
 #include <cstdint>
 #include <map>
 #include <optional>

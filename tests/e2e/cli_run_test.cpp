@@ -65,6 +65,15 @@ TEST(CliRun, PromptTokensAndSampling) {
   EXPECT_EQ(tokens_of(run_json(sampled)), tokens_of(run_json(sampled)));
 }
 
+// A flag given twice takes its last value: scripts/demo puts its own --max-new-tokens before the user's.
+TEST(CliRun, ARepeatedFlagTakesItsLastValue) {
+  json result = run_json({"--max-new-tokens", "5", "--prompt-tokens", "9,9", "--threads", "2", "--prompt-tokens", "1,2,3",
+                          "--max-new-tokens", "2"});
+  EXPECT_EQ(result["prompt_tokens"], json::array({1, 2, 3}));
+  EXPECT_EQ(result["tokens"].size(), 2u);
+  EXPECT_EQ(tokens_of(result), tokens_of(run_json({"--prompt-tokens", "1,2,3", "--max-new-tokens", "2", "--threads", "2"})));
+}
+
 TEST(CliRun, Logprobs) {
   json result = run_json({"--max-new-tokens", "3", "--threads", "2", "--logprobs", "3"});
   ASSERT_TRUE(result["logprobs"].is_array());
