@@ -130,12 +130,17 @@ int chat_command(int argc, char** argv) {
           "; a line is a message, /reset starts over, /exit ends\n");
   const bool interactive = isatty(STDIN_FILENO) && !json;
   std::string message;
-  for (uint64_t turn = 1;; ++turn) {
+  // A turn is a reply of this conversation: /reset starts the count again, and lines that make no reply
+  // (empty, dropped) take no number. A turn's sampling seed is --seed plus its number, so a conversation
+  // replayed after /reset samples the same replies.
+  uint64_t turn = 0;
+  for (;;) {
     if (interactive) print("> ");
     if (!read_message(message) || message == "/exit") break;
     if (message == "/reset") {
       conversation.messages = first_messages;
       engine.reset();
+      turn = 0;
       continue;
     }
     if (message.empty()) continue;
@@ -155,7 +160,7 @@ int chat_command(int argc, char** argv) {
       continue;
     }
     request.prompt = prompt;
-    request.sampling.seed = seed + turn;
+    request.sampling.seed = seed + ++turn;
     StreamingText stream(*tokenizer, prompt);
     request.on_token = [&](int32_t token) {
       if (!json) print(stream.add(token));

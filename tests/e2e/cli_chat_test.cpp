@@ -178,6 +178,18 @@ TEST(CliChat, ChatKeepsTheConversationAndReusesItsCache) {
   EXPECT_EQ(again[1].at("prompt_tokens"), first.size());
   EXPECT_EQ(again[1].at("reused_tokens"), 0);
   EXPECT_EQ(again[1].at("tokens"), again[0].at("tokens")) << "greedy: the same reply";
+  EXPECT_EQ(again[0].at("turn"), 1);
+  EXPECT_EQ(again[1].at("turn"), 1) << "/reset starts the count of replies again";
+
+  // Turns number replies: an empty line makes none. Sampled, a conversation replayed after /reset
+  // gets the same replies (a turn's seed is --seed plus its number).
+  const std::vector<json> sampled =
+      chat_turns(model, dir, "hello\n\nmore\n/reset\nhello\nmore\n", {"--temperature", "1.5", "--seed", "3"});
+  ASSERT_EQ(sampled.size(), 4u);
+  EXPECT_EQ(sampled[1].at("turn"), 2) << "the empty line took no number";
+  EXPECT_EQ(sampled[2].at("turn"), 1);
+  EXPECT_EQ(sampled[2].at("tokens"), sampled[0].at("tokens"));
+  EXPECT_EQ(sampled[3].at("tokens"), sampled[1].at("tokens"));
 
   // Text: the model line, then each reply on its own line.
   write_file_text(dir.path() / "input.txt", "hello\nmore\n");
