@@ -1,7 +1,7 @@
 #pragma once
 // A chat model's prompt format: its chat template (a Jinja template in tokenizer_config.json or
 // chat_template.jinja) rendered as Hugging Face transformers' apply_chat_template renders it
-// (docs/TOKENIZER.md, "Chat templates"). Encode the text with Tokenizer::encode(text, false): the template
+// (docs/CHAT_TEMPLATES.md). Encode the text with Tokenizer::encode(text, false): the template
 // writes the start token itself.
 #include <cstdint>
 #include <memory>
