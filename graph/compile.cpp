@@ -2,6 +2,7 @@
 // placement -> validation, as a oneTBB flow graph. The passes form a chain (each needs the last one's
 // output); the work inside a pass (tiling node by node, dependency analysis task by task) runs in parallel.
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -142,6 +143,12 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
         const OpNode& node = graph.nodes[n];
         tiles_of_node[n] = cut_tiles(node_units(node), std::max(1u, node.tile_width), node.breaks);
       });
+      uint64_t task_count = 0;
+      for (const std::vector<TileRange>& tiles : tiles_of_node) task_count += tiles.size();
+      if (task_count > options.most_tasks)
+        throw InputError("compile: the model's program has " + std::to_string(task_count) + " tasks, more than the " +
+                         std::to_string(options.most_tasks) + " Tilefire compiles (its sizes in config.json add up to far more than " +
+                         "any published model's: is it damaged?)");
       program.nodes.resize(node_count);
       for (uint32_t n = 0; n < node_count; ++n) {
         NodeDesc& desc = program.nodes[n];
@@ -189,6 +196,7 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
         }
       }
       needs.resize(program.tasks.size());
+      std::atomic<uint64_t> producer_tiles_read{0};
       parallel_for(size_t(0), program.tasks.size(), [&](size_t t) {
         const TaskDesc& task = program.tasks[t];
         TileFootprint fp = tile_footprint(program.nodes[task.node].params, {task.tile_begin, task.tile_end});
@@ -214,6 +222,10 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
         for (auto& [node, need] : by_node) {
           std::sort(need.tiles.begin(), need.tiles.end());
           need.tiles.erase(std::unique(need.tiles.begin(), need.tiles.end()), need.tiles.end());
+          if (producer_tiles_read.fetch_add(need.tiles.size(), std::memory_order_relaxed) + need.tiles.size() > options.most_producer_tiles)
+            throw InputError("compile: the model's program reads more than " + std::to_string(options.most_producer_tiles) +
+                             " producer tiles across its tasks, more than Tilefire compiles (its sizes in config.json add up to " +
+                             "far more than any published model's: is it damaged?)");
           needs[t].push_back(std::move(need));
         }
       });

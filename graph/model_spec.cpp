@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -327,6 +328,16 @@ void validate_spec(const ModelSpec& spec, const std::string& origin) {
   require_at_most(spec.heads, 1024, "num_attention_heads");
   require_at_most(spec.head_dim, 1024, "head_dim");
   require_at_most(spec.ffn, 1u << 20, "intermediate_size");
+  // Each size within its bound can still add up to a model no machine holds (1024 layers of hidden 65536
+  // and FFN 2^20), whose program alone the compiler would build for minutes until the OS killed it.
+  // Llama 3.1 405B, the largest published dense model, has 4.1e11 parameters.
+  constexpr uint64_t kMostParameters = 1'000'000'000'000ull;
+  if (const uint64_t parameters = spec.parameter_count(); parameters > kMostParameters) {
+    char text[96];
+    std::snprintf(text, sizeof(text), "%.3g parameters, more than the 1e12", double(parameters));
+    fail(origin, std::string("its sizes (hidden_size, intermediate_size, num_hidden_layers, vocab_size, the heads) add up to ") + text +
+                     " Tilefire accepts (far past any published dense model: is config.json damaged?)");
+  }
   if (spec.heads % spec.kv_heads != 0) {
     fail(origin, "key 'num_key_value_heads' (" + std::to_string(spec.kv_heads) +
                      ") must divide num_attention_heads (" + std::to_string(spec.heads) + ")");

@@ -319,6 +319,17 @@ TEST(ModelSpecErrors, EveryBadConfigNamesFileAndKey) {
        },
        {"'head_dim'", "hidden_size"}},
       {"sliding window zero", [](json& c) { c["sliding_window"] = 0; }, {"'sliding_window'"}},
+      {"every size at its bound",  // each is accepted alone; together 2.3e14 parameters
+       [](json& c) {
+         c["num_hidden_layers"] = 1024;
+         c["hidden_size"] = 65536;
+         c["num_attention_heads"] = 1024;
+         c["num_key_value_heads"] = 1024;
+         c["head_dim"] = 64;
+         c["intermediate_size"] = 1 << 20;
+         c["vocab_size"] = 1 << 22;
+       },
+       {"add up to 2.29e+14 parameters", "more than the 1e12"}},
   };
   for (const BadConfig& bad : cases) {
     SCOPED_TRACE(bad.label);
@@ -328,6 +339,21 @@ TEST(ModelSpecErrors, EveryBadConfigNamesFileAndKey) {
     EXPECT_THAT(message, HasSubstr("model/config.json: "));
     for (const std::string& part : bad.message_parts) EXPECT_THAT(message, HasSubstr(part));
   }
+}
+
+// The largest published dense model is within the bound on the parameter count.
+TEST(ModelSpecParse, TheLargestPublishedDenseShapeIsAccepted) {
+  json config = base_config();
+  config["num_hidden_layers"] = 126;  // Llama 3.1 405B
+  config["hidden_size"] = 16384;
+  config["num_attention_heads"] = 128;
+  config["num_key_value_heads"] = 8;
+  config["head_dim"] = 128;
+  config["intermediate_size"] = 53248;
+  config["vocab_size"] = 128256;
+  config["eos_token_id"] = 128001;
+  const ModelSpec spec = parse_hf_config_text(config.dump(), "405b/config.json");
+  EXPECT_NEAR(double(spec.parameter_count()), 4.06e11, 0.01e11);
 }
 
 TEST(ModelSpecErrors, MalformedJsonAndWrongTopLevel) {

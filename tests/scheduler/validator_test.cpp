@@ -385,6 +385,51 @@ TEST(Compile, HeadGranularityNeedsTheHeadWidth) {
   EXPECT_GT(compile_graph(fused, options).events.size(), 0u);
 }
 
+// A program past CompileOptions' limits is refused with an InputError saying which, counted while it is
+// built; at the limit itself it compiles. The tiny preset's decode program stands in for a huge one.
+TEST(Compile, AProgramPastItsLimitsIsRefusedNamingTheCount) {
+  CompileOptions options;
+  options.workers = 2;
+  options.max_context = 32;
+  const ModelSpec spec = preset_spec("tiny");
+  const Program program = compile_model(spec, options);
+  uint64_t producer_tiles = 0;  // what the limit counts: producer tiles each task's reads overlap
+  for (const TaskDesc& task : program.tasks) {
+    const TileFootprint fp = footprint_of(program, task);
+    std::map<uint32_t, std::set<uint32_t>> read_tiles;  // producer node -> its tiles read
+    for (const Region& r : fp.reads)
+      for (uint32_t p = 0; p < program.tasks.size(); ++p) {
+        const TaskDesc& producer = program.tasks[p];
+        for (const Region& w : footprint_of(program, producer).writes)
+          if (w.slot == r.slot && w.begin < r.end && r.begin < w.end) read_tiles[producer.node].insert(p);
+      }
+    for (const auto& [node, tiles] : read_tiles) producer_tiles += tiles.size();
+  }
+  ASSERT_GT(producer_tiles, 0u);
+
+  auto refusal = [&](const CompileOptions& limited) -> std::string {
+    try {
+      compile_model(spec, limited);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(compiled)";
+  };
+  CompileOptions limited = options;
+  limited.most_tasks = program.tasks.size() - 1;
+  EXPECT_NE(refusal(limited).find(std::to_string(program.tasks.size()) + " tasks, more than the " +
+                                  std::to_string(program.tasks.size() - 1)),
+            std::string::npos)
+      << refusal(limited);
+  limited.most_tasks = program.tasks.size();
+  EXPECT_EQ(compile_model(spec, limited).tasks.size(), program.tasks.size());
+  limited.most_producer_tiles = producer_tiles - 1;
+  EXPECT_NE(refusal(limited).find("more than " + std::to_string(producer_tiles - 1) + " producer tiles"), std::string::npos)
+      << refusal(limited);
+  limited.most_producer_tiles = producer_tiles;
+  EXPECT_EQ(compile_model(spec, limited).tasks.size(), program.tasks.size());
+}
+
 // What tensor-parallel ranks in separate processes compare (scheduler/program.h): it changes with what
 // they must agree on, which tasks run where and in what order, and with nothing else.
 TEST(PlacementDigest, ChangesWithTheTasksAndTheirPlacesOnly) {
