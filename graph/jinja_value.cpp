@@ -133,10 +133,18 @@ Value Value::of_json(const nlohmann::ordered_json& json) {
 
 namespace {
 
-// Finds the integers nlohmann reads as floats because they are past 64 bits (its SAX parser gives the
-// number's text): digits and a sign only.
-struct IntegerPast64Bits : nlohmann::json_sax<nlohmann::ordered_json> {
-  std::string found;
+// What the parsed value must not hold, found with nlohmann's SAX parser (which keeps no stack of calls):
+// integers it would read as floats because they are past 64 bits (it gives the number's text: digits and
+// a sign only), and lists and dicts nested deeper than a template's values may be (copying or converting
+// a value 100,000 levels deep recurses that deep, past the stack).
+struct ChatJsonScan : nlohmann::json_sax<nlohmann::ordered_json> {
+  std::string found;  // the integer past 64 bits
+  uint32_t depth = 0;
+  bool too_deep = false;
+  bool open() {
+    too_deep = ++depth > kMaxValueDepth;
+    return !too_deep;
+  }
   bool null() override { return true; }
   bool boolean(bool) override { return true; }
   bool number_integer(number_integer_t) override { return true; }
@@ -147,28 +155,28 @@ struct IntegerPast64Bits : nlohmann::json_sax<nlohmann::ordered_json> {
   }
   bool string(string_t&) override { return true; }
   bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return true; }
+  bool start_object(std::size_t) override { return open(); }
   bool key(string_t&) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
+  bool end_object() override { return --depth, true; }
+  bool start_array(std::size_t) override { return open(); }
+  bool end_array() override { return --depth, true; }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
 };
 
 }  // namespace
 
 nlohmann::ordered_json parse_variables_json(std::string_view text, const std::string& what) {
-  nlohmann::ordered_json json;
+  ChatJsonScan scan;
+  nlohmann::ordered_json::sax_parse(text, &scan);  // false on a syntax error too: parse names that below
+  if (scan.too_deep)
+    throw InputError(what + ": lists and dicts nest more than " + std::to_string(kMaxValueDepth) + " levels deep");
+  if (!scan.found.empty())
+    throw InputError(what + ": the integer " + scan.found + " is past 64 bits (Python's integers have no bound; a chat template's in Tilefire have 64 bits)");
   try {
-    json = nlohmann::ordered_json::parse(text);
+    return nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::ordered_json::exception& error) {
     throw InputError(what + " is not JSON (" + error.what() + ")");
   }
-  IntegerPast64Bits scan;
-  nlohmann::ordered_json::sax_parse(text, &scan);
-  if (!scan.found.empty())
-    throw InputError(what + ": the integer " + scan.found + " is past 64 bits (Python's integers have no bound; a chat template's in Tilefire have 64 bits)");
-  return json;
 }
 
 const Value* Dict::find(const std::string& key) const {

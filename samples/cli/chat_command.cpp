@@ -134,6 +134,7 @@ int chat_command(int argc, char** argv) {
   // (empty, dropped) take no number. A turn's sampling seed is --seed plus its number, so a conversation
   // replayed after /reset samples the same replies.
   uint64_t turn = 0;
+  uint64_t messages_read = 0, messages_dropped = 0;  // a dropped message makes the exit status 2 at the end
   for (;;) {
     if (interactive) print("> ");
     if (!read_message(message) || message == "/exit") break;
@@ -144,9 +145,12 @@ int chat_command(int argc, char** argv) {
       continue;
     }
     if (message.empty()) continue;
-    conversation.add("user", message);
+    ++messages_read;
     std::vector<int32_t> prompt;
+    bool added = false;
     try {
+      conversation.add("user", message, command + ": the message");  // nothing added when it throws
+      added = true;
       prompt = tokenizer->encode(conversation.render(command), false);
       for (int32_t t : prompt)
         if (t < 0 || uint32_t(t) >= model.vocab)
@@ -155,8 +159,9 @@ int chat_command(int argc, char** argv) {
         throw InputError(command + ": the conversation is " + std::to_string(prompt.size()) + " tokens and the context holds " +
                          std::to_string(model.max_context) + " (--max-context): /reset to start over");
     } catch (const InputError& error) {  // this message cannot go on: say why, drop it, read the next
-      conversation.messages.erase(conversation.messages.end() - 1);
+      if (added) conversation.messages.erase(conversation.messages.end() - 1);
       std::fprintf(stderr, "%s\n", error.what());
+      ++messages_dropped;
       continue;
     }
     request.prompt = prompt;
@@ -167,7 +172,7 @@ int chat_command(int argc, char** argv) {
     };
     const GenerateResult result = engine.generate(request);
     const std::string reply = tokenizer->continuation(prompt, result.tokens);  // special tokens (the end of reply) left out
-    conversation.add("assistant", reply);
+    conversation.add("assistant", reply, command + ": the reply");
     if (json) {
       const nlohmann::json line = {{"turn", turn}, {"prompt_tokens", result.prompt_tokens.size()}, {"reused_tokens", result.reused_tokens},
                                    {"tokens", result.tokens}, {"text", reply}, {"finish_reason", result.finish_reason},
@@ -184,7 +189,10 @@ int chat_command(int argc, char** argv) {
     }
   }
   if (interactive) print("\n");
-  return 0;
+  if (messages_dropped == 0) return 0;
+  std::fprintf(stderr, "%s: error: %llu of %llu messages were dropped (each with its reason above)\n", command.c_str(),
+               static_cast<unsigned long long>(messages_dropped), static_cast<unsigned long long>(messages_read));
+  return 2;
 }
 
 }  // namespace tilefire::cli

@@ -7,7 +7,23 @@
 
 namespace tilefire::cli {
 
-void Conversation::add(const std::string& role, const std::string& content) {
+namespace {
+
+// InputError unless `text` is UTF-8; what the JSON writer finds wrong (a byte and where) says why.
+void require_utf8(const std::string& text, const std::string& what) {
+  try {
+    (void)nlohmann::ordered_json(text).dump();
+  } catch (const nlohmann::ordered_json::type_error& error) {
+    const std::string detail = error.what();
+    const size_t at = detail.find("invalid UTF-8");
+    throw InputError(what + " is not UTF-8 text (" + (at == std::string::npos ? detail : detail.substr(at)) + ")");
+  }
+}
+
+}  // namespace
+
+void Conversation::add(const std::string& role, const std::string& content, const std::string& what) {
+  require_utf8(content, what);
   messages.push_back(nlohmann::ordered_json{{"role", role}, {"content", content}});
 }
 
@@ -24,8 +40,15 @@ Conversation begin_conversation(const Args& args, const std::string& model_dir, 
     throw InputError(command + ": a chat needs the model's tokenizer.json" +
                      std::string(model_dir.empty() ? " (the built-in sample has none: give --model DIR)" : ", which " + model_dir + " lacks"));
   Conversation conversation;
-  conversation.chat_template = args.has("--chat-template") ? ChatTemplate::of_file(*args.text("--chat-template"), model_dir)
-                                                           : ChatTemplate::of_model_folder(model_dir);
+  if (const auto file = args.text("--chat-template")) {
+    try {
+      conversation.chat_template = ChatTemplate::of_file(*file, model_dir);
+    } catch (const InputError& error) {  // the file's own message, with the flag it came from
+      throw InputError(command + ": --chat-template: " + error.what());
+    }
+  } else {
+    conversation.chat_template = ChatTemplate::of_model_folder(model_dir);
+  }
   if (!conversation.chat_template)
     throw InputError(command + ": " + model_dir + " has no chat template (no \"chat_template\" in tokenizer_config.json, no "
                      "chat_template.jinja): give one with --chat-template FILE" + (command == "tilefire run" ? ", or a plain --prompt" : ""));
@@ -47,8 +70,10 @@ Conversation begin_conversation(const Args& args, const std::string& model_dir, 
     }
     if (!conversation.messages.is_array()) throw InputError(command + ": --messages: " + *file + ": \"messages\" must be a list");
   }
-  if (const auto system = args.text("--system"))
+  if (const auto system = args.text("--system")) {
+    require_utf8(*system, command + ": --system");
     conversation.messages.insert(conversation.messages.begin(), nlohmann::ordered_json{{"role", "system"}, {"content", *system}});
+  }
   conversation.end_of_reply = conversation.chat_template->end_of_reply_tokens(*tokenizer);
   return conversation;
 }

@@ -21,7 +21,9 @@ struct Conversation {
   nlohmann::ordered_json variables = nlohmann::ordered_json::object();  // --messages' other keys
   std::vector<int32_t> end_of_reply;                                    // stop tokens of a reply
 
-  void add(const std::string& role, const std::string& content);
+  // Appends a message. Its content must be UTF-8 (the template's JSON of the messages holds text only):
+  // otherwise InputError "`what` is not UTF-8 text (...)", and nothing is added.
+  void add(const std::string& role, const std::string& content, const std::string& what);
   // The prompt text of the messages so far, with the assistant's header to follow. InputError prefixed
   // with `command` when the template fails (raise_exception).
   std::string render(const std::string& command) const;

@@ -130,7 +130,7 @@ int run_command(int argc, char** argv) {
   const std::string prompt_text = args.text_or("--prompt", "Once upon a time");
   if (chat) {
     Conversation conversation = begin_conversation(args, options.model_dir, tokenizer.get(), "tilefire run");
-    if (const auto message = args.text("--chat")) conversation.add("user", *message);
+    if (const auto message = args.text("--chat")) conversation.add("user", *message, "tilefire run: --chat");
     request.prompt = tokenizer->encode(conversation.render("tilefire run"), false);  // the template writes the start token
     request.stop_tokens = conversation.end_of_reply;
   } else if (args.has("--prompt-tokens")) {

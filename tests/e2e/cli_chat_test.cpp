@@ -217,18 +217,21 @@ TEST(CliChat, ChatWithTensorParallelRanksGivesOneRanksReplies) {
   EXPECT_GT(two[1].at("reused_tokens").get<int>(), 0) << "the second turn reuses the first's cache";
 }
 
-// A message the template refuses, or one that overflows the context, is dropped with its reason on
-// standard error, and the chat goes on; what a chat cannot start with is refused.
+// A message the template refuses, one that overflows the context, or one that is not UTF-8 is dropped
+// with its reason on standard error, and the chat goes on, ending with exit status 2 and a count of the
+// dropped; what a chat cannot start with is refused.
 TEST(CliChat, ChatDropsAMessageItCannotTakeAndGoesOn) {
   TempDir dir("cli-chat-command-errors");
   const fs::path model = chat_model(dir, "tiny-chat-command-errors");
   write_file_text(model / "chat_template.jinja",
                   "{% for m in messages %}{% if m.content == 'bad' %}{{ raise_exception('no bad words') }}{% endif %}"
                   "{{ m.role }}: {{ m.content }}<|end|>{% endfor %}assistant:");
-  write_file_text(dir.path() / "input.txt", "bad\nok\n" + std::string(200, 'x') + "\nfine\n");
+  write_file_text(dir.path() / "input.txt", "bad\nok\n" + std::string(200, 'x') + "\n\xff\xfe\nfine\n");
   const RunResult r = run_cli({"chat", "--model", model.string(), "--max-new-tokens", "2", "--json", "--max-context", "64"}, 60, "",
                               (dir.path() / "input.txt").string());
-  ASSERT_EQ(r.status, 0) << describe(r);
+  ASSERT_EQ(r.status, 2) << describe(r);
+  EXPECT_NE(r.err.find("tilefire chat: the message is not UTF-8 text (invalid UTF-8 byte at index 0: 0xFF)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tilefire chat: error: 3 of 5 messages were dropped"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("the template raised an error: no bad words"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("and the context holds 64 (--max-context): /reset to start over"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << "two replies: " << r.out;
@@ -238,7 +241,12 @@ TEST(CliChat, ChatDropsAMessageItCannotTakeAndGoesOn) {
   for (const auto& [flags, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"chat"}, "--model DIR is required"},
            {{"chat", "--model", gen_tiny_model(dir, "tiny-no-tokenizer").string()}, "a chat needs the model's tokenizer.json"},
-           {{"chat", "--model", model.string(), "--prompt", "x"}, "--prompt"}}) {
+           {{"chat", "--model", model.string(), "--prompt", "x"}, "--prompt"},
+           {{"chat", "--model", model.string(), "--system", "\xff"}, "--system is not UTF-8 text"},
+           {{"run", "--model", model.string(), "--chat", "caf\xc3"}, "--chat is not UTF-8 text"},
+           {{"run", "--model", model.string(), "--chat", "hi", "--system", "\xc3("}, "--system is not UTF-8 text"},
+           {{"chat", "--model", model.string(), "--chat-template", "/nonexistent.jinja"}, "error: --chat-template: /nonexistent.jinja: cannot open"},
+           {{"run", "--model", model.string(), "--chat", "hi", "--chat-template", dir.path().string()}, "error: --chat-template: " + dir.path().string() + ": is a folder"}}) {
     const RunResult refused = run_cli(flags);
     EXPECT_EQ(refused.status, 2) << describe(refused);
     EXPECT_NE(refused.err.find(message), std::string::npos) << describe(refused);

@@ -9,6 +9,7 @@
 // - the constructs Tilefire does not run, refused by name when the template is parsed;
 // - random templates assembled from pieces of the cases: rendered, or refused with an InputError.
 #include "graph/jinja.h"
+#include "graph/jinja_value.h"
 
 #include <gtest/gtest.h>
 
@@ -270,6 +271,30 @@ TEST(JinjaTemplate, VariablesWithIntegersPast64BitsAreRefused) {
   EXPECT_EQ(jinja::parse_variables_json(R"({"a": 9223372036854775807, "b": -9223372036854775808, "c": 1e300, "d": 1.5})", "v").dump(),
             R"({"a":9223372036854775807,"b":-9223372036854775808,"c":1e+300,"d":1.5})");
   EXPECT_THROW(jinja::parse_variables_json("{", "v"), InputError);
+}
+
+// Variables nested past what a template's values hold are refused before they are parsed into a value:
+// copying one 100,000 levels deep recursed past the stack (a crash of `tilefire chat --messages`).
+TEST(JinjaTemplate, VariablesNestedPastTheValueDepthAreRefused) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string dicts = [] {
+    std::string text;
+    for (uint32_t i = 0; i <= jinja::kMaxValueDepth; ++i) text += "{\"a\": ";
+    return text + "1" + std::string(jinja::kMaxValueDepth + 1, '}');
+  }();
+  for (const std::string& text : {deep, dicts}) {
+    try {
+      jinja::parse_variables_json(text, "messages.json");
+      ADD_FAILURE() << text.substr(0, 40) << "... was accepted";
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what()).find("messages.json: lists and dicts nest more than 400 levels deep"), std::string::npos)
+          << error.what();
+    }
+  }
+  const std::string within = std::string(jinja::kMaxValueDepth, '[') + std::string(jinja::kMaxValueDepth, ']');
+  EXPECT_EQ(jinja::parse_variables_json(within, "v").dump(), within);
+  // Within the depth, a syntax error is still refused as not JSON.
+  EXPECT_THROW(jinja::parse_variables_json("[[1,]]", "v"), InputError);
 }
 
 // Random templates from pieces of the cases, sometimes with bytes mutated, rendered with the default
