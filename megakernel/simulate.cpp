@@ -338,7 +338,12 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
                   SimulateReport& report) {
   if (options.batch != 1) throw InputError("--fit-trace fits a traced step of one sequence; drop --batch");
   const std::vector<SimulatedTask> observed = read_chrome_trace(options.fit_trace_path, program);
-  const DeviceFit fit = fit_device(program, observed, options.context, device);
+  DeviceFit fit;
+  try {
+    fit = fit_device(program, observed, options.context, device);
+  } catch (const InputError& error) {  // what is wrong with the trace: say which file
+    throw InputError("--fit-trace " + options.fit_trace_path + ": " + error.what());
+  }
   report.fitted = true;
   report.traced_step_ms = fit.observed_step_ns * 1e-6;
   report.fitted_memory_gbs = fit.device.memory_gbs;

@@ -138,6 +138,11 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
       bytes += worker_bytes[w];
       ns += worker_ns[w];
     }
+    // Durations of zero (a trace written by hand, or rounded) say nothing of the bandwidth: keeping the
+    // base device's would print it as fitted.
+    if (fit.streaming_tasks > 0 && !(ns > 0))
+      throw InputError("the trace's " + std::to_string(fit.streaming_tasks) + " tasks that stream weights without waiting all take no " +
+                       "time, so they give no bandwidth to fit");
     if (ns > 0) fit.device.memory_gbs = double(base.workers) * bytes / ns;
     fit.worker_gbs.assign(base.workers, 0.0);
     for (uint32_t w = 0; w < base.workers; ++w)

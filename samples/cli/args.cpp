@@ -78,7 +78,8 @@ uint64_t Args::unsigned_or(const std::string& flag, uint64_t fallback, uint64_t 
   errno = 0;
   char* end = nullptr;
   unsigned long long parsed = std::strtoull(s.c_str(), &end, 10);
-  if (s.empty() || s[0] == '-' || s[0] == '+' || *end != '\0' || errno == ERANGE || parsed < min || parsed > max)
+  // Digits only: strtoull would skip leading white space and take a sign (" -1" as 2^64 - 1).
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0])) || *end != '\0' || errno == ERANGE || parsed < min || parsed > max)
     throw InputError("tilefire " + command_ + ": " + flag + " expects an integer in [" + std::to_string(min) + ", " +
                      (max == UINT64_MAX ? std::string("...") : std::to_string(max)) + "], got '" + s + "'");
   return parsed;

@@ -121,6 +121,11 @@ int bench_command(int argc, char** argv) {
     throw InputError("tilefire bench: --predict runs the cpu backend on one rank, one cell (not with --backend cuda, --tp or --sweep)");
   if (args.has("--sweep")) {
     if (cuda || options.tp > 1) throw InputError("tilefire bench: --sweep runs the cpu backend on one rank");
+    // A sweep writes its own tables, with an 8-token prompt in every cell and no bandwidth measurement.
+    for (const char* unused : {"--json", "--prompt-len", "--bandwidth-mb", "--compile-preset"})
+      if (args.has(unused))
+        throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --sweep (it writes its tables as CSV and "
+                         "Markdown, each cell from an 8-token prompt)");
     return run_sweep(options, args.text_or("--sweep", ""), args.text_or("--sweep-out", "sweep"),
                      uint32_t(args.unsigned_or("--rounds", 3, 1, 1000)), uint32_t(args.unsigned_or("--steps", 8, 1, 100000)));
   }

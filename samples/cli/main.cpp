@@ -56,8 +56,8 @@ int main(int argc, char** argv) {
     return 3;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr,
-                 "tilefire %s: error: out of memory (the model's weights, its KV cache of --max-context positions, and "
-                 "its programs must fit this machine's memory)\n",
+                 "tilefire %s: error: out of memory (what the command builds must fit this machine's memory: the "
+                 "model's programs, and to run it its weights and its KV cache of --max-context positions)\n",
                  command.c_str());
     return 1;
   } catch (const std::exception& e) {

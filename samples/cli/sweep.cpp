@@ -15,11 +15,12 @@ namespace tilefire::cli {
 
 namespace {
 
+// Every part, the empty ones too (`policy,,threads` or a trailing comma is a typo, not one dimension less).
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, separator);)
-    if (!part.empty()) parts.push_back(part);
+  size_t begin = 0;
+  for (size_t end; (end = text.find(separator, begin)) != std::string::npos; begin = end + 1) parts.push_back(text.substr(begin, end - begin));
+  parts.push_back(text.substr(begin));
   return parts;
 }
 

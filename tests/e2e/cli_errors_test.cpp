@@ -558,6 +558,14 @@ TEST(CliFlags, InspectRefusesWithTheReason) {
       {{"inspect", "--model", "/etc/hostname"}, "inspect", {"/etc/hostname", "not a folder"}},
       {{"bench", "--dtype", "f16"}, "bench", {"--dtype", "--preset NAME"}},
       {{"bench", "--preset", "tiny", "--sweep-out", "x"}, "bench", {"--sweep-out", "--sweep"}},
+      {{"bench", "--preset", "tiny", "--sweep", "policy", "--json"}, "bench", {"--json does not apply to --sweep"}},
+      {{"bench", "--preset", "tiny", "--sweep", "threads", "--prompt-len", "100"}, "bench", {"--prompt-len does not apply to --sweep"}},
+      {{"bench", "--preset", "tiny", "--sweep", "policy", "--bandwidth-mb", "64"}, "bench", {"--bandwidth-mb does not apply"}},
+      {{"bench", "--preset", "tiny", "--sweep", "policy", "--compile-preset", "tiny"}, "bench", {"--compile-preset does not apply"}},
+      {{"bench", "--preset", "tiny", "--sweep", ","}, "bench", {"--sweep takes policy, granularity and threads", "got ''"}},
+      {{"bench", "--preset", "tiny", "--sweep", "policy,"}, "bench", {"--sweep takes policy", "got ''"}},
+      {{"gen-model", "--preset", "tiny", "--out", "/tmp/tilefire-never-written", "--seed", " -1"}, "gen-model", {"--seed", "' -1'"}},
+      {{"bench", "--preset", "tiny", "--seed", "+5"}, "bench", {"--seed", "'+5'"}},
       {{"bench", "--compile-preset", "nope"}, "bench", {"--compile-preset", "'nope'", "tiny"}},
   });
 }

@@ -160,5 +160,21 @@ TEST(TraceFit, RefusesATimelineThatDoesNotFitTheProgram) {
   }
 }
 
+// A timeline whose tasks all take no time gives no bandwidth: refused, where the base device's figure
+// used to come back as the fitted one.
+TEST(TraceFit, RefusesATimelineOfTasksThatTakeNoTime) {
+  const Program program = tiny_decode_program(2);
+  const DeviceModel device{.name = "known", .workers = 2, .memory_gbs = 50, .flops = 1e18, .dispatch_ns = 0, .signal_ns = 300};
+  SimulationResult simulated = simulate_program(program, device, 64);
+  EXPECT_NO_THROW(fit_device(program, simulated.timeline, 64, device));
+  for (SimulatedTask& task : simulated.timeline) task.end_ns = task.start_ns;
+  try {
+    fit_device(program, simulated.timeline, 64, device);
+    ADD_FAILURE() << "a timeline of tasks that take no time was fitted";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("all take no time"), std::string::npos) << error.what();
+  }
+}
+
 }  // namespace
 }  // namespace tilefire::testing
