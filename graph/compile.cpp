@@ -66,7 +66,8 @@ struct Producer {
 // What one consumer task needs from one producer node: every tile, or these tiles.
 struct Need {
   uint32_t node;
-  std::vector<uint32_t> tiles;  // indices within the producer node
+  std::vector<uint32_t> tiles;  // indices within the producer node; empty when it reads every tile
+  bool every_tile = false;      // it reads every tile of the producer: it waits on the done event
   std::vector<Region> reads;    // what the task reads of the slots that node writes (head granularity)
 };
 
@@ -146,9 +147,9 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
       uint64_t task_count = 0;
       for (const std::vector<TileRange>& tiles : tiles_of_node) task_count += tiles.size();
       if (task_count > options.most_tasks)
-        throw InputError("compile: the model's program has " + std::to_string(task_count) + " tasks, more than the " +
-                         std::to_string(options.most_tasks) + " Tilefire compiles (its sizes in config.json add up to far more than " +
-                         "any published model's: is it damaged?)");
+        throw InputError("compile: the program of this model for " + std::to_string(options.workers) + " workers has " +
+                         std::to_string(task_count) + " tasks, more than the " + std::to_string(options.most_tasks) +
+                         " Tilefire compiles (is config.json damaged, or the worker count far too high?)");
       program.nodes.resize(node_count);
       for (uint32_t n = 0; n < node_count; ++n) {
         NodeDesc& desc = program.nodes[n];
@@ -222,10 +223,16 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
         for (auto& [node, need] : by_node) {
           std::sort(need.tiles.begin(), need.tiles.end());
           need.tiles.erase(std::unique(need.tiles.begin(), need.tiles.end()), need.tiles.end());
+          // A read of every tile is one wait on the done event: kept as that, not as the list, whose
+          // total would grow with the square of the worker count (a matmul tile reads the whole row).
+          if (need.tiles.size() == program.nodes[node].task_count) {
+            need.every_tile = true;
+            std::vector<uint32_t>().swap(need.tiles);
+          }
           if (producer_tiles_read.fetch_add(need.tiles.size(), std::memory_order_relaxed) + need.tiles.size() > options.most_producer_tiles)
-            throw InputError("compile: the model's program reads more than " + std::to_string(options.most_producer_tiles) +
-                             " producer tiles across its tasks, more than Tilefire compiles (its sizes in config.json add up to " +
-                             "far more than any published model's: is it damaged?)");
+            throw InputError("compile: the program of this model for " + std::to_string(options.workers) + " workers reads more than " +
+                             std::to_string(options.most_producer_tiles) + " single producer tiles across its tasks, more than " +
+                             "Tilefire compiles (is config.json damaged, or the worker count far too high?)");
           needs[t].push_back(std::move(need));
         }
       });
@@ -275,7 +282,7 @@ Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileO
       for (size_t t = 0; t < task_count; ++t) {
         for (const Need& need : needs[t]) {
           NodeDesc& producer = program.nodes[need.node];
-          if (options.granularity == EventGranularity::op || need.tiles.size() == producer.task_count) {
+          if (options.granularity == EventGranularity::op || need.every_tile) {
             if (producer.done_event == kNoSlot) producer.done_event = new_event(producer.task_count);
             task_waits[t].push_back(producer.done_event);
           } else if (options.granularity == EventGranularity::head) {

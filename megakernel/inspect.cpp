@@ -27,11 +27,11 @@ void write_layer_dot(const std::string& path, const Program& program, const Task
     if (task.layer != layer || task.op == OpCode::embed || task.op == OpCode::lm_head) continue;
     any = true;
     out << "  t" << t << " [label=\"" << op_name(task.op) << " [" << task.tile_begin << "," << task.tile_end << ")\"];\n";
-    for (uint32_t p : graph.predecessors[t]) {
+    graph.for_each_predecessor(t, [&](uint32_t p) {
       const TaskDesc& pred = program.tasks[p];
       if (pred.layer == layer && pred.op != OpCode::embed && pred.op != OpCode::lm_head)
         out << "  t" << p << " -> t" << t << ";\n";
-    }
+    });
   }
   out << "}\n";
   if (!any) throw InputError("--dot-layer " + std::to_string(layer) + ": the program has no tasks in that layer");
@@ -127,13 +127,13 @@ InspectReport inspect_program(const InspectOptions& options) {
   for (uint32_t t = 0; t < program.tasks.size(); ++t) {
     uint32_t best_count = 0;
     double best_time = 0;
-    for (uint32_t p : graph.predecessors[t]) {
+    graph.for_each_predecessor(t, [&](uint32_t p) {
       best_count = std::max(best_count, count[p]);
       if (time[p] + model.signal_ns > best_time) {
         best_time = time[p] + model.signal_ns;
         via[t] = p;
       }
-    }
+    });
     count[t] = best_count + 1;
     time[t] = best_time + task_ns[t];
     report.critical_path_tasks = std::max(report.critical_path_tasks, count[t]);

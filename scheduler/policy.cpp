@@ -42,25 +42,42 @@ double estimated_task_cost(const Program& program, uint32_t task) {
   return bytes + 4096.0 * double(t.tile_end - t.tile_begin);
 }
 
+namespace {
+
+// Per event, the tasks that name it in their `count`/`begin` lists (signals or waits), ascending: a
+// counting sort into one array.
+void index_by_event(const Program& program, uint32_t TaskDesc::*begin, uint16_t TaskDesc::*count,
+                    const std::vector<uint32_t>& ids, std::vector<uint32_t>& first, std::vector<uint32_t>& tasks) {
+  first.assign(program.events.size() + 1, 0);
+  for (const TaskDesc& task : program.tasks)
+    for (uint32_t i = 0; i < task.*count; ++i) ++first[ids[task.*begin + i] + 1];
+  for (size_t e = 0; e < program.events.size(); ++e) first[e + 1] += first[e];
+  tasks.resize(first.back());
+  std::vector<uint32_t> fill(first.begin(), first.end() - 1);
+  for (uint32_t t = 0; t < program.tasks.size(); ++t) {
+    const TaskDesc& task = program.tasks[t];
+    for (uint32_t i = 0; i < task.*count; ++i) tasks[fill[ids[task.*begin + i]]++] = t;
+  }
+}
+
+}  // namespace
+
 TaskGraph task_graph(const Program& program) {
-  const uint32_t n = uint32_t(program.tasks.size());
-  std::vector<std::vector<uint32_t>> signallers(program.events.size());
-  for (uint32_t t = 0; t < n; ++t) {
-    const TaskDesc& task = program.tasks[t];
-    for (uint32_t i = 0; i < task.signal_count; ++i) signallers[program.signals[task.signal_begin + i]].push_back(t);
-  }
   TaskGraph g;
-  g.predecessors.resize(n);
-  g.successors.resize(n);
-  for (uint32_t t = 0; t < n; ++t) {
-    const TaskDesc& task = program.tasks[t];
-    for (uint32_t i = 0; i < task.wait_count; ++i)
-      for (uint32_t s : signallers[program.waits[task.wait_begin + i]]) {
-        g.predecessors[t].push_back(s);
-        g.successors[s].push_back(t);
-      }
-  }
+  g.program = &program;
+  index_by_event(program, &TaskDesc::signal_begin, &TaskDesc::signal_count, program.signals, g.signaller_begin, g.signallers);
+  index_by_event(program, &TaskDesc::wait_begin, &TaskDesc::wait_count, program.waits, g.waiter_begin, g.waiters);
   return g;
+}
+
+uint64_t TaskGraph::predecessor_count(uint32_t t) const {
+  const TaskDesc& task = program->tasks[t];
+  uint64_t count = 0;
+  for (uint32_t i = 0; i < task.wait_count; ++i) {
+    const uint32_t e = program->waits[task.wait_begin + i];
+    count += signaller_begin[e + 1] - signaller_begin[e];
+  }
+  return count;
 }
 
 }  // namespace tilefire

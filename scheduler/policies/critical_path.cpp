@@ -15,18 +15,18 @@ void CriticalPathPolicy::place(Program& program, uint32_t workers) const {
   for (uint32_t t = 0; t < n; ++t) cost[t] = estimated_task_cost(program, t);
   for (uint32_t t = n; t-- > 0;) {  // task ids are topological: successors come later
     double longest = 0;
-    for (uint32_t s : graph.successors[t]) longest = std::max(longest, priority[s]);
+    graph.for_each_successor(t, [&](uint32_t s) { longest = std::max(longest, priority[s]); });
     priority[t] = cost[t] + longest;
   }
 
   // The simulation: a task is released when all its predecessors are placed; its ready time is their
   // latest finish. The earliest-free worker takes, among released tasks ready by then, the one with the
   // highest priority; if none is ready yet, the one ready first.
-  std::vector<uint32_t> unplaced_predecessors(n);
+  std::vector<uint64_t> unplaced_predecessors(n);  // edges into the task (one per event and signaller)
   std::vector<double> ready_at(n, 0.0), free_at(workers, 0.0);
-  std::vector<uint32_t> released;
+  std::vector<uint32_t> released, newly_released;
   for (uint32_t t = 0; t < n; ++t) {
-    unplaced_predecessors[t] = uint32_t(graph.predecessors[t].size());
+    unplaced_predecessors[t] = graph.predecessor_count(t);
     if (unplaced_predecessors[t] == 0) released.push_back(t);
   }
   for (uint32_t placed = 0; placed < n; ++placed) {
@@ -49,10 +49,14 @@ void CriticalPathPolicy::place(Program& program, uint32_t workers) const {
     const double finish = std::max(free_at[w], ready_at[t]) + cost[t];
     free_at[w] = finish;
     program.queues[w].push_back(t);
-    for (uint32_t s : graph.successors[t]) {
+    newly_released.clear();
+    graph.for_each_successor(t, [&](uint32_t s) {
       ready_at[s] = std::max(ready_at[s], finish);
-      if (--unplaced_predecessors[s] == 0) released.push_back(s);
-    }
+      if (--unplaced_predecessors[s] == 0) newly_released.push_back(s);
+    });
+    // In task order, as among equally ready tasks the first released is taken first.
+    std::sort(newly_released.begin(), newly_released.end());
+    released.insert(released.end(), newly_released.begin(), newly_released.end());
   }
 }
 

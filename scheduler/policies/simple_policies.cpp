@@ -67,7 +67,7 @@ void LocalityPolicy::place(Program& program, uint32_t workers) const {
     for (uint32_t t = node.first_task; t < node.first_task + node.task_count; ++t) {
       const double cost = estimated_task_cost(program, t);
       std::fill(votes.begin(), votes.end(), 0u);
-      for (uint32_t p : graph.predecessors[t]) ++votes[worker_of[p]];
+      graph.for_each_predecessor(t, [&](uint32_t p) { ++votes[worker_of[p]]; });
       uint32_t best = workers;
       for (uint32_t i = 0; i < workers; ++i) {
         const uint32_t w = (rotation + i) % workers;
