@@ -45,22 +45,27 @@ struct TaskGraph {
   template <class F>
   void for_each_predecessor(uint32_t t, F&& f) const {
     const TaskDesc& task = program->tasks[t];
-    for (uint32_t i = 0; i < task.wait_count; ++i) {
-      const uint32_t e = program->waits[task.wait_begin + i];
-      for (uint32_t k = signaller_begin[e]; k < signaller_begin[e + 1]; ++k) f(signallers[k]);
-    }
+    across(program->waits, task.wait_begin, task.wait_count, signaller_begin, signallers, f);
   }
   // f(s) for each task s that waits on an event task t signals, by event, with the same multiplicity.
   template <class F>
   void for_each_successor(uint32_t t, F&& f) const {
     const TaskDesc& task = program->tasks[t];
-    for (uint32_t i = 0; i < task.signal_count; ++i) {
-      const uint32_t e = program->signals[task.signal_begin + i];
-      for (uint32_t k = waiter_begin[e]; k < waiter_begin[e + 1]; ++k) f(waiters[k]);
-    }
+    across(program->signals, task.signal_begin, task.signal_count, waiter_begin, waiters, f);
   }
   // The number of f calls for_each_predecessor(t, f) makes.
   uint64_t predecessor_count(uint32_t t) const;
+
+ private:
+  // f(task) for the tasks listed, per event, under each of the `count` events at events[begin ..].
+  template <class F>
+  static void across(const std::vector<uint32_t>& events, uint32_t begin, uint32_t count, const std::vector<uint32_t>& first,
+                     const std::vector<uint32_t>& tasks, F& f) {
+    for (uint32_t i = 0; i < count; ++i) {
+      const uint32_t e = events[begin + i];
+      for (uint32_t k = first[e]; k < first[e + 1]; ++k) f(tasks[k]);
+    }
+  }
 };
 // The graph refers to `program`, which must outlive it.
 TaskGraph task_graph(const Program& program);
