@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "graph/json_file.h"
 #include "tilefire/errors.h"
 
 namespace tilefire {
@@ -19,6 +20,7 @@ bool present(const fs::path& path) {
   return fs::exists(fs::symlink_status(path, ignored));  // a dangling link counts: reading it says what is wrong
 }
 
+// A template file the user names (--chat-template): a pipe is fine (`<(...)`), a folder is not.
 std::string read_text(const fs::path& path) {
   std::error_code ignored;
   if (fs::is_directory(path, ignored)) throw InputError(path.string() + ": is a folder, not a file");
@@ -30,12 +32,13 @@ std::string read_text(const fs::path& path) {
   return text.str();
 }
 
+// A file of the model folder: a FIFO there is refused rather than waited on (read_json_file_text).
 ordered_json read_json(const fs::path& path) {
   ordered_json json;
   try {
-    json = ordered_json::parse(read_text(path));
+    json = ordered_json::parse(read_json_file_text(path, path.string()));
   } catch (const ordered_json::exception& error) {  // parse_error, and out_of_range for a number too large
-    throw InputError(path.string() + ": not JSON (" + error.what() + ")");
+    throw_invalid_json(error, path.string());
   }
   if (!json.is_object()) throw InputError(path.string() + ": the top level must be a JSON object");
   return json;
@@ -97,7 +100,7 @@ std::optional<ChatTemplateFiles> read_chat_template(const fs::path& folder) {
   ChatTemplateFiles files;
   const fs::path jinja_file = folder / "chat_template.jinja", config_file = folder / "tokenizer_config.json";
   if (present(jinja_file)) {  // transformers' own place for it since 4.50; it comes before tokenizer_config.json's
-    files.templates.emplace("default", jinja::Template(read_text(jinja_file), jinja_file.string()));
+    files.templates.emplace("default", jinja::Template(read_json_file_text(jinja_file, jinja_file.string()), jinja_file.string()));
   } else if (present(config_file)) {
     const ordered_json config = read_json(config_file);
     if (!config.contains("chat_template") || config.at("chat_template").is_null()) return std::nullopt;
@@ -110,8 +113,9 @@ std::optional<ChatTemplateFiles> read_chat_template(const fs::path& folder) {
         if (!entry.is_object() || !entry.contains("name") || !entry.at("name").is_string() || !entry.contains("template") ||
             !entry.at("template").is_string())
           throw InputError(config_file.string() + ": key 'chat_template' must be a string or a list of {\"name\", \"template\"} objects");
+        // A name given twice: the last, as transformers' dict of the list keeps it.
         const std::string name = entry.at("name").get<std::string>();
-        files.templates.emplace(name, jinja::Template(entry.at("template").get<std::string>(), origin + " '" + name + "'"));
+        files.templates.insert_or_assign(name, jinja::Template(entry.at("template").get<std::string>(), origin + " '" + name + "'"));
       }
       if (!files.templates.count("default"))
         throw InputError(config_file.string() + ": key 'chat_template' lists templates but none named 'default'");

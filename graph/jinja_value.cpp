@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "graph/jinja.h"
+#include "graph/json_file.h"
 #include "graph/unicode.h"
 #include "tilefire/errors.h"
 
@@ -141,8 +142,8 @@ struct ChatJsonScan : nlohmann::json_sax<nlohmann::ordered_json> {
   std::string found;  // the integer past 64 bits
   uint32_t depth = 0;
   bool too_deep = false;
-  bool open() {
-    too_deep = ++depth > kMaxValueDepth;
+  bool open() {  // one level more than a value holds: an object of variables around the messages
+    too_deep = ++depth > kMaxValueDepth + 1;
     return !too_deep;
   }
   bool null() override { return true; }
@@ -169,13 +170,13 @@ nlohmann::ordered_json parse_variables_json(std::string_view text, const std::st
   ChatJsonScan scan;
   nlohmann::ordered_json::sax_parse(text, &scan);  // false on a syntax error too: parse names that below
   if (scan.too_deep)
-    throw InputError(what + ": lists and dicts nest more than " + std::to_string(kMaxValueDepth) + " levels deep");
+    throw InputError(what + ": lists and dicts nest more than " + std::to_string(kMaxValueDepth + 1) + " levels deep");
   if (!scan.found.empty())
     throw InputError(what + ": the integer " + scan.found + " is past 64 bits (Python's integers have no bound; a chat template's in Tilefire have 64 bits)");
   try {
     return nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::ordered_json::exception& error) {
-    throw InputError(what + " is not JSON (" + error.what() + ")");
+    throw_invalid_json(error, what);
   }
 }
 

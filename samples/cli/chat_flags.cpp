@@ -9,14 +9,15 @@ namespace tilefire::cli {
 
 namespace {
 
-// InputError unless `text` is UTF-8; what the JSON writer finds wrong (a byte and where) says why.
+// InputError unless `text` is UTF-8; what the JSON writer finds wrong (a byte and where) says why,
+// without the JSON library's exception name.
 void require_utf8(const std::string& text, const std::string& what) {
   try {
     (void)nlohmann::ordered_json(text).dump();
   } catch (const nlohmann::ordered_json::type_error& error) {
     const std::string detail = error.what();
-    const size_t at = detail.find("invalid UTF-8");
-    throw InputError(what + " is not UTF-8 text (" + (at == std::string::npos ? detail : detail.substr(at)) + ")");
+    const size_t tag_end = detail.rfind("] ");
+    throw InputError(what + " is not valid UTF-8 (" + (tag_end == std::string::npos ? detail : detail.substr(tag_end + 2)) + ")");
   }
 }
 
@@ -43,8 +44,12 @@ Conversation begin_conversation(const Args& args, const std::string& model_dir, 
   if (const auto file = args.text("--chat-template")) {
     try {
       conversation.chat_template = ChatTemplate::of_file(*file, model_dir);
-    } catch (const InputError& error) {  // the file's own message, with the flag it came from
-      throw InputError(command + ": --chat-template: " + error.what());
+    } catch (const InputError& error) {
+      // The template file's own errors start with its path: they get the flag it came from. The model
+      // folder's files (tokenizer_config.json, generation_config.json) name themselves.
+      const std::string message = error.what();
+      if (message.rfind(*file, 0) == 0) throw InputError(command + ": --chat-template: " + message);
+      throw;
     }
   } else {
     conversation.chat_template = ChatTemplate::of_model_folder(model_dir);

@@ -22,7 +22,7 @@ struct Conversation {
   std::vector<int32_t> end_of_reply;                                    // stop tokens of a reply
 
   // Appends a message. Its content must be UTF-8 (the template's JSON of the messages holds text only):
-  // otherwise InputError "`what` is not UTF-8 text (...)", and nothing is added.
+  // otherwise InputError "`what` is not valid UTF-8 (...)", and nothing is added.
   void add(const std::string& role, const std::string& content, const std::string& what);
   // The prompt text of the messages so far, with the assistant's header to follow. InputError prefixed
   // with `command` when the template fails (raise_exception).

@@ -111,7 +111,7 @@ TEST(CliChat, WhatAChatCannotRunWithIsRefusedByName) {
       {{"--model", m, "--chat-template", "t.jinja", "--prompt", "x"}, "--chat-template goes with --chat or --messages"},
       {{"--model", m, "--messages", (dir.path() / "missing.json").string()}, "--messages: cannot read"},
       {{"--model", m, "--messages", dir.path().string()}, "--messages: cannot read"},
-      {{"--model", m, "--messages", (dir.path() / "notjson.json").string()}, "is not JSON"},
+      {{"--model", m, "--messages", (dir.path() / "notjson.json").string()}, ": not valid JSON: "},
       {{"--model", m, "--messages", (dir.path() / "nomessages.json").string()}, "is an object without \"messages\""},
       {{"--model", m, "--messages", (dir.path() / "bigint.json").string()}, "the integer 123456789012345678901234 is past 64 bits"},
       {{"--model", m, "--chat", "hi", "--chat-template", (dir.path() / "missing.jinja").string()}, "missing.jinja: cannot open"},
@@ -230,7 +230,7 @@ TEST(CliChat, ChatDropsAMessageItCannotTakeAndGoesOn) {
   const RunResult r = run_cli({"chat", "--model", model.string(), "--max-new-tokens", "2", "--json", "--max-context", "64"}, 60, "",
                               (dir.path() / "input.txt").string());
   ASSERT_EQ(r.status, 2) << describe(r);
-  EXPECT_NE(r.err.find("tilefire chat: the message is not UTF-8 text (invalid UTF-8 byte at index 0: 0xFF)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tilefire chat: the message is not valid UTF-8 (invalid UTF-8 byte at index 0: 0xFF)"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("tilefire chat: error: 3 of 5 messages were dropped"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("the template raised an error: no bad words"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("and the context holds 64 (--max-context): /reset to start over"), std::string::npos) << r.err;
@@ -242,15 +242,22 @@ TEST(CliChat, ChatDropsAMessageItCannotTakeAndGoesOn) {
            {{"chat"}, "--model DIR is required"},
            {{"chat", "--model", gen_tiny_model(dir, "tiny-no-tokenizer").string()}, "a chat needs the model's tokenizer.json"},
            {{"chat", "--model", model.string(), "--prompt", "x"}, "--prompt"},
-           {{"chat", "--model", model.string(), "--system", "\xff"}, "--system is not UTF-8 text"},
-           {{"run", "--model", model.string(), "--chat", "caf\xc3"}, "--chat is not UTF-8 text"},
-           {{"run", "--model", model.string(), "--chat", "hi", "--system", "\xc3("}, "--system is not UTF-8 text"},
+           {{"chat", "--model", model.string(), "--system", "\xff"}, "--system is not valid UTF-8 (invalid UTF-8 byte at index 0: 0xFF)"},
+           {{"run", "--model", model.string(), "--chat", "caf\xc3"}, "--chat is not valid UTF-8 (incomplete UTF-8 string; last byte: 0xC3)"},
+           {{"run", "--model", model.string(), "--chat", "hi", "--system", "\xc3("}, "--system is not valid UTF-8 ("},
            {{"chat", "--model", model.string(), "--chat-template", "/nonexistent.jinja"}, "error: --chat-template: /nonexistent.jinja: cannot open"},
            {{"run", "--model", model.string(), "--chat", "hi", "--chat-template", dir.path().string()}, "error: --chat-template: " + dir.path().string() + ": is a folder"}}) {
     const RunResult refused = run_cli(flags);
     EXPECT_EQ(refused.status, 2) << describe(refused);
     EXPECT_NE(refused.err.find(message), std::string::npos) << describe(refused);
   }
+  // With --chat-template, the folder's own files still name themselves, not the flag.
+  write_file_text(dir.path() / "t.jinja", "{{ messages[0].content }}");
+  write_file_text(model / "generation_config.json", R"({"eos_token_id": "two"})");
+  const RunResult folder_file = run_cli({"run", "--model", model.string(), "--chat", "hi", "--chat-template", (dir.path() / "t.jinja").string()});
+  EXPECT_EQ(folder_file.status, 2) << describe(folder_file);
+  EXPECT_NE(folder_file.err.find("error: " + (model / "generation_config.json").string() + ": key 'eos_token_id'"), std::string::npos)
+      << describe(folder_file);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "graph/chat_template.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <random>
@@ -237,7 +238,7 @@ TEST(ChatTemplate, AFolderGivesItsTemplateTokensAndIdsOrSaysWhatIsWrong) {
   write_file_text(folder / "generation_config.json", R"({"eos_token_id": "2"})");
   refused("a string eos_token_id", "generation_config.json: key 'eos_token_id'");
   write_file_text(folder / "generation_config.json", "{");
-  refused("generation_config.json not JSON", "generation_config.json: not JSON");
+  refused("generation_config.json not JSON", "generation_config.json: not valid JSON: ");
   fs::remove(folder / "generation_config.json");
   write_file_text(folder / "chat_template.jinja", "{% for m in messages %}");
   refused("an unclosed for", "chat_template.jinja: line 1: the template ends inside {% for %}");
@@ -251,7 +252,22 @@ TEST(ChatTemplate, AFolderGivesItsTemplateTokensAndIdsOrSaysWhatIsWrong) {
   write_file_text(folder / "tokenizer_config.json", R"({"chat_template": "{% include 'x' %}"})");
   refused("include", "{% include %} is not supported");
   write_file_text(folder / "tokenizer_config.json", "{\"chat_template\": ");
-  refused("cut short", "tokenizer_config.json: not JSON");
+  refused("cut short", "tokenizer_config.json: not valid JSON: ");
+  // A FIFO in the folder would block the reader until something writes to it: refused, for each file.
+  for (const char* name : {"tokenizer_config.json", "generation_config.json", "chat_template.jinja"}) {
+    write_file_text(folder / "tokenizer_config.json", R"({"chat_template": "x"})");
+    fs::remove(folder / name);
+    ASSERT_EQ(mkfifo((folder / name).c_str(), 0600), 0) << name;
+    refused(std::string("a FIFO ") + name, std::string(name) + ": not a regular file");
+    fs::remove(folder / name);
+  }
+
+  // Two templates of one name: the last, as transformers keeps it (a dict made from the list).
+  write_file_text(folder / "tokenizer_config.json",
+                  R"({"chat_template": [{"name": "default", "template": "first"}, {"name": "default", "template": "last"}]})");
+  files = read_chat_template(folder);
+  ASSERT_TRUE(files);
+  EXPECT_EQ(render_chat(*files, ordered_json::array(), true, ordered_json::object()), "last");
 
   // Messages that are not a list of objects with a string role.
   write_file_text(folder / "tokenizer_config.json", R"({"chat_template": "{{ messages | length }}"})");
