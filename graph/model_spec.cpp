@@ -192,7 +192,7 @@ json float_to_json(float value) {
 }  // namespace
 
 uint64_t ModelSpec::parameter_count() const {
-  const uint64_t h = hidden, q = q_dim(), kv = kv_dim();
+  const uint64_t h = hidden, q = uint64_t(heads) * head_dim, kv = uint64_t(kv_heads) * head_dim;
   uint64_t per_layer = 2 * h                        // input and post-attention norms
                        + h * q + 2 * h * kv + q * h  // q, k, v, o projections
                        + 3 * h * uint64_t(ffn);      // gate, up, down
@@ -328,16 +328,6 @@ void validate_spec(const ModelSpec& spec, const std::string& origin) {
   require_at_most(spec.heads, 1024, "num_attention_heads");
   require_at_most(spec.head_dim, 1024, "head_dim");
   require_at_most(spec.ffn, 1u << 20, "intermediate_size");
-  // Each size within its bound can still add up to a model no machine holds (1024 layers of hidden 65536
-  // and FFN 2^20), whose program alone the compiler would build for minutes until the OS killed it.
-  // Llama 3.1 405B, the largest published dense model, has 4.1e11 parameters.
-  constexpr uint64_t kMostParameters = 1'000'000'000'000ull;
-  if (const uint64_t parameters = spec.parameter_count(); parameters > kMostParameters) {
-    char text[96];
-    std::snprintf(text, sizeof(text), "%.3g parameters, more than the 1e12", double(parameters));
-    fail(origin, std::string("its sizes (hidden_size, intermediate_size, num_hidden_layers, vocab_size, the heads) add up to ") + text +
-                     " Tilefire accepts (far past any published dense model: is config.json damaged?)");
-  }
   if (spec.heads % spec.kv_heads != 0) {
     fail(origin, "key 'num_key_value_heads' (" + std::to_string(spec.kv_heads) +
                      ") must divide num_attention_heads (" + std::to_string(spec.heads) + ")");
@@ -371,6 +361,15 @@ void validate_spec(const ModelSpec& spec, const std::string& origin) {
                        std::to_string(spec.vocab) + ")");
     }
   }
+  // Each size within its bound can still add up to a model no machine holds (1024 layers of hidden 65536
+  // and FFN 2^20), whose program alone the compiler would build for minutes until the OS killed it.
+  // Llama 3.1 405B, the largest published dense model, has 4.1e11 parameters. Checked last, so that a
+  // mistyped size that breaks a rule above is named by that rule.
+  constexpr uint64_t kMostParameters = 1'000'000'000'000ull;
+  if (const uint64_t parameters = spec.parameter_count(); parameters > kMostParameters)
+    fail(origin, "its sizes (hidden_size, intermediate_size, num_hidden_layers, vocab_size, the heads) add up to " +
+                     std::to_string(parameters) + " parameters, more than the 10^12 Tilefire accepts (far past any " +
+                     "published dense model: is config.json damaged?)");
 }
 
 namespace {

@@ -122,6 +122,7 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
     std::fill(worker_bytes.begin(), worker_bytes.end(), 0.0);
     std::fill(worker_ns.begin(), worker_ns.end(), 0.0);
     fit.streaming_tasks = 0;
+    double traced_ns = 0;  // their times as traced, before the epilogues come off
     for (uint32_t t = 0; t < tasks; ++t) {
       if (waited[t]) continue;
       const TaskWork work = task_work(program, program.tasks[t], context, sequences);
@@ -129,6 +130,7 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
       const uint32_t w = by_task[t]->worker;
       const double speed = speeds.empty() ? 1.0 : speeds[w];
       worker_bytes[w] += work.bytes();
+      traced_ns += by_task[t]->end_ns - by_task[t]->start_ns;
       worker_ns[w] += std::max(0.0, by_task[t]->end_ns - by_task[t]->start_ns - modelled_epilogue_ns(base, work) / speed);
       ++fit.streaming_tasks;
     }
@@ -140,7 +142,7 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
     }
     // Durations of zero (a trace written by hand, or rounded) say nothing of the bandwidth: keeping the
     // base device's would print it as fitted.
-    if (fit.streaming_tasks > 0 && !(ns > 0))
+    if (fit.streaming_tasks > 0 && !(traced_ns > 0))
       throw InputError("the trace's " + std::to_string(fit.streaming_tasks) + " tasks that stream weights without waiting all take no " +
                        "time, so they give no bandwidth to fit");
     if (ns > 0) fit.device.memory_gbs = double(base.workers) * bytes / ns;

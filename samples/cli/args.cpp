@@ -134,7 +134,8 @@ std::vector<int32_t> Args::token_list(const std::string& flag) const {
     char* end = nullptr;
     errno = 0;
     long parsed = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || errno == ERANGE || parsed < 0 || parsed > INT32_MAX)
+    // Digits only: strtol would skip white space and take a sign.
+    if (item.empty() || !std::isdigit(static_cast<unsigned char>(item[0])) || *end != '\0' || errno == ERANGE || parsed < 0 || parsed > INT32_MAX)
       throw InputError("tilefire " + command_ + ": " + flag + " expects comma-separated token ids like 1,2,3, got '" + s + "'");
     tokens.push_back(int32_t(parsed));
     if (comma == std::string::npos) break;

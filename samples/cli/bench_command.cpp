@@ -126,8 +126,12 @@ int bench_command(int argc, char** argv) {
       if (args.has(unused))
         throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --sweep (it writes its tables as CSV and "
                          "Markdown, each cell from an 8-token prompt)");
+    std::vector<std::string> flags_given;
+    for (const char* flag : {"--policy", "--granularity", "--threads"})
+      if (args.has(flag)) flags_given.push_back(flag);
     return run_sweep(options, args.text_or("--sweep", ""), args.text_or("--sweep-out", "sweep"),
-                     uint32_t(args.unsigned_or("--rounds", 3, 1, 1000)), uint32_t(args.unsigned_or("--steps", 8, 1, 100000)));
+                     uint32_t(args.unsigned_or("--rounds", 3, 1, 1000)), uint32_t(args.unsigned_or("--steps", 8, 1, 100000)),
+                     flags_given);
   }
   const uint32_t steps = uint32_t(args.unsigned_or("--steps", cuda ? 64 : 8, 1, 100000));
   const uint32_t rounds = uint32_t(args.unsigned_or("--rounds", cuda ? 5 : 15, 1, 1000));

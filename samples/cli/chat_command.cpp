@@ -35,7 +35,7 @@ prefills only what is new.
   --chat-template FILE   a Jinja chat template instead of the folder's
   --max-new-tokens N     tokens per reply at most (default 1024)
   --temperature T        0 = greedy (default 0)
-  --top-k K, --top-p P   sampling cuts (0 and 1: off)
+  --top-k K, --top-p P   sampling cuts (--top-k 0, --top-p 1: off; P in [1e-6, 1])
   --seed S               sampling seed (default 0; each turn draws from seed + turn)
   --threads N            worker threads (default: all cores; shared by the ranks under --tp, at least one each)
   --tp N                 tensor parallelism: N ranks of this process (cpu: thread groups; cuda: rank r on

@@ -47,7 +47,7 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --chat TEXT            a user's message, put in the model's chat template (tokenizer_config.json or
                          chat_template.jinja, rendered as transformers does); prints the reply, which ends
                          at the template's eos_token or generation_config.json's eos_token_id
-  --system TEXT          with --chat: a system message before it
+  --system TEXT          with --chat or --messages: a system message before the conversation
   --messages FILE        with or without --chat (which then comes last): the conversation so far, a JSON
                          list of {"role", "content"} messages as transformers takes them, or an object with
                          "messages" and the template's other variables ("tools", "enable_thinking", ...)

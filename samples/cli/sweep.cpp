@@ -27,11 +27,14 @@ std::vector<std::string> split(const std::string& text, char separator) {
 }  // namespace
 
 int run_sweep(const EngineOptions& base, const std::string& dimensions, const std::string& out_prefix, uint32_t rounds,
-              uint32_t steps) {
+              uint32_t steps, const std::vector<std::string>& flags_given) {
   std::vector<std::string> policies{base.policy.empty() ? "balanced" : base.policy};
   std::vector<Granularity> granularities{base.granularity};
   std::vector<uint32_t> threads{base.threads ? base.threads : std::max(1u, std::thread::hardware_concurrency())};
   for (const std::string& dimension : split(dimensions, ',')) {
+    if (std::find(flags_given.begin(), flags_given.end(), "--" + dimension) != flags_given.end())
+      throw InputError("tilefire bench: --" + dimension + " and --sweep " + dimension + ": the sweep runs every " + dimension +
+                       " value (drop one of them)");
     if (dimension == "policy") {
       policies.clear();
       for (const auto& [name, description] : placement_policies()) policies.push_back(name);

@@ -483,6 +483,7 @@ TEST(CliFlags, RunBadFlagsAndValues) {
       {{"run", "--policy", "lifo"}, "run", {"--policy", "'lifo'", "balanced", "critical-path"}},
       {{"run", "--prompt-tokens", "1,x,3"}, "run", {"--prompt-tokens", "'1,x,3'"}},
       {{"run", "--prompt-tokens", "1,,3"}, "run", {"--prompt-tokens", "'1,,3'"}},
+      {{"run", "--prompt-tokens", "1, +2"}, "run", {"--prompt-tokens", "'1, +2'"}},
       {{"run", "--prompt-tokens", "99999"}, "run", {"99999", "vocabulary", "512"}},
       {{"run", "--prompt", ""}, "run", {"--prompt", "needs a value"}},
       {{"run", "--seed", "abc"}, "run", {"--seed", "'abc'"}},
@@ -564,6 +565,8 @@ TEST(CliFlags, InspectRefusesWithTheReason) {
       {{"bench", "--preset", "tiny", "--sweep", "policy", "--compile-preset", "tiny"}, "bench", {"--compile-preset does not apply"}},
       {{"bench", "--preset", "tiny", "--sweep", ","}, "bench", {"--sweep takes policy, granularity and threads", "got ''"}},
       {{"bench", "--preset", "tiny", "--sweep", "policy,"}, "bench", {"--sweep takes policy", "got ''"}},
+      {{"bench", "--preset", "tiny", "--sweep", "policy", "--policy", "locality"}, "bench", {"--policy and --sweep policy"}},
+      {{"bench", "--preset", "tiny", "--sweep", "granularity,threads", "--threads", "1"}, "bench", {"--threads and --sweep threads"}},
       {{"gen-model", "--preset", "tiny", "--out", "/tmp/tilefire-never-written", "--seed", " -1"}, "gen-model", {"--seed", "' -1'"}},
       {{"bench", "--preset", "tiny", "--seed", "+5"}, "bench", {"--seed", "'+5'"}},
       {{"bench", "--compile-preset", "nope"}, "bench", {"--compile-preset", "'nope'", "tiny"}},
@@ -595,7 +598,10 @@ TEST(CliFlags, SimulateRefusesWithTheReason) {
   const std::string fraction = device_file("fraction", R"({"shared_memory_bytes": 100000.5})");
   const std::string negative = device_file("negative", R"({"workers": -1})");
   const std::string no_link = device_file("no-link", "{}");
+  const std::string empty_trace = (dir.path() / "empty-trace.json").string();
+  write_file_text(empty_trace, R"({"traceEvents": []})");
   check_flag_cases({
+      {{"simulate", "--preset", "tiny", "--fit-trace", empty_trace}, "simulate", {"--fit-trace " + empty_trace + ": the trace lacks task 0"}},
       {{"simulate", "--preset", "tiny", "--batch", "300"}, "simulate", {"--batch", "'300'"}},
       {{"simulate", "--preset", "tiny", "--device", "tpu"}, "simulate", {"--device", "'tpu'", "cpu"}},
       {{"simulate", "--preset", "tiny", "--device", "/nonexistent.json"}, "simulate", {"/nonexistent.json", "cannot open"}},

@@ -329,7 +329,8 @@ TEST(ModelSpecErrors, EveryBadConfigNamesFileAndKey) {
          c["intermediate_size"] = 1 << 20;
          c["vocab_size"] = 1 << 22;
        },
-       {"add up to 2.29e+14 parameters", "more than the 1e12"}},
+       {"add up to 229248308674560 parameters", "more than the 10^12"}},
+      {"a mistyped KV head count", [](json& c) { c["num_key_value_heads"] = 100000; }, {"'num_key_value_heads' (100000) must divide"}},
   };
   for (const BadConfig& bad : cases) {
     SCOPED_TRACE(bad.label);
