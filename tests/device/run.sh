@@ -182,7 +182,7 @@ fit = load("fit.json")
 def fitted():
     f = fit["fit"]
     print(f"h200 model: preset predicts {fit['step_ms']:.4f} ms ({fit['memory_gbs']:.0f} GB/s, {fit['dispatch_ns']:.0f} ns per task, "
-          f"{fit['signal_ns']:.0f} ns per signal); traced {f['traced_step_ms']:.4f} ms; fitted {f['memory_gbs']:.0f} GB/s, "
+          f"{fit['signal_ns']:.0f} ns per signal); traced {f['traced_step_ms']:.4f} ms; fitted {f['memory_gbs']:.4g} GB/s ({f['streaming_tasks']} streaming tasks), "
           f"{f['dispatch_ns']:.0f} ns per task ({f['dispatch_samples']} gaps), {f['signal_ns']:.0f} ns per signal "
           f"({f['signal_samples']} waits) predict {f['fitted_step_ms']:.4f} ms")
 if fit and "fit" in fit:
