@@ -142,8 +142,8 @@ struct ChatJsonScan : nlohmann::json_sax<nlohmann::ordered_json> {
   std::string found;  // the integer past 64 bits
   uint32_t depth = 0;
   bool too_deep = false;
-  bool open() {  // one level more than a value holds: an object of variables around the messages
-    too_deep = ++depth > kMaxValueDepth + 1;
+  bool open() {
+    too_deep = ++depth > kMaxValueDepth;
     return !too_deep;
   }
   bool null() override { return true; }
@@ -170,7 +170,7 @@ nlohmann::ordered_json parse_variables_json(std::string_view text, const std::st
   ChatJsonScan scan;
   nlohmann::ordered_json::sax_parse(text, &scan);  // false on a syntax error too: parse names that below
   if (scan.too_deep)
-    throw InputError(what + ": lists and dicts nest more than " + std::to_string(kMaxValueDepth + 1) + " levels deep");
+    throw InputError(what + ": lists and dicts nest more than " + std::to_string(kMaxValueDepth) + " levels deep");
   if (!scan.found.empty())
     throw InputError(what + ": the integer " + scan.found + " is past 64 bits (Python's integers have no bound; a chat template's in Tilefire have 64 bits)");
   try {

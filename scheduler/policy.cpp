@@ -1,5 +1,8 @@
 #include "scheduler/policy.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "ops/all_ops.h"
 #include "scheduler/policies/policy_list.h"
 
@@ -50,7 +53,12 @@ void index_by_event(const Program& program, uint32_t TaskDesc::*begin, uint16_t 
                     const std::vector<uint32_t>& ids, std::vector<uint32_t>& first, std::vector<uint32_t>& tasks) {
   first.assign(program.events.size() + 1, 0);
   for (const TaskDesc& task : program.tasks)
-    for (uint32_t i = 0; i < task.*count; ++i) ++first[ids[task.*begin + i] + 1];
+    for (uint32_t i = 0; i < task.*count; ++i) {
+      const uint32_t e = ids.at(task.*begin + i);  // placement runs before the validator: check here
+      if (e >= program.events.size()) throw std::runtime_error("task_graph: a task names event " + std::to_string(e) + " of " +
+                                                               std::to_string(program.events.size()));
+      ++first[e + 1];
+    }
   for (size_t e = 0; e < program.events.size(); ++e) first[e + 1] += first[e];
   tasks.resize(first.back());
   std::vector<uint32_t> fill(first.begin(), first.end() - 1);

@@ -118,6 +118,15 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
   // Per worker, the bytes and the streaming time of its tasks that did not wait, without the epilogue the
   // device charges them (RoPE, sigmoids: not streaming) at that worker's `speeds`.
   std::vector<double> worker_bytes(base.workers), worker_ns(base.workers);
+  bool bandwidth_fitted = false;
+  // Streaming tasks whose traced times the modelled epilogues use up leave the base device's bandwidth
+  // standing, which would print as fitted.
+  auto require_fitted = [&] {
+    if (fit.streaming_tasks > 0 && !bandwidth_fitted)
+      throw InputError("the trace's " + std::to_string(fit.streaming_tasks) + " tasks that stream weights without waiting take no " +
+                       "longer than the epilogues the base device models for them (rotation_ns, exp_ns): no time is left to fit a " +
+                       "bandwidth to");
+  };
   auto streaming = [&](const std::vector<double>& speeds) {
     std::fill(worker_bytes.begin(), worker_bytes.end(), 0.0);
     std::fill(worker_ns.begin(), worker_ns.end(), 0.0);
@@ -145,7 +154,10 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
     if (fit.streaming_tasks > 0 && !(traced_ns > 0))
       throw InputError("the trace's " + std::to_string(fit.streaming_tasks) + " tasks that stream weights without waiting all take no " +
                        "time, so they give no bandwidth to fit");
-    if (ns > 0) fit.device.memory_gbs = double(base.workers) * bytes / ns;
+    if (ns > 0) {
+      fit.device.memory_gbs = double(base.workers) * bytes / ns;
+      bandwidth_fitted = true;
+    }
     fit.worker_gbs.assign(base.workers, 0.0);
     for (uint32_t w = 0; w < base.workers; ++w)
       if (worker_ns[w] > 0) fit.worker_gbs[w] = worker_bytes[w] / worker_ns[w];
@@ -153,6 +165,7 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
   };
   if (base.worker_speed.size() != base.workers) {
     streaming({});
+    require_fitted();
     return fit;
   }
   // Each worker's rate; the epilogues come off at the base device's speeds first, then at the fitted
@@ -165,6 +178,7 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
     speeds = fit.device.worker_speed;
     if (moved < 1e-12) break;
   }
+  require_fitted();
   return fit;
 }
 

@@ -131,10 +131,12 @@ std::vector<int32_t> Args::token_list(const std::string& flag) const {
   while (pos <= s.size()) {
     size_t comma = s.find(',', pos);
     std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    // Blanks around an id are fine (a pasted Python list: 1, 2, 3); within it, digits only (no sign).
+    const size_t first = item.find_first_not_of(" \t"), last = item.find_last_not_of(" \t");
+    item = first == std::string::npos ? std::string() : item.substr(first, last - first + 1);
     char* end = nullptr;
     errno = 0;
     long parsed = std::strtol(item.c_str(), &end, 10);
-    // Digits only: strtol would skip white space and take a sign.
     if (item.empty() || !std::isdigit(static_cast<unsigned char>(item[0])) || *end != '\0' || errno == ERANGE || parsed < 0 || parsed > INT32_MAX)
       throw InputError("tilefire " + command_ + ": " + flag + " expects comma-separated token ids like 1,2,3, got '" + s + "'");
     tokens.push_back(int32_t(parsed));

@@ -48,7 +48,7 @@ Conversation begin_conversation(const Args& args, const std::string& model_dir, 
       // The template file's own errors start with its path: they get the flag it came from. The model
       // folder's files (tokenizer_config.json, generation_config.json) name themselves.
       const std::string message = error.what();
-      if (message.rfind(*file, 0) == 0) throw InputError(command + ": --chat-template: " + message);
+      if (message.rfind(*file + ": ", 0) == 0) throw InputError(command + ": --chat-template: " + message);
       throw;
     }
   } else {

@@ -251,10 +251,11 @@ TEST(CliChat, ChatDropsAMessageItCannotTakeAndGoesOn) {
     EXPECT_EQ(refused.status, 2) << describe(refused);
     EXPECT_NE(refused.err.find(message), std::string::npos) << describe(refused);
   }
-  // With --chat-template, the folder's own files still name themselves, not the flag.
-  write_file_text(dir.path() / "t.jinja", "{{ messages[0].content }}");
+  // With --chat-template, the folder's own files still name themselves, not the flag, also when the
+  // template's path begins the folder's ("tiny-chat" and "tiny-chat-command-errors/...").
+  write_file_text(dir.path() / "tiny-chat", "{{ messages[0].content }}");
   write_file_text(model / "generation_config.json", R"({"eos_token_id": "two"})");
-  const RunResult folder_file = run_cli({"run", "--model", model.string(), "--chat", "hi", "--chat-template", (dir.path() / "t.jinja").string()});
+  const RunResult folder_file = run_cli({"run", "--model", model.string(), "--chat", "hi", "--chat-template", (dir.path() / "tiny-chat").string()});
   EXPECT_EQ(folder_file.status, 2) << describe(folder_file);
   EXPECT_NE(folder_file.err.find("error: " + (model / "generation_config.json").string() + ": key 'eos_token_id'"), std::string::npos)
       << describe(folder_file);

@@ -59,6 +59,8 @@ TEST(CliRun, JsonIsOneObjectWithAllKeys) {
 TEST(CliRun, PromptTokensAndSampling) {
   json result = run_json({"--prompt-tokens", "1,2,3", "--max-new-tokens", "3", "--threads", "2"});
   EXPECT_EQ(result["prompt_tokens"], json::array({1, 2, 3}));
+  // Blanks around the ids, as a pasted Python list has them.
+  EXPECT_EQ(run_json({"--prompt-tokens", " 1, 2 ,3", "--max-new-tokens", "1"})["prompt_tokens"], json::array({1, 2, 3}));
   EXPECT_EQ(result["tokens"].size(), 3u);
   // The same seed gives the same sample.
   const std::vector<std::string> sampled = {"--max-new-tokens", "6", "--temperature", "1.5", "--top-p", "0.9", "--seed", "7"};
