@@ -79,6 +79,7 @@ class Simulation {
     const uint32_t workers = program.placement == Placement::static_queues ? uint32_t(program.queues.size()) : program.workers;
     result_.busy_ns.assign(std::max(1u, workers), 0.0);
     free_at_.assign(result_.busy_ns.size(), 0.0);
+    fetch_end_.assign(free_at_.size(), nullptr);
     stalls_ = {options.stall_ns, options.stall_every_ns, uint32_t(free_at_.size())};
     clock_.remaining.resize(program.events.size());
     clock_.fired.assign(program.events.size(), kUnknown);
@@ -119,7 +120,7 @@ class Simulation {
     const double free = free_at_[worker];
     const double start = stalls_.resume(worker, std::max(free, ready));  // not inside one of its stalls
     const double speed = options_.worker_speed.empty() ? 1.0 : options_.worker_speed[worker];
-    if (options_.prefetch_while_waiting && !upcoming.empty()) prefetch(upcoming, std::max(0.0, ready - free) * speed);
+    if (options_.prefetch_while_waiting && !upcoming.empty()) prefetch(worker, upcoming, std::max(0.0, ready - free) * speed);
     // The weight time fetched ahead for this task (while it, or a task before it, waited) is not paid again.
     const double duration = std::max(task_ns_[task] - fetched_ns_[task], 0.0) / speed;
     const double end = stalls_.finish(worker, start, duration);
@@ -139,12 +140,20 @@ class Simulation {
   // Waiting `idle_ns` for `task`'s inputs streams weights in queue order: the task's own, then its
   // successors' (up to prefetch_tasks tasks), while what is held (fetched for tasks not yet run) stays
   // within prefetch_held_ns.
-  void prefetch(std::span<const uint32_t> upcoming, double idle_ns) {
+  // `upcoming` is always a suffix of one array per worker (its queue), and fetching goes in its order, so
+  // what was fetched is a prefix of it, ending where the last fetch stopped (fetch_end_): the tasks before
+  // that one are fetched in full, and those after it not at all. The sums and the walk start and stop
+  // there, which gives the same figures as walking the whole queue without the cost (with prefetch_tasks
+  // 0 a queue of n tasks made that n^2 / 2).
+  void prefetch(uint32_t worker, std::span<const uint32_t> upcoming, double idle_ns) {
     const size_t lookahead = options_.prefetch_tasks == 0 ? upcoming.size() : std::min<size_t>(upcoming.size(), options_.prefetch_tasks);
+    const uint32_t* const front = upcoming.data();
+    const size_t fetched_end = fetch_end_[worker] > front ? size_t(fetch_end_[worker] - front) : 0;  // ran already: none held
     double held = 0;
-    for (size_t i = 0; i < lookahead; ++i) held += fetched_ns_[upcoming[i]];
-    for (size_t i = 0; i < lookahead && idle_ns > 0 && held < options_.prefetch_held_ns; ++i) {
+    for (size_t i = 0; i < std::min(lookahead, fetched_end); ++i) held += fetched_ns_[upcoming[i]];
+    for (size_t i = fetched_end > 0 ? fetched_end - 1 : 0; i < lookahead && idle_ns > 0 && held < options_.prefetch_held_ns; ++i) {
       const uint32_t t = upcoming[i];
+      fetch_end_[worker] = std::max(fetch_end_[worker], front + i + 1);
       const double take = std::min({weight_ns_[t] - fetched_ns_[t], idle_ns, options_.prefetch_held_ns - held});
       if (take <= 0) continue;
       fetched_ns_[t] += take;
@@ -260,6 +269,7 @@ class Simulation {
   EventClock clock_;
   std::map<uint32_t, double> pending_signal_;
   std::vector<double> fetched_ns_ = std::vector<double>(task_ns_.size(), 0.0);  // per task: weight time fetched ahead
+  std::vector<const uint32_t*> fetch_end_;  // per worker: one past the last task its prefetch reached
 };
 
 }  // namespace
