@@ -120,7 +120,7 @@ int simulate_command(int argc, char** argv) {
     std::printf("workers' speeds relative to their mean: %.2f to %.2f\n", *slowest, *fastest);
   }
   if (r.stall_ns > 0 && r.stall_every_ns > 0)
-    std::printf("each worker stalls %.1f us every %.2f ms (%.1f%% of its time taken by the machine)\n", r.stall_ns * 1e-3,
+    std::printf("each worker stalls %.3g us every %.3g ms (%.2g%% of its time taken by the machine)\n", r.stall_ns * 1e-3,
                 r.stall_every_ns * 1e-6, 100 * r.stall_ns / r.stall_every_ns);
   std::printf("predicted decode step: %.4f ms (bound %.4f ms: %.0f%% of it reached), bsp %.4f ms (bsp / dataflow %.3f)\n",
               r.step_ms, r.bound_ms, 100 * r.bound_share, r.bsp_ms, r.bsp_ratio);
