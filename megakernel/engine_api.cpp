@@ -494,14 +494,20 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   });
   result.compile_ms += prefill_compile_ms;
   result.ttft_ms = ms_since(start) - prefill_compile_ms;
-  if (request.on_token) request.on_token(token);
+  // The caller's callbacks after each token: on_token shows it, stop_when may end the generation there.
+  bool stopped = false;
+  auto deliver = [&](int32_t generated) {
+    if (request.on_token) request.on_token(generated);
+    if (request.stop_when && request.stop_when(result.tokens)) stopped = true;
+  };
+  deliver(token);
 
   // Greedy without logprobs needs only the argmax, which the cuda backend reduces on the device.
   const bool greedy_only = request.sampling.temperature == 0.0f && request.logprobs == 0;
   std::vector<TaskTiming> trace;
   double decode_ms = 0;
   uint32_t decode_steps = 0;
-  while (result.tokens.size() < request.max_new_tokens && !is_eos(token) && m.position < m.max_context) {
+  while (!stopped && result.tokens.size() < request.max_new_tokens && !is_eos(token) && m.position < m.max_context) {
     // A warm step (the second), or the last one there will be (by the token count or the context).
     const bool record = !request.trace_path.empty() && trace.empty() &&
                         (decode_steps == 1 || result.tokens.size() + 1 >= request.max_new_tokens || m.position + 1 >= m.max_context);
@@ -514,7 +520,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     }
     decode_ms += ms_since(step_start);
     ++decode_steps;
-    if (request.on_token) request.on_token(token);
+    deliver(token);
   }
   if (!request.trace_path.empty()) {
     if (trace.empty()) {  // no decode step ran (one token, or eos first): trace one more, then take it back
@@ -528,7 +534,10 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
       result.trace_written = true;
     }
   }
-  result.finish_reason = is_eos(token) ? "eos" : result.tokens.size() >= request.max_new_tokens ? "length" : "context";
+  result.finish_reason = is_eos(token)                                 ? "eos"
+                         : stopped                                       ? "stopped"
+                         : result.tokens.size() >= request.max_new_tokens ? "length"
+                                                                         : "context";
   if (decode_steps) {
     result.tpot_ms = decode_ms / decode_steps;
     result.decode_tok_s = 1000.0 / result.tpot_ms;

@@ -423,6 +423,43 @@ TEST(PrefillDecode, GenerateRefusesCallsIntoTheEngineFromItsCallback) {
   EXPECT_EQ(engine.position(), 0u);
 }
 
+// stop_when sees every token generated so far, after on_token, and ends the generation on the first true:
+// the tokens are those of the full generation up to there, the cache holds all but the last (as after any
+// generate), and a token that is also a stop token reads "eos".
+TEST(PrefillDecode, StopWhenEndsTheGenerationAfterTheTokenItSees) {
+  EngineOptions options;
+  options.threads = 1;
+  Engine engine(options);
+  GenerateRequest request;
+  request.prompt = {5, 6, 7, 8};
+  request.max_new_tokens = 8;
+  request.stop_at_eos = false;
+  const GenerateResult full = engine.generate(request);
+  ASSERT_EQ(full.tokens.size(), 8u);
+  for (size_t stop_at : {size_t(1), size_t(3)}) {
+    std::vector<int32_t> delivered;
+    std::vector<size_t> seen_sizes;
+    request.on_token = [&](int32_t token) { delivered.push_back(token); };
+    request.stop_when = [&](const std::vector<int32_t>& generated) {
+      EXPECT_EQ(generated, delivered) << "asked after on_token, with every token so far";
+      seen_sizes.push_back(generated.size());
+      EXPECT_THROW(engine.reset(), InputError) << "no calls into the engine from stop_when";
+      return generated.size() == stop_at;
+    };
+    const GenerateResult stopped = engine.generate(request);
+    EXPECT_EQ(stopped.tokens, std::vector<int32_t>(full.tokens.begin(), full.tokens.begin() + stop_at));
+    EXPECT_EQ(stopped.finish_reason, "stopped");
+    EXPECT_EQ(seen_sizes.size(), stop_at);
+    std::vector<int32_t> expected_sequence = request.prompt;
+    expected_sequence.insert(expected_sequence.end(), stopped.tokens.begin(), stopped.tokens.end() - 1);
+    EXPECT_EQ(engine.sequence(), expected_sequence) << "stopped at " << stop_at;
+  }
+  request.on_token = nullptr;
+  request.stop_tokens = {full.tokens[0]};
+  request.stop_when = [](const std::vector<int32_t>&) { return true; };
+  EXPECT_EQ(engine.generate(request).finish_reason, "eos") << "eos before stopped";
+}
+
 // A stop token no model output can be (the wrong tokenizer's id) would silently never stop anything; a
 // request with nothing to generate leaves the cached sequence alone, reuse_prefix or not.
 TEST(PrefillDecode, GenerateRefusesStopTokensOutsideTheVocabularyAndKeepsTheSequenceForZeroTokens) {

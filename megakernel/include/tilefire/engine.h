@@ -84,6 +84,10 @@ struct GenerateRequest {
   // must not call into the engine (generate, prefill, decode, rewind, reset, set_schedule: InputError);
   // an exception it throws leaves generate() and reaches the caller.
   std::function<void(int32_t token)> on_token;
+  // Asked after each generated token (after on_token) with every token generated so far: true ends the
+  // generation there, finish_reason "stopped" (a stop string the caller found in the text, a client that
+  // went away). The same rules as on_token: no calls into the engine from it.
+  std::function<bool(const std::vector<int32_t>& generated)> stop_when;
 };
 
 struct TokenProbability {
@@ -101,7 +105,9 @@ struct GenerateResult {
   double compile_ms = 0;    // compiling the programs this request used
   uint32_t tasks_per_step = 0;   // of the decode program
   uint32_t events_per_step = 0;
-  std::string finish_reason;  // "length" (max_new_tokens), "eos", or "context" (the KV cache is full)
+  // "eos" (a stop token), "stopped" (GenerateRequest::stop_when), "length" (max_new_tokens), or "context"
+  // (the KV cache is full), the first that holds in that order.
+  std::string finish_reason;
   uint32_t reused_tokens = 0;  // prompt tokens the cache already held (GenerateRequest::reuse_prefix)
   bool trace_written = false;  // a decode step's trace went to GenerateRequest::trace_path
 };
