@@ -36,11 +36,11 @@ inline std::string shell_quote(const std::string& text) {
   return quoted + "'";
 }
 
-// Runs `tilefire args...` with stdin from `stdin_path` (/dev/null by default); a run longer than timeout_s
+// Runs `program args...` with stdin from `stdin_path` (/dev/null by default); a run longer than timeout_s
 // is killed (status 124). With `cwd`, it runs there (relative paths it writes land there, not in the test's
 // directory).
-inline RunResult run_cli(const std::vector<std::string>& args, int timeout_s = 60, const std::string& cwd = "",
-                         const std::string& stdin_path = "/dev/null") {
+inline RunResult run_program(const std::string& program, const std::vector<std::string>& args, int timeout_s = 60,
+                             const std::string& cwd = "", const std::string& stdin_path = "/dev/null") {
   static std::atomic<int> counter{0};
   const std::string base = (std::filesystem::temp_directory_path() /
                             ("tilefire-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
@@ -48,10 +48,10 @@ inline RunResult run_cli(const std::vector<std::string>& args, int timeout_s = 6
   const std::string out_path = base + ".out", err_path = base + ".err";
 
   RunResult result;
-  result.command = "tilefire";
+  result.command = std::filesystem::path(program).filename().string();
   std::string line = (cwd.empty() ? "" : "cd " + shell_quote(cwd) + " && ") + "timeout -k 5 " + std::to_string(timeout_s);
   line.push_back(' ');
-  line.append(shell_quote(TILEFIRE_CLI_PATH));
+  line.append(shell_quote(program));
   for (const std::string& arg : args) {
     line.push_back(' ');
     line.append(shell_quote(arg));
@@ -72,6 +72,12 @@ inline RunResult run_cli(const std::vector<std::string>& args, int timeout_s = 6
   std::filesystem::remove(out_path, ignored);
   std::filesystem::remove(err_path, ignored);
   return result;
+}
+
+// `tilefire args...`, as run_program runs a program.
+inline RunResult run_cli(const std::vector<std::string>& args, int timeout_s = 60, const std::string& cwd = "",
+                         const std::string& stdin_path = "/dev/null") {
+  return run_program(TILEFIRE_CLI_PATH, args, timeout_s, cwd, stdin_path);
 }
 
 // The command, status and output of a run, for failure messages.

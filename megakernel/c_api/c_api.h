@@ -1,0 +1,100 @@
+#pragma once
+// What the C API's sources share: the handles behind its opaque types, the guard that turns every C++
+// exception into a status and a message, and the hand-out of memory the caller frees with tilefire_free.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tilefire/chat.h"
+#include "tilefire/engine.h"
+#include "tilefire/tilefire.h"
+#include "tilefire/tokenizer.h"
+
+struct tilefire_engine {
+  tilefire::Engine engine;
+  std::string device_name;  // Engine::device_name() returns a copy; tilefire_engine_device_name hands out this
+  explicit tilefire_engine(const tilefire::EngineOptions& options) : engine(options), device_name(engine.device_name()) {}
+};
+struct tilefire_tokenizer {
+  tilefire::Tokenizer tokenizer;
+};
+struct tilefire_text_stream {
+  tilefire::StreamingText stream;
+  std::string undelivered;  // text add() gave that could not be handed out (no memory): given with the next call
+};
+struct tilefire_chat_template {
+  std::unique_ptr<tilefire::ChatTemplate> chat;
+};
+
+namespace tilefire::c_api {
+
+// The message tilefire_last_error() gives: this thread's last call that returned a status.
+void set_last_error(std::string message);
+
+// Runs `body` (which throws on bad input) and returns its status: TILEFIRE_OK, or the error its exception
+// stands for with the message kept for tilefire_last_error(). No exception leaves it.
+template <class Body>
+tilefire_status guarded(Body&& body) noexcept {
+  tilefire_status status = TILEFIRE_ERROR_INTERNAL;
+  std::string message;
+  try {
+    body();
+    set_last_error("");
+    return TILEFIRE_OK;
+  } catch (const InputError& e) {
+    status = TILEFIRE_ERROR_INPUT, message = e.what();
+  } catch (const DeviceError& e) {
+    status = TILEFIRE_ERROR_DEVICE, message = e.what();
+  } catch (const TransportError& e) {
+    status = TILEFIRE_ERROR_TRANSPORT, message = e.what();
+  } catch (const std::bad_alloc&) {
+    status = TILEFIRE_ERROR_OUT_OF_MEMORY, message = "out of memory";
+  } catch (const std::exception& e) {
+    status = TILEFIRE_ERROR_INTERNAL, message = std::string("internal error: ") + e.what();
+  } catch (...) {
+    status = TILEFIRE_ERROR_INTERNAL, message = "internal error: an exception that is not a std::exception";
+  }
+  try {
+    set_last_error(std::move(message));
+  } catch (...) {  // no memory for the message: the status still says what happened
+  }
+  return status;
+}
+
+// An argument the call cannot go without: InputError "CALL: NAME is NULL".
+template <class T>
+T& required(T* pointer, const char* call, const char* name) {
+  if (!pointer) throw InputError(std::string(call) + ": " + name + " is NULL");
+  return *pointer;
+}
+
+// A C string argument the call cannot go without.
+inline const char* required_string(const char* text, const char* call, const char* name) {
+  if (!text) throw InputError(std::string(call) + ": " + name + " is NULL");
+  return text;
+}
+
+// A C array argument as a vector: NULL is fine with count 0 only.
+std::vector<int32_t> token_vector(const int32_t* tokens, size_t count, const char* call, const char* name);
+// A C string argument, NULL read as "".
+inline std::string string_or_empty(const char* text) { return text ? std::string(text) : std::string(); }
+
+// Memory for the caller (tilefire_free): malloc'd, so that the caller may also free() it.
+template <class T>
+T* hand_out_array(const T* values, size_t count) {
+  if (count == 0) return nullptr;
+  T* memory = static_cast<T*>(std::malloc(count * sizeof(T)));
+  if (!memory) throw std::bad_alloc();
+  std::memcpy(memory, values, count * sizeof(T));
+  return memory;
+}
+// Text for the caller: NUL-terminated, and its length beside it. The outputs are written last, so a failed
+// call leaves them as they were.
+void hand_out_text(const std::string& text, char** out, size_t* length);
+void hand_out_tokens(const std::vector<int32_t>& tokens, int32_t** out, size_t* count);
+
+}  // namespace tilefire::c_api

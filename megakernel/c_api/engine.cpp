@@ -1,0 +1,311 @@
+// The C API's engine (tilefire/tilefire.h): tilefire::Engine behind plain C types.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "megakernel/c_api/c_api.h"
+
+namespace tilefire::c_api {
+namespace {
+
+thread_local std::string last_error;
+
+// The C options as the C++ ones; enum values outside their lists are refused by name.
+EngineOptions engine_options(const tilefire_engine_options& c) {
+  if (c.struct_size != sizeof(tilefire_engine_options))
+    throw InputError("tilefire_engine_create: tilefire_engine_options.struct_size is " + std::to_string(c.struct_size) +
+                     ", this library's is " + std::to_string(sizeof(tilefire_engine_options)) +
+                     ": initialise the options with tilefire_engine_options_init, from the tilefire.h of this library");
+  EngineOptions options;
+  options.model_dir = string_or_empty(c.model_dir);
+  options.preset = string_or_empty(c.preset);
+  if (c.preset_dtype) options.preset_dtype = c.preset_dtype;
+  options.preset_seed = c.preset_seed;
+  switch (c.backend) {
+    case TILEFIRE_BACKEND_CPU: options.backend = Backend::cpu; break;
+    case TILEFIRE_BACKEND_CUDA: options.backend = Backend::cuda; break;
+    default: throw InputError("tilefire_engine_options.backend is " + std::to_string(int(c.backend)) + ", not TILEFIRE_BACKEND_CPU or _CUDA");
+  }
+  options.threads = c.threads;
+  options.tp = c.tp;
+  options.tp_timeout_ms = c.tp_timeout_ms;
+  switch (c.schedule) {
+    case TILEFIRE_SCHEDULE_DATAFLOW: options.schedule = Schedule::dataflow; break;
+    case TILEFIRE_SCHEDULE_BSP: options.schedule = Schedule::bsp; break;
+    default: throw InputError("tilefire_engine_options.schedule is " + std::to_string(int(c.schedule)) + ", not TILEFIRE_SCHEDULE_DATAFLOW or _BSP");
+  }
+  options.policy = string_or_empty(c.policy);
+  switch (c.granularity) {
+    case TILEFIRE_GRANULARITY_TILE: options.granularity = Granularity::tile; break;
+    case TILEFIRE_GRANULARITY_HEAD: options.granularity = Granularity::head; break;
+    case TILEFIRE_GRANULARITY_OP: options.granularity = Granularity::op; break;
+    default:
+      throw InputError("tilefire_engine_options.granularity is " + std::to_string(int(c.granularity)) +
+                       ", not TILEFIRE_GRANULARITY_TILE, _HEAD or _OP");
+  }
+  options.max_context = c.max_context;
+  options.kv_splits = c.kv_splits;
+  options.cuda_device = c.cuda_device;
+  options.cuda_ctas = c.cuda_ctas;
+  options.cuda_resident = c.cuda_resident != 0;
+  options.cuda_stage_weights = c.cuda_stage_weights != 0;
+  options.cuda_watchdog_ms = c.cuda_watchdog_ms;
+  return options;
+}
+
+// The logits buffer of a step, checked before the step runs so that a refused one moves nothing.
+void check_logits_buffer(const tilefire_engine& engine, const float* logits, size_t capacity, const char* call) {
+  const uint32_t vocab = engine.engine.model().vocab;
+  if (logits && capacity < vocab)
+    throw InputError(std::string(call) + ": the logits buffer holds " + std::to_string(capacity) + " floats, the vocabulary " +
+                     std::to_string(vocab));
+}
+void copy_logits(const std::vector<float>& values, float* logits) {
+  if (logits) std::copy(values.begin(), values.end(), logits);
+}
+
+const char* static_finish_reason(const std::string& reason) {
+  for (const char* known : {"eos", "stopped", "length", "context"})
+    if (reason == known) return known;
+  throw std::logic_error("generate finished for an unknown reason '" + reason + "'");
+}
+
+}  // namespace
+
+void set_last_error(std::string message) { last_error = std::move(message); }
+
+std::vector<int32_t> token_vector(const int32_t* tokens, size_t count, const char* call, const char* name) {
+  if (!tokens && count) throw InputError(std::string(call) + ": " + name + " is NULL with a count of " + std::to_string(count));
+  return tokens ? std::vector<int32_t>(tokens, tokens + count) : std::vector<int32_t>();
+}
+
+void hand_out_text(const std::string& text, char** out, size_t* length) {
+  char* memory = static_cast<char*>(std::malloc(text.size() + 1));
+  if (!memory) throw std::bad_alloc();
+  std::memcpy(memory, text.data(), text.size());
+  memory[text.size()] = '\0';
+  *out = memory;
+  *length = text.size();
+}
+
+void hand_out_tokens(const std::vector<int32_t>& tokens, int32_t** out, size_t* count) {
+  *out = hand_out_array(tokens.data(), tokens.size());
+  *count = tokens.size();
+}
+
+}  // namespace tilefire::c_api
+
+using namespace tilefire;
+using tilefire::c_api::guarded;
+using tilefire::c_api::required;
+
+extern "C" {
+
+uint32_t tilefire_api_version(void) { return TILEFIRE_API_VERSION; }
+const char* tilefire_last_error(void) { return c_api::last_error.c_str(); }
+void tilefire_free(void* memory) { std::free(memory); }
+
+const char* tilefire_status_name(tilefire_status status) {
+  switch (status) {
+    case TILEFIRE_OK: return "ok";
+    case TILEFIRE_ERROR_INPUT: return "input error";
+    case TILEFIRE_ERROR_DEVICE: return "device error";
+    case TILEFIRE_ERROR_TRANSPORT: return "transport error";
+    case TILEFIRE_ERROR_OUT_OF_MEMORY: return "out of memory";
+    case TILEFIRE_ERROR_INTERNAL: return "internal error";
+    case TILEFIRE_STATUS_FORCE_32_BIT: break;
+  }
+  return "unknown status";
+}
+
+void tilefire_engine_options_init(tilefire_engine_options* options) {
+  if (!options) return;
+  const EngineOptions defaults;
+  *options = tilefire_engine_options{};
+  options->struct_size = sizeof(tilefire_engine_options);
+  options->preset_seed = defaults.preset_seed;
+  options->backend = TILEFIRE_BACKEND_CPU;
+  options->threads = defaults.threads;
+  options->tp = defaults.tp;
+  options->tp_timeout_ms = defaults.tp_timeout_ms;
+  options->schedule = TILEFIRE_SCHEDULE_DATAFLOW;
+  options->granularity = TILEFIRE_GRANULARITY_TILE;
+  options->max_context = defaults.max_context;
+  options->kv_splits = defaults.kv_splits;
+  options->cuda_device = defaults.cuda_device;
+  options->cuda_ctas = defaults.cuda_ctas;
+  options->cuda_resident = defaults.cuda_resident;
+  options->cuda_stage_weights = defaults.cuda_stage_weights;
+  options->cuda_watchdog_ms = defaults.cuda_watchdog_ms;
+}
+
+tilefire_status tilefire_engine_create(const tilefire_engine_options* options, tilefire_engine** engine) {
+  return guarded([&] {
+    required(engine, "tilefire_engine_create", "engine");
+    const EngineOptions cpp = c_api::engine_options(required(options, "tilefire_engine_create", "options"));
+    *engine = new tilefire_engine(cpp);
+  });
+}
+
+void tilefire_engine_free(tilefire_engine* engine) { delete engine; }
+
+tilefire_status tilefire_engine_model_info(const tilefire_engine* engine, tilefire_model_info* info) {
+  return guarded([&] {
+    const ModelInfo& model = required(engine, "tilefire_engine_model_info", "engine").engine.model();
+    tilefire_model_info& out = required(info, "tilefire_engine_model_info", "info");
+    out = tilefire_model_info{model.origin.c_str(), model.architecture.c_str(), model.dtype.c_str(),
+                              model.vocab, model.hidden, model.layers, model.heads, model.kv_heads, model.head_dim,
+                              model.ffn, model.max_context, model.eos_tokens.data(), model.eos_tokens.size(),
+                              model.decode_weight_bytes};
+  });
+}
+
+uint32_t tilefire_engine_threads(const tilefire_engine* engine) { return engine ? engine->engine.threads() : 0; }
+uint32_t tilefire_engine_tp_ranks(const tilefire_engine* engine) { return engine ? engine->engine.tensor_parallel_ranks() : 0; }
+uint32_t tilefire_engine_tp_rank(const tilefire_engine* engine) { return engine ? engine->engine.tensor_parallel_rank() : 0; }
+const char* tilefire_engine_device_name(const tilefire_engine* engine) { return engine ? engine->device_name.c_str() : ""; }
+uint32_t tilefire_engine_decode_tasks(const tilefire_engine* engine) { return engine ? engine->engine.decode_tasks() : 0; }
+uint32_t tilefire_engine_decode_events(const tilefire_engine* engine) { return engine ? engine->engine.decode_events() : 0; }
+
+void tilefire_generate_request_init(tilefire_generate_request* request) {
+  if (!request) return;
+  const GenerateRequest defaults;
+  *request = tilefire_generate_request{};
+  request->struct_size = sizeof(tilefire_generate_request);
+  request->max_new_tokens = defaults.max_new_tokens;
+  request->temperature = defaults.sampling.temperature;
+  request->top_k = defaults.sampling.top_k;
+  request->top_p = defaults.sampling.top_p;
+  request->seed = defaults.sampling.seed;
+  request->logprobs = defaults.logprobs;
+  request->stop_at_eos = defaults.stop_at_eos;
+  request->reuse_prefix = defaults.reuse_prefix;
+}
+
+tilefire_status tilefire_generate(tilefire_engine* engine, const tilefire_generate_request* request,
+                                  tilefire_generate_result* result) {
+  return guarded([&] {
+    const char* call = "tilefire_generate";
+    Engine& cpp_engine = required(engine, call, "engine").engine;
+    const tilefire_generate_request& c = required(request, call, "request");
+    tilefire_generate_result& out = required(result, call, "result");
+    if (c.struct_size != sizeof(tilefire_generate_request))
+      throw InputError("tilefire_generate: tilefire_generate_request.struct_size is " + std::to_string(c.struct_size) +
+                       ", this library's is " + std::to_string(sizeof(tilefire_generate_request)) +
+                       ": initialise the request with tilefire_generate_request_init, from the tilefire.h of this library");
+    GenerateRequest cpp;
+    cpp.prompt = c_api::token_vector(c.prompt, c.prompt_count, call, "request->prompt");
+    cpp.max_new_tokens = c.max_new_tokens;
+    cpp.sampling = Sampling{c.temperature, c.top_k, c.top_p, c.seed};
+    cpp.logprobs = c.logprobs;
+    cpp.stop_at_eos = c.stop_at_eos != 0;
+    cpp.stop_tokens = c_api::token_vector(c.stop_tokens, c.stop_token_count, call, "request->stop_tokens");
+    cpp.reuse_prefix = c.reuse_prefix != 0;
+    cpp.trace_path = c_api::string_or_empty(c.trace_path);
+    bool stop_requested = false;
+    if (c.on_token) {
+      cpp.on_token = [&](int32_t token) { stop_requested = c.on_token(c.user_data, token) != 0; };
+      cpp.stop_when = [&](const std::vector<int32_t>&) { return stop_requested; };
+    }
+    const GenerateResult generated = cpp_engine.generate(cpp);
+
+    const size_t count = generated.tokens.size();
+    const uint32_t k = cpp.logprobs;
+    std::vector<tilefire_token_probability> logprobs;
+    if (k) {
+      if (generated.logprobs.size() != count) throw std::logic_error("generate gave logprobs for another count of tokens");
+      logprobs.reserve(count * k);
+      for (const std::vector<TokenProbability>& position : generated.logprobs) {
+        if (position.size() != k) throw std::logic_error("generate gave another count of logprobs than asked");
+        for (const TokenProbability& p : position) logprobs.push_back({p.token, p.probability});
+      }
+    }
+    tilefire_generate_result made{};
+    made.finish_reason = c_api::static_finish_reason(generated.finish_reason);
+    made.token_count = count;
+    made.logprobs_per_token = k;
+    made.reused_tokens = generated.reused_tokens;
+    made.ttft_ms = generated.ttft_ms;
+    made.tpot_ms = generated.tpot_ms;
+    made.decode_tok_s = generated.decode_tok_s;
+    made.compile_ms = generated.compile_ms;
+    made.tasks_per_step = generated.tasks_per_step;
+    made.events_per_step = generated.events_per_step;
+    made.trace_written = generated.trace_written;
+    made.tokens = c_api::hand_out_array(generated.tokens.data(), count);
+    try {
+      made.logprobs = c_api::hand_out_array(logprobs.data(), logprobs.size());
+    } catch (...) {
+      std::free(made.tokens);
+      throw;
+    }
+    out = made;
+  });
+}
+
+void tilefire_generate_result_free(tilefire_generate_result* result) {
+  if (!result) return;
+  std::free(result->tokens);
+  std::free(result->logprobs);
+  *result = tilefire_generate_result{};
+}
+
+tilefire_status tilefire_engine_reset(tilefire_engine* engine) {
+  return guarded([&] { required(engine, "tilefire_engine_reset", "engine").engine.reset(); });
+}
+
+tilefire_status tilefire_engine_rewind(tilefire_engine* engine, uint32_t position) {
+  return guarded([&] { required(engine, "tilefire_engine_rewind", "engine").engine.rewind(position); });
+}
+
+tilefire_status tilefire_engine_prefill(tilefire_engine* engine, const int32_t* tokens, size_t count, float* logits,
+                                        size_t capacity) {
+  return guarded([&] {
+    const char* call = "tilefire_engine_prefill";
+    tilefire_engine& e = required(engine, call, "engine");
+    const std::vector<int32_t> prompt = c_api::token_vector(tokens, count, call, "tokens");
+    c_api::check_logits_buffer(e, logits, capacity, call);
+    c_api::copy_logits(e.engine.prefill(prompt), logits);
+  });
+}
+
+tilefire_status tilefire_engine_decode(tilefire_engine* engine, int32_t token, float* logits, size_t capacity) {
+  return guarded([&] {
+    tilefire_engine& e = required(engine, "tilefire_engine_decode", "engine");
+    c_api::check_logits_buffer(e, logits, capacity, "tilefire_engine_decode");
+    c_api::copy_logits(e.engine.decode(token), logits);
+  });
+}
+
+tilefire_status tilefire_engine_decode_greedy(tilefire_engine* engine, int32_t token, int32_t* next_token) {
+  return guarded([&] {
+    tilefire_engine& e = required(engine, "tilefire_engine_decode_greedy", "engine");
+    int32_t& next = required(next_token, "tilefire_engine_decode_greedy", "next_token");
+    next = e.engine.decode_greedy(token);
+  });
+}
+
+uint32_t tilefire_engine_position(const tilefire_engine* engine) { return engine ? engine->engine.position() : 0; }
+
+tilefire_status tilefire_engine_sequence(const tilefire_engine* engine, const int32_t** tokens, size_t* count) {
+  return guarded([&] {
+    const char* call = "tilefire_engine_sequence";
+    const std::vector<int32_t>& sequence = required(engine, call, "engine").engine.sequence();
+    required(tokens, call, "tokens");
+    required(count, call, "count");
+    *tokens = sequence.data();
+    *count = sequence.size();
+  });
+}
+
+tilefire_status tilefire_engine_set_schedule(tilefire_engine* engine, tilefire_schedule schedule) {
+  return guarded([&] {
+    tilefire_engine& e = required(engine, "tilefire_engine_set_schedule", "engine");
+    if (schedule != TILEFIRE_SCHEDULE_DATAFLOW && schedule != TILEFIRE_SCHEDULE_BSP)
+      throw InputError("tilefire_engine_set_schedule: schedule " + std::to_string(int(schedule)) +
+                       " is not TILEFIRE_SCHEDULE_DATAFLOW or _BSP");
+    e.engine.set_schedule(schedule == TILEFIRE_SCHEDULE_BSP ? Schedule::bsp : Schedule::dataflow);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,274 @@
+/* Tilefire's C API: the engine, the tokenizer and chat templates behind plain C types, for programs in C
+ * and for other languages' foreign-function interfaces. Link libtilefire.so (CMake target tilefire_c).
+ *
+ *   tilefire_engine_options options;
+ *   tilefire_engine_options_init(&options);         // the defaults of tilefire::EngineOptions
+ *   options.model_dir = "path/to/hf-folder";         // NULL: the built-in sample
+ *   tilefire_engine* engine = NULL;
+ *   if (tilefire_engine_create(&options, &engine) != TILEFIRE_OK) {
+ *     fprintf(stderr, "%s\n", tilefire_last_error());
+ *     return 2;
+ *   }
+ *   tilefire_generate_request request;
+ *   tilefire_generate_request_init(&request);
+ *   request.prompt = prompt_ids;
+ *   request.prompt_count = prompt_count;
+ *   tilefire_generate_result result;
+ *   if (tilefire_generate(engine, &request, &result) == TILEFIRE_OK) {
+ *     ... result.tokens[0 .. result.token_count) ...
+ *     tilefire_generate_result_free(&result);
+ *   }
+ *   tilefire_engine_free(engine);
+ *
+ * The rules every call keeps:
+ * - A call that can fail returns a tilefire_status. On failure tilefire_last_error() gives its message
+ *   (the same one the C++ API throws: it names the file, tensor, option or argument and what was
+ *   expected), and the call's outputs are left as they were. No C++ exception leaves the library.
+ * - Memory the library hands out (token arrays, text) is freed with tilefire_free; handles with their own
+ *   tilefire_*_free, which take NULL. Text is UTF-8, handed out NUL-terminated with its length beside it.
+ * - An engine is used by one thread at a time (it runs one sequence, one step at a time); different
+ *   engines, tokenizers and templates may be used from different threads. tilefire_last_error() is kept
+ *   per thread.
+ * - The structs that carry options begin with struct_size, which their _init function sets: a program
+ *   built against another version of this header is refused, not misread.
+ */
+#ifndef TILEFIRE_TILEFIRE_H
+#define TILEFIRE_TILEFIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version of this interface: raised when a struct or a call changes. */
+#define TILEFIRE_API_VERSION 1
+uint32_t tilefire_api_version(void);
+
+typedef enum tilefire_status {
+  TILEFIRE_OK = 0,
+  TILEFIRE_ERROR_INPUT = 1,      /* bad input: a model file, config, option or argument (a NULL one too) */
+  TILEFIRE_ERROR_DEVICE = 2,     /* the GPU stopped a step (the watchdog, a trap): the engine refuses further steps */
+  TILEFIRE_ERROR_TRANSPORT = 3,  /* a tensor-parallel peer died or never arrived */
+  TILEFIRE_ERROR_OUT_OF_MEMORY = 4,
+  TILEFIRE_ERROR_INTERNAL = 5,   /* a fault of Tilefire's own: please report it with the message */
+  TILEFIRE_STATUS_FORCE_32_BIT = 0x7fffffff
+} tilefire_status;
+
+/* The message of the last call on this thread that returned a status: "" after a success. Valid until the
+ * thread's next call into the library. */
+const char* tilefire_last_error(void);
+/* "ok", "input error", "device error", ...: what a status is. */
+const char* tilefire_status_name(tilefire_status status);
+/* Frees memory the library handed out (token arrays, text); NULL is fine. */
+void tilefire_free(void* memory);
+
+/* ---- The engine ---------------------------------------------------------------------------------- */
+
+typedef struct tilefire_engine tilefire_engine;
+
+/* Each enum's _FORCE_32_BIT keeps it as wide as an int in C and C++ alike, with every int value in its range:
+ * a value outside its list is refused by name, never undefined behaviour in the library. */
+typedef enum tilefire_backend {
+  TILEFIRE_BACKEND_CPU = 0,
+  TILEFIRE_BACKEND_CUDA = 1,
+  TILEFIRE_BACKEND_FORCE_32_BIT = 0x7fffffff
+} tilefire_backend;
+typedef enum tilefire_schedule {
+  TILEFIRE_SCHEDULE_DATAFLOW = 0,
+  TILEFIRE_SCHEDULE_BSP = 1,
+  TILEFIRE_SCHEDULE_FORCE_32_BIT = 0x7fffffff
+} tilefire_schedule;
+typedef enum tilefire_granularity {
+  TILEFIRE_GRANULARITY_TILE = 0,
+  TILEFIRE_GRANULARITY_HEAD = 1,
+  TILEFIRE_GRANULARITY_OP = 2,
+  TILEFIRE_GRANULARITY_FORCE_32_BIT = 0x7fffffff
+} tilefire_granularity;
+
+/* tilefire::EngineOptions (tilefire/engine.h says what each one does). Strings may be NULL (the default);
+ * the library copies what it needs. */
+typedef struct tilefire_engine_options {
+  uint32_t struct_size;       /* set by tilefire_engine_options_init */
+  const char* model_dir;      /* a Hugging Face checkpoint folder; NULL: a preset, built in memory */
+  const char* preset;         /* with no model_dir: a preset with random weights; NULL: the sample (tiny) */
+  const char* preset_dtype;   /* f32 (NULL), bf16 or f16 */
+  uint64_t preset_seed;
+  tilefire_backend backend;
+  uint32_t threads;           /* cpu: worker threads of all ranks; 0: one per core */
+  uint32_t tp;                /* tensor-parallel ranks (1) */
+  uint32_t tp_timeout_ms;     /* a collective waiting longer for a peer fails the step (10000) */
+  tilefire_schedule schedule;
+  const char* policy;         /* placement policy: NULL is balanced */
+  tilefire_granularity granularity;
+  uint32_t max_context;       /* KV-cache positions; 0: the model's, at most 4096 */
+  uint32_t kv_splits;         /* split-KV decode attention; 0: automatic */
+  int32_t cuda_device;
+  uint32_t cuda_ctas;         /* 0: one per SM */
+  int cuda_resident;          /* nonzero: the kernel stays alive across steps */
+  int cuda_stage_weights;     /* nonzero (the default): stream weights through shared memory */
+  uint32_t cuda_watchdog_ms;  /* 10000 */
+} tilefire_engine_options;
+
+void tilefire_engine_options_init(tilefire_engine_options* options);
+
+/* Loads the model, validates it and compiles the decode program. *engine is set only on success. */
+tilefire_status tilefire_engine_create(const tilefire_engine_options* options, tilefire_engine** engine);
+void tilefire_engine_free(tilefire_engine* engine);
+
+/* The model an engine runs. Its strings and eos_tokens belong to the engine and live as long as it. */
+typedef struct tilefire_model_info {
+  const char* origin;  /* the folder, or "built-in sample (tiny)" */
+  const char* architecture;
+  const char* dtype;
+  uint32_t vocab, hidden, layers, heads, kv_heads, head_dim, ffn;
+  uint32_t max_context;  /* KV-cache positions this engine holds */
+  const int32_t* eos_tokens;
+  size_t eos_token_count;
+  uint64_t decode_weight_bytes;  /* weight bytes one decode step reads */
+} tilefire_model_info;
+
+tilefire_status tilefire_engine_model_info(const tilefire_engine* engine, tilefire_model_info* info);
+/* Workers (threads on the cpu, CTAs on the cuda backend), tensor-parallel ranks, this process's rank. */
+uint32_t tilefire_engine_threads(const tilefire_engine* engine);
+uint32_t tilefire_engine_tp_ranks(const tilefire_engine* engine);
+uint32_t tilefire_engine_tp_rank(const tilefire_engine* engine);
+/* "cpu" or the GPU's name; owned by the engine. */
+const char* tilefire_engine_device_name(const tilefire_engine* engine);
+/* Tasks and events of the decode program. */
+uint32_t tilefire_engine_decode_tasks(const tilefire_engine* engine);
+uint32_t tilefire_engine_decode_events(const tilefire_engine* engine);
+
+/* Called with each generated token as soon as it is chosen. Return 0 to go on; anything else ends the
+ * generation after this token, with finish_reason "stopped" (a stop string found in the text, a client
+ * that went away). It must not call into the engine (that call fails with TILEFIRE_ERROR_INPUT) and must
+ * not unwind through the library (longjmp, a C++ exception). */
+typedef int (*tilefire_token_callback)(void* user_data, int32_t token);
+
+/* tilefire::GenerateRequest. The arrays and strings are read during tilefire_generate only. */
+typedef struct tilefire_generate_request {
+  uint32_t struct_size;  /* set by tilefire_generate_request_init */
+  const int32_t* prompt;
+  size_t prompt_count;
+  uint32_t max_new_tokens;  /* 16 */
+  float temperature;        /* 0: greedy (the default) */
+  uint32_t top_k;           /* 0: off */
+  float top_p;              /* 1: off */
+  uint64_t seed;
+  uint32_t logprobs;        /* K most probable tokens at every generated position */
+  int stop_at_eos;          /* nonzero (the default): stop at the model's eos tokens */
+  const int32_t* stop_tokens;  /* stop at these too (a chat template's end of turn) */
+  size_t stop_token_count;
+  int reuse_prefix;         /* keep what the KV cache holds of the prompt's beginning */
+  const char* trace_path;   /* NULL: no trace; else a Chrome/Perfetto trace of one decode step */
+  tilefire_token_callback on_token;  /* NULL: none */
+  void* user_data;          /* given to on_token */
+} tilefire_generate_request;
+
+void tilefire_generate_request_init(tilefire_generate_request* request);
+
+typedef struct tilefire_token_probability {
+  int32_t token;
+  float probability;
+} tilefire_token_probability;
+
+/* tilefire::GenerateResult. Its arrays belong to it: tilefire_generate_result_free. */
+typedef struct tilefire_generate_result {
+  int32_t* tokens;  /* [token_count] generated */
+  size_t token_count;
+  tilefire_token_probability* logprobs;  /* [token_count][logprobs_per_token], most probable first */
+  uint32_t logprobs_per_token;
+  const char* finish_reason;  /* "eos", "stopped", "length" or "context" (static strings) */
+  uint32_t reused_tokens;     /* prompt tokens the KV cache already held (reuse_prefix) */
+  double ttft_ms, tpot_ms, decode_tok_s, compile_ms;
+  uint32_t tasks_per_step, events_per_step;
+  int trace_written;
+} tilefire_generate_result;
+
+/* Prefills the prompt, then decodes up to max_new_tokens (tilefire::Engine::generate). On failure
+ * *result is untouched and the sequence is where the C++ API leaves it (engine.h). */
+tilefire_status tilefire_generate(tilefire_engine* engine, const tilefire_generate_request* request,
+                                  tilefire_generate_result* result);
+/* Frees the result's arrays and zeroes it; NULL is fine. */
+void tilefire_generate_result_free(tilefire_generate_result* result);
+
+/* The step-level API (tilefire::Engine). Logits are [vocab] floats written to `logits`, which holds
+ * `capacity` floats (less than the vocabulary is TILEFIRE_ERROR_INPUT); NULL skips them. */
+tilefire_status tilefire_engine_reset(tilefire_engine* engine);
+tilefire_status tilefire_engine_rewind(tilefire_engine* engine, uint32_t position);
+tilefire_status tilefire_engine_prefill(tilefire_engine* engine, const int32_t* tokens, size_t count, float* logits,
+                                        size_t capacity);
+tilefire_status tilefire_engine_decode(tilefire_engine* engine, int32_t token, float* logits, size_t capacity);
+/* The most probable next token (on the cuda backend reduced on the device, no logits copied back). */
+tilefire_status tilefire_engine_decode_greedy(tilefire_engine* engine, int32_t token, int32_t* next_token);
+/* Tokens in the KV cache, and which: *tokens stays valid until the next call that moves the sequence. */
+uint32_t tilefire_engine_position(const tilefire_engine* engine);
+tilefire_status tilefire_engine_sequence(const tilefire_engine* engine, const int32_t** tokens, size_t* count);
+tilefire_status tilefire_engine_set_schedule(tilefire_engine* engine, tilefire_schedule schedule);
+
+/* ---- Text ---------------------------------------------------------------------------------------- */
+
+typedef struct tilefire_tokenizer tilefire_tokenizer;
+
+/* The tokenizer.json of a model folder; *tokenizer is NULL (and the status TILEFIRE_OK) when the folder has
+ * none. */
+tilefire_status tilefire_tokenizer_of_model_folder(const char* folder, tilefire_tokenizer** tokenizer);
+/* A tokenizer.json file. */
+tilefire_status tilefire_tokenizer_open(const char* tokenizer_json, tilefire_tokenizer** tokenizer);
+void tilefire_tokenizer_free(tilefire_tokenizer* tokenizer);
+/* The ids of `length` bytes of UTF-8 text: *tokens (tilefire_free) and *count. add_special_tokens adds what
+ * the file's post-processor adds around a text (<|begin_of_text|>, <s>). */
+tilefire_status tilefire_tokenizer_encode(const tilefire_tokenizer* tokenizer, const char* text, size_t length,
+                                          int add_special_tokens, int32_t** tokens, size_t* count);
+/* The text of ids: *text (tilefire_free), NUL-terminated, and its *length. */
+tilefire_status tilefire_tokenizer_decode(const tilefire_tokenizer* tokenizer, const int32_t* tokens, size_t count,
+                                          int skip_special_tokens, char** text, size_t* length);
+/* The text `generated` adds after `prompt` (decoded together: a leading space is kept). */
+tilefire_status tilefire_tokenizer_continuation(const tilefire_tokenizer* tokenizer, const int32_t* prompt,
+                                                size_t prompt_count, const int32_t* generated, size_t generated_count,
+                                                char** text, size_t* length);
+int32_t tilefire_tokenizer_vocab_size(const tilefire_tokenizer* tokenizer);
+
+/* The text of tokens as they are generated (tilefire::StreamingText): each add gives what a token adds
+ * (possibly nothing, while a character's bytes are incomplete), finish the rest. The tokenizer must outlive
+ * the stream. */
+typedef struct tilefire_text_stream tilefire_text_stream;
+tilefire_status tilefire_text_stream_create(const tilefire_tokenizer* tokenizer, const int32_t* prompt,
+                                            size_t prompt_count, tilefire_text_stream** stream);
+tilefire_status tilefire_text_stream_add(tilefire_text_stream* stream, int32_t token, char** text, size_t* length);
+tilefire_status tilefire_text_stream_finish(const tilefire_text_stream* stream, char** text, size_t* length);
+void tilefire_text_stream_free(tilefire_text_stream* stream);
+
+/* A chat model's template, rendered as transformers' apply_chat_template renders it. */
+typedef struct tilefire_chat_template tilefire_chat_template;
+typedef struct tilefire_chat_message {
+  const char* role;  /* "system", "user", "assistant", "tool" */
+  const char* content;
+} tilefire_chat_message;
+
+/* The chat template of a model folder; *chat is NULL (and the status TILEFIRE_OK) when it has none. */
+tilefire_status tilefire_chat_template_of_model_folder(const char* folder, tilefire_chat_template** chat);
+/* A .jinja file, with the special tokens of model_folder (NULL: none). */
+tilefire_status tilefire_chat_template_open(const char* jinja_path, const char* model_folder,
+                                            tilefire_chat_template** chat);
+void tilefire_chat_template_free(tilefire_chat_template* chat);
+/* The prompt text of a conversation, ending with the assistant's header when add_generation_prompt. */
+tilefire_status tilefire_chat_render(const tilefire_chat_template* chat, const tilefire_chat_message* messages,
+                                     size_t message_count, int add_generation_prompt, char** text, size_t* length);
+/* The same with the messages as JSON (as transformers takes them) and the template's other variables as a
+ * JSON object (NULL: none). */
+tilefire_status tilefire_chat_render_json(const tilefire_chat_template* chat, const char* messages_json,
+                                          const char* variables_json, int add_generation_prompt, char** text,
+                                          size_t* length);
+/* The ids that end the assistant's reply (for tilefire_generate_request.stop_tokens): *tokens
+ * (tilefire_free). */
+tilefire_status tilefire_chat_end_of_reply_tokens(const tilefire_chat_template* chat,
+                                                  const tilefire_tokenizer* tokenizer, int32_t** tokens,
+                                                  size_t* count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TILEFIRE_TILEFIRE_H */
