@@ -13,6 +13,7 @@
 #include "backend_flags.h"
 #include "chat_flags.h"
 #include "commands.h"
+#include "stop_text.h"
 #include "tilefire/engine.h"
 #include "tilefire/tokenizer.h"
 
@@ -72,6 +73,9 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --kv-splits N          split-KV attention at decode: each KV head's positions in N tiles, then a merge
                          per head (1: no split; default: cuda splits when the heads alone leave SMs idle,
                          cpu never)
+  --stop TEXT            end the generation where its text first shows TEXT, which is left out of the
+                         output (finish_reason "stopped"); not for a folder whose tokenizer Tilefire does
+                         not read
   --logprobs K           the K most probable next tokens at every generated position
   --json                 print one JSON object
   --trace FILE           write a Chrome/Perfetto trace of one decode step
@@ -89,7 +93,7 @@ int run_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help"}, valued{"--model", "--prompt", "--prompt-tokens",
       "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--threads", "--schedule", "--policy",
       "--granularity", "--kv-splits", "--max-context", "--logprobs", "--trace", "--tp", "--tp-timeout-ms", "--chat", "--system",
-      "--messages", "--chat-template"};
+      "--messages", "--chat-template", "--stop"};
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("run", switches, valued);
@@ -126,6 +130,16 @@ int run_command(int argc, char** argv) {
                      "the only tokenizer file Tilefire reads: a text prompt's bytes would be arbitrary tokens of its "
                      "vocabulary. Give the prompt as token ids from that tokenizer with --prompt-tokens (the output is "
                      "printed as token ids too)");
+  // The text of the output: by the tokenizer, or as bytes for a model without one (each token on its own);
+  // none for a tokenizer Tilefire does not read (the output prints as ids).
+  const bool output_is_text = tokenizer || unread_tokenizer.empty();
+  std::optional<StopText> stop_text;
+  if (const std::optional<std::string> stop = args.text("--stop")) {
+    if (!output_is_text)
+      throw InputError("tilefire run: --stop looks for a text, and this model's output has none: its tokenizer " +
+                       unread_tokenizer + " is not one Tilefire reads");
+    stop_text.emplace(*stop);
+  }
   GenerateRequest request;
   const std::string prompt_text = args.text_or("--prompt", "Once upon a time");
   if (chat) {
@@ -175,11 +189,9 @@ int run_command(int argc, char** argv) {
   // Rank 0 prints; the text streams as it is generated, after the model's line and the prompt. Those two
   // wait for the first token, so that a run refused before it (a --trace path it cannot write, NaN logits
   // at the prefill) prints nothing on stdout.
-  // The text each generated token adds, and the rest at the end: by the tokenizer, or as bytes for a
-  // model without one (each token on its own); none for a tokenizer Tilefire does not read.
+  // The text each generated token adds, and the rest at the end.
   std::optional<StreamingText> tokenizer_stream;
   if (tokenizer) tokenizer_stream.emplace(*tokenizer, request.prompt);
-  const bool output_is_text = tokenizer || unread_tokenizer.empty();
   const auto text_of_token = [&](int32_t token) { return tokenizer ? tokenizer_stream->add(token) : bytes_text({token}); };
   bool began = false;
   const auto begin_output = [&] {
@@ -201,11 +213,21 @@ int run_command(int argc, char** argv) {
   // Ranks as processes print at the end: a stdout that blocks (a paused terminal) inside the generation
   // loop would hold rank 0 back from the next collective, and the others would time out waiting for it.
   const bool streamed = output_is_text && !args.has("--json") && !engine.ranks_are_processes();
-  if (streamed)
+  if (streamed || stop_text)
     request.on_token = [&](int32_t token) {
+      std::string piece = text_of_token(token);
+      if (stop_text) piece = stop_text->add(piece);  // held back while it may begin the stop text
+      if (!streamed) return;
       begin_output();
-      print(text_of_token(token));
+      print(piece);
     };
+  // Every rank sees the same tokens, so ranks as processes stop at the same step.
+  if (stop_text) request.stop_when = [&](const std::vector<int32_t>&) { return stop_text->stopped(); };
+  // The whole generated text, cut before the stop text.
+  const auto generated_text = [&](const GenerateResult& result) {
+    const std::string text = tokenizer ? tokenizer->continuation(result.prompt_tokens, result.tokens) : bytes_text(result.tokens);
+    return stop_text ? stop_text->cut(text) : text;
+  };
 
   GenerateResult result;
   try {
@@ -224,9 +246,7 @@ int run_command(int argc, char** argv) {
       logprobs.push_back(row);
     }
     // The generated text: by the tokenizer, as bytes for a model without one, none for an unread tokenizer.
-    const nlohmann::json generated_text = tokenizer                  ? nlohmann::json(tokenizer->continuation(result.prompt_tokens, result.tokens))
-                                          : unread_tokenizer.empty() ? nlohmann::json(bytes_text(result.tokens))
-                                                                     : nlohmann::json();
+    const nlohmann::json text = output_is_text ? nlohmann::json(generated_text(result)) : nlohmann::json();
     nlohmann::json out = {{"model", model.origin},
                           {"backend", args.text_or("--backend", "cpu")},
                           {"device", engine.device_name()},
@@ -235,7 +255,7 @@ int run_command(int argc, char** argv) {
                           {"schedule", args.text_or("--schedule", "dataflow")},
                           {"prompt_tokens", result.prompt_tokens},
                           {"tokens", result.tokens},
-                          {"text", generated_text},
+                          {"text", text},
                           {"logprobs", logprobs},
                           {"ttft_ms", result.ttft_ms},
                           {"tpot_ms", result.tpot_ms},
@@ -249,9 +269,11 @@ int run_command(int argc, char** argv) {
   }
   begin_output();
   if (streamed) {
-    print((tokenizer ? tokenizer_stream->finish() : std::string()) + "\n");
+    std::string rest = tokenizer ? tokenizer_stream->finish() : std::string();
+    if (stop_text) rest = stop_text->add(rest) + stop_text->finish();
+    print(rest + "\n");
   } else if (output_is_text) {
-    print((tokenizer ? tokenizer->continuation(result.prompt_tokens, result.tokens) : bytes_text(result.tokens)) + "\n");
+    print(generated_text(result) + "\n");
   } else {  // ids: its own tokenizer turns them into text
     auto ids = [](const std::vector<int32_t>& tokens) {
       std::string text;

@@ -13,6 +13,7 @@
 #include "graph/tokenizer.h"
 #include "tests/common/cli_runner.h"
 #include "tests/common/test_models.h"
+#include "tilefire/tokenizer.h"
 
 namespace tilefire::testing {
 namespace {
@@ -87,6 +88,61 @@ TEST(CliTokenizer, ATokenizerJsonEncodesThePromptAndDecodesTheOutput) {
   EXPECT_EQ(outside.status, 2) << describe(outside);
   EXPECT_NE(outside.err.find("prompt token 4000 (from " + (model / "tokenizer.json").string() + ") is outside the model's vocabulary"),
             std::string::npos) << outside.err;
+}
+
+// --stop TEXT: the generation ends at the token whose text completes TEXT's first appearance; the output
+// (streamed, or --json's "text") ends before it. The expected cut and token count come from the baseline
+// run's tokens and the tokenizer alone.
+TEST(CliTokenizer, StopTextEndsTheGenerationAndIsLeftOut) {
+  TempDir dir("cli-stop-text");
+  const fs::path model = gen_tiny_model(dir, "tiny-stop");
+  write_file_text(model / "tokenizer.json", tiny_byte_level_tokenizer().dump());
+  const std::vector<std::string> flags = {"--model", model.string(), "--prompt", "hello hello", "--max-new-tokens", "48", "--threads", "2"};
+  const json baseline = run_json(flags);
+  const std::vector<int32_t> prompt = baseline.at("prompt_tokens").get<std::vector<int32_t>>();
+  const std::vector<int32_t> tokens = tokens_of(baseline);
+  const std::string text = baseline.at("text").get<std::string>();
+  // Two printable ASCII characters past the first, where they first appear.
+  std::string stop;
+  for (size_t p = 1; p + 2 <= text.size() && stop.empty(); ++p)
+    if (text[p] > ' ' && text[p] < 127 && text[p + 1] > ' ' && text[p + 1] < 127 && text.find(text.substr(p, 2)) == p)
+      stop = text.substr(p, 2);
+  ASSERT_FALSE(stop.empty()) << "no two printable characters in a row in: " << text;
+  const Tokenizer tokenizer((model / "tokenizer.json").string());
+  size_t needed = 0;  // the fewest tokens whose text shows the stop text
+  while (needed < tokens.size() &&
+         tokenizer.continuation(prompt, std::vector<int32_t>(tokens.begin(), tokens.begin() + needed)).find(stop) == std::string::npos)
+    ++needed;
+  ASSERT_LT(needed, tokens.size());
+
+  std::vector<std::string> with_stop = flags;
+  with_stop.insert(with_stop.end(), {"--stop", stop});
+  const json stopped = run_json(with_stop);
+  EXPECT_EQ(stopped.at("finish_reason"), "stopped") << stopped.dump();
+  EXPECT_EQ(tokens_of(stopped), std::vector<int32_t>(tokens.begin(), tokens.begin() + needed)) << "stop " << stop;
+  EXPECT_EQ(stopped.at("text"), text.substr(0, text.find(stop))) << "stop " << stop;
+
+  std::vector<std::string> streamed_args = {"run"};
+  streamed_args.insert(streamed_args.end(), with_stop.begin(), with_stop.end());
+  const RunResult streamed = run_cli(streamed_args);
+  ASSERT_EQ(streamed.status, 0) << describe(streamed);
+  EXPECT_NE(streamed.out.find("hello hello" + text.substr(0, text.find(stop)) + "\ntime to first token"), std::string::npos)
+      << "stop " << stop << "\n" << streamed.out;
+
+  std::vector<std::string> never = flags;
+  never.insert(never.end(), {"--stop", "\x01never"});
+  const json unstopped = run_json(never);
+  EXPECT_EQ(unstopped.at("finish_reason"), "length");
+  EXPECT_EQ(unstopped.at("text"), text);
+
+  const RunResult empty = run_cli({"run", "--model", model.string(), "--stop", ""});
+  EXPECT_EQ(empty.status, 2) << describe(empty);
+  EXPECT_NE(empty.err.find("flag --stop needs a value"), std::string::npos) << empty.err;
+  const fs::path unread = gen_tiny_model(dir, "tiny-unread");
+  write_file_text(unread / "tokenizer.model", "{}");
+  const RunResult ids = run_cli({"run", "--model", unread.string(), "--prompt-tokens", "5,6", "--stop", "ab"});
+  EXPECT_EQ(ids.status, 2) << describe(ids);
+  EXPECT_NE(ids.err.find("--stop looks for a text, and this model's output has none"), std::string::npos) << ids.err;
 }
 
 // A tokenizer.json Tilefire cannot read stops the run before anything else, naming it: an empty object,
