@@ -1,4 +1,4 @@
-// The backend flags of `tilefire run` and `tilefire bench` (backend_flags.h).
+// The backend flags, and the engine flags `run` and `serve` share (backend_flags.h).
 #include "backend_flags.h"
 
 namespace tilefire::cli {
@@ -30,6 +30,25 @@ void apply_backend_flags(const Args& args, EngineOptions& options) {
   options.cuda_device = int(args.unsigned_or("--cuda-device", 0, 0, 63));
   options.cuda_resident = args.has("--resident");
   options.cuda_stage_weights = !args.has("--no-stage-weights");
+}
+
+std::vector<std::string> engine_valued() {
+  return {"--model", "--threads", "--tp", "--tp-timeout-ms", "--schedule", "--policy", "--granularity", "--max-context", "--kv-splits"};
+}
+
+EngineOptions engine_options_of_flags(const Args& args) {
+  EngineOptions options;
+  options.model_dir = args.text_or("--model", "");
+  options.threads = uint32_t(args.unsigned_or("--threads", 0, 1, 256));
+  options.schedule = parse_schedule(args.text_or("--schedule", "dataflow"));
+  options.policy = args.text_or("--policy", "");
+  options.granularity = parse_granularity(args.text_or("--granularity", "tile"));
+  options.max_context = uint32_t(args.unsigned_or("--max-context", 0, 1, 1u << 24));
+  options.kv_splits = uint32_t(args.unsigned_or("--kv-splits", 0, 1, 256));
+  options.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 256));
+  options.tp_timeout_ms = uint32_t(args.unsigned_or("--tp-timeout-ms", 10000, 1, 3600 * 1000));
+  apply_backend_flags(args, options);
+  return options;
 }
 
 }  // namespace tilefire::cli

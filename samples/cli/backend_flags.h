@@ -1,5 +1,6 @@
 #pragma once
-// The flags that choose and tune the backend, shared by `tilefire run` and `tilefire bench`.
+// The flags that choose and tune the backend, shared by the commands that run a model, and the engine's
+// other flags that `run` and `serve` share.
 #include <string>
 #include <vector>
 
@@ -14,5 +15,11 @@ extern const char* const kBackendHelp;
 
 // Reads the backend flags into `options`; flags of the other backend are an InputError.
 void apply_backend_flags(const Args& args, EngineOptions& options);
+
+// The engine's flags that `tilefire run` and `tilefire serve` share: --model, --threads, --tp,
+// --tp-timeout-ms, --schedule, --policy, --granularity, --max-context, --kv-splits; and the options they
+// and the backend flags give.
+std::vector<std::string> engine_valued();
+EngineOptions engine_options_of_flags(const Args& args);
 
 }  // namespace tilefire::cli

@@ -13,6 +13,7 @@
 #include "backend_flags.h"
 #include "chat_flags.h"
 #include "commands.h"
+#include "model_folder.h"
 #include "stop_text.h"
 #include "tilefire/engine.h"
 #include "tilefire/tokenizer.h"
@@ -20,23 +21,6 @@
 namespace tilefire::cli {
 
 namespace {
-
-// A tokenizer file of a Hugging Face folder other than tokenizer.json, or "" when it has none:
-// tokenizer_config.json, SentencePiece's tokenizer.model (and Mistral's .v3 and tekken.json), GPT-2's
-// vocab.json and merges.txt, BERT's vocab.txt, Qwen's qwen.tiktoken; a link counts even when it dangles
-// (a cache snapshot whose blob is missing). Tilefire reads tokenizer.json only. The bytes of a text prompt
-// are its tokens only for a model without any tokenizer (the sample, gen-model's folders): for a folder
-// with one of these alone they would be arbitrary tokens of its vocabulary, and its output bytes not its text.
-std::string unread_tokenizer_file(const std::string& model_dir) {
-  if (model_dir.empty()) return "";
-  for (const char* name : {"tokenizer_config.json", "tokenizer.model", "tokenizer.model.v3", "tekken.json", "vocab.json",
-                           "merges.txt", "vocab.txt", "qwen.tiktoken"}) {
-    std::error_code ignored;
-    const std::filesystem::path path = std::filesystem::path(model_dir) / name;
-    if (std::filesystem::exists(std::filesystem::symlink_status(path, ignored))) return path.string();
-  }
-  return "";
-}
 
 const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
 
@@ -90,10 +74,10 @@ void print(std::string_view text) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  std::vector<std::string> switches{"--json", "--help"}, valued{"--model", "--prompt", "--prompt-tokens",
-      "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--threads", "--schedule", "--policy",
-      "--granularity", "--kv-splits", "--max-context", "--logprobs", "--trace", "--tp", "--tp-timeout-ms", "--chat", "--system",
-      "--messages", "--chat-template", "--stop"};
+  std::vector<std::string> switches{"--json", "--help"}, valued{"--prompt", "--prompt-tokens", "--max-new-tokens",
+      "--temperature", "--top-k", "--top-p", "--seed", "--logprobs", "--trace", "--chat", "--system", "--messages",
+      "--chat-template", "--stop"};
+  for (const std::string& flag : engine_valued()) valued.push_back(flag);
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("run", switches, valued);
@@ -111,17 +95,7 @@ int run_command(int argc, char** argv) {
   for (const char* flag : {"--system", "--chat-template"})
     if (args.has(flag) && !chat) throw InputError(std::string("tilefire run: ") + flag + " goes with --chat or --messages");
 
-  EngineOptions options;
-  options.model_dir = args.text_or("--model", "");
-  options.threads = uint32_t(args.unsigned_or("--threads", 0, 1, 256));
-  options.schedule = parse_schedule(args.text_or("--schedule", "dataflow"));
-  options.policy = args.text_or("--policy", "");
-  options.granularity = parse_granularity(args.text_or("--granularity", "tile"));
-  options.max_context = uint32_t(args.unsigned_or("--max-context", 0, 1, 1u << 24));
-  options.kv_splits = uint32_t(args.unsigned_or("--kv-splits", 0, 1, 256));
-  options.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 256));
-  options.tp_timeout_ms = uint32_t(args.unsigned_or("--tp-timeout-ms", 10000, 1, 3600 * 1000));
-  apply_backend_flags(args, options);
+  EngineOptions options = engine_options_of_flags(args);
 
   const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::of_model_folder(options.model_dir);
   const std::string unread_tokenizer = tokenizer ? "" : unread_tokenizer_file(options.model_dir);
@@ -138,7 +112,7 @@ int run_command(int argc, char** argv) {
     if (!output_is_text)
       throw InputError("tilefire run: --stop looks for a text, and this model's output has none: its tokenizer " +
                        unread_tokenizer + " is not one Tilefire reads");
-    stop_text.emplace(*stop);
+    stop_text.emplace(std::vector<std::string>{*stop});
   }
   GenerateRequest request;
   const std::string prompt_text = args.text_or("--prompt", "Once upon a time");

@@ -5,22 +5,34 @@
 
 namespace tilefire::cli {
 
-StopText::StopText(std::string stop) : stop_(std::move(stop)) {}
+StopText::StopText(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+
+size_t StopText::first_stop(const std::string& text) const {
+  size_t first = std::string::npos;
+  for (const std::string& stop : stops_) first = std::min(first, text.find(stop));
+  return first;
+}
+
+std::string StopText::cut(const std::string& text) const { return text.substr(0, first_stop(text)); }
 
 std::string StopText::add(std::string_view piece) {
   if (stopped_) return "";
   held_.append(piece);
-  const size_t found = held_.find(stop_);
+  const size_t found = first_stop(held_);
   if (found != std::string::npos) {
     stopped_ = true;
     std::string shown = held_.substr(0, found);
     held_.clear();
     return shown;
   }
-  // Hold back the longest end of the text that is a beginning of the stop string (shorter than it: the
-  // whole of it would have been found).
-  size_t keep = std::min(held_.size(), stop_.size() - 1);
-  while (keep > 0 && held_.compare(held_.size() - keep, keep, stop_, 0, keep) != 0) --keep;
+  // Hold back the longest end of the text that is a beginning of a stop string (shorter than it: the whole
+  // of it would have been found).
+  size_t keep = 0;
+  for (const std::string& stop : stops_) {
+    size_t length = std::min(held_.size(), stop.size() - 1);
+    while (length > keep && held_.compare(held_.size() - length, length, stop, 0, length) != 0) --length;
+    keep = std::max(keep, length);
+  }
   std::string shown = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
   return shown;
