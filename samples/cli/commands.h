@@ -9,5 +9,6 @@ int bench_command(int argc, char** argv);      // tilefire bench
 int plan_command(int argc, char** argv);       // tilefire plan
 int inspect_command(int argc, char** argv);    // tilefire inspect
 int simulate_command(int argc, char** argv);   // tilefire simulate
+int serve_command(int argc, char** argv);      // tilefire serve
 
 }  // namespace tilefire::cli

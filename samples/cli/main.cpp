@@ -14,6 +14,7 @@ const char* kUsage = R"(usage: tilefire <command> [flags]
 commands:
   run        generate text from a model (the built-in sample without --model)
   chat       talk with an instruct model in its chat template, a message per line
+  serve      an HTTP server with the OpenAI completions and chat completions API
   bench      decode speed, achieved memory bandwidth, dataflow vs bsp
   plan       how a model splits over tensor-parallel ranks, and what each rank needs
   inspect    a compiled program's shape, and its critical path on a device model
@@ -39,7 +40,8 @@ int main(int argc, char** argv) {
     if (command == "plan") return tilefire::cli::plan_command(argc, argv);
     if (command == "inspect") return tilefire::cli::inspect_command(argc, argv);
     if (command == "simulate") return tilefire::cli::simulate_command(argc, argv);
-    std::fprintf(stderr, "tilefire: error: unknown command '%s' (expected run, chat, bench, plan, inspect, simulate or gen-model)\n", command.c_str());
+    if (command == "serve") return tilefire::cli::serve_command(argc, argv);
+    std::fprintf(stderr, "tilefire: error: unknown command '%s' (expected run, chat, serve, bench, plan, inspect, simulate or gen-model)\n", command.c_str());
     return 2;
   } catch (const tilefire::InputError& e) {
     // Messages thrown by the commands may already start with "tilefire <command>: "; print it once.

@@ -1,0 +1,326 @@
+// tilefire serve: the engine behind an HTTP server that speaks the OpenAI completions and chat completions
+// APIs (what most clients and SDKs send), on one address of this machine. One engine runs one sequence at a
+// time, so requests take turns; each keeps what the KV cache holds of its prompt's beginning, so a chat's
+// next turn prefills only what is new.
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "args.h"
+#include "backend_flags.h"
+#include "commands.h"
+#include "http.h"
+#include "model_folder.h"
+#include "serve_requests.h"
+#include "stop_text.h"
+#include "tilefire/chat.h"
+#include "tilefire/engine.h"
+#include "tilefire/tokenizer.h"
+
+namespace tilefire::cli {
+
+namespace {
+
+using nlohmann::json;
+
+const char* kServeHelp = R"(usage: tilefire serve [--model DIR] [flags]
+
+An HTTP server on this machine that speaks the OpenAI API: POST /v1/completions, POST /v1/chat/completions
+(with the model's chat template), GET /v1/models, GET /health. Requests take turns on the one engine; each
+keeps the KV cache's match of its prompt's beginning (a chat's earlier turns). Ctrl-C (SIGINT) or SIGTERM
+stops it: generations in flight end and their clients get what was generated.
+
+  --model DIR            Hugging Face folder (config.json + safetensors, tokenizer.json for text); default:
+                         the built-in sample (text as bytes)
+  --host ADDRESS         IPv4 address to listen on (default 127.0.0.1: this machine only)
+  --port N               TCP port (default 8000; 0: any free port, printed at start)
+  --chat-template FILE   a Jinja chat template instead of the folder's (or for a folder without one)
+  --max-connections N    requests served or waiting at once; more are answered 503 (default 32)
+  --io-timeout-ms N      a client that sends or reads nothing for this long is dropped (default 30000)
+  --threads N            worker threads (default: all cores)
+  --tp N                 tensor-parallel ranks of this process (not one rank per process under mpirun)
+  --tp-timeout-ms N      a collective waiting longer for a peer fails the request (default 10000)
+  --max-context N        KV-cache positions: prompt and reply must fit (default min(model, 4096))
+  --schedule dataflow|bsp, --policy NAME, --granularity G, --kv-splits N   as in tilefire run
+)";
+
+constexpr size_t kMaxBody = 16u << 20;
+
+std::atomic<bool> stopping{false};
+extern "C" void stop_serving(int) { stopping.store(true); }
+
+// What every request reads: the engine (one request at a time holds `mutex`), the text tools, and names.
+struct Served {
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<Tokenizer> tokenizer;        // null: the model's text is its bytes (the sample, gen-model)
+  std::unique_ptr<ChatTemplate> chat_template;  // null: /v1/chat/completions is refused
+  std::vector<int32_t> end_of_reply;            // the template's stop tokens
+  std::string name;                             // the model's id in requests and responses
+  std::mutex mutex;
+  std::atomic<uint64_t> requests{0};
+  std::mutex log_mutex;
+};
+
+void log_line(Served& served, const std::string& line) {
+  std::lock_guard<std::mutex> lock(served.log_mutex);
+  std::fprintf(stderr, "tilefire serve: %s\n", line.c_str());
+}
+
+json error_body(int status, const std::string& message) {
+  return {{"error", {{"message", message}, {"type", status >= 500 ? "server_error" : "invalid_request_error"},
+                     {"param", nullptr}, {"code", nullptr}}}};
+}
+
+std::string json_response(int status, const json& body) {
+  return http::response(status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+// One generation on the engine, its text streamed through `emit` (false: the client has gone, which ends
+// the generation). Returns the whole text, cut at a stop string.
+struct Generated {
+  GenerateResult result;
+  std::string text;
+};
+Generated generate(Served& served, GenerateRequest request, const std::vector<std::string>& stops,
+                   const std::function<bool(const std::string&)>& emit) {
+  std::optional<StopText> stop_text;
+  if (!stops.empty()) stop_text.emplace(stops);
+  std::optional<StreamingText> stream;
+  bool client_gone = false;
+  std::lock_guard<std::mutex> lock(served.mutex);
+  if (served.tokenizer) stream.emplace(*served.tokenizer, request.prompt);
+  auto shown = [&](std::string piece) { return stop_text ? stop_text->add(piece) : piece; };
+  request.reuse_prefix = true;
+  request.on_token = [&](int32_t token) {
+    const std::string piece = shown(served.tokenizer ? stream->add(token) : bytes_text({token}));
+    if (emit && !piece.empty() && !client_gone) client_gone = !emit(piece);
+  };
+  request.stop_when = [&](const std::vector<int32_t>&) {
+    return client_gone || stopping.load() || (stop_text && stop_text->stopped());
+  };
+  Generated generated{served.engine->generate(request), ""};
+  const GenerateResult& result = generated.result;
+  if (emit && !client_gone) {
+    std::string rest = shown(served.tokenizer ? stream->finish() : std::string());
+    if (stop_text) rest += stop_text->finish();
+    if (!rest.empty()) emit(rest);
+  }
+  const std::string text = served.tokenizer ? served.tokenizer->continuation(result.prompt_tokens, result.tokens) : bytes_text(result.tokens);
+  generated.text = stop_text ? stop_text->cut(text) : text;
+  return generated;
+}
+
+// OpenAI's finish reasons: "stop" for a stop token or string, "length" for max_tokens or a full context.
+const char* openai_finish_reason(const std::string& reason) {
+  return reason == "eos" || reason == "stopped" ? "stop" : "length";
+}
+
+json usage(const GenerateResult& result) {
+  return {{"prompt_tokens", result.prompt_tokens.size()},
+          {"completion_tokens", result.tokens.size()},
+          {"total_tokens", result.prompt_tokens.size() + result.tokens.size()}};
+}
+
+// POST /v1/completions and /v1/chat/completions: parses, generates, answers (whole or as events).
+void serve_generation(Served& served, int fd, const http::Request& request, bool chat, int& status, std::string& summary) {
+  const ParsedRequest parsed = chat ? parse_chat_request(request.body, served.tokenizer.get(), served.chat_template.get(),
+                                                         served.end_of_reply, served.engine->model())
+                                    : parse_completion_request(request.body, served.tokenizer.get(), served.engine->model());
+  const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(++served.requests);
+  const long long created = static_cast<long long>(std::time(nullptr));
+  const char* object = chat ? "chat.completion" : "text_completion";
+  // A choice: a chat's whole message, or a stream chunk's delta; a completion's text.
+  auto choice = [&](const json& content, const json& finish_reason, bool chunk) {
+    json c = {{"index", 0}, {"finish_reason", finish_reason}};
+    if (chat) c[chunk ? "delta" : "message"] = content;
+    else c.update({{"text", content}, {"logprobs", nullptr}});
+    return c;
+  };
+  auto message = [&](const std::string& text) { return chat ? json{{"role", "assistant"}, {"content", text}} : json(text); };
+
+  if (!parsed.stream) {
+    const Generated generated = generate(served, parsed.request, parsed.stops, nullptr);
+    const json body = {{"id", id}, {"object", object}, {"created", created}, {"model", served.name},
+                       {"choices", {choice(message(generated.text), openai_finish_reason(generated.result.finish_reason), false)}},
+                       {"usage", usage(generated.result)}};
+    status = 200;
+    summary = std::to_string(generated.result.tokens.size()) + " tokens, " + generated.result.finish_reason;
+    http::write_all(fd, json_response(200, body));
+    return;
+  }
+  // Events: a chunk per piece of text, then one with the finish reason and the usage, then [DONE].
+  const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+  auto chunk = [&](const json& content, const json& finish_reason) {
+    return json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", served.name},
+                {"choices", {choice(content, finish_reason, true)}}};
+  };
+  auto send = [&](const json& body) { return http::write_all(fd, http::event(body.dump(-1, ' ', false, json::error_handler_t::replace))); };
+  bool open = http::write_all(fd, http::event_stream_head());
+  status = 200;
+  if (open && chat) open = send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr));
+  try {
+    const Generated generated = generate(served, parsed.request, parsed.stops, [&](const std::string& piece) {
+      return open = open && send(chunk(chat ? json{{"content", piece}} : json(piece), nullptr));
+    });
+    json last = chunk(chat ? json::object() : json(""), openai_finish_reason(generated.result.finish_reason));
+    last["usage"] = usage(generated.result);
+    if (open) open = send(last) && http::write_all(fd, http::event("[DONE]"));
+    summary = std::to_string(generated.result.tokens.size()) + " tokens, " + generated.result.finish_reason + ", streamed" +
+              (open ? "" : ", client gone");
+  } catch (const std::exception& e) {  // the head is out: the error goes as an event
+    const bool refused = dynamic_cast<const InputError*>(&e) != nullptr;  // else a device, transport or internal fault
+    status = refused ? 400 : 500;
+    send(error_body(status, e.what()));
+    summary = std::string("streamed, then failed: ") + e.what();
+  }
+}
+
+void handle_connection(Served& served, int fd) {
+  int status = 500;
+  std::string summary, what = "?";
+  try {
+    const http::Request request = http::read_request(fd, kMaxBody);
+    what = request.method + " " + request.target;
+    const bool generation = request.target == "/v1/completions" || request.target == "/v1/chat/completions";
+    const bool listing = request.target == "/v1/models" || request.target == "/health";
+    if (!generation && !listing) throw http::Error{404, "no such path: " + request.target};
+    if (request.method != (generation ? "POST" : "GET"))
+      throw http::Error{405, request.target + " takes " + (generation ? "POST" : "GET") + ", not " + request.method};
+    if (request.target == "/health") {
+      status = 200;
+      http::write_all(fd, json_response(200, {{"status", "ok"}}));
+    } else if (request.target == "/v1/models") {
+      status = 200;
+      const json model = {{"id", served.name}, {"object", "model"}, {"created", 0}, {"owned_by", "tilefire"},
+                          {"max_model_len", served.engine->model().max_context}};
+      http::write_all(fd, json_response(200, {{"object", "list"}, {"data", {model}}}));
+    } else {
+      serve_generation(served, fd, request, request.target == "/v1/chat/completions", status, summary);
+    }
+  } catch (const http::Error& e) {
+    status = e.status;
+    summary = e.message;
+    http::write_all(fd, json_response(e.status, error_body(e.status, e.message)));
+  } catch (const InputError& e) {
+    status = 400;
+    summary = e.what();
+    http::write_all(fd, json_response(400, error_body(400, e.what())));
+  } catch (const std::exception& e) {  // a device or transport fault, or one of ours: the request fails, the server goes on
+    status = 500;
+    summary = e.what();
+    http::write_all(fd, json_response(500, error_body(500, e.what())));
+  }
+  log_line(served, what + " " + std::to_string(status) + (summary.empty() ? "" : " (" + summary + ")"));
+}
+
+}  // namespace
+
+int serve_command(int argc, char** argv) {
+  std::vector<std::string> switches{"--help"}, valued{"--host", "--port", "--chat-template", "--max-connections", "--io-timeout-ms"};
+  for (const std::string& flag : engine_valued()) valued.push_back(flag);
+  for (const std::string& flag : backend_switches()) switches.push_back(flag);
+  for (const std::string& flag : backend_valued()) valued.push_back(flag);
+  Args args("serve", switches, valued);
+  args.parse(argc, argv, 2);
+  if (args.has("--help")) {
+    std::fputs(kServeHelp, stdout);
+    std::fputs(kBackendHelp, stdout);
+    return 0;
+  }
+  EngineOptions options = engine_options_of_flags(args);
+  const std::string host = args.text_or("--host", "127.0.0.1");
+  const uint16_t port = uint16_t(args.unsigned_or("--port", 8000, 0, 65535));
+  const int max_connections = int(args.unsigned_or("--max-connections", 32, 1, 4096));
+  const int io_timeout_ms = int(args.unsigned_or("--io-timeout-ms", 30000, 1, 3600 * 1000));
+  if (options.tp > 1 && launched_as_one_of_several_ranks())
+    throw InputError("tilefire serve: one rank per process (mpirun, RANK / WORLD_SIZE) is not served: requests reach rank 0 "
+                     "alone; give --tp N for ranks of this process");
+
+  Served served;
+  served.tokenizer = Tokenizer::of_model_folder(options.model_dir);
+  if (!served.tokenizer && !options.model_dir.empty()) {
+    const std::string other = unread_tokenizer_file(options.model_dir);
+    if (!other.empty())
+      throw InputError("tilefire serve: " + other + " is this model's tokenizer, and the folder has no tokenizer.json, the only "
+                       "tokenizer file Tilefire reads: the server could not read prompts or write replies as text");
+  }
+  if (const auto path = args.text("--chat-template")) served.chat_template = ChatTemplate::of_file(*path, options.model_dir);
+  else if (!options.model_dir.empty()) served.chat_template = ChatTemplate::of_model_folder(options.model_dir);
+  if (served.chat_template && served.tokenizer) served.end_of_reply = served.chat_template->end_of_reply_tokens(*served.tokenizer);
+  http::Listener listener(host, port);  // before the model loads: a port in use is refused at once
+  served.engine = std::make_unique<Engine>(options);
+  served.name = options.model_dir.empty() ? "tiny" : std::filesystem::path(options.model_dir).lexically_normal().filename().string();
+  if (served.name.empty()) served.name = std::filesystem::path(options.model_dir).lexically_normal().parent_path().filename().string();
+
+  struct sigaction action{};
+  action.sa_handler = stop_serving;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  std::printf("tilefire serve: %s (%s, %u layers, %u threads), listening on http://%s:%u\n", served.name.c_str(),
+              served.engine->model().architecture.c_str(), served.engine->model().layers, served.engine->threads(), host.c_str(),
+              unsigned(listener.port()));
+  std::fflush(stdout);
+
+  struct Worker {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::list<Worker> workers;
+  auto join_finished = [&](bool all) {
+    for (auto it = workers.begin(); it != workers.end();) {
+      if (all || it->done->load()) {
+        it->thread.join();
+        it = workers.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  while (!stopping.load()) {
+    const int fd = listener.accept_connection(100, io_timeout_ms);
+    join_finished(false);
+    if (fd < 0) continue;
+    auto refuse = [&](const std::string& why) {
+      http::write_all(fd, json_response(503, error_body(503, why + ": try again")));
+      ::close(fd);
+      log_line(served, "a connection refused: " + why);
+    };
+    if (int(workers.size()) >= max_connections) {
+      refuse("the server has " + std::to_string(max_connections) + " requests in hand (--max-connections)");
+      continue;
+    }
+    Worker& worker = workers.emplace_back();  // the list's node first: a thread is never left unjoined
+    worker.done = std::make_shared<std::atomic<bool>>(false);
+    try {
+      worker.thread = std::thread([&served, fd, done = worker.done] {
+        handle_connection(served, fd);
+        ::close(fd);
+        done->store(true);
+      });
+    } catch (const std::system_error& e) {
+      workers.pop_back();
+      refuse(std::string("no thread for it (") + e.what() + ")");
+    }
+  }
+  join_finished(true);
+  log_line(served, "stopped");
+  return 0;
+}
+
+}  // namespace tilefire::cli

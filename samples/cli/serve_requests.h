@@ -1,0 +1,30 @@
+#pragma once
+// The JSON bodies of the OpenAI completions and chat completions requests that `tilefire serve` takes, read
+// into a GenerateRequest. What the engine cannot do as asked (several choices, penalties, logit biases,
+// tools, echo) is refused naming the field, never ignored: a reply that silently skipped what the client
+// asked for would be wrong output. Fields no reply depends on ("user", "stream_options", ...) are ignored.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tilefire/chat.h"
+#include "tilefire/engine.h"
+#include "tilefire/tokenizer.h"
+
+namespace tilefire::cli {
+
+struct ParsedRequest {
+  GenerateRequest request;         // prompt, max_new_tokens, sampling, stop tokens
+  std::vector<std::string> stops;  // "stop": strings that end the reply, left out of it
+  bool stream = false;             // "stream": the reply as server-sent events
+};
+
+// InputError naming the field for a body that is not a JSON object or holds a field the engine cannot
+// honour. A text prompt is encoded by `tokenizer`, or taken as bytes without one.
+ParsedRequest parse_completion_request(const std::string& body, const Tokenizer* tokenizer, const ModelInfo& model);
+// The messages go through the chat template (a null one, or a null tokenizer, is refused); the reply stops
+// at the template's end of reply too.
+ParsedRequest parse_chat_request(const std::string& body, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
+                                 const std::vector<int32_t>& end_of_reply, const ModelInfo& model);
+
+}  // namespace tilefire::cli

@@ -1,0 +1,334 @@
+// tilefire serve: the OpenAI completions and chat completions API on a loopback port. Replies are checked
+// against `tilefire run --json` with the same settings; streamed events add up to the whole reply; bad
+// requests get a status and a message naming the field; clients at once each get their own reply; a client
+// that leaves does not stop the server; SIGTERM ends it with status 0.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/common/cli_runner.h"
+#include "tests/common/test_models.h"
+
+extern char** environ;
+
+namespace tilefire::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct HttpReply {
+  int status = 0;
+  std::string head, body;
+};
+
+// Sends `raw` to 127.0.0.1:port and reads the reply until the server closes the connection.
+HttpReply http_exchange(uint16_t port, const std::string& raw, bool read_reply = true) {
+  HttpReply reply;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    ADD_FAILURE() << "cannot connect to port " << port;
+    return reply;
+  }
+  timeval timeout{60, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  ::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL);
+  std::string all;
+  char chunk[65536];
+  for (ssize_t n; read_reply && (n = ::recv(fd, chunk, sizeof chunk, 0)) > 0;) all.append(chunk, size_t(n));
+  ::close(fd);
+  const size_t head_end = all.find("\r\n\r\n");
+  if (head_end == std::string::npos) return reply;
+  reply.head = all.substr(0, head_end);
+  reply.body = all.substr(head_end + 4);
+  reply.status = std::atoi(reply.head.c_str() + reply.head.find(' ') + 1);
+  return reply;
+}
+
+HttpReply post(uint16_t port, const std::string& path, const std::string& body) {
+  return http_exchange(port, "POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " +
+                            std::to_string(body.size()) + "\r\n\r\n" + body);
+}
+
+// The data of each server-sent event.
+std::vector<std::string> events(const std::string& body) {
+  std::vector<std::string> data;
+  for (size_t at = 0, end; (end = body.find("\n\n", at)) != std::string::npos; at = end + 2)
+    if (body.compare(at, 6, "data: ") == 0) data.push_back(body.substr(at + 6, end - at - 6));
+  return data;
+}
+
+// `tilefire serve --port 0 args...` in the background; the port comes from its first line.
+class Server {
+ public:
+  explicit Server(const std::vector<std::string>& args) : log_(fs::temp_directory_path() / ("tilefire-serve-" + std::to_string(::getpid()) + ".log")) {
+    std::vector<std::string> argv_strings = {TILEFIRE_CLI_PATH, "serve", "--port", "0"};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& s : argv_strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    int out[2];
+    EXPECT_EQ(::pipe(out), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    posix_spawn_file_actions_addopen(&actions, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    EXPECT_EQ(posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    std::string line;
+    pollfd readable{out[0], POLLIN, 0};
+    char c;
+    while (line.find('\n') == std::string::npos && ::poll(&readable, 1, 60000) > 0 && ::read(out[0], &c, 1) == 1) line.push_back(c);
+    ::close(out[0]);
+    const size_t colon = line.rfind(':');
+    port_ = colon == std::string::npos ? 0 : uint16_t(std::atoi(line.c_str() + colon + 1));
+    EXPECT_NE(port_, 0) << "the server's first line: '" << line << "'\nits log: " << read_file_text(log_);
+  }
+  ~Server() { stop(); }
+  uint16_t port() const { return port_; }
+  std::string log() const { return read_file_text(log_); }
+  // SIGTERM, then its exit status (-1: it had to be killed after 30 s).
+  int stop() {
+    if (pid_ <= 0) return status_;
+    ::kill(pid_, SIGTERM);
+    int raw = 0;
+    for (int waited = 0; waited < 3000; ++waited) {
+      if (::waitpid(pid_, &raw, WNOHANG) == pid_) {
+        pid_ = 0;
+        return status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &raw, 0);
+    pid_ = 0;
+    return status_ = -1;
+  }
+
+ private:
+  fs::path log_;
+  pid_t pid_ = 0;
+  uint16_t port_ = 0;
+  int status_ = -1;
+};
+
+// A tiny model with the tiny byte-level tokenizer and a chat template (as cli_chat_test's).
+fs::path text_model(const TempDir& dir) {
+  const fs::path model = gen_tiny_model(dir, "tiny-serve");
+  write_file_text(model / "tokenizer.json", tiny_byte_level_tokenizer().dump());
+  write_file_text(model / "tokenizer_config.json",
+                  json({{"bos_token", "<|start|>"},
+                        {"eos_token", "<|end|>"},
+                        {"chat_template", "{{ bos_token }}{% for m in messages %}{{ m.role }}: {{ m.content }}<|end|>{% endfor %}"
+                                          "{% if add_generation_prompt %}assistant:{% endif %}"}})
+                      .dump());
+  return model;
+}
+
+TEST(CliServe, RepliesAreRunsRepliesAndStreamedEventsAddUpToThem) {
+  TempDir dir("cli-serve");
+  const fs::path model = text_model(dir);
+  Server server({"--model", model.string(), "--threads", "2"});
+  ASSERT_NE(server.port(), 0);
+
+  // The first request (nothing cached to reuse) against run, greedy.
+  HttpReply reply = post(server.port(), "/v1/completions", R"({"model": "x", "prompt": "hello hello", "max_tokens": 12, "temperature": 0})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  json body = json::parse(reply.body);
+  json expected = run_json({"--model", model.string(), "--prompt", "hello hello", "--max-new-tokens", "12", "--threads", "2"});
+  EXPECT_EQ(body.at("object"), "text_completion");
+  EXPECT_EQ(body.at("model"), "tiny-serve");
+  EXPECT_EQ(body.at("choices")[0].at("text"), expected.at("text")) << body.dump();
+  EXPECT_EQ(body.at("choices")[0].at("finish_reason"), "length");
+  EXPECT_EQ(body.at("usage").at("prompt_tokens"), expected.at("prompt_tokens").size());
+  EXPECT_EQ(body.at("usage").at("completion_tokens"), 12);
+
+  // Sampled, from token ids, with a seed: run's reply with the same seed and cuts.
+  reply = post(server.port(), "/v1/completions", R"({"prompt": [7, 100, 200], "max_tokens": 10, "temperature": 0.9, "top_k": 40, "top_p": 0.95, "seed": 11})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  expected = run_json({"--model", model.string(), "--prompt-tokens", "7,100,200", "--max-new-tokens", "10", "--temperature", "0.9",
+                       "--top-k", "40", "--top-p", "0.95", "--seed", "11"});
+  EXPECT_EQ(json::parse(reply.body).at("choices")[0].at("text"), expected.at("text")) << reply.body;
+
+  // Streamed with a stop string: the events add up to the whole reply, cut before the stop string.
+  const std::string whole = expected.at("text").get<std::string>();
+  ASSERT_GE(whole.size(), 4u);
+  std::string stop;  // the first printable ASCII pair past the first character, where it first appears
+  for (size_t p = 1; p + 2 <= whole.size() && stop.empty(); ++p)
+    if (whole[p] > ' ' && whole[p] < 127 && whole[p + 1] > ' ' && whole[p + 1] < 127 && whole.find(whole.substr(p, 2)) == p) stop = whole.substr(p, 2);
+  ASSERT_FALSE(stop.empty()) << "no two printable characters in a row in: " << whole;
+  for (bool stream : {false, true}) {
+    json request = {{"prompt", {8, 100, 200}}, {"max_tokens", 10}, {"temperature", 0.9}, {"top_k", 40}, {"top_p", 0.95}, {"seed", 11}, {"stream", stream}};
+    request["stop"] = {"\x01never", stop};
+    reply = post(server.port(), "/v1/completions", request.dump());
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    if (!stream) {
+      expected = json::parse(reply.body);
+      continue;
+    }
+    EXPECT_NE(reply.head.find("Content-Type: text/event-stream"), std::string::npos) << reply.head;
+    const std::vector<std::string> data = events(reply.body);
+    ASSERT_GE(data.size(), 2u) << reply.body;
+    EXPECT_EQ(data.back(), "[DONE]");
+    std::string text;
+    for (size_t i = 0; i + 1 < data.size(); ++i) text += json::parse(data[i]).at("choices")[0].at("text").get<std::string>();
+    const json last = json::parse(data[data.size() - 2]);
+    EXPECT_EQ(text, expected.at("choices")[0].at("text")) << reply.body;
+    EXPECT_EQ(last.at("choices")[0].at("finish_reason"), expected.at("choices")[0].at("finish_reason"));
+    EXPECT_EQ(last.at("usage"), expected.at("usage"));
+  }
+
+  // Chat: the messages through the template, as run --chat puts them; streamed deltas add up to the message.
+  reply = post(server.port(), "/v1/chat/completions",
+               R"({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}], "max_tokens": 8, "temperature": 0})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  body = json::parse(reply.body);
+  expected = run_json({"--model", model.string(), "--system", "be brief", "--chat", "hello", "--max-new-tokens", "8"});
+  EXPECT_EQ(body.at("object"), "chat.completion");
+  EXPECT_EQ(body.at("choices")[0].at("message"), json({{"role", "assistant"}, {"content", expected.at("text")}})) << body.dump();
+  EXPECT_EQ(body.at("usage").at("prompt_tokens"), expected.at("prompt_tokens").size());
+  reply = post(server.port(), "/v1/chat/completions",
+               R"({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}], "max_tokens": 8, "temperature": 0, "stream": true})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const std::vector<std::string> data = events(reply.body);
+  ASSERT_GE(data.size(), 3u) << reply.body;
+  EXPECT_EQ(json::parse(data[0]).at("choices")[0].at("delta").at("role"), "assistant");
+  std::string content;
+  for (size_t i = 0; i + 1 < data.size(); ++i) content += json::parse(data[i]).at("choices")[0].at("delta").value("content", "");
+  EXPECT_EQ(content, expected.at("text"));
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+TEST(CliServe, BadRequestsGetAStatusAndAMessageNamingWhatIsWrong) {
+  Server server({"--threads", "1", "--io-timeout-ms", "2000"});  // the built-in sample: text as bytes
+  ASSERT_NE(server.port(), 0);
+  const std::vector<std::tuple<std::string, std::string, int, std::string>> cases = {
+      {"/v1/completions", "{", 400, "the request body is not JSON"},
+      {"/v1/completions", "[1]", 400, "not a JSON object"},
+      {"/v1/completions", "{}", 400, "'prompt' is missing"},
+      {"/v1/completions", R"({"prompt": {"a": 1}})", 400, "'prompt' must be a string or a list of token ids"},
+      {"/v1/completions", R"({"prompt": ["a", "b"]})", 400, "'prompt' must be a string or a list of token ids"},
+      {"/v1/completions", R"({"prompt": [1, 99999]})", 400, "'prompt' holds token 99999, outside the vocabulary of 512"},
+      {"/v1/completions", R"({"prompt": ""})", 400, "'prompt' is empty"},
+      {"/v1/completions", R"({"prompt": "a", "temperature": -1})", 400, "'temperature' must be a number from 0 to 100, got -1"},
+      {"/v1/completions", R"({"prompt": "a", "max_tokens": "9"})", 400, "'max_tokens' must be a whole number"},
+      {"/v1/completions", R"({"prompt": "a", "max_tokens": -3})", 400, "'max_tokens' must be a whole number"},
+      {"/v1/completions", R"({"prompt": "a", "stop": ["a", "b", "c", "d", "e"]})", 400, "'stop' must be a string or a list of up to 4"},
+      {"/v1/completions", R"({"prompt": "a", "stop": ""})", 400, "'stop' holds an empty string"},
+      {"/v1/completions", R"({"prompt": "a", "n": 2})", 400, "'n' must be 1"},
+      {"/v1/completions", R"({"prompt": "a", "presence_penalty": 0.5})", 400, "'presence_penalty' is not supported"},
+      {"/v1/completions", R"({"prompt": "a", "logprobs": 2})", 400, "'logprobs' is not supported"},
+      {"/v1/completions", R"({"prompt": "a", "stream": "yes"})", 400, "'stream' must be true or false"},
+      {"/v1/chat/completions", R"({"messages": []})", 400, "no tokenizer.json"},
+      {"/v1/embeddings", "{}", 404, "no such path: /v1/embeddings"},
+  };
+  for (const auto& [path, body, status, message] : cases) {
+    const HttpReply reply = post(server.port(), path, body);
+    EXPECT_EQ(reply.status, status) << path << " " << body << "\n" << reply.body;
+    EXPECT_NE(reply.body.find(message), std::string::npos) << body << "\n" << reply.body;
+    if (reply.status != 0) {
+      EXPECT_NO_THROW(json::parse(reply.body).at("error").at("message")) << reply.body;
+    }
+  }
+  // What is wrong with the HTTP itself.
+  EXPECT_EQ(http_exchange(server.port(), "GET /v1/completions HTTP/1.1\r\n\r\n").status, 405);
+  EXPECT_EQ(http_exchange(server.port(), "POST /v1/completions HTTP/1.1\r\n\r\n").status, 411);
+  EXPECT_EQ(http_exchange(server.port(), "POST /v1/completions HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n").status, 413);
+  EXPECT_EQ(http_exchange(server.port(), "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").status, 411);
+  EXPECT_EQ(http_exchange(server.port(), "GET /health HTTP/1.1\r\nX: " + std::string(70000, 'x') + "\r\n\r\n").status, 431);
+  EXPECT_EQ(http_exchange(server.port(), "nonsense\r\n\r\n").status, 400);
+  // A body cut short, and a client that sends nothing: each dropped (after --io-timeout-ms), nothing else.
+  EXPECT_EQ(http_exchange(server.port(), "POST /v1/completions HTTP/1.1\r\nContent-Length: 50\r\n\r\n{\"pro").status, 400);
+  EXPECT_EQ(http_exchange(server.port(), "").status, 400);
+  const HttpReply health = http_exchange(server.port(), "GET /health HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(json::parse(health.body), json({{"status", "ok"}}));
+  const HttpReply models = http_exchange(server.port(), "GET /v1/models HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(json::parse(models.body).at("data")[0].at("id"), "tiny") << models.body;
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+TEST(CliServe, ClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) {
+  Server server({"--threads", "2"});
+  ASSERT_NE(server.port(), 0);
+  // Prompts that share no first token: no request reuses another's cache, so each reply is a fresh run's.
+  const std::vector<std::string> prompts = {"11,12,13", "21,22", "31,32,33,34", "41"};
+  std::vector<std::string> expected;
+  for (const std::string& prompt : prompts)
+    expected.push_back(run_json({"--prompt-tokens", prompt, "--max-new-tokens", "24", "--threads", "1"}).at("text").get<std::string>());
+  // One client asks for a long stream and leaves after its first event.
+  std::thread leaving([&] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(server.port());
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    const std::string body = R"({"prompt": [5], "max_tokens": 1000, "stream": true, "temperature": 0})";
+    const std::string raw = "POST /v1/completions HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    ::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL);
+    char first[256];
+    EXPECT_GT(::recv(fd, first, sizeof first, 0), 0);
+    ::close(fd);
+  });
+  std::vector<std::string> got(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    clients.emplace_back([&, i] {
+      const HttpReply reply = post(server.port(), "/v1/completions",
+                                   R"({"prompt": [)" + prompts[i] + R"(], "max_tokens": 24, "temperature": 0})");
+      if (reply.status == 200) got[i] = json::parse(reply.body).at("choices")[0].at("text").get<std::string>();
+      else got[i] = "status " + std::to_string(reply.status) + ": " + reply.body;
+    });
+  for (std::thread& client : clients) client.join();
+  leaving.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    // run prints bytes of the sample; the server's JSON replaces what is not UTF-8 the same way run's --json does.
+    EXPECT_EQ(json(got[i]).dump(-1, ' ', false, json::error_handler_t::replace),
+              json(expected[i]).dump(-1, ' ', false, json::error_handler_t::replace)) << "prompt " << prompts[i];
+  }
+  EXPECT_EQ(http_exchange(server.port(), "GET /health HTTP/1.1\r\n\r\n").status, 200);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+TEST(CliServe, WhatStopsTheServerFromStartingIsNamed) {
+  TempDir dir("cli-serve-errors");
+  Server first({"--threads", "1"});
+  ASSERT_NE(first.port(), 0);
+  RunResult taken = run_cli({"serve", "--port", std::to_string(first.port())});
+  EXPECT_EQ(taken.status, 2) << describe(taken);
+  EXPECT_NE(taken.err.find("--port " + std::to_string(first.port()) + ": cannot listen there"), std::string::npos) << taken.err;
+  RunResult host = run_cli({"serve", "--host", "localhost:80"});
+  EXPECT_EQ(host.status, 2) << describe(host);
+  EXPECT_NE(host.err.find("--host expects an IPv4 address"), std::string::npos) << host.err;
+  const fs::path unread = gen_tiny_model(dir, "tiny-unread");
+  write_file_text(unread / "tokenizer.model", "{}");
+  RunResult tokenizer = run_cli({"serve", "--model", unread.string(), "--port", "0"});
+  EXPECT_EQ(tokenizer.status, 2) << describe(tokenizer);
+  EXPECT_NE(tokenizer.err.find("tokenizer.model is this model's tokenizer"), std::string::npos) << tokenizer.err;
+}
+
+}  // namespace
+}  // namespace tilefire::testing
