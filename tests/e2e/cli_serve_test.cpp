@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -218,6 +219,39 @@ TEST(CliServe, RepliesAreRunsRepliesAndStreamedEventsAddUpToThem) {
   std::string content;
   for (size_t i = 0; i + 1 < data.size(); ++i) content += json::parse(data[i]).at("choices")[0].at("delta").value("content", "");
   EXPECT_EQ(content, expected.at("text"));
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// The official OpenAI SDK for JavaScript (fetched by scripts/fetch-tokenizers) as the client, as an
+// application would use it: the model list, a completion and a chat, whole and streamed, and a refusal;
+// the replies are run --json's.
+TEST(CliServe, TheOpenAiSdkGetsRunsReplies) {
+  const fs::path sdk = fs::path(TILEFIRE_SOURCE_DIR) / ".deps" / "tokenizers" / "node_modules" / "openai" / "index.mjs";
+  if (!fs::exists(sdk)) {
+    const char* required = std::getenv("TILEFIRE_REQUIRE_TOKENIZER_FILES");
+    if (required && std::string(required) == "1") FAIL() << sdk << " is missing: run scripts/fetch-tokenizers";
+    GTEST_SKIP() << "no OpenAI SDK: run scripts/fetch-tokenizers";
+  }
+  TempDir dir("cli-serve-sdk");
+  const fs::path model = text_model(dir);
+  Server server({"--model", model.string(), "--threads", "2"});
+  ASSERT_NE(server.port(), 0);
+  const RunResult client = run_program("node", {(fs::path(TILEFIRE_SOURCE_DIR) / "tests" / "e2e" / "openai_client.mjs").string(),
+                                                sdk.string(), "http://127.0.0.1:" + std::to_string(server.port()) + "/v1"});
+  ASSERT_EQ(client.status, 0) << describe(client) << "\nserver log:\n" << server.log();
+  const json got = json::parse(client.out);
+  EXPECT_EQ(got.at("models"), json({"tiny-serve"}));
+  const json completion = run_json({"--model", model.string(), "--prompt-tokens", "9,100,200", "--max-new-tokens", "10"});
+  EXPECT_EQ(got.at("completion").at("text"), completion.at("text")) << got.dump();
+  EXPECT_EQ(got.at("completion").at("finish_reason"), "length");
+  EXPECT_EQ(got.at("completion").at("usage").at("completion_tokens"), 10);
+  EXPECT_EQ(got.at("completion_streamed"), completion.at("text"));
+  const json chat = run_json({"--model", model.string(), "--system", "be brief", "--chat", "hello", "--max-new-tokens", "8"});
+  EXPECT_EQ(got.at("chat").at("role"), "assistant");
+  EXPECT_EQ(got.at("chat").at("content"), chat.at("text")) << got.dump();
+  EXPECT_EQ(got.at("chat_streamed"), chat.at("text"));
+  EXPECT_EQ(got.at("refused").at("status"), 400) << got.dump();
+  EXPECT_NE(got.at("refused").at("message").get<std::string>().find("'n' must be 1"), std::string::npos) << got.dump();
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 

@@ -1,0 +1,32 @@
+// A real client for tilefire serve's test (tests/e2e/cli_serve_test.cpp): the official OpenAI SDK for
+// JavaScript, as an application would use it. Prints one JSON object of what each call gave.
+//   node openai_client.mjs SDK_ENTRY BASE_URL
+// SDK_ENTRY: the package's index.mjs (from scripts/fetch-tokenizers); BASE_URL: http://127.0.0.1:PORT/v1
+const [sdkEntry, baseURL] = process.argv.slice(2);
+const { default: OpenAI } = await import(sdkEntry);
+const client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+
+const out = {};
+out.models = (await client.models.list()).data.map((m) => m.id);
+const completion = await client.completions.create({ model: 'm', prompt: [9, 100, 200], max_tokens: 10, temperature: 0 });
+out.completion = { text: completion.choices[0].text, finish_reason: completion.choices[0].finish_reason, usage: completion.usage };
+let streamed = '';
+for await (const chunk of await client.completions.create({ model: 'm', prompt: [9, 100, 200], max_tokens: 10, temperature: 0, stream: true })) {
+  streamed += chunk.choices[0]?.text ?? '';
+}
+out.completion_streamed = streamed;
+const messages = [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hello' }];
+const chat = await client.chat.completions.create({ model: 'm', messages, max_tokens: 8, temperature: 0 });
+out.chat = { role: chat.choices[0].message.role, content: chat.choices[0].message.content, finish_reason: chat.choices[0].finish_reason };
+let chatStreamed = '';
+for await (const chunk of await client.chat.completions.create({ model: 'm', messages, max_tokens: 8, temperature: 0, stream: true })) {
+  chatStreamed += chunk.choices[0]?.delta?.content ?? '';
+}
+out.chat_streamed = chatStreamed;
+try {
+  await client.completions.create({ model: 'm', prompt: 'hi', n: 2 });
+  out.refused = null;
+} catch (error) {
+  out.refused = { status: error.status, message: error.error?.message ?? error.message };
+}
+console.log(JSON.stringify(out));
