@@ -24,6 +24,7 @@ struct tilefire_tokenizer {
 };
 struct tilefire_text_stream {
   tilefire::StreamingText stream;
+  bool finished = false;    // tilefire_text_stream_finish ends the stream
   std::string undelivered;  // text add() gave that could not be handed out (no memory): given with the next call
 };
 struct tilefire_chat_template {
@@ -82,6 +83,11 @@ inline const char* required_string(const char* text, const char* call, const cha
 std::vector<int32_t> token_vector(const int32_t* tokens, size_t count, const char* call, const char* name);
 // A C string argument, NULL read as "".
 inline std::string string_or_empty(const char* text) { return text ? std::string(text) : std::string(); }
+
+// An output struct's struct_size, which the caller sets: InputError unless it is this library's.
+void check_output_size(uint32_t given, size_t expected, const char* call, const char* name);
+// A folder argument that must exist (NULL and "" are checked by the caller): InputError naming it.
+void require_folder(const std::string& folder, const char* call, const char* name);
 
 // Memory for the caller (tilefire_free): malloc'd, so that the caller may also free() it.
 template <class T>

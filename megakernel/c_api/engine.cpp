@@ -1,5 +1,6 @@
 // The C API's engine (tilefire/tilefire.h): tilefire::Engine behind plain C types.
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,7 @@ EngineOptions engine_options(const tilefire_engine_options& c) {
   switch (c.backend) {
     case TILEFIRE_BACKEND_CPU: options.backend = Backend::cpu; break;
     case TILEFIRE_BACKEND_CUDA: options.backend = Backend::cuda; break;
-    default: throw InputError("tilefire_engine_options.backend is " + std::to_string(int(c.backend)) + ", not TILEFIRE_BACKEND_CPU or _CUDA");
+    default: throw InputError("tilefire_engine_options.backend is " + std::to_string(c.backend) + ", not TILEFIRE_BACKEND_CPU or _CUDA");
   }
   options.threads = c.threads;
   options.tp = c.tp;
@@ -32,7 +33,7 @@ EngineOptions engine_options(const tilefire_engine_options& c) {
   switch (c.schedule) {
     case TILEFIRE_SCHEDULE_DATAFLOW: options.schedule = Schedule::dataflow; break;
     case TILEFIRE_SCHEDULE_BSP: options.schedule = Schedule::bsp; break;
-    default: throw InputError("tilefire_engine_options.schedule is " + std::to_string(int(c.schedule)) + ", not TILEFIRE_SCHEDULE_DATAFLOW or _BSP");
+    default: throw InputError("tilefire_engine_options.schedule is " + std::to_string(c.schedule) + ", not TILEFIRE_SCHEDULE_DATAFLOW or _BSP");
   }
   options.policy = string_or_empty(c.policy);
   switch (c.granularity) {
@@ -40,7 +41,7 @@ EngineOptions engine_options(const tilefire_engine_options& c) {
     case TILEFIRE_GRANULARITY_HEAD: options.granularity = Granularity::head; break;
     case TILEFIRE_GRANULARITY_OP: options.granularity = Granularity::op; break;
     default:
-      throw InputError("tilefire_engine_options.granularity is " + std::to_string(int(c.granularity)) +
+      throw InputError("tilefire_engine_options.granularity is " + std::to_string(c.granularity) +
                        ", not TILEFIRE_GRANULARITY_TILE, _HEAD or _OP");
   }
   options.max_context = c.max_context;
@@ -79,6 +80,19 @@ std::vector<int32_t> token_vector(const int32_t* tokens, size_t count, const cha
   return tokens ? std::vector<int32_t>(tokens, tokens + count) : std::vector<int32_t>();
 }
 
+void check_output_size(uint32_t given, size_t expected, const char* call, const char* name) {
+  if (given != expected)
+    throw InputError(std::string(call) + ": " + name + "->struct_size is " + std::to_string(given) + ", this library's is " +
+                     std::to_string(expected) + ": set it to the sizeof of the struct, from the tilefire.h of this library");
+}
+
+void require_folder(const std::string& folder, const char* call, const char* name) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(folder, error))
+    throw InputError(std::string(call) + ": " + name + " '" + folder + "' is not a folder" +
+                     (std::filesystem::exists(folder, error) ? "" : " (it does not exist)"));
+}
+
 void hand_out_text(const std::string& text, char** out, size_t* length) {
   char* memory = static_cast<char*>(std::malloc(text.size() + 1));
   if (!memory) throw std::bad_alloc();
@@ -105,7 +119,7 @@ uint32_t tilefire_api_version(void) { return TILEFIRE_API_VERSION; }
 const char* tilefire_last_error(void) { return c_api::last_error.c_str(); }
 void tilefire_free(void* memory) { std::free(memory); }
 
-const char* tilefire_status_name(tilefire_status status) {
+const char* tilefire_status_name(int32_t status) {
   switch (status) {
     case TILEFIRE_OK: return "ok";
     case TILEFIRE_ERROR_INPUT: return "input error";
@@ -113,7 +127,6 @@ const char* tilefire_status_name(tilefire_status status) {
     case TILEFIRE_ERROR_TRANSPORT: return "transport error";
     case TILEFIRE_ERROR_OUT_OF_MEMORY: return "out of memory";
     case TILEFIRE_ERROR_INTERNAL: return "internal error";
-    case TILEFIRE_STATUS_FORCE_32_BIT: break;
   }
   return "unknown status";
 }
@@ -153,7 +166,8 @@ tilefire_status tilefire_engine_model_info(const tilefire_engine* engine, tilefi
   return guarded([&] {
     const ModelInfo& model = required(engine, "tilefire_engine_model_info", "engine").engine.model();
     tilefire_model_info& out = required(info, "tilefire_engine_model_info", "info");
-    out = tilefire_model_info{model.origin.c_str(), model.architecture.c_str(), model.dtype.c_str(),
+    c_api::check_output_size(out.struct_size, sizeof(tilefire_model_info), "tilefire_engine_model_info", "info");
+    out = tilefire_model_info{out.struct_size, model.origin.c_str(), model.architecture.c_str(), model.dtype.c_str(),
                               model.vocab, model.hidden, model.layers, model.heads, model.kv_heads, model.head_dim,
                               model.ffn, model.max_context, model.eos_tokens.data(), model.eos_tokens.size(),
                               model.decode_weight_bytes};
@@ -189,6 +203,7 @@ tilefire_status tilefire_generate(tilefire_engine* engine, const tilefire_genera
     Engine& cpp_engine = required(engine, call, "engine").engine;
     const tilefire_generate_request& c = required(request, call, "request");
     tilefire_generate_result& out = required(result, call, "result");
+    c_api::check_output_size(out.struct_size, sizeof(tilefire_generate_result), call, "result");
     if (c.struct_size != sizeof(tilefire_generate_request))
       throw InputError("tilefire_generate: tilefire_generate_request.struct_size is " + std::to_string(c.struct_size) +
                        ", this library's is " + std::to_string(sizeof(tilefire_generate_request)) +
@@ -221,6 +236,7 @@ tilefire_status tilefire_generate(tilefire_engine* engine, const tilefire_genera
       }
     }
     tilefire_generate_result made{};
+    made.struct_size = out.struct_size;
     made.finish_reason = c_api::static_finish_reason(generated.finish_reason);
     made.token_count = count;
     made.logprobs_per_token = k;
@@ -247,7 +263,9 @@ void tilefire_generate_result_free(tilefire_generate_result* result) {
   if (!result) return;
   std::free(result->tokens);
   std::free(result->logprobs);
+  const uint32_t struct_size = result->struct_size;
   *result = tilefire_generate_result{};
+  result->struct_size = struct_size;
 }
 
 tilefire_status tilefire_engine_reset(tilefire_engine* engine) {
@@ -298,11 +316,11 @@ tilefire_status tilefire_engine_sequence(const tilefire_engine* engine, const in
   });
 }
 
-tilefire_status tilefire_engine_set_schedule(tilefire_engine* engine, tilefire_schedule schedule) {
+tilefire_status tilefire_engine_set_schedule(tilefire_engine* engine, int32_t schedule) {
   return guarded([&] {
     tilefire_engine& e = required(engine, "tilefire_engine_set_schedule", "engine");
     if (schedule != TILEFIRE_SCHEDULE_DATAFLOW && schedule != TILEFIRE_SCHEDULE_BSP)
-      throw InputError("tilefire_engine_set_schedule: schedule " + std::to_string(int(schedule)) +
+      throw InputError("tilefire_engine_set_schedule: schedule " + std::to_string(schedule) +
                        " is not TILEFIRE_SCHEDULE_DATAFLOW or _BSP");
     e.engine.set_schedule(schedule == TILEFIRE_SCHEDULE_BSP ? Schedule::bsp : Schedule::dataflow);
   });

@@ -32,7 +32,9 @@ tilefire_status tilefire_tokenizer_of_model_folder(const char* folder, tilefire_
   return guarded([&] {
     const char* call = "tilefire_tokenizer_of_model_folder";
     required(tokenizer, call, "tokenizer");
-    std::unique_ptr<Tokenizer> loaded = Tokenizer::of_model_folder(c_api::required_string(folder, call, "folder"));
+    const std::string where = c_api::required_string(folder, call, "folder");
+    c_api::require_folder(where, call, "folder");
+    std::unique_ptr<Tokenizer> loaded = Tokenizer::of_model_folder(where);
     *tokenizer = loaded ? new tilefire_tokenizer{std::move(*loaded)} : nullptr;
   });
 }
@@ -93,7 +95,7 @@ tilefire_status tilefire_text_stream_create(const tilefire_tokenizer* tokenizer,
     const char* call = "tilefire_text_stream_create";
     const Tokenizer& t = required(tokenizer, call, "tokenizer").tokenizer;
     required(stream, call, "stream");
-    *stream = new tilefire_text_stream{StreamingText(t, c_api::token_vector(prompt, prompt_count, call, "prompt")), {}};
+    *stream = new tilefire_text_stream{StreamingText(t, c_api::token_vector(prompt, prompt_count, call, "prompt")), false, {}};
   });
 }
 
@@ -102,6 +104,7 @@ tilefire_status tilefire_text_stream_add(tilefire_text_stream* stream, int32_t t
     const char* call = "tilefire_text_stream_add";
     tilefire_text_stream& s = required(stream, call, "stream");
     require_text_outputs(text, length, call);
+    if (s.finished) throw InputError(std::string(call) + ": the stream has ended (tilefire_text_stream_finish)");
     // A refused token (a negative id) leaves the stream as it was. Text the stream gave but the caller did
     // not get (no memory to hand it out) comes with the next call.
     s.undelivered += s.stream.add(token);
@@ -110,12 +113,14 @@ tilefire_status tilefire_text_stream_add(tilefire_text_stream* stream, int32_t t
   });
 }
 
-tilefire_status tilefire_text_stream_finish(const tilefire_text_stream* stream, char** text, size_t* length) {
+tilefire_status tilefire_text_stream_finish(tilefire_text_stream* stream, char** text, size_t* length) {
   return guarded([&] {
     const char* call = "tilefire_text_stream_finish";
-    const tilefire_text_stream& s = required(stream, call, "stream");
+    tilefire_text_stream& s = required(stream, call, "stream");
     require_text_outputs(text, length, call);
+    if (s.finished) throw InputError(std::string(call) + ": the stream has ended already");
     c_api::hand_out_text(s.undelivered + s.stream.finish(), text, length);
+    s.finished = true;
   });
 }
 
@@ -125,7 +130,9 @@ tilefire_status tilefire_chat_template_of_model_folder(const char* folder, tilef
   return guarded([&] {
     const char* call = "tilefire_chat_template_of_model_folder";
     required(chat, call, "chat");
-    std::unique_ptr<ChatTemplate> loaded = ChatTemplate::of_model_folder(c_api::required_string(folder, call, "folder"));
+    const std::string where = c_api::required_string(folder, call, "folder");
+    c_api::require_folder(where, call, "folder");
+    std::unique_ptr<ChatTemplate> loaded = ChatTemplate::of_model_folder(where);
     *chat = loaded ? new tilefire_chat_template{std::move(loaded)} : nullptr;
   });
 }
@@ -135,8 +142,9 @@ tilefire_status tilefire_chat_template_open(const char* jinja_path, const char* 
   return guarded([&] {
     const char* call = "tilefire_chat_template_open";
     required(chat, call, "chat");
-    std::unique_ptr<ChatTemplate> loaded =
-        ChatTemplate::of_file(c_api::required_string(jinja_path, call, "jinja_path"), c_api::string_or_empty(model_folder));
+    const std::string folder = c_api::string_or_empty(model_folder);
+    if (!folder.empty()) c_api::require_folder(folder, call, "model_folder");
+    std::unique_ptr<ChatTemplate> loaded = ChatTemplate::of_file(c_api::required_string(jinja_path, call, "jinja_path"), folder);
     *chat = new tilefire_chat_template{std::move(loaded)};
   });
 }

@@ -23,15 +23,19 @@ static int exit_status(tilefire_status status) {
   }
 }
 
-static int fail(tilefire_status status) {
-  fprintf(stderr, "tilefire_c_generate: %s: %s\n", tilefire_status_name(status), tilefire_last_error());
+static int fail_with(tilefire_status status, const char* message) {
+  fprintf(stderr, "tilefire_c_generate: %s: %s\n", tilefire_status_name(status), message);
   return exit_status(status);
 }
 
-/* What on_token needs: the stream that turns tokens into text (NULL: print ids), and the first failure. */
+static int fail(tilefire_status status) { return fail_with(status, tilefire_last_error()); }
+
+/* What on_token needs: the stream that turns tokens into text (NULL: print ids), and the first failure with
+ * its message (tilefire_generate, which returns after it, clears tilefire_last_error). */
 typedef struct printer {
   tilefire_text_stream* stream;
   tilefire_status status;
+  char message[512];
 } printer;
 
 static int print_token(void* user_data, int32_t token) {
@@ -42,7 +46,10 @@ static int print_token(void* user_data, int32_t token) {
     char* text = NULL;
     size_t length = 0;
     p->status = tilefire_text_stream_add(p->stream, token, &text, &length);
-    if (p->status != TILEFIRE_OK) return 1; /* stop generating: the failure is reported after */
+    if (p->status != TILEFIRE_OK) { /* stop generating: the failure is reported after */
+      snprintf(p->message, sizeof p->message, "%s", tilefire_last_error());
+      return 1;
+    }
     fwrite(text, 1, length, stdout);
     tilefire_free(text);
   }
@@ -110,11 +117,12 @@ int main(int argc, char** argv) {
     }
     for (size_t i = 0; i < prompt_count; ++i) prompt[i] = (unsigned char)prompt_text[i];
   }
-  printer out = {NULL, TILEFIRE_OK};
+  printer out = {NULL, TILEFIRE_OK, ""};
   if (status == TILEFIRE_OK && tokenizer) status = tilefire_text_stream_create(tokenizer, prompt, prompt_count, &out.stream);
 
   tilefire_generate_result result;
   memset(&result, 0, sizeof result);
+  result.struct_size = sizeof result;
   if (status == TILEFIRE_OK) {
     tilefire_generate_request request;
     tilefire_generate_request_init(&request);
@@ -125,7 +133,15 @@ int main(int argc, char** argv) {
     request.user_data = &out;
     printf("%s", prompt_text);
     status = tilefire_generate(engine, &request, &result);
-    if (status == TILEFIRE_OK && out.status != TILEFIRE_OK) status = out.status;
+    if (status == TILEFIRE_OK && out.status != TILEFIRE_OK) {
+      printf("\n");
+      tilefire_generate_result_free(&result);
+      tilefire_text_stream_free(out.stream);
+      tilefire_free(prompt);
+      tilefire_tokenizer_free(tokenizer);
+      tilefire_engine_free(engine);
+      return fail_with(out.status, out.message);
+    }
   }
   if (status == TILEFIRE_OK && out.stream) {
     char* rest = NULL;

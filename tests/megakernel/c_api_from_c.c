@@ -43,6 +43,7 @@ int c_api_generate_from_c(const int32_t* prompt, size_t prompt_count, uint32_t m
   request.user_data = &s;
   tilefire_generate_result result;
   memset(&result, 0, sizeof result);
+  result.struct_size = sizeof result;
   int outcome = 0;
   status = tilefire_generate(engine, &request, &result);
   if (status != TILEFIRE_OK) {

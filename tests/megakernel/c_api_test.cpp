@@ -65,6 +65,13 @@ std::vector<int32_t> tokens_and_free(int32_t* tokens, size_t count) {
   return copy;
 }
 
+// A result struct ready for tilefire_generate: zeroed, its struct_size set.
+tilefire_generate_result empty_result() {
+  tilefire_generate_result result{};
+  result.struct_size = sizeof result;
+  return result;
+}
+
 // A failing call: its status, and a message holding `expected`.
 void expect_refused(tilefire_status status, tilefire_status expected_status, const std::string& expected) {
   EXPECT_EQ(status, expected_status) << tilefire_status_name(status) << ": " << tilefire_last_error();
@@ -88,7 +95,7 @@ TEST(CApi, GenerateGivesTheCppEnginesTokensLogprobsAndFinishReason) {
     request.top_p = 0.9f;
     request.seed = 7;
     request.logprobs = 3;
-    tilefire_generate_result result;
+    tilefire_generate_result result = empty_result();
     ASSERT_EQ(tilefire_generate(c.engine, &request, &result), TILEFIRE_OK) << tilefire_last_error();
     EXPECT_STREQ(tilefire_last_error(), "");
 
@@ -114,6 +121,7 @@ TEST(CApi, GenerateGivesTheCppEnginesTokensLogprobsAndFinishReason) {
     tilefire_generate_result_free(&result);
     EXPECT_EQ(result.tokens, nullptr);
     EXPECT_EQ(result.token_count, 0u);
+    EXPECT_EQ(result.struct_size, sizeof result) << "kept for the next call";
   }
   // A later turn that reuses the cached prompt.
   std::vector<int32_t> longer = cpp.sequence();
@@ -124,7 +132,7 @@ TEST(CApi, GenerateGivesTheCppEnginesTokensLogprobsAndFinishReason) {
   request.prompt_count = longer.size();
   request.max_new_tokens = 3;
   request.reuse_prefix = 1;
-  tilefire_generate_result result;
+  tilefire_generate_result result = empty_result();
   ASSERT_EQ(tilefire_generate(c.engine, &request, &result), TILEFIRE_OK) << tilefire_last_error();
   GenerateRequest expected_request;
   expected_request.prompt = longer;
@@ -174,7 +182,8 @@ TEST(CApi, StepApiGivesTheCppEnginesLogits) {
   CEngine c;
   ASSERT_NE(c.engine, nullptr);
   Engine cpp = cpp_sample();
-  tilefire_model_info info;
+  tilefire_model_info info{};
+  info.struct_size = sizeof info;
   ASSERT_EQ(tilefire_engine_model_info(c.engine, &info), TILEFIRE_OK) << tilefire_last_error();
   EXPECT_EQ(info.vocab, cpp.model().vocab);
   EXPECT_EQ(info.layers, cpp.model().layers);
@@ -250,7 +259,7 @@ TEST(CApi, TheCallbackStopsTheGenerationAndCannotCallIntoTheEngine) {
     s.message = tilefire_last_error();
     return s.tokens.size() == 3;
   };
-  tilefire_generate_result result;
+  tilefire_generate_result result = empty_result();
   ASSERT_EQ(tilefire_generate(c.engine, &request, &result), TILEFIRE_OK) << tilefire_last_error();
   EXPECT_STREQ(result.finish_reason, "stopped");
   EXPECT_EQ(std::vector<int32_t>(result.tokens, result.tokens + result.token_count), seen.tokens);
@@ -272,13 +281,16 @@ TEST(CApi, BadArgumentsAreInputErrorsNamingThemAndLeaveTheOutputsAlone) {
   wrong.struct_size -= 8;
   expect_refused(tilefire_engine_create(&wrong, &engine), TILEFIRE_ERROR_INPUT, "tilefire_engine_options.struct_size is");
   wrong = options;
-  wrong.backend = static_cast<tilefire_backend>(7);
-  expect_refused(tilefire_engine_create(&wrong, &engine), TILEFIRE_ERROR_INPUT, "tilefire_engine_options.backend is 7");
+  for (int32_t backend : {7, -1}) {
+    wrong.backend = backend;
+    expect_refused(tilefire_engine_create(&wrong, &engine), TILEFIRE_ERROR_INPUT,
+                   "tilefire_engine_options.backend is " + std::to_string(backend));
+  }
   wrong = options;
-  wrong.schedule = static_cast<tilefire_schedule>(9);
+  wrong.schedule = 9;
   expect_refused(tilefire_engine_create(&wrong, &engine), TILEFIRE_ERROR_INPUT, "tilefire_engine_options.schedule is 9");
   wrong = options;
-  wrong.granularity = static_cast<tilefire_granularity>(5);
+  wrong.granularity = 5;
   expect_refused(tilefire_engine_create(&wrong, &engine), TILEFIRE_ERROR_INPUT, "tilefire_engine_options.granularity is 5");
   wrong = options;
   wrong.model_dir = "/nonexistent/tilefire-model";
@@ -293,8 +305,12 @@ TEST(CApi, BadArgumentsAreInputErrorsNamingThemAndLeaveTheOutputsAlone) {
   EXPECT_STREQ(tilefire_last_error(), "") << "a success clears the message";
   tilefire_generate_request request;
   tilefire_generate_request_init(&request);
-  tilefire_generate_result result;
+  tilefire_generate_result result = empty_result();
   std::memset(&result, 0x5a, sizeof result);
+  result.struct_size = sizeof result - 4;
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT,
+                 "tilefire_generate: result->struct_size is " + std::to_string(sizeof result - 4));
+  result.struct_size = sizeof result;
   const tilefire_generate_result before = result;
   expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "GenerateRequest::prompt is empty");
   request.prompt_count = 3;
@@ -318,16 +334,20 @@ TEST(CApi, BadArgumentsAreInputErrorsNamingThemAndLeaveTheOutputsAlone) {
                  "tilefire_engine_prefill: tokens is NULL with a count of 2");
   expect_refused(tilefire_engine_decode_greedy(c.engine, 1, nullptr), TILEFIRE_ERROR_INPUT,
                  "tilefire_engine_decode_greedy: next_token is NULL");
-  expect_refused(tilefire_engine_set_schedule(c.engine, static_cast<tilefire_schedule>(3)), TILEFIRE_ERROR_INPUT,
+  expect_refused(tilefire_engine_set_schedule(c.engine, 3), TILEFIRE_ERROR_INPUT,
                  "schedule 3 is not");
   expect_refused(tilefire_engine_model_info(c.engine, nullptr), TILEFIRE_ERROR_INPUT, "info is NULL");
+  tilefire_model_info unsized{};
+  expect_refused(tilefire_engine_model_info(c.engine, &unsized), TILEFIRE_ERROR_INPUT,
+                 "tilefire_engine_model_info: info->struct_size is 0");
   EXPECT_EQ(tilefire_engine_position(c.engine), 0u) << "no refused call moved the sequence";
   EXPECT_EQ(tilefire_engine_threads(nullptr), 0u);
   EXPECT_STREQ(tilefire_engine_device_name(nullptr), "");
 
   EXPECT_STREQ(tilefire_status_name(TILEFIRE_OK), "ok");
   EXPECT_STREQ(tilefire_status_name(TILEFIRE_ERROR_DEVICE), "device error");
-  EXPECT_STREQ(tilefire_status_name(static_cast<tilefire_status>(42)), "unknown status");
+  EXPECT_STREQ(tilefire_status_name(42), "unknown status");
+  EXPECT_STREQ(tilefire_status_name(-1), "unknown status");
   EXPECT_EQ(tilefire_api_version(), uint32_t(TILEFIRE_API_VERSION));
   tilefire_engine_free(nullptr);
   tilefire_generate_result_free(nullptr);
@@ -392,6 +412,8 @@ TEST(CApi, TokenizerStreamAndChatTemplateGiveTheCppResults) {
   }
   ASSERT_EQ(tilefire_text_stream_finish(stream, &decoded, &length), TILEFIRE_OK);
   EXPECT_EQ(text_and_free(decoded, length), expected_stream.finish());
+  expect_refused(tilefire_text_stream_add(stream, 104, &decoded, &length), TILEFIRE_ERROR_INPUT, "the stream has ended");
+  expect_refused(tilefire_text_stream_finish(stream, &decoded, &length), TILEFIRE_ERROR_INPUT, "the stream has ended already");
   tilefire_text_stream_free(stream);
 
   tilefire_chat_template* chat = nullptr;
@@ -431,6 +453,15 @@ TEST(CApi, TokenizerStreamAndChatTemplateGiveTheCppResults) {
   chat = reinterpret_cast<tilefire_chat_template*>(0x1);
   ASSERT_EQ(tilefire_chat_template_of_model_folder(empty.c_str(), &chat), TILEFIRE_OK) << tilefire_last_error();
   EXPECT_EQ(chat, nullptr);
+  for (const fs::path& not_a_folder : {dir.path() / "missing", model / "tokenizer.json"}) {
+    const std::string expected = "folder '" + not_a_folder.string() + "' is not a folder";
+    expect_refused(tilefire_tokenizer_of_model_folder(not_a_folder.c_str(), &none), TILEFIRE_ERROR_INPUT,
+                   "tilefire_tokenizer_of_model_folder: " + expected);
+    expect_refused(tilefire_chat_template_of_model_folder(not_a_folder.c_str(), &chat), TILEFIRE_ERROR_INPUT,
+                   "tilefire_chat_template_of_model_folder: " + expected);
+  }
+  expect_refused(tilefire_chat_template_open((dir.path() / "template.jinja").c_str(), (dir.path() / "missing").c_str(), &chat),
+                 TILEFIRE_ERROR_INPUT, "model_folder '" + (dir.path() / "missing").string() + "' is not a folder (it does not exist)");
   write_file_text(dir.path() / "broken.json", "{\"model\": ");
   expect_refused(tilefire_tokenizer_open((dir.path() / "broken.json").c_str(), &none), TILEFIRE_ERROR_INPUT, "broken.json");
   expect_refused(tilefire_tokenizer_open(nullptr, &none), TILEFIRE_ERROR_INPUT, "tilefire_tokenizer_open: tokenizer_json is NULL");

@@ -13,7 +13,7 @@
  *   tilefire_generate_request_init(&request);
  *   request.prompt = prompt_ids;
  *   request.prompt_count = prompt_count;
- *   tilefire_generate_result result;
+ *   tilefire_generate_result result = {sizeof result};
  *   if (tilefire_generate(engine, &request, &result) == TILEFIRE_OK) {
  *     ... result.tokens[0 .. result.token_count) ...
  *     tilefire_generate_result_free(&result);
@@ -26,11 +26,15 @@
  *   expected), and the call's outputs are left as they were. No C++ exception leaves the library.
  * - Memory the library hands out (token arrays, text) is freed with tilefire_free; handles with their own
  *   tilefire_*_free, which take NULL. Text is UTF-8, handed out NUL-terminated with its length beside it.
+ *   An empty array is handed out as NULL with a count of 0.
  * - An engine is used by one thread at a time (it runs one sequence, one step at a time); different
  *   engines, tokenizers and templates may be used from different threads. tilefire_last_error() is kept
  *   per thread.
- * - The structs that carry options begin with struct_size, which their _init function sets: a program
- *   built against another version of this header is refused, not misread.
+ * - Every struct passed to the library begins with struct_size: the options' is set by their _init
+ *   function, an output struct's by the caller (sizeof). A program built against another version of this
+ *   header is refused, never misread or written past.
+ * - Enum values travel as int32_t in structs and arguments (an FFI passes plain ints); a value outside its
+ *   list is refused by name.
  */
 #ifndef TILEFIRE_TILEFIRE_H
 #define TILEFIRE_TILEFIRE_H
@@ -52,15 +56,14 @@ typedef enum tilefire_status {
   TILEFIRE_ERROR_DEVICE = 2,     /* the GPU stopped a step (the watchdog, a trap): the engine refuses further steps */
   TILEFIRE_ERROR_TRANSPORT = 3,  /* a tensor-parallel peer died or never arrived */
   TILEFIRE_ERROR_OUT_OF_MEMORY = 4,
-  TILEFIRE_ERROR_INTERNAL = 5,   /* a fault of Tilefire's own: please report it with the message */
-  TILEFIRE_STATUS_FORCE_32_BIT = 0x7fffffff
+  TILEFIRE_ERROR_INTERNAL = 5    /* a fault of Tilefire's own: please report it with the message */
 } tilefire_status;
 
 /* The message of the last call on this thread that returned a status: "" after a success. Valid until the
  * thread's next call into the library. */
 const char* tilefire_last_error(void);
 /* "ok", "input error", "device error", ...: what a status is. */
-const char* tilefire_status_name(tilefire_status status);
+const char* tilefire_status_name(int32_t status);
 /* Frees memory the library handed out (token arrays, text); NULL is fine. */
 void tilefire_free(void* memory);
 
@@ -68,40 +71,29 @@ void tilefire_free(void* memory);
 
 typedef struct tilefire_engine tilefire_engine;
 
-/* Each enum's _FORCE_32_BIT keeps it as wide as an int in C and C++ alike, with every int value in its range:
- * a value outside its list is refused by name, never undefined behaviour in the library. */
-typedef enum tilefire_backend {
-  TILEFIRE_BACKEND_CPU = 0,
-  TILEFIRE_BACKEND_CUDA = 1,
-  TILEFIRE_BACKEND_FORCE_32_BIT = 0x7fffffff
-} tilefire_backend;
-typedef enum tilefire_schedule {
-  TILEFIRE_SCHEDULE_DATAFLOW = 0,
-  TILEFIRE_SCHEDULE_BSP = 1,
-  TILEFIRE_SCHEDULE_FORCE_32_BIT = 0x7fffffff
-} tilefire_schedule;
+typedef enum tilefire_backend { TILEFIRE_BACKEND_CPU = 0, TILEFIRE_BACKEND_CUDA = 1 } tilefire_backend;
+typedef enum tilefire_schedule { TILEFIRE_SCHEDULE_DATAFLOW = 0, TILEFIRE_SCHEDULE_BSP = 1 } tilefire_schedule;
 typedef enum tilefire_granularity {
   TILEFIRE_GRANULARITY_TILE = 0,
   TILEFIRE_GRANULARITY_HEAD = 1,
-  TILEFIRE_GRANULARITY_OP = 2,
-  TILEFIRE_GRANULARITY_FORCE_32_BIT = 0x7fffffff
+  TILEFIRE_GRANULARITY_OP = 2
 } tilefire_granularity;
 
 /* tilefire::EngineOptions (tilefire/engine.h says what each one does). Strings may be NULL (the default);
  * the library copies what it needs. */
 typedef struct tilefire_engine_options {
   uint32_t struct_size;       /* set by tilefire_engine_options_init */
-  const char* model_dir;      /* a Hugging Face checkpoint folder; NULL: a preset, built in memory */
-  const char* preset;         /* with no model_dir: a preset with random weights; NULL: the sample (tiny) */
+  const char* model_dir;      /* a Hugging Face checkpoint folder; NULL or "": a preset, built in memory */
+  const char* preset;         /* with no model_dir: a preset with random weights; NULL or "": the sample */
   const char* preset_dtype;   /* f32 (NULL), bf16 or f16 */
   uint64_t preset_seed;
-  tilefire_backend backend;
+  int32_t backend;            /* a tilefire_backend */
   uint32_t threads;           /* cpu: worker threads of all ranks; 0: one per core */
   uint32_t tp;                /* tensor-parallel ranks (1) */
   uint32_t tp_timeout_ms;     /* a collective waiting longer for a peer fails the step (10000) */
-  tilefire_schedule schedule;
+  int32_t schedule;           /* a tilefire_schedule */
   const char* policy;         /* placement policy: NULL is balanced */
-  tilefire_granularity granularity;
+  int32_t granularity;        /* a tilefire_granularity */
   uint32_t max_context;       /* KV-cache positions; 0: the model's, at most 4096 */
   uint32_t kv_splits;         /* split-KV decode attention; 0: automatic */
   int32_t cuda_device;
@@ -119,6 +111,7 @@ void tilefire_engine_free(tilefire_engine* engine);
 
 /* The model an engine runs. Its strings and eos_tokens belong to the engine and live as long as it. */
 typedef struct tilefire_model_info {
+  uint32_t struct_size;  /* the caller's sizeof(tilefire_model_info) */
   const char* origin;  /* the folder, or "built-in sample (tiny)" */
   const char* architecture;
   const char* dtype;
@@ -142,8 +135,9 @@ uint32_t tilefire_engine_decode_events(const tilefire_engine* engine);
 
 /* Called with each generated token as soon as it is chosen. Return 0 to go on; anything else ends the
  * generation after this token, with finish_reason "stopped" (a stop string found in the text, a client
- * that went away). It must not call into the engine (that call fails with TILEFIRE_ERROR_INPUT) and must
- * not unwind through the library (longjmp, a C++ exception). */
+ * that went away). It must not step the engine or move its sequence (generate, prefill, decode, rewind,
+ * reset, set_schedule fail with TILEFIRE_ERROR_INPUT there; what only reads, as position, may be called),
+ * and must not unwind through the library (longjmp, a C++ exception). */
 typedef int (*tilefire_token_callback)(void* user_data, int32_t token);
 
 /* tilefire::GenerateRequest. The arrays and strings are read during tilefire_generate only. */
@@ -175,6 +169,7 @@ typedef struct tilefire_token_probability {
 
 /* tilefire::GenerateResult. Its arrays belong to it: tilefire_generate_result_free. */
 typedef struct tilefire_generate_result {
+  uint32_t struct_size;  /* the caller's sizeof(tilefire_generate_result) */
   int32_t* tokens;  /* [token_count] generated */
   size_t token_count;
   tilefire_token_probability* logprobs;  /* [token_count][logprobs_per_token], most probable first */
@@ -190,7 +185,7 @@ typedef struct tilefire_generate_result {
  * *result is untouched and the sequence is where the C++ API leaves it (engine.h). */
 tilefire_status tilefire_generate(tilefire_engine* engine, const tilefire_generate_request* request,
                                   tilefire_generate_result* result);
-/* Frees the result's arrays and zeroes it; NULL is fine. */
+/* Frees the result's arrays and zeroes it but its struct_size (ready for the next call); NULL is fine. */
 void tilefire_generate_result_free(tilefire_generate_result* result);
 
 /* The step-level API (tilefire::Engine). Logits are [vocab] floats written to `logits`, which holds
@@ -205,14 +200,14 @@ tilefire_status tilefire_engine_decode_greedy(tilefire_engine* engine, int32_t t
 /* Tokens in the KV cache, and which: *tokens stays valid until the next call that moves the sequence. */
 uint32_t tilefire_engine_position(const tilefire_engine* engine);
 tilefire_status tilefire_engine_sequence(const tilefire_engine* engine, const int32_t** tokens, size_t* count);
-tilefire_status tilefire_engine_set_schedule(tilefire_engine* engine, tilefire_schedule schedule);
+tilefire_status tilefire_engine_set_schedule(tilefire_engine* engine, int32_t schedule /* a tilefire_schedule */);
 
 /* ---- Text ---------------------------------------------------------------------------------------- */
 
 typedef struct tilefire_tokenizer tilefire_tokenizer;
 
 /* The tokenizer.json of a model folder; *tokenizer is NULL (and the status TILEFIRE_OK) when the folder has
- * none. */
+ * none. A folder that does not exist is TILEFIRE_ERROR_INPUT. */
 tilefire_status tilefire_tokenizer_of_model_folder(const char* folder, tilefire_tokenizer** tokenizer);
 /* A tokenizer.json file. */
 tilefire_status tilefire_tokenizer_open(const char* tokenizer_json, tilefire_tokenizer** tokenizer);
@@ -237,7 +232,8 @@ typedef struct tilefire_text_stream tilefire_text_stream;
 tilefire_status tilefire_text_stream_create(const tilefire_tokenizer* tokenizer, const int32_t* prompt,
                                             size_t prompt_count, tilefire_text_stream** stream);
 tilefire_status tilefire_text_stream_add(tilefire_text_stream* stream, int32_t token, char** text, size_t* length);
-tilefire_status tilefire_text_stream_finish(const tilefire_text_stream* stream, char** text, size_t* length);
+/* finish ends the stream: an add after it is refused. */
+tilefire_status tilefire_text_stream_finish(tilefire_text_stream* stream, char** text, size_t* length);
 void tilefire_text_stream_free(tilefire_text_stream* stream);
 
 /* A chat model's template, rendered as transformers' apply_chat_template renders it. */
@@ -247,9 +243,11 @@ typedef struct tilefire_chat_message {
   const char* content;
 } tilefire_chat_message;
 
-/* The chat template of a model folder; *chat is NULL (and the status TILEFIRE_OK) when it has none. */
+/* The chat template of a model folder; *chat is NULL (and the status TILEFIRE_OK) when it has none. A folder
+ * that does not exist is TILEFIRE_ERROR_INPUT. */
 tilefire_status tilefire_chat_template_of_model_folder(const char* folder, tilefire_chat_template** chat);
-/* A .jinja file, with the special tokens of model_folder (NULL: none). */
+/* A .jinja file, with the special tokens of model_folder (NULL or "": none; one that does not exist:
+ * TILEFIRE_ERROR_INPUT). */
 tilefire_status tilefire_chat_template_open(const char* jinja_path, const char* model_folder,
                                             tilefire_chat_template** chat);
 void tilefire_chat_template_free(tilefire_chat_template* chat);
