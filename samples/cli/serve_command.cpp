@@ -4,6 +4,7 @@
 // next turn prefills only what is new.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <csignal>
@@ -52,15 +53,14 @@ stops it: generations in flight end and their clients get what was generated.
   --port N               TCP port (default 8000; 0: any free port, printed at start)
   --chat-template FILE   a Jinja chat template instead of the folder's (or for a folder without one)
   --max-connections N    requests served or waiting at once; more are answered 503 (default 32)
-  --io-timeout-ms N      a client that sends or reads nothing for this long is dropped (default 30000)
+  --io-timeout-ms N      a request must arrive whole within this, and a client that reads nothing for this
+                         long is dropped (default 30000)
   --threads N            worker threads (default: all cores)
   --tp N                 tensor-parallel ranks of this process (not one rank per process under mpirun)
   --tp-timeout-ms N      a collective waiting longer for a peer fails the request (default 10000)
   --max-context N        KV-cache positions: prompt and reply must fit (default min(model, 4096))
   --schedule dataflow|bsp, --policy NAME, --granularity G, --kv-splits N   as in tilefire run
 )";
-
-constexpr size_t kMaxBody = 16u << 20;
 
 std::atomic<bool> stopping{false};
 extern "C" void stop_serving(int) { stopping.store(true); }
@@ -72,6 +72,8 @@ struct Served {
   std::unique_ptr<ChatTemplate> chat_template;  // null: /v1/chat/completions is refused
   std::vector<int32_t> end_of_reply;            // the template's stop tokens
   std::string name;                             // the model's id in requests and responses
+  size_t max_body = 0;                          // bytes of a request's body: room for a context of prompt
+  int io_timeout_ms = 0;                        // a request arrives whole within this
   std::mutex mutex;
   std::atomic<uint64_t> requests{0};
   std::mutex log_mutex;
@@ -91,33 +93,59 @@ std::string json_response(int status, const json& body) {
   return http::response(status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
+// How much of `bytes` ends in whole UTF-8 characters: an incomplete one at the end waits for its next
+// bytes (the text of a model without a tokenizer streams a byte per token).
+size_t whole_characters(const std::string& bytes) {
+  for (size_t back = 1; back <= std::min<size_t>(3, bytes.size()); ++back) {
+    const unsigned char byte = static_cast<unsigned char>(bytes[bytes.size() - back]);
+    if ((byte & 0xC0) == 0x80) continue;  // a continuation byte: look further back for its lead
+    const size_t length = byte >= 0xF0 ? 4 : byte >= 0xE0 ? 3 : byte >= 0xC0 ? 2 : 1;
+    return length > back ? bytes.size() - back : bytes.size();
+  }
+  return bytes.size();
+}
+
 // One generation on the engine, its text streamed through `emit` (false: the client has gone, which ends
-// the generation). Returns the whole text, cut at a stop string.
+// the generation; so does a client that closed its side, `fd`). Returns the whole text, cut at a stop
+// string, and whether the server's stopping cut it short.
 struct Generated {
   GenerateResult result;
   std::string text;
+  bool cut_short = false;
 };
-Generated generate(Served& served, GenerateRequest request, const std::vector<std::string>& stops,
+Generated generate(Served& served, int fd, GenerateRequest request, const std::vector<std::string>& stops,
                    const std::function<bool(const std::string&)>& emit) {
   std::optional<StopText> stop_text;
   if (!stops.empty()) stop_text.emplace(stops);
   std::optional<StreamingText> stream;
+  std::string held_bytes;  // without a tokenizer: bytes of a character not yet whole
   bool client_gone = false;
   std::lock_guard<std::mutex> lock(served.mutex);
+  if (stopping.load()) throw http::Error{503, "the server is stopping"};  // a request that waited its turn
   if (served.tokenizer) stream.emplace(*served.tokenizer, request.prompt);
-  auto shown = [&](std::string piece) { return stop_text ? stop_text->add(piece) : piece; };
+  auto text_of = [&](int32_t token) {
+    if (served.tokenizer) return stream->add(token);
+    held_bytes += bytes_text({token});
+    const size_t whole = whole_characters(held_bytes);
+    std::string text = held_bytes.substr(0, whole);
+    held_bytes.erase(0, whole);
+    return text;
+  };
+  auto shown = [&](const std::string& piece) { return stop_text ? stop_text->add(piece) : piece; };
   request.reuse_prefix = true;
   request.on_token = [&](int32_t token) {
-    const std::string piece = shown(served.tokenizer ? stream->add(token) : bytes_text({token}));
+    const std::string piece = shown(text_of(token));
     if (emit && !piece.empty() && !client_gone) client_gone = !emit(piece);
   };
   request.stop_when = [&](const std::vector<int32_t>&) {
+    client_gone = client_gone || http::peer_closed(fd);
     return client_gone || stopping.load() || (stop_text && stop_text->stopped());
   };
-  Generated generated{served.engine->generate(request), ""};
+  Generated generated{served.engine->generate(request), "", false};
   const GenerateResult& result = generated.result;
+  generated.cut_short = result.finish_reason == "stopped" && stopping.load() && !(stop_text && stop_text->stopped());
   if (emit && !client_gone) {
-    std::string rest = shown(served.tokenizer ? stream->finish() : std::string());
+    std::string rest = shown(served.tokenizer ? stream->finish() : held_bytes);
     if (stop_text) rest += stop_text->finish();
     if (!rest.empty()) emit(rest);
   }
@@ -126,9 +154,11 @@ Generated generate(Served& served, GenerateRequest request, const std::vector<st
   return generated;
 }
 
-// OpenAI's finish reasons: "stop" for a stop token or string, "length" for max_tokens or a full context.
-const char* openai_finish_reason(const std::string& reason) {
-  return reason == "eos" || reason == "stopped" ? "stop" : "length";
+// OpenAI's finish reasons: "stop" for a stop token or string, "length" for max_tokens, a full context, or
+// a reply the server's stopping cut short.
+const char* openai_finish_reason(const Generated& generated) {
+  const std::string& reason = generated.result.finish_reason;
+  return !generated.cut_short && (reason == "eos" || reason == "stopped") ? "stop" : "length";
 }
 
 json usage(const GenerateResult& result) {
@@ -155,9 +185,9 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   auto message = [&](const std::string& text) { return chat ? json{{"role", "assistant"}, {"content", text}} : json(text); };
 
   if (!parsed.stream) {
-    const Generated generated = generate(served, parsed.request, parsed.stops, nullptr);
+    const Generated generated = generate(served, fd, parsed.request, parsed.stops, nullptr);
     const json body = {{"id", id}, {"object", object}, {"created", created}, {"model", served.name},
-                       {"choices", {choice(message(generated.text), openai_finish_reason(generated.result.finish_reason), false)}},
+                       {"choices", {choice(message(generated.text), openai_finish_reason(generated), false)}},
                        {"usage", usage(generated.result)}};
     status = 200;
     summary = std::to_string(generated.result.tokens.size()) + " tokens, " + generated.result.finish_reason;
@@ -171,22 +201,32 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
                 {"choices", {choice(content, finish_reason, true)}}};
   };
   auto send = [&](const json& body) { return http::write_all(fd, http::event(body.dump(-1, ' ', false, json::error_handler_t::replace))); };
-  bool open = http::write_all(fd, http::event_stream_head());
-  status = 200;
-  if (open && chat) open = send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr));
+  // The head goes with the first piece of text: a request refused before it (a prompt the engine refuses, a
+  // server stopping) is answered with its own status, not a stream.
+  bool head_sent = false, open = true;
+  auto send_head = [&] {
+    if (head_sent) return;
+    head_sent = true;
+    status = 200;
+    open = http::write_all(fd, http::event_stream_head());
+    if (open && chat) open = send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr));
+  };
   try {
-    const Generated generated = generate(served, parsed.request, parsed.stops, [&](const std::string& piece) {
+    const Generated generated = generate(served, fd, parsed.request, parsed.stops, [&](const std::string& piece) {
+      send_head();
       return open = open && send(chunk(chat ? json{{"content", piece}} : json(piece), nullptr));
     });
-    json last = chunk(chat ? json::object() : json(""), openai_finish_reason(generated.result.finish_reason));
+    send_head();
+    json last = chunk(chat ? json::object() : json(""), openai_finish_reason(generated));
     last["usage"] = usage(generated.result);
     if (open) open = send(last) && http::write_all(fd, http::event("[DONE]"));
     summary = std::to_string(generated.result.tokens.size()) + " tokens, " + generated.result.finish_reason + ", streamed" +
               (open ? "" : ", client gone");
-  } catch (const std::exception& e) {  // the head is out: the error goes as an event
+  } catch (const std::exception& e) {
+    if (!head_sent) throw;  // answered as any refusal
     const bool refused = dynamic_cast<const InputError*>(&e) != nullptr;  // else a device, transport or internal fault
     status = refused ? 400 : 500;
-    send(error_body(status, e.what()));
+    send(error_body(status, e.what()));  // the head is out: the error goes as an event
     summary = std::string("streamed, then failed: ") + e.what();
   }
 }
@@ -195,7 +235,7 @@ void handle_connection(Served& served, int fd) {
   int status = 500;
   std::string summary, what = "?";
   try {
-    const http::Request request = http::read_request(fd, kMaxBody);
+    const http::Request request = http::read_request(fd, served.max_body, served.io_timeout_ms, stopping);
     what = request.method + " " + request.target;
     const bool generation = request.target == "/v1/completions" || request.target == "/v1/chat/completions";
     const bool listing = request.target == "/v1/models" || request.target == "/health";
@@ -265,6 +305,10 @@ int serve_command(int argc, char** argv) {
   if (served.chat_template && served.tokenizer) served.end_of_reply = served.chat_template->end_of_reply_tokens(*served.tokenizer);
   http::Listener listener(host, port);  // before the model loads: a port in use is refused at once
   served.engine = std::make_unique<Engine>(options);
+  // A request's body: 64 bytes per context position (a prompt of token ids, or of text, with room for
+  // JSON's own), at least 1 MiB. A parsed body takes about 30 times its size, so this bounds that too.
+  served.max_body = std::max<size_t>(1u << 20, size_t(64) * served.engine->model().max_context);
+  served.io_timeout_ms = io_timeout_ms;
   served.name = options.model_dir.empty() ? "tiny" : std::filesystem::path(options.model_dir).lexically_normal().filename().string();
   if (served.name.empty()) served.name = std::filesystem::path(options.model_dir).lexically_normal().parent_path().filename().string();
 

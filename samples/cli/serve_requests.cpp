@@ -16,11 +16,14 @@ using nlohmann::json;
 }
 
 json parse_body(const std::string& body) {
+  // Nesting past 400 levels, and integers past 64 bits, are refused before the parse (a parse or a dump of
+  // a value nested 100,000 deep recurses until the stack runs out).
+  check_chat_json(body, "the request body");
   json parsed;
   try {
     parsed = json::parse(body);
-  } catch (const json::parse_error& e) {
-    throw InputError(std::string("the request body is not JSON: ") + e.what());
+  } catch (const json::exception& e) {  // a syntax error, or a number past double's range (1e400)
+    throw InputError(std::string("the request body is not JSON we can read: ") + e.what());
   }
   if (!parsed.is_object()) throw InputError("the request body is not a JSON object");
   return parsed;
@@ -51,13 +54,19 @@ uint64_t count(const json& body, const char* field, uint64_t fallback, uint64_t 
   return value.get<uint64_t>();
 }
 
-// What the engine cannot honour: refused unless it has its no-op value.
+// What the engine cannot honour: refused unless it has its no-op value (OpenAI's fields, and the extensions
+// of other servers that clients send).
 void refuse_unsupported(const json& body) {
   for (const char* field : {"n", "best_of"})
     if (given(body, field) && body.at(field) != json(1)) refuse(field, "must be 1: one choice per request");
-  for (const char* field : {"presence_penalty", "frequency_penalty", "repetition_penalty"})
-    if (given(body, field) && !(body.at(field).is_number() && body.at(field).get<double>() == 0.0))
-      refuse(field, "is not supported (only 0)");
+  const std::pair<const char*, double> neutral[] = {{"presence_penalty", 0}, {"frequency_penalty", 0}, {"repetition_penalty", 1},
+                                                    {"min_p", 0},            {"typical_p", 1},         {"min_tokens", 0},
+                                                    {"length_penalty", 1}};
+  for (const auto& [field, value] : neutral)
+    if (given(body, field) && !(body.at(field).is_number() && body.at(field).get<double>() == value))
+      refuse(field, "is not supported (only " + shortest(value) + ")");
+  for (const char* field : {"use_beam_search", "include_stop_str_in_output"})
+    if (given(body, field) && body.at(field) != json(false)) refuse(field, "is not supported (only false)");
   if (given(body, "logit_bias") && !body.at("logit_bias").empty()) refuse("logit_bias", "is not supported");
   if (given(body, "echo") && body.at("echo") != json(false)) refuse("echo", "is not supported");
   if (given(body, "suffix")) refuse("suffix", "is not supported");
@@ -76,10 +85,30 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
   GenerateRequest& request = parsed.request;
   request.max_new_tokens = uint32_t(count(body, max_field, default_max, model.max_context));
   request.sampling.temperature = float(number(body, "temperature", 1.0, 0.0, 100.0));  // OpenAI's default
-  request.sampling.top_p = float(number(body, "top_p", 1.0, 1e-6, 1.0));
+  request.sampling.top_p = float(number(body, "top_p", 1.0, 0.0, 1.0));
+  if (request.sampling.top_p == 0.0f) {  // the smallest set holding no probability: the most probable token
+    request.sampling.temperature = 0.0f;
+    request.sampling.top_p = 1.0f;
+  }
   request.sampling.top_k = uint32_t(count(body, "top_k", 0, 1u << 30));
-  // Without a seed each request samples anew, as OpenAI's API does; with one it is repeatable.
-  request.sampling.seed = given(body, "seed") ? count(body, "seed", 0, UINT64_MAX) : std::random_device{}();
+  // Without a seed each request samples anew, as OpenAI's API does; with one (any 64-bit integer) it is
+  // repeatable.
+  if (!given(body, "seed")) request.sampling.seed = std::random_device{}();
+  else if (body.at("seed").is_number_integer()) request.sampling.seed = body.at("seed").get<uint64_t>();
+  else refuse("seed", "must be a whole number, got " + body.at("seed").dump());
+  if (given(body, "ignore_eos")) {
+    if (!body.at("ignore_eos").is_boolean()) refuse("ignore_eos", "must be true or false, got " + body.at("ignore_eos").dump());
+    request.stop_at_eos = !body.at("ignore_eos").get<bool>();
+  }
+  if (given(body, "stop_token_ids")) {
+    const json& ids = body.at("stop_token_ids");
+    if (!ids.is_array()) refuse("stop_token_ids", "must be a list of token ids");
+    for (const json& id : ids) {
+      if (!id.is_number_integer() || (!id.is_number_unsigned() && id.get<int64_t>() < 0) || id.get<uint64_t>() >= model.vocab)
+        refuse("stop_token_ids", "holds " + id.dump() + ", not a token id of the vocabulary of " + std::to_string(model.vocab));
+      request.stop_tokens.push_back(id.get<int32_t>());
+    }
+  }
   if (given(body, "stop")) {
     const json& stop = body.at("stop");
     if (stop.is_string()) parsed.stops.push_back(stop.get<std::string>());
@@ -96,11 +125,40 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
   return parsed;
 }
 
+
+// The longest reply asked for: max_tokens, or max_completion_tokens (the newer name) when given.
+const char* max_tokens_field(const json& body) { return given(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens"; }
+
+// A prompt the context cannot hold is refused here, before a stream's head is sent.
+void check_prompt_fits(const std::vector<int32_t>& prompt, const ModelInfo& model, const char* field) {
+  if (prompt.size() > model.max_context)
+    refuse(field, "makes a prompt of " + std::to_string(prompt.size()) + " tokens, and the context holds " +
+                      std::to_string(model.max_context) + " (tilefire serve --max-context)");
+}
+
+// A message's content as transformers' text-only templates take it: a string; a list of text parts is
+// joined with new lines (as other OpenAI-compatible servers do for text models); other parts are refused.
+json text_messages(const json& messages) {
+  json flat = messages;
+  for (size_t i = 0; i < flat.size(); ++i) {
+    if (!flat[i].is_object() || !flat[i].contains("content") || !flat[i]["content"].is_array()) continue;
+    std::string text;
+    for (const json& part : flat[i]["content"]) {
+      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+        refuse("messages[" + std::to_string(i) + "].content", "holds a part that is not {\"type\": \"text\", \"text\": ...}: the model reads text only");
+      if (!text.empty()) text += '\n';
+      text += part["text"].get<std::string>();
+    }
+    flat[i]["content"] = text;
+  }
+  return flat;
+}
+
 }  // namespace
 
 ParsedRequest parse_completion_request(const std::string& body_text, const Tokenizer* tokenizer, const ModelInfo& model) {
   const json body = parse_body(body_text);
-  ParsedRequest parsed = common_fields(body, model, "max_tokens", 16);  // OpenAI's default
+  ParsedRequest parsed = common_fields(body, model, max_tokens_field(body), 16);  // OpenAI's default
   if (!given(body, "prompt")) refuse("prompt", "is missing");
   json prompt = body.at("prompt");
   if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) prompt = prompt[0];
@@ -123,6 +181,7 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
     refuse("prompt", "must be a string or a list of token ids (one prompt per request), got " + prompt.dump().substr(0, 200));
   }
   if (parsed.request.prompt.empty()) refuse("prompt", "is empty");
+  check_prompt_fits(parsed.request.prompt, model, "prompt");
   return parsed;
 }
 
@@ -132,16 +191,15 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
   if (!chat_template)
     throw InputError("this model has no chat template (tokenizer_config.json or chat_template.jinja): give tilefire serve "
                      "--chat-template FILE, or use /v1/completions");
-  check_chat_json(body_text, "the request body");  // integers past 64 bits, as the template would see them
   const json body = parse_body(body_text);
-  const char* max_field = given(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  ParsedRequest parsed = common_fields(body, model, max_field, model.max_context);  // default: until the reply ends
+  ParsedRequest parsed = common_fields(body, model, max_tokens_field(body), model.max_context);  // default: until the reply ends
   if (!given(body, "messages") || !body.at("messages").is_array() || body.at("messages").empty())
     refuse("messages", "must be a non-empty list of {\"role\", \"content\"} objects");
-  const std::string text = chat_template->render_json(body.at("messages").dump(), true);
+  const std::string text = chat_template->render_json(text_messages(body.at("messages")).dump(), true);
   parsed.request.prompt = tokenizer->encode(text, false);  // the template writes the start token
   if (parsed.request.prompt.empty()) refuse("messages", "rendered an empty prompt through the chat template");
-  parsed.request.stop_tokens = end_of_reply;
+  check_prompt_fits(parsed.request.prompt, model, "messages");
+  parsed.request.stop_tokens.insert(parsed.request.stop_tokens.end(), end_of_reply.begin(), end_of_reply.end());
   return parsed;
 }
 

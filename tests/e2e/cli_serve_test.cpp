@@ -38,9 +38,8 @@ struct HttpReply {
   std::string head, body;
 };
 
-// Sends `raw` to 127.0.0.1:port and reads the reply until the server closes the connection.
-HttpReply http_exchange(uint16_t port, const std::string& raw, bool read_reply = true) {
-  HttpReply reply;
+// A connection to 127.0.0.1:port whose reads give up after 60 s; -1 (and a failure) when none is had.
+int connect_to(uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -49,14 +48,24 @@ HttpReply http_exchange(uint16_t port, const std::string& raw, bool read_reply =
   if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
     ::close(fd);
     ADD_FAILURE() << "cannot connect to port " << port;
-    return reply;
+    return -1;
   }
   timeval timeout{60, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  ::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL);
+  return fd;
+}
+
+void send_text(int fd, const std::string& text) { ::send(fd, text.data(), text.size(), MSG_NOSIGNAL); }
+
+// Sends `raw` to 127.0.0.1:port and reads the reply until the server closes the connection.
+HttpReply http_exchange(uint16_t port, const std::string& raw) {
+  HttpReply reply;
+  const int fd = connect_to(port);
+  if (fd < 0) return reply;
+  send_text(fd, raw);
   std::string all;
   char chunk[65536];
-  for (ssize_t n; read_reply && (n = ::recv(fd, chunk, sizeof chunk, 0)) > 0;) all.append(chunk, size_t(n));
+  for (ssize_t n; (n = ::recv(fd, chunk, sizeof chunk, 0)) > 0;) all.append(chunk, size_t(n));
   ::close(fd);
   const size_t head_end = all.find("\r\n\r\n");
   if (head_end == std::string::npos) return reply;
@@ -258,8 +267,19 @@ TEST(CliServe, TheOpenAiSdkGetsRunsReplies) {
 TEST(CliServe, BadRequestsGetAStatusAndAMessageNamingWhatIsWrong) {
   Server server({"--threads", "1", "--io-timeout-ms", "2000"});  // the built-in sample: text as bytes
   ASSERT_NE(server.port(), 0);
+  std::string past_the_context = "1";  // 1,101 token ids for the sample's context of 1,024
+  for (int i = 0; i < 1100; ++i) past_the_context += ",1";
   const std::vector<std::tuple<std::string, std::string, int, std::string>> cases = {
-      {"/v1/completions", "{", 400, "the request body is not JSON"},
+      {"/v1/completions", "{", 400, "the request body: not valid JSON"},
+      {"/v1/completions", std::string(1000, '[') + std::string(1000, ']'), 400, "nest more than 400 levels deep"},
+      {"/v1/completions", R"({"prompt": "a", "stop": )" + std::string(100000, '[') + std::string(100000, ']') + "}", 400,
+       "nest more than 400 levels deep"},
+      {"/v1/completions", R"({"prompt": "a", "max_tokens": 1e400})", 400, "the request body"},
+      {"/v1/completions", R"({"prompt": [)" + past_the_context + R"(], "stream": true})", 400,
+       "'prompt' makes a prompt of 1101 tokens, and the context holds 1024"},
+      {"/v1/completions", R"({"prompt": "a", "repetition_penalty": 1.2})", 400, "'repetition_penalty' is not supported (only 1)"},
+      {"/v1/completions", R"({"prompt": "a", "min_p": 0.1})", 400, "'min_p' is not supported (only 0)"},
+      {"/v1/completions", R"({"prompt": "a", "stop_token_ids": [600]})", 400, "'stop_token_ids' holds 600"},
       {"/v1/completions", "[1]", 400, "not a JSON object"},
       {"/v1/completions", "{}", 400, "'prompt' is missing"},
       {"/v1/completions", R"({"prompt": {"a": 1}})", 400, "'prompt' must be a string or a list of token ids"},
@@ -293,9 +313,26 @@ TEST(CliServe, BadRequestsGetAStatusAndAMessageNamingWhatIsWrong) {
   EXPECT_EQ(http_exchange(server.port(), "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").status, 411);
   EXPECT_EQ(http_exchange(server.port(), "GET /health HTTP/1.1\r\nX: " + std::string(70000, 'x') + "\r\n\r\n").status, 431);
   EXPECT_EQ(http_exchange(server.port(), "nonsense\r\n\r\n").status, 400);
-  // A body cut short, and a client that sends nothing: each dropped (after --io-timeout-ms), nothing else.
-  EXPECT_EQ(http_exchange(server.port(), "POST /v1/completions HTTP/1.1\r\nContent-Length: 50\r\n\r\n{\"pro").status, 400);
-  EXPECT_EQ(http_exchange(server.port(), "").status, 400);
+  EXPECT_EQ(http_exchange(server.port(), "GET http://127.0.0.1/health HTTP/1.1\r\n\r\n").status, 200) << "the absolute form";
+  EXPECT_EQ(http_exchange(server.port(), "GET /health HTTP/1.1\n\n").status, 200) << "bare line feeds";
+  EXPECT_EQ(http_exchange(server.port(), "POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}").status, 400);
+  // The neutral values of what is refused otherwise, and what maps onto the engine, are taken.
+  const std::string greedy = post(server.port(), "/v1/completions", R"({"prompt": "hello", "max_tokens": 12, "temperature": 0})").body;
+  for (const char* same : {R"({"prompt": "hello", "max_tokens": 12, "top_p": 0, "seed": -1, "repetition_penalty": 1, "min_p": 0})",
+                           R"({"prompt": "hello", "max_completion_tokens": 12, "temperature": 0, "ignore_eos": false, "stop_token_ids": []})"}) {
+    const HttpReply reply = post(server.port(), "/v1/completions", same);
+    ASSERT_EQ(reply.status, 200) << same << "\n" << reply.body;
+    EXPECT_EQ(json::parse(reply.body).at("choices"), json::parse(greedy).at("choices")) << same;
+  }
+  // Streamed, the sample's bytes arrive as whole characters: the events add up to the reply.
+  const HttpReply streamed = post(server.port(), "/v1/completions", R"({"prompt": "hello", "max_tokens": 12, "temperature": 0, "stream": true})");
+  std::string text;
+  for (const std::string& data : events(streamed.body))
+    if (data != "[DONE]") text += json::parse(data).at("choices")[0].at("text").get<std::string>();
+  EXPECT_EQ(json(text), json::parse(greedy).at("choices")[0].at("text")) << streamed.body;
+  // A body cut short, and a client that sends nothing: each answered 408 after --io-timeout-ms, nothing else.
+  EXPECT_EQ(http_exchange(server.port(), "POST /v1/completions HTTP/1.1\r\nContent-Length: 50\r\n\r\n{\"pro").status, 408);
+  EXPECT_EQ(http_exchange(server.port(), "").status, 408);
   const HttpReply health = http_exchange(server.port(), "GET /health HTTP/1.1\r\n\r\n");
   EXPECT_EQ(health.status, 200);
   EXPECT_EQ(json::parse(health.body), json({{"status", "ok"}}));
@@ -314,15 +351,10 @@ TEST(CliServe, ClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) {
     expected.push_back(run_json({"--prompt-tokens", prompt, "--max-new-tokens", "24", "--threads", "1"}).at("text").get<std::string>());
   // One client asks for a long stream and leaves after its first event.
   std::thread leaving([&] {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(server.port());
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    const int fd = connect_to(server.port());
+    ASSERT_GE(fd, 0);
     const std::string body = R"({"prompt": [5], "max_tokens": 1000, "stream": true, "temperature": 0})";
-    const std::string raw = "POST /v1/completions HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-    ::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL);
+    send_text(fd, "POST /v1/completions HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
     char first[256];
     EXPECT_GT(::recv(fd, first, sizeof first, 0), 0);
     ::close(fd);
@@ -344,7 +376,37 @@ TEST(CliServe, ClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) {
               json(expected[i]).dump(-1, ' ', false, json::error_handler_t::replace)) << "prompt " << prompts[i];
   }
   EXPECT_EQ(http_exchange(server.port(), "GET /health HTTP/1.1\r\n\r\n").status, 200);
+
+  // A client that closes right after a request that is not streamed: its generation ends at the next token.
+  int fd = connect_to(server.port());
+  const std::string long_reply = R"({"prompt": [6], "max_tokens": 1000, "temperature": 0})";
+  send_text(fd, "POST /v1/completions HTTP/1.1\r\nContent-Length: " + std::to_string(long_reply.size()) + "\r\n\r\n" + long_reply);
+  ::close(fd);
+  for (int waited = 0; waited < 1000 && server.log().find("tokens, stopped)") == std::string::npos; ++waited)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_NE(server.log().find("tokens, stopped)"), std::string::npos) << server.log();
+  EXPECT_EQ(server.log().find("1000 tokens"), std::string::npos) << server.log();
+
+  // "Expect: 100-continue": the server asks for the body, then answers.
+  fd = connect_to(server.port());
+  const std::string short_reply = R"({"prompt": [7], "max_tokens": 2})";
+  send_text(fd, "POST /v1/completions HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: " + std::to_string(short_reply.size()) + "\r\n\r\n");
+  char first[64] = {};
+  EXPECT_GT(::recv(fd, first, sizeof first - 1, 0), 0);
+  EXPECT_EQ(std::string(first).rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << first;
+  send_text(fd, short_reply);
+  std::string rest;
+  char chunk[4096];
+  for (ssize_t n; (n = ::recv(fd, chunk, sizeof chunk, 0)) > 0;) rest.append(chunk, size_t(n));
+  ::close(fd);
+  EXPECT_EQ(rest.rfind("HTTP/1.1 200 OK", 0), 0u) << rest;
+
+  // A connection that sends nothing does not hold the server's stopping back (--io-timeout-ms is 30 s).
+  const int idle = connect_to(server.port());
+  const auto stop_began = std::chrono::steady_clock::now();
   EXPECT_EQ(server.stop(), 0) << server.log();
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_began, std::chrono::seconds(5));
+  ::close(idle);
 }
 
 TEST(CliServe, WhatStopsTheServerFromStartingIsNamed) {
