@@ -91,7 +91,8 @@ std::vector<std::string> events(const std::string& body) {
 // `tilefire serve --port 0 args...` in the background; the port comes from its first line.
 class Server {
  public:
-  explicit Server(const std::vector<std::string>& args) : log_(fs::temp_directory_path() / ("tilefire-serve-" + std::to_string(::getpid()) + ".log")) {
+  explicit Server(const std::vector<std::string>& args)
+      : log_(fs::temp_directory_path() / ("tilefire-serve-" + std::to_string(::getpid()) + "-" + std::to_string(count_++) + ".log")) {
     std::vector<std::string> argv_strings = {TILEFIRE_CLI_PATH, "serve", "--port", "0"};
     argv_strings.insert(argv_strings.end(), args.begin(), args.end());
     std::vector<char*> argv;
@@ -116,7 +117,11 @@ class Server {
     port_ = colon == std::string::npos ? 0 : uint16_t(std::atoi(line.c_str() + colon + 1));
     EXPECT_NE(port_, 0) << "the server's first line: '" << line << "'\nits log: " << read_file_text(log_);
   }
-  ~Server() { stop(); }
+  ~Server() {
+    stop();
+    std::error_code ignored;
+    fs::remove(log_, ignored);
+  }
   uint16_t port() const { return port_; }
   std::string log() const { return read_file_text(log_); }
   // SIGTERM, then its exit status (-1: it had to be killed after 30 s).
@@ -138,6 +143,7 @@ class Server {
   }
 
  private:
+  static inline int count_ = 0;  // servers started by this process, for their log files' names
   fs::path log_;
   pid_t pid_ = 0;
   uint16_t port_ = 0;
