@@ -6,16 +6,15 @@
 
 #include <algorithm>
 #include <atomic>
-#include <filesystem>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -106,8 +105,8 @@ size_t whole_characters(const std::string& bytes) {
 }
 
 // One generation on the engine, its text streamed through `emit` (false: the client has gone, which ends
-// the generation; so does a client that closed its side, `fd`). Returns the whole text, cut at a stop
-// string, and whether the server's stopping cut it short.
+// the generation; so does a client that closed its side, `fd`). Without `emit`, returns the whole text, cut
+// at a stop string; and whether the server's stopping cut the generation short.
 struct Generated {
   GenerateResult result;
   std::string text;
@@ -149,8 +148,10 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     if (stop_text) rest += stop_text->finish();
     if (!rest.empty()) emit(rest);
   }
-  const std::string text = served.tokenizer ? served.tokenizer->continuation(result.prompt_tokens, result.tokens) : bytes_text(result.tokens);
-  generated.text = stop_text ? stop_text->cut(text) : text;
+  if (!emit) {  // the whole reply at once (a stream has given its text already)
+    const std::string text = served.tokenizer ? served.tokenizer->continuation(result.prompt_tokens, result.tokens) : bytes_text(result.tokens);
+    generated.text = stop_text ? stop_text->cut(text) : text;
+  }
   return generated;
 }
 
