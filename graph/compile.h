@@ -21,9 +21,13 @@ struct CompileOptions {
   // Split-KV attention at decode (ops/attention_chunk.h): chunks per KV head; 0: the fuse pass decides
   // (it splits when there are fewer attention tiles than workers); 1: never split.
   uint32_t kv_splits = 0;
-  // The step's tokens are one decode token of each of `tokens` sequences, not a prompt (the simulator's
-  // --batch; the engine does not batch yet): attention splits over KV positions as at decode.
+  // The step's tokens are one decode token of each of `tokens` sequences, not a prompt (Engine::
+  // generate_batch, the simulator's --batch): attention splits over KV positions as at decode, and the LM
+  // head projects every token's row (logits [tokens, vocab]).
   bool batched_decode = false;
+  // Sequences the KV caches hold (slots of [kv_heads, max_context, head_dim] each): the engine's
+  // EngineOptions::sequences. Every program of an engine shares its caches, so all are compiled alike.
+  uint32_t sequences = 1;
   uint32_t tiles_per_worker = 4;  // target tiles of each op per worker (more: more overlap, more sync)
   uint32_t max_tile_rows = 512;   // widest matmul tile, in weight rows
   uint32_t tp = 1;    // tensor-parallel ranks (graph/shard.cpp makes rank `rank`'s program)
@@ -37,6 +41,12 @@ struct CompileOptions {
   uint64_t most_tasks = 20'000'000;             // 640 MB of TaskDesc
   uint64_t most_producer_tiles = 400'000'000;  // 1.6 GB of tile indices, and more while finding the events
 };
+
+// Whether a step's LM head projects every token's row (a batched decode: each token is the next of its own
+// sequence) rather than the last one's. Under tensor parallelism the logits all-gather carries one row,
+// so a batched program there keeps one: such programs serve the simulator (--batch with --tp), and the
+// engine refuses batching with tensor parallelism rather than run them.
+inline bool logits_of_every_token(const CompileOptions& options) { return options.batched_decode && options.tp == 1; }
 
 // One op node before tiling: the fused op's parameters and the tile width the tiler should use.
 struct OpNode {

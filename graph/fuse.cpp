@@ -286,6 +286,7 @@ class Fuser {
     p.vocab = uint32_t(w.rows);
     p.eps = n.eps;
     p.wdtype = w.dtype;
+    p.rows = logits_of_every_token(options_) ? options_.tokens : 1;
     emit(OpCode::lm_head, m.layer, p, matmul_tile_width(p.vocab));
     fused_[matmul] = fused_[norm] = fused_[last_token] = true;
   }

@@ -1,6 +1,8 @@
 // build_primitive_graph: one step of a Llama-family decoder, op by op, unfused.
 #include "graph/primitive_graph.h"
 
+#include <algorithm>
+
 #include "graph/compile.h"
 #include "ops/rope.h"
 
@@ -96,7 +98,7 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
     }
     q = b.node(Primitive::rope, layer, {q}, {rope}, a + "q", spec.q_dim());
     k = b.node(Primitive::rope, layer, {k}, {rope}, a + "k", spec.kv_dim());
-    const uint64_t cache_rows = uint64_t(spec.kv_heads) * g.max_context;
+    const uint64_t cache_rows = uint64_t(std::max(1u, options.sequences)) * spec.kv_heads * g.max_context;
     const uint32_t k_cache = b.slot(SlotKind::kv_cache, DType::f32, cache_rows, hd, kv_cache_slot_name(l, true));
     const uint32_t v_cache = b.slot(SlotKind::kv_cache, DType::f32, cache_rows, hd, kv_cache_slot_name(l, false));
     b.node(Primitive::kv_append, layer, {k}, {k_cache}, "", 0);
@@ -114,10 +116,12 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
   }
 
   const uint16_t head_layer = uint16_t(spec.layers);
-  uint32_t last = b.node(Primitive::last_token, head_layer, {x}, {}, "final.last", hidden, 0, true);
-  uint32_t normed = b.node(Primitive::rmsnorm, head_layer, {last}, {b.vector_f32("model.norm.weight", hidden)}, "final.norm", hidden, spec.rms_eps, true);
+  // Only the last token is sampled; a batched decode samples every token (each the next of its sequence).
+  const bool one_row = !logits_of_every_token(options);
+  uint32_t last = b.node(Primitive::last_token, head_layer, {x}, {}, "final.last", hidden, 0, one_row);
+  uint32_t normed = b.node(Primitive::rmsnorm, head_layer, {last}, {b.vector_f32("model.norm.weight", hidden)}, "final.norm", hidden, spec.rms_eps, one_row);
   const uint32_t head = spec.tie_embeddings ? table : b.matrix("lm_head.weight", spec.vocab, hidden);
-  b.node(Primitive::matmul, head_layer, {normed}, {head}, kLogitsSlotName, spec.vocab, 0, true);
+  b.node(Primitive::matmul, head_layer, {normed}, {head}, kLogitsSlotName, spec.vocab, 0, one_row);
   return g;
 }
 

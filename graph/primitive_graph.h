@@ -22,7 +22,7 @@ enum class Primitive : uint8_t {
   attention,     // slots {k cache, v cache}: q -> causal attention over the cache
   add,           // a, b -> a + b
   swiglu,        // gate, up -> silu(gate) * up
-  last_token,    // x -> x[tokens - 1]
+  last_token,    // x -> x[tokens - 1] (a batched decode: every row, one token per sequence)
 };
 std::string_view primitive_name(Primitive op);
 

@@ -36,6 +36,7 @@ CompileOptions Engine::Impl::compile_options(uint32_t tokens) const {
   o.kv_splits = options.kv_splits != 0 ? options.kv_splits : options.backend == Backend::cpu ? 1 : 0;
   o.tp = tp;
   o.rank = rank;
+  o.sequences = options.sequences;  // every program shares the caches, so every program sizes them alike
   return o;
 }
 
@@ -264,6 +265,11 @@ void Engine::Impl::check_tokens(const std::vector<int32_t>& tokens) const {
 
 StepInputs Engine::Impl::prepare_step(BoundProgram& bound, const std::vector<int32_t>& tokens) {
   check_tokens(tokens);
+  point_at_arena(bound);
+  return StepInputs{tokens.data(), uint32_t(tokens.size()), position};
+}
+
+void Engine::Impl::point_at_arena(BoundProgram& bound) {
   if (bound.arena_generation != arena_generation) {  // the arena grew since this program was bound
     const uint32_t logits_slot = bound.program.slot_index(kLogitsSlotName);
     for (auto [slot, offset] : bound.activation_offsets) {
@@ -276,7 +282,32 @@ StepInputs Engine::Impl::prepare_step(BoundProgram& bound, const std::vector<int
     }
     bound.arena_generation = arena_generation;
   }
-  return StepInputs{tokens.data(), uint32_t(tokens.size()), position};
+}
+
+const float* Engine::Impl::run_sequences(BoundProgram& bound, StepInputs inputs) {
+  if (!executor) throw std::logic_error("run_sequences: the cpu backend runs steps of several sequences");
+  point_at_arena(bound);
+  inputs.epoch = ++epoch;
+  StepOptions step_options;
+  step_options.mode = schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow;
+  step_options.max_random_delay_us = options.stress_delay_us;
+  step_options.delay_seed = options.stress_seed + token_position(inputs, 0) + (uint64_t(token_sequence(inputs, 0)) << 32);
+  executor->run_step(*bound.instance, inputs, step_options);
+  return bound.logits;
+}
+
+BoundProgram& Engine::Impl::batch_program(uint32_t sequences, double* compile_ms) {
+  *compile_ms = 0;
+  auto it = batch_programs.find(sequences);
+  if (it == batch_programs.end()) {
+    auto start = std::chrono::steady_clock::now();
+    CompileOptions compile = compile_options(sequences);
+    compile.batched_decode = true;
+    Program program = compile_model(program_spec, compile);
+    *compile_ms = ms_since(start);
+    it = batch_programs.emplace(sequences, bind(std::move(program), *compile_ms)).first;
+  }
+  return *it->second;
 }
 
 CudaStepResult Engine::Impl::run_cuda(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace) {

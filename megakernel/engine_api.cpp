@@ -15,16 +15,6 @@ namespace tilefire {
 
 namespace {
 
-// Seeded uniform draws in [0, 1), the same sequence on every platform.
-class UniformGenerator {
- public:
-  explicit UniformGenerator(uint64_t seed) : state_(seed) {}
-  float next() { return float(splitmix64_next(state_) >> 40) * (1.0f / 16777216.0f); }  // 24 bits: exact, below 1
-
- private:
-  uint64_t state_;
-};
-
 const char* architecture_name(Architecture arch) {
   switch (arch) {
     case Architecture::llama: return "LlamaForCausalLM";
@@ -110,6 +100,14 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (options.kv_splits > 256)
     throw InputError("EngineOptions::kv_splits (--kv-splits) " + std::to_string(options.kv_splits) + " is more than 256");
   if (options.tp_timeout_ms == 0) throw InputError("EngineOptions::tp_timeout_ms (--tp-timeout-ms) must be at least 1");
+  if (options.sequences == 0 || options.sequences > 256)
+    throw InputError("EngineOptions::sequences must be 1 to 256, got " + std::to_string(options.sequences));
+  if (options.sequences > 1 && options.backend == Backend::cuda)
+    throw InputError("EngineOptions::sequences above 1: batched decoding runs on the cpu backend only so far "
+                     "(the device ops read one sequence's cache); use the cpu backend for batches");
+  if (options.sequences > 1 && options.tp > 1)
+    throw InputError("EngineOptions::sequences above 1 cannot run with --tp yet: the logits all-gather carries "
+                     "one sequence's row");
   // A testing delay before every task: past a second, a step of hundreds of tasks would seem to hang.
   if (options.stress_delay_us > 1000000)
     throw InputError("EngineOptions::stress_delay_us " + std::to_string(options.stress_delay_us) + " is more than 1000000 (1 s)");
@@ -325,7 +323,6 @@ uint64_t Engine::kernel_launches() const {  // under tensor parallelism: rank 0'
   const CudaExecutor* cuda = impl_->first_cuda_executor();
   return cuda ? cuda->launches() : 0;
 }
-namespace {
 // generate() runs its steps around the on_token callback; a call into the engine from there would move
 // the sequence under it and its later steps would run on the wrong context, with nothing to show it.
 void refuse_while_generating(const Engine::Impl& m, const char* call) {
@@ -333,7 +330,6 @@ void refuse_while_generating(const Engine::Impl& m, const char* call) {
     throw InputError(std::string("Engine::") + call + " was called while Engine::generate runs (from GenerateRequest::on_token): "
                      "an engine takes one call at a time");
 }
-}  // namespace
 
 void Engine::reset() {
   refuse_while_generating(*impl_, "reset");
@@ -402,39 +398,44 @@ int32_t Engine::decode_greedy(int32_t token) {
   return impl_->decode_greedy_step(token);
 }
 
-GenerateResult Engine::generate(const GenerateRequest& request) {
-  Impl& m = *impl_;
-  refuse_while_generating(m, "generate");
-  struct GeneratingScope {
-    Impl& m;
-    explicit GeneratingScope(Impl& engine) : m(engine) { m.generating = true; }
-    ~GeneratingScope() { m.generating = false; }
-  } generating_scope(m);
-  GenerateResult result;
-  result.prompt_tokens = request.prompt;
-  result.tasks_per_step = decode_tasks();
-  result.events_per_step = decode_events();
+void Engine::Impl::check_request(const GenerateRequest& request) const {
   if (request.prompt.empty()) throw InputError("GenerateRequest::prompt is empty (--prompt or --prompt-tokens)");
-  if (request.prompt.size() > m.max_context)
+  if (request.prompt.size() > max_context)
     throw InputError("the prompt has " + std::to_string(request.prompt.size()) + " tokens but the context holds " +
-                     std::to_string(m.max_context));
+                     std::to_string(max_context));
   // The command line's ranges (--temperature 0 to 100, --top-p above 0 up to 1); NaN fails both.
   const Sampling& s = request.sampling;
   if (!(s.temperature >= 0.0f && s.temperature <= 100.0f))
     throw InputError("Sampling::temperature (--temperature) must be from 0 (greedy) to 100, got " + std::to_string(s.temperature));
   if (!(s.top_p > 0.0f && s.top_p <= 1.0f))
     throw InputError("Sampling::top_p (--top-p) must be above 0 and at most 1 (1: off), got " + std::to_string(s.top_p));
-  if (request.logprobs > m.info.vocab)
+  if (request.logprobs > info.vocab)
     throw InputError("GenerateRequest::logprobs (--logprobs) " + std::to_string(request.logprobs) + " exceeds the vocabulary of " +
-                     std::to_string(m.info.vocab));
+                     std::to_string(info.vocab));
+  check_vocabulary(request.prompt);  // the context is checked above: the request starts a new sequence
+  for (int32_t token : request.stop_tokens)  // one that can never be generated would never stop anything
+    if (token < 0 || uint32_t(token) >= info.vocab)
+      throw InputError("GenerateRequest::stop_tokens holds " + std::to_string(token) + ", outside the vocabulary of " +
+                       std::to_string(info.vocab) + " tokens (the command line's stop tokens: generation_config.json's "
+                       "eos_token_id and the chat template's eos_token)");
+}
+
+bool Engine::Impl::ends_request(const GenerateRequest& request, int32_t token) const {
+  return (request.stop_at_eos && std::find(info.eos_tokens.begin(), info.eos_tokens.end(), token) != info.eos_tokens.end()) ||
+         std::find(request.stop_tokens.begin(), request.stop_tokens.end(), token) != request.stop_tokens.end();
+}
+
+GenerateResult Engine::generate(const GenerateRequest& request) {
+  Impl& m = *impl_;
+  refuse_while_generating(m, "generate");
+  GeneratingScope generating_scope(m);
+  GenerateResult result;
+  result.prompt_tokens = request.prompt;
+  result.tasks_per_step = decode_tasks();
+  result.events_per_step = decode_events();
+  m.check_request(request);
   SamplingParams sampling{request.sampling.temperature, request.sampling.top_k, request.sampling.top_p};
   UniformGenerator uniform(request.sampling.seed);
-  m.check_vocabulary(request.prompt);  // the context is checked above: the request starts a new sequence
-  for (int32_t token : request.stop_tokens)  // one that can never be generated would never stop anything
-    if (token < 0 || uint32_t(token) >= m.info.vocab)
-      throw InputError("GenerateRequest::stop_tokens holds " + std::to_string(token) + ", outside the vocabulary of " +
-                       std::to_string(m.info.vocab) + " tokens (the command line's stop tokens: generation_config.json's "
-                       "eos_token_id and the chat template's eos_token)");
 
   auto pick = [&](const float* logits) {
     m.check_finite_logits(logits, m.position - 1);  // NaN or Inf would be sampled, or reported, as if real
@@ -447,10 +448,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     result.tokens.push_back(token);
     return token;
   };
-  auto is_eos = [&](int32_t token) {
-    return (request.stop_at_eos && std::find(m.info.eos_tokens.begin(), m.info.eos_tokens.end(), token) != m.info.eos_tokens.end()) ||
-           std::find(request.stop_tokens.begin(), request.stop_tokens.end(), token) != request.stop_tokens.end();
-  };
+  auto is_eos = [&](int32_t token) { return m.ends_request(request, token); };
 
   // Ranks as processes all record (they run the same steps) but only rank 0 writes the file.
   const bool writes_trace = !m.process_group || m.rank_engines[0]->rank == 0;

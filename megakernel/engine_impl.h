@@ -11,6 +11,7 @@
 #include "megakernel/cpu/cpu_executor.h"
 #include "megakernel/cuda/cuda_executor.h"
 #include "megakernel/rank_threads.h"
+#include "ops/splitmix64.h"
 #include "scheduler/simulator.h"
 #include "tilefire/engine.h"
 #include "transport/device_windows.h"
@@ -109,6 +110,7 @@ struct Engine::Impl {
   uint64_t arena_generation = 0;
   std::unique_ptr<BoundProgram> decode_program;
   std::map<uint32_t, std::unique_ptr<BoundProgram>> prefill_programs;  // by tokens per step
+  std::map<uint32_t, std::unique_ptr<BoundProgram>> batch_programs;    // batched decode, by sequences per step
   uint64_t use_clock = 0;
   uint32_t position = 0;
   // The tokens whose K and V the cache holds, in order: after every step sequence.size() == position
@@ -129,6 +131,11 @@ struct Engine::Impl {
   void grow_arena(size_t floats);            // the activation arena (host or device) holds at least this
   float* arena_floats();
   BoundProgram& prefill_program(uint32_t tokens, double* compile_ms);
+  // generate()'s checks of a request (its prompt, sampling, logprobs and stop tokens): InputError naming
+  // what is wrong.
+  void check_request(const GenerateRequest& request) const;
+  // Whether `token` ends the request's generation (an eos token it stops at, or one of its stop tokens).
+  bool ends_request(const GenerateRequest& request, int32_t token) const;
   // Throws InputError unless `tokens` are in the vocabulary and fit the context after `position`.
   void check_tokens(const std::vector<int32_t>& tokens) const;
   // The first half of that: every token in the vocabulary.
@@ -140,6 +147,14 @@ struct Engine::Impl {
                    bool want_logits = true);
   // Checks the tokens and points the program at the current arena; the step's inputs.
   StepInputs prepare_step(BoundProgram& bound, const std::vector<int32_t>& tokens);
+  // Points the program's activation slots at the current arena (it may have grown since the last step).
+  void point_at_arena(BoundProgram& bound);
+  // Steps of several sequences (generate_batch, on the cpu backend): one step of `bound` on inputs that
+  // name each token's sequence slot and position; `position` and `sequence` (slot 0's step-API state) are
+  // the caller's to keep. Returns the logits, [rows, vocab].
+  const float* run_sequences(BoundProgram& bound, StepInputs inputs);
+  // The decode program of `sequences` sequences at once (compiled on first use; adds to *compile_ms).
+  BoundProgram& batch_program(uint32_t sequences, double* compile_ms);
   CudaStepResult run_cuda(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace = nullptr);
   // A step whose result is only the greedy token (on cuda: reduced on the device, no logits copied), and
   // whether the logits held NaN or Inf. Not checked here: under tensor parallelism a rank that threw
@@ -189,6 +204,26 @@ struct Engine::Impl {
   void check_ranks_agree(const Program& first, uint32_t first_rank, const Program& other, uint32_t other_rank) const;
   // check_ranks_agree's refusal, naming the ranks.
   [[noreturn]] void refuse_disagreeing_ranks(uint32_t first_rank, uint32_t other_rank) const;
+};
+
+// Seeded uniform draws in [0, 1), the same sequence on every platform (sampling).
+class UniformGenerator {
+ public:
+  explicit UniformGenerator(uint64_t seed) : state_(seed) {}
+  float next() { return float(splitmix64_next(state_) >> 40) * (1.0f / 16777216.0f); }  // 24 bits: exact, below 1
+
+ private:
+  uint64_t state_;
+};
+
+// Throws InputError naming `call` while generate() or generate_batch() runs (a call from a request's
+// on_token or stop_when would move a sequence under it).
+void refuse_while_generating(const Engine::Impl& m, const char* call);
+// Marks the engine as generating for the scope's life.
+struct GeneratingScope {
+  Engine::Impl& m;
+  explicit GeneratingScope(Engine::Impl& engine) : m(engine) { m.generating = true; }
+  ~GeneratingScope() { m.generating = false; }
 };
 
 // Milliseconds since `start` on the steady clock.

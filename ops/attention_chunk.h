@@ -2,7 +2,7 @@
 // attention_chunk: split-KV causal attention, the first half. A token's visible positions [0, n) are cut
 // into `chunks` equal chunks at run time, chunk c = [c * n / chunks, (c + 1) * n / chunks), so every chunk
 // tile does the same work at any context length. One tile unit is (KV head, chunk); its tile computes, for
-// every token m (n = position0 + m + 1) and every query head h of that KV head's GQA group, the online
+// every token m (n = its position + 1, in its sequence's cache slot) and every query head h of that KV head's GQA group, the online
 // softmax of q[m, h] over chunk c, unnormalised (a record: ops/attention.h) into
 //   partial: activation [tokens, kv_heads * chunks * group * (head_dim + 2)], record (kv, c, g) at column
 //            ((kv * chunks + c) * group + g) * (head_dim + 2).
@@ -19,8 +19,8 @@ namespace tilefire {
 
 struct AttentionChunkParams {
   uint32_t q = kNoSlot;        // activation [tokens, heads * head_dim]
-  uint32_t k_cache = kNoSlot;  // kv cache [kv_heads, max_context, head_dim]
-  uint32_t v_cache = kNoSlot;  // kv cache [kv_heads, max_context, head_dim]
+  uint32_t k_cache = kNoSlot;  // kv cache [sequences, kv_heads, max_context, head_dim]
+  uint32_t v_cache = kNoSlot;  // kv cache [sequences, kv_heads, max_context, head_dim]
   uint32_t partial = kNoSlot;  // activation [tokens, kv_heads * chunks * group * (head_dim + 2)]
   uint32_t heads = 0, kv_heads = 0, head_dim = 0, max_context = 0;
   uint32_t chunks = 0;  // chunks of the visible positions per KV head
@@ -72,13 +72,13 @@ struct AttentionChunkOp {
     const uint32_t q_dim = p.heads * p.head_dim, g_count = group(p), record = attention_record_floats(p.head_dim);
     const uint64_t partial_cols = uint64_t(tile_units(p)) * unit_floats(p);
     const uint32_t kv = tile.begin / p.chunks;
-    const size_t cache_offset = size_t(kv) * p.max_context * p.head_dim;
-    const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, head_dim]
-    const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, head_dim]
-    const float* q = ctx.slot<const float>(p.q);                       // [tokens, heads * head_dim]
-    float* partial = ctx.slot<float>(p.partial);                       // [tokens, partial_cols]
+    const float* q = ctx.slot<const float>(p.q);  // [tokens, heads * head_dim]
+    float* partial = ctx.slot<float>(p.partial);  // [tokens, partial_cols]
     for (uint32_t m = 0; m < ctx.step->tokens_count; ++m) {
-      const uint32_t visible = ctx.step->position0 + m + 1;  // causal: positions 0 .. position0 + m
+      const size_t cache_offset = kv_cache_row(token_sequence(*ctx.step, m), kv, 0, p.kv_heads, p.max_context) * p.head_dim;
+      const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, head_dim] of its sequence
+      const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, head_dim]
+      const uint32_t visible = token_position(*ctx.step, m) + 1;          // causal: positions 0 .. its own
       for (uint32_t u = tile.begin; u < tile.end; ++u) {
         uint32_t first, end;
         chunk_range(p, u % p.chunks, visible, &first, &end);

@@ -1,7 +1,8 @@
 #pragma once
-// causal_attention: for each token m at position position0 + m and each query head h of the tile,
+// causal_attention: for each token m at its position (position0 + m, or a batched step's own) and each
+// query head h of the tile,
 //   out[m, h] = softmax(scale * q[m, h] . K[kv(h), 0..position]) V[kv(h), 0..position]
-// over the KV cache (GQA: kv(h) = h / (heads / kv_heads)). Tiles are query-head ranges inside one KV
+// over its sequence's slot of the KV cache (GQA: kv(h) = h / (heads / kv_heads)). Tiles are query-head ranges inside one KV
 // group, so a tile waits only for its own q heads and its one KV head.
 #include <stdexcept>
 #include <string>
@@ -13,8 +14,8 @@ namespace tilefire {
 
 struct CausalAttentionParams {
   uint32_t q = kNoSlot;        // activation [tokens, heads * head_dim]
-  uint32_t k_cache = kNoSlot;  // kv cache [kv_heads, max_context, head_dim]
-  uint32_t v_cache = kNoSlot;  // kv cache [kv_heads, max_context, head_dim]
+  uint32_t k_cache = kNoSlot;  // kv cache [sequences, kv_heads, max_context, head_dim]
+  uint32_t v_cache = kNoSlot;  // kv cache [sequences, kv_heads, max_context, head_dim]
   uint32_t out = kNoSlot;      // activation [tokens, heads * head_dim]
   uint32_t heads = 0, kv_heads = 0, head_dim = 0, max_context = 0;
   float scale = 1.0f;  // 1 / sqrt(head_dim)
@@ -39,13 +40,14 @@ struct CausalAttentionOp {
   static void run_tile(const Params& p, TileRange tile, const TileContext& ctx) {
     const uint32_t q_dim = p.heads * p.head_dim;
     const uint32_t kv = kv_head_of(p, tile.begin);
-    const size_t cache_offset = size_t(kv) * p.max_context * p.head_dim;
-    const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, head_dim]
-    const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, head_dim]
     const float* q = ctx.slot<const float>(p.q);
     float* out = ctx.slot<float>(p.out);
     for (uint32_t m = 0; m < ctx.step->tokens_count; ++m) {
-      const uint32_t visible = ctx.step->position0 + m + 1;  // causal: positions 0 .. position0 + m
+      const uint32_t position = token_position(*ctx.step, m);
+      const size_t cache_offset = kv_cache_row(token_sequence(*ctx.step, m), kv, 0, p.kv_heads, p.max_context) * p.head_dim;
+      const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, head_dim] of its sequence
+      const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, head_dim]
+      const uint32_t visible = position + 1;  // causal: positions 0 .. position
       for (uint32_t h = tile.begin; h < tile.end; ++h) {
         const size_t offset = size_t(m) * q_dim + size_t(h) * p.head_dim;
         attention_head(q + offset, k, v, visible, p.head_dim, p.scale, out + offset);

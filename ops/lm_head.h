@@ -1,6 +1,7 @@
 #pragma once
 // lm_head: logits[v0:v1] = rmsnorm(x[last token]) * g @ W[v0:v1]^T. The final norm in the prologue; only
-// the last token's row is projected, since only it is sampled. Tiles are vocab-row ranges.
+// the last token's row is projected, since only it is sampled (a batched decode: every token's row, one
+// per sequence). Tiles are vocab-row ranges.
 #include "ops/matmul.h"
 #include "ops/rmsnorm.h"
 #include "ops/tile.h"
@@ -11,7 +12,7 @@ struct LmHeadParams {
   uint32_t x = kNoSlot;            // activation [tokens, hidden]
   uint32_t norm_weight = kNoSlot;  // f32 [hidden]
   uint32_t weight = kNoSlot;       // weight [vocab, hidden] (the embedding table when tied)
-  uint32_t logits = kNoSlot;       // activation [1, vocab] f32
+  uint32_t logits = kNoSlot;       // activation [rows, vocab] f32
   uint32_t hidden = 0;
   uint32_t vocab = 0;
   float eps = 1e-5f;
@@ -20,13 +21,16 @@ struct LmHeadParams {
   // parallelism a rank's tiles hold only its share of the vocabulary, so the shard pass turns this off
   // and the logits all-gather reduces the whole vocabulary instead. The CPU twin reduces on the host.
   uint32_t fused_argmax = 1;
+  // Rows of logits: 1, the last token's (only it is sampled); or, in a batched decode step (one token of
+  // each of several sequences), every token's: logits [tokens, vocab], the weights streamed once for all.
+  uint32_t rows = 1;
 };
 
 struct LmHeadOp {
   using Params = LmHeadParams;
   static constexpr OpCode code = OpCode::lm_head;
   static uint32_t tile_units(const Params& p) { return p.vocab; }
-  static size_t scratch_floats(const Params& p, uint32_t) { return p.hidden; }
+  static size_t scratch_floats(const Params& p, uint32_t) { return size_t(p.rows) * p.hidden; }
   static void footprint(const Params& p, TileRange tile, TileFootprint& fp) {
     fp.reads.push_back({p.x, 0, p.hidden});
     fp.writes.push_back({p.logits, tile.begin, tile.end});
@@ -36,11 +40,12 @@ struct LmHeadOp {
     out.add(p.weight, tile.begin * row, (tile.end - tile.begin) * row);
   }
   static void run_tile(const Params& p, TileRange tile, const TileContext& ctx) {
-    const uint32_t last = ctx.step->tokens_count - 1;
-    const float* x_last = ctx.slot<const float>(p.x) + size_t(last) * p.hidden;  // [hidden]
-    float* xn = ctx.scratch;                                                        // [hidden]
-    rmsnorm_row(x_last, ctx.slot<const float>(p.norm_weight), p.hidden, p.eps, xn);
-    matmul_rows(ctx.slot<const void>(p.weight), p.wdtype, p.hidden, tile.begin, tile.end, xn, p.hidden, 1,
+    const uint32_t first = ctx.step->tokens_count - p.rows;  // the last token, or every one
+    const float* x = ctx.slot<const float>(p.x) + size_t(first) * p.hidden;  // [rows, hidden]
+    float* xn = ctx.scratch;                                                  // [rows, hidden]
+    for (uint32_t r = 0; r < p.rows; ++r)
+      rmsnorm_row(x + size_t(r) * p.hidden, ctx.slot<const float>(p.norm_weight), p.hidden, p.eps, xn + size_t(r) * p.hidden);
+    matmul_rows(ctx.slot<const void>(p.weight), p.wdtype, p.hidden, tile.begin, tile.end, xn, p.hidden, p.rows,
                 ctx.slot<float>(p.logits), p.vocab);
   }
 };

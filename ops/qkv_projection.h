@@ -3,7 +3,8 @@
 //   prologue: xn = rmsnorm(x) * g                                     (input_layernorm)
 //   body:     the tile's heads of q = xn Wq^T, k = xn Wk^T or v = xn Wv^T
 //   epilogue: + bias (Qwen2), per-head RMSNorm of q and k (Qwen3), RoPE on q and k, and k, v appended
-//             to the KV cache at positions position0 + m.
+//             to the KV cache at each token's position (position0 + m, or a batched step's own) in its
+//             sequence's slot.
 // Tiles are ranges of "head slots" ordered by KV group: [q heads of group 0, k0, v0, q heads of group 1,
 // k1, v1, ...]. In that order the attention of group 0 can start as soon as group 0's slots are done,
 // while later groups are still being projected: the overlap dataflow scheduling exists for. The
@@ -28,8 +29,8 @@ struct QkvProjectionParams {
   uint32_t q_norm = kNoSlot, k_norm = kNoSlot;        // f32 [head_dim], or kNoSlot
   uint32_t rope_inv_freq = kNoSlot;  // constant f32 [head_dim / 2]
   uint32_t q_out = kNoSlot;          // activation [tokens, heads * head_dim]
-  uint32_t k_cache = kNoSlot;        // kv cache [kv_heads, max_context, head_dim]
-  uint32_t v_cache = kNoSlot;        // kv cache [kv_heads, max_context, head_dim]
+  uint32_t k_cache = kNoSlot;        // kv cache [sequences, kv_heads, max_context, head_dim]
+  uint32_t v_cache = kNoSlot;        // kv cache [sequences, kv_heads, max_context, head_dim]
   uint32_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, max_context = 0;
   float eps = 1e-5f;
   DType wdtype = DType::f32;
@@ -101,20 +102,20 @@ struct QkvProjectionOp {
       float* q = ctx.slot<float>(p.q_out);  // [tokens, heads * head_dim]
       matmul_rows(ctx.slot<const void>(p.wq), p.wdtype, p.hidden, col0, col1, xn, p.hidden, tokens, q, q_dim);
       for (uint32_t m = 0; m < tokens; ++m)
-        finish_heads(p, q + size_t(m) * q_dim, col0, col1, p.bq, p.q_norm, inv_freq, ctx.step->position0 + m, ctx, true);
+        finish_heads(p, q + size_t(m) * q_dim, col0, col1, p.bq, p.q_norm, inv_freq, token_position(*ctx.step, m), ctx, true);
       return;
     }
     const bool is_k = s.part == Part::k;
     const uint32_t kv_dim = p.kv_heads * hd;
     float* rows = xn + size_t(tokens) * p.hidden;  // [tokens, kv_dim], columns [col0, col1) used
     matmul_rows(ctx.slot<const void>(is_k ? p.wk : p.wv), p.wdtype, p.hidden, col0, col1, xn, p.hidden, tokens, rows, kv_dim);
-    float* cache = ctx.slot<float>(is_k ? p.k_cache : p.v_cache);  // [kv_heads, max_context, head_dim]
+    float* cache = ctx.slot<float>(is_k ? p.k_cache : p.v_cache);  // [sequences, kv_heads, max_context, head_dim]
     for (uint32_t m = 0; m < tokens; ++m) {
-      const uint32_t position = ctx.step->position0 + m;
+      const uint32_t position = token_position(*ctx.step, m), sequence = token_sequence(*ctx.step, m);
       float* row = rows + size_t(m) * kv_dim;
       finish_heads(p, row, col0, col1, is_k ? p.bk : p.bv, is_k ? p.k_norm : kNoSlot, inv_freq, position, ctx, is_k);
       for (uint32_t h = s.first_head; h < s.first_head + count; ++h)
-        std::copy(row + size_t(h) * hd, row + size_t(h + 1) * hd, cache + (size_t(h) * p.max_context + position) * hd);
+        std::copy(row + size_t(h) * hd, row + size_t(h + 1) * hd, cache + kv_cache_row(sequence, h, position, p.kv_heads, p.max_context) * hd);
     }
   }
 

@@ -27,7 +27,25 @@ struct StepInputs {
   uint32_t tokens_count = 0;        // equals the Program's token count
   uint32_t position0 = 0;           // position of tokens[0] in the sequence
   uint64_t epoch = 0;               // tensor parallelism: the step's collective epoch (the same on every rank)
+  // Several sequences in one step (a batched decode: one token of each): token m's position in its own
+  // sequence and that sequence's KV cache slot. Null: every token is of sequence `sequence0`, token m at
+  // position0 + m (a prefill chunk, or the decode step of one sequence).
+  const uint32_t* positions = nullptr;  // [tokens]
+  const uint32_t* sequences = nullptr;  // [tokens]
+  uint32_t sequence0 = 0;
 };
+
+// Token m's position in its sequence, and its sequence's slot in the KV caches (kv_cache_row).
+inline uint32_t token_position(const StepInputs& step, uint32_t m) { return step.positions ? step.positions[m] : step.position0 + m; }
+inline uint32_t token_sequence(const StepInputs& step, uint32_t m) { return step.sequences ? step.sequences[m] : step.sequence0; }
+
+// A KV cache holds `sequences` slots, each [kv_heads, max_context, head_dim]: the row of (sequence,
+// KV head, position), in head_dim-float rows from the cache's start. Slot 0 alone is the layout of one
+// sequence.
+TILEFIRE_HD inline size_t kv_cache_row(uint32_t sequence, uint32_t kv_head, uint32_t position, uint32_t kv_heads,
+                                       uint32_t max_context) {
+  return (size_t(sequence) * kv_heads + kv_head) * max_context + position;
+}
 
 struct RankView;  // transport/rank_view.h
 

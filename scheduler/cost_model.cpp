@@ -52,8 +52,9 @@ TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t contex
   // chunk: its share of it).
   work.activation_bytes = region_bytes(program, fp.reads, tokens, double(positions_read) * sequences, head_dim) +
                           region_bytes(program, fp.writes, tokens, tokens, head_dim);
-  // A matrix tile does a multiply-add per weight element and token (the LM head projects one token).
-  const double matrix_tokens = task.op == OpCode::lm_head ? 1.0 : double(tokens);
+  // A matrix tile does a multiply-add per weight element and token (the LM head projects the last token,
+  // or every token of a batched decode).
+  const double matrix_tokens = task.op == OpCode::lm_head ? double(params.as<LmHeadParams>().rows) : double(tokens);
   work.flops = 2.0 * weight_elements * matrix_tokens;
   if (task.op == OpCode::causal_attention)  // q.k and p.v over the visible positions, per head and token
     work.flops += 4.0 * double(tile.end - tile.begin) * double(head_dim) * double(context) * double(tokens);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 #include <string>
 
 #include "megakernel/cuda/device_job.h"
@@ -83,6 +84,9 @@ void check_supported(const Program& program) {
       }
       if constexpr (requires { p.head_dim; }) {
         if (p.head_dim > kDeviceMaxHeadDim) problem = "head_dim " + std::to_string(p.head_dim) + " is above 256";
+      }
+      if constexpr (std::is_same_v<Params, LmHeadParams>) {
+        if (p.rows != 1) problem = "a batched decode (logits of several sequences in one step) runs on the cpu backend only so far";
       }
     });
     if (!problem.empty()) throw InputError(std::string(op_name(node.params.op)) + ": " + problem);
@@ -486,6 +490,8 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
   if (inputs.tokens_count == 0 || inputs.tokens_count > kMailboxTokens || inputs.tokens_count != p.header.tokens)
     throw std::runtime_error("cuda backend: a step of " + std::to_string(inputs.tokens_count) + " tokens for a program of " +
                              std::to_string(p.header.tokens));
+  if (inputs.positions || inputs.sequences || inputs.sequence0 != 0)  // the device ops read position0 + m of slot 0
+    throw std::logic_error("cuda backend: a step of several sequences, or of a sequence other than the first, runs on the cpu only so far");
   if (p.slots_dirty) {
     if (s.resident_running) s.stop_resident();  // the table is read by the running kernel
     check(cudaMemcpyAsync(p.slot_table.get(), p.slots.data(), p.slots.size() * sizeof(void*), cudaMemcpyHostToDevice, s.stream),

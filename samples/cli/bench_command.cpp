@@ -15,6 +15,7 @@
 
 #include "args.h"
 #include "backend_flags.h"
+#include "bench_batch.h"
 #include "decode_timing.h"
 #include "sweep.h"
 #include "commands.h"
@@ -62,7 +63,7 @@ struct ModeTiming {
 int bench_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help", "--predict"}, valued{"--model", "--preset", "--dtype", "--seed", "--threads",
       "--steps", "--rounds", "--prompt-len", "--policy", "--granularity", "--kv-splits", "--bandwidth-mb", "--compile-preset", "--tp", "--sweep",
-      "--sweep-out", "--tp-timeout-ms"};
+      "--sweep-out", "--tp-timeout-ms", "--batch"};
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("bench", switches, valued);
@@ -79,6 +80,8 @@ int bench_command(int argc, char** argv) {
         "                       against one rank; a collective waiting longer for a peer stops with an error)\n"
         "                      [--sweep policy,granularity,threads [--sweep-out PREFIX]]  (cpu: a grid of cells,\n"
         "                       each against bsp; PREFIX.csv and PREFIX.md, default sweep)\n"
+        "                      [--batch B]  (cpu, one rank: decode throughput of B sequences per step against\n"
+        "                       one, on one engine holding B sequences; --steps, --rounds, --prompt-len apply)\n"
         "                      [--backend cpu|cuda ...]  (cuda: dataflow, bsp and the resident kernel)\n%s",
         kBackendHelp);
     return 0;
@@ -122,7 +125,7 @@ int bench_command(int argc, char** argv) {
   if (args.has("--sweep")) {
     if (cuda || options.tp > 1) throw InputError("tilefire bench: --sweep runs the cpu backend on one rank");
     // A sweep writes its own tables, with an 8-token prompt in every cell and no bandwidth measurement.
-    for (const char* unused : {"--json", "--prompt-len", "--bandwidth-mb", "--compile-preset"})
+    for (const char* unused : {"--json", "--prompt-len", "--bandwidth-mb", "--compile-preset", "--batch"})
       if (args.has(unused))
         throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --sweep (it writes its tables as CSV and "
                          "Markdown, each cell from an 8-token prompt)");
@@ -136,6 +139,15 @@ int bench_command(int argc, char** argv) {
   const uint32_t steps = uint32_t(args.unsigned_or("--steps", cuda ? 64 : 8, 1, 100000));
   const uint32_t rounds = uint32_t(args.unsigned_or("--rounds", cuda ? 5 : 15, 1, 1000));
   const uint32_t prompt_len = uint32_t(args.unsigned_or("--prompt-len", 8, 1, 1u << 20));
+  if (args.has("--batch")) {
+    if (cuda || options.tp > 1) throw InputError("tilefire bench: --batch runs the cpu backend on one rank (batched decoding is built there only so far)");
+    for (const char* unused : {"--predict", "--bandwidth-mb", "--compile-preset"})
+      if (args.has(unused))
+        throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --batch (it times dataflow decode steps "
+                         "of B sequences against one)");
+    const uint32_t batch = uint32_t(args.unsigned_or("--batch", 1, 2, 256));
+    return run_batch_bench(options, batch, rounds, steps, prompt_len, args.has("--json"));
+  }
   // At most 16 GiB: the copy measures bandwidth well past every cache at 1 GiB; more only risks the memory.
   const uint64_t bandwidth_bytes = args.unsigned_or("--bandwidth-mb", cuda ? 4096 : 1024, 64, 16384) << 20;
 

@@ -570,6 +570,30 @@ TEST(CliSimulate, BatchSharesTheWeights) {
   EXPECT_LT(eight["step_ms"].get<double>(), 2 * one["step_ms"].get<double>());
 }
 
+// tilefire bench --batch B: B sequences per step against one, on one engine. The figures are not checked
+// for speed (a benchmark's job), only for what they must be: positive, and the rates and the gain
+// consistent with the step times they come from.
+TEST(CliBenchBatch, ReportsBothWidthsAndTheGain) {
+  RunResult r = run_cli({"bench", "--preset", "tiny", "--threads", "2", "--batch", "3", "--rounds", "2", "--steps", "3", "--json"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["batch"], 3);
+  EXPECT_EQ(j["rounds"], 2);
+  const double single = j["single_step_ms"].get<double>(), batch = j["batch_step_ms"].get<double>();
+  ASSERT_GT(single, 0);
+  ASSERT_GT(batch, 0);
+  EXPECT_NEAR(j["single_tok_s"].get<double>(), 1000.0 / single, 1e-9 * 1000.0 / single);
+  EXPECT_NEAR(j["batch_tok_s"].get<double>(), 3000.0 / batch, 1e-9 * 3000.0 / batch);
+  const double gain = j["throughput_gain"].get<double>();
+  EXPECT_GT(gain, 0);
+  EXPECT_LE(j["throughput_gain_quartiles"][0].get<double>(), gain);
+  EXPECT_GE(j["throughput_gain_quartiles"][1].get<double>(), gain);
+  RunResult text = run_cli({"bench", "--preset", "tiny", "--threads", "1", "--batch", "2", "--rounds", "1", "--steps", "2"});
+  ASSERT_EQ(text.status, 0) << describe(text);
+  EXPECT_NE(text.out.find("| 2 |"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("throughput of 2 sequences per step over one"), std::string::npos) << text.out;
+}
+
 // tilefire bench --sweep: one row per cell in the CSV and the Markdown table, each with its bsp ratio.
 TEST(CliBenchSweep, OneRowPerCell) {
   TempDir dir("cli-sweep");

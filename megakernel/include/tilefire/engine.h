@@ -46,6 +46,9 @@ struct EngineOptions {
   std::string policy;  // placement policy: balanced (default), round-robin, critical-path, locality, dynamic
   Granularity granularity = Granularity::tile;
   uint32_t max_context = 0;  // KV cache positions; 0: min(model's max_position_embeddings, 4096)
+  // Sequences the KV cache holds at once (max_context positions each), decoded together by
+  // generate_batch (cpu backend, tp 1; at most 256). The cache's memory grows with it.
+  uint32_t sequences = 1;
   // Split-KV attention at decode: each KV head's visible positions in this many chunks (a tile each, then
   // a merge tile per head); 0: automatic: on cuda, split when the heads alone leave SMs idle; on cpu,
   // never (so the logits stay bitwise the same across thread counts); 1: never.
@@ -122,7 +125,7 @@ struct ModelInfo {
   uint64_t decode_weight_bytes = 0;  // weight bytes one decode step reads
 };
 
-// One sequence at a time, one step at a time: an Engine is not thread-safe.
+// One call at a time: an Engine is not thread-safe.
 class Engine {
  public:
   explicit Engine(const EngineOptions& options);  // throws InputError for a bad model or option
@@ -146,6 +149,18 @@ class Engine {
   // sequence as it was, and so does max_new_tokens 0; NaN or Inf logits found while it runs stop it with
   // an InputError that leaves the sequence where the failing step began.
   GenerateResult generate(const GenerateRequest& request);
+
+  // Several requests at once (up to EngineOptions::sequences): each prompt is prefilled in its own slot of
+  // the KV cache, then every decode step runs one token of each unfinished sequence through one program,
+  // so the weights stream once per step for all of them. Each result is what generate() gives for its
+  // request alone, token for token (and, on the cpu, bit for bit: the kernels' sums do not depend on how
+  // many rows a step holds); each request finishes on its own. ttft_ms counts from the call (the prompts
+  // before it were prefilled first); tpot_ms is the mean of the batched steps it took part in. Refused
+  // (InputError, nothing run): reuse_prefix and trace_path, the cuda backend and tensor parallelism (not
+  // built yet), and anything generate() refuses, naming the request. The step API then continues the first
+  // request that generated (a request with max_new_tokens 0 takes no slot); when a step fails, the step
+  // API's sequence is empty.
+  std::vector<GenerateResult> generate_batch(const std::vector<GenerateRequest>& requests);
 
   // The step-level API. reset() starts a new sequence; prefill() runs tokens at the next positions (in
   // chunks of up to 128 per step) and decode() one token; both return the last token's logits [vocab]

@@ -1,0 +1,94 @@
+// tilefire bench --batch B: what batching buys on this machine. One engine holds B sequences; each round
+// times greedy decode steps of B sequences at once and of one sequence alone (the order alternating by
+// round, so drift in the machine hits both), each step from one token of the first sequence to its next,
+// which covers the step and picking every sequence's token. The gain is the median over rounds of
+// (B / batched step time) / (1 / single step time).
+#include "bench_batch.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "decode_timing.h"
+
+namespace tilefire::cli {
+
+namespace {
+
+// Milliseconds between consecutive tokens of the batch's first request: one decode step each, after
+// the first token (which ends the prefills).
+std::vector<double> time_batch_steps(Engine& engine, uint32_t sequences, uint32_t steps, uint32_t prompt_len, uint32_t round) {
+  std::vector<GenerateRequest> requests(sequences);
+  std::vector<std::chrono::steady_clock::time_point> stamps;
+  for (uint32_t s = 0; s < sequences; ++s) {
+    GenerateRequest& r = requests[s];
+    for (uint32_t i = 0; i < prompt_len; ++i) r.prompt.push_back(int32_t((i * 7 + s * 13 + round + 1) % engine.model().vocab));
+    r.max_new_tokens = steps + 1;
+    r.stop_at_eos = false;  // every sequence runs every step: the batch keeps its width
+  }
+  requests[0].on_token = [&stamps](int32_t) { stamps.push_back(std::chrono::steady_clock::now()); };
+  engine.generate_batch(requests);
+  std::vector<double> times;
+  for (size_t i = 1; i < stamps.size(); ++i)
+    times.push_back(std::chrono::duration<double, std::milli>(stamps[i] - stamps[i - 1]).count());
+  return times;
+}
+
+}  // namespace
+
+int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t steps, uint32_t prompt_len, bool json) {
+  options.sequences = batch;
+  Engine engine(options);
+  const ModelInfo& model = engine.model();
+  if (prompt_len + steps + 1 > model.max_context)
+    throw InputError("tilefire bench: --prompt-len + --steps + 1 exceeds the context of " + std::to_string(model.max_context));
+  time_batch_steps(engine, batch, 1, prompt_len, 0);  // untimed: compiles the batched and prefill programs
+  std::vector<double> single_ms, batched_ms, gains;
+  for (uint32_t r = 0; r < rounds; ++r) {
+    std::vector<double> single, batched;
+    if (r % 2 == 0) {
+      single = time_batch_steps(engine, 1, steps, prompt_len, r);
+      batched = time_batch_steps(engine, batch, steps, prompt_len, r);
+    } else {
+      batched = time_batch_steps(engine, batch, steps, prompt_len, r);
+      single = time_batch_steps(engine, 1, steps, prompt_len, r);
+    }
+    gains.push_back(double(batch) * median(single) / median(batched));
+    single_ms.insert(single_ms.end(), single.begin(), single.end());
+    batched_ms.insert(batched_ms.end(), batched.begin(), batched.end());
+  }
+  std::sort(gains.begin(), gains.end());
+  const double gain = median(gains), gain_low = gains[gains.size() / 4], gain_high = gains[gains.size() * 3 / 4];
+  const double one_ms = median(single_ms), many_ms = median(batched_ms);
+  if (json) {
+    std::cout << nlohmann::json{{"model", model.origin},
+                                {"dtype", model.dtype},
+                                {"threads", engine.threads()},
+                                {"policy", options.policy},
+                                {"batch", batch},
+                                {"prompt_len", prompt_len},
+                                {"rounds", rounds},
+                                {"single_step_ms", one_ms},
+                                {"batch_step_ms", many_ms},
+                                {"single_tok_s", 1000.0 / one_ms},
+                                {"batch_tok_s", 1000.0 * batch / many_ms},
+                                {"throughput_gain", gain},
+                                {"throughput_gain_quartiles", {gain_low, gain_high}}}
+                     .dump()
+              << std::endl;
+    return 0;
+  }
+  std::printf("model %s (%s), %u threads, policy %s, greedy decode after %u-token prompts\n", model.origin.c_str(),
+              model.dtype.c_str(), engine.threads(), options.policy.c_str(), prompt_len);
+  std::printf("| sequences per step | step ms (median of %zu) | tokens/s, all sequences |\n|---|---|---|\n", single_ms.size());
+  std::printf("| 1 | %.3f | %.1f |\n", one_ms, 1000.0 / one_ms);
+  std::printf("| %u | %.3f | %.1f |\n", batch, many_ms, 1000.0 * batch / many_ms);
+  std::printf("throughput of %u sequences per step over one: %.2fx, quartiles %.2f-%.2f (%u interleaved rounds)\n", batch, gain,
+              gain_low, gain_high, rounds);
+  return 0;
+}
+
+}  // namespace tilefire::cli

@@ -1,0 +1,230 @@
+// Engine::generate_batch: several sequences decoded together give, for each request, exactly what
+// generate() gives for it alone (the reference: a separate engine running the requests one by one), with
+// sequences finishing at different steps, sampling, logprobs and stop conditions; and its refusals.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/common/test_models.h"
+#include "tilefire/engine.h"
+#include "tilefire/errors.h"
+
+namespace tilefire::testing {
+namespace {
+
+// Bitwise equality of two floats (NaN equal to NaN of the same bits, -0 apart from +0).
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+void expect_same_result(const GenerateResult& batched, const GenerateResult& alone, size_t index) {
+  SCOPED_TRACE("request " + std::to_string(index));
+  EXPECT_EQ(batched.prompt_tokens, alone.prompt_tokens);
+  EXPECT_EQ(batched.tokens, alone.tokens);
+  EXPECT_EQ(batched.finish_reason, alone.finish_reason);
+  ASSERT_EQ(batched.logprobs.size(), alone.logprobs.size());
+  for (size_t t = 0; t < alone.logprobs.size(); ++t) {
+    ASSERT_EQ(batched.logprobs[t].size(), alone.logprobs[t].size()) << "token " << t;
+    for (size_t k = 0; k < alone.logprobs[t].size(); ++k) {
+      EXPECT_EQ(batched.logprobs[t][k].token, alone.logprobs[t][k].token) << "token " << t << ", rank " << k;
+      EXPECT_TRUE(same_bits(batched.logprobs[t][k].probability, alone.logprobs[t][k].probability))
+          << "token " << t << ", rank " << k << ": " << batched.logprobs[t][k].probability << " vs "
+          << alone.logprobs[t][k].probability;
+    }
+  }
+}
+
+std::vector<int32_t> counting_prompt(uint32_t length, int32_t first) {
+  std::vector<int32_t> prompt;
+  for (uint32_t i = 0; i < length; ++i) prompt.push_back((first + int32_t(i) * 7) % 256);
+  return prompt;
+}
+
+// Requests that finish at different steps (so the batch narrows from 4 sequences to 1), of different
+// prompt lengths (one over a prefill chunk of 128), greedy and sampled, with and without logprobs.
+std::vector<GenerateRequest> mixed_requests() {
+  std::vector<GenerateRequest> requests(4);
+  requests[0].prompt = counting_prompt(5, 1);
+  requests[0].max_new_tokens = 9;
+  requests[0].logprobs = 3;
+  requests[1].prompt = counting_prompt(140, 3);
+  requests[1].max_new_tokens = 4;
+  requests[1].sampling = {0.8f, 20, 0.9f, 7};
+  requests[2].prompt = counting_prompt(1, 42);
+  requests[2].max_new_tokens = 12;
+  requests[2].sampling = {1.2f, 0, 1.0f, 99};
+  requests[2].logprobs = 2;
+  requests[3].prompt = counting_prompt(33, 5);
+  requests[3].max_new_tokens = 1;
+  for (GenerateRequest& r : requests) r.stop_at_eos = false;  // run to their lengths: the widths vary as planned
+  return requests;
+}
+
+void expect_batch_equals_one_by_one(EngineOptions options, const std::vector<GenerateRequest>& requests) {
+  EngineOptions single = options;
+  single.sequences = 1;
+  Engine alone(single);
+  options.sequences = uint32_t(requests.size());
+  Engine batched(options);
+  const std::vector<GenerateResult> results = batched.generate_batch(requests);
+  ASSERT_EQ(results.size(), requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) expect_same_result(results[i], alone.generate(requests[i]), i);
+}
+
+TEST(BatchDecode, EachResultIsWhatGenerateGivesAlone) {
+  EngineOptions options;  // the built-in sample
+  options.threads = 2;
+  expect_batch_equals_one_by_one(options, mixed_requests());
+}
+
+TEST(BatchDecode, SameBitsWithSplitKvAttentionAndEveryArchitectureFeature) {
+  // Split-KV attention (attention_chunk reads each token's own slot and position), Qwen2's biases and
+  // Qwen3's head norms (in the QKV epilogue, before the cache store), tied embeddings (the LM head's
+  // rows from the embedding table), on more threads than cores and the dynamic queue.
+  for (Variant variant : {Variant::qwen2_bias, Variant::qwen3_qk_norm, Variant::tied}) {
+    SCOPED_TRACE(variant_name(variant));
+    TempDir dir(std::string("batch-") + variant_name(variant));
+    EngineOptions options;
+    options.model_dir = write_test_model(variant_spec(variant), dir.path()).string();
+    options.threads = 3;
+    options.kv_splits = 3;
+    options.policy = variant == Variant::tied ? "dynamic" : "critical-path";
+    std::vector<GenerateRequest> requests = mixed_requests();
+    requests.resize(3);
+    expect_batch_equals_one_by_one(options, requests);
+  }
+}
+
+TEST(BatchDecode, StopConditionsAndCallbacksArePerRequest) {
+  EngineOptions options;
+  options.threads = 2;
+  options.sequences = 3;
+  Engine engine(options);
+  std::vector<GenerateRequest> requests(3);
+  std::vector<std::vector<int32_t>> seen(3);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].prompt = counting_prompt(4 + uint32_t(i), int32_t(10 * i));
+    requests[i].max_new_tokens = 8;
+    requests[i].stop_at_eos = false;
+    requests[i].on_token = [&seen, i](int32_t token) { seen[i].push_back(token); };
+  }
+  requests[1].stop_when = [](const std::vector<int32_t>& generated) { return generated.size() == 3; };
+  // Request 2 stops at the token request 2 alone generates third (found with generate() first).
+  {
+    EngineOptions single = options;
+    single.sequences = 1;
+    Engine alone(single);
+    GenerateRequest probe = requests[2];
+    probe.on_token = nullptr;
+    const GenerateResult r = alone.generate(probe);
+    ASSERT_GE(r.tokens.size(), 3u);
+    requests[2].stop_tokens = {r.tokens[2]};
+  }
+  const std::vector<GenerateResult> results = engine.generate_batch(requests);
+  EXPECT_EQ(results[0].finish_reason, "length");
+  EXPECT_EQ(results[0].tokens.size(), 8u);
+  EXPECT_EQ(results[1].finish_reason, "stopped");
+  EXPECT_EQ(results[1].tokens.size(), 3u);
+  EXPECT_EQ(results[2].finish_reason, "eos");
+  EXPECT_LE(results[2].tokens.size(), 3u);
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(seen[i], results[i].tokens) << "request " << i;
+  for (const GenerateResult& r : results) {
+    EXPECT_GE(r.ttft_ms, 0.0);
+    EXPECT_GT(r.tasks_per_step, 0u);
+  }
+  EXPECT_GT(results[0].tpot_ms, 0.0);
+}
+
+TEST(BatchDecode, TheStepApiContinuesTheFirstRequest) {
+  EngineOptions options;
+  options.threads = 2;
+  options.sequences = 3;
+  Engine engine(options);
+  engine.prefill(counting_prompt(20, 1));  // replaced: generate_batch starts new sequences
+  std::vector<GenerateRequest> requests(3);
+  requests[0].prompt = counting_prompt(6, 2);
+  requests[0].max_new_tokens = 0;  // takes no slot: request 1 is the first that generates
+  requests[1].prompt = counting_prompt(7, 9);
+  requests[1].max_new_tokens = 5;
+  requests[1].stop_at_eos = false;
+  requests[2].prompt = counting_prompt(3, 4);
+  requests[2].max_new_tokens = 6;
+  requests[2].stop_at_eos = false;
+  const std::vector<GenerateResult> results = engine.generate_batch(requests);
+  EXPECT_EQ(results[0].finish_reason, "length");
+  EXPECT_TRUE(results[0].tokens.empty());
+
+  options.sequences = 1;
+  Engine alone(options);
+  const GenerateResult first = alone.generate(requests[1]);
+  EXPECT_EQ(engine.sequence(), alone.sequence());
+  EXPECT_EQ(engine.position(), alone.position());
+  const std::vector<float> next = engine.decode(first.tokens.back());
+  const std::vector<float> expected = alone.decode(first.tokens.back());
+  ASSERT_EQ(next.size(), expected.size());
+  for (size_t v = 0; v < next.size(); ++v) ASSERT_TRUE(same_bits(next[v], expected[v])) << "logit " << v;
+}
+
+// The message of `call`'s InputError, or "" when it does not throw one.
+template <class Call>
+std::string refusal(Call&& call) {
+  try {
+    call();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(BatchDecode, RefusesWhatItCannotRunNamingIt) {
+  EngineOptions options;
+  options.threads = 2;
+  for (uint32_t bad : {0u, 257u}) {
+    options.sequences = bad;
+    EXPECT_NE(refusal([&] { Engine e(options); }).find("EngineOptions::sequences must be 1 to 256"), std::string::npos);
+  }
+  options.sequences = 2;
+  EngineOptions cuda = options;
+  cuda.threads = 0;
+  cuda.backend = Backend::cuda;
+  EXPECT_NE(refusal([&] { Engine e(cuda); }).find("runs on the cpu backend only"), std::string::npos);
+  EngineOptions tp = options;
+  tp.tp = 2;
+  EXPECT_NE(refusal([&] { Engine e(tp); }).find("cannot run with --tp"), std::string::npos);
+
+  Engine engine(options);
+  const std::vector<int32_t> kept = counting_prompt(4, 1);
+  engine.prefill(kept);
+  GenerateRequest good;
+  good.prompt = counting_prompt(3, 8);
+  good.max_new_tokens = 2;
+  auto expect_refused = [&](std::vector<GenerateRequest> requests, const std::string& expected) {
+    const std::string message = refusal([&] { engine.generate_batch(requests); });
+    EXPECT_NE(message.find(expected), std::string::npos) << "got: '" << message << "', expected '" << expected << "'";
+    EXPECT_EQ(engine.sequence(), kept) << expected;  // a refused batch leaves the step API's sequence as it was
+  };
+  expect_refused({}, "generate_batch: no requests");
+  expect_refused({good, good, good}, "3 requests, but the engine holds 2 sequences");
+  GenerateRequest bad = good;
+  bad.prompt = {5, 100000};
+  expect_refused({good, bad}, "request 1: token id 100000 is outside the vocabulary");
+  bad = good;
+  bad.sampling.temperature = -1;
+  expect_refused({bad}, "request 0: Sampling::temperature");
+  bad = good;
+  bad.reuse_prefix = true;
+  expect_refused({good, bad}, "request 1: reuse_prefix is not supported by generate_batch");
+  bad = good;
+  bad.trace_path = "/tmp/never-written.json";
+  expect_refused({bad}, "request 0: trace_path is not supported by generate_batch");
+
+  // Calls into the engine from a request's callback are refused, as from generate()'s.
+  GenerateRequest calling = good;
+  std::string inner;
+  calling.on_token = [&](int32_t) { inner = refusal([&] { engine.reset(); }); };
+  engine.generate_batch({good, calling});
+  EXPECT_NE(inner.find("Engine::reset was called while"), std::string::npos) << inner;
+}
+
+}  // namespace
+}  // namespace tilefire::testing
