@@ -333,10 +333,12 @@ void refuse_while_generating(const Engine::Impl& m, const char* call) {
 
 void Engine::reset() {
   refuse_while_generating(*impl_, "reset");
+  refuse_while_batching(*impl_, "reset");
   impl_->rewind(0);
 }
 void Engine::rewind(uint32_t position) {
   refuse_while_generating(*impl_, "rewind");
+  refuse_while_batching(*impl_, "rewind");
   if (position > impl_->position)
     throw InputError("rewind: position " + std::to_string(position) + " is past the sequence's " + std::to_string(impl_->position) + " tokens");
   impl_->rewind(position);
@@ -372,6 +374,7 @@ std::vector<float> finite_logits(Engine::Impl& m, const float* logits, uint32_t 
 
 std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens) {
   refuse_while_generating(*impl_, "prefill");
+  refuse_while_batching(*impl_, "prefill");
   const uint32_t began = impl_->position;
   double compile_ms = 0;
   const float* logits = nullptr;
@@ -386,6 +389,7 @@ std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens) {
 
 std::vector<float> Engine::decode(int32_t token) {
   refuse_while_generating(*impl_, "decode");
+  refuse_while_batching(*impl_, "decode");
   impl_->check_tokens({token});
   const uint32_t began = impl_->position;
   const float* logits = impl_->decode_step(token, nullptr);
@@ -394,6 +398,7 @@ std::vector<float> Engine::decode(int32_t token) {
 
 int32_t Engine::decode_greedy(int32_t token) {
   refuse_while_generating(*impl_, "decode_greedy");
+  refuse_while_batching(*impl_, "decode_greedy");
   impl_->check_tokens({token});
   return impl_->decode_greedy_step(token);
 }
@@ -428,6 +433,7 @@ bool Engine::Impl::ends_request(const GenerateRequest& request, int32_t token) c
 GenerateResult Engine::generate(const GenerateRequest& request) {
   Impl& m = *impl_;
   refuse_while_generating(m, "generate");
+  refuse_while_batching(m, "generate");
   GeneratingScope generating_scope(m);
   GenerateResult result;
   result.prompt_tokens = request.prompt;

@@ -1,7 +1,7 @@
-// Engine::generate_batch: several requests decoded together, one token of each unfinished sequence per
-// step (docs/ARCHITECTURE.md, "Batched decoding").
+// Batched decoding: Engine::add_sequence / step_sequences / remove_sequence (continuous batching) and
+// Engine::generate_batch on top of them (docs/ARCHITECTURE.md, "Batched decoding").
 //
-// Each request gets a slot of the KV cache (graph/compile.h, CompileOptions::sequences): its prompt is
+// Each sequence gets a slot of the KV caches (graph/compile.h, CompileOptions::sequences): its prompt is
 // prefilled there chunk by chunk, by the prefill programs every request shares, and its decode tokens go
 // through a batched program of as many tokens as there are unfinished sequences (compiled once per
 // width; ops read each token's position and slot from the step's inputs, ops/tile.h). The LM head of a
@@ -17,182 +17,277 @@ namespace tilefire {
 
 namespace {
 
-// One request while it generates.
-struct LiveSequence {
-  size_t request = 0;     // index into the requests and results
-  uint32_t slot = 0;      // its KV cache slot
-  uint32_t position = 0;  // tokens its cache holds
-  int32_t next = -1;      // the last generated token, the next to feed
-  UniformGenerator uniform{0};
-  bool stopped = false;   // stop_when said so
-  bool finished = false;
-  double decode_ms = 0;
-  uint32_t decode_steps = 0;
-};
+std::string request_name(size_t index) { return "request " + std::to_string(index) + ": "; }
 
-std::string request_name(size_t index) { return "generate_batch: request " + std::to_string(index) + ": "; }
+BatchedSequence& sequence_of(Engine::Impl& m, uint64_t id, const char* call) {
+  auto it = m.batched.find(id);
+  if (it == m.batched.end())
+    throw InputError(std::string("Engine::") + call + ": no sequence " + std::to_string(id) + " (never added, or removed)");
+  return it->second;
+}
+
+// Takes the next token of `s` from its (checked) logits: samples it, records it, decides whether the
+// sequence is done and calls the request's callbacks.
+void take_token(Engine::Impl& m, BatchedSequence& s, const float* logits) {
+  const GenerateRequest& request = s.request;
+  GenerateResult& result = s.result;
+  const uint32_t vocab = m.info.vocab;
+  if (request.logprobs) {
+    std::vector<TokenProbability> top;
+    for (auto [token, p] : top_probabilities(logits, vocab, request.logprobs)) top.push_back({token, p});
+    result.logprobs.push_back(std::move(top));
+  }
+  const SamplingParams sampling{request.sampling.temperature, request.sampling.top_k, request.sampling.top_p};
+  UniformGenerator uniform(s.uniform_state);
+  s.next = sample_token(logits, vocab, sampling, uniform.next());
+  s.uniform_state = uniform.state();
+  result.tokens.push_back(s.next);
+  // generate()'s order of reasons: eos, stopped, length, context; the callbacks see the token first.
+  const bool eos = m.ends_request(request, s.next);
+  const bool length = result.tokens.size() >= request.max_new_tokens, context = s.position >= m.max_context;
+  if (eos || length || context) {
+    s.finished = true;
+    result.finish_reason = eos ? "eos" : length ? "length" : "context";
+  }
+  if (request.on_token) request.on_token(s.next);
+  if (request.stop_when && request.stop_when(result.tokens)) {
+    s.stopped = true;
+    if (!eos) result.finish_reason = "stopped";
+    s.finished = true;
+  }
+}
+
+void check_rows_finite(Engine::Impl& m, const float* logits, const std::vector<BatchedSequence*>& rows,
+                       const std::vector<std::string>& names) {
+  for (size_t r = 0; r < rows.size(); ++r) {
+    try {
+      m.check_finite_logits(logits + r * m.info.vocab, rows[r]->position);
+    } catch (const InputError& e) {
+      throw InputError(names[r] + e.what());
+    }
+  }
+}
+
+std::string sequence_name(uint64_t id) { return "sequence " + std::to_string(id) + ": "; }
+
+void refuse_batching_here(const Engine::Impl& m) {
+  if (!m.executor)  // the constructor refuses sequences > 1 there; one sequence would need its own path
+    throw InputError("batched decoding (add_sequence, generate_batch) runs on the cpu backend with tp 1 only so far; use generate()");
+}
 
 }  // namespace
+
+void refuse_while_batching(const Engine::Impl& m, const char* call) {
+  if (!m.batched.empty())
+    throw InputError(std::string("Engine::") + call + " was called while " + std::to_string(m.batched.size()) +
+                     " sequence(s) added by add_sequence are in: they hold the KV cache's slots (remove_sequence them first)");
+}
+
+uint64_t Engine::add_sequence(const GenerateRequest& request) {
+  Impl& m = *impl_;
+  refuse_while_generating(m, "add_sequence");
+  refuse_batching_here(m);
+  m.check_request(request);
+  if (request.max_new_tokens == 0) throw InputError("GenerateRequest::max_new_tokens is 0: a sequence must generate a token");
+  if (request.reuse_prefix) throw InputError("GenerateRequest::reuse_prefix is not supported with batching (every sequence starts anew)");
+  if (!request.trace_path.empty()) throw InputError("GenerateRequest::trace_path is not supported with batching; trace a step with generate()");
+  if (m.batched.size() >= m.options.sequences)
+    throw InputError("add_sequence: all " + std::to_string(m.options.sequences) +
+                     " sequences the engine holds are in (EngineOptions::sequences); remove one first");
+  std::vector<bool> taken(m.options.sequences, false);
+  for (const auto& [id, s] : m.batched) taken[s.slot] = true;
+  const uint32_t slot = uint32_t(std::find(taken.begin(), taken.end(), false) - taken.begin());
+
+  const uint64_t id = m.next_sequence_id++;
+  BatchedSequence s;
+  s.request = request;
+  s.slot = slot;
+  s.uniform_state = request.sampling.seed;
+  s.result.prompt_tokens = request.prompt;
+  s.result.compile_ms = m.decode_program->compile_ms;
+  s.result.tasks_per_step = uint32_t(m.decode_program->program.tasks.size());
+  s.result.events_per_step = uint32_t(m.decode_program->program.events.size());
+  if (slot == 0) m.rewind(0);  // the step API's sequence lived in slot 0
+
+  GeneratingScope generating_scope(m);  // the callbacks may not call in
+  auto start = std::chrono::steady_clock::now();
+  double compile_ms = 0;
+  const float* logits = nullptr;
+  const std::vector<int32_t>& prompt = request.prompt;
+  for (size_t begin = 0; begin < prompt.size(); begin += Impl::kPrefillChunk) {
+    const size_t end = std::min(prompt.size(), begin + Impl::kPrefillChunk);
+    double chunk_compile_ms = 0;
+    BoundProgram& program = m.prefill_program(uint32_t(end - begin), &chunk_compile_ms);
+    compile_ms += chunk_compile_ms;
+    StepInputs inputs{prompt.data() + begin, uint32_t(end - begin), uint32_t(begin)};
+    inputs.sequence0 = slot;
+    logits = m.run_sequences(program, inputs);
+  }
+  s.position = uint32_t(prompt.size());
+  m.check_finite_logits(logits, s.position - 1);  // nothing added yet: the slot stays free
+  s.result.compile_ms += compile_ms;
+  // In before its callbacks run: an exception from them leaves it in, its token taken, for the caller to remove.
+  BatchedSequence& added = m.batched.emplace(id, std::move(s)).first->second;
+  take_token(m, added, logits);
+  added.result.ttft_ms = ms_since(start) - compile_ms;
+  return id;
+}
+
+uint32_t Engine::step_sequences() {
+  Impl& m = *impl_;
+  refuse_while_generating(m, "step_sequences");
+  std::vector<BatchedSequence*> rows;
+  std::vector<std::string> names;
+  for (auto& [id, s] : m.batched)
+    if (!s.finished) {
+      rows.push_back(&s);
+      names.push_back(sequence_name(id));
+    }
+  if (rows.empty()) return 0;
+  const uint32_t width = uint32_t(rows.size());
+  std::vector<int32_t> tokens(width);
+  std::vector<uint32_t> positions(width), slots(width);
+  for (uint32_t r = 0; r < width; ++r) {
+    tokens[r] = rows[r]->next;
+    positions[r] = rows[r]->position;
+    slots[r] = rows[r]->slot;
+  }
+  // One sequence: the decode program (one token, the last row of logits) serves it.
+  double compile_ms = 0;
+  BoundProgram& program = width == 1 ? *m.decode_program : m.batch_program(width, &compile_ms);
+  StepInputs inputs{tokens.data(), width, 0};
+  if (width == 1) {
+    inputs.position0 = positions[0];
+    inputs.sequence0 = slots[0];
+  } else {
+    inputs.positions = positions.data();
+    inputs.sequences = slots.data();
+  }
+  GeneratingScope generating_scope(m);
+  auto step_start = std::chrono::steady_clock::now();
+  const float* logits = m.run_sequences(program, inputs);  // [width, vocab]
+  const double step_ms = ms_since(step_start);
+  // Every row checked before any is taken: a failed step moves no sequence (the cache entries it wrote
+  // past their positions are overwritten by the next step).
+  check_rows_finite(m, logits, rows, names);
+  for (uint32_t r = 0; r < width; ++r) {
+    BatchedSequence& s = *rows[r];
+    if (compile_ms > 0) s.result.compile_ms += compile_ms;
+    if (s.result.tokens.size() == 1) {  // its first decode step: the program's size
+      s.result.tasks_per_step = uint32_t(program.program.tasks.size());
+      s.result.events_per_step = uint32_t(program.program.events.size());
+    }
+    ++s.position;
+    s.decode_ms += step_ms;
+    ++s.decode_steps;
+    take_token(m, s, logits + size_t(r) * m.info.vocab);
+  }
+  uint32_t unfinished = 0;
+  for (const BatchedSequence* s : rows) unfinished += s->finished ? 0 : 1;
+  return unfinished;
+}
+
+bool Engine::sequence_finished(uint64_t id) const { return sequence_of(*impl_, id, "sequence_finished").finished; }
+
+uint32_t Engine::sequences_in() const { return uint32_t(impl_->batched.size()); }
+
+GenerateResult Engine::remove_sequence(uint64_t id) {
+  Impl& m = *impl_;
+  refuse_while_generating(m, "remove_sequence");
+  BatchedSequence& s = sequence_of(m, id, "remove_sequence");
+  GenerateResult result = std::move(s.result);
+  if (!s.finished) result.finish_reason = "stopped";
+  if (s.decode_steps) {
+    result.tpot_ms = s.decode_ms / s.decode_steps;
+    result.decode_tok_s = 1000.0 / result.tpot_ms;
+  }
+  m.batched.erase(id);
+  return result;
+}
 
 std::vector<GenerateResult> Engine::generate_batch(const std::vector<GenerateRequest>& requests) {
   Impl& m = *impl_;
   refuse_while_generating(m, "generate_batch");
-  GeneratingScope generating_scope(m);
+  refuse_while_batching(m, "generate_batch");
+  refuse_batching_here(m);
   if (requests.empty()) throw InputError("generate_batch: no requests");
   if (requests.size() > m.options.sequences)
     throw InputError("generate_batch: " + std::to_string(requests.size()) + " requests, but the engine holds " +
                      std::to_string(m.options.sequences) + " sequences at once (EngineOptions::sequences)");
-  if (!m.executor)  // the constructor refuses sequences > 1 there; one request would need its own path
-    throw InputError("generate_batch runs on the cpu backend with tp 1 only so far; use generate()");
   for (size_t i = 0; i < requests.size(); ++i) {
     const GenerateRequest& request = requests[i];
     try {
       m.check_request(request);
     } catch (const InputError& e) {
-      throw InputError(request_name(i) + e.what());
+      throw InputError("generate_batch: " + request_name(i) + e.what());
     }
     if (request.reuse_prefix)
-      throw InputError(request_name(i) + "reuse_prefix is not supported by generate_batch (every request starts a new sequence)");
+      throw InputError("generate_batch: " + request_name(i) + "reuse_prefix is not supported by generate_batch (every request starts a new sequence)");
     if (!request.trace_path.empty())
-      throw InputError(request_name(i) + "trace_path is not supported by generate_batch; trace a step with generate()");
+      throw InputError("generate_batch: " + request_name(i) + "trace_path is not supported by generate_batch; trace a step with generate()");
   }
 
   std::vector<GenerateResult> results(requests.size());
-  std::vector<LiveSequence> live;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    results[i].prompt_tokens = requests[i].prompt;
-    results[i].compile_ms = m.decode_program->compile_ms;
-    if (requests[i].max_new_tokens == 0) {  // as generate(): nothing to generate, no slot taken
-      results[i].finish_reason = "length";
-      continue;
-    }
-    LiveSequence s;
-    s.request = i;
-    s.slot = uint32_t(live.size());
-    s.uniform = UniformGenerator(requests[i].sampling.seed);
-    live.push_back(s);
-  }
-  if (live.empty()) return results;
-
-  // The step API's sequence is slot 0's: from here it is the first live request's, or empty on failure.
-  m.rewind(0);
-  struct ResetOnFailure {
+  std::vector<uint64_t> ids(requests.size(), 0);  // 0: no sequence (max_new_tokens 0, as generate(): nothing run)
+  // On failure every sequence comes out, and the step API's sequence is empty.
+  struct RemoveOnFailure {
     Impl& m;
     bool armed = true;
-    ~ResetOnFailure() {
-      if (armed) m.rewind(0);
+    ~RemoveOnFailure() {
+      if (!armed) return;
+      m.batched.clear();
+      m.rewind(0);
     }
-  } reset_on_failure{m};
-
-  const uint32_t vocab = m.info.vocab;
-  // Picks the next token of `s` from its logits row, and decides whether it is done.
-  auto take = [&](LiveSequence& s, const float* logits) {
-    const GenerateRequest& request = requests[s.request];
-    GenerateResult& result = results[s.request];
-    try {
-      m.check_finite_logits(logits, s.position - 1);
-    } catch (const InputError& e) {
-      throw InputError(request_name(s.request) + e.what());
-    }
-    if (request.logprobs) {
-      std::vector<TokenProbability> top;
-      for (auto [token, p] : top_probabilities(logits, vocab, request.logprobs)) top.push_back({token, p});
-      result.logprobs.push_back(std::move(top));
-    }
-    const SamplingParams sampling{request.sampling.temperature, request.sampling.top_k, request.sampling.top_p};
-    s.next = sample_token(logits, vocab, sampling, s.uniform.next());
-    result.tokens.push_back(s.next);
-    if (request.on_token) request.on_token(s.next);
-    if (request.stop_when && request.stop_when(result.tokens)) s.stopped = true;
-    // generate()'s order of reasons: eos, stopped, length, context.
-    const bool eos = m.ends_request(request, s.next);
-    s.finished = eos || s.stopped || result.tokens.size() >= request.max_new_tokens || s.position >= m.max_context;
-    if (s.finished)
-      result.finish_reason = eos ? "eos" : s.stopped ? "stopped" : result.tokens.size() >= request.max_new_tokens ? "length" : "context";
-  };
-
+  } remove_on_failure{m};
   auto start = std::chrono::steady_clock::now();
-  double compile_ms = 0;  // compiling is not part of any request's time to first token
-  for (LiveSequence& s : live) {
-    const std::vector<int32_t>& prompt = requests[s.request].prompt;
-    const float* logits = nullptr;
-    for (size_t begin = 0; begin < prompt.size(); begin += Impl::kPrefillChunk) {
-      const size_t end = std::min(prompt.size(), begin + Impl::kPrefillChunk);
-      double chunk_compile_ms = 0;
-      BoundProgram& program = m.prefill_program(uint32_t(end - begin), &chunk_compile_ms);
-      compile_ms += chunk_compile_ms;
-      results[s.request].compile_ms += chunk_compile_ms;
-      StepInputs inputs{prompt.data() + begin, uint32_t(end - begin), uint32_t(begin)};
-      inputs.sequence0 = s.slot;
-      logits = m.run_sequences(program, inputs);
-      s.position = uint32_t(end);
+  double compile_before = 0;  // compiling is not part of any request's time to first token
+  for (size_t i = 0; i < requests.size(); ++i) {
+    results[i].prompt_tokens = requests[i].prompt;
+    if (requests[i].max_new_tokens == 0) {
+      results[i].finish_reason = "length";
+      results[i].compile_ms = m.decode_program->compile_ms;
+      continue;
     }
-    take(s, logits);
-    results[s.request].ttft_ms = ms_since(start) - compile_ms;
+    const double waited_ms = ms_since(start);
+    try {
+      ids[i] = add_sequence(requests[i]);
+    } catch (const InputError& e) {
+      throw InputError("generate_batch: " + request_name(i) + e.what());
+    }
+    // ttft_ms counts from the call: the prompts before this one were prefilled first.
+    BatchedSequence& s = m.batched.at(ids[i]);
+    s.result.ttft_ms += waited_ms - compile_before;
+    compile_before += s.result.compile_ms - m.decode_program->compile_ms;
   }
-
-  std::vector<int32_t> tokens;
-  std::vector<uint32_t> positions, slots;
-  std::vector<LiveSequence*> stepping;
-  bool first_step = true;
   for (;;) {
-    stepping.clear();
-    for (LiveSequence& s : live)
-      if (!s.finished) stepping.push_back(&s);
-    if (stepping.empty()) break;
-    const uint32_t width = uint32_t(stepping.size());
-    tokens.assign(width, 0);
-    positions.assign(width, 0);
-    slots.assign(width, 0);
-    for (uint32_t r = 0; r < width; ++r) {
-      tokens[r] = stepping[r]->next;
-      positions[r] = stepping[r]->position;
-      slots[r] = stepping[r]->slot;
-    }
-    // One sequence left: the decode program (one token, the last row of logits) serves it.
-    double program_compile_ms = 0;
-    BoundProgram& program = width == 1 ? *m.decode_program : m.batch_program(width, &program_compile_ms);
-    StepInputs inputs{tokens.data(), width, 0};
-    if (width == 1) {
-      inputs.position0 = positions[0];
-      inputs.sequence0 = slots[0];
-    } else {
-      inputs.positions = positions.data();
-      inputs.sequences = slots.data();
-    }
-    if (first_step)
-      for (LiveSequence* s : stepping) {
-        results[s->request].tasks_per_step = uint32_t(program.program.tasks.size());
-        results[s->request].events_per_step = uint32_t(program.program.events.size());
-      }
-    first_step = false;
-    for (LiveSequence* s : stepping) results[s->request].compile_ms += program_compile_ms;
-    auto step_start = std::chrono::steady_clock::now();
-    const float* logits = m.run_sequences(program, inputs);  // [width, vocab]
-    const double step_ms = ms_since(step_start);
-    for (uint32_t r = 0; r < width; ++r) {
-      LiveSequence& s = *stepping[r];
-      ++s.position;
-      s.decode_ms += step_ms;
-      ++s.decode_steps;
-      take(s, logits + size_t(r) * vocab);
+    try {
+      if (step_sequences() == 0) break;
+    } catch (const InputError& e) {
+      std::string message = e.what();
+      for (size_t i = 0; i < requests.size(); ++i)  // name the request rather than its sequence
+        if (ids[i] && message.rfind(sequence_name(ids[i]), 0) == 0)
+          message = "generate_batch: " + request_name(i) + message.substr(sequence_name(ids[i]).size());
+      throw InputError(message);
     }
   }
-
-  for (const LiveSequence& s : live) {
-    GenerateResult& result = results[s.request];
-    if (s.decode_steps) {
-      result.tpot_ms = s.decode_ms / s.decode_steps;
-      result.decode_tok_s = 1000.0 / result.tpot_ms;
+  // Slot 0 holds the first request that generated: the step API continues it (its prompt and every
+  // generated token but the last).
+  uint32_t first_position = 0;
+  std::vector<int32_t> first_sequence;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!ids[i]) continue;
+    const BatchedSequence& s = m.batched.at(ids[i]);
+    if (s.slot == 0) {
+      first_position = s.position;
+      first_sequence = requests[i].prompt;
+      first_sequence.insert(first_sequence.end(), s.result.tokens.begin(),
+                            s.result.tokens.begin() + (s.position - first_sequence.size()));
     }
+    results[i] = remove_sequence(ids[i]);
   }
-  // Slot 0 holds the first live request's sequence: its prompt and every generated token but the last.
-  const LiveSequence& first = live.front();
-  m.position = first.position;
-  m.sequence = requests[first.request].prompt;
-  const std::vector<int32_t>& generated = results[first.request].tokens;
-  m.sequence.insert(m.sequence.end(), generated.begin(), generated.begin() + (first.position - m.sequence.size()));
-  reset_on_failure.armed = false;
+  m.position = first_position;
+  m.sequence = std::move(first_sequence);
+  remove_on_failure.armed = false;
   return results;
 }
 

@@ -66,7 +66,22 @@ struct BoundProgram {
   BoundProgram& operator=(const BoundProgram&) = delete;
 };
 
-// Not thread-safe: one Engine runs one sequence, one step at a time.
+// A sequence of continuous batching (Engine::add_sequence, engine_batch.cpp): its request, its slot of
+// the KV caches and how far it has come.
+struct BatchedSequence {
+  GenerateRequest request;
+  GenerateResult result;
+  uint32_t slot = 0;      // its slot of the KV caches
+  uint32_t position = 0;  // tokens its cache holds
+  int32_t next = -1;      // the last generated token, the next to feed
+  uint64_t uniform_state = 0;  // its sampling's draws (UniformGenerator's state)
+  bool stopped = false;   // stop_when said so
+  bool finished = false;
+  double decode_ms = 0;
+  uint32_t decode_steps = 0;
+};
+
+// Not thread-safe: one Engine runs one step at a time.
 struct Engine::Impl {
   // Prompts are prefilled in chunks of at most this many tokens, so a prefill program's activations
   // stay bounded (tokens x layers x (4 hidden + ffn) floats) and a handful of programs serve every length.
@@ -111,6 +126,8 @@ struct Engine::Impl {
   std::unique_ptr<BoundProgram> decode_program;
   std::map<uint32_t, std::unique_ptr<BoundProgram>> prefill_programs;  // by tokens per step
   std::map<uint32_t, std::unique_ptr<BoundProgram>> batch_programs;    // batched decode, by sequences per step
+  std::map<uint64_t, BatchedSequence> batched;  // continuous batching: the sequences added, by id
+  uint64_t next_sequence_id = 1;
   uint64_t use_clock = 0;
   uint32_t position = 0;
   // The tokens whose K and V the cache holds, in order: after every step sequence.size() == position
@@ -211,6 +228,7 @@ class UniformGenerator {
  public:
   explicit UniformGenerator(uint64_t seed) : state_(seed) {}
   float next() { return float(splitmix64_next(state_) >> 40) * (1.0f / 16777216.0f); }  // 24 bits: exact, below 1
+  uint64_t state() const { return state_; }
 
  private:
   uint64_t state_;
@@ -219,6 +237,9 @@ class UniformGenerator {
 // Throws InputError naming `call` while generate() or generate_batch() runs (a call from a request's
 // on_token or stop_when would move a sequence under it).
 void refuse_while_generating(const Engine::Impl& m, const char* call);
+// Throws InputError naming `call` while sequences added by add_sequence are in (they hold the KV cache's
+// slots, the step API's first among them).
+void refuse_while_batching(const Engine::Impl& m, const char* call);
 // Marks the engine as generating for the scope's life.
 struct GeneratingScope {
   Engine::Impl& m;

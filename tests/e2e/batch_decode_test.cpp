@@ -3,6 +3,7 @@
 // sequences finishing at different steps, sampling, logprobs and stop conditions; and its refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -163,6 +164,104 @@ TEST(BatchDecode, TheStepApiContinuesTheFirstRequest) {
   const std::vector<float> expected = alone.decode(first.tokens.back());
   ASSERT_EQ(next.size(), expected.size());
   for (size_t v = 0; v < next.size(); ++v) ASSERT_TRUE(same_bits(next[v], expected[v])) << "logit " << v;
+}
+
+// Continuous batching: five requests through three slots, each joining when a slot frees (mid-way
+// through the others' generations), one taken out before it finished; every result that ran to its end
+// is generate()'s for its request alone.
+TEST(BatchDecode, SequencesJoiningAndLeavingBetweenStepsEachGetWhatGenerateGives) {
+  EngineOptions options;
+  options.threads = 2;
+  options.sequences = 3;
+  Engine engine(options);
+  std::vector<GenerateRequest> requests = mixed_requests();
+  GenerateRequest extra;
+  extra.prompt = counting_prompt(9, 77);
+  extra.max_new_tokens = 7;
+  extra.sampling = {0.9f, 5, 1.0f, 3};
+  extra.stop_at_eos = false;
+  requests.push_back(extra);
+  requests.push_back(extra);
+  requests.back().sampling.seed = 4;
+  requests.back().max_new_tokens = 30;  // taken out after a few steps
+
+  std::vector<GenerateResult> results(requests.size());
+  std::vector<std::pair<uint64_t, size_t>> in;  // (sequence id, request)
+  size_t next = 0;
+  uint32_t steps = 0;
+  while (next < requests.size() || !in.empty()) {
+    while (next < requests.size() && engine.sequences_in() < options.sequences) {
+      in.emplace_back(engine.add_sequence(requests[next]), next);
+      ++next;
+    }
+    engine.step_sequences();
+    ++steps;
+    for (size_t k = 0; k < in.size();) {
+      const bool cut = in[k].second == requests.size() - 1 && steps % 4 == 0;
+      if (engine.sequence_finished(in[k].first) || cut) {
+        results[in[k].second] = engine.remove_sequence(in[k].first);
+        in.erase(in.begin() + ptrdiff_t(k));
+      } else {
+        ++k;
+      }
+    }
+  }
+  EXPECT_EQ(engine.sequences_in(), 0u);
+  EngineOptions single = options;
+  single.sequences = 1;
+  Engine alone(single);
+  for (size_t i = 0; i + 1 < requests.size(); ++i) expect_same_result(results[i], alone.generate(requests[i]), i);
+  // The one taken out: "stopped", its tokens the beginning of what it would have generated.
+  const GenerateResult& cut = results.back();
+  EXPECT_EQ(cut.finish_reason, "stopped");
+  const GenerateResult whole = alone.generate(requests.back());
+  ASSERT_LT(cut.tokens.size(), whole.tokens.size());
+  EXPECT_TRUE(std::equal(cut.tokens.begin(), cut.tokens.end(), whole.tokens.begin()));
+}
+
+TEST(BatchDecode, ContinuousBatchingRefusals) {
+  EngineOptions options;
+  options.threads = 2;
+  options.sequences = 2;
+  Engine engine(options);
+  GenerateRequest request;
+  request.prompt = counting_prompt(4, 3);
+  request.max_new_tokens = 3;
+  request.stop_at_eos = false;
+  GenerateRequest none = request;
+  none.max_new_tokens = 0;
+  EXPECT_THROW(engine.add_sequence(none), InputError);
+  EXPECT_EQ(engine.sequences_in(), 0u);
+  const uint64_t a = engine.add_sequence(request);
+  const uint64_t b = engine.add_sequence(request);
+  EXPECT_NE(a, b);
+  EXPECT_THROW(engine.add_sequence(request), InputError);  // both slots taken
+  EXPECT_THROW(engine.remove_sequence(a + b + 100), InputError);
+  EXPECT_THROW(engine.sequence_finished(a + b + 100), InputError);
+  for (const char* call : {"reset", "decode", "generate", "generate_batch"}) {
+    std::string message;
+    try {
+      if (std::string(call) == "reset") engine.reset();
+      if (std::string(call) == "decode") engine.decode(1);
+      if (std::string(call) == "generate") engine.generate(request);
+      if (std::string(call) == "generate_batch") engine.generate_batch({request});
+    } catch (const InputError& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find(std::string("Engine::") + call + " was called while 2 sequence(s) added by add_sequence are in"),
+              std::string::npos) << message;
+  }
+  engine.remove_sequence(a);
+  EXPECT_THROW(engine.remove_sequence(a), InputError);  // once only
+  const uint64_t c = engine.add_sequence(request);  // the freed slot
+  while (engine.step_sequences() > 0) {
+  }
+  EXPECT_TRUE(engine.sequence_finished(b));
+  EXPECT_EQ(engine.remove_sequence(b).tokens.size(), 3u);
+  EXPECT_EQ(engine.remove_sequence(c).tokens.size(), 3u);
+  EXPECT_EQ(engine.step_sequences(), 0u);  // nothing in: nothing to do
+  engine.reset();  // the step API again
+  EXPECT_EQ(engine.position(), 0u);
 }
 
 // The message of `call`'s InputError, or "" when it does not throw one.
