@@ -126,9 +126,13 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   s.position = uint32_t(prompt.size());
   m.check_finite_logits(logits, s.position - 1);  // nothing added yet: the slot stays free
   s.result.compile_ms += compile_ms;
-  // In before its callbacks run: an exception from them leaves it in, its token taken, for the caller to remove.
   BatchedSequence& added = m.batched.emplace(id, std::move(s)).first->second;
-  take_token(m, added, logits);
+  try {
+    take_token(m, added, logits);
+  } catch (...) {  // from its callbacks: the caller never learns its id, so it is taken out again
+    m.batched.erase(id);
+    throw;
+  }
   added.result.ttft_ms = ms_since(start) - compile_ms;
   return id;
 }

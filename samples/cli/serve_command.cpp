@@ -1,7 +1,7 @@
 // tilefire serve: the engine behind an HTTP server that speaks the OpenAI completions and chat completions
-// APIs (what most clients and SDKs send), on one address of this machine. One engine runs one sequence at a
-// time, so requests take turns; each keeps what the KV cache holds of its prompt's beginning, so a chat's
-// next turn prefills only what is new.
+// APIs (what most clients and SDKs send), on one address of this machine. By default requests take turns
+// on the engine, each keeping what the KV cache holds of its prompt's beginning, so a chat's next turn
+// prefills only what is new; with --sequences N they decode together (serve_batcher.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +27,7 @@
 #include "commands.h"
 #include "http.h"
 #include "model_folder.h"
+#include "serve_batcher.h"
 #include "serve_requests.h"
 #include "stop_text.h"
 #include "tilefire/chat.h"
@@ -42,9 +43,10 @@ using nlohmann::json;
 const char* kServeHelp = R"(usage: tilefire serve [--model DIR] [flags]
 
 An HTTP server on this machine that speaks the OpenAI API: POST /v1/completions, POST /v1/chat/completions
-(with the model's chat template), GET /v1/models, GET /health. Requests take turns on the one engine; each
-keeps the KV cache's match of its prompt's beginning (a chat's earlier turns). Ctrl-C (SIGINT) or SIGTERM
-stops it: generations in flight end and their clients get what was generated.
+(with the model's chat template), GET /v1/models, GET /health. Requests take turns on the one engine, each
+keeping the KV cache's match of its prompt's beginning (a chat's earlier turns), or with --sequences N
+decode together. Ctrl-C (SIGINT) or SIGTERM stops it: generations in flight end and their clients get what
+was generated.
 
   --model DIR            Hugging Face folder (config.json + safetensors, tokenizer.json for text); default:
                          the built-in sample (text as bytes)
@@ -58,15 +60,20 @@ stops it: generations in flight end and their clients get what was generated.
   --tp N                 tensor-parallel ranks of this process (not one rank per process under mpirun)
   --tp-timeout-ms N      a collective waiting longer for a peer fails the request (default 10000)
   --max-context N        KV-cache positions: prompt and reply must fit (default min(model, 4096))
+  --sequences N          continuous batching (cpu backend, one rank): up to N requests decode together,
+                         one token of each per step, joining as others finish; without it (1) requests
+                         take turns and each reuses the cache's match of its prompt
   --schedule dataflow|bsp, --policy NAME, --granularity G, --kv-splits N   as in tilefire run
 )";
 
 std::atomic<bool> stopping{false};
 extern "C" void stop_serving(int) { stopping.store(true); }
 
-// What every request reads: the engine (one request at a time holds `mutex`), the text tools, and names.
+// What every request reads: the engine (one request at a time holds `mutex`; with --sequences, the
+// batcher's thread alone runs it), the text tools, and names.
 struct Served {
   std::unique_ptr<Engine> engine;
+  std::unique_ptr<Batcher> batcher;             // --sequences N > 1: continuous batching
   std::unique_ptr<Tokenizer> tokenizer;        // null: the model's text is its bytes (the sample, gen-model)
   std::unique_ptr<ChatTemplate> chat_template;  // null: /v1/chat/completions is refused
   std::vector<int32_t> end_of_reply;            // the template's stop tokens
@@ -119,8 +126,13 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   std::optional<StreamingText> stream;
   std::string held_bytes;  // without a tokenizer: bytes of a character not yet whole
   bool client_gone = false;
-  std::lock_guard<std::mutex> lock(served.mutex);
-  if (stopping.load()) throw http::Error{503, "the server is stopping"};  // a request that waited its turn
+  std::unique_lock<std::mutex> lock(served.mutex, std::defer_lock);
+  if (!served.batcher) {  // requests take turns, each keeping the cache's match of its prompt
+    lock.lock();
+    if (stopping.load()) throw http::Error{503, "the server is stopping"};  // a request that waited its turn
+    request.reuse_prefix = true;
+  }
+  // With the batcher, the callbacks below run on its thread while this one waits in run().
   if (served.tokenizer) stream.emplace(*served.tokenizer, request.prompt);
   auto text_of = [&](int32_t token) {
     if (served.tokenizer) return stream->add(token);
@@ -131,7 +143,6 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     return text;
   };
   auto shown = [&](const std::string& piece) { return stop_text ? stop_text->add(piece) : piece; };
-  request.reuse_prefix = true;
   request.on_token = [&](int32_t token) {
     const std::string piece = shown(text_of(token));
     if (emit && !piece.empty() && !client_gone) client_gone = !emit(piece);
@@ -140,7 +151,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     client_gone = client_gone || http::peer_closed(fd);
     return client_gone || stopping.load() || (stop_text && stop_text->stopped());
   };
-  Generated generated{served.engine->generate(request), "", false};
+  Generated generated{served.batcher ? served.batcher->run(request) : served.engine->generate(request), "", false};
   const GenerateResult& result = generated.result;
   generated.cut_short = result.finish_reason == "stopped" && stopping.load() && !(stop_text && stop_text->stopped());
   if (emit && !client_gone) {
@@ -273,7 +284,8 @@ void handle_connection(Served& served, int fd) {
 }  // namespace
 
 int serve_command(int argc, char** argv) {
-  std::vector<std::string> switches{"--help"}, valued{"--host", "--port", "--chat-template", "--max-connections", "--io-timeout-ms"};
+  std::vector<std::string> switches{"--help"}, valued{"--host", "--port", "--chat-template", "--max-connections", "--io-timeout-ms",
+                                                     "--sequences"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
@@ -285,6 +297,9 @@ int serve_command(int argc, char** argv) {
     return 0;
   }
   EngineOptions options = engine_options_of_flags(args);
+  options.sequences = uint32_t(args.unsigned_or("--sequences", 1, 1, 256));
+  if (options.sequences > 1 && (options.backend != Backend::cpu || options.tp > 1))
+    throw InputError("tilefire serve: --sequences (continuous batching) runs on the cpu backend with one rank only so far");
   const std::string host = args.text_or("--host", "127.0.0.1");
   const uint16_t port = uint16_t(args.unsigned_or("--port", 8000, 0, 65535));
   const int max_connections = int(args.unsigned_or("--max-connections", 32, 1, 4096));
@@ -306,6 +321,11 @@ int serve_command(int argc, char** argv) {
   if (served.chat_template && served.tokenizer) served.end_of_reply = served.chat_template->end_of_reply_tokens(*served.tokenizer);
   http::Listener listener(host, port);  // before the model loads: a port in use is refused at once
   served.engine = std::make_unique<Engine>(options);
+  if (options.sequences > 1)
+    served.batcher = std::make_unique<Batcher>(*served.engine, options.sequences, [] {
+      // A request that waited for a free sequence while the server began stopping.
+      return stopping.load() ? std::make_exception_ptr(http::Error{503, "the server is stopping"}) : std::exception_ptr();
+    });
   // A request's body: 64 bytes per context position (a prompt of token ids, or of text, with room for
   // JSON's own), at least 1 MiB. A parsed body takes about 30 times its size, so this bounds that too.
   served.max_body = std::max<size_t>(1u << 20, size_t(64) * served.engine->model().max_context);
@@ -364,7 +384,7 @@ int serve_command(int argc, char** argv) {
     }
   }
   join_finished(true);
-  log_line(served, "stopped");
+  log_line(served, served.batcher ? "stopped (at most " + std::to_string(served.batcher->widest_step()) + " sequences per step)" : "stopped");
   return 0;
 }
 

@@ -12,8 +12,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -163,10 +165,13 @@ fs::path text_model(const TempDir& dir) {
   return model;
 }
 
-TEST(CliServe, RepliesAreRunsRepliesAndStreamedEventsAddUpToThem) {
+// `batching`: the server's extra flags (--sequences N), none for requests in turn.
+void replies_are_runs_replies(const std::vector<std::string>& batching) {
   TempDir dir("cli-serve");
   const fs::path model = text_model(dir);
-  Server server({"--model", model.string(), "--threads", "2"});
+  std::vector<std::string> args = {"--model", model.string(), "--threads", "2"};
+  args.insert(args.end(), batching.begin(), batching.end());
+  Server server(args);
   ASSERT_NE(server.port(), 0);
 
   // The first request (nothing cached to reuse) against run, greedy.
@@ -236,6 +241,10 @@ TEST(CliServe, RepliesAreRunsRepliesAndStreamedEventsAddUpToThem) {
   EXPECT_EQ(content, expected.at("text"));
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
+
+TEST(CliServe, RepliesAreRunsRepliesAndStreamedEventsAddUpToThem) { replies_are_runs_replies({}); }
+// Continuous batching: the same replies, each request a sequence of its own.
+TEST(CliServe, BatchedRepliesAreRunsReplies) { replies_are_runs_replies({"--sequences", "2"}); }
 
 // The official OpenAI SDK for JavaScript (fetched by scripts/fetch-tokenizers) as the client, as an
 // application would use it: the model list, a completion and a chat, whole and streamed, and a refusal;
@@ -347,9 +356,32 @@ TEST(CliServe, BadRequestsGetAStatusAndAMessageNamingWhatIsWrong) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
-TEST(CliServe, ClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) {
-  Server server({"--threads", "2"});
+// `batching`: the server's extra flags (--sequences N), none for requests in turn.
+void clients_at_once(const std::vector<std::string>& batching) {
+  std::vector<std::string> args = {"--threads", "2"};
+  args.insert(args.end(), batching.begin(), batching.end());
+  Server server(args);
   ASSERT_NE(server.port(), 0);
+  // Batching: a long stream runs while the clients come, so their sequences join it (it reads all the
+  // while: a client that stops reading would hold the batch's thread in its write).
+  std::atomic<bool> clients_done{false}, streaming{false};
+  std::thread holding;
+  if (!batching.empty()) {
+    holding = std::thread([&] {
+      const int fd = connect_to(server.port());
+      ASSERT_GE(fd, 0);
+      const std::string body = R"({"prompt": [9], "max_tokens": 1000, "stream": true, "temperature": 0})";
+      send_text(fd, "POST /v1/completions HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+      char chunk[4096];
+      pollfd readable{fd, POLLIN, 0};
+      while (!clients_done.load() && ::poll(&readable, 1, 10) >= 0) {
+        if ((readable.revents & POLLIN) && ::recv(fd, chunk, sizeof chunk, 0) <= 0) break;
+        streaming.store(true);
+      }
+      ::close(fd);
+    });
+    while (!streaming.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   // Prompts that share no first token: no request reuses another's cache, so each reply is a fresh run's.
   const std::vector<std::string> prompts = {"11,12,13", "21,22", "31,32,33,34", "41"};
   std::vector<std::string> expected;
@@ -376,6 +408,8 @@ TEST(CliServe, ClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) {
     });
   for (std::thread& client : clients) client.join();
   leaving.join();
+  clients_done.store(true);
+  if (holding.joinable()) holding.join();
   for (size_t i = 0; i < prompts.size(); ++i) {
     // run prints bytes of the sample; the server's JSON replaces what is not UTF-8 the same way run's --json does.
     EXPECT_EQ(json(got[i]).dump(-1, ' ', false, json::error_handler_t::replace),
@@ -413,7 +447,16 @@ TEST(CliServe, ClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) {
   EXPECT_EQ(server.stop(), 0) << server.log();
   EXPECT_LT(std::chrono::steady_clock::now() - stop_began, std::chrono::seconds(5));
   ::close(idle);
+  if (!batching.empty()) {  // the clients' sequences decoded beside the long stream's
+    const std::string log = server.log();
+    const size_t at = log.find("stopped (at most ");
+    ASSERT_NE(at, std::string::npos) << log;
+    EXPECT_GE(std::atoi(log.c_str() + at + std::strlen("stopped (at most ")), 2) << log;
+  }
 }
+
+TEST(CliServe, ClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) { clients_at_once({}); }
+TEST(CliServe, BatchedClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) { clients_at_once({"--sequences", "3"}); }
 
 TEST(CliServe, WhatStopsTheServerFromStartingIsNamed) {
   TempDir dir("cli-serve-errors");
@@ -422,6 +465,13 @@ TEST(CliServe, WhatStopsTheServerFromStartingIsNamed) {
   RunResult taken = run_cli({"serve", "--port", std::to_string(first.port())});
   EXPECT_EQ(taken.status, 2) << describe(taken);
   EXPECT_NE(taken.err.find("--port " + std::to_string(first.port()) + ": cannot listen there"), std::string::npos) << taken.err;
+  RunResult batched_tp = run_cli({"serve", "--sequences", "2", "--tp", "2", "--port", "0"});
+  EXPECT_EQ(batched_tp.status, 2) << describe(batched_tp);
+  EXPECT_NE(batched_tp.err.find("--sequences (continuous batching) runs on the cpu backend with one rank only"), std::string::npos)
+      << batched_tp.err;
+  RunResult no_sequences = run_cli({"serve", "--sequences", "0", "--port", "0"});
+  EXPECT_EQ(no_sequences.status, 2) << describe(no_sequences);
+  EXPECT_NE(no_sequences.err.find("--sequences"), std::string::npos) << no_sequences.err;
   RunResult host = run_cli({"serve", "--host", "localhost:80"});
   EXPECT_EQ(host.status, 2) << describe(host);
   EXPECT_NE(host.err.find("--host expects an IPv4 address"), std::string::npos) << host.err;

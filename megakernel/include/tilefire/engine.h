@@ -164,15 +164,17 @@ class Engine {
 
   // Continuous batching, what a server does (cpu backend, tp 1): sequences join and leave between steps.
   // add_sequence starts a request in a free slot of the KV cache: prefills its prompt and picks its first
-  // token (calling its on_token and stop_when; a request that ends there is finished at once) and returns
-  // the sequence's id. InputError when all EngineOptions::sequences slots are taken, and for what
+  // token (calling its on_token and stop_when; a request that ends there is finished at once; an exception
+  // they throw takes the sequence out again and reaches the caller) and returns the sequence's id. InputError when all EngineOptions::sequences slots are taken, and for what
   // generate_batch refuses (max_new_tokens 0 included). step_sequences runs one decode step of every
   // unfinished sequence together and returns how many are unfinished after it. remove_sequence takes a
   // sequence out, finished or not (an unfinished one ends "stopped"), freeing its slot, and returns its
   // result: what generate() gives for its request alone, whenever it joined (ttft_ms counts from its
   // add_sequence). While any sequence is in, the step API and generate() are refused (they use the first
   // slot), and adding one empties the step API's sequence. A step that fails (NaN logits) finishes nothing
-  // and leaves every sequence where it was; the exception names the request it came from.
+  // and leaves every sequence where it was; the exception names the sequence it came from. An exception
+  // from a callback in a step reaches the caller: the sequences up to its own have their new tokens, the
+  // rest take theirs (the same ones) at the next step.
   uint64_t add_sequence(const GenerateRequest& request);
   uint32_t step_sequences();
   bool sequence_finished(uint64_t id) const;  // InputError for an id not in

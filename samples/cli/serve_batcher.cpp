@@ -1,0 +1,106 @@
+// Continuous batching for tilefire serve (serve_batcher.h).
+#include "serve_batcher.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace tilefire::cli {
+
+Batcher::Batcher(Engine& engine, uint32_t sequences, std::function<std::exception_ptr()> refuse_new)
+    : engine_(engine), sequences_(sequences), refuse_new_(std::move(refuse_new)), thread_([this] { loop(); }) {}
+
+Batcher::~Batcher() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    quit_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+uint32_t Batcher::widest_step() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return widest_;
+}
+
+GenerateResult Batcher::run(const GenerateRequest& request) {
+  Job job;
+  job.request = &request;
+  std::unique_lock<std::mutex> lock(mutex_);
+  waiting_.push_back(&job);
+  wake_.notify_all();
+  done_.wait(lock, [&] { return job.done; });
+  if (job.error) std::rethrow_exception(job.error);
+  return std::move(job.result);
+}
+
+void Batcher::finish(Job& job) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  job.done = true;
+  done_.notify_all();
+}
+
+void Batcher::loop() {
+  std::vector<Job*> live;
+  auto take_out_finished = [&] {
+    for (size_t k = 0; k < live.size();) {
+      Job& job = *live[k];
+      if (!engine_.sequence_finished(job.id)) {
+        ++k;
+        continue;
+      }
+      job.result = engine_.remove_sequence(job.id);
+      live.erase(live.begin() + ptrdiff_t(k));
+      finish(job);
+    }
+  };
+  for (;;) {
+    std::vector<Job*> joining;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return quit_ || !waiting_.empty() || !live.empty(); });
+      if (quit_ && waiting_.empty() && live.empty()) return;
+      // Each waiting request joins while a sequence is free, in the order they came.
+      while (!waiting_.empty() && live.size() + joining.size() < sequences_) {
+        joining.push_back(waiting_.front());
+        waiting_.pop_front();
+      }
+    }
+    for (Job* job : joining) {
+      if (std::exception_ptr refusal = refuse_new_()) {
+        job->error = refusal;
+        finish(*job);
+        continue;
+      }
+      try {
+        job->id = engine_.add_sequence(*job->request);  // prefills it and takes its first token
+        live.push_back(job);
+      } catch (...) {
+        job->error = std::current_exception();
+        finish(*job);
+      }
+    }
+    take_out_finished();  // those that ended at their first token
+    if (live.empty()) continue;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      widest_ = std::max(widest_, uint32_t(live.size()));
+    }
+    try {
+      engine_.step_sequences();
+    } catch (...) {
+      // A failed step moved no sequence, and would fail again: every request in it gets the error.
+      const std::exception_ptr error = std::current_exception();
+      for (Job* job : live) {
+        engine_.remove_sequence(job->id);
+        job->error = error;
+        finish(*job);
+      }
+      live.clear();
+      continue;
+    }
+    take_out_finished();
+  }
+}
+
+}  // namespace tilefire::cli

@@ -1,0 +1,55 @@
+#pragma once
+// tilefire serve --sequences N: continuous batching. One thread owns the engine; requests from the
+// connection threads join the batch as sequences free (Engine::add_sequence), every step decodes one token
+// of each, and a request's thread waits for its result. The request's callbacks run on the batch's thread
+// while its own thread waits, so what they touch needs no lock of its own.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "tilefire/engine.h"
+
+namespace tilefire::cli {
+
+class Batcher {
+ public:
+  // `sequences`: the engine's EngineOptions::sequences. `refuse_new` is asked before a waiting request
+  // joins: an exception it returns refuses the request (the server is stopping) and is thrown to it.
+  Batcher(Engine& engine, uint32_t sequences, std::function<std::exception_ptr()> refuse_new);
+  ~Batcher();  // after every run() has returned
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // Runs `request` in the batch and returns its result; throws what adding it or a step threw.
+  GenerateResult run(const GenerateRequest& request);
+  // The most sequences one step has decoded so far.
+  uint32_t widest_step() const;
+
+ private:
+  struct Job {
+    const GenerateRequest* request = nullptr;
+    uint64_t id = 0;  // its sequence in the engine
+    GenerateResult result;
+    std::exception_ptr error;
+    bool done = false;
+  };
+  void loop();
+  void finish(Job& job);
+
+  Engine& engine_;
+  const uint32_t sequences_;
+  std::function<std::exception_ptr()> refuse_new_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;  // the batch's thread: a request arrived, or quit
+  std::condition_variable done_;  // the requests' threads: a job is done
+  std::deque<Job*> waiting_;
+  bool quit_ = false;
+  uint32_t widest_ = 0;
+  std::thread thread_;  // last: started once everything above exists
+};
+
+}  // namespace tilefire::cli
