@@ -34,8 +34,8 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
   --granularity G  events per producer tile (tile, default), head-wide band (head), or op
   --kv-splits N    split-KV attention: each KV head's positions in N tiles (1: none; default automatic)
   --tp N, --rank R tensor parallelism: simulate rank R's program of N
-  --batch B        sequences per decode step, each at --context positions (default 1; the engine runs one
-                   sequence per step, so batch > 1 is a prediction with nothing measured to check it)
+  --batch B        sequences per decode step, each at --context positions (default 1; the cpu backend
+                   batches, `bench --batch`; on a GPU model batch > 1 is a prediction nothing checks yet)
   --context T      positions in the KV cache (default 512)
   --trace FILE     the simulated timeline as a Chrome/Perfetto trace (the format of `run --trace`)
   --fit-trace FILE a step traced by `run --trace` (cpu or cuda) of this same program (give the traced

@@ -18,8 +18,8 @@ struct SimulateOptions {
   std::string granularity = "tile";  // events per producer tile, head-wide band, or op
   uint32_t kv_splits = 0;            // split-KV attention: chunks per KV head (0: automatic, 1: none)
   uint32_t tp = 1, rank = 0;
-  uint32_t batch = 1;              // sequences per decode step, each at `context` positions (the engine
-                                   // itself runs one: these predictions have no measured counterpart)
+  uint32_t batch = 1;              // sequences per decode step, each at `context` positions (measured on
+                                   // the cpu backend by `bench --batch`; the cuda backend runs one)
   uint32_t context = 512;          // positions in the KV cache
   uint32_t threads = 0;            // the cpu device's workers (0: every core)
   std::string trace_path;          // the simulated timeline as a Chrome/Perfetto trace
