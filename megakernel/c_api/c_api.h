@@ -89,6 +89,12 @@ void check_output_size(uint32_t given, size_t expected, const char* call, const 
 // A folder argument that must exist (NULL and "" are checked by the caller): InputError naming it.
 void require_folder(const std::string& folder, const char* call, const char* name);
 
+// A C request as the C++ one (`name` the argument it came in, for messages): its arrays copied, its
+// on_token kept (with its user_data) for as long as the C++ request lives.
+GenerateRequest generate_request(const tilefire_generate_request& c, const char* call, const char* name);
+// A result for the caller: its arrays handed out (tilefire_generate_result_free).
+tilefire_generate_result hand_out_result(const GenerateResult& generated, uint32_t logprobs_per_token, uint32_t struct_size);
+
 // Memory for the caller (tilefire_free): malloc'd, so that the caller may also free() it.
 template <class T>
 T* hand_out_array(const T* values, size_t count) {

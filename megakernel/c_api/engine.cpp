@@ -51,8 +51,81 @@ EngineOptions engine_options(const tilefire_engine_options& c) {
   options.cuda_resident = c.cuda_resident != 0;
   options.cuda_stage_weights = c.cuda_stage_weights != 0;
   options.cuda_watchdog_ms = c.cuda_watchdog_ms;
+  options.sequences = c.sequences;
   return options;
 }
+
+const char* static_finish_reason(const std::string& reason) {
+  for (const char* known : {"eos", "stopped", "length", "context"})
+    if (reason == known) return known;
+  throw std::logic_error("generate finished for an unknown reason '" + reason + "'");
+}
+
+}  // namespace
+
+GenerateRequest generate_request(const tilefire_generate_request& c, const char* call, const char* name) {
+  if (c.struct_size != sizeof(tilefire_generate_request))
+    throw InputError(std::string(call) + ": tilefire_generate_request.struct_size is " + std::to_string(c.struct_size) +
+                     ", this library's is " + std::to_string(sizeof(tilefire_generate_request)) +
+                     ": initialise the request with tilefire_generate_request_init, from the tilefire.h of this library");
+  const std::string field = std::string(name) + "->";
+  GenerateRequest cpp;
+  cpp.prompt = token_vector(c.prompt, c.prompt_count, call, (field + "prompt").c_str());
+  cpp.max_new_tokens = c.max_new_tokens;
+  cpp.sampling = Sampling{c.temperature, c.top_k, c.top_p, c.seed};
+  cpp.logprobs = c.logprobs;
+  cpp.stop_at_eos = c.stop_at_eos != 0;
+  cpp.stop_tokens = token_vector(c.stop_tokens, c.stop_token_count, call, (field + "stop_tokens").c_str());
+  cpp.reuse_prefix = c.reuse_prefix != 0;
+  cpp.trace_path = string_or_empty(c.trace_path);
+  if (c.on_token) {
+    // The callback's answer to one token, asked by stop_when right after: per request, since a batch's
+    // requests take their tokens in turn.
+    auto stop_requested = std::make_shared<bool>(false);
+    const tilefire_token_callback on_token = c.on_token;
+    void* const user_data = c.user_data;
+    cpp.on_token = [=](int32_t token) { *stop_requested = on_token(user_data, token) != 0; };
+    cpp.stop_when = [=](const std::vector<int32_t>&) { return *stop_requested; };
+  }
+  return cpp;
+}
+
+tilefire_generate_result hand_out_result(const GenerateResult& generated, uint32_t logprobs_per_token, uint32_t struct_size) {
+  const size_t count = generated.tokens.size();
+  const uint32_t k = logprobs_per_token;
+  std::vector<tilefire_token_probability> logprobs;
+  if (k) {
+    if (generated.logprobs.size() != count) throw std::logic_error("generate gave logprobs for another count of tokens");
+    logprobs.reserve(count * k);
+    for (const std::vector<TokenProbability>& position : generated.logprobs) {
+      if (position.size() != k) throw std::logic_error("generate gave another count of logprobs than asked");
+      for (const TokenProbability& p : position) logprobs.push_back({p.token, p.probability});
+    }
+  }
+  tilefire_generate_result made{};
+  made.struct_size = struct_size;
+  made.finish_reason = static_finish_reason(generated.finish_reason);
+  made.token_count = count;
+  made.logprobs_per_token = k;
+  made.reused_tokens = generated.reused_tokens;
+  made.ttft_ms = generated.ttft_ms;
+  made.tpot_ms = generated.tpot_ms;
+  made.decode_tok_s = generated.decode_tok_s;
+  made.compile_ms = generated.compile_ms;
+  made.tasks_per_step = generated.tasks_per_step;
+  made.events_per_step = generated.events_per_step;
+  made.trace_written = generated.trace_written;
+  made.tokens = hand_out_array(generated.tokens.data(), count);
+  try {
+    made.logprobs = hand_out_array(logprobs.data(), logprobs.size());
+  } catch (...) {
+    std::free(made.tokens);
+    throw;
+  }
+  return made;
+}
+
+namespace {
 
 // The logits buffer of a step, checked before the step runs so that a refused one moves nothing.
 void check_logits_buffer(const tilefire_engine& engine, const float* logits, size_t capacity, const char* call) {
@@ -63,12 +136,6 @@ void check_logits_buffer(const tilefire_engine& engine, const float* logits, siz
 }
 void copy_logits(const std::vector<float>& values, float* logits) {
   if (logits) std::copy(values.begin(), values.end(), logits);
-}
-
-const char* static_finish_reason(const std::string& reason) {
-  for (const char* known : {"eos", "stopped", "length", "context"})
-    if (reason == known) return known;
-  throw std::logic_error("generate finished for an unknown reason '" + reason + "'");
 }
 
 }  // namespace
@@ -150,6 +217,7 @@ void tilefire_engine_options_init(tilefire_engine_options* options) {
   options->cuda_resident = defaults.cuda_resident;
   options->cuda_stage_weights = defaults.cuda_stage_weights;
   options->cuda_watchdog_ms = defaults.cuda_watchdog_ms;
+  options->sequences = defaults.sequences;
 }
 
 tilefire_status tilefire_engine_create(const tilefire_engine_options* options, tilefire_engine** engine) {
@@ -204,58 +272,8 @@ tilefire_status tilefire_generate(tilefire_engine* engine, const tilefire_genera
     const tilefire_generate_request& c = required(request, call, "request");
     tilefire_generate_result& out = required(result, call, "result");
     c_api::check_output_size(out.struct_size, sizeof(tilefire_generate_result), call, "result");
-    if (c.struct_size != sizeof(tilefire_generate_request))
-      throw InputError("tilefire_generate: tilefire_generate_request.struct_size is " + std::to_string(c.struct_size) +
-                       ", this library's is " + std::to_string(sizeof(tilefire_generate_request)) +
-                       ": initialise the request with tilefire_generate_request_init, from the tilefire.h of this library");
-    GenerateRequest cpp;
-    cpp.prompt = c_api::token_vector(c.prompt, c.prompt_count, call, "request->prompt");
-    cpp.max_new_tokens = c.max_new_tokens;
-    cpp.sampling = Sampling{c.temperature, c.top_k, c.top_p, c.seed};
-    cpp.logprobs = c.logprobs;
-    cpp.stop_at_eos = c.stop_at_eos != 0;
-    cpp.stop_tokens = c_api::token_vector(c.stop_tokens, c.stop_token_count, call, "request->stop_tokens");
-    cpp.reuse_prefix = c.reuse_prefix != 0;
-    cpp.trace_path = c_api::string_or_empty(c.trace_path);
-    bool stop_requested = false;
-    if (c.on_token) {
-      cpp.on_token = [&](int32_t token) { stop_requested = c.on_token(c.user_data, token) != 0; };
-      cpp.stop_when = [&](const std::vector<int32_t>&) { return stop_requested; };
-    }
-    const GenerateResult generated = cpp_engine.generate(cpp);
-
-    const size_t count = generated.tokens.size();
-    const uint32_t k = cpp.logprobs;
-    std::vector<tilefire_token_probability> logprobs;
-    if (k) {
-      if (generated.logprobs.size() != count) throw std::logic_error("generate gave logprobs for another count of tokens");
-      logprobs.reserve(count * k);
-      for (const std::vector<TokenProbability>& position : generated.logprobs) {
-        if (position.size() != k) throw std::logic_error("generate gave another count of logprobs than asked");
-        for (const TokenProbability& p : position) logprobs.push_back({p.token, p.probability});
-      }
-    }
-    tilefire_generate_result made{};
-    made.struct_size = out.struct_size;
-    made.finish_reason = c_api::static_finish_reason(generated.finish_reason);
-    made.token_count = count;
-    made.logprobs_per_token = k;
-    made.reused_tokens = generated.reused_tokens;
-    made.ttft_ms = generated.ttft_ms;
-    made.tpot_ms = generated.tpot_ms;
-    made.decode_tok_s = generated.decode_tok_s;
-    made.compile_ms = generated.compile_ms;
-    made.tasks_per_step = generated.tasks_per_step;
-    made.events_per_step = generated.events_per_step;
-    made.trace_written = generated.trace_written;
-    made.tokens = c_api::hand_out_array(generated.tokens.data(), count);
-    try {
-      made.logprobs = c_api::hand_out_array(logprobs.data(), logprobs.size());
-    } catch (...) {
-      std::free(made.tokens);
-      throw;
-    }
-    out = made;
+    const GenerateRequest cpp = c_api::generate_request(c, call, "request");
+    out = c_api::hand_out_result(cpp_engine.generate(cpp), cpp.logprobs, out.struct_size);
   });
 }
 

@@ -144,6 +144,104 @@ TEST(CApi, GenerateGivesTheCppEnginesTokensLogprobsAndFinishReason) {
   tilefire_generate_result_free(&result);
 }
 
+// Batched decoding through the C API: tilefire_generate_batch and continuous batching give what the C++
+// engine gives for the same requests (each bitwise what generate gives alone); refusals leave the
+// results alone.
+TEST(CApi, BatchCallsGiveTheCppEnginesResults) {
+  tilefire_engine_options options;
+  tilefire_engine_options_init(&options);
+  EXPECT_EQ(options.sequences, 1u);
+  options.threads = 2;
+  options.sequences = 3;
+  tilefire_engine* engine = nullptr;
+  ASSERT_EQ(tilefire_engine_create(&options, &engine), TILEFIRE_OK) << tilefire_last_error();
+  Engine cpp = cpp_sample();
+  const std::vector<std::vector<int32_t>> prompts = {{72, 101, 108}, {1, 2, 3, 4, 5, 6, 7}, {200}};
+  std::vector<tilefire_generate_request> requests(prompts.size());
+  std::vector<GenerateRequest> expected_requests(prompts.size());
+  // Request 1's callback ends it after its second token.
+  struct Counter {
+    int seen = 0;
+  } counter;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    tilefire_generate_request_init(&requests[i]);
+    requests[i].prompt = prompts[i].data();
+    requests[i].prompt_count = prompts[i].size();
+    requests[i].max_new_tokens = uint32_t(4 + 3 * i);
+    requests[i].temperature = i == 2 ? 0.7f : 0.0f;
+    requests[i].seed = 5;
+    requests[i].logprobs = uint32_t(i);
+    requests[i].stop_at_eos = 0;
+    expected_requests[i].prompt = prompts[i];
+    expected_requests[i].max_new_tokens = requests[i].max_new_tokens;
+    expected_requests[i].sampling = Sampling{requests[i].temperature, 0, 1.0f, 5};
+    expected_requests[i].logprobs = uint32_t(i);
+    expected_requests[i].stop_at_eos = false;
+  }
+  requests[1].on_token = [](void* user_data, int32_t) { return ++static_cast<Counter*>(user_data)->seen >= 2 ? 1 : 0; };
+  requests[1].user_data = &counter;
+  expected_requests[1].stop_when = [](const std::vector<int32_t>& generated) { return generated.size() >= 2; };
+  auto expect_result = [&](const tilefire_generate_result& got, const GenerateResult& expected, size_t i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_EQ(std::vector<int32_t>(got.tokens, got.tokens + got.token_count), expected.tokens);
+    EXPECT_STREQ(got.finish_reason, expected.finish_reason.c_str());
+    ASSERT_EQ(got.logprobs_per_token, expected_requests[i].logprobs);
+    for (size_t t = 0; t < got.token_count; ++t)
+      for (size_t k = 0; k < got.logprobs_per_token; ++k)
+        EXPECT_EQ(got.logprobs[t * got.logprobs_per_token + k].probability, expected.logprobs[t][k].probability);
+  };
+
+  std::vector<tilefire_generate_result> results(prompts.size(), empty_result());
+  ASSERT_EQ(tilefire_generate_batch(engine, requests.data(), requests.size(), results.data()), TILEFIRE_OK) << tilefire_last_error();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    expect_result(results[i], cpp.generate(expected_requests[i]), i);
+    tilefire_generate_result_free(&results[i]);
+  }
+  EXPECT_EQ(results[1].token_count, 0u);
+
+  // Continuous batching: request 2 joins after two steps of request 0.
+  counter.seen = 0;
+  uint64_t first = 0, second = 0;
+  uint32_t unfinished = 0;
+  ASSERT_EQ(tilefire_engine_add_sequence(engine, &requests[0], &first), TILEFIRE_OK) << tilefire_last_error();
+  for (int step = 0; step < 2; ++step) ASSERT_EQ(tilefire_engine_step_sequences(engine, &unfinished), TILEFIRE_OK);
+  ASSERT_EQ(tilefire_engine_add_sequence(engine, &requests[2], &second), TILEFIRE_OK) << tilefire_last_error();
+  tilefire_generate_result refused = empty_result();
+  expect_refused(tilefire_generate(engine, &requests[0], &refused), TILEFIRE_ERROR_INPUT, "sequence(s) added by add_sequence are in");
+  int finished = 0;
+  while (!finished) {
+    ASSERT_EQ(tilefire_engine_step_sequences(engine, &unfinished), TILEFIRE_OK) << tilefire_last_error();
+    ASSERT_EQ(tilefire_engine_sequence_finished(engine, second, &finished), TILEFIRE_OK);
+  }
+  tilefire_generate_result one = empty_result(), two = empty_result();
+  ASSERT_EQ(tilefire_engine_remove_sequence(engine, first, &one), TILEFIRE_OK) << tilefire_last_error();
+  ASSERT_EQ(tilefire_engine_remove_sequence(engine, second, &two), TILEFIRE_OK) << tilefire_last_error();
+  expect_result(one, cpp.generate(expected_requests[0]), 0);
+  expect_result(two, cpp.generate(expected_requests[2]), 2);
+  tilefire_generate_result_free(&one);
+  tilefire_generate_result_free(&two);
+
+  // Refusals: the results stay as they were.
+  std::vector<tilefire_generate_request> four(4, requests[0]);
+  std::vector<tilefire_generate_result> untouched(4, empty_result());
+  expect_refused(tilefire_generate_batch(engine, four.data(), four.size(), untouched.data()), TILEFIRE_ERROR_INPUT,
+                 "4 requests, but the engine holds 3 sequences");
+  for (const tilefire_generate_result& r : untouched) EXPECT_EQ(r.tokens, nullptr);
+  expect_refused(tilefire_generate_batch(engine, nullptr, 2, untouched.data()), TILEFIRE_ERROR_INPUT,
+                 "tilefire_generate_batch: requests is NULL with a count of 2");
+  untouched[1].struct_size = 4;
+  expect_refused(tilefire_generate_batch(engine, four.data(), 2, untouched.data()), TILEFIRE_ERROR_INPUT, "results[1]");
+  four[1].prompt_count = 0;
+  untouched[1].struct_size = sizeof(tilefire_generate_result);
+  expect_refused(tilefire_generate_batch(engine, four.data(), 2, untouched.data()), TILEFIRE_ERROR_INPUT,
+                 "request 1: GenerateRequest::prompt is empty");
+  expect_refused(tilefire_engine_remove_sequence(engine, first, &one), TILEFIRE_ERROR_INPUT, "no sequence " + std::to_string(first));
+  expect_refused(tilefire_engine_step_sequences(engine, nullptr), TILEFIRE_ERROR_INPUT, "unfinished is NULL");
+  uint64_t id = 0;
+  expect_refused(tilefire_engine_add_sequence(engine, nullptr, &id), TILEFIRE_ERROR_INPUT, "request is NULL");
+  tilefire_engine_free(engine);
+}
+
 // The header lays its structs out alike in C and in C++ (the library is C++, its callers often C).
 TEST(CApi, CAndCppSeeTheSameStructs) {
   size_t in_c[7] = {};

@@ -27,7 +27,7 @@
  * - Memory the library hands out (token arrays, text) is freed with tilefire_free; handles with their own
  *   tilefire_*_free, which take NULL. Text is UTF-8, handed out NUL-terminated with its length beside it.
  *   An empty array is handed out as NULL with a count of 0.
- * - An engine is used by one thread at a time (it runs one sequence, one step at a time); different
+ * - An engine is used by one thread at a time (it runs one step at a time); different
  *   engines, tokenizers and templates may be used from different threads. tilefire_last_error() is kept
  *   per thread.
  * - Every struct passed to the library begins with struct_size: the options' is set by their _init
@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /* The version of this interface: raised when a struct or a call changes. */
-#define TILEFIRE_API_VERSION 1
+#define TILEFIRE_API_VERSION 2
 uint32_t tilefire_api_version(void);
 
 typedef enum tilefire_status {
@@ -101,6 +101,7 @@ typedef struct tilefire_engine_options {
   int cuda_resident;          /* nonzero: the kernel stays alive across steps */
   int cuda_stage_weights;     /* nonzero (the default): stream weights through shared memory */
   uint32_t cuda_watchdog_ms;  /* 10000 */
+  uint32_t sequences;         /* KV-cache slots: sequences decoded together by the batch calls (1; cpu, tp 1) */
 } tilefire_engine_options;
 
 void tilefire_engine_options_init(tilefire_engine_options* options);
@@ -187,6 +188,24 @@ tilefire_status tilefire_generate(tilefire_engine* engine, const tilefire_genera
                                   tilefire_generate_result* result);
 /* Frees the result's arrays and zeroes it but its struct_size (ready for the next call); NULL is fine. */
 void tilefire_generate_result_free(tilefire_generate_result* result);
+
+/* Batched decoding (tilefire::Engine::generate_batch and continuous batching; options.sequences slots, cpu
+ * backend, one rank): every decode step runs one token of each unfinished sequence, so the weights stream
+ * once for all of them; each result is what tilefire_generate gives for its request alone.
+ * tilefire_generate_batch runs `count` requests (at most options.sequences) to their ends; results[i]
+ * (struct_size set by the caller) is requests[i]'s. On failure every result is untouched. */
+tilefire_status tilefire_generate_batch(tilefire_engine* engine, const tilefire_generate_request* requests, size_t count,
+                                        tilefire_generate_result* results);
+/* Continuous batching: add a request as a sequence (its prompt prefilled, its first token taken: its
+ * on_token called; the request's arrays are read during this call only, its on_token and user_data are
+ * used until the sequence is removed), step every unfinished sequence at once, ask whether one has
+ * finished, and remove one (finished or not: an unfinished one ends "stopped") for its result. While any
+ * sequence is in, tilefire_generate and the step-level calls below fail with TILEFIRE_ERROR_INPUT. */
+tilefire_status tilefire_engine_add_sequence(tilefire_engine* engine, const tilefire_generate_request* request,
+                                             uint64_t* sequence);
+tilefire_status tilefire_engine_step_sequences(tilefire_engine* engine, uint32_t* unfinished);
+tilefire_status tilefire_engine_sequence_finished(const tilefire_engine* engine, uint64_t sequence, int* finished);
+tilefire_status tilefire_engine_remove_sequence(tilefire_engine* engine, uint64_t sequence, tilefire_generate_result* result);
 
 /* The step-level API (tilefire::Engine). Logits are [vocab] floats written to `logits`, which holds
  * `capacity` floats (less than the vocabulary is TILEFIRE_ERROR_INPUT); NULL skips them. */
