@@ -108,6 +108,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (options.sequences > 1 && options.tp > 1)
     throw InputError("EngineOptions::sequences above 1 cannot run with --tp yet: the logits all-gather carries "
                      "one sequence's row");
+  m.slot_tokens.assign(options.sequences, {});
   // A testing delay before every task: past a second, a step of hundreds of tasks would seem to hang.
   if (options.stress_delay_us > 1000000)
     throw InputError("EngineOptions::stress_delay_us " + std::to_string(options.stress_delay_us) + " is more than 1000000 (1 s)");

@@ -89,14 +89,23 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   refuse_batching_here(m);
   m.check_request(request);
   if (request.max_new_tokens == 0) throw InputError("GenerateRequest::max_new_tokens is 0: a sequence must generate a token");
-  if (request.reuse_prefix) throw InputError("GenerateRequest::reuse_prefix is not supported with batching (every sequence starts anew)");
   if (!request.trace_path.empty()) throw InputError("GenerateRequest::trace_path is not supported with batching; trace a step with generate()");
   if (m.batched.size() >= m.options.sequences)
     throw InputError("add_sequence: all " + std::to_string(m.options.sequences) +
                      " sequences the engine holds are in (EngineOptions::sequences); remove one first");
   std::vector<bool> taken(m.options.sequences, false);
   for (const auto& [id, s] : m.batched) taken[s.slot] = true;
-  const uint32_t slot = uint32_t(std::find(taken.begin(), taken.end(), false) - taken.begin());
+  // The first free slot; with reuse_prefix the free slot whose cache begins the prompt with the most
+  // tokens (all but the prompt's last at most: its logits give the first new token).
+  uint32_t slot = uint32_t(std::find(taken.begin(), taken.end(), false) - taken.begin()), kept = 0;
+  if (request.reuse_prefix)
+    for (uint32_t candidate = 0; candidate < m.options.sequences; ++candidate) {
+      if (taken[candidate]) continue;
+      const std::vector<int32_t>& cached = candidate == 0 ? m.sequence : m.slot_tokens[candidate];
+      uint32_t match = 0;
+      while (match < cached.size() && match + 1 < request.prompt.size() && cached[match] == request.prompt[match]) ++match;
+      if (match > kept) slot = candidate, kept = match;
+    }
 
   const uint64_t id = m.next_sequence_id++;
   BatchedSequence s;
@@ -107,14 +116,17 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   s.result.compile_ms = m.decode_program->compile_ms;
   s.result.tasks_per_step = uint32_t(m.decode_program->program.tasks.size());
   s.result.events_per_step = uint32_t(m.decode_program->program.events.size());
-  if (slot == 0) m.rewind(0);  // the step API's sequence lived in slot 0
+  s.result.reused_tokens = kept;
+  // The slot's cache past `kept` is about to be written: what it held is known no more.
+  if (slot == 0) m.rewind(kept);  // the step API's sequence lived in slot 0
+  else m.slot_tokens[slot].resize(kept);
 
   GeneratingScope generating_scope(m);  // the callbacks may not call in
   auto start = std::chrono::steady_clock::now();
   double compile_ms = 0;
   const float* logits = nullptr;
   const std::vector<int32_t>& prompt = request.prompt;
-  for (size_t begin = 0; begin < prompt.size(); begin += Impl::kPrefillChunk) {
+  for (size_t begin = kept; begin < prompt.size(); begin += Impl::kPrefillChunk) {
     const size_t end = std::min(prompt.size(), begin + Impl::kPrefillChunk);
     double chunk_compile_ms = 0;
     BoundProgram& program = m.prefill_program(uint32_t(end - begin), &chunk_compile_ms);
@@ -201,6 +213,16 @@ GenerateResult Engine::remove_sequence(uint64_t id) {
   BatchedSequence& s = sequence_of(m, id, "remove_sequence");
   GenerateResult result = std::move(s.result);
   if (!s.finished) result.finish_reason = "stopped";
+  // The slot's cache keeps the sequence (its prompt and every generated token but the last) for a later
+  // request that begins with it (reuse_prefix); slot 0's is the step API's sequence, which continues it.
+  std::vector<int32_t> cached = s.request.prompt;
+  cached.insert(cached.end(), result.tokens.begin(), result.tokens.begin() + (s.position - cached.size()));
+  if (s.slot == 0) {
+    m.position = s.position;
+    m.sequence = std::move(cached);
+  } else {
+    m.slot_tokens[s.slot] = std::move(cached);
+  }
   if (s.decode_steps) {
     result.tpot_ms = s.decode_ms / s.decode_steps;
     result.decode_tok_s = 1000.0 / result.tpot_ms;
@@ -225,8 +247,6 @@ std::vector<GenerateResult> Engine::generate_batch(const std::vector<GenerateReq
     } catch (const InputError& e) {
       throw InputError("generate_batch: " + request_name(i) + e.what());
     }
-    if (request.reuse_prefix)
-      throw InputError("generate_batch: " + request_name(i) + "reuse_prefix is not supported by generate_batch (every request starts a new sequence)");
     if (!request.trace_path.empty())
       throw InputError("generate_batch: " + request_name(i) + "trace_path is not supported by generate_batch; trace a step with generate()");
   }
@@ -241,6 +261,7 @@ std::vector<GenerateResult> Engine::generate_batch(const std::vector<GenerateReq
       if (!armed) return;
       m.batched.clear();
       m.rewind(0);
+      for (std::vector<int32_t>& cached : m.slot_tokens) cached.clear();
     }
   } remove_on_failure{m};
   auto start = std::chrono::steady_clock::now();
@@ -274,23 +295,8 @@ std::vector<GenerateResult> Engine::generate_batch(const std::vector<GenerateReq
       throw InputError(message);
     }
   }
-  // Slot 0 holds the first request that generated: the step API continues it (its prompt and every
-  // generated token but the last).
-  uint32_t first_position = 0;
-  std::vector<int32_t> first_sequence;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    if (!ids[i]) continue;
-    const BatchedSequence& s = m.batched.at(ids[i]);
-    if (s.slot == 0) {
-      first_position = s.position;
-      first_sequence = requests[i].prompt;
-      first_sequence.insert(first_sequence.end(), s.result.tokens.begin(),
-                            s.result.tokens.begin() + (s.position - first_sequence.size()));
-    }
-    results[i] = remove_sequence(ids[i]);
-  }
-  m.position = first_position;
-  m.sequence = std::move(first_sequence);
+  for (size_t i = 0; i < requests.size(); ++i)
+    if (ids[i]) results[i] = remove_sequence(ids[i]);  // slot 0's sequence goes on in the step API
   remove_on_failure.armed = false;
   return results;
 }

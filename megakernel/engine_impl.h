@@ -127,6 +127,9 @@ struct Engine::Impl {
   std::map<uint32_t, std::unique_ptr<BoundProgram>> prefill_programs;  // by tokens per step
   std::map<uint32_t, std::unique_ptr<BoundProgram>> batch_programs;    // batched decode, by sequences per step
   std::map<uint64_t, BatchedSequence> batched;  // continuous batching: the sequences added, by id
+  // The tokens each free slot's cache holds (the last sequence removed from it), for reuse_prefix; slot 0's
+  // are `sequence` (the step API's), so slot_tokens[0] stays empty. Sized EngineOptions::sequences.
+  std::vector<std::vector<int32_t>> slot_tokens;
   uint64_t next_sequence_id = 1;
   uint64_t use_clock = 0;
   uint32_t position = 0;

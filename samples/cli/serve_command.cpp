@@ -61,8 +61,7 @@ was generated.
   --tp-timeout-ms N      a collective waiting longer for a peer fails the request (default 10000)
   --max-context N        KV-cache positions: prompt and reply must fit (default min(model, 4096))
   --sequences N          continuous batching (cpu backend, one rank): up to N requests decode together,
-                         one token of each per step, joining as others finish; without it (1) requests
-                         take turns and each reuses the cache's match of its prompt
+                         one token of each per step, joining as others finish (default 1: in turn)
   --schedule dataflow|bsp, --policy NAME, --granularity G, --kv-splits N   as in tilefire run
 )";
 
@@ -127,11 +126,11 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   std::string held_bytes;  // without a tokenizer: bytes of a character not yet whole
   bool client_gone = false;
   std::unique_lock<std::mutex> lock(served.mutex, std::defer_lock);
-  if (!served.batcher) {  // requests take turns, each keeping the cache's match of its prompt
+  if (!served.batcher) {  // requests take turns
     lock.lock();
     if (stopping.load()) throw http::Error{503, "the server is stopping"};  // a request that waited its turn
-    request.reuse_prefix = true;
   }
+  request.reuse_prefix = true;  // each keeps the cache's match of its prompt (with the batcher: a free slot's)
   // With the batcher, the callbacks below run on its thread while this one waits in run().
   if (served.tokenizer) stream.emplace(*served.tokenizer, request.prompt);
   auto text_of = [&](int32_t token) {

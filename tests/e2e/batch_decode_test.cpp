@@ -264,6 +264,56 @@ TEST(BatchDecode, ContinuousBatchingRefusals) {
   EXPECT_EQ(engine.position(), 0u);
 }
 
+// A request that begins with what a removed sequence's slot holds prefills only the rest, and gets what
+// generate() with reuse_prefix gives after the same history; an unrelated one reuses nothing.
+TEST(BatchDecode, AReusedPrefixPrefillsOnlyTheRestAndGivesWhatGenerateGives) {
+  EngineOptions options;
+  options.threads = 2;
+  options.sequences = 2;
+  Engine engine(options);
+  GenerateRequest first;
+  first.prompt = counting_prompt(10, 3);
+  first.max_new_tokens = 6;
+  first.stop_at_eos = false;
+  first.logprobs = 2;
+  GenerateRequest other = first;
+  other.prompt = counting_prompt(12, 50);
+  const uint64_t other_id = engine.add_sequence(other);  // slot 0
+  const uint64_t first_id = engine.add_sequence(first);  // slot 1
+  while (engine.step_sequences() > 0) {
+  }
+  engine.remove_sequence(other_id);
+  const GenerateResult first_result = engine.remove_sequence(first_id);
+
+  GenerateRequest next = first;  // the conversation's next turn: all of it so far, and more
+  next.prompt.insert(next.prompt.end(), first_result.tokens.begin(), first_result.tokens.end());
+  for (int32_t t : {7, 8, 9}) next.prompt.push_back(t);
+  next.reuse_prefix = true;
+  next.max_new_tokens = 5;
+  const GenerateResult reused = engine.remove_sequence(engine.add_sequence(next));
+  // (a sequence taken out at once ends "stopped"; the tokens it took are compared below)
+  EXPECT_EQ(reused.reused_tokens, first.prompt.size() + first_result.tokens.size() - 1);
+  const uint64_t whole_id = engine.add_sequence(next);
+  while (!engine.sequence_finished(whole_id)) engine.step_sequences();
+  const GenerateResult whole = engine.remove_sequence(whole_id);
+  EXPECT_EQ(whole.reused_tokens, next.prompt.size() - 1) << "the sequence just removed holds all but the prompt's last token";
+
+  options.sequences = 1;
+  Engine alone(options);
+  const GenerateResult alone_first = alone.generate(first);
+  EXPECT_EQ(alone_first.tokens, first_result.tokens);
+  const GenerateResult alone_next = alone.generate(next);
+  EXPECT_EQ(alone_next.reused_tokens, reused.reused_tokens);
+  ASSERT_GE(alone_next.tokens.size(), 1u);
+  EXPECT_EQ(reused.tokens, std::vector<int32_t>(alone_next.tokens.begin(), alone_next.tokens.begin() + 1));
+  expect_same_result(whole, alone.generate(next), 0);  // a third turn: alone reuses all but the last token too
+
+  GenerateRequest unrelated = first;
+  unrelated.prompt = counting_prompt(5, 200);
+  unrelated.reuse_prefix = true;
+  EXPECT_EQ(engine.remove_sequence(engine.add_sequence(unrelated)).reused_tokens, 0u);
+}
+
 // The message of `call`'s InputError, or "" when it does not throw one.
 template <class Call>
 std::string refusal(Call&& call) {
@@ -310,9 +360,6 @@ TEST(BatchDecode, RefusesWhatItCannotRunNamingIt) {
   bad = good;
   bad.sampling.temperature = -1;
   expect_refused({bad}, "request 0: Sampling::temperature");
-  bad = good;
-  bad.reuse_prefix = true;
-  expect_refused({good, bad}, "request 1: reuse_prefix is not supported by generate_batch");
   bad = good;
   bad.trace_path = "/tmp/never-written.json";
   expect_refused({bad}, "request 0: trace_path is not supported by generate_batch");

@@ -156,10 +156,10 @@ class Engine {
   // request alone, token for token (and, on the cpu, bit for bit: the kernels' sums do not depend on how
   // many rows a step holds); each request finishes on its own. ttft_ms counts from the call (the prompts
   // before it were prefilled first); tpot_ms is the mean of the batched steps it took part in. Refused
-  // (InputError, nothing run): reuse_prefix and trace_path, the cuda backend and tensor parallelism (not
-  // built yet), and anything generate() refuses, naming the request. The step API then continues the first
-  // request that generated (a request with max_new_tokens 0 takes no slot); when a step fails, the step
-  // API's sequence is empty.
+  // (InputError, nothing run): trace_path, the cuda backend and tensor parallelism (not built yet), and
+  // anything generate() refuses, naming the request. reuse_prefix works as add_sequence's. The step API
+  // then continues the sequence left in the first slot (a request with max_new_tokens 0 takes none);
+  // when a step fails, the step API's sequence is empty.
   std::vector<GenerateResult> generate_batch(const std::vector<GenerateRequest>& requests);
 
   // Continuous batching, what a server does (cpu backend, tp 1): sequences join and leave between steps.
@@ -170,8 +170,10 @@ class Engine {
   // unfinished sequence together and returns how many are unfinished after it. remove_sequence takes a
   // sequence out, finished or not (an unfinished one ends "stopped"), freeing its slot, and returns its
   // result: what generate() gives for its request alone, whenever it joined (ttft_ms counts from its
-  // add_sequence). While any sequence is in, the step API and generate() are refused (they use the first
-  // slot), and adding one empties the step API's sequence. A step that fails (NaN logits) finishes nothing
+  // add_sequence). A removed sequence stays in its slot's cache: a later request with reuse_prefix goes to
+  // the free slot whose cache begins its prompt with the most tokens and prefills only the rest
+  // (reused_tokens). While any sequence is in, the step API and generate() are refused (they use the
+  // first slot); a sequence removed from the first slot is the step API's sequence after. A step that fails (NaN logits) finishes nothing
   // and leaves every sequence where it was; the exception names the sequence it came from. An exception
   // from a callback in a step reaches the caller: the sequences up to its own have their new tokens, the
   // rest take theirs (the same ones) at the next step.
