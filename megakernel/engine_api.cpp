@@ -5,6 +5,8 @@
 #include <optional>
 #include <thread>
 
+#include <unistd.h>
+
 #include "graph/tensor_parallel.h"
 #include "megakernel/engine_impl.h"
 #include "ops/sampling.h"
@@ -149,6 +151,18 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (options.kv_splits > m.max_context)
     throw InputError("EngineOptions::kv_splits (--kv-splits) " + std::to_string(options.kv_splits) + " is more than the context of " +
                      std::to_string(m.max_context) + " positions: the chunks past it would never hold a position");
+  if (options.backend == Backend::cpu) {
+    // The KV caches are allocated (and zeroed) in full when the first program binds: past the machine's
+    // memory that would end in the kernel killing the process, not in a message.
+    const double kv_bytes = 2.0 * spec.layers * spec.kv_dim() * sizeof(float) * double(m.max_context) * double(options.sequences);
+    const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+    if (memory > 0 && kv_bytes > memory)
+      throw InputError("the KV cache would take " + std::to_string(uint64_t(kv_bytes / double(1ull << 30))) + " GiB (K and V of " +
+                       std::to_string(spec.layers) + " layers, " + std::to_string(m.max_context) + " positions, " +
+                       std::to_string(options.sequences) + " sequence(s), f32), more than this machine's " +
+                       std::to_string(uint64_t(memory / double(1ull << 30))) +
+                       " GiB of memory: lower EngineOptions::max_context (--max-context) or sequences");
+  }
   if (!options.policy.empty() && !find_policy(options.policy))
     throw InputError("EngineOptions::policy (--policy): unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
   m.program_spec = spec;

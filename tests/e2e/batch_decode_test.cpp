@@ -332,6 +332,20 @@ TEST(BatchDecode, RefusesWhatItCannotRunNamingIt) {
     options.sequences = bad;
     EXPECT_NE(refusal([&] { Engine e(options); }).find("EngineOptions::sequences must be 1 to 256"), std::string::npos);
   }
+  // A cache past the machine's memory is refused before anything is allocated (16M positions of 256
+  // sequences of the tiny shape: about 8 TiB).
+  {
+    TempDir dir("batch-huge-context");
+    ModelSpec spec = variant_spec(Variant::llama);
+    spec.max_context = 1u << 24;
+    EngineOptions huge = options;
+    huge.model_dir = write_test_model(spec, dir.path()).string();
+    huge.max_context = 1u << 24;
+    huge.sequences = 256;
+    const std::string message = refusal([&] { Engine e(huge); });
+    EXPECT_NE(message.find("the KV cache would take"), std::string::npos) << message;
+    EXPECT_NE(message.find("lower EngineOptions::max_context (--max-context) or sequences"), std::string::npos) << message;
+  }
   options.sequences = 2;
   EngineOptions cuda = options;
   cuda.threads = 0;
