@@ -285,9 +285,16 @@ void Engine::Impl::point_at_arena(BoundProgram& bound) {
 }
 
 const float* Engine::Impl::run_sequences(BoundProgram& bound, StepInputs inputs) {
-  if (!executor) throw std::logic_error("run_sequences: the cpu backend runs steps of several sequences");
+  if (!executor && !cuda) throw std::logic_error("run_sequences: a step of several sequences on a tensor-parallel group");
   point_at_arena(bound);
   inputs.epoch = ++epoch;
+  if (cuda) {  // the logits of every row come back (a batched program reduces no greedy token on the device)
+    cuda->run_step(*bound.cuda_program, inputs, schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow);
+    const uint32_t rows = inputs.sequences ? inputs.tokens_count : 1;
+    host_logits.resize(size_t(rows) * info.vocab);
+    cuda->download(host_logits.data(), bound.logits, host_logits.size() * sizeof(float));
+    return host_logits.data();
+  }
   StepOptions step_options;
   step_options.mode = schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow;
   step_options.max_random_delay_us = options.stress_delay_us;

@@ -104,9 +104,6 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (options.tp_timeout_ms == 0) throw InputError("EngineOptions::tp_timeout_ms (--tp-timeout-ms) must be at least 1");
   if (options.sequences == 0 || options.sequences > 256)
     throw InputError("EngineOptions::sequences must be 1 to 256, got " + std::to_string(options.sequences));
-  if (options.sequences > 1 && options.backend == Backend::cuda)
-    throw InputError("EngineOptions::sequences above 1: batched decoding runs on the cpu backend only so far "
-                     "(the device ops read one sequence's cache); use the cpu backend for batches");
   if (options.sequences > 1 && options.tp > 1)
     throw InputError("EngineOptions::sequences above 1 cannot run with --tp yet: the logits all-gather carries "
                      "one sequence's row");

@@ -71,8 +71,8 @@ void check_rows_finite(Engine::Impl& m, const float* logits, const std::vector<B
 std::string sequence_name(uint64_t id) { return "sequence " + std::to_string(id) + ": "; }
 
 void refuse_batching_here(const Engine::Impl& m) {
-  if (!m.executor)  // the constructor refuses sequences > 1 there; one sequence would need its own path
-    throw InputError("batched decoding (add_sequence, generate_batch) runs on the cpu backend with tp 1 only so far; use generate()");
+  if (!m.executor && !m.cuda)  // a tensor-parallel group: the constructor refuses sequences > 1 there
+    throw InputError("batched decoding (add_sequence, generate_batch) runs with tp 1 only so far; use generate()");
 }
 
 }  // namespace

@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
-#include <type_traits>
 #include <string>
 
 #include "megakernel/cuda/device_job.h"
@@ -84,9 +83,6 @@ void check_supported(const Program& program) {
       }
       if constexpr (requires { p.head_dim; }) {
         if (p.head_dim > kDeviceMaxHeadDim) problem = "head_dim " + std::to_string(p.head_dim) + " is above 256";
-      }
-      if constexpr (std::is_same_v<Params, LmHeadParams>) {
-        if (p.rows != 1) problem = "a batched decode (logits of several sequences in one step) runs on the cpu backend only so far";
       }
     });
     if (!problem.empty()) throw InputError(std::string(op_name(node.params.op)) + ": " + problem);
@@ -206,6 +202,7 @@ struct CudaExecutor::State {
   Mailbox* mailbox_device = nullptr;  // its device alias
   DeviceBuffer globals;
   DeviceBuffer tokens;                // launch mode: the step's tokens
+  DeviceBuffer positions, sequences;  // launch mode: a step of several sequences' positions and slots
   uint32_t kernel_steps = 0;
   uint64_t launches = 0;
   std::string broken;                 // the error that stopped the executor
@@ -363,6 +360,8 @@ CudaExecutor::CudaExecutor(const CudaOptions& options) : state_(std::make_unique
   s.mailbox_device = static_cast<Mailbox*>(alias);
   s.globals = DeviceBuffer(sizeof(DeviceGlobals));
   s.tokens = DeviceBuffer(kMailboxTokens * sizeof(int32_t));
+  s.positions = DeviceBuffer(kMailboxTokens * sizeof(uint32_t));
+  s.sequences = DeviceBuffer(kMailboxTokens * sizeof(uint32_t));
 }
 
 CudaExecutor::~CudaExecutor() {
@@ -490,8 +489,8 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
   if (inputs.tokens_count == 0 || inputs.tokens_count > kMailboxTokens || inputs.tokens_count != p.header.tokens)
     throw std::runtime_error("cuda backend: a step of " + std::to_string(inputs.tokens_count) + " tokens for a program of " +
                              std::to_string(p.header.tokens));
-  if (inputs.positions || inputs.sequences || inputs.sequence0 != 0)  // the device ops read position0 + m of slot 0
-    throw std::logic_error("cuda backend: a step of several sequences, or of a sequence other than the first, runs on the cpu only so far");
+  if (bool(inputs.positions) != bool(inputs.sequences))
+    throw std::logic_error("cuda backend: a step of several sequences needs both their positions and their slots");
   if (p.slots_dirty) {
     if (s.resident_running) s.stop_resident();  // the table is read by the running kernel
     check(cudaMemcpyAsync(p.slot_table.get(), p.slots.data(), p.slots.size() * sizeof(void*), cudaMemcpyHostToDevice, s.stream),
@@ -511,6 +510,7 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
   job.counters = static_cast<uint32_t*>(p.counters.get());
   job.tokens_count = inputs.tokens_count;
   job.position0 = inputs.position0;
+  job.sequence0 = inputs.sequence0;
   job.step = p.steps + 1;
   job.dynamic_step = p.dynamic_steps + (dynamic ? 1 : 0);
   job.bsp_step = p.bsp_steps + (bsp ? 1 : 0);
@@ -532,6 +532,12 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
     if (s.resident_running && s.resident_workspace != p.workspace_floats) s.stop_resident();
     std::memcpy(s.mailbox->tokens, inputs.tokens, inputs.tokens_count * sizeof(int32_t));
     job.tokens = s.mailbox_device->tokens;
+    if (inputs.positions) {
+      std::memcpy(s.mailbox->positions, inputs.positions, inputs.tokens_count * sizeof(uint32_t));
+      std::memcpy(s.mailbox->sequences, inputs.sequences, inputs.tokens_count * sizeof(uint32_t));
+      job.positions = s.mailbox_device->positions;
+      job.sequences = s.mailbox_device->sequences;
+    }
     s.mailbox->job = job;
     if (!s.resident_running) {
       s.resident_workspace = p.workspace_floats;
@@ -564,6 +570,16 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
     check(cudaMemcpyAsync(s.tokens.get(), inputs.tokens, inputs.tokens_count * sizeof(int32_t), cudaMemcpyHostToDevice, s.stream),
           "copying the step's tokens");
     job.tokens = static_cast<const int32_t*>(s.tokens.get());
+    if (inputs.positions) {
+      check(cudaMemcpyAsync(s.positions.get(), inputs.positions, inputs.tokens_count * sizeof(uint32_t), cudaMemcpyHostToDevice,
+                            s.stream),
+            "copying the step's positions");
+      check(cudaMemcpyAsync(s.sequences.get(), inputs.sequences, inputs.tokens_count * sizeof(uint32_t), cudaMemcpyHostToDevice,
+                            s.stream),
+            "copying the step's sequences");
+      job.positions = static_cast<const uint32_t*>(s.positions.get());
+      job.sequences = static_cast<const uint32_t*>(s.sequences.get());
+    }
     KernelConfig config = s.config(p.workspace_floats);
     config.job = job;
     s.launch(config);

@@ -75,6 +75,11 @@ struct DeviceJob {
   const int32_t* tokens = nullptr;         // [tokens_count]
   uint32_t tokens_count = 0;
   uint32_t position0 = 0;
+  // A step of several sequences (ops/tile.h StepInputs): each token's position and KV-cache slot; null:
+  // token m of slot sequence0 at position0 + m.
+  const uint32_t* positions = nullptr;     // [tokens_count]
+  const uint32_t* sequences = nullptr;     // [tokens_count]
+  uint32_t sequence0 = 0;
   uint32_t step = 0;          // 1-based steps of this program (event targets: trigger * step)
   uint32_t dynamic_step = 0;  // 1-based dynamic-queue steps of this program
   uint32_t bsp_step = 0;      // 1-based bsp steps of this program
@@ -97,6 +102,8 @@ struct Mailbox {
   DeviceErrorRecord error;
   DeviceJob job;          // resident: the posted step
   int32_t tokens[kMailboxTokens] = {};
+  uint32_t positions[kMailboxTokens] = {};  // resident: a step of several sequences' positions and slots
+  uint32_t sequences[kMailboxTokens] = {};
 };
 
 // Device-memory state of one executor: the abort flag, the CTAs that finished, this step's argmax.

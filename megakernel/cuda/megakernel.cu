@@ -30,6 +30,8 @@ __device__ __forceinline__ bool counter_reached(uint32_t value, uint32_t target)
 struct CtaState {
   DeviceJob job;
   int32_t tokens[kMailboxTokens];  // the step's tokens, read once (mapped host memory in resident mode)
+  uint32_t positions[kMailboxTokens];  // a step of several sequences: each token's position and slot
+  uint32_t sequences[kMailboxTokens];
   DeviceProgramView program;  // the job's program (kept here, not in registers: every tile needs registers more)
   uint32_t task;    // broadcast by thread 0: the task to run next (dynamic queue)
   uint32_t proceed; // broadcast by thread 0: 0 when the kernel aborts or the queue is empty
@@ -226,6 +228,9 @@ class Worker {
     ctx.tokens = state_.tokens;
     ctx.tokens_count = state_.job.tokens_count;
     ctx.position0 = state_.job.position0;
+    ctx.positions = state_.job.positions ? state_.positions : nullptr;
+    ctx.sequences = state_.job.sequences ? state_.sequences : nullptr;
+    ctx.sequence0 = state_.job.sequence0;
     ctx.workspace = workspace_;
     ctx.workspace_floats = state_.job.workspace_floats;
     ctx.stream = &program_.weight_streams[task];
@@ -434,6 +439,11 @@ __device__ bool receive_job(const KernelConfig& config, uint32_t step, CtaState&
   for (uint32_t i = 0; i < sizeof(DeviceJob) / 4; ++i) out[i] = in[i];
   state.program = view_device_program(*reinterpret_cast<const DeviceProgramHeader*>(state.job.program), state.job.program);
   for (uint32_t i = 0; i < state.job.tokens_count && i < kMailboxTokens; ++i) state.tokens[i] = __ldcv(state.job.tokens + i);
+  if (state.job.positions)
+    for (uint32_t i = 0; i < state.job.tokens_count && i < kMailboxTokens; ++i) {
+      state.positions[i] = __ldcv(state.job.positions + i);
+      state.sequences[i] = __ldcv(state.job.sequences + i);
+    }
   return true;
 }
 
@@ -466,6 +476,11 @@ __global__ void __launch_bounds__(kDeviceThreads, 1) megakernel(const __grid_con
       state.job = config.job;
       state.program = view_device_program(*reinterpret_cast<const DeviceProgramHeader*>(config.job.program), config.job.program);
       for (uint32_t i = 0; i < config.job.tokens_count && i < kMailboxTokens; ++i) state.tokens[i] = config.job.tokens[i];
+      if (config.job.positions)
+        for (uint32_t i = 0; i < config.job.tokens_count && i < kMailboxTokens; ++i) {
+          state.positions[i] = config.job.positions[i];
+          state.sequences[i] = config.job.sequences[i];
+        }
     }
     __syncthreads();
     worker.run_step();

@@ -16,15 +16,15 @@ struct DeviceTile<OpCode::attention_chunk> {
     const uint32_t hd = p.head_dim, q_dim = p.heads * hd, group = AttentionChunkOp::group(p);
     const uint64_t partial_cols = uint64_t(p.kv_heads) * p.chunks * AttentionChunkOp::unit_floats(p);
     const uint32_t kv = tile.begin / p.chunks;
-    const uint64_t cache_offset = uint64_t(kv) * p.max_context * hd;
-    const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, hd]
-    const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, hd]
-    const float* q = ctx.slot<const float>(p.q);                       // [tokens, heads * hd]
-    float* partial = ctx.slot<float>(p.partial);                       // [tokens, partial_cols]
-    for (uint32_t m = 0; m < ctx.tokens_count; ++m)
+    const float* q = ctx.slot<const float>(p.q);  // [tokens, heads * hd]
+    float* partial = ctx.slot<float>(p.partial);  // [tokens, partial_cols]
+    for (uint32_t m = 0; m < ctx.tokens_count; ++m) {
+      const uint64_t cache_offset = kv_cache_row(ctx.sequence_of(m), kv, 0, p.kv_heads, p.max_context) * hd;
+      const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, hd] of its sequence
+      const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, hd]
       for (uint32_t u = tile.begin; u < tile.end; ++u) {
         uint32_t first, end;
-        AttentionChunkOp::chunk_range(p, u % p.chunks, ctx.position0 + m + 1, &first, &end);
+        AttentionChunkOp::chunk_range(p, u % p.chunks, ctx.position_of(m) + 1, &first, &end);
         for (uint32_t g = 0; g < group; ++g) {
           const uint32_t h = kv * group + g;
           attend_positions_by_warps(q + uint64_t(m) * q_dim + uint64_t(h) * hd, k, v, first, end, hd, p.scale, ctx.workspace);
@@ -41,6 +41,7 @@ struct DeviceTile<OpCode::attention_chunk> {
           consumers_sync();
         }
       }
+    }
   }
 };
 

@@ -16,18 +16,22 @@ struct DeviceTile<OpCode::causal_attention> {
   __device__ static void run(const Params& p, TileRange tile, DeviceTileContext& ctx) {
     const uint32_t hd = p.head_dim, q_dim = p.heads * hd;
     const uint32_t kv = CausalAttentionOp::kv_head_of(p, tile.begin);
-    const uint64_t cache_offset = uint64_t(kv) * p.max_context * hd;
-    const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, hd]
-    const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, hd]
-    const float* q = ctx.slot<const float>(p.q);                       // [tokens, heads * hd]
-    float* out = ctx.slot<float>(p.out);                               // [tokens, heads * hd]
-    if (prefill_attention_on_tensor_cores(ctx.tokens_count, hd)) {
-      prefill_attention_tile(q, k, v, out, q_dim, hd, tile.begin, tile.end, ctx.tokens_count, ctx.position0, p.scale);
+    const float* q = ctx.slot<const float>(p.q);  // [tokens, heads * hd]
+    float* out = ctx.slot<float>(p.out);          // [tokens, heads * hd]
+    // A prompt's tokens (one sequence, consecutive positions) on tensor cores; a step of several
+    // sequences token by token, each over its own slot.
+    if (!ctx.positions && prefill_attention_on_tensor_cores(ctx.tokens_count, hd)) {
+      const uint64_t cache_offset = kv_cache_row(ctx.sequence0, kv, 0, p.kv_heads, p.max_context) * hd;
+      prefill_attention_tile(q, ctx.slot<const float>(p.k_cache) + cache_offset, ctx.slot<const float>(p.v_cache) + cache_offset, out,
+                             q_dim, hd, tile.begin, tile.end, ctx.tokens_count, ctx.position0, p.scale);
       consumers_sync();
       return;
     }
     for (uint32_t m = 0; m < ctx.tokens_count; ++m) {
-      const uint32_t visible = ctx.position0 + m + 1;  // causal: positions 0 .. position0 + m
+      const uint64_t cache_offset = kv_cache_row(ctx.sequence_of(m), kv, 0, p.kv_heads, p.max_context) * hd;
+      const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, hd] of its sequence
+      const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, hd]
+      const uint32_t visible = ctx.position_of(m) + 1;  // causal: positions 0 .. its own
       for (uint32_t h = tile.begin; h < tile.end; ++h) {
         const uint64_t offset = uint64_t(m) * q_dim + uint64_t(h) * hd;
         attend_positions_by_warps(q + offset, k, v, 0, visible, hd, p.scale, ctx.workspace);

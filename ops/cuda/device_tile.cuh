@@ -33,6 +33,11 @@ struct DeviceTileContext {
   const int32_t* tokens = nullptr;  // [tokens_count] the step's token ids (shared memory)
   uint32_t tokens_count = 0;
   uint32_t position0 = 0;
+  // A step of several sequences: each token's position and KV-cache slot (shared memory); null: token m
+  // of slot sequence0 at position0 + m (ops/tile.h, StepInputs).
+  const uint32_t* positions = nullptr;
+  const uint32_t* sequences = nullptr;
+  uint32_t sequence0 = 0;
   float* workspace = nullptr;  // shared memory, workspace_floats floats
   uint32_t workspace_floats = 0;
   const WeightStreamDesc* stream = nullptr;  // the task's weight rows
@@ -53,6 +58,9 @@ struct DeviceTileContext {
   __device__ T* slot(uint32_t id) const { return static_cast<T*>(slots[id]); }
   // Tokens a matrix tile handles per pass over its weights (the workspace holds this many input rows).
   __device__ uint32_t pass_tokens() const { return min(tokens_count, kDeviceMaxPassTokens); }
+  // Token m's position in its sequence, and its sequence's slot of the KV caches (kv_cache_row).
+  __device__ uint32_t position_of(uint32_t m) const { return positions ? positions[m] : position0 + m; }
+  __device__ uint32_t sequence_of(uint32_t m) const { return sequences ? sequences[m] : sequence0; }
 };
 
 template <OpCode op>

@@ -1,7 +1,8 @@
 #pragma once
 // qkv_projection on the device (the CPU twin: ops/qkv_projection.h): RMSNorm prologue into shared
 // memory, the tile's head rows of Wq, Wk or Wv as the matrix-vector body, then per head: bias, the
-// per-head norm (Qwen3), RoPE, and the store to q or the KV cache at positions position0 + m.
+// per-head norm (Qwen3), RoPE, and the store to q or the KV cache at each token's position (position0 + m,
+// or a step of several sequences' own) in its sequence's slot.
 #include "ops/cuda/device_tile.cuh"
 #include "ops/cuda/tensor_core_gemm.cuh"
 #include "ops/qkv_projection.h"
@@ -59,7 +60,7 @@ struct DeviceTile<OpCode::qkv_projection> {
           for (uint32_t d = lane_id(); d < hd; d += 32) head[d] = (head[d] * inverse) * __ldg(head_norm + d);
           __syncwarp();
         }
-        const uint32_t position = ctx.position0 + m0 + t;
+        const uint32_t position = ctx.position_of(m0 + t);
         if (rotate) {
           const uint32_t half = hd / 2;
           const float pos = float(position);
@@ -78,8 +79,8 @@ struct DeviceTile<OpCode::qkv_projection> {
         if (is_q) {
           destination = ctx.slot<float>(p.q_out) + uint64_t(m0 + t) * p.heads * hd + col0;  // [tokens, heads * hd]
         } else {
-          float* cache = ctx.slot<float>(is_k ? p.k_cache : p.v_cache);  // [kv_heads, max_context, hd]
-          destination = cache + (uint64_t(s.first_head + j) * p.max_context + position) * hd;
+          float* cache = ctx.slot<float>(is_k ? p.k_cache : p.v_cache);  // [sequences, kv_heads, max_context, hd]
+          destination = cache + kv_cache_row(ctx.sequence_of(m0 + t), s.first_head + j, position, p.kv_heads, p.max_context) * hd;
         }
         for (uint32_t d = lane_id(); d < hd; d += 32) destination[d] = head[d];
       }

@@ -66,6 +66,8 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
   if (json) {
     std::cout << nlohmann::json{{"model", model.origin},
                                 {"dtype", model.dtype},
+                                {"backend", options.backend == Backend::cuda ? "cuda" : "cpu"},
+                                {"device", engine.device_name()},
                                 {"threads", engine.threads()},
                                 {"policy", options.policy},
                                 {"batch", batch},
@@ -81,8 +83,9 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
               << std::endl;
     return 0;
   }
-  std::printf("model %s (%s), %u threads, policy %s, greedy decode after %u-token prompts\n", model.origin.c_str(),
-              model.dtype.c_str(), engine.threads(), options.policy.c_str(), prompt_len);
+  std::printf("model %s (%s) on %s, %u %s, policy %s, greedy decode after %u-token prompts\n", model.origin.c_str(),
+              model.dtype.c_str(), engine.device_name().c_str(), engine.threads(),
+              options.backend == Backend::cuda ? "CTAs" : "threads", options.policy.c_str(), prompt_len);
   std::printf("| sequences per step | step ms (median of %zu) | tokens/s, all sequences |\n|---|---|---|\n", single_ms.size());
   std::printf("| 1 | %.3f | %.1f |\n", one_ms, 1000.0 / one_ms);
   std::printf("| %u | %.3f | %.1f |\n", batch, many_ms, 1000.0 * batch / many_ms);

@@ -80,7 +80,7 @@ int bench_command(int argc, char** argv) {
         "                       against one rank; a collective waiting longer for a peer stops with an error)\n"
         "                      [--sweep policy,granularity,threads [--sweep-out PREFIX]]  (cpu: a grid of cells,\n"
         "                       each against bsp; PREFIX.csv and PREFIX.md, default sweep)\n"
-        "                      [--batch B]  (cpu, one rank: decode throughput of B sequences per step against\n"
+        "                      [--batch B]  (one rank: decode throughput of B sequences per step against\n"
         "                       one, on one engine holding B sequences; --steps, --rounds, --prompt-len apply)\n"
         "                      [--backend cpu|cuda ...]  (cuda: dataflow, bsp and the resident kernel)\n%s",
         kBackendHelp);
@@ -140,7 +140,7 @@ int bench_command(int argc, char** argv) {
   const uint32_t rounds = uint32_t(args.unsigned_or("--rounds", cuda ? 5 : 15, 1, 1000));
   const uint32_t prompt_len = uint32_t(args.unsigned_or("--prompt-len", 8, 1, 1u << 20));
   if (args.has("--batch")) {
-    if (cuda || options.tp > 1) throw InputError("tilefire bench: --batch runs the cpu backend on one rank (batched decoding is built there only so far)");
+    if (options.tp > 1) throw InputError("tilefire bench: --batch runs on one rank (batched decoding is not built for tensor parallelism yet)");
     for (const char* unused : {"--predict", "--bandwidth-mb", "--compile-preset"})
       if (args.has(unused))
         throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --batch (it times dataflow decode steps "

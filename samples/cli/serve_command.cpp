@@ -60,7 +60,7 @@ was generated.
   --tp N                 tensor-parallel ranks of this process (not one rank per process under mpirun)
   --tp-timeout-ms N      a collective waiting longer for a peer fails the request (default 10000)
   --max-context N        KV-cache positions: prompt and reply must fit (default min(model, 4096))
-  --sequences N          continuous batching (cpu backend, one rank): up to N requests decode together,
+  --sequences N          continuous batching (one rank): up to N requests decode together,
                          one token of each per step, joining as others finish (default 1: in turn)
   --schedule dataflow|bsp, --policy NAME, --granularity G, --kv-splits N   as in tilefire run
 )";
@@ -297,8 +297,8 @@ int serve_command(int argc, char** argv) {
   }
   EngineOptions options = engine_options_of_flags(args);
   options.sequences = uint32_t(args.unsigned_or("--sequences", 1, 1, 256));
-  if (options.sequences > 1 && (options.backend != Backend::cpu || options.tp > 1))
-    throw InputError("tilefire serve: --sequences (continuous batching) runs on the cpu backend with one rank only so far");
+  if (options.sequences > 1 && options.tp > 1)
+    throw InputError("tilefire serve: --sequences (continuous batching) runs on one rank only so far");
   const std::string host = args.text_or("--host", "127.0.0.1");
   const uint16_t port = uint16_t(args.unsigned_or("--port", 8000, 0, 65535));
   const int max_connections = int(args.unsigned_or("--max-connections", 32, 1, 4096));

@@ -188,6 +188,14 @@ def fitted():
 if fit and "fit" in fit:
     section("h200 fit", fitted)
 
+batch = load("bench_batch.json")
+def gpu_batch():
+    print(f"batched decode, {batch['batch']} sequences per step: {batch['batch_step_ms']:.4f} ms per step "
+          f"({batch['batch_tok_s']:.0f} tokens/s) against {batch['single_step_ms']:.4f} ms for one "
+          f"({batch['single_tok_s']:.0f} tokens/s): {batch['throughput_gain']:.2f}x the throughput")
+if batch:
+    section("batched decode", gpu_batch)
+
 tp2 = load("bench_tp2.json")
 def gpu_tp():
     print(f"tp=2 as virtual ranks on this GPU: {tp2['dataflow_step_ms']:.4f} ms per step (bsp / dataflow {tp2['bsp_over_dataflow']:.3f}); "
@@ -307,6 +315,10 @@ fi
 # Split-KV attention off (one attention tile per head group), for the row that shows what it buys.
 run_stage kv-splits-1 120 bench_unsplit.json bench_unsplit.log "$cli" bench --backend cuda --model "$model" --steps "$steps" \
   --rounds 3 --kv-splits 1 --json
+
+# Batched decoding: 8 sequences per step against one, on one engine (bench --batch).
+run_stage batch 120 bench_batch.json bench_batch.log "$cli" bench --backend cuda --model "$model" --batch 8 --steps "$steps" \
+  --rounds 3 --json
 
 echo "== transport: virtual ranks as CTAs over one window; a one-rank NCCL device communicator ($(elapsed))"
 run_gtest transport "device_transport_test$suffix"

@@ -347,10 +347,6 @@ TEST(BatchDecode, RefusesWhatItCannotRunNamingIt) {
     EXPECT_NE(message.find("lower EngineOptions::max_context (--max-context) or sequences"), std::string::npos) << message;
   }
   options.sequences = 2;
-  EngineOptions cuda = options;
-  cuda.threads = 0;
-  cuda.backend = Backend::cuda;
-  EXPECT_NE(refusal([&] { Engine e(cuda); }).find("runs on the cpu backend only"), std::string::npos);
   EngineOptions tp = options;
   tp.tp = 2;
   EXPECT_NE(refusal([&] { Engine e(tp); }).find("cannot run with --tp"), std::string::npos);

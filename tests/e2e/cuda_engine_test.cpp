@@ -185,6 +185,68 @@ TEST_F(CudaEngine, OneLaunchPerDecodeStepAndNoneWhenResident) {
   }
 }
 
+// Batched decoding on the device: six sequences of different lengths, so steps of 6 down to 1 tokens run
+// (past 4 tokens the matrices go through the tensor-core path and the LM head in passes), their KV in six
+// slots. Each sequence's tokens and probabilities against the same request alone on the cuda backend,
+// for as long as alone's top token leads clearly (the paths round differently); bitwise the same across
+// launch and resident modes (the mailbox carries the positions and slots there) and split-KV attention.
+TEST_F(CudaEngine, BatchedSequencesMatchEachAlone) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  EngineOptions options = cuda_options(dir_->path().string());
+  Engine alone(options);
+  const uint32_t vocab = alone.model().vocab;
+  std::vector<GenerateRequest> requests(6);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].prompt = prompt_of(uint32_t(3 + 4 * i), vocab);
+    requests[i].prompt[0] = int32_t(i);  // prompts that differ from their first token
+    requests[i].max_new_tokens = uint32_t(2 + i);
+    requests[i].logprobs = vocab;  // the whole distribution, by token below
+    requests[i].stop_at_eos = false;
+  }
+  // Step t's probabilities of a result, indexed by token.
+  auto distribution = [&](const GenerateResult& r, size_t t) {
+    std::vector<float> p(vocab, 0.0f);
+    for (const TokenProbability& tp : r.logprobs[t]) p[size_t(tp.token)] = tp.probability;
+    return p;
+  };
+  options.sequences = 6;
+  Engine batched(options);
+  const std::vector<GenerateResult> results = batched.generate_batch(requests);
+  uint32_t compared = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    const GenerateResult expected = alone.generate(requests[i]);
+    ASSERT_EQ(results[i].tokens.size(), expected.tokens.size());
+    for (size_t t = 0; t < expected.tokens.size(); ++t) {
+      EXPECT_LT(relative_l2_error(distribution(results[i], t), distribution(expected, t)), 2e-3) << "token " << t;
+      ++compared;
+      if (results[i].tokens[t] != expected.tokens[t]) {  // only where alone's top token does not lead clearly
+        EXPECT_LT(expected.logprobs[t][0].probability - expected.logprobs[t][1].probability, 1e-3) << "token " << t;
+        break;  // the sequences differ from here: nothing more to compare
+      }
+    }
+  }
+  EXPECT_GE(compared, 15u);
+  auto expect_same_bits = [&](EngineOptions other, const char* what) {
+    Engine engine(other);
+    const std::vector<GenerateResult> again = engine.generate_batch(requests);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      ASSERT_EQ(again[i].tokens, results[i].tokens) << what << ", request " << i;
+      for (size_t t = 0; t < results[i].logprobs.size(); ++t)
+        EXPECT_EQ(again[i].logprobs[t][0].probability, results[i].logprobs[t][0].probability) << what << ", request " << i;
+    }
+  };
+  EngineOptions resident = options;
+  resident.cuda_resident = true;
+  expect_same_bits(resident, "resident");
+  EngineOptions split = options;
+  split.kv_splits = 1;  // the default splits on the device: one tile per head instead
+  Engine unsplit(split);
+  const std::vector<GenerateResult> unsplit_results = unsplit.generate_batch(requests);
+  for (size_t i = 0; i < requests.size(); ++i)
+    EXPECT_LT(relative_l2_error(distribution(unsplit_results[i], 0), distribution(results[i], 0)), 2e-3) << "request " << i;
+}
+
 // --trace on the cuda backend: a decode step's timeline with one slice per task, each on a CTA's row.
 TEST_F(CudaEngine, TraceOfADecodeStepHasEveryTaskOnce) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();

@@ -47,7 +47,7 @@ struct EngineOptions {
   Granularity granularity = Granularity::tile;
   uint32_t max_context = 0;  // KV cache positions; 0: min(model's max_position_embeddings, 4096)
   // Sequences the KV cache holds at once (max_context positions each), decoded together by
-  // generate_batch (cpu backend, tp 1; at most 256). The cache's memory grows with it.
+  // generate_batch (tp 1; at most 256). The cache's memory grows with it.
   uint32_t sequences = 1;
   // Split-KV attention at decode: each KV head's visible positions in this many chunks (a tile each, then
   // a merge tile per head); 0: automatic: on cuda, split when the heads alone leave SMs idle; on cpu,
@@ -162,7 +162,7 @@ class Engine {
   // when a step fails, the step API's sequence is empty.
   std::vector<GenerateResult> generate_batch(const std::vector<GenerateRequest>& requests);
 
-  // Continuous batching, what a server does (cpu backend, tp 1): sequences join and leave between steps.
+  // Continuous batching, what a server does (tp 1): sequences join and leave between steps.
   // add_sequence starts a request in a free slot of the KV cache: prefills its prompt and picks its first
   // token (calling its on_token and stop_when; a request that ends there is finished at once; an exception
   // they throw takes the sequence out again and reaches the caller) and returns the sequence's id. InputError when all EngineOptions::sequences slots are taken, and for what

@@ -101,7 +101,7 @@ typedef struct tilefire_engine_options {
   int cuda_resident;          /* nonzero: the kernel stays alive across steps */
   int cuda_stage_weights;     /* nonzero (the default): stream weights through shared memory */
   uint32_t cuda_watchdog_ms;  /* 10000 */
-  uint32_t sequences;         /* KV-cache slots: sequences decoded together by the batch calls (1; cpu, tp 1) */
+  uint32_t sequences;         /* KV-cache slots: sequences decoded together by the batch calls (1; tp 1) */
 } tilefire_engine_options;
 
 void tilefire_engine_options_init(tilefire_engine_options* options);
@@ -190,7 +190,7 @@ tilefire_status tilefire_generate(tilefire_engine* engine, const tilefire_genera
 void tilefire_generate_result_free(tilefire_generate_result* result);
 
 /* Batched decoding (tilefire::Engine::generate_batch and continuous batching; options.sequences slots, cpu
- * backend, one rank): every decode step runs one token of each unfinished sequence, so the weights stream
+ * one rank): every decode step runs one token of each unfinished sequence, so the weights stream
  * once for all of them; each result is what tilefire_generate gives for its request alone.
  * tilefire_generate_batch runs `count` requests (at most options.sequences) to their ends; results[i]
  * (struct_size set by the caller) is requests[i]'s. On failure every result is untouched. */
