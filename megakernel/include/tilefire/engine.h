@@ -153,10 +153,11 @@ class Engine {
   // Several requests at once (up to EngineOptions::sequences): each prompt is prefilled in its own slot of
   // the KV cache, then every decode step runs one token of each unfinished sequence through one program,
   // so the weights stream once per step for all of them. Each result is what generate() gives for its
-  // request alone, token for token (and, on the cpu, bit for bit: the kernels' sums do not depend on how
-  // many rows a step holds); each request finishes on its own. ttft_ms counts from the call (the prompts
+  // request alone: on the cpu bit for bit (the kernels' sums do not depend on how many rows a step
+  // holds), on the cuda backend within rounding (past 4 sequences the matrices take the tensor-core
+  // path); each request finishes on its own. ttft_ms counts from the call (the prompts
   // before it were prefilled first); tpot_ms is the mean of the batched steps it took part in. Refused
-  // (InputError, nothing run): trace_path, the cuda backend and tensor parallelism (not built yet), and
+  // (InputError, nothing run): trace_path, tensor parallelism (not built yet), and
   // anything generate() refuses, naming the request. reuse_prefix works as add_sequence's. The step API
   // then continues the sequence left in the first slot (a request with max_new_tokens 0 takes none);
   // when a step fails, the step API's sequence is empty.
