@@ -51,7 +51,6 @@ void take_token(Engine::Impl& m, BatchedSequence& s, const float* logits) {
   }
   if (request.on_token) request.on_token(s.next);
   if (request.stop_when && request.stop_when(result.tokens)) {
-    s.stopped = true;
     if (!eos) result.finish_reason = "stopped";
     s.finished = true;
   }

@@ -75,7 +75,6 @@ struct BatchedSequence {
   uint32_t position = 0;  // tokens its cache holds
   int32_t next = -1;      // the last generated token, the next to feed
   uint64_t uniform_state = 0;  // its sampling's draws (UniformGenerator's state)
-  bool stopped = false;   // stop_when said so
   bool finished = false;
   double decode_ms = 0;
   uint32_t decode_steps = 0;
