@@ -69,6 +69,22 @@ void check_rows_finite(Engine::Impl& m, const float* logits, const std::vector<B
 
 std::string sequence_name(uint64_t id) { return "sequence " + std::to_string(id) + ": "; }
 
+// Prefills the next chunk of `s`'s prompt into its slot (from s.position) and returns its logits: those of
+// the prompt's last token when the chunk ends the prompt. s.position moves past the chunk.
+const float* prefill_next_chunk(Engine::Impl& m, BatchedSequence& s) {
+  const std::vector<int32_t>& prompt = s.request.prompt;
+  const uint32_t begin = s.position, end = uint32_t(std::min<size_t>(prompt.size(), begin + Engine::Impl::kPrefillChunk));
+  double compile_ms = 0;
+  BoundProgram& program = m.prefill_program(end - begin, &compile_ms);
+  s.prefill_compile_ms += compile_ms;
+  s.result.compile_ms += compile_ms;
+  StepInputs inputs{prompt.data() + begin, end - begin, begin};
+  inputs.sequence0 = s.slot;
+  const float* logits = m.run_sequences(program, inputs);
+  s.position = end;
+  return logits;
+}
+
 void refuse_batching_here(const Engine::Impl& m) {
   if (!m.executor && !m.cuda)  // a tensor-parallel group: the constructor refuses sequences > 1 there
     throw InputError("batched decoding (add_sequence, generate_batch) runs with tp 1 only so far; use generate()");
@@ -120,23 +136,18 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   if (slot == 0) m.rewind(kept);  // the step API's sequence lived in slot 0
   else m.slot_tokens[slot].resize(kept);
 
-  GeneratingScope generating_scope(m);  // the callbacks may not call in
-  auto start = std::chrono::steady_clock::now();
-  double compile_ms = 0;
-  const float* logits = nullptr;
-  const std::vector<int32_t>& prompt = request.prompt;
-  for (size_t begin = kept; begin < prompt.size(); begin += Impl::kPrefillChunk) {
-    const size_t end = std::min(prompt.size(), begin + Impl::kPrefillChunk);
-    double chunk_compile_ms = 0;
-    BoundProgram& program = m.prefill_program(uint32_t(end - begin), &chunk_compile_ms);
-    compile_ms += chunk_compile_ms;
-    StepInputs inputs{prompt.data() + begin, uint32_t(end - begin), uint32_t(begin)};
-    inputs.sequence0 = slot;
-    logits = m.run_sequences(program, inputs);
+  s.position = kept;
+  s.added = std::chrono::steady_clock::now();
+  if (m.options.prefill_chunks_per_step > 0) {  // the steps prefill it
+    s.prefilling = true;
+    m.batched.emplace(id, std::move(s));
+    return id;
   }
-  s.position = uint32_t(prompt.size());
+
+  GeneratingScope generating_scope(m);  // the callbacks may not call in
+  const float* logits = nullptr;
+  while (s.position < request.prompt.size()) logits = prefill_next_chunk(m, s);
   m.check_finite_logits(logits, s.position - 1);  // nothing added yet: the slot stays free
-  s.result.compile_ms += compile_ms;
   BatchedSequence& added = m.batched.emplace(id, std::move(s)).first->second;
   try {
     take_token(m, added, logits);
@@ -144,21 +155,14 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
     m.batched.erase(id);
     throw;
   }
-  added.result.ttft_ms = ms_since(start) - compile_ms;
+  added.result.ttft_ms = ms_since(added.added) - added.prefill_compile_ms;
   return id;
 }
 
-uint32_t Engine::step_sequences() {
-  Impl& m = *impl_;
-  refuse_while_generating(m, "step_sequences");
-  std::vector<BatchedSequence*> rows;
-  std::vector<std::string> names;
-  for (auto& [id, s] : m.batched)
-    if (!s.finished) {
-      rows.push_back(&s);
-      names.push_back(sequence_name(id));
-    }
-  if (rows.empty()) return 0;
+namespace {
+
+// The decode part of a step: one token of every row, together.
+void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, const std::vector<std::string>& names) {
   const uint32_t width = uint32_t(rows.size());
   std::vector<int32_t> tokens(width);
   std::vector<uint32_t> positions(width), slots(width);
@@ -197,8 +201,49 @@ uint32_t Engine::step_sequences() {
     ++s.decode_steps;
     take_token(m, s, logits + size_t(r) * m.info.vocab);
   }
+}
+
+// The prefill part of a step (EngineOptions::prefill_chunks_per_step): the next chunks of the prompts
+// being prefilled, in the order their sequences were added; a prompt's last chunk gives its first token.
+void prefill_some(Engine::Impl& m) {
+  uint32_t chunks = m.options.prefill_chunks_per_step;
+  for (auto& [id, s] : m.batched) {
+    while (s.prefilling && chunks > 0) {
+      --chunks;
+      const uint32_t begin = s.position;
+      GeneratingScope generating_scope(m);
+      const float* logits = prefill_next_chunk(m, s);
+      if (s.position < s.request.prompt.size()) continue;
+      try {
+        m.check_finite_logits(logits, s.position - 1);
+      } catch (const InputError& e) {
+        s.position = begin;  // its last chunk runs again at the next step
+        throw InputError(sequence_name(id) + e.what());
+      }
+      s.prefilling = false;
+      s.result.ttft_ms = ms_since(s.added) - s.prefill_compile_ms;
+      take_token(m, s, logits);
+    }
+    if (chunks == 0) return;
+  }
+}
+
+}  // namespace
+
+uint32_t Engine::step_sequences() {
+  Impl& m = *impl_;
+  refuse_while_generating(m, "step_sequences");
+  std::vector<BatchedSequence*> rows;
+  std::vector<std::string> names;
+  for (auto& [id, s] : m.batched)
+    if (!s.finished && !s.prefilling) {
+      rows.push_back(&s);
+      names.push_back(sequence_name(id));
+    }
+  if (!rows.empty()) decode_rows(m, rows, names);
+  prefill_some(m);
   uint32_t unfinished = 0;
-  for (const BatchedSequence* s : rows) unfinished += s->finished ? 0 : 1;
+  for (const auto& [id, s] : m.batched) unfinished += s.finished ? 0 : 1;
   return unfinished;
 }
 
@@ -215,7 +260,10 @@ GenerateResult Engine::remove_sequence(uint64_t id) {
   // The slot's cache keeps the sequence (its prompt and every generated token but the last) for a later
   // request that begins with it (reuse_prefix); slot 0's is the step API's sequence, which continues it.
   std::vector<int32_t> cached = s.request.prompt;
-  cached.insert(cached.end(), result.tokens.begin(), result.tokens.begin() + (s.position - cached.size()));
+  if (s.prefilling)  // taken out before its prompt was all in: the cache holds the part prefilled
+    cached.resize(s.position);
+  else
+    cached.insert(cached.end(), result.tokens.begin(), result.tokens.begin() + (s.position - cached.size()));
   if (s.slot == 0) {
     m.position = s.position;
     m.sequence = std::move(cached);

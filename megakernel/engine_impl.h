@@ -73,6 +73,10 @@ struct BatchedSequence {
   GenerateResult result;
   uint32_t slot = 0;      // its slot of the KV caches
   uint32_t position = 0;  // tokens its cache holds
+  // With EngineOptions::prefill_chunks_per_step: its prompt is still being prefilled (up to `position`).
+  bool prefilling = false;
+  std::chrono::steady_clock::time_point added;  // when add_sequence took it (its time to first token)
+  double prefill_compile_ms = 0;                // of its prompt's programs: not part of that time
   int32_t next = -1;      // the last generated token, the next to feed
   uint64_t uniform_state = 0;  // its sampling's draws (UniformGenerator's state)
   bool finished = false;

@@ -52,6 +52,7 @@ EngineOptions engine_options(const tilefire_engine_options& c) {
   options.cuda_stage_weights = c.cuda_stage_weights != 0;
   options.cuda_watchdog_ms = c.cuda_watchdog_ms;
   options.sequences = c.sequences;
+  options.prefill_chunks_per_step = c.prefill_chunks_per_step;
   return options;
 }
 
@@ -218,6 +219,7 @@ void tilefire_engine_options_init(tilefire_engine_options* options) {
   options->cuda_stage_weights = defaults.cuda_stage_weights;
   options->cuda_watchdog_ms = defaults.cuda_watchdog_ms;
   options->sequences = defaults.sequences;
+  options->prefill_chunks_per_step = defaults.prefill_chunks_per_step;
 }
 
 tilefire_status tilefire_engine_create(const tilefire_engine_options* options, tilefire_engine** engine) {

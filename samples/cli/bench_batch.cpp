@@ -37,7 +37,91 @@ std::vector<double> time_batch_steps(Engine& engine, uint32_t sequences, uint32_
   return times;
 }
 
+struct JoinTiming {
+  double longest_wait_ms = 0;  // between two tokens of the first decoding sequence, over the join
+  double newcomer_ttft_ms = 0;
+};
+
+// batch - 1 sequences decode; after two steps a request with a join_len-token prompt joins and the steps
+// go on until it has its first token, and one more.
+JoinTiming time_join(Engine& engine, uint32_t batch, uint32_t join_len, uint32_t round) {
+  const uint32_t vocab = engine.model().vocab;
+  std::vector<std::chrono::steady_clock::time_point> stamps;
+  std::vector<uint64_t> decoding;
+  for (uint32_t s = 0; s + 1 < batch; ++s) {
+    GenerateRequest r;
+    for (uint32_t i = 0; i < 8; ++i) r.prompt.push_back(int32_t((i * 7 + s * 13 + round + 1) % vocab));
+    r.max_new_tokens = join_len / 128 + 16;  // more than the steps below
+    r.stop_at_eos = false;
+    if (s == 0) r.on_token = [&stamps](int32_t) { stamps.push_back(std::chrono::steady_clock::now()); };
+    decoding.push_back(engine.add_sequence(r));
+  }
+  for (int step = 0; step < 3; ++step) engine.step_sequences();
+  GenerateRequest newcomer;
+  for (uint32_t i = 0; i < join_len; ++i) newcomer.prompt.push_back(int32_t((i * 11 + round + 3) % vocab));
+  newcomer.max_new_tokens = 1;
+  const size_t before = stamps.size();
+  const uint64_t joined = engine.add_sequence(newcomer);
+  while (!engine.sequence_finished(joined)) engine.step_sequences();
+  engine.step_sequences();
+  JoinTiming timing;
+  timing.newcomer_ttft_ms = engine.remove_sequence(joined).ttft_ms;
+  for (size_t i = before; i < stamps.size(); ++i)
+    timing.longest_wait_ms =
+        std::max(timing.longest_wait_ms, std::chrono::duration<double, std::milli>(stamps[i] - stamps[i - 1]).count());
+  for (uint64_t id : decoding) engine.remove_sequence(id);
+  return timing;
+}
+
 }  // namespace
+
+int run_join_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t join_len, uint32_t chunks, bool json) {
+  options.sequences = batch;
+  options.prefill_chunks_per_step = 0;
+  Engine whole(options);
+  options.prefill_chunks_per_step = chunks;
+  Engine chunked(options);
+  const ModelInfo& model = whole.model();
+  if (join_len + 1 > model.max_context)
+    throw InputError("tilefire bench: --join-prompt-len + 1 exceeds the context of " + std::to_string(model.max_context));
+  time_join(whole, batch, join_len, 0);  // untimed: compiles the programs
+  time_join(chunked, batch, join_len, 0);
+  std::vector<double> whole_wait, whole_ttft, chunked_wait, chunked_ttft;
+  for (uint32_t r = 0; r < rounds; ++r) {
+    for (int k = 0; k < 2; ++k) {
+      const bool chunked_now = (k == 0) == (r % 2 == 1);
+      const JoinTiming t = time_join(chunked_now ? chunked : whole, batch, join_len, r + 1);
+      (chunked_now ? chunked_wait : whole_wait).push_back(t.longest_wait_ms);
+      (chunked_now ? chunked_ttft : whole_ttft).push_back(t.newcomer_ttft_ms);
+    }
+  }
+  if (json) {
+    std::cout << nlohmann::json{{"model", model.origin},
+                                {"dtype", model.dtype},
+                                {"backend", options.backend == Backend::cuda ? "cuda" : "cpu"},
+                                {"device", whole.device_name()},
+                                {"threads", whole.threads()},
+                                {"batch", batch},
+                                {"join_prompt_len", join_len},
+                                {"prefill_chunks_per_step", chunks},
+                                {"rounds", rounds},
+                                {"whole_longest_wait_ms", median(whole_wait)},
+                                {"whole_newcomer_ttft_ms", median(whole_ttft)},
+                                {"chunked_longest_wait_ms", median(chunked_wait)},
+                                {"chunked_newcomer_ttft_ms", median(chunked_ttft)}}
+                     .dump()
+              << std::endl;
+    return 0;
+  }
+  std::printf("model %s (%s) on %s, %u %s: %u sequences decoding while a %u-token prompt joins (medians of %u rounds)\n",
+              model.origin.c_str(), model.dtype.c_str(), whole.device_name().c_str(), whole.threads(),
+              options.backend == Backend::cuda ? "CTAs" : "threads", batch - 1, join_len, rounds);
+  std::printf("| prompt prefilled | longest wait for a decoding sequence's next token, ms | newcomer's time to first token, ms |\n"
+              "|---|---|---|\n");
+  std::printf("| whole, when it joins | %.2f | %.2f |\n", median(whole_wait), median(whole_ttft));
+  std::printf("| %u chunk(s) of 128 per step | %.2f | %.2f |\n", chunks, median(chunked_wait), median(chunked_ttft));
+  return 0;
+}
 
 int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t steps, uint32_t prompt_len, bool json) {
   options.sequences = batch;

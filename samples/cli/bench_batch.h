@@ -11,4 +11,11 @@ namespace tilefire::cli {
 // sequences and the throughput gain. `options` is the engine's (one rank), sequences set here.
 int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t steps, uint32_t prompt_len, bool json);
 
+// What a long prompt joining costs the sequences decoding (continuous batching): batch - 1 sequences
+// decode while a request with a `join_len`-token prompt joins, on an engine that prefills it whole at
+// add_sequence and on one that prefills `chunks` chunks per step (EngineOptions::prefill_chunks_per_step).
+// Prints, per engine, the longest wait of a decoding sequence for its next token and the newcomer's time
+// to first token (medians over interleaved rounds); with `json`, one object.
+int run_join_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t join_len, uint32_t chunks, bool json);
+
 }  // namespace tilefire::cli

@@ -73,7 +73,8 @@ void Batcher::loop() {
         continue;
       }
       try {
-        job->id = engine_.add_sequence(*job->request);  // prefills it and takes its first token
+        // Prefills it and takes its first token, or (--prefill-chunks) leaves that to the steps.
+        job->id = engine_.add_sequence(*job->request);
         live.push_back(job);
       } catch (...) {
         job->error = std::current_exception();

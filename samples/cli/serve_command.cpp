@@ -62,6 +62,9 @@ was generated.
   --max-context N        KV-cache positions: prompt and reply must fit (default min(model, 4096))
   --sequences N          continuous batching (one rank): up to N requests decode together,
                          one token of each per step, joining as others finish (default 1: in turn)
+  --prefill-chunks N     with --sequences: each step prefills at most N chunks of 128 prompt tokens of
+                         the requests joining, after the others' tokens (default 1; 0: a joining prompt is
+                         prefilled whole while the others wait)
   --schedule dataflow|bsp, --policy NAME, --granularity G, --kv-splits N   as in tilefire run
 )";
 
@@ -284,7 +287,7 @@ void handle_connection(Served& served, int fd) {
 
 int serve_command(int argc, char** argv) {
   std::vector<std::string> switches{"--help"}, valued{"--host", "--port", "--chat-template", "--max-connections", "--io-timeout-ms",
-                                                     "--sequences"};
+                                                     "--sequences", "--prefill-chunks"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
@@ -299,6 +302,9 @@ int serve_command(int argc, char** argv) {
   options.sequences = uint32_t(args.unsigned_or("--sequences", 1, 1, 256));
   if (options.sequences > 1 && options.tp > 1)
     throw InputError("tilefire serve: --sequences (continuous batching) runs on one rank only so far");
+  options.prefill_chunks_per_step = uint32_t(args.unsigned_or("--prefill-chunks", 1, 0, 1u << 20));
+  if (args.text("--prefill-chunks") && options.sequences == 1)
+    throw InputError("tilefire serve: --prefill-chunks applies to continuous batching: give --sequences N (N > 1) too");
   const std::string host = args.text_or("--host", "127.0.0.1");
   const uint16_t port = uint16_t(args.unsigned_or("--port", 8000, 0, 65535));
   const int max_connections = int(args.unsigned_or("--max-connections", 32, 1, 4096));

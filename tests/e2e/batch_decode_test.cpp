@@ -166,6 +166,77 @@ TEST(BatchDecode, TheStepApiContinuesTheFirstRequest) {
   for (size_t v = 0; v < next.size(); ++v) ASSERT_TRUE(same_bits(next[v], expected[v])) << "logit " << v;
 }
 
+// EngineOptions::prefill_chunks_per_step: the prompts are prefilled by the steps, after their decode, and
+// every result is still generate()'s for its request alone, bit for bit (the chunks are the same).
+TEST(BatchDecode, PromptsPrefilledByTheStepsGiveWhatGenerateGives) {
+  EngineOptions options;
+  options.threads = 2;
+  options.prefill_chunks_per_step = 1;
+  expect_batch_equals_one_by_one(options, mixed_requests());
+}
+
+// A long prompt joining a sequence that decodes: each step gives that sequence its token and prefills one
+// chunk of the prompt; the newcomer's first token comes from the step that ends its prompt. One taken out
+// mid-prompt leaves its slot holding the part prefilled, which a request reusing it skips.
+TEST(BatchDecode, ALongPromptJoiningDelaysTheOthersByAChunkPerStep) {
+  EngineOptions options;
+  options.threads = 2;
+  options.sequences = 2;
+  options.prefill_chunks_per_step = 1;
+  Engine engine(options);
+  uint32_t short_tokens = 0, long_tokens = 0;
+  GenerateRequest short_request;
+  short_request.prompt = counting_prompt(5, 11);
+  short_request.max_new_tokens = 12;
+  short_request.stop_at_eos = false;
+  short_request.on_token = [&](int32_t) { ++short_tokens; };
+  GenerateRequest long_request = short_request;
+  long_request.prompt = counting_prompt(300, 2);  // chunks of 128, 128 and 44
+  long_request.max_new_tokens = 3;
+  long_request.on_token = [&](int32_t) { ++long_tokens; };
+
+  const uint64_t short_id = engine.add_sequence(short_request);
+  EXPECT_EQ(short_tokens, 0u) << "add_sequence only takes the slot";
+  EXPECT_EQ(engine.step_sequences(), 1u);
+  EXPECT_EQ(short_tokens, 1u) << "the step that prefills the whole prompt picks the first token";
+  const uint64_t long_id = engine.add_sequence(long_request);
+  const std::vector<uint32_t> long_after_step{0, 0, 1, 2, 3};
+  for (uint32_t step = 0; step < long_after_step.size(); ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    EXPECT_EQ(engine.step_sequences(), step + 1 < long_after_step.size() ? 2u : 1u);
+    EXPECT_EQ(short_tokens, step + 2) << "one token of the decoding sequence every step";
+    EXPECT_EQ(long_tokens, long_after_step[step]);
+    EXPECT_EQ(engine.sequence_finished(long_id), long_tokens == long_request.max_new_tokens);
+  }
+  const GenerateResult long_result = engine.remove_sequence(long_id);
+
+  GenerateRequest cut_request = long_request;  // taken out after its first chunk
+  cut_request.prompt = counting_prompt(300, 9);
+  cut_request.on_token = nullptr;
+  const uint64_t cut_id = engine.add_sequence(cut_request);
+  engine.step_sequences();
+  const GenerateResult cut = engine.remove_sequence(cut_id);
+  EXPECT_EQ(cut.finish_reason, "stopped");
+  EXPECT_TRUE(cut.tokens.empty());
+  GenerateRequest reusing = cut_request;
+  reusing.reuse_prefix = true;
+  const uint64_t reusing_id = engine.add_sequence(reusing);
+  while (!engine.sequence_finished(reusing_id)) engine.step_sequences();
+  const GenerateResult reused = engine.remove_sequence(reusing_id);
+  EXPECT_EQ(reused.reused_tokens, 128u) << "the slot holds the chunk prefilled before it was taken out";
+  while (!engine.sequence_finished(short_id)) engine.step_sequences();
+  const GenerateResult short_result = engine.remove_sequence(short_id);
+
+  options.sequences = 1;
+  options.prefill_chunks_per_step = 0;
+  Engine alone(options);
+  short_request.on_token = long_request.on_token = nullptr;
+  expect_same_result(short_result, alone.generate(short_request), 0);
+  expect_same_result(long_result, alone.generate(long_request), 1);
+  reusing.reuse_prefix = false;
+  expect_same_result(reused, alone.generate(reusing), 2);  // the same chunks: 128 is a chunk's end
+}
+
 // Continuous batching: five requests through three slots, each joining when a slot frees (mid-way
 // through the others' generations), one taken out before it finished; every result that ran to its end
 // is generate()'s for its request alone.

@@ -594,6 +594,26 @@ TEST(CliBenchBatch, ReportsBothWidthsAndTheGain) {
   EXPECT_NE(text.out.find("throughput of 2 sequences per step over one"), std::string::npos) << text.out;
 }
 
+// tilefire bench --batch B --join-prompt-len P: what a long prompt joining costs the sequences decoding,
+// prefilled whole or by the steps. Not checked for speed; the figures must be positive, and prefilled whole,
+// the decoding sequence's longest wait holds the newcomer's whole prefill (its time to first token).
+TEST(CliBenchBatch, ReportsTheWaitOfAJoiningPromptBothWays) {
+  RunResult r = run_cli({"bench", "--preset", "tiny", "--threads", "2", "--batch", "2", "--rounds", "1", "--join-prompt-len", "300",
+                         "--prefill-chunks", "2", "--json"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["join_prompt_len"], 300);
+  EXPECT_EQ(j["prefill_chunks_per_step"], 2);
+  for (const char* key : {"whole_longest_wait_ms", "whole_newcomer_ttft_ms", "chunked_longest_wait_ms", "chunked_newcomer_ttft_ms"})
+    EXPECT_GT(j[key].get<double>(), 0) << key;
+  EXPECT_GE(j["whole_longest_wait_ms"].get<double>(), j["whole_newcomer_ttft_ms"].get<double>())
+      << "prefilled whole, the decoding sequence's wait holds all of the prompt's prefill";
+  RunResult text = run_cli({"bench", "--preset", "tiny", "--threads", "1", "--batch", "3", "--rounds", "1", "--join-prompt-len", "130"});
+  ASSERT_EQ(text.status, 0) << describe(text);
+  EXPECT_NE(text.out.find("| whole, when it joins |"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("| 1 chunk(s) of 128 per step |"), std::string::npos) << text.out;
+}
+
 // tilefire bench --sweep: one row per cell in the CSV and the Markdown table, each with its bsp ratio.
 TEST(CliBenchSweep, OneRowPerCell) {
   TempDir dir("cli-sweep");

@@ -245,6 +245,10 @@ void replies_are_runs_replies(const std::vector<std::string>& batching) {
 TEST(CliServe, RepliesAreRunsRepliesAndStreamedEventsAddUpToThem) { replies_are_runs_replies({}); }
 // Continuous batching: the same replies, each request a sequence of its own.
 TEST(CliServe, BatchedRepliesAreRunsReplies) { replies_are_runs_replies({"--sequences", "2"}); }
+// ... with each joining prompt prefilled whole when it joins, not by the steps.
+TEST(CliServe, BatchedRepliesWithPromptsPrefilledWholeAreRunsReplies) {
+  replies_are_runs_replies({"--sequences", "2", "--prefill-chunks", "0"});
+}
 
 // The official OpenAI SDK for JavaScript (fetched by scripts/fetch-tokenizers) as the client, as an
 // application would use it: the model list, a completion and a chat, whole and streamed, and a refusal;
@@ -469,6 +473,9 @@ TEST(CliServe, WhatStopsTheServerFromStartingIsNamed) {
   EXPECT_EQ(batched_tp.status, 2) << describe(batched_tp);
   EXPECT_NE(batched_tp.err.find("--sequences (continuous batching) runs on one rank only"), std::string::npos)
       << batched_tp.err;
+  RunResult chunks_alone = run_cli({"serve", "--prefill-chunks", "2", "--port", "0"});
+  EXPECT_EQ(chunks_alone.status, 2) << describe(chunks_alone);
+  EXPECT_NE(chunks_alone.err.find("--prefill-chunks applies to continuous batching"), std::string::npos) << chunks_alone.err;
   RunResult no_sequences = run_cli({"serve", "--sequences", "0", "--port", "0"});
   EXPECT_EQ(no_sequences.status, 2) << describe(no_sequences);
   EXPECT_NE(no_sequences.err.find("--sequences"), std::string::npos) << no_sequences.err;

@@ -242,6 +242,46 @@ TEST(CApi, BatchCallsGiveTheCppEnginesResults) {
   tilefire_engine_free(engine);
 }
 
+// options.prefill_chunks_per_step: add_sequence only takes the slot, the steps prefill the prompt (here a
+// prompt of two chunks: its first token comes from the second step), and the result is the C++ engine's.
+TEST(CApi, PromptsPrefilledByTheStepsGiveTheCppEnginesResults) {
+  tilefire_engine_options options;
+  tilefire_engine_options_init(&options);
+  EXPECT_EQ(options.prefill_chunks_per_step, 0u);
+  options.threads = 2;
+  options.sequences = 2;
+  options.prefill_chunks_per_step = 1;
+  tilefire_engine* engine = nullptr;
+  ASSERT_EQ(tilefire_engine_create(&options, &engine), TILEFIRE_OK) << tilefire_last_error();
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 200; ++i) prompt.push_back((i * 13 + 5) % 256);
+  tilefire_generate_request request;
+  tilefire_generate_request_init(&request);
+  request.prompt = prompt.data();
+  request.prompt_count = prompt.size();
+  request.max_new_tokens = 3;
+  request.stop_at_eos = 0;
+  uint64_t id = 0;
+  uint32_t unfinished = 0;
+  int finished = 1;
+  ASSERT_EQ(tilefire_engine_add_sequence(engine, &request, &id), TILEFIRE_OK) << tilefire_last_error();
+  ASSERT_EQ(tilefire_engine_step_sequences(engine, &unfinished), TILEFIRE_OK) << tilefire_last_error();
+  EXPECT_EQ(unfinished, 1u);
+  ASSERT_EQ(tilefire_engine_sequence_finished(engine, id, &finished), TILEFIRE_OK);
+  EXPECT_EQ(finished, 0);
+  while (unfinished > 0) ASSERT_EQ(tilefire_engine_step_sequences(engine, &unfinished), TILEFIRE_OK) << tilefire_last_error();
+  tilefire_generate_result result = empty_result();
+  ASSERT_EQ(tilefire_engine_remove_sequence(engine, id, &result), TILEFIRE_OK) << tilefire_last_error();
+  GenerateRequest expected_request;
+  expected_request.prompt = prompt;
+  expected_request.max_new_tokens = 3;
+  expected_request.stop_at_eos = false;
+  Engine cpp = cpp_sample();
+  EXPECT_EQ(std::vector<int32_t>(result.tokens, result.tokens + result.token_count), cpp.generate(expected_request).tokens);
+  tilefire_generate_result_free(&result);
+  tilefire_engine_free(engine);
+}
+
 // The header lays its structs out alike in C and in C++ (the library is C++, its callers often C).
 TEST(CApi, CAndCppSeeTheSameStructs) {
   size_t in_c[7] = {};

@@ -49,6 +49,11 @@ struct EngineOptions {
   // Sequences the KV cache holds at once (max_context positions each), decoded together by
   // generate_batch (tp 1; at most 256). The cache's memory grows with it.
   uint32_t sequences = 1;
+  // Continuous batching (add_sequence): 0, add_sequence prefills a prompt whole before it returns, and the
+  // sequences already in wait for it; N > 0, add_sequence only takes a slot, and each step_sequences
+  // prefills at most N chunks of 128 prompt tokens (the sequences in the order they were added) after
+  // its decode step, so a long prompt delays the others' next token by N chunks at most.
+  uint32_t prefill_chunks_per_step = 0;
   // Split-KV attention at decode: each KV head's visible positions in this many chunks (a tile each, then
   // a merge tile per head); 0: automatic: on cuda, split when the heads alone leave SMs idle; on cpu,
   // never (so the logits stay bitwise the same across thread counts); 1: never.
@@ -168,7 +173,10 @@ class Engine {
   // token (calling its on_token and stop_when; a request that ends there is finished at once; an exception
   // they throw takes the sequence out again and reaches the caller) and returns the sequence's id. InputError when all EngineOptions::sequences slots are taken, and for what
   // generate_batch refuses (max_new_tokens 0 included). step_sequences runs one decode step of every
-  // unfinished sequence together and returns how many are unfinished after it. remove_sequence takes a
+  // unfinished sequence together and returns how many are unfinished after it. With
+  // EngineOptions::prefill_chunks_per_step, add_sequence only takes the slot: the steps prefill the prompt
+  // after their decode, a few chunks each, and the step that ends it picks the first token (so a failure
+  // or a callback's exception there comes from step_sequences, after the step's decode). remove_sequence takes a
   // sequence out, finished or not (an unfinished one ends "stopped"), freeing its slot, and returns its
   // result: what generate() gives for its request alone, whenever it joined (ttft_ms counts from its
   // add_sequence). A removed sequence stays in its slot's cache: a later request with reuse_prefix goes to
