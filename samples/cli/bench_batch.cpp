@@ -42,7 +42,7 @@ struct JoinTiming {
   double newcomer_ttft_ms = 0;
 };
 
-// batch - 1 sequences decode; after two steps a request with a join_len-token prompt joins and the steps
+// batch - 1 sequences decode; after three steps a request with a join_len-token prompt joins and the steps
 // go on until it has its first token, and one more.
 JoinTiming time_join(Engine& engine, uint32_t batch, uint32_t join_len, uint32_t round) {
   const uint32_t vocab = engine.model().vocab;
