@@ -30,6 +30,7 @@
 #include "serve_batcher.h"
 #include "serve_requests.h"
 #include "stop_text.h"
+#include "stream_writer.h"
 #include "tilefire/chat.h"
 #include "tilefire/engine.h"
 #include "tilefire/tokenizer.h"
@@ -114,8 +115,10 @@ size_t whole_characters(const std::string& bytes) {
 }
 
 // One generation on the engine, its text streamed through `emit` (false: the client has gone, which ends
-// the generation; so does a client that closed its side, `fd`). Without `emit`, returns the whole text, cut
-// at a stop string; and whether the server's stopping cut the generation short.
+// the generation; so does a client that closed its side, `fd`). `emit` runs on a StreamWriter's thread, so
+// a client that stops reading never holds up the engine (nor, with --sequences, the other clients' tokens);
+// it has run for the last time when this returns. Without `emit`, returns the whole text, cut at a stop
+// string. Also says whether the server's stopping cut the generation short.
 struct Generated {
   GenerateResult result;
   std::string text;
@@ -128,6 +131,8 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   std::optional<StreamingText> stream;
   std::string held_bytes;  // without a tokenizer: bytes of a character not yet whole
   bool client_gone = false;
+  std::optional<StreamWriter> writer;  // before the lock: a reply still being written does not hold the engine
+  if (emit) writer.emplace(emit);
   std::unique_lock<std::mutex> lock(served.mutex, std::defer_lock);
   if (!served.batcher) {  // requests take turns
     lock.lock();
@@ -146,22 +151,23 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   };
   auto shown = [&](const std::string& piece) { return stop_text ? stop_text->add(piece) : piece; };
   request.on_token = [&](int32_t token) {
-    const std::string piece = shown(text_of(token));
-    if (emit && !piece.empty() && !client_gone) client_gone = !emit(piece);
+    std::string piece = shown(text_of(token));
+    if (writer && !piece.empty()) writer->add(std::move(piece));
   };
   request.stop_when = [&](const std::vector<int32_t>&) {
-    client_gone = client_gone || http::peer_closed(fd);
+    client_gone = client_gone || (writer && writer->gone()) || http::peer_closed(fd);
     return client_gone || stopping.load() || (stop_text && stop_text->stopped());
   };
   Generated generated{served.batcher ? served.batcher->run(request) : served.engine->generate(request), "", false};
+  if (lock.owns_lock()) lock.unlock();  // the next request's turn while this reply's last pieces are written
   const GenerateResult& result = generated.result;
   generated.cut_short = result.finish_reason == "stopped" && stopping.load() && !(stop_text && stop_text->stopped());
-  if (emit && !client_gone) {
+  if (writer) {
     std::string rest = shown(served.tokenizer ? stream->finish() : held_bytes);
     if (stop_text) rest += stop_text->finish();
-    if (!rest.empty()) emit(rest);
-  }
-  if (!emit) {  // the whole reply at once (a stream has given its text already)
+    if (!rest.empty() && !client_gone) writer->add(std::move(rest));
+    writer->finish();
+  } else {  // the whole reply at once (a stream has given its text already)
     const std::string text = served.tokenizer ? served.tokenizer->continuation(result.prompt_tokens, result.tokens) : bytes_text(result.tokens);
     generated.text = stop_text ? stop_text->cut(text) : text;
   }
