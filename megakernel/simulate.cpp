@@ -124,22 +124,35 @@ std::vector<ChainMatrix> model_matrices(const ModelSpec& spec, DType wdtype, uin
 // (tiny's 6 MB streams at about twice the rate of small's 257 MB on the 2-core VM), and the model's
 // own row lengths and matrix sizes. Placed on the dynamic ready queue when the program is. Each figure
 // is the median over the steps.
+// The flop rate is the matmul kernel's on tiles of the program's `tokens` per step, over as many weights
+// as the step streams (at most 64 MiB: twice this VM's L3): it converts each weight once for a block of
+// up to 4 tokens, so a batched step does up to 4 times the multiply-adds per second of a one-token step,
+// and past that its time grows with the tokens while the weights stream. Measured at one token on one
+// tile in cache, batched steps of `small` were predicted 1.7 to 2 times too slow; at their tokens on one
+// tile in cache, 16 tokens 0.65 times too fast (docs/BENCHMARKS.md).
 DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, const ModelSpec& spec, DType wdtype,
-                               uint64_t tile_bytes, bool dynamic_queue) {
+                               uint64_t tile_bytes, bool dynamic_queue, uint32_t tokens) {
   DeviceModel d;
   d.name = "cpu";
   d.workers = threads;
   {
-    const uint32_t rows = 64, k = 1024, tokens = 1;  // a decode tile's shape, weights (in the model's dtype) in cache
-    const std::vector<float> w = weights_of_half(uint64_t(rows) * k, wdtype);
-    std::vector<float> x(k, 0.25f), y(rows);
-    std::vector<double> samples;
-    for (int i = 0; i < 51; ++i) {
+    const uint32_t rows = 64, k = 1024;  // a decode tile's shape, weights in the model's dtype
+    const uint64_t tile_weights = uint64_t(rows) * k;
+    // Tiles of the working set, at most 64 MiB of them, and at most 2^29 multiply-adds per pass (a pass of
+    // 256 tokens reads fewer weights: it is bound by its arithmetic anyway).
+    const uint64_t by_bytes = std::min<uint64_t>(working_set_bytes, 64ull << 20) / (tile_weights * dtype_size(wdtype));
+    const uint64_t tiles = std::max<uint64_t>(1, std::min<uint64_t>(by_bytes, (1ull << 29) / (tile_weights * tokens)));
+    const std::vector<float> w = weights_of_half(tiles * tile_weights, wdtype);
+    std::vector<float> x(size_t(k) * tokens, 0.25f), y(size_t(rows) * tokens);  // x: [tokens, k], y: [tokens, rows]
+    const size_t tile_floats = size_t(tile_weights * dtype_size(wdtype) / 4);
+    std::vector<double> samples;  // ns per tile, each over one pass of all the tiles
+    for (int pass = 0; pass < 9; ++pass) {
       const auto start = std::chrono::steady_clock::now();
-      matmul_rows(w.data(), wdtype, k, 0, rows, x.data(), k, tokens, y.data(), rows);
-      samples.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
+      for (uint64_t t = 0; t < tiles; ++t) matmul_rows(w.data() + t * tile_floats, wdtype, k, 0, rows, x.data(), k, tokens, y.data(), rows);
+      if (pass > 0)  // the first pass brings what fits into the caches, as the step before does
+        samples.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / double(tiles));
     }
-    d.flops = 2.0 * rows * k * tokens / (median(samples) * 1e-9) * threads;
+    d.flops = 2.0 * double(tile_weights) * tokens / (median(samples) * 1e-9) * threads;
   }
   {
     // The epilogues, with the tiles' own functions on one core: RoPE on heads of 128 at a decode
@@ -168,6 +181,9 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, con
   // The executor's prefetch while a task waits: the next task's first bytes only.
   d.prefetch_bytes = double(kCpuIdlePrefetchBytes);
   d.prefetch_tasks = 1;
+  // The flop rate above read its tile's input rows from cache, as a step's matrix tiles do after the
+  // first of each matrix: they are in it, not in the bandwidth's bytes.
+  d.input_rows_cached = true;
   // Measured before the calibration, whose fit takes the stalls out of the bandwidth (they are in its
   // tiles' times, and the simulator charges them on their own).
   measure_stalls(threads, d);
@@ -235,7 +251,7 @@ DeviceModel device_from_file(const std::string& path, bool* gives_link) {
   static const char* const kKeys[] = {"name",        "workers",          "memory_gbs", "flops",          "shared_memory_bytes",
                                       "dispatch_ns", "signal_ns",        "link_gbs",   "link_latency_ns", "rotation_ns",
                                       "exp_ns",      "prefetch_bytes",   "prefetch_tasks", "prefetch_max_tokens",
-                                      "worker_speed", "stall_ns",        "stall_every_ns"};
+                                      "worker_speed", "stall_ns",        "stall_every_ns", "input_rows_cached"};
   for (const auto& [key, value] : j.items()) {
     if (std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* known) { return key == known; }) != std::end(kKeys)) continue;
     std::string known;
@@ -312,6 +328,10 @@ DeviceModel device_from_file(const std::string& path, bool* gives_link) {
     }
     for (double& speed : d.worker_speed) speed *= double(d.workers) / sum;  // relative: mean 1
   }
+  if (j.contains("input_rows_cached")) {  // optional: read from memory
+    if (!j["input_rows_cached"].is_boolean()) throw InputError("--device " + path + ": 'input_rows_cached' must be true or false");
+    d.input_rows_cached = j["input_rows_cached"].get<bool>();
+  }
   d.stall_ns = j.contains("stall_ns") ? number("stall_ns") : 0;  // optional: no stalls
   d.stall_every_ns = j.contains("stall_every_ns") ? number("stall_every_ns") : 0;
   if ((d.stall_ns > 0 && d.stall_every_ns <= 0) || !StallSchedule{d.stall_ns, d.stall_every_ns, d.workers}.valid())
@@ -366,6 +386,7 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
                         {"prefetch_bytes", fit.device.prefetch_bytes},
                         {"prefetch_tasks", fit.device.prefetch_tasks},
                         {"prefetch_max_tokens", fit.device.prefetch_max_tokens},
+                        {"input_rows_cached", fit.device.input_rows_cached},
                         {"shared_memory_bytes", fit.device.shared_memory_bytes},
                         {"flops", flops_of(fit.device)},
                         {"stall_ns", fit.device.stall_ns},
@@ -452,7 +473,8 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   }
   if (cpu_device)
     device = measure_cpu_device(device.workers, uint64_t(bytes), spec, spec.dtype,
-                                uint64_t(weight_bytes / std::max(1u, weight_tasks)), program.placement == Placement::dynamic_queue);
+                                uint64_t(weight_bytes / std::max(1u, weight_tasks)), program.placement == Placement::dynamic_queue,
+                                program.tokens);
 
   // A device with shared memory (a GPU) fetches ahead into the kernel's weight stages: as many as fit
   // beside this program's tile workspace, as the cuda executor sizes them (megakernel/kernel_layout.h).
@@ -522,13 +544,16 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   report.prefetch_bytes = device.prefetch_bytes;
   report.prefetch_tasks = device.prefetch_tasks;
   report.prefetch_max_tokens = device.prefetch_max_tokens;
+  report.input_rows_cached = device.input_rows_cached;
   report.stall_ns = device.stall_ns;
   report.stall_every_ns = device.stall_every_ns;
   report.shared_memory_bytes = device.shared_memory_bytes;
   report.tokens_per_step = program.tokens;
   report.worker_speed = device.worker_speed;
   report.step_ms = dataflow.step_ns * 1e-6;
-  report.bound_ms = std::max(bytes / device.memory_gbs, flops / (device.flops * 1e-9)) * 1e-6;
+  double streamed = 0;  // what the device moves through memory (its cached input rows left out)
+  for (const TaskWork& w : work) streamed += streamed_bytes(device, w);
+  report.bound_ms = std::max(streamed / device.memory_gbs, flops / (device.flops * 1e-9)) * 1e-6;
   report.bound_share = report.step_ms > 0 ? report.bound_ms / report.step_ms : 0;
   report.bsp_ms = bsp.step_ns * 1e-6;
   report.bsp_ratio = report.step_ms > 0 ? report.bsp_ms / report.step_ms : 0;

@@ -52,6 +52,8 @@ TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t contex
   // chunk: its share of it).
   work.activation_bytes = region_bytes(program, fp.reads, tokens, double(positions_read) * sequences, head_dim) +
                           region_bytes(program, fp.writes, tokens, tokens, head_dim);
+  if (work.weight_bytes > 0)  // a matrix tile: what it reads besides a KV cache is its input rows
+    work.input_row_bytes = region_bytes(program, fp.reads, tokens, 0, head_dim);
   // A matrix tile does a multiply-add per weight element and token (the LM head projects the last token,
   // or every token of a batched decode).
   const double matrix_tokens = task.op == OpCode::lm_head ? double(params.as<LmHeadParams>().rows) : double(tokens);
@@ -142,10 +144,14 @@ double modelled_epilogue_ns(const DeviceModel& device, const TaskWork& work) {
   return work.rotations * device.rotation_ns + work.exps * device.exp_ns;
 }
 
+double streamed_bytes(const DeviceModel& device, const TaskWork& work) {
+  return work.bytes() - (device.input_rows_cached ? work.input_row_bytes : 0.0);
+}
+
 double modelled_task_ns(const DeviceModel& device, const TaskWork& work) {
   const double share_bytes_per_ns = device.memory_gbs / double(device.workers);  // GB/s = bytes/ns
   const double share_flops_per_ns = device.flops * 1e-9 / double(device.workers);
-  return std::max(work.bytes() / share_bytes_per_ns, work.flops / share_flops_per_ns) + modelled_epilogue_ns(device, work) +
+  return std::max(streamed_bytes(device, work) / share_bytes_per_ns, work.flops / share_flops_per_ns) + modelled_epilogue_ns(device, work) +
          device.dispatch_ns + modelled_link_ns(device, work);
 }
 

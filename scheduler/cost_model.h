@@ -16,6 +16,10 @@ namespace tilefire {
 struct TaskWork {
   double weight_bytes = 0;      // weights streamed
   double activation_bytes = 0;  // activations and KV cache read and written
+  // Of those, a matrix tile's reads of activations (its input rows, which every tile of the matrix reads
+  // again, and a residual's columns): written earlier in the step and small, they sit in a cache
+  // (DeviceModel::input_rows_cached).
+  double input_row_bytes = 0;
   double flops = 0;
   double link_bytes = 0;        // collective tasks: bytes read from peer ranks over the link
   // Work beside the multiply-adds that costs far more than a flop on a CPU core: RoPE's (cos, sin) of
@@ -74,6 +78,12 @@ struct DeviceModel {
   // False: a waiting worker fetches nothing ahead (a GPU whose shared memory leaves no room for two
   // weight stages beside the tiles' workspace: the tiles read their weights from memory as they run).
   bool fetch_ahead = true;
+  // True: a matrix tile's input rows cost no memory time (TaskWork::input_row_bytes), their reads being
+  // part of the flop rate. The cpu device: its flop rate is measured on a tile whose input rows are in
+  // the core's cache, as a step's are after the matrix's first tile reads them. At batch 1 they are a few
+  // percent of a step's bytes; at batch 8 on `small` they were 40% (docs/SIMULATOR.md). False for the GPU
+  // presets: there they come from L2, a bandwidth the model does not have yet.
+  bool input_rows_cached = false;
 };
 
 // Puts the device's peak for weights of `dtype` in `flops`: its own figure for that dtype when it has
@@ -84,6 +94,9 @@ bool select_weight_dtype(DeviceModel& device, DType dtype);
 std::optional<DeviceModel> device_preset(const std::string& name);
 std::vector<std::string> device_preset_names();
 
+// The bytes a task moves through memory on `device`: its bytes() less its input rows' where the device
+// has them in cache.
+double streamed_bytes(const DeviceModel& device, const TaskWork& work);
 // A task alone on one worker, which gets an even share of the device's bandwidth and flops: the larger
 // of the memory time and the compute time, then its rotations and exponentials (an epilogue after the
 // streaming, as the tiles do them), plus the dispatch cost; a collective task also reads its peers'

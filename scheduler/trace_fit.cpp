@@ -138,7 +138,7 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
       if (work.weight_bytes <= 0 || work.link_bytes > 0) continue;
       const uint32_t w = by_task[t]->worker;
       const double speed = speeds.empty() ? 1.0 : speeds[w];
-      worker_bytes[w] += work.bytes();
+      worker_bytes[w] += streamed_bytes(base, work);
       traced_ns += by_task[t]->end_ns - by_task[t]->start_ns;
       worker_ns[w] += std::max(0.0, by_task[t]->end_ns - by_task[t]->start_ns - modelled_epilogue_ns(base, work) / speed);
       ++fit.streaming_tasks;

@@ -2,7 +2,9 @@
 // times greedy decode steps of B sequences at once and of one sequence alone (the order alternating by
 // round, so drift in the machine hits both), each step from one token of the first sequence to its next,
 // which covers the step and picking every sequence's token. The gain is the median over rounds of
-// (B / batched step time) / (1 / single step time).
+// (B / batched step time) / (1 / single step time). With --predict (cpu), the simulator's prediction of the
+// batched step (--batch B), the cpu device measured before each round's batched steps, as bench --predict
+// does for one sequence.
 #include "bench_batch.h"
 
 #include <algorithm>
@@ -123,48 +125,80 @@ int run_join_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint3
   return 0;
 }
 
-int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t steps, uint32_t prompt_len, bool json) {
+int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t steps, uint32_t prompt_len, bool predict,
+                    bool json) {
   options.sequences = batch;
   Engine engine(options);
   const ModelInfo& model = engine.model();
   if (prompt_len + steps + 1 > model.max_context)
     throw InputError("tilefire bench: --prompt-len + --steps + 1 exceeds the context of " + std::to_string(model.max_context));
+  // The timed steps: step i decodes each sequence's token at position prompt_len + i - 1, attending to
+  // prompt_len + i positions, i = 1 .. steps: prompt_len + (steps + 1) / 2 on average (rounded up).
+  const uint32_t mean_context = prompt_len + (steps + 2) / 2;
   time_batch_steps(engine, batch, 1, prompt_len, 0);  // untimed: compiles the batched and prefill programs
-  std::vector<double> single_ms, batched_ms, gains;
+  std::vector<double> single_ms, batched_ms, gains, batched_round_ms, predicted_ms;
+  SimulateReport simulated;
+  auto time_batched = [&](uint32_t r) {
+    if (predict) {  // just before the steps it is compared with: this kind of VM's bandwidth drifts
+      simulated = predict_decode(options, engine, mean_context, batch);
+      predicted_ms.push_back(simulated.step_ms);
+    }
+    std::vector<double> times = time_batch_steps(engine, batch, steps, prompt_len, r);
+    batched_round_ms.push_back(median(times));
+    return times;
+  };
   for (uint32_t r = 0; r < rounds; ++r) {
     std::vector<double> single, batched;
     if (r % 2 == 0) {
       single = time_batch_steps(engine, 1, steps, prompt_len, r);
-      batched = time_batch_steps(engine, batch, steps, prompt_len, r);
+      batched = time_batched(r);
     } else {
-      batched = time_batch_steps(engine, batch, steps, prompt_len, r);
+      batched = time_batched(r);
       single = time_batch_steps(engine, 1, steps, prompt_len, r);
     }
     gains.push_back(double(batch) * median(single) / median(batched));
     single_ms.insert(single_ms.end(), single.begin(), single.end());
     batched_ms.insert(batched_ms.end(), batched.begin(), batched.end());
   }
-  std::sort(gains.begin(), gains.end());
-  const double gain = median(gains), gain_low = gains[gains.size() / 4], gain_high = gains[gains.size() * 3 / 4];
+  const std::array<double, 3> gain_quartiles = median_and_quartiles(gains);
+  const double gain = gain_quartiles[0], gain_low = gain_quartiles[1], gain_high = gain_quartiles[2];
   const double one_ms = median(single_ms), many_ms = median(batched_ms);
+  std::array<double, 3> predicted_ratio{};  // predicted / measured batched step, per round
+  if (predict) {
+    std::vector<double> ratios;
+    for (uint32_t r = 0; r < rounds; ++r) ratios.push_back(predicted_ms[r] / batched_round_ms[r]);
+    predicted_ratio = median_and_quartiles(ratios);
+  }
   if (json) {
-    std::cout << nlohmann::json{{"model", model.origin},
-                                {"dtype", model.dtype},
-                                {"backend", options.backend == Backend::cuda ? "cuda" : "cpu"},
-                                {"device", engine.device_name()},
-                                {"threads", engine.threads()},
-                                {"policy", options.policy},
-                                {"batch", batch},
-                                {"prompt_len", prompt_len},
-                                {"rounds", rounds},
-                                {"single_step_ms", one_ms},
-                                {"batch_step_ms", many_ms},
-                                {"single_tok_s", 1000.0 / one_ms},
-                                {"batch_tok_s", 1000.0 * batch / many_ms},
-                                {"throughput_gain", gain},
-                                {"throughput_gain_quartiles", {gain_low, gain_high}}}
-                     .dump()
-              << std::endl;
+    nlohmann::json out{{"model", model.origin},
+                       {"dtype", model.dtype},
+                       {"backend", options.backend == Backend::cuda ? "cuda" : "cpu"},
+                       {"device", engine.device_name()},
+                       {"threads", engine.threads()},
+                       {"policy", options.policy},
+                       {"batch", batch},
+                       {"prompt_len", prompt_len},
+                       {"rounds", rounds},
+                       {"single_step_ms", one_ms},
+                       {"batch_step_ms", many_ms},
+                       {"single_tok_s", 1000.0 / one_ms},
+                       {"batch_tok_s", 1000.0 * batch / many_ms},
+                       {"throughput_gain", gain},
+                       {"throughput_gain_quartiles", {gain_low, gain_high}}};
+    if (predict) {
+      out["predicted_step_ms"] = median(predicted_ms);
+      out["predicted_over_measured"] = predicted_ratio[0];
+      out["predicted_over_measured_quartiles"] = {predicted_ratio[1], predicted_ratio[2]};
+      out["predicted_round_ms"] = predicted_ms;
+      out["batch_round_ms"] = batched_round_ms;
+      // What was simulated, to check against the run's own figures.
+      out["simulated"] = {{"model", simulated.model}, {"workers", simulated.workers},
+                          {"tokens_per_step", simulated.tokens_per_step}, {"context", mean_context},
+                          // the last round's device and bound, to read the predictions by
+                          {"memory_gbs", simulated.memory_gbs}, {"flops", simulated.flops}, {"bound_ms", simulated.bound_ms},
+                          {"stall_ns", simulated.stall_ns}, {"stall_every_ns", simulated.stall_every_ns}};
+    }
+    std::cout << out.dump() << std::endl;
     return 0;
   }
   std::printf("model %s (%s) on %s, %u %s, policy %s, greedy decode after %u-token prompts\n", model.origin.c_str(),
@@ -175,6 +209,10 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
   std::printf("| %u | %.3f | %.1f |\n", batch, many_ms, 1000.0 * batch / many_ms);
   std::printf("throughput of %u sequences per step over one: %.2fx, quartiles %.2f-%.2f (%u interleaved rounds)\n", batch, gain,
               gain_low, gain_high, rounds);
+  if (predict)
+    std::printf("simulated step of %u sequences (cpu device measured before each round): %.3f ms; predicted / measured %.3f, "
+                "quartiles %.3f-%.3f\n",
+                batch, median(predicted_ms), predicted_ratio[0], predicted_ratio[1], predicted_ratio[2]);
   return 0;
 }
 

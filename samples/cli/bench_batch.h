@@ -8,8 +8,10 @@ namespace tilefire::cli {
 
 // Decode throughput of `batch` sequences per step (Engine::generate_batch) against one, in interleaved
 // rounds on one engine: prints a table (or, with `json`, one object) of the step time, tokens/s over all
-// sequences and the throughput gain. `options` is the engine's (one rank), sequences set here.
-int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t steps, uint32_t prompt_len, bool json);
+// sequences and the throughput gain. `options` is the engine's (one rank), sequences set here. With
+// `predict` (cpu backend), also the simulator's prediction of each round's batched step.
+int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t steps, uint32_t prompt_len, bool predict,
+                    bool json);
 
 // What a long prompt joining costs the sequences decoding (continuous batching): batch - 1 sequences
 // decode while a request with a `join_len`-token prompt joins, on an engine that prefills it whole at

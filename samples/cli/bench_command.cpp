@@ -20,7 +20,6 @@
 #include "sweep.h"
 #include "commands.h"
 #include "tilefire/engine.h"
-#include "tilefire/simulate.h"
 
 namespace tilefire::cli {
 
@@ -29,29 +28,6 @@ namespace {
 // The mean context of bench's timed steps: after a prompt of P and one untimed step, S steps attend to
 // P + 2 ... P + S + 1 positions, P + 1.5 + S / 2 on average (rounded up here).
 uint32_t mean_timed_context(uint32_t prompt_len, uint32_t steps) { return prompt_len + 2 + steps / 2; }
-
-// The simulator's prediction of the engine's decode step (docs/SIMULATOR.md, "Checking the model"): the
-// same model, policy, granularity, split and workers, at the mean context of the timed steps, on the cpu
-// device measured now, in this process.
-SimulateReport predict_decode(const EngineOptions& options, const Engine& engine, uint32_t prompt_len, uint32_t steps) {
-  SimulateOptions sim;
-  sim.model_dir = options.model_dir;
-  sim.preset = options.preset;        // empty with no model: the built-in sample, the tiny preset
-  sim.dtype = engine.model().dtype;   // a checkpoint's: its weights', which the engine read (not config.json's)
-  sim.device = "cpu";
-  sim.policy = options.policy;
-  sim.granularity = granularity_name(options.granularity);
-  sim.kv_splits = options.kv_splits;
-  sim.threads = engine.threads();
-  sim.context = mean_timed_context(prompt_len, steps);
-  return simulate_model(sim);
-}
-
-// The median and the lower and upper quartiles of per-round ratios.
-std::array<double, 3> median_and_quartiles(std::vector<double> ratios) {
-  std::sort(ratios.begin(), ratios.end());
-  return {median(ratios), ratios[ratios.size() / 4], ratios[ratios.size() * 3 / 4]};
-}
 
 struct ModeTiming {
   std::vector<double> step_ms;
@@ -81,7 +57,8 @@ int bench_command(int argc, char** argv) {
         "                      [--sweep policy,granularity,threads [--sweep-out PREFIX]]  (cpu: a grid of cells,\n"
         "                       each against bsp; PREFIX.csv and PREFIX.md, default sweep)\n"
         "                      [--batch B]  (one rank: decode throughput of B sequences per step against\n"
-        "                       one, on one engine holding B sequences; --steps, --rounds, --prompt-len apply)\n"
+        "                       one, on one engine holding B sequences; --steps, --rounds, --prompt-len apply;\n"
+        "                       --predict: the simulator's prediction of the step of B sequences)\n"
         "                      [--batch B --join-prompt-len P [--prefill-chunks N]]  (instead: B - 1 sequences\n"
         "                       decode while a P-token prompt joins, prefilled whole or N chunks of 128 per step\n"
         "                       (default 1): the longest wait for a decoding sequence's token; --rounds applies)\n"
@@ -145,7 +122,7 @@ int bench_command(int argc, char** argv) {
   const uint32_t prompt_len = uint32_t(args.unsigned_or("--prompt-len", 8, 1, 1u << 20));
   if (args.has("--batch")) {
     if (options.tp > 1) throw InputError("tilefire bench: --batch runs on one rank (batched decoding is not built for tensor parallelism yet)");
-    for (const char* unused : {"--predict", "--bandwidth-mb", "--compile-preset"})
+    for (const char* unused : {"--bandwidth-mb", "--compile-preset"})
       if (args.has(unused))
         throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --batch (it times dataflow decode steps "
                          "of B sequences against one)");
@@ -155,11 +132,12 @@ int bench_command(int argc, char** argv) {
         if (args.has(unused))
           throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --join-prompt-len (the decoding "
                            "sequences have 8-token prompts and run until the newcomer has its first token)");
+      if (predict) throw InputError("tilefire bench: --predict does not apply to --join-prompt-len (it predicts decode steps of B sequences)");
       return run_join_bench(options, batch, rounds, uint32_t(args.unsigned_or("--join-prompt-len", 1, 1, 1u << 20)),
                             uint32_t(args.unsigned_or("--prefill-chunks", 1, 1, 1u << 20)), args.has("--json"));
     }
     if (args.has("--prefill-chunks")) throw InputError("tilefire bench: --prefill-chunks applies to --join-prompt-len");
-    return run_batch_bench(options, batch, rounds, steps, prompt_len, args.has("--json"));
+    return run_batch_bench(options, batch, rounds, steps, prompt_len, predict, args.has("--json"));
   }
   for (const char* flag : {"--join-prompt-len", "--prefill-chunks"})
     if (args.has(flag)) throw InputError(std::string("tilefire bench: ") + flag + " applies to --batch B");
@@ -206,7 +184,7 @@ int bench_command(int argc, char** argv) {
     for (size_t i = 0; i < modes.size(); ++i) {
       Mode& mode = modes[r % 2 == 0 ? i : modes.size() - 1 - i];
       if (predict && &mode == &modes[0]) {
-        simulated = predict_decode(options, engine, prompt_len, steps);
+        simulated = predict_decode(options, engine, mean_timed_context(prompt_len, steps), 1);
         predicted_ms.push_back(simulated.step_ms);
       }
       const std::vector<double> times = time_decode(*mode.engine, mode.schedule, prompt_len, steps, &mode.launches);

@@ -11,6 +11,26 @@ double median(std::vector<double> values) {
   return values.empty() ? 0 : values[values.size() / 2];
 }
 
+std::array<double, 3> median_and_quartiles(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return {median(values), values[values.size() / 4], values[values.size() * 3 / 4]};
+}
+
+SimulateReport predict_decode(const EngineOptions& options, const Engine& engine, uint32_t context, uint32_t batch) {
+  SimulateOptions sim;
+  sim.model_dir = options.model_dir;
+  sim.preset = options.preset;        // empty with no model: the built-in sample, the tiny preset
+  sim.dtype = engine.model().dtype;   // a checkpoint's: its weights', which the engine read (not config.json's)
+  sim.device = "cpu";
+  sim.policy = options.policy;
+  sim.granularity = granularity_name(options.granularity);
+  sim.kv_splits = options.kv_splits;
+  sim.threads = engine.threads();
+  sim.context = context;
+  sim.batch = batch;
+  return simulate_model(sim);
+}
+
 std::vector<double> time_decode(Engine& engine, Schedule schedule, uint32_t prompt_len, uint32_t steps, uint64_t* launches) {
   engine.set_schedule(schedule);
   engine.reset();

@@ -1,13 +1,23 @@
 #pragma once
-// Timing greedy decode steps, shared by `tilefire bench` and its --sweep.
+// Timing greedy decode steps, and the simulator's prediction of them, shared by `tilefire bench`, its
+// --batch and its --sweep.
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "tilefire/engine.h"
+#include "tilefire/simulate.h"
 
 namespace tilefire::cli {
 
 double median(std::vector<double> values);
+// The median and the lower and upper quartiles (of per-round ratios).
+std::array<double, 3> median_and_quartiles(std::vector<double> values);
+
+// The simulator's prediction of the engine's decode step of `batch` sequences, one token each
+// (docs/SIMULATOR.md, "Checking the model"): the same model, policy, granularity, split and workers, at
+// `context` positions (per sequence), on the cpu device measured now, in this process.
+SimulateReport predict_decode(const EngineOptions& options, const Engine& engine, uint32_t context, uint32_t batch);
 
 // Prefill `prompt_len` tokens, run one untimed decode step, then time `steps` greedy decode steps with
 // `schedule`; returns per-step milliseconds and adds the kernel launches of the timed steps (cuda) to

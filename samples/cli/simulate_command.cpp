@@ -27,6 +27,7 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
                    prefetch_bytes, prefetch_tasks, prefetch_max_tokens for what a waiting worker
                    fetches ahead; stall_ns, stall_every_ns for time the machine takes from each worker;
                    worker_speed, one relative speed per worker, for workers that are not alike;
+                   input_rows_cached, true where matrix tiles read their input rows from a cache;
                    shared_memory_bytes per worker, where a GPU's weight stages are fitted beside the
                    tiles; flops may be one peak or one per dtype, {"bf16": ..., "f32": ...})
   --threads N      the cpu device's workers (default: every core)
@@ -86,7 +87,7 @@ int simulate_command(int argc, char** argv) {
                                 {"hidden_collective_share", r.hidden_collective_share},
                                 {"rotation_ns", r.rotation_ns}, {"exp_ns", r.exp_ns},
                                 {"prefetch_bytes", r.prefetch_bytes}, {"prefetch_tasks", r.prefetch_tasks},
-                                {"prefetch_max_tokens", r.prefetch_max_tokens},
+                                {"prefetch_max_tokens", r.prefetch_max_tokens}, {"input_rows_cached", r.input_rows_cached},
                                 {"stall_ns", r.stall_ns}, {"stall_every_ns", r.stall_every_ns},
                                 {"worker_speed", r.worker_speed}, {"shared_memory_bytes", r.shared_memory_bytes},
                                 {"weight_stages", r.weight_stages},

@@ -594,6 +594,48 @@ TEST(CliBenchBatch, ReportsBothWidthsAndTheGain) {
   EXPECT_NE(text.out.find("throughput of 2 sequences per step over one"), std::string::npos) << text.out;
 }
 
+// A bench --predict object of three rounds: one prediction per round and one measured step (`measured`),
+// positive and finite; the median prediction, and the ratio and its quartiles the rounds' own predicted /
+// measured.
+void expect_three_rounds_paired(const nlohmann::json& j, const char* measured_key) {
+  const std::vector<double> predicted = j["predicted_round_ms"].get<std::vector<double>>();
+  const std::vector<double> measured = j[measured_key].get<std::vector<double>>();
+  ASSERT_EQ(predicted.size(), 3u);
+  ASSERT_EQ(measured.size(), 3u);
+  std::vector<double> ratios;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(std::isfinite(predicted[i]) && predicted[i] > 0) << predicted[i];
+    EXPECT_TRUE(std::isfinite(measured[i]) && measured[i] > 0) << measured[i];
+    ratios.push_back(predicted[i] / measured[i]);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  EXPECT_DOUBLE_EQ(j["predicted_over_measured"].get<double>(), ratios[1]);
+  EXPECT_DOUBLE_EQ(j["predicted_over_measured_quartiles"][0].get<double>(), ratios[0]);
+  EXPECT_DOUBLE_EQ(j["predicted_over_measured_quartiles"][1].get<double>(), ratios[2]);
+  std::vector<double> sorted = predicted;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_DOUBLE_EQ(j["predicted_step_ms"].get<double>(), sorted[1]);
+}
+
+// tilefire bench --batch B --predict: the simulator's prediction of each round's batched step, the cpu
+// device measured just before it. As for bench --predict, what is checked is that the simulated step is
+// the timed one (B tokens, the engine's workers, the timed steps' mean context) and the bookkeeping.
+TEST(CliBenchBatch, PredictPairsEachRoundsBatchedStepWithTheSimulator) {
+  RunResult r = run_cli({"bench", "--preset", "tiny", "--threads", "2", "--batch", "3", "--rounds", "3", "--steps", "3", "--predict", "--json"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("simulated")) << j.dump();
+  EXPECT_EQ(j["simulated"]["tokens_per_step"], 3);
+  EXPECT_EQ(j["simulated"]["workers"], j["threads"]);
+  EXPECT_EQ(j["simulated"]["context"], 8 + 2);  // prompts of 8; the timed steps attend to 9, 10 and 11 positions
+  EXPECT_EQ(j["simulated"]["model"], "preset tiny (bf16)");
+  expect_three_rounds_paired(j, "batch_round_ms");
+  RunResult text = run_cli({"bench", "--preset", "tiny", "--threads", "1", "--batch", "2", "--rounds", "1", "--steps", "2", "--predict"});
+  ASSERT_EQ(text.status, 0) << describe(text);
+  EXPECT_NE(text.out.find("simulated step of 2 sequences"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("predicted / measured"), std::string::npos) << text.out;
+}
+
 // tilefire bench --batch B --join-prompt-len P: what a long prompt joining costs the sequences decoding,
 // prefilled whole or by the steps. Not checked for speed; the figures must be positive, and prefilled whole,
 // the decoding sequence's longest wait holds the newcomer's whole prefill (its time to first token).
@@ -652,21 +694,7 @@ TEST(CliBench, PredictPairsEachRoundWithTheSimulator) {
   EXPECT_EQ(j["simulated"]["tasks_per_step"], j["tasks_per_step"]);
   EXPECT_EQ(j["simulated"]["context"], 8 + 2 + 1);  // prompt 8, an untimed step, steps at 10 and 11 positions
   EXPECT_EQ(j["simulated"]["model"], "preset tiny (f32)");  // the built-in sample
-  const std::vector<double> predicted = j["predicted_round_ms"].get<std::vector<double>>();
-  const std::vector<double> measured = j["dataflow_round_ms"].get<std::vector<double>>();
-  ASSERT_EQ(predicted.size(), 3u);
-  ASSERT_EQ(measured.size(), 3u);
-  std::vector<double> ratios;
-  for (size_t i = 0; i < 3; ++i) {
-    EXPECT_TRUE(std::isfinite(predicted[i]) && predicted[i] > 0) << predicted[i];
-    EXPECT_TRUE(std::isfinite(measured[i]) && measured[i] > 0) << measured[i];
-    ratios.push_back(predicted[i] / measured[i]);
-  }
-  std::sort(ratios.begin(), ratios.end());
-  EXPECT_DOUBLE_EQ(j["predicted_over_measured"].get<double>(), ratios[1]);
-  std::vector<double> sorted = predicted;
-  std::sort(sorted.begin(), sorted.end());
-  EXPECT_DOUBLE_EQ(j["predicted_step_ms"].get<double>(), sorted[1]);
+  expect_three_rounds_paired(j, "dataflow_round_ms");
 
   // Another preset, dtype, policy and granularity: the same program simulated.
   const nlohmann::json other = bench({"--preset", "tiny", "--dtype", "bf16", "--policy", "critical-path", "--granularity", "op"});

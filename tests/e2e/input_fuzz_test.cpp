@@ -194,7 +194,7 @@ json full_device_file() {
               {"link_latency_ns", 2000},   {"rotation_ns", 2},      {"exp_ns", 1},
               {"prefetch_bytes", 65536},   {"prefetch_tasks", 2},   {"prefetch_max_tokens", 4},
               {"worker_speed", {1.0, 1.1, 0.9, 1.0, 1.0, 1.2, 0.8, 1.0}},
-              {"stall_ns", 100},           {"stall_every_ns", 100000}};
+              {"stall_ns", 100},           {"stall_every_ns", 100000}, {"input_rows_cached", true}};
 }
 
 // The report of an accepted simulation: finite, non-negative, the step no faster than its bound.

@@ -28,12 +28,19 @@ TEST(CostModel, MatrixAndAttentionTilesFromTheirShapes) {
       EXPECT_DOUBLE_EQ(work.flops, 2.0 * rows * p.K * 3);
       // reads x [3, K] and the residual's columns, writes the output's columns: f32 each
       EXPECT_DOUBLE_EQ(work.activation_bytes, 3.0 * 4 * (p.K + 2 * rows));
+      EXPECT_DOUBLE_EQ(work.input_row_bytes, 3.0 * 4 * (p.K + rows));  // what it reads of them
+      // A device with the inputs in cache streams the weights and the output only.
+      DeviceModel cached = *device_preset("h200"), uncached = cached;
+      cached.input_rows_cached = true;
+      EXPECT_DOUBLE_EQ(streamed_bytes(uncached, work), work.bytes());
+      EXPECT_DOUBLE_EQ(streamed_bytes(cached, work), rows * p.K * 2 + 3.0 * 4 * rows);
       saw_down |= p.K == spec.ffn;
     } else if (task.op == OpCode::causal_attention) {
       // q.k and p.v: 4 flops per head, dimension, position and token; K and V of one KV head read
       EXPECT_DOUBLE_EQ(work.flops, 4.0 * rows * spec.head_dim * 100 * 3);
       EXPECT_DOUBLE_EQ(work.weight_bytes, 0);
       EXPECT_DOUBLE_EQ(work.activation_bytes, 2.0 * 100 * spec.head_dim * 4 + 2.0 * 3 * rows * spec.head_dim * 4);
+      EXPECT_DOUBLE_EQ(work.input_row_bytes, 0);  // no matrix: its reads are a KV cache's and q's, from memory
       saw_attention = true;
     } else if (task.op == OpCode::lm_head) {
       EXPECT_DOUBLE_EQ(work.flops, 2.0 * rows * spec.hidden);  // the last token only

@@ -37,6 +37,7 @@ struct SimulateReport {
   double prefetch_bytes = 0;   // what a waiting worker fetches ahead: at most this many bytes (0: no bound)
   uint32_t prefetch_tasks = 1; // over this many upcoming tasks (0: its whole queue)
   uint32_t prefetch_max_tokens = 0;  // and nothing for steps of more tokens than this (0: no limit)
+  bool input_rows_cached = false;  // a matrix tile's input rows cost no memory time (the cpu device)
   double stall_ns = 0, stall_every_ns = 0;  // each worker loses stall_ns every stall_every_ns (0: never)
   double shared_memory_bytes = 0;  // per worker (a GPU's CTA; 0: none modelled), and the weight stages
   uint32_t weight_stages = 0;      // of the kernel's ring that fit beside this program's tiles there
