@@ -56,18 +56,18 @@ void take_token(Engine::Impl& m, BatchedSequence& s, const float* logits) {
   }
 }
 
+std::string sequence_name(uint64_t id) { return "sequence " + std::to_string(id) + ": "; }
+
 void check_rows_finite(Engine::Impl& m, const float* logits, const std::vector<BatchedSequence*>& rows,
-                       const std::vector<std::string>& names) {
+                       const std::vector<uint64_t>& ids) {
   for (size_t r = 0; r < rows.size(); ++r) {
     try {
       m.check_finite_logits(logits + r * m.info.vocab, rows[r]->position);
     } catch (const InputError& e) {
-      throw InputError(names[r] + e.what());
+      throw SequenceError(ids[r], sequence_name(ids[r]) + e.what());
     }
   }
 }
-
-std::string sequence_name(uint64_t id) { return "sequence " + std::to_string(id) + ": "; }
 
 // Prefills the next chunk of `s`'s prompt into its slot (from s.position) and returns its logits: those of
 // the prompt's last token when the chunk ends the prompt. s.position moves past the chunk.
@@ -162,7 +162,7 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
 namespace {
 
 // The decode part of a step: one token of every row, together.
-void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, const std::vector<std::string>& names) {
+void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, const std::vector<uint64_t>& ids) {
   const uint32_t width = uint32_t(rows.size());
   std::vector<int32_t> tokens(width);
   std::vector<uint32_t> positions(width), slots(width);
@@ -188,7 +188,7 @@ void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, con
   const double step_ms = ms_since(step_start);
   // Every row checked before any is taken: a failed step moves no sequence (the cache entries it wrote
   // past their positions are overwritten by the next step).
-  check_rows_finite(m, logits, rows, names);
+  check_rows_finite(m, logits, rows, ids);
   for (uint32_t r = 0; r < width; ++r) {
     BatchedSequence& s = *rows[r];
     if (compile_ms > 0) s.result.compile_ms += compile_ms;
@@ -218,7 +218,7 @@ void prefill_some(Engine::Impl& m) {
         m.check_finite_logits(logits, s.position - 1);
       } catch (const InputError& e) {
         s.position = begin;  // its last chunk runs again at the next step
-        throw InputError(sequence_name(id) + e.what());
+        throw SequenceError(id, sequence_name(id) + e.what());
       }
       s.prefilling = false;
       s.result.ttft_ms = ms_since(s.added) - s.prefill_compile_ms;
@@ -234,13 +234,13 @@ uint32_t Engine::step_sequences() {
   Impl& m = *impl_;
   refuse_while_generating(m, "step_sequences");
   std::vector<BatchedSequence*> rows;
-  std::vector<std::string> names;
+  std::vector<uint64_t> ids;  // the rows' sequences
   for (auto& [id, s] : m.batched)
     if (!s.finished && !s.prefilling) {
       rows.push_back(&s);
-      names.push_back(sequence_name(id));
+      ids.push_back(id);
     }
-  if (!rows.empty()) decode_rows(m, rows, names);
+  if (!rows.empty()) decode_rows(m, rows, ids);
   prefill_some(m);
   uint32_t unfinished = 0;
   for (const auto& [id, s] : m.batched) unfinished += s.finished ? 0 : 1;

@@ -40,6 +40,15 @@ void Batcher::finish(Job& job) {
   done_.notify_all();
 }
 
+void Batcher::fail_all(std::vector<Job*>& live, const std::exception_ptr& error) {
+  for (Job* job : live) {
+    engine_.remove_sequence(job->id);
+    job->error = error;
+    finish(*job);
+  }
+  live.clear();
+}
+
 void Batcher::loop() {
   std::vector<Job*> live;
   auto take_out_finished = [&] {
@@ -89,16 +98,23 @@ void Batcher::loop() {
     }
     try {
       engine_.step_sequences();
-    } catch (...) {
-      // A failed step moved no sequence, and would fail again: every request in it gets the error.
-      const std::exception_ptr error = std::current_exception();
-      for (Job* job : live) {
-        engine_.remove_sequence(job->id);
-        job->error = error;
-        finish(*job);
+    } catch (const SequenceError& e) {
+      // One sequence's fault (its logits are not finite): it would fail again, so its request gets the
+      // error; the others go on. Its step's decode either moved no sequence or, when its prompt's chunk
+      // failed after it, gave the others their tokens: those that ended there are taken out below.
+      const auto failed = std::find_if(live.begin(), live.end(), [&](const Job* job) { return job->id == e.sequence; });
+      if (failed != live.end()) {
+        Job& job = **failed;
+        live.erase(failed);
+        engine_.remove_sequence(job.id);
+        job.error = std::current_exception();
+        finish(job);
+      } else {
+        fail_all(live, std::current_exception());  // not one of ours: nothing to take out alone
       }
-      live.clear();
-      continue;
+    } catch (...) {
+      // A step that failed for all (a device or transport fault) would fail again: every request gets it.
+      fail_all(live, std::current_exception());
     }
     take_out_finished();
   }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "tilefire/engine.h"
 
@@ -39,6 +40,8 @@ class Batcher {
   };
   void loop();
   void finish(Job& job);
+  // Every live request gets `error`, its sequence taken out.
+  void fail_all(std::vector<Job*>& live, const std::exception_ptr& error);
 
   Engine& engine_;
   const uint32_t sequences_;

@@ -1,10 +1,14 @@
 #include "tests/common/test_models.h"
 
 #include <atomic>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 namespace tilefire::testing {
 
@@ -92,6 +96,26 @@ void write_file_text(const std::filesystem::path& path, const std::string& text)
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+void overwrite_f32(const std::filesystem::path& folder, const std::string& tensor, uint64_t index, float value) {
+  const std::filesystem::path file = folder / "model.safetensors";
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  uint64_t header_length = 0;
+  if (bytes.size() < 8) throw std::runtime_error("overwrite_f32: " + file.string() + " is not a safetensors file");
+  std::memcpy(&header_length, bytes.data(), 8);
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_length));
+  if (!header.contains(tensor) || header[tensor]["dtype"] != "F32")
+    throw std::runtime_error("overwrite_f32: " + tensor + " is not an f32 tensor of " + file.string());
+  const uint64_t offset = header[tensor]["data_offsets"][0].get<uint64_t>() + index * 4;
+  if (offset >= header[tensor]["data_offsets"][1].get<uint64_t>())
+    throw std::runtime_error("overwrite_f32: element " + std::to_string(index) + " is past the end of " + tensor);
+  std::memcpy(bytes.data() + 8 + header_length + offset, &value, 4);
+  std::ofstream(file, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
 }
 
 }  // namespace tilefire::testing

@@ -32,4 +32,8 @@ void write_file_text(const std::filesystem::path& path, const std::string& text)
 std::filesystem::path write_test_model(const ModelSpec& spec, const std::filesystem::path& dir, DType dtype = DType::f32,
                                        uint64_t max_shard_bytes = 0);
 
+// Writes `value` over element `index` of an f32 tensor of the folder's model.safetensors (a NaN or an
+// infinity planted in a weight). Throws when the tensor is not f32 or the index is past its end.
+void overwrite_f32(const std::filesystem::path& folder, const std::string& tensor, uint64_t index, float value);
+
 }  // namespace tilefire::testing

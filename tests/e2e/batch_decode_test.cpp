@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -235,6 +237,60 @@ TEST(BatchDecode, ALongPromptJoiningDelaysTheOthersByAChunkPerStep) {
   expect_same_result(long_result, alone.generate(long_request), 1);
   reusing.reuse_prefix = false;
   expect_same_result(reused, alone.generate(reusing), 2);  // the same chunks: 128 is a chunk's end
+}
+
+// A prompt whose logits are not finite (a token whose embedding holds an infinity) fails its own
+// sequence only: with the prompts prefilled by the steps, its last chunk fails after the step's decode,
+// and step_sequences throws a SequenceError with its id. Taken out, it leaves the other sequence to go
+// on to generate()'s result for its request alone.
+TEST(BatchDecode, ASequenceWhoseLogitsAreNotFiniteFailsAloneNamingItsId) {
+  TempDir dir("batch-nonfinite");
+  const std::filesystem::path folder = write_test_model(variant_spec(Variant::llama), dir.path() / "m");
+  EngineOptions options;
+  options.model_dir = folder.string();
+  options.threads = 2;
+  GenerateRequest good;
+  good.prompt = counting_prompt(5, 11);
+  good.max_new_tokens = 10;
+  good.stop_at_eos = false;
+  std::vector<int32_t> seen;  // the good request's tokens, prompt and reply: the poisoned one is none of them
+  {
+    Engine clean(options);
+    seen = clean.generate(good).tokens;
+  }
+  seen.insert(seen.end(), good.prompt.begin(), good.prompt.end());
+  int32_t poisoned = 0;
+  while (std::find(seen.begin(), seen.end(), poisoned) != seen.end()) ++poisoned;
+  overwrite_f32(folder, "model.embed_tokens.weight", uint64_t(poisoned) * variant_spec(Variant::llama).hidden,
+                std::numeric_limits<float>::infinity());
+
+  Engine alone(options);
+  const GenerateResult expected = alone.generate(good);
+  options.sequences = 2;
+  options.prefill_chunks_per_step = 1;
+  Engine engine(options);
+  uint32_t good_tokens = 0;
+  good.on_token = [&](int32_t) { ++good_tokens; };
+  const uint64_t good_id = engine.add_sequence(good);
+  engine.step_sequences();  // its prompt and first token
+  GenerateRequest bad = good;
+  bad.on_token = nullptr;
+  bad.prompt = {3, poisoned, 4};
+  const uint64_t bad_id = engine.add_sequence(bad);
+  try {
+    engine.step_sequences();
+    ADD_FAILURE() << "the poisoned prompt's step did not fail";
+  } catch (const SequenceError& e) {
+    EXPECT_EQ(e.sequence, bad_id);
+    EXPECT_NE(std::string(e.what()).find("sequence " + std::to_string(bad_id) + ": "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("non-finite"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(good_tokens, 2u) << "the step's decode came before the failed chunk";
+  EXPECT_THROW(engine.step_sequences(), SequenceError) << "left in, it fails again";
+  const GenerateResult failed = engine.remove_sequence(bad_id);
+  EXPECT_TRUE(failed.tokens.empty());
+  while (!engine.sequence_finished(good_id)) engine.step_sequences();
+  expect_same_result(engine.remove_sequence(good_id), expected, 0);
 }
 
 // Continuous batching: five requests through three slots, each joining when a slot frees (mid-way

@@ -12,11 +12,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -26,6 +28,7 @@
 
 #include "tests/common/cli_runner.h"
 #include "tests/common/test_models.h"
+#include "tilefire/engine.h"
 
 extern char** environ;
 
@@ -461,6 +464,67 @@ void clients_at_once(const std::vector<std::string>& batching) {
 
 TEST(CliServe, ClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) { clients_at_once({}); }
 TEST(CliServe, BatchedClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) { clients_at_once({"--sequences", "3"}); }
+
+// A prompt that runs the model into non-finite logits (a token whose embedding holds an infinity) is a
+// 400 naming them, and with --sequences it fails alone: its prompt's chunk fails in a step (after the
+// step's decode), and the request decoding beside it runs on to its end (before, every request in the
+// batch got the error).
+TEST(CliServe, APromptWithNonFiniteLogitsFailsOnlyItsOwnRequest) {
+  TempDir dir("cli-serve-nonfinite");
+  const fs::path model = gen_tiny_model(dir, "tiny-poisoned");
+  const std::vector<int32_t> good_prompt = {11, 12, 13};
+  constexpr uint32_t kGoodTokens = 300;
+  int32_t poisoned = 0;
+  {
+    EngineOptions options;  // the good request's greedy tokens on the clean model: the poisoned one is none of them
+    options.model_dir = model.string();
+    options.threads = 1;
+    Engine clean(options);
+    GenerateRequest good;
+    good.prompt = good_prompt;
+    good.max_new_tokens = kGoodTokens;
+    good.stop_at_eos = false;
+    std::vector<int32_t> seen = clean.generate(good).tokens;
+    seen.insert(seen.end(), good_prompt.begin(), good_prompt.end());
+    while (std::find(seen.begin(), seen.end(), poisoned) != seen.end()) ++poisoned;
+    overwrite_f32(model, "model.embed_tokens.weight", uint64_t(poisoned) * clean.model().hidden, std::numeric_limits<float>::infinity());
+  }
+  Server server({"--model", model.string(), "--threads", "1", "--sequences", "2"});
+  ASSERT_NE(server.port(), 0);
+  std::atomic<bool> streaming{false};
+  std::string good_body;
+  std::thread good([&] {
+    const int fd = connect_to(server.port());
+    ASSERT_GE(fd, 0);
+    const std::string body = json({{"prompt", good_prompt}, {"max_tokens", kGoodTokens}, {"temperature", 0}, {"ignore_eos", true},
+                                   {"stream", true}}).dump();
+    send_text(fd, "POST /v1/completions HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+    char chunk[4096];
+    for (ssize_t n; (n = ::recv(fd, chunk, sizeof chunk, 0)) > 0;) {
+      good_body.append(chunk, size_t(n));
+      streaming.store(true);
+    }
+    ::close(fd);
+  });
+  while (!streaming.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const HttpReply bad = post(server.port(), "/v1/completions",
+                             json({{"prompt", {3, poisoned, 4}}, {"max_tokens", 5}, {"temperature", 0}}).dump());
+  good.join();
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_NE(bad.body.find("non-finite"), std::string::npos) << bad.body;
+  const std::vector<std::string> data = events(good_body.substr(good_body.find("\r\n\r\n") + 4));
+  ASSERT_GE(data.size(), 2u) << good_body;
+  EXPECT_EQ(data.back(), "[DONE]");
+  EXPECT_EQ(good_body.find("\"error\""), std::string::npos) << "the good request got the other's error";
+  const json last = json::parse(data[data.size() - 2]);
+  EXPECT_EQ(last.at("choices")[0].at("finish_reason"), "length") << last.dump();
+  EXPECT_EQ(last.at("usage").at("completion_tokens"), kGoodTokens) << last.dump();
+  EXPECT_EQ(server.stop(), 0) << server.log();
+  const std::string log = server.log();
+  const size_t at = log.find("stopped (at most ");
+  ASSERT_NE(at, std::string::npos) << log;
+  EXPECT_EQ(std::atoi(log.c_str() + at + std::strlen("stopped (at most ")), 2) << "the two requests shared steps\n" << log;
+}
 
 // A tokenizer.json for the tiny preset whose tokens 256..511 each spell 16000 letters (and their id): a
 // reply of a few hundred tokens is megabytes, more than the sockets between a server and a client that

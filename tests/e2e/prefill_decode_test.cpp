@@ -3,12 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 #include <limits>
-
-#include <nlohmann/json.hpp>
 
 #include "tests/common/compare.h"
 #include "tests/common/test_models.h"
@@ -17,24 +12,6 @@
 
 namespace tilefire::testing {
 namespace {
-
-// Writes `value` over element `index` of an f32 tensor of the folder's model.safetensors.
-void overwrite_f32(const std::filesystem::path& folder, const std::string& tensor, uint64_t index, float value) {
-  const std::filesystem::path file = folder / "model.safetensors";
-  std::string bytes;
-  {
-    std::ifstream in(file, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  uint64_t header_length = 0;
-  std::memcpy(&header_length, bytes.data(), 8);
-  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_length));
-  ASSERT_EQ(header[tensor]["dtype"], "F32") << tensor;
-  const uint64_t offset = header[tensor]["data_offsets"][0].get<uint64_t>() + index * 4;
-  ASSERT_LT(offset, header[tensor]["data_offsets"][1].get<uint64_t>()) << tensor;
-  std::memcpy(bytes.data() + 8 + header_length + offset, &value, 4);
-  std::ofstream(file, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
-}
 
 TEST(PrefillDecode, WholePromptEqualsTokenByToken) {
   EngineOptions options;  // the built-in sample

@@ -182,8 +182,10 @@ class Engine {
   // add_sequence). A removed sequence stays in its slot's cache: a later request with reuse_prefix goes to
   // the free slot whose cache begins its prompt with the most tokens and prefills only the rest
   // (reused_tokens). While any sequence is in, the step API and generate() are refused (they use the
-  // first slot); a sequence removed from the first slot is the step API's sequence after. A step that fails (NaN logits) finishes nothing
-  // and leaves every sequence where it was; the exception names the sequence it came from. An exception
+  // first slot); a sequence removed from the first slot is the step API's sequence after. A step whose
+  // decode fails (NaN logits) finishes nothing and leaves every sequence where it was; a failed prefill
+  // chunk leaves its sequence before the chunk. Either throws SequenceError (errors.h) with the id of the
+  // sequence it came from: remove that one (it would fail again) and step the others on. An exception
   // from a callback in a step reaches the caller: the sequences up to its own have their new tokens, the
   // rest take theirs (the same ones) at the next step.
   uint64_t add_sequence(const GenerateRequest& request);

@@ -1,6 +1,8 @@
 #pragma once
 // Errors Tilefire reports to its users.
+#include <cstdint>
 #include <stdexcept>
+#include <string>
 
 namespace tilefire {
 
@@ -9,6 +11,14 @@ namespace tilefire {
 // The command line turns it into exit status 2.
 struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+// Bad input of one sequence of a batch (Engine::step_sequences): its logits are not finite (its prompt
+// runs the weights into an overflow). The other sequences are not at fault: a server takes this one out
+// (Engine::remove_sequence) and steps the others on. `sequence` is its id from Engine::add_sequence.
+struct SequenceError : InputError {
+  SequenceError(uint64_t id, const std::string& what) : InputError(what), sequence(id) {}
+  uint64_t sequence;
 };
 
 // A fault the GPU reported while running a step: the megakernel's watchdog (the message names the stuck
