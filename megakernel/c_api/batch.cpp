@@ -62,7 +62,25 @@ tilefire_status tilefire_engine_step_sequences(tilefire_engine* engine, uint32_t
     const char* call = "tilefire_engine_step_sequences";
     tilefire::Engine& cpp_engine = required(engine, call, "engine").engine;
     uint32_t& out = required(unfinished, call, "unfinished");
-    out = cpp_engine.step_sequences();
+    engine->sequence_failed = false;
+    try {
+      out = cpp_engine.step_sequences();
+    } catch (const tilefire::SequenceError& e) {
+      engine->sequence_failed = true;
+      engine->failed_sequence = e.sequence;
+      throw;
+    }
+  });
+}
+
+tilefire_status tilefire_engine_failed_sequence(const tilefire_engine* engine, int* failed, uint64_t* sequence) {
+  return guarded([&] {
+    const char* call = "tilefire_engine_failed_sequence";
+    const tilefire_engine& handle = required(engine, call, "engine");
+    int& failed_out = required(failed, call, "failed");
+    uint64_t& sequence_out = required(sequence, call, "sequence");
+    failed_out = handle.sequence_failed ? 1 : 0;
+    sequence_out = handle.sequence_failed ? handle.failed_sequence : 0;
   });
 }
 

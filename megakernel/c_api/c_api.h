@@ -17,6 +17,10 @@
 struct tilefire_engine {
   tilefire::Engine engine;
   std::string device_name;  // Engine::device_name() returns a copy; tilefire_engine_device_name hands out this
+  // The sequence the last tilefire_engine_step_sequences failed on (SequenceError), for
+  // tilefire_engine_failed_sequence.
+  bool sequence_failed = false;
+  uint64_t failed_sequence = 0;
   explicit tilefire_engine(const tilefire::EngineOptions& options) : engine(options), device_name(engine.device_name()) {}
 };
 struct tilefire_tokenizer {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -278,6 +279,62 @@ TEST(CApi, PromptsPrefilledByTheStepsGiveTheCppEnginesResults) {
   expected_request.stop_at_eos = false;
   Engine cpp = cpp_sample();
   EXPECT_EQ(std::vector<int32_t>(result.tokens, result.tokens + result.token_count), cpp.generate(expected_request).tokens);
+  tilefire_generate_result_free(&result);
+  tilefire_engine_free(engine);
+}
+
+// A sequence whose logits are not finite (its prompt holds a token whose embedding is infinite): the step
+// fails with TILEFIRE_ERROR_INPUT naming it, tilefire_engine_failed_sequence gives its id, and once it is
+// removed the other sequence steps on.
+TEST(CApi, AFailedSequenceIsNamedAndTheOthersStepOn) {
+  TempDir dir("c-api-nonfinite");
+  const fs::path folder = write_test_model(variant_spec(Variant::llama), dir.path() / "m");
+  const int32_t poisoned = 300;
+  overwrite_f32(folder, "model.embed_tokens.weight", uint64_t(poisoned) * variant_spec(Variant::llama).hidden,
+                std::numeric_limits<float>::infinity());
+  const std::string model_dir = folder.string();
+  tilefire_engine_options options;
+  tilefire_engine_options_init(&options);
+  options.model_dir = model_dir.c_str();
+  options.threads = 2;
+  options.sequences = 2;
+  options.prefill_chunks_per_step = 1;
+  tilefire_engine* engine = nullptr;
+  ASSERT_EQ(tilefire_engine_create(&options, &engine), TILEFIRE_OK) << tilefire_last_error();
+  const std::vector<int32_t> good_prompt = {1, 2, 3}, bad_prompt = {1, poisoned, 3};
+  tilefire_generate_request request;
+  tilefire_generate_request_init(&request);
+  request.prompt = good_prompt.data();
+  request.prompt_count = good_prompt.size();
+  request.max_new_tokens = 2;
+  request.stop_at_eos = 0;
+  uint64_t good = 0, bad = 0, sequence = 99;
+  uint32_t unfinished = 0;
+  int failed = 1;
+  ASSERT_EQ(tilefire_engine_add_sequence(engine, &request, &good), TILEFIRE_OK) << tilefire_last_error();
+  ASSERT_EQ(tilefire_engine_step_sequences(engine, &unfinished), TILEFIRE_OK) << tilefire_last_error();
+  ASSERT_EQ(tilefire_engine_failed_sequence(engine, &failed, &sequence), TILEFIRE_OK);
+  EXPECT_EQ(failed, 0);
+  request.prompt = bad_prompt.data();
+  ASSERT_EQ(tilefire_engine_add_sequence(engine, &request, &bad), TILEFIRE_OK) << tilefire_last_error();
+  expect_refused(tilefire_engine_step_sequences(engine, &unfinished), TILEFIRE_ERROR_INPUT,
+                 "sequence " + std::to_string(bad) + ": ");
+  ASSERT_EQ(tilefire_engine_failed_sequence(engine, &failed, &sequence), TILEFIRE_OK);
+  EXPECT_EQ(failed, 1);
+  EXPECT_EQ(sequence, bad);
+  expect_refused(tilefire_engine_failed_sequence(engine, &failed, nullptr), TILEFIRE_ERROR_INPUT, "sequence is NULL");
+  tilefire_generate_result result = empty_result();
+  ASSERT_EQ(tilefire_engine_remove_sequence(engine, bad, &result), TILEFIRE_OK) << tilefire_last_error();
+  tilefire_generate_result_free(&result);
+  int finished = 0;
+  ASSERT_EQ(tilefire_engine_sequence_finished(engine, good, &finished), TILEFIRE_OK);
+  EXPECT_EQ(finished, 1) << "the failed step's decode gave the good sequence its second token";
+  ASSERT_EQ(tilefire_engine_step_sequences(engine, &unfinished), TILEFIRE_OK) << tilefire_last_error();
+  ASSERT_EQ(tilefire_engine_failed_sequence(engine, &failed, &sequence), TILEFIRE_OK);
+  EXPECT_EQ(failed, 0);
+  result = empty_result();
+  ASSERT_EQ(tilefire_engine_remove_sequence(engine, good, &result), TILEFIRE_OK) << tilefire_last_error();
+  EXPECT_EQ(result.token_count, 2u);
   tilefire_generate_result_free(&result);
   tilefire_engine_free(engine);
 }

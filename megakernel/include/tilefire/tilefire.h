@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /* The version of this interface: raised when a struct or a call changes. */
-#define TILEFIRE_API_VERSION 3
+#define TILEFIRE_API_VERSION 4
 uint32_t tilefire_api_version(void);
 
 typedef enum tilefire_status {
@@ -206,6 +206,10 @@ tilefire_status tilefire_generate_batch(tilefire_engine* engine, const tilefire_
 tilefire_status tilefire_engine_add_sequence(tilefire_engine* engine, const tilefire_generate_request* request,
                                              uint64_t* sequence);
 tilefire_status tilefire_engine_step_sequences(tilefire_engine* engine, uint32_t* unfinished);
+/* After tilefire_engine_step_sequences failed with TILEFIRE_ERROR_INPUT: *failed is 1 and *sequence the
+ * sequence it came from when one sequence's logits were not finite (its own input's fault: remove it and
+ * step the others on; left in, it fails again), else *failed is 0 (and after a step that succeeded). */
+tilefire_status tilefire_engine_failed_sequence(const tilefire_engine* engine, int* failed, uint64_t* sequence);
 tilefire_status tilefire_engine_sequence_finished(const tilefire_engine* engine, uint64_t sequence, int* finished);
 tilefire_status tilefire_engine_remove_sequence(tilefire_engine* engine, uint64_t sequence, tilefire_generate_result* result);
 
