@@ -115,8 +115,8 @@ int run_join_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint3
               << std::endl;
     return 0;
   }
-  std::printf("model %s (%s) on %s, %u %s: %u sequences decoding while a %u-token prompt joins (medians of %u rounds)\n",
-              model.origin.c_str(), model.dtype.c_str(), whole.device_name().c_str(), whole.threads(),
+  std::printf("model %s on %s, %u %s: %u sequences decoding while a %u-token prompt joins (medians of %u rounds)\n",
+              model_label(model).c_str(), whole.device_name().c_str(), whole.threads(),
               options.backend == Backend::cuda ? "CTAs" : "threads", batch - 1, join_len, rounds);
   std::printf("| prompt prefilled | longest wait for a decoding sequence's next token, ms | newcomer's time to first token, ms |\n"
               "|---|---|---|\n");
@@ -201,8 +201,8 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
     std::cout << out.dump() << std::endl;
     return 0;
   }
-  std::printf("model %s (%s) on %s, %u %s, policy %s, greedy decode after %u-token prompts\n", model.origin.c_str(),
-              model.dtype.c_str(), engine.device_name().c_str(), engine.threads(),
+  std::printf("model %s on %s, %u %s, policy %s, greedy decode after %u-token prompts\n", model_label(model).c_str(),
+              engine.device_name().c_str(), engine.threads(),
               options.backend == Backend::cuda ? "CTAs" : "threads", options.policy.c_str(), prompt_len);
   std::printf("| sequences per step | step ms (median of %zu) | tokens/s, all sequences |\n|---|---|---|\n", single_ms.size());
   std::printf("| 1 | %.3f | %.1f |\n", one_ms, 1000.0 / one_ms);

@@ -266,14 +266,14 @@ int bench_command(int argc, char** argv) {
     return 0;
   }
   if (cuda) {
-    std::printf("model %s (%s), cuda on %s, %u CTAs, %u tensor-parallel rank(s), policy %s, %u tasks / %u events per decode step%s\n",
-                model.origin.c_str(), model.dtype.c_str(), engine.device_name().c_str(), engine.threads(),
+    std::printf("model %s, cuda on %s, %u CTAs, %u tensor-parallel rank(s), policy %s, %u tasks / %u events per decode step%s\n",
+                model_label(model).c_str(), engine.device_name().c_str(), engine.threads(),
                 engine.tensor_parallel_ranks(), policy.c_str(), engine.decode_tasks(), engine.decode_events(),
                 engine.tensor_parallel_ranks() > 1 ? " (rank 0)" : "");
     std::printf("measured device-to-device copy bandwidth: %.1f GB/s (read + written)\n", ceiling_gbs);
   } else {
-    std::printf("model %s (%s), %u threads, %u tensor-parallel rank(s), policy %s, %u tasks / %u events per decode step%s\n",
-                model.origin.c_str(), model.dtype.c_str(), engine.threads(), engine.tensor_parallel_ranks(), policy.c_str(),
+    std::printf("model %s, %u threads, %u tensor-parallel rank(s), policy %s, %u tasks / %u events per decode step%s\n",
+                model_label(model).c_str(), engine.threads(), engine.tensor_parallel_ranks(), policy.c_str(),
                 engine.decode_tasks(), engine.decode_events(), engine.tensor_parallel_ranks() > 1 ? " (rank 0)" : "");
     std::printf("measured read bandwidth: %.2f GB/s (%u threads)\n", ceiling_gbs, engine.threads());
   }

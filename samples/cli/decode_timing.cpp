@@ -11,6 +11,11 @@ double median(std::vector<double> values) {
   return values.empty() ? 0 : values[values.size() / 2];
 }
 
+std::string model_label(const ModelInfo& model) {
+  if (model.origin.find("(" + model.dtype) != std::string::npos) return model.origin;
+  return model.origin + " (" + model.dtype + ")";
+}
+
 std::array<double, 3> median_and_quartiles(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return {median(values), values[values.size() / 4], values[values.size() * 3 / 4]};

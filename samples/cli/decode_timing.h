@@ -3,6 +3,7 @@
 // --batch and its --sweep.
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tilefire/engine.h"
@@ -11,6 +12,9 @@
 namespace tilefire::cli {
 
 double median(std::vector<double> values);
+// The model as bench's headers name it: its origin, with its dtype where the origin does not say it
+// already ("preset tiny (bf16, seed 0)" does; a folder's path does not).
+std::string model_label(const ModelInfo& model);
 // The median and the lower and upper quartiles (of per-round ratios).
 std::array<double, 3> median_and_quartiles(std::vector<double> values);
 

@@ -592,6 +592,7 @@ TEST(CliBenchBatch, ReportsBothWidthsAndTheGain) {
   ASSERT_EQ(text.status, 0) << describe(text);
   EXPECT_NE(text.out.find("| 2 |"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("throughput of 2 sequences per step over one"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("model preset tiny (bf16, seed 0) on cpu"), std::string::npos) << "the dtype named once: " << text.out;
 }
 
 // A bench --predict object of three rounds: one prediction per round and one measured step (`measured`),
