@@ -40,6 +40,8 @@ class Batcher {
   };
   void loop();
   void finish(Job& job);
+  // The request gets `error` (a copy of its own: serve_batcher.cpp says why) and is done.
+  void fail(Job& job, const std::exception_ptr& error);
   // Every live request gets `error`, its sequence taken out.
   void fail_all(std::vector<Job*>& live, const std::exception_ptr& error);
 

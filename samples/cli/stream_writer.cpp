@@ -38,7 +38,11 @@ void StreamWriter::loop() {
     bool written = !gone();
     for (const std::string& piece : taken) {
       if (!written) break;
-      written = write_(piece);
+      try {
+        written = write_(piece);
+      } catch (...) {  // out of memory for the event: the reply cannot go on, the server can
+        written = false;
+      }
     }
     lock.lock();
     if (!written) {

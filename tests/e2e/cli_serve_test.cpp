@@ -513,8 +513,8 @@ TEST(CliServe, APromptWithNonFiniteLogitsFailsOnlyItsOwnRequest) {
   EXPECT_EQ(bad.status, 400) << bad.body;
   EXPECT_NE(bad.body.find("non-finite"), std::string::npos) << bad.body;
   const std::vector<std::string> data = events(good_body.substr(good_body.find("\r\n\r\n") + 4));
-  ASSERT_GE(data.size(), 2u) << good_body;
-  EXPECT_EQ(data.back(), "[DONE]");
+  ASSERT_GE(data.size(), 2u) << good_body << "\nthe server's log:\n" << server.log();
+  ASSERT_EQ(data.back(), "[DONE]") << "the server's log:\n" << server.log();
   EXPECT_EQ(good_body.find("\"error\""), std::string::npos) << "the good request got the other's error";
   const json last = json::parse(data[data.size() - 2]);
   EXPECT_EQ(last.at("choices")[0].at("finish_reason"), "length") << last.dump();
