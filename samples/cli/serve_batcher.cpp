@@ -48,8 +48,8 @@ namespace {
 // A copy of `error` of its own, of the same type among those the server tells apart and with its message.
 // An exception object that two threads hold is destroyed by whichever lets go of it last, through a
 // reference count inside libstdc++ that ThreadSanitizer does not see, so it reports the destructor
-// racing with the other thread's what() (it did, in two runs of fourteen of cli_serve_test). Each request's thread gets an
-// object no other thread holds.
+// racing with the other thread's what() (it did, in two runs of fourteen of cli_serve_test). Each
+// request's thread gets an object no other thread holds.
 std::exception_ptr own_copy(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
