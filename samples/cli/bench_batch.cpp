@@ -164,11 +164,7 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
   const double gain = gain_quartiles[0], gain_low = gain_quartiles[1], gain_high = gain_quartiles[2];
   const double one_ms = median(single_ms), many_ms = median(batched_ms);
   std::array<double, 3> predicted_ratio{};  // predicted / measured batched step, per round
-  if (predict) {
-    std::vector<double> ratios;
-    for (uint32_t r = 0; r < rounds; ++r) ratios.push_back(predicted_ms[r] / batched_round_ms[r]);
-    predicted_ratio = median_and_quartiles(ratios);
-  }
+  if (predict) predicted_ratio = paired_ratios(predicted_ms, batched_round_ms);
   if (json) {
     nlohmann::json out{{"model", model.origin},
                        {"dtype", model.dtype},

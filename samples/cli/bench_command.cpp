@@ -199,11 +199,7 @@ int bench_command(int argc, char** argv) {
   };
   const std::array<double, 3> bsp_ratio = ratio_over_dataflow(modes[1]);
   std::array<double, 3> predicted_ratio{};  // median and quartiles of predicted / measured dataflow, per round
-  if (predict) {
-    std::vector<double> ratios;
-    for (uint32_t r = 0; r < rounds; ++r) ratios.push_back(predicted_ms[r] / modes[0].round_medians[r]);
-    predicted_ratio = median_and_quartiles(ratios);
-  }
+  if (predict) predicted_ratio = paired_ratios(predicted_ms, modes[0].round_medians);
   engine.reset();
   // Bytes one decode step reads: every weight once, plus K and V up to the mean position of the run.
   const uint64_t kv_bytes = 2ull * model.layers * model.kv_heads * model.head_dim * sizeof(float) * (prompt_len + steps / 2);

@@ -21,6 +21,12 @@ std::array<double, 3> median_and_quartiles(std::vector<double> values) {
   return {median(values), values[values.size() / 4], values[values.size() * 3 / 4]};
 }
 
+std::array<double, 3> paired_ratios(const std::vector<double>& predicted, const std::vector<double>& measured) {
+  std::vector<double> ratios;
+  for (size_t r = 0; r < predicted.size() && r < measured.size(); ++r) ratios.push_back(predicted[r] / measured[r]);
+  return median_and_quartiles(ratios);
+}
+
 SimulateReport predict_decode(const EngineOptions& options, const Engine& engine, uint32_t context, uint32_t batch) {
   SimulateOptions sim;
   sim.model_dir = options.model_dir;

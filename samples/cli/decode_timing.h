@@ -17,6 +17,8 @@ double median(std::vector<double> values);
 std::string model_label(const ModelInfo& model);
 // The median and the lower and upper quartiles (of per-round ratios).
 std::array<double, 3> median_and_quartiles(std::vector<double> values);
+// The median and quartiles of predicted[r] / measured[r] over the rounds (both of one size).
+std::array<double, 3> paired_ratios(const std::vector<double>& predicted, const std::vector<double>& measured);
 
 // The simulator's prediction of the engine's decode step of `batch` sequences, one token each
 // (docs/SIMULATOR.md, "Checking the model"): the same model, policy, granularity, split and workers, at
