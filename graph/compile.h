@@ -43,10 +43,8 @@ struct CompileOptions {
 };
 
 // Whether a step's LM head projects every token's row (a batched decode: each token is the next of its own
-// sequence) rather than the last one's. Under tensor parallelism the logits all-gather carries one row,
-// so a batched program there keeps one: such programs serve the simulator (--batch with --tp), and the
-// engine refuses batching with tensor parallelism rather than run them.
-inline bool logits_of_every_token(const CompileOptions& options) { return options.batched_decode && options.tp == 1; }
+// sequence) rather than the last one's. Under tensor parallelism the logits all-gather carries every row.
+inline bool logits_of_every_token(const CompileOptions& options) { return options.batched_decode; }
 
 // One op node before tiling: the fused op's parameters and the tile width the tiler should use.
 struct OpNode {

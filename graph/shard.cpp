@@ -154,8 +154,9 @@ OpGraph shard_op_graph(OpGraph graph, const ModelSpec& spec, const TensorParalle
       gather.ranks = split.tp;
       gather.rank = options.rank;
       gather.flag_base = flags;
+      gather.rows = p.rows;  // one, or every sequence's in a batched decode step
       flags += split.tp;
-      graph.slots.push_back({SlotKind::activation, DType::f32, 1, spec.vocab, 0, name});
+      graph.slots.push_back({SlotKind::activation, DType::f32, p.rows, spec.vocab, 0, name});
       node.params = OpParams::make(op, node.params.layer, p);
       node.tile_width = vocab_tile_width;
       nodes.push_back(node);

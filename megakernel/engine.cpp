@@ -284,18 +284,20 @@ void Engine::Impl::point_at_arena(BoundProgram& bound) {
   }
 }
 
-const float* Engine::Impl::run_sequences(BoundProgram& bound, StepInputs inputs) {
-  if (!executor && !cuda) throw std::logic_error("run_sequences: a step of several sequences on a tensor-parallel group");
+const float* Engine::Impl::run_sequences(BoundProgram& bound, StepInputs inputs, bool want_logits) {
+  if (!executor && !cuda) throw std::logic_error("run_sequences: on a tensor-parallel group rather than its ranks");
   point_at_arena(bound);
   inputs.epoch = ++epoch;
   if (cuda) {  // the logits of every row come back (a batched program reduces no greedy token on the device)
     cuda->run_step(*bound.cuda_program, inputs, schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow);
+    if (!want_logits) return nullptr;  // another rank of this process copies them back
     const uint32_t rows = inputs.sequences ? inputs.tokens_count : 1;
     host_logits.resize(size_t(rows) * info.vocab);
     cuda->download(host_logits.data(), bound.logits, host_logits.size() * sizeof(float));
     return host_logits.data();
   }
   StepOptions step_options;
+  step_options.ranks = tp > 1 ? &rank_view : nullptr;
   step_options.mode = schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow;
   step_options.max_random_delay_us = options.stress_delay_us;
   step_options.delay_seed = options.stress_seed + token_position(inputs, 0) + (uint64_t(token_sequence(inputs, 0)) << 32);
@@ -315,6 +317,52 @@ BoundProgram& Engine::Impl::batch_program(uint32_t sequences, double* compile_ms
     it = batch_programs.emplace(sequences, bind(std::move(program), *compile_ms)).first;
   }
   return *it->second;
+}
+
+BoundProgram& Engine::Impl::program_of(StepKind kind, uint32_t tokens, double* compile_ms) {
+  switch (kind) {
+    case StepKind::decode:
+      *compile_ms = 0;
+      return *decode_program;
+    case StepKind::batched_decode: return batch_program(tokens, compile_ms);
+    case StepKind::prefill: break;
+  }
+  return prefill_program(tokens, compile_ms);
+}
+
+std::vector<BoundProgram*> Engine::Impl::rank_programs(StepKind kind, uint32_t tokens, double* compile_ms) {
+  std::vector<BoundProgram*> programs(rank_engines.size());
+  on_every_rank([&](Impl& r, uint32_t index) {
+    double ms = 0;
+    programs[index] = &r.program_of(kind, tokens, &ms);
+    if (index == 0) *compile_ms = ms;
+  });
+  if (*compile_ms > 0) setup_barrier(programs[0]->program);  // a new program: every rank compiles it first
+  for (uint32_t r = 1; r < programs.size(); ++r) check_ranks_agree(programs[0]->program, 0, programs[r]->program, r);
+  return programs;
+}
+
+Engine::Impl::SequencesStep Engine::Impl::step_of_sequences(StepKind kind, const StepInputs& inputs) {
+  SequencesStep step;
+  if (rank_engines.empty()) {
+    BoundProgram& program = program_of(kind, inputs.tokens_count, &step.compile_ms);
+    const auto start = std::chrono::steady_clock::now();
+    step.logits = run_sequences(program, inputs);
+    step.run_ms = ms_since(start);
+    step.program = &program;
+    return step;
+  }
+  check_not_broken();
+  const std::vector<BoundProgram*> programs = rank_programs(kind, inputs.tokens_count, &step.compile_ms);
+  const auto start = std::chrono::steady_clock::now();
+  on_every_rank([&](Impl& r, uint32_t index) {
+    const float* rank_logits = r.run_sequences(*programs[index], inputs, index == 0);
+    if (index == 0) step.logits = rank_logits;
+  });
+  end_step_barrier();
+  step.run_ms = ms_since(start);
+  step.program = programs[0];
+  return step;
 }
 
 CudaStepResult Engine::Impl::run_cuda(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace) {
@@ -392,14 +440,7 @@ const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* c
       sequence.insert(sequence.end(), chunk.begin(), chunk.end());
     } else {
       check_not_broken();
-      std::vector<BoundProgram*> programs(rank_engines.size());
-      on_every_rank([&](Impl& r, uint32_t index) {
-        double ms = 0;
-        programs[index] = &r.prefill_program(uint32_t(chunk.size()), &ms);
-        if (index == 0) chunk_compile_ms = ms;
-      });
-      if (chunk_compile_ms > 0) setup_barrier(programs[0]->program);  // a new program: every rank compiles it first
-      for (uint32_t r = 1; r < programs.size(); ++r) check_ranks_agree(programs[0]->program, 0, programs[r]->program, r);
+      const std::vector<BoundProgram*> programs = rank_programs(StepKind::prefill, uint32_t(chunk.size()), &chunk_compile_ms);
       on_every_rank([&](Impl& r, uint32_t index) {
         const float* rank_logits = r.run(*programs[index], chunk, nullptr, index == 0);
         if (index == 0) logits = rank_logits;

@@ -104,9 +104,6 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (options.tp_timeout_ms == 0) throw InputError("EngineOptions::tp_timeout_ms (--tp-timeout-ms) must be at least 1");
   if (options.sequences == 0 || options.sequences > 256)
     throw InputError("EngineOptions::sequences must be 1 to 256, got " + std::to_string(options.sequences));
-  if (options.sequences > 1 && options.tp > 1)
-    throw InputError("EngineOptions::sequences above 1 cannot run with --tp yet: the logits all-gather carries "
-                     "one sequence's row");
   m.slot_tokens.assign(options.sequences, {});
   // A testing delay before every task: past a second, a step of hundreds of tasks would seem to hang.
   if (options.stress_delay_us > 1000000)
@@ -169,12 +166,14 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
                      "tasks differently, and ranks waiting on each other's different tasks could deadlock; use a "
                      "static policy (docs/TENSOR_PARALLEL.md)");
   if (options.tp > 1) split_tensor_parallel(spec, options.tp);  // refuses a degree the shapes do not allow, saying why
-  // Tensor parallelism: the window each rank's collectives use (two partial-sum slices per layer for a
-  // prefill chunk, and the rank's share of the logits) and its flags (at most one per column of each
-  // collective node, one per rank's logits, two for the program digests and two barriers).
-  const uint64_t chunk = Impl::kPrefillChunk;
-  const uint64_t window_bytes = 2ull * spec.layers * ((chunk * spec.hidden * 4 + 63) / 64 * 64) +
-                                ((uint64_t(spec.vocab) + options.tp - 1) / options.tp * 4 + 63) / 64 * 64;
+  // Tensor parallelism: the window each rank's collectives use (two partial-sum slices per layer for the
+  // widest step, a prefill chunk or a batched decode of every sequence, and the rank's share of the
+  // logits, a row per sequence) and its flags (at most one per column of each collective node, one per
+  // rank's logits, two for the program digests and two barriers).
+  const uint64_t widest_step = std::max<uint64_t>(Impl::kPrefillChunk, options.sequences);
+  const uint64_t window_bytes =
+      2ull * spec.layers * ((widest_step * spec.hidden * 4 + 63) / 64 * 64) +
+      (uint64_t(options.sequences) * ((uint64_t(spec.vocab) + options.tp - 1) / options.tp) * 4 + 63) / 64 * 64;
   const uint32_t flags = 2 * spec.layers * spec.hidden + options.tp + 4;
   if (options.backend == Backend::cuda) {
     if (options.stress_delay_us) throw InputError("EngineOptions::stress_delay_us (--stress-delay-us) applies to the cpu backend only");

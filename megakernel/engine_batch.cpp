@@ -74,20 +74,13 @@ void check_rows_finite(Engine::Impl& m, const float* logits, const std::vector<B
 const float* prefill_next_chunk(Engine::Impl& m, BatchedSequence& s) {
   const std::vector<int32_t>& prompt = s.request.prompt;
   const uint32_t begin = s.position, end = uint32_t(std::min<size_t>(prompt.size(), begin + Engine::Impl::kPrefillChunk));
-  double compile_ms = 0;
-  BoundProgram& program = m.prefill_program(end - begin, &compile_ms);
-  s.prefill_compile_ms += compile_ms;
-  s.result.compile_ms += compile_ms;
   StepInputs inputs{prompt.data() + begin, end - begin, begin};
   inputs.sequence0 = s.slot;
-  const float* logits = m.run_sequences(program, inputs);
+  const Engine::Impl::SequencesStep step = m.step_of_sequences(Engine::Impl::StepKind::prefill, inputs);
+  s.prefill_compile_ms += step.compile_ms;
+  s.result.compile_ms += step.compile_ms;
   s.position = end;
-  return logits;
-}
-
-void refuse_batching_here(const Engine::Impl& m) {
-  if (!m.executor && !m.cuda)  // a tensor-parallel group: the constructor refuses sequences > 1 there
-    throw InputError("batched decoding (add_sequence, generate_batch) runs with tp 1 only so far; use generate()");
+  return step.logits;
 }
 
 }  // namespace
@@ -101,7 +94,6 @@ void refuse_while_batching(const Engine::Impl& m, const char* call) {
 uint64_t Engine::add_sequence(const GenerateRequest& request) {
   Impl& m = *impl_;
   refuse_while_generating(m, "add_sequence");
-  refuse_batching_here(m);
   m.check_request(request);
   if (request.max_new_tokens == 0) throw InputError("GenerateRequest::max_new_tokens is 0: a sequence must generate a token");
   if (!request.trace_path.empty()) throw InputError("GenerateRequest::trace_path is not supported with batching; trace a step with generate()");
@@ -128,9 +120,9 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   s.slot = slot;
   s.uniform_state = request.sampling.seed;
   s.result.prompt_tokens = request.prompt;
-  s.result.compile_ms = m.decode_program->compile_ms;
-  s.result.tasks_per_step = uint32_t(m.decode_program->program.tasks.size());
-  s.result.events_per_step = uint32_t(m.decode_program->program.events.size());
+  s.result.compile_ms = m.decode_program_of_rank0().compile_ms;
+  s.result.tasks_per_step = uint32_t(m.decode_program_of_rank0().program.tasks.size());
+  s.result.events_per_step = uint32_t(m.decode_program_of_rank0().program.events.size());
   s.result.reused_tokens = kept;
   // The slot's cache past `kept` is about to be written: what it held is known no more.
   if (slot == 0) m.rewind(kept);  // the step API's sequence lived in slot 0
@@ -171,9 +163,6 @@ void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, con
     positions[r] = rows[r]->position;
     slots[r] = rows[r]->slot;
   }
-  // One sequence: the decode program (one token, the last row of logits) serves it.
-  double compile_ms = 0;
-  BoundProgram& program = width == 1 ? *m.decode_program : m.batch_program(width, &compile_ms);
   StepInputs inputs{tokens.data(), width, 0};
   if (width == 1) {
     inputs.position0 = positions[0];
@@ -183,21 +172,23 @@ void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, con
     inputs.sequences = slots.data();
   }
   GeneratingScope generating_scope(m);
-  auto step_start = std::chrono::steady_clock::now();
-  const float* logits = m.run_sequences(program, inputs);  // [width, vocab]
-  const double step_ms = ms_since(step_start);
+  // One sequence: the decode program (one token, the last row of logits) serves it.
+  const Engine::Impl::SequencesStep step =
+      m.step_of_sequences(width == 1 ? Engine::Impl::StepKind::decode : Engine::Impl::StepKind::batched_decode, inputs);
+  const float* logits = step.logits;  // [width, vocab]
+  const Program& program = step.program->program;
   // Every row checked before any is taken: a failed step moves no sequence (the cache entries it wrote
   // past their positions are overwritten by the next step).
   check_rows_finite(m, logits, rows, ids);
   for (uint32_t r = 0; r < width; ++r) {
     BatchedSequence& s = *rows[r];
-    if (compile_ms > 0) s.result.compile_ms += compile_ms;
+    if (step.compile_ms > 0) s.result.compile_ms += step.compile_ms;
     if (s.result.tokens.size() == 1) {  // its first decode step: the program's size
-      s.result.tasks_per_step = uint32_t(program.program.tasks.size());
-      s.result.events_per_step = uint32_t(program.program.events.size());
+      s.result.tasks_per_step = uint32_t(program.tasks.size());
+      s.result.events_per_step = uint32_t(program.events.size());
     }
     ++s.position;
-    s.decode_ms += step_ms;
+    s.decode_ms += step.run_ms;
     ++s.decode_steps;
     take_token(m, s, logits + size_t(r) * m.info.vocab);
   }
@@ -265,8 +256,8 @@ GenerateResult Engine::remove_sequence(uint64_t id) {
   else
     cached.insert(cached.end(), result.tokens.begin(), result.tokens.begin() + (s.position - cached.size()));
   if (s.slot == 0) {
-    m.position = s.position;
     m.sequence = std::move(cached);
+    m.rewind(s.position);  // every rank's position (the sequence holds that many tokens)
   } else {
     m.slot_tokens[s.slot] = std::move(cached);
   }
@@ -282,7 +273,6 @@ std::vector<GenerateResult> Engine::generate_batch(const std::vector<GenerateReq
   Impl& m = *impl_;
   refuse_while_generating(m, "generate_batch");
   refuse_while_batching(m, "generate_batch");
-  refuse_batching_here(m);
   if (requests.empty()) throw InputError("generate_batch: no requests");
   if (requests.size() > m.options.sequences)
     throw InputError("generate_batch: " + std::to_string(requests.size()) + " requests, but the engine holds " +
@@ -317,7 +307,7 @@ std::vector<GenerateResult> Engine::generate_batch(const std::vector<GenerateReq
     results[i].prompt_tokens = requests[i].prompt;
     if (requests[i].max_new_tokens == 0) {
       results[i].finish_reason = "length";
-      results[i].compile_ms = m.decode_program->compile_ms;
+      results[i].compile_ms = m.decode_program_of_rank0().compile_ms;
       continue;
     }
     const double waited_ms = ms_since(start);
@@ -329,7 +319,7 @@ std::vector<GenerateResult> Engine::generate_batch(const std::vector<GenerateReq
     // ttft_ms counts from the call: the prompts before this one were prefilled first.
     BatchedSequence& s = m.batched.at(ids[i]);
     s.result.ttft_ms += waited_ms - compile_before;
-    compile_before += s.result.compile_ms - m.decode_program->compile_ms;
+    compile_before += s.result.compile_ms - m.decode_program_of_rank0().compile_ms;
   }
   for (;;) {
     try {

@@ -172,12 +172,27 @@ struct Engine::Impl {
   StepInputs prepare_step(BoundProgram& bound, const std::vector<int32_t>& tokens);
   // Points the program's activation slots at the current arena (it may have grown since the last step).
   void point_at_arena(BoundProgram& bound);
-  // Steps of several sequences (generate_batch, on the cpu backend): one step of `bound` on inputs that
-  // name each token's sequence slot and position; `position` and `sequence` (slot 0's step-API state) are
-  // the caller's to keep. Returns the logits, [rows, vocab].
-  const float* run_sequences(BoundProgram& bound, StepInputs inputs);
-  // The decode program of `sequences` sequences at once (compiled on first use; adds to *compile_ms).
+  // Steps of several sequences (engine_batch.cpp): one step of `bound` on inputs that name each token's
+  // sequence slot and position; `position` and `sequence` (slot 0's step-API state) are the caller's to
+  // keep. Returns the logits, [rows, vocab] (on cuda without `want_logits`: nothing copied back, null).
+  const float* run_sequences(BoundProgram& bound, StepInputs inputs, bool want_logits = true);
+  // The decode program of `sequences` sequences at once (compiled on first use; sets *compile_ms).
   BoundProgram& batch_program(uint32_t sequences, double* compile_ms);
+  // The programs a step of sequences runs: the decode program (one token), a batched decode of `tokens`
+  // sequences, or a prefill chunk of `tokens` prompt tokens.
+  enum class StepKind { decode, batched_decode, prefill };
+  BoundProgram& program_of(StepKind kind, uint32_t tokens, double* compile_ms);
+  // Every rank's program of that kind (compiled on first use, then every rank past the start-up barrier
+  // and checked to agree); *compile_ms is rank 0's compile time.
+  std::vector<BoundProgram*> rank_programs(StepKind kind, uint32_t tokens, double* compile_ms);
+  // run_sequences on this engine or on every rank of its tensor-parallel group, on its program of `kind`.
+  struct SequencesStep {
+    const float* logits = nullptr;           // [rows, vocab], rank 0's (every rank gathers the same)
+    const BoundProgram* program = nullptr;   // the program that ran (rank 0's)
+    double compile_ms = 0;                   // compiling it, when this step was its first
+    double run_ms = 0;                       // the step itself
+  };
+  SequencesStep step_of_sequences(StepKind kind, const StepInputs& inputs);
   CudaStepResult run_cuda(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace = nullptr);
   // A step whose result is only the greedy token (on cuda: reduced on the device, no logits copied), and
   // whether the logits held NaN or Inf. Not checked here: under tensor parallelism a rank that threw

@@ -85,13 +85,13 @@ TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t contex
     const uint32_t ranks = params.as<AllreduceResidualParams>().ranks;
     work.link_bytes = double(ranks > 1 ? ranks - 1 : 0) * double(tile.end - tile.begin) * double(tokens) * 4.0;
     work.flops += double(ranks) * double(tile.end - tile.begin) * double(tokens);
-  } else if (task.op == OpCode::allgather_logits) {  // the owners' shares of the logits, except this rank's
+  } else if (task.op == OpCode::allgather_logits) {  // the owners' shares of the logits (every row), except this rank's
     const auto& p = params.as<AllgatherLogitsParams>();
     for (uint32_t owner = tile.begin; owner < tile.end; ++owner) {
       if (owner == p.rank) continue;
       uint32_t begin, end;
       AllgatherLogitsOp::share(p, owner, &begin, &end);
-      work.link_bytes += double(end - begin) * 4.0;
+      work.link_bytes += double(end - begin) * 4.0 * p.rows;
     }
   }
   return work;

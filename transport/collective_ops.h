@@ -3,7 +3,8 @@
 //  - allreduce_residual: out[:, c0:c1] = residual[:, c0:c1] + sum over ranks of partial_r[:, c0:c1], one
 //    tile per column slice, so the next layer's tiles start as soon as their slice is summed; the
 //    partial sums are the row-parallel O or down projection of each rank, in its window;
-//  - allgather_logits: the full logits from each rank's vocabulary rows, one tile per owning rank.
+//  - allgather_logits: the full logits from each rank's vocabulary rows, one tile per owning rank (one
+//    row, or in a batched decode step every sequence's row).
 // Each tile publishes its own flag first, then waits for its peers' (transport/rank_view.h); sums run in
 // rank order, so every rank computes bitwise the same hidden state.
 #include <algorithm>
@@ -56,12 +57,15 @@ struct AllreduceResidualOp {
 };
 
 struct AllgatherLogitsParams {
-  uint32_t local = kNoSlot;  // window [1, this rank's share]: the rank's LM-head rows
-  uint32_t out = kNoSlot;    // activation [1, vocab]: the full logits
+  // window [rows, the largest share]: the rank's LM-head output, row r at r * (this rank's share), as
+  // the LM head writes it (its vocabulary is the rank's share)
+  uint32_t local = kNoSlot;
+  uint32_t out = kNoSlot;    // activation [rows, vocab]: the full logits
   uint32_t vocab = 0;
   uint32_t ranks = 1;
   uint32_t rank = 0;         // the rank this program runs as
   uint32_t flag_base = 0;    // slot flag_base + r: rank r's share is ready
+  uint32_t rows = 1;         // the LM head's rows: 1, or one per sequence of a batched decode step
 };
 
 struct AllgatherLogitsOp {
@@ -79,7 +83,7 @@ struct AllgatherLogitsOp {
   static void footprint(const Params& p, TileRange tile, TileFootprint& fp) {
     uint32_t own_begin, own_end;
     share(p, p.rank, &own_begin, &own_end);
-    fp.reads.push_back({p.local, 0, own_end - own_begin});
+    fp.reads.push_back({p.local, 0, own_end - own_begin});  // (units are columns, every row alike)
     for (uint32_t owner = tile.begin; owner < tile.end; ++owner) {
       uint32_t begin, end;
       share(p, owner, &begin, &end);
@@ -98,8 +102,10 @@ struct AllgatherLogitsOp {
         publish_flag(view, p.flag_base + owner, ctx.step->epoch);
       else
         wait_flag(view, owner, p.flag_base + owner, ctx.step->epoch, "logits all-gather");
-      const float* in = view.at<const float>(owner, offset);
-      std::copy(in, in + (end - begin), out + begin);
+      const uint32_t owned = end - begin;
+      const float* in = view.at<const float>(owner, offset);  // [rows, owned]
+      for (uint32_t r = 0; r < p.rows; ++r)
+        std::copy(in + uint64_t(r) * owned, in + uint64_t(r + 1) * owned, out + uint64_t(r) * p.vocab + begin);
     }
   }
 };

@@ -3,7 +3,8 @@
 // windows and flags as this rank's kernel reaches them (DeviceRankView, megakernel/cuda/device_job.h):
 //  - allreduce_residual: out[:, c0:c1] = residual[:, c0:c1] + the ranks' partial sums in rank order;
 //  - allgather_logits: every owner's share of the logits, with the step's greedy token and non-finite
-//    flag reduced over the whole vocabulary as it is copied (the LM head of a rank sees only its share).
+//    flag reduced over the whole vocabulary as it is copied (the LM head of a rank sees only its share);
+//    a batched decode step's rows are copied without that reduction, as its LM head's are.
 // Thread 0 publishes this rank's flag (its input was acquired at gpu scope when the task's events were
 // satisfied; the publish fences at system scope) and then acquires the peers' flags, with a watchdog
 // that names the peer. The sums are f32 in rank order, the same operations as the CPU twin, so every
@@ -102,7 +103,7 @@ struct DeviceTile<OpCode::allgather_logits> {
   __device__ static void run(const Params& p, TileRange tile, DeviceTileContext& ctx) {
     const DeviceRankView& view = *ctx.ranks;
     const uint64_t offset = window_offset(view, ctx.slot<const float>(p.local));
-    float* out = ctx.slot<float>(p.out);  // [vocab]
+    float* out = ctx.slot<float>(p.out);  // [rows, vocab]
     unsigned long long best = 0;
     bool nonfinite = false;
     for (uint32_t owner = tile.begin; owner < tile.end; ++owner) {
@@ -117,16 +118,23 @@ struct DeviceTile<OpCode::allgather_logits> {
         __threadfence_system();
       }
       if (!consumers_agree(ok, ctx)) return;
-      const float* in = reinterpret_cast<const float*>(view.windows[owner] + offset);  // [the owner's share]
-      for (uint32_t i = threadIdx.x; i < end - begin; i += kDeviceConsumerThreads) {
-        const float v = load_peer_float(in + i);
-        out[begin + i] = v;
-        if (!isfinite(v)) nonfinite = true;
-        else best = max(best, argmax_key_of(v, begin + i));
+      const uint32_t owned = end - begin;
+      const float* in = reinterpret_cast<const float*>(view.windows[owner] + offset);  // [rows, owned]
+      if (p.rows == 1) {
+        for (uint32_t i = threadIdx.x; i < owned; i += kDeviceConsumerThreads) {
+          const float v = load_peer_float(in + i);
+          out[begin + i] = v;
+          if (!isfinite(v)) nonfinite = true;
+          else best = max(best, argmax_key_of(v, begin + i));
+        }
+      } else {  // a batched decode step: every sequence's row, no greedy reduction (the host picks each token)
+        for (uint32_t r = 0; r < p.rows; ++r)
+          for (uint32_t i = threadIdx.x; i < owned; i += kDeviceConsumerThreads)
+            out[uint64_t(r) * p.vocab + begin + i] = load_peer_float(in + uint64_t(r) * owned + i);
       }
       consumers_sync();  // the verdict slot is reused by the next owner
     }
-    reduce_greedy_into_step(best, nonfinite, ctx.globals);
+    if (p.rows == 1) reduce_greedy_into_step(best, nonfinite, ctx.globals);
   }
 };
 

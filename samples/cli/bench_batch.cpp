@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -75,6 +76,14 @@ JoinTiming time_join(Engine& engine, uint32_t batch, uint32_t join_len, uint32_t
   return timing;
 }
 
+// "cpu, 2 threads" and, under tensor parallelism, ", 2 tensor-parallel ranks".
+std::string engine_label(const Engine& engine, const EngineOptions& options) {
+  std::string label = engine.device_name() + ", " + std::to_string(engine.threads()) +
+                      (options.backend == Backend::cuda ? " CTAs" : " threads");
+  if (engine.tensor_parallel_ranks() > 1) label += ", " + std::to_string(engine.tensor_parallel_ranks()) + " tensor-parallel ranks";
+  return label;
+}
+
 }  // namespace
 
 int run_join_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t join_len, uint32_t chunks, bool json) {
@@ -97,12 +106,14 @@ int run_join_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint3
       (chunked_now ? chunked_ttft : whole_ttft).push_back(t.newcomer_ttft_ms);
     }
   }
+  if (whole.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports
   if (json) {
     std::cout << nlohmann::json{{"model", model.origin},
                                 {"dtype", model.dtype},
                                 {"backend", options.backend == Backend::cuda ? "cuda" : "cpu"},
                                 {"device", whole.device_name()},
                                 {"threads", whole.threads()},
+                                {"tp", whole.tensor_parallel_ranks()},
                                 {"batch", batch},
                                 {"join_prompt_len", join_len},
                                 {"prefill_chunks_per_step", chunks},
@@ -115,9 +126,8 @@ int run_join_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint3
               << std::endl;
     return 0;
   }
-  std::printf("model %s on %s, %u %s: %u sequences decoding while a %u-token prompt joins (medians of %u rounds)\n",
-              model_label(model).c_str(), whole.device_name().c_str(), whole.threads(),
-              options.backend == Backend::cuda ? "CTAs" : "threads", batch - 1, join_len, rounds);
+  std::printf("model %s on %s: %u sequences decoding while a %u-token prompt joins (medians of %u rounds)\n",
+              model_label(model).c_str(), engine_label(whole, options).c_str(), batch - 1, join_len, rounds);
   std::printf("| prompt prefilled | longest wait for a decoding sequence's next token, ms | newcomer's time to first token, ms |\n"
               "|---|---|---|\n");
   std::printf("| whole, when it joins | %.2f | %.2f |\n", median(whole_wait), median(whole_ttft));
@@ -165,12 +175,14 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
   const double one_ms = median(single_ms), many_ms = median(batched_ms);
   std::array<double, 3> predicted_ratio{};  // predicted / measured batched step, per round
   if (predict) predicted_ratio = paired_ratios(predicted_ms, batched_round_ms);
+  if (engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports
   if (json) {
     nlohmann::json out{{"model", model.origin},
                        {"dtype", model.dtype},
                        {"backend", options.backend == Backend::cuda ? "cuda" : "cpu"},
                        {"device", engine.device_name()},
                        {"threads", engine.threads()},
+                       {"tp", engine.tensor_parallel_ranks()},
                        {"policy", options.policy},
                        {"batch", batch},
                        {"prompt_len", prompt_len},
@@ -197,9 +209,8 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
     std::cout << out.dump() << std::endl;
     return 0;
   }
-  std::printf("model %s on %s, %u %s, policy %s, greedy decode after %u-token prompts\n", model_label(model).c_str(),
-              engine.device_name().c_str(), engine.threads(),
-              options.backend == Backend::cuda ? "CTAs" : "threads", options.policy.c_str(), prompt_len);
+  std::printf("model %s on %s, policy %s, greedy decode after %u-token prompts\n", model_label(model).c_str(),
+              engine_label(engine, options).c_str(), options.policy.c_str(), prompt_len);
   std::printf("| sequences per step | step ms (median of %zu) | tokens/s, all sequences |\n|---|---|---|\n", single_ms.size());
   std::printf("| 1 | %.3f | %.1f |\n", one_ms, 1000.0 / one_ms);
   std::printf("| %u | %.3f | %.1f |\n", batch, many_ms, 1000.0 * batch / many_ms);

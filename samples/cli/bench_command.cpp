@@ -56,7 +56,7 @@ int bench_command(int argc, char** argv) {
         "                       against one rank; a collective waiting longer for a peer stops with an error)\n"
         "                      [--sweep policy,granularity,threads [--sweep-out PREFIX]]  (cpu: a grid of cells,\n"
         "                       each against bsp; PREFIX.csv and PREFIX.md, default sweep)\n"
-        "                      [--batch B]  (one rank: decode throughput of B sequences per step against\n"
+        "                      [--batch B]  (decode throughput of B sequences per step against\n"
         "                       one, on one engine holding B sequences; --steps, --rounds, --prompt-len apply;\n"
         "                       --predict: the simulator's prediction of the step of B sequences)\n"
         "                      [--batch B --join-prompt-len P [--prefill-chunks N]]  (instead: B - 1 sequences\n"
@@ -121,7 +121,6 @@ int bench_command(int argc, char** argv) {
   const uint32_t rounds = uint32_t(args.unsigned_or("--rounds", cuda ? 5 : 15, 1, 1000));
   const uint32_t prompt_len = uint32_t(args.unsigned_or("--prompt-len", 8, 1, 1u << 20));
   if (args.has("--batch")) {
-    if (options.tp > 1) throw InputError("tilefire bench: --batch runs on one rank (batched decoding is not built for tensor parallelism yet)");
     for (const char* unused : {"--bandwidth-mb", "--compile-preset"})
       if (args.has(unused))
         throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --batch (it times dataflow decode steps "

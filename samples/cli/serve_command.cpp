@@ -61,7 +61,7 @@ was generated.
   --tp N                 tensor-parallel ranks of this process (not one rank per process under mpirun)
   --tp-timeout-ms N      a collective waiting longer for a peer fails the request (default 10000)
   --max-context N        KV-cache positions: prompt and reply must fit (default min(model, 4096))
-  --sequences N          continuous batching (one rank): up to N requests decode together,
+  --sequences N          continuous batching (with --tp too): up to N requests decode together,
                          one token of each per step, joining as others finish (default 1: in turn)
   --prefill-chunks N     with --sequences: each step prefills at most N chunks of 128 prompt tokens of
                          the requests joining, after the others' tokens (default 1; 0: a joining prompt is
@@ -306,8 +306,6 @@ int serve_command(int argc, char** argv) {
   }
   EngineOptions options = engine_options_of_flags(args);
   options.sequences = uint32_t(args.unsigned_or("--sequences", 1, 1, 256));
-  if (options.sequences > 1 && options.tp > 1)
-    throw InputError("tilefire serve: --sequences (continuous batching) runs on one rank only so far");
   options.prefill_chunks_per_step = uint32_t(args.unsigned_or("--prefill-chunks", 1, 0, 1u << 20));
   if (args.text("--prefill-chunks") && options.sequences == 1)
     throw InputError("tilefire serve: --prefill-chunks applies to continuous batching: give --sequences N (N > 1) too");

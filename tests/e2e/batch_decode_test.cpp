@@ -168,6 +168,57 @@ TEST(BatchDecode, TheStepApiContinuesTheFirstRequest) {
   for (size_t v = 0; v < next.size(); ++v) ASSERT_TRUE(same_bits(next[v], expected[v])) << "logit " << v;
 }
 
+// Under tensor parallelism (ranks as thread groups of this process) a batched step's logits all-gather
+// carries every sequence's row; each result is what generate() gives alone with the same degree, bit for
+// bit (the ranks' partial sums add in the same order whatever else shares the step), with the prompts
+// prefilled whole or by the steps, on an even and an uneven vocabulary and FFN split.
+TEST(BatchDecode, UnderTensorParallelismEachResultIsWhatGenerateGivesAlone) {
+  for (uint32_t tp : {2u, 4u}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    EngineOptions options;
+    options.threads = 2;
+    options.tp = tp;
+    expect_batch_equals_one_by_one(options, mixed_requests());
+    options.prefill_chunks_per_step = 1;
+    expect_batch_equals_one_by_one(options, mixed_requests());
+  }
+  TempDir dir("batch-tp-uneven");
+  ModelSpec uneven = preset_spec("tiny");
+  uneven.vocab = 513;  // 257 and 256 rows of the LM head: the ranks' rows of the logits differ in length
+  uneven.ffn = 641;    // 321 and 320
+  EngineOptions options;
+  options.model_dir = write_test_model(uneven, dir.path()).string();
+  options.threads = 2;
+  options.tp = 2;
+  std::vector<GenerateRequest> requests = mixed_requests();
+  requests.resize(3);
+  expect_batch_equals_one_by_one(options, requests);
+}
+
+// The step API after a batch under tensor parallelism: every rank's position follows slot 0's sequence.
+TEST(BatchDecode, UnderTensorParallelismTheStepApiContinuesTheFirstRequest) {
+  EngineOptions options;
+  options.threads = 2;
+  options.tp = 2;
+  options.sequences = 2;
+  Engine engine(options);
+  std::vector<GenerateRequest> requests(2);
+  requests[0].prompt = counting_prompt(7, 9);
+  requests[0].max_new_tokens = 5;
+  requests[1].prompt = counting_prompt(3, 4);
+  requests[1].max_new_tokens = 8;
+  for (GenerateRequest& r : requests) r.stop_at_eos = false;
+  const std::vector<GenerateResult> results = engine.generate_batch(requests);
+  options.sequences = 1;
+  Engine alone(options);
+  alone.generate(requests[0]);
+  EXPECT_EQ(engine.position(), alone.position());
+  const std::vector<float> next = engine.decode(results[0].tokens.back());
+  const std::vector<float> expected = alone.decode(results[0].tokens.back());
+  ASSERT_EQ(next.size(), expected.size());
+  for (size_t v = 0; v < next.size(); ++v) ASSERT_TRUE(same_bits(next[v], expected[v])) << "logit " << v;
+}
+
 // EngineOptions::prefill_chunks_per_step: the prompts are prefilled by the steps, after their decode, and
 // every result is still generate()'s for its request alone, bit for bit (the chunks are the same).
 TEST(BatchDecode, PromptsPrefilledByTheStepsGiveWhatGenerateGives) {
@@ -474,10 +525,6 @@ TEST(BatchDecode, RefusesWhatItCannotRunNamingIt) {
     EXPECT_NE(message.find("lower EngineOptions::max_context (--max-context) or sequences"), std::string::npos) << message;
   }
   options.sequences = 2;
-  EngineOptions tp = options;
-  tp.tp = 2;
-  EXPECT_NE(refusal([&] { Engine e(tp); }).find("cannot run with --tp"), std::string::npos);
-
   Engine engine(options);
   const std::vector<int32_t> kept = counting_prompt(4, 1);
   engine.prefill(kept);

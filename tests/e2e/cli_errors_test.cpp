@@ -568,7 +568,7 @@ TEST(CliFlags, InspectRefusesWithTheReason) {
       {{"bench", "--preset", "tiny", "--sweep", "policy", "--batch", "2"}, "bench", {"--batch does not apply to --sweep"}},
       {{"bench", "--preset", "tiny", "--batch", "1"}, "bench", {"--batch", "'1'"}},
       {{"bench", "--preset", "tiny", "--batch", "257"}, "bench", {"--batch", "'257'"}},
-      {{"bench", "--preset", "tiny", "--batch", "2", "--tp", "2"}, "bench", {"--batch runs on one rank"}},
+      {{"bench", "--preset", "tiny", "--batch", "2", "--tp", "2", "--predict"}, "bench", {"--predict runs the cpu backend on one rank"}},
       {{"bench", "--preset", "tiny", "--batch", "2", "--join-prompt-len", "9", "--predict"}, "bench", {"--predict does not apply to --join-prompt-len"}},
       {{"bench", "--preset", "tiny", "--batch", "2", "--predict", "--backend", "cuda"}, "bench", {"--predict runs the cpu backend"}},
       {{"bench", "--preset", "tiny", "--batch", "2", "--prompt-len", "4090", "--steps", "8"}, "bench", {"--prompt-len + --steps + 1"}},

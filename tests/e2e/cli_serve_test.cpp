@@ -363,10 +363,12 @@ TEST(CliServe, BadRequestsGetAStatusAndAMessageNamingWhatIsWrong) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
-// `batching`: the server's extra flags (--sequences N), none for requests in turn.
-void clients_at_once(const std::vector<std::string>& batching) {
+// `batching`: the server's extra flags (--sequences N), none for requests in turn; `ranks`: flags of the
+// server and of the runs its replies are compared with (--tp N).
+void clients_at_once(const std::vector<std::string>& batching, const std::vector<std::string>& ranks = {}) {
   std::vector<std::string> args = {"--threads", "2"};
   args.insert(args.end(), batching.begin(), batching.end());
+  args.insert(args.end(), ranks.begin(), ranks.end());
   Server server(args);
   ASSERT_NE(server.port(), 0);
   // Batching: a long stream runs while the clients come, so their sequences join it (its client reads all
@@ -392,8 +394,11 @@ void clients_at_once(const std::vector<std::string>& batching) {
   // Prompts that share no first token: no request reuses another's cache, so each reply is a fresh run's.
   const std::vector<std::string> prompts = {"11,12,13", "21,22", "31,32,33,34", "41"};
   std::vector<std::string> expected;
-  for (const std::string& prompt : prompts)
-    expected.push_back(run_json({"--prompt-tokens", prompt, "--max-new-tokens", "24", "--threads", "1"}).at("text").get<std::string>());
+  for (const std::string& prompt : prompts) {
+    std::vector<std::string> run_args = {"--prompt-tokens", prompt, "--max-new-tokens", "24", "--threads", ranks.empty() ? "1" : "2"};
+    run_args.insert(run_args.end(), ranks.begin(), ranks.end());
+    expected.push_back(run_json(run_args).at("text").get<std::string>());
+  }
   // One client asks for a long stream and leaves after its first event.
   std::thread leaving([&] {
     const int fd = connect_to(server.port());
@@ -464,6 +469,8 @@ void clients_at_once(const std::vector<std::string>& batching) {
 
 TEST(CliServe, ClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) { clients_at_once({}); }
 TEST(CliServe, BatchedClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) { clients_at_once({"--sequences", "3"}); }
+// ... on two tensor-parallel ranks: each reply is run --tp 2's.
+TEST(CliServe, BatchedClientsOnTensorParallelRanksEachGetRunsReply) { clients_at_once({"--sequences", "3"}, {"--tp", "2"}); }
 
 // A prompt that runs the model into non-finite logits (a token whose embedding holds an infinity) is a
 // 400 naming them, and with --sequences it fails alone: its prompt's chunk fails in a step (after the
@@ -600,10 +607,6 @@ TEST(CliServe, WhatStopsTheServerFromStartingIsNamed) {
   RunResult taken = run_cli({"serve", "--port", std::to_string(first.port())});
   EXPECT_EQ(taken.status, 2) << describe(taken);
   EXPECT_NE(taken.err.find("--port " + std::to_string(first.port()) + ": cannot listen there"), std::string::npos) << taken.err;
-  RunResult batched_tp = run_cli({"serve", "--sequences", "2", "--tp", "2", "--port", "0"});
-  EXPECT_EQ(batched_tp.status, 2) << describe(batched_tp);
-  EXPECT_NE(batched_tp.err.find("--sequences (continuous batching) runs on one rank only"), std::string::npos)
-      << batched_tp.err;
   RunResult chunks_alone = run_cli({"serve", "--prefill-chunks", "2", "--port", "0"});
   EXPECT_EQ(chunks_alone.status, 2) << describe(chunks_alone);
   EXPECT_NE(chunks_alone.err.find("--prefill-chunks applies to continuous batching"), std::string::npos) << chunks_alone.err;

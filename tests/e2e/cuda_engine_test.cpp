@@ -190,12 +190,9 @@ TEST_F(CudaEngine, OneLaunchPerDecodeStepAndNoneWhenResident) {
 // slots. Each sequence's tokens and probabilities against the same request alone on the cuda backend,
 // for as long as alone's top token leads clearly (the paths round differently); bitwise the same across
 // launch and resident modes (the mailbox carries the positions and slots there) and split-KV attention.
-TEST_F(CudaEngine, BatchedSequencesMatchEachAlone) {
-  TILEFIRE_REQUIRE_CUDA_DEVICE();
-  EngineOptions options = cuda_options(dir_->path().string());
-  Engine alone(options);
-  const uint32_t vocab = alone.model().vocab;
-  std::vector<GenerateRequest> requests(6);
+// `count` requests of different prompt and reply lengths, each with its whole distribution per token.
+std::vector<GenerateRequest> batch_requests(size_t count, uint32_t vocab) {
+  std::vector<GenerateRequest> requests(count);
   for (size_t i = 0; i < requests.size(); ++i) {
     requests[i].prompt = prompt_of(uint32_t(3 + 4 * i), vocab);
     requests[i].prompt[0] = int32_t(i);  // prompts that differ from their first token
@@ -203,22 +200,28 @@ TEST_F(CudaEngine, BatchedSequencesMatchEachAlone) {
     requests[i].logprobs = vocab;  // the whole distribution, by token below
     requests[i].stop_at_eos = false;
   }
-  // Step t's probabilities of a result, indexed by token.
-  auto distribution = [&](const GenerateResult& r, size_t t) {
-    std::vector<float> p(vocab, 0.0f);
-    for (const TokenProbability& tp : r.logprobs[t]) p[size_t(tp.token)] = tp.probability;
-    return p;
-  };
-  options.sequences = 6;
-  Engine batched(options);
-  const std::vector<GenerateResult> results = batched.generate_batch(requests);
+  return requests;
+}
+
+// Step t's probabilities of a result, indexed by token.
+std::vector<float> distribution(const GenerateResult& r, size_t t, uint32_t vocab) {
+  std::vector<float> p(vocab, 0.0f);
+  for (const TokenProbability& tp : r.logprobs[t]) p[size_t(tp.token)] = tp.probability;
+  return p;
+}
+
+// Each batched result against the same request generated alone: the probabilities within 2e-3 (relative
+// L2), the tokens equal for as long as alone's top token leads clearly. Returns the tokens compared.
+uint32_t expect_batch_close_to_alone(const std::vector<GenerateResult>& results, Engine& alone,
+                                     const std::vector<GenerateRequest>& requests) {
+  const uint32_t vocab = alone.model().vocab;
   uint32_t compared = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
     SCOPED_TRACE("request " + std::to_string(i));
     const GenerateResult expected = alone.generate(requests[i]);
-    ASSERT_EQ(results[i].tokens.size(), expected.tokens.size());
-    for (size_t t = 0; t < expected.tokens.size(); ++t) {
-      EXPECT_LT(relative_l2_error(distribution(results[i], t), distribution(expected, t)), 2e-3) << "token " << t;
+    EXPECT_EQ(results[i].tokens.size(), expected.tokens.size());
+    for (size_t t = 0; t < std::min(expected.tokens.size(), results[i].tokens.size()); ++t) {
+      EXPECT_LT(relative_l2_error(distribution(results[i], t, vocab), distribution(expected, t, vocab)), 2e-3) << "token " << t;
       ++compared;
       if (results[i].tokens[t] != expected.tokens[t]) {  // only where alone's top token does not lead clearly
         EXPECT_LT(expected.logprobs[t][0].probability - expected.logprobs[t][1].probability, 1e-3) << "token " << t;
@@ -226,7 +229,19 @@ TEST_F(CudaEngine, BatchedSequencesMatchEachAlone) {
       }
     }
   }
-  EXPECT_GE(compared, 15u);
+  return compared;
+}
+
+TEST_F(CudaEngine, BatchedSequencesMatchEachAlone) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  EngineOptions options = cuda_options(dir_->path().string());
+  Engine alone(options);
+  const uint32_t vocab = alone.model().vocab;
+  const std::vector<GenerateRequest> requests = batch_requests(6, vocab);
+  options.sequences = 6;
+  Engine batched(options);
+  const std::vector<GenerateResult> results = batched.generate_batch(requests);
+  EXPECT_GE(expect_batch_close_to_alone(results, alone, requests), 15u);
   auto expect_same_bits = [&](EngineOptions other, const char* what) {
     Engine engine(other);
     const std::vector<GenerateResult> again = engine.generate_batch(requests);
@@ -244,7 +259,30 @@ TEST_F(CudaEngine, BatchedSequencesMatchEachAlone) {
   Engine unsplit(split);
   const std::vector<GenerateResult> unsplit_results = unsplit.generate_batch(requests);
   for (size_t i = 0; i < requests.size(); ++i)
-    EXPECT_LT(relative_l2_error(distribution(unsplit_results[i], 0), distribution(results[i], 0)), 2e-3) << "request " << i;
+    EXPECT_LT(relative_l2_error(distribution(unsplit_results[i], 0, vocab), distribution(results[i], 0, vocab)), 2e-3)
+        << "request " << i;
+}
+
+// Batched decoding over two virtual ranks: the logits all-gather carries every sequence's row (five, so
+// the matrices take the tensor-core path). Each result against the same request alone on the two ranks,
+// as above, and the batch bitwise the same under bsp.
+TEST_F(CudaEngine, TensorParallelBatchedSequencesMatchEachAlone) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  EngineOptions options = cuda_options(dir_->path().string());
+  options.tp = 2;
+  Engine alone(options);
+  const std::vector<GenerateRequest> requests = batch_requests(5, alone.model().vocab);
+  options.sequences = 5;
+  Engine batched(options);
+  const std::vector<GenerateResult> results = batched.generate_batch(requests);
+  EXPECT_GE(expect_batch_close_to_alone(results, alone, requests), 10u);
+  batched.set_schedule(Schedule::bsp);
+  const std::vector<GenerateResult> again = batched.generate_batch(requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_EQ(again[i].tokens, results[i].tokens) << "bsp, request " << i;
+    for (size_t t = 0; t < results[i].logprobs.size(); ++t)
+      EXPECT_EQ(again[i].logprobs[t][0].probability, results[i].logprobs[t][0].probability) << "bsp, request " << i;
+  }
 }
 
 // --trace on the cuda backend: a decode step's timeline with one slice per task, each on a CTA's row.

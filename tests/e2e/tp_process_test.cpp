@@ -156,6 +156,23 @@ TEST(TensorParallelProcesses, MpirunTwoProcessesMatchOneRank) {
   EXPECT_EQ(tokens_of(results[0].out), tokens_of(single.out));  // one JSON line: rank 0's
 }
 
+// Batched decoding with one rank per process (bench --batch under mpirun): every process steps the same
+// sequences, and rank 0 reports for the two.
+TEST(TensorParallelProcesses, MpirunBatchedDecodingRunsAndRankZeroReports) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun is not installed (scripts/install-deps installs openmpi-bin)";
+  TempDir dir("tp-mpirun-batch");
+  const std::string script = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 " +
+                             command_line({"bench", "--preset", "tiny", "--tp", "2", "--batch", "3", "--rounds", "2", "--steps", "4", "--json"}) +
+                             " >r0.out 2>r0.err; echo $? >r0.status";
+  const auto results = run_ranks(dir, script, 1);
+  ASSERT_EQ(results[0].status, 0) << results[0].err;
+  const nlohmann::json report = nlohmann::json::parse(results[0].out);  // one line: rank 0's
+  EXPECT_EQ(report.at("tp"), 2);
+  EXPECT_EQ(report.at("batch"), 3);
+  EXPECT_GT(report.at("batch_step_ms").get<double>(), 0.0);
+  EXPECT_GT(report.at("single_step_ms").get<double>(), 0.0);
+}
+
 // The `small` preset (bf16) under mpirun: the same greedy tokens as one rank, and bitwise the same
 // probabilities in two runs.
 TEST(TensorParallelProcesses, MpirunSmallPresetMatchesOneRankAndRepeats) {

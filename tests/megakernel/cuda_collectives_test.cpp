@@ -146,28 +146,32 @@ TEST(CudaCollectives, VirtualRanksAllReduceToTheRankOrderSumBitwise) {
   }
 }
 
+// The logits all-gather of `rows` rows over `ranks` ranks as rank view.rank's one-node program; slots: 0
+// the rank's share (window, [rows, largest share]), 1 the logits ([rows, kVocab]).
+void load_allgather(Rank& rank, const RankView& view, uint32_t ranks, uint32_t rows) {
+  AllgatherLogitsParams p;
+  p.local = 0;
+  p.out = 1;
+  p.vocab = kVocab;
+  p.ranks = ranks;
+  p.rank = view.rank;
+  p.rows = rows;
+  rank.program = one_node_program(rank.cuda->workers(), rows, OpParams::make(OpCode::allgather_logits, 0, p), ranks,
+                                  [](uint32_t t) { return std::pair(t, t + 1); });
+  rank.program.slots.push_back({SlotKind::window, DType::f32, rows, (kVocab + ranks - 1) / ranks, 0, "logits.local"});
+  rank.program.slots.push_back({SlotKind::activation, DType::f32, rows, kVocab, 0, "logits"});
+  rank.program.collective_flags = ranks;
+  rank.buffers.push_back(DeviceBuffer(uint64_t(rows) * kVocab * sizeof(float)));
+  rank.loaded = rank.cuda->load(rank.program, {view.windows[view.rank], rank.buffers[0].get()});
+}
+
 TEST(CudaCollectives, LogitsAllGatherOfAnUnevenSplitWithTheGreedyTokenOfTheWholeVocabulary) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   constexpr uint32_t kRanks = 3;  // shares of 334, 334 and 333 logits
   const uint32_t largest_share = (kVocab + kRanks - 1) / kRanks;
   DeviceWindowGroup group(std::vector<int>(kRanks, 0), largest_share * sizeof(float), 8, 5000);
   std::vector<Rank> ranks = make_executors(group, kRanks);
-  for (uint32_t r = 0; r < kRanks; ++r) {
-    AllgatherLogitsParams p;
-    p.local = 0;
-    p.out = 1;
-    p.vocab = kVocab;
-    p.ranks = kRanks;
-    p.rank = r;
-    Rank& rank = ranks[r];
-    rank.program = one_node_program(rank.cuda->workers(), 1, OpParams::make(OpCode::allgather_logits, 0, p), kRanks,
-                                    [](uint32_t t) { return std::pair(t, t + 1); });
-    rank.program.slots.push_back({SlotKind::window, DType::f32, 1, largest_share, 0, "logits.local"});
-    rank.program.slots.push_back({SlotKind::activation, DType::f32, 1, kVocab, 0, "logits"});
-    rank.program.collective_flags = kRanks;
-    rank.buffers.push_back(DeviceBuffer(kVocab * sizeof(float)));
-    rank.loaded = rank.cuda->load(rank.program, {group.view(r).windows[r], rank.buffers[0].get()});
-  }
+  for (uint32_t r = 0; r < kRanks; ++r) load_allgather(ranks[r], group.view(r), kRanks, 1);
   for (uint64_t epoch = 1; epoch <= 4; ++epoch) {
     std::vector<float> logits(kVocab);
     for (uint32_t v = 0; v < kVocab; ++v) logits[v] = value_of((epoch << 32) + v);
@@ -195,6 +199,36 @@ TEST(CudaCollectives, LogitsAllGatherOfAnUnevenSplitWithTheGreedyTokenOfTheWhole
       }
       EXPECT_EQ(ranks[r].result.argmax, expected) << "rank " << r << ", epoch " << epoch;
       EXPECT_EQ(ranks[r].result.nonfinite, epoch == 4) << "rank " << r << ", epoch " << epoch;
+    }
+  }
+}
+
+// A batched decode step's all-gather: every sequence's row, each owner's rows packed at its own share's
+// length (as its LM head writes them), into [rows, vocab]; no greedy token is reduced.
+TEST(CudaCollectives, LogitsAllGatherOfEverySequencesRow) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  constexpr uint32_t kRanks = 3, kRows = 3;  // shares of 334, 334 and 333 logits
+  const uint32_t largest_share = (kVocab + kRanks - 1) / kRanks;
+  DeviceWindowGroup group(std::vector<int>(kRanks, 0), kRows * largest_share * sizeof(float), 8, 5000);
+  std::vector<Rank> ranks = make_executors(group, kRanks);
+  for (uint32_t r = 0; r < kRanks; ++r) load_allgather(ranks[r], group.view(r), kRanks, kRows);
+  for (uint64_t epoch = 1; epoch <= 2; ++epoch) {
+    std::vector<float> logits(kRows * kVocab);  // [rows, vocab]
+    for (uint64_t i = 0; i < logits.size(); ++i) logits[i] = value_of((epoch << 32) + i);
+    for (uint32_t r = 0; r < kRanks; ++r) {
+      uint32_t begin, end;
+      rank_share(0, kVocab, kRanks, r, &begin, &end);
+      std::vector<float> local;  // [rows, this rank's share]
+      for (uint32_t row = 0; row < kRows; ++row)
+        local.insert(local.end(), logits.begin() + row * kVocab + begin, logits.begin() + row * kVocab + end);
+      ranks[r].cuda->upload_to(group.view(r).windows[r], local.data(), local.size() * sizeof(float));
+    }
+    run_all(ranks, kRows, epoch, epoch == 2 ? ScheduleMode::bsp : ScheduleMode::dataflow);
+    for (uint32_t r = 0; r < kRanks; ++r) {
+      std::vector<float> out(kRows * kVocab);
+      ranks[r].cuda->download(out.data(), ranks[r].buffers[0].get(), out.size() * sizeof(float));
+      for (uint64_t i = 0; i < out.size(); ++i)
+        ASSERT_EQ(out[i], logits[i]) << "rank " << r << ", epoch " << epoch << ", row " << i / kVocab << ", logit " << i % kVocab;
     }
   }
 }

@@ -47,7 +47,8 @@ struct EngineOptions {
   Granularity granularity = Granularity::tile;
   uint32_t max_context = 0;  // KV cache positions; 0: min(model's max_position_embeddings, 4096)
   // Sequences the KV cache holds at once (max_context positions each), decoded together by
-  // generate_batch (tp 1; at most 256). The cache's memory grows with it.
+  // generate_batch (at most 256; under tensor parallelism each rank holds its KV heads of every slot).
+  // The cache's memory grows with it.
   uint32_t sequences = 1;
   // Continuous batching (add_sequence): 0, add_sequence prefills a prompt whole before it returns, and the
   // sequences already in wait for it; N > 0, add_sequence only takes a slot, and each step_sequences
@@ -160,15 +161,16 @@ class Engine {
   // so the weights stream once per step for all of them. Each result is what generate() gives for its
   // request alone: on the cpu bit for bit (the kernels' sums do not depend on how many rows a step
   // holds), on the cuda backend within rounding (past 4 sequences the matrices take the tensor-core
-  // path); each request finishes on its own. ttft_ms counts from the call (the prompts
+  // path); each request finishes on its own. Under tensor parallelism every rank steps the same
+  // sequences (with ranks as processes, every process must make the same calls), and each result is
+  // generate()'s with the same degree. ttft_ms counts from the call (the prompts
   // before it were prefilled first); tpot_ms is the mean of the batched steps it took part in. Refused
-  // (InputError, nothing run): trace_path, tensor parallelism (not built yet), and
-  // anything generate() refuses, naming the request. reuse_prefix works as add_sequence's. The step API
+  // (InputError, nothing run): trace_path, and anything generate() refuses, naming the request. reuse_prefix works as add_sequence's. The step API
   // then continues the sequence left in the first slot (a request with max_new_tokens 0 takes none);
   // when a step fails, the step API's sequence is empty.
   std::vector<GenerateResult> generate_batch(const std::vector<GenerateRequest>& requests);
 
-  // Continuous batching, what a server does (tp 1): sequences join and leave between steps.
+  // Continuous batching, what a server does: sequences join and leave between steps.
   // add_sequence starts a request in a free slot of the KV cache: prefills its prompt and picks its first
   // token (calling its on_token and stop_when; a request that ends there is finished at once; an exception
   // they throw takes the sequence out again and reaches the caller) and returns the sequence's id. InputError when all EngineOptions::sequences slots are taken, and for what

@@ -101,7 +101,7 @@ typedef struct tilefire_engine_options {
   int cuda_resident;          /* nonzero: the kernel stays alive across steps */
   int cuda_stage_weights;     /* nonzero (the default): stream weights through shared memory */
   uint32_t cuda_watchdog_ms;  /* 10000 */
-  uint32_t sequences;         /* KV-cache slots: sequences decoded together by the batch calls (1; tp 1) */
+  uint32_t sequences;         /* KV-cache slots: sequences decoded together by the batch calls (1) */
   uint32_t prefill_chunks_per_step;  /* 0: add_sequence prefills the prompt whole; N: the steps do, N x 128
                                         tokens each */
 } tilefire_engine_options;
