@@ -300,7 +300,8 @@ const float* Engine::Impl::run_sequences(BoundProgram& bound, StepInputs inputs,
   step_options.ranks = tp > 1 ? &rank_view : nullptr;
   step_options.mode = schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow;
   step_options.max_random_delay_us = options.stress_delay_us;
-  step_options.delay_seed = options.stress_seed + token_position(inputs, 0) + (uint64_t(token_sequence(inputs, 0)) << 32);
+  step_options.delay_seed = options.stress_seed + token_position(inputs, 0) + (uint64_t(token_sequence(inputs, 0)) << 32) +
+                            (uint64_t(rank) << 48);  // each rank its own delays: the stress skews the ranks
   executor->run_step(*bound.instance, inputs, step_options);
   return bound.logits;
 }
@@ -390,7 +391,7 @@ const float* Engine::Impl::run(BoundProgram& bound, const std::vector<int32_t>& 
   step_options.mode = schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow;
   step_options.trace = trace;
   step_options.max_random_delay_us = options.stress_delay_us;
-  step_options.delay_seed = options.stress_seed + position;
+  step_options.delay_seed = options.stress_seed + position + (uint64_t(rank) << 48);  // each rank its own delays
   executor->run_step(*bound.instance, inputs, step_options);
   position += uint32_t(tokens.size());
   return bound.logits;

@@ -4,7 +4,7 @@
 namespace tilefire::cli {
 
 std::vector<std::string> backend_switches() { return {"--resident", "--no-stage-weights"}; }
-std::vector<std::string> backend_valued() { return {"--backend", "--ctas", "--watchdog-ms", "--cuda-device"}; }
+std::vector<std::string> backend_valued() { return {"--backend", "--ctas", "--watchdog-ms", "--cuda-device", "--stress-delay-us"}; }
 
 const char* const kBackendHelp = R"(  --backend cpu|cuda     cpu: worker threads (default); cuda: one persistent GPU kernel (bf16 weights)
   --ctas N               cuda: CTAs of the persistent grid (default: one per SM)
@@ -12,6 +12,8 @@ const char* const kBackendHelp = R"(  --backend cpu|cuda     cpu: worker threads
   --no-stage-weights     cuda: read weights from global memory instead of shared-memory stages
   --watchdog-ms N        cuda: a device wait longer than this stops the step with an error (default 10000)
   --cuda-device N        cuda: which GPU (default 0)
+  --stress-delay-us N    cpu, for testing: a seeded random delay of up to N microseconds before every task,
+                         which reorders the workers and skews tensor-parallel ranks (at most 1000000)
 )";
 
 void apply_backend_flags(const Args& args, EngineOptions& options) {
@@ -20,8 +22,10 @@ void apply_backend_flags(const Args& args, EngineOptions& options) {
     options.backend = Backend::cpu;
     for (const char* flag : {"--ctas", "--watchdog-ms", "--cuda-device", "--resident", "--no-stage-weights"})
       if (args.has(flag)) throw InputError(std::string(flag) + " applies to --backend cuda");
+    options.stress_delay_us = uint32_t(args.unsigned_or("--stress-delay-us", 0, 1, 1000000));
     return;
   }
+  if (args.has("--stress-delay-us")) throw InputError("--stress-delay-us applies to --backend cpu");
   if (backend != "cuda") throw InputError("--backend expects cpu or cuda, got '" + backend + "'");
   if (args.has("--threads")) throw InputError("--threads applies to --backend cpu (the cuda backend takes --ctas)");
   options.backend = Backend::cuda;

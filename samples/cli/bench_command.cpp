@@ -95,6 +95,8 @@ int bench_command(int argc, char** argv) {
   options.policy = policy;
   options.granularity = parse_granularity(args.text_or("--granularity", "tile"));
   options.kv_splits = uint32_t(args.unsigned_or("--kv-splits", 0, 1, 256));
+  if (args.has("--stress-delay-us"))
+    throw InputError("tilefire bench: --stress-delay-us does not apply to bench (its delays would be timed as the steps')");
   apply_backend_flags(args, options);
   if (options.backend == Backend::cuda && args.has("--resident"))
     throw InputError("tilefire bench: --resident is measured anyway on --backend cuda (the 'resident' row)");

@@ -33,6 +33,7 @@
 #include "stream_writer.h"
 #include "tilefire/chat.h"
 #include "tilefire/engine.h"
+#include "tilefire/errors.h"
 #include "tilefire/tokenizer.h"
 
 namespace tilefire::cli {
@@ -47,7 +48,7 @@ An HTTP server on this machine that speaks the OpenAI API: POST /v1/completions,
 (with the model's chat template), GET /v1/models, GET /health. Requests take turns on the one engine, each
 keeping the KV cache's match of its prompt's beginning (a chat's earlier turns), or with --sequences N
 decode together. Ctrl-C (SIGINT) or SIGTERM stops it: generations in flight end and their clients get what
-was generated.
+was generated. A device or transport fault stops it too, with exit status 3, for a supervisor to restart it.
 
   --model DIR            Hugging Face folder (config.json + safetensors, tokenizer.json for text); default:
                          the built-in sample (text as bytes)
@@ -86,11 +87,39 @@ struct Served {
   std::mutex mutex;
   std::atomic<uint64_t> requests{0};
   std::mutex log_mutex;
+  std::mutex failure_mutex;
+  std::string engine_failure;  // the fault that stopped the engine (engine_failed), empty while it runs
+
+  std::string failure() {
+    std::lock_guard<std::mutex> lock(failure_mutex);
+    return engine_failure;
+  }
 };
 
 void log_line(Served& served, const std::string& line) {
   std::lock_guard<std::mutex> lock(served.log_mutex);
   std::fprintf(stderr, "tilefire serve: %s\n", line.c_str());
+}
+
+// A device or transport fault (DeviceError, TransportError) leaves the engine refusing every later step
+// (errors.h), so the server stops as on SIGTERM and exits with status 3, for a supervisor to restart it;
+// until it is down, /health answers 503 naming the fault and a request still waiting gets 503.
+bool is_engine_fault(const std::exception& e) {
+  return dynamic_cast<const DeviceError*>(&e) != nullptr || dynamic_cast<const TransportError*>(&e) != nullptr;
+}
+void engine_failed(Served& served, const std::exception& e) {
+  {
+    std::lock_guard<std::mutex> lock(served.failure_mutex);
+    if (!served.engine_failure.empty()) return;  // the first fault is the one to report
+    served.engine_failure = e.what();
+  }
+  log_line(served, std::string("the engine stopped after a fault, so the server stops (exit status 3): ") + e.what());
+  stopping.store(true);
+}
+// What a request refused while the server stops is told.
+std::string stopping_reason(Served& served) {
+  const std::string failure = served.failure();
+  return failure.empty() ? "the server is stopping" : "the server is stopping: its engine failed (" + failure + ")";
 }
 
 json error_body(int status, const std::string& message) {
@@ -136,7 +165,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   std::unique_lock<std::mutex> lock(served.mutex, std::defer_lock);
   if (!served.batcher) {  // requests take turns
     lock.lock();
-    if (stopping.load()) throw http::Error{503, "the server is stopping"};  // a request that waited its turn
+    if (stopping.load()) throw http::Error{503, stopping_reason(served)};  // a request that waited its turn
   }
   request.reuse_prefix = true;  // each keeps the cache's match of its prompt (with the batcher: a free slot's)
   // With the batcher, the callbacks below run on its thread while this one waits in run().
@@ -248,6 +277,7 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     status = refused ? 400 : 500;
     send(error_body(status, e.what()));  // the head is out: the error goes as an event
     summary = std::string("streamed, then failed: ") + e.what();
+    if (is_engine_fault(e)) engine_failed(served, e);
   }
 }
 
@@ -263,8 +293,9 @@ void handle_connection(Served& served, int fd) {
     if (request.method != (generation ? "POST" : "GET"))
       throw http::Error{405, request.target + " takes " + (generation ? "POST" : "GET") + ", not " + request.method};
     if (request.target == "/health") {
-      status = 200;
-      http::write_all(fd, json_response(200, {{"status", "ok"}}));
+      const std::string failure = served.failure();
+      status = failure.empty() ? 200 : 503;
+      http::write_all(fd, json_response(status, failure.empty() ? json{{"status", "ok"}} : json{{"status", "failed"}, {"error", failure}}));
     } else if (request.target == "/v1/models") {
       status = 200;
       const json model = {{"id", served.name}, {"object", "model"}, {"created", 0}, {"owned_by", "tilefire"},
@@ -275,16 +306,18 @@ void handle_connection(Served& served, int fd) {
     }
   } catch (const http::Error& e) {
     status = e.status;
-    summary = e.message;
-    http::write_all(fd, json_response(e.status, error_body(e.status, e.message)));
+    // A request read while the server stops says why it stops (http.cpp knows only that it does).
+    summary = e.status == 503 && stopping.load() ? stopping_reason(served) : e.message;
+    http::write_all(fd, json_response(e.status, error_body(e.status, summary)));
   } catch (const InputError& e) {
     status = 400;
     summary = e.what();
     http::write_all(fd, json_response(400, error_body(400, e.what())));
-  } catch (const std::exception& e) {  // a device or transport fault, or one of ours: the request fails, the server goes on
+  } catch (const std::exception& e) {  // a device or transport fault (the server then stops), or one of ours
     status = 500;
     summary = e.what();
     http::write_all(fd, json_response(500, error_body(500, e.what())));
+    if (is_engine_fault(e)) engine_failed(served, e);
   }
   log_line(served, what + " " + std::to_string(status) + (summary.empty() ? "" : " (" + summary + ")"));
 }
@@ -331,9 +364,9 @@ int serve_command(int argc, char** argv) {
   http::Listener listener(host, port);  // before the model loads: a port in use is refused at once
   served.engine = std::make_unique<Engine>(options);
   if (options.sequences > 1)
-    served.batcher = std::make_unique<Batcher>(*served.engine, options.sequences, [] {
+    served.batcher = std::make_unique<Batcher>(*served.engine, options.sequences, [&served] {
       // A request that waited for a free sequence while the server began stopping.
-      return stopping.load() ? std::make_exception_ptr(http::Error{503, "the server is stopping"}) : std::exception_ptr();
+      return stopping.load() ? std::make_exception_ptr(http::Error{503, stopping_reason(served)}) : std::exception_ptr();
     });
   // A request's body: 64 bytes per context position (a prompt of token ids, or of text, with room for
   // JSON's own), at least 1 MiB. A parsed body takes about 30 times its size, so this bounds that too.
@@ -394,7 +427,7 @@ int serve_command(int argc, char** argv) {
   }
   join_finished(true);
   log_line(served, served.batcher ? "stopped (at most " + std::to_string(served.batcher->widest_step()) + " sequences per step)" : "stopped");
-  return 0;
+  return served.failure().empty() ? 0 : 3;  // 3: a device or transport fault, as the other commands exit
 }
 
 }  // namespace tilefire::cli

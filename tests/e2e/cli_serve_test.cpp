@@ -129,6 +129,19 @@ class Server {
   }
   uint16_t port() const { return port_; }
   std::string log() const { return read_file_text(log_); }
+  // Its exit status once it has stopped by itself, within `ms`; -2 if it is still running then.
+  int wait_exit(int ms) {
+    if (pid_ <= 0) return status_;
+    int raw = 0;
+    for (int waited = 0; waited < ms; waited += 10) {
+      if (::waitpid(pid_, &raw, WNOHANG) == pid_) {
+        pid_ = 0;
+        return status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -2;
+  }
   // SIGTERM, then its exit status (-1: it had to be killed after 30 s).
   int stop() {
     if (pid_ <= 0) return status_;
@@ -598,6 +611,27 @@ TEST(CliServe, AClientThatStopsReadingHoldsUpNoOtherRequest) {
   EXPECT_NE(log.find(", streamed, client gone)"), std::string::npos) << log;
   EXPECT_GT(answered, 1) << log;
   EXPECT_EQ(server.stop(), 0) << log;
+}
+
+// A device or transport fault leaves the engine refusing every later step (errors.h): the request fails
+// 500 naming it, and the server stops by itself with exit status 3 (as the other commands exit on one),
+// for a supervisor to restart it, rather than answer 500 to every request while /health says ok. The
+// fault: two tensor-parallel ranks whose tasks each wait a random delay of up to 20 ms, and a collective
+// timeout of 1 ms.
+TEST(CliServe, AnEngineFaultStopsTheServerWithStatusThree) {
+  for (const std::vector<std::string>& batching : {std::vector<std::string>{}, std::vector<std::string>{"--sequences", "2"}}) {
+    SCOPED_TRACE(batching.empty() ? "requests in turn" : "--sequences 2");
+    std::vector<std::string> args = {"--threads", "2", "--tp", "2", "--tp-timeout-ms", "1", "--stress-delay-us", "20000"};
+    args.insert(args.end(), batching.begin(), batching.end());
+    Server server(args);
+    ASSERT_NE(server.port(), 0);
+    const HttpReply reply = post(server.port(), "/v1/completions", R"({"prompt": [1, 2, 3], "max_tokens": 4})");
+    EXPECT_EQ(reply.status, 500) << reply.body;
+    EXPECT_NE(reply.body.find("waited 1 ms for rank"), std::string::npos) << reply.body;
+    EXPECT_EQ(server.wait_exit(20000), 3) << server.log();
+    const std::string log = server.log();
+    EXPECT_NE(log.find("the engine stopped after a fault, so the server stops (exit status 3): rank"), std::string::npos) << log;
+  }
 }
 
 TEST(CliServe, WhatStopsTheServerFromStartingIsNamed) {
