@@ -169,11 +169,30 @@ bool peer_closed(int fd) {
 }
 
 bool write_all(int fd, std::string_view data) {
+  // The whole write within the socket's send timeout (accept_connection sets it to --io-timeout-ms). A
+  // blocking send would restart the timeout after each partial send, so a client taking a byte now and
+  // then would hold the write, and the queue behind it, for ever.
+  timeval limit{};
+  socklen_t size = sizeof limit;
+  const bool bounded = ::getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, &size) == 0 && (limit.tv_sec > 0 || limit.tv_usec > 0);
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(limit.tv_sec) + std::chrono::microseconds(limit.tv_usec);
   while (!data.empty()) {
-    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      data.remove_prefix(size_t(n));
+      continue;
+    }
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(size_t(n));
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return false;  // closed or reset
+    int wait_ms = -1;
+    if (bounded) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return false;  // it stopped reading
+      wait_ms = int(std::min<long long>(left, 1 << 30));
+    }
+    pollfd writable{fd, POLLOUT, 0};
+    const int ready = ::poll(&writable, 1, wait_ms);
+    if (ready < 0 && errno != EINTR) return false;
   }
   return true;
 }

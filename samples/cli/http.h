@@ -44,7 +44,8 @@ class Listener {
 // malformed one, one whose headers pass 64 KiB or whose body passes max_body bytes, and one cut short.
 // Answers "Expect: 100-continue" before reading the body.
 Request read_request(int fd, size_t max_body, int timeout_ms, const std::atomic<bool>& stopping);
-// Writes all of `data`; false when the client has gone (closed, reset, or stopped reading).
+// Writes all of `data` within the socket's send timeout (the whole of it, not each send); false when the
+// client has gone (closed, reset, or did not take it all in that time).
 bool write_all(int fd, std::string_view data);
 // Whether the client has closed its side (or the connection broke), without reading anything.
 bool peer_closed(int fd);

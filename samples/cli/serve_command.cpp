@@ -56,8 +56,8 @@ was generated. A device or transport fault stops it too, with exit status 3, for
   --port N               TCP port (default 8000; 0: any free port, printed at start)
   --chat-template FILE   a Jinja chat template instead of the folder's (or for a folder without one)
   --max-connections N    requests served or waiting at once; more are answered 503 (default 32)
-  --io-timeout-ms N      a request must arrive whole within this, and a client that reads nothing for this
-                         long is dropped (default 30000)
+  --io-timeout-ms N      a request must arrive whole within this, and a client that does not take a write
+                         of its reply within this is dropped (default 30000)
   --threads N            worker threads (default: all cores)
   --tp N                 tensor-parallel ranks of this process (not one rank per process under mpirun)
   --tp-timeout-ms N      a collective waiting longer for a peer fails the request (default 10000)
@@ -152,6 +152,7 @@ struct Generated {
   GenerateResult result;
   std::string text;
   bool cut_short = false;
+  bool stream_broken = false;  // a streamed reply's writer gave the client up: pieces of it never went out
 };
 Generated generate(Served& served, int fd, GenerateRequest request, const std::vector<std::string>& stops,
                    const std::function<bool(const std::string&)>& emit) {
@@ -196,6 +197,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     if (stop_text) rest += stop_text->finish();
     if (!rest.empty() && !client_gone) writer->add(std::move(rest));
     writer->finish();
+    generated.stream_broken = writer->gone();
   } else {  // the whole reply at once (a stream has given its text already)
     const std::string text = served.tokenizer ? served.tokenizer->continuation(result.prompt_tokens, result.tokens) : bytes_text(result.tokens);
     generated.text = stop_text ? stop_text->cut(text) : text;
@@ -268,6 +270,7 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     send_head();
     json last = chunk(chat ? json::object() : json(""), openai_finish_reason(generated));
     last["usage"] = usage(generated.result);
+    open = open && !generated.stream_broken;  // a reply with a gap must not end as if whole
     if (open) open = send(last) && http::write_all(fd, http::event("[DONE]"));
     summary = std::to_string(generated.result.tokens.size()) + " tokens, " + generated.result.finish_reason + ", streamed" +
               (open ? "" : ", client gone");

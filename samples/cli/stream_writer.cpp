@@ -5,7 +5,8 @@
 
 namespace tilefire::cli {
 
-StreamWriter::StreamWriter(std::function<bool(const std::string&)> write) : write_(std::move(write)), thread_([this] { loop(); }) {}
+StreamWriter::StreamWriter(std::function<bool(const std::string&)> write, size_t max_waiting_bytes)
+    : write_(std::move(write)), max_waiting_bytes_(max_waiting_bytes), thread_([this] { loop(); }) {}
 
 StreamWriter::~StreamWriter() { finish(); }
 
@@ -13,6 +14,13 @@ void StreamWriter::add(std::string piece) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (gone()) return;  // nobody reads it: do not hold it
+    pending_bytes_ += piece.size();
+    if (pending_bytes_ > max_waiting_bytes_) {  // the client is far behind the reply: give it up
+      gone_.store(true, std::memory_order_release);
+      pending_.clear();
+      pending_bytes_ = 0;
+      return;
+    }
     pending_.push_back(std::move(piece));
   }
   wake_.notify_one();
@@ -34,6 +42,8 @@ void StreamWriter::loop() {
     if (pending_.empty()) return;  // finishing, and all written
     std::deque<std::string> taken;
     taken.swap(pending_);
+    size_t taken_bytes = 0;  // still counted in pending_bytes_ until written: the bound covers them too
+    for (const std::string& piece : taken) taken_bytes += piece.size();
     lock.unlock();  // the writes may wait for the client: add() must not wait with them
     bool written = !gone();
     for (const std::string& piece : taken) {
@@ -48,6 +58,9 @@ void StreamWriter::loop() {
     if (!written) {
       gone_.store(true, std::memory_order_release);
       pending_.clear();
+      pending_bytes_ = 0;
+    } else if (!gone()) {  // (add() may have given the client up meanwhile, clearing the count)
+      pending_bytes_ -= taken_bytes;
     }
   }
 }
