@@ -284,12 +284,13 @@ void Engine::Impl::point_at_arena(BoundProgram& bound) {
   }
 }
 
-const float* Engine::Impl::run_sequences(BoundProgram& bound, StepInputs inputs, bool want_logits) {
+const float* Engine::Impl::run_sequences(BoundProgram& bound, StepInputs inputs, bool want_logits,
+                                         std::vector<TaskTiming>* trace) {
   if (!executor && !cuda) throw std::logic_error("run_sequences: on a tensor-parallel group rather than its ranks");
   point_at_arena(bound);
   inputs.epoch = ++epoch;
   if (cuda) {  // the logits of every row come back (a batched program reduces no greedy token on the device)
-    cuda->run_step(*bound.cuda_program, inputs, schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow);
+    cuda->run_step(*bound.cuda_program, inputs, schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow, trace);
     if (!want_logits) return nullptr;  // another rank of this process copies them back
     const uint32_t rows = inputs.sequences ? inputs.tokens_count : 1;
     host_logits.resize(size_t(rows) * info.vocab);
@@ -299,6 +300,7 @@ const float* Engine::Impl::run_sequences(BoundProgram& bound, StepInputs inputs,
   StepOptions step_options;
   step_options.ranks = tp > 1 ? &rank_view : nullptr;
   step_options.mode = schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow;
+  step_options.trace = trace;
   step_options.max_random_delay_us = options.stress_delay_us;
   step_options.delay_seed = options.stress_seed + token_position(inputs, 0) + (uint64_t(token_sequence(inputs, 0)) << 32) +
                             (uint64_t(rank) << 48);  // each rank its own delays: the stress skews the ranks
@@ -343,12 +345,13 @@ std::vector<BoundProgram*> Engine::Impl::rank_programs(StepKind kind, uint32_t t
   return programs;
 }
 
-Engine::Impl::SequencesStep Engine::Impl::step_of_sequences(StepKind kind, const StepInputs& inputs) {
+Engine::Impl::SequencesStep Engine::Impl::step_of_sequences(StepKind kind, const StepInputs& inputs,
+                                                            std::vector<TaskTiming>* trace) {
   SequencesStep step;
   if (rank_engines.empty()) {
     BoundProgram& program = program_of(kind, inputs.tokens_count, &step.compile_ms);
     const auto start = std::chrono::steady_clock::now();
-    step.logits = run_sequences(program, inputs);
+    step.logits = run_sequences(program, inputs, true, trace);
     step.run_ms = ms_since(start);
     step.program = &program;
     return step;
@@ -357,7 +360,7 @@ Engine::Impl::SequencesStep Engine::Impl::step_of_sequences(StepKind kind, const
   const std::vector<BoundProgram*> programs = rank_programs(kind, inputs.tokens_count, &step.compile_ms);
   const auto start = std::chrono::steady_clock::now();
   on_every_rank([&](Impl& r, uint32_t index) {
-    const float* rank_logits = r.run_sequences(*programs[index], inputs, index == 0);
+    const float* rank_logits = r.run_sequences(*programs[index], inputs, index == 0, index == 0 ? trace : nullptr);
     if (index == 0) step.logits = rank_logits;
   });
   end_step_barrier();

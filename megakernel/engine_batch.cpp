@@ -96,7 +96,6 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   refuse_while_generating(m, "add_sequence");
   m.check_request(request);
   if (request.max_new_tokens == 0) throw InputError("GenerateRequest::max_new_tokens is 0: a sequence must generate a token");
-  if (!request.trace_path.empty()) throw InputError("GenerateRequest::trace_path is not supported with batching; trace a step with generate()");
   if (m.batched.size() >= m.options.sequences)
     throw InputError("add_sequence: all " + std::to_string(m.options.sequences) +
                      " sequences the engine holds are in (EngineOptions::sequences); remove one first");
@@ -171,10 +170,20 @@ void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, con
     inputs.positions = positions.data();
     inputs.sequences = slots.data();
   }
+  // The rows whose request asks for a trace of a decode step, and whose warm (second) or last step this
+  // is, as generate() picks its traced step: the step's timeline goes to each one's trace_path.
+  std::vector<BatchedSequence*> tracing;
+  for (BatchedSequence* s : rows) {
+    const GenerateRequest& request = s->request;
+    if (!request.trace_path.empty() && !s->result.trace_written &&
+        (s->decode_steps == 1 || s->result.tokens.size() + 1 >= request.max_new_tokens || s->position + 1 >= m.max_context))
+      tracing.push_back(s);
+  }
+  std::vector<TaskTiming> timeline;
   GeneratingScope generating_scope(m);
   // One sequence: the decode program (one token, the last row of logits) serves it.
-  const Engine::Impl::SequencesStep step =
-      m.step_of_sequences(width == 1 ? Engine::Impl::StepKind::decode : Engine::Impl::StepKind::batched_decode, inputs);
+  const Engine::Impl::SequencesStep step = m.step_of_sequences(
+      width == 1 ? Engine::Impl::StepKind::decode : Engine::Impl::StepKind::batched_decode, inputs, tracing.empty() ? nullptr : &timeline);
   const float* logits = step.logits;  // [width, vocab]
   const Program& program = step.program->program;
   // Every row checked before any is taken: a failed step moves no sequence (the cache entries it wrote
@@ -191,6 +200,16 @@ void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, con
     s.decode_ms += step.run_ms;
     ++s.decode_steps;
     take_token(m, s, logits + size_t(r) * m.info.vocab);
+  }
+  // After every row has its token: a trace that cannot be written fails its own sequence alone.
+  for (BatchedSequence* s : tracing) {
+    try {
+      write_chrome_trace(s->request.trace_path, program, timeline);
+    } catch (const InputError& e) {
+      const uint64_t id = ids[size_t(std::find(rows.begin(), rows.end(), s) - rows.begin())];
+      throw SequenceError(id, sequence_name(id) + e.what());
+    }
+    s->result.trace_written = true;
   }
 }
 
@@ -284,8 +303,6 @@ std::vector<GenerateResult> Engine::generate_batch(const std::vector<GenerateReq
     } catch (const InputError& e) {
       throw InputError("generate_batch: " + request_name(i) + e.what());
     }
-    if (!request.trace_path.empty())
-      throw InputError("generate_batch: " + request_name(i) + "trace_path is not supported by generate_batch; trace a step with generate()");
   }
 
   std::vector<GenerateResult> results(requests.size());

@@ -175,7 +175,9 @@ struct Engine::Impl {
   // Steps of several sequences (engine_batch.cpp): one step of `bound` on inputs that name each token's
   // sequence slot and position; `position` and `sequence` (slot 0's step-API state) are the caller's to
   // keep. Returns the logits, [rows, vocab] (on cuda without `want_logits`: nothing copied back, null).
-  const float* run_sequences(BoundProgram& bound, StepInputs inputs, bool want_logits = true);
+  // With `trace`, every task's timing is appended to it.
+  const float* run_sequences(BoundProgram& bound, StepInputs inputs, bool want_logits = true,
+                             std::vector<TaskTiming>* trace = nullptr);
   // The decode program of `sequences` sequences at once (compiled on first use; sets *compile_ms).
   BoundProgram& batch_program(uint32_t sequences, double* compile_ms);
   // The programs a step of sequences runs: the decode program (one token), a batched decode of `tokens`
@@ -192,7 +194,8 @@ struct Engine::Impl {
     double compile_ms = 0;                   // compiling it, when this step was its first
     double run_ms = 0;                       // the step itself
   };
-  SequencesStep step_of_sequences(StepKind kind, const StepInputs& inputs);
+  // With `trace`, the step's timeline (rank 0's) is appended to it.
+  SequencesStep step_of_sequences(StepKind kind, const StepInputs& inputs, std::vector<TaskTiming>* trace = nullptr);
   CudaStepResult run_cuda(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace = nullptr);
   // A step whose result is only the greedy token (on cuda: reduced on the device, no logits copied), and
   // whether the logits held NaN or Inf. Not checked here: under tensor parallelism a rank that threw

@@ -22,8 +22,9 @@ namespace tilefire::cli {
 namespace {
 
 // Milliseconds between consecutive tokens of the batch's first request: one decode step each, after
-// the first token (which ends the prefills).
-std::vector<double> time_batch_steps(Engine& engine, uint32_t sequences, uint32_t steps, uint32_t prompt_len, uint32_t round) {
+// the first token (which ends the prefills). With `trace_path`, the first request's trace goes there.
+std::vector<double> time_batch_steps(Engine& engine, uint32_t sequences, uint32_t steps, uint32_t prompt_len, uint32_t round,
+                                     const std::string& trace_path = "") {
   std::vector<GenerateRequest> requests(sequences);
   std::vector<std::chrono::steady_clock::time_point> stamps;
   for (uint32_t s = 0; s < sequences; ++s) {
@@ -33,6 +34,7 @@ std::vector<double> time_batch_steps(Engine& engine, uint32_t sequences, uint32_
     r.stop_at_eos = false;  // every sequence runs every step: the batch keeps its width
   }
   requests[0].on_token = [&stamps](int32_t) { stamps.push_back(std::chrono::steady_clock::now()); };
+  requests[0].trace_path = trace_path;
   engine.generate_batch(requests);
   std::vector<double> times;
   for (size_t i = 1; i < stamps.size(); ++i)
@@ -136,7 +138,7 @@ int run_join_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint3
 }
 
 int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t steps, uint32_t prompt_len, bool predict,
-                    bool json) {
+                    bool json, const std::string& trace_path) {
   options.sequences = batch;
   Engine engine(options);
   const ModelInfo& model = engine.model();
@@ -175,6 +177,7 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
   const double one_ms = median(single_ms), many_ms = median(batched_ms);
   std::array<double, 3> predicted_ratio{};  // predicted / measured batched step, per round
   if (predict) predicted_ratio = paired_ratios(predicted_ms, batched_round_ms);
+  if (!trace_path.empty()) time_batch_steps(engine, batch, std::max(steps, 2u), prompt_len, rounds, trace_path);  // untimed
   if (engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports
   if (json) {
     nlohmann::json out{{"model", model.origin},
@@ -193,6 +196,7 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
                        {"batch_tok_s", 1000.0 * batch / many_ms},
                        {"throughput_gain", gain},
                        {"throughput_gain_quartiles", {gain_low, gain_high}}};
+    if (!trace_path.empty()) out["trace"] = trace_path;
     if (predict) {
       out["predicted_step_ms"] = median(predicted_ms);
       out["predicted_over_measured"] = predicted_ratio[0];
@@ -220,6 +224,9 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
     std::printf("simulated step of %u sequences (cpu device measured before each round): %.3f ms; predicted / measured %.3f, "
                 "quartiles %.3f-%.3f\n",
                 batch, median(predicted_ms), predicted_ratio[0], predicted_ratio[1], predicted_ratio[2]);
+  if (!trace_path.empty())
+    std::printf("trace of a decode step of %u sequences (untimed, after the rounds%s): %s\n", batch,
+                engine.tensor_parallel_ranks() > 1 ? "; rank 0's" : "", trace_path.c_str());
   return 0;
 }
 

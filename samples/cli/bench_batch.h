@@ -1,6 +1,7 @@
 #pragma once
 // tilefire bench --batch (samples/cli/bench_batch.cpp).
 #include <cstdint>
+#include <string>
 
 #include "tilefire/engine.h"
 
@@ -8,10 +9,11 @@ namespace tilefire::cli {
 
 // Decode throughput of `batch` sequences per step (Engine::generate_batch) against one, in interleaved
 // rounds on one engine: prints a table (or, with `json`, one object) of the step time, tokens/s over all
-// sequences and the throughput gain. `options` is the engine's (one rank), sequences set here. With
-// `predict` (cpu backend), also the simulator's prediction of each round's batched step.
+// sequences and the throughput gain. `options` is the engine's, sequences set here. With `predict` (cpu
+// backend, one rank), also the simulator's prediction of each round's batched step. With `trace_path`, an
+// untimed batch after the rounds writes the timeline of one of its decode steps of `batch` sequences there.
 int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t steps, uint32_t prompt_len, bool predict,
-                    bool json);
+                    bool json, const std::string& trace_path);
 
 // What a long prompt joining costs the sequences decoding (continuous batching): batch - 1 sequences
 // decode while a request with a `join_len`-token prompt joins, on an engine that prefills it whole at

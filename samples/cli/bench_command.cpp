@@ -39,7 +39,7 @@ struct ModeTiming {
 int bench_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help", "--predict"}, valued{"--model", "--preset", "--dtype", "--seed", "--threads",
       "--steps", "--rounds", "--prompt-len", "--policy", "--granularity", "--kv-splits", "--bandwidth-mb", "--compile-preset", "--tp", "--sweep",
-      "--sweep-out", "--tp-timeout-ms", "--batch", "--join-prompt-len", "--prefill-chunks"};
+      "--sweep-out", "--tp-timeout-ms", "--batch", "--join-prompt-len", "--prefill-chunks", "--trace"};
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("bench", switches, valued);
@@ -58,7 +58,8 @@ int bench_command(int argc, char** argv) {
         "                       each against bsp; PREFIX.csv and PREFIX.md, default sweep)\n"
         "                      [--batch B]  (decode throughput of B sequences per step against\n"
         "                       one, on one engine holding B sequences; --steps, --rounds, --prompt-len apply;\n"
-        "                       --predict: the simulator's prediction of the step of B sequences)\n"
+        "                       --predict: the simulator's prediction of the step of B sequences; --trace FILE:\n"
+        "                       a Perfetto trace of one such step, untimed, after the rounds)\n"
         "                      [--batch B --join-prompt-len P [--prefill-chunks N]]  (instead: B - 1 sequences\n"
         "                       decode while a P-token prompt joins, prefilled whole or N chunks of 128 per step\n"
         "                       (default 1): the longest wait for a decoding sequence's token; --rounds applies)\n"
@@ -108,7 +109,7 @@ int bench_command(int argc, char** argv) {
     if (cuda || options.tp > 1) throw InputError("tilefire bench: --sweep runs the cpu backend on one rank");
     // A sweep writes its own tables, with an 8-token prompt in every cell and no bandwidth measurement.
     for (const char* unused : {"--json", "--prompt-len", "--bandwidth-mb", "--compile-preset", "--batch", "--join-prompt-len",
-                               "--prefill-chunks"})
+                               "--prefill-chunks", "--trace"})
       if (args.has(unused))
         throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --sweep (it writes its tables as CSV and "
                          "Markdown, each cell from an 8-token prompt)");
@@ -129,7 +130,7 @@ int bench_command(int argc, char** argv) {
                          "of B sequences against one)");
     const uint32_t batch = uint32_t(args.unsigned_or("--batch", 1, 2, 256));
     if (args.has("--join-prompt-len")) {
-      for (const char* unused : {"--steps", "--prompt-len"})
+      for (const char* unused : {"--steps", "--prompt-len", "--trace"})
         if (args.has(unused))
           throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --join-prompt-len (the decoding "
                            "sequences have 8-token prompts and run until the newcomer has its first token)");
@@ -138,10 +139,13 @@ int bench_command(int argc, char** argv) {
                             uint32_t(args.unsigned_or("--prefill-chunks", 1, 1, 1u << 20)), args.has("--json"));
     }
     if (args.has("--prefill-chunks")) throw InputError("tilefire bench: --prefill-chunks applies to --join-prompt-len");
-    return run_batch_bench(options, batch, rounds, steps, prompt_len, predict, args.has("--json"));
+    return run_batch_bench(options, batch, rounds, steps, prompt_len, predict, args.has("--json"), args.text_or("--trace", ""));
   }
   for (const char* flag : {"--join-prompt-len", "--prefill-chunks"})
     if (args.has(flag)) throw InputError(std::string("tilefire bench: ") + flag + " applies to --batch B");
+  if (args.has("--trace"))
+    throw InputError("tilefire bench: --trace applies to --batch B (a step of B sequences; `tilefire run --trace` traces one "
+                     "sequence's step)");
   // At most 16 GiB: the copy measures bandwidth well past every cache at 1 GiB; more only risks the memory.
   const uint64_t bandwidth_bytes = args.unsigned_or("--bandwidth-mb", cuda ? 4096 : 1024, 64, 16384) << 20;
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/common/test_models.h"
 #include "tilefire/engine.h"
 #include "tilefire/errors.h"
@@ -35,6 +37,17 @@ void expect_same_result(const GenerateResult& batched, const GenerateResult& alo
           << alone.logprobs[t][k].probability;
     }
   }
+}
+
+// The message of `call`'s InputError, or "" when it does not throw one.
+template <class Call>
+std::string refusal(Call&& call) {
+  try {
+    call();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 std::vector<int32_t> counting_prompt(uint32_t length, int32_t first) {
@@ -193,6 +206,38 @@ TEST(BatchDecode, UnderTensorParallelismEachResultIsWhatGenerateGivesAlone) {
   std::vector<GenerateRequest> requests = mixed_requests();
   requests.resize(3);
   expect_batch_equals_one_by_one(options, requests);
+}
+
+// GenerateRequest::trace_path in a batch: the timeline of the request's second decode step, which every
+// sequence of that step shares, its tasks the batched program's; the results bitwise those without a
+// trace; none for a request that runs no decode step; a path that cannot be written fails that request.
+TEST(BatchDecode, ATraceOfABatchedStepIsWrittenAndChangesNothing) {
+  EngineOptions options;
+  options.threads = 2;
+  options.sequences = 4;
+  const std::vector<GenerateRequest> plain = mixed_requests();
+  Engine untraced(options);
+  const std::vector<GenerateResult> expected = untraced.generate_batch(plain);
+  TempDir dir("batch-trace");
+  std::vector<GenerateRequest> requests = plain;
+  requests[0].trace_path = (dir.path() / "first.json").string();
+  requests[3].trace_path = (dir.path() / "none.json").string();  // one token: no decode step
+  Engine traced(options);
+  const std::vector<GenerateResult> results = traced.generate_batch(requests);
+  for (size_t i = 0; i < requests.size(); ++i) expect_same_result(results[i], expected[i], i);
+  EXPECT_TRUE(results[0].trace_written);
+  EXPECT_FALSE(results[1].trace_written);
+  EXPECT_FALSE(results[3].trace_written);
+  EXPECT_FALSE(std::filesystem::exists(requests[3].trace_path));
+  const nlohmann::json trace = nlohmann::json::parse(read_file_text(requests[0].trace_path));
+  uint32_t slices = 0;
+  for (const nlohmann::json& event : trace["traceEvents"]) slices += event.value("ph", "") == "X" ? 1 : 0;
+  EXPECT_EQ(slices, results[0].tasks_per_step) << "a slice per task of the step of 3 sequences";
+
+  requests = plain;
+  requests[2].trace_path = (dir.path() / "no-such-folder" / "t.json").string();
+  const std::string message = refusal([&] { traced.generate_batch(requests); });
+  EXPECT_NE(message.find("generate_batch: request 2: --trace: cannot write"), std::string::npos) << message;
 }
 
 // The step API after a batch under tensor parallelism: every rank's position follows slot 0's sequence.
@@ -492,17 +537,6 @@ TEST(BatchDecode, AReusedPrefixPrefillsOnlyTheRestAndGivesWhatGenerateGives) {
   EXPECT_EQ(engine.remove_sequence(engine.add_sequence(unrelated)).reused_tokens, 0u);
 }
 
-// The message of `call`'s InputError, or "" when it does not throw one.
-template <class Call>
-std::string refusal(Call&& call) {
-  try {
-    call();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(BatchDecode, RefusesWhatItCannotRunNamingIt) {
   EngineOptions options;
   options.threads = 2;
@@ -544,9 +578,6 @@ TEST(BatchDecode, RefusesWhatItCannotRunNamingIt) {
   bad = good;
   bad.sampling.temperature = -1;
   expect_refused({bad}, "request 0: Sampling::temperature");
-  bad = good;
-  bad.trace_path = "/tmp/never-written.json";
-  expect_refused({bad}, "request 0: trace_path is not supported by generate_batch");
 
   // Calls into the engine from a request's callback are refused, as from generate()'s.
   GenerateRequest calling = good;

@@ -595,6 +595,31 @@ TEST(CliBenchBatch, ReportsBothWidthsAndTheGain) {
   EXPECT_NE(text.out.find("model preset tiny (bf16, seed 0) on cpu"), std::string::npos) << "the dtype named once: " << text.out;
 }
 
+// bench --batch B --trace FILE: a Perfetto trace of a step of B sequences, whose tasks are the batched
+// program's, as simulate --batch B lays out the same program (the two side by side).
+TEST(CliBenchBatch, TracesAStepOfTheBatch) {
+  TempDir dir("bench-batch-trace");
+  const std::string path = (dir.path() / "batch.json").string();
+  RunResult r = run_cli({"bench", "--preset", "tiny", "--threads", "2", "--batch", "3", "--rounds", "1", "--steps", "2", "--json",
+                         "--trace", path});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["trace"], path);
+  const std::string simulated = (dir.path() / "simulated.json").string();
+  RunResult sim = run_cli({"simulate", "--preset", "tiny", "--device", "cpu", "--threads", "2", "--batch", "3", "--trace", simulated});
+  ASSERT_EQ(sim.status, 0) << describe(sim);
+  auto task_slices = [](const std::string& file) {
+    const nlohmann::json trace = nlohmann::json::parse(read_file_text(file));
+    std::vector<std::string> names;
+    for (const nlohmann::json& e : trace["traceEvents"])
+      if (e.value("ph", "") == "X") names.push_back(e["name"].get<std::string>());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> traced = task_slices(path);
+  EXPECT_GT(traced.size(), 100u);
+  EXPECT_EQ(traced, task_slices(simulated)) << "the traced step and the simulated one are not the same program's tasks";
+}
+
 // A bench --predict object of three rounds: one prediction per round and one measured step (`measured`),
 // positive and finite; the median prediction, and the ratio and its quartiles the rounds' own predicted /
 // measured.

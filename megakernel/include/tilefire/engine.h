@@ -87,7 +87,10 @@ struct GenerateRequest {
   // earlier turns, a shared system prompt) and prefill only the rest; otherwise the sequence starts anew.
   bool reuse_prefix = false;
   std::string trace_path;       // when set, a Chrome/Perfetto trace of one decode step is written here (the
-                                // sequence ends where it would without it)
+                                // sequence ends where it would without it). In a batch (generate_batch,
+                                // add_sequence): the timeline of its second decode step (or its last, if
+                                // it has only one), which every sequence of that step shares; none when it
+                                // runs no decode step (GenerateResult::trace_written)
   // Called with each generated token as soon as it is chosen, in order (GenerateResult::tokens), outside
   // the timed part of each step: to show text as it comes. Ranks as processes call it on every rank. It
   // must not call into the engine (generate, prefill, decode, rewind, reset, set_schedule: InputError);
@@ -165,7 +168,7 @@ class Engine {
   // sequences (with ranks as processes, every process must make the same calls), and each result is
   // generate()'s with the same degree. ttft_ms counts from the call (the prompts
   // before it were prefilled first); tpot_ms is the mean of the batched steps it took part in. Refused
-  // (InputError, nothing run): trace_path, and anything generate() refuses, naming the request. reuse_prefix works as add_sequence's. The step API
+  // (InputError, nothing run): anything generate() refuses, naming the request. reuse_prefix works as add_sequence's. The step API
   // then continues the sequence left in the first slot (a request with max_new_tokens 0 takes none);
   // when a step fails, the step API's sequence is empty.
   std::vector<GenerateResult> generate_batch(const std::vector<GenerateRequest>& requests);
