@@ -468,7 +468,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   auto is_eos = [&](int32_t token) { return m.ends_request(request, token); };
 
   // Ranks as processes all record (they run the same steps) but only rank 0 writes the file.
-  const bool writes_trace = !m.process_group || m.rank_engines[0]->rank == 0;
+  const bool writes_trace = m.writes_files();
   if (!request.trace_path.empty()) {
     if (request.max_new_tokens == 0) throw InputError("--trace records a decode step: give --max-new-tokens 1 or more");
     if (request.prompt.size() + 1 > m.max_context)

@@ -201,7 +201,9 @@ void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, con
     ++s.decode_steps;
     take_token(m, s, logits + size_t(r) * m.info.vocab);
   }
-  // After every row has its token: a trace that cannot be written fails its own sequence alone.
+  // After every row has its token: a trace that cannot be written fails its own sequence alone. With
+  // ranks as processes, rank 0's process writes it.
+  if (!m.writes_files()) return;
   for (BatchedSequence* s : tracing) {
     try {
       write_chrome_trace(s->request.trace_path, program, timeline);

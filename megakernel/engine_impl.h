@@ -240,6 +240,9 @@ struct Engine::Impl {
   uint64_t process_rank_key(const Bootstrap& boot, const std::string& backend_workers) const;
   // Throws if an earlier tensor-parallel step failed (ranks may have diverged since).
   void check_not_broken() const;
+  // Whether this process writes what a step makes (a trace): with ranks as processes, rank 0's alone
+  // (every rank runs the same steps).
+  bool writes_files() const { return !process_group || rank_engines[0]->rank == 0; }
   // Throws InputError unless rank `other_rank`'s program runs the same tasks on the same workers as rank
   // `first_rank`'s.
   void check_ranks_agree(const Program& first, uint32_t first_rank, const Program& other, uint32_t other_rank) const;

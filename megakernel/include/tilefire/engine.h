@@ -88,9 +88,10 @@ struct GenerateRequest {
   bool reuse_prefix = false;
   std::string trace_path;       // when set, a Chrome/Perfetto trace of one decode step is written here (the
                                 // sequence ends where it would without it). In a batch (generate_batch,
-                                // add_sequence): the timeline of its second decode step (or its last, if
-                                // it has only one), which every sequence of that step shares; none when it
-                                // runs no decode step (GenerateResult::trace_written)
+                                // add_sequence): the timeline of its second decode step (or of its first,
+                                // when its token count or the context makes that its last), which every
+                                // sequence of that step shares; GenerateResult::trace_written says whether
+                                // one was written (not when an eos or a stop ends it first)
   // Called with each generated token as soon as it is chosen, in order (GenerateResult::tokens), outside
   // the timed part of each step: to show text as it comes. Ranks as processes call it on every rank. It
   // must not call into the engine (generate, prefill, decode, rewind, reset, set_schedule: InputError);
