@@ -627,7 +627,9 @@ TEST(CliServe, AnEngineFaultStopsTheServerWithStatusThree) {
     ASSERT_NE(server.port(), 0);
     const HttpReply reply = post(server.port(), "/v1/completions", R"({"prompt": [1, 2, 3], "max_tokens": 4})");
     EXPECT_EQ(reply.status, 500) << reply.body;
-    EXPECT_NE(reply.body.find("waited 1 ms for rank"), std::string::npos) << reply.body;
+    // "rank R of 2: <collective> (slot, epoch) waited N ms for rank P, which is at epoch E: it died or ..."
+    EXPECT_NE(reply.body.find(" of 2: "), std::string::npos) << reply.body;
+    EXPECT_NE(reply.body.find(": it died or never arrived"), std::string::npos) << reply.body;
     EXPECT_EQ(server.wait_exit(20000), 3) << server.log();
     const std::string log = server.log();
     EXPECT_NE(log.find("the engine stopped after a fault, so the server stops (exit status 3): rank"), std::string::npos) << log;
