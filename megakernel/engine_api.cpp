@@ -145,22 +145,28 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (options.kv_splits > m.max_context)
     throw InputError("EngineOptions::kv_splits (--kv-splits) " + std::to_string(options.kv_splits) + " is more than the context of " +
                      std::to_string(m.max_context) + " positions: the chunks past it would never hold a position");
+  if (options.tp == 0) throw InputError("EngineOptions::tp (--tp) must be at least 1");
   if (options.backend == Backend::cpu) {
     // The KV caches are allocated (and zeroed) in full when the first program binds: past the machine's
-    // memory that would end in the kernel killing the process, not in a message.
-    const double kv_bytes = 2.0 * spec.layers * spec.kv_dim() * sizeof(float) * double(m.max_context) * double(options.sequences);
+    // memory that would end in the kernel killing the process, not in a message. Every rank's caches
+    // are on this host (ranks as threads of this process, or as processes beside it), and a KV head
+    // replicated over ranks is held once per rank that keeps a copy.
+    const uint64_t positions = uint64_t(m.max_context) * options.sequences;
+    uint64_t kv_bytes = 0;
+    for (const RankShard& shard : split_tensor_parallel(spec, options.tp).ranks)  // refuses a degree the shapes do not allow
+      kv_bytes += rank_memory(spec, shard, positions).kv_cache_bytes;
     const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
-    if (memory > 0 && kv_bytes > memory)
-      throw InputError("the KV cache would take " + std::to_string(uint64_t(kv_bytes / double(1ull << 30))) + " GiB (K and V of " +
-                       std::to_string(spec.layers) + " layers, " + std::to_string(m.max_context) + " positions, " +
-                       std::to_string(options.sequences) + " sequence(s), f32), more than this machine's " +
-                       std::to_string(uint64_t(memory / double(1ull << 30))) +
+    if (memory > 0 && double(kv_bytes) > memory)
+      throw InputError("the KV cache would take " + std::to_string(kv_bytes >> 30) + " GiB (K and V of " + std::to_string(spec.layers) +
+                       " layers, " + std::to_string(m.max_context) + " positions, " + std::to_string(options.sequences) +
+                       " sequence(s), f32" +
+                       (options.tp > 1 ? ", over the " + std::to_string(options.tp) + " ranks on this host" : std::string()) +
+                       "), more than this machine's " + std::to_string(uint64_t(memory / double(1ull << 30))) +
                        " GiB of memory: lower EngineOptions::max_context (--max-context) or sequences");
   }
   if (!options.policy.empty() && !find_policy(options.policy))
     throw InputError("EngineOptions::policy (--policy): unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
   m.program_spec = spec;
-  if (options.tp == 0) throw InputError("EngineOptions::tp (--tp) must be at least 1");
   if (options.tp > 1 && options.policy == "dynamic")
     throw InputError("--policy dynamic cannot run with --tp: each rank's ready queue would order its collective "
                      "tasks differently, and ranks waiting on each other's different tasks could deadlock; use a "

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include <unistd.h>
+
 #include "tests/common/compare.h"
 #include "tests/common/random_shapes.h"
 #include "tests/common/test_models.h"
@@ -161,6 +163,36 @@ TEST(TensorParallelEngine, RefusedDegreesAndBackends) {
     FAIL() << "--policy dynamic ran with --tp";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--policy dynamic cannot run with --tp"), std::string::npos) << e.what();
+  }
+}
+
+// The memory check counts every rank's KV cache: with 8 ranks over 2 KV heads each head is held by 4
+// ranks, so the caches take 4 times the model's. A context that fits once (0.4 of the machine's memory)
+// but not four times is refused before anything is allocated; counted once, it was let through and the
+// allocation took the machine down.
+TEST(TensorParallelEngine, KvCacheOfEveryRankIsCountedAgainstMemory) {
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  ASSERT_GT(memory, 0.0);
+  ModelSpec spec = variant_spec(Variant::llama);  // tiny's 8 query and 2 KV heads of 32, 2 layers
+  ASSERT_EQ(spec.kv_heads, 2u);
+  const double whole_model_bytes_per_position = 2.0 * spec.layers * spec.kv_dim() * sizeof(float);
+  const uint32_t sequences = 256;
+  const uint32_t context = uint32_t(0.4 * memory / (whole_model_bytes_per_position * sequences));
+  spec.max_context = std::max(context, 1024u);
+  TempDir dir("tp-kv-memory");
+  EngineOptions options;
+  options.model_dir = write_test_model(spec, dir.path()).string();
+  options.threads = 2;
+  options.tp = 8;
+  options.max_context = context;
+  options.sequences = sequences;
+  try {
+    Engine engine(options);
+    FAIL() << "8 ranks' KV caches of " << context << " positions of " << sequences << " sequences were allocated";
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("the KV cache would take"), std::string::npos) << message;
+    EXPECT_NE(message.find("over the 8 ranks on this host"), std::string::npos) << message;
   }
 }
 
