@@ -79,7 +79,7 @@ RankMemory rank_memory(const ModelSpec& spec, const RankShard& shard, uint64_t k
                    + w * uint64_t(spec.vocab) * hidden;      // the embedding table, on every rank
   if (!spec.tie_embeddings) m.weight_bytes += w * uint64_t(shard.vocab) * hidden;  // the rank's LM-head rows
   m.kv_cache_bytes = 2ull * spec.layers * kv * kv_tokens * sizeof(float);
-  const uint64_t chunk = 128;  // Engine::Impl::kPrefillChunk: the largest program's tokens per step
+  const uint64_t chunk = 128;  // the largest prefill chunk (EngineOptions::prefill_chunk): the widest step's tokens
   m.workspace_bytes = sizeof(float) * (chunk * spec.layers * (5 * hidden + 2 * q + ffn) + spec.vocab + shard.vocab);
   return m;
 }

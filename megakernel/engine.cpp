@@ -434,8 +434,8 @@ const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* c
   if (tokens.empty()) throw InputError("prefill: no tokens (an empty prompt; --prompt or --prompt-tokens)");
   check_tokens(tokens);  // before compiling anything for it
   const float* logits = nullptr;
-  for (size_t begin = 0; begin < tokens.size(); begin += kPrefillChunk) {
-    const size_t end = std::min(tokens.size(), begin + kPrefillChunk);
+  for (size_t begin = 0; begin < tokens.size(); begin += options.prefill_chunk) {
+    const size_t end = std::min(tokens.size(), begin + options.prefill_chunk);
     const std::vector<int32_t> chunk(tokens.begin() + begin, tokens.begin() + end);
     double chunk_compile_ms = 0;
     if (rank_engines.empty()) {

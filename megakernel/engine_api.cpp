@@ -105,6 +105,9 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (options.sequences == 0 || options.sequences > 256)
     throw InputError("EngineOptions::sequences must be 1 to 256, got " + std::to_string(options.sequences));
   m.slot_tokens.assign(options.sequences, {});
+  if (options.prefill_chunk == 0 || options.prefill_chunk > Impl::kMaxPrefillChunk)
+    throw InputError("EngineOptions::prefill_chunk (--prefill-chunk) must be 1 to " + std::to_string(Impl::kMaxPrefillChunk) +
+                     " prompt tokens, got " + std::to_string(options.prefill_chunk));
   // A testing delay before every task: past a second, a step of hundreds of tasks would seem to hang.
   if (options.stress_delay_us > 1000000)
     throw InputError("EngineOptions::stress_delay_us " + std::to_string(options.stress_delay_us) + " is more than 1000000 (1 s)");
@@ -176,7 +179,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   // widest step, a prefill chunk or a batched decode of every sequence, and the rank's share of the
   // logits, a row per sequence) and its flags (at most one per column of each collective node, one per
   // rank's logits, two for the program digests and two barriers).
-  const uint64_t widest_step = std::max<uint64_t>(Impl::kPrefillChunk, options.sequences);
+  const uint64_t widest_step = std::max<uint64_t>(options.prefill_chunk, options.sequences);
   const uint64_t window_bytes =
       2ull * spec.layers * ((widest_step * spec.hidden * 4 + 63) / 64 * 64) +
       (uint64_t(options.sequences) * ((uint64_t(spec.vocab) + options.tp - 1) / options.tp) * 4 + 63) / 64 * 64;

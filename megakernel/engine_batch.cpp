@@ -73,7 +73,7 @@ void check_rows_finite(Engine::Impl& m, const float* logits, const std::vector<B
 // the prompt's last token when the chunk ends the prompt. s.position moves past the chunk.
 const float* prefill_next_chunk(Engine::Impl& m, BatchedSequence& s) {
   const std::vector<int32_t>& prompt = s.request.prompt;
-  const uint32_t begin = s.position, end = uint32_t(std::min<size_t>(prompt.size(), begin + Engine::Impl::kPrefillChunk));
+  const uint32_t begin = s.position, end = uint32_t(std::min<size_t>(prompt.size(), begin + m.options.prefill_chunk));
   StepInputs inputs{prompt.data() + begin, end - begin, begin};
   inputs.sequence0 = s.slot;
   const Engine::Impl::SequencesStep step = m.step_of_sequences(Engine::Impl::StepKind::prefill, inputs);

@@ -86,9 +86,10 @@ struct BatchedSequence {
 
 // Not thread-safe: one Engine runs one step at a time.
 struct Engine::Impl {
-  // Prompts are prefilled in chunks of at most this many tokens, so a prefill program's activations
-  // stay bounded (tokens x layers x (4 hidden + ffn) floats) and a handful of programs serve every length.
-  static constexpr uint32_t kPrefillChunk = 128;
+  // Prompts are prefilled in chunks of EngineOptions::prefill_chunk tokens, at most this many, so a
+  // prefill program's activations stay bounded (tokens x layers x (4 hidden + ffn) floats) and a handful
+  // of programs serve every length.
+  static constexpr uint32_t kMaxPrefillChunk = 128;
   static constexpr size_t kPrefillProgramsKept = 4;
 
   LoadedModel model;

@@ -53,6 +53,7 @@ EngineOptions engine_options(const tilefire_engine_options& c) {
   options.cuda_watchdog_ms = c.cuda_watchdog_ms;
   options.sequences = c.sequences;
   options.prefill_chunks_per_step = c.prefill_chunks_per_step;
+  options.prefill_chunk = c.prefill_chunk;
   return options;
 }
 
@@ -220,6 +221,7 @@ void tilefire_engine_options_init(tilefire_engine_options* options) {
   options->cuda_watchdog_ms = defaults.cuda_watchdog_ms;
   options->sequences = defaults.sequences;
   options->prefill_chunks_per_step = defaults.prefill_chunks_per_step;
+  options->prefill_chunk = defaults.prefill_chunk;
 }
 
 tilefire_status tilefire_engine_create(const tilefire_engine_options* options, tilefire_engine** engine) {

@@ -37,7 +37,8 @@ void apply_backend_flags(const Args& args, EngineOptions& options) {
 }
 
 std::vector<std::string> engine_valued() {
-  return {"--model", "--threads", "--tp", "--tp-timeout-ms", "--schedule", "--policy", "--granularity", "--max-context", "--kv-splits"};
+  return {"--model", "--threads", "--tp", "--tp-timeout-ms", "--schedule", "--policy", "--granularity", "--max-context", "--kv-splits",
+          "--prefill-chunk"};
 }
 
 EngineOptions engine_options_of_flags(const Args& args) {
@@ -49,6 +50,7 @@ EngineOptions engine_options_of_flags(const Args& args) {
   options.granularity = parse_granularity(args.text_or("--granularity", "tile"));
   options.max_context = uint32_t(args.unsigned_or("--max-context", 0, 1, 1u << 24));
   options.kv_splits = uint32_t(args.unsigned_or("--kv-splits", 0, 1, 256));
+  options.prefill_chunk = uint32_t(args.unsigned_or("--prefill-chunk", 128, 1, 128));
   options.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 256));
   options.tp_timeout_ms = uint32_t(args.unsigned_or("--tp-timeout-ms", 10000, 1, 3600 * 1000));
   apply_backend_flags(args, options);

@@ -119,6 +119,7 @@ int run_join_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint3
                                 {"batch", batch},
                                 {"join_prompt_len", join_len},
                                 {"prefill_chunks_per_step", chunks},
+                                {"prefill_chunk", options.prefill_chunk},
                                 {"rounds", rounds},
                                 {"whole_longest_wait_ms", median(whole_wait)},
                                 {"whole_newcomer_ttft_ms", median(whole_ttft)},
@@ -133,7 +134,8 @@ int run_join_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint3
   std::printf("| prompt prefilled | longest wait for a decoding sequence's next token, ms | newcomer's time to first token, ms |\n"
               "|---|---|---|\n");
   std::printf("| whole, when it joins | %.2f | %.2f |\n", median(whole_wait), median(whole_ttft));
-  std::printf("| %u chunk(s) of 128 per step | %.2f | %.2f |\n", chunks, median(chunked_wait), median(chunked_ttft));
+  std::printf("| %u chunk(s) of %u per step | %.2f | %.2f |\n", chunks, options.prefill_chunk, median(chunked_wait),
+              median(chunked_ttft));
   return 0;
 }
 

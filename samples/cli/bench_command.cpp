@@ -39,7 +39,7 @@ struct ModeTiming {
 int bench_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help", "--predict"}, valued{"--model", "--preset", "--dtype", "--seed", "--threads",
       "--steps", "--rounds", "--prompt-len", "--policy", "--granularity", "--kv-splits", "--bandwidth-mb", "--compile-preset", "--tp", "--sweep",
-      "--sweep-out", "--tp-timeout-ms", "--batch", "--join-prompt-len", "--prefill-chunks", "--trace"};
+      "--sweep-out", "--tp-timeout-ms", "--batch", "--join-prompt-len", "--prefill-chunks", "--prefill-chunk", "--trace"};
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("bench", switches, valued);
@@ -61,8 +61,9 @@ int bench_command(int argc, char** argv) {
         "                       --predict: the simulator's prediction of the step of B sequences; --trace FILE:\n"
         "                       a Perfetto trace of one such step, untimed, after the rounds)\n"
         "                      [--batch B --join-prompt-len P [--prefill-chunks N]]  (instead: B - 1 sequences\n"
-        "                       decode while a P-token prompt joins, prefilled whole or N chunks of 128 per step\n"
+        "                       decode while a P-token prompt joins, prefilled whole or N chunks per step\n"
         "                       (default 1): the longest wait for a decoding sequence's token; --rounds applies)\n"
+        "                      [--prefill-chunk N]  (prompt tokens per prefill step, 1 to 128, default 128)\n"
         "                      [--backend cpu|cuda ...]  (cuda: dataflow, bsp and the resident kernel)\n%s",
         kBackendHelp);
     return 0;
@@ -96,6 +97,7 @@ int bench_command(int argc, char** argv) {
   options.policy = policy;
   options.granularity = parse_granularity(args.text_or("--granularity", "tile"));
   options.kv_splits = uint32_t(args.unsigned_or("--kv-splits", 0, 1, 256));
+  options.prefill_chunk = uint32_t(args.unsigned_or("--prefill-chunk", 128, 1, 128));
   if (args.has("--stress-delay-us"))
     throw InputError("tilefire bench: --stress-delay-us does not apply to bench (its delays would be timed as the steps')");
   apply_backend_flags(args, options);
@@ -109,7 +111,7 @@ int bench_command(int argc, char** argv) {
     if (cuda || options.tp > 1) throw InputError("tilefire bench: --sweep runs the cpu backend on one rank");
     // A sweep writes its own tables, with an 8-token prompt in every cell and no bandwidth measurement.
     for (const char* unused : {"--json", "--prompt-len", "--bandwidth-mb", "--compile-preset", "--batch", "--join-prompt-len",
-                               "--prefill-chunks", "--trace"})
+                               "--prefill-chunks", "--prefill-chunk", "--trace"})
       if (args.has(unused))
         throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --sweep (it writes its tables as CSV and "
                          "Markdown, each cell from an 8-token prompt)");

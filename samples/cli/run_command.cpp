@@ -57,6 +57,7 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --kv-splits N          split-KV attention at decode: each KV head's positions in N tiles, then a merge
                          per head (1: no split; default: cuda splits when the heads alone leave SMs idle,
                          cpu never)
+  --prefill-chunk N      prompt tokens per prefill step, 1 to 128 (default 128)
   --stop TEXT            end the generation where its text first shows TEXT, which is left out of the
                          output (finish_reason "stopped"); not for a folder whose tokenizer Tilefire does
                          not read

@@ -64,9 +64,11 @@ was generated. A device or transport fault stops it too, with exit status 3, for
   --max-context N        KV-cache positions: prompt and reply must fit (default min(model, 4096))
   --sequences N          continuous batching (with --tp too): up to N requests decode together,
                          one token of each per step, joining as others finish (default 1: in turn)
-  --prefill-chunks N     with --sequences: each step prefills at most N chunks of 128 prompt tokens of
-                         the requests joining, after the others' tokens (default 1; 0: a joining prompt is
+  --prefill-chunks N     with --sequences: each step prefills at most N chunks of prompt tokens of the
+                         requests joining, after the others' tokens (default 1; 0: a joining prompt is
                          prefilled whole while the others wait)
+  --prefill-chunk N      prompt tokens per chunk, 1 to 128 (default 128): smaller, the others wait less
+                         per step and a joining prompt takes more steps
   --schedule dataflow|bsp, --policy NAME, --granularity G, --kv-splits N   as in tilefire run
 )";
 

@@ -667,11 +667,12 @@ TEST(CliBenchBatch, PredictPairsEachRoundsBatchedStepWithTheSimulator) {
 // the decoding sequence's longest wait holds the newcomer's whole prefill (its time to first token).
 TEST(CliBenchBatch, ReportsTheWaitOfAJoiningPromptBothWays) {
   RunResult r = run_cli({"bench", "--preset", "tiny", "--threads", "2", "--batch", "2", "--rounds", "1", "--join-prompt-len", "300",
-                         "--prefill-chunks", "2", "--json"});
+                         "--prefill-chunks", "2", "--prefill-chunk", "64", "--json"});
   ASSERT_EQ(r.status, 0) << describe(r);
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["join_prompt_len"], 300);
   EXPECT_EQ(j["prefill_chunks_per_step"], 2);
+  EXPECT_EQ(j["prefill_chunk"], 64);
   for (const char* key : {"whole_longest_wait_ms", "whole_newcomer_ttft_ms", "chunked_longest_wait_ms", "chunked_newcomer_ttft_ms"})
     EXPECT_GT(j[key].get<double>(), 0) << key;
   EXPECT_GE(j["whole_longest_wait_ms"].get<double>(), j["whole_newcomer_ttft_ms"].get<double>())

@@ -13,6 +13,15 @@
 namespace tilefire::testing {
 namespace {
 
+// The built-in sample on two threads, over `tp` ranks, with a 512-position cache.
+EngineOptions sample_options(uint32_t tp) {
+  EngineOptions options;
+  options.threads = 2;
+  options.tp = tp;
+  options.max_context = 512;
+  return options;
+}
+
 TEST(PrefillDecode, WholePromptEqualsTokenByToken) {
   EngineOptions options;  // the built-in sample
   options.threads = 2;
@@ -67,6 +76,50 @@ TEST(PrefillDecode, ChunkedAndLaterPrefillsEqualTokenByToken) {
   EXPECT_EQ(mb.count, 0u) << "prefill at position 301\n" << mb.first;
 }
 
+// EngineOptions::prefill_chunk: a 200-token prompt prefilled in chunks of 1, 7, 64 and 128 tokens (the
+// last chunk shorter), on one rank and on two, gives the logits of feeding every token alone, and the
+// decode step after it too. Out of 1 to 128 it is refused, naming the option.
+TEST(PrefillDecode, EveryPrefillChunkSizeGivesTheSameLogits) {
+  std::vector<int32_t> prompt(200);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 97 + 3) % 512);
+  for (uint32_t tp : {1u, 2u}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    EngineOptions options = sample_options(tp);
+    Engine stepped_engine(options);
+    std::vector<float> stepped;
+    for (int32_t t : prompt) stepped = stepped_engine.decode(t);
+    const std::vector<float> stepped_next = stepped_engine.decode(9);
+    double scale = 0;
+    for (float v : stepped) scale = std::max(scale, double(std::fabs(v)));
+    for (uint32_t chunk : {1u, 7u, 64u, 128u}) {
+      SCOPED_TRACE("chunks of " + std::to_string(chunk));
+      options.prefill_chunk = chunk;
+      Engine engine(options);
+      const std::vector<float> prefilled = engine.prefill(prompt);
+      EXPECT_EQ(engine.position(), prompt.size());
+      const std::vector<float> next = engine.decode(9);
+      Mismatches a = compare_close(prefilled, stepped, 1e-5 * scale, 1e-5);
+      EXPECT_EQ(a.count, 0u) << "the prompt's last logits\n" << a.first;
+      Mismatches b = compare_close(next, stepped_next, 1e-5 * scale, 1e-5);
+      EXPECT_EQ(b.count, 0u) << "the next step's logits\n" << b.first;
+    }
+  }
+  for (uint32_t bad : {0u, 129u}) {
+    EngineOptions options;
+    options.threads = 1;
+    options.prefill_chunk = bad;
+    try {
+      Engine engine(options);
+      ADD_FAILURE() << "prefill_chunk " << bad << " was taken";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("EngineOptions::prefill_chunk (--prefill-chunk) must be 1 to 128 prompt tokens, got " +
+                                           std::to_string(bad)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // An engine keeps the programs of its last few prefill lengths (four) and drops the least recently used.
 // Prompts of eight lengths in an order that evicts and recompiles, some past a 128-token chunk: each
 // prefill and the decode step after it are bitwise what a fresh engine gives, on one rank and on two.
@@ -74,10 +127,7 @@ TEST(PrefillDecode, EvictedPrefillProgramsGiveTheSameLogits) {
   const std::vector<uint32_t> lengths = {3, 17, 5, 29, 3, 11, 17, 64, 133, 5, 29, 260, 11, 3};
   for (uint32_t tp : {1u, 2u}) {
     SCOPED_TRACE("tp " + std::to_string(tp));
-    EngineOptions options;  // the built-in sample
-    options.threads = 2;
-    options.tp = tp;
-    options.max_context = 512;
+    EngineOptions options = sample_options(tp);
     Engine engine(options);
     for (uint32_t length : lengths) {
       SCOPED_TRACE("a prompt of " + std::to_string(length));

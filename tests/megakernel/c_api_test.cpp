@@ -244,14 +244,17 @@ TEST(CApi, BatchCallsGiveTheCppEnginesResults) {
 }
 
 // options.prefill_chunks_per_step: add_sequence only takes the slot, the steps prefill the prompt (here a
-// prompt of two chunks: its first token comes from the second step), and the result is the C++ engine's.
+// prompt of four chunks of options.prefill_chunk = 64 tokens: its first token comes from the fourth
+// step), and the result is the C++ engine's with the same chunks.
 TEST(CApi, PromptsPrefilledByTheStepsGiveTheCppEnginesResults) {
   tilefire_engine_options options;
   tilefire_engine_options_init(&options);
   EXPECT_EQ(options.prefill_chunks_per_step, 0u);
+  EXPECT_EQ(options.prefill_chunk, 128u);
   options.threads = 2;
   options.sequences = 2;
   options.prefill_chunks_per_step = 1;
+  options.prefill_chunk = 64;
   tilefire_engine* engine = nullptr;
   ASSERT_EQ(tilefire_engine_create(&options, &engine), TILEFIRE_OK) << tilefire_last_error();
   std::vector<int32_t> prompt;
@@ -265,11 +268,20 @@ TEST(CApi, PromptsPrefilledByTheStepsGiveTheCppEnginesResults) {
   uint64_t id = 0;
   uint32_t unfinished = 0;
   int finished = 1;
+  uint32_t tokens_seen = 0;
+  request.user_data = &tokens_seen;
+  request.on_token = [](void* seen, int32_t) {
+    ++*static_cast<uint32_t*>(seen);
+    return 0;
+  };
   ASSERT_EQ(tilefire_engine_add_sequence(engine, &request, &id), TILEFIRE_OK) << tilefire_last_error();
-  ASSERT_EQ(tilefire_engine_step_sequences(engine, &unfinished), TILEFIRE_OK) << tilefire_last_error();
-  EXPECT_EQ(unfinished, 1u);
-  ASSERT_EQ(tilefire_engine_sequence_finished(engine, id, &finished), TILEFIRE_OK);
-  EXPECT_EQ(finished, 0);
+  for (uint32_t step = 1; step <= 4; ++step) {
+    ASSERT_EQ(tilefire_engine_step_sequences(engine, &unfinished), TILEFIRE_OK) << tilefire_last_error();
+    EXPECT_EQ(unfinished, 1u);
+    ASSERT_EQ(tilefire_engine_sequence_finished(engine, id, &finished), TILEFIRE_OK);
+    EXPECT_EQ(finished, 0);
+    EXPECT_EQ(tokens_seen, step == 4 ? 1u : 0u) << "after step " << step << " of a 200-token prompt in chunks of 64";
+  }
   while (unfinished > 0) ASSERT_EQ(tilefire_engine_step_sequences(engine, &unfinished), TILEFIRE_OK) << tilefire_last_error();
   tilefire_generate_result result = empty_result();
   ASSERT_EQ(tilefire_engine_remove_sequence(engine, id, &result), TILEFIRE_OK) << tilefire_last_error();
@@ -277,7 +289,10 @@ TEST(CApi, PromptsPrefilledByTheStepsGiveTheCppEnginesResults) {
   expected_request.prompt = prompt;
   expected_request.max_new_tokens = 3;
   expected_request.stop_at_eos = false;
-  Engine cpp = cpp_sample();
+  EngineOptions cpp_options;
+  cpp_options.threads = 2;
+  cpp_options.prefill_chunk = 64;
+  Engine cpp(cpp_options);
   EXPECT_EQ(std::vector<int32_t>(result.tokens, result.tokens + result.token_count), cpp.generate(expected_request).tokens);
   tilefire_generate_result_free(&result);
   tilefire_engine_free(engine);

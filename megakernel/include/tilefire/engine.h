@@ -52,9 +52,14 @@ struct EngineOptions {
   uint32_t sequences = 1;
   // Continuous batching (add_sequence): 0, add_sequence prefills a prompt whole before it returns, and the
   // sequences already in wait for it; N > 0, add_sequence only takes a slot, and each step_sequences
-  // prefills at most N chunks of 128 prompt tokens (the sequences in the order they were added) after
-  // its decode step, so a long prompt delays the others' next token by N chunks at most.
+  // prefills at most N chunks of prefill_chunk prompt tokens (the sequences in the order they were
+  // added) after its decode step, so a long prompt delays the others' next token by N chunks at most.
   uint32_t prefill_chunks_per_step = 0;
+  // Prompt tokens one prefill step runs (1 to 128): every prompt is prefilled in chunks of this many.
+  // Smaller chunks hold the sequences decoding beside a joining prompt up for less per step; larger
+  // ones stream the weights fewer times per prompt (docs/BENCHMARKS.md measures both). 128 at most: a
+  // step's activations and the cuda backend's posted tokens are bounded by it.
+  uint32_t prefill_chunk = 128;
   // Split-KV attention at decode: each KV head's visible positions in this many chunks (a tile each, then
   // a merge tile per head); 0: automatic: on cuda, split when the heads alone leave SMs idle; on cpu,
   // never (so the logits stay bitwise the same across thread counts); 1: never.

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /* The version of this interface: raised when a struct or a call changes. */
-#define TILEFIRE_API_VERSION 4
+#define TILEFIRE_API_VERSION 5
 uint32_t tilefire_api_version(void);
 
 typedef enum tilefire_status {
@@ -102,8 +102,9 @@ typedef struct tilefire_engine_options {
   int cuda_stage_weights;     /* nonzero (the default): stream weights through shared memory */
   uint32_t cuda_watchdog_ms;  /* 10000 */
   uint32_t sequences;         /* KV-cache slots: sequences decoded together by the batch calls (1) */
-  uint32_t prefill_chunks_per_step;  /* 0: add_sequence prefills the prompt whole; N: the steps do, N x 128
-                                        tokens each */
+  uint32_t prefill_chunks_per_step;  /* 0: add_sequence prefills the prompt whole; N: the steps do, N chunks
+                                        each */
+  uint32_t prefill_chunk;     /* prompt tokens per prefill step, 1 to 128 (128) */
 } tilefire_engine_options;
 
 void tilefire_engine_options_init(tilefire_engine_options* options);
