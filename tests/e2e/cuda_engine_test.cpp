@@ -118,6 +118,24 @@ TEST_F(CudaEngine, TinyMatchesTheCpuBackendInEveryMode) {
   expect_bitwise_equal(first, run_trajectory(dynamic_engine, prompt, 12), "dynamic ready queue");
 }
 
+// EngineOptions::prefill_chunk on the device: a 150-token prompt prefilled in chunks of 7 (21 of them and
+// a remainder of 3) and of 128 (and 22), then 4 decode steps, against the cpu backend's default chunks.
+TEST_F(CudaEngine, PrefillChunksOfEverySizeMatchTheCpuBackend) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  EngineOptions cpu_options = cuda_options(dir_->path().string());
+  cpu_options.backend = Backend::cpu;
+  Engine cpu(cpu_options);
+  const std::vector<int32_t> prompt = prompt_of(150, cpu.model().vocab);
+  const Trajectory reference = run_trajectory(cpu, prompt, 4);
+  for (uint32_t chunk : {7u, 128u}) {
+    SCOPED_TRACE("chunks of " + std::to_string(chunk));
+    EngineOptions options = cuda_options(dir_->path().string());
+    options.prefill_chunk = chunk;
+    Engine engine(options);
+    expect_close_to_cpu(run_trajectory(engine, prompt, 4), reference, 2e-3);
+  }
+}
+
 // Tensor parallelism on one GPU: 2 and 4 ranks as executors of this process sharing its SMs (virtual
 // ranks), their collective tiles over windows in device memory. The same tokens and logits within
 // tolerance as the cpu backend on one rank; bitwise the same across runs and across dataflow and bsp
