@@ -351,16 +351,17 @@ nlohmann::json flops_of(const DeviceModel& device) {
 }
 
 // --fit-trace: the device fitted to a traced step of this program (scheduler/trace_fit.h), its prediction
-// against the traced step, and with --fit-out the fitted device as a file `--device` reads.
+// against the traced step, and with --fit-out the fitted device as a file `--device` reads. With --batch B
+// the step is one of B sequences each at --context positions, as `bench --batch B --trace` takes one
+// (its sequences' prompts are alike, so their contexts are too).
 // gives_link: whether the device had a link of its own; a fitted file writes link_gbs only then, so a
 // device without one does not come back as a deliberate "no link" that --tp would accept.
 void fit_to_trace(const SimulateOptions& options, const Program& program, const DeviceModel& device, bool gives_link,
                   SimulateReport& report) {
-  if (options.batch != 1) throw InputError("--fit-trace fits a traced step of one sequence; drop --batch");
   const std::vector<SimulatedTask> observed = read_chrome_trace(options.fit_trace_path, program);
   DeviceFit fit;
   try {
-    fit = fit_device(program, observed, options.context, device);
+    fit = fit_device(program, observed, options.context, device, options.batch);
   } catch (const InputError& error) {  // what is wrong with the trace: say which file
     throw InputError("--fit-trace " + options.fit_trace_path + ": " + error.what());
   }
@@ -372,7 +373,9 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
   report.fit_dispatch_samples = fit.dispatch_samples;
   report.fit_signal_samples = fit.signal_samples;
   report.fit_streaming_tasks = fit.streaming_tasks;
-  report.fitted_step_ms = simulate_program(program, fit.device, options.context).step_ns * 1e-6;
+  SimulationOptions fitted_options;
+  fitted_options.sequences = options.batch;
+  report.fitted_step_ms = simulate_program(program, fit.device, options.context, fitted_options).step_ns * 1e-6;
   if (options.fit_out_path.empty()) return;
   nlohmann::json out = {{"name", fit.device.name},
                         {"workers", fit.device.workers},

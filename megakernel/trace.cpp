@@ -49,7 +49,10 @@ void write_chrome_trace(const std::string& path, const Program& program, const s
                       {"args", {{"task", t.task}, {"layer", task.layer}, {"node", task.node}}}});
   }
   nlohmann::json trace = {{"traceEvents", events}, {"displayTimeUnit", "ns"}};
-  if (const std::string dtype = weight_dtype_of(program); !dtype.empty()) trace["otherData"] = {{"weight_dtype", dtype}};
+  // What a fit must know that the tasks do not say: the weights' dtype, and the tokens of the step (one
+  // at decode, B for a decode step of B sequences: the same tiles, B rows of input each).
+  trace["otherData"] = {{"step_tokens", program.tokens}};
+  if (const std::string dtype = weight_dtype_of(program); !dtype.empty()) trace["otherData"]["weight_dtype"] = dtype;
   std::ofstream out(path);
   if (!out) throw InputError("--trace: cannot write '" + path + "'");
   out << trace.dump() << "\n";
@@ -67,6 +70,13 @@ std::vector<SimulatedTask> read_chrome_trace(const std::string& path, const Prog
     if (!here.empty() && traced != here)
       throw InputError("--fit-trace " + path + ": the traced step ran " + traced + " weights and this program has " + here +
                        " ones (the same tasks, half or twice the bytes); give simulate --dtype " + traced);
+  }
+  if (other && other->contains("step_tokens") && (*other)["step_tokens"].is_number_unsigned()) {
+    const uint64_t traced = (*other)["step_tokens"].get<uint64_t>();
+    if (traced != program.tokens)
+      throw InputError("--fit-trace " + path + ": the traced step ran " + std::to_string(traced) + " token(s), a token of each of " +
+                       std::to_string(traced) + " sequence(s), and this program runs " + std::to_string(program.tokens) +
+                       " (the same tasks, other rows); give simulate --batch " + std::to_string(traced));
   }
   std::vector<SimulatedTask> tasks;
   for (const nlohmann::json& event : trace["traceEvents"]) {

@@ -40,8 +40,9 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
   --context T      positions in the KV cache (default 512)
   --trace FILE     the simulated timeline as a Chrome/Perfetto trace (the format of `run --trace`)
   --fit-trace FILE a step traced by `run --trace` (cpu or cuda) of this same program (give the traced
-                   run's workers, --policy, --granularity, --kv-splits and about its --context): fits the
-                   device's bandwidth, dispatch and signal costs to it and predicts the step with them
+                   run's workers, --policy, --granularity, --kv-splits and about its --context; with
+                   --batch B, a step of `bench --batch B --trace`): fits the device's bandwidth,
+                   dispatch and signal costs to it and predicts the step with them
   --fit-out FILE   with --fit-trace: write the fitted device as a file --device reads
   --json           one JSON object: step_ms, bound_ms, bound_share, bsp_ratio, idle_share, idle_ms_per_worker, ...
 )";

@@ -618,6 +618,24 @@ TEST(CliBenchBatch, TracesAStepOfTheBatch) {
   const std::vector<std::string> traced = task_slices(path);
   EXPECT_GT(traced.size(), 100u);
   EXPECT_EQ(traced, task_slices(simulated)) << "the traced step and the simulated one are not the same program's tasks";
+
+  // The traced step fitted (its 3 sequences at about their context: 8 prompt tokens and two decode
+  // steps) by a device of the same two workers. Without --batch the program has the same tasks over one
+  // row each: refused, by the step's tokens the trace records.
+  const std::string base = (dir.path() / "two.json").string();
+  write_file_text(base, R"({"name": "two-cores", "workers": 2, "memory_gbs": 20, "flops": 1e11, "dispatch_ns": 10, "signal_ns": 200})");
+  RunResult fit = run_cli({"simulate", "--preset", "tiny", "--device", base, "--kv-splits", "1", "--batch", "3", "--context", "10",
+                           "--fit-trace", path, "--json"});
+  ASSERT_EQ(fit.status, 0) << describe(fit);
+  const nlohmann::json fitted = nlohmann::json::parse(fit.out)["fit"];
+  for (const char* key : {"traced_step_ms", "fitted_step_ms", "memory_gbs"}) {
+    const double value = fitted[key].get<double>();
+    EXPECT_TRUE(std::isfinite(value) && value > 0) << key << " = " << value;
+  }
+  RunResult one = run_cli({"simulate", "--preset", "tiny", "--device", base, "--kv-splits", "1", "--context", "10", "--fit-trace", path});
+  EXPECT_EQ(one.status, 2) << describe(one);
+  EXPECT_NE(one.err.find("the traced step ran 3 token(s)"), std::string::npos) << one.err;
+  EXPECT_NE(one.err.find("give simulate --batch 3"), std::string::npos) << one.err;
 }
 
 // A bench --predict object of three rounds: one prediction per round and one measured step (`measured`),
