@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include "graph/tensor_parallel.h"
+#include "megakernel/cuda/device_job.h"
 #include "megakernel/engine_impl.h"
+#include "megakernel/tool_spec.h"
 #include "ops/sampling.h"
 #include "ops/splitmix64.h"
 #include "scheduler/policy.h"
@@ -52,6 +54,37 @@ LoadedModel random_preset_model(const std::string& preset, const std::string& dt
   model.weights = WeightStore::from_file(SafetensorsFile::from_bytes(random_safetensors_image(model.spec, options), model.origin));
   check_weights_against_spec(model.spec, model.weights, model.origin);
   return model;
+}
+
+// The cuda backend: a model whose weights and KV caches cannot fit in a GPU's free memory is refused
+// before anything is uploaded, saying what to lower (a cudaMalloc failing half way through the weights is
+// a device error, as if the GPU had failed). Weights (bf16 on the device) and caches are counted as the
+// ranks on each GPU hold them and the activations not at all, so a refusal is never wrong; a model that
+// passes with too little room for its activations still fails at the allocation, naming it.
+void check_fits_on_gpus(const ModelSpec& spec, uint32_t tp, uint32_t max_context, uint32_t sequences,
+                        const std::vector<std::pair<uint32_t, const CudaExecutor*>>& ranks) {
+  ModelSpec on_device = spec;
+  on_device.dtype = DType::bf16;
+  const TensorParallelSplit split = split_tensor_parallel(spec, tp);
+  std::map<int, std::pair<uint64_t, uint64_t>> needs;  // by device: weight bytes, KV bytes
+  std::map<int, const CudaExecutor*> executor_of;
+  for (const auto& [rank, executor] : ranks) {
+    const RankMemory memory = rank_memory(on_device, split.ranks.at(rank), uint64_t(max_context) * sequences);
+    const int device = executor->options().device;
+    needs[device].first += memory.weight_bytes;
+    needs[device].second += memory.kv_cache_bytes;
+    executor_of[device] = executor;
+  }
+  for (const auto& [device, bytes] : needs) {
+    const uint64_t free = executor_of[device]->free_memory_bytes();
+    if (bytes.first + bytes.second <= free) continue;
+    throw InputError("--backend cuda: GPU " + std::to_string(device) + " (" + executor_of[device]->device_name() + ") has " + readable_bytes(free) +
+                     " free, and " + (tp > 1 ? "its ranks' " : std::string("the model's ")) + "weights take " + readable_bytes(bytes.first) +
+                     " (bf16) and the KV cache " + readable_bytes(bytes.second) + " (K and V of " + std::to_string(spec.layers) + " layers, " +
+                     std::to_string(max_context) + " positions, " + std::to_string(sequences) +
+                     " sequence(s), f32): lower EngineOptions::max_context (--max-context) or sequences" +
+                     (tp > 1 ? "" : ", or split the model over GPUs (--tp)"));
+  }
 }
 
 }  // namespace
@@ -186,6 +219,11 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   const uint32_t flags = 2 * spec.layers * spec.hidden + options.tp + 4;
   if (options.backend == Backend::cuda) {
     if (options.stress_delay_us) throw InputError("EngineOptions::stress_delay_us (--stress-delay-us) applies to the cpu backend only");
+    // A step's tokens (a decode token of each sequence, or a prefill chunk) reach the kernel in a block of
+    // kMailboxTokens; a batched step of more sequences would fail at its first step.
+    if (options.sequences > kMailboxTokens)
+      throw InputError("EngineOptions::sequences " + std::to_string(options.sequences) + " on the cuda backend: at most " +
+                       std::to_string(kMailboxTokens) + " (a step's tokens, one per sequence, are posted to the kernel in a block of that many)");
     CudaOptions cuda;
     cuda.device = options.cuda_device;
     cuda.ctas = options.cuda_ctas;
@@ -250,6 +288,10 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
     } else {
       m.cuda = std::make_unique<CudaExecutor>(cuda);
     }
+    std::vector<std::pair<uint32_t, const CudaExecutor*>> ranks;
+    if (m.cuda) ranks.emplace_back(0, m.cuda.get());
+    for (const auto& rank : m.rank_engines) ranks.emplace_back(rank->rank, rank->cuda.get());
+    check_fits_on_gpus(spec, options.tp, m.max_context, options.sequences, ranks);
   } else {
     const uint32_t threads = options.threads ? options.threads : usable_cores();
     if (threads > 256) throw InputError("EngineOptions::threads (--threads) " + std::to_string(threads) + " is more than 256");

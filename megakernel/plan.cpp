@@ -11,7 +11,6 @@
 
 namespace tilefire {
 
-namespace {
 // In GiB, or in MiB or KiB below one of the next unit up (a --gpu-mem of 1MiB is not "0.00 GiB").
 std::string readable_bytes(uint64_t bytes) {
   char text[32];
@@ -23,7 +22,6 @@ std::string readable_bytes(uint64_t bytes) {
     std::snprintf(text, sizeof(text), "%.2f KiB", double(bytes) / 1024.0);
   return text;
 }
-}  // namespace
 
 ModelSpec spec_for_tool(const std::string& model_dir, const std::string& preset, std::optional<DType> dtype, std::string* label) {
   if (!model_dir.empty()) {

@@ -27,6 +27,7 @@ CudaExecutor::CudaExecutor(const CudaOptions&) { no_cuda(); }
 CudaExecutor::~CudaExecutor() = default;
 uint32_t CudaExecutor::workers() const { no_cuda(); }
 std::string CudaExecutor::device_name() const { no_cuda(); }
+uint64_t CudaExecutor::free_memory_bytes() const { no_cuda(); }
 const CudaOptions& CudaExecutor::options() const { no_cuda(); }
 uint64_t CudaExecutor::launches() const { return 0; }
 void CudaExecutor::make_current() const { no_cuda(); }

@@ -387,6 +387,13 @@ uint64_t CudaExecutor::launches() const { return state_->launches; }
 
 void CudaExecutor::make_current() const { check(cudaSetDevice(state_->options.device), "cudaSetDevice"); }
 
+uint64_t CudaExecutor::free_memory_bytes() const {
+  make_current();
+  size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return free;
+}
+
 static_assert(CudaExecutor::kMaxRanks == kDeviceMaxRanks);
 
 void CudaExecutor::set_rank_view(const RankView& view) {

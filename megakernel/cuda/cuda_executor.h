@@ -78,6 +78,7 @@ class CudaExecutor {
 
   uint32_t workers() const;  // CTAs of the grid: programs are placed for this many workers
   std::string device_name() const;
+  uint64_t free_memory_bytes() const;  // device memory free now on this executor's GPU (cudaMemGetInfo)
   const CudaOptions& options() const;
   uint64_t launches() const;  // kernel launches so far
 

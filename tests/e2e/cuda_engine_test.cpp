@@ -136,6 +136,35 @@ TEST_F(CudaEngine, PrefillChunksOfEverySizeMatchTheCpuBackend) {
   }
 }
 
+// What the device cannot hold is refused before anything is uploaded, naming what to lower: a KV cache of
+// 256 GiB (2 layers of 2 KV heads of 32, 2^21 positions, 128 sequences; more than an H200's memory and
+// the emulation's 16 GiB), and more sequences than a step's tokens can carry to the kernel.
+TEST_F(CudaEngine, WhatTheGpuCannotHoldIsRefusedNamingWhatToLower) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  TempDir dir("cuda-memory");
+  ModelSpec spec = variant_spec(Variant::llama);
+  spec.max_context = 1u << 21;
+  EngineOptions options = cuda_options(write_test_model(spec, dir.path()).string());
+  options.max_context = 1u << 21;
+  options.sequences = 128;
+  auto refusal = [](const EngineOptions& o) -> std::string {
+    try {
+      Engine engine(o);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(not refused)";
+  };
+  const std::string memory = refusal(options);
+  for (const char* expected : {"--backend cuda: GPU 0 (", " free, and the model's weights take ", "the KV cache 256.00 GiB (K and V of 2 layers",
+                               "lower EngineOptions::max_context (--max-context) or sequences"})
+    EXPECT_NE(memory.find(expected), std::string::npos) << "'" << expected << "' in: " << memory;
+  options.max_context = 256;
+  options.sequences = 129;
+  const std::string sequences = refusal(options);
+  EXPECT_NE(sequences.find("EngineOptions::sequences 129 on the cuda backend: at most 128"), std::string::npos) << sequences;
+}
+
 // Tensor parallelism on one GPU: 2 and 4 ranks as executors of this process sharing its SMs (virtual
 // ranks), their collective tiles over windows in device memory. The same tokens and logits within
 // tolerance as the cpu backend on one rank; bitwise the same across runs and across dataflow and bsp

@@ -276,6 +276,29 @@ TEST(CudaEmulation, AccessPastAnAllocationIsCaught) {
   EXPECT_EQ(cudaFree(small), cudaSuccess);
 }
 
+// The emulated device has the memory its properties give: cudaMemGetInfo counts the allocations, and an
+// allocation past what is free fails, as on a GPU, without breaking the runtime for later calls.
+TEST(CudaEmulation, MemoryIsAsLargeAsThePropertiesSay) {
+  cudaDeviceProp properties{};
+  ASSERT_EQ(cudaGetDeviceProperties(&properties, 0), cudaSuccess);
+  size_t free_before = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  EXPECT_EQ(total, properties.totalGlobalMem);
+  EXPECT_LE(free_before, total);
+  void* buffer = nullptr;
+  ASSERT_EQ(cudaMalloc(&buffer, 1 << 20), cudaSuccess);
+  size_t free_after = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+  EXPECT_EQ(free_before - free_after, size_t(1) << 20);
+  void* too_large = nullptr;
+  EXPECT_EQ(cudaMalloc(&too_large, free_after + 1), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // not sticky
+  EXPECT_EQ(cudaFree(buffer), cudaSuccess);
+  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+  EXPECT_EQ(free_after, free_before);
+}
+
 // A signal between CTAs carries the data written before it when a fence precedes it; under
 // ThreadSanitizer (scripts/test's tsan build) the same signal without the fence is a reported race,
 // which is how that build checks the megakernel's signals.

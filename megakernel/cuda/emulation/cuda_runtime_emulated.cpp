@@ -57,6 +57,10 @@ struct DeviceAllocation {
   size_t bytes = 0;
 };
 std::map<uintptr_t, DeviceAllocation> device_allocations;  // by the address cudaMalloc returned
+// The emulated device's memory (cudaDeviceProp::totalGlobalMem): cudaMalloc refuses past it, as a GPU
+// does, and cudaMemGetInfo reports what the allocations leave of it.
+constexpr size_t kGlobalMemoryBytes = size_t(16) << 30;
+size_t device_allocated_bytes = 0;
 std::map<uintptr_t, size_t> host_allocations;              // cudaHostAlloc's, by address: bytes
 
 // Whether [p, p + bytes) lies inside one allocation of `allocations` (whose values give their sizes).
@@ -238,7 +242,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
   p->cooperativeLaunch = 1;
   p->canMapHostMemory = 1;
   p->unifiedAddressing = 1;
-  p->totalGlobalMem = size_t(16) << 30;
+  p->totalGlobalMem = kGlobalMemoryBytes;
   return cudaSuccess;
 }
 
@@ -253,6 +257,10 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   if (const cudaError_t s = sticky(); s != cudaSuccess) return s;
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
   DeviceAllocation a;
+  {
+    std::lock_guard lock(runtime_mutex);
+    if (bytes > kGlobalMemoryBytes - device_allocated_bytes) return fail(cudaErrorMemoryAllocation);  // not sticky, as on a GPU
+  }
   a.bytes = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
   a.mapping_bytes = (a.bytes + page - 1) / page * page + page;
   a.mapping = mmap(nullptr, a.mapping_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -264,6 +272,7 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   tilefire::emulation::watch_guard_page(p, a.bytes);  // a fault there names the allocation
   std::lock_guard lock(runtime_mutex);
   device_allocations[reinterpret_cast<uintptr_t>(p)] = a;
+  device_allocated_bytes += a.bytes;
   *pointer = p;
   return cudaSuccess;
 }
@@ -274,9 +283,18 @@ cudaError_t cudaFree(void* pointer) {
   std::lock_guard lock(runtime_mutex);
   auto it = device_allocations.find(reinterpret_cast<uintptr_t>(pointer));
   if (it == device_allocations.end()) return fail(cudaErrorInvalidValue);
+  device_allocated_bytes -= it->second.bytes;
   release(it->first, it->second);
   device_allocations.erase(it);
   return sticky_error;
+}
+
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  if (const cudaError_t s = sticky(); s != cudaSuccess) return s;
+  std::lock_guard lock(runtime_mutex);
+  *free = kGlobalMemoryBytes - device_allocated_bytes;
+  *total = kGlobalMemoryBytes;
+  return cudaSuccess;
 }
 
 cudaError_t cudaHostAlloc(void** pointer, size_t bytes, unsigned int) {

@@ -47,7 +47,8 @@ struct EngineOptions {
   Granularity granularity = Granularity::tile;
   uint32_t max_context = 0;  // KV cache positions; 0: min(model's max_position_embeddings, 4096)
   // Sequences the KV cache holds at once (max_context positions each), decoded together by
-  // generate_batch (at most 256; under tensor parallelism each rank holds its KV heads of every slot).
+  // generate_batch (at most 256, 128 on cuda; under tensor parallelism each rank holds its KV heads of
+  // every slot).
   // The cache's memory grows with it.
   uint32_t sequences = 1;
   // Continuous batching (add_sequence): 0, add_sequence prefills a prompt whole before it returns, and the
