@@ -1,6 +1,7 @@
 // Engine internals: binding a Program's slots to memory, the prefill program cache, running a step.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -13,16 +14,20 @@ double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+// calloc, not aligned_alloc and a fill: a large block comes zeroed from fresh pages that are committed
+// only when first written (glibc's calloc, and the sanitizers' own, skip the fill for those), so a KV
+// cache costs the machine the positions its sequences have reached, not every slot's whole context.
 AlignedFloats::AlignedFloats(size_t count) : size_(count) {
   if (count == 0) return;
-  size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, bytes);
-  if (!p) throw std::bad_alloc();
-  std::fill_n(static_cast<float*>(p), count, 0.0f);
-  data_.reset(static_cast<float*>(p));
+  if (count > (SIZE_MAX - 64) / sizeof(float)) throw std::bad_alloc();
+  void* block = std::calloc(1, count * sizeof(float) + 64);
+  if (!block) throw std::bad_alloc();
+  block_.reset(block);
+  const uintptr_t address = reinterpret_cast<uintptr_t>(block);
+  data_ = reinterpret_cast<float*>((address + 63) / 64 * 64);
 }
 
-void AlignedFloats::Free::operator()(float* p) const { std::free(p); }
+void AlignedFloats::Free::operator()(void* p) const { std::free(p); }
 
 CompileOptions Engine::Impl::compile_options(uint32_t tokens) const {
   CompileOptions o;

@@ -183,8 +183,9 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
                      std::to_string(m.max_context) + " positions: the chunks past it would never hold a position");
   if (options.tp == 0) throw InputError("EngineOptions::tp (--tp) must be at least 1");
   if (options.backend == Backend::cpu) {
-    // The KV caches are allocated (and zeroed) in full when the first program binds: past the machine's
-    // memory that would end in the kernel killing the process, not in a message. Every rank's caches
+    // The KV caches are allocated in full when the first program binds, their pages committed as the
+    // sequences write them: past the machine's memory, the sequences reaching their contexts would end
+    // in the kernel killing the process, not in a message. Every rank's caches
     // are on this host (ranks as threads of this process, or as processes beside it), and a KV head
     // replicated over ranks is held once per rank that keeps a copy.
     const uint64_t positions = uint64_t(m.max_context) * options.sequences;

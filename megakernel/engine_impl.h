@@ -31,17 +31,19 @@ inline EventGranularity event_granularity(Granularity granularity) {
 }
 
 // 64-byte aligned f32 storage (whole cache lines per tensor, AVX loads never split a line at row 0).
+// Zeroed; pages of a large one are committed when first written (engine.cpp).
 class AlignedFloats {
  public:
   explicit AlignedFloats(size_t count = 0);
-  float* data() { return data_.get(); }
+  float* data() { return data_; }
   size_t size() const { return size_; }
 
  private:
   struct Free {
-    void operator()(float* p) const;
+    void operator()(void* p) const;
   };
-  std::unique_ptr<float, Free> data_;
+  std::unique_ptr<void, Free> block_;  // what calloc gave
+  float* data_ = nullptr;              // its first 64-byte boundary
   size_t size_ = 0;
 };
 
