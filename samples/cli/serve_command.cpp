@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -28,6 +29,7 @@
 #include "http.h"
 #include "model_folder.h"
 #include "serve_batcher.h"
+#include "serve_metrics.h"
 #include "serve_requests.h"
 #include "stop_text.h"
 #include "stream_writer.h"
@@ -45,7 +47,8 @@ using nlohmann::json;
 const char* kServeHelp = R"(usage: tilefire serve [--model DIR] [flags]
 
 An HTTP server on this machine that speaks the OpenAI API: POST /v1/completions, POST /v1/chat/completions
-(with the model's chat template), GET /v1/models, GET /health. Requests take turns on the one engine, each
+(with the model's chat template), GET /v1/models, GET /health, GET /metrics (Prometheus text: requests,
+tokens, time to first token and per token, generations in flight). Requests take turns on the one engine, each
 keeping the KV cache's match of its prompt's beginning (a chat's earlier turns), or with --sequences N
 decode together. Ctrl-C (SIGINT) or SIGTERM stops it: generations in flight end and their clients get what
 was generated. A device or transport fault stops it too, with exit status 3, for a supervisor to restart it.
@@ -91,6 +94,7 @@ struct Served {
   std::mutex log_mutex;
   std::mutex failure_mutex;
   std::string engine_failure;  // the fault that stopped the engine (engine_failed), empty while it runs
+  ServeMetrics metrics;        // GET /metrics
 
   std::string failure() {
     std::lock_guard<std::mutex> lock(failure_mutex);
@@ -158,6 +162,13 @@ struct Generated {
 };
 Generated generate(Served& served, int fd, GenerateRequest request, const std::vector<std::string>& stops,
                    const std::function<bool(const std::string&)>& emit) {
+  // In flight from here (its wait for the engine included) until it returns or throws.
+  struct InFlight {
+    ServeMetrics& metrics;
+    const GenerateResult* result = nullptr;  // set once it ran
+    explicit InFlight(ServeMetrics& m) : metrics(m) { metrics.generation_started(); }
+    ~InFlight() { result ? metrics.generation_ended(*result) : metrics.generation_failed(); }
+  } in_flight(served.metrics);
   std::optional<StopText> stop_text;
   if (!stops.empty()) stop_text.emplace(stops);
   std::optional<StreamingText> stream;
@@ -193,6 +204,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   Generated generated{served.batcher ? served.batcher->run(request) : served.engine->generate(request), "", false};
   if (lock.owns_lock()) lock.unlock();  // the next request's turn while this reply's last pieces are written
   const GenerateResult& result = generated.result;
+  in_flight.result = &result;
   generated.cut_short = result.finish_reason == "stopped" && stopping.load() && !(stop_text && stop_text->stopped());
   if (writer) {
     std::string rest = shown(served.tokenizer ? stream->finish() : held_bytes);
@@ -288,12 +300,15 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
 
 void handle_connection(Served& served, int fd) {
   int status = 500;
-  std::string summary, what = "?";
+  std::string summary, what = "?", path;
+  std::chrono::steady_clock::time_point read_at;
   try {
     const http::Request request = http::read_request(fd, served.max_body, served.io_timeout_ms, stopping);
+    read_at = std::chrono::steady_clock::now();
     what = request.method + " " + request.target;
+    path = request.target;
     const bool generation = request.target == "/v1/completions" || request.target == "/v1/chat/completions";
-    const bool listing = request.target == "/v1/models" || request.target == "/health";
+    const bool listing = request.target == "/v1/models" || request.target == "/health" || request.target == "/metrics";
     if (!generation && !listing) throw http::Error{404, "no such path: " + request.target};
     if (request.method != (generation ? "POST" : "GET"))
       throw http::Error{405, request.target + " takes " + (generation ? "POST" : "GET") + ", not " + request.method};
@@ -301,6 +316,9 @@ void handle_connection(Served& served, int fd) {
       const std::string failure = served.failure();
       status = failure.empty() ? 200 : 503;
       http::write_all(fd, json_response(status, failure.empty() ? json{{"status", "ok"}} : json{{"status", "failed"}, {"error", failure}}));
+    } else if (request.target == "/metrics") {
+      status = 200;
+      http::write_all(fd, http::response(200, "text/plain; version=0.0.4; charset=utf-8", served.metrics.render()));
     } else if (request.target == "/v1/models") {
       status = 200;
       const json model = {{"id", served.name}, {"object", "model"}, {"created", 0}, {"owned_by", "tilefire"},
@@ -324,6 +342,10 @@ void handle_connection(Served& served, int fd) {
     http::write_all(fd, json_response(500, error_body(500, e.what())));
     if (is_engine_fault(e)) engine_failed(served, e);
   }
+  const double seconds = read_at == std::chrono::steady_clock::time_point{}
+                            ? 0.0
+                            : std::chrono::duration<double>(std::chrono::steady_clock::now() - read_at).count();
+  served.metrics.request_ended(path, status, seconds);
   log_line(served, what + " " + std::to_string(status) + (summary.empty() ? "" : " (" + summary + ")"));
 }
 

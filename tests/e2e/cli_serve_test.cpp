@@ -19,6 +19,8 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -484,6 +486,79 @@ TEST(CliServe, ClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) { 
 TEST(CliServe, BatchedClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) { clients_at_once({"--sequences", "3"}); }
 // ... on two tensor-parallel ranks: each reply is run --tp 2's.
 TEST(CliServe, BatchedClientsOnTensorParallelRanksEachGetRunsReply) { clients_at_once({"--sequences", "3"}, {"--tp", "2"}); }
+
+// GET /metrics as Prometheus's text format: every line a comment or `name{labels} value`, read into a map
+// by `name{labels}`. A line of another form fails the test.
+std::map<std::string, double> scrape(uint16_t port) {
+  const HttpReply reply = http_exchange(port, "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  EXPECT_NE(reply.head.find("Content-Type: text/plain; version=0.0.4"), std::string::npos) << reply.head;
+  std::map<std::string, double> samples;
+  std::istringstream lines(reply.body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    char* end = nullptr;
+    const double value = space == std::string::npos ? 0 : std::strtod(line.c_str() + space + 1, &end);
+    EXPECT_TRUE(space != std::string::npos && end && *end == '\0' && std::isfinite(value)) << "not a sample: '" << line << "'";
+    if (space != std::string::npos) samples[line.substr(0, space)] = value;
+  }
+  return samples;
+}
+
+// GET /metrics counts what the server did: requests by path and status (a scrape counted once it is
+// answered), the prompt and generated tokens of the replies (whole and streamed, as their usage says),
+// finish reasons, and one observation per generation in the latency histograms, whose buckets add up.
+void metrics_count_what_was_served(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--threads", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Server server(args);
+  ASSERT_NE(server.port(), 0);
+  std::map<std::string, double> m = scrape(server.port());
+  EXPECT_EQ(m["tilefire_generation_tokens_total"], 0);
+  EXPECT_EQ(m["tilefire_time_to_first_token_seconds_count"], 0);
+
+  HttpReply whole = post(server.port(), "/v1/completions", R"({"prompt": [5, 6, 7], "max_tokens": 7, "temperature": 0})");
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  HttpReply streamed = post(server.port(), "/v1/completions", R"({"prompt": [9, 10], "max_tokens": 5, "stream": true})");
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  const std::vector<std::string> data = events(streamed.body);
+  ASSERT_GE(data.size(), 2u);
+  const json streamed_usage = json::parse(data[data.size() - 2]).at("usage");
+  EXPECT_EQ(post(server.port(), "/v1/completions", R"({"prompt": "x", "n": 2})").status, 400);
+  EXPECT_EQ(http_exchange(server.port(), "GET /v1/models HTTP/1.1\r\n\r\n").status, 200);
+  EXPECT_EQ(http_exchange(server.port(), "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").status, 405);
+
+  m = scrape(server.port());
+  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/v1/completions\",status=\"200\"}"], 2);
+  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/v1/completions\",status=\"400\"}"], 1);
+  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/v1/models\",status=\"200\"}"], 1);
+  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/metrics\",status=\"200\"}"], 1);
+  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/metrics\",status=\"405\"}"], 1);
+  const json whole_usage = json::parse(whole.body).at("usage");
+  EXPECT_EQ(m["tilefire_prompt_tokens_total"], whole_usage.at("prompt_tokens").get<double>() + streamed_usage.at("prompt_tokens").get<double>());
+  EXPECT_EQ(m["tilefire_generation_tokens_total"], 12);
+  EXPECT_EQ(m["tilefire_generations_finished_total{reason=\"length\"}"], 2);
+  EXPECT_EQ(m["tilefire_generations_in_flight"], 0);
+  for (const std::string name : {"tilefire_time_to_first_token_seconds", "tilefire_time_per_output_token_seconds",
+                                 "tilefire_generation_request_seconds"}) {
+    const double count = name == "tilefire_generation_request_seconds" ? 3 : 2;  // the refused request too
+    EXPECT_EQ(m[name + "_count"], count) << name;
+    EXPECT_EQ(m[name + "_bucket{le=\"+Inf\"}"], count) << name;
+    EXPECT_GT(m[name + "_sum"], 0) << name;
+    std::vector<std::pair<double, double>> buckets;  // (upper bound, observations at or below it)
+    const std::string prefix = name + "_bucket{le=\"";
+    for (const auto& [key, value] : m)
+      if (key.rfind(prefix, 0) == 0) buckets.emplace_back(std::strtod(key.c_str() + prefix.size(), nullptr), value);
+    std::sort(buckets.begin(), buckets.end());  // "+Inf" reads as infinity: last
+    ASSERT_GE(buckets.size(), 2u) << name;
+    for (size_t b = 1; b < buckets.size(); ++b) EXPECT_LE(buckets[b - 1].second, buckets[b].second) << name << " le " << buckets[b].first;
+    EXPECT_EQ(m.count(name + "_bucket{le=\"0.0025\"}"), 1u) << name << ": a bound written shortest";
+  }
+}
+
+TEST(CliServe, MetricsCountWhatWasServed) { metrics_count_what_was_served({}); }
+TEST(CliServe, MetricsCountWhatWasServedInBatches) { metrics_count_what_was_served({"--sequences", "2"}); }
 
 // A prompt that runs the model into non-finite logits (a token whose embedding holds an infinity) is a
 // 400 naming them, and with --sequences it fails alone: its prompt's chunk fails in a step (after the
