@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "megakernel/engine_impl.h"
+#include "ops/sampling.h"
 #include "scheduler/policy.h"
 
 namespace tilefire {
@@ -28,6 +29,14 @@ AlignedFloats::AlignedFloats(size_t count) : size_(count) {
 }
 
 void AlignedFloats::Free::operator()(void* p) const { std::free(p); }
+
+void record_probabilities(GenerateResult& result, const float* logits, uint32_t vocab, uint32_t k, int32_t token) {
+  std::vector<TokenProbability> top;
+  for (const TokenOdds& odds : top_probabilities(logits, vocab, k)) top.push_back({odds.token, odds.probability, odds.logprob});
+  result.logprobs.push_back(std::move(top));
+  const TokenOdds chosen = token_probability(logits, vocab, token);
+  result.token_probabilities.push_back({chosen.token, chosen.probability, chosen.logprob});
+}
 
 CompileOptions Engine::Impl::compile_options(uint32_t tokens) const {
   CompileOptions o;

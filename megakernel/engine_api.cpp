@@ -508,12 +508,8 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
 
   auto pick = [&](const float* logits) {
     m.check_finite_logits(logits, m.position - 1);  // NaN or Inf would be sampled, or reported, as if real
-    if (request.logprobs) {
-      std::vector<TokenProbability> top;
-      for (auto [token, p] : top_probabilities(logits, m.info.vocab, request.logprobs)) top.push_back({token, p});
-      result.logprobs.push_back(std::move(top));
-    }
     const int32_t token = sample_token(logits, m.info.vocab, sampling, uniform.next());
+    if (request.logprobs) record_probabilities(result, logits, m.info.vocab, request.logprobs, token);
     result.tokens.push_back(token);
     return token;
   };

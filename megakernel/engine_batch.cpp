@@ -32,15 +32,11 @@ void take_token(Engine::Impl& m, BatchedSequence& s, const float* logits) {
   const GenerateRequest& request = s.request;
   GenerateResult& result = s.result;
   const uint32_t vocab = m.info.vocab;
-  if (request.logprobs) {
-    std::vector<TokenProbability> top;
-    for (auto [token, p] : top_probabilities(logits, vocab, request.logprobs)) top.push_back({token, p});
-    result.logprobs.push_back(std::move(top));
-  }
   const SamplingParams sampling{request.sampling.temperature, request.sampling.top_k, request.sampling.top_p};
   UniformGenerator uniform(s.uniform_state);
   s.next = sample_token(logits, vocab, sampling, uniform.next());
   s.uniform_state = uniform.state();
+  if (request.logprobs) record_probabilities(result, logits, vocab, request.logprobs, s.next);
   result.tokens.push_back(s.next);
   // generate()'s order of reasons: eos, stopped, length, context; the callbacks see the token first.
   const bool eos = m.ends_request(request, s.next);

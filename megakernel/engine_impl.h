@@ -280,6 +280,10 @@ struct GeneratingScope {
 // Milliseconds since `start` on the steady clock.
 double ms_since(std::chrono::steady_clock::time_point start);
 
+// GenerateRequest::logprobs: the k most probable tokens of `logits` and the probability of `token`, the
+// one sampled from them, appended to `result` (its logprobs and token_probabilities).
+void record_probabilities(GenerateResult& result, const float* logits, uint32_t vocab, uint32_t k, int32_t token);
+
 // Writes a Chrome trace / Perfetto JSON: one row per worker, one slice per task named by op and tile.
 void write_chrome_trace(const std::string& path, const Program& program, const std::vector<TaskTiming>& timings);
 // The tasks of such a trace (times in ns from its origin), each checked against `program`'s task of the

@@ -19,8 +19,17 @@ struct SamplingParams {
 // renormalised, then inverse-CDF sampling with `uniform01`. NaN logits throw std::runtime_error.
 int32_t sample_token(const float* logits, uint32_t vocab, const SamplingParams& params, float uniform01);
 
-// The k most probable tokens under softmax(logits) (temperature 1), descending by probability, ties by
-// lower id: pairs (token, probability).
-std::vector<std::pair<int32_t, float>> top_probabilities(const float* logits, uint32_t vocab, uint32_t k);
+// A token's probability under softmax(logits) (temperature 1), and its natural log, computed as
+// logit - max - log(sum) so that it stays finite where the probability underflows to 0.
+struct TokenOdds {
+  int32_t token = 0;
+  float probability = 0.0f;
+  float logprob = 0.0f;
+};
+
+// The k most probable tokens, descending by probability, ties by lower id.
+std::vector<TokenOdds> top_probabilities(const float* logits, uint32_t vocab, uint32_t k);
+// One token's (the one sampled, which need not be among the k most probable).
+TokenOdds token_probability(const float* logits, uint32_t vocab, int32_t token);
 
 }  // namespace tilefire

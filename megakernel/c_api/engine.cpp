@@ -95,14 +95,16 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
 tilefire_generate_result hand_out_result(const GenerateResult& generated, uint32_t logprobs_per_token, uint32_t struct_size) {
   const size_t count = generated.tokens.size();
   const uint32_t k = logprobs_per_token;
-  std::vector<tilefire_token_probability> logprobs;
+  std::vector<tilefire_token_probability> logprobs, chosen;
   if (k) {
-    if (generated.logprobs.size() != count) throw std::logic_error("generate gave logprobs for another count of tokens");
+    if (generated.logprobs.size() != count || generated.token_probabilities.size() != count)
+      throw std::logic_error("generate gave logprobs for another count of tokens");
     logprobs.reserve(count * k);
     for (const std::vector<TokenProbability>& position : generated.logprobs) {
       if (position.size() != k) throw std::logic_error("generate gave another count of logprobs than asked");
-      for (const TokenProbability& p : position) logprobs.push_back({p.token, p.probability});
+      for (const TokenProbability& p : position) logprobs.push_back({p.token, p.probability, p.logprob});
     }
+    for (const TokenProbability& p : generated.token_probabilities) chosen.push_back({p.token, p.probability, p.logprob});
   }
   tilefire_generate_result made{};
   made.struct_size = struct_size;
@@ -120,8 +122,10 @@ tilefire_generate_result hand_out_result(const GenerateResult& generated, uint32
   made.tokens = hand_out_array(generated.tokens.data(), count);
   try {
     made.logprobs = hand_out_array(logprobs.data(), logprobs.size());
+    made.token_probabilities = hand_out_array(chosen.data(), chosen.size());
   } catch (...) {
     std::free(made.tokens);
+    std::free(made.logprobs);
     throw;
   }
   return made;
@@ -285,6 +289,7 @@ void tilefire_generate_result_free(tilefire_generate_result* result) {
   if (!result) return;
   std::free(result->tokens);
   std::free(result->logprobs);
+  std::free(result->token_probabilities);
   const uint32_t struct_size = result->struct_size;
   *result = tilefire_generate_result{};
   result->struct_size = struct_size;

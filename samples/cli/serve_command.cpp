@@ -29,6 +29,7 @@
 #include "http.h"
 #include "model_folder.h"
 #include "serve_batcher.h"
+#include "serve_logprobs.h"
 #include "serve_metrics.h"
 #include "serve_requests.h"
 #include "stop_text.h"
@@ -226,6 +227,20 @@ const char* openai_finish_reason(const Generated& generated) {
   return !generated.cut_short && (reason == "eos" || reason == "stopped") ? "stop" : "length";
 }
 
+// The text a token adds after its context, as a reply's logprobs name it: decoded after the context's last
+// few tokens (a SentencePiece tokenizer drops a text's first space), special tokens written out; the
+// tokens' bytes for a model without a tokenizer.
+std::string token_text(const Served& served, const std::vector<int32_t>& context, int32_t token) {
+  if (!served.tokenizer) return bytes_text({token});
+  constexpr size_t kWindow = 8;
+  std::vector<int32_t> window(context.end() - std::min(context.size(), kWindow), context.end());
+  const std::string before = served.tokenizer->decode(window);
+  window.push_back(token);
+  const std::string after = served.tokenizer->decode(window);
+  if (after.compare(0, before.size(), before) == 0) return after.substr(before.size());
+  return served.tokenizer->decode({token});  // the token completed a character the window had cut
+}
+
 json usage(const GenerateResult& result) {
   return {{"prompt_tokens", result.prompt_tokens.size()},
           {"completion_tokens", result.tokens.size()},
@@ -242,18 +257,23 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   const char* object = chat ? "chat.completion" : "text_completion";
   // A choice: a chat's whole message, or a stream chunk's delta; a completion's text.
   auto choice = [&](const json& content, const json& finish_reason, bool chunk) {
-    json c = {{"index", 0}, {"finish_reason", finish_reason}};
+    json c = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
     if (chat) c[chunk ? "delta" : "message"] = content;
-    else c.update({{"text", content}, {"logprobs", nullptr}});
+    else c["text"] = content;
     return c;
   };
   auto message = [&](const std::string& text) { return chat ? json{{"role", "assistant"}, {"content", text}} : json(text); };
 
   if (!parsed.stream) {
     const Generated generated = generate(served, fd, parsed.request, parsed.stops, nullptr);
+    json reply_choice = choice(message(generated.text), openai_finish_reason(generated), false);
+    if (parsed.logprobs) {
+      const TokenText text_of = [&](const std::vector<int32_t>& context, int32_t token) { return token_text(served, context, token); };
+      reply_choice["logprobs"] = chat ? chat_logprobs(generated.result, parsed.top_logprobs, text_of)
+                                      : completion_logprobs(generated.result, parsed.top_logprobs, text_of);
+    }
     const json body = {{"id", id}, {"object", object}, {"created", created}, {"model", served.name},
-                       {"choices", {choice(message(generated.text), openai_finish_reason(generated), false)}},
-                       {"usage", usage(generated.result)}};
+                       {"choices", {reply_choice}}, {"usage", usage(generated.result)}};
     status = 200;
     summary = std::to_string(generated.result.tokens.size()) + " tokens, " + generated.result.finish_reason;
     http::write_all(fd, json_response(200, body));

@@ -70,8 +70,6 @@ void refuse_unsupported(const json& body) {
   if (given(body, "logit_bias") && !body.at("logit_bias").empty()) refuse("logit_bias", "is not supported");
   if (given(body, "echo") && body.at("echo") != json(false)) refuse("echo", "is not supported");
   if (given(body, "suffix")) refuse("suffix", "is not supported");
-  for (const char* field : {"logprobs", "top_logprobs"})
-    if (given(body, field) && body.at(field) != json(false) && body.at(field) != json(0)) refuse(field, "is not supported");
   for (const char* field : {"tools", "functions"})
     if (given(body, field) && !body.at(field).empty()) refuse(field, "is not supported: the replies are plain text");
   if (given(body, "response_format") && body.at("response_format") != json{{"type", "text"}})
@@ -123,6 +121,14 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
     parsed.stream = body.at("stream").get<bool>();
   }
   return parsed;
+}
+
+// After the endpoint has read its logprobs fields: the engine gives every token's probability when it is
+// asked for one alternative at least.
+void ask_for_logprobs(ParsedRequest& parsed) {
+  if (!parsed.logprobs) return;
+  if (parsed.stream) refuse("logprobs", "is not supported with \"stream\": true (ask for the reply whole)");
+  parsed.request.logprobs = std::max(parsed.top_logprobs, 1u);
 }
 
 
@@ -182,6 +188,14 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
   }
   if (parsed.request.prompt.empty()) refuse("prompt", "is empty");
   check_prompt_fits(parsed.request.prompt, model, "prompt");
+  // "logprobs": how many alternatives per token, and the sampled token's own (OpenAI's legacy field).
+  if (given(body, "logprobs") && body.at("logprobs") != json(false)) {
+    parsed.logprobs = true;
+    parsed.top_logprobs = uint32_t(count(body, "logprobs", 0, kMostTopLogprobs));
+  }
+  if (given(body, "top_logprobs") && body.at("top_logprobs") != json(0) && body.at("top_logprobs") != json(false))
+    refuse("top_logprobs", "is a field of /v1/chat/completions; a completion's \"logprobs\" gives the alternatives per token");
+  ask_for_logprobs(parsed);
   return parsed;
 }
 
@@ -200,6 +214,13 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
   if (parsed.request.prompt.empty()) refuse("messages", "rendered an empty prompt through the chat template");
   check_prompt_fits(parsed.request.prompt, model, "messages");
   parsed.request.stop_tokens.insert(parsed.request.stop_tokens.end(), end_of_reply.begin(), end_of_reply.end());
+  if (given(body, "logprobs")) {
+    if (!body.at("logprobs").is_boolean()) refuse("logprobs", "must be true or false, got " + body.at("logprobs").dump());
+    parsed.logprobs = body.at("logprobs").get<bool>();
+  }
+  parsed.top_logprobs = uint32_t(count(body, "top_logprobs", 0, kMostTopLogprobs));
+  if (parsed.top_logprobs > 0 && !parsed.logprobs) refuse("top_logprobs", "needs \"logprobs\": true");
+  ask_for_logprobs(parsed);
   return parsed;
 }
 

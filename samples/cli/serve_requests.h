@@ -13,10 +13,15 @@
 
 namespace tilefire::cli {
 
+// Alternatives per token a request may ask for ("logprobs" of a completion, "top_logprobs" of a chat).
+constexpr uint32_t kMostTopLogprobs = 20;
+
 struct ParsedRequest {
   GenerateRequest request;         // prompt, max_new_tokens, sampling, stop tokens
   std::vector<std::string> stops;  // "stop": strings that end the reply, left out of it
   bool stream = false;             // "stream": the reply as server-sent events
+  bool logprobs = false;           // the reply carries each token's log-probability (not streamed)
+  uint32_t top_logprobs = 0;       // and that many most probable alternatives per token
 };
 
 // InputError naming the field for a body that is not a JSON object or holds a field the engine cannot

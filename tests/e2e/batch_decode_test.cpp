@@ -36,7 +36,13 @@ void expect_same_result(const GenerateResult& batched, const GenerateResult& alo
       EXPECT_TRUE(same_bits(batched.logprobs[t][k].probability, alone.logprobs[t][k].probability))
           << "token " << t << ", rank " << k << ": " << batched.logprobs[t][k].probability << " vs "
           << alone.logprobs[t][k].probability;
+      EXPECT_TRUE(same_bits(batched.logprobs[t][k].logprob, alone.logprobs[t][k].logprob)) << "token " << t << ", rank " << k;
     }
+  }
+  ASSERT_EQ(batched.token_probabilities.size(), alone.token_probabilities.size());
+  for (size_t t = 0; t < alone.token_probabilities.size(); ++t) {
+    EXPECT_EQ(batched.token_probabilities[t].token, alone.token_probabilities[t].token) << "token " << t;
+    EXPECT_TRUE(same_bits(batched.token_probabilities[t].logprob, alone.token_probabilities[t].logprob)) << "token " << t;
   }
 }
 

@@ -19,8 +19,6 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -29,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/common/cli_runner.h"
+#include "tests/common/serve_client.h"
 #include "tests/common/test_models.h"
 #include "tilefire/engine.h"
 
@@ -39,149 +38,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-struct HttpReply {
-  int status = 0;
-  std::string head, body;
-};
-
-// A connection to 127.0.0.1:port whose reads give up after 60 s; -1 (and a failure) when none is had.
-int connect_to(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    ::close(fd);
-    ADD_FAILURE() << "cannot connect to port " << port;
-    return -1;
-  }
-  timeval timeout{60, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  return fd;
-}
-
-void send_text(int fd, const std::string& text) { ::send(fd, text.data(), text.size(), MSG_NOSIGNAL); }
-
-// Sends `raw` to 127.0.0.1:port and reads the reply until the server closes the connection.
-HttpReply http_exchange(uint16_t port, const std::string& raw) {
-  HttpReply reply;
-  const int fd = connect_to(port);
-  if (fd < 0) return reply;
-  send_text(fd, raw);
-  std::string all;
-  char chunk[65536];
-  for (ssize_t n; (n = ::recv(fd, chunk, sizeof chunk, 0)) > 0;) all.append(chunk, size_t(n));
-  ::close(fd);
-  const size_t head_end = all.find("\r\n\r\n");
-  if (head_end == std::string::npos) return reply;
-  reply.head = all.substr(0, head_end);
-  reply.body = all.substr(head_end + 4);
-  reply.status = std::atoi(reply.head.c_str() + reply.head.find(' ') + 1);
-  return reply;
-}
-
-HttpReply post(uint16_t port, const std::string& path, const std::string& body) {
-  return http_exchange(port, "POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " +
-                            std::to_string(body.size()) + "\r\n\r\n" + body);
-}
-
-// The data of each server-sent event.
-std::vector<std::string> events(const std::string& body) {
-  std::vector<std::string> data;
-  for (size_t at = 0, end; (end = body.find("\n\n", at)) != std::string::npos; at = end + 2)
-    if (body.compare(at, 6, "data: ") == 0) data.push_back(body.substr(at + 6, end - at - 6));
-  return data;
-}
-
-// `tilefire serve --port 0 args...` in the background; the port comes from its first line.
-class Server {
- public:
-  explicit Server(const std::vector<std::string>& args)
-      : log_(fs::temp_directory_path() / ("tilefire-serve-" + std::to_string(::getpid()) + "-" + std::to_string(count_++) + ".log")) {
-    std::vector<std::string> argv_strings = {TILEFIRE_CLI_PATH, "serve", "--port", "0"};
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& s : argv_strings) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    int out[2];
-    EXPECT_EQ(::pipe(out), 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    posix_spawn_file_actions_addopen(&actions, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    EXPECT_EQ(posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(out[1]);
-    std::string line;
-    pollfd readable{out[0], POLLIN, 0};
-    char c;
-    while (line.find('\n') == std::string::npos && ::poll(&readable, 1, 60000) > 0 && ::read(out[0], &c, 1) == 1) line.push_back(c);
-    ::close(out[0]);
-    const size_t colon = line.rfind(':');
-    port_ = colon == std::string::npos ? 0 : uint16_t(std::atoi(line.c_str() + colon + 1));
-    EXPECT_NE(port_, 0) << "the server's first line: '" << line << "'\nits log: " << read_file_text(log_);
-  }
-  ~Server() {
-    stop();
-    std::error_code ignored;
-    fs::remove(log_, ignored);
-  }
-  uint16_t port() const { return port_; }
-  std::string log() const { return read_file_text(log_); }
-  // Its exit status once it has stopped by itself, within `ms`; -2 if it is still running then.
-  int wait_exit(int ms) {
-    if (pid_ <= 0) return status_;
-    int raw = 0;
-    for (int waited = 0; waited < ms; waited += 10) {
-      if (::waitpid(pid_, &raw, WNOHANG) == pid_) {
-        pid_ = 0;
-        return status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return -2;
-  }
-  // SIGTERM, then its exit status (-1: it had to be killed after 30 s).
-  int stop() {
-    if (pid_ <= 0) return status_;
-    ::kill(pid_, SIGTERM);
-    int raw = 0;
-    for (int waited = 0; waited < 3000; ++waited) {
-      if (::waitpid(pid_, &raw, WNOHANG) == pid_) {
-        pid_ = 0;
-        return status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, &raw, 0);
-    pid_ = 0;
-    return status_ = -1;
-  }
-
- private:
-  static inline int count_ = 0;  // servers started by this process, for their log files' names
-  fs::path log_;
-  pid_t pid_ = 0;
-  uint16_t port_ = 0;
-  int status_ = -1;
-};
-
-// A tiny model with the tiny byte-level tokenizer and a chat template (as cli_chat_test's).
-fs::path text_model(const TempDir& dir) {
-  const fs::path model = gen_tiny_model(dir, "tiny-serve");
-  write_file_text(model / "tokenizer.json", tiny_byte_level_tokenizer().dump());
-  write_file_text(model / "tokenizer_config.json",
-                  json({{"bos_token", "<|start|>"},
-                        {"eos_token", "<|end|>"},
-                        {"chat_template", "{{ bos_token }}{% for m in messages %}{{ m.role }}: {{ m.content }}<|end|>{% endfor %}"
-                                          "{% if add_generation_prompt %}assistant:{% endif %}"}})
-                      .dump());
-  return model;
-}
 
 // `batching`: the server's extra flags (--sequences N), none for requests in turn.
 void replies_are_runs_replies(const std::vector<std::string>& batching) {
@@ -330,7 +186,7 @@ TEST(CliServe, BadRequestsGetAStatusAndAMessageNamingWhatIsWrong) {
       {"/v1/completions", R"({"prompt": "a", "stop": ""})", 400, "'stop' holds an empty string"},
       {"/v1/completions", R"({"prompt": "a", "n": 2})", 400, "'n' must be 1"},
       {"/v1/completions", R"({"prompt": "a", "presence_penalty": 0.5})", 400, "'presence_penalty' is not supported"},
-      {"/v1/completions", R"({"prompt": "a", "logprobs": 2})", 400, "'logprobs' is not supported"},
+      {"/v1/completions", R"({"prompt": "a", "logprobs": 2, "stream": true})", 400, "'logprobs' is not supported with"},
       {"/v1/completions", R"({"prompt": "a", "stream": "yes"})", 400, "'stream' must be true or false"},
       {"/v1/chat/completions", R"({"messages": []})", 400, "no tokenizer.json"},
       {"/v1/embeddings", "{}", 404, "no such path: /v1/embeddings"},
@@ -486,79 +342,6 @@ TEST(CliServe, ClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) { 
 TEST(CliServe, BatchedClientsAtOnceEachGetTheirReplyAndALeavingClientEndsOnlyItsOwn) { clients_at_once({"--sequences", "3"}); }
 // ... on two tensor-parallel ranks: each reply is run --tp 2's.
 TEST(CliServe, BatchedClientsOnTensorParallelRanksEachGetRunsReply) { clients_at_once({"--sequences", "3"}, {"--tp", "2"}); }
-
-// GET /metrics as Prometheus's text format: every line a comment or `name{labels} value`, read into a map
-// by `name{labels}`. A line of another form fails the test.
-std::map<std::string, double> scrape(uint16_t port) {
-  const HttpReply reply = http_exchange(port, "GET /metrics HTTP/1.1\r\n\r\n");
-  EXPECT_EQ(reply.status, 200) << reply.body;
-  EXPECT_NE(reply.head.find("Content-Type: text/plain; version=0.0.4"), std::string::npos) << reply.head;
-  std::map<std::string, double> samples;
-  std::istringstream lines(reply.body);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t space = line.rfind(' ');
-    char* end = nullptr;
-    const double value = space == std::string::npos ? 0 : std::strtod(line.c_str() + space + 1, &end);
-    EXPECT_TRUE(space != std::string::npos && end && *end == '\0' && std::isfinite(value)) << "not a sample: '" << line << "'";
-    if (space != std::string::npos) samples[line.substr(0, space)] = value;
-  }
-  return samples;
-}
-
-// GET /metrics counts what the server did: requests by path and status (a scrape counted once it is
-// answered), the prompt and generated tokens of the replies (whole and streamed, as their usage says),
-// finish reasons, and one observation per generation in the latency histograms, whose buckets add up.
-void metrics_count_what_was_served(const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"--threads", "1"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  Server server(args);
-  ASSERT_NE(server.port(), 0);
-  std::map<std::string, double> m = scrape(server.port());
-  EXPECT_EQ(m["tilefire_generation_tokens_total"], 0);
-  EXPECT_EQ(m["tilefire_time_to_first_token_seconds_count"], 0);
-
-  HttpReply whole = post(server.port(), "/v1/completions", R"({"prompt": [5, 6, 7], "max_tokens": 7, "temperature": 0})");
-  ASSERT_EQ(whole.status, 200) << whole.body;
-  HttpReply streamed = post(server.port(), "/v1/completions", R"({"prompt": [9, 10], "max_tokens": 5, "stream": true})");
-  ASSERT_EQ(streamed.status, 200) << streamed.body;
-  const std::vector<std::string> data = events(streamed.body);
-  ASSERT_GE(data.size(), 2u);
-  const json streamed_usage = json::parse(data[data.size() - 2]).at("usage");
-  EXPECT_EQ(post(server.port(), "/v1/completions", R"({"prompt": "x", "n": 2})").status, 400);
-  EXPECT_EQ(http_exchange(server.port(), "GET /v1/models HTTP/1.1\r\n\r\n").status, 200);
-  EXPECT_EQ(http_exchange(server.port(), "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").status, 405);
-
-  m = scrape(server.port());
-  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/v1/completions\",status=\"200\"}"], 2);
-  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/v1/completions\",status=\"400\"}"], 1);
-  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/v1/models\",status=\"200\"}"], 1);
-  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/metrics\",status=\"200\"}"], 1);
-  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/metrics\",status=\"405\"}"], 1);
-  const json whole_usage = json::parse(whole.body).at("usage");
-  EXPECT_EQ(m["tilefire_prompt_tokens_total"], whole_usage.at("prompt_tokens").get<double>() + streamed_usage.at("prompt_tokens").get<double>());
-  EXPECT_EQ(m["tilefire_generation_tokens_total"], 12);
-  EXPECT_EQ(m["tilefire_generations_finished_total{reason=\"length\"}"], 2);
-  EXPECT_EQ(m["tilefire_generations_in_flight"], 0);
-  for (const std::string name : {"tilefire_time_to_first_token_seconds", "tilefire_time_per_output_token_seconds",
-                                 "tilefire_generation_request_seconds"}) {
-    const double count = name == "tilefire_generation_request_seconds" ? 3 : 2;  // the refused request too
-    EXPECT_EQ(m[name + "_count"], count) << name;
-    EXPECT_EQ(m[name + "_bucket{le=\"+Inf\"}"], count) << name;
-    EXPECT_GT(m[name + "_sum"], 0) << name;
-    std::vector<std::pair<double, double>> buckets;  // (upper bound, observations at or below it)
-    const std::string prefix = name + "_bucket{le=\"";
-    for (const auto& [key, value] : m)
-      if (key.rfind(prefix, 0) == 0) buckets.emplace_back(std::strtod(key.c_str() + prefix.size(), nullptr), value);
-    std::sort(buckets.begin(), buckets.end());  // "+Inf" reads as infinity: last
-    ASSERT_GE(buckets.size(), 2u) << name;
-    for (size_t b = 1; b < buckets.size(); ++b) EXPECT_LE(buckets[b - 1].second, buckets[b].second) << name << " le " << buckets[b].first;
-    EXPECT_EQ(m.count(name + "_bucket{le=\"0.0025\"}"), 1u) << name << ": a bound written shortest";
-  }
-}
-
-TEST(CliServe, MetricsCountWhatWasServed) { metrics_count_what_was_served({}); }
-TEST(CliServe, MetricsCountWhatWasServedInBatches) { metrics_count_what_was_served({"--sequences", "2"}); }
 
 // A prompt that runs the model into non-finite logits (a token whose embedding holds an infinity) is a
 // 400 naming them, and with --sequences it fails alone: its prompt's chunk fails in a step (after the

@@ -143,6 +143,40 @@ TEST(PrefillDecode, EvictedPrefillProgramsGiveTheSameLogits) {
   }
 }
 
+// GenerateRequest::logprobs: each sampled token's own probability and log-probability
+// (GenerateResult::token_probabilities) are those of softmax over the logits the step API gives for the
+// same tokens, computed here in double; the most probable tokens' list agrees with it too.
+TEST(PrefillDecode, EachSampledTokensProbabilityIsTheSoftmaxOfItsLogits) {
+  EngineOptions options;
+  options.threads = 2;
+  Engine engine(options);
+  GenerateRequest request;
+  request.prompt = {10, 200, 300, 4, 5};
+  request.max_new_tokens = 6;
+  request.stop_at_eos = false;
+  request.sampling = Sampling{1.5f, 0, 1.0f, 99};  // hot: a sampled token need not be the most probable
+  request.logprobs = 3;
+  const GenerateResult result = engine.generate(request);
+  ASSERT_EQ(result.token_probabilities.size(), result.tokens.size());
+  ASSERT_EQ(result.logprobs.size(), result.tokens.size());
+
+  Engine stepped(options);
+  std::vector<float> logits = stepped.prefill(request.prompt);
+  for (size_t i = 0; i < result.tokens.size(); ++i) {
+    SCOPED_TRACE("token " + std::to_string(i));
+    double max_logit = -INFINITY, sum = 0;
+    for (float l : logits) max_logit = std::max(max_logit, double(l));
+    for (float l : logits) sum += std::exp(double(l) - max_logit);
+    auto expected_logprob = [&](int32_t token) { return double(logits[size_t(token)]) - max_logit - std::log(sum); };
+    const TokenProbability& chosen = result.token_probabilities[i];
+    EXPECT_EQ(chosen.token, result.tokens[i]);
+    EXPECT_NEAR(chosen.logprob, expected_logprob(chosen.token), 1e-4);
+    EXPECT_NEAR(chosen.probability, std::exp(expected_logprob(chosen.token)), 1e-6);
+    for (const TokenProbability& listed : result.logprobs[i]) EXPECT_NEAR(listed.logprob, expected_logprob(listed.token), 1e-4);
+    logits = stepped.decode(result.tokens[i]);
+  }
+}
+
 TEST(PrefillDecode, StepApiRejectsBadTokensBeforeRunning) {
   EngineOptions options;
   options.threads = 1;

@@ -115,7 +115,13 @@ TEST(CApi, GenerateGivesTheCppEnginesTokensLogprobsAndFinishReason) {
         const tilefire_token_probability& got = result.logprobs[i * 3 + k];
         EXPECT_EQ(got.token, expected.logprobs[i][k].token) << "position " << i << " rank " << k;
         EXPECT_EQ(got.probability, expected.logprobs[i][k].probability) << "position " << i << " rank " << k;
+        EXPECT_EQ(got.logprob, expected.logprobs[i][k].logprob) << "position " << i << " rank " << k;
       }
+    ASSERT_NE(result.token_probabilities, nullptr);
+    for (size_t i = 0; i < result.token_count; ++i) {
+      EXPECT_EQ(result.token_probabilities[i].token, result.tokens[i]) << "position " << i;
+      EXPECT_EQ(result.token_probabilities[i].logprob, expected.token_probabilities[i].logprob) << "position " << i;
+    }
     EXPECT_EQ(result.tasks_per_step, expected.tasks_per_step);
     EXPECT_EQ(result.events_per_step, expected.events_per_step);
     EXPECT_EQ(tilefire_engine_position(c.engine), cpp.position());

@@ -130,9 +130,11 @@ TEST(Sampling, InfiniteLogitTakesAllTheMass) {
   std::vector<float> logits = {0.0f, std::numeric_limits<float>::infinity(), 5.0f};
   EXPECT_EQ(sample_token(logits.data(), 3, params(1.0f), 0.99f), 1);
   const auto top = top_probabilities(logits.data(), 3, 2);
-  EXPECT_EQ(top[0].first, 1);
-  EXPECT_EQ(top[0].second, 1.0f);
-  EXPECT_EQ(top[1].second, 0.0f);
+  EXPECT_EQ(top[0].token, 1);
+  EXPECT_EQ(top[0].probability, 1.0f);
+  EXPECT_EQ(top[0].logprob, 0.0f);
+  EXPECT_EQ(top[1].probability, 0.0f);
+  EXPECT_EQ(top[1].logprob, -std::numeric_limits<float>::infinity());
 }
 
 TEST(TopProbabilities, OrderValuesAndSum) {
@@ -143,21 +145,43 @@ TEST(TopProbabilities, OrderValuesAndSum) {
   double denominator = 0.0;
   for (float l : logits) denominator += std::exp(double(l) - 3.0);
   for (size_t i = 0; i < 4; ++i) {
-    EXPECT_EQ(top[i].first, want_order[i]);
-    EXPECT_NEAR(top[i].second, std::exp(double(logits[want_order[i]]) - 3.0) / denominator, 1e-7);
+    EXPECT_EQ(top[i].token, want_order[i]);
+    EXPECT_NEAR(top[i].probability, std::exp(double(logits[want_order[i]]) - 3.0) / denominator, 1e-7);
+    EXPECT_NEAR(top[i].logprob, double(logits[want_order[i]]) - 3.0 - std::log(denominator), 1e-6);
   }
   // k >= vocab returns everything, summing to 1; large logits do not overflow (stable softmax).
   const std::vector<float> big = {800.0f, 801.0f, 799.5f};
   const auto all = top_probabilities(big.data(), 3, 10);
   ASSERT_EQ(all.size(), 3u);
   double sum = 0.0;
-  for (auto [id, p] : all) {
-    EXPECT_TRUE(std::isfinite(p));
-    sum += p;
+  for (const TokenOdds& odds : all) {
+    EXPECT_TRUE(std::isfinite(odds.probability));
+    sum += odds.probability;
   }
   EXPECT_NEAR(sum, 1.0, 1e-6);
-  EXPECT_EQ(all[0].first, 1);
+  EXPECT_EQ(all[0].token, 1);
   EXPECT_TRUE(top_probabilities(big.data(), 3, 0).empty());
+}
+
+// One token's probability, the sampled one whether or not it is among the most probable: the top list's
+// figures for a token in it; a log-probability that stays finite (-2000 - log(sum)) where the probability
+// underflows to 0; a token outside the vocabulary refused.
+TEST(TopProbabilities, OneTokensOddsMatchTheListsAndStayFiniteInLogs) {
+  const std::vector<float> logits = {1.0f, 3.0f, -2000.0f, 2.0f};
+  const auto all = top_probabilities(logits.data(), 4, 4);
+  for (const TokenOdds& listed : all) {
+    const TokenOdds alone = token_probability(logits.data(), 4, listed.token);
+    EXPECT_EQ(alone.token, listed.token);
+    EXPECT_EQ(alone.probability, listed.probability);
+    EXPECT_EQ(alone.logprob, listed.logprob);
+  }
+  const TokenOdds unlikely = token_probability(logits.data(), 4, 2);
+  EXPECT_EQ(unlikely.probability, 0.0f);
+  double denominator = 0.0;
+  for (float l : logits) denominator += std::exp(double(l) - 3.0);
+  EXPECT_NEAR(unlikely.logprob, -2003.0 - std::log(denominator), 1e-3);
+  EXPECT_THROW(token_probability(logits.data(), 4, 4), std::out_of_range);
+  EXPECT_THROW(token_probability(logits.data(), 4, -1), std::out_of_range);
 }
 
 }  // namespace

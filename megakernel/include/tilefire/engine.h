@@ -111,13 +111,15 @@ struct GenerateRequest {
 
 struct TokenProbability {
   int32_t token = 0;
-  float probability = 0.0f;
+  float probability = 0.0f;  // under softmax(logits), temperature 1 (the model's own distribution)
+  float logprob = 0.0f;      // its natural log, finite where the probability underflows to 0
 };
 
 struct GenerateResult {
   std::vector<int32_t> prompt_tokens;
   std::vector<int32_t> tokens;  // generated
-  std::vector<std::vector<TokenProbability>> logprobs;  // [generated][K]
+  std::vector<std::vector<TokenProbability>> logprobs;  // [generated][K] (GenerateRequest::logprobs)
+  std::vector<TokenProbability> token_probabilities;    // [generated] each generated token's own, with logprobs
   double ttft_ms = 0;       // prefill + first token (compile time excluded: see compile_ms)
   double tpot_ms = 0;       // mean decode step, after the first token
   double decode_tok_s = 0;  // 1000 / tpot_ms

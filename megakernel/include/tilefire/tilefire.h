@@ -168,7 +168,8 @@ void tilefire_generate_request_init(tilefire_generate_request* request);
 
 typedef struct tilefire_token_probability {
   int32_t token;
-  float probability;
+  float probability;  /* under softmax(logits), temperature 1 */
+  float logprob;      /* its natural log, finite where the probability underflows to 0 */
 } tilefire_token_probability;
 
 /* tilefire::GenerateResult. Its arrays belong to it: tilefire_generate_result_free. */
@@ -178,6 +179,8 @@ typedef struct tilefire_generate_result {
   size_t token_count;
   tilefire_token_probability* logprobs;  /* [token_count][logprobs_per_token], most probable first */
   uint32_t logprobs_per_token;
+  tilefire_token_probability* token_probabilities;  /* [token_count] each generated token's own; NULL when
+                                                       logprobs_per_token is 0 */
   const char* finish_reason;  /* "eos", "stopped", "length" or "context" (static strings) */
   uint32_t reused_tokens;     /* prompt tokens the KV cache already held (reuse_prefix) */
   double ttft_ms, tpot_ms, decode_tok_s, compile_ms;

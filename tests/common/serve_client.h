@@ -1,0 +1,174 @@
+#pragma once
+// A client of `tilefire serve` for the end-to-end tests: raw HTTP exchanges on 127.0.0.1, server-sent
+// events, and the server itself started on a free port in the background (its log kept in a file).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/common/cli_runner.h"
+#include "tests/common/test_models.h"
+
+extern char** environ;
+
+namespace tilefire::testing {
+
+struct HttpReply {
+  int status = 0;
+  std::string head, body;
+};
+
+// A connection to 127.0.0.1:port whose reads give up after 60 s; -1 (and a failure) when none is had.
+inline int connect_to(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    ADD_FAILURE() << "cannot connect to port " << port;
+    return -1;
+  }
+  timeval timeout{60, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  return fd;
+}
+
+inline void send_text(int fd, const std::string& text) { ::send(fd, text.data(), text.size(), MSG_NOSIGNAL); }
+
+// Sends `raw` to 127.0.0.1:port and reads the reply until the server closes the connection.
+inline HttpReply http_exchange(uint16_t port, const std::string& raw) {
+  HttpReply reply;
+  const int fd = connect_to(port);
+  if (fd < 0) return reply;
+  send_text(fd, raw);
+  std::string all;
+  char chunk[65536];
+  for (ssize_t n; (n = ::recv(fd, chunk, sizeof chunk, 0)) > 0;) all.append(chunk, size_t(n));
+  ::close(fd);
+  const size_t head_end = all.find("\r\n\r\n");
+  if (head_end == std::string::npos) return reply;
+  reply.head = all.substr(0, head_end);
+  reply.body = all.substr(head_end + 4);
+  reply.status = std::atoi(reply.head.c_str() + reply.head.find(' ') + 1);
+  return reply;
+}
+
+inline HttpReply post(uint16_t port, const std::string& path, const std::string& body) {
+  return http_exchange(port, "POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " +
+                            std::to_string(body.size()) + "\r\n\r\n" + body);
+}
+
+// The data of each server-sent event.
+inline std::vector<std::string> events(const std::string& body) {
+  std::vector<std::string> data;
+  for (size_t at = 0, end; (end = body.find("\n\n", at)) != std::string::npos; at = end + 2)
+    if (body.compare(at, 6, "data: ") == 0) data.push_back(body.substr(at + 6, end - at - 6));
+  return data;
+}
+
+// `tilefire serve --port 0 args...` in the background; the port comes from its first line.
+class Server {
+ public:
+  explicit Server(const std::vector<std::string>& args)
+      : log_(std::filesystem::temp_directory_path() / ("tilefire-serve-" + std::to_string(::getpid()) + "-" + std::to_string(count_++) + ".log")) {
+    std::vector<std::string> argv_strings = {TILEFIRE_CLI_PATH, "serve", "--port", "0"};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& s : argv_strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    int out[2];
+    EXPECT_EQ(::pipe(out), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    posix_spawn_file_actions_addopen(&actions, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    EXPECT_EQ(posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    std::string line;
+    pollfd readable{out[0], POLLIN, 0};
+    char c;
+    while (line.find('\n') == std::string::npos && ::poll(&readable, 1, 60000) > 0 && ::read(out[0], &c, 1) == 1) line.push_back(c);
+    ::close(out[0]);
+    const size_t colon = line.rfind(':');
+    port_ = colon == std::string::npos ? 0 : uint16_t(std::atoi(line.c_str() + colon + 1));
+    EXPECT_NE(port_, 0) << "the server's first line: '" << line << "'\nits log: " << read_file_text(log_);
+  }
+  ~Server() {
+    stop();
+    std::error_code ignored;
+    std::filesystem::remove(log_, ignored);
+  }
+  uint16_t port() const { return port_; }
+  std::string log() const { return read_file_text(log_); }
+  // Its exit status once it has stopped by itself, within `ms`; -2 if it is still running then.
+  int wait_exit(int ms) {
+    if (pid_ <= 0) return status_;
+    int raw = 0;
+    for (int waited = 0; waited < ms; waited += 10) {
+      if (::waitpid(pid_, &raw, WNOHANG) == pid_) {
+        pid_ = 0;
+        return status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -2;
+  }
+  // SIGTERM, then its exit status (-1: it had to be killed after 30 s).
+  int stop() {
+    if (pid_ <= 0) return status_;
+    ::kill(pid_, SIGTERM);
+    int raw = 0;
+    for (int waited = 0; waited < 3000; ++waited) {
+      if (::waitpid(pid_, &raw, WNOHANG) == pid_) {
+        pid_ = 0;
+        return status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &raw, 0);
+    pid_ = 0;
+    return status_ = -1;
+  }
+
+ private:
+  static inline int count_ = 0;  // servers started by this process, for their log files' names
+  std::filesystem::path log_;
+  pid_t pid_ = 0;
+  uint16_t port_ = 0;
+  int status_ = -1;
+};
+
+// A tiny model with the tiny byte-level tokenizer and a chat template (as cli_chat_test's).
+inline std::filesystem::path text_model(const TempDir& dir) {
+  const std::filesystem::path model = gen_tiny_model(dir, "tiny-serve");
+  write_file_text(model / "tokenizer.json", tiny_byte_level_tokenizer().dump());
+  write_file_text(model / "tokenizer_config.json",
+                  nlohmann::json({{"bos_token", "<|start|>"},
+                        {"eos_token", "<|end|>"},
+                        {"chat_template", "{{ bos_token }}{% for m in messages %}{{ m.role }}: {{ m.content }}<|end|>{% endfor %}"
+                                          "{% if add_generation_prompt %}assistant:{% endif %}"}})
+                      .dump());
+  return model;
+}
+
+}  // namespace tilefire::testing

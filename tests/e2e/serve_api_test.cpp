@@ -1,0 +1,172 @@
+// tilefire serve beyond the replies' text: GET /metrics (Prometheus's text format) against what the
+// replies' usage says, and the log-probabilities of a reply (OpenAI's completions and chat forms) against
+// `tilefire run --logprobs` and the form's own rules; with requests in turn and batched.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/common/cli_runner.h"
+#include "tests/common/serve_client.h"
+#include "tests/common/test_models.h"
+
+namespace tilefire::testing {
+namespace {
+
+using nlohmann::json;
+
+// GET /metrics as Prometheus's text format: every line a comment or `name{labels} value`, read into a map
+// by `name{labels}`. A line of another form fails the test.
+std::map<std::string, double> scrape(uint16_t port) {
+  const HttpReply reply = http_exchange(port, "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  EXPECT_NE(reply.head.find("Content-Type: text/plain; version=0.0.4"), std::string::npos) << reply.head;
+  std::map<std::string, double> samples;
+  std::istringstream lines(reply.body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    char* end = nullptr;
+    const double value = space == std::string::npos ? 0 : std::strtod(line.c_str() + space + 1, &end);
+    EXPECT_TRUE(space != std::string::npos && end && *end == '\0' && std::isfinite(value)) << "not a sample: '" << line << "'";
+    if (space != std::string::npos) samples[line.substr(0, space)] = value;
+  }
+  return samples;
+}
+
+// GET /metrics counts what the server did: requests by path and status (a scrape counted once it is
+// answered), the prompt and generated tokens of the replies (whole and streamed, as their usage says),
+// finish reasons, and one observation per generation in the latency histograms, whose buckets add up.
+void metrics_count_what_was_served(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--threads", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Server server(args);
+  ASSERT_NE(server.port(), 0);
+  std::map<std::string, double> m = scrape(server.port());
+  EXPECT_EQ(m["tilefire_generation_tokens_total"], 0);
+  EXPECT_EQ(m["tilefire_time_to_first_token_seconds_count"], 0);
+
+  HttpReply whole = post(server.port(), "/v1/completions", R"({"prompt": [5, 6, 7], "max_tokens": 7, "temperature": 0})");
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  HttpReply streamed = post(server.port(), "/v1/completions", R"({"prompt": [9, 10], "max_tokens": 5, "stream": true})");
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  const std::vector<std::string> data = events(streamed.body);
+  ASSERT_GE(data.size(), 2u);
+  const json streamed_usage = json::parse(data[data.size() - 2]).at("usage");
+  EXPECT_EQ(post(server.port(), "/v1/completions", R"({"prompt": "x", "n": 2})").status, 400);
+  EXPECT_EQ(http_exchange(server.port(), "GET /v1/models HTTP/1.1\r\n\r\n").status, 200);
+  EXPECT_EQ(http_exchange(server.port(), "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").status, 405);
+
+  m = scrape(server.port());
+  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/v1/completions\",status=\"200\"}"], 2);
+  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/v1/completions\",status=\"400\"}"], 1);
+  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/v1/models\",status=\"200\"}"], 1);
+  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/metrics\",status=\"200\"}"], 1);
+  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/metrics\",status=\"405\"}"], 1);
+  const json whole_usage = json::parse(whole.body).at("usage");
+  EXPECT_EQ(m["tilefire_prompt_tokens_total"], whole_usage.at("prompt_tokens").get<double>() + streamed_usage.at("prompt_tokens").get<double>());
+  EXPECT_EQ(m["tilefire_generation_tokens_total"], 12);
+  EXPECT_EQ(m["tilefire_generations_finished_total{reason=\"length\"}"], 2);
+  EXPECT_EQ(m["tilefire_generations_in_flight"], 0);
+  for (const std::string name : {"tilefire_time_to_first_token_seconds", "tilefire_time_per_output_token_seconds",
+                                 "tilefire_generation_request_seconds"}) {
+    const double count = name == "tilefire_generation_request_seconds" ? 3 : 2;  // the refused request too
+    EXPECT_EQ(m[name + "_count"], count) << name;
+    EXPECT_EQ(m[name + "_bucket{le=\"+Inf\"}"], count) << name;
+    EXPECT_GT(m[name + "_sum"], 0) << name;
+    std::vector<std::pair<double, double>> buckets;  // (upper bound, observations at or below it)
+    const std::string prefix = name + "_bucket{le=\"";
+    for (const auto& [key, value] : m)
+      if (key.rfind(prefix, 0) == 0) buckets.emplace_back(std::strtod(key.c_str() + prefix.size(), nullptr), value);
+    std::sort(buckets.begin(), buckets.end());  // "+Inf" reads as infinity: last
+    ASSERT_GE(buckets.size(), 2u) << name;
+    for (size_t b = 1; b < buckets.size(); ++b) EXPECT_LE(buckets[b - 1].second, buckets[b].second) << name << " le " << buckets[b].first;
+    EXPECT_EQ(m.count(name + "_bucket{le=\"0.0025\"}"), 1u) << name << ": a bound written shortest";
+  }
+}
+
+TEST(ServeApi, MetricsCountWhatWasServed) { metrics_count_what_was_served({}); }
+TEST(ServeApi, MetricsCountWhatWasServedInBatches) { metrics_count_what_was_served({"--sequences", "2"}); }
+
+// A reply's logprobs: one entry per generated token; greedy, so the sampled token is the most probable
+// and its log-probability is that of `run --logprobs`'s first alternative (the same model, prompt and
+// settings); the alternatives as many as asked, most probable first, the sampled one among a completion's.
+// What cannot be given is refused naming the field.
+void logprobs_are_runs(const std::vector<std::string>& extra) {
+  TempDir dir("serve-logprobs");
+  const std::filesystem::path model = text_model(dir);
+  std::vector<std::string> args = {"--model", model.string(), "--threads", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Server server(args);
+  ASSERT_NE(server.port(), 0);
+  const json run = run_json({"--model", model.string(), "--prompt", "hello hello", "--max-new-tokens", "6", "--threads", "1",
+                             "--logprobs", "2"});
+  const std::vector<json> run_positions = run.at("logprobs").get<std::vector<json>>();
+
+  HttpReply reply = post(server.port(), "/v1/completions",
+                         R"({"prompt": "hello hello", "max_tokens": 6, "temperature": 0, "logprobs": 2})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const json choice = json::parse(reply.body).at("choices")[0];
+  EXPECT_EQ(choice.at("text"), run.at("text"));
+  const json& logprobs = choice.at("logprobs");
+  const size_t tokens = json::parse(reply.body).at("usage").at("completion_tokens").get<size_t>();
+  ASSERT_EQ(tokens, run_positions.size());
+  for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) ASSERT_EQ(logprobs.at(key).size(), tokens) << key;
+  size_t previous_offset = 0;
+  for (size_t i = 0; i < tokens; ++i) {
+    SCOPED_TRACE("token " + std::to_string(i));
+    const double logprob = logprobs.at("token_logprobs")[i].get<double>();
+    EXPECT_NEAR(logprob, std::log(run_positions[i][0][1].get<double>()), 1e-5);
+    const json& top = logprobs.at("top_logprobs")[i];
+    EXPECT_GE(top.size(), 1u);
+    EXPECT_LE(top.size(), 2u) << top.dump();  // greedy: the sampled token is one of the two most probable
+    EXPECT_EQ(top.at(logprobs.at("tokens")[i].get<std::string>()), logprobs.at("token_logprobs")[i]);
+    for (const auto& [text, value] : top.items()) EXPECT_LE(value.get<double>(), logprob + 1e-6) << text;
+    EXPECT_GE(logprobs.at("text_offset")[i].get<size_t>(), previous_offset);
+    previous_offset = logprobs.at("text_offset")[i].get<size_t>();
+  }
+  EXPECT_EQ(logprobs.at("text_offset")[0], 0);
+
+  reply = post(server.port(), "/v1/chat/completions",
+               R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "temperature": 0, "logprobs": true, "top_logprobs": 3})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const json chat = json::parse(reply.body);
+  const json& content = chat.at("choices")[0].at("logprobs").at("content");
+  ASSERT_EQ(content.size(), chat.at("usage").at("completion_tokens").get<size_t>());
+  for (const json& item : content) {
+    const std::string token = item.at("token").get<std::string>();
+    EXPECT_EQ(item.at("bytes").size(), token.size()) << item.dump();
+    for (size_t b = 0; b < token.size(); ++b) EXPECT_EQ(item.at("bytes")[b].get<int>(), int(static_cast<unsigned char>(token[b])));
+    const json& top = item.at("top_logprobs");
+    ASSERT_EQ(top.size(), 3u) << item.dump();
+    EXPECT_EQ(top[0].at("logprob"), item.at("logprob")) << "greedy: the sampled token is the most probable";
+    for (size_t k = 1; k < top.size(); ++k) EXPECT_LE(top[k].at("logprob").get<double>(), top[k - 1].at("logprob").get<double>());
+  }
+
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"/v1/completions", R"({"prompt": "x", "logprobs": 2, "stream": true})"},
+      {"/v1/completions", R"({"prompt": "x", "logprobs": 21})"},
+      {"/v1/completions", R"({"prompt": "x", "top_logprobs": 2})"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})"}};
+  const std::vector<std::string> named = {"'logprobs' is not supported with \"stream\": true", "'logprobs' must be a whole number from 0 to 20",
+                                          "'top_logprobs' is a field of /v1/chat/completions", "'top_logprobs' needs \"logprobs\": true",
+                                          "'logprobs' must be true or false"};
+  for (size_t i = 0; i < refused.size(); ++i) {
+    const HttpReply bad = post(server.port(), refused[i].first, refused[i].second);
+    EXPECT_EQ(bad.status, 400) << refused[i].second;
+    const std::string message = bad.status == 400 ? json::parse(bad.body).at("error").at("message").get<std::string>() : bad.body;
+    EXPECT_NE(message.find(named[i]), std::string::npos) << message;
+  }
+}
+
+TEST(ServeApi, LogprobsAreRunsLogprobs) { logprobs_are_runs({}); }
+TEST(ServeApi, BatchedLogprobsAreRunsLogprobs) { logprobs_are_runs({"--sequences", "2"}); }
+
+}  // namespace
+}  // namespace tilefire::testing
