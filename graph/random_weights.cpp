@@ -196,20 +196,28 @@ bool written_by_gen_model(const std::filesystem::path& path) {
 
 // gen-model writes config.json and weight files into `folder`: weights it did not write itself (a real
 // checkpoint there, or `--out .` inside one) are refused before anything is written, so nothing of the
-// user's is overwritten, deleted or left to shadow the new files.
-void refuse_foreign_weights(const std::filesystem::path& folder) {
+// user's is overwritten, deleted or left to shadow the new files. So is a config.json with no weights of
+// gen-model's beside it (a model whose weights are elsewhere, or not yet downloaded): gen-model's own
+// config.json always has its weights beside it.
+void refuse_foreign_files(const std::filesystem::path& folder) {
   std::error_code error;
+  bool own_weights = false;
   for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
     const std::string name = entry.path().filename().string();
-    if (is_model_weights_file(name) && !written_by_gen_model(entry.path()))
+    if (!is_model_weights_file(name)) continue;
+    if (!written_by_gen_model(entry.path()))
       fail(folder.string(), "holds " + name + ", which gen-model did not write: it would be overwritten or shadowed; give --out a "
                             "new folder, or remove the model there first");
+    own_weights = true;
   }
+  if (!own_weights && std::filesystem::exists(std::filesystem::symlink_status(folder / "config.json", error)))
+    fail(folder.string(), "holds a config.json without weights gen-model wrote beside it (another model's): it would be "
+                          "overwritten; give --out a new folder, or remove config.json there first");
 }
 
 // The weights of an earlier gen-model run into the same folder (a single file beside a new index shadows
 // it, as it does for transformers; shards of another count are clutter), except the files this run
-// wrote. Every weight file there carries gen-model's mark (refuse_foreign_weights ran first).
+// wrote. Every weight file there carries gen-model's mark (refuse_foreign_files ran first).
 void remove_earlier_weights(const std::filesystem::path& folder, const std::vector<std::string>& written) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
@@ -227,7 +235,7 @@ void write_random_hf_folder(const ModelSpec& spec, const RandomWeightOptions& op
   std::error_code error;
   std::filesystem::create_directories(folder, error);
   if (error) fail(folder.string(), "cannot create folder (" + error.message() + ")");
-  refuse_foreign_weights(folder);
+  refuse_foreign_files(folder);
 
   ModelSpec written = spec;
   written.dtype = options.dtype;

@@ -35,6 +35,8 @@ void write_layer_dot(const std::string& path, const Program& program, const Task
   }
   out << "}\n";
   if (!any) throw InputError("--dot-layer " + std::to_string(layer) + ": the program has no tasks in that layer");
+  out.close();  // a full disk shows only once the buffer is written
+  if (!out) throw InputError("--dot: failed writing '" + path + "'");
 }
 
 }  // namespace

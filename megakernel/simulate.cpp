@@ -402,6 +402,7 @@ void fit_to_trace(const SimulateOptions& options, const Program& program, const 
   std::ofstream file(options.fit_out_path);
   if (!file) throw InputError("--fit-out: cannot write '" + options.fit_out_path + "'");
   file << out.dump(2) << "\n";
+  file.close();  // a full disk shows only once the buffer is written
   if (!file) throw InputError("--fit-out: failed writing '" + options.fit_out_path + "'");
   report.fit_written = true;
 }
@@ -436,7 +437,8 @@ SimulateReport simulate_model(const SimulateOptions& options) {
   } else {
     throw InputError("--device: unknown device '" + options.device + "' (expected h100, h200, b200, cpu or a .json file)");
   }
-  if (options.threads && !cpu_device) throw InputError("--threads sets the cpu device's workers");
+  if (options.threads && !cpu_device)
+    throw InputError("--threads applies to --device cpu (it sets the cpu device's workers; a device file gives its own)");
   // A device file without a link would make --tp's collectives cost nothing over one; 0 says so on purpose.
   if (options.tp > 1 && !gives_link)
     throw InputError("--device " + options.device + " has no 'link_gbs': --tp " + std::to_string(options.tp) +

@@ -56,6 +56,7 @@ void write_chrome_trace(const std::string& path, const Program& program, const s
   std::ofstream out(path);
   if (!out) throw InputError("--trace: cannot write '" + path + "'");
   out << trace.dump() << "\n";
+  out.close();  // a full disk shows only once the buffer is written
   if (!out) throw InputError("--trace: failed writing '" + path + "'");
 }
 
@@ -95,7 +96,8 @@ std::vector<SimulatedTask> read_chrome_trace(const std::string& path, const Prog
     const std::string expected = task_name(program, uint32_t(index)), found = event["name"].get<std::string>();
     if (found != expected)
       throw InputError("--fit-trace " + path + ": task " + std::to_string(index) + " is '" + found + "' in the trace and '" + expected +
-                       "' in this program; give simulate the flags of the traced run (workers, --policy, --granularity, --kv-splits)");
+                       "' in this program; give simulate the flags of the traced run (its workers: --device cpu --threads N, or a device file of N "
+                       "workers; and its --policy, --granularity, --kv-splits)");
     // Bounded before converting: a tid past 32 bits would wrap onto a real worker, and a time past
     // 1e12 us (11 days) would make the step's span infinite.
     const uint64_t tid = event["tid"].get<uint64_t>();

@@ -36,6 +36,11 @@ void apply_backend_flags(const Args& args, EngineOptions& options) {
   options.cuda_stage_weights = !args.has("--no-stage-weights");
 }
 
+void refuse_tp_timeout_alone(const Args& args, const EngineOptions& options) {
+  if (args.has("--tp-timeout-ms") && options.tp == 1)
+    throw InputError("--tp-timeout-ms applies to --tp N of 2 or more: one rank waits on no collective");
+}
+
 std::vector<std::string> engine_valued() {
   return {"--model", "--threads", "--tp", "--tp-timeout-ms", "--schedule", "--policy", "--granularity", "--max-context", "--kv-splits",
           "--prefill-chunk"};
@@ -53,6 +58,7 @@ EngineOptions engine_options_of_flags(const Args& args) {
   options.prefill_chunk = uint32_t(args.unsigned_or("--prefill-chunk", 128, 1, 128));
   options.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 256));
   options.tp_timeout_ms = uint32_t(args.unsigned_or("--tp-timeout-ms", 10000, 1, 3600 * 1000));
+  refuse_tp_timeout_alone(args, options);
   apply_backend_flags(args, options);
   return options;
 }

@@ -19,6 +19,8 @@ void apply_backend_flags(const Args& args, EngineOptions& options);
 // The engine's flags that `tilefire run` and `tilefire serve` share: --model, --threads, --tp,
 // --tp-timeout-ms, --schedule, --policy, --granularity, --max-context, --kv-splits; and the options they
 // and the backend flags give.
+// --tp-timeout-ms with one rank (options.tp set already) would be ignored: refused, saying so.
+void refuse_tp_timeout_alone(const Args& args, const EngineOptions& options);
 std::vector<std::string> engine_valued();
 EngineOptions engine_options_of_flags(const Args& args);
 

@@ -179,7 +179,16 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
   const double one_ms = median(single_ms), many_ms = median(batched_ms);
   std::array<double, 3> predicted_ratio{};  // predicted / measured batched step, per round
   if (predict) predicted_ratio = paired_ratios(predicted_ms, batched_round_ms);
-  if (!trace_path.empty()) time_batch_steps(engine, batch, std::max(steps, 2u), prompt_len, rounds, trace_path);  // untimed
+  if (!trace_path.empty()) {  // untimed
+    try {
+      time_batch_steps(engine, batch, std::max(steps, 2u), prompt_len, rounds, trace_path);
+    } catch (const InputError& e) {  // the trace's own failure, without the batch call's request it names
+      const std::string message = e.what();
+      const size_t at = message.find("--trace: ");
+      if (at == std::string::npos) throw;
+      throw InputError("tilefire bench: " + message.substr(at));
+    }
+  }
   if (engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports
   if (json) {
     nlohmann::json out{{"model", model.origin},

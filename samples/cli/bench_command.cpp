@@ -64,7 +64,10 @@ int bench_command(int argc, char** argv) {
         "                       decode while a P-token prompt joins, prefilled whole or N chunks per step\n"
         "                       (default 1): the longest wait for a decoding sequence's token; --rounds applies)\n"
         "                      [--prefill-chunk N]  (prompt tokens per prefill step, 1 to 128, default 128)\n"
-        "                      [--backend cpu|cuda ...]  (cuda: dataflow, bsp and the resident kernel)\n%s",
+        "                      [--backend cpu|cuda ...]  (cuda: dataflow, bsp and the resident kernel)\n"
+        "defaults: --threads every core, --steps 8 decode steps per round (64 on cuda), --rounds 15 (5 on cuda;\n"
+        "3 per sweep cell), --prompt-len 8, --bandwidth-mb 1024 (4096 on cuda; 64 to 16384), --policy balanced,\n"
+        "--granularity tile, --dtype bf16 for a preset, --seed 0\n%s",
         kBackendHelp);
     return 0;
   }
@@ -93,6 +96,7 @@ int bench_command(int argc, char** argv) {
   options.threads = uint32_t(args.unsigned_or("--threads", 0, 1, 256));
   options.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 256));
   options.tp_timeout_ms = uint32_t(args.unsigned_or("--tp-timeout-ms", 10000, 1, 3600 * 1000));
+  refuse_tp_timeout_alone(args, options);
   const std::string policy = args.text_or("--policy", "balanced");
   options.policy = policy;
   options.granularity = parse_granularity(args.text_or("--granularity", "tile"));

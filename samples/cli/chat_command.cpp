@@ -100,6 +100,7 @@ int chat_command(int argc, char** argv) {
   options.max_context = uint32_t(args.unsigned_or("--max-context", 0, 1, 1u << 24));
   options.tp = uint32_t(args.unsigned_or("--tp", 1, 1, 256));
   options.tp_timeout_ms = uint32_t(args.unsigned_or("--tp-timeout-ms", 10000, 1, 3600 * 1000));
+  refuse_tp_timeout_alone(args, options);
   apply_backend_flags(args, options);
 
   const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::of_model_folder(options.model_dir);

@@ -37,6 +37,10 @@ std::string Conversation::render(const std::string& command) const {
 }
 
 Conversation begin_conversation(const Args& args, const std::string& model_dir, const Tokenizer* tokenizer, const std::string& command) {
+  std::error_code ignored;
+  if (!tokenizer && !model_dir.empty() && !std::filesystem::is_directory(model_dir, ignored))  // not the tokenizer's fault
+    throw InputError(model_dir + ": " + (std::filesystem::exists(model_dir, ignored) ? "not a folder" : "no such folder") +
+                     " (a model is a folder holding config.json and model.safetensors)");
   if (!tokenizer)
     throw InputError(command + ": a chat needs the model's tokenizer.json" +
                      std::string(model_dir.empty() ? " (the built-in sample has none: give --model DIR)" : ", which " + model_dir + " lacks"));

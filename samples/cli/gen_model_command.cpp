@@ -13,6 +13,13 @@ int gen_model_command(int argc, char** argv) {
   if (args.has("--help")) {
     std::printf(
         "usage: tilefire gen-model --preset NAME --out DIR [--dtype f32|bf16|f16] [--seed N] [--shard-mb MB]\n"
+        "\n"
+        "A Hugging Face folder (config.json and safetensors) of a preset's shape with random weights.\n"
+        "  --out DIR       the folder (made when missing; one holding another model's files is refused)\n"
+        "  --dtype NAME    the weights' dtype (default f32)\n"
+        "  --seed N        the random weights' seed (default 0)\n"
+        "  --shard-mb MB   shards of at most MB megabytes with an index, as large checkpoints come (default 0:\n"
+        "                  one model.safetensors)\n"
         "presets:");
     for (const std::string& name : preset_names()) std::printf(" %s", name.c_str());
     std::printf("\n");

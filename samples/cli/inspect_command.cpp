@@ -43,7 +43,8 @@ int inspect_command(int argc, char** argv) {
     std::fputs(kInspectHelp, stdout);
     return 0;
   }
-  if (args.has("--model") == args.has("--preset")) throw InputError("tilefire inspect: give --model DIR or --preset NAME");
+  if (args.has("--model") && args.has("--preset")) throw InputError("tilefire inspect: give --model DIR or --preset NAME, not both");
+  if (!args.has("--model") && !args.has("--preset")) throw InputError("tilefire inspect: give --model DIR or --preset NAME");
   if (args.has("--dot-layer") && !args.has("--dot")) throw InputError("tilefire inspect: --dot-layer picks the layer --dot FILE writes");
   InspectOptions o;
   o.model_dir = args.text_or("--model", "");

@@ -1,4 +1,5 @@
 // tilefire: run, benchmark and generate Llama-family models on the dataflow megakernel.
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -24,9 +25,26 @@ commands:
 `tilefire <command> --help` lists a command's flags.
 )";
 
+int dispatch(int argc, char** argv);
+
 }  // namespace
 
+// What a command printed must have reached its destination: a full disk or a closed standard output
+// would otherwise end in status 0 with the output lost.
 int main(int argc, char** argv) {
+  const int status = dispatch(argc, argv);
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    const int error = errno;
+    std::fprintf(stderr, "tilefire%s%s: error: writing the standard output failed: %s\n", argc >= 2 ? " " : "", argc >= 2 ? argv[1] : "",
+                 std::strerror(error));
+    return status != 0 ? status : 1;
+  }
+  return status;
+}
+
+namespace {
+
+int dispatch(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
@@ -67,3 +85,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace

@@ -38,7 +38,8 @@ int plan_command(int argc, char** argv) {
     std::fputs(kPlanHelp, stdout);
     return 0;
   }
-  if (args.has("--model") == args.has("--preset")) throw InputError("tilefire plan: give --model DIR or --preset NAME");
+  if (args.has("--model") && args.has("--preset")) throw InputError("tilefire plan: give --model DIR or --preset NAME, not both");
+  if (!args.has("--model") && !args.has("--preset")) throw InputError("tilefire plan: give --model DIR or --preset NAME");
   if (!args.has("--tp")) throw InputError("tilefire plan: --tp N is required");
   const TensorParallelPlan plan = plan_tensor_parallel(
       args.text_or("--model", ""), args.text_or("--preset", ""), uint32_t(args.unsigned_or("--tp", 1, 1, 1024)),

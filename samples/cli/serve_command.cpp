@@ -405,7 +405,15 @@ int serve_command(int argc, char** argv) {
       throw InputError("tilefire serve: " + other + " is this model's tokenizer, and the folder has no tokenizer.json, the only "
                        "tokenizer file Tilefire reads: the server could not read prompts or write replies as text");
   }
-  if (const auto path = args.text("--chat-template")) served.chat_template = ChatTemplate::of_file(*path, options.model_dir);
+  if (const auto path = args.text("--chat-template")) {
+    try {
+      served.chat_template = ChatTemplate::of_file(*path, options.model_dir);
+    } catch (const InputError& error) {  // the file's own errors start with its path: they get the flag too
+      const std::string message = error.what();
+      if (message.rfind(*path + ": ", 0) == 0) throw InputError("tilefire serve: --chat-template: " + message);
+      throw;
+    }
+  }
   else if (!options.model_dir.empty()) served.chat_template = ChatTemplate::of_model_folder(options.model_dir);
   if (served.chat_template && served.tokenizer) served.end_of_reply = served.chat_template->end_of_reply_tokens(*served.tokenizer);
   http::Listener listener(host, port);  // before the model loads: a port in use is refused at once

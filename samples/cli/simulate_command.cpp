@@ -58,7 +58,8 @@ int simulate_command(int argc, char** argv) {
     std::fputs(kSimulateHelp, stdout);
     return 0;
   }
-  if (args.has("--model") == args.has("--preset")) throw InputError("tilefire simulate: give --model DIR or --preset NAME");
+  if (args.has("--model") && args.has("--preset")) throw InputError("tilefire simulate: give --model DIR or --preset NAME, not both");
+  if (!args.has("--model") && !args.has("--preset")) throw InputError("tilefire simulate: give --model DIR or --preset NAME");
   SimulateOptions o;
   o.model_dir = args.text_or("--model", "");
   o.preset = args.text_or("--preset", "");

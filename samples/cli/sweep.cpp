@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -49,8 +50,15 @@ int run_sweep(const EngineOptions& base, const std::string& dimensions, const st
       throw InputError("tilefire bench: --sweep takes policy, granularity and threads, comma-separated; got '" + dimension + "'");
     }
   }
+  // Both files are opened before the first cell runs, so that a path that cannot be written fails at once
+  // (and leaves neither behind), not after the sweep.
   std::ofstream csv(out_prefix + ".csv"), markdown(out_prefix + ".md");
-  if (!csv || !markdown) throw InputError("tilefire bench: --sweep-out: cannot write " + out_prefix + ".csv and .md");
+  if (!csv || !markdown) {
+    std::error_code ignored;
+    if (csv) std::filesystem::remove(out_prefix + ".csv", ignored);
+    if (markdown) std::filesystem::remove(out_prefix + ".md", ignored);
+    throw InputError("tilefire bench: --sweep-out: cannot write " + out_prefix + ".csv and .md");
+  }
   csv << "policy,granularity,threads,dataflow_ms,bsp_ms,bsp_over_dataflow\n";
   std::ostringstream table;
   table << "| policy | granularity | threads | dataflow ms | bsp ms | bsp / dataflow |\n|---|---|---|---|---|---|\n";
@@ -82,6 +90,9 @@ int run_sweep(const EngineOptions& base, const std::string& dimensions, const st
         table << line;
       }
   markdown << table.str();
+  csv.close();  // a full disk shows only once the buffers are written
+  markdown.close();
+  if (!csv || !markdown) throw InputError("tilefire bench: --sweep-out: failed writing " + out_prefix + ".csv and .md");
   std::printf("%s", table.str().c_str());
   std::printf("(%u interleaved rounds of %u decode steps per cell; bsp / dataflow above 1: dataflow faster)\n"
               "written: %s.csv, %s.md\n", rounds, steps, out_prefix.c_str(), out_prefix.c_str());

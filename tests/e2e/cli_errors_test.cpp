@@ -2,9 +2,11 @@
 // must end with exit status 2 and one line on stderr, `tilefire <cmd>: error: <message>`, that names the
 // file / tensor / key / flag and what was expected, and nothing on stdout.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <limits>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <initializer_list>
@@ -478,6 +480,14 @@ TEST(CliFlags, RunBadFlagsAndValues) {
       {{"run", "--threads", "0"}, "run", {"--threads", "[1, 256]", "'0'"}},
       {{"run", "--threads", "999"}, "run", {"--threads", "'999'"}},
       {{"run", "--prefill-chunk", "0"}, "run", {"--prefill-chunk", "[1, 128]", "'0'"}},
+      {{"run", "--tp-timeout-ms", "100"}, "run", {"--tp-timeout-ms applies to --tp N of 2 or more"}},
+      {{"bench", "--preset", "tiny", "--tp-timeout-ms", "100"}, "bench", {"--tp-timeout-ms applies to --tp N of 2 or more"}},
+      {{"chat", "--model", "/nonexistent-tilefire-model"}, "chat", {"/nonexistent-tilefire-model: no such folder"}},
+      {{"serve", "--chat-template", "/nonexistent-template.jinja"}, "serve", {"--chat-template: /nonexistent-template.jinja"}},
+      {{"plan", "--model", "/tmp", "--preset", "tiny", "--tp", "2"}, "plan", {"give --model DIR or --preset NAME, not both"}},
+      {{"inspect", "--model", "/tmp", "--preset", "tiny"}, "inspect", {"not both"}},
+      {{"simulate", "--model", "/tmp", "--preset", "tiny"}, "simulate", {"not both"}},
+      {{"simulate", "--preset", "tiny", "--threads", "2"}, "simulate", {"--threads applies to --device cpu"}},
       {{"serve", "--prefill-chunk", "129"}, "serve", {"--prefill-chunk", "'129'"}},
       {{"run", "--max-new-tokens", "-3"}, "run", {"--max-new-tokens", "integer", "'-3'"}},
       {{"run", "--max-new-tokens", "4x"}, "run", {"--max-new-tokens", "'4x'"}},
@@ -508,6 +518,24 @@ TEST(CliFlags, RunBadFlagsAndValues) {
 
 // The backend flags: values, and flags of one backend given to the other. Where no GPU can run the
 // megakernel (every CI machine), --backend cuda says why and exits 2.
+// What a command prints must reach its destination: a standard output on a full disk (/dev/full) or
+// closed fails the command naming it, not status 0 with the output lost; so does a --dot file there.
+TEST(CliFlags, OutputThatCannotBeWrittenIsAnError) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this machine";
+  TempDir dir("cli-full");
+  const std::string err = (dir.path() / "err").string();
+  for (const std::string redirect : {">/dev/full", ">&-"}) {
+    const std::string command = std::string(TILEFIRE_CLI_PATH) + " plan --preset tiny --tp 2 " + redirect + " 2>" + err;
+    const int raw = std::system(command.c_str());
+    EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 1) << command << ": " << raw;
+    EXPECT_NE(read_file_text(err).find("tilefire plan: error: writing the standard output failed"), std::string::npos)
+        << command << ": " << read_file_text(err);
+  }
+  const RunResult dot = run_cli({"inspect", "--preset", "tiny", "--dot", "/dev/full"});
+  EXPECT_EQ(dot.status, 2) << describe(dot);
+  EXPECT_NE(dot.err.find("--dot: failed writing '/dev/full'"), std::string::npos) << dot.err;
+}
+
 TEST(CliFlags, BackendFlags) {
   std::vector<FlagCase> cases{
       {{"run", "--backend", "tpu"}, "run", {"--backend", "cpu or cuda", "'tpu'"}},

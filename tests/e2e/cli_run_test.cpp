@@ -273,6 +273,12 @@ TEST_F(CliGenModel, AnotherLayoutReplacesTheEarlierWeights) {
   EXPECT_EQ(read_file_text(model / "model.safetensors"), bytes);
   EXPECT_EQ(read_file_text(model / "config.json"), config_before);
   EXPECT_FALSE(fs::exists(model / "model.safetensors.index.json"));
+  // Nor a config.json without gen-model's weights beside it (another model's, its weights elsewhere).
+  fs::remove(model / "model.safetensors");
+  RunResult config_alone = run_cli({"gen-model", "--preset", "tiny", "--out", model.string()});
+  EXPECT_EQ(config_alone.status, 2) << describe(config_alone);
+  EXPECT_NE(config_alone.err.find("holds a config.json without weights gen-model wrote beside it"), std::string::npos) << config_alone.err;
+  EXPECT_EQ(read_file_text(model / "config.json"), config_before);
 }
 
 TEST_F(CliGenModel, Bf16AndF16FoldersRun) {
