@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <functional>
@@ -59,6 +60,9 @@ was generated. A device or transport fault stops it too, with exit status 3, for
   --host ADDRESS         IPv4 address to listen on (default 127.0.0.1: this machine only)
   --port N               TCP port (default 8000; 0: any free port, printed at start)
   --chat-template FILE   a Jinja chat template instead of the folder's (or for a folder without one)
+  --api-key KEY          the /v1/ paths answer only requests with "Authorization: Bearer KEY" (401 otherwise);
+                         default: the TILEFIRE_API_KEY environment variable, else none. /health and /metrics
+                         stay open
   --max-connections N    requests served or waiting at once; more are answered 503 (default 32)
   --io-timeout-ms N      a request must arrive whole within this, and a client that does not take a write
                          of its reply within this is dropped (default 30000)
@@ -96,6 +100,7 @@ struct Served {
   std::mutex failure_mutex;
   std::string engine_failure;  // the fault that stopped the engine (engine_failed), empty while it runs
   ServeMetrics metrics;        // GET /metrics
+  std::string api_key;         // --api-key: what the /v1/ paths require; empty: nothing
 
   std::string failure() {
     std::lock_guard<std::mutex> lock(failure_mutex);
@@ -318,6 +323,20 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   }
 }
 
+// --api-key: the request's "Authorization: Bearer KEY" must hold the key, compared in time that does not
+// depend on where the two first differ.
+void check_api_key(const Served& served, const http::Request& request) {
+  if (served.api_key.empty()) return;
+  const auto header = request.headers.find("authorization");
+  const std::string given = header == request.headers.end() ? "" : header->second;
+  const std::string expected = "Bearer " + served.api_key;
+  unsigned char differ = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) differ |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
+  if (differ != 0)
+    throw http::Error{401, header == request.headers.end() ? "no API key: send \"Authorization: Bearer <key>\" (the server's --api-key)"
+                                                            : "the API key is not the server's (--api-key)"};
+}
+
 void handle_connection(Served& served, int fd) {
   int status = 500;
   std::string summary, what = "?", path;
@@ -332,6 +351,7 @@ void handle_connection(Served& served, int fd) {
     if (!generation && !listing) throw http::Error{404, "no such path: " + request.target};
     if (request.method != (generation ? "POST" : "GET"))
       throw http::Error{405, request.target + " takes " + (generation ? "POST" : "GET") + ", not " + request.method};
+    if (request.target.rfind("/v1/", 0) == 0) check_api_key(served, request);
     if (request.target == "/health") {
       const std::string failure = served.failure();
       status = failure.empty() ? 200 : 503;
@@ -372,7 +392,7 @@ void handle_connection(Served& served, int fd) {
 }  // namespace
 
 int serve_command(int argc, char** argv) {
-  std::vector<std::string> switches{"--help"}, valued{"--host", "--port", "--chat-template", "--max-connections", "--io-timeout-ms",
+  std::vector<std::string> switches{"--help"}, valued{"--host", "--port", "--chat-template", "--api-key", "--max-connections", "--io-timeout-ms",
                                                      "--sequences", "--prefill-chunks"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
@@ -398,6 +418,12 @@ int serve_command(int argc, char** argv) {
                      "alone; give --tp N for ranks of this process");
 
   Served served;
+  const char* key_variable = std::getenv("TILEFIRE_API_KEY");
+  served.api_key = args.text_or("--api-key", key_variable ? key_variable : "");
+  for (char c : served.api_key)
+    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f)
+      throw InputError("tilefire serve: the API key (--api-key or TILEFIRE_API_KEY) holds a space or control character, which "
+                       "an Authorization header cannot carry");
   served.tokenizer = Tokenizer::of_model_folder(options.model_dir);
   if (!served.tokenizer && !options.model_dir.empty()) {
     const std::string other = unread_tokenizer_file(options.model_dir);

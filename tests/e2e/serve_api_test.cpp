@@ -1,6 +1,8 @@
 // tilefire serve beyond the replies' text: GET /metrics (Prometheus's text format) against what the
 // replies' usage says, and the log-probabilities of a reply (OpenAI's completions and chat forms) against
 // `tilefire run --logprobs` and the form's own rules; with requests in turn and batched.
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -167,6 +169,44 @@ void logprobs_are_runs(const std::vector<std::string>& extra) {
 
 TEST(ServeApi, LogprobsAreRunsLogprobs) { logprobs_are_runs({}); }
 TEST(ServeApi, BatchedLogprobsAreRunsLogprobs) { logprobs_are_runs({"--sequences", "2"}); }
+
+// --api-key (or TILEFIRE_API_KEY): the /v1/ paths answer 401 without the key, or with another, and as
+// usual with it; /health and /metrics stay open for probes and scrapers.
+TEST(ServeApi, AnApiKeyGuardsTheV1Paths) {
+  const std::string completion = R"({"prompt": [1, 2], "max_tokens": 2})";
+  auto post_with = [](uint16_t port, const std::string& authorization, const std::string& body) {
+    return http_exchange(port, "POST /v1/completions HTTP/1.1\r\n" + authorization + "Content-Length: " + std::to_string(body.size()) +
+                                   "\r\n\r\n" + body);
+  };
+  for (const bool from_environment : {false, true}) {
+    SCOPED_TRACE(from_environment ? "TILEFIRE_API_KEY" : "--api-key");
+    if (from_environment) ::setenv("TILEFIRE_API_KEY", "s3cret", 1);
+    Server server(from_environment ? std::vector<std::string>{"--threads", "1"}
+                                   : std::vector<std::string>{"--threads", "1", "--api-key", "s3cret"});
+    ::unsetenv("TILEFIRE_API_KEY");
+    ASSERT_NE(server.port(), 0);
+    const HttpReply none = post_with(server.port(), "", completion);
+    EXPECT_EQ(none.status, 401) << none.body;
+    EXPECT_NE(none.body.find("no API key"), std::string::npos) << none.body;
+    for (const std::string wrong : {"Bearer s3cre", "Bearer s3cretx", "Bearer S3cret", "s3cret"}) {
+      const HttpReply refused = post_with(server.port(), "Authorization: " + wrong + "\r\n", completion);
+      EXPECT_EQ(refused.status, 401) << wrong;
+      EXPECT_NE(refused.body.find("is not the server's"), std::string::npos) << refused.body;
+    }
+    EXPECT_EQ(post_with(server.port(), "Authorization: Bearer s3cret\r\n", completion).status, 200);
+    EXPECT_EQ(http_exchange(server.port(), "GET /v1/models HTTP/1.1\r\n\r\n").status, 401);
+    EXPECT_EQ(http_exchange(server.port(), "GET /v1/models HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n").status, 200);
+    EXPECT_EQ(http_exchange(server.port(), "GET /health HTTP/1.1\r\n\r\n").status, 200);
+    EXPECT_EQ(http_exchange(server.port(), "GET /metrics HTTP/1.1\r\n\r\n").status, 200);
+    EXPECT_EQ(server.log().find("s3cret"), std::string::npos) << "the key is never logged:\n" << server.log();
+  }
+  const RunResult empty = run_cli({"serve", "--api-key", "", "--port", "0"});
+  EXPECT_EQ(empty.status, 2) << describe(empty);
+  EXPECT_NE(empty.err.find("--api-key needs a value"), std::string::npos) << empty.err;
+  const RunResult spaced = run_cli({"serve", "--api-key", "two words", "--port", "0"});
+  EXPECT_EQ(spaced.status, 2) << describe(spaced);
+  EXPECT_NE(spaced.err.find("holds a space or control character"), std::string::npos) << spaced.err;
+}
 
 }  // namespace
 }  // namespace tilefire::testing
