@@ -185,9 +185,9 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (options.backend == Backend::cpu) {
     // The KV caches are allocated in full when the first program binds, their pages committed as the
     // sequences write them: past the machine's memory, the sequences reaching their contexts would end
-    // in the kernel killing the process, not in a message. Every rank's caches
-    // are on this host (ranks as threads of this process, or as processes beside it), and a KV head
-    // replicated over ranks is held once per rank that keeps a copy.
+    // in the kernel killing the process, not in a message. Every rank's caches are on this host (ranks
+    // as threads of this process, or as processes beside it), and a KV head replicated over ranks is
+    // held once per rank that keeps a copy.
     const uint64_t positions = uint64_t(m.max_context) * options.sequences;
     uint64_t kv_bytes = 0;
     for (const RankShard& shard : split_tensor_parallel(spec, options.tp).ranks)  // refuses a degree the shapes do not allow

@@ -168,12 +168,18 @@ struct Generated {
 };
 Generated generate(Served& served, int fd, GenerateRequest request, const std::vector<std::string>& stops,
                    const std::function<bool(const std::string&)>& emit) {
-  // In flight from here (its wait for the engine included) until it returns or throws.
+  // In flight from here (its wait for the engine included) until it has run, or has thrown.
   struct InFlight {
     ServeMetrics& metrics;
-    const GenerateResult* result = nullptr;  // set once it ran
+    bool ended = false;
     explicit InFlight(ServeMetrics& m) : metrics(m) { metrics.generation_started(); }
-    ~InFlight() { result ? metrics.generation_ended(*result) : metrics.generation_failed(); }
+    void end(const GenerateResult& result) {
+      metrics.generation_ended(result);
+      ended = true;
+    }
+    ~InFlight() {
+      if (!ended) metrics.generation_failed();
+    }
   } in_flight(served.metrics);
   std::optional<StopText> stop_text;
   if (!stops.empty()) stop_text.emplace(stops);
@@ -210,7 +216,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   Generated generated{served.batcher ? served.batcher->run(request) : served.engine->generate(request), "", false};
   if (lock.owns_lock()) lock.unlock();  // the next request's turn while this reply's last pieces are written
   const GenerateResult& result = generated.result;
-  in_flight.result = &result;
+  in_flight.end(result);
   generated.cut_short = result.finish_reason == "stopped" && stopping.load() && !(stop_text && stop_text->stopped());
   if (writer) {
     std::string rest = shown(served.tokenizer ? stream->finish() : held_bytes);
