@@ -31,10 +31,11 @@ AlignedFloats::AlignedFloats(size_t count) : size_(count) {
 void AlignedFloats::Free::operator()(void* p) const { std::free(p); }
 
 void record_probabilities(GenerateResult& result, const float* logits, uint32_t vocab, uint32_t k, int32_t token) {
+  const Softmax softmax(logits, vocab);
   std::vector<TokenProbability> top;
-  for (const TokenOdds& odds : top_probabilities(logits, vocab, k)) top.push_back({odds.token, odds.probability, odds.logprob});
+  for (const TokenOdds& odds : softmax.top(k)) top.push_back({odds.token, odds.probability, odds.logprob});
   result.logprobs.push_back(std::move(top));
-  const TokenOdds chosen = token_probability(logits, vocab, token);
+  const TokenOdds chosen = softmax.odds(token);
   result.token_probabilities.push_back({chosen.token, chosen.probability, chosen.logprob});
 }
 

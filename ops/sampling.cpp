@@ -135,58 +135,45 @@ int32_t sample_token(const float* logits, uint32_t vocab, const SamplingParams& 
   return candidates.at(kept - 1);  // rounding left the target just past the last cumulative sum
 }
 
-namespace {
-
-// softmax(logits) over the vocabulary, stable in double: exp(logit - max) / sum. +inf logits share the
-// mass equally; if every logit is -inf the distribution is undefined and it is taken as uniform.
-class Softmax {
- public:
-  Softmax(const float* logits, uint32_t vocab) : logits_(logits) {
-    check_no_nan(logits, vocab);
-    max_ = logits[argmax_lowest_id(logits, vocab)];
-    any_positive_infinity_ = max_ == std::numeric_limits<float>::infinity();
-    all_negative_infinity_ = max_ == -std::numeric_limits<float>::infinity();
-    for (uint32_t id = 0; id < vocab; ++id) total_ += weight(id);
-  }
-  double weight(uint32_t id) const {
-    if (any_positive_infinity_) return logits_[id] == max_ ? 1.0 : 0.0;
-    if (all_negative_infinity_) return 1.0;
-    return std::exp(double(logits_[id]) - double(max_));
-  }
-  TokenOdds odds(int32_t id) const {
-    const double w = weight(uint32_t(id));
-    const double logprob = any_positive_infinity_ || all_negative_infinity_ ? std::log(w / total_)
-                                                                             : double(logits_[id]) - double(max_) - std::log(total_);
-    return {id, float(w / total_), float(logprob)};
-  }
-
- private:
-  const float* logits_;
-  float max_ = 0.0f;
-  bool any_positive_infinity_ = false, all_negative_infinity_ = false;
-  double total_ = 0.0;
-};
-
-}  // namespace
-
-std::vector<TokenOdds> top_probabilities(const float* logits, uint32_t vocab, uint32_t k) {
+Softmax::Softmax(const float* logits, uint32_t vocab) : logits_(logits), vocab_(vocab) {
+  if (vocab == 0) throw std::invalid_argument("Softmax: an empty vocabulary");
   check_no_nan(logits, vocab);
-  std::vector<TokenOdds> result;
-  if (vocab == 0 || k == 0) return result;
-  const Softmax softmax(logits, vocab);
-  std::vector<int32_t> ids(vocab);
+  max_ = logits[argmax_lowest_id(logits, vocab)];
+  any_positive_infinity_ = max_ == std::numeric_limits<float>::infinity();
+  all_negative_infinity_ = max_ == -std::numeric_limits<float>::infinity();
+  for (uint32_t id = 0; id < vocab; ++id) total_ += weight(id);
+}
+
+double Softmax::weight(uint32_t id) const {
+  if (any_positive_infinity_) return logits_[id] == max_ ? 1.0 : 0.0;
+  if (all_negative_infinity_) return 1.0;
+  return std::exp(double(logits_[id]) - double(max_));
+}
+
+TokenOdds Softmax::odds(int32_t token) const {
+  if (token < 0 || uint32_t(token) >= vocab_)
+    throw std::out_of_range("Softmax::odds: token " + std::to_string(token) + " outside a vocabulary of " + std::to_string(vocab_));
+  const double w = weight(uint32_t(token));
+  // In the log domain where it can be: the probability underflows long before its log does.
+  const double logprob = any_positive_infinity_ || all_negative_infinity_ ? std::log(w / total_)
+                                                                           : double(logits_[token]) - double(max_) - std::log(total_);
+  return {token, float(w / total_), float(logprob)};
+}
+
+std::vector<TokenOdds> Softmax::top(uint32_t k) const {
+  std::vector<int32_t> ids(vocab_);
   std::iota(ids.begin(), ids.end(), 0);
-  const size_t count = std::min<size_t>(k, vocab);
-  std::partial_sort(ids.begin(), ids.begin() + count, ids.end(), MoreProbable{logits});
+  const size_t count = std::min<size_t>(k, vocab_);
+  std::partial_sort(ids.begin(), ids.begin() + count, ids.end(), MoreProbable{logits_});
+  std::vector<TokenOdds> result;
   result.reserve(count);
-  for (size_t i = 0; i < count; ++i) result.push_back(softmax.odds(ids[i]));
+  for (size_t i = 0; i < count; ++i) result.push_back(odds(ids[i]));
   return result;
 }
 
-TokenOdds token_probability(const float* logits, uint32_t vocab, int32_t token) {
-  if (token < 0 || uint32_t(token) >= vocab)
-    throw std::out_of_range("token_probability: token " + std::to_string(token) + " outside a vocabulary of " + std::to_string(vocab));
-  return Softmax(logits, vocab).odds(token);
+std::vector<TokenOdds> top_probabilities(const float* logits, uint32_t vocab, uint32_t k) {
+  if (vocab == 0) return {};
+  return Softmax(logits, vocab).top(k);
 }
 
 }  // namespace tilefire

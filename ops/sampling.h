@@ -27,9 +27,25 @@ struct TokenOdds {
   float logprob = 0.0f;
 };
 
-// The k most probable tokens, descending by probability, ties by lower id.
+// softmax(logits) over a vocabulary of at least one token, stable in double (exp(logit - max) / sum,
+// summed once): any token's odds, or the k most probable. +inf logits share the mass equally; if every
+// logit is -inf it is taken as uniform. NaN logits throw std::runtime_error. `logits` must outlive it.
+class Softmax {
+ public:
+  Softmax(const float* logits, uint32_t vocab);
+  TokenOdds odds(int32_t token) const;           // std::out_of_range outside the vocabulary
+  std::vector<TokenOdds> top(uint32_t k) const;  // descending by probability, ties by lower id
+
+ private:
+  double weight(uint32_t id) const;
+  const float* logits_;
+  uint32_t vocab_;
+  float max_ = 0.0f;
+  bool any_positive_infinity_ = false, all_negative_infinity_ = false;
+  double total_ = 0.0;
+};
+
+// The k most probable tokens (Softmax::top; none for an empty vocabulary).
 std::vector<TokenOdds> top_probabilities(const float* logits, uint32_t vocab, uint32_t k);
-// One token's (the one sampled, which need not be among the k most probable).
-TokenOdds token_probability(const float* logits, uint32_t vocab, int32_t token);
 
 }  // namespace tilefire

@@ -170,18 +170,19 @@ TEST(TopProbabilities, OneTokensOddsMatchTheListsAndStayFiniteInLogs) {
   const std::vector<float> logits = {1.0f, 3.0f, -2000.0f, 2.0f};
   const auto all = top_probabilities(logits.data(), 4, 4);
   for (const TokenOdds& listed : all) {
-    const TokenOdds alone = token_probability(logits.data(), 4, listed.token);
+    const TokenOdds alone = Softmax(logits.data(), 4).odds(listed.token);
     EXPECT_EQ(alone.token, listed.token);
     EXPECT_EQ(alone.probability, listed.probability);
     EXPECT_EQ(alone.logprob, listed.logprob);
   }
-  const TokenOdds unlikely = token_probability(logits.data(), 4, 2);
+  const TokenOdds unlikely = Softmax(logits.data(), 4).odds(2);
   EXPECT_EQ(unlikely.probability, 0.0f);
   double denominator = 0.0;
   for (float l : logits) denominator += std::exp(double(l) - 3.0);
   EXPECT_NEAR(unlikely.logprob, -2003.0 - std::log(denominator), 1e-3);
-  EXPECT_THROW(token_probability(logits.data(), 4, 4), std::out_of_range);
-  EXPECT_THROW(token_probability(logits.data(), 4, -1), std::out_of_range);
+  EXPECT_THROW(Softmax(logits.data(), 4).odds(4), std::out_of_range);
+  EXPECT_THROW(Softmax(logits.data(), 4).odds(-1), std::out_of_range);
+  EXPECT_THROW(Softmax(logits.data(), 0), std::invalid_argument);
 }
 
 }  // namespace
