@@ -26,6 +26,8 @@ Args::Args(std::string command, std::vector<std::string> switches, std::vector<s
 void Args::parse(int argc, char** argv, int first) {
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
+    // -h is --help, as at the top level, for every command that has --help.
+    if (arg == "-h" && std::find(switches_.begin(), switches_.end(), "--help") != switches_.end()) arg = "--help";
     std::string value;
     bool inline_value = false;
     if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {

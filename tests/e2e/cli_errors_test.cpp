@@ -709,11 +709,17 @@ TEST(CliFlags, CommandsAndGenModel) {
   RunResult r = run_cli({});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("usage: tilefire"), std::string::npos) << r.err;
-  // --help is not an error.
+  // --help is not an error, and -h is --help for every command.
   r = run_cli({"run", "--help"});
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("--max-new-tokens"), std::string::npos);
   EXPECT_TRUE(r.err.empty()) << r.err;
+  for (const char* command : {"run", "chat", "serve", "bench", "plan", "inspect", "simulate", "gen-model"}) {
+    const RunResult help = run_cli({command, "--help"}), h = run_cli({command, "-h"});
+    EXPECT_EQ(h.status, 0) << describe(h);
+    EXPECT_EQ(h.out, help.out) << command;
+    EXPECT_NE(help.out.find("usage: tilefire "), std::string::npos) << command << ": " << help.out;
+  }
 }
 
 }  // namespace
