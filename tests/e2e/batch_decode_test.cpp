@@ -63,6 +63,16 @@ std::vector<int32_t> counting_prompt(uint32_t length, int32_t first) {
   return prompt;
 }
 
+// A greedy request (unless the test sets its sampling) of counting_prompt(length, first) that runs to
+// max_new_tokens, eos or not.
+GenerateRequest counting_request(uint32_t length, int32_t first, uint32_t max_new_tokens) {
+  GenerateRequest request;
+  request.prompt = counting_prompt(length, first);
+  request.max_new_tokens = max_new_tokens;
+  request.stop_at_eos = false;
+  return request;
+}
+
 // Requests that finish at different steps (so the batch narrows from 4 sequences to 1), of different
 // prompt lengths (one over a prefill chunk of 128), greedy and sampled, with and without logprobs.
 std::vector<GenerateRequest> mixed_requests() {
@@ -290,10 +300,7 @@ TEST(BatchDecode, ALongPromptJoiningDelaysTheOthersByAChunkPerStep) {
   options.prefill_chunks_per_step = 1;
   Engine engine(options);
   uint32_t short_tokens = 0, long_tokens = 0;
-  GenerateRequest short_request;
-  short_request.prompt = counting_prompt(5, 11);
-  short_request.max_new_tokens = 12;
-  short_request.stop_at_eos = false;
+  GenerateRequest short_request = counting_request(5, 11, 12);
   short_request.on_token = [&](int32_t) { ++short_tokens; };
   GenerateRequest long_request = short_request;
   long_request.prompt = counting_prompt(300, 2);  // chunks of 128, 128 and 44
@@ -352,10 +359,7 @@ TEST(BatchDecode, ASequenceWhoseLogitsAreNotFiniteFailsAloneNamingItsId) {
   EngineOptions options;
   options.model_dir = folder.string();
   options.threads = 2;
-  GenerateRequest good;
-  good.prompt = counting_prompt(5, 11);
-  good.max_new_tokens = 10;
-  good.stop_at_eos = false;
+  GenerateRequest good = counting_request(5, 11, 10);
   std::vector<int32_t> seen;  // the good request's tokens, prompt and reply: the poisoned one is none of them
   {
     Engine clean(options);
@@ -405,11 +409,8 @@ TEST(BatchDecode, SequencesJoiningAndLeavingBetweenStepsEachGetWhatGenerateGives
   options.sequences = 3;
   Engine engine(options);
   std::vector<GenerateRequest> requests = mixed_requests();
-  GenerateRequest extra;
-  extra.prompt = counting_prompt(9, 77);
-  extra.max_new_tokens = 7;
+  GenerateRequest extra = counting_request(9, 77, 7);
   extra.sampling = {0.9f, 5, 1.0f, 3};
-  extra.stop_at_eos = false;
   requests.push_back(extra);
   requests.push_back(extra);
   requests.back().sampling.seed = 4;
@@ -454,10 +455,7 @@ TEST(BatchDecode, ContinuousBatchingRefusals) {
   options.threads = 2;
   options.sequences = 2;
   Engine engine(options);
-  GenerateRequest request;
-  request.prompt = counting_prompt(4, 3);
-  request.max_new_tokens = 3;
-  request.stop_at_eos = false;
+  GenerateRequest request = counting_request(4, 3, 3);
   GenerateRequest none = request;
   none.max_new_tokens = 0;
   EXPECT_THROW(engine.add_sequence(none), InputError);
@@ -501,10 +499,7 @@ TEST(BatchDecode, AReusedPrefixPrefillsOnlyTheRestAndGivesWhatGenerateGives) {
   options.threads = 2;
   options.sequences = 2;
   Engine engine(options);
-  GenerateRequest first;
-  first.prompt = counting_prompt(10, 3);
-  first.max_new_tokens = 6;
-  first.stop_at_eos = false;
+  GenerateRequest first = counting_request(10, 3, 6);
   first.logprobs = 2;
   GenerateRequest other = first;
   other.prompt = counting_prompt(12, 50);
@@ -564,10 +559,7 @@ TEST(BatchDecode, KvCacheMemoryIsCommittedAsSequencesReachIt) {
   options.sequences = 128;
   options.max_context = 1024;
   Engine engine(options);
-  GenerateRequest request;
-  request.prompt = counting_prompt(20, 3);
-  request.max_new_tokens = 4;
-  request.stop_at_eos = false;
+  GenerateRequest request = counting_request(20, 3, 4);
   const std::vector<GenerateResult> results = engine.generate_batch({request, request});
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(results[0].tokens, results[1].tokens);
