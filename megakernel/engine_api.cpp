@@ -560,6 +560,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   // The caller's callbacks after each token: on_token shows it, stop_when may end the generation there.
   bool stopped = false;
   auto deliver = [&](int32_t generated) {
+    if (request.logprobs && request.on_probabilities) request.on_probabilities(result.token_probabilities.back(), result.logprobs.back());
     if (request.on_token) request.on_token(generated);
     if (request.stop_when && request.stop_when(result.tokens)) stopped = true;
   };

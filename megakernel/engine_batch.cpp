@@ -45,6 +45,7 @@ void take_token(Engine::Impl& m, BatchedSequence& s, const float* logits) {
     s.finished = true;
     result.finish_reason = eos ? "eos" : length ? "length" : "context";
   }
+  if (request.logprobs && request.on_probabilities) request.on_probabilities(result.token_probabilities.back(), result.logprobs.back());
   if (request.on_token) request.on_token(s.next);
   if (request.stop_when && request.stop_when(result.tokens)) {
     if (!eos) result.finish_reason = "stopped";

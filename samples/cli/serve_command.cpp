@@ -155,11 +155,19 @@ size_t whole_characters(const std::string& bytes) {
   return bytes.size();
 }
 
-// One generation on the engine, its text streamed through `emit` (false: the client has gone, which ends
-// the generation; so does a client that closed its side, `fd`). `emit` runs on a StreamWriter's thread, so
-// a client that stops reading never holds up the engine (nor, with --sequences, the other clients' tokens);
-// it has run for the last time when this returns. Without `emit`, returns the whole text, cut at a stop
-// string. Also says whether the server's stopping cut the generation short.
+// A streamed reply: `event` makes a piece of its text into what goes to the client, on the generating
+// thread as the piece comes (so it can carry the logprobs of the tokens that made it); `write` sends that
+// (false: the client has gone) on the reply's StreamWriter thread, so a client that stops reading never
+// holds up the engine (nor, with --sequences, the other clients' tokens).
+struct StreamedReply {
+  std::function<std::string(const std::string& piece)> event;
+  std::function<bool(const std::string& event)> write;
+};
+
+// One generation on the engine, its text streamed through `streamed` (a client gone, or one that closed
+// its side, `fd`, ends the generation); `write` has run for the last time when this returns. Without
+// `streamed`, returns the whole text, cut at a stop string. Also says whether the server's stopping cut
+// the generation short.
 struct Generated {
   GenerateResult result;
   std::string text;
@@ -167,7 +175,7 @@ struct Generated {
   bool stream_broken = false;  // a streamed reply's writer gave the client up: pieces of it never went out
 };
 Generated generate(Served& served, int fd, GenerateRequest request, const std::vector<std::string>& stops,
-                   const std::function<bool(const std::string&)>& emit) {
+                   const StreamedReply* streamed) {
   // In flight from here (its wait for the engine included) until it has run, or has thrown.
   struct InFlight {
     ServeMetrics& metrics;
@@ -187,7 +195,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   std::string held_bytes;  // without a tokenizer: bytes of a character not yet whole
   bool client_gone = false;
   std::optional<StreamWriter> writer;  // before the lock: a reply still being written does not hold the engine
-  if (emit) writer.emplace(emit);
+  if (streamed) writer.emplace(streamed->write);
   std::unique_lock<std::mutex> lock(served.mutex, std::defer_lock);
   if (!served.batcher) {  // requests take turns
     lock.lock();
@@ -206,8 +214,8 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   };
   auto shown = [&](const std::string& piece) { return stop_text ? stop_text->add(piece) : piece; };
   request.on_token = [&](int32_t token) {
-    std::string piece = shown(text_of(token));
-    if (writer && !piece.empty()) writer->add(std::move(piece));
+    const std::string piece = shown(text_of(token));
+    if (writer && !piece.empty()) writer->add(streamed->event(piece));
   };
   request.stop_when = [&](const std::vector<int32_t>&) {
     client_gone = client_gone || (writer && writer->gone()) || http::peer_closed(fd);
@@ -221,7 +229,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   if (writer) {
     std::string rest = shown(served.tokenizer ? stream->finish() : held_bytes);
     if (stop_text) rest += stop_text->finish();
-    if (!rest.empty() && !client_gone) writer->add(std::move(rest));
+    if (!rest.empty() && !client_gone) writer->add(streamed->event(rest));
     writer->finish();
     generated.stream_broken = writer->gone();
   } else {  // the whole reply at once (a stream has given its text already)
@@ -275,13 +283,14 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   };
   auto message = [&](const std::string& text) { return chat ? json{{"role", "assistant"}, {"content", text}} : json(text); };
 
+  const TokenText text_of = [&](const std::vector<int32_t>& context, int32_t token) { return token_text(served, context, token); };
   if (!parsed.stream) {
     const Generated generated = generate(served, fd, parsed.request, parsed.stops, nullptr);
     json reply_choice = choice(message(generated.text), openai_finish_reason(generated), false);
     if (parsed.logprobs) {
-      const TokenText text_of = [&](const std::vector<int32_t>& context, int32_t token) { return token_text(served, context, token); };
-      reply_choice["logprobs"] = chat ? chat_logprobs(generated.result, parsed.top_logprobs, text_of)
-                                      : completion_logprobs(generated.result, parsed.top_logprobs, text_of);
+      ReplyLogprobs logprobs(chat, parsed.top_logprobs, parsed.request.prompt, text_of);
+      logprobs.add_all(generated.result);
+      reply_choice["logprobs"] = logprobs.take();
     }
     const json body = {{"id", id}, {"object", object}, {"created", created}, {"model", served.name},
                        {"choices", {reply_choice}}, {"usage", usage(generated.result)}};
@@ -290,13 +299,29 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     http::write_all(fd, json_response(200, body));
     return;
   }
-  // Events: a chunk per piece of text, then one with the finish reason and the usage, then [DONE].
+  // Events: a chunk per piece of text (with the logprobs of the tokens generated since the chunk before,
+  // when asked), then one with the finish reason and the usage (and the logprobs of tokens whose text a
+  // stop string held back), then [DONE].
   const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+  std::optional<ReplyLogprobs> logprobs;
+  GenerateRequest generation = parsed.request;
+  if (parsed.logprobs) {
+    logprobs.emplace(chat, parsed.top_logprobs, generation.prompt, text_of);
+    generation.on_probabilities = [&](const TokenProbability& chosen, const std::vector<TokenProbability>& most_probable) {
+      logprobs->add(chosen, most_probable);
+    };
+  }
   auto chunk = [&](const json& content, const json& finish_reason) {
     return json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", served.name},
                 {"choices", {choice(content, finish_reason, true)}}};
   };
-  auto send = [&](const json& body) { return http::write_all(fd, http::event(body.dump(-1, ' ', false, json::error_handler_t::replace))); };
+  // Only where the generation is (or has ended): the writer's thread never touches `logprobs`.
+  auto with_logprobs = [&](json body) {
+    if (logprobs && logprobs->has_pending()) body["choices"][0]["logprobs"] = logprobs->take();
+    return body;
+  };
+  auto event = [&](const json& body) { return http::event(body.dump(-1, ' ', false, json::error_handler_t::replace)); };
+  auto send = [&](const json& body) { return http::write_all(fd, event(body)); };
   // The head goes with the first piece of text: a request refused before it (a prompt the engine refuses, a
   // server stopping) is answered with its own status, not a stream.
   bool head_sent = false, open = true;
@@ -308,12 +333,15 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     if (open && chat) open = send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr));
   };
   try {
-    const Generated generated = generate(served, fd, parsed.request, parsed.stops, [&](const std::string& piece) {
-      send_head();
-      return open = open && send(chunk(chat ? json{{"content", piece}} : json(piece), nullptr));
-    });
+    const StreamedReply streamed{
+        [&](const std::string& piece) { return event(with_logprobs(chunk(chat ? json{{"content", piece}} : json(piece), nullptr))); },
+        [&](const std::string& piece_event) {
+          send_head();
+          return open = open && http::write_all(fd, piece_event);
+        }};
+    const Generated generated = generate(served, fd, generation, parsed.stops, &streamed);
     send_head();
-    json last = chunk(chat ? json::object() : json(""), openai_finish_reason(generated));
+    json last = with_logprobs(chunk(chat ? json::object() : json(""), openai_finish_reason(generated)));
     last["usage"] = usage(generated.result);
     open = open && !generated.stream_broken;  // a reply with a gap must not end as if whole
     if (open) open = send(last) && http::write_all(fd, http::event("[DONE]"));

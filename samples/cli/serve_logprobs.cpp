@@ -3,28 +3,13 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 namespace tilefire::cli {
 
 namespace {
 
 using nlohmann::json;
-
-// Calls `each(i, context, chosen, alternatives)` for every generated token i, its context being the prompt
-// and the tokens before it.
-template <class Each>
-void for_each_token(const GenerateResult& result, uint32_t top, Each&& each) {
-  const size_t count = result.tokens.size();
-  if (result.token_probabilities.size() != count || result.logprobs.size() != count)
-    throw std::logic_error("a reply with logprobs has no probabilities for some of its tokens");
-  std::vector<int32_t> context = result.prompt_tokens;
-  for (size_t i = 0; i < count; ++i) {
-    const std::vector<TokenProbability>& listed = result.logprobs[i];
-    const std::vector<TokenProbability> alternatives(listed.begin(), listed.begin() + std::min<size_t>(top, listed.size()));
-    each(i, context, result.token_probabilities[i], alternatives);
-    context.push_back(result.tokens[i]);
-  }
-}
 
 json bytes_of(const std::string& text) {
   json bytes = json::array();
@@ -41,38 +26,53 @@ size_t characters(const std::string& text) {
 
 }  // namespace
 
-json completion_logprobs(const GenerateResult& result, uint32_t top, const TokenText& text_of) {
-  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), text_offset = json::array();
-  size_t offset = 0;
-  for_each_token(result, top, [&](size_t, const std::vector<int32_t>& context, const TokenProbability& chosen,
-                                  const std::vector<TokenProbability>& alternatives) {
-    const std::string text = text_of(context, chosen.token);
-    tokens.push_back(text);
-    token_logprobs.push_back(chosen.logprob);
-    json by_text = json::object();
-    for (const TokenProbability& alternative : alternatives) by_text[text_of(context, alternative.token)] = alternative.logprob;
-    by_text[text] = chosen.logprob;  // always there, as OpenAI's API gives it: up to top + 1 entries
-    top_logprobs.push_back(by_text);
-    text_offset.push_back(offset);
-    offset += characters(text);
-  });
-  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", text_offset}};
+ReplyLogprobs::ReplyLogprobs(bool chat, uint32_t top, std::vector<int32_t> prompt, TokenText text_of)
+    : chat_(chat), top_(top), context_(std::move(prompt)), text_of_(std::move(text_of)) {}
+
+void ReplyLogprobs::add(const TokenProbability& chosen, const std::vector<TokenProbability>& most_probable) {
+  Entry entry;
+  entry.text = text_of_(context_, chosen.token);
+  entry.logprob = chosen.logprob;
+  const size_t listed = std::min<size_t>(top_, most_probable.size());
+  for (size_t k = 0; k < listed; ++k) entry.alternatives.emplace_back(text_of_(context_, most_probable[k].token), most_probable[k].logprob);
+  pending_.push_back(std::move(entry));
+  context_.push_back(chosen.token);
 }
 
-json chat_logprobs(const GenerateResult& result, uint32_t top, const TokenText& text_of) {
-  json content = json::array();
-  for_each_token(result, top, [&](size_t, const std::vector<int32_t>& context, const TokenProbability& chosen,
-                                  const std::vector<TokenProbability>& alternatives) {
-    auto entry = [&](const TokenProbability& p) {
-      const std::string text = text_of(context, p.token);
-      return json{{"token", text}, {"logprob", p.logprob}, {"bytes", bytes_of(text)}};
-    };
-    json item = entry(chosen);
-    item["top_logprobs"] = json::array();
-    for (const TokenProbability& alternative : alternatives) item["top_logprobs"].push_back(entry(alternative));
-    content.push_back(item);
-  });
-  return {{"content", content}};
+void ReplyLogprobs::add_all(const GenerateResult& result) {
+  const size_t count = result.tokens.size();
+  if (result.token_probabilities.size() != count || result.logprobs.size() != count)
+    throw std::logic_error("a reply with logprobs has no probabilities for some of its tokens");
+  for (size_t i = 0; i < count; ++i) add(result.token_probabilities[i], result.logprobs[i]);
+}
+
+json ReplyLogprobs::take() {
+  json taken;
+  if (chat_) {
+    json content = json::array();
+    for (const Entry& entry : pending_) {
+      json item = {{"token", entry.text}, {"logprob", entry.logprob}, {"bytes", bytes_of(entry.text)}, {"top_logprobs", json::array()}};
+      for (const auto& [text, logprob] : entry.alternatives)
+        item["top_logprobs"].push_back({{"token", text}, {"logprob", logprob}, {"bytes", bytes_of(text)}});
+      content.push_back(std::move(item));
+    }
+    taken = {{"content", std::move(content)}};
+  } else {
+    json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), text_offset = json::array();
+    for (const Entry& entry : pending_) {
+      tokens.push_back(entry.text);
+      token_logprobs.push_back(entry.logprob);
+      json by_text = json::object();
+      for (const auto& [text, logprob] : entry.alternatives) by_text[text] = logprob;
+      by_text[entry.text] = entry.logprob;  // always there, as OpenAI's API gives it: up to top + 1 entries
+      top_logprobs.push_back(std::move(by_text));
+      text_offset.push_back(text_offset_);
+      text_offset_ += characters(entry.text);
+    }
+    taken = {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", text_offset}};
+  }
+  pending_.clear();
+  return taken;
 }
 
 }  // namespace tilefire::cli

@@ -127,10 +127,8 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
 // asked for one alternative at least.
 void ask_for_logprobs(ParsedRequest& parsed) {
   if (!parsed.logprobs) return;
-  if (parsed.stream) refuse("logprobs", "is not supported with \"stream\": true (ask for the reply whole)");
   parsed.request.logprobs = std::max(parsed.top_logprobs, 1u);
 }
-
 
 // The longest reply asked for: max_tokens, or max_completion_tokens (the newer name) when given.
 const char* max_tokens_field(const json& body) { return given(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens"; }

@@ -141,6 +141,14 @@ TEST(BatchDecode, StopConditionsAndCallbacksArePerRequest) {
     requests[i].stop_at_eos = false;
     requests[i].on_token = [&seen, i](int32_t token) { seen[i].push_back(token); };
   }
+  // Request 0 also streams its probabilities: each token's own, before its on_token.
+  requests[0].logprobs = 2;
+  std::vector<TokenProbability> streamed;
+  requests[0].on_probabilities = [&](const TokenProbability& chosen, const std::vector<TokenProbability>& top) {
+    EXPECT_EQ(streamed.size(), seen[0].size()) << "before that token's on_token";
+    EXPECT_EQ(top.size(), 2u);
+    streamed.push_back(chosen);
+  };
   requests[1].stop_when = [](const std::vector<int32_t>& generated) { return generated.size() == 3; };
   // Request 2 stops at the token request 2 alone generates third (found with generate() first).
   {
@@ -161,6 +169,11 @@ TEST(BatchDecode, StopConditionsAndCallbacksArePerRequest) {
   EXPECT_EQ(results[2].finish_reason, "eos");
   EXPECT_LE(results[2].tokens.size(), 3u);
   for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(seen[i], results[i].tokens) << "request " << i;
+  ASSERT_EQ(streamed.size(), results[0].token_probabilities.size());
+  for (size_t t = 0; t < streamed.size(); ++t) {
+    EXPECT_EQ(streamed[t].token, results[0].tokens[t]);
+    EXPECT_EQ(streamed[t].logprob, results[0].token_probabilities[t].logprob) << "token " << t;
+  }
   for (const GenerateResult& r : results) {
     EXPECT_GE(r.ttft_ms, 0.0);
     EXPECT_GT(r.tasks_per_step, 0u);

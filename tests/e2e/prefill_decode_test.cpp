@@ -521,6 +521,55 @@ TEST(PrefillDecode, StopWhenEndsTheGenerationAfterTheTokenItSees) {
   EXPECT_EQ(engine.generate(request).finish_reason, "eos") << "eos before stopped";
 }
 
+// on_probabilities streams what the result will hold: each token's own probability and the K most probable,
+// bitwise the result's entries, just before on_token gets that token; never called without logprobs.
+TEST(PrefillDecode, OnProbabilitiesGivesEachTokensEntriesBeforeOnToken) {
+  EngineOptions options;
+  options.threads = 2;
+  Engine engine(options);
+  GenerateRequest request;
+  request.prompt = {5, 6, 7, 8};
+  request.max_new_tokens = 6;
+  request.stop_at_eos = false;
+  request.sampling.temperature = 0.8f;
+  request.sampling.seed = 7;
+  request.logprobs = 3;
+  std::vector<TokenProbability> chosen;
+  std::vector<std::vector<TokenProbability>> most_probable;
+  std::vector<int32_t> delivered;
+  request.on_probabilities = [&](const TokenProbability& c, const std::vector<TokenProbability>& top) {
+    EXPECT_EQ(chosen.size(), delivered.size()) << "one call per token, before that token's on_token";
+    chosen.push_back(c);
+    most_probable.push_back(top);
+  };
+  request.on_token = [&](int32_t token) {
+    ASSERT_FALSE(chosen.empty());
+    EXPECT_EQ(chosen.back().token, token);
+    delivered.push_back(token);
+  };
+  const GenerateResult result = engine.generate(request);
+  ASSERT_EQ(result.tokens.size(), 6u);
+  EXPECT_EQ(delivered, result.tokens);
+  ASSERT_EQ(chosen.size(), result.token_probabilities.size());
+  ASSERT_EQ(most_probable.size(), result.logprobs.size());
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    SCOPED_TRACE("token " + std::to_string(i));
+    EXPECT_EQ(chosen[i].token, result.token_probabilities[i].token);
+    EXPECT_EQ(chosen[i].logprob, result.token_probabilities[i].logprob);
+    EXPECT_EQ(chosen[i].probability, result.token_probabilities[i].probability);
+    ASSERT_EQ(most_probable[i].size(), 3u);
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(most_probable[i][k].token, result.logprobs[i][k].token);
+      EXPECT_EQ(most_probable[i][k].logprob, result.logprobs[i][k].logprob);
+    }
+  }
+  request.logprobs = 0;
+  chosen.clear();
+  request.on_token = nullptr;
+  EXPECT_EQ(engine.generate(request).tokens, result.tokens);
+  EXPECT_TRUE(chosen.empty()) << "no probabilities were asked for";
+}
+
 // A stop token no model output can be (the wrong tokenizer's id) would silently never stop anything; a
 // request with nothing to generate leaves the cached sequence alone, reuse_prefix or not.
 TEST(PrefillDecode, GenerateRefusesStopTokensOutsideTheVocabularyAndKeepsTheSequenceForZeroTokens) {

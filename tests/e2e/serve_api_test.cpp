@@ -151,12 +151,11 @@ void logprobs_are_runs(const std::vector<std::string>& extra) {
   }
 
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {"/v1/completions", R"({"prompt": "x", "logprobs": 2, "stream": true})"},
       {"/v1/completions", R"({"prompt": "x", "logprobs": 21})"},
       {"/v1/completions", R"({"prompt": "x", "top_logprobs": 2})"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})"}};
-  const std::vector<std::string> named = {"'logprobs' is not supported with \"stream\": true", "'logprobs' must be a whole number from 0 to 20",
+  const std::vector<std::string> named = {"'logprobs' must be a whole number from 0 to 20",
                                           "'top_logprobs' is a field of /v1/chat/completions", "'top_logprobs' needs \"logprobs\": true",
                                           "'logprobs' must be true or false"};
   for (size_t i = 0; i < refused.size(); ++i) {
@@ -169,6 +168,82 @@ void logprobs_are_runs(const std::vector<std::string>& extra) {
 
 TEST(ServeApi, LogprobsAreRunsLogprobs) { logprobs_are_runs({}); }
 TEST(ServeApi, BatchedLogprobsAreRunsLogprobs) { logprobs_are_runs({"--sequences", "2"}); }
+
+// A streamed reply's logprobs, read in order, are the whole reply's (same request, greedy): each chunk's
+// entries those of the tokens since the chunk before, a completion's text_offset counting on across
+// chunks; a chunk's text never comes before its tokens' entries; with a stop string, the entries of the tokens
+// whose text it held back come in the last chunk, as many as usage.completion_tokens in all.
+void streamed_logprobs_are_the_whole_replys(const std::vector<std::string>& extra) {
+  TempDir dir("serve-stream-logprobs");
+  const std::filesystem::path model = text_model(dir);
+  std::vector<std::string> args = {"--model", model.string(), "--threads", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Server server(args);
+  ASSERT_NE(server.port(), 0);
+  // A stop string from the middle of the reply: tokens after it are generated but their text never shown.
+  const HttpReply plain = post(server.port(), "/v1/completions", R"({"prompt": "hello hello", "max_tokens": 8, "temperature": 0})");
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  const std::string text = json::parse(plain.body).at("choices")[0].at("text").get<std::string>();
+  ASSERT_GE(text.size(), 4u) << text;
+  size_t middle = text.size() / 2;  // the whole character that begins there or after
+  while (middle < text.size() && (static_cast<unsigned char>(text[middle]) & 0xC0) == 0x80) ++middle;
+  size_t end = middle + 1;
+  while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
+  ASSERT_LT(middle, text.size()) << text;
+  const json stop = text.substr(middle, end - middle);
+
+  for (const bool chat : {false, true}) {
+    for (const bool with_stop : {false, true}) {
+      SCOPED_TRACE(std::string(chat ? "chat" : "completion") + (with_stop ? ", with a stop string" : ""));
+      json body = chat ? json{{"messages", {{{"role", "user"}, {"content", "hello hello"}}}}, {"logprobs", true}, {"top_logprobs", 2}}
+                       : json{{"prompt", "hello hello"}, {"logprobs", 2}};
+      body["max_tokens"] = 8;
+      body["temperature"] = 0;
+      if (with_stop) body["stop"] = stop;
+      const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
+      const HttpReply whole = post(server.port(), path, body.dump());
+      ASSERT_EQ(whole.status, 200) << whole.body;
+      const json whole_choice = json::parse(whole.body).at("choices")[0];
+      const json& expected = whole_choice.at("logprobs");
+      body["stream"] = true;
+      const HttpReply streamed = post(server.port(), path, body.dump());
+      ASSERT_EQ(streamed.status, 200) << streamed.body;
+      const std::vector<std::string> data = events(streamed.body);
+      ASSERT_GE(data.size(), 2u);
+      ASSERT_EQ(data.back(), "[DONE]");
+      json joined = chat ? json{{"content", json::array()}}
+                         : json{{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+      std::string shown, tokens_text;
+      size_t completion_tokens = 0;
+      for (size_t e = 0; e + 1 < data.size(); ++e) {
+        const json event = json::parse(data[e]);
+        const json& choice = event.at("choices")[0];
+        const std::string piece = chat ? choice.at("delta").value("content", "") : choice.at("text").get<std::string>();
+        shown += piece;
+        if (event.contains("usage")) completion_tokens = event.at("usage").at("completion_tokens").get<size_t>();
+        if (!piece.empty() && choice.at("finish_reason").is_null()) {  // a piece comes with its tokens' entries
+          EXPECT_FALSE(choice.at("logprobs").is_null()) << "a chunk's text without its entries: " << data[e];
+        }
+        if (choice.at("logprobs").is_null()) continue;
+        for (const auto& [key, values] : choice.at("logprobs").items())
+          for (const json& value : values) {
+            joined[key].push_back(value);
+            if (key == "tokens" || key == "content") tokens_text += key == "tokens" ? value.get<std::string>() : value.at("token").get<std::string>();
+          }
+      }
+      EXPECT_EQ(joined, expected) << "streamed: " << streamed.body;
+      const size_t listed = chat ? joined.at("content").size() : joined.at("tokens").size();
+      EXPECT_EQ(listed, completion_tokens);
+      EXPECT_EQ(shown, chat ? whole_choice.at("message").at("content").get<std::string>() : whole_choice.at("text").get<std::string>());
+      if (with_stop) {
+        EXPECT_LT(shown.size(), tokens_text.size()) << "the stop string cut text whose entries are listed";
+      }
+    }
+  }
+}
+
+TEST(ServeApi, StreamedLogprobsAreTheWholeReplys) { streamed_logprobs_are_the_whole_replys({}); }
+TEST(ServeApi, BatchedStreamedLogprobsAreTheWholeReplys) { streamed_logprobs_are_the_whole_replys({"--sequences", "2"}); }
 
 // --api-key (or TILEFIRE_API_KEY): the /v1/ paths answer 401 without the key, or with another, and as
 // usual with it; /health and /metrics stay open for probes and scrapers.

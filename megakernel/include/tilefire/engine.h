@@ -82,6 +82,12 @@ struct Sampling {
   uint64_t seed = 0;
 };
 
+struct TokenProbability {
+  int32_t token = 0;
+  float probability = 0.0f;  // under softmax(logits), temperature 1 (the model's own distribution)
+  float logprob = 0.0f;      // its natural log, finite where the probability underflows to 0
+};
+
 struct GenerateRequest {
   std::vector<int32_t> prompt;
   uint32_t max_new_tokens = 16;
@@ -103,16 +109,14 @@ struct GenerateRequest {
   // must not call into the engine (generate, prefill, decode, rewind, reset, set_schedule: InputError);
   // an exception it throws leaves generate() and reaches the caller.
   std::function<void(int32_t token)> on_token;
+  // With logprobs > 0: called just before on_token with that token's probabilities as the result will
+  // hold them (its token_probabilities and logprobs entries), to stream them with its text. The same rules
+  // as on_token.
+  std::function<void(const TokenProbability& chosen, const std::vector<TokenProbability>& most_probable)> on_probabilities;
   // Asked after each generated token (after on_token) with every token generated so far: true ends the
   // generation there, finish_reason "stopped" (a stop string the caller found in the text, a client that
   // went away). The same rules as on_token: no calls into the engine from it.
   std::function<bool(const std::vector<int32_t>& generated)> stop_when;
-};
-
-struct TokenProbability {
-  int32_t token = 0;
-  float probability = 0.0f;  // under softmax(logits), temperature 1 (the model's own distribution)
-  float logprob = 0.0f;      // its natural log, finite where the probability underflows to 0
 };
 
 struct GenerateResult {
