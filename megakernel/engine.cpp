@@ -39,6 +39,28 @@ void record_probabilities(GenerateResult& result, const float* logits, uint32_t 
   result.token_probabilities.push_back({chosen.token, chosen.probability, chosen.logprob});
 }
 
+int32_t choose_token(const float* logits, uint32_t vocab, const Sampling& sampling, TokenCounts& counts, float uniform01) {
+  const SamplingParams params{sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p};
+  const LogitAdjustments adjustments{sampling.logit_bias, sampling.repetition_penalty, sampling.presence_penalty,
+                                     sampling.frequency_penalty};
+  int32_t token = 0;
+  if (adjustments.active()) {
+    std::vector<float> adjusted;  // [vocab]
+    counts.adjust(logits, vocab, adjustments, adjusted);
+    token = sample_token(adjusted.data(), vocab, params, uniform01);
+  } else {
+    token = sample_token(logits, vocab, params, uniform01);
+  }
+  counts.add_generated(token);
+  return token;
+}
+
+bool needs_logits(const GenerateRequest& request) {
+  const Sampling& s = request.sampling;
+  return s.temperature != 0.0f || request.logprobs != 0 || !s.logit_bias.empty() || s.repetition_penalty != 1.0f ||
+         s.presence_penalty != 0.0f || s.frequency_penalty != 0.0f;
+}
+
 CompileOptions Engine::Impl::compile_options(uint32_t tokens) const {
   CompileOptions o;
   o.workers = workers();

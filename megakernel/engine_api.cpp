@@ -477,6 +477,23 @@ void Engine::Impl::check_request(const GenerateRequest& request) const {
     throw InputError("Sampling::temperature (--temperature) must be from 0 (greedy) to 100, got " + std::to_string(s.temperature));
   if (!(s.top_p > 0.0f && s.top_p <= 1.0f))
     throw InputError("Sampling::top_p (--top-p) must be above 0 and at most 1 (1: off), got " + std::to_string(s.top_p));
+  if (!(s.min_p >= 0.0f && s.min_p <= 1.0f))
+    throw InputError("Sampling::min_p (--min-p) must be from 0 (off) to 1, got " + std::to_string(s.min_p));
+  if (!(s.repetition_penalty > 0.0f && s.repetition_penalty <= 100.0f))
+    throw InputError("Sampling::repetition_penalty (--repetition-penalty) must be above 0 and at most 100 (1: off), got " +
+                     std::to_string(s.repetition_penalty));
+  if (!(s.presence_penalty >= -2.0f && s.presence_penalty <= 2.0f))
+    throw InputError("Sampling::presence_penalty (--presence-penalty) must be from -2 to 2, got " + std::to_string(s.presence_penalty));
+  if (!(s.frequency_penalty >= -2.0f && s.frequency_penalty <= 2.0f))
+    throw InputError("Sampling::frequency_penalty (--frequency-penalty) must be from -2 to 2, got " + std::to_string(s.frequency_penalty));
+  for (const auto& [token, bias] : s.logit_bias) {
+    if (token < 0 || uint32_t(token) >= info.vocab)
+      throw InputError("Sampling::logit_bias (--logit-bias) names token " + std::to_string(token) + ", outside the vocabulary of " +
+                       std::to_string(info.vocab));
+    if (!(bias >= -100.0f && bias <= 100.0f))
+      throw InputError("Sampling::logit_bias (--logit-bias) gives token " + std::to_string(token) + " a bias of " + std::to_string(bias) +
+                       ": it must be from -100 to 100");
+  }
   if (request.logprobs > info.vocab)
     throw InputError("GenerateRequest::logprobs (--logprobs) " + std::to_string(request.logprobs) + " exceeds the vocabulary of " +
                      std::to_string(info.vocab));
@@ -503,12 +520,12 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   result.tasks_per_step = decode_tasks();
   result.events_per_step = decode_events();
   m.check_request(request);
-  SamplingParams sampling{request.sampling.temperature, request.sampling.top_k, request.sampling.top_p};
   UniformGenerator uniform(request.sampling.seed);
+  TokenCounts counts(request.prompt);
 
   auto pick = [&](const float* logits) {
     m.check_finite_logits(logits, m.position - 1);  // NaN or Inf would be sampled, or reported, as if real
-    const int32_t token = sample_token(logits, m.info.vocab, sampling, uniform.next());
+    const int32_t token = choose_token(logits, m.info.vocab, request.sampling, counts, uniform.next());
     if (request.logprobs) record_probabilities(result, logits, m.info.vocab, request.logprobs, token);
     result.tokens.push_back(token);
     return token;
@@ -566,8 +583,8 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   };
   deliver(token);
 
-  // Greedy without logprobs needs only the argmax, which the cuda backend reduces on the device.
-  const bool greedy_only = request.sampling.temperature == 0.0f && request.logprobs == 0;
+  // Greedy without logprobs or adjustments needs only the argmax, which the cuda backend reduces on the device.
+  const bool greedy_only = !needs_logits(request);
   std::vector<TaskTiming> trace;
   double decode_ms = 0;
   uint32_t decode_steps = 0;
@@ -579,6 +596,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     if (greedy_only && !record) {
       token = checked_step([&] { return m.decode_greedy_step(token); });
       result.tokens.push_back(token);
+      counts.add_generated(token);
     } else {
       token = checked_step([&] { return pick(m.decode_step(token, record ? &trace : nullptr)); });
     }

@@ -32,9 +32,8 @@ void take_token(Engine::Impl& m, BatchedSequence& s, const float* logits) {
   const GenerateRequest& request = s.request;
   GenerateResult& result = s.result;
   const uint32_t vocab = m.info.vocab;
-  const SamplingParams sampling{request.sampling.temperature, request.sampling.top_k, request.sampling.top_p};
   UniformGenerator uniform(s.uniform_state);
-  s.next = sample_token(logits, vocab, sampling, uniform.next());
+  s.next = choose_token(logits, vocab, request.sampling, s.counts, uniform.next());
   s.uniform_state = uniform.state();
   if (request.logprobs) record_probabilities(result, logits, vocab, request.logprobs, s.next);
   result.tokens.push_back(s.next);
@@ -115,6 +114,7 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   s.request = request;
   s.slot = slot;
   s.uniform_state = request.sampling.seed;
+  s.counts = TokenCounts(request.prompt);
   s.result.prompt_tokens = request.prompt;
   s.result.compile_ms = m.decode_program_of_rank0().compile_ms;
   s.result.tasks_per_step = uint32_t(m.decode_program_of_rank0().program.tasks.size());

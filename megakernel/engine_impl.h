@@ -11,6 +11,7 @@
 #include "megakernel/cpu/cpu_executor.h"
 #include "megakernel/cuda/cuda_executor.h"
 #include "megakernel/rank_threads.h"
+#include "ops/logit_adjustments.h"
 #include "ops/splitmix64.h"
 #include "scheduler/simulator.h"
 #include "tilefire/engine.h"
@@ -81,6 +82,7 @@ struct BatchedSequence {
   double prefill_compile_ms = 0;                // of its prompt's programs: not part of that time
   int32_t next = -1;      // the last generated token, the next to feed
   uint64_t uniform_state = 0;  // its sampling's draws (UniformGenerator's state)
+  TokenCounts counts;          // its prompt and reply, for the request's penalties
   bool finished = false;
   double decode_ms = 0;
   uint32_t decode_steps = 0;
@@ -283,6 +285,12 @@ double ms_since(std::chrono::steady_clock::time_point start);
 // GenerateRequest::logprobs: the k most probable tokens of `logits` and the probability of `token`, the
 // one sampled from them, appended to `result` (its logprobs and token_probabilities).
 void record_probabilities(GenerateResult& result, const float* logits, uint32_t vocab, uint32_t k, int32_t token);
+
+// A sequence's next token from its (checked) logits: the request's logit bias and penalties over what
+// `counts` holds (on a copy), then its sampling with the draw `uniform01`; the token joins `counts`.
+int32_t choose_token(const float* logits, uint32_t vocab, const Sampling& sampling, TokenCounts& counts, float uniform01);
+// Whether a request's choice needs its logits on the host: anything but a greedy argmax of the raw logits.
+bool needs_logits(const GenerateRequest& request);
 
 // Writes a Chrome trace / Perfetto JSON: one row per worker, one slice per task named by op and tile.
 void write_chrome_trace(const std::string& path, const Program& program, const std::vector<TaskTiming>& timings);

@@ -120,6 +120,14 @@ int32_t sample_token(const float* logits, uint32_t vocab, const SamplingParams& 
     total = 0.0;  // renormalise over the kept prefix
     for (size_t i = 0; i < kept; ++i) total += weight(candidates.at(i));
   }
+  // Min-p: the most probable token's weight is 1, so the kept prefix ends at the first weight below min_p.
+  if (params.min_p > 0.0f) {
+    size_t above = 0;
+    while (above < kept && weight(candidates.at(above)) >= double(params.min_p)) ++above;
+    kept = std::max<size_t>(above, 1);
+    total = 0.0;
+    for (size_t i = 0; i < kept; ++i) total += weight(candidates.at(i));
+  }
 
   // Inverse CDF in probability order: the first candidate whose cumulative mass exceeds u * total.
   double u = double(uniform01);

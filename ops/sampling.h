@@ -11,12 +11,14 @@ struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy (argmax, lowest id wins ties)
   uint32_t top_k = 0;        // 0: no top-k cut
   float top_p = 1.0f;        // 1: no nucleus cut
+  float min_p = 0.0f;        // 0: no cut; else only tokens at least min_p times as probable as the most probable
 };
 
 // `uniform01` is one draw in [0, 1) from the caller's seeded generator; the same logits, params and draw
 // always give the same token. With temperature > 0: softmax(logits / T) restricted to the top_k most
 // probable, then to the smallest prefix (by probability, descending, ties by id) whose mass reaches top_p,
-// renormalised, then inverse-CDF sampling with `uniform01`. NaN logits throw std::runtime_error.
+// then to the tokens at least min_p times as probable as the most probable, renormalised, then
+// inverse-CDF sampling with `uniform01`. NaN logits throw std::runtime_error.
 int32_t sample_token(const float* logits, uint32_t vocab, const SamplingParams& params, float uniform01);
 
 // A token's probability under softmax(logits) (temperature 1), and its natural log, computed as

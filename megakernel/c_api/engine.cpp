@@ -74,7 +74,7 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
   GenerateRequest cpp;
   cpp.prompt = token_vector(c.prompt, c.prompt_count, call, (field + "prompt").c_str());
   cpp.max_new_tokens = c.max_new_tokens;
-  cpp.sampling = Sampling{c.temperature, c.top_k, c.top_p, c.seed};
+  cpp.sampling = Sampling{.temperature = c.temperature, .top_k = c.top_k, .top_p = c.top_p, .seed = c.seed};
   cpp.logprobs = c.logprobs;
   cpp.stop_at_eos = c.stop_at_eos != 0;
   cpp.stop_tokens = token_vector(c.stop_tokens, c.stop_token_count, call, (field + "stop_tokens").c_str());

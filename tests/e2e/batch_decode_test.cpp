@@ -74,18 +74,21 @@ GenerateRequest counting_request(uint32_t length, int32_t first, uint32_t max_ne
 }
 
 // Requests that finish at different steps (so the batch narrows from 4 sequences to 1), of different
-// prompt lengths (one over a prefill chunk of 128), greedy and sampled, with and without logprobs.
+// prompt lengths (one over a prefill chunk of 128), greedy and sampled, with and without logprobs, logit
+// bias and penalties.
 std::vector<GenerateRequest> mixed_requests() {
   std::vector<GenerateRequest> requests(4);
   requests[0].prompt = counting_prompt(5, 1);
   requests[0].max_new_tokens = 9;
   requests[0].logprobs = 3;
+  requests[0].sampling.frequency_penalty = 0.6f;
+  requests[0].sampling.logit_bias = {{4, 2.0f}};
   requests[1].prompt = counting_prompt(140, 3);
   requests[1].max_new_tokens = 4;
-  requests[1].sampling = {0.8f, 20, 0.9f, 7};
+  requests[1].sampling = {.temperature = 0.8f, .top_k = 20, .top_p = 0.9f, .seed = 7};
   requests[2].prompt = counting_prompt(1, 42);
   requests[2].max_new_tokens = 12;
-  requests[2].sampling = {1.2f, 0, 1.0f, 99};
+  requests[2].sampling = {.temperature = 1.2f, .seed = 99, .min_p = 0.05f, .repetition_penalty = 1.2f, .presence_penalty = 0.4f};
   requests[2].logprobs = 2;
   requests[3].prompt = counting_prompt(33, 5);
   requests[3].max_new_tokens = 1;
@@ -423,7 +426,7 @@ TEST(BatchDecode, SequencesJoiningAndLeavingBetweenStepsEachGetWhatGenerateGives
   Engine engine(options);
   std::vector<GenerateRequest> requests = mixed_requests();
   GenerateRequest extra = counting_request(9, 77, 7);
-  extra.sampling = {0.9f, 5, 1.0f, 3};
+  extra.sampling = {.temperature = 0.9f, .top_k = 5, .seed = 3};
   requests.push_back(extra);
   requests.push_back(extra);
   requests.back().sampling.seed = 4;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "megakernel/cuda/cuda_executor.h"
+#include "tests/common/adjusted_greedy.h"
 #include "tests/common/cli_runner.h"
 #include "tests/common/cuda_device.h"
 #include "tests/common/compare.h"
@@ -216,6 +217,14 @@ TEST_F(CudaEngine, GreedyArgmaxOnTheDeviceMatchesTheLogits) {
     decoded.push_back(token);
     token = expected;
   }
+}
+
+// A request with logit bias and penalties takes its logits to the host (no device argmax), and chooses
+// as the reference does from the step API's logits.
+TEST_F(CudaEngine, LogitBiasAndPenaltiesAreAppliedAsTheReferenceDoes) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  Engine engine(cuda_options(dir_->path().string()));
+  expect_adjusted_greedy_matches_reference(engine, prompt_of(6, engine.model().vocab), 10);
 }
 
 TEST_F(CudaEngine, OneLaunchPerDecodeStepAndNoneWhenResident) {

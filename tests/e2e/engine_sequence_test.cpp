@@ -151,7 +151,7 @@ TEST_P(EngineSequences, FollowTheReferenceThroughRandomCalls) {
       request.stop_at_eos = false;
       request.logprobs = below(3);
       const bool sampled = below(3) == 0;
-      if (sampled) request.sampling = {0.8f, below(2) ? 5u : 0u, below(2) ? 0.9f : 1.0f, seed + uint64_t(call)};
+      if (sampled) request.sampling = {.temperature = 0.8f, .top_k = below(2) ? 5u : 0u, .top_p = below(2) ? 0.9f : 1.0f, .seed = seed + uint64_t(call)};
       what = std::string(sampled ? "sampled" : "greedy") + " generate from " + std::to_string(request.prompt.size()) +
              " tokens with " + std::to_string(request.logprobs) + " logprobs";
       std::vector<int32_t> streamed;  // on_token sees every token, in order, as it comes

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
+#include "tests/common/adjusted_greedy.h"
 #include "tests/common/compare.h"
 #include "tests/common/test_models.h"
 #include "tilefire/engine.h"
@@ -154,7 +156,7 @@ TEST(PrefillDecode, EachSampledTokensProbabilityIsTheSoftmaxOfItsLogits) {
   request.prompt = {10, 200, 300, 4, 5};
   request.max_new_tokens = 6;
   request.stop_at_eos = false;
-  request.sampling = Sampling{1.5f, 0, 1.0f, 99};  // hot: a sampled token need not be the most probable
+  request.sampling = Sampling{.temperature = 1.5f, .seed = 99};  // hot: a sampled token need not be the most probable
   request.logprobs = 3;
   const GenerateResult result = engine.generate(request);
   ASSERT_EQ(result.token_probabilities.size(), result.tokens.size());
@@ -568,6 +570,34 @@ TEST(PrefillDecode, OnProbabilitiesGivesEachTokensEntriesBeforeOnToken) {
   request.on_token = nullptr;
   EXPECT_EQ(engine.generate(request).tokens, result.tokens);
   EXPECT_TRUE(chosen.empty()) << "no probabilities were asked for";
+}
+
+// A request's logit bias and penalties, greedy, against the step API's logits adjusted by a reference; a
+// value out of its range is refused naming the field.
+TEST(PrefillDecode, LogitBiasAndPenaltiesAreAppliedAsTheReferenceDoes) {
+  TempDir dir("adjusted-greedy");  // random weights: the built-in sample's choices are too sure to move
+  EngineOptions options;
+  options.model_dir = write_test_model(variant_spec(Variant::llama), dir.path()).string();
+  options.threads = 2;
+  Engine engine(options);
+  expect_adjusted_greedy_matches_reference(engine, {5, 6, 7, 8, 5, 6}, 12);
+  const std::vector<std::pair<std::function<void(Sampling&)>, std::string>> refused = {
+      {[](Sampling& s) { s.min_p = 1.5f; }, "min_p (--min-p) must be from 0"},
+      {[](Sampling& s) { s.repetition_penalty = 0.0f; }, "repetition_penalty (--repetition-penalty) must be above 0"},
+      {[](Sampling& s) { s.presence_penalty = 2.5f; }, "presence_penalty (--presence-penalty) must be from -2 to 2"},
+      {[](Sampling& s) { s.frequency_penalty = std::nanf(""); }, "frequency_penalty (--frequency-penalty) must be from -2 to 2"},
+      {[](Sampling& s) { s.logit_bias = {{-1, 1.0f}}; }, "names token -1, outside the vocabulary"},
+      {[](Sampling& s) { s.logit_bias = {{3, 101.0f}}; }, "gives token 3 a bias of 101"}};
+  for (const auto& [spoil, message] : refused) {
+    GenerateRequest bad = adjusted_greedy_request({5, 6}, 2, false);
+    spoil(bad.sampling);
+    try {
+      engine.generate(bad);
+      ADD_FAILURE() << "accepted: " << message;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
 }
 
 // A stop token no model output can be (the wrong tokenizer's id) would silently never stop anything; a

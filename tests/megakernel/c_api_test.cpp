@@ -103,7 +103,7 @@ TEST(CApi, GenerateGivesTheCppEnginesTokensLogprobsAndFinishReason) {
     GenerateRequest expected_request;
     expected_request.prompt = prompt;
     expected_request.max_new_tokens = 12;
-    expected_request.sampling = Sampling{temperature, 40, 0.9f, 7};
+    expected_request.sampling = Sampling{.temperature = temperature, .top_k = 40, .top_p = 0.9f, .seed = 7};
     expected_request.logprobs = 3;
     const GenerateResult expected = cpp.generate(expected_request);
 
@@ -181,7 +181,7 @@ TEST(CApi, BatchCallsGiveTheCppEnginesResults) {
     requests[i].stop_at_eos = 0;
     expected_requests[i].prompt = prompts[i];
     expected_requests[i].max_new_tokens = requests[i].max_new_tokens;
-    expected_requests[i].sampling = Sampling{requests[i].temperature, 0, 1.0f, 5};
+    expected_requests[i].sampling = Sampling{.temperature = requests[i].temperature, .seed = 5};
     expected_requests[i].logprobs = uint32_t(i);
     expected_requests[i].stop_at_eos = false;
   }

@@ -85,6 +85,29 @@ TEST(Sampling, TopKRenormalises) {
   EXPECT_EQ(sample_token(logits.data(), 4, params(1.0f, 3, 0.85f), 0.9999f), 1);
 }
 
+// min_p keeps the tokens at least min_p times as probable as the most probable, renormalised: with
+// {0.05, 0.3, 0.15, 0.4, 0.1} and min_p 0.3 (threshold 0.12) the kept are {3: 0.4, 1: 0.3, 2: 0.15},
+// 0.85 in all, so a draw below 0.4 / 0.85 = 0.4706 takes 3, below 0.7 / 0.85 = 0.8235 takes 1, else 2.
+TEST(Sampling, MinPCutsBelowAShareOfTheMostProbable) {
+  const auto logits = logits_of({0.05, 0.3, 0.15, 0.4, 0.1});
+  SamplingParams p = params(1.0f);
+  p.min_p = 0.3f;
+  EXPECT_EQ(sample_token(logits.data(), 5, p, 0.47f), 3);
+  EXPECT_EQ(sample_token(logits.data(), 5, p, 0.48f), 1);
+  EXPECT_EQ(sample_token(logits.data(), 5, p, 0.82f), 1);
+  EXPECT_EQ(sample_token(logits.data(), 5, p, 0.83f), 2);
+  EXPECT_EQ(sample_token(logits.data(), 5, p, 0.9999f), 2);
+  // At temperature 2 the weights are sqrt(p / 0.4): 0.354, 0.866, 0.612, 1, 0.5; min_p 0.55 keeps 3, 1, 2.
+  p = params(2.0f);
+  p.min_p = 0.55f;
+  for (float u = 0.0f; u < 1.0f; u += 0.01f) {
+    const int32_t token = sample_token(logits.data(), 5, p, u);
+    EXPECT_TRUE(token == 1 || token == 2 || token == 3) << "draw " << u << " took " << token;
+  }
+  p.min_p = 1.0f;  // the most probable alone
+  for (float u : {0.0f, 0.5f, 0.9999f}) EXPECT_EQ(sample_token(logits.data(), 5, p, u), 3);
+}
+
 // Over an even grid of draws the empirical frequencies are the probabilities.
 TEST(Sampling, FrequenciesFollowTheDistribution) {
   const std::vector<double> p = {0.05, 0.3, 0.15, 0.4, 0.1};

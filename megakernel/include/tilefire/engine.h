@@ -80,6 +80,13 @@ struct Sampling {
   uint32_t top_k = 0;        // 0: off
   float top_p = 1.0f;        // 1: off
   uint64_t seed = 0;
+  float min_p = 0.0f;        // 0: off; else only tokens at least min_p times as probable as the most probable
+  // Applied to the logits before the choice (greedy too), in this order; logprobs stay the model's own.
+  std::vector<std::pair<int32_t, float>> logit_bias = {};  // (token, added to its logit), as OpenAI's -100 to 100
+  float repetition_penalty = 1.0f;  // a token of the prompt or the reply so far: logit / p when positive,
+                                    // logit * p when not (Hugging Face's; 1: off, above 1 discourages)
+  float presence_penalty = 0.0f;    // -2 to 2: subtracted from every token the reply holds (OpenAI's)
+  float frequency_penalty = 0.0f;   // -2 to 2: subtracted per time the reply holds the token (OpenAI's)
 };
 
 struct TokenProbability {
