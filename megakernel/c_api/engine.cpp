@@ -74,7 +74,12 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
   GenerateRequest cpp;
   cpp.prompt = token_vector(c.prompt, c.prompt_count, call, (field + "prompt").c_str());
   cpp.max_new_tokens = c.max_new_tokens;
-  cpp.sampling = Sampling{.temperature = c.temperature, .top_k = c.top_k, .top_p = c.top_p, .seed = c.seed};
+  cpp.sampling = Sampling{.temperature = c.temperature, .top_k = c.top_k, .top_p = c.top_p, .seed = c.seed, .min_p = c.min_p,
+                          .repetition_penalty = c.repetition_penalty, .presence_penalty = c.presence_penalty,
+                          .frequency_penalty = c.frequency_penalty};
+  if (c.logit_bias_count > 0 && !c.logit_bias)
+    throw InputError(std::string(call) + ": " + field + "logit_bias is NULL with a count of " + std::to_string(c.logit_bias_count));
+  for (size_t i = 0; i < c.logit_bias_count; ++i) cpp.sampling.logit_bias.emplace_back(c.logit_bias[i].token, c.logit_bias[i].bias);
   cpp.logprobs = c.logprobs;
   cpp.stop_at_eos = c.stop_at_eos != 0;
   cpp.stop_tokens = token_vector(c.stop_tokens, c.stop_token_count, call, (field + "stop_tokens").c_str());
@@ -267,6 +272,10 @@ void tilefire_generate_request_init(tilefire_generate_request* request) {
   request->top_k = defaults.sampling.top_k;
   request->top_p = defaults.sampling.top_p;
   request->seed = defaults.sampling.seed;
+  request->min_p = defaults.sampling.min_p;
+  request->repetition_penalty = defaults.sampling.repetition_penalty;
+  request->presence_penalty = defaults.sampling.presence_penalty;
+  request->frequency_penalty = defaults.sampling.frequency_penalty;
   request->logprobs = defaults.logprobs;
   request->stop_at_eos = defaults.stop_at_eos;
   request->reuse_prefix = defaults.reuse_prefix;

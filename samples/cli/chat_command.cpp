@@ -13,6 +13,7 @@
 #include "backend_flags.h"
 #include "chat_flags.h"
 #include "commands.h"
+#include "sampling_flags.h"
 #include "tilefire/engine.h"
 #include "tilefire/tokenizer.h"
 
@@ -34,9 +35,8 @@ prefills only what is new.
                          and the template's other variables ("tools", "enable_thinking", ...)
   --chat-template FILE   a Jinja chat template instead of the folder's
   --max-new-tokens N     tokens per reply at most (default 1024)
-  --temperature T        0 = greedy (default 0)
-  --top-k K, --top-p P   sampling cuts (--top-k 0, --top-p 1: off; P in [1e-6, 1])
-  --seed S               sampling seed (default 0; each turn draws from seed + turn)
+  --seed S               sampling seed (default 0; each turn draws from seed + turn); the sampling flags
+                         follow the others below
   --threads N            worker threads (default: all cores; shared by the ranks under --tp, at least one each)
   --tp N                 tensor parallelism: N ranks of this process (cpu: thread groups; cuda: rank r on
                          GPU (--cuda-device + r) mod the visible GPUs). Not one rank per process under
@@ -79,14 +79,16 @@ void print(const std::string& text) {
 
 int chat_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--stats", "--help"}, valued{"--model", "--system", "--messages", "--chat-template",
-      "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--threads", "--max-context", "--schedule", "--policy",
+      "--max-new-tokens", "--seed", "--threads", "--max-context", "--schedule", "--policy",
       "--tp", "--tp-timeout-ms"};
+  for (const std::string& flag : sampling_valued()) valued.push_back(flag);
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("chat", switches, valued);
   args.parse(argc, argv, 2);
   if (args.has("--help")) {
     std::fputs(kChatHelp, stdout);
+    std::fputs(kSamplingHelp, stdout);
     std::fputs(kBackendHelp, stdout);
     return 0;
   }
@@ -102,15 +104,14 @@ int chat_command(int argc, char** argv) {
   options.tp_timeout_ms = uint32_t(args.unsigned_or("--tp-timeout-ms", 10000, 1, 3600 * 1000));
   refuse_tp_timeout_alone(args, options);
   apply_backend_flags(args, options);
+  const Sampling sampling = sampling_of_flags(args, command);  // a bad value is named before anything loads
 
   const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::of_model_folder(options.model_dir);
   Conversation conversation = begin_conversation(args, options.model_dir, tokenizer.get(), command);
   const nlohmann::ordered_json first_messages = conversation.messages;
   GenerateRequest request;
   request.max_new_tokens = uint32_t(args.unsigned_or("--max-new-tokens", 1024, 1, 1u << 24));
-  request.sampling.temperature = float(args.number_or("--temperature", 0.0, 0.0, 100.0));
-  request.sampling.top_k = uint32_t(args.unsigned_or("--top-k", 0, 0, 1u << 30));
-  request.sampling.top_p = float(args.number_or("--top-p", 1.0, 1e-6, 1.0));
+  request.sampling = sampling;
   const uint64_t seed = args.unsigned_or("--seed", 0);
   request.stop_tokens = conversation.end_of_reply;
   request.reuse_prefix = true;

@@ -14,6 +14,7 @@
 #include "chat_flags.h"
 #include "commands.h"
 #include "model_folder.h"
+#include "sampling_flags.h"
 #include "stop_text.h"
 #include "tilefire/engine.h"
 #include "tilefire/tokenizer.h"
@@ -38,10 +39,7 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
                          "messages" and the template's other variables ("tools", "enable_thinking", ...)
   --chat-template FILE   a Jinja chat template to use instead of the folder's (or for a folder without one)
   --max-new-tokens N     tokens to generate (default 32)
-  --temperature T        0 = greedy (default 0)
-  --top-k K              keep the K most probable tokens (0 = off)
-  --top-p P              nucleus sampling mass (1 = off)
-  --seed S               sampling seed (default 0)
+  --seed S               sampling seed (default 0); the sampling flags follow the others below
   --threads N            worker threads (default: all cores; shared by the ranks under --tp, at least one each)
   --tp N                 tensor parallelism: N ranks of this process (cpu: thread groups; cuda: rank r on
                          GPU (--cuda-device + r) mod the visible GPUs, ranks sharing a GPU split its SMs),
@@ -76,15 +74,17 @@ void print(std::string_view text) {
 
 int run_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help"}, valued{"--prompt", "--prompt-tokens", "--max-new-tokens",
-      "--temperature", "--top-k", "--top-p", "--seed", "--logprobs", "--trace", "--chat", "--system", "--messages",
+      "--seed", "--logprobs", "--trace", "--chat", "--system", "--messages",
       "--chat-template", "--stop"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
+  for (const std::string& flag : sampling_valued()) valued.push_back(flag);
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("run", switches, valued);
   args.parse(argc, argv, 2);
   if (args.has("--help")) {
     std::fputs(kRunHelp, stdout);
+    std::fputs(kSamplingHelp, stdout);
     std::fputs(kBackendHelp, stdout);
     return 0;
   }
@@ -134,9 +134,7 @@ int run_command(int argc, char** argv) {
     request.prompt = byte_tokens(prompt_text);
   }
   request.max_new_tokens = uint32_t(args.unsigned_or("--max-new-tokens", 32, 0, 1u << 24));
-  request.sampling.temperature = float(args.number_or("--temperature", 0.0, 0.0, 100.0));
-  request.sampling.top_k = uint32_t(args.unsigned_or("--top-k", 0, 0, 1u << 30));
-  request.sampling.top_p = float(args.number_or("--top-p", 1.0, 1e-6, 1.0));
+  request.sampling = sampling_of_flags(args, "tilefire run");
   request.sampling.seed = args.unsigned_or("--seed", 0);
   request.logprobs = uint32_t(args.unsigned_or("--logprobs", 0, 0, 1000));
   request.trace_path = args.text_or("--trace", "");

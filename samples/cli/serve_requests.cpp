@@ -1,6 +1,8 @@
 #include "serve_requests.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <random>
 #include <sstream>
 
@@ -59,15 +61,12 @@ uint64_t count(const json& body, const char* field, uint64_t fallback, uint64_t 
 void refuse_unsupported(const json& body) {
   for (const char* field : {"n", "best_of"})
     if (given(body, field) && body.at(field) != json(1)) refuse(field, "must be 1: one choice per request");
-  const std::pair<const char*, double> neutral[] = {{"presence_penalty", 0}, {"frequency_penalty", 0}, {"repetition_penalty", 1},
-                                                    {"min_p", 0},            {"typical_p", 1},         {"min_tokens", 0},
-                                                    {"length_penalty", 1}};
+  const std::pair<const char*, double> neutral[] = {{"typical_p", 1}, {"min_tokens", 0}, {"length_penalty", 1}};
   for (const auto& [field, value] : neutral)
     if (given(body, field) && !(body.at(field).is_number() && body.at(field).get<double>() == value))
       refuse(field, "is not supported (only " + shortest(value) + ")");
   for (const char* field : {"use_beam_search", "include_stop_str_in_output"})
     if (given(body, field) && body.at(field) != json(false)) refuse(field, "is not supported (only false)");
-  if (given(body, "logit_bias") && !body.at("logit_bias").empty()) refuse("logit_bias", "is not supported");
   if (given(body, "echo") && body.at("echo") != json(false)) refuse("echo", "is not supported");
   if (given(body, "suffix")) refuse("suffix", "is not supported");
   for (const char* field : {"tools", "functions"})
@@ -89,6 +88,24 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
     request.sampling.top_p = 1.0f;
   }
   request.sampling.top_k = uint32_t(count(body, "top_k", 0, 1u << 30));
+  request.sampling.min_p = float(number(body, "min_p", 0.0, 0.0, 1.0));  // vLLM's, as are top_k and repetition_penalty
+  request.sampling.presence_penalty = float(number(body, "presence_penalty", 0.0, -2.0, 2.0));
+  request.sampling.frequency_penalty = float(number(body, "frequency_penalty", 0.0, -2.0, 2.0));
+  request.sampling.repetition_penalty = float(number(body, "repetition_penalty", 1.0, 1e-3, 100.0));
+  // OpenAI's logit_bias: {"token id": bias from -100 to 100}, the ids as strings (JSON's keys).
+  if (given(body, "logit_bias")) {
+    const json& bias = body.at("logit_bias");
+    if (!bias.is_object()) refuse("logit_bias", "must be an object of token ids to biases, got " + bias.dump().substr(0, 200));
+    for (const auto& [key, value] : bias.items()) {
+      char* end = nullptr;
+      const unsigned long long token = std::strtoull(key.c_str(), &end, 10);
+      if (key.empty() || !std::isdigit(static_cast<unsigned char>(key[0])) || *end != '\0' || token >= model.vocab)
+        refuse("logit_bias", "names '" + key.substr(0, 40) + "', not a token id of the vocabulary of " + std::to_string(model.vocab));
+      if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0))
+        refuse("logit_bias", "gives token " + key + " " + value.dump().substr(0, 40) + ": a bias must be a number from -100 to 100");
+      request.sampling.logit_bias.emplace_back(int32_t(token), value.get<float>());
+    }
+  }
   // Without a seed each request samples anew, as OpenAI's API does; with one (any 64-bit integer) it is
   // repeatable.
   if (!given(body, "seed")) request.sampling.seed = std::random_device{}();

@@ -28,7 +28,8 @@ const char* const kFlags[] = {"--threads", "--tp",      "--max-new-tokens", "--p
                               "--steps",   "--rounds",  "--kv-splits",      "--max-context",   "--logprobs", "--top-k",
                               "--top-p",   "--temperature", "--seed",       "--granularity",   "--policy",  "--gpu-mem",
                               "--kv-tokens", "--workers", "--tokens",       "--dtype",         "--prompt-len", "--shard-mb",
-                              "--bandwidth-mb", "--tp-timeout-ms", "--watchdog-ms", "--prompt", "--device", "--bogus"};
+                              "--bandwidth-mb", "--tp-timeout-ms", "--watchdog-ms", "--prompt", "--device", "--min-p",
+                              "--logit-bias", "--repetition-penalty", "--presence-penalty", "--frequency-penalty", "--bogus"};
 
 TEST(CliFuzz, EveryMutatedCommandLineRunsOrIsRefused) {
   TempDir dir("cli-fuzz");
@@ -36,7 +37,8 @@ TEST(CliFuzz, EveryMutatedCommandLineRunsOrIsRefused) {
   const std::vector<std::vector<std::string>> valid{
       {"run", "--threads", "2", "--prompt-tokens", "1,2,3", "--max-new-tokens", "3"},
       {"run", "--threads", "2", "--prompt", "hi", "--max-new-tokens", "2", "--policy", "critical-path", "--granularity", "head",
-       "--schedule", "bsp", "--logprobs", "2", "--temperature", "0.7", "--top-k", "5", "--top-p", "0.9", "--seed", "3", "--json"},
+       "--schedule", "bsp", "--logprobs", "2", "--temperature", "0.7", "--top-k", "5", "--top-p", "0.9", "--seed", "3", "--json", "--min-p", "0.05", "--logit-bias", "5=2,9=-1",
+       "--repetition-penalty", "1.1", "--presence-penalty", "0.3", "--frequency-penalty", "-0.2"},
       {"run", "--tp", "2", "--threads", "2", "--max-new-tokens", "2", "--max-context", "64", "--kv-splits", "2"},
       {"bench", "--threads", "2", "--steps", "3", "--rounds", "1", "--prompt-len", "4"},
       {"plan", "--preset", "llama-3.2-1b", "--tp", "2", "--gpu-mem", "80GiB", "--kv-tokens", "4096"},

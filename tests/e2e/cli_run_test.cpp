@@ -67,6 +67,29 @@ TEST(CliRun, PromptTokensAndSampling) {
   EXPECT_EQ(tokens_of(run_json(sampled)), tokens_of(run_json(sampled)));
 }
 
+// The logit flags change the choice as asked: a bias of 100 makes greedy take that token every time (the
+// sample's logits span far less), a -100 bias on it and on what it would take instead leaves others, and
+// the penalties run (each checked against a reference in prefill_decode_test).
+TEST(CliRun, LogitBiasAndPenaltiesSteerTheChoice) {
+  const std::vector<std::string> prompt = {"--prompt-tokens", "1,2,3", "--max-new-tokens", "4", "--threads", "1"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), prompt.begin(), prompt.end());
+    return tokens_of(run_json(extra));
+  };
+  EXPECT_EQ(with({"--logit-bias", "77=100"}), std::vector<int32_t>(4, 77));
+  const std::vector<int32_t> plain = with({});
+  const std::vector<int32_t> avoided = with({"--logit-bias", std::to_string(plain[0]) + "=-100,77=-100"});
+  ASSERT_EQ(avoided.size(), 4u);
+  for (int32_t token : avoided) {
+    EXPECT_NE(token, plain[0]);
+    EXPECT_NE(token, 77);
+  }
+  // Negative presence and frequency penalties with a bias toward 77 on a repeat-free start: 77 stays.
+  EXPECT_EQ(with({"--logit-bias", "77=30", "--presence-penalty", "-2", "--frequency-penalty", "-2", "--repetition-penalty", "0.5"}),
+            std::vector<int32_t>(4, 77));
+  EXPECT_EQ(with({"--temperature", "0.8", "--min-p", "1", "--seed", "3"}), plain) << "min-p 1 keeps only the most probable";
+}
+
 // A flag given twice takes its last value: scripts/demo puts its own --max-new-tokens before the user's.
 TEST(CliRun, ARepeatedFlagTakesItsLastValue) {
   json result = run_json({"--max-new-tokens", "5", "--prompt-tokens", "9,9", "--threads", "2", "--prompt-tokens", "1,2,3",

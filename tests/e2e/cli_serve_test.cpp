@@ -170,8 +170,12 @@ TEST(CliServe, BadRequestsGetAStatusAndAMessageNamingWhatIsWrong) {
       {"/v1/completions", R"({"prompt": "a", "max_tokens": 1e400})", 400, "the request body"},
       {"/v1/completions", R"({"prompt": [)" + past_the_context + R"(], "stream": true})", 400,
        "'prompt' makes a prompt of 1101 tokens, and the context holds 1024"},
-      {"/v1/completions", R"({"prompt": "a", "repetition_penalty": 1.2})", 400, "'repetition_penalty' is not supported (only 1)"},
-      {"/v1/completions", R"({"prompt": "a", "min_p": 0.1})", 400, "'min_p' is not supported (only 0)"},
+      {"/v1/completions", R"({"prompt": "a", "repetition_penalty": 0})", 400, "'repetition_penalty' must be a number from 0.001 to 100"},
+      {"/v1/completions", R"({"prompt": "a", "min_p": 1.1})", 400, "'min_p' must be a number from 0 to 1"},
+      {"/v1/completions", R"({"prompt": "a", "logit_bias": {"512": 1}})", 400, "'logit_bias' names '512', not a token id of the vocabulary of 512"},
+      {"/v1/completions", R"({"prompt": "a", "logit_bias": {"-3": 1}})", 400, "'logit_bias' names '-3'"},
+      {"/v1/completions", R"({"prompt": "a", "logit_bias": {"3": 100.5}})", 400, "'logit_bias' gives token 3 100.5"},
+      {"/v1/completions", R"({"prompt": "a", "logit_bias": [3]})", 400, "'logit_bias' must be an object"},
       {"/v1/completions", R"({"prompt": "a", "stop_token_ids": [600]})", 400, "'stop_token_ids' holds 600"},
       {"/v1/completions", "[1]", 400, "not a JSON object"},
       {"/v1/completions", "{}", 400, "'prompt' is missing"},
@@ -185,7 +189,7 @@ TEST(CliServe, BadRequestsGetAStatusAndAMessageNamingWhatIsWrong) {
       {"/v1/completions", R"({"prompt": "a", "stop": ["a", "b", "c", "d", "e"]})", 400, "'stop' must be a string or a list of up to 4"},
       {"/v1/completions", R"({"prompt": "a", "stop": ""})", 400, "'stop' holds an empty string"},
       {"/v1/completions", R"({"prompt": "a", "n": 2})", 400, "'n' must be 1"},
-      {"/v1/completions", R"({"prompt": "a", "presence_penalty": 0.5})", 400, "'presence_penalty' is not supported"},
+      {"/v1/completions", R"({"prompt": "a", "presence_penalty": 2.5})", 400, "'presence_penalty' must be a number from -2 to 2"},
       {"/v1/completions", R"({"prompt": "a", "stream": "yes"})", 400, "'stream' must be true or false"},
       {"/v1/chat/completions", R"({"messages": []})", 400, "no tokenizer.json"},
       {"/v1/embeddings", "{}", 404, "no such path: /v1/embeddings"},
@@ -210,7 +214,7 @@ TEST(CliServe, BadRequestsGetAStatusAndAMessageNamingWhatIsWrong) {
   EXPECT_EQ(http_exchange(server.port(), "POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}").status, 400);
   // The neutral values of what is refused otherwise, and what maps onto the engine, are taken.
   const std::string greedy = post(server.port(), "/v1/completions", R"({"prompt": "hello", "max_tokens": 12, "temperature": 0})").body;
-  for (const char* same : {R"({"prompt": "hello", "max_tokens": 12, "top_p": 0, "seed": -1, "repetition_penalty": 1, "min_p": 0})",
+  for (const char* same : {R"({"prompt": "hello", "max_tokens": 12, "top_p": 0, "seed": -1, "repetition_penalty": 1, "min_p": 0, "logit_bias": {}})",
                            R"({"prompt": "hello", "max_completion_tokens": 12, "temperature": 0, "ignore_eos": false, "stop_token_ids": []})"}) {
     const HttpReply reply = post(server.port(), "/v1/completions", same);
     ASSERT_EQ(reply.status, 200) << same << "\n" << reply.body;

@@ -247,6 +247,27 @@ TEST(ServeApi, BatchedStreamedLogprobsAreTheWholeReplys) { streamed_logprobs_are
 
 // --api-key (or TILEFIRE_API_KEY): the /v1/ paths answer 401 without the key, or with another, and as
 // usual with it; /health and /metrics stay open for probes and scrapers.
+// A request's logit_bias, penalties and min_p choose as `tilefire run`'s flags do (the same engine
+// settings reached by another path), greedy; a bias of 100 takes that token every time.
+TEST(ServeApi, LogitBiasAndPenaltiesAreRunsFlags) {
+  Server server({"--threads", "1"});
+  ASSERT_NE(server.port(), 0);
+  auto served = [&](const std::string& fields) {
+    const HttpReply reply = post(server.port(), "/v1/completions",
+                                 R"({"prompt": [1, 2, 3], "max_tokens": 5, "temperature": 0, )" + fields + "}");
+    EXPECT_EQ(reply.status, 200) << fields << "\n" << reply.body;
+    return reply.status == 200 ? json::parse(reply.body).at("choices")[0].at("text") : json();
+  };
+  auto run = [](std::vector<std::string> flags) {
+    for (const char* flag : {"--prompt-tokens", "1,2,3", "--max-new-tokens", "5", "--threads", "1"}) flags.push_back(flag);
+    return run_json(flags).at("text");
+  };
+  EXPECT_EQ(served(R"("logit_bias": {"77": 100})"), json(std::string(5, char(77))));
+  EXPECT_EQ(served(R"("logit_bias": {"77": 4, "80": -100}, "presence_penalty": -1.5, "frequency_penalty": 0.5, "repetition_penalty": 1.4)"),
+            run({"--logit-bias", "77=4,80=-100", "--presence-penalty", "-1.5", "--frequency-penalty", "0.5", "--repetition-penalty", "1.4"}));
+  EXPECT_EQ(served(R"("temperature": 0.9, "min_p": 1, "seed": 5)"), served("\"seed\": 5")) << "min_p 1 keeps only the most probable";
+}
+
 TEST(ServeApi, AnApiKeyGuardsTheV1Paths) {
   const std::string completion = R"({"prompt": [1, 2], "max_tokens": 2})";
   auto post_with = [](uint16_t port, const std::string& authorization, const std::string& body) {

@@ -96,6 +96,13 @@ TEST(CApi, GenerateGivesTheCppEnginesTokensLogprobsAndFinishReason) {
     request.top_p = 0.9f;
     request.seed = 7;
     request.logprobs = 3;
+    const tilefire_logit_bias bias[] = {{77, 3.0f}, {80, -100.0f}};
+    request.logit_bias = bias;
+    request.logit_bias_count = 2;
+    request.min_p = 0.01f;
+    request.repetition_penalty = 1.2f;
+    request.presence_penalty = -0.5f;
+    request.frequency_penalty = 0.3f;
     tilefire_generate_result result = empty_result();
     ASSERT_EQ(tilefire_generate(c.engine, &request, &result), TILEFIRE_OK) << tilefire_last_error();
     EXPECT_STREQ(tilefire_last_error(), "");
@@ -103,7 +110,9 @@ TEST(CApi, GenerateGivesTheCppEnginesTokensLogprobsAndFinishReason) {
     GenerateRequest expected_request;
     expected_request.prompt = prompt;
     expected_request.max_new_tokens = 12;
-    expected_request.sampling = Sampling{.temperature = temperature, .top_k = 40, .top_p = 0.9f, .seed = 7};
+    expected_request.sampling = Sampling{.temperature = temperature, .top_k = 40, .top_p = 0.9f, .seed = 7, .min_p = 0.01f,
+                                         .logit_bias = {{77, 3.0f}, {80, -100.0f}}, .repetition_penalty = 1.2f,
+                                         .presence_penalty = -0.5f, .frequency_penalty = 0.3f};
     expected_request.logprobs = 3;
     const GenerateResult expected = cpp.generate(expected_request);
 
@@ -537,6 +546,16 @@ TEST(CApi, BadArgumentsAreInputErrorsNamingThemAndLeaveTheOutputsAlone) {
   request.top_p = 0.0f;
   expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "Sampling::top_p");
   request.top_p = 1.0f;
+  request.logit_bias_count = 2;
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT,
+                 "tilefire_generate: request->logit_bias is NULL with a count of 2");
+  const tilefire_logit_bias outside[] = {{600, 1.0f}, {1, 2.0f}};
+  request.logit_bias = outside;
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "names token 600, outside the vocabulary");
+  request.logit_bias_count = 0;
+  request.presence_penalty = 3.0f;
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "Sampling::presence_penalty");
+  request.presence_penalty = 0.0f;
   request.struct_size = 4;
   expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "tilefire_generate_request.struct_size is 4");
   request.struct_size = sizeof request;

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /* The version of this interface: raised when a struct or a call changes. */
-#define TILEFIRE_API_VERSION 5
+#define TILEFIRE_API_VERSION 6
 uint32_t tilefire_api_version(void);
 
 typedef enum tilefire_status {
@@ -144,6 +144,12 @@ uint32_t tilefire_engine_decode_events(const tilefire_engine* engine);
  * and must not unwind through the library (longjmp, a C++ exception). */
 typedef int (*tilefire_token_callback)(void* user_data, int32_t token);
 
+/* A token and the number added to its logit before the choice (tilefire::Sampling::logit_bias). */
+typedef struct tilefire_logit_bias {
+  int32_t token;
+  float bias;  /* -100 to 100 */
+} tilefire_logit_bias;
+
 /* tilefire::GenerateRequest. The arrays and strings are read during tilefire_generate only. */
 typedef struct tilefire_generate_request {
   uint32_t struct_size;  /* set by tilefire_generate_request_init */
@@ -162,6 +168,13 @@ typedef struct tilefire_generate_request {
   const char* trace_path;   /* NULL: no trace; else a Chrome/Perfetto trace of one decode step */
   tilefire_token_callback on_token;  /* NULL: none */
   void* user_data;          /* given to on_token */
+  /* Since API version 6 (tilefire::Sampling's): */
+  float min_p;              /* 0: off; else only tokens at least min_p times as probable as the most probable */
+  const tilefire_logit_bias* logit_bias;  /* added to those tokens' logits before the choice (greedy too) */
+  size_t logit_bias_count;
+  float repetition_penalty; /* 1: off; a token of the prompt or reply: logit / p when positive, * p when not */
+  float presence_penalty;   /* 0: off; -2 to 2, subtracted from every token the reply holds */
+  float frequency_penalty;  /* 0: off; -2 to 2, subtracted per time the reply holds the token */
 } tilefire_generate_request;
 
 void tilefire_generate_request_init(tilefire_generate_request* request);
