@@ -25,6 +25,9 @@ struct CompileOptions {
   // generate_batch, the simulator's --batch): attention splits over KV positions as at decode, and the LM
   // head projects every token's row (logits [tokens, vocab]).
   bool batched_decode = false;
+  // A prefill whose LM head projects every token's row too (logits [tokens, vocab]): each prompt token's
+  // probability after those before it (GenerateRequest::prompt_logprobs).
+  bool prompt_logits = false;
   // Sequences the KV caches hold (slots of [kv_heads, max_context, head_dim] each): the engine's
   // EngineOptions::sequences. Every program of an engine shares its caches, so all are compiled alike.
   uint32_t sequences = 1;
@@ -43,8 +46,9 @@ struct CompileOptions {
 };
 
 // Whether a step's LM head projects every token's row (a batched decode: each token is the next of its own
-// sequence) rather than the last one's. Under tensor parallelism the logits all-gather carries every row.
-inline bool logits_of_every_token(const CompileOptions& options) { return options.batched_decode; }
+// sequence; a prompt's logprobs) rather than the last one's. Under tensor parallelism the logits
+// all-gather carries every row.
+inline bool logits_of_every_token(const CompileOptions& options) { return options.batched_decode || options.prompt_logits; }
 
 // One op node before tiling: the fused op's parameters and the tile width the tiler should use.
 struct OpNode {

@@ -116,7 +116,8 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
   }
 
   const uint16_t head_layer = uint16_t(spec.layers);
-  // Only the last token is sampled; a batched decode samples every token (each the next of its sequence).
+  // Only the last token is sampled; a batched decode samples every token (each the next of its sequence),
+  // and a prompt's logprobs read every token's row.
   const bool one_row = !logits_of_every_token(options);
   uint32_t last = b.node(Primitive::last_token, head_layer, {x}, {}, "final.last", hidden, 0, one_row);
   uint32_t normed = b.node(Primitive::rmsnorm, head_layer, {last}, {b.vector_f32("model.norm.weight", hidden)}, "final.norm", hidden, spec.rms_eps, one_row);

@@ -39,6 +39,21 @@ void record_probabilities(GenerateResult& result, const float* logits, uint32_t 
   result.token_probabilities.push_back({chosen.token, chosen.probability, chosen.logprob});
 }
 
+void record_prompt_probabilities(const Engine::Impl& m, GenerateResult& result, const float* logits, uint32_t rows,
+                                 const std::vector<int32_t>& tokens, size_t begin, uint32_t k) {
+  const uint32_t vocab = m.info.vocab;
+  for (uint32_t r = 0; r < rows && begin + r + 1 < tokens.size(); ++r) {
+    const float* row = logits + size_t(r) * vocab;
+    m.check_finite_logits(row, uint32_t(begin + r));
+    const Softmax softmax(row, vocab);
+    std::vector<TokenProbability> top;
+    for (const TokenOdds& odds : softmax.top(k)) top.push_back({odds.token, odds.probability, odds.logprob});
+    result.prompt_logprobs.push_back(std::move(top));
+    const TokenOdds next = softmax.odds(tokens[begin + r + 1]);
+    result.prompt_token_probabilities.push_back({next.token, next.probability, next.logprob});
+  }
+}
+
 int32_t choose_token(const float* logits, uint32_t vocab, const Sampling& sampling, TokenCounts& counts, float uniform01) {
   const SamplingParams params{sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p};
   const LogitAdjustments adjustments{sampling.logit_bias, sampling.repetition_penalty, sampling.presence_penalty,
@@ -266,9 +281,9 @@ float* Engine::Impl::arena_floats() {
   return cuda ? static_cast<float*>(device_arena.get()) : arena.data();
 }
 
-BoundProgram& Engine::Impl::prefill_program(uint32_t tokens, double* compile_ms) {
+BoundProgram& Engine::Impl::prefill_program(uint32_t tokens, bool prompt_logits, double* compile_ms) {
   *compile_ms = 0;
-  auto it = prefill_programs.find(tokens);
+  auto it = prefill_programs.find({tokens, prompt_logits});
   if (it == prefill_programs.end()) {
     if (cuda) cuda->stop_resident_kernel();  // device memory is freed and allocated below
     if (prefill_programs.size() >= kPrefillProgramsKept) {  // evict the least recently used
@@ -278,9 +293,12 @@ BoundProgram& Engine::Impl::prefill_program(uint32_t tokens, double* compile_ms)
       prefill_programs.erase(oldest);
     }
     auto start = std::chrono::steady_clock::now();
-    Program program = compile_model(program_spec, compile_options(tokens));
+    CompileOptions compile = compile_options(tokens);
+    compile.prompt_logits = prompt_logits;
+    Program program = compile_model(program_spec, compile);
     *compile_ms = ms_since(start);
-    it = prefill_programs.emplace(tokens, bind(std::move(program), *compile_ms)).first;
+    it = prefill_programs.emplace(std::make_pair(tokens, prompt_logits), bind(std::move(program), *compile_ms)).first;
+    it->second->logit_rows = prompt_logits ? tokens : 1;
   }
   it->second->last_used = ++use_clock;
   return *it->second;
@@ -329,8 +347,7 @@ const float* Engine::Impl::run_sequences(BoundProgram& bound, StepInputs inputs,
   if (cuda) {  // the logits of every row come back (a batched program reduces no greedy token on the device)
     cuda->run_step(*bound.cuda_program, inputs, schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow, trace);
     if (!want_logits) return nullptr;  // another rank of this process copies them back
-    const uint32_t rows = inputs.sequences ? inputs.tokens_count : 1;
-    host_logits.resize(size_t(rows) * info.vocab);
+    host_logits.resize(size_t(bound.logit_rows) * info.vocab);
     cuda->download(host_logits.data(), bound.logits, host_logits.size() * sizeof(float));
     return host_logits.data();
   }
@@ -355,6 +372,7 @@ BoundProgram& Engine::Impl::batch_program(uint32_t sequences, double* compile_ms
     Program program = compile_model(program_spec, compile);
     *compile_ms = ms_since(start);
     it = batch_programs.emplace(sequences, bind(std::move(program), *compile_ms)).first;
+    it->second->logit_rows = sequences;
   }
   return *it->second;
 }
@@ -366,8 +384,9 @@ BoundProgram& Engine::Impl::program_of(StepKind kind, uint32_t tokens, double* c
       return *decode_program;
     case StepKind::batched_decode: return batch_program(tokens, compile_ms);
     case StepKind::prefill: break;
+    case StepKind::prompt_prefill: return prefill_program(tokens, true, compile_ms);
   }
-  return prefill_program(tokens, compile_ms);
+  return prefill_program(tokens, false, compile_ms);
 }
 
 std::vector<BoundProgram*> Engine::Impl::rank_programs(StepKind kind, uint32_t tokens, double* compile_ms) {
@@ -420,8 +439,8 @@ const float* Engine::Impl::run(BoundProgram& bound, const std::vector<int32_t>& 
   if (cuda) {
     run_cuda(bound, tokens, trace);
     if (!want_logits) return nullptr;  // another rank of this process copies them back
-    host_logits.resize(info.vocab);
-    cuda->download(host_logits.data(), bound.logits, info.vocab * sizeof(float));
+    host_logits.resize(size_t(bound.logit_rows) * info.vocab);
+    cuda->download(host_logits.data(), bound.logits, host_logits.size() * sizeof(float));
     return host_logits.data();
   }
   StepInputs inputs = prepare_step(bound, tokens);
@@ -467,21 +486,24 @@ Engine::Impl::GreedyToken Engine::Impl::run_greedy(BoundProgram& bound, const st
   return {int32_t(std::max_element(logits, logits + info.vocab) - logits), !all_finite(logits)};
 }
 
-const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* compile_ms) {
+const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* compile_ms,
+                                  const PromptProbabilities* prompt_probabilities) {
   if (tokens.empty()) throw InputError("prefill: no tokens (an empty prompt; --prompt or --prompt-tokens)");
   check_tokens(tokens);  // before compiling anything for it
+  const bool every_row = prompt_probabilities != nullptr;
   const float* logits = nullptr;
   for (size_t begin = 0; begin < tokens.size(); begin += options.prefill_chunk) {
     const size_t end = std::min(tokens.size(), begin + options.prefill_chunk);
     const std::vector<int32_t> chunk(tokens.begin() + begin, tokens.begin() + end);
     double chunk_compile_ms = 0;
     if (rank_engines.empty()) {
-      BoundProgram& program = prefill_program(uint32_t(chunk.size()), &chunk_compile_ms);
+      BoundProgram& program = prefill_program(uint32_t(chunk.size()), every_row, &chunk_compile_ms);
       logits = run(program, chunk, nullptr);
       sequence.insert(sequence.end(), chunk.begin(), chunk.end());
     } else {
       check_not_broken();
-      const std::vector<BoundProgram*> programs = rank_programs(StepKind::prefill, uint32_t(chunk.size()), &chunk_compile_ms);
+      const std::vector<BoundProgram*> programs =
+          rank_programs(every_row ? StepKind::prompt_prefill : StepKind::prefill, uint32_t(chunk.size()), &chunk_compile_ms);
       on_every_rank([&](Impl& r, uint32_t index) {
         const float* rank_logits = r.run(*programs[index], chunk, nullptr, index == 0);
         if (index == 0) logits = rank_logits;
@@ -491,6 +513,11 @@ const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* c
       sequence.insert(sequence.end(), chunk.begin(), chunk.end());
     }
     *compile_ms += chunk_compile_ms;
+    if (every_row) {  // row r follows the chunk's token r; the last row is the one the caller samples
+      record_prompt_probabilities(*this, *prompt_probabilities->result, logits, uint32_t(chunk.size()), tokens, begin,
+                                  prompt_probabilities->k);
+      logits += (chunk.size() - 1) * size_t(info.vocab);
+    }
   }
   return logits;
 }

@@ -211,12 +211,13 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (options.tp > 1) split_tensor_parallel(spec, options.tp);  // refuses a degree the shapes do not allow, saying why
   // Tensor parallelism: the window each rank's collectives use (two partial-sum slices per layer for the
   // widest step, a prefill chunk or a batched decode of every sequence, and the rank's share of the
-  // logits, a row per sequence) and its flags (at most one per column of each collective node, one per
-  // rank's logits, two for the program digests and two barriers).
+  // logits of as many rows: a row per sequence, or per prompt token when a prompt is scored) and its flags
+  // (at most one per column of each collective node, one per rank's logits, two for the program digests
+  // and two barriers).
   const uint64_t widest_step = std::max<uint64_t>(options.prefill_chunk, options.sequences);
   const uint64_t window_bytes =
       2ull * spec.layers * ((widest_step * spec.hidden * 4 + 63) / 64 * 64) +
-      (uint64_t(options.sequences) * ((uint64_t(spec.vocab) + options.tp - 1) / options.tp) * 4 + 63) / 64 * 64;
+      (widest_step * ((uint64_t(spec.vocab) + options.tp - 1) / options.tp) * 4 + 63) / 64 * 64;
   const uint32_t flags = 2 * spec.layers * spec.hidden + options.tp + 4;
   if (options.backend == Backend::cuda) {
     if (options.stress_delay_us) throw InputError("EngineOptions::stress_delay_us (--stress-delay-us) applies to the cpu backend only");
@@ -494,6 +495,9 @@ void Engine::Impl::check_request(const GenerateRequest& request) const {
       throw InputError("Sampling::logit_bias (--logit-bias) gives token " + std::to_string(token) + " a bias of " + std::to_string(bias) +
                        ": it must be from -100 to 100");
   }
+  if (request.prompt_logprobs > info.vocab)
+    throw InputError("GenerateRequest::prompt_logprobs (--prompt-logprobs) " + std::to_string(request.prompt_logprobs) +
+                     " exceeds the vocabulary of " + std::to_string(info.vocab));
   if (request.logprobs > info.vocab)
     throw InputError("GenerateRequest::logprobs (--logprobs) " + std::to_string(request.logprobs) + " exceeds the vocabulary of " +
                      std::to_string(info.vocab));
@@ -548,12 +552,12 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   // reuse_prefix the cache keeps the tokens that begin the prompt, all but its last (whose logits the
   // first new token needs).
   result.compile_ms = m.decode_program_of_rank0().compile_ms;
-  if (request.max_new_tokens == 0) {  // nothing to generate: the sequence stays as it was
+  if (request.max_new_tokens == 0 && request.prompt_logprobs == 0) {  // nothing to do: the sequence stays as it was
     result.finish_reason = "length";
     return result;
   }
   uint32_t kept = 0;
-  if (request.reuse_prefix)
+  if (request.reuse_prefix && request.prompt_logprobs == 0)  // scoring the prompt needs every position's logits
     while (kept < m.sequence.size() && kept + 1 < request.prompt.size() && m.sequence[kept] == request.prompt[kept]) ++kept;
   m.rewind(kept);
   result.reused_tokens = kept;
@@ -569,8 +573,16 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   };
   auto start = std::chrono::steady_clock::now();
   double prefill_compile_ms = 0;
+  const Engine::Impl::PromptProbabilities prompt_scores{request.prompt_logprobs, &result};
+  const Engine::Impl::PromptProbabilities* scoring = request.prompt_logprobs ? &prompt_scores : nullptr;
+  if (request.max_new_tokens == 0) {  // the prompt scored, nothing generated
+    checked_step([&] { return m.prefill(request.prompt, &prefill_compile_ms, scoring); });
+    result.compile_ms += prefill_compile_ms;
+    result.finish_reason = "length";
+    return result;
+  }
   int32_t token = checked_step([&] {
-    return pick(m.prefill(std::vector<int32_t>(request.prompt.begin() + kept, request.prompt.end()), &prefill_compile_ms));
+    return pick(m.prefill(std::vector<int32_t>(request.prompt.begin() + kept, request.prompt.end()), &prefill_compile_ms, scoring));
   });
   result.compile_ms += prefill_compile_ms;
   result.ttft_ms = ms_since(start) - prefill_compile_ms;

@@ -54,6 +54,13 @@ void take_token(Engine::Impl& m, BatchedSequence& s, const float* logits) {
 
 std::string sequence_name(uint64_t id) { return "sequence " + std::to_string(id) + ": "; }
 
+// A sequence of max_new_tokens 0 (its prompt's logprobs asked for) ends once its prompt is prefilled.
+void end_scored_prompt(BatchedSequence& s) {
+  s.finished = true;
+  s.result.finish_reason = "length";
+  s.result.ttft_ms = ms_since(s.added) - s.prefill_compile_ms;
+}
+
 void check_rows_finite(Engine::Impl& m, const float* logits, const std::vector<BatchedSequence*>& rows,
                        const std::vector<uint64_t>& ids) {
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -66,17 +73,33 @@ void check_rows_finite(Engine::Impl& m, const float* logits, const std::vector<B
 }
 
 // Prefills the next chunk of `s`'s prompt into its slot (from s.position) and returns its logits: those of
-// the prompt's last token when the chunk ends the prompt. s.position moves past the chunk.
+// the prompt's last token when the chunk ends the prompt. s.position moves past the chunk. With the
+// request's prompt_logprobs, every row is scored (InputError on a non-finite one: s.position and the
+// result stay as they were).
 const float* prefill_next_chunk(Engine::Impl& m, BatchedSequence& s) {
   const std::vector<int32_t>& prompt = s.request.prompt;
   const uint32_t begin = s.position, end = uint32_t(std::min<size_t>(prompt.size(), begin + m.options.prefill_chunk));
   StepInputs inputs{prompt.data() + begin, end - begin, begin};
   inputs.sequence0 = s.slot;
-  const Engine::Impl::SequencesStep step = m.step_of_sequences(Engine::Impl::StepKind::prefill, inputs);
+  const uint32_t k = s.request.prompt_logprobs;
+  const Engine::Impl::SequencesStep step =
+      m.step_of_sequences(k ? Engine::Impl::StepKind::prompt_prefill : Engine::Impl::StepKind::prefill, inputs);
   s.prefill_compile_ms += step.compile_ms;
   s.result.compile_ms += step.compile_ms;
+  const float* logits = step.logits;
+  if (k) {
+    const size_t scored = s.result.prompt_logprobs.size();
+    try {
+      record_prompt_probabilities(m, s.result, logits, end - begin, prompt, begin, k);
+    } catch (...) {
+      s.result.prompt_logprobs.resize(scored);
+      s.result.prompt_token_probabilities.resize(scored);
+      throw;
+    }
+    logits += size_t(end - begin - 1) * m.info.vocab;  // the chunk's last row
+  }
   s.position = end;
-  return step.logits;
+  return logits;
 }
 
 }  // namespace
@@ -91,7 +114,8 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   Impl& m = *impl_;
   refuse_while_generating(m, "add_sequence");
   m.check_request(request);
-  if (request.max_new_tokens == 0) throw InputError("GenerateRequest::max_new_tokens is 0: a sequence must generate a token");
+  if (request.max_new_tokens == 0 && request.prompt_logprobs == 0)
+    throw InputError("GenerateRequest::max_new_tokens is 0: a sequence must generate a token, or score its prompt (prompt_logprobs)");
   if (m.batched.size() >= m.options.sequences)
     throw InputError("add_sequence: all " + std::to_string(m.options.sequences) +
                      " sequences the engine holds are in (EngineOptions::sequences); remove one first");
@@ -100,7 +124,7 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   // The first free slot; with reuse_prefix the free slot whose cache begins the prompt with the most
   // tokens (all but the prompt's last at most: its logits give the first new token).
   uint32_t slot = uint32_t(std::find(taken.begin(), taken.end(), false) - taken.begin()), kept = 0;
-  if (request.reuse_prefix)
+  if (request.reuse_prefix && request.prompt_logprobs == 0)  // scoring the prompt needs every position's logits
     for (uint32_t candidate = 0; candidate < m.options.sequences; ++candidate) {
       if (taken[candidate]) continue;
       const std::vector<int32_t>& cached = candidate == 0 ? m.sequence : m.slot_tokens[candidate];
@@ -136,6 +160,11 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   const float* logits = nullptr;
   while (s.position < request.prompt.size()) logits = prefill_next_chunk(m, s);
   m.check_finite_logits(logits, s.position - 1);  // nothing added yet: the slot stays free
+  if (request.max_new_tokens == 0) {  // its prompt scored, nothing to generate
+    end_scored_prompt(s);
+    m.batched.emplace(id, std::move(s));
+    return id;
+  }
   BatchedSequence& added = m.batched.emplace(id, std::move(s)).first->second;
   try {
     take_token(m, added, logits);
@@ -221,15 +250,20 @@ void prefill_some(Engine::Impl& m) {
       --chunks;
       const uint32_t begin = s.position;
       GeneratingScope generating_scope(m);
-      const float* logits = prefill_next_chunk(m, s);
-      if (s.position < s.request.prompt.size()) continue;
+      const float* logits = nullptr;
       try {
+        logits = prefill_next_chunk(m, s);  // with prompt_logprobs every row is checked
+        if (s.position < s.request.prompt.size()) continue;
         m.check_finite_logits(logits, s.position - 1);
       } catch (const InputError& e) {
-        s.position = begin;  // its last chunk runs again at the next step
+        s.position = begin;  // its chunk runs again at the next step
         throw SequenceError(id, sequence_name(id) + e.what());
       }
       s.prefilling = false;
+      if (s.request.max_new_tokens == 0) {  // its prompt scored, nothing to generate
+        end_scored_prompt(s);
+        continue;
+      }
       s.result.ttft_ms = ms_since(s.added) - s.prefill_compile_ms;
       take_token(m, s, logits);
     }
@@ -321,7 +355,7 @@ std::vector<GenerateResult> Engine::generate_batch(const std::vector<GenerateReq
   double compile_before = 0;  // compiling is not part of any request's time to first token
   for (size_t i = 0; i < requests.size(); ++i) {
     results[i].prompt_tokens = requests[i].prompt;
-    if (requests[i].max_new_tokens == 0) {
+    if (requests[i].max_new_tokens == 0 && requests[i].prompt_logprobs == 0) {
       results[i].finish_reason = "length";
       results[i].compile_ms = m.decode_program_of_rank0().compile_ms;
       continue;

@@ -60,7 +60,8 @@ struct BoundProgram {
   std::unique_ptr<ProgramInstance> instance;  // cpu backend
   CudaProgramPtr cuda_program;                 // cuda backend
   DeviceBuffer device_constants;               // cuda: Program::constants on the device
-  const float* logits = nullptr;  // [vocab] the lm_head output of the last step (device memory on cuda)
+  const float* logits = nullptr;  // [logit_rows, vocab] the lm_head output of the last step (device memory on cuda)
+  uint32_t logit_rows = 1;        // 1, or every token's (a batched decode, a prefill for a prompt's logprobs)
   double compile_ms = 0;
   uint64_t last_used = 0;  // for least-recently-used eviction of prefill programs
 
@@ -132,7 +133,8 @@ struct Engine::Impl {
   AlignedFloats arena;                                  // activations of whichever program runs
   uint64_t arena_generation = 0;
   std::unique_ptr<BoundProgram> decode_program;
-  std::map<uint32_t, std::unique_ptr<BoundProgram>> prefill_programs;  // by tokens per step
+  // By tokens per step, and whether every token's logits come out (a prompt's logprobs).
+  std::map<std::pair<uint32_t, bool>, std::unique_ptr<BoundProgram>> prefill_programs;
   std::map<uint32_t, std::unique_ptr<BoundProgram>> batch_programs;    // batched decode, by sequences per step
   std::map<uint64_t, BatchedSequence> batched;  // continuous batching: the sequences added, by id
   // The tokens each free slot's cache holds (the last sequence removed from it), for reuse_prefix; slot 0's
@@ -158,7 +160,7 @@ struct Engine::Impl {
   void* device_slot(const SlotDesc& slot);  // cuda: the device memory of a weight, vector or cache slot
   void grow_arena(size_t floats);            // the activation arena (host or device) holds at least this
   float* arena_floats();
-  BoundProgram& prefill_program(uint32_t tokens, double* compile_ms);
+  BoundProgram& prefill_program(uint32_t tokens, bool prompt_logits, double* compile_ms);
   // generate()'s checks of a request (its prompt, sampling, logprobs and stop tokens): InputError naming
   // what is wrong.
   void check_request(const GenerateRequest& request) const;
@@ -186,8 +188,8 @@ struct Engine::Impl {
   // The decode program of `sequences` sequences at once (compiled on first use; sets *compile_ms).
   BoundProgram& batch_program(uint32_t sequences, double* compile_ms);
   // The programs a step of sequences runs: the decode program (one token), a batched decode of `tokens`
-  // sequences, or a prefill chunk of `tokens` prompt tokens.
-  enum class StepKind { decode, batched_decode, prefill };
+  // sequences, or a prefill chunk of `tokens` prompt tokens (with every token's logits: prompt_prefill).
+  enum class StepKind { decode, batched_decode, prefill, prompt_prefill };
   BoundProgram& program_of(StepKind kind, uint32_t tokens, double* compile_ms);
   // Every rank's program of that kind (compiled on first use, then every rank past the start-up barrier
   // and checked to agree); *compile_ms is rank 0's compile time.
@@ -219,7 +221,13 @@ struct Engine::Impl {
   // position are overwritten by the next step).
   void rewind(uint32_t to);
   // The whole prompt, chunk by chunk; returns the last token's logits. Adds compile time to *compile_ms.
-  const float* prefill(const std::vector<int32_t>& tokens, double* compile_ms);
+  // With `prompt_probabilities` (a request's prompt_logprobs, and the result they go to), each token
+  // after the first gets its probability after those before it.
+  struct PromptProbabilities {
+    uint32_t k = 0;
+    GenerateResult* result = nullptr;
+  };
+  const float* prefill(const std::vector<int32_t>& tokens, double* compile_ms, const PromptProbabilities* prompt_probabilities = nullptr);
   // One decode step of `token` on the decode program (every rank's, under tensor parallelism).
   const float* decode_step(int32_t token, std::vector<TaskTiming>* trace);
   // Throws InputError (the position unchanged) when the step's logits hold NaN or Inf.
@@ -285,6 +293,11 @@ double ms_since(std::chrono::steady_clock::time_point start);
 // GenerateRequest::logprobs: the k most probable tokens of `logits` and the probability of `token`, the
 // one sampled from them, appended to `result` (its logprobs and token_probabilities).
 void record_probabilities(GenerateResult& result, const float* logits, uint32_t vocab, uint32_t k, int32_t token);
+// A prefill chunk's rows of logits ([rows, vocab], row r after the chunk's token r) for a prompt's
+// logprobs: each of `tokens[begin + r + 1]` that the prompt holds gets its probability and the k most
+// probable (GenerateResult::prompt_token_probabilities, prompt_logprobs). Non-finite rows are an InputError.
+void record_prompt_probabilities(const Engine::Impl& m, GenerateResult& result, const float* logits, uint32_t rows,
+                                 const std::vector<int32_t>& tokens, size_t begin, uint32_t k);
 
 // A sequence's next token from its (checked) logits: the request's logit bias and penalties over what
 // `counts` holds (on a copy), then its sampling with the draw `uniform01`; the token joins `counts`.

@@ -81,6 +81,7 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
     throw InputError(std::string(call) + ": " + field + "logit_bias is NULL with a count of " + std::to_string(c.logit_bias_count));
   for (size_t i = 0; i < c.logit_bias_count; ++i) cpp.sampling.logit_bias.emplace_back(c.logit_bias[i].token, c.logit_bias[i].bias);
   cpp.logprobs = c.logprobs;
+  cpp.prompt_logprobs = c.prompt_logprobs;
   cpp.stop_at_eos = c.stop_at_eos != 0;
   cpp.stop_tokens = token_vector(c.stop_tokens, c.stop_token_count, call, (field + "stop_tokens").c_str());
   cpp.reuse_prefix = c.reuse_prefix != 0;
@@ -111,8 +112,20 @@ tilefire_generate_result hand_out_result(const GenerateResult& generated, uint32
     }
     for (const TokenProbability& p : generated.token_probabilities) chosen.push_back({p.token, p.probability, p.logprob});
   }
+  // The prompt's scores: as many per position as asked (the request's K, at most the vocabulary).
+  const size_t scored = generated.prompt_token_probabilities.size();
+  const uint32_t prompt_k = generated.prompt_logprobs.empty() ? 0 : uint32_t(generated.prompt_logprobs[0].size());
+  std::vector<tilefire_token_probability> prompt_logprobs, prompt_chosen;
+  if (generated.prompt_logprobs.size() != scored) throw std::logic_error("generate gave prompt logprobs for another count of tokens");
+  for (const std::vector<TokenProbability>& position : generated.prompt_logprobs) {
+    if (position.size() != prompt_k) throw std::logic_error("generate gave another count of prompt logprobs per token");
+    for (const TokenProbability& p : position) prompt_logprobs.push_back({p.token, p.probability, p.logprob});
+  }
+  for (const TokenProbability& p : generated.prompt_token_probabilities) prompt_chosen.push_back({p.token, p.probability, p.logprob});
   tilefire_generate_result made{};
   made.struct_size = struct_size;
+  made.prompt_scored = scored;
+  made.prompt_logprobs_per_token = prompt_k;
   made.finish_reason = static_finish_reason(generated.finish_reason);
   made.token_count = count;
   made.logprobs_per_token = k;
@@ -128,9 +141,13 @@ tilefire_generate_result hand_out_result(const GenerateResult& generated, uint32
   try {
     made.logprobs = hand_out_array(logprobs.data(), logprobs.size());
     made.token_probabilities = hand_out_array(chosen.data(), chosen.size());
+    made.prompt_logprobs = hand_out_array(prompt_logprobs.data(), prompt_logprobs.size());
+    made.prompt_token_probabilities = hand_out_array(prompt_chosen.data(), prompt_chosen.size());
   } catch (...) {
     std::free(made.tokens);
     std::free(made.logprobs);
+    std::free(made.token_probabilities);
+    std::free(made.prompt_logprobs);
     throw;
   }
   return made;
@@ -299,6 +316,8 @@ void tilefire_generate_result_free(tilefire_generate_result* result) {
   std::free(result->tokens);
   std::free(result->logprobs);
   std::free(result->token_probabilities);
+  std::free(result->prompt_logprobs);
+  std::free(result->prompt_token_probabilities);
   const uint32_t struct_size = result->struct_size;
   *result = tilefire_generate_result{};
   result->struct_size = struct_size;

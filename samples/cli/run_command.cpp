@@ -1,4 +1,5 @@
 // tilefire run: prefill a prompt and decode, printing the text (or one JSON object) and the timings.
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -60,6 +61,9 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
                          output (finish_reason "stopped"); not for a folder whose tokenizer Tilefire does
                          not read
   --logprobs K           the K most probable next tokens at every generated position
+  --prompt-logprobs K    score the prompt: each of its tokens' probability after those before it, the K
+                         most probable there, and the prompt's total log-probability and perplexity
+                         (--max-new-tokens 0: score only)
   --json                 print one JSON object
   --trace FILE           write a Chrome/Perfetto trace of one decode step
 )";
@@ -74,7 +78,7 @@ void print(std::string_view text) {
 
 int run_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help"}, valued{"--prompt", "--prompt-tokens", "--max-new-tokens",
-      "--seed", "--logprobs", "--trace", "--chat", "--system", "--messages",
+      "--seed", "--logprobs", "--prompt-logprobs", "--trace", "--chat", "--system", "--messages",
       "--chat-template", "--stop"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
   for (const std::string& flag : sampling_valued()) valued.push_back(flag);
@@ -137,6 +141,7 @@ int run_command(int argc, char** argv) {
   request.sampling = sampling_of_flags(args, "tilefire run");
   request.sampling.seed = args.unsigned_or("--seed", 0);
   request.logprobs = uint32_t(args.unsigned_or("--logprobs", 0, 0, 1000));
+  request.prompt_logprobs = uint32_t(args.unsigned_or("--prompt-logprobs", 0, 0, 1000));
   request.trace_path = args.text_or("--trace", "");
 
   Engine engine(options);
@@ -211,13 +216,21 @@ int run_command(int argc, char** argv) {
   }
   if (engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports for all
 
+  // --prompt-logprobs: the prompt's log-likelihood (every token after the first, given those before it).
+  double prompt_logprob = 0;
+  for (const TokenProbability& tp : result.prompt_token_probabilities) prompt_logprob += tp.logprob;
+  const size_t scored = result.prompt_token_probabilities.size();
   if (args.has("--json")) {
-    nlohmann::json logprobs = nlohmann::json::array();
-    for (const auto& position : result.logprobs) {
-      nlohmann::json row = nlohmann::json::array();
-      for (const TokenProbability& tp : position) row.push_back({tp.token, tp.probability});
-      logprobs.push_back(row);
-    }
+    auto positions = [](const std::vector<std::vector<TokenProbability>>& list) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& position : list) {
+        nlohmann::json row = nlohmann::json::array();
+        for (const TokenProbability& tp : position) row.push_back({tp.token, tp.probability});
+        out.push_back(row);
+      }
+      return out;
+    };
+    const nlohmann::json logprobs = positions(result.logprobs);
     // The generated text: by the tokenizer, as bytes for a model without one, none for an unread tokenizer.
     const nlohmann::json text = output_is_text ? nlohmann::json(generated_text(result)) : nlohmann::json();
     nlohmann::json out = {{"model", model.origin},
@@ -237,6 +250,14 @@ int run_command(int argc, char** argv) {
                           {"events_per_step", result.events_per_step},
                           {"compile_ms", result.compile_ms},
                           {"finish_reason", result.finish_reason}};
+    if (request.prompt_logprobs) {  // the first prompt token has nothing before it: null, as OpenAI's echo gives it
+      nlohmann::json token_logprobs = nlohmann::json::array({nullptr}), top = nlohmann::json::array({nullptr});
+      for (const TokenProbability& tp : result.prompt_token_probabilities) token_logprobs.push_back(tp.logprob);
+      for (const nlohmann::json& row : positions(result.prompt_logprobs)) top.push_back(row);
+      out["prompt_token_logprobs"] = token_logprobs;
+      out["prompt_logprobs"] = top;
+      out["prompt_logprob"] = prompt_logprob;
+    }
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     return 0;
   }
@@ -261,6 +282,16 @@ int run_command(int argc, char** argv) {
   if (result.finish_reason == "context")
     std::printf("(stopped after %zu tokens: the context of %u positions is full; see --max-context)\n",
                 result.tokens.size(), model.max_context);
+  if (request.prompt_logprobs) {
+    for (size_t i = 0; i < scored; ++i) {
+      std::printf("  prompt [%zu] token %d: logprob %.4f, most probable", i + 1, result.prompt_token_probabilities[i].token,
+                  result.prompt_token_probabilities[i].logprob);
+      for (const TokenProbability& tp : result.prompt_logprobs[i]) std::printf(" %d=%.4f", tp.token, tp.probability);
+      std::printf("\n");
+    }
+    std::printf("prompt: %zu tokens scored, log-probability %.4f, perplexity %.4f\n", scored, prompt_logprob,
+                scored ? std::exp(-prompt_logprob / double(scored)) : 1.0);
+  }
   for (size_t i = 0; i < result.logprobs.size(); ++i) {
     std::printf("  [%zu] token %d:", i, result.tokens[i]);
     for (const TokenProbability& tp : result.logprobs[i]) std::printf(" %d=%.4f", tp.token, tp.probability);

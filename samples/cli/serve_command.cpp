@@ -221,7 +221,15 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     client_gone = client_gone || (writer && writer->gone()) || http::peer_closed(fd);
     return client_gone || stopping.load() || (stop_text && stop_text->stopped());
   };
-  Generated generated{served.batcher ? served.batcher->run(request) : served.engine->generate(request), "", false};
+  // max_tokens 0 with nothing to score runs nothing (generate() returns at once; a batch would refuse it).
+  auto nothing_run = [&] {
+    GenerateResult none;
+    none.prompt_tokens = request.prompt;
+    none.finish_reason = "length";
+    return none;
+  };
+  const bool runs = request.max_new_tokens > 0 || request.prompt_logprobs > 0;
+  Generated generated{!runs ? nothing_run() : served.batcher ? served.batcher->run(request) : served.engine->generate(request), "", false};
   if (lock.owns_lock()) lock.unlock();  // the next request's turn while this reply's last pieces are written
   const GenerateResult& result = generated.result;
   in_flight.end(result);
@@ -286,9 +294,10 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   const TokenText text_of = [&](const std::vector<int32_t>& context, int32_t token) { return token_text(served, context, token); };
   if (!parsed.stream) {
     const Generated generated = generate(served, fd, parsed.request, parsed.stops, nullptr);
-    json reply_choice = choice(message(generated.text), openai_finish_reason(generated), false);
+    json reply_choice = choice(message(parsed.prompt_text + generated.text), openai_finish_reason(generated), false);
     if (parsed.logprobs) {
       ReplyLogprobs logprobs(chat, parsed.top_logprobs, parsed.request.prompt, text_of);
+      if (parsed.echo) logprobs.add_prompt(generated.result);
       logprobs.add_all(generated.result);
       reply_choice["logprobs"] = logprobs.take();
     }

@@ -46,6 +46,28 @@ void ReplyLogprobs::add_all(const GenerateResult& result) {
   for (size_t i = 0; i < count; ++i) add(result.token_probabilities[i], result.logprobs[i]);
 }
 
+void ReplyLogprobs::add_prompt(const GenerateResult& result) {
+  const std::vector<int32_t>& prompt = result.prompt_tokens;
+  if (prompt.empty() || result.prompt_token_probabilities.size() + 1 != prompt.size() ||
+      result.prompt_logprobs.size() + 1 != prompt.size())
+    throw std::logic_error("an echoed prompt has no probabilities for some of its tokens");
+  std::vector<int32_t> context;
+  Entry first;
+  first.text = text_of_(context, prompt[0]);
+  first.scored = false;
+  pending_.push_back(std::move(first));
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    context.push_back(prompt[i - 1]);
+    Entry entry;
+    entry.text = text_of_(context, prompt[i]);
+    entry.logprob = result.prompt_token_probabilities[i - 1].logprob;
+    const std::vector<TokenProbability>& listed = result.prompt_logprobs[i - 1];
+    for (size_t k = 0; k < std::min<size_t>(top_, listed.size()); ++k)
+      entry.alternatives.emplace_back(text_of_(context, listed[k].token), listed[k].logprob);
+    pending_.push_back(std::move(entry));
+  }
+}
+
 json ReplyLogprobs::take() {
   json taken;
   if (chat_) {
@@ -61,11 +83,11 @@ json ReplyLogprobs::take() {
     json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), text_offset = json::array();
     for (const Entry& entry : pending_) {
       tokens.push_back(entry.text);
-      token_logprobs.push_back(entry.logprob);
+      token_logprobs.push_back(entry.scored ? json(entry.logprob) : json());
       json by_text = json::object();
       for (const auto& [text, logprob] : entry.alternatives) by_text[text] = logprob;
       by_text[entry.text] = entry.logprob;  // always there, as OpenAI's API gives it: up to top + 1 entries
-      top_logprobs.push_back(std::move(by_text));
+      top_logprobs.push_back(entry.scored ? std::move(by_text) : json());
       text_offset.push_back(text_offset_);
       text_offset_ += characters(entry.text);
     }

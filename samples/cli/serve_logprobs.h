@@ -30,6 +30,10 @@ class ReplyLogprobs {
   void add(const TokenProbability& chosen, const std::vector<TokenProbability>& most_probable);
   // Every token of a finished generation (its token_probabilities and logprobs), in order.
   void add_all(const GenerateResult& result);
+  // An echoed prompt's tokens (a completion's "echo"), before any generated one: the first with a null
+  // log-probability (nothing comes before it), the others from the result's prompt_token_probabilities
+  // and prompt_logprobs.
+  void add_prompt(const GenerateResult& result);
   bool has_pending() const { return !pending_.empty(); }
   // The entries added since the last take, in the endpoint's form; a completion's text_offset counts on
   // from the entries taken before.
@@ -38,6 +42,7 @@ class ReplyLogprobs {
  private:
   struct Entry {
     std::string text;
+    bool scored = true;  // false: the first prompt token, whose log-probability is null
     float logprob = 0;
     std::vector<std::pair<std::string, float>> alternatives;  // the `top` most probable, most probable first
   };

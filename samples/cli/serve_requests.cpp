@@ -67,7 +67,6 @@ void refuse_unsupported(const json& body) {
       refuse(field, "is not supported (only " + shortest(value) + ")");
   for (const char* field : {"use_beam_search", "include_stop_str_in_output"})
     if (given(body, field) && body.at(field) != json(false)) refuse(field, "is not supported (only false)");
-  if (given(body, "echo") && body.at("echo") != json(false)) refuse("echo", "is not supported");
   if (given(body, "suffix")) refuse("suffix", "is not supported");
   for (const char* field : {"tools", "functions"})
     if (given(body, field) && !body.at(field).empty()) refuse(field, "is not supported: the replies are plain text");
@@ -211,6 +210,17 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
   if (given(body, "top_logprobs") && body.at("top_logprobs") != json(0) && body.at("top_logprobs") != json(false))
     refuse("top_logprobs", "is a field of /v1/chat/completions; a completion's \"logprobs\" gives the alternatives per token");
   ask_for_logprobs(parsed);
+  if (given(body, "echo")) {
+    if (!body.at("echo").is_boolean()) refuse("echo", "must be true or false, got " + body.at("echo").dump().substr(0, 200));
+    parsed.echo = body.at("echo").get<bool>();
+  }
+  if (parsed.echo) {
+    if (parsed.stream) refuse("echo", "is not supported with \"stream\": true (ask for the reply whole)");
+    parsed.prompt_text = prompt.is_string() ? prompt.get<std::string>()
+                         : tokenizer          ? tokenizer->decode(parsed.request.prompt, true)
+                                              : bytes_text(parsed.request.prompt);
+    parsed.request.prompt_logprobs = parsed.request.logprobs;  // with logprobs, the prompt's too
+  }
   return parsed;
 }
 
@@ -222,6 +232,8 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
                      "--chat-template FILE, or use /v1/completions");
   const json body = parse_body(body_text);
   ParsedRequest parsed = common_fields(body, model, max_tokens_field(body), model.max_context);  // default: until the reply ends
+  if (given(body, "echo") && body.at("echo") != json(false))
+    refuse("echo", "is a field of /v1/completions (a chat's reply does not repeat its messages)");
   if (!given(body, "messages") || !body.at("messages").is_array() || body.at("messages").empty())
     refuse("messages", "must be a non-empty list of {\"role\", \"content\"} objects");
   const std::string text = chat_template->render_json(text_messages(body.at("messages")).dump(), true);

@@ -1,7 +1,7 @@
 #pragma once
 // The JSON bodies of the OpenAI completions and chat completions requests that `tilefire serve` takes, read
-// into a GenerateRequest. What the engine cannot do as asked (several choices, penalties, logit biases,
-// tools, echo) is refused naming the field, never ignored: a reply that silently skipped what the client
+// into a GenerateRequest. What the engine cannot do as asked (several choices, tools, echo of a streamed
+// reply, ...) is refused naming the field, never ignored: a reply that silently skipped what the client
 // asked for would be wrong output. Fields no reply depends on ("user", "stream_options", ...) are ignored.
 #include <cstdint>
 #include <string>
@@ -20,8 +20,13 @@ struct ParsedRequest {
   GenerateRequest request;         // prompt, max_new_tokens, sampling, stop tokens
   std::vector<std::string> stops;  // "stop": strings that end the reply, left out of it
   bool stream = false;             // "stream": the reply as server-sent events
-  bool logprobs = false;           // the reply carries each token's log-probability (not streamed)
+  bool logprobs = false;           // the reply carries each token's log-probability
   uint32_t top_logprobs = 0;       // and that many most probable alternatives per token
+  // A completion's "echo": its text begins with the prompt's (`prompt_text`: the string given, or the
+  // ids decoded), and with logprobs, so do its logprobs (the first prompt token's null): a text's
+  // likelihood, as evaluation harnesses ask for it with max_tokens 0. Not streamed.
+  bool echo = false;
+  std::string prompt_text;
 };
 
 // InputError naming the field for a body that is not a JSON object or holds a field the engine cannot

@@ -227,6 +227,44 @@ TEST_F(CudaEngine, LogitBiasAndPenaltiesAreAppliedAsTheReferenceDoes) {
   expect_adjusted_greedy_matches_reference(engine, prompt_of(6, engine.model().vocab), 10);
 }
 
+// A prompt's logprobs: every row of each prefill chunk through the LM head (in passes of the tokens a
+// pass holds) and back to the host, as the cpu backend scores them within bf16's rounding; asking for
+// them changes no token generated after.
+TEST_F(CudaEngine, PromptLogprobsMatchTheCpuBackend) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  EngineOptions options = cuda_options(dir_->path().string());
+  options.prefill_chunk = 16;  // 30 tokens: a chunk of 16 and one of 14
+  Engine cuda(options);
+  options.backend = Backend::cpu;
+  Engine cpu(options);
+  GenerateRequest request;
+  request.prompt = prompt_of(30, cpu.model().vocab);
+  request.max_new_tokens = 4;
+  request.stop_at_eos = false;
+  const std::vector<int32_t> plain = cuda.generate(request).tokens;
+  request.prompt_logprobs = 2;
+  const GenerateResult expected = cpu.generate(request);
+  ASSERT_EQ(expected.prompt_token_probabilities.size(), 29u);
+  auto expect_close = [&](const GenerateResult& got) {
+    ASSERT_EQ(got.prompt_token_probabilities.size(), 29u);
+    for (size_t i = 0; i < 29; ++i) {
+      EXPECT_EQ(got.prompt_token_probabilities[i].token, request.prompt[i + 1]);
+      EXPECT_NEAR(got.prompt_token_probabilities[i].logprob, expected.prompt_token_probabilities[i].logprob, 2e-2) << "token " << i + 1;
+      ASSERT_EQ(got.prompt_logprobs[i].size(), 2u);
+      EXPECT_NEAR(got.prompt_logprobs[i][0].logprob, expected.prompt_logprobs[i][0].logprob, 2e-2) << "token " << i + 1;
+    }
+  };
+  const GenerateResult got = cuda.generate(request);
+  EXPECT_EQ(got.tokens, plain) << "asking for the prompt's logprobs changed the generation";
+  expect_close(got);
+  // Two virtual ranks: each row's vocabulary shares gathered from both ranks' windows.
+  options.backend = Backend::cuda;
+  options.tp = 2;
+  Engine ranks(options);
+  SCOPED_TRACE("tp 2");
+  expect_close(ranks.generate(request));
+}
+
 TEST_F(CudaEngine, OneLaunchPerDecodeStepAndNoneWhenResident) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   for (bool resident : {false, true}) {

@@ -22,6 +22,33 @@ namespace {
 
 using nlohmann::json;
 
+// Each (path, body) of `refused` is answered 400 with a message holding `named`'s line of the same index.
+void expect_refused(uint16_t port, const std::vector<std::pair<std::string, std::string>>& refused,
+                    const std::vector<std::string>& named) {
+  ASSERT_EQ(refused.size(), named.size());
+  for (size_t i = 0; i < refused.size(); ++i) {
+    const HttpReply bad = post(port, refused[i].first, refused[i].second);
+    EXPECT_EQ(bad.status, 400) << refused[i].second;
+    const std::string message = bad.status == 400 ? json::parse(bad.body).at("error").at("message").get<std::string>() : bad.body;
+    EXPECT_NE(message.find(named[i]), std::string::npos) << message;
+  }
+}
+
+// `tilefire serve` of the text model (a byte-level tokenizer.json and a chat template: serve_client.h)
+// on one thread, with `extra` flags; the model's folder lives as long as the server.
+struct TextModelServer {
+  TempDir dir;
+  std::filesystem::path model;
+  Server server;
+  static std::vector<std::string> args(const std::filesystem::path& model, const std::vector<std::string>& extra) {
+    std::vector<std::string> all = {"--model", model.string(), "--threads", "1"};
+    all.insert(all.end(), extra.begin(), extra.end());
+    return all;
+  }
+  TextModelServer(const std::string& name, const std::vector<std::string>& extra)
+      : dir(name), model(text_model(dir)), server(args(model, extra)) {}
+};
+
 // GET /metrics as Prometheus's text format: every line a comment or `name{labels} value`, read into a map
 // by `name{labels}`. A line of another form fails the test.
 std::map<std::string, double> scrape(uint16_t port) {
@@ -100,11 +127,9 @@ TEST(ServeApi, MetricsCountWhatWasServedInBatches) { metrics_count_what_was_serv
 // settings); the alternatives as many as asked, most probable first, the sampled one among a completion's.
 // What cannot be given is refused naming the field.
 void logprobs_are_runs(const std::vector<std::string>& extra) {
-  TempDir dir("serve-logprobs");
-  const std::filesystem::path model = text_model(dir);
-  std::vector<std::string> args = {"--model", model.string(), "--threads", "1"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  Server server(args);
+  TextModelServer served("serve-logprobs", extra);
+  Server& server = served.server;
+  const std::filesystem::path& model = served.model;
   ASSERT_NE(server.port(), 0);
   const json run = run_json({"--model", model.string(), "--prompt", "hello hello", "--max-new-tokens", "6", "--threads", "1",
                              "--logprobs", "2"});
@@ -158,12 +183,7 @@ void logprobs_are_runs(const std::vector<std::string>& extra) {
   const std::vector<std::string> named = {"'logprobs' must be a whole number from 0 to 20",
                                           "'top_logprobs' is a field of /v1/chat/completions", "'top_logprobs' needs \"logprobs\": true",
                                           "'logprobs' must be true or false"};
-  for (size_t i = 0; i < refused.size(); ++i) {
-    const HttpReply bad = post(server.port(), refused[i].first, refused[i].second);
-    EXPECT_EQ(bad.status, 400) << refused[i].second;
-    const std::string message = bad.status == 400 ? json::parse(bad.body).at("error").at("message").get<std::string>() : bad.body;
-    EXPECT_NE(message.find(named[i]), std::string::npos) << message;
-  }
+  expect_refused(server.port(), refused, named);
 }
 
 TEST(ServeApi, LogprobsAreRunsLogprobs) { logprobs_are_runs({}); }
@@ -174,11 +194,8 @@ TEST(ServeApi, BatchedLogprobsAreRunsLogprobs) { logprobs_are_runs({"--sequences
 // chunks; a chunk's text never comes before its tokens' entries; with a stop string, the entries of the tokens
 // whose text it held back come in the last chunk, as many as usage.completion_tokens in all.
 void streamed_logprobs_are_the_whole_replys(const std::vector<std::string>& extra) {
-  TempDir dir("serve-stream-logprobs");
-  const std::filesystem::path model = text_model(dir);
-  std::vector<std::string> args = {"--model", model.string(), "--threads", "1"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  Server server(args);
+  TextModelServer served("serve-stream-logprobs", extra);
+  Server& server = served.server;
   ASSERT_NE(server.port(), 0);
   // A stop string from the middle of the reply: tokens after it are generated but their text never shown.
   const HttpReply plain = post(server.port(), "/v1/completions", R"({"prompt": "hello hello", "max_tokens": 8, "temperature": 0})");
@@ -267,6 +284,72 @@ TEST(ServeApi, LogitBiasAndPenaltiesAreRunsFlags) {
             run({"--logit-bias", "77=4,80=-100", "--presence-penalty", "-1.5", "--frequency-penalty", "0.5", "--repetition-penalty", "1.4"}));
   EXPECT_EQ(served(R"("temperature": 0.9, "min_p": 1, "seed": 5)"), served("\"seed\": 5")) << "min_p 1 keeps only the most probable";
 }
+
+// A completion's "echo" with max_tokens 0 and logprobs, as evaluation harnesses score a text: the reply's
+// text is the prompt, its logprobs one entry per prompt token, the first null and the others
+// `run --prompt-logprobs`'s; with tokens generated, the text and entries go on with the reply's. Echo
+// without logprobs, or with max_tokens 0 alone, runs nothing that needs it. Refused with a stream, and
+// on the chat endpoint.
+void echo_scores_the_prompt(const std::vector<std::string>& extra) {
+  TextModelServer served("serve-echo", extra);
+  Server& server = served.server;
+  const std::filesystem::path& model = served.model;
+  ASSERT_NE(server.port(), 0);
+  const json run = run_json({"--model", model.string(), "--prompt", "hello there", "--max-new-tokens", "0", "--threads", "1",
+                             "--prompt-logprobs", "1"});
+  const json& expected = run.at("prompt_token_logprobs");
+  ASSERT_GE(expected.size(), 3u) << run.dump();
+
+  HttpReply reply = post(server.port(), "/v1/completions",
+                         R"({"prompt": "hello there", "max_tokens": 0, "echo": true, "logprobs": 1, "temperature": 0})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  json choice = json::parse(reply.body).at("choices")[0];
+  EXPECT_EQ(choice.at("text"), "hello there");
+  json logprobs = choice.at("logprobs");
+  ASSERT_EQ(logprobs.at("token_logprobs").size(), expected.size()) << reply.body;
+  EXPECT_TRUE(logprobs.at("token_logprobs")[0].is_null());
+  EXPECT_TRUE(logprobs.at("top_logprobs")[0].is_null());
+  for (size_t i = 1; i < expected.size(); ++i) {
+    EXPECT_NEAR(logprobs.at("token_logprobs")[i].get<double>(), expected[i].get<double>(), 1e-5) << "prompt token " << i;
+    EXPECT_LE(logprobs.at("top_logprobs")[i].size(), 2u) << "the most probable and the prompt's own";
+  }
+  for (const char* key : {"tokens", "top_logprobs", "text_offset"}) EXPECT_EQ(logprobs.at(key).size(), expected.size()) << key;
+
+  // With tokens generated: the prompt's entries, then the reply's, as the reply without echo gives them.
+  const std::string ask = R"({"prompt": "hello there", "max_tokens": 4, "logprobs": 1, "temperature": 0)";
+  const HttpReply plain = post(server.port(), "/v1/completions", ask + "}");
+  reply = post(server.port(), "/v1/completions", ask + R"(, "echo": true})");
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const json plain_choice = json::parse(plain.body).at("choices")[0];
+  choice = json::parse(reply.body).at("choices")[0];
+  EXPECT_EQ(choice.at("text"), "hello there" + plain_choice.at("text").get<std::string>());
+  logprobs = choice.at("logprobs");
+  const json& generated = plain_choice.at("logprobs").at("token_logprobs");
+  ASSERT_EQ(logprobs.at("token_logprobs").size(), expected.size() + generated.size());
+  for (size_t i = 0; i < generated.size(); ++i)
+    EXPECT_EQ(logprobs.at("token_logprobs")[expected.size() + i], generated[i]) << "generated token " << i;
+  EXPECT_EQ(json::parse(reply.body).at("usage"), json::parse(plain.body).at("usage"));
+
+  reply = post(server.port(), "/v1/completions", R"({"prompt": "hello there", "max_tokens": 0, "echo": true})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(json::parse(reply.body).at("choices")[0].at("text"), "hello there");
+  EXPECT_TRUE(json::parse(reply.body).at("choices")[0].at("logprobs").is_null());
+  reply = post(server.port(), "/v1/completions", R"({"prompt": [5, 6], "max_tokens": 0})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(json::parse(reply.body).at("usage").at("completion_tokens"), 0);
+
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"/v1/completions", R"({"prompt": "x", "echo": true, "stream": true})"},
+      {"/v1/completions", R"({"prompt": "x", "echo": 1})"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "echo": true})"}};
+  const std::vector<std::string> named = {"'echo' is not supported with \"stream\": true", "'echo' must be true or false",
+                                          "'echo' is a field of /v1/completions"};
+  expect_refused(server.port(), refused, named);
+}
+
+TEST(ServeApi, EchoScoresThePrompt) { echo_scores_the_prompt({}); }
+TEST(ServeApi, BatchedEchoScoresThePrompt) { echo_scores_the_prompt({"--sequences", "2", "--prefill-chunk", "4"}); }
 
 TEST(ServeApi, AnApiKeyGuardsTheV1Paths) {
   const std::string completion = R"({"prompt": [1, 2], "max_tokens": 2})";

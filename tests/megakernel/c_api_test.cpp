@@ -157,7 +157,28 @@ TEST(CApi, GenerateGivesTheCppEnginesTokensLogprobsAndFinishReason) {
   const GenerateResult expected = cpp.generate(expected_request);
   EXPECT_EQ(result.reused_tokens, expected.reused_tokens);
   EXPECT_EQ(std::vector<int32_t>(result.tokens, result.tokens + result.token_count), expected.tokens);
+  EXPECT_EQ(result.prompt_scored, 0u);
+  EXPECT_EQ(result.prompt_logprobs, nullptr) << "not asked for";
   tilefire_generate_result_free(&result);
+
+  // The prompt scored alone (max_new_tokens 0): its tokens' probabilities and the 2 most probable.
+  request.max_new_tokens = 0;
+  request.prompt_logprobs = 2;
+  ASSERT_EQ(tilefire_generate(c.engine, &request, &result), TILEFIRE_OK) << tilefire_last_error();
+  expected_request.max_new_tokens = 0;
+  expected_request.prompt_logprobs = 2;
+  const GenerateResult scored = cpp.generate(expected_request);
+  EXPECT_EQ(result.token_count, 0u);
+  ASSERT_EQ(result.prompt_scored, longer.size() - 1);
+  ASSERT_EQ(result.prompt_logprobs_per_token, 2u);
+  for (size_t i = 0; i < result.prompt_scored; ++i) {
+    EXPECT_EQ(result.prompt_token_probabilities[i].token, longer[i + 1]);
+    EXPECT_EQ(result.prompt_token_probabilities[i].logprob, scored.prompt_token_probabilities[i].logprob) << "prompt token " << i + 1;
+    for (size_t k = 0; k < 2; ++k)
+      EXPECT_EQ(result.prompt_logprobs[i * 2 + k].token, scored.prompt_logprobs[i][k].token) << "prompt token " << i + 1;
+  }
+  tilefire_generate_result_free(&result);
+  EXPECT_EQ(result.prompt_logprobs, nullptr);
 }
 
 // Batched decoding through the C API: tilefire_generate_batch and continuous batching give what the C++

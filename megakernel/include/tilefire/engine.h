@@ -100,6 +100,11 @@ struct GenerateRequest {
   uint32_t max_new_tokens = 16;
   Sampling sampling;
   uint32_t logprobs = 0;        // K most probable tokens at every generated position
+  // K > 0: every prompt token after the first gets its probability after the tokens before it, and the K
+  // most probable there (GenerateResult::prompt_token_probabilities, prompt_logprobs): a text's
+  // likelihood, as evaluation harnesses ask for it. The prompt is then prefilled whole (reuse_prefix
+  // keeps nothing), and max_new_tokens may be 0 (the prompt is scored, nothing generated).
+  uint32_t prompt_logprobs = 0;
   bool stop_at_eos = true;      // stop when the model's eos token is generated
   std::vector<int32_t> stop_tokens;  // stop at these too (a chat template's end of turn); finish_reason "eos"
   // Keep what the KV cache already holds of the prompt's beginning (Engine::sequence(): a conversation's
@@ -131,6 +136,8 @@ struct GenerateResult {
   std::vector<int32_t> tokens;  // generated
   std::vector<std::vector<TokenProbability>> logprobs;  // [generated][K] (GenerateRequest::logprobs)
   std::vector<TokenProbability> token_probabilities;    // [generated] each generated token's own, with logprobs
+  std::vector<std::vector<TokenProbability>> prompt_logprobs;  // [prompt - 1][K] (GenerateRequest::prompt_logprobs)
+  std::vector<TokenProbability> prompt_token_probabilities;    // [prompt - 1] prompt tokens 1.. each after those before
   double ttft_ms = 0;       // prefill + first token (compile time excluded: see compile_ms)
   double tpot_ms = 0;       // mean decode step, after the first token
   double decode_tok_s = 0;  // 1000 / tpot_ms

@@ -175,6 +175,8 @@ typedef struct tilefire_generate_request {
   float repetition_penalty; /* 1: off; a token of the prompt or reply: logit / p when positive, * p when not */
   float presence_penalty;   /* 0: off; -2 to 2, subtracted from every token the reply holds */
   float frequency_penalty;  /* 0: off; -2 to 2, subtracted per time the reply holds the token */
+  uint32_t prompt_logprobs; /* K > 0: score the prompt (each token after the first, after those before it;
+                               the K most probable there); max_new_tokens may then be 0 */
 } tilefire_generate_request;
 
 void tilefire_generate_request_init(tilefire_generate_request* request);
@@ -199,6 +201,11 @@ typedef struct tilefire_generate_result {
   double ttft_ms, tpot_ms, decode_tok_s, compile_ms;
   uint32_t tasks_per_step, events_per_step;
   int trace_written;
+  /* Since API version 6: the prompt's scores (request.prompt_logprobs), of prompt tokens 1 .. */
+  size_t prompt_scored;  /* the prompt's count - 1 when asked, else 0 */
+  tilefire_token_probability* prompt_logprobs;  /* [prompt_scored][prompt_logprobs_per_token], most probable first */
+  uint32_t prompt_logprobs_per_token;
+  tilefire_token_probability* prompt_token_probabilities;  /* [prompt_scored] each prompt token's own */
 } tilefire_generate_result;
 
 /* Prefills the prompt, then decodes up to max_new_tokens (tilefire::Engine::generate). On failure
