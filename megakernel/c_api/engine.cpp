@@ -86,6 +86,17 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
   cpp.stop_tokens = token_vector(c.stop_tokens, c.stop_token_count, call, (field + "stop_tokens").c_str());
   cpp.reuse_prefix = c.reuse_prefix != 0;
   cpp.trace_path = string_or_empty(c.trace_path);
+  if (c.on_probabilities) {
+    const tilefire_probability_callback on_probabilities = c.on_probabilities;
+    void* const user_data = c.user_data;
+    cpp.on_probabilities = [=](const TokenProbability& chosen, const std::vector<TokenProbability>& most_probable) {
+      const tilefire_token_probability own{chosen.token, chosen.probability, chosen.logprob};
+      std::vector<tilefire_token_probability> listed;
+      listed.reserve(most_probable.size());
+      for (const TokenProbability& p : most_probable) listed.push_back({p.token, p.probability, p.logprob});
+      on_probabilities(user_data, &own, listed.data(), uint32_t(listed.size()));
+    };
+  }
   if (c.on_token) {
     // The callback's answer to one token, asked by stop_when right after: per request, since a batch's
     // requests take their tokens in turn.

@@ -103,9 +103,26 @@ TEST(CApi, GenerateGivesTheCppEnginesTokensLogprobsAndFinishReason) {
     request.repetition_penalty = 1.2f;
     request.presence_penalty = -0.5f;
     request.frequency_penalty = 0.3f;
+    // Each token's probabilities as it is chosen: what the result then holds.
+    struct Streamed {
+      std::vector<tilefire_token_probability> chosen;
+      std::vector<uint32_t> counts;
+    } streamed;
+    request.user_data = &streamed;
+    request.on_probabilities = [](void* user_data, const tilefire_token_probability* chosen, const tilefire_token_probability*,
+                                  uint32_t count) {
+      static_cast<Streamed*>(user_data)->chosen.push_back(*chosen);
+      static_cast<Streamed*>(user_data)->counts.push_back(count);
+    };
     tilefire_generate_result result = empty_result();
     ASSERT_EQ(tilefire_generate(c.engine, &request, &result), TILEFIRE_OK) << tilefire_last_error();
     EXPECT_STREQ(tilefire_last_error(), "");
+    ASSERT_EQ(streamed.chosen.size(), result.token_count);
+    for (size_t i = 0; i < result.token_count; ++i) {
+      EXPECT_EQ(streamed.chosen[i].token, result.tokens[i]) << "position " << i;
+      EXPECT_EQ(streamed.chosen[i].logprob, result.token_probabilities[i].logprob) << "position " << i;
+      EXPECT_EQ(streamed.counts[i], 3u);
+    }
 
     GenerateRequest expected_request;
     expected_request.prompt = prompt;

@@ -144,6 +144,19 @@ uint32_t tilefire_engine_decode_events(const tilefire_engine* engine);
  * and must not unwind through the library (longjmp, a C++ exception). */
 typedef int (*tilefire_token_callback)(void* user_data, int32_t token);
 
+typedef struct tilefire_token_probability {
+  int32_t token;
+  float probability;  /* under softmax(logits), temperature 1 */
+  float logprob;      /* its natural log, finite where the probability underflows to 0 */
+} tilefire_token_probability;
+
+/* With logprobs > 0: called with each generated token's probabilities just before on_token, as the
+ * result will hold them (its token_probabilities and logprobs entries: `count` most probable, most
+ * probable first), to stream them with the token's text. The arrays live for the call only. The same
+ * rules as tilefire_token_callback. */
+typedef void (*tilefire_probability_callback)(void* user_data, const tilefire_token_probability* chosen,
+                                              const tilefire_token_probability* most_probable, uint32_t count);
+
 /* A token and the number added to its logit before the choice (tilefire::Sampling::logit_bias). */
 typedef struct tilefire_logit_bias {
   int32_t token;
@@ -167,7 +180,7 @@ typedef struct tilefire_generate_request {
   int reuse_prefix;         /* keep what the KV cache holds of the prompt's beginning */
   const char* trace_path;   /* NULL: no trace; else a Chrome/Perfetto trace of one decode step */
   tilefire_token_callback on_token;  /* NULL: none */
-  void* user_data;          /* given to on_token */
+  void* user_data;          /* given to on_token and on_probabilities */
   /* Since API version 6 (tilefire::Sampling's): */
   float min_p;              /* 0: off; else only tokens at least min_p times as probable as the most probable */
   const tilefire_logit_bias* logit_bias;  /* added to those tokens' logits before the choice (greedy too) */
@@ -177,15 +190,11 @@ typedef struct tilefire_generate_request {
   float frequency_penalty;  /* 0: off; -2 to 2, subtracted per time the reply holds the token */
   uint32_t prompt_logprobs; /* K > 0: score the prompt (each token after the first, after those before it;
                                the K most probable there); max_new_tokens may then be 0 */
+  tilefire_probability_callback on_probabilities;  /* NULL: none; given user_data too */
 } tilefire_generate_request;
 
 void tilefire_generate_request_init(tilefire_generate_request* request);
 
-typedef struct tilefire_token_probability {
-  int32_t token;
-  float probability;  /* under softmax(logits), temperature 1 */
-  float logprob;      /* its natural log, finite where the probability underflows to 0 */
-} tilefire_token_probability;
 
 /* tilefire::GenerateResult. Its arrays belong to it: tilefire_generate_result_free. */
 typedef struct tilefire_generate_result {
