@@ -268,13 +268,46 @@ std::string token_text(const Served& served, const std::vector<int32_t>& context
   return served.tokenizer->decode({token});  // the token completed a character the window had cut
 }
 
-json usage(const GenerateResult& result) {
-  return {{"prompt_tokens", result.prompt_tokens.size()},
-          {"completion_tokens", result.tokens.size()},
-          {"total_tokens", result.prompt_tokens.size() + result.tokens.size()}};
+// Runs `run(i)` for each of `n` choices: on this thread when n is 1, else on a thread each (requests in turn
+// take the engine one after another; with --sequences they decode together). Rethrows the first failure
+// once every choice has ended.
+std::vector<Generated> run_choices(uint32_t n, const std::function<Generated(uint32_t)>& run) {
+  std::vector<Generated> generated(n);
+  if (n == 1) {
+    generated[0] = run(0);
+    return generated;
+  }
+  std::vector<std::exception_ptr> failures(n);
+  std::vector<std::thread> threads;
+  for (uint32_t i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      try {
+        generated[i] = run(i);
+      } catch (...) {
+        failures[i] = std::current_exception();
+      }
+    });
+  for (std::thread& thread : threads) thread.join();
+  for (const std::exception_ptr& failure : failures)
+    if (failure) std::rethrow_exception(failure);
+  return generated;
 }
 
-// POST /v1/completions and /v1/chat/completions: parses, generates, answers (whole or as events).
+// The usage of a reply's choices: the prompt once, every choice's tokens.
+json usage(const std::vector<Generated>& choices) {
+  size_t completion = 0;
+  for (const Generated& c : choices) completion += c.result.tokens.size();
+  const size_t prompt = choices.front().result.prompt_tokens.size();
+  return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+}
+
+std::string summary_of(const std::vector<Generated>& choices) {
+  if (choices.size() == 1) return std::to_string(choices[0].result.tokens.size()) + " tokens, " + choices[0].result.finish_reason;
+  return std::to_string(choices.size()) + " choices, " + usage(choices).at("completion_tokens").dump() + " tokens";
+}
+
+// POST /v1/completions and /v1/chat/completions: parses, generates (each of "n" choices), answers (whole
+// or as events).
 void serve_generation(Served& served, int fd, const http::Request& request, bool chat, int& status, std::string& summary) {
   const ParsedRequest parsed = chat ? parse_chat_request(request.body, served.tokenizer.get(), served.chat_template.get(),
                                                          served.end_of_reply, served.engine->model())
@@ -282,80 +315,102 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(++served.requests);
   const long long created = static_cast<long long>(std::time(nullptr));
   const char* object = chat ? "chat.completion" : "text_completion";
+  const uint32_t n = parsed.choices;
   // A choice: a chat's whole message, or a stream chunk's delta; a completion's text.
-  auto choice = [&](const json& content, const json& finish_reason, bool chunk) {
-    json c = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
+  auto choice = [&](uint32_t index, const json& content, const json& finish_reason, bool chunk) {
+    json c = {{"index", index}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
     if (chat) c[chunk ? "delta" : "message"] = content;
     else c["text"] = content;
     return c;
   };
   auto message = [&](const std::string& text) { return chat ? json{{"role", "assistant"}, {"content", text}} : json(text); };
+  // Choice i draws from the request's seed + i: n samples, each repeatable with a seed.
+  auto request_of = [&](uint32_t i) {
+    GenerateRequest r = parsed.request;
+    r.sampling.seed += i;
+    return r;
+  };
 
   const TokenText text_of = [&](const std::vector<int32_t>& context, int32_t token) { return token_text(served, context, token); };
   if (!parsed.stream) {
-    const Generated generated = generate(served, fd, parsed.request, parsed.stops, nullptr);
-    json reply_choice = choice(message(parsed.prompt_text + generated.text), openai_finish_reason(generated), false);
-    if (parsed.logprobs) {
-      ReplyLogprobs logprobs(chat, parsed.top_logprobs, parsed.request.prompt, text_of);
-      if (parsed.echo) logprobs.add_prompt(generated.result);
-      logprobs.add_all(generated.result);
-      reply_choice["logprobs"] = logprobs.take();
+    const std::vector<Generated> generated =
+        run_choices(n, [&](uint32_t i) { return generate(served, fd, request_of(i), parsed.stops, nullptr); });
+    json choices = json::array();
+    for (uint32_t i = 0; i < n; ++i) {
+      json reply_choice = choice(i, message(parsed.prompt_text + generated[i].text), openai_finish_reason(generated[i]), false);
+      if (parsed.logprobs) {
+        ReplyLogprobs logprobs(chat, parsed.top_logprobs, parsed.request.prompt, text_of);
+        if (parsed.echo) logprobs.add_prompt(generated[i].result);
+        logprobs.add_all(generated[i].result);
+        reply_choice["logprobs"] = logprobs.take();
+      }
+      choices.push_back(std::move(reply_choice));
     }
     const json body = {{"id", id}, {"object", object}, {"created", created}, {"model", served.name},
-                       {"choices", {reply_choice}}, {"usage", usage(generated.result)}};
+                       {"choices", choices}, {"usage", usage(generated)}};
     status = 200;
-    summary = std::to_string(generated.result.tokens.size()) + " tokens, " + generated.result.finish_reason;
+    summary = summary_of(generated);
     http::write_all(fd, json_response(200, body));
     return;
   }
-  // Events: a chunk per piece of text (with the logprobs of the tokens generated since the chunk before,
-  // when asked), then one with the finish reason and the usage (and the logprobs of tokens whose text a
-  // stop string held back), then [DONE].
+  // Events: a chunk per piece of text of a choice (with the logprobs of its tokens generated since its
+  // chunk before, when asked), then each choice's chunk with its finish reason (and the logprobs of tokens
+  // whose text a stop string held back), the last with the usage, then [DONE].
   const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
-  std::optional<ReplyLogprobs> logprobs;
-  GenerateRequest generation = parsed.request;
-  if (parsed.logprobs) {
-    logprobs.emplace(chat, parsed.top_logprobs, generation.prompt, text_of);
-    generation.on_probabilities = [&](const TokenProbability& chosen, const std::vector<TokenProbability>& most_probable) {
-      logprobs->add(chosen, most_probable);
+  std::vector<std::optional<ReplyLogprobs>> logprobs(n);
+  std::vector<GenerateRequest> generations;
+  for (uint32_t i = 0; i < n; ++i) {
+    generations.push_back(request_of(i));
+    if (!parsed.logprobs) continue;
+    logprobs[i].emplace(chat, parsed.top_logprobs, parsed.request.prompt, text_of);
+    generations[i].on_probabilities = [&logprobs, i](const TokenProbability& chosen, const std::vector<TokenProbability>& most_probable) {
+      logprobs[i]->add(chosen, most_probable);
     };
   }
-  auto chunk = [&](const json& content, const json& finish_reason) {
+  auto chunk = [&](uint32_t i, const json& content, const json& finish_reason) {
     return json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", served.name},
-                {"choices", {choice(content, finish_reason, true)}}};
+                {"choices", {choice(i, content, finish_reason, true)}}};
   };
-  // Only where the generation is (or has ended): the writer's thread never touches `logprobs`.
-  auto with_logprobs = [&](json body) {
-    if (logprobs && logprobs->has_pending()) body["choices"][0]["logprobs"] = logprobs->take();
+  // Only where choice i's generation is (or has ended): the writers' threads never touch `logprobs`.
+  auto with_logprobs = [&](uint32_t i, json body) {
+    if (logprobs[i] && logprobs[i]->has_pending()) body["choices"][0]["logprobs"] = logprobs[i]->take();
     return body;
   };
   auto event = [&](const json& body) { return http::event(body.dump(-1, ' ', false, json::error_handler_t::replace)); };
   auto send = [&](const json& body) { return http::write_all(fd, event(body)); };
   // The head goes with the first piece of text: a request refused before it (a prompt the engine refuses, a
-  // server stopping) is answered with its own status, not a stream.
+  // server stopping) is answered with its own status, not a stream. The choices' writer threads share the
+  // socket: one event at a time, under `writing`.
+  std::mutex writing;
   bool head_sent = false, open = true;
   auto send_head = [&] {
     if (head_sent) return;
     head_sent = true;
     status = 200;
     open = http::write_all(fd, http::event_stream_head());
-    if (open && chat) open = send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr));
+    for (uint32_t i = 0; open && chat && i < n; ++i) open = send(chunk(i, json{{"role", "assistant"}, {"content", ""}}, nullptr));
   };
   try {
-    const StreamedReply streamed{
-        [&](const std::string& piece) { return event(with_logprobs(chunk(chat ? json{{"content", piece}} : json(piece), nullptr))); },
-        [&](const std::string& piece_event) {
-          send_head();
-          return open = open && http::write_all(fd, piece_event);
-        }};
-    const Generated generated = generate(served, fd, generation, parsed.stops, &streamed);
-    send_head();
-    json last = with_logprobs(chunk(chat ? json::object() : json(""), openai_finish_reason(generated)));
-    last["usage"] = usage(generated.result);
-    open = open && !generated.stream_broken;  // a reply with a gap must not end as if whole
-    if (open) open = send(last) && http::write_all(fd, http::event("[DONE]"));
-    summary = std::to_string(generated.result.tokens.size()) + " tokens, " + generated.result.finish_reason + ", streamed" +
-              (open ? "" : ", client gone");
+    std::vector<StreamedReply> streamed;
+    for (uint32_t i = 0; i < n; ++i)
+      streamed.push_back(StreamedReply{
+          [&, i](const std::string& piece) { return event(with_logprobs(i, chunk(i, chat ? json{{"content", piece}} : json(piece), nullptr))); },
+          [&](const std::string& piece_event) {
+            std::lock_guard<std::mutex> lock(writing);
+            send_head();
+            return open = open && http::write_all(fd, piece_event);
+          }});
+    const std::vector<Generated> generated =
+        run_choices(n, [&](uint32_t i) { return generate(served, fd, generations[i], parsed.stops, &streamed[i]); });
+    send_head();  // every writer has finished: no lock is needed from here
+    for (const Generated& g : generated) open = open && !g.stream_broken;  // a reply with a gap must not end as if whole
+    for (uint32_t i = 0; open && i < n; ++i) {
+      json last = with_logprobs(i, chunk(i, chat ? json::object() : json(""), openai_finish_reason(generated[i])));
+      if (i + 1 == n) last["usage"] = usage(generated);
+      open = send(last);
+    }
+    if (open) open = http::write_all(fd, http::event("[DONE]"));
+    summary = summary_of(generated) + ", streamed" + (open ? "" : ", client gone");
   } catch (const std::exception& e) {
     if (!head_sent) throw;  // answered as any refusal
     const bool refused = dynamic_cast<const InputError*>(&e) != nullptr;  // else a device, transport or internal fault

@@ -59,8 +59,6 @@ uint64_t count(const json& body, const char* field, uint64_t fallback, uint64_t 
 // What the engine cannot honour: refused unless it has its no-op value (OpenAI's fields, and the extensions
 // of other servers that clients send).
 void refuse_unsupported(const json& body) {
-  for (const char* field : {"n", "best_of"})
-    if (given(body, field) && body.at(field) != json(1)) refuse(field, "must be 1: one choice per request");
   const std::pair<const char*, double> neutral[] = {{"typical_p", 1}, {"min_tokens", 0}, {"length_penalty", 1}};
   for (const auto& [field, value] : neutral)
     if (given(body, field) && !(body.at(field).is_number() && body.at(field).get<double>() == value))
@@ -79,6 +77,16 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
   refuse_unsupported(body);
   ParsedRequest parsed;
   GenerateRequest& request = parsed.request;
+  // "n" choices, each its own sample of the same prompt; "best_of" above n would choose among samples
+  // the reply does not show, which is not done.
+  if (given(body, "n")) {
+    const json& n = body.at("n");
+    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > int64_t(kMostChoices))
+      refuse("n", "must be a whole number from 1 to " + std::to_string(kMostChoices) + ", got " + n.dump().substr(0, 40));
+    parsed.choices = n.get<uint32_t>();
+  }
+  if (given(body, "best_of") && body.at("best_of") != json(1) && body.at("best_of") != json(parsed.choices))
+    refuse("best_of", "must be 1 or n: choosing the best of samples the reply does not show is not supported");
   request.max_new_tokens = uint32_t(count(body, max_field, default_max, model.max_context));
   request.sampling.temperature = float(number(body, "temperature", 1.0, 0.0, 100.0));  // OpenAI's default
   request.sampling.top_p = float(number(body, "top_p", 1.0, 0.0, 1.0));

@@ -15,11 +15,14 @@ namespace tilefire::cli {
 
 // Alternatives per token a request may ask for ("logprobs" of a completion, "top_logprobs" of a chat).
 constexpr uint32_t kMostTopLogprobs = 20;
+// Choices a request may ask for ("n"): each runs as a generation of its own, at once with --sequences.
+constexpr uint32_t kMostChoices = 64;
 
 struct ParsedRequest {
   GenerateRequest request;         // prompt, max_new_tokens, sampling, stop tokens
   std::vector<std::string> stops;  // "stop": strings that end the reply, left out of it
   bool stream = false;             // "stream": the reply as server-sent events
+  uint32_t choices = 1;            // "n": samples of the prompt, choice i drawn with seed + i
   bool logprobs = false;           // the reply carries each token's log-probability
   uint32_t top_logprobs = 0;       // and that many most probable alternatives per token
   // A completion's "echo": its text begins with the prompt's (`prompt_text`: the string given, or the

@@ -153,7 +153,10 @@ TEST(CliServe, TheOpenAiSdkGetsRunsReplies) {
   EXPECT_EQ(got.at("chat").at("content"), chat.at("text")) << got.dump();
   EXPECT_EQ(got.at("chat_streamed"), chat.at("text"));
   EXPECT_EQ(got.at("refused").at("status"), 400) << got.dump();
-  EXPECT_NE(got.at("refused").at("message").get<std::string>().find("'n' must be 1"), std::string::npos) << got.dump();
+  EXPECT_NE(got.at("refused").at("message").get<std::string>().find("'n' must be a whole number from 1 to 64"), std::string::npos)
+      << got.dump();
+  const json greedy_choices = {{{"index", 0}, {"text", completion.at("text")}}, {{"index", 1}, {"text", completion.at("text")}}};
+  EXPECT_EQ(got.at("two_choices"), greedy_choices) << "n 2 at temperature 0: the greedy text twice";
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
@@ -188,7 +191,8 @@ TEST(CliServe, BadRequestsGetAStatusAndAMessageNamingWhatIsWrong) {
       {"/v1/completions", R"({"prompt": "a", "max_tokens": -3})", 400, "'max_tokens' must be a whole number"},
       {"/v1/completions", R"({"prompt": "a", "stop": ["a", "b", "c", "d", "e"]})", 400, "'stop' must be a string or a list of up to 4"},
       {"/v1/completions", R"({"prompt": "a", "stop": ""})", 400, "'stop' holds an empty string"},
-      {"/v1/completions", R"({"prompt": "a", "n": 2})", 400, "'n' must be 1"},
+      {"/v1/completions", R"({"prompt": "a", "n": 0})", 400, "'n' must be a whole number from 1 to 64"},
+      {"/v1/completions", R"({"prompt": "a", "n": 2, "best_of": 3})", 400, "'best_of' must be 1 or n"},
       {"/v1/completions", R"({"prompt": "a", "presence_penalty": 2.5})", 400, "'presence_penalty' must be a number from -2 to 2"},
       {"/v1/completions", R"({"prompt": "a", "stream": "yes"})", 400, "'stream' must be true or false"},
       {"/v1/chat/completions", R"({"messages": []})", 400, "no tokenizer.json"},

@@ -23,8 +23,10 @@ for await (const chunk of await client.chat.completions.create({ model: 'm', mes
   chatStreamed += chunk.choices[0]?.delta?.content ?? '';
 }
 out.chat_streamed = chatStreamed;
+const two = await client.completions.create({ model: 'm', prompt: [9, 100, 200], max_tokens: 10, temperature: 0, n: 2 });
+out.two_choices = two.choices.map((c) => ({ index: c.index, text: c.text }));
 try {
-  await client.completions.create({ model: 'm', prompt: 'hi', n: 2 });
+  await client.completions.create({ model: 'm', prompt: 'hi', n: 65 });
   out.refused = null;
 } catch (error) {
   out.refused = { status: error.status, message: error.error?.message ?? error.message };

@@ -87,7 +87,7 @@ void metrics_count_what_was_served(const std::vector<std::string>& extra) {
   const std::vector<std::string> data = events(streamed.body);
   ASSERT_GE(data.size(), 2u);
   const json streamed_usage = json::parse(data[data.size() - 2]).at("usage");
-  EXPECT_EQ(post(server.port(), "/v1/completions", R"({"prompt": "x", "n": 2})").status, 400);
+  EXPECT_EQ(post(server.port(), "/v1/completions", R"({"prompt": "x", "n": 0})").status, 400);
   EXPECT_EQ(http_exchange(server.port(), "GET /v1/models HTTP/1.1\r\n\r\n").status, 200);
   EXPECT_EQ(http_exchange(server.port(), "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").status, 405);
 
@@ -350,6 +350,71 @@ void echo_scores_the_prompt(const std::vector<std::string>& extra) {
 
 TEST(ServeApi, EchoScoresThePrompt) { echo_scores_the_prompt({}); }
 TEST(ServeApi, BatchedEchoScoresThePrompt) { echo_scores_the_prompt({"--sequences", "2", "--prefill-chunk", "4"}); }
+
+// "n" choices: choice i is the reply a request of one choice with seed + i gets (the same sample), each
+// with its index; the usage counts the prompt once and every choice's tokens. Streamed, each choice's
+// chunks carry its index and add up to that choice's text and logprobs, every choice ends with its own
+// finish reason, the last chunk carries the usage.
+void choices_are_samples_of_their_own(const std::vector<std::string>& extra) {
+  TextModelServer served("serve-choices", extra);
+  Server& server = served.server;
+  ASSERT_NE(server.port(), 0);
+  const std::string ask = R"({"prompt": "hello", "max_tokens": 6, "temperature": 1.3, "logprobs": 1, )";
+  std::vector<json> alone;
+  for (int seed : {5, 6, 7}) {
+    const HttpReply reply = post(server.port(), "/v1/completions", ask + R"("seed": )" + std::to_string(seed) + "}");
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    alone.push_back(json::parse(reply.body));
+  }
+  HttpReply reply = post(server.port(), "/v1/completions", ask + R"("seed": 5, "n": 3})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const json three = json::parse(reply.body);
+  ASSERT_EQ(three.at("choices").size(), 3u) << reply.body;
+  size_t completion_tokens = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const json& c = three.at("choices")[i];
+    EXPECT_EQ(c.at("index"), i);
+    EXPECT_EQ(c.at("text"), alone[i].at("choices")[0].at("text")) << "choice " << i;
+    EXPECT_EQ(c.at("logprobs"), alone[i].at("choices")[0].at("logprobs")) << "choice " << i;
+    completion_tokens += alone[i].at("usage").at("completion_tokens").get<size_t>();
+  }
+  EXPECT_EQ(three.at("usage").at("prompt_tokens"), alone[0].at("usage").at("prompt_tokens"));
+  EXPECT_EQ(three.at("usage").at("completion_tokens"), completion_tokens);
+  EXPECT_NE(alone[0].at("choices")[0].at("text"), alone[1].at("choices")[0].at("text")) << "the seeds should differ in a sample";
+
+  reply = post(server.port(), "/v1/completions", ask + R"("seed": 5, "n": 3, "stream": true})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const std::vector<std::string> data = events(reply.body);
+  ASSERT_FALSE(data.empty());
+  EXPECT_EQ(data.back(), "[DONE]");
+  std::vector<std::string> texts(3);
+  std::vector<json> token_logprobs(3, json::array());
+  std::vector<json> finish(3);
+  json streamed_usage;
+  for (size_t e = 0; e + 1 < data.size(); ++e) {
+    const json event = json::parse(data[e]);
+    const json& c = event.at("choices")[0];
+    const size_t i = c.at("index").get<size_t>();
+    ASSERT_LT(i, 3u);
+    EXPECT_TRUE(finish[i].is_null()) << "a chunk of choice " << i << " after its end";
+    texts[i] += c.at("text").get<std::string>();
+    if (!c.at("logprobs").is_null())
+      for (const json& value : c.at("logprobs").at("token_logprobs")) token_logprobs[i].push_back(value);
+    finish[i] = c.at("finish_reason");
+    if (event.contains("usage")) streamed_usage = event.at("usage");
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(texts[i], three.at("choices")[i].at("text")) << "choice " << i;
+    EXPECT_EQ(token_logprobs[i], three.at("choices")[i].at("logprobs").at("token_logprobs")) << "choice " << i;
+    EXPECT_EQ(finish[i], three.at("choices")[i].at("finish_reason")) << "choice " << i;
+  }
+  EXPECT_EQ(streamed_usage, three.at("usage"));
+  expect_refused(server.port(), {{"/v1/completions", R"({"prompt": "x", "n": 65})"}, {"/v1/completions", R"({"prompt": "x", "n": 1.5})"}},
+                 {"'n' must be a whole number from 1 to 64", "'n' must be a whole number from 1 to 64"});
+}
+
+TEST(ServeApi, ChoicesAreSamplesOfTheirOwn) { choices_are_samples_of_their_own({}); }
+TEST(ServeApi, BatchedChoicesAreSamplesOfTheirOwn) { choices_are_samples_of_their_own({"--sequences", "2"}); }
 
 TEST(ServeApi, AnApiKeyGuardsTheV1Paths) {
   const std::string completion = R"({"prompt": [1, 2], "max_tokens": 2})";
