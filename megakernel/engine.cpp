@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "megakernel/engine_impl.h"
 #include "ops/sampling.h"
@@ -54,14 +55,17 @@ void record_prompt_probabilities(const Engine::Impl& m, GenerateResult& result, 
   }
 }
 
-int32_t choose_token(const float* logits, uint32_t vocab, const Sampling& sampling, TokenCounts& counts, float uniform01) {
+int32_t choose_token(const float* logits, uint32_t vocab, const Sampling& sampling, TokenCounts& counts, float uniform01,
+                     const std::vector<int32_t>& banned) {
   const SamplingParams params{sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p};
   const LogitAdjustments adjustments{sampling.logit_bias, sampling.repetition_penalty, sampling.presence_penalty,
                                      sampling.frequency_penalty};
   int32_t token = 0;
-  if (adjustments.active()) {
+  if (adjustments.active() || !banned.empty()) {
     std::vector<float> adjusted;  // [vocab]
     counts.adjust(logits, vocab, adjustments, adjusted);
+    for (int32_t t : banned)
+      if (t >= 0 && uint32_t(t) < vocab) adjusted[size_t(t)] = -std::numeric_limits<float>::infinity();
     token = sample_token(adjusted.data(), vocab, params, uniform01);
   } else {
     token = sample_token(logits, vocab, params, uniform01);
@@ -73,7 +77,7 @@ int32_t choose_token(const float* logits, uint32_t vocab, const Sampling& sampli
 bool needs_logits(const GenerateRequest& request) {
   const Sampling& s = request.sampling;
   return s.temperature != 0.0f || request.logprobs != 0 || !s.logit_bias.empty() || s.repetition_penalty != 1.0f ||
-         s.presence_penalty != 0.0f || s.frequency_penalty != 0.0f;
+         s.presence_penalty != 0.0f || s.frequency_penalty != 0.0f || request.min_new_tokens != 0;
 }
 
 CompileOptions Engine::Impl::compile_options(uint32_t tokens) const {

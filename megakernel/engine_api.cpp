@@ -495,6 +495,12 @@ void Engine::Impl::check_request(const GenerateRequest& request) const {
       throw InputError("Sampling::logit_bias (--logit-bias) gives token " + std::to_string(token) + " a bias of " + std::to_string(bias) +
                        ": it must be from -100 to 100");
   }
+  if (request.on_probabilities && request.logprobs == 0)
+    throw InputError("GenerateRequest::on_probabilities is set but logprobs is 0: ask for logprobs K (1 at least) to have "
+                     "each token's probabilities");
+  if (request.min_new_tokens > request.max_new_tokens)
+    throw InputError("GenerateRequest::min_new_tokens (--min-new-tokens) " + std::to_string(request.min_new_tokens) +
+                     " is more than max_new_tokens " + std::to_string(request.max_new_tokens));
   if (request.prompt_logprobs > info.vocab)
     throw InputError("GenerateRequest::prompt_logprobs (--prompt-logprobs) " + std::to_string(request.prompt_logprobs) +
                      " exceeds the vocabulary of " + std::to_string(info.vocab));
@@ -507,6 +513,12 @@ void Engine::Impl::check_request(const GenerateRequest& request) const {
       throw InputError("GenerateRequest::stop_tokens holds " + std::to_string(token) + ", outside the vocabulary of " +
                        std::to_string(info.vocab) + " tokens (the command line's stop tokens: generation_config.json's "
                        "eos_token_id and the chat template's eos_token)");
+}
+
+std::vector<int32_t> Engine::Impl::ending_tokens(const GenerateRequest& request) const {
+  std::vector<int32_t> ending = request.stop_tokens;
+  if (request.stop_at_eos) ending.insert(ending.end(), info.eos_tokens.begin(), info.eos_tokens.end());
+  return ending;
 }
 
 bool Engine::Impl::ends_request(const GenerateRequest& request, int32_t token) const {
@@ -526,10 +538,12 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   m.check_request(request);
   UniformGenerator uniform(request.sampling.seed);
   TokenCounts counts(request.prompt);
+  const std::vector<int32_t> ending = m.ending_tokens(request);
 
   auto pick = [&](const float* logits) {
     m.check_finite_logits(logits, m.position - 1);  // NaN or Inf would be sampled, or reported, as if real
-    const int32_t token = choose_token(logits, m.info.vocab, request.sampling, counts, uniform.next());
+    const bool too_few = result.tokens.size() < request.min_new_tokens;
+    const int32_t token = choose_token(logits, m.info.vocab, request.sampling, counts, uniform.next(), too_few ? ending : std::vector<int32_t>{});
     if (request.logprobs) record_probabilities(result, logits, m.info.vocab, request.logprobs, token);
     result.tokens.push_back(token);
     return token;
@@ -578,6 +592,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   if (request.max_new_tokens == 0) {  // the prompt scored, nothing generated
     checked_step([&] { return m.prefill(request.prompt, &prefill_compile_ms, scoring); });
     result.compile_ms += prefill_compile_ms;
+    result.ttft_ms = ms_since(start) - prefill_compile_ms;  // the prefill, as a batch's scored sequence counts it
     result.finish_reason = "length";
     return result;
   }

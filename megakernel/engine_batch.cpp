@@ -33,7 +33,8 @@ void take_token(Engine::Impl& m, BatchedSequence& s, const float* logits) {
   GenerateResult& result = s.result;
   const uint32_t vocab = m.info.vocab;
   UniformGenerator uniform(s.uniform_state);
-  s.next = choose_token(logits, vocab, request.sampling, s.counts, uniform.next());
+  const bool too_few = result.tokens.size() < request.min_new_tokens;
+  s.next = choose_token(logits, vocab, request.sampling, s.counts, uniform.next(), too_few ? s.ending : std::vector<int32_t>{});
   s.uniform_state = uniform.state();
   if (request.logprobs) record_probabilities(result, logits, vocab, request.logprobs, s.next);
   result.tokens.push_back(s.next);
@@ -139,6 +140,7 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   s.slot = slot;
   s.uniform_state = request.sampling.seed;
   s.counts = TokenCounts(request.prompt);
+  s.ending = m.ending_tokens(request);
   s.result.prompt_tokens = request.prompt;
   s.result.compile_ms = m.decode_program_of_rank0().compile_ms;
   s.result.tasks_per_step = uint32_t(m.decode_program_of_rank0().program.tasks.size());
@@ -249,6 +251,7 @@ void prefill_some(Engine::Impl& m) {
     while (s.prefilling && chunks > 0) {
       --chunks;
       const uint32_t begin = s.position;
+      const size_t scored = s.result.prompt_logprobs.size();
       GeneratingScope generating_scope(m);
       const float* logits = nullptr;
       try {
@@ -256,7 +259,9 @@ void prefill_some(Engine::Impl& m) {
         if (s.position < s.request.prompt.size()) continue;
         m.check_finite_logits(logits, s.position - 1);
       } catch (const InputError& e) {
-        s.position = begin;  // its chunk runs again at the next step
+        s.position = begin;  // its chunk runs again at the next step, and scores its rows again
+        s.result.prompt_logprobs.resize(scored);
+        s.result.prompt_token_probabilities.resize(scored);
         throw SequenceError(id, sequence_name(id) + e.what());
       }
       s.prefilling = false;

@@ -84,6 +84,7 @@ struct BatchedSequence {
   int32_t next = -1;      // the last generated token, the next to feed
   uint64_t uniform_state = 0;  // its sampling's draws (UniformGenerator's state)
   TokenCounts counts;          // its prompt and reply, for the request's penalties
+  std::vector<int32_t> ending;  // its ending tokens (Engine::Impl::ending_tokens), for min_new_tokens
   bool finished = false;
   double decode_ms = 0;
   uint32_t decode_steps = 0;
@@ -166,6 +167,9 @@ struct Engine::Impl {
   void check_request(const GenerateRequest& request) const;
   // Whether `token` ends the request's generation (an eos token it stops at, or one of its stop tokens).
   bool ends_request(const GenerateRequest& request, int32_t token) const;
+  // The tokens that end the request's generation (the eos tokens it stops at and its stop tokens): what
+  // min_new_tokens keeps from being chosen.
+  std::vector<int32_t> ending_tokens(const GenerateRequest& request) const;
   // Throws InputError unless `tokens` are in the vocabulary and fit the context after `position`.
   void check_tokens(const std::vector<int32_t>& tokens) const;
   // The first half of that: every token in the vocabulary.
@@ -301,7 +305,9 @@ void record_prompt_probabilities(const Engine::Impl& m, GenerateResult& result, 
 
 // A sequence's next token from its (checked) logits: the request's logit bias and penalties over what
 // `counts` holds (on a copy), then its sampling with the draw `uniform01`; the token joins `counts`.
-int32_t choose_token(const float* logits, uint32_t vocab, const Sampling& sampling, TokenCounts& counts, float uniform01);
+// `banned` (min_new_tokens' ending tokens while too few are generated) are not chosen.
+int32_t choose_token(const float* logits, uint32_t vocab, const Sampling& sampling, TokenCounts& counts, float uniform01,
+                     const std::vector<int32_t>& banned = {});
 // Whether a request's choice needs its logits on the host: anything but a greedy argmax of the raw logits.
 bool needs_logits(const GenerateRequest& request);
 

@@ -99,7 +99,8 @@ tilefire_status tilefire_engine_remove_sequence(tilefire_engine* engine, uint64_
     tilefire::Engine& cpp_engine = required(engine, call, "engine").engine;
     tilefire_generate_result& out = required(result, call, "result");
     tilefire::c_api::check_output_size(out.struct_size, sizeof(tilefire_generate_result), call, "result");
-    // The logprobs' width is the request's; the result holds it per token (a sequence has one at least).
+    // The logprobs' width is the request's; the result holds it per token (none for a sequence that only
+    // scored its prompt: then no width is needed).
     const tilefire::GenerateResult removed = cpp_engine.remove_sequence(sequence);
     const uint32_t k = removed.logprobs.empty() ? 0 : uint32_t(removed.logprobs.front().size());
     out = tilefire::c_api::hand_out_result(removed, k, out.struct_size);

@@ -74,6 +74,7 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
   GenerateRequest cpp;
   cpp.prompt = token_vector(c.prompt, c.prompt_count, call, (field + "prompt").c_str());
   cpp.max_new_tokens = c.max_new_tokens;
+  cpp.min_new_tokens = c.min_new_tokens;
   cpp.sampling = Sampling{.temperature = c.temperature, .top_k = c.top_k, .top_p = c.top_p, .seed = c.seed, .min_p = c.min_p,
                           .repetition_penalty = c.repetition_penalty, .presence_penalty = c.presence_penalty,
                           .frequency_penalty = c.frequency_penalty};

@@ -41,6 +41,7 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --chat-template FILE   a Jinja chat template to use instead of the folder's (or for a folder without one)
   --max-new-tokens N     tokens to generate (default 32)
   --seed S               sampling seed (default 0); the sampling flags follow the others below
+  --min-new-tokens N     the eos and stop tokens are not chosen before N tokens are generated (default 0)
   --threads N            worker threads (default: all cores; shared by the ranks under --tp, at least one each)
   --tp N                 tensor parallelism: N ranks of this process (cpu: thread groups; cuda: rank r on
                          GPU (--cuda-device + r) mod the visible GPUs, ranks sharing a GPU split its SMs),
@@ -78,7 +79,7 @@ void print(std::string_view text) {
 
 int run_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help"}, valued{"--prompt", "--prompt-tokens", "--max-new-tokens",
-      "--seed", "--logprobs", "--prompt-logprobs", "--trace", "--chat", "--system", "--messages",
+      "--seed", "--min-new-tokens", "--logprobs", "--prompt-logprobs", "--trace", "--chat", "--system", "--messages",
       "--chat-template", "--stop"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
   for (const std::string& flag : sampling_valued()) valued.push_back(flag);
@@ -138,6 +139,10 @@ int run_command(int argc, char** argv) {
     request.prompt = byte_tokens(prompt_text);
   }
   request.max_new_tokens = uint32_t(args.unsigned_or("--max-new-tokens", 32, 0, 1u << 24));
+  request.min_new_tokens = uint32_t(args.unsigned_or("--min-new-tokens", 0, 0, 1u << 24));
+  if (request.min_new_tokens > request.max_new_tokens)
+    throw InputError("tilefire run: --min-new-tokens " + std::to_string(request.min_new_tokens) + " is more than --max-new-tokens " +
+                     std::to_string(request.max_new_tokens));
   request.sampling = sampling_of_flags(args, "tilefire run");
   request.sampling.seed = args.unsigned_or("--seed", 0);
   request.logprobs = uint32_t(args.unsigned_or("--logprobs", 0, 0, 1000));

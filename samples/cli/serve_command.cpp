@@ -268,25 +268,30 @@ std::string token_text(const Served& served, const std::vector<int32_t>& context
   return served.tokenizer->decode({token});  // the token completed a character the window had cut
 }
 
-// Runs `run(i)` for each of `n` choices: on this thread when n is 1, else on a thread each (requests in turn
-// take the engine one after another; with --sequences they decode together). Rethrows the first failure
-// once every choice has ended.
-std::vector<Generated> run_choices(uint32_t n, const std::function<Generated(uint32_t)>& run) {
+// Runs `run(i)` for each of `n` choices: together on a thread each when `together` (--sequences: they
+// decode in one batch), else one after another on this thread (requests in turn would queue for the
+// engine anyway). Rethrows the first failure once every choice has ended.
+std::vector<Generated> run_choices(uint32_t n, bool together, const std::function<Generated(uint32_t)>& run) {
   std::vector<Generated> generated(n);
-  if (n == 1) {
-    generated[0] = run(0);
+  if (n == 1 || !together) {
+    for (uint32_t i = 0; i < n; ++i) generated[i] = run(i);
     return generated;
   }
   std::vector<std::exception_ptr> failures(n);
   std::vector<std::thread> threads;
-  for (uint32_t i = 0; i < n; ++i)
-    threads.emplace_back([&, i] {
-      try {
-        generated[i] = run(i);
-      } catch (...) {
-        failures[i] = std::current_exception();
-      }
-    });
+  try {
+    for (uint32_t i = 0; i < n; ++i)
+      threads.emplace_back([&, i] {
+        try {
+          generated[i] = run(i);
+        } catch (...) {
+          failures[i] = std::current_exception();
+        }
+      });
+  } catch (...) {  // a thread that could not start: the others end before the failure leaves
+    for (std::thread& thread : threads) thread.join();
+    throw;
+  }
   for (std::thread& thread : threads) thread.join();
   for (const std::exception_ptr& failure : failures)
     if (failure) std::rethrow_exception(failure);
@@ -332,12 +337,20 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   };
 
   const TokenText text_of = [&](const std::vector<int32_t>& context, int32_t token) { return token_text(served, context, token); };
+  // An echoed prompt as the model read it: its tokens' texts, which its logprobs entries and their
+  // text_offset name (a tokenizer's start token written out).
+  std::string echoed;
+  std::vector<int32_t> before;  // the prompt's tokens before the one read
+  for (size_t i = 0; parsed.echo && i < parsed.request.prompt.size(); ++i) {
+    echoed += text_of(before, parsed.request.prompt[i]);
+    before.push_back(parsed.request.prompt[i]);
+  }
   if (!parsed.stream) {
     const std::vector<Generated> generated =
-        run_choices(n, [&](uint32_t i) { return generate(served, fd, request_of(i), parsed.stops, nullptr); });
+        run_choices(n, served.batcher != nullptr, [&](uint32_t i) { return generate(served, fd, request_of(i), parsed.stops, nullptr); });
     json choices = json::array();
     for (uint32_t i = 0; i < n; ++i) {
-      json reply_choice = choice(i, message(parsed.prompt_text + generated[i].text), openai_finish_reason(generated[i]), false);
+      json reply_choice = choice(i, message(echoed + generated[i].text), openai_finish_reason(generated[i]), false);
       if (parsed.logprobs) {
         ReplyLogprobs logprobs(chat, parsed.top_logprobs, parsed.request.prompt, text_of);
         if (parsed.echo) logprobs.add_prompt(generated[i].result);
@@ -401,7 +414,7 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
             return open = open && http::write_all(fd, piece_event);
           }});
     const std::vector<Generated> generated =
-        run_choices(n, [&](uint32_t i) { return generate(served, fd, generations[i], parsed.stops, &streamed[i]); });
+        run_choices(n, served.batcher != nullptr, [&](uint32_t i) { return generate(served, fd, generations[i], parsed.stops, &streamed[i]); });
     send_head();  // every writer has finished: no lock is needed from here
     for (const Generated& g : generated) open = open && !g.stream_broken;  // a reply with a gap must not end as if whole
     for (uint32_t i = 0; open && i < n; ++i) {
@@ -411,6 +424,11 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     }
     if (open) open = http::write_all(fd, http::event("[DONE]"));
     summary = summary_of(generated) + ", streamed" + (open ? "" : ", client gone");
+  } catch (const http::Error& e) {  // a later choice refused its turn (the server stopping) after the head
+    if (!head_sent) throw;
+    status = e.status;
+    send(error_body(status, e.message));
+    summary = "streamed, then failed: " + e.message;
   } catch (const std::exception& e) {
     if (!head_sent) throw;  // answered as any refusal
     const bool refused = dynamic_cast<const InputError*>(&e) != nullptr;  // else a device, transport or internal fault

@@ -59,7 +59,7 @@ uint64_t count(const json& body, const char* field, uint64_t fallback, uint64_t 
 // What the engine cannot honour: refused unless it has its no-op value (OpenAI's fields, and the extensions
 // of other servers that clients send).
 void refuse_unsupported(const json& body) {
-  const std::pair<const char*, double> neutral[] = {{"typical_p", 1}, {"min_tokens", 0}, {"length_penalty", 1}};
+  const std::pair<const char*, double> neutral[] = {{"typical_p", 1}, {"length_penalty", 1}};
   for (const auto& [field, value] : neutral)
     if (given(body, field) && !(body.at(field).is_number() && body.at(field).get<double>() == value))
       refuse(field, "is not supported (only " + shortest(value) + ")");
@@ -88,6 +88,11 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
   if (given(body, "best_of") && body.at("best_of") != json(1) && body.at("best_of") != json(parsed.choices))
     refuse("best_of", "must be 1 or n: choosing the best of samples the reply does not show is not supported");
   request.max_new_tokens = uint32_t(count(body, max_field, default_max, model.max_context));
+  // vLLM's min_tokens: the eos and stop tokens are not chosen before it (stop strings still end a reply).
+  request.min_new_tokens = uint32_t(count(body, "min_tokens", 0, model.max_context));
+  if (request.min_new_tokens > request.max_new_tokens)
+    refuse("min_tokens", "is " + std::to_string(request.min_new_tokens) + ", more than " + max_field + " (" +
+                             std::to_string(request.max_new_tokens) + ")");
   request.sampling.temperature = float(number(body, "temperature", 1.0, 0.0, 100.0));  // OpenAI's default
   request.sampling.top_p = float(number(body, "top_p", 1.0, 0.0, 1.0));
   if (request.sampling.top_p == 0.0f) {  // the smallest set holding no probability: the most probable token
@@ -224,9 +229,6 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
   }
   if (parsed.echo) {
     if (parsed.stream) refuse("echo", "is not supported with \"stream\": true (ask for the reply whole)");
-    parsed.prompt_text = prompt.is_string() ? prompt.get<std::string>()
-                         : tokenizer          ? tokenizer->decode(parsed.request.prompt, true)
-                                              : bytes_text(parsed.request.prompt);
     parsed.request.prompt_logprobs = parsed.request.logprobs;  // with logprobs, the prompt's too
   }
   return parsed;

@@ -1,6 +1,6 @@
 #pragma once
 // The JSON bodies of the OpenAI completions and chat completions requests that `tilefire serve` takes, read
-// into a GenerateRequest. What the engine cannot do as asked (several choices, tools, echo of a streamed
+// into a GenerateRequest. What the engine cannot do as asked (best_of above n, tools, echo of a streamed
 // reply, ...) is refused naming the field, never ignored: a reply that silently skipped what the client
 // asked for would be wrong output. Fields no reply depends on ("user", "stream_options", ...) are ignored.
 #include <cstdint>
@@ -25,11 +25,11 @@ struct ParsedRequest {
   uint32_t choices = 1;            // "n": samples of the prompt, choice i drawn with seed + i
   bool logprobs = false;           // the reply carries each token's log-probability
   uint32_t top_logprobs = 0;       // and that many most probable alternatives per token
-  // A completion's "echo": its text begins with the prompt's (`prompt_text`: the string given, or the
-  // ids decoded), and with logprobs, so do its logprobs (the first prompt token's null): a text's
-  // likelihood, as evaluation harnesses ask for it with max_tokens 0. Not streamed.
+  // A completion's "echo": its text begins with the prompt's as the model read it (its tokens' texts,
+  // special tokens written out, as its logprobs entries name them), and with logprobs, so do its logprobs
+  // (the first prompt token's null): a text's likelihood, as evaluation harnesses ask for it with
+  // max_tokens 0. Not streamed.
   bool echo = false;
-  std::string prompt_text;
 };
 
 // InputError naming the field for a body that is not a JSON object or holds a field the engine cannot

@@ -367,7 +367,7 @@ TEST(BatchDecode, ALongPromptJoiningDelaysTheOthersByAChunkPerStep) {
 
 // A prompt whose logits are not finite (a token whose embedding holds an infinity) fails its own
 // sequence only: with the prompts prefilled by the steps, its last chunk fails after the step's decode,
-// and step_sequences throws a SequenceError with its id. Taken out, it leaves the other sequence to go
+// and step_sequences throws a SequenceError with its id (the chunk's prompt scores taken back). Taken out, it leaves the other sequence to go
 // on to generate()'s result for its request alone.
 TEST(BatchDecode, ASequenceWhoseLogitsAreNotFiniteFailsAloneNamingItsId) {
   TempDir dir("batch-nonfinite");
@@ -398,7 +398,8 @@ TEST(BatchDecode, ASequenceWhoseLogitsAreNotFiniteFailsAloneNamingItsId) {
   engine.step_sequences();  // its prompt and first token
   GenerateRequest bad = good;
   bad.on_token = nullptr;
-  bad.prompt = {3, poisoned, 4};
+  bad.prompt = {3, 4, poisoned};  // scored too: rows 0 and 1 are finite, the last one not
+  bad.prompt_logprobs = 1;
   const uint64_t bad_id = engine.add_sequence(bad);
   try {
     engine.step_sequences();
@@ -412,6 +413,7 @@ TEST(BatchDecode, ASequenceWhoseLogitsAreNotFiniteFailsAloneNamingItsId) {
   EXPECT_THROW(engine.step_sequences(), SequenceError) << "left in, it fails again";
   const GenerateResult failed = engine.remove_sequence(bad_id);
   EXPECT_TRUE(failed.tokens.empty());
+  EXPECT_TRUE(failed.prompt_logprobs.empty()) << "a failed chunk's scores are taken back, or its retry lists them twice";
   while (!engine.sequence_finished(good_id)) engine.step_sequences();
   expect_same_result(engine.remove_sequence(good_id), expected, 0);
 }

@@ -524,7 +524,7 @@ TEST(PrefillDecode, StopWhenEndsTheGenerationAfterTheTokenItSees) {
 }
 
 // on_probabilities streams what the result will hold: each token's own probability and the K most probable,
-// bitwise the result's entries, just before on_token gets that token; never called without logprobs.
+// bitwise the result's entries, just before on_token gets that token; without logprobs it is refused.
 TEST(PrefillDecode, OnProbabilitiesGivesEachTokensEntriesBeforeOnToken) {
   EngineOptions options;
   options.threads = 2;
@@ -565,11 +565,13 @@ TEST(PrefillDecode, OnProbabilitiesGivesEachTokensEntriesBeforeOnToken) {
       EXPECT_EQ(most_probable[i][k].logprob, result.logprobs[i][k].logprob);
     }
   }
-  request.logprobs = 0;
-  chosen.clear();
-  request.on_token = nullptr;
-  EXPECT_EQ(engine.generate(request).tokens, result.tokens);
-  EXPECT_TRUE(chosen.empty()) << "no probabilities were asked for";
+  request.logprobs = 0;  // the callback would never be called: refused, naming what to ask for
+  try {
+    engine.generate(request);
+    ADD_FAILURE() << "on_probabilities without logprobs was taken";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("on_probabilities is set but logprobs is 0"), std::string::npos) << e.what();
+  }
 }
 
 // A request's logit bias and penalties, greedy, against the step API's logits adjusted by a reference; a

@@ -286,7 +286,7 @@ TEST(ServeApi, LogitBiasAndPenaltiesAreRunsFlags) {
 }
 
 // A completion's "echo" with max_tokens 0 and logprobs, as evaluation harnesses score a text: the reply's
-// text is the prompt, its logprobs one entry per prompt token, the first null and the others
+// text is the prompt as the model read it, its logprobs one entry per prompt token, the first null and the others
 // `run --prompt-logprobs`'s; with tokens generated, the text and entries go on with the reply's. Echo
 // without logprobs, or with max_tokens 0 alone, runs nothing that needs it. Refused with a stream, and
 // on the chat endpoint.
@@ -304,8 +304,18 @@ void echo_scores_the_prompt(const std::vector<std::string>& extra) {
                          R"({"prompt": "hello there", "max_tokens": 0, "echo": true, "logprobs": 1, "temperature": 0})");
   ASSERT_EQ(reply.status, 200) << reply.body;
   json choice = json::parse(reply.body).at("choices")[0];
-  EXPECT_EQ(choice.at("text"), "hello there");
   json logprobs = choice.at("logprobs");
+  // The echoed text is the prompt's tokens' texts (a start token written out), as text_offset counts them.
+  std::string echoed;
+  for (size_t i = 0; i < logprobs.at("tokens").size(); ++i) {
+    size_t characters = 0;
+    for (unsigned char byte : echoed) characters += (byte & 0xC0) != 0x80 ? 1 : 0;
+    EXPECT_EQ(logprobs.at("text_offset")[i].get<size_t>(), characters) << "prompt token " << i;
+    echoed += logprobs.at("tokens")[i].get<std::string>();
+  }
+  EXPECT_EQ(choice.at("text"), echoed);
+  ASSERT_GE(echoed.size(), 11u);
+  EXPECT_EQ(echoed.substr(echoed.size() - 11), "hello there") << echoed;
   ASSERT_EQ(logprobs.at("token_logprobs").size(), expected.size()) << reply.body;
   EXPECT_TRUE(logprobs.at("token_logprobs")[0].is_null());
   EXPECT_TRUE(logprobs.at("top_logprobs")[0].is_null());
@@ -323,7 +333,7 @@ void echo_scores_the_prompt(const std::vector<std::string>& extra) {
   ASSERT_EQ(reply.status, 200) << reply.body;
   const json plain_choice = json::parse(plain.body).at("choices")[0];
   choice = json::parse(reply.body).at("choices")[0];
-  EXPECT_EQ(choice.at("text"), "hello there" + plain_choice.at("text").get<std::string>());
+  EXPECT_EQ(choice.at("text"), echoed + plain_choice.at("text").get<std::string>());
   logprobs = choice.at("logprobs");
   const json& generated = plain_choice.at("logprobs").at("token_logprobs");
   ASSERT_EQ(logprobs.at("token_logprobs").size(), expected.size() + generated.size());
@@ -333,7 +343,7 @@ void echo_scores_the_prompt(const std::vector<std::string>& extra) {
 
   reply = post(server.port(), "/v1/completions", R"({"prompt": "hello there", "max_tokens": 0, "echo": true})");
   ASSERT_EQ(reply.status, 200) << reply.body;
-  EXPECT_EQ(json::parse(reply.body).at("choices")[0].at("text"), "hello there");
+  EXPECT_EQ(json::parse(reply.body).at("choices")[0].at("text"), echoed);
   EXPECT_TRUE(json::parse(reply.body).at("choices")[0].at("logprobs").is_null());
   reply = post(server.port(), "/v1/completions", R"({"prompt": [5, 6], "max_tokens": 0})");
   ASSERT_EQ(reply.status, 200) << reply.body;
@@ -415,6 +425,24 @@ void choices_are_samples_of_their_own(const std::vector<std::string>& extra) {
 
 TEST(ServeApi, ChoicesAreSamplesOfTheirOwn) { choices_are_samples_of_their_own({}); }
 TEST(ServeApi, BatchedChoicesAreSamplesOfTheirOwn) { choices_are_samples_of_their_own({"--sequences", "2"}); }
+
+// vLLM's min_tokens: a stop token the reply would take first waits until that many tokens are out; a
+// minimum above max_tokens is refused.
+TEST(ServeApi, MinTokensHoldsBackTheStopTokens) {
+  Server server({"--threads", "1"});
+  ASSERT_NE(server.port(), 0);
+  const json run = run_json({"--prompt-tokens", "12,40,7,99", "--max-new-tokens", "6", "--threads", "1"});
+  const int32_t first = run.at("tokens")[0].get<int32_t>();
+  const std::string ask = R"({"prompt": [12, 40, 7, 99], "max_tokens": 6, "temperature": 0, "stop_token_ids": [)" + std::to_string(first) + "]";
+  HttpReply reply = post(server.port(), "/v1/completions", ask + "}");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(json::parse(reply.body).at("usage").at("completion_tokens"), 1) << "the stop token comes first";
+  reply = post(server.port(), "/v1/completions", ask + R"(, "min_tokens": 3})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_GE(json::parse(reply.body).at("usage").at("completion_tokens").get<int>(), 3) << reply.body;
+  expect_refused(server.port(), {{"/v1/completions", R"({"prompt": "x", "max_tokens": 3, "min_tokens": 5})"}},
+                 {"'min_tokens' is 5, more than max_tokens (3)"});
+}
 
 TEST(ServeApi, AnApiKeyGuardsTheV1Paths) {
   const std::string completion = R"({"prompt": [1, 2], "max_tokens": 2})";

@@ -103,6 +103,7 @@ TEST(CApi, GenerateGivesTheCppEnginesTokensLogprobsAndFinishReason) {
     request.repetition_penalty = 1.2f;
     request.presence_penalty = -0.5f;
     request.frequency_penalty = 0.3f;
+    request.min_new_tokens = 2;
     // Each token's probabilities as it is chosen: what the result then holds.
     struct Streamed {
       std::vector<tilefire_token_probability> chosen;
@@ -131,6 +132,7 @@ TEST(CApi, GenerateGivesTheCppEnginesTokensLogprobsAndFinishReason) {
                                          .logit_bias = {{77, 3.0f}, {80, -100.0f}}, .repetition_penalty = 1.2f,
                                          .presence_penalty = -0.5f, .frequency_penalty = 0.3f};
     expected_request.logprobs = 3;
+    expected_request.min_new_tokens = 2;
     const GenerateResult expected = cpp.generate(expected_request);
 
     ASSERT_EQ(std::vector<int32_t>(result.tokens, result.tokens + result.token_count), expected.tokens) << temperature;

@@ -98,6 +98,9 @@ struct TokenProbability {
 struct GenerateRequest {
   std::vector<int32_t> prompt;
   uint32_t max_new_tokens = 16;
+  // Until this many tokens are generated, the tokens that would end the generation (the eos tokens it
+  // stops at, stop_tokens) are not chosen: their logits are taken as -inf (logprobs stay the model's own).
+  uint32_t min_new_tokens = 0;
   Sampling sampling;
   uint32_t logprobs = 0;        // K most probable tokens at every generated position
   // K > 0: every prompt token after the first gets its probability after the tokens before it, and the K
@@ -182,8 +185,9 @@ class Engine {
 
   // Prefill the prompt, then decode up to max_new_tokens. Starts a new sequence (with reuse_prefix, keeps
   // the cached beginning of the prompt). A request refused by its checks (InputError) leaves the
-  // sequence as it was, and so does max_new_tokens 0; NaN or Inf logits found while it runs stop it with
-  // an InputError that leaves the sequence where the failing step began.
+  // sequence as it was, and so does max_new_tokens 0 (unless prompt_logprobs asks for the prompt to be
+  // scored: then the sequence is the prompt); NaN or Inf logits found while it runs stop it with an
+  // InputError that leaves the sequence where the failing step began.
   GenerateResult generate(const GenerateRequest& request);
 
   // Several requests at once (up to EngineOptions::sequences): each prompt is prefilled in its own slot of
@@ -196,7 +200,8 @@ class Engine {
   // generate()'s with the same degree. ttft_ms counts from the call (the prompts
   // before it were prefilled first); tpot_ms is the mean of the batched steps it took part in. Refused
   // (InputError, nothing run): anything generate() refuses, naming the request. reuse_prefix works as add_sequence's. The step API
-  // then continues the sequence left in the first slot (a request with max_new_tokens 0 takes none);
+  // then continues the sequence left in the first slot (a request with max_new_tokens 0 takes none, unless
+  // it scores its prompt);
   // when a step fails, the step API's sequence is empty.
   std::vector<GenerateResult> generate_batch(const std::vector<GenerateRequest>& requests);
 
@@ -204,7 +209,8 @@ class Engine {
   // add_sequence starts a request in a free slot of the KV cache: prefills its prompt and picks its first
   // token (calling its on_token and stop_when; a request that ends there is finished at once; an exception
   // they throw takes the sequence out again and reaches the caller) and returns the sequence's id. InputError when all EngineOptions::sequences slots are taken, and for what
-  // generate_batch refuses (max_new_tokens 0 included). step_sequences runs one decode step of every
+  // generate_batch refuses (max_new_tokens 0 included, unless prompt_logprobs asks for the prompt to be
+  // scored: the sequence then ends once its prompt is in). step_sequences runs one decode step of every
   // unfinished sequence together and returns how many are unfinished after it. With
   // EngineOptions::prefill_chunks_per_step, add_sequence only takes the slot: the steps prefill the prompt
   // after their decode, a few chunks each, and the step that ends it picks the first token (so a failure

@@ -191,6 +191,7 @@ typedef struct tilefire_generate_request {
   uint32_t prompt_logprobs; /* K > 0: score the prompt (each token after the first, after those before it;
                                the K most probable there); max_new_tokens may then be 0 */
   tilefire_probability_callback on_probabilities;  /* NULL: none; given user_data too */
+  uint32_t min_new_tokens;  /* the eos and stop tokens are not chosen before this many are generated */
 } tilefire_generate_request;
 
 void tilefire_generate_request_init(tilefire_generate_request* request);
