@@ -65,7 +65,7 @@ TensorParallelSplit split_tensor_parallel(const ModelSpec& spec, uint32_t tp) {
   return split;
 }
 
-RankMemory rank_memory(const ModelSpec& spec, const RankShard& shard, uint64_t kv_tokens) {
+RankMemory rank_memory(const ModelSpec& spec, const RankShard& shard, uint64_t kv_tokens, uint32_t tp) {
   const uint64_t w = dtype_size(spec.dtype), hidden = spec.hidden, hd = spec.head_dim;
   const uint64_t q = uint64_t(shard.q_heads) * hd, kv = uint64_t(shard.kv_heads) * hd, ffn = shard.ffn;
   RankMemory m;
@@ -81,6 +81,7 @@ RankMemory rank_memory(const ModelSpec& spec, const RankShard& shard, uint64_t k
   m.kv_cache_bytes = 2ull * spec.layers * kv * kv_tokens * sizeof(float);
   const uint64_t chunk = 128;  // the largest prefill chunk (EngineOptions::prefill_chunk): the widest step's tokens
   m.workspace_bytes = sizeof(float) * (chunk * spec.layers * (5 * hidden + 2 * q + ffn) + spec.vocab + shard.vocab);
+  if (tp > 1) m.workspace_bytes += sizeof(float) * (2 * spec.layers * chunk * hidden + chunk * uint64_t(shard.vocab));
   return m;
 }
 

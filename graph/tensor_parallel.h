@@ -32,10 +32,12 @@ TensorParallelSplit split_tensor_parallel(const ModelSpec& spec, uint32_t tp);
 struct RankMemory {
   uint64_t weight_bytes = 0;     // as stored in the checkpoint's dtype; norms and biases as f32
   uint64_t kv_cache_bytes = 0;   // f32 K and V of the rank's KV heads for kv_tokens positions, all layers
-  uint64_t workspace_bytes = 0;  // the activations of a 128-token prefill chunk, and the logits
+  // The activations of a 128-token prefill chunk and the logits; with 2 ranks or more, the collectives'
+  // window (two partial-sum slices per layer of the chunk's rows, and its rows of the rank's logits)
+  uint64_t workspace_bytes = 0;
   uint64_t total() const { return weight_bytes + kv_cache_bytes + workspace_bytes; }
 };
-RankMemory rank_memory(const ModelSpec& spec, const RankShard& shard, uint64_t kv_tokens);
+RankMemory rank_memory(const ModelSpec& spec, const RankShard& shard, uint64_t kv_tokens, uint32_t tp);
 
 // Bytes one rank reads from its peers per token and layer: two one-shot all-reduces of the hidden state
 // (after the O and the down projections), each reading tp - 1 partial sums of `hidden` f32 values.

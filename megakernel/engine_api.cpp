@@ -69,7 +69,7 @@ void check_fits_on_gpus(const ModelSpec& spec, uint32_t tp, uint32_t max_context
   std::map<int, std::pair<uint64_t, uint64_t>> needs;  // by device: weight bytes, KV bytes
   std::map<int, const CudaExecutor*> executor_of;
   for (const auto& [rank, executor] : ranks) {
-    const RankMemory memory = rank_memory(on_device, split.ranks.at(rank), uint64_t(max_context) * sequences);
+    const RankMemory memory = rank_memory(on_device, split.ranks.at(rank), uint64_t(max_context) * sequences, tp);
     const int device = executor->options().device;
     needs[device].first += memory.weight_bytes;
     needs[device].second += memory.kv_cache_bytes;
@@ -191,7 +191,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
     const uint64_t positions = uint64_t(m.max_context) * options.sequences;
     uint64_t kv_bytes = 0;
     for (const RankShard& shard : split_tensor_parallel(spec, options.tp).ranks)  // refuses a degree the shapes do not allow
-      kv_bytes += rank_memory(spec, shard, positions).kv_cache_bytes;
+      kv_bytes += rank_memory(spec, shard, positions, options.tp).kv_cache_bytes;
     const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
     if (memory > 0 && double(kv_bytes) > memory)
       throw InputError("the KV cache would take " + std::to_string(kv_bytes >> 30) + " GiB (K and V of " + std::to_string(spec.layers) +

@@ -99,12 +99,21 @@ TEST(TensorParallel, RefusalsNameTheShapes) {
   EXPECT_NO_THROW(split_tensor_parallel(narrow, 4));
 }
 
+// With two ranks or more the workspace holds the collectives' window too: two partial-sum slices per layer
+// of a 128-token chunk's rows, and as many rows of the rank's logits (a prompt scored for its logprobs).
+TEST(TensorParallel, TheWorkspaceOfRanksHoldsTheirWindow) {
+  const ModelSpec spec = preset_spec("llama-3.1-8b", DType::bf16);
+  const RankShard shard = split_tensor_parallel(spec, 8).ranks[3];
+  const uint64_t window = rank_memory(spec, shard, 1024, 8).workspace_bytes - rank_memory(spec, shard, 1024, 1).workspace_bytes;
+  EXPECT_EQ(window, 4ull * (2 * 32 * 128 * 4096 + 128 * (128256 / 8)));
+}
+
 // Weights of all ranks = the unsplit model + (tp - 1) copies of what every rank holds whole (embedding
 // table, norms) and of the replicated KV projections.
 TEST(TensorParallel, RankWeightsAddUpToTheModel) {
   for (const char* preset : {"tiny", "llama-3.2-1b", "llama-3.1-8b", "qwen3-8b"}) {
     const ModelSpec spec = preset_spec(preset, DType::bf16);
-    const uint64_t whole = rank_memory(spec, split_tensor_parallel(spec, 1).ranks[0], 1024).weight_bytes;
+    const uint64_t whole = rank_memory(spec, split_tensor_parallel(spec, 1).ranks[0], 1024, 1).weight_bytes;
     const uint64_t w = dtype_size(spec.dtype);
     uint64_t replicated_each = w * uint64_t(spec.vocab) * spec.hidden + 4ull * spec.hidden * (2 * spec.layers + 1);
     if (spec.qk_norm) replicated_each += 4ull * spec.head_dim * 2 * spec.layers;
@@ -112,14 +121,14 @@ TEST(TensorParallel, RankWeightsAddUpToTheModel) {
       const TensorParallelSplit split = split_tensor_parallel(spec, tp);
       uint64_t sum = 0, kv_cache = 0;
       for (const RankShard& r : split.ranks) {
-        const RankMemory m = rank_memory(spec, r, 1024);
+        const RankMemory m = rank_memory(spec, r, 1024, tp);
         sum += m.weight_bytes;
         kv_cache += m.kv_cache_bytes;
       }
       const uint64_t kv_rows_bytes = w * 2ull * spec.kv_dim() * spec.hidden * spec.layers;
       const uint64_t expected = whole + (tp - 1) * replicated_each + (split.kv_replicas - 1) * kv_rows_bytes;
       EXPECT_EQ(sum, expected) << preset << " tp " << tp;
-      EXPECT_EQ(kv_cache, split.kv_replicas * rank_memory(spec, split_tensor_parallel(spec, 1).ranks[0], 1024).kv_cache_bytes)
+      EXPECT_EQ(kv_cache, split.kv_replicas * rank_memory(spec, split_tensor_parallel(spec, 1).ranks[0], 1024, 1).kv_cache_bytes)
           << preset << " tp " << tp;
     }
   }
