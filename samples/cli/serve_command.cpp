@@ -298,17 +298,20 @@ std::vector<Generated> run_choices(uint32_t n, bool together, const std::functio
   return generated;
 }
 
-// The usage of a reply's choices: the prompt once, every choice's tokens.
-json usage(const std::vector<Generated>& choices) {
-  size_t completion = 0;
-  for (const Generated& c : choices) completion += c.result.tokens.size();
-  const size_t prompt = choices.front().result.prompt_tokens.size();
+// The usage of a reply's choices, `per_prompt` of each prompt in turn: each prompt once, every choice's
+// tokens.
+json usage(const std::vector<Generated>& choices, uint32_t per_prompt) {
+  size_t prompt = 0, completion = 0;
+  for (size_t c = 0; c < choices.size(); ++c) {
+    completion += choices[c].result.tokens.size();
+    if (c % per_prompt == 0) prompt += choices[c].result.prompt_tokens.size();
+  }
   return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
 }
 
-std::string summary_of(const std::vector<Generated>& choices) {
+std::string summary_of(const std::vector<Generated>& choices, uint32_t per_prompt) {
   if (choices.size() == 1) return std::to_string(choices[0].result.tokens.size()) + " tokens, " + choices[0].result.finish_reason;
-  return std::to_string(choices.size()) + " choices, " + usage(choices).at("completion_tokens").dump() + " tokens";
+  return std::to_string(choices.size()) + " choices, " + usage(choices, per_prompt).at("completion_tokens").dump() + " tokens";
 }
 
 // POST /v1/completions and /v1/chat/completions: parses, generates (each of "n" choices), answers (whole
@@ -320,7 +323,8 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(++served.requests);
   const long long created = static_cast<long long>(std::time(nullptr));
   const char* object = chat ? "chat.completion" : "text_completion";
-  const uint32_t n = parsed.choices;
+  const uint32_t per_prompt = parsed.choices;
+  const uint32_t n = uint32_t(parsed.prompts.size()) * per_prompt;  // choice c: prompt c / per_prompt
   // A choice: a chat's whole message, or a stream chunk's delta; a completion's text.
   auto choice = [&](uint32_t index, const json& content, const json& finish_reason, bool chunk) {
     json c = {{"index", index}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
@@ -329,30 +333,34 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     return c;
   };
   auto message = [&](const std::string& text) { return chat ? json{{"role", "assistant"}, {"content", text}} : json(text); };
-  // Choice i draws from the request's seed + i: n samples, each repeatable with a seed.
-  auto request_of = [&](uint32_t i) {
+  // Choice c is of prompt c / per_prompt and draws from the request's seed + c % per_prompt: each prompt's
+  // samples, each repeatable with a seed.
+  auto request_of = [&](uint32_t c) {
     GenerateRequest r = parsed.request;
-    r.sampling.seed += i;
+    r.prompt = parsed.prompts[c / per_prompt];
+    r.sampling.seed += c % per_prompt;
     return r;
   };
 
   const TokenText text_of = [&](const std::vector<int32_t>& context, int32_t token) { return token_text(served, context, token); };
   // An echoed prompt as the model read it: its tokens' texts, which its logprobs entries and their
   // text_offset name (a tokenizer's start token written out).
-  std::string echoed;
-  std::vector<int32_t> before;  // the prompt's tokens before the one read
-  for (size_t i = 0; parsed.echo && i < parsed.request.prompt.size(); ++i) {
-    echoed += text_of(before, parsed.request.prompt[i]);
-    before.push_back(parsed.request.prompt[i]);
+  std::vector<std::string> echoed(parsed.prompts.size());  // by prompt
+  for (size_t p = 0; parsed.echo && p < parsed.prompts.size(); ++p) {
+    std::vector<int32_t> before;  // the prompt's tokens before the one read
+    for (int32_t token : parsed.prompts[p]) {
+      echoed[p] += text_of(before, token);
+      before.push_back(token);
+    }
   }
   if (!parsed.stream) {
     const std::vector<Generated> generated =
         run_choices(n, served.batcher != nullptr, [&](uint32_t i) { return generate(served, fd, request_of(i), parsed.stops, nullptr); });
     json choices = json::array();
     for (uint32_t i = 0; i < n; ++i) {
-      json reply_choice = choice(i, message(echoed + generated[i].text), openai_finish_reason(generated[i]), false);
+      json reply_choice = choice(i, message(echoed[i / per_prompt] + generated[i].text), openai_finish_reason(generated[i]), false);
       if (parsed.logprobs) {
-        ReplyLogprobs logprobs(chat, parsed.top_logprobs, parsed.request.prompt, text_of);
+        ReplyLogprobs logprobs(chat, parsed.top_logprobs, parsed.prompts[i / per_prompt], text_of);
         if (parsed.echo) logprobs.add_prompt(generated[i].result);
         logprobs.add_all(generated[i].result);
         reply_choice["logprobs"] = logprobs.take();
@@ -360,9 +368,9 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
       choices.push_back(std::move(reply_choice));
     }
     const json body = {{"id", id}, {"object", object}, {"created", created}, {"model", served.name},
-                       {"choices", choices}, {"usage", usage(generated)}};
+                       {"choices", choices}, {"usage", usage(generated, per_prompt)}};
     status = 200;
-    summary = summary_of(generated);
+    summary = summary_of(generated, per_prompt);
     http::write_all(fd, json_response(200, body));
     return;
   }
@@ -375,7 +383,7 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   for (uint32_t i = 0; i < n; ++i) {
     generations.push_back(request_of(i));
     if (!parsed.logprobs) continue;
-    logprobs[i].emplace(chat, parsed.top_logprobs, parsed.request.prompt, text_of);
+    logprobs[i].emplace(chat, parsed.top_logprobs, parsed.prompts[i / per_prompt], text_of);
     generations[i].on_probabilities = [&logprobs, i](const TokenProbability& chosen, const std::vector<TokenProbability>& most_probable) {
       logprobs[i]->add(chosen, most_probable);
     };
@@ -419,11 +427,11 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     for (const Generated& g : generated) open = open && !g.stream_broken;  // a reply with a gap must not end as if whole
     for (uint32_t i = 0; open && i < n; ++i) {
       json last = with_logprobs(i, chunk(i, chat ? json::object() : json(""), openai_finish_reason(generated[i])));
-      if (i + 1 == n) last["usage"] = usage(generated);
+      if (i + 1 == n) last["usage"] = usage(generated, per_prompt);
       open = send(last);
     }
     if (open) open = http::write_all(fd, http::event("[DONE]"));
-    summary = summary_of(generated) + ", streamed" + (open ? "" : ", client gone");
+    summary = summary_of(generated, per_prompt) + ", streamed" + (open ? "" : ", client gone");
   } catch (const http::Error& e) {  // a later choice refused its turn (the server stopping) after the head
     if (!head_sent) throw;
     status = e.status;

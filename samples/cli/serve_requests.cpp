@@ -193,8 +193,7 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
   const json body = parse_body(body_text);
   ParsedRequest parsed = common_fields(body, model, max_tokens_field(body), 16);  // OpenAI's default
   if (!given(body, "prompt")) refuse("prompt", "is missing");
-  json prompt = body.at("prompt");
-  if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) prompt = prompt[0];
+  const json& prompt = body.at("prompt");
   auto encode = [&](const std::string& text) {
     try {
       return tokenizer ? tokenizer->encode(text) : byte_tokens(text);
@@ -202,19 +201,39 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
       refuse("prompt", e.what());
     }
   };
-  if (prompt.is_string()) {
-    parsed.request.prompt = encode(prompt.get<std::string>());
-  } else if (prompt.is_array() && std::all_of(prompt.begin(), prompt.end(), [](const json& t) { return t.is_number_integer(); })) {
-    for (const json& token : prompt) {
-      if (token.is_number_unsigned() ? token.get<uint64_t>() >= model.vocab : token.get<int64_t>() < 0)
-        refuse("prompt", "holds token " + token.dump() + ", outside the vocabulary of " + std::to_string(model.vocab));
-      parsed.request.prompt.push_back(token.get<int32_t>());
+  auto is_ids = [](const json& p) {
+    return p.is_array() && std::all_of(p.begin(), p.end(), [](const json& t) { return t.is_number_integer(); });
+  };
+  // One prompt (a string, or a list of token ids) or several (a list of strings, or of lists of ids).
+  auto read_one = [&](const json& p) {
+    std::vector<int32_t> tokens;
+    if (p.is_string()) {
+      tokens = encode(p.get<std::string>());
+    } else {
+      for (const json& token : p) {
+        if (token.is_number_unsigned() ? token.get<uint64_t>() >= model.vocab : token.get<int64_t>() < 0)
+          refuse("prompt", "holds token " + token.dump() + ", outside the vocabulary of " + std::to_string(model.vocab));
+        tokens.push_back(token.get<int32_t>());
+      }
     }
+    if (tokens.empty()) refuse("prompt", "is empty");
+    check_prompt_fits(tokens, model, "prompt");
+    return tokens;
+  };
+  const bool several = prompt.is_array() && !prompt.empty() &&
+                       std::all_of(prompt.begin(), prompt.end(), [&](const json& p) { return p.is_string() || (is_ids(p) && !p.empty()); }) &&
+                       !is_ids(prompt);
+  if (prompt.is_string() || is_ids(prompt)) {
+    parsed.prompts.push_back(read_one(prompt));
+  } else if (several) {
+    for (const json& p : prompt) parsed.prompts.push_back(read_one(p));
   } else {
-    refuse("prompt", "must be a string or a list of token ids (one prompt per request), got " + prompt.dump().substr(0, 200));
+    refuse("prompt", "must be a string, a list of token ids, or a list of those (one prompt each), got " + prompt.dump().substr(0, 200));
   }
-  if (parsed.request.prompt.empty()) refuse("prompt", "is empty");
-  check_prompt_fits(parsed.request.prompt, model, "prompt");
+  if (parsed.prompts.size() * parsed.choices > kMostChoices)
+    refuse("prompt", "holds " + std::to_string(parsed.prompts.size()) + " prompts of " + std::to_string(parsed.choices) +
+                         " choices each: at most " + std::to_string(kMostChoices) + " choices in all");
+  parsed.request.prompt = parsed.prompts.front();
   // "logprobs": how many alternatives per token, and the sampled token's own (OpenAI's legacy field).
   if (given(body, "logprobs") && body.at("logprobs") != json(false)) {
     parsed.logprobs = true;
@@ -250,6 +269,7 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
   parsed.request.prompt = tokenizer->encode(text, false);  // the template writes the start token
   if (parsed.request.prompt.empty()) refuse("messages", "rendered an empty prompt through the chat template");
   check_prompt_fits(parsed.request.prompt, model, "messages");
+  parsed.prompts = {parsed.request.prompt};
   parsed.request.stop_tokens.insert(parsed.request.stop_tokens.end(), end_of_reply.begin(), end_of_reply.end());
   if (given(body, "logprobs")) {
     if (!body.at("logprobs").is_boolean()) refuse("logprobs", "must be true or false, got " + body.at("logprobs").dump());

@@ -19,10 +19,12 @@ constexpr uint32_t kMostTopLogprobs = 20;
 constexpr uint32_t kMostChoices = 64;
 
 struct ParsedRequest {
-  GenerateRequest request;         // prompt, max_new_tokens, sampling, stop tokens
+  GenerateRequest request;         // prompt (the first's), max_new_tokens, sampling, stop tokens
+  // A completion's prompts (a list of them asks for each's choices, prompt by prompt); a chat's one.
+  std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> stops;  // "stop": strings that end the reply, left out of it
   bool stream = false;             // "stream": the reply as server-sent events
-  uint32_t choices = 1;            // "n": samples of the prompt, choice i drawn with seed + i
+  uint32_t choices = 1;            // "n": samples of each prompt, its choice j drawn with seed + j
   bool logprobs = false;           // the reply carries each token's log-probability
   uint32_t top_logprobs = 0;       // and that many most probable alternatives per token
   // A completion's "echo": its text begins with the prompt's as the model read it (its tokens' texts,

@@ -444,6 +444,46 @@ TEST(ServeApi, MinTokensHoldsBackTheStopTokens) {
                  {"'min_tokens' is 5, more than max_tokens (3)"});
 }
 
+// A list of prompts (strings or lists of ids): each prompt's choices in turn, choice prompt * n + j being
+// what that prompt alone gets with seed + j, echo and logprobs per prompt; the usage counts each prompt
+// once. More than 64 choices in all is refused.
+void prompts_each_get_their_choices(const std::vector<std::string>& extra) {
+  TextModelServer served("serve-prompts", extra);
+  Server& server = served.server;
+  ASSERT_NE(server.port(), 0);
+  const std::string settings = R"("max_tokens": 5, "temperature": 1.1, "logprobs": 1, "echo": true)";
+  std::vector<json> alone;
+  for (const char* prompt : {R"("hello")", R"([5, 6, 7])"})
+    for (int seed : {3, 4}) {
+      const HttpReply reply = post(server.port(), "/v1/completions", std::string(R"({"prompt": )") + prompt + ", " + settings +
+                                                                         R"(, "seed": )" + std::to_string(seed) + "}");
+      ASSERT_EQ(reply.status, 200) << reply.body;
+      alone.push_back(json::parse(reply.body));
+    }
+  const HttpReply reply = post(server.port(), "/v1/completions", R"({"prompt": ["hello", [5, 6, 7]], "n": 2, "seed": 3, )" + settings + "}");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const json both = json::parse(reply.body);
+  ASSERT_EQ(both.at("choices").size(), 4u) << reply.body;
+  for (size_t c = 0; c < 4; ++c) {
+    EXPECT_EQ(both.at("choices")[c].at("index"), c);
+    EXPECT_EQ(both.at("choices")[c].at("text"), alone[c].at("choices")[0].at("text")) << "choice " << c;
+    EXPECT_EQ(both.at("choices")[c].at("logprobs"), alone[c].at("choices")[0].at("logprobs")) << "choice " << c;
+  }
+  const json& usage = both.at("usage");
+  EXPECT_EQ(usage.at("prompt_tokens").get<size_t>(),
+            alone[0].at("usage").at("prompt_tokens").get<size_t>() + alone[2].at("usage").at("prompt_tokens").get<size_t>());
+  size_t completion = 0;
+  for (const json& a : alone) completion += a.at("usage").at("completion_tokens").get<size_t>();
+  EXPECT_EQ(usage.at("completion_tokens").get<size_t>(), completion);
+  std::string many = "[";
+  for (int i = 0; i < 33; ++i) many += std::string(i ? ", " : "") + "\"x\"";
+  expect_refused(server.port(), {{"/v1/completions", R"({"prompt": )" + many + R"(], "n": 2})"}, {"/v1/completions", R"({"prompt": [[]]})"}},
+                 {"holds 33 prompts of 2 choices each: at most 64 choices in all", "'prompt' must be a string, a list of token ids, or a list"});
+}
+
+TEST(ServeApi, PromptsEachGetTheirChoices) { prompts_each_get_their_choices({}); }
+TEST(ServeApi, BatchedPromptsEachGetTheirChoices) { prompts_each_get_their_choices({"--sequences", "3"}); }
+
 TEST(ServeApi, AnApiKeyGuardsTheV1Paths) {
   const std::string completion = R"({"prompt": [1, 2], "max_tokens": 2})";
   auto post_with = [](uint16_t port, const std::string& authorization, const std::string& body) {
