@@ -302,8 +302,11 @@ int run_command(int argc, char** argv) {
     for (const TokenProbability& tp : result.logprobs[i]) std::printf(" %d=%.4f", tp.token, tp.probability);
     std::printf("\n");
   }
-  std::printf("time to first token %.2f ms, time per output token %.3f ms, decode %.1f tokens/s\n", result.ttft_ms,
-              result.tpot_ms, result.decode_tok_s);
+  if (result.tokens.empty() && request.prompt_logprobs)  // scored only: no token, no decode step
+    std::printf("prompt scored in %.2f ms\n", result.ttft_ms);
+  else
+    std::printf("time to first token %.2f ms, time per output token %.3f ms, decode %.1f tokens/s\n", result.ttft_ms,
+                result.tpot_ms, result.decode_tok_s);
   std::printf("program: %u tasks, %u events per decode step; compiled in %.1f ms\n", result.tasks_per_step,
               result.events_per_step, result.compile_ms);
   if (result.trace_written) std::printf("trace of one decode step: %s\n", request.trace_path.c_str());

@@ -203,6 +203,8 @@ TEST(PromptLogprobs, RunPrintsTheScoresAndTheirTotal) {
   EXPECT_EQ(text.status, 0) << describe(text);
   EXPECT_NE(text.out.find("prompt: 4 tokens scored, log-probability"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("perplexity"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("prompt scored in"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("decode 0.0 tokens/s"), std::string::npos) << "no decode step ran: " << text.out;
 }
 
 }  // namespace
