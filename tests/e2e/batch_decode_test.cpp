@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/common/refusal.h"
 #include "tests/common/test_models.h"
 #include "tilefire/engine.h"
 #include "tilefire/errors.h"
@@ -44,17 +45,6 @@ void expect_same_result(const GenerateResult& batched, const GenerateResult& alo
     EXPECT_EQ(batched.token_probabilities[t].token, alone.token_probabilities[t].token) << "token " << t;
     EXPECT_TRUE(same_bits(batched.token_probabilities[t].logprob, alone.token_probabilities[t].logprob)) << "token " << t;
   }
-}
-
-// The message of `call`'s InputError, or "" when it does not throw one.
-template <class Call>
-std::string refusal(Call&& call) {
-  try {
-    call();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 std::vector<int32_t> counting_prompt(uint32_t length, int32_t first) {

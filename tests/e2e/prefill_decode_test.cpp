@@ -8,6 +8,7 @@
 
 #include "tests/common/adjusted_greedy.h"
 #include "tests/common/compare.h"
+#include "tests/common/refusal.h"
 #include "tests/common/test_models.h"
 #include "tilefire/engine.h"
 #include "tilefire/errors.h"
@@ -566,12 +567,8 @@ TEST(PrefillDecode, OnProbabilitiesGivesEachTokensEntriesBeforeOnToken) {
     }
   }
   request.logprobs = 0;  // the callback would never be called: refused, naming what to ask for
-  try {
-    engine.generate(request);
-    ADD_FAILURE() << "on_probabilities without logprobs was taken";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("on_probabilities is set but logprobs is 0"), std::string::npos) << e.what();
-  }
+  const std::string refused = refusal([&] { engine.generate(request); });
+  EXPECT_NE(refused.find("on_probabilities is set but logprobs is 0"), std::string::npos) << "'" << refused << "'";
 }
 
 // A request's logit bias and penalties, greedy, against the step API's logits adjusted by a reference; a
@@ -593,12 +590,8 @@ TEST(PrefillDecode, LogitBiasAndPenaltiesAreAppliedAsTheReferenceDoes) {
   for (const auto& [spoil, message] : refused) {
     GenerateRequest bad = adjusted_greedy_request({5, 6}, 2, false);
     spoil(bad.sampling);
-    try {
-      engine.generate(bad);
-      ADD_FAILURE() << "accepted: " << message;
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
-    }
+    const std::string refused = refusal([&] { engine.generate(bad); });
+    EXPECT_NE(refused.find(message), std::string::npos) << "expected '" << message << "', got '" << refused << "'";
   }
 }
 
