@@ -499,30 +499,37 @@ const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* c
   for (size_t begin = 0; begin < tokens.size(); begin += options.prefill_chunk) {
     const size_t end = std::min(tokens.size(), begin + options.prefill_chunk);
     const std::vector<int32_t> chunk(tokens.begin() + begin, tokens.begin() + end);
-    double chunk_compile_ms = 0;
-    if (rank_engines.empty()) {
-      BoundProgram& program = prefill_program(uint32_t(chunk.size()), every_row, &chunk_compile_ms);
-      logits = run(program, chunk, nullptr);
-      sequence.insert(sequence.end(), chunk.begin(), chunk.end());
-    } else {
-      check_not_broken();
-      const std::vector<BoundProgram*> programs =
-          rank_programs(every_row ? StepKind::prompt_prefill : StepKind::prefill, uint32_t(chunk.size()), &chunk_compile_ms);
-      on_every_rank([&](Impl& r, uint32_t index) {
-        const float* rank_logits = r.run(*programs[index], chunk, nullptr, index == 0);
-        if (index == 0) logits = rank_logits;
-      });
-      end_step_barrier();
-      position += uint32_t(chunk.size());
-      sequence.insert(sequence.end(), chunk.begin(), chunk.end());
-    }
-    *compile_ms += chunk_compile_ms;
+    logits = run_chunk(chunk, every_row, compile_ms);
     if (every_row) {  // row r follows the chunk's token r; the last row is the one the caller samples
       record_prompt_probabilities(*this, *prompt_probabilities->result, logits, uint32_t(chunk.size()), tokens, begin,
                                   prompt_probabilities->k);
       logits += (chunk.size() - 1) * size_t(info.vocab);
     }
   }
+  return logits;
+}
+
+const float* Engine::Impl::run_chunk(const std::vector<int32_t>& tokens, bool every_row, double* compile_ms) {
+  if (tokens.empty() || tokens.size() > kMaxPrefillChunk)
+    throw std::logic_error("run_chunk: " + std::to_string(tokens.size()) + " tokens in one step");
+  double chunk_compile_ms = 0;
+  const float* logits = nullptr;
+  if (rank_engines.empty()) {
+    BoundProgram& program = prefill_program(uint32_t(tokens.size()), every_row, &chunk_compile_ms);
+    logits = run(program, tokens, nullptr);
+  } else {
+    check_not_broken();
+    const std::vector<BoundProgram*> programs =
+        rank_programs(every_row ? StepKind::prompt_prefill : StepKind::prefill, uint32_t(tokens.size()), &chunk_compile_ms);
+    on_every_rank([&](Impl& r, uint32_t index) {
+      const float* rank_logits = r.run(*programs[index], tokens, nullptr, index == 0);
+      if (index == 0) logits = rank_logits;
+    });
+    end_step_barrier();
+    position += uint32_t(tokens.size());
+  }
+  sequence.insert(sequence.end(), tokens.begin(), tokens.end());
+  *compile_ms += chunk_compile_ms;
   return logits;
 }
 

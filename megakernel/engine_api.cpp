@@ -10,6 +10,7 @@
 #include "graph/tensor_parallel.h"
 #include "megakernel/cuda/device_job.h"
 #include "megakernel/engine_impl.h"
+#include "megakernel/speculation.h"
 #include "megakernel/tool_spec.h"
 #include "ops/sampling.h"
 #include "ops/splitmix64.h"
@@ -540,8 +541,9 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   TokenCounts counts(request.prompt);
   const std::vector<int32_t> ending = m.ending_tokens(request);
 
-  auto pick = [&](const float* logits) {
-    m.check_finite_logits(logits, m.position - 1);  // NaN or Inf would be sampled, or reported, as if real
+  // The token chosen from the logits after the token at `at` (by default the last fed).
+  auto pick = [&](const float* logits, std::optional<uint32_t> at = std::nullopt) {
+    m.check_finite_logits(logits, at.value_or(m.position - 1));  // NaN or Inf would be sampled, or reported, as if real
     const bool too_few = result.tokens.size() < request.min_new_tokens;
     const int32_t token = choose_token(logits, m.info.vocab, request.sampling, counts, uniform.next(), too_few ? ending : std::vector<int32_t>{});
     if (request.logprobs) record_probabilities(result, logits, m.info.vocab, request.logprobs, token);
@@ -552,8 +554,12 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
 
   // Ranks as processes all record (they run the same steps) but only rank 0 writes the file.
   const bool writes_trace = m.writes_files();
+  check_speculation(request.speculation, m.options.prefill_chunk);
   if (!request.trace_path.empty()) {
     if (request.max_new_tokens == 0) throw InputError("--trace records a decode step: give --max-new-tokens 1 or more");
+    if (request.speculation.draft_tokens)
+      throw InputError("--trace records a decode step, and with --speculate (GenerateRequest::speculation) the steps check "
+                       "drafts instead: give one of them");
     if (request.prompt.size() + 1 > m.max_context)
       throw InputError("--trace records a decode step, but the prompt of " + std::to_string(request.prompt.size()) +
                        " tokens leaves no room for one in the context of " + std::to_string(m.max_context));
@@ -614,12 +620,58 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   const bool greedy_only = !needs_logits(request);
   std::vector<TaskTiming> trace;
   double decode_ms = 0;
-  uint32_t decode_steps = 0;
-  while (!stopped && result.tokens.size() < request.max_new_tokens && !is_eos(token) && m.position < m.max_context) {
+  uint32_t decode_steps = 0, decode_tokens = 0;
+  auto unfinished = [&] {
+    return !stopped && result.tokens.size() < request.max_new_tokens && !is_eos(token) && m.position < m.max_context;
+  };
+  const Speculation& speculation = request.speculation;
+  std::vector<int32_t> history;  // speculation: the prompt and the reply so far, where drafts are looked up
+  if (speculation.draft_tokens) {
+    history = request.prompt;
+    history.push_back(token);
+  }
+  while (unfinished()) {
+    auto step_start = std::chrono::steady_clock::now();
+    std::vector<int32_t> draft;  // the token to feed, then the tokens proposed after it
+    // Not for the last token: a decode step gives it for less than a check of a draft.
+    if (speculation.draft_tokens && result.tokens.size() + 1 < request.max_new_tokens &&
+        m.position + speculation.draft_tokens + 1 <= m.max_context)
+      draft = prompt_lookup_draft(history, speculation.draft_tokens, speculation.min_ngram, speculation.max_ngram);
+    if (!draft.empty()) {
+      // One step feeds the token and the draft; its row i holds the logits after the step's token i. Each row's
+      // token is chosen as a decode step would choose it, and the draft is followed while it agrees: the reply
+      // is plain decoding's, its uniform draws included.
+      draft.insert(draft.begin(), token);
+      const uint32_t began = m.position;
+      double check_compile_ms = 0;
+      const float* rows = checked_step([&] { return m.run_chunk(draft, true, &check_compile_ms); });
+      result.compile_ms += check_compile_ms;
+      ++decode_steps;
+      result.draft_tokens += speculation.draft_tokens;
+      // The cache holds K and V of every token the step fed; the sequence takes them one row at a time, as
+      // decode steps would have fed them, and ends after the last row used (the entries past it are
+      // overwritten by the next step).
+      m.rewind(began);
+      for (uint32_t i = 0;; ++i) {
+        // NaN logits throw here, the sequence where this token's decode step would have begun.
+        token = pick(rows + size_t(i) * m.info.vocab, began + i);
+        m.sequence.push_back(draft[i]);
+        m.rewind(began + i + 1);  // forward: the step fed draft[i] at began + i
+        history.push_back(token);
+        ++decode_tokens;
+        decode_ms += ms_since(step_start) - check_compile_ms;
+        const bool agrees = i + 1 < draft.size() && token == draft[i + 1];
+        result.accepted_tokens += agrees ? 1 : 0;
+        deliver(token);  // outside the timed part, as a decode step's callbacks are
+        step_start = std::chrono::steady_clock::now();
+        check_compile_ms = 0;
+        if (!agrees || !unfinished()) break;
+      }
+      continue;
+    }
     // A warm step (the second), or the last one there will be (by the token count or the context).
     const bool record = !request.trace_path.empty() && trace.empty() &&
                         (decode_steps == 1 || result.tokens.size() + 1 >= request.max_new_tokens || m.position + 1 >= m.max_context);
-    auto step_start = std::chrono::steady_clock::now();
     if (greedy_only && !record) {
       token = checked_step([&] { return m.decode_greedy_step(token); });
       result.tokens.push_back(token);
@@ -629,6 +681,8 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     }
     decode_ms += ms_since(step_start);
     ++decode_steps;
+    ++decode_tokens;
+    if (speculation.draft_tokens) history.push_back(token);
     deliver(token);
   }
   if (!request.trace_path.empty()) {
@@ -647,8 +701,9 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
                          : stopped                                       ? "stopped"
                          : result.tokens.size() >= request.max_new_tokens ? "length"
                                                                          : "context";
-  if (decode_steps) {
-    result.tpot_ms = decode_ms / decode_steps;
+  result.decode_steps = decode_steps;
+  if (decode_tokens) {
+    result.tpot_ms = decode_ms / decode_tokens;
     result.decode_tok_s = 1000.0 / result.tpot_ms;
   }
   return result;

@@ -105,6 +105,15 @@ const float* prefill_next_chunk(Engine::Impl& m, BatchedSequence& s) {
 
 }  // namespace
 
+namespace {
+// A batched step feeds one token per sequence: no sequence's draft could be checked in it.
+void refuse_batched_speculation(const GenerateRequest& request) {
+  if (request.speculation.draft_tokens)
+    throw InputError("GenerateRequest::speculation (--speculate) runs in Engine::generate alone, one sequence at a time: a "
+                     "batched step feeds one token of each sequence, so no draft could be checked in it");
+}
+}  // namespace
+
 void refuse_while_batching(const Engine::Impl& m, const char* call) {
   if (!m.batched.empty())
     throw InputError(std::string("Engine::") + call + " was called while " + std::to_string(m.batched.size()) +
@@ -115,6 +124,7 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   Impl& m = *impl_;
   refuse_while_generating(m, "add_sequence");
   m.check_request(request);
+  refuse_batched_speculation(request);
   if (request.max_new_tokens == 0 && request.prompt_logprobs == 0)
     throw InputError("GenerateRequest::max_new_tokens is 0: a sequence must generate a token, or score its prompt (prompt_logprobs)");
   if (m.batched.size() >= m.options.sequences)
@@ -318,6 +328,7 @@ GenerateResult Engine::remove_sequence(uint64_t id) {
   } else {
     m.slot_tokens[s.slot] = std::move(cached);
   }
+  result.decode_steps = s.decode_steps;
   if (s.decode_steps) {
     result.tpot_ms = s.decode_ms / s.decode_steps;
     result.decode_tok_s = 1000.0 / result.tpot_ms;
@@ -338,6 +349,7 @@ std::vector<GenerateResult> Engine::generate_batch(const std::vector<GenerateReq
     const GenerateRequest& request = requests[i];
     try {
       m.check_request(request);
+      refuse_batched_speculation(request);
     } catch (const InputError& e) {
       throw InputError("generate_batch: " + request_name(i) + e.what());
     }

@@ -232,6 +232,10 @@ struct Engine::Impl {
     GenerateResult* result = nullptr;
   };
   const float* prefill(const std::vector<int32_t>& tokens, double* compile_ms, const PromptProbabilities* prompt_probabilities = nullptr);
+  // One step of `tokens` (at most kMaxPrefillChunk) at the current position on a prefill program (every
+  // rank's): the last token's logits, or with `every_row` every token's ([tokens, vocab], row r after
+  // token r: a prompt's scores, or speculation's check of a draft). Adds compile time to *compile_ms.
+  const float* run_chunk(const std::vector<int32_t>& tokens, bool every_row, double* compile_ms);
   // One decode step of `token` on the decode program (every rank's, under tensor parallelism).
   const float* decode_step(int32_t token, std::vector<TaskTiming>* trace);
   // Throws InputError (the position unchanged) when the step's logits hold NaN or Inf.

@@ -87,6 +87,8 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
   cpp.stop_tokens = token_vector(c.stop_tokens, c.stop_token_count, call, (field + "stop_tokens").c_str());
   cpp.reuse_prefix = c.reuse_prefix != 0;
   cpp.trace_path = string_or_empty(c.trace_path);
+  cpp.speculation = Speculation{.draft_tokens = c.speculate_draft_tokens, .max_ngram = c.speculate_max_ngram,
+                                .min_ngram = c.speculate_min_ngram};
   if (c.on_probabilities) {
     const tilefire_probability_callback on_probabilities = c.on_probabilities;
     void* const user_data = c.user_data;
@@ -148,6 +150,9 @@ tilefire_generate_result hand_out_result(const GenerateResult& generated, uint32
   made.compile_ms = generated.compile_ms;
   made.tasks_per_step = generated.tasks_per_step;
   made.events_per_step = generated.events_per_step;
+  made.decode_steps = generated.decode_steps;
+  made.draft_tokens = generated.draft_tokens;
+  made.accepted_tokens = generated.accepted_tokens;
   made.trace_written = generated.trace_written;
   made.tokens = hand_out_array(generated.tokens.data(), count);
   try {
@@ -308,6 +313,9 @@ void tilefire_generate_request_init(tilefire_generate_request* request) {
   request->logprobs = defaults.logprobs;
   request->stop_at_eos = defaults.stop_at_eos;
   request->reuse_prefix = defaults.reuse_prefix;
+  request->speculate_draft_tokens = defaults.speculation.draft_tokens;
+  request->speculate_max_ngram = defaults.speculation.max_ngram;
+  request->speculate_min_ngram = defaults.speculation.min_ngram;
 }
 
 tilefire_status tilefire_generate(tilefire_engine* engine, const tilefire_generate_request* request,

@@ -2,7 +2,8 @@
 // bandwidth (cpu) or the GPU's measured device-to-device copy bandwidth (cuda), and dataflow against bsp
 // (same program, same tiles, same run); on cuda also the resident kernel and the launches per step;
 // with --predict (cpu), the simulator's prediction of the same step, the cpu device measured before each
-// round in this same process.
+// round in this same process. --batch, --batch --join-prompt-len and --speculate measure other things
+// (bench_batch.h, bench_speculation.h).
 #include <algorithm>
 #include <array>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "args.h"
 #include "backend_flags.h"
 #include "bench_batch.h"
+#include "bench_speculation.h"
 #include "decode_timing.h"
 #include "sweep.h"
 #include "commands.h"
@@ -39,7 +41,8 @@ struct ModeTiming {
 int bench_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help", "--predict"}, valued{"--model", "--preset", "--dtype", "--seed", "--threads",
       "--steps", "--rounds", "--prompt-len", "--policy", "--granularity", "--kv-splits", "--bandwidth-mb", "--compile-preset", "--tp", "--sweep",
-      "--sweep-out", "--tp-timeout-ms", "--batch", "--join-prompt-len", "--prefill-chunks", "--prefill-chunk", "--trace"};
+      "--sweep-out", "--tp-timeout-ms", "--batch", "--join-prompt-len", "--prefill-chunks", "--prefill-chunk", "--trace",
+      "--speculate", "--prompt-tokens"};
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("bench", switches, valued);
@@ -63,6 +66,10 @@ int bench_command(int argc, char** argv) {
         "                      [--batch B --join-prompt-len P [--prefill-chunks N]]  (instead: B - 1 sequences\n"
         "                       decode while a P-token prompt joins, prefilled whole or N chunks per step\n"
         "                       (default 1): the longest wait for a decoding sequence's token; --rounds applies)\n"
+        "                      [--speculate K [--prompt-tokens 1,2,3]]  (instead: greedy replies of --steps + 1\n"
+        "                       tokens with and without speculative decoding by prompt lookup, drafts of K, in\n"
+        "                       interleaved rounds: tokens/s, their ratio, the drafts taken; the prompt by default\n"
+        "                       the bytes of \"Once upon a time\", as run's; --steps default 64, --rounds 5)\n"
         "                      [--prefill-chunk N]  (prompt tokens per prefill step, 1 to 128, default 128)\n"
         "                      [--backend cpu|cuda ...]  (cuda: dataflow, bsp and the resident kernel)\n"
         "defaults: --threads every core, --steps 8 decode steps per round (64 on cuda), --rounds 15 (5 on cuda;\n"
@@ -125,6 +132,23 @@ int bench_command(int argc, char** argv) {
     return run_sweep(options, args.text_or("--sweep", ""), args.text_or("--sweep-out", "sweep"),
                      uint32_t(args.unsigned_or("--rounds", 3, 1, 1000)), uint32_t(args.unsigned_or("--steps", 8, 1, 100000)),
                      flags_given);
+  }
+  if (args.has("--prompt-tokens") && !args.has("--speculate"))
+    throw InputError("tilefire bench: --prompt-tokens applies to --speculate K (the other benchmarks make their prompts)");
+  if (args.has("--speculate")) {
+    for (const char* unused : {"--batch", "--prompt-len", "--bandwidth-mb", "--compile-preset", "--trace", "--join-prompt-len",
+                               "--prefill-chunks", "--tp"})
+      if (args.has(unused))
+        throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --speculate (it times one sequence's "
+                         "greedy replies with and without drafts)");
+    const uint32_t draft_tokens = uint32_t(args.unsigned_or("--speculate", 0, 1, 31));
+    if (draft_tokens >= options.prefill_chunk)
+      throw InputError("tilefire bench: --speculate " + std::to_string(draft_tokens) + " checks a draft in a step of " +
+                       std::to_string(draft_tokens + 1) + " tokens, more than --prefill-chunk " + std::to_string(options.prefill_chunk));
+    if (predict) throw InputError("tilefire bench: --predict does not apply to --speculate");
+    const std::vector<int32_t> prompt = args.has("--prompt-tokens") ? args.token_list("--prompt-tokens") : byte_tokens("Once upon a time");
+    return run_speculation_bench(options, draft_tokens, uint32_t(args.unsigned_or("--rounds", 5, 1, 1000)),
+                                 uint32_t(args.unsigned_or("--steps", 64, 1, 100000)), prompt, args.has("--json"));
   }
   const uint32_t steps = uint32_t(args.unsigned_or("--steps", cuda ? 64 : 8, 1, 100000));
   const uint32_t rounds = uint32_t(args.unsigned_or("--rounds", cuda ? 5 : 15, 1, 1000));

@@ -82,6 +82,7 @@ int chat_command(int argc, char** argv) {
       "--max-new-tokens", "--seed", "--threads", "--max-context", "--schedule", "--policy",
       "--tp", "--tp-timeout-ms"};
   for (const std::string& flag : sampling_valued()) valued.push_back(flag);
+  for (const std::string& flag : speculation_valued()) valued.push_back(flag);
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("chat", switches, valued);
@@ -89,6 +90,7 @@ int chat_command(int argc, char** argv) {
   if (args.has("--help")) {
     std::fputs(kChatHelp, stdout);
     std::fputs(kSamplingHelp, stdout);
+    std::fputs(kSpeculationHelp, stdout);
     std::fputs(kBackendHelp, stdout);
     return 0;
   }
@@ -105,6 +107,7 @@ int chat_command(int argc, char** argv) {
   refuse_tp_timeout_alone(args, options);
   apply_backend_flags(args, options);
   const Sampling sampling = sampling_of_flags(args, command);  // a bad value is named before anything loads
+  const Speculation speculation = speculation_of_flags(args, command, options.prefill_chunk);
 
   const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::of_model_folder(options.model_dir);
   Conversation conversation = begin_conversation(args, options.model_dir, tokenizer.get(), command);
@@ -112,6 +115,7 @@ int chat_command(int argc, char** argv) {
   GenerateRequest request;
   request.max_new_tokens = uint32_t(args.unsigned_or("--max-new-tokens", 1024, 1, 1u << 24));
   request.sampling = sampling;
+  request.speculation = speculation;
   const uint64_t seed = args.unsigned_or("--seed", 0);
   request.stop_tokens = conversation.end_of_reply;
   request.reuse_prefix = true;
@@ -176,9 +180,13 @@ int chat_command(int argc, char** argv) {
     const std::string reply = tokenizer->continuation(prompt, result.tokens);  // special tokens (the end of reply) left out
     conversation.add("assistant", reply, command + ": the reply");
     if (json) {
-      const nlohmann::json line = {{"turn", turn}, {"prompt_tokens", result.prompt_tokens.size()}, {"reused_tokens", result.reused_tokens},
-                                   {"tokens", result.tokens}, {"text", reply}, {"finish_reason", result.finish_reason},
-                                   {"ttft_ms", result.ttft_ms}, {"decode_tok_s", result.decode_tok_s}};
+      nlohmann::json line = {{"turn", turn}, {"prompt_tokens", result.prompt_tokens.size()}, {"reused_tokens", result.reused_tokens},
+                             {"tokens", result.tokens}, {"text", reply}, {"finish_reason", result.finish_reason},
+                             {"ttft_ms", result.ttft_ms}, {"decode_tok_s", result.decode_tok_s}};
+      if (speculation.draft_tokens) {
+        line["draft_tokens"] = result.draft_tokens;
+        line["accepted_tokens"] = result.accepted_tokens;
+      }
       print(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     } else {
       print(stream.finish() + "\n");
@@ -186,6 +194,9 @@ int chat_command(int argc, char** argv) {
     if (stats)
       std::fprintf(stderr, "(%zu tokens, %s; prompt %zu tokens, %u reused; first token %.1f ms, %.1f tokens/s)\n", result.tokens.size(),
                    result.finish_reason.c_str(), result.prompt_tokens.size(), result.reused_tokens, result.ttft_ms, result.decode_tok_s);
+    if (stats && speculation.draft_tokens)
+      std::fprintf(stderr, "(speculation: %u of %u drafted tokens taken, %u steps after the first token)\n", result.accepted_tokens,
+                   result.draft_tokens, result.decode_steps);
     if (result.finish_reason == "context") {
       std::fprintf(stderr, "%s: the context of %u positions is full: /reset to start over\n", command.c_str(), model.max_context);
     }

@@ -83,6 +83,7 @@ int run_command(int argc, char** argv) {
       "--chat-template", "--stop"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
   for (const std::string& flag : sampling_valued()) valued.push_back(flag);
+  for (const std::string& flag : speculation_valued()) valued.push_back(flag);
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("run", switches, valued);
@@ -90,6 +91,7 @@ int run_command(int argc, char** argv) {
   if (args.has("--help")) {
     std::fputs(kRunHelp, stdout);
     std::fputs(kSamplingHelp, stdout);
+    std::fputs(kSpeculationHelp, stdout);
     std::fputs(kBackendHelp, stdout);
     return 0;
   }
@@ -145,6 +147,7 @@ int run_command(int argc, char** argv) {
                      std::to_string(request.max_new_tokens));
   request.sampling = sampling_of_flags(args, "tilefire run");
   request.sampling.seed = args.unsigned_or("--seed", 0);
+  request.speculation = speculation_of_flags(args, "tilefire run", options.prefill_chunk);
   request.logprobs = uint32_t(args.unsigned_or("--logprobs", 0, 0, 1000));
   request.prompt_logprobs = uint32_t(args.unsigned_or("--prompt-logprobs", 0, 0, 1000));
   request.trace_path = args.text_or("--trace", "");
@@ -254,7 +257,12 @@ int run_command(int argc, char** argv) {
                           {"tasks_per_step", result.tasks_per_step},
                           {"events_per_step", result.events_per_step},
                           {"compile_ms", result.compile_ms},
-                          {"finish_reason", result.finish_reason}};
+                          {"finish_reason", result.finish_reason},
+                          {"decode_steps", result.decode_steps}};
+    if (request.speculation.draft_tokens) {
+      out["draft_tokens"] = result.draft_tokens;
+      out["accepted_tokens"] = result.accepted_tokens;
+    }
     if (request.prompt_logprobs) {  // the first prompt token has nothing before it: null, as OpenAI's echo gives it
       nlohmann::json token_logprobs = nlohmann::json::array({nullptr}), top = nlohmann::json::array({nullptr});
       for (const TokenProbability& tp : result.prompt_token_probabilities) token_logprobs.push_back(tp.logprob);
@@ -307,6 +315,11 @@ int run_command(int argc, char** argv) {
   else
     std::printf("time to first token %.2f ms, time per output token %.3f ms, decode %.1f tokens/s\n", result.ttft_ms,
                 result.tpot_ms, result.decode_tok_s);
+  if (request.speculation.draft_tokens)
+    std::printf("speculation: %u of %u drafted tokens taken (%.0f%%); %zu tokens after the first in %u steps\n",
+                result.accepted_tokens, result.draft_tokens,
+                result.draft_tokens ? 100.0 * result.accepted_tokens / result.draft_tokens : 0.0,
+                result.tokens.empty() ? size_t(0) : result.tokens.size() - 1, result.decode_steps);
   std::printf("program: %u tasks, %u events per decode step; compiled in %.1f ms\n", result.tasks_per_step,
               result.events_per_step, result.compile_ms);
   if (result.trace_written) std::printf("trace of one decode step: %s\n", request.trace_path.c_str());

@@ -2,6 +2,8 @@
 // The sampling flags `tilefire run` and `tilefire chat` share (Sampling in tilefire/engine.h): the cuts
 // (--temperature, --top-k, --top-p, --min-p) and what is done to the logits first (--logit-bias and the
 // repetition, presence and frequency penalties). --seed stays each command's own (chat draws per turn).
+// Beside them the flags of speculative decoding (Speculation), which changes how many steps a reply
+// takes, not which reply it is.
 #include <string>
 #include <vector>
 
@@ -14,5 +16,11 @@ extern const char* const kSamplingHelp;  // the flags' lines of --help, each com
 std::vector<std::string> sampling_valued();
 // The flags' Sampling (seed 0); a bad value is an InputError naming its flag.
 Sampling sampling_of_flags(const Args& args, const std::string& command);
+
+extern const char* const kSpeculationHelp;
+std::vector<std::string> speculation_valued();
+// --speculate K, --speculate-ngram N, --speculate-min-ngram N; a draft is checked in one prefill step, so K
+// is below the engine's `prefill_chunk` (EngineOptions::prefill_chunk).
+Speculation speculation_of_flags(const Args& args, const std::string& command, uint32_t prefill_chunk);
 
 }  // namespace tilefire::cli

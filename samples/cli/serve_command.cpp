@@ -32,6 +32,7 @@
 #include "serve_batcher.h"
 #include "serve_logprobs.h"
 #include "serve_metrics.h"
+#include "sampling_flags.h"
 #include "serve_requests.h"
 #include "stop_text.h"
 #include "stream_writer.h"
@@ -101,6 +102,7 @@ struct Served {
   std::string engine_failure;  // the fault that stopped the engine (engine_failed), empty while it runs
   ServeMetrics metrics;        // GET /metrics
   std::string api_key;         // --api-key: what the /v1/ paths require; empty: nothing
+  Speculation speculation;     // --speculate: every request's (requests in turn only)
 
   std::string failure() {
     std::lock_guard<std::mutex> lock(failure_mutex);
@@ -202,6 +204,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     if (stopping.load()) throw http::Error{503, stopping_reason(served)};  // a request that waited its turn
   }
   request.reuse_prefix = true;  // each keeps the cache's match of its prompt (with the batcher: a free slot's)
+  request.speculation = served.speculation;  // off with the batcher (refused with --sequences)
   // With the batcher, the callbacks below run on its thread while this one waits in run().
   if (served.tokenizer) stream.emplace(*served.tokenizer, request.prompt);
   auto text_of = [&](int32_t token) {
@@ -519,12 +522,14 @@ int serve_command(int argc, char** argv) {
   std::vector<std::string> switches{"--help"}, valued{"--host", "--port", "--chat-template", "--api-key", "--max-connections", "--io-timeout-ms",
                                                      "--sequences", "--prefill-chunks"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
+  for (const std::string& flag : speculation_valued()) valued.push_back(flag);
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("serve", switches, valued);
   args.parse(argc, argv, 2);
   if (args.has("--help")) {
     std::fputs(kServeHelp, stdout);
+    std::fputs(kSpeculationHelp, stdout);
     std::fputs(kBackendHelp, stdout);
     return 0;
   }
@@ -533,6 +538,10 @@ int serve_command(int argc, char** argv) {
   options.prefill_chunks_per_step = uint32_t(args.unsigned_or("--prefill-chunks", 1, 0, 1u << 20));
   if (args.text("--prefill-chunks") && options.sequences == 1)
     throw InputError("tilefire serve: --prefill-chunks applies to continuous batching: give --sequences N (N > 1) too");
+  const Speculation speculation = speculation_of_flags(args, "tilefire serve", options.prefill_chunk);
+  if (speculation.draft_tokens && options.sequences > 1)
+    throw InputError("tilefire serve: --speculate applies to requests served in turn: a batched step (--sequences " +
+                     std::to_string(options.sequences) + ") feeds one token of each request, so no draft could be checked");
   const std::string host = args.text_or("--host", "127.0.0.1");
   const uint16_t port = uint16_t(args.unsigned_or("--port", 8000, 0, 65535));
   const int max_connections = int(args.unsigned_or("--max-connections", 32, 1, 4096));
@@ -542,6 +551,7 @@ int serve_command(int argc, char** argv) {
                      "alone; give --tp N for ranks of this process");
 
   Served served;
+  served.speculation = speculation;
   const char* key_variable = std::getenv("TILEFIRE_API_KEY");
   served.api_key = args.text_or("--api-key", key_variable ? key_variable : "");
   for (char c : served.api_key)

@@ -51,6 +51,8 @@ void ServeMetrics::generation_ended(const GenerateResult& result) {
   --in_flight_;
   prompt_tokens_ += result.prompt_tokens.size();
   generation_tokens_ += result.tokens.size();
+  draft_tokens_ += result.draft_tokens;
+  accepted_tokens_ += result.accepted_tokens;
   ++finished_[result.finish_reason];
   if (!result.tokens.empty()) ttft_.observe(result.ttft_ms * 1e-3);
   if (result.tokens.size() > 1) tpot_.observe(result.tpot_ms * 1e-3);  // one token has no time between tokens
@@ -72,6 +74,10 @@ std::string ServeMetrics::render() const {
   out += "tilefire_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
   header(out, "tilefire_generation_tokens_total", "counter", "Tokens generated.");
   out += "tilefire_generation_tokens_total " + std::to_string(generation_tokens_) + "\n";
+  header(out, "tilefire_draft_tokens_total", "counter", "Tokens proposed by speculative decoding (--speculate).");
+  out += "tilefire_draft_tokens_total " + std::to_string(draft_tokens_) + "\n";
+  header(out, "tilefire_accepted_draft_tokens_total", "counter", "Proposed tokens the model's own choice agreed with.");
+  out += "tilefire_accepted_draft_tokens_total " + std::to_string(accepted_tokens_) + "\n";
   header(out, "tilefire_generations_finished_total", "counter",
          "Generations that ran, by finish reason (eos, stopped, length, context).");
   for (const auto& [reason, count] : finished_)

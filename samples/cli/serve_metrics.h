@@ -1,7 +1,7 @@
 #pragma once
 // What `tilefire serve` has done, for GET /metrics in Prometheus's text format (version 0.0.4): requests by
-// path and status, prompt and generated tokens, generations by finish reason, generations in flight, and
-// histograms of the time to the first token, the time per output token (as GenerateResult measures them)
+// path and status, prompt and generated tokens (and speculation's drafted and accepted tokens), generations
+// by finish reason, generations in flight, and histograms of the time to the first token, the time per output token (as GenerateResult measures them)
 // and a generation request's whole time in the server (read to reply, its wait for the engine included).
 // A request is counted when it ends, so a scrape does not count itself. Thread-safe.
 #include <array>
@@ -41,6 +41,7 @@ class ServeMetrics {
   std::map<std::pair<std::string, int>, uint64_t> requests_;  // (path, status)
   std::map<std::string, uint64_t> finished_;                  // by finish reason
   uint64_t prompt_tokens_ = 0, generation_tokens_ = 0, in_flight_ = 0;
+  uint64_t draft_tokens_ = 0, accepted_tokens_ = 0;  // speculative decoding's
   Histogram ttft_, tpot_, generation_request_;
 };
 

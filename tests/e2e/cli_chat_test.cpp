@@ -200,6 +200,15 @@ TEST(CliChat, ChatKeepsTheConversationAndReusesItsCache) {
   EXPECT_NE(text.err.find("reused;"), std::string::npos) << text.err;
 }
 
+// Each of `got`'s turns is `want`'s (`turns` of them): the same prompt, cache reuse, reply and finish.
+void expect_same_turns(const std::vector<json>& got, const std::vector<json>& want, size_t turns) {
+  ASSERT_EQ(want.size(), turns);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t turn = 0; turn < want.size(); ++turn)
+    for (const char* key : {"prompt_tokens", "reused_tokens", "tokens", "text", "finish_reason"})
+      EXPECT_EQ(got[turn].at(key), want[turn].at(key)) << "turn " << turn << ", " << key;
+}
+
 // --tp N runs the ranks in this process: the same greedy replies, turn after turn (each reusing the cache
 // of the last), and after /reset, as one rank gives.
 TEST(CliChat, ChatWithTensorParallelRanksGivesOneRanksReplies) {
@@ -208,13 +217,26 @@ TEST(CliChat, ChatWithTensorParallelRanksGivesOneRanksReplies) {
   const std::string input = "hello\nhow are you\nand then\n/reset\nhello\n";
   const std::vector<json> one = chat_turns(model, dir, input, {"--max-new-tokens", "6"});
   const std::vector<json> two = chat_turns(model, dir, input, {"--max-new-tokens", "6", "--tp", "2"});
-  ASSERT_EQ(one.size(), 4u);
-  ASSERT_EQ(two.size(), one.size());
-  for (size_t turn = 0; turn < one.size(); ++turn) {
-    for (const char* key : {"prompt_tokens", "reused_tokens", "tokens", "text", "finish_reason"})
-      EXPECT_EQ(two[turn].at(key), one[turn].at(key)) << "turn " << turn << ", " << key;
-  }
+  expect_same_turns(two, one, 4);
   EXPECT_GT(two[1].at("reused_tokens").get<int>(), 0) << "the second turn reuses the first's cache";
+}
+
+// --speculate: the same replies turn after turn (each reusing the cache the last left, drafts turned down
+// included), with the drafts counted.
+TEST(CliChat, ChatSpeculatingGivesThePlainReplies) {
+  TempDir dir("cli-chat-command-speculate");
+  const fs::path model = chat_model(dir, "tiny-chat-command-speculate");
+  const std::string input = "hello hello hello\nhello again\nand then hello\n";
+  const std::vector<json> plain = chat_turns(model, dir, input, {"--max-new-tokens", "24"});
+  const std::vector<json> speculating = chat_turns(model, dir, input, {"--max-new-tokens", "24", "--speculate", "3"});
+  expect_same_turns(speculating, plain, 3);
+  uint32_t drafted = 0;
+  for (size_t turn = 0; turn < std::min(plain.size(), speculating.size()); ++turn) {
+    EXPECT_FALSE(plain[turn].contains("draft_tokens"));
+    drafted += speculating[turn].at("draft_tokens").get<uint32_t>();
+    EXPECT_LE(speculating[turn].at("accepted_tokens").get<uint32_t>(), speculating[turn].at("draft_tokens").get<uint32_t>());
+  }
+  EXPECT_GT(drafted, 0u) << "no turn drafted: the test checks nothing of speculation";
 }
 
 // A message the template refuses, one that overflows the context, or one that is not UTF-8 is dropped

@@ -265,6 +265,25 @@ TEST_F(CudaEngine, PromptLogprobsMatchTheCpuBackend) {
   expect_close(ranks.generate(request));
 }
 
+// Speculative decoding on the device: a check step's rows come from a prefill program with every row's
+// logits copied back, where a decode step reduces the argmax on the device; the reply is the plain one.
+// This prompt's reply takes 5 of 12 drafted tokens on the cpu backend.
+TEST_F(CudaEngine, SpeculationGivesThePlainReply) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  Engine cuda(cuda_options(dir_->path().string()));
+  GenerateRequest request;
+  request.prompt = byte_tokens("Once upon a time");
+  request.max_new_tokens = 40;
+  const GenerateResult plain = cuda.generate(request);
+  const std::vector<int32_t> plain_sequence = cuda.sequence();
+  request.speculation = {6, 3, 1};
+  const GenerateResult got = cuda.generate(request);
+  EXPECT_EQ(got.tokens, plain.tokens);
+  EXPECT_EQ(cuda.sequence(), plain_sequence);
+  EXPECT_GT(got.accepted_tokens, 0u) << "no draft was taken: the check step's rows went unused";
+  EXPECT_LT(got.decode_steps, plain.decode_steps);
+}
+
 TEST_F(CudaEngine, OneLaunchPerDecodeStepAndNoneWhenResident) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   for (bool resident : {false, true}) {

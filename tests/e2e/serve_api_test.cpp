@@ -102,6 +102,7 @@ void metrics_count_what_was_served(const std::vector<std::string>& extra) {
   EXPECT_EQ(m["tilefire_generation_tokens_total"], 12);
   EXPECT_EQ(m["tilefire_generations_finished_total{reason=\"length\"}"], 2);
   EXPECT_EQ(m["tilefire_generations_in_flight"], 0);
+  EXPECT_EQ(m["tilefire_draft_tokens_total"], 0) << "nothing speculated without --speculate";
   for (const std::string name : {"tilefire_time_to_first_token_seconds", "tilefire_time_per_output_token_seconds",
                                  "tilefire_generation_request_seconds"}) {
     const double count = name == "tilefire_generation_request_seconds" ? 3 : 2;  // the refused request too
@@ -121,6 +122,35 @@ void metrics_count_what_was_served(const std::vector<std::string>& extra) {
 
 TEST(ServeApi, MetricsCountWhatWasServed) { metrics_count_what_was_served({}); }
 TEST(ServeApi, MetricsCountWhatWasServedInBatches) { metrics_count_what_was_served({"--sequences", "2"}); }
+
+// serve --speculate: every request in turn speculates; the replies are run's without it (whole and
+// streamed), and /metrics counts the drafted and accepted tokens. Refused beside --sequences.
+TEST(ServeApi, SpeculatingRepliesAreRunsRepliesAndTheirDraftsAreCounted) {
+  Server server({"--threads", "1", "--speculate", "6"});
+  ASSERT_NE(server.port(), 0);
+  const json expected = run_json({"--max-new-tokens", "40", "--threads", "1"});  // "Once upon a time"
+  for (bool stream : {false, true}) {
+    const json request = {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}, {"stream", stream}};
+    const HttpReply reply = post(server.port(), "/v1/completions", request.dump());
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    std::string text;
+    if (stream) {
+      const std::vector<std::string> data = events(reply.body);
+      for (size_t i = 0; i + 1 < data.size(); ++i) text += json::parse(data[i]).at("choices")[0].at("text").get<std::string>();
+    } else {
+      text = json::parse(reply.body).at("choices")[0].at("text").get<std::string>();
+    }
+    EXPECT_EQ(text, expected.at("text")) << (stream ? "streamed" : "whole");
+  }
+  std::map<std::string, double> m = scrape(server.port());
+  EXPECT_GT(m["tilefire_accepted_draft_tokens_total"], 0);
+  EXPECT_LE(m["tilefire_accepted_draft_tokens_total"], m["tilefire_draft_tokens_total"]);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+
+  const RunResult batched = run_cli({"serve", "--speculate", "4", "--sequences", "2", "--port", "0"});
+  EXPECT_EQ(batched.status, 2) << describe(batched);
+  EXPECT_NE(batched.err.find("--speculate applies to requests served in turn"), std::string::npos) << batched.err;
+}
 
 // A reply's logprobs: one entry per generated token; greedy, so the sampled token is the most probable
 // and its log-probability is that of `run --logprobs`'s first alternative (the same model, prompt and

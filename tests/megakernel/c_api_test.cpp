@@ -198,6 +198,28 @@ TEST(CApi, GenerateGivesTheCppEnginesTokensLogprobsAndFinishReason) {
   }
   tilefire_generate_result_free(&result);
   EXPECT_EQ(result.prompt_logprobs, nullptr);
+
+  // Speculation: the C++ engine's reply and counts (the sample's reply to this prompt loops: drafts are taken).
+  tilefire_generate_request_init(&request);
+  EXPECT_EQ(std::vector<uint32_t>({request.speculate_draft_tokens, request.speculate_max_ngram, request.speculate_min_ngram}),
+            std::vector<uint32_t>({0, 3, 1}));
+  GenerateRequest speculating{.prompt = byte_tokens("Once upon a time"), .max_new_tokens = 30, .speculation = {5, 4, 2}};
+  request.prompt = speculating.prompt.data();
+  request.prompt_count = speculating.prompt.size();
+  request.max_new_tokens = 30;
+  request.speculate_draft_tokens = 5;
+  request.speculate_max_ngram = 4;
+  request.speculate_min_ngram = 2;
+  ASSERT_EQ(tilefire_generate(c.engine, &request, &result), TILEFIRE_OK) << tilefire_last_error();
+  const GenerateResult speculated = cpp.generate(speculating);
+  EXPECT_EQ(std::vector<int32_t>(result.tokens, result.tokens + result.token_count), speculated.tokens);
+  EXPECT_EQ(std::vector<uint32_t>({result.draft_tokens, result.accepted_tokens, result.decode_steps}),
+            std::vector<uint32_t>({speculated.draft_tokens, speculated.accepted_tokens, speculated.decode_steps}));
+  EXPECT_GT(result.accepted_tokens, 0u);
+  tilefire_generate_result_free(&result);
+  request.speculate_min_ngram = 5;  // above the longest
+  EXPECT_EQ(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT);
+  EXPECT_NE(std::string(tilefire_last_error()).find("min_ngram (--speculate-min-ngram)"), std::string::npos) << tilefire_last_error();
 }
 
 // Batched decoding through the C API: tilefire_generate_batch and continuous batching give what the C++
@@ -768,20 +790,6 @@ TEST(CApi, TheLibraryExportsTheHeadersFunctionsAndNothingElse) {
   ASSERT_EQ(pclose(pipe), 0) << command;
   EXPECT_EQ(exported, declared);
   EXPECT_TRUE(stray.empty()) << "exported beside the C API: " << *stray.begin() << " and " << stray.size() - 1 << " more";
-}
-
-// The C sample program: generates from the built-in sample, and refuses a bad flag with status 2.
-TEST(CApi, TheCSampleGeneratesAndRefusesBadFlags) {
-  RunResult ok = run_program(TILEFIRE_C_SAMPLE_PATH, {"--prompt", "Hi", "--max-new-tokens", "4", "--threads", "1"});
-  ASSERT_EQ(ok.status, 0) << describe(ok);
-  EXPECT_NE(ok.out.find("4 tokens (length)"), std::string::npos) << ok.out;
-  RunResult bad = run_program(TILEFIRE_C_SAMPLE_PATH, {"--max-new-tokens", "-1"});
-  EXPECT_EQ(bad.status, 2) << describe(bad);
-  EXPECT_NE(bad.err.find("--max-new-tokens expects a count"), std::string::npos) << bad.err;
-  RunResult missing = run_program(TILEFIRE_C_SAMPLE_PATH, {"--model", "/nonexistent/folder"});
-  EXPECT_EQ(missing.status, 2) << describe(missing);
-  EXPECT_NE(missing.err.find("input error"), std::string::npos) << missing.err;
-  EXPECT_NE(missing.err.find("/nonexistent/folder"), std::string::npos) << missing.err;
 }
 
 }  // namespace

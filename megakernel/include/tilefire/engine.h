@@ -89,6 +89,21 @@ struct Sampling {
   float frequency_penalty = 0.0f;   // -2 to 2: subtracted per time the reply holds the token (OpenAI's)
 };
 
+// Speculative decoding by prompt lookup (Engine::generate alone). When the sequence's last n tokens
+// (n from max_ngram down to min_ngram) occurred earlier in it (the prompt or the reply so far), the
+// draft_tokens that followed their latest occurrence there are proposed as the next ones, and one step of
+// draft_tokens + 1 tokens checks them all: at each of its positions the token is chosen from that
+// position's logits as a decode step would choose it (the same sampling, the same seeded draw), and the
+// draft is followed while it agrees. The reply is the one plain decoding gives (within the rounding of a
+// step of several tokens), in fewer steps when the text repeats what came before (code being edited, a
+// quoted document, a summary). A draft that runs past the sequence's end reads on into itself, so a
+// repeating pattern continues. Without a match the step is an ordinary decode step.
+struct Speculation {
+  uint32_t draft_tokens = 0;  // 0: off; 1 to 31, and at most EngineOptions::prefill_chunk - 1
+  uint32_t max_ngram = 3;     // 1 to 16
+  uint32_t min_ngram = 1;     // 1 to max_ngram
+};
+
 struct TokenProbability {
   int32_t token = 0;
   float probability = 0.0f;  // under softmax(logits), temperature 1 (the model's own distribution)
@@ -132,6 +147,9 @@ struct GenerateRequest {
   // generation there, finish_reason "stopped" (a stop string the caller found in the text, a client that
   // went away). The same rules as on_token: no calls into the engine from it.
   std::function<bool(const std::vector<int32_t>& generated)> stop_when;
+  // Speculative decoding (generate() only: generate_batch and add_sequence refuse it; so does trace_path,
+  // which records a decode step).
+  Speculation speculation;
 };
 
 struct GenerateResult {
@@ -142,8 +160,11 @@ struct GenerateResult {
   std::vector<std::vector<TokenProbability>> prompt_logprobs;  // [prompt - 1][K] (GenerateRequest::prompt_logprobs)
   std::vector<TokenProbability> prompt_token_probabilities;    // [prompt - 1] prompt tokens 1.. each after those before
   double ttft_ms = 0;       // prefill + first token (compile time excluded: see compile_ms)
-  double tpot_ms = 0;       // mean decode step, after the first token
+  double tpot_ms = 0;       // mean time per token after the first (a decode step's, or a check of a draft's over the tokens it gave)
   double decode_tok_s = 0;  // 1000 / tpot_ms
+  uint32_t decode_steps = 0;       // steps after the first token, checks of a draft among them
+  uint32_t draft_tokens = 0;       // speculation: tokens proposed
+  uint32_t accepted_tokens = 0;    // speculation: proposed tokens the model's own choice agreed with
   double compile_ms = 0;    // compiling the programs this request used
   uint32_t tasks_per_step = 0;   // of the decode program
   uint32_t events_per_step = 0;

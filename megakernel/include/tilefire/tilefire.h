@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /* The version of this interface: raised when a struct or a call changes. */
-#define TILEFIRE_API_VERSION 6
+#define TILEFIRE_API_VERSION 7
 uint32_t tilefire_api_version(void);
 
 typedef enum tilefire_status {
@@ -192,6 +192,11 @@ typedef struct tilefire_generate_request {
                                the K most probable there); max_new_tokens may then be 0 */
   tilefire_probability_callback on_probabilities;  /* NULL: none; given user_data too */
   uint32_t min_new_tokens;  /* the eos and stop tokens are not chosen before this many are generated */
+  /* Since API version 7: speculative decoding by prompt lookup (tilefire::Speculation; tilefire_generate
+     only, a batch refuses it): the same reply in fewer steps where the text repeats itself or the prompt */
+  uint32_t speculate_draft_tokens;  /* 0 (the default): off; 1 to 31 tokens proposed per step */
+  uint32_t speculate_max_ngram;     /* 3: the longest run of last tokens looked up, 1 to 16 */
+  uint32_t speculate_min_ngram;     /* 1: the shortest, 1 to speculate_max_ngram */
 } tilefire_generate_request;
 
 void tilefire_generate_request_init(tilefire_generate_request* request);
@@ -216,6 +221,10 @@ typedef struct tilefire_generate_result {
   tilefire_token_probability* prompt_logprobs;  /* [prompt_scored][prompt_logprobs_per_token], most probable first */
   uint32_t prompt_logprobs_per_token;
   tilefire_token_probability* prompt_token_probabilities;  /* [prompt_scored] each prompt token's own */
+  /* Since API version 7: */
+  uint32_t decode_steps;     /* steps after the first token (checks of a draft among them) */
+  uint32_t draft_tokens;     /* speculation: tokens proposed */
+  uint32_t accepted_tokens;  /* speculation: proposed tokens the model's own choice agreed with */
 } tilefire_generate_result;
 
 /* Prefills the prompt, then decodes up to max_new_tokens (tilefire::Engine::generate). On failure

@@ -1,0 +1,101 @@
+// tilefire bench --speculate K (bench_speculation.h). Each round generates the same greedy reply twice on
+// one engine, plainly and speculating (the order alternating by round, so drift in the machine hits both);
+// its decode time is GenerateResult's, the tokens after the first, callbacks and compiling excluded.
+#include "bench_speculation.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "decode_timing.h"
+#include "tilefire/errors.h"
+
+namespace tilefire::cli {
+
+int run_speculation_bench(const EngineOptions& options, uint32_t draft_tokens, uint32_t rounds, uint32_t steps,
+                          const std::vector<int32_t>& prompt, bool json) {
+  Engine engine(options);
+  const ModelInfo& model = engine.model();
+  for (int32_t t : prompt)
+    if (t < 0 || uint32_t(t) >= model.vocab)
+      throw InputError("tilefire bench: --prompt-tokens holds " + std::to_string(t) + ", outside the model's vocabulary [0, " +
+                       std::to_string(model.vocab) + ")");
+  if (prompt.size() + steps + 1 > model.max_context)
+    throw InputError("tilefire bench: the prompt's " + std::to_string(prompt.size()) + " tokens + --steps + 1 exceed the context of " +
+                     std::to_string(model.max_context));
+  GenerateRequest plain;
+  plain.prompt = prompt;
+  plain.max_new_tokens = steps + 1;
+  plain.stop_at_eos = false;  // every round's reply is as long
+  GenerateRequest speculating = plain;
+  speculating.speculation.draft_tokens = draft_tokens;
+  // Compiled before the rounds (the check program on the first draft): a round times steps alone.
+  engine.generate(plain);
+  engine.generate(speculating);
+
+  std::vector<double> plain_tok_s, speculating_tok_s, ratios;
+  uint64_t drafted = 0, accepted = 0, speculating_steps = 0;
+  size_t first_difference = SIZE_MAX;  // the first token at which the replies differed, in any round
+  for (uint32_t r = 0; r < rounds; ++r) {
+    GenerateResult a, b;
+    if (r % 2 == 0) {
+      a = engine.generate(plain);
+      b = engine.generate(speculating);
+    } else {
+      b = engine.generate(speculating);
+      a = engine.generate(plain);
+    }
+    plain_tok_s.push_back(a.decode_tok_s);
+    speculating_tok_s.push_back(b.decode_tok_s);
+    ratios.push_back(b.decode_tok_s / a.decode_tok_s);
+    drafted += b.draft_tokens;
+    accepted += b.accepted_tokens;
+    speculating_steps += b.decode_steps;
+    const auto differ = std::mismatch(a.tokens.begin(), a.tokens.end(), b.tokens.begin(), b.tokens.end());
+    if (differ.first != a.tokens.end() || differ.second != b.tokens.end())
+      first_difference = std::min(first_difference, size_t(differ.first - a.tokens.begin()));
+  }
+  const std::array<double, 3> ratio = median_and_quartiles(ratios);
+  const double taken = drafted ? double(accepted) / double(drafted) : 0.0;
+  const double tokens_per_step = double(rounds) * steps / double(std::max<uint64_t>(speculating_steps, 1));
+  const bool same = first_difference == SIZE_MAX;
+  if (json) {
+    nlohmann::json out = {{"model", model.origin},
+                          {"device", engine.device_name()},
+                          {"threads", engine.threads()},
+                          {"prompt_tokens", prompt.size()},
+                          {"draft_tokens", draft_tokens},
+                          {"steps", steps},
+                          {"rounds", rounds},
+                          {"plain_decode_tok_s", median(plain_tok_s)},
+                          {"speculating_decode_tok_s", median(speculating_tok_s)},
+                          {"speculating_over_plain", ratio[0]},
+                          {"speculating_over_plain_quartiles", {ratio[1], ratio[2]}},
+                          {"drafted_tokens", drafted},
+                          {"accepted_share", taken},
+                          {"tokens_per_step", tokens_per_step},
+                          {"same_reply", same}};
+    if (!same) out["first_difference"] = first_difference;
+    std::cout << out.dump() << std::endl;
+    return 0;
+  }
+  std::printf("model %s, %s, %u %s; a prompt of %zu tokens, greedy replies of %u tokens, drafts of %u\n",
+              model_label(model).c_str(), engine.device_name().c_str(), engine.threads(),
+              options.backend == Backend::cuda ? "CTAs" : "threads", prompt.size(), steps + 1, draft_tokens);
+  std::printf("| decoding | tokens/s (median of %u rounds) | tokens per step |\n|---|---|---|\n", rounds);
+  std::printf("| plain | %.1f | 1.00 |\n", median(plain_tok_s));
+  std::printf("| speculating | %.1f | %.2f |\n", median(speculating_tok_s), tokens_per_step);
+  std::printf("speculating / plain tokens/s: %.3f, quartiles %.3f-%.3f (interleaved rounds); %llu tokens drafted, %.0f%% of them "
+              "taken\n", ratio[0], ratio[1], ratio[2], static_cast<unsigned long long>(drafted), 100 * taken);
+  if (same)
+    std::printf("the replies were the same, token for token\n");
+  else
+    std::printf("the replies differed from token %zu (a check step's logits round apart from a decode step's: a near tie)\n",
+                first_difference);
+  return 0;
+}
+
+}  // namespace tilefire::cli
