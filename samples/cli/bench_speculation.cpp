@@ -1,6 +1,7 @@
 // tilefire bench --speculate K (bench_speculation.h). Each round generates the same greedy reply twice on
 // one engine, plainly and speculating (the order alternating by round, so drift in the machine hits both);
-// its decode time is GenerateResult's, the tokens after the first, callbacks and compiling excluded.
+// its decode time is GenerateResult's, the tokens after the first, callbacks and compiling excluded. Each
+// round also times what one check costs against a decode step of that round's plain reply.
 #include "bench_speculation.h"
 
 #include <algorithm>
@@ -32,11 +33,18 @@ int run_speculation_bench(const EngineOptions& options, uint32_t draft_tokens, u
   plain.stop_at_eos = false;  // every round's reply is as long
   GenerateRequest speculating = plain;
   speculating.speculation.draft_tokens = draft_tokens;
+  // What a check costs: a step of draft_tokens + 1 tokens with every row's logits, timed as a prompt of that
+  // many tokens scored alone (the same program; its softmax per row included, at position 0).
+  GenerateRequest check;
+  for (uint32_t i = 0; i <= draft_tokens; ++i) check.prompt.push_back(prompt[i % prompt.size()]);
+  check.max_new_tokens = 0;
+  check.prompt_logprobs = 1;
   // Compiled before the rounds (the check program on the first draft): a round times steps alone.
   engine.generate(plain);
   engine.generate(speculating);
+  engine.generate(check);
 
-  std::vector<double> plain_tok_s, speculating_tok_s, ratios;
+  std::vector<double> plain_tok_s, speculating_tok_s, ratios, check_over_decode;
   uint64_t drafted = 0, accepted = 0, speculating_steps = 0;
   size_t first_difference = SIZE_MAX;  // the first token at which the replies differed, in any round
   for (uint32_t r = 0; r < rounds; ++r) {
@@ -48,6 +56,7 @@ int run_speculation_bench(const EngineOptions& options, uint32_t draft_tokens, u
       b = engine.generate(speculating);
       a = engine.generate(plain);
     }
+    check_over_decode.push_back(engine.generate(check).ttft_ms / a.tpot_ms);
     plain_tok_s.push_back(a.decode_tok_s);
     speculating_tok_s.push_back(b.decode_tok_s);
     ratios.push_back(b.decode_tok_s / a.decode_tok_s);
@@ -77,6 +86,7 @@ int run_speculation_bench(const EngineOptions& options, uint32_t draft_tokens, u
                           {"drafted_tokens", drafted},
                           {"accepted_share", taken},
                           {"tokens_per_step", tokens_per_step},
+                          {"check_over_decode_step", median(check_over_decode)},
                           {"same_reply", same}};
     if (!same) out["first_difference"] = first_difference;
     std::cout << out.dump() << std::endl;
@@ -90,6 +100,8 @@ int run_speculation_bench(const EngineOptions& options, uint32_t draft_tokens, u
   std::printf("| speculating | %.1f | %.2f |\n", median(speculating_tok_s), tokens_per_step);
   std::printf("speculating / plain tokens/s: %.3f, quartiles %.3f-%.3f (interleaved rounds); %llu tokens drafted, %.0f%% of them "
               "taken\n", ratio[0], ratio[1], ratio[2], static_cast<unsigned long long>(drafted), 100 * taken);
+  std::printf("a check of %u tokens (a prompt of as many scored) takes %.2f decode steps' time: drafts pay when more than %.2f "
+              "of them are taken per check\n", draft_tokens + 1, median(check_over_decode), median(check_over_decode) - 1);
   if (same)
     std::printf("the replies were the same, token for token\n");
   else

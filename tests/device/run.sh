@@ -12,6 +12,7 @@
 #   +  the transport on one GPU: R virtual ranks as CTAs of one kernel over one window, a one-rank NCCL
 #      device-API communicator, and the megakernel's collective tiles (tensor-parallelism issue);
 #   +  the step-level API under random calls (rewinds, reused prefixes, refusals) against the cpu backend;
+#   +  speculative decoding: a check step of 5 tokens against a decode step, and the replies compared;
 #   +  on this machine's CPU cores, no GPU: TP=2 with several workers per rank, dataflow against bsp and
 #      the collectives' time (the tensor-parallelism issue's CPU overlap figure; CI's 2 cores give each
 #      rank one worker).
@@ -196,6 +197,15 @@ def gpu_batch():
 if batch:
     section("batched decode", gpu_batch)
 
+speculate = load("bench_speculate.json")
+def gpu_speculate():
+    print(f"speculation, drafts of {speculate['draft_tokens']}: a check of {speculate['draft_tokens'] + 1} tokens costs "
+          f"{speculate['check_over_decode_step']:.2f} decode steps; {speculate['drafted_tokens']} drafted, "
+          f"{100 * speculate['accepted_share']:.0f}% taken; speculating / plain tokens/s {speculate['speculating_over_plain']:.3f}; "
+          f"replies {'the same' if speculate['same_reply'] else 'different from token ' + str(speculate.get('first_difference'))}")
+if speculate:
+    section("speculative decoding", gpu_speculate)
+
 tp2 = load("bench_tp2.json")
 def gpu_tp():
     print(f"tp=2 as virtual ranks on this GPU: {tp2['dataflow_step_ms']:.4f} ms per step (bsp / dataflow {tp2['bsp_over_dataflow']:.3f}); "
@@ -319,6 +329,11 @@ run_stage kv-splits-1 120 bench_unsplit.json bench_unsplit.log "$cli" bench --ba
 # Batched decoding: 8 sequences per step against one, on one engine (bench --batch).
 run_stage batch 120 bench_batch.json bench_batch.log "$cli" bench --backend cuda --model "$model" --batch 8 --steps "$steps" \
   --rounds 3 --json
+
+# Speculative decoding: what a check of 5 tokens (every row's logits) costs against a decode step on this
+# GPU, and whether the replies agree (random weights seldom repeat their context, so few drafts come).
+run_stage speculate 90 bench_speculate.json bench_speculate.log "$cli" bench --backend cuda --model "$model" --speculate 4 \
+  --steps "$steps" --rounds 3 --json
 
 echo "== transport: virtual ranks as CTAs over one window; a one-rank NCCL device communicator ($(elapsed))"
 run_gtest transport "device_transport_test$suffix"

@@ -307,6 +307,7 @@ TEST(Speculation, BenchComparesTheRepliesAndCountsTheDrafts) {
   EXPECT_GT(out.at("tokens_per_step").get<double>(), 1.5) << r.out;
   EXPECT_GT(out.at("plain_decode_tok_s").get<double>(), 0) << r.out;
   EXPECT_GT(out.at("speculating_decode_tok_s").get<double>(), 0) << r.out;
+  EXPECT_GT(out.at("check_over_decode_step").get<double>(), 0) << r.out;
   EXPECT_EQ(out.at("prompt_tokens").get<uint32_t>(), byte_tokens("Once upon a time").size());
 
   const RunResult text = run_cli({"bench", "--speculate", "2", "--steps", "4", "--rounds", "1", "--threads", "1",
