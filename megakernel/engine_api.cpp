@@ -647,7 +647,6 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
       const float* rows = checked_step([&] { return m.run_chunk(draft, true, &check_compile_ms); });
       result.compile_ms += check_compile_ms;
       ++decode_steps;
-      result.draft_tokens += speculation.draft_tokens;
       // The cache holds K and V of every token the step fed; the sequence takes them one row at a time, as
       // decode steps would have fed them, and ends after the last row used (the entries past it are
       // overwritten by the next step).
@@ -660,7 +659,11 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
         history.push_back(token);
         ++decode_tokens;
         decode_ms += ms_since(step_start) - check_compile_ms;
-        const bool agrees = i + 1 < draft.size() && token == draft[i + 1];
+        // Row i is compared with the draft's token i + 1 (the last row has none: its token is a bonus). Drafted
+        // tokens past the row where the reply ends are never compared, and not counted.
+        const bool compared = i + 1 < draft.size();
+        const bool agrees = compared && token == draft[i + 1];
+        result.draft_tokens += compared ? 1 : 0;
         result.accepted_tokens += agrees ? 1 : 0;
         deliver(token);  // outside the timed part, as a decode step's callbacks are
         step_start = std::chrono::steady_clock::now();

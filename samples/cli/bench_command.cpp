@@ -69,7 +69,8 @@ int bench_command(int argc, char** argv) {
         "                      [--speculate K [--prompt-tokens 1,2,3]]  (instead: greedy replies of --steps + 1\n"
         "                       tokens with and without speculative decoding by prompt lookup, drafts of K, in\n"
         "                       interleaved rounds: tokens/s, their ratio, the drafts taken; the prompt by default\n"
-        "                       the bytes of \"Once upon a time\", as run's; --steps default 64, --rounds 5)\n"
+        "                       the bytes of \"Once upon a time\", as run's; --steps default 64, --rounds 5; on\n"
+        "                       cuda --resident applies)\n"
         "                      [--prefill-chunk N]  (prompt tokens per prefill step, 1 to 128, default 128)\n"
         "                      [--backend cpu|cuda ...]  (cuda: dataflow, bsp and the resident kernel)\n"
         "defaults: --threads every core, --steps 8 decode steps per round (64 on cuda), --rounds 15 (5 on cuda;\n"
@@ -112,7 +113,8 @@ int bench_command(int argc, char** argv) {
   if (args.has("--stress-delay-us"))
     throw InputError("tilefire bench: --stress-delay-us does not apply to bench (its delays would be timed as the steps')");
   apply_backend_flags(args, options);
-  if (options.backend == Backend::cuda && args.has("--resident"))
+  // --speculate times one engine, resident or not, as given.
+  if (options.backend == Backend::cuda && args.has("--resident") && !args.has("--speculate"))
     throw InputError("tilefire bench: --resident is measured anyway on --backend cuda (the 'resident' row)");
   const bool cuda = options.backend == Backend::cuda;
   const bool predict = args.has("--predict");
@@ -122,7 +124,7 @@ int bench_command(int argc, char** argv) {
     if (cuda || options.tp > 1) throw InputError("tilefire bench: --sweep runs the cpu backend on one rank");
     // A sweep writes its own tables, with an 8-token prompt in every cell and no bandwidth measurement.
     for (const char* unused : {"--json", "--prompt-len", "--bandwidth-mb", "--compile-preset", "--batch", "--join-prompt-len",
-                               "--prefill-chunks", "--prefill-chunk", "--trace"})
+                               "--prefill-chunks", "--prefill-chunk", "--trace", "--speculate", "--prompt-tokens"})
       if (args.has(unused))
         throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --sweep (it writes its tables as CSV and "
                          "Markdown, each cell from an 8-token prompt)");

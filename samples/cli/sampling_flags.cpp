@@ -74,10 +74,11 @@ Sampling sampling_of_flags(const Args& args, const std::string& command) {
 const char* const kSpeculationHelp =
     R"(  --speculate K          speculative decoding by prompt lookup: when the text's last tokens occurred
                          before, the K tokens that followed there are checked in one step of K + 1 tokens
-                         (the reply is the same; fewer steps when it repeats the prompt or itself; 1 to 31)
+                         (plain decoding's reply, up to a near tie; fewer steps when it repeats the prompt
+                         or itself; 1 to 31, 0: off)
   --speculate-ngram N    the longest run of last tokens looked up, tried down to the shortest (default 3)
   --speculate-min-ngram N
-                         the shortest (default 1)
+                         the shortest (default 2: a one-token match is mostly chance)
 )";
 
 std::vector<std::string> speculation_valued() { return {"--speculate", "--speculate-ngram", "--speculate-min-ngram"}; }
@@ -85,8 +86,8 @@ std::vector<std::string> speculation_valued() { return {"--speculate", "--specul
 Speculation speculation_of_flags(const Args& args, const std::string& command, uint32_t prefill_chunk) {
   Speculation s;
   s.draft_tokens = uint32_t(args.unsigned_or("--speculate", 0, 0, 31));
-  s.max_ngram = uint32_t(args.unsigned_or("--speculate-ngram", 3, 1, 16));
-  s.min_ngram = uint32_t(args.unsigned_or("--speculate-min-ngram", 1, 1, 16));
+  s.max_ngram = uint32_t(args.unsigned_or("--speculate-ngram", s.max_ngram, 1, 16));
+  s.min_ngram = uint32_t(args.unsigned_or("--speculate-min-ngram", s.min_ngram, 1, 16));
   for (const char* flag : {"--speculate-ngram", "--speculate-min-ngram"})
     if (args.has(flag) && s.draft_tokens == 0) throw InputError(command + ": " + flag + " goes with --speculate K");
   if (s.draft_tokens >= prefill_chunk)  // the engine refuses it too, but a server would refuse every request

@@ -3,7 +3,7 @@
 // (--temperature, --top-k, --top-p, --min-p) and what is done to the logits first (--logit-bias and the
 // repetition, presence and frequency penalties). --seed stays each command's own (chat draws per turn).
 // Beside them the flags of speculative decoding (Speculation), which changes how many steps a reply
-// takes, not which reply it is.
+// takes, not which reply it is (up to a near tie: a check step's logits round apart from a decode step's).
 #include <string>
 #include <vector>
 

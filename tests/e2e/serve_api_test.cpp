@@ -102,6 +102,7 @@ void metrics_count_what_was_served(const std::vector<std::string>& extra) {
   EXPECT_EQ(m["tilefire_generation_tokens_total"], 12);
   EXPECT_EQ(m["tilefire_generations_finished_total{reason=\"length\"}"], 2);
   EXPECT_EQ(m["tilefire_generations_in_flight"], 0);
+  ASSERT_EQ(m.count("tilefire_draft_tokens_total"), 1u) << "the metric is written";
   EXPECT_EQ(m["tilefire_draft_tokens_total"], 0) << "nothing speculated without --speculate";
   for (const std::string name : {"tilefire_time_to_first_token_seconds", "tilefire_time_per_output_token_seconds",
                                  "tilefire_generation_request_seconds"}) {

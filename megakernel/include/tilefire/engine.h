@@ -101,7 +101,9 @@ struct Sampling {
 struct Speculation {
   uint32_t draft_tokens = 0;  // 0: off; 1 to 31, and at most EngineOptions::prefill_chunk - 1
   uint32_t max_ngram = 3;     // 1 to 16
-  uint32_t min_ngram = 1;     // 1 to max_ngram
+  // 1 to max_ngram. Not 1 by default: a one-token match in real text is mostly chance, and a check whose
+  // draft is wrong costs more than a decode step where the check is compute-bound (a CPU).
+  uint32_t min_ngram = 2;
 };
 
 struct TokenProbability {
@@ -163,7 +165,8 @@ struct GenerateResult {
   double tpot_ms = 0;       // mean time per token after the first (a decode step's, or a check of a draft's over the tokens it gave)
   double decode_tok_s = 0;  // 1000 / tpot_ms
   uint32_t decode_steps = 0;       // steps after the first token, checks of a draft among them
-  uint32_t draft_tokens = 0;       // speculation: tokens proposed
+  uint32_t draft_tokens = 0;       // speculation: proposed tokens the model's choice was compared with (not
+                                   // those past where the reply ended)
   uint32_t accepted_tokens = 0;    // speculation: proposed tokens the model's own choice agreed with
   double compile_ms = 0;    // compiling the programs this request used
   uint32_t tasks_per_step = 0;   // of the decode program

@@ -193,10 +193,12 @@ typedef struct tilefire_generate_request {
   tilefire_probability_callback on_probabilities;  /* NULL: none; given user_data too */
   uint32_t min_new_tokens;  /* the eos and stop tokens are not chosen before this many are generated */
   /* Since API version 7: speculative decoding by prompt lookup (tilefire::Speculation; tilefire_generate
-     only, a batch refuses it): the same reply in fewer steps where the text repeats itself or the prompt */
-  uint32_t speculate_draft_tokens;  /* 0 (the default): off; 1 to 31 tokens proposed per step */
+     only, a batch refuses it): plain decoding's reply (up to a near tie: a check step's logits round apart
+     from a decode step's) in fewer steps where the text repeats itself or the prompt */
+  uint32_t speculate_draft_tokens;  /* 0 (the default): off; 1 to 31 tokens proposed per step, and below the
+                                       engine's prefill_chunk (a draft is checked in one prefill step) */
   uint32_t speculate_max_ngram;     /* 3: the longest run of last tokens looked up, 1 to 16 */
-  uint32_t speculate_min_ngram;     /* 1: the shortest, 1 to speculate_max_ngram */
+  uint32_t speculate_min_ngram;     /* 2: the shortest, 1 to speculate_max_ngram */
 } tilefire_generate_request;
 
 void tilefire_generate_request_init(tilefire_generate_request* request);
@@ -223,7 +225,7 @@ typedef struct tilefire_generate_result {
   tilefire_token_probability* prompt_token_probabilities;  /* [prompt_scored] each prompt token's own */
   /* Since API version 7: */
   uint32_t decode_steps;     /* steps after the first token (checks of a draft among them) */
-  uint32_t draft_tokens;     /* speculation: tokens proposed */
+  uint32_t draft_tokens;     /* speculation: proposed tokens compared with the model's choice */
   uint32_t accepted_tokens;  /* speculation: proposed tokens the model's own choice agreed with */
 } tilefire_generate_result;
 
