@@ -361,6 +361,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   // The whole model's bytes per step (every rank's share together under tensor parallelism).
   info.decode_weight_bytes = m.rank_engines.empty() ? decode_weight_bytes(m.decode_program->program, spec)
                                                     : decode_weight_bytes(compile_model(spec, CompileOptions{}), spec);
+  m.draft_engine = make_draft_engine(options, info, m.process_group || m.nccl_group);  // none unless asked for
 }
 
 Engine::~Engine() {
@@ -554,7 +555,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
 
   // Ranks as processes all record (they run the same steps) but only rank 0 writes the file.
   const bool writes_trace = m.writes_files();
-  check_speculation(request.speculation, m.options.prefill_chunk);
+  check_speculation(request.speculation, m.options.prefill_chunk, m.draft_engine != nullptr);
   if (!request.trace_path.empty()) {
     if (request.max_new_tokens == 0) throw InputError("--trace records a decode step: give --max-new-tokens 1 or more");
     if (request.speculation.draft_tokens)
@@ -636,7 +637,9 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     // Not for the last token: a decode step gives it for less than a check of a draft.
     if (speculation.draft_tokens && result.tokens.size() + 1 < request.max_new_tokens &&
         m.position + speculation.draft_tokens + 1 <= m.max_context)
-      draft = prompt_lookup_draft(history, speculation.draft_tokens, speculation.min_ngram, speculation.max_ngram);
+      draft = speculation.source == DraftSource::draft_model
+                  ? draft_model_draft(*m.draft_engine, history, speculation.draft_tokens)
+                  : prompt_lookup_draft(history, speculation.draft_tokens, speculation.min_ngram, speculation.max_ngram);
     if (!draft.empty()) {
       // One step feeds the token and the draft; its row i holds the logits after the step's token i. Each row's
       // token is chosen as a decode step would choose it, and the draft is followed while it agrees: the reply

@@ -148,6 +148,7 @@ struct Engine::Impl {
   // (rank engines of a tensor-parallel group keep only their position; the group's engine keeps this).
   std::vector<int32_t> sequence;
   Schedule schedule = Schedule::dataflow;
+  std::unique_ptr<Engine> draft_engine;  // speculative decoding's draft model (EngineOptions::draft), or none
   bool generating = false;  // Engine::generate is running (its on_token callback may try to call in again)
 
   uint32_t workers() const { return cuda ? cuda->workers() : executor->workers(); }

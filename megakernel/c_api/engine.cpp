@@ -54,6 +54,10 @@ EngineOptions engine_options(const tilefire_engine_options& c) {
   options.sequences = c.sequences;
   options.prefill_chunks_per_step = c.prefill_chunks_per_step;
   options.prefill_chunk = c.prefill_chunk;
+  options.draft.model_dir = string_or_empty(c.draft_model_dir);
+  options.draft.preset = string_or_empty(c.draft_preset);
+  if (c.draft_preset_dtype) options.draft.preset_dtype = c.draft_preset_dtype;
+  options.draft.preset_seed = c.draft_preset_seed;
   return options;
 }
 
@@ -89,6 +93,13 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
   cpp.trace_path = string_or_empty(c.trace_path);
   cpp.speculation = Speculation{.draft_tokens = c.speculate_draft_tokens, .max_ngram = c.speculate_max_ngram,
                                 .min_ngram = c.speculate_min_ngram};
+  switch (c.speculate_source) {
+    case TILEFIRE_DRAFT_PROMPT_LOOKUP: cpp.speculation.source = DraftSource::prompt_lookup; break;
+    case TILEFIRE_DRAFT_MODEL: cpp.speculation.source = DraftSource::draft_model; break;
+    default:
+      throw InputError(std::string(call) + ": " + field + "speculate_source is " + std::to_string(c.speculate_source) +
+                       ", not TILEFIRE_DRAFT_PROMPT_LOOKUP or _MODEL");
+  }
   if (c.on_probabilities) {
     const tilefire_probability_callback on_probabilities = c.on_probabilities;
     void* const user_data = c.user_data;
@@ -316,6 +327,7 @@ void tilefire_generate_request_init(tilefire_generate_request* request) {
   request->speculate_draft_tokens = defaults.speculation.draft_tokens;
   request->speculate_max_ngram = defaults.speculation.max_ngram;
   request->speculate_min_ngram = defaults.speculation.min_ngram;
+  request->speculate_source = TILEFIRE_DRAFT_PROMPT_LOOKUP;
 }
 
 tilefire_status tilefire_generate(tilefire_engine* engine, const tilefire_generate_request* request,

@@ -18,6 +18,7 @@
 #include "backend_flags.h"
 #include "bench_batch.h"
 #include "bench_speculation.h"
+#include "sampling_flags.h"
 #include "decode_timing.h"
 #include "sweep.h"
 #include "commands.h"
@@ -42,7 +43,8 @@ int bench_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help", "--predict"}, valued{"--model", "--preset", "--dtype", "--seed", "--threads",
       "--steps", "--rounds", "--prompt-len", "--policy", "--granularity", "--kv-splits", "--bandwidth-mb", "--compile-preset", "--tp", "--sweep",
       "--sweep-out", "--tp-timeout-ms", "--batch", "--join-prompt-len", "--prefill-chunks", "--prefill-chunk", "--trace",
-      "--speculate", "--prompt-tokens"};
+      "--prompt-tokens"};
+  for (const std::string& flag : speculation_valued()) valued.push_back(flag);
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
   Args args("bench", switches, valued);
@@ -66,7 +68,7 @@ int bench_command(int argc, char** argv) {
         "                      [--batch B --join-prompt-len P [--prefill-chunks N]]  (instead: B - 1 sequences\n"
         "                       decode while a P-token prompt joins, prefilled whole or N chunks per step\n"
         "                       (default 1): the longest wait for a decoding sequence's token; --rounds applies)\n"
-        "                      [--speculate K [--prompt-tokens 1,2,3]]  (instead: greedy replies of --steps + 1\n"
+        "                      [--speculate K [--prompt-tokens 1,2,3] [--draft-model DIR]]  (instead: greedy replies of --steps + 1\n"
         "                       tokens with and without speculative decoding by prompt lookup, drafts of K, in\n"
         "                       interleaved rounds: tokens/s, their ratio, the drafts taken; the prompt by default\n"
         "                       the bytes of \"Once upon a time\", as run's; --steps default 64, --rounds 5; on\n"
@@ -118,6 +120,10 @@ int bench_command(int argc, char** argv) {
     throw InputError("tilefire bench: --resident is measured anyway on --backend cuda (the 'resident' row)");
   const bool cuda = options.backend == Backend::cuda;
   const bool predict = args.has("--predict");
+  if (args.has("--prompt-tokens") && !args.has("--speculate"))
+    throw InputError("tilefire bench: --prompt-tokens applies to --speculate K (the other benchmarks make their prompts)");
+  for (const char* flag : {"--draft-model", "--speculate-ngram", "--speculate-min-ngram"})
+    if (args.has(flag) && !args.has("--speculate")) throw InputError(std::string("tilefire bench: ") + flag + " goes with --speculate K");
   if (predict && (cuda || options.tp > 1 || args.has("--sweep")))
     throw InputError("tilefire bench: --predict runs the cpu backend on one rank, one cell (not with --backend cuda, --tp or --sweep)");
   if (args.has("--sweep")) {
@@ -135,21 +141,17 @@ int bench_command(int argc, char** argv) {
                      uint32_t(args.unsigned_or("--rounds", 3, 1, 1000)), uint32_t(args.unsigned_or("--steps", 8, 1, 100000)),
                      flags_given);
   }
-  if (args.has("--prompt-tokens") && !args.has("--speculate"))
-    throw InputError("tilefire bench: --prompt-tokens applies to --speculate K (the other benchmarks make their prompts)");
   if (args.has("--speculate")) {
     for (const char* unused : {"--batch", "--prompt-len", "--bandwidth-mb", "--compile-preset", "--trace", "--join-prompt-len",
                                "--prefill-chunks", "--tp"})
       if (args.has(unused))
         throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --speculate (it times one sequence's "
                          "greedy replies with and without drafts)");
-    const uint32_t draft_tokens = uint32_t(args.unsigned_or("--speculate", 0, 1, 31));
-    if (draft_tokens >= options.prefill_chunk)
-      throw InputError("tilefire bench: --speculate " + std::to_string(draft_tokens) + " checks a draft in a step of " +
-                       std::to_string(draft_tokens + 1) + " tokens, more than --prefill-chunk " + std::to_string(options.prefill_chunk));
+    args.unsigned_or("--speculate", 1, 1, 31);  // 0 (off) is no benchmark: refused by this range, then read below
+    const Speculation speculation = speculation_of_flags(args, "tilefire bench", options);  // --draft-model into options
     if (predict) throw InputError("tilefire bench: --predict does not apply to --speculate");
     const std::vector<int32_t> prompt = args.has("--prompt-tokens") ? args.token_list("--prompt-tokens") : byte_tokens("Once upon a time");
-    return run_speculation_bench(options, draft_tokens, uint32_t(args.unsigned_or("--rounds", 5, 1, 1000)),
+    return run_speculation_bench(options, speculation, uint32_t(args.unsigned_or("--rounds", 5, 1, 1000)),
                                  uint32_t(args.unsigned_or("--steps", 64, 1, 100000)), prompt, args.has("--json"));
   }
   const uint32_t steps = uint32_t(args.unsigned_or("--steps", cuda ? 64 : 8, 1, 100000));

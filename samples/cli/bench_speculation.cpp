@@ -16,8 +16,10 @@
 
 namespace tilefire::cli {
 
-int run_speculation_bench(const EngineOptions& options, uint32_t draft_tokens, uint32_t rounds, uint32_t steps,
+int run_speculation_bench(const EngineOptions& options, const Speculation& speculation, uint32_t rounds, uint32_t steps,
                           const std::vector<int32_t>& prompt, bool json) {
+  const uint32_t draft_tokens = speculation.draft_tokens;
+  const bool draft_model = speculation.source == DraftSource::draft_model;
   Engine engine(options);
   const ModelInfo& model = engine.model();
   for (int32_t t : prompt)
@@ -32,7 +34,7 @@ int run_speculation_bench(const EngineOptions& options, uint32_t draft_tokens, u
   plain.max_new_tokens = steps + 1;
   plain.stop_at_eos = false;  // every round's reply is as long
   GenerateRequest speculating = plain;
-  speculating.speculation.draft_tokens = draft_tokens;
+  speculating.speculation = speculation;
   // What a check costs: a step of draft_tokens + 1 tokens with every row's logits, timed as a prompt of that
   // many tokens scored alone (the same program; its softmax per row included, at position 0).
   GenerateRequest check;
@@ -77,6 +79,7 @@ int run_speculation_bench(const EngineOptions& options, uint32_t draft_tokens, u
                           {"threads", engine.threads()},
                           {"prompt_tokens", prompt.size()},
                           {"draft_tokens", draft_tokens},
+                          {"drafted_by", draft_model ? options.draft.model_dir : std::string("prompt lookup")},
                           {"steps", steps},
                           {"rounds", rounds},
                           {"plain_decode_tok_s", median(plain_tok_s)},
@@ -92,16 +95,22 @@ int run_speculation_bench(const EngineOptions& options, uint32_t draft_tokens, u
     std::cout << out.dump() << std::endl;
     return 0;
   }
-  std::printf("model %s, %s, %u %s; a prompt of %zu tokens, greedy replies of %u tokens, drafts of %u\n",
+  std::printf("model %s, %s, %u %s; a prompt of %zu tokens, greedy replies of %u tokens, drafts of %u by %s\n",
               model_label(model).c_str(), engine.device_name().c_str(), engine.threads(),
-              options.backend == Backend::cuda ? "CTAs" : "threads", prompt.size(), steps + 1, draft_tokens);
+              options.backend == Backend::cuda ? "CTAs" : "threads", prompt.size(), steps + 1, draft_tokens,
+              draft_model ? ("the draft model " + options.draft.model_dir).c_str() : "prompt lookup");
   std::printf("| decoding | tokens/s (median of %u rounds) | tokens per step |\n|---|---|---|\n", rounds);
   std::printf("| plain | %.1f | 1.00 |\n", median(plain_tok_s));
   std::printf("| speculating | %.1f | %.2f |\n", median(speculating_tok_s), tokens_per_step);
   std::printf("speculating / plain tokens/s: %.3f, quartiles %.3f-%.3f (interleaved rounds); %llu tokens drafted, %.0f%% of them "
               "taken\n", ratio[0], ratio[1], ratio[2], static_cast<unsigned long long>(drafted), 100 * taken);
-  std::printf("a check of %u tokens (a prompt of as many scored) takes %.2f decode steps' time: drafts pay when more than %.2f "
-              "of them are taken per check\n", draft_tokens + 1, median(check_over_decode), median(check_over_decode) - 1);
+  if (draft_model)  // the draft model's own steps come on top of the check
+    std::printf("a check of %u tokens (a prompt of as many scored) takes %.2f decode steps' time, the draft model's steps "
+                "aside\n", draft_tokens + 1, median(check_over_decode));
+  else
+    std::printf("a check of %u tokens (a prompt of as many scored) takes %.2f decode steps' time: drafts pay when more than "
+                "%.2f of them are taken per check\n", draft_tokens + 1, median(check_over_decode),
+                std::max(0.0, median(check_over_decode) - 1));
   if (same)
     std::printf("the replies were the same, token for token\n");
   else

@@ -8,13 +8,14 @@
 namespace tilefire::cli {
 
 // What speculative decoding by prompt lookup buys on this machine and this prompt: greedy replies of
-// `steps` + 1 tokens to `prompt`, with and without drafts of `draft_tokens`, in interleaved rounds on one
+// `steps` + 1 tokens to `prompt`, with and without drafts, in interleaved rounds on one
 // engine. Prints (or, with `json`, one object) the decode tokens/s of each, their ratio (the median of the
 // per-round ratios), the share of drafted tokens taken and the tokens per step, what a check step costs in
 // decode steps (the break-even: a check pays when it gives more tokens than that), and whether the two replies
 // were the same token for token (a check step's logits are a prefill chunk's, which round apart from a
 // decode step's: a near tie may go the other way; it is reported, never hidden).
-int run_speculation_bench(const EngineOptions& options, uint32_t draft_tokens, uint32_t rounds, uint32_t steps,
+// `speculation` drafts by prompt lookup, or by the draft model `options.draft` names.
+int run_speculation_bench(const EngineOptions& options, const Speculation& speculation, uint32_t rounds, uint32_t steps,
                           const std::vector<int32_t>& prompt, bool json);
 
 }  // namespace tilefire::cli

@@ -107,7 +107,7 @@ int chat_command(int argc, char** argv) {
   refuse_tp_timeout_alone(args, options);
   apply_backend_flags(args, options);
   const Sampling sampling = sampling_of_flags(args, command);  // a bad value is named before anything loads
-  const Speculation speculation = speculation_of_flags(args, command, options.prefill_chunk);
+  const Speculation speculation = speculation_of_flags(args, command, options);
 
   const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::of_model_folder(options.model_dir);
   Conversation conversation = begin_conversation(args, options.model_dir, tokenizer.get(), command);

@@ -147,7 +147,7 @@ int run_command(int argc, char** argv) {
                      std::to_string(request.max_new_tokens));
   request.sampling = sampling_of_flags(args, "tilefire run");
   request.sampling.seed = args.unsigned_or("--seed", 0);
-  request.speculation = speculation_of_flags(args, "tilefire run", options.prefill_chunk);
+  request.speculation = speculation_of_flags(args, "tilefire run", options);
   request.logprobs = uint32_t(args.unsigned_or("--logprobs", 0, 0, 1000));
   request.prompt_logprobs = uint32_t(args.unsigned_or("--prompt-logprobs", 0, 0, 1000));
   request.trace_path = args.text_or("--trace", "");

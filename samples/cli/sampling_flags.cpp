@@ -79,17 +79,30 @@ const char* const kSpeculationHelp =
   --speculate-ngram N    the longest run of last tokens looked up, tried down to the shortest (default 3)
   --speculate-min-ngram N
                          the shortest (default 2: a one-token match is mostly chance)
+  --draft-model DIR      with --speculate K: a smaller model of the same vocabulary drafts instead, K tokens
+                         of its greedy continuation each step (it runs beside the model, on the same backend)
 )";
 
-std::vector<std::string> speculation_valued() { return {"--speculate", "--speculate-ngram", "--speculate-min-ngram"}; }
+std::vector<std::string> speculation_valued() {
+  return {"--speculate", "--speculate-ngram", "--speculate-min-ngram", "--draft-model"};
+}
 
-Speculation speculation_of_flags(const Args& args, const std::string& command, uint32_t prefill_chunk) {
+Speculation speculation_of_flags(const Args& args, const std::string& command, EngineOptions& options) {
+  const uint32_t prefill_chunk = options.prefill_chunk;
   Speculation s;
   s.draft_tokens = uint32_t(args.unsigned_or("--speculate", 0, 0, 31));
   s.max_ngram = uint32_t(args.unsigned_or("--speculate-ngram", s.max_ngram, 1, 16));
   s.min_ngram = uint32_t(args.unsigned_or("--speculate-min-ngram", s.min_ngram, 1, 16));
-  for (const char* flag : {"--speculate-ngram", "--speculate-min-ngram"})
+  for (const char* flag : {"--speculate-ngram", "--speculate-min-ngram", "--draft-model"})
     if (args.has(flag) && s.draft_tokens == 0) throw InputError(command + ": " + flag + " goes with --speculate K");
+  if (const auto draft = args.text("--draft-model")) {
+    for (const char* flag : {"--speculate-ngram", "--speculate-min-ngram"})
+      if (args.has(flag))
+        throw InputError(command + ": " + flag + " sets prompt lookup's n-grams, and --draft-model drafts instead; give one of them");
+    if (draft->empty()) throw InputError(command + ": --draft-model expects a folder");
+    options.draft.model_dir = *draft;
+    s.source = DraftSource::draft_model;
+  }
   if (s.draft_tokens >= prefill_chunk)  // the engine refuses it too, but a server would refuse every request
     throw InputError(command + ": --speculate " + std::to_string(s.draft_tokens) + " checks a draft in a step of " +
                      std::to_string(s.draft_tokens + 1) + " tokens, more than --prefill-chunk " + std::to_string(prefill_chunk));

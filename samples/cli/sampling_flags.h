@@ -19,8 +19,8 @@ Sampling sampling_of_flags(const Args& args, const std::string& command);
 
 extern const char* const kSpeculationHelp;
 std::vector<std::string> speculation_valued();
-// --speculate K, --speculate-ngram N, --speculate-min-ngram N; a draft is checked in one prefill step, so K
-// is below the engine's `prefill_chunk` (EngineOptions::prefill_chunk).
-Speculation speculation_of_flags(const Args& args, const std::string& command, uint32_t prefill_chunk);
+// --speculate K, --speculate-ngram N, --speculate-min-ngram N, --draft-model DIR (which goes into
+// `options.draft`); a draft is checked in one prefill step, so K is below `options.prefill_chunk`.
+Speculation speculation_of_flags(const Args& args, const std::string& command, EngineOptions& options);
 
 }  // namespace tilefire::cli

@@ -538,7 +538,7 @@ int serve_command(int argc, char** argv) {
   options.prefill_chunks_per_step = uint32_t(args.unsigned_or("--prefill-chunks", 1, 0, 1u << 20));
   if (args.text("--prefill-chunks") && options.sequences == 1)
     throw InputError("tilefire serve: --prefill-chunks applies to continuous batching: give --sequences N (N > 1) too");
-  const Speculation speculation = speculation_of_flags(args, "tilefire serve", options.prefill_chunk);
+  const Speculation speculation = speculation_of_flags(args, "tilefire serve", options);
   if (speculation.draft_tokens && options.sequences > 1)
     throw InputError("tilefire serve: --speculate applies to requests served in turn: a batched step (--sequences " +
                      std::to_string(options.sequences) + ") feeds one token of each request, so no draft could be checked");

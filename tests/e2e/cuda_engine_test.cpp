@@ -266,7 +266,8 @@ TEST_F(CudaEngine, PromptLogprobsMatchTheCpuBackend) {
 }
 
 // Speculative decoding on the device: a check step's rows come from a prefill program with every row's
-// logits copied back, where a decode step reduces the argmax on the device; the reply is the plain one.
+// logits copied back, where a decode step reduces the argmax on the device; the reply is the plain one,
+// drafted by prompt lookup and by a draft model.
 // This prompt's reply takes 5 of 12 drafted tokens on the cpu backend.
 TEST_F(CudaEngine, SpeculationGivesThePlainReply) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
@@ -282,6 +283,24 @@ TEST_F(CudaEngine, SpeculationGivesThePlainReply) {
   EXPECT_EQ(cuda.sequence(), plain_sequence);
   EXPECT_GT(got.accepted_tokens, 0u) << "no draft was taken: the check step's rows went unused";
   EXPECT_LT(got.decode_steps, plain.decode_steps);
+
+  // A draft model on the device too (the same checkpoint: its greedy drafts are the model's own), beside
+  // the model in launch mode; a resident kernel holds every SM, so a draft model beside it is refused.
+  EngineOptions options = cuda_options(dir_->path().string());
+  options.draft.model_dir = dir_->path().string();
+  Engine drafting(options);
+  request.speculation = {4, 3, 2, DraftSource::draft_model};
+  const GenerateResult drafted = drafting.generate(request);
+  EXPECT_EQ(drafted.tokens, plain.tokens);
+  EXPECT_GT(drafted.draft_tokens, 0u);
+  EXPECT_EQ(drafted.accepted_tokens, drafted.draft_tokens) << "the model turned down its own greedy draft";
+  options.cuda_resident = true;
+  try {
+    Engine refused(options);
+    ADD_FAILURE() << "a draft model beside a resident kernel was taken";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("with cuda_resident (--resident)"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(CudaEngine, OneLaunchPerDecodeStepAndNoneWhenResident) {

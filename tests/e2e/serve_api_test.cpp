@@ -125,9 +125,12 @@ TEST(ServeApi, MetricsCountWhatWasServed) { metrics_count_what_was_served({}); }
 TEST(ServeApi, MetricsCountWhatWasServedInBatches) { metrics_count_what_was_served({"--sequences", "2"}); }
 
 // serve --speculate: every request in turn speculates; the replies are run's without it (whole and
-// streamed), and /metrics counts the drafted and accepted tokens. Refused beside --sequences.
-TEST(ServeApi, SpeculatingRepliesAreRunsRepliesAndTheirDraftsAreCounted) {
-  Server server({"--threads", "1", "--speculate", "6"});
+// streamed), and /metrics counts the drafted and accepted tokens. By prompt lookup and by a draft model
+// (the built-in sample's own checkpoint: every draft taken). Refused beside --sequences.
+void speculating_replies_are_runs_replies(const std::vector<std::string>& speculation) {
+  std::vector<std::string> args = {"--threads", "1"};
+  args.insert(args.end(), speculation.begin(), speculation.end());
+  Server server(args);
   ASSERT_NE(server.port(), 0);
   const json expected = run_json({"--max-new-tokens", "40", "--threads", "1"});  // "Once upon a time"
   for (bool stream : {false, true}) {
@@ -147,7 +150,12 @@ TEST(ServeApi, SpeculatingRepliesAreRunsRepliesAndTheirDraftsAreCounted) {
   EXPECT_GT(m["tilefire_accepted_draft_tokens_total"], 0);
   EXPECT_LE(m["tilefire_accepted_draft_tokens_total"], m["tilefire_draft_tokens_total"]);
   EXPECT_EQ(server.stop(), 0) << server.log();
+}
 
+TEST(ServeApi, SpeculatingRepliesAreRunsRepliesAndTheirDraftsAreCounted) {
+  speculating_replies_are_runs_replies({"--speculate", "6"});
+  TempDir dir("serve-draft-model");
+  speculating_replies_are_runs_replies({"--speculate", "3", "--draft-model", gen_tiny_model(dir, "sample").string()});
   const RunResult batched = run_cli({"serve", "--speculate", "4", "--sequences", "2", "--port", "0"});
   EXPECT_EQ(batched.status, 2) << describe(batched);
   EXPECT_NE(batched.err.find("--speculate applies to requests served in turn"), std::string::npos) << batched.err;

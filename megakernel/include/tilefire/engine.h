@@ -30,6 +30,16 @@ enum class Granularity : uint8_t { tile, head, op };
 Granularity parse_granularity(std::string_view text);
 const char* granularity_name(Granularity granularity);
 
+// A smaller model of the same vocabulary that drafts for speculative decoding (Speculation::source
+// draft_model): the engine runs it beside the model, on the same backend and threads, one sequence.
+struct DraftModel {
+  std::string model_dir;  // a Hugging Face checkpoint folder; empty, with an empty preset: no draft model
+  std::string preset;     // or a preset with random weights (`tiny` is the built-in sample)
+  std::string preset_dtype = "f32";
+  uint64_t preset_seed = 0;
+  bool given() const { return !model_dir.empty() || !preset.empty(); }
+};
+
 struct EngineOptions {
   std::string model_dir;     // a Hugging Face checkpoint folder; empty: a preset, built in memory
   std::string preset;        // with no model_dir: a preset with random weights; empty: the sample (`tiny`)
@@ -73,6 +83,9 @@ struct EngineOptions {
   bool cuda_resident = false;         // the kernel stays alive across steps (a doorbell, no launch per step)
   bool cuda_stage_weights = true;     // Hopper: stream weights through shared memory ahead of each task
   uint32_t cuda_watchdog_ms = 10000;  // a device wait longer than this stops the step with an error
+  // Speculative decoding's draft model (none by default). Not with cuda_resident: two resident kernels
+  // cannot share a GPU.
+  DraftModel draft;
 };
 
 struct Sampling {
@@ -89,21 +102,28 @@ struct Sampling {
   float frequency_penalty = 0.0f;   // -2 to 2: subtracted per time the reply holds the token (OpenAI's)
 };
 
-// Speculative decoding by prompt lookup (Engine::generate alone). When the sequence's last n tokens
-// (n from max_ngram down to min_ngram) occurred earlier in it (the prompt or the reply so far), the
-// draft_tokens that followed their latest occurrence there are proposed as the next ones, and one step of
-// draft_tokens + 1 tokens checks them all: at each of its positions the token is chosen from that
+// Speculative decoding (Engine::generate alone): a draft of the next draft_tokens is proposed, and one
+// step of draft_tokens + 1 tokens checks it. At each of that step's positions the token is chosen from the
 // position's logits as a decode step would choose it (the same sampling, the same seeded draw), and the
-// draft is followed while it agrees. The reply is the one plain decoding gives (within the rounding of a
-// step of several tokens), in fewer steps when the text repeats what came before (code being edited, a
-// quoted document, a summary). A draft that runs past the sequence's end reads on into itself, so a
-// repeating pattern continues. Without a match the step is an ordinary decode step.
+// draft is followed while it agrees: the reply is the one plain decoding gives (within the rounding of a
+// step of several tokens), in fewer steps where the drafts are right. The drafts come from
+// - prompt lookup: when the sequence's last n tokens (n from max_ngram down to min_ngram) occurred earlier
+//   in it (the prompt or the reply so far), the tokens that followed their latest occurrence, read on into
+//   the draft itself past the sequence's end (a repeating pattern continues). It costs nothing, and pays
+//   where the text repeats what came before (code being edited, a quoted document, a summary). Without a
+//   match the step is an ordinary decode step.
+// - a draft model (EngineOptions::draft): its greedy continuation of the sequence, at the cost of its own
+//   steps (a prefill of what it has not seen, then draft_tokens - 1 decode steps). It pays where the draft
+//   model is much cheaper than the model and agrees with it often (a small model of the same family).
+enum class DraftSource : uint8_t { prompt_lookup, draft_model };
 struct Speculation {
   uint32_t draft_tokens = 0;  // 0: off; 1 to 31, and at most EngineOptions::prefill_chunk - 1
-  uint32_t max_ngram = 3;     // 1 to 16
-  // 1 to max_ngram. Not 1 by default: a one-token match in real text is mostly chance, and a check whose
-  // draft is wrong costs more than a decode step where the check is compute-bound (a CPU).
+  // Prompt lookup's n-grams: the longest, 1 to 16, and the shortest, 1 to max_ngram. The shortest is not 1
+  // by default: a one-token match in real text is mostly chance, and a check whose draft is wrong costs
+  // more than a decode step where the check is compute-bound (a CPU).
+  uint32_t max_ngram = 3;
   uint32_t min_ngram = 2;
+  DraftSource source = DraftSource::prompt_lookup;  // draft_model needs EngineOptions::draft
 };
 
 struct TokenProbability {

@@ -72,6 +72,11 @@ void tilefire_free(void* memory);
 typedef struct tilefire_engine tilefire_engine;
 
 typedef enum tilefire_backend { TILEFIRE_BACKEND_CPU = 0, TILEFIRE_BACKEND_CUDA = 1 } tilefire_backend;
+/* Where speculative decoding's drafts come from (tilefire::DraftSource). */
+typedef enum tilefire_draft_source {
+  TILEFIRE_DRAFT_PROMPT_LOOKUP = 0,
+  TILEFIRE_DRAFT_MODEL = 1  /* the engine's draft model (tilefire_engine_options.draft_*) */
+} tilefire_draft_source;
 typedef enum tilefire_schedule { TILEFIRE_SCHEDULE_DATAFLOW = 0, TILEFIRE_SCHEDULE_BSP = 1 } tilefire_schedule;
 typedef enum tilefire_granularity {
   TILEFIRE_GRANULARITY_TILE = 0,
@@ -105,6 +110,12 @@ typedef struct tilefire_engine_options {
   uint32_t prefill_chunks_per_step;  /* 0: add_sequence prefills the prompt whole; N: the steps do, N chunks
                                         each */
   uint32_t prefill_chunk;     /* prompt tokens per prefill step, 1 to 128 (128) */
+  /* Since API version 7: speculative decoding's draft model (tilefire::DraftModel), a smaller model of the
+     same vocabulary; none when both are NULL or "" */
+  const char* draft_model_dir;
+  const char* draft_preset;
+  const char* draft_preset_dtype;  /* f32 (NULL), bf16 or f16 */
+  uint64_t draft_preset_seed;
 } tilefire_engine_options;
 
 void tilefire_engine_options_init(tilefire_engine_options* options);
@@ -199,6 +210,7 @@ typedef struct tilefire_generate_request {
                                        engine's prefill_chunk (a draft is checked in one prefill step) */
   uint32_t speculate_max_ngram;     /* 3: the longest run of last tokens looked up, 1 to 16 */
   uint32_t speculate_min_ngram;     /* 2: the shortest, 1 to speculate_max_ngram */
+  int32_t speculate_source;         /* a tilefire_draft_source (prompt lookup by default) */
 } tilefire_generate_request;
 
 void tilefire_generate_request_init(tilefire_generate_request* request);
