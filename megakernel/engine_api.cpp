@@ -136,6 +136,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (options.kv_splits > 256)
     throw InputError("EngineOptions::kv_splits (--kv-splits) " + std::to_string(options.kv_splits) + " is more than 256");
   if (options.tp_timeout_ms == 0) throw InputError("EngineOptions::tp_timeout_ms (--tp-timeout-ms) must be at least 1");
+  check_draft_options(options, options.tp > 1 && launched_as_one_of_several_ranks());  // before anything loads
   if (options.sequences == 0 || options.sequences > 256)
     throw InputError("EngineOptions::sequences must be 1 to 256, got " + std::to_string(options.sequences));
   m.slot_tokens.assign(options.sequences, {});
@@ -361,7 +362,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   // The whole model's bytes per step (every rank's share together under tensor parallelism).
   info.decode_weight_bytes = m.rank_engines.empty() ? decode_weight_bytes(m.decode_program->program, spec)
                                                     : decode_weight_bytes(compile_model(spec, CompileOptions{}), spec);
-  m.draft_engine = make_draft_engine(options, info, m.process_group || m.nccl_group);  // none unless asked for
+  m.draft_engine = make_draft_engine(options, info);  // none unless asked for
 }
 
 Engine::~Engine() {
@@ -416,6 +417,7 @@ void Engine::set_schedule(Schedule schedule) {
   if (schedule != Schedule::dataflow && schedule != Schedule::bsp) throw InputError("set_schedule: not dataflow or bsp");
   impl_->schedule = schedule;
   for (auto& rank : impl_->rank_engines) rank->schedule = schedule;
+  if (impl_->draft_engine) impl_->draft_engine->set_schedule(schedule);
 }
 uint32_t Engine::decode_tasks() const { return uint32_t(impl_->decode_program_of_rank0().program.tasks.size()); }
 uint32_t Engine::decode_events() const { return uint32_t(impl_->decode_program_of_rank0().program.events.size()); }
@@ -606,6 +608,15 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   int32_t token = checked_step([&] {
     return pick(m.prefill(std::vector<int32_t>(request.prompt.begin() + kept, request.prompt.end()), &prefill_compile_ms, scoring));
   });
+  const Speculation& speculation = request.speculation;
+  std::vector<int32_t> history;  // speculation: the prompt and the reply so far, where drafts come from
+  if (speculation.draft_tokens) {
+    history = request.prompt;
+    history.push_back(token);
+    // A draft model reads the prompt now, as part of the time to the first token (its compiling too).
+    if (speculation.source == DraftSource::draft_model && request.max_new_tokens > 1)
+      next_draft(speculation, m.draft_engine.get(), history, 1, m.info.vocab, &result.draft_error);
+  }
   result.compile_ms += prefill_compile_ms;
   result.ttft_ms = ms_since(start) - prefill_compile_ms;
   // The caller's callbacks after each token: on_token shows it, stop_when may end the generation there.
@@ -625,21 +636,13 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   auto unfinished = [&] {
     return !stopped && result.tokens.size() < request.max_new_tokens && !is_eos(token) && m.position < m.max_context;
   };
-  const Speculation& speculation = request.speculation;
-  std::vector<int32_t> history;  // speculation: the prompt and the reply so far, where drafts are looked up
-  if (speculation.draft_tokens) {
-    history = request.prompt;
-    history.push_back(token);
-  }
   while (unfinished()) {
     auto step_start = std::chrono::steady_clock::now();
     std::vector<int32_t> draft;  // the token to feed, then the tokens proposed after it
     // Not for the last token: a decode step gives it for less than a check of a draft.
-    if (speculation.draft_tokens && result.tokens.size() + 1 < request.max_new_tokens &&
-        m.position + speculation.draft_tokens + 1 <= m.max_context)
-      draft = speculation.source == DraftSource::draft_model
-                  ? draft_model_draft(*m.draft_engine, history, speculation.draft_tokens)
-                  : prompt_lookup_draft(history, speculation.draft_tokens, speculation.min_ngram, speculation.max_ngram);
+    const uint32_t remaining = request.max_new_tokens - uint32_t(result.tokens.size());
+    if (speculation.draft_tokens && remaining > 1 && m.position + speculation.draft_tokens + 1 <= m.max_context)
+      draft = next_draft(speculation, m.draft_engine.get(), history, remaining, m.info.vocab, &result.draft_error);
     if (!draft.empty()) {
       // One step feeds the token and the draft; its row i holds the logits after the step's token i. Each row's
       // token is chosen as a decode step would choose it, and the draft is followed while it agrees: the reply

@@ -11,6 +11,10 @@ namespace tilefire {
 namespace {
 constexpr uint32_t kMaxDraftTokens = 31;  // a check of 32 tokens: past that a wrong guess costs a long step
 constexpr uint32_t kMaxNgram = 16;
+// Draft and model vocabularies may differ by this much (padded embeddings of one tokenizer).
+constexpr uint32_t kMostVocabularyDifference = 256;
+// A draft model catches up on at most this many tokens by decode steps, more by a prefill.
+constexpr size_t kMostTokensFedByDecodeSteps = 4;
 }  // namespace
 
 std::vector<int32_t> prompt_lookup_draft(const std::vector<int32_t>& history, uint32_t count, uint32_t min_ngram,
@@ -56,19 +60,25 @@ void check_speculation(const Speculation& s, uint32_t prefill_chunk, bool has_dr
                      "), got " + std::to_string(s.min_ngram));
 }
 
-std::unique_ptr<Engine> make_draft_engine(const EngineOptions& options, const ModelInfo& target, bool ranks_are_processes) {
+void check_draft_options(const EngineOptions& options, bool ranks_are_processes) {
   const DraftModel& draft = options.draft;
   if (!draft.given()) {
     if (draft.preset_dtype != DraftModel{}.preset_dtype || draft.preset_seed != 0)
       throw InputError("EngineOptions::draft's preset_dtype and preset_seed apply to a draft preset (draft.preset)");
-    return nullptr;
+    return;
   }
   if (options.backend == Backend::cuda && options.cuda_resident)
-    throw InputError("EngineOptions::draft (--draft-model) with cuda_resident (--resident): the model's resident kernel holds "
-                     "every SM, so the draft model's kernel could never run beside it");
+    throw InputError("EngineOptions::draft (--draft-model) with cuda_resident (--resident): the resident kernel holds every SM, "
+                     "so each turn of the draft model would stop it and each turn of the model relaunch it, which costs "
+                     "more than the launch per step it saves; leave out --resident");
   if (ranks_are_processes)  // each process would need a draft engine of its own outside the launcher's ranks
     throw InputError("EngineOptions::draft (--draft-model) with one rank per process (mpirun, RANK / WORLD_SIZE) is not "
                      "supported: run the ranks in one process (--tp N without a launcher), or draft by prompt lookup");
+}
+
+std::unique_ptr<Engine> make_draft_engine(const EngineOptions& options, const ModelInfo& target) {
+  const DraftModel& draft = options.draft;
+  if (!draft.given()) return nullptr;
   EngineOptions d;
   d.model_dir = draft.model_dir;
   d.preset = draft.preset;
@@ -82,6 +92,8 @@ std::unique_ptr<Engine> make_draft_engine(const EngineOptions& options, const Mo
   d.kv_splits = options.kv_splits;
   d.prefill_chunk = options.prefill_chunk;
   d.max_context = target.max_context;  // it drafts at the model's positions
+  d.stress_delay_us = options.stress_delay_us;
+  d.stress_seed = options.stress_seed;
   d.cuda_device = options.cuda_device;
   d.cuda_ctas = options.cuda_ctas;
   d.cuda_stage_weights = options.cuda_stage_weights;
@@ -92,26 +104,59 @@ std::unique_ptr<Engine> make_draft_engine(const EngineOptions& options, const Mo
   } catch (const InputError& e) {
     throw InputError(std::string("the draft model (EngineOptions::draft, --draft-model): ") + e.what());
   }
-  if (engine->model().vocab != target.vocab)
+  // Models of one family may pad their embeddings to different sizes (Qwen2.5's small models have 151,936
+  // rows, its large ones 152,064): the tokens they share are one tokenizer's. A larger difference is
+  // another tokenizer, whose drafts would be arbitrary tokens.
+  const uint32_t vocab = engine->model().vocab;
+  if (std::max(vocab, target.vocab) - std::min(vocab, target.vocab) > kMostVocabularyDifference)
     throw InputError("the draft model (EngineOptions::draft, --draft-model) " + engine->model().origin + " has a vocabulary of " +
-                     std::to_string(engine->model().vocab) + " tokens, the model " + std::to_string(target.vocab) +
-                     ": its drafts must be the model's tokens (a model of the same family and tokenizer)");
+                     std::to_string(vocab) + " tokens, the model " + std::to_string(target.vocab) +
+                     ": its drafts must be the model's tokens (a model of the same family and tokenizer; embeddings padded "
+                     "apart by up to " + std::to_string(kMostVocabularyDifference) + " rows are taken)");
   return engine;
 }
 
-std::vector<int32_t> draft_model_draft(Engine& draft, const std::vector<int32_t>& history, uint32_t count) {
+std::vector<int32_t> draft_model_draft(Engine& draft, const std::vector<int32_t>& history, uint32_t count, uint32_t target_vocab) {
+  const uint32_t vocab = draft.model().vocab;
+  for (int32_t t : history)  // a token of the model's padding the draft model has no row for: nothing to draft from
+    if (uint32_t(t) >= vocab) return {};
   const std::vector<int32_t>& held = draft.sequence();
   size_t kept = 0;  // what its cache shares with the sequence before the pending token
   while (kept < held.size() && kept + 1 < history.size() && held[kept] == history[kept]) ++kept;
-  try {
-    draft.rewind(uint32_t(kept));
-    const std::vector<float> logits = draft.prefill(std::vector<int32_t>(history.begin() + std::ptrdiff_t(kept), history.end()));
-    std::vector<int32_t> out{int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin())};
-    while (out.size() < count) out.push_back(draft.decode_greedy(out.back()));
-    return out;
-  } catch (const InputError& e) {
-    throw InputError(std::string("the draft model: ") + e.what());
+  const std::vector<int32_t> rest(history.begin() + std::ptrdiff_t(kept), history.end());
+  std::vector<int32_t> out;
+  draft.rewind(uint32_t(kept));
+  // After a check the rest is the model's correction (or the last drafted token and the bonus one): fed by
+  // decode steps, whose program is compiled already. A prefill of one or two tokens would compile (and
+  // keep) a program per length.
+  if (rest.size() <= kMostTokensFedByDecodeSteps) {
+    for (int32_t t : rest) out.assign(1, draft.decode_greedy(t));
+  } else {
+    const std::vector<float> logits = draft.prefill(rest);
+    out.assign(1, int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()));
   }
+  while (out.size() < count) out.push_back(draft.decode_greedy(out.back()));
+  // The model's tokens only: a draft past a token of the draft model's own padding is cut there.
+  const auto outside = std::find_if(out.begin(), out.end(), [&](int32_t t) { return uint32_t(t) >= target_vocab; });
+  out.erase(outside, out.end());
+  return out;
+}
+
+std::vector<int32_t> next_draft(const Speculation& speculation, Engine* draft_engine, const std::vector<int32_t>& history,
+                                uint32_t useful, uint32_t target_vocab, std::string* draft_error) {
+  const uint32_t count = speculation.draft_tokens;
+  if (speculation.source == DraftSource::prompt_lookup)
+    return prompt_lookup_draft(history, count, speculation.min_ngram, speculation.max_ngram);
+  if (!draft_error->empty()) return {};
+  std::vector<int32_t> draft;
+  try {
+    draft = draft_model_draft(*draft_engine, history, std::min(useful, count), target_vocab);
+  } catch (const InputError& e) {
+    *draft_error = std::string("the draft model: ") + e.what();
+    return {};
+  }
+  if (!draft.empty()) draft.resize(count, draft.back());  // one check program for every draft
+  return draft;
 }
 
 }  // namespace tilefire

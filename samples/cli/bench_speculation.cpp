@@ -99,7 +99,8 @@ int run_speculation_bench(const EngineOptions& options, const Speculation& specu
               model_label(model).c_str(), engine.device_name().c_str(), engine.threads(),
               options.backend == Backend::cuda ? "CTAs" : "threads", prompt.size(), steps + 1, draft_tokens,
               draft_model ? ("the draft model " + options.draft.model_dir).c_str() : "prompt lookup");
-  std::printf("| decoding | tokens/s (median of %u rounds) | tokens per step |\n|---|---|---|\n", rounds);
+  // "Tokens per step" counts the model's steps; a draft model's own steps come on top.
+  std::printf("| decoding | tokens/s (median of %u rounds) | tokens per step of the model |\n|---|---|---|\n", rounds);
   std::printf("| plain | %.1f | 1.00 |\n", median(plain_tok_s));
   std::printf("| speculating | %.1f | %.2f |\n", median(speculating_tok_s), tokens_per_step);
   std::printf("speculating / plain tokens/s: %.3f, quartiles %.3f-%.3f (interleaved rounds); %llu tokens drafted, %.0f%% of them "

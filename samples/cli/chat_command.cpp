@@ -194,6 +194,9 @@ int chat_command(int argc, char** argv) {
     if (stats)
       std::fprintf(stderr, "(%zu tokens, %s; prompt %zu tokens, %u reused; first token %.1f ms, %.1f tokens/s)\n", result.tokens.size(),
                    result.finish_reason.c_str(), result.prompt_tokens.size(), result.reused_tokens, result.ttft_ms, result.decode_tok_s);
+    if (!result.draft_error.empty())  // the reply is whole; only its speed is not
+      std::fprintf(stderr, "%s: warning: speculation stopped partway, the reply went on by decode steps: %s\n", command.c_str(),
+                   result.draft_error.c_str());
     if (stats && speculation.draft_tokens)
       std::fprintf(stderr, "(speculation: %u of %u drafted tokens taken, %u steps after the first token)\n", result.accepted_tokens,
                    result.draft_tokens, result.decode_steps);

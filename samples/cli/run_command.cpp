@@ -223,6 +223,9 @@ int run_command(int argc, char** argv) {
     throw;
   }
   if (engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports for all
+  if (!result.draft_error.empty())  // the reply is whole (it never depends on a draft); only its speed is not
+    std::fprintf(stderr, "tilefire run: warning: speculation stopped partway, the reply went on by decode steps: %s\n",
+                 result.draft_error.c_str());
 
   // --prompt-logprobs: the prompt's log-likelihood (every token after the first, given those before it).
   double prompt_logprob = 0;
@@ -262,6 +265,7 @@ int run_command(int argc, char** argv) {
     if (request.speculation.draft_tokens) {
       out["draft_tokens"] = result.draft_tokens;
       out["accepted_tokens"] = result.accepted_tokens;
+      if (!result.draft_error.empty()) out["draft_error"] = result.draft_error;
     }
     if (request.prompt_logprobs) {  // the first prompt token has nothing before it: null, as OpenAI's echo gives it
       nlohmann::json token_logprobs = nlohmann::json::array({nullptr}), top = nlohmann::json::array({nullptr});

@@ -313,8 +313,12 @@ json usage(const std::vector<Generated>& choices, uint32_t per_prompt) {
 }
 
 std::string summary_of(const std::vector<Generated>& choices, uint32_t per_prompt) {
-  if (choices.size() == 1) return std::to_string(choices[0].result.tokens.size()) + " tokens, " + choices[0].result.finish_reason;
-  return std::to_string(choices.size()) + " choices, " + usage(choices, per_prompt).at("completion_tokens").dump() + " tokens";
+  std::string summary =
+      choices.size() == 1 ? std::to_string(choices[0].result.tokens.size()) + " tokens, " + choices[0].result.finish_reason
+                          : std::to_string(choices.size()) + " choices, " + usage(choices, per_prompt).at("completion_tokens").dump() + " tokens";
+  for (const Generated& g : choices)  // the reply is whole; the log says why it took longer
+    if (!g.result.draft_error.empty()) return summary + "; speculation stopped partway: " + g.result.draft_error;
+  return summary;
 }
 
 // POST /v1/completions and /v1/chat/completions: parses, generates (each of "n" choices), answers (whole

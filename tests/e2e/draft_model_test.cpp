@@ -5,11 +5,14 @@
 // nearly every draft turned down); both must leave the reply as it was.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "megakernel/speculation.h"
 #include "tests/common/cli_runner.h"
 #include "tests/common/refusal.h"
 #include "tests/common/test_models.h"
@@ -95,6 +98,137 @@ TEST(DraftModel, AnotherModelsDraftsLeaveTheReplyAsItWas) {
   expect_plain_reply(plain, drafting, turn, 3, "next turn");
 }
 
+// A turned-down draft's K and V stay in the cache past the sequence's position until a later step writes
+// over them, and nothing may attend to them before. A draft token whose embedding is NaN in the model (fed
+// by a check, never taken: the reply does not hold it) must leave the reply as plain decoding gives it, with
+// no error; had its entries been read, the logits would be NaN.
+TEST(DraftModel, ATurnedDownDraftsEntriesTakeNoPart) {
+  TempDir dir("draft-model-nan");
+  const std::filesystem::path folder = gen_tiny_model(dir, "model");  // the sample's weights, as a folder
+  EngineOptions options = sample_options();
+  options.model_dir = folder.string();
+  GenerateRequest request;
+  request.prompt = byte_tokens("The cat sat on the mat");
+  request.max_new_tokens = 24;
+  request.stop_at_eos = false;
+  const std::vector<int32_t> reply = Engine(options).generate(request).tokens;
+  // The first check's draft: the draft model's greedy continuation of the prompt and the first token.
+  EngineOptions draft_options = sample_options();
+  draft_options.preset = "tiny";
+  draft_options.preset_seed = 5;
+  Engine draft(draft_options);
+  std::vector<int32_t> seen = request.prompt;
+  seen.push_back(reply[0]);
+  const std::vector<float> logits = draft.prefill(seen);
+  std::vector<int32_t> drafted{int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin())};
+  while (drafted.size() < 4) drafted.push_back(draft.decode_greedy(drafted.back()));
+  int32_t poisoned = -1;  // a drafted token neither the prompt nor the reply holds
+  for (int32_t t : drafted)
+    if (std::find(seen.begin(), seen.end(), t) == seen.end() && std::find(reply.begin(), reply.end(), t) == reply.end()) poisoned = t;
+  ASSERT_GE(poisoned, 0) << "every token of the first draft is in the reply: pick another prompt";
+  overwrite_f32(folder, "model.embed_tokens.weight", uint64_t(poisoned) * draft.model().hidden, std::nanf(""));
+
+  Engine plain(options);
+  EXPECT_EQ(plain.generate(request).tokens, reply) << "the reply never feeds the poisoned token";
+  options.draft.preset = "tiny";
+  options.draft.preset_seed = 5;
+  Engine drafting(options);
+  request.speculation = by_draft_model(4);
+  GenerateResult got;
+  ASSERT_NO_THROW(got = drafting.generate(request)) << "a turned-down draft token's entries were read";
+  EXPECT_EQ(got.tokens, reply);
+  EXPECT_LT(got.accepted_tokens, got.draft_tokens);
+}
+
+// Models of one family may pad their embeddings apart (up to 256 rows are taken): a draft model with fewer
+// rows drafts while the sequence holds only tokens it has, and the reply is the model's throughout.
+TEST(DraftModel, ADraftModelWithAFewRowsLessDraftsWhileItKnowsTheTokens) {
+  TempDir dir("draft-model-padded");
+  ModelSpec smaller = variant_spec(Variant::llama);
+  smaller.vocab = 480;
+  EngineOptions options = sample_options();
+  options.draft.model_dir = write_test_model(smaller, dir.path() / "padded-apart").string();
+  Engine drafting(options);
+  Engine plain(sample_options());
+  GenerateRequest request;
+  request.prompt = byte_tokens("Once upon a time");
+  request.max_new_tokens = 16;
+  expect_plain_reply(plain, drafting, request, 3, "tokens the draft model has");
+  request.prompt.push_back(500);  // a row of the model's the draft model lacks: no draft for this sequence
+  request.speculation = by_draft_model(3);
+  const GenerateResult got = drafting.generate(request);
+  request.speculation = Speculation{};
+  EXPECT_EQ(got.tokens, plain.generate(request).tokens);
+  EXPECT_EQ(got.draft_tokens, 0u);
+  EXPECT_TRUE(got.draft_error.empty()) << got.draft_error;
+}
+
+// The reply never depends on a draft: a draft model whose logits are NaN stops drafting for the request
+// (GenerateResult::draft_error says why), and the reply goes on by decode steps, whole; `run` warns.
+TEST(DraftModel, ABrokenDraftModelStopsTheDraftsNotTheReply) {
+  TempDir dir("draft-model-nan-logits");
+  const std::filesystem::path broken = gen_tiny_model(dir, "broken");
+  overwrite_f32(broken, "lm_head.weight", 0, std::nanf(""));
+  EngineOptions options = sample_options();
+  options.draft.model_dir = broken.string();
+  Engine drafting(options);
+  Engine plain(sample_options());
+  GenerateRequest request;
+  request.prompt = byte_tokens("Once upon a time");
+  request.max_new_tokens = 12;
+  const std::vector<int32_t> want = plain.generate(request).tokens;
+  request.speculation = by_draft_model(3);
+  const GenerateResult got = drafting.generate(request);
+  EXPECT_EQ(got.tokens, want);
+  EXPECT_EQ(got.draft_tokens, 0u);
+  EXPECT_NE(got.draft_error.find("the draft model: "), std::string::npos) << got.draft_error;
+  EXPECT_NE(got.draft_error.find("NaN"), std::string::npos) << got.draft_error;
+  const RunResult run = run_cli({"run", "--max-new-tokens", "12", "--speculate", "3", "--draft-model", broken.string()});
+  EXPECT_EQ(run.status, 0) << describe(run);
+  EXPECT_NE(run.err.find("warning: speculation stopped partway"), std::string::npos) << run.err;
+}
+
+// The draft model keeps in step with the sequence by what its cache shares with it: after a draft turned
+// down, after drafts taken, after a sequence that went elsewhere, its draft is what a fresh engine's
+// greedy continuation of the same sequence is.
+TEST(DraftModel, TheDraftModelKeepsInStepWithTheSequence) {
+  EngineOptions options = sample_options();
+  options.preset = "tiny";
+  options.preset_seed = 5;
+  Engine draft(options);
+  Engine fresh(options);
+  auto continuation = [&](const std::vector<int32_t>& history, uint32_t count) {
+    fresh.reset();
+    const std::vector<float> logits = fresh.prefill(history);
+    std::vector<int32_t> out{int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin())};
+    while (out.size() < count) out.push_back(fresh.decode_greedy(out.back()));
+    return out;
+  };
+  std::vector<int32_t> history = byte_tokens("Once upon a time");
+  history.push_back(40);
+  std::vector<int32_t> drafted = draft_model_draft(draft, history, 4, 512);
+  EXPECT_EQ(drafted, continuation(history, 4)) << "the first draft";
+  // A check that took the first two drafted tokens and corrected the third.
+  history.insert(history.end(), drafted.begin(), drafted.begin() + 2);
+  history.push_back(drafted[2] == 7 ? 8 : 7);
+  drafted = draft_model_draft(draft, history, 4, 512);
+  EXPECT_EQ(drafted, continuation(history, 4)) << "after two taken and a correction";
+  // Every drafted token taken, and the bonus one.
+  history.insert(history.end(), drafted.begin(), drafted.end());
+  history.push_back(99);
+  drafted = draft_model_draft(draft, history, 3, 512);
+  EXPECT_EQ(drafted, continuation(history, 3)) << "after all four taken";
+  // A sequence that shares only the prompt's first tokens (another conversation).
+  history.resize(5);
+  history.insert(history.end(), {300, 301, 302, 303, 304, 305});
+  drafted = draft_model_draft(draft, history, 4, 512);
+  EXPECT_EQ(drafted, continuation(history, 4)) << "after the sequence went elsewhere";
+  // With a model of 100 tokens the draft is cut before its first token past them.
+  std::vector<int32_t> below = continuation(history, 4);
+  below.erase(std::find_if(below.begin(), below.end(), [](int32_t t) { return t >= 100; }), below.end());
+  EXPECT_EQ(draft_model_draft(draft, history, 4, 100), below);
+}
+
 TEST(DraftModel, TensorParallelRanksDraftAsOneRank) {
   Engine plain(sample_options());
   EngineOptions options = with_draft(sample_options(), 0);
@@ -118,11 +252,10 @@ TEST(DraftModel, WhatCannotDraftIsRefusedByName) {
 
   TempDir dir("draft-model-vocab");
   ModelSpec other = variant_spec(Variant::llama);
-  other.vocab = 300;
-  const std::filesystem::path folder = write_test_model(other, dir.path() / "other-vocab");
+  other.vocab = 200;  // another tokenizer's
   EngineOptions options = sample_options();
-  options.draft.model_dir = folder.string();
-  EXPECT_NE(refusal([&] { Engine engine(options); }).find("has a vocabulary of 300 tokens, the model 512"), std::string::npos);
+  options.draft.model_dir = write_test_model(other, dir.path() / "other-vocab").string();
+  EXPECT_NE(refusal([&] { Engine engine(options); }).find("has a vocabulary of 200 tokens, the model 512"), std::string::npos);
   options.draft.model_dir = (dir.path() / "absent").string();
   const std::string absent = refusal([&] { Engine engine(options); });
   EXPECT_NE(absent.find("the draft model (EngineOptions::draft, --draft-model): "), std::string::npos) << absent;

@@ -126,7 +126,7 @@ TEST(ServeApi, MetricsCountWhatWasServedInBatches) { metrics_count_what_was_serv
 
 // serve --speculate: every request in turn speculates; the replies are run's without it (whole and
 // streamed), and /metrics counts the drafted and accepted tokens. By prompt lookup and by a draft model
-// (the built-in sample's own checkpoint: every draft taken). Refused beside --sequences.
+// (the built-in sample's own checkpoint, which agrees with its every draft). Refused beside --sequences.
 void speculating_replies_are_runs_replies(const std::vector<std::string>& speculation) {
   std::vector<std::string> args = {"--threads", "1"};
   args.insert(args.end(), speculation.begin(), speculation.end());

@@ -83,8 +83,8 @@ struct EngineOptions {
   bool cuda_resident = false;         // the kernel stays alive across steps (a doorbell, no launch per step)
   bool cuda_stage_weights = true;     // Hopper: stream weights through shared memory ahead of each task
   uint32_t cuda_watchdog_ms = 10000;  // a device wait longer than this stops the step with an error
-  // Speculative decoding's draft model (none by default). Not with cuda_resident: two resident kernels
-  // cannot share a GPU.
+  // Speculative decoding's draft model (none by default). Not with cuda_resident (the resident kernel
+  // holds every SM: each turn of the draft model would stop it), nor with ranks as processes.
   DraftModel draft;
 };
 
@@ -188,6 +188,9 @@ struct GenerateResult {
   uint32_t draft_tokens = 0;       // speculation: proposed tokens the model's choice was compared with (not
                                    // those past where the reply ended)
   uint32_t accepted_tokens = 0;    // speculation: proposed tokens the model's own choice agreed with
+  // Speculation by a draft model that stopped partway: the draft model's error (its logits not finite),
+  // after which the reply went on by decode steps (it never depends on the drafts); empty otherwise.
+  std::string draft_error;
   double compile_ms = 0;    // compiling the programs this request used
   uint32_t tasks_per_step = 0;   // of the decode program
   uint32_t events_per_step = 0;
