@@ -13,8 +13,9 @@ constexpr uint32_t kMaxDraftTokens = 31;  // a check of 32 tokens: past that a w
 constexpr uint32_t kMaxNgram = 16;
 // Draft and model vocabularies may differ by this much (padded embeddings of one tokenizer).
 constexpr uint32_t kMostVocabularyDifference = 256;
-// A draft model catches up on at most this many tokens by decode steps, more by a prefill.
-constexpr size_t kMostTokensFedByDecodeSteps = 4;
+// A draft model catches up on one token (the model's correction) by a decode step, on more (the last drafted
+// token and the bonus one after a check that took every draft; a new prompt) by a prefill: one step.
+constexpr size_t kMostTokensFedByDecodeSteps = 1;
 }  // namespace
 
 std::vector<int32_t> prompt_lookup_draft(const std::vector<int32_t>& history, uint32_t count, uint32_t min_ngram,
@@ -126,9 +127,9 @@ std::vector<int32_t> draft_model_draft(Engine& draft, const std::vector<int32_t>
   const std::vector<int32_t> rest(history.begin() + std::ptrdiff_t(kept), history.end());
   std::vector<int32_t> out;
   draft.rewind(uint32_t(kept));
-  // After a check the rest is the model's correction (or the last drafted token and the bonus one): fed by
-  // decode steps, whose program is compiled already. A prefill of one or two tokens would compile (and
-  // keep) a program per length.
+  // After a check the rest is the model's correction, fed by a decode step (whose program is compiled
+  // already), or the last drafted token and the bonus one, fed by a prefill of 2 (compiled once, and used
+  // often enough that the least-recently-used eviction of prefill programs keeps it).
   if (rest.size() <= kMostTokensFedByDecodeSteps) {
     for (int32_t t : rest) out.assign(1, draft.decode_greedy(t));
   } else {
