@@ -103,9 +103,6 @@ const float* prefill_next_chunk(Engine::Impl& m, BatchedSequence& s) {
   return logits;
 }
 
-}  // namespace
-
-namespace {
 // A batched step feeds one token per sequence: no sequence's draft could be checked in it.
 void refuse_batched_speculation(const GenerateRequest& request) {
   if (request.speculation.draft_tokens)

@@ -13,9 +13,6 @@ constexpr uint32_t kMaxDraftTokens = 31;  // a check of 32 tokens: past that a w
 constexpr uint32_t kMaxNgram = 16;
 // Draft and model vocabularies may differ by this much (padded embeddings of one tokenizer).
 constexpr uint32_t kMostVocabularyDifference = 256;
-// A draft model catches up on one token (the model's correction) by a decode step, on more (the last drafted
-// token and the bonus one after a check that took every draft; a new prompt) by a prefill: one step.
-constexpr size_t kMostTokensFedByDecodeSteps = 1;
 }  // namespace
 
 std::vector<int32_t> prompt_lookup_draft(const std::vector<int32_t>& history, uint32_t count, uint32_t min_ngram,
@@ -127,11 +124,12 @@ std::vector<int32_t> draft_model_draft(Engine& draft, const std::vector<int32_t>
   const std::vector<int32_t> rest(history.begin() + std::ptrdiff_t(kept), history.end());
   std::vector<int32_t> out;
   draft.rewind(uint32_t(kept));
-  // After a check the rest is the model's correction, fed by a decode step (whose program is compiled
-  // already), or the last drafted token and the bonus one, fed by a prefill of 2 (compiled once, and used
-  // often enough that the least-recently-used eviction of prefill programs keeps it).
-  if (rest.size() <= kMostTokensFedByDecodeSteps) {
-    for (int32_t t : rest) out.assign(1, draft.decode_greedy(t));
+  // One step whatever the rest: after a check it is the model's correction, fed by a decode step (whose
+  // program is compiled already), or the last drafted token and the bonus one, fed by a prefill of 2
+  // (compiled once, and used often enough that the least-recently-used eviction of prefill programs keeps
+  // it); a new prompt is prefilled.
+  if (rest.size() == 1) {
+    out.assign(1, draft.decode_greedy(rest[0]));
   } else {
     const std::vector<float> logits = draft.prefill(rest);
     out.assign(1, int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()));

@@ -20,6 +20,7 @@ int run_speculation_bench(const EngineOptions& options, const Speculation& specu
                           const std::vector<int32_t>& prompt, bool json) {
   const uint32_t draft_tokens = speculation.draft_tokens;
   const bool draft_model = speculation.source == DraftSource::draft_model;
+  if (prompt.empty()) throw InputError("tilefire bench: --speculate needs a prompt (--prompt-tokens)");
   Engine engine(options);
   const ModelInfo& model = engine.model();
   for (int32_t t : prompt)
