@@ -171,11 +171,14 @@ tilefire_generate_result hand_out_result(const GenerateResult& generated, uint32
     made.token_probabilities = hand_out_array(chosen.data(), chosen.size());
     made.prompt_logprobs = hand_out_array(prompt_logprobs.data(), prompt_logprobs.size());
     made.prompt_token_probabilities = hand_out_array(prompt_chosen.data(), prompt_chosen.size());
+    if (!generated.draft_error.empty())  // with its NUL
+      made.draft_error = hand_out_array(generated.draft_error.c_str(), generated.draft_error.size() + 1);
   } catch (...) {
     std::free(made.tokens);
     std::free(made.logprobs);
     std::free(made.token_probabilities);
     std::free(made.prompt_logprobs);
+    std::free(made.prompt_token_probabilities);
     throw;
   }
   return made;
@@ -350,6 +353,7 @@ void tilefire_generate_result_free(tilefire_generate_result* result) {
   std::free(result->token_probabilities);
   std::free(result->prompt_logprobs);
   std::free(result->prompt_token_probabilities);
+  std::free(result->draft_error);
   const uint32_t struct_size = result->struct_size;
   *result = tilefire_generate_result{};
   result->struct_size = struct_size;

@@ -333,10 +333,30 @@ TEST(DraftModel, TheCApiDraftsAsTheCppApiDoes) {
   EXPECT_GT(result.draft_tokens, 0u);
   tilefire_generate_result_free(&result);
 
+  EXPECT_EQ(result.draft_error, nullptr);
+
   request.speculate_source = 7;
   EXPECT_EQ(tilefire_generate(engine, &request, &result), TILEFIRE_ERROR_INPUT);
   EXPECT_NE(std::string(tilefire_last_error()).find("speculate_source is 7, not TILEFIRE_DRAFT_PROMPT_LOOKUP or _MODEL"),
             std::string::npos) << tilefire_last_error();
+  tilefire_engine_free(engine);
+
+  // A draft model whose logits are NaN: the reply is whole, and the result says why drafting stopped.
+  TempDir dir("draft-model-c-api-broken");
+  const std::filesystem::path broken = gen_tiny_model(dir, "broken");
+  overwrite_f32(broken, "lm_head.weight", 0, std::nanf(""));
+  const std::string broken_dir = broken.string();
+  options.draft_preset = nullptr;
+  options.draft_preset_seed = 0;
+  options.draft_model_dir = broken_dir.c_str();
+  ASSERT_EQ(tilefire_engine_create(&options, &engine), TILEFIRE_OK) << tilefire_last_error();
+  request.speculate_source = TILEFIRE_DRAFT_MODEL;
+  ASSERT_EQ(tilefire_generate(engine, &request, &result), TILEFIRE_OK) << tilefire_last_error();
+  EXPECT_EQ(result.token_count, 20u);
+  ASSERT_NE(result.draft_error, nullptr);
+  EXPECT_NE(std::string(result.draft_error).find("the draft model: "), std::string::npos) << result.draft_error;
+  tilefire_generate_result_free(&result);
+  EXPECT_EQ(result.draft_error, nullptr);
   tilefire_engine_free(engine);
 }
 

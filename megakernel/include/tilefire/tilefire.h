@@ -240,6 +240,8 @@ typedef struct tilefire_generate_result {
   uint32_t decode_steps;     /* steps after the first token (checks of a draft among them) */
   uint32_t draft_tokens;     /* speculation: proposed tokens compared with the model's choice */
   uint32_t accepted_tokens;  /* speculation: proposed tokens the model's own choice agreed with */
+  char* draft_error;         /* NULL, or why the draft model stopped drafting partway (its logits not finite):
+                                the reply went on by decode steps, whole */
 } tilefire_generate_result;
 
 /* Prefills the prompt, then decodes up to max_new_tokens (tilefire::Engine::generate). On failure
