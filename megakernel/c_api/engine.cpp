@@ -348,6 +348,9 @@ tilefire_status tilefire_generate(tilefire_engine* engine, const tilefire_genera
 
 void tilefire_generate_result_free(tilefire_generate_result* result) {
   if (!result) return;
+  // A result of another layout (another version's header) was refused by every call that fills one, so it
+  // holds nothing this library handed out: it is neither read nor written past its size.
+  if (result->struct_size != sizeof(tilefire_generate_result)) return;
   std::free(result->tokens);
   std::free(result->logprobs);
   std::free(result->token_probabilities);

@@ -203,7 +203,10 @@ TEST(CApi, GenerateGivesTheCppEnginesTokensLogprobsAndFinishReason) {
   tilefire_generate_request_init(&request);
   EXPECT_EQ(std::vector<uint32_t>({request.speculate_draft_tokens, request.speculate_max_ngram, request.speculate_min_ngram}),
             std::vector<uint32_t>({0, 3, 2}));
-  GenerateRequest speculating{.prompt = byte_tokens("Once upon a time"), .max_new_tokens = 30, .speculation = {5, 4, 2}};
+  GenerateRequest speculating;
+  speculating.prompt = byte_tokens("Once upon a time");
+  speculating.max_new_tokens = 30;
+  speculating.speculation = {5, 4, 2};
   request.prompt = speculating.prompt.data();
   request.prompt_count = speculating.prompt.size();
   request.max_new_tokens = 30;

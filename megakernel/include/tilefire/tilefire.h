@@ -248,7 +248,8 @@ typedef struct tilefire_generate_result {
  * *result is untouched and the sequence is where the C++ API leaves it (engine.h). */
 tilefire_status tilefire_generate(tilefire_engine* engine, const tilefire_generate_request* request,
                                   tilefire_generate_result* result);
-/* Frees the result's arrays and zeroes it but its struct_size (ready for the next call); NULL is fine. */
+/* Frees the result's arrays and zeroes it but its struct_size (ready for the next call); NULL is fine, and
+ * so is a result of another version's size (no call filled it), which is left alone. */
 void tilefire_generate_result_free(tilefire_generate_result* result);
 
 /* Batched decoding (tilefire::Engine::generate_batch and continuous batching; options.sequences slots, cpu
