@@ -9,9 +9,12 @@
 // all the sequences.
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <stdexcept>
 
 #include "megakernel/engine_impl.h"
 #include "ops/sampling.h"
+#include "ops/tile.h"  // kv_cache_row
 
 namespace tilefire {
 
@@ -109,7 +112,92 @@ void refuse_batched_speculation(const GenerateRequest& request) {
     throw InputError("GenerateRequest::speculation (--speculate) runs in Engine::generate alone, one sequence at a time: a "
                      "batched step feeds one token of each sequence, so no draft could be checked in it");
 }
+
+// The tokens a sequence's slot holds: its prompt and reply up to its position (a prompt still being
+// prefilled: the part that is in).
+std::vector<int32_t> cached_tokens(const BatchedSequence& s) {
+  const std::vector<int32_t>& prompt = s.request.prompt;
+  std::vector<int32_t> cached(prompt.begin(), prompt.begin() + std::min<size_t>(s.position, prompt.size()));
+  if (s.position > prompt.size()) cached.insert(cached.end(), s.result.tokens.begin(), s.result.tokens.begin() + (s.position - prompt.size()));
+  return cached;
+}
+
+// How many of `prompt`'s first tokens `cached` begins with, all but the prompt's last at most (its logits
+// give the first new token, so it is always run).
+uint32_t usable_prefix(const std::vector<int32_t>& cached, const std::vector<int32_t>& prompt) {
+  uint32_t match = 0;
+  while (match < cached.size() && match + 1 < prompt.size() && cached[match] == prompt[match]) ++match;
+  return match;
+}
+
+// Whether a request may start from what a cache slot holds: reuse_prefix, and no prompt to score (that
+// needs every position's logits).
+bool reuses_prefix(const GenerateRequest& request) { return request.reuse_prefix && request.prompt_logprobs == 0; }
+
+// The slot other than `own` whose cache begins `prompt` with the most tokens (usable_prefix), and how
+// many: a sequence's that is in (up to its position), or a free slot's (the last sequence removed from it).
+struct CachedPrefix {
+  uint32_t slot = 0;
+  uint32_t tokens = 0;
+};
+CachedPrefix longest_cached_prefix(const Engine::Impl& m, const std::vector<int32_t>& prompt, uint32_t own) {
+  CachedPrefix best;
+  std::vector<bool> taken(m.options.sequences, false);
+  auto consider = [&](uint32_t slot, const std::vector<int32_t>& cached) {
+    const uint32_t match = usable_prefix(cached, prompt);
+    if (slot != own && match > best.tokens) best = {slot, match};
+  };
+  for (const auto& [id, s] : m.batched) {
+    taken[s.slot] = true;
+    consider(s.slot, cached_tokens(s));
+  }
+  for (uint32_t slot = 0; slot < m.options.sequences; ++slot)
+    if (!taken[slot]) consider(slot, slot == 0 ? m.sequence : m.slot_tokens[slot]);
+  return best;
+}
+
+// With the request's reuse_prefix: when another slot holds more of `s`'s prompt than its own cache does
+// (s.position), copies those positions into its slot, so they are not prefilled again (several choices of
+// one prompt, requests that share a system prompt). What the copy holds is what the other slot's
+// sequence computed: bitwise what this one would get reusing that slot once it is free.
+void copy_longer_prefix(Engine::Impl& m, BatchedSequence& s) {
+  if (!reuses_prefix(s.request)) return;
+  const CachedPrefix source = longest_cached_prefix(m, s.request.prompt, s.slot);
+  if (source.tokens <= s.position) return;
+  m.copy_cache_positions(source.slot, s.slot, source.tokens);
+  s.result.reused_tokens += source.tokens - s.position;
+  s.position = source.tokens;
+}
 }  // namespace
+
+void Engine::Impl::copy_cache_positions(uint32_t from_slot, uint32_t to_slot, uint32_t end) {
+  if (from_slot == to_slot || from_slot >= options.sequences || to_slot >= options.sequences || end > max_context)
+    throw std::logic_error("copy_cache_positions: slots " + std::to_string(from_slot) + " and " + std::to_string(to_slot) + ", " +
+                           std::to_string(end) + " positions");
+  if (!rank_engines.empty()) {  // each rank copies its share of the heads
+    check_not_broken();
+    on_every_rank([&](Impl& rank, uint32_t) { rank.copy_cache_positions(from_slot, to_slot, end); });
+    return;
+  }
+  std::vector<CudaExecutor::DeviceCopy> device_copies;
+  for (const SlotDesc& slot : decode_program->program.slots) {
+    if (slot.kind != SlotKind::kv_cache) continue;
+    // [sequences, kv_heads, max_context, head_dim]: a slot's positions of one head are one run of floats.
+    const uint64_t rows_per_head = uint64_t(options.sequences) * max_context;
+    if (slot.rows % rows_per_head != 0)
+      throw std::logic_error("copy_cache_positions: cache '" + slot.name + "' of " + std::to_string(slot.rows) + " rows");
+    const uint32_t kv_heads = uint32_t(slot.rows / rows_per_head);
+    float* cache = cuda ? static_cast<float*>(device_slot(slot)) : kv_cache.at(slot.name).data();
+    const size_t bytes = size_t(end) * slot.cols * sizeof(float);
+    for (uint32_t head = 0; head < kv_heads; ++head) {
+      float* to = cache + kv_cache_row(to_slot, head, 0, kv_heads, max_context) * slot.cols;
+      const float* from = cache + kv_cache_row(from_slot, head, 0, kv_heads, max_context) * slot.cols;
+      if (cuda) device_copies.push_back({to, from, bytes});
+      else std::memcpy(to, from, bytes);
+    }
+  }
+  if (cuda) cuda->copy_within(device_copies);
+}
 
 void refuse_while_batching(const Engine::Impl& m, const char* call) {
   if (!m.batched.empty())
@@ -132,12 +220,10 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   // The first free slot; with reuse_prefix the free slot whose cache begins the prompt with the most
   // tokens (all but the prompt's last at most: its logits give the first new token).
   uint32_t slot = uint32_t(std::find(taken.begin(), taken.end(), false) - taken.begin()), kept = 0;
-  if (request.reuse_prefix && request.prompt_logprobs == 0)  // scoring the prompt needs every position's logits
+  if (reuses_prefix(request))
     for (uint32_t candidate = 0; candidate < m.options.sequences; ++candidate) {
       if (taken[candidate]) continue;
-      const std::vector<int32_t>& cached = candidate == 0 ? m.sequence : m.slot_tokens[candidate];
-      uint32_t match = 0;
-      while (match < cached.size() && match + 1 < request.prompt.size() && cached[match] == request.prompt[match]) ++match;
+      const uint32_t match = usable_prefix(candidate == 0 ? m.sequence : m.slot_tokens[candidate], request.prompt);
       if (match > kept) slot = candidate, kept = match;
     }
 
@@ -159,6 +245,8 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
 
   s.position = kept;
   s.added = std::chrono::steady_clock::now();
+  copy_longer_prefix(m, s);  // a sequence that is in may hold more of the prompt than any free slot
+  if (slot != 0) m.slot_tokens[slot].assign(request.prompt.begin(), request.prompt.begin() + s.position);
   if (m.options.prefill_chunks_per_step > 0) {  // the steps prefill it
     s.prefilling = true;
     m.batched.emplace(id, std::move(s));
@@ -257,6 +345,8 @@ void prefill_some(Engine::Impl& m) {
   for (auto& [id, s] : m.batched) {
     while (s.prefilling && chunks > 0) {
       --chunks;
+      // The sequences before it may have prefilled what its prompt begins with since it was added.
+      copy_longer_prefix(m, s);
       const uint32_t begin = s.position;
       const size_t scored = s.result.prompt_logprobs.size();
       GeneratingScope generating_scope(m);
@@ -310,15 +400,11 @@ GenerateResult Engine::remove_sequence(uint64_t id) {
   Impl& m = *impl_;
   refuse_while_generating(m, "remove_sequence");
   BatchedSequence& s = sequence_of(m, id, "remove_sequence");
-  GenerateResult result = std::move(s.result);
-  if (!s.finished) result.finish_reason = "stopped";
   // The slot's cache keeps the sequence (its prompt and every generated token but the last) for a later
   // request that begins with it (reuse_prefix); slot 0's is the step API's sequence, which continues it.
-  std::vector<int32_t> cached = s.request.prompt;
-  if (s.prefilling)  // taken out before its prompt was all in: the cache holds the part prefilled
-    cached.resize(s.position);
-  else
-    cached.insert(cached.end(), result.tokens.begin(), result.tokens.begin() + (s.position - cached.size()));
+  std::vector<int32_t> cached = cached_tokens(s);
+  GenerateResult result = std::move(s.result);
+  if (!s.finished) result.finish_reason = "stopped";
   if (s.slot == 0) {
     m.sequence = std::move(cached);
     m.rewind(s.position);  // every rank's position (the sequence holds that many tokens)

@@ -225,6 +225,10 @@ struct Engine::Impl {
   // step ran goes back to where it began, so the sequence is as it was (the KV entries past the
   // position are overwritten by the next step).
   void rewind(uint32_t to);
+  // Copies positions [0, end) of every layer's K and V cache from one sequence slot to another (every
+  // rank's share): a sequence that begins with what another slot holds starts from it instead of
+  // prefilling it (engine_batch.cpp). The slots must differ.
+  void copy_cache_positions(uint32_t from_slot, uint32_t to_slot, uint32_t end);
   // The whole prompt, chunk by chunk; returns the last token's logits. Adds compile time to *compile_ms.
   // With `prompt_probabilities` (a request's prompt_logprobs, and the result they go to), each token
   // after the first gets its probability after those before it.

@@ -35,6 +35,7 @@ void CudaExecutor::set_rank_view(const RankView&) { no_cuda(); }
 DeviceBuffer CudaExecutor::upload(const void*, uint64_t) { no_cuda(); }
 void CudaExecutor::upload_to(void*, const void*, uint64_t) { no_cuda(); }
 void CudaExecutor::download(void*, const void*, uint64_t) { no_cuda(); }
+void CudaExecutor::copy_within(const std::vector<DeviceCopy>&) { no_cuda(); }
 CudaProgramPtr CudaExecutor::load(const Program&, std::vector<void*>) { no_cuda(); }
 void CudaExecutor::set_slot(CudaProgram&, uint32_t, void*) { no_cuda(); }
 CudaStepResult CudaExecutor::run_step(CudaProgram&, const StepInputs&, ScheduleMode, std::vector<TaskTiming>*) { no_cuda(); }

@@ -436,6 +436,16 @@ void CudaExecutor::download(void* host, const void* device, uint64_t bytes) {
   if (bytes) check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "copying from the device");
 }
 
+void CudaExecutor::copy_within(const std::vector<DeviceCopy>& copies) {
+  State& s = *state_;
+  if (!s.broken.empty()) throw DeviceError("the cuda backend stopped after an earlier error: " + s.broken);
+  make_current();
+  if (s.resident_running) s.stop_resident();
+  for (const DeviceCopy& copy : copies)
+    if (copy.bytes) check(cudaMemcpyAsync(copy.to, copy.from, copy.bytes, cudaMemcpyDeviceToDevice, s.stream), "copying on the device");
+  check(cudaStreamSynchronize(s.stream), "copying on the device");
+}
+
 CudaProgramPtr CudaExecutor::load(const Program& program, std::vector<void*> device_slots) {
   State& s = *state_;
   make_current();

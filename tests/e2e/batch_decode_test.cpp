@@ -547,6 +547,112 @@ TEST(BatchDecode, AReusedPrefixPrefillsOnlyTheRestAndGivesWhatGenerateGives) {
   EXPECT_EQ(engine.remove_sequence(engine.add_sequence(unrelated)).reused_tokens, 0u);
 }
 
+// A request that begins with what a sequence still in holds starts from a copy of that slot's cache:
+// `second` (the first's prompt and more) copies all of the first's prompt while the first decodes, and
+// `choice` (the same prompt, another sample of it) all but its last token. Each gets, bitwise, what it
+// gets reusing a free slot that holds the first's prompt; the first is unchanged.
+void expect_copied_prefix_gives_what_reusing_gives(EngineOptions options) {
+  GenerateRequest first = counting_request(140, 3, 6);  // over a prefill chunk
+  first.logprobs = 2;
+  GenerateRequest second = first;
+  for (int32_t t : {7, 8, 9}) second.prompt.push_back(t);
+  second.reuse_prefix = true;
+  second.sampling = {.temperature = 0.9f, .seed = 5};
+  second.max_new_tokens = 5;
+  GenerateRequest choice = first;
+  choice.reuse_prefix = true;
+  choice.sampling = {.temperature = 1.1f, .seed = 11};
+
+  options.sequences = 3;
+  Engine engine(options);
+  const uint64_t first_id = engine.add_sequence(first);
+  const uint64_t second_id = engine.add_sequence(second);
+  const uint64_t choice_id = engine.add_sequence(choice);
+  while (engine.step_sequences() > 0) {
+  }
+  const GenerateResult first_result = engine.remove_sequence(first_id);
+  const GenerateResult second_result = engine.remove_sequence(second_id);
+  const GenerateResult choice_result = engine.remove_sequence(choice_id);
+  EXPECT_EQ(first_result.reused_tokens, 0u);
+  EXPECT_EQ(second_result.reused_tokens, 140u) << "copied from the slot of the first, which was in";
+  EXPECT_EQ(choice_result.reused_tokens, 139u) << "all but the prompt's last token, whose logits give the first new one";
+
+  options.sequences = 1;
+  Engine reference(options);
+  expect_same_result(first_result, reference.generate(first), 0);
+  auto reusing_the_first_prompt = [&](const GenerateRequest& request) {
+    GenerateRequest prompt_only = first;  // taken out before its first decode: its slot holds the prompt
+    prompt_only.max_new_tokens = 1;
+    reference.remove_sequence(reference.add_sequence(prompt_only));
+    const uint64_t id = reference.add_sequence(request);
+    while (!reference.sequence_finished(id)) reference.step_sequences();
+    return reference.remove_sequence(id);
+  };
+  const GenerateResult second_reused = reusing_the_first_prompt(second);
+  EXPECT_EQ(second_reused.reused_tokens, 140u);
+  expect_same_result(second_result, second_reused, 1);
+  expect_same_result(choice_result, reusing_the_first_prompt(choice), 2);
+}
+
+TEST(BatchDecode, ACopiedPrefixGivesWhatReusingAFreeSlotGives) {
+  EngineOptions options;
+  options.threads = 2;
+  expect_copied_prefix_gives_what_reusing_gives(options);
+}
+
+TEST(BatchDecode, UnderTensorParallelismEveryRankCopiesItsShareOfThePrefix) {
+  EngineOptions options;
+  options.threads = 2;
+  options.tp = 2;
+  expect_copied_prefix_gives_what_reusing_gives(options);
+}
+
+// With the prompts prefilled by the steps, two choices of one long prompt added together: the second's
+// turn comes once the first's prompt is in, and it copies all but the last token instead of prefilling
+// its three chunks, so its first token comes at the step after the first's.
+TEST(BatchDecode, AChoiceWaitingToPrefillCopiesWhatTheOneBeforeItPrefilled) {
+  EngineOptions options;
+  options.threads = 2;
+  options.sequences = 2;
+  options.prefill_chunks_per_step = 1;
+  Engine engine(options);
+  uint32_t first_tokens = 0, second_tokens = 0;
+  GenerateRequest first = counting_request(300, 2, 4);  // chunks of 128, 128 and 44
+  first.reuse_prefix = true;
+  first.on_token = [&](int32_t) { ++first_tokens; };
+  GenerateRequest second = first;
+  second.sampling = {.temperature = 1.0f, .seed = 3};
+  second.logprobs = 1;
+  second.on_token = [&](int32_t) { ++second_tokens; };
+  const uint64_t first_id = engine.add_sequence(first);
+  const uint64_t second_id = engine.add_sequence(second);
+  const std::vector<uint32_t> first_after_step{0, 0, 1, 2}, second_after_step{0, 0, 0, 1};
+  for (size_t step = 0; step < first_after_step.size(); ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    engine.step_sequences();
+    EXPECT_EQ(first_tokens, first_after_step[step]);
+    EXPECT_EQ(second_tokens, second_after_step[step]);
+  }
+  while (engine.step_sequences() > 0) {
+  }
+  const GenerateResult first_result = engine.remove_sequence(first_id);
+  const GenerateResult second_result = engine.remove_sequence(second_id);
+  EXPECT_EQ(first_result.reused_tokens, 0u);
+  EXPECT_EQ(second_result.reused_tokens, 299u);
+
+  options.sequences = 1;
+  options.prefill_chunks_per_step = 0;
+  Engine reference(options);
+  first.on_token = second.on_token = nullptr;
+  expect_same_result(first_result, reference.generate(first), 0);
+  GenerateRequest prompt_only = first;  // its slot keeps the prompt
+  prompt_only.max_new_tokens = 1;
+  reference.remove_sequence(reference.add_sequence(prompt_only));
+  const uint64_t id = reference.add_sequence(second);
+  while (!reference.sequence_finished(id)) reference.step_sequences();
+  expect_same_result(second_result, reference.remove_sequence(id), 1);
+}
+
 // This process's resident memory, KiB (VmRSS of /proc/self/status).
 long resident_kib() {
   std::ifstream status("/proc/self/status");

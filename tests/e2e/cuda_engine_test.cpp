@@ -395,6 +395,48 @@ TEST_F(CudaEngine, BatchedSequencesMatchEachAlone) {
         << "request " << i;
 }
 
+// A sequence that begins with what a sequence still in holds starts from a device copy of that slot's
+// cache (the emulation's memory starts as NaN, so a position not copied would show), a launch per step
+// and resident on one GPU, and on two virtual ranks: bitwise what it gets reusing a free slot that holds
+// the same prompt.
+TEST_F(CudaEngine, ACopiedPrefixIsWhatReusingAFreeSlotGives) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  for (const auto& [tp, resident] : {std::pair{1u, false}, {1u, true}, {2u, false}}) {  // no resident kernel under tp
+    SCOPED_TRACE("tp " + std::to_string(tp) + (resident ? ", resident" : ", a launch per step"));
+    EngineOptions options = cuda_options(dir_->path().string());
+    options.tp = tp;
+    options.cuda_resident = resident;
+    options.sequences = 2;
+    Engine engine(options);
+    GenerateRequest first;
+    first.prompt = prompt_of(20, engine.model().vocab);
+    first.max_new_tokens = 1;  // finished at add_sequence: its slot holds its prompt
+    first.stop_at_eos = false;
+    GenerateRequest second = first;
+    second.prompt.push_back(first.prompt[3]);
+    second.reuse_prefix = true;
+    second.max_new_tokens = 4;
+    second.logprobs = 2;
+    const uint64_t first_id = engine.add_sequence(first);
+    const uint64_t second_id = engine.add_sequence(second);
+    while (!engine.sequence_finished(second_id)) engine.step_sequences();
+    const GenerateResult copied = engine.remove_sequence(second_id);
+    engine.remove_sequence(first_id);
+    EXPECT_EQ(copied.reused_tokens, 20u);
+
+    Engine reference(options);
+    reference.remove_sequence(reference.add_sequence(first));
+    const uint64_t id = reference.add_sequence(second);
+    while (!reference.sequence_finished(id)) reference.step_sequences();
+    const GenerateResult reused = reference.remove_sequence(id);
+    EXPECT_EQ(reused.reused_tokens, 20u);
+    ASSERT_EQ(copied.tokens, reused.tokens);
+    for (size_t t = 0; t < reused.logprobs.size(); ++t)
+      for (size_t k = 0; k < reused.logprobs[t].size(); ++k)
+        EXPECT_EQ(copied.logprobs[t][k].probability, reused.logprobs[t][k].probability) << "token " << t << ", rank " << k;
+  }
+}
+
 // Batched decoding over two virtual ranks: the logits all-gather carries every sequence's row (five, so
 // the matrices take the tensor-core path). Each result against the same request alone on the two ranks,
 // as above, and the batch bitwise the same under bsp.

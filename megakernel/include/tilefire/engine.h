@@ -197,7 +197,8 @@ struct GenerateResult {
   // "eos" (a stop token), "stopped" (GenerateRequest::stop_when), "length" (max_new_tokens), or "context"
   // (the KV cache is full), the first that holds in that order.
   std::string finish_reason;
-  uint32_t reused_tokens = 0;  // prompt tokens the cache already held (GenerateRequest::reuse_prefix)
+  uint32_t reused_tokens = 0;  // prompt tokens not prefilled: the cache held them, or copied them from another
+                               // sequence's slot (GenerateRequest::reuse_prefix)
   bool trace_written = false;  // a decode step's trace went to GenerateRequest::trace_path
 };
 
@@ -266,7 +267,11 @@ class Engine {
   // result: what generate() gives for its request alone, whenever it joined (ttft_ms counts from its
   // add_sequence). A removed sequence stays in its slot's cache: a later request with reuse_prefix goes to
   // the free slot whose cache begins its prompt with the most tokens and prefills only the rest
-  // (reused_tokens). While any sequence is in, the step API and generate() are refused (they use the
+  // (reused_tokens). When another slot holds more of its prompt (a sequence still in: several choices of
+  // one prompt, chats that share a system prompt), those positions of the cache are copied into its slot
+  // instead of prefilled, at add_sequence or, with prefill_chunks_per_step, before each of its prefill
+  // chunks (the sequences before it may have prefilled them meanwhile); its tokens are then bitwise
+  // those it would get reusing that slot once free. While any sequence is in, the step API and generate() are refused (they use the
   // first slot); a sequence removed from the first slot is the step API's sequence after. A step whose
   // decode fails (NaN logits) finishes nothing and leaves every sequence where it was; a failed prefill
   // chunk leaves its sequence before the chunk. Either throws SequenceError (errors.h) with the id of the

@@ -227,7 +227,8 @@ typedef struct tilefire_generate_result {
   tilefire_token_probability* token_probabilities;  /* [token_count] each generated token's own; NULL when
                                                        logprobs_per_token is 0 */
   const char* finish_reason;  /* "eos", "stopped", "length" or "context" (static strings) */
-  uint32_t reused_tokens;     /* prompt tokens the KV cache already held (reuse_prefix) */
+  uint32_t reused_tokens;     /* prompt tokens not prefilled: the KV cache held them, or they were copied
+                                 from another sequence's slot (reuse_prefix) */
   double ttft_ms, tpot_ms, decode_tok_s, compile_ms;
   uint32_t tasks_per_step, events_per_step;
   int trace_written;
