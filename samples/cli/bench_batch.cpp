@@ -78,6 +78,35 @@ JoinTiming time_join(Engine& engine, uint32_t batch, uint32_t join_len, uint32_t
   return timing;
 }
 
+// One round of the shared-prefix bench: every request's first token, and how long the call took.
+struct SharedPrefixRound {
+  double ms = 0;
+  uint64_t prefilled = 0;  // prompt tokens run through prefill steps (neither reused nor copied)
+  std::vector<int32_t> first_tokens;
+};
+
+SharedPrefixRound time_shared_prefix(Engine& engine, uint32_t batch, uint32_t prefix_len, uint32_t round, bool reuse) {
+  const uint32_t vocab = engine.model().vocab;
+  std::vector<GenerateRequest> requests(batch);
+  for (uint32_t s = 0; s < batch; ++s) {
+    GenerateRequest& r = requests[s];
+    for (uint32_t i = 0; i < prefix_len; ++i) r.prompt.push_back(int32_t((i * 11 + round * 7 + 3) % vocab));
+    for (uint32_t i = 0; i < 8; ++i) r.prompt.push_back(int32_t((i * 5 + s * 17 + 1) % vocab));  // its own question
+    r.max_new_tokens = 1;
+    r.stop_at_eos = false;
+    r.reuse_prefix = reuse;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<GenerateResult> results = engine.generate_batch(requests);
+  SharedPrefixRound timing;
+  timing.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  for (const GenerateResult& result : results) {
+    timing.prefilled += result.prompt_tokens.size() - result.reused_tokens;
+    timing.first_tokens.push_back(result.tokens.at(0));
+  }
+  return timing;
+}
+
 // "cpu, 2 threads" and, under tensor parallelism, ", 2 tensor-parallel ranks".
 std::string engine_label(const Engine& engine, const EngineOptions& options) {
   std::string label = engine.device_name() + ", " + std::to_string(engine.threads()) +
@@ -238,6 +267,73 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
   if (!trace_path.empty())
     std::printf("trace of a decode step of %u sequences (untimed, after the rounds%s): %s\n", batch,
                 engine.tensor_parallel_ranks() > 1 ? "; rank 0's" : "", trace_path.c_str());
+  return 0;
+}
+
+int run_shared_prefix_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t prefix_len, bool json) {
+  options.sequences = batch;
+  Engine engine(options);
+  const ModelInfo& model = engine.model();
+  if (prefix_len + 8 + 1 > model.max_context)
+    throw InputError("tilefire bench: --shared-prefix + 9 (each request's own 8 tokens and its first new one) exceeds the context "
+                     "of " + std::to_string(model.max_context));
+  time_shared_prefix(engine, batch, prefix_len, 0, false);  // untimed: compiles the prefill programs of both
+  time_shared_prefix(engine, batch, prefix_len, 1, true);
+  std::vector<double> whole_ms, shared_ms, ratios;
+  uint64_t whole_prefilled = 0, shared_prefilled = 0, agreeing = 0, compared = 0;
+  for (uint32_t r = 0; r < rounds; ++r) {
+    SharedPrefixRound whole, shared;
+    const uint32_t round = 2 * r + 2;  // a prefix of its own: no free slot holds it
+    if (r % 2 == 0) {
+      whole = time_shared_prefix(engine, batch, prefix_len, round, false);
+      shared = time_shared_prefix(engine, batch, prefix_len, round + 1, true);
+    } else {
+      shared = time_shared_prefix(engine, batch, prefix_len, round + 1, true);
+      whole = time_shared_prefix(engine, batch, prefix_len, round, false);
+    }
+    // The requests that copied, each prefilled whole (untimed): their first tokens compared.
+    const SharedPrefixRound check = time_shared_prefix(engine, batch, prefix_len, round + 1, false);
+    for (uint32_t s = 0; s < batch; ++s) agreeing += check.first_tokens[s] == shared.first_tokens[s] ? 1 : 0;
+    compared += batch;
+    whole_ms.push_back(whole.ms);
+    shared_ms.push_back(shared.ms);
+    ratios.push_back(whole.ms / shared.ms);
+    whole_prefilled = whole.prefilled;
+    shared_prefilled = shared.prefilled;
+  }
+  const std::array<double, 3> ratio = median_and_quartiles(ratios);
+  if (engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports
+  if (json) {
+    std::cout << nlohmann::json{{"model", model.origin},
+                                {"dtype", model.dtype},
+                                {"backend", options.backend == Backend::cuda ? "cuda" : "cpu"},
+                                {"device", engine.device_name()},
+                                {"threads", engine.threads()},
+                                {"tp", engine.tensor_parallel_ranks()},
+                                {"batch", batch},
+                                {"shared_prefix", prefix_len},
+                                {"rounds", rounds},
+                                {"whole_ms", median(whole_ms)},
+                                {"shared_ms", median(shared_ms)},
+                                {"speedup", ratio[0]},
+                                {"speedup_quartiles", {ratio[1], ratio[2]}},
+                                {"whole_prefilled_tokens", whole_prefilled},
+                                {"shared_prefilled_tokens", shared_prefilled},
+                                {"same_first_tokens", agreeing},
+                                {"compared_first_tokens", compared}}
+                     .dump()
+              << std::endl;
+    return 0;
+  }
+  std::printf("model %s on %s: %u requests of one %u-token prefix and 8 tokens each, to their first tokens (medians of %u "
+              "interleaved rounds)\n",
+              model_label(model).c_str(), engine_label(engine, options).c_str(), batch, prefix_len, rounds);
+  std::printf("| prompts | every first token, ms | prompt tokens prefilled |\n|---|---|---|\n");
+  std::printf("| each prefilled whole | %.2f | %llu |\n", median(whole_ms), static_cast<unsigned long long>(whole_prefilled));
+  std::printf("| the prefix copied from the first (reuse_prefix) | %.2f | %llu |\n", median(shared_ms),
+              static_cast<unsigned long long>(shared_prefilled));
+  std::printf("speedup %.2fx, quartiles %.2f-%.2f; the same first token in %llu of %llu requests\n", ratio[0], ratio[1], ratio[2],
+              static_cast<unsigned long long>(agreeing), static_cast<unsigned long long>(compared));
   return 0;
 }
 

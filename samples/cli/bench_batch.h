@@ -22,4 +22,13 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
 // to first token (medians over interleaved rounds); with `json`, one object.
 int run_join_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t join_len, uint32_t chunks, bool json);
 
+// What sharing a prompt's beginning buys (a system prompt, several choices of one prompt): `batch`
+// requests whose prompts are one `prefix_len`-token prefix and 8 tokens of their own each, one token each,
+// in one generate_batch call, with GenerateRequest::reuse_prefix (the later ones copy the prefix from the
+// first's slot of the KV cache) against without (each prefills its whole prompt), in interleaved rounds
+// on one engine (each round a prefix of its own, so no free slot holds one from before). Prints the
+// time to every first token, the prompt tokens prefilled and whether the first tokens agree; with `json`,
+// one object.
+int run_shared_prefix_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t prefix_len, bool json);
+
 }  // namespace tilefire::cli

@@ -43,7 +43,7 @@ int bench_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--help", "--predict"}, valued{"--model", "--preset", "--dtype", "--seed", "--threads",
       "--steps", "--rounds", "--prompt-len", "--policy", "--granularity", "--kv-splits", "--bandwidth-mb", "--compile-preset", "--tp", "--sweep",
       "--sweep-out", "--tp-timeout-ms", "--batch", "--join-prompt-len", "--prefill-chunks", "--prefill-chunk", "--trace",
-      "--prompt-tokens"};
+      "--prompt-tokens", "--shared-prefix"};
   for (const std::string& flag : speculation_valued()) valued.push_back(flag);
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
   for (const std::string& flag : backend_valued()) valued.push_back(flag);
@@ -68,6 +68,9 @@ int bench_command(int argc, char** argv) {
         "                      [--batch B --join-prompt-len P [--prefill-chunks N]]  (instead: B - 1 sequences\n"
         "                       decode while a P-token prompt joins, prefilled whole or N chunks per step\n"
         "                       (default 1): the longest wait for a decoding sequence's token; --rounds applies)\n"
+        "                      [--batch B --shared-prefix P]  (instead: B requests of one P-token prefix and 8\n"
+        "                       tokens each, to their first tokens, the prefix copied from the first's cache\n"
+        "                       (reuse_prefix) against each prefilled whole; --rounds applies)\n"
         "                      [--speculate K [--prompt-tokens 1,2,3] [--speculate-ngram N] [--speculate-min-ngram N]\n"
         "                       [--draft-model DIR]]  (instead: greedy replies of --steps + 1 tokens with and\n"
         "                       without speculative decoding, drafts of K by prompt lookup or by the draft model,\n"
@@ -131,7 +134,7 @@ int bench_command(int argc, char** argv) {
     if (cuda || options.tp > 1) throw InputError("tilefire bench: --sweep runs the cpu backend on one rank");
     // A sweep writes its own tables, with an 8-token prompt in every cell and no bandwidth measurement.
     for (const char* unused : {"--json", "--prompt-len", "--bandwidth-mb", "--compile-preset", "--batch", "--join-prompt-len",
-                               "--prefill-chunks", "--prefill-chunk", "--trace", "--speculate", "--prompt-tokens"})
+                               "--prefill-chunks", "--prefill-chunk", "--trace", "--speculate", "--prompt-tokens", "--shared-prefix"})
       if (args.has(unused))
         throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --sweep (it writes its tables as CSV and "
                          "Markdown, each cell from an 8-token prompt)");
@@ -144,7 +147,7 @@ int bench_command(int argc, char** argv) {
   }
   if (args.has("--speculate")) {
     for (const char* unused : {"--batch", "--prompt-len", "--bandwidth-mb", "--compile-preset", "--trace", "--join-prompt-len",
-                               "--prefill-chunks", "--tp"})
+                               "--prefill-chunks", "--tp", "--shared-prefix"})
       if (args.has(unused))
         throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --speculate (it times one sequence's "
                          "greedy replies with and without drafts)");
@@ -165,7 +168,7 @@ int bench_command(int argc, char** argv) {
                          "of B sequences against one)");
     const uint32_t batch = uint32_t(args.unsigned_or("--batch", 1, 2, 256));
     if (args.has("--join-prompt-len")) {
-      for (const char* unused : {"--steps", "--prompt-len", "--trace"})
+      for (const char* unused : {"--steps", "--prompt-len", "--trace", "--shared-prefix"})
         if (args.has(unused))
           throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --join-prompt-len (the decoding "
                            "sequences have 8-token prompts and run until the newcomer has its first token)");
@@ -174,9 +177,18 @@ int bench_command(int argc, char** argv) {
                             uint32_t(args.unsigned_or("--prefill-chunks", 1, 1, 1u << 20)), args.has("--json"));
     }
     if (args.has("--prefill-chunks")) throw InputError("tilefire bench: --prefill-chunks applies to --join-prompt-len");
+    if (args.has("--shared-prefix")) {
+      for (const char* unused : {"--steps", "--prompt-len", "--trace"})
+        if (args.has(unused))
+          throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --shared-prefix (each request is the "
+                           "prefix and 8 tokens of its own, and runs to its first token)");
+      if (predict) throw InputError("tilefire bench: --predict does not apply to --shared-prefix (it predicts decode steps of B sequences)");
+      return run_shared_prefix_bench(options, batch, rounds, uint32_t(args.unsigned_or("--shared-prefix", 1, 1, 1u << 20)),
+                                     args.has("--json"));
+    }
     return run_batch_bench(options, batch, rounds, steps, prompt_len, predict, args.has("--json"), args.text_or("--trace", ""));
   }
-  for (const char* flag : {"--join-prompt-len", "--prefill-chunks"})
+  for (const char* flag : {"--join-prompt-len", "--prefill-chunks", "--shared-prefix"})
     if (args.has(flag)) throw InputError(std::string("tilefire bench: ") + flag + " applies to --batch B");
   if (args.has("--trace"))
     throw InputError("tilefire bench: --trace applies to --batch B (a step of B sequences; `tilefire run --trace` traces one "

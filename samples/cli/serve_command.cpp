@@ -302,14 +302,23 @@ std::vector<Generated> run_choices(uint32_t n, bool together, const std::functio
 }
 
 // The usage of a reply's choices, `per_prompt` of each prompt in turn: each prompt once, every choice's
-// tokens.
+// tokens. OpenAI's prompt_tokens_details.cached_tokens: of those prompt tokens, the ones not prefilled
+// (the KV cache held them, or they were copied from another sequence's slot: reused_tokens), the fewest
+// of a prompt's choices (the others copy what the first prefilled, whichever came first).
 json usage(const std::vector<Generated>& choices, uint32_t per_prompt) {
-  size_t prompt = 0, completion = 0;
+  size_t prompt = 0, completion = 0, cached = 0;
   for (size_t c = 0; c < choices.size(); ++c) {
     completion += choices[c].result.tokens.size();
-    if (c % per_prompt == 0) prompt += choices[c].result.prompt_tokens.size();
+    if (c % per_prompt != 0) continue;
+    prompt += choices[c].result.prompt_tokens.size();
+    uint32_t fewest = choices[c].result.reused_tokens;
+    for (size_t j = c + 1; j < c + per_prompt && j < choices.size(); ++j) fewest = std::min(fewest, choices[j].result.reused_tokens);
+    cached += fewest;
   }
-  return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
 std::string summary_of(const std::vector<Generated>& choices, uint32_t per_prompt) {

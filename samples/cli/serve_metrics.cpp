@@ -50,6 +50,7 @@ void ServeMetrics::generation_ended(const GenerateResult& result) {
   std::lock_guard<std::mutex> lock(mutex_);
   --in_flight_;
   prompt_tokens_ += result.prompt_tokens.size();
+  reused_prompt_tokens_ += result.reused_tokens;
   generation_tokens_ += result.tokens.size();
   draft_tokens_ += result.draft_tokens;
   accepted_tokens_ += result.accepted_tokens;
@@ -72,6 +73,9 @@ std::string ServeMetrics::render() const {
            std::to_string(count) + "\n";
   header(out, "tilefire_prompt_tokens_total", "counter", "Prompt tokens of the generations that ran.");
   out += "tilefire_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
+  header(out, "tilefire_reused_prompt_tokens_total", "counter",
+         "Prompt tokens not prefilled: the KV cache held them, or they were copied from another sequence's slot.");
+  out += "tilefire_reused_prompt_tokens_total " + std::to_string(reused_prompt_tokens_) + "\n";
   header(out, "tilefire_generation_tokens_total", "counter", "Tokens generated.");
   out += "tilefire_generation_tokens_total " + std::to_string(generation_tokens_) + "\n";
   header(out, "tilefire_draft_tokens_total", "counter", "Tokens proposed by speculative decoding (--speculate).");

@@ -41,6 +41,7 @@ class ServeMetrics {
   std::map<std::pair<std::string, int>, uint64_t> requests_;  // (path, status)
   std::map<std::string, uint64_t> finished_;                  // by finish reason
   uint64_t prompt_tokens_ = 0, generation_tokens_ = 0, in_flight_ = 0;
+  uint64_t reused_prompt_tokens_ = 0;  // GenerateResult::reused_tokens: not prefilled
   uint64_t draft_tokens_ = 0, accepted_tokens_ = 0;  // speculative decoding's
   Histogram ttft_, tpot_, generation_request_;
 };

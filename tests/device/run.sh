@@ -206,6 +206,15 @@ def gpu_speculate():
 if speculate:
     section("speculative decoding", gpu_speculate)
 
+shared = load("bench_shared_prefix.json")
+def gpu_shared_prefix():
+    print(f"shared prefix of {shared['shared_prefix']} tokens, {shared['batch']} requests: {shared['shared_ms']:.2f} ms to every first "
+          f"token with the prefix copied against {shared['whole_ms']:.2f} ms each prefilled whole ({shared['speedup']:.2f}x; "
+          f"{shared['shared_prefilled_tokens']} / {shared['whole_prefilled_tokens']} tokens prefilled); the same first token in "
+          f"{shared['same_first_tokens']} of {shared['compared_first_tokens']}")
+if shared:
+    section("shared prefix", gpu_shared_prefix)
+
 tp2 = load("bench_tp2.json")
 def gpu_tp():
     print(f"tp=2 as virtual ranks on this GPU: {tp2['dataflow_step_ms']:.4f} ms per step (bsp / dataflow {tp2['bsp_over_dataflow']:.3f}); "
@@ -334,6 +343,12 @@ run_stage batch 120 bench_batch.json bench_batch.log "$cli" bench --backend cuda
 # GPU, and whether the replies agree (random weights seldom repeat their context, so few drafts come).
 run_stage speculate 90 bench_speculate.json bench_speculate.log "$cli" bench --backend cuda --model "$model" --speculate 4 \
   --steps "$steps" --rounds 3 --json
+
+# Prefix copies between cache slots: 4 requests of one prefix, the later ones copying it from the first's
+# slot (device-to-device copies between steps) against each prefilling its whole prompt.
+shared_prefix=${emulated:+40}
+run_stage shared-prefix 60 bench_shared_prefix.json bench_shared_prefix.log "$cli" bench --backend cuda --model "$model" --batch 4 \
+  --shared-prefix "${shared_prefix:-500}" --rounds 3 --json
 
 echo "== transport: virtual ranks as CTAs over one window; a one-rank NCCL device communicator ($(elapsed))"
 run_gtest transport "device_transport_test$suffix"

@@ -497,6 +497,26 @@ TEST(CliBenchBatch, ReportsTheWaitOfAJoiningPromptBothWays) {
   EXPECT_NE(text.out.find("| 1 chunk(s) of 128 per step |"), std::string::npos) << text.out;
 }
 
+// tilefire bench --batch B --shared-prefix P: B requests of one P-token prefix, the later ones copying it
+// from the first's cache, against each prefilled whole. Not checked for speed: the bookkeeping (every
+// prompt whole once, the prefix once with reuse_prefix), positive times, and the first tokens compared.
+TEST(CliBenchBatch, ReportsWhatASharedPrefixSaves) {
+  RunResult r = run_cli({"bench", "--preset", "tiny", "--threads", "2", "--batch", "3", "--rounds", "2", "--shared-prefix", "140",
+                         "--json"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["shared_prefix"], 140);
+  EXPECT_EQ(j["whole_prefilled_tokens"], 3 * (140 + 8));
+  EXPECT_EQ(j["shared_prefilled_tokens"], 140 + 3 * 8) << "the prefix once, each request's own 8 tokens";
+  EXPECT_EQ(j["compared_first_tokens"], 2 * 3);
+  EXPECT_LE(j["same_first_tokens"].get<int>(), 6);
+  for (const char* key : {"whole_ms", "shared_ms", "speedup"}) EXPECT_GT(j[key].get<double>(), 0) << key;
+  RunResult text = run_cli({"bench", "--preset", "tiny", "--threads", "1", "--batch", "2", "--rounds", "1", "--shared-prefix", "20"});
+  ASSERT_EQ(text.status, 0) << describe(text);
+  EXPECT_NE(text.out.find("| the prefix copied from the first (reuse_prefix) |"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("the same first token in"), std::string::npos) << text.out;
+}
+
 // tilefire bench --sweep: one row per cell in the CSV and the Markdown table, each with its bsp ratio.
 TEST(CliBenchSweep, OneRowPerCell) {
   TempDir dir("cli-sweep");

@@ -92,7 +92,8 @@ void replies_are_runs_replies(const std::vector<std::string>& batching) {
     const json last = json::parse(data[data.size() - 2]);
     EXPECT_EQ(text, expected.at("choices")[0].at("text")) << reply.body;
     EXPECT_EQ(last.at("choices")[0].at("finish_reason"), expected.at("choices")[0].at("finish_reason"));
-    EXPECT_EQ(last.at("usage"), expected.at("usage"));
+    for (const char* count : {"prompt_tokens", "completion_tokens", "total_tokens"})  // (cached_tokens: the first left them)
+      EXPECT_EQ(last.at("usage").at(count), expected.at("usage").at(count)) << count;
   }
 
   // Chat: the messages through the template, as run --chat puts them; streamed deltas add up to the message.

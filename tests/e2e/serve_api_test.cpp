@@ -135,6 +135,31 @@ void metrics_count_what_was_served(const std::vector<std::string>& extra) {
 TEST(ServeApi, MetricsCountWhatWasServed) { metrics_count_what_was_served({}); }
 TEST(ServeApi, MetricsCountWhatWasServedInBatches) { metrics_count_what_was_served({"--sequences", "2"}); }
 
+// usage.prompt_tokens_details.cached_tokens (OpenAI's) and /metrics count the prompt tokens not prefilled:
+// a request that begins with the last one's prompt finds it in the cache, requests in turn or batched;
+// batched, the second of two choices of one prompt copies it from the first's slot (the usage counts the
+// prompt once, as prefilled by one of them).
+void cached_tokens_are_the_prompt_not_prefilled(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--threads", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Server server(args);
+  ASSERT_NE(server.port(), 0);
+  auto cached_tokens = [](const HttpReply& reply) {
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return json::parse(reply.body).at("usage").at("prompt_tokens_details").at("cached_tokens").get<int>();
+  };
+  EXPECT_EQ(cached_tokens(post(server.port(), "/v1/completions", R"({"prompt": [5, 6, 7, 8], "max_tokens": 2, "temperature": 0})")), 0);
+  EXPECT_EQ(cached_tokens(post(server.port(), "/v1/completions", R"({"prompt": [5, 6, 7, 8, 9], "max_tokens": 2, "temperature": 0})")), 4);
+  EXPECT_EQ(scrape(server.port())["tilefire_reused_prompt_tokens_total"], 4);
+  const bool batched = !extra.empty();
+  if (!batched) return;
+  EXPECT_EQ(cached_tokens(post(server.port(), "/v1/completions", R"({"prompt": [20, 21, 22, 23, 24, 25], "max_tokens": 2, "n": 2})")), 0);
+  EXPECT_EQ(scrape(server.port())["tilefire_reused_prompt_tokens_total"], 4 + 5) << "the second choice copied all but the last token";
+}
+
+TEST(ServeApi, CachedTokensAreThePromptNotPrefilled) { cached_tokens_are_the_prompt_not_prefilled({}); }
+TEST(ServeApi, BatchedCachedTokensAreThePromptNotPrefilled) { cached_tokens_are_the_prompt_not_prefilled({"--sequences", "2"}); }
+
 // serve --speculate: every request in turn speculates; the replies are run's without it (whole and
 // streamed), and /metrics counts the drafted and accepted tokens. By prompt lookup and by a draft model
 // (the built-in sample's own checkpoint, which agrees with its every draft). Refused beside --sequences.
@@ -389,7 +414,8 @@ void echo_scores_the_prompt(const std::vector<std::string>& extra) {
   ASSERT_EQ(logprobs.at("token_logprobs").size(), expected.size() + generated.size());
   for (size_t i = 0; i < generated.size(); ++i)
     EXPECT_EQ(logprobs.at("token_logprobs")[expected.size() + i], generated[i]) << "generated token " << i;
-  EXPECT_EQ(json::parse(reply.body).at("usage"), json::parse(plain.body).at("usage"));
+  for (const char* count : {"prompt_tokens", "completion_tokens", "total_tokens"})
+    EXPECT_EQ(json::parse(reply.body).at("usage").at(count), json::parse(plain.body).at("usage").at(count)) << count;
 
   reply = post(server.port(), "/v1/completions", R"({"prompt": "hello there", "max_tokens": 0, "echo": true})");
   ASSERT_EQ(reply.status, 200) << reply.body;
@@ -468,7 +494,8 @@ void choices_are_samples_of_their_own(const std::vector<std::string>& extra) {
     EXPECT_EQ(token_logprobs[i], three.at("choices")[i].at("logprobs").at("token_logprobs")) << "choice " << i;
     EXPECT_EQ(finish[i], three.at("choices")[i].at("finish_reason")) << "choice " << i;
   }
-  EXPECT_EQ(streamed_usage, three.at("usage"));
+  for (const char* count : {"prompt_tokens", "completion_tokens", "total_tokens"})
+    EXPECT_EQ(streamed_usage.at(count), three.at("usage").at(count)) << count;
   expect_refused(server.port(), {{"/v1/completions", R"({"prompt": "x", "n": 65})"}, {"/v1/completions", R"({"prompt": "x", "n": 1.5})"}},
                  {"'n' must be a whole number from 1 to 64", "'n' must be a whole number from 1 to 64"});
 }
