@@ -130,6 +130,16 @@ uint32_t usable_prefix(const std::vector<int32_t>& cached, const std::vector<int
   return match;
 }
 
+// The same for what a sequence's slot holds (cached_tokens), read in place.
+uint32_t usable_prefix(const BatchedSequence& s, const std::vector<int32_t>& prompt) {
+  const std::vector<int32_t>& own = s.request.prompt;
+  uint32_t match = 0;
+  while (match < s.position && match + 1 < prompt.size() &&
+         (match < own.size() ? own[match] : s.result.tokens[match - own.size()]) == prompt[match])
+    ++match;
+  return match;
+}
+
 // Whether a request may start from what a cache slot holds: reuse_prefix, and no prompt to score (that
 // needs every position's logits).
 bool reuses_prefix(const GenerateRequest& request) { return request.reuse_prefix && request.prompt_logprobs == 0; }
@@ -143,16 +153,15 @@ struct CachedPrefix {
 CachedPrefix longest_cached_prefix(const Engine::Impl& m, const std::vector<int32_t>& prompt, uint32_t own) {
   CachedPrefix best;
   std::vector<bool> taken(m.options.sequences, false);
-  auto consider = [&](uint32_t slot, const std::vector<int32_t>& cached) {
-    const uint32_t match = usable_prefix(cached, prompt);
+  auto consider = [&](uint32_t slot, uint32_t match) {
     if (slot != own && match > best.tokens) best = {slot, match};
   };
   for (const auto& [id, s] : m.batched) {
     taken[s.slot] = true;
-    consider(s.slot, cached_tokens(s));
+    consider(s.slot, usable_prefix(s, prompt));
   }
   for (uint32_t slot = 0; slot < m.options.sequences; ++slot)
-    if (!taken[slot]) consider(slot, slot == 0 ? m.sequence : m.slot_tokens[slot]);
+    if (!taken[slot]) consider(slot, usable_prefix(slot == 0 ? m.sequence : m.slot_tokens[slot], prompt));
   return best;
 }
 
@@ -188,13 +197,14 @@ void Engine::Impl::copy_cache_positions(uint32_t from_slot, uint32_t to_slot, ui
       throw std::logic_error("copy_cache_positions: cache '" + slot.name + "' of " + std::to_string(slot.rows) + " rows");
     const uint32_t kv_heads = uint32_t(slot.rows / rows_per_head);
     float* cache = cuda ? static_cast<float*>(device_slot(slot)) : kv_cache.at(slot.name).data();
-    const size_t bytes = size_t(end) * slot.cols * sizeof(float);
-    for (uint32_t head = 0; head < kv_heads; ++head) {
-      float* to = cache + kv_cache_row(to_slot, head, 0, kv_heads, max_context) * slot.cols;
-      const float* from = cache + kv_cache_row(from_slot, head, 0, kv_heads, max_context) * slot.cols;
-      if (cuda) device_copies.push_back({to, from, bytes});
-      else std::memcpy(to, from, bytes);
+    float* to = cache + kv_cache_row(to_slot, 0, 0, kv_heads, max_context) * slot.cols;
+    const float* from = cache + kv_cache_row(from_slot, 0, 0, kv_heads, max_context) * slot.cols;
+    const size_t bytes = size_t(end) * slot.cols * sizeof(float), pitch = size_t(max_context) * slot.cols;  // pitch in floats
+    if (cuda) {
+      device_copies.push_back({to, from, bytes, kv_heads, pitch * sizeof(float)});
+      continue;
     }
+    for (uint32_t head = 0; head < kv_heads; ++head) std::memcpy(to + head * pitch, from + head * pitch, bytes);
   }
   if (cuda) cuda->copy_within(device_copies);
 }
@@ -217,15 +227,27 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
                      " sequences the engine holds are in (EngineOptions::sequences); remove one first");
   std::vector<bool> taken(m.options.sequences, false);
   for (const auto& [id, s] : m.batched) taken[s.slot] = true;
+  auto cached_in_free = [&](uint32_t free_slot) -> const std::vector<int32_t>& {
+    return free_slot == 0 ? m.sequence : m.slot_tokens[free_slot];
+  };
   // The first free slot; with reuse_prefix the free slot whose cache begins the prompt with the most
   // tokens (all but the prompt's last at most: its logits give the first new token).
   uint32_t slot = uint32_t(std::find(taken.begin(), taken.end(), false) - taken.begin()), kept = 0;
-  if (reuses_prefix(request))
+  if (reuses_prefix(request)) {
     for (uint32_t candidate = 0; candidate < m.options.sequences; ++candidate) {
       if (taken[candidate]) continue;
-      const uint32_t match = usable_prefix(candidate == 0 ? m.sequence : m.slot_tokens[candidate], request.prompt);
+      const uint32_t match = usable_prefix(cached_in_free(candidate), request.prompt);
       if (match > kept) slot = candidate, kept = match;
     }
+    // A sequence that is in holds more of it: the prefix is copied from there (copy_longer_prefix below),
+    // into the free slot that has the least to lose (the fewest cached tokens), so what the others hold
+    // stays for later requests.
+    if (longest_cached_prefix(m, request.prompt, m.options.sequences).tokens > kept) {
+      for (uint32_t candidate = 0; candidate < m.options.sequences; ++candidate)
+        if (!taken[candidate] && cached_in_free(candidate).size() < cached_in_free(slot).size()) slot = candidate;
+      kept = 0;
+    }
+  }
 
   const uint64_t id = m.next_sequence_id++;
   BatchedSequence s;

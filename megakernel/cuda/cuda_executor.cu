@@ -227,13 +227,18 @@ struct CudaExecutor::State {
     return c;
   }
 
-  void launch(const KernelConfig& config) {
+  // Another executor's resident kernel holds the SMs: it stops before this one launches or copies.
+  void stop_other_resident() {
     CudaExecutor* other = nullptr;
     {
       std::lock_guard lock(resident_mutex);
       if (resident_owner != executor) other = resident_owner;
     }
-    if (other) other->stop_resident_kernel();  // another executor's resident kernel holds the SMs
+    if (other) other->stop_resident_kernel();
+  }
+
+  void launch(const KernelConfig& config) {
+    stop_other_resident();
     if (config.resident) {
       std::lock_guard lock(resident_mutex);
       resident_owner = executor;
@@ -440,9 +445,13 @@ void CudaExecutor::copy_within(const std::vector<DeviceCopy>& copies) {
   State& s = *state_;
   if (!s.broken.empty()) throw DeviceError("the cuda backend stopped after an earlier error: " + s.broken);
   make_current();
+  s.stop_other_resident();
   if (s.resident_running) s.stop_resident();
   for (const DeviceCopy& copy : copies)
-    if (copy.bytes) check(cudaMemcpyAsync(copy.to, copy.from, copy.bytes, cudaMemcpyDeviceToDevice, s.stream), "copying on the device");
+    if (copy.row_bytes && copy.rows)
+      check(cudaMemcpy2DAsync(copy.to, copy.pitch_bytes, copy.from, copy.pitch_bytes, copy.row_bytes, copy.rows,
+                              cudaMemcpyDeviceToDevice, s.stream),
+            "copying on the device");
   check(cudaStreamSynchronize(s.stream), "copying on the device");
 }
 

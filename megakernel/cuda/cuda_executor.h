@@ -95,13 +95,14 @@ class CudaExecutor {
   // Copies into device memory that exists already (a rank's window, say); no kernel may be running.
   void upload_to(void* device, const void* host, uint64_t bytes);
   void download(void* host, const void* device, uint64_t bytes);
-  // Copies within this GPU's memory (a KV cache slot's positions into another's), in order on the
-  // kernel's stream between steps; a resident kernel is stopped first (it holds every SM, and the copies
-  // queue behind it on its stream). Returns when they have landed.
+  // Copies within this GPU's memory (a KV cache slot's positions into another's: one row of bytes per KV
+  // head, `pitch_bytes` apart on both sides), in order on the kernel's stream between steps; a resident
+  // kernel is stopped first (it holds every SM, and the copies queue behind it on its stream). Returns
+  // when they have landed.
   struct DeviceCopy {
     void* to = nullptr;
     const void* from = nullptr;
-    uint64_t bytes = 0;
+    uint64_t row_bytes = 0, rows = 0, pitch_bytes = 0;
   };
   void copy_within(const std::vector<DeviceCopy>& copies);
 

@@ -404,6 +404,27 @@ TEST(BatchDecode, ASequenceWhoseLogitsAreNotFiniteFailsAloneNamingItsId) {
   const GenerateResult failed = engine.remove_sequence(bad_id);
   EXPECT_TRUE(failed.tokens.empty());
   EXPECT_TRUE(failed.prompt_logprobs.empty()) << "a failed chunk's scores are taken back, or its retry lists them twice";
+
+  // One that copies the good prompt from its slot and fails on the token after: its retry starts after the
+  // copy, and once taken out its slot claims the copied prompt and no more.
+  GenerateRequest copying = bad;
+  copying.prompt = good.prompt;
+  copying.prompt.push_back(poisoned);
+  copying.prompt_logprobs = 0;
+  copying.reuse_prefix = true;
+  const uint64_t copying_id = engine.add_sequence(copying);
+  EXPECT_THROW(engine.step_sequences(), SequenceError);
+  EXPECT_THROW(engine.step_sequences(), SequenceError) << "left in, it fails again";
+  EXPECT_EQ(engine.remove_sequence(copying_id).reused_tokens, good.prompt.size());
+  GenerateRequest after = copying;
+  after.prompt.back() = good.prompt[0];
+  after.max_new_tokens = 2;
+  const uint64_t after_id = engine.add_sequence(after);
+  while (!engine.sequence_finished(after_id)) engine.step_sequences();
+  const GenerateResult after_result = engine.remove_sequence(after_id);
+  EXPECT_EQ(after_result.reused_tokens, good.prompt.size());
+  EXPECT_EQ(after_result.finish_reason, "length");
+
   while (!engine.sequence_finished(good_id)) engine.step_sequences();
   expect_same_result(engine.remove_sequence(good_id), expected, 0);
 }
@@ -548,8 +569,8 @@ TEST(BatchDecode, AReusedPrefixPrefillsOnlyTheRestAndGivesWhatGenerateGives) {
 }
 
 // A request that begins with what a sequence still in holds starts from a copy of that slot's cache:
-// `second` (the first's prompt and more) copies all of the first's prompt while the first decodes, and
-// `choice` (the same prompt, another sample of it) all but its last token. Each gets, bitwise, what it
+// `second` (the first's prompt and more) copies all of the first's prompt, and `choice` (the same prompt,
+// another sample of it) all but its last token; both then decode beside the first. Each gets, bitwise, what it
 // gets reusing a free slot that holds the first's prompt; the first is unchanged.
 void expect_copied_prefix_gives_what_reusing_gives(EngineOptions options) {
   GenerateRequest first = counting_request(140, 3, 6);  // over a prefill chunk
@@ -605,6 +626,58 @@ TEST(BatchDecode, UnderTensorParallelismEveryRankCopiesItsShareOfThePrefix) {
   options.threads = 2;
   options.tp = 2;
   expect_copied_prefix_gives_what_reusing_gives(options);
+}
+
+// A sequence that has decoded holds its reply's tokens too: a request that begins with its prompt and the
+// tokens it has fed copies them all, into the free slot with the least to lose (an empty one rather than
+// the one a removed sequence left, which a later request then still finds). Bitwise what reusing a free
+// slot that holds the same gives.
+TEST(BatchDecode, ACopyTakesTheRepliesTokensIntoTheFreeSlotWithLeastToLose) {
+  EngineOptions options;
+  options.threads = 2;
+  options.sequences = 3;
+  Engine engine(options);
+  GenerateRequest first = counting_request(20, 3, 6);
+  std::vector<int32_t> reply;
+  first.on_token = [&](int32_t token) { reply.push_back(token); };
+  const GenerateRequest other = counting_request(30, 90, 1);
+  const uint64_t first_id = engine.add_sequence(first);  // slot 0
+  engine.remove_sequence(engine.add_sequence(other));    // slot 1, free again: it keeps the other's prompt
+  engine.step_sequences();
+  engine.step_sequences();
+  ASSERT_EQ(reply.size(), 3u);  // the first two fed back: in the cache
+  const std::vector<int32_t> three_tokens = reply;
+  GenerateRequest copying;
+  copying.prompt = first.prompt;
+  copying.prompt.insert(copying.prompt.end(), {three_tokens[0], three_tokens[1], 77});
+  copying.max_new_tokens = 4;
+  copying.stop_at_eos = false;
+  copying.reuse_prefix = true;
+  copying.logprobs = 2;
+  const uint64_t copying_id = engine.add_sequence(copying);
+  while (engine.step_sequences() > 0) {
+  }
+  const GenerateResult copied = engine.remove_sequence(copying_id);
+  engine.remove_sequence(first_id);
+  EXPECT_EQ(copied.reused_tokens, 22u) << "the prompt and the two tokens fed";
+  GenerateRequest later = other;
+  later.prompt.push_back(5);
+  later.reuse_prefix = true;
+  EXPECT_EQ(engine.remove_sequence(engine.add_sequence(later)).reused_tokens, 30u) << "the copy went to the empty slot";
+
+  options.sequences = 1;
+  Engine reference(options);
+  GenerateRequest first_three = first;  // taken out after three tokens, two of them fed
+  first_three.max_new_tokens = 3;
+  first_three.on_token = nullptr;
+  const uint64_t id = reference.add_sequence(first_three);
+  while (!reference.sequence_finished(id)) reference.step_sequences();
+  EXPECT_EQ(reference.remove_sequence(id).tokens, three_tokens);
+  const uint64_t reused_id = reference.add_sequence(copying);
+  while (!reference.sequence_finished(reused_id)) reference.step_sequences();
+  const GenerateResult reused = reference.remove_sequence(reused_id);
+  EXPECT_EQ(reused.reused_tokens, 22u);
+  expect_same_result(copied, reused, 0);
 }
 
 // With the prompts prefilled by the steps, two choices of one long prompt added together: the second's

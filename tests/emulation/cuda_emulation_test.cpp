@@ -276,6 +276,30 @@ TEST(CudaEmulation, AccessPastAnAllocationIsCaught) {
   EXPECT_EQ(cudaFree(small), cudaSuccess);
 }
 
+// cudaMemcpy2DAsync (the KV cache's copies between sequence slots): rows of `width` bytes `pitch` apart
+// on both sides, the bytes between rows left alone; a row past an allocation is refused, as one copy is.
+TEST(CudaEmulation, ATwoDimensionalCopyMovesItsRowsOnly) {
+  std::vector<float> values(64);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = float(i);
+  float* from = device_copy(values);
+  float* to = device_copy(std::vector<float>(64, -1.0f));
+  // 4 rows of 16 floats: the first 5 of each.
+  ASSERT_EQ(cudaMemcpy2DAsync(to, 16 * sizeof(float), from, 16 * sizeof(float), 5 * sizeof(float), 4, cudaMemcpyDeviceToDevice, nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  std::vector<float> back(64);
+  ASSERT_EQ(cudaMemcpy(back.data(), to, back.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t i = 0; i < back.size(); ++i) EXPECT_EQ(back[i], i % 16 < 5 ? float(i) : -1.0f) << "float " << i;
+  cudaError_t copied = cudaSuccess;
+  const std::string printed = stderr_of([&] {
+    copied = cudaMemcpy2DAsync(to, 32 * sizeof(float), from, 16 * sizeof(float), 5 * sizeof(float), 4, cudaMemcpyDeviceToDevice, nullptr);
+  });
+  EXPECT_EQ(copied, cudaErrorInvalidValue) << "rows 32 floats apart leave the 64 of the allocation";
+  EXPECT_NE(printed.find("cudaMemcpy2DAsync"), std::string::npos) << printed;
+  EXPECT_EQ(cudaFree(from), cudaSuccess);
+  EXPECT_EQ(cudaFree(to), cudaSuccess);
+}
+
 // The emulated device has the memory its properties give: cudaMemGetInfo counts the allocations, and an
 // allocation past what is free fails, as on a GPU, without breaking the runtime for later calls.
 TEST(CudaEmulation, MemoryIsAsLargeAsThePropertiesSay) {

@@ -350,6 +350,19 @@ cudaError_t cudaMemcpyAsync(void* to, const void* from, size_t bytes, cudaMemcpy
   return copy(to, from, bytes, kind, "cudaMemcpyAsync");
 }
 
+// Rows of `width` bytes, each side's rows `pitch` apart; both sides' spans checked as copy() checks one.
+cudaError_t cudaMemcpy2DAsync(void* to, size_t to_pitch, const void* from, size_t from_pitch, size_t width, size_t height,
+                              cudaMemcpyKind kind, cudaStream_t stream) {
+  if (const cudaError_t s = join_for(stream_of(stream)); s != cudaSuccess) return s;
+  if (width > to_pitch || width > from_pitch) return cudaErrorInvalidPitchValue;
+  for (size_t row = 0; row < height; ++row)
+    if (const cudaError_t s = copy(static_cast<char*>(to) + row * to_pitch, static_cast<const char*>(from) + row * from_pitch, width,
+                                   kind, "cudaMemcpy2DAsync");
+        s != cudaSuccess)
+      return s;
+  return cudaSuccess;
+}
+
 cudaError_t cudaDeviceSynchronize(void) { return join_all(); }
 
 // Waits for every grid, frees every allocation and clears the sticky error (a device reset).

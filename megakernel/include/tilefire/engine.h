@@ -268,13 +268,14 @@ class Engine {
   // add_sequence). A removed sequence stays in its slot's cache: a later request with reuse_prefix goes to
   // the free slot whose cache begins its prompt with the most tokens and prefills only the rest
   // (reused_tokens). When another slot holds more of its prompt (a sequence still in: several choices of
-  // one prompt, chats that share a system prompt), those positions of the cache are copied into its slot
-  // instead of prefilled, at add_sequence or, with prefill_chunks_per_step, before each of its prefill
-  // chunks (the sequences before it may have prefilled them meanwhile); its tokens are then bitwise
-  // those it would get reusing that slot once free. While any sequence is in, the step API and generate() are refused (they use the
-  // first slot); a sequence removed from the first slot is the step API's sequence after. A step whose
-  // decode fails (NaN logits) finishes nothing and leaves every sequence where it was; a failed prefill
-  // chunk leaves its sequence before the chunk. Either throws SequenceError (errors.h) with the id of the
+  // one prompt, chats that share a system prompt), those positions of the cache are copied into the free
+  // slot with the fewest cached tokens instead of prefilled, at add_sequence or, with
+  // prefill_chunks_per_step, before each of its prefill chunks (the sequences before it may have
+  // prefilled them meanwhile); its tokens are then bitwise those it would get reusing that slot once
+  // free. While any sequence is in, the step API and generate() are refused (they use the first slot);
+  // a sequence removed from the first slot is the step API's sequence after. A step whose decode fails
+  // (NaN logits) finishes nothing and leaves every sequence where it was; a failed prefill chunk leaves
+  // its sequence before the chunk. Either throws SequenceError (errors.h) with the id of the
   // sequence it came from: remove that one (it would fail again) and step the others on. An exception
   // from a callback in a step reaches the caller: the sequences up to its own have their new tokens, the
   // rest take theirs (the same ones) at the next step.
