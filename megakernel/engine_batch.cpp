@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "megakernel/engine_impl.h"
+#include "megakernel/speculation.h"
 #include "ops/sampling.h"
 #include "ops/tile.h"  // kv_cache_row
 
@@ -65,17 +66,6 @@ void end_scored_prompt(BatchedSequence& s) {
   s.result.ttft_ms = ms_since(s.added) - s.prefill_compile_ms;
 }
 
-void check_rows_finite(Engine::Impl& m, const float* logits, const std::vector<BatchedSequence*>& rows,
-                       const std::vector<uint64_t>& ids) {
-  for (size_t r = 0; r < rows.size(); ++r) {
-    try {
-      m.check_finite_logits(logits + r * m.info.vocab, rows[r]->position);
-    } catch (const InputError& e) {
-      throw SequenceError(ids[r], sequence_name(ids[r]) + e.what());
-    }
-  }
-}
-
 // Prefills the next chunk of `s`'s prompt into its slot (from s.position) and returns its logits: those of
 // the prompt's last token when the chunk ends the prompt. s.position moves past the chunk. With the
 // request's prompt_logprobs, every row is scored (InputError on a non-finite one: s.position and the
@@ -106,11 +96,19 @@ const float* prefill_next_chunk(Engine::Impl& m, BatchedSequence& s) {
   return logits;
 }
 
-// A batched step feeds one token per sequence: no sequence's draft could be checked in it.
-void refuse_batched_speculation(const GenerateRequest& request) {
-  if (request.speculation.draft_tokens)
-    throw InputError("GenerateRequest::speculation (--speculate) runs in Engine::generate alone, one sequence at a time: a "
-                     "batched step feeds one token of each sequence, so no draft could be checked in it");
+// A batched step checks drafts by prompt lookup (each sequence's rows in it); a draft model drafts for one
+// sequence at a time, and a trace records a decode step, which such a step is not.
+void check_batched_speculation(const Engine::Impl& m, const GenerateRequest& request) {
+  const Speculation& speculation = request.speculation;
+  if (!speculation.draft_tokens) return;
+  check_speculation(speculation, m.options.prefill_chunk, m.draft_engine != nullptr);
+  if (speculation.source == DraftSource::draft_model)
+    throw InputError("GenerateRequest::speculation: a draft model (--draft-model) drafts for Engine::generate alone, one "
+                     "sequence at a time; in a batch (generate_batch, add_sequence, serve --sequences) drafts come by "
+                     "prompt lookup");
+  if (!request.trace_path.empty())
+    throw InputError("--trace records a decode step, and with --speculate (GenerateRequest::speculation) the steps check "
+                     "drafts instead: give one of them");
 }
 
 // The tokens a sequence's slot holds: its prompt and reply up to its position (a prompt still being
@@ -219,7 +217,7 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   Impl& m = *impl_;
   refuse_while_generating(m, "add_sequence");
   m.check_request(request);
-  refuse_batched_speculation(request);
+  check_batched_speculation(m, request);
   if (request.max_new_tokens == 0 && request.prompt_logprobs == 0)
     throw InputError("GenerateRequest::max_new_tokens is 0: a sequence must generate a token, or score its prompt (prompt_logprobs)");
   if (m.batched.size() >= m.options.sequences)
@@ -297,16 +295,41 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
 
 namespace {
 
-// The decode part of a step: one token of every row, together.
+// A sequence's draft for this step (GenerateRequest::speculation, by prompt lookup over its prompt and
+// reply), at most `room` tokens: none for its last token (a plain row gives it for less), none where the
+// context has no room for the check.
+std::vector<int32_t> batched_draft(const Engine::Impl& m, const BatchedSequence& s, uint32_t room) {
+  const Speculation& speculation = s.request.speculation;
+  const uint32_t remaining = s.request.max_new_tokens - uint32_t(s.result.tokens.size());
+  const uint32_t count = std::min(speculation.draft_tokens, room);
+  if (count == 0 || remaining <= 1 || s.position + count + 1 > m.max_context) return {};
+  std::vector<int32_t> history = s.request.prompt;  // the prompt and the reply, its last token not yet fed
+  history.insert(history.end(), s.result.tokens.begin(), s.result.tokens.end());
+  return prompt_lookup_draft(history, count, speculation.min_ngram, speculation.max_ngram);
+}
+
+// The decode part of a step: the next token of every sequence, together, each followed by its draft when it
+// speculates (its next positions in its slot: a check of the draft, in the same step).
 void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, const std::vector<uint64_t>& ids) {
-  const uint32_t width = uint32_t(rows.size());
-  std::vector<int32_t> tokens(width);
-  std::vector<uint32_t> positions(width), slots(width);
-  for (uint32_t r = 0; r < width; ++r) {
-    tokens[r] = rows[r]->next;
-    positions[r] = rows[r]->position;
-    slots[r] = rows[r]->slot;
+  // Sequence j's rows are first[j] .. first[j + 1]: its next token, then its draft. A step carries at
+  // most a prefill chunk's worth of tokens in all (the cuda backend's posted tokens are bounded so).
+  std::vector<uint32_t> first;
+  std::vector<int32_t> tokens;
+  std::vector<uint32_t> positions, slots;
+  uint32_t room = Engine::Impl::kMaxPrefillChunk > rows.size() ? Engine::Impl::kMaxPrefillChunk - uint32_t(rows.size()) : 0;
+  for (BatchedSequence* s : rows) {
+    first.push_back(uint32_t(tokens.size()));
+    std::vector<int32_t> draft = batched_draft(m, *s, room);
+    room -= uint32_t(draft.size());
+    draft.insert(draft.begin(), s->next);
+    for (uint32_t i = 0; i < draft.size(); ++i) {
+      tokens.push_back(draft[i]);
+      positions.push_back(s->position + i);
+      slots.push_back(s->slot);
+    }
   }
+  first.push_back(uint32_t(tokens.size()));
+  const uint32_t width = uint32_t(tokens.size());
   StepInputs inputs{tokens.data(), width, 0};
   if (width == 1) {
     inputs.position0 = positions[0];
@@ -326,25 +349,49 @@ void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, con
   }
   std::vector<TaskTiming> timeline;
   GeneratingScope generating_scope(m);
-  // One sequence: the decode program (one token, the last row of logits) serves it.
+  // One sequence's one token: the decode program (one token, the last row of logits) serves it.
   const Engine::Impl::SequencesStep step = m.step_of_sequences(
       width == 1 ? Engine::Impl::StepKind::decode : Engine::Impl::StepKind::batched_decode, inputs, tracing.empty() ? nullptr : &timeline);
   const float* logits = step.logits;  // [width, vocab]
   const Program& program = step.program->program;
-  // Every row checked before any is taken: a failed step moves no sequence (the cache entries it wrote
-  // past their positions are overwritten by the next step).
-  check_rows_finite(m, logits, rows, ids);
-  for (uint32_t r = 0; r < width; ++r) {
-    BatchedSequence& s = *rows[r];
+  const uint32_t vocab = m.info.vocab;
+  // Every sequence's first row checked before any is taken: a failed step moves no sequence (the cache
+  // entries it wrote past their positions are overwritten by the next step).
+  for (size_t j = 0; j < rows.size(); ++j) {
+    try {
+      m.check_finite_logits(logits + size_t(first[j]) * vocab, rows[j]->position);
+    } catch (const InputError& e) {
+      throw SequenceError(ids[j], sequence_name(ids[j]) + e.what());
+    }
+  }
+  for (size_t j = 0; j < rows.size(); ++j) {
+    BatchedSequence& s = *rows[j];
     if (step.compile_ms > 0) s.result.compile_ms += step.compile_ms;
     if (s.result.tokens.size() == 1) {  // its first decode step: the program's size
       s.result.tasks_per_step = uint32_t(program.tasks.size());
       s.result.events_per_step = uint32_t(program.events.size());
     }
-    ++s.position;
     s.decode_ms += step.run_ms;
     ++s.decode_steps;
-    take_token(m, s, logits + size_t(r) * m.info.vocab);
+    // Its rows taken in turn, each token chosen as a decode step would choose it, while the draft agrees:
+    // on the cpu each row's logits are bitwise a decode step's (rows do not depend on each other), so the
+    // reply is plain decoding's. A draft row that is not finite is never taken (its token's own decode
+    // step would fail, with the sequence where plain decoding leaves it): the sequence takes its first row.
+    const uint32_t begin = first[j], count = first[j + 1] - first[j];
+    bool drafts_finite = true;
+    for (uint32_t i = 1; i < count && drafts_finite; ++i) drafts_finite = m.all_finite(logits + size_t(begin + i) * vocab);
+    for (uint32_t i = 0;; ++i) {
+      ++s.position;
+      ++s.decode_tokens;
+      take_token(m, s, logits + size_t(begin + i) * vocab);
+      // Row i is compared with the draft's token i + 1 (the last row has none: its token is a bonus).
+      const bool compared = drafts_finite && i + 1 < count;
+      if (!compared) break;
+      const bool agrees = s.next == tokens[begin + i + 1];
+      ++s.result.draft_tokens;
+      s.result.accepted_tokens += agrees ? 1 : 0;
+      if (!agrees || s.finished) break;
+    }
   }
   // After every row has its token: a trace that cannot be written fails its own sequence alone. With
   // ranks as processes, rank 0's process writes it.
@@ -434,8 +481,8 @@ GenerateResult Engine::remove_sequence(uint64_t id) {
     m.slot_tokens[s.slot] = std::move(cached);
   }
   result.decode_steps = s.decode_steps;
-  if (s.decode_steps) {
-    result.tpot_ms = s.decode_ms / s.decode_steps;
+  if (s.decode_tokens) {  // per token after the first, as generate() counts it
+    result.tpot_ms = s.decode_ms / s.decode_tokens;
     result.decode_tok_s = 1000.0 / result.tpot_ms;
   }
   m.batched.erase(id);
@@ -454,7 +501,7 @@ std::vector<GenerateResult> Engine::generate_batch(const std::vector<GenerateReq
     const GenerateRequest& request = requests[i];
     try {
       m.check_request(request);
-      refuse_batched_speculation(request);
+      check_batched_speculation(m, request);
     } catch (const InputError& e) {
       throw InputError("generate_batch: " + request_name(i) + e.what());
     }

@@ -88,6 +88,7 @@ struct BatchedSequence {
   bool finished = false;
   double decode_ms = 0;
   uint32_t decode_steps = 0;
+  uint32_t decode_tokens = 0;  // tokens its decode steps gave (more than the steps where drafts were taken)
 };
 
 // Not thread-safe: one Engine runs one step at a time.

@@ -76,7 +76,9 @@ int bench_command(int argc, char** argv) {
         "                       without speculative decoding, drafts of K by prompt lookup or by the draft model,\n"
         "                       in interleaved rounds: tokens/s, their ratio, the drafts taken, the model's steps\n"
         "                       per token; the prompt by default the bytes of \"Once upon a time\", as run's;\n"
-        "                       --steps default 64, --rounds 5; on cuda --resident applies without a draft model)\n"
+        "                       --steps default 64, --rounds 5; on cuda --resident applies without a draft model;\n"
+        "                       with --batch B: B such replies decoded together, drafts by prompt lookup checked\n"
+        "                       in the batched steps, tokens/s over all of them)\n"
         "                      [--prefill-chunk N]  (prompt tokens per prefill step, 1 to 128, default 128)\n"
         "                      [--backend cpu|cuda ...]  (cuda: dataflow, bsp and the resident kernel)\n"
         "defaults: --threads every core, --steps 8 decode steps per round (64 on cuda), --rounds 15 (5 on cuda;\n"
@@ -146,15 +148,19 @@ int bench_command(int argc, char** argv) {
                      flags_given);
   }
   if (args.has("--speculate")) {
-    for (const char* unused : {"--batch", "--prompt-len", "--bandwidth-mb", "--compile-preset", "--trace", "--join-prompt-len",
+    for (const char* unused : {"--prompt-len", "--bandwidth-mb", "--compile-preset", "--trace", "--join-prompt-len",
                                "--prefill-chunks", "--tp", "--shared-prefix"})
       if (args.has(unused))
-        throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --speculate (it times one sequence's "
-                         "greedy replies with and without drafts)");
+        throw InputError(std::string("tilefire bench: ") + unused + " does not apply to --speculate (it times greedy replies "
+                         "with and without drafts, of one sequence or, with --batch B, of B together)");
     args.unsigned_or("--speculate", 1, 1, 31);  // 0 (off) is no benchmark: refused by this range, then read below
     const Speculation speculation = speculation_of_flags(args, "tilefire bench", options);  // --draft-model into options
     if (predict) throw InputError("tilefire bench: --predict does not apply to --speculate");
     const std::vector<int32_t> prompt = args.has("--prompt-tokens") ? args.token_list("--prompt-tokens") : byte_tokens("Once upon a time");
+    if (args.has("--batch"))
+      return run_batched_speculation_bench(options, speculation, uint32_t(args.unsigned_or("--batch", 1, 2, 256)),
+                                           uint32_t(args.unsigned_or("--rounds", 5, 1, 1000)),
+                                           uint32_t(args.unsigned_or("--steps", 64, 1, 100000)), prompt, args.has("--json"));
     return run_speculation_bench(options, speculation, uint32_t(args.unsigned_or("--rounds", 5, 1, 1000)),
                                  uint32_t(args.unsigned_or("--steps", 64, 1, 100000)), prompt, args.has("--json"));
   }

@@ -16,13 +16,11 @@
 
 namespace tilefire::cli {
 
-int run_speculation_bench(const EngineOptions& options, const Speculation& speculation, uint32_t rounds, uint32_t steps,
-                          const std::vector<int32_t>& prompt, bool json) {
-  const uint32_t draft_tokens = speculation.draft_tokens;
-  const bool draft_model = speculation.source == DraftSource::draft_model;
-  if (prompt.empty()) throw InputError("tilefire bench: --speculate needs a prompt (--prompt-tokens)");
-  Engine engine(options);
-  const ModelInfo& model = engine.model();
+namespace {
+
+// A greedy reply of `steps` + 1 tokens to `prompt` (every round's as long: no stop at eos), once the
+// prompt is checked against the model's vocabulary and context.
+GenerateRequest greedy_reply(const ModelInfo& model, const std::vector<int32_t>& prompt, uint32_t steps) {
   for (int32_t t : prompt)
     if (t < 0 || uint32_t(t) >= model.vocab)
       throw InputError("tilefire bench: --prompt-tokens holds " + std::to_string(t) + ", outside the model's vocabulary [0, " +
@@ -30,10 +28,23 @@ int run_speculation_bench(const EngineOptions& options, const Speculation& specu
   if (prompt.size() + steps + 1 > model.max_context)
     throw InputError("tilefire bench: the prompt's " + std::to_string(prompt.size()) + " tokens + --steps + 1 exceed the context of " +
                      std::to_string(model.max_context));
-  GenerateRequest plain;
-  plain.prompt = prompt;
-  plain.max_new_tokens = steps + 1;
-  plain.stop_at_eos = false;  // every round's reply is as long
+  GenerateRequest request;
+  request.prompt = prompt;
+  request.max_new_tokens = steps + 1;
+  request.stop_at_eos = false;
+  return request;
+}
+
+}  // namespace
+
+int run_speculation_bench(const EngineOptions& options, const Speculation& speculation, uint32_t rounds, uint32_t steps,
+                          const std::vector<int32_t>& prompt, bool json) {
+  const uint32_t draft_tokens = speculation.draft_tokens;
+  const bool draft_model = speculation.source == DraftSource::draft_model;
+  if (prompt.empty()) throw InputError("tilefire bench: --speculate needs a prompt (--prompt-tokens)");
+  Engine engine(options);
+  const ModelInfo& model = engine.model();
+  const GenerateRequest plain = greedy_reply(model, prompt, steps);
   GenerateRequest speculating = plain;
   speculating.speculation = speculation;
   // What a check costs: a step of draft_tokens + 1 tokens with every row's logits, timed as a prompt of that
@@ -118,6 +129,98 @@ int run_speculation_bench(const EngineOptions& options, const Speculation& specu
   else
     std::printf("the replies differed from token %zu (a check step's logits round apart from a decode step's: a near tie)\n",
                 first_difference);
+  return 0;
+}
+
+namespace {
+
+// A batch's decode throughput: every sequence's tokens after its first over the batch's decode time (the
+// sequences take part in the same steps: the longest of their decode times).
+double batch_decode_tok_s(const std::vector<GenerateResult>& results) {
+  double tokens = 0, decode_ms = 0;
+  for (const GenerateResult& r : results) {
+    if (r.tokens.size() < 2) continue;
+    tokens += double(r.tokens.size() - 1);
+    decode_ms = std::max(decode_ms, r.tpot_ms * double(r.tokens.size() - 1));
+  }
+  return decode_ms > 0 ? 1000.0 * tokens / decode_ms : 0.0;
+}
+
+}  // namespace
+
+int run_batched_speculation_bench(EngineOptions options, const Speculation& speculation, uint32_t batch, uint32_t rounds,
+                                  uint32_t steps, const std::vector<int32_t>& prompt, bool json) {
+  if (speculation.source == DraftSource::draft_model)
+    throw InputError("tilefire bench: --draft-model drafts for one sequence at a time; --batch B --speculate K drafts by prompt lookup");
+  if (prompt.empty()) throw InputError("tilefire bench: --speculate needs a prompt (--prompt-tokens)");
+  options.sequences = batch;
+  Engine engine(options);
+  const ModelInfo& model = engine.model();
+  GenerateRequest request = greedy_reply(model, prompt, steps);
+  const std::vector<GenerateRequest> plain(batch, request);
+  request.speculation = speculation;
+  const std::vector<GenerateRequest> speculating(batch, request);
+  engine.generate_batch(plain);  // compiles the batched programs of every width the rounds meet
+  engine.generate_batch(speculating);
+
+  std::vector<double> plain_tok_s, speculating_tok_s, ratios;
+  uint64_t drafted = 0, accepted = 0, speculating_steps = 0;
+  bool same = true;
+  for (uint32_t r = 0; r < rounds; ++r) {
+    std::vector<GenerateResult> a, b;
+    if (r % 2 == 0) {
+      a = engine.generate_batch(plain);
+      b = engine.generate_batch(speculating);
+    } else {
+      b = engine.generate_batch(speculating);
+      a = engine.generate_batch(plain);
+    }
+    plain_tok_s.push_back(batch_decode_tok_s(a));
+    speculating_tok_s.push_back(batch_decode_tok_s(b));
+    ratios.push_back(speculating_tok_s.back() / plain_tok_s.back());
+    for (uint32_t i = 0; i < batch; ++i) {
+      drafted += b[i].draft_tokens;
+      accepted += b[i].accepted_tokens;
+      same = same && a[i].tokens == b[i].tokens;
+    }
+    speculating_steps += b[0].decode_steps;  // every sequence takes part in every step
+  }
+  const std::array<double, 3> ratio = median_and_quartiles(ratios);
+  const double taken = drafted ? double(accepted) / double(drafted) : 0.0;
+  const double tokens_per_step = double(rounds) * steps / double(std::max<uint64_t>(speculating_steps, 1));
+  if (engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports
+  if (json) {
+    std::cout << nlohmann::json{{"model", model.origin},
+                                {"device", engine.device_name()},
+                                {"threads", engine.threads()},
+                                {"batch", batch},
+                                {"prompt_tokens", prompt.size()},
+                                {"draft_tokens", speculation.draft_tokens},
+                                {"steps", steps},
+                                {"rounds", rounds},
+                                {"plain_decode_tok_s", median(plain_tok_s)},
+                                {"speculating_decode_tok_s", median(speculating_tok_s)},
+                                {"speculating_over_plain", ratio[0]},
+                                {"speculating_over_plain_quartiles", {ratio[1], ratio[2]}},
+                                {"drafted_tokens", drafted},
+                                {"accepted_share", taken},
+                                {"tokens_per_step", tokens_per_step},
+                                {"same_replies", same}}
+                     .dump()
+              << std::endl;
+    return 0;
+  }
+  std::printf("model %s, %s, %u %s; %u sequences of a %zu-token prompt, greedy replies of %u tokens, drafts of %u by prompt lookup\n",
+              model_label(model).c_str(), engine.device_name().c_str(), engine.threads(),
+              options.backend == Backend::cuda ? "CTAs" : "threads", batch, prompt.size(), steps + 1, speculation.draft_tokens);
+  std::printf("| decoding, %u sequences per step | tokens/s over all (median of %u rounds) | tokens per step of each |\n|---|---|---|\n",
+              batch, rounds);
+  std::printf("| plain | %.1f | 1.00 |\n", median(plain_tok_s));
+  std::printf("| speculating | %.1f | %.2f |\n", median(speculating_tok_s), tokens_per_step);
+  std::printf("speculating / plain tokens/s: %.3f, quartiles %.3f-%.3f (interleaved rounds); %llu tokens drafted, %.0f%% of them "
+              "taken; the replies %s\n",
+              ratio[0], ratio[1], ratio[2], static_cast<unsigned long long>(drafted), 100 * taken,
+              same ? "the same, token for token" : "DIFFERED (a batched row should be bitwise a decode step's)");
   return 0;
 }
 

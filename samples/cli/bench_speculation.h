@@ -18,4 +18,12 @@ namespace tilefire::cli {
 int run_speculation_bench(const EngineOptions& options, const Speculation& speculation, uint32_t rounds, uint32_t steps,
                           const std::vector<int32_t>& prompt, bool json);
 
+// The same in a batch (bench --batch B --speculate K): `batch` greedy requests of `prompt` decoded together
+// (generate_batch), plainly and with drafts by prompt lookup checked in the batched steps, in interleaved
+// rounds: decode tokens/s over all the sequences (their tokens after the first over the batch's decode
+// time), their ratio, the drafts taken, the model's steps, and whether every reply was the same (on the cpu
+// a batched row is bitwise a decode step's, so they must be).
+int run_batched_speculation_bench(EngineOptions options, const Speculation& speculation, uint32_t batch, uint32_t rounds,
+                                  uint32_t steps, const std::vector<int32_t>& prompt, bool json);
+
 }  // namespace tilefire::cli

@@ -102,7 +102,7 @@ struct Served {
   std::string engine_failure;  // the fault that stopped the engine (engine_failed), empty while it runs
   ServeMetrics metrics;        // GET /metrics
   std::string api_key;         // --api-key: what the /v1/ paths require; empty: nothing
-  Speculation speculation;     // --speculate: every request's (requests in turn only)
+  Speculation speculation;     // --speculate: every request's
 
   std::string failure() {
     std::lock_guard<std::mutex> lock(failure_mutex);
@@ -204,7 +204,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     if (stopping.load()) throw http::Error{503, stopping_reason(served)};  // a request that waited its turn
   }
   request.reuse_prefix = true;  // each keeps the cache's match of its prompt (with the batcher: a free slot's)
-  request.speculation = served.speculation;  // off with the batcher (refused with --sequences)
+  request.speculation = served.speculation;  // with the batcher: by prompt lookup, checked in the batched steps
   // With the batcher, the callbacks below run on its thread while this one waits in run().
   if (served.tokenizer) stream.emplace(*served.tokenizer, request.prompt);
   auto text_of = [&](int32_t token) {
@@ -552,9 +552,9 @@ int serve_command(int argc, char** argv) {
   if (args.text("--prefill-chunks") && options.sequences == 1)
     throw InputError("tilefire serve: --prefill-chunks applies to continuous batching: give --sequences N (N > 1) too");
   const Speculation speculation = speculation_of_flags(args, "tilefire serve", options);
-  if (speculation.draft_tokens && options.sequences > 1)
-    throw InputError("tilefire serve: --speculate applies to requests served in turn: a batched step (--sequences " +
-                     std::to_string(options.sequences) + ") feeds one token of each request, so no draft could be checked");
+  if (speculation.source == DraftSource::draft_model && options.sequences > 1)
+    throw InputError("tilefire serve: --draft-model drafts for requests served in turn, one at a time; with --sequences " +
+                     std::to_string(options.sequences) + " the drafts come by prompt lookup (--speculate K alone)");
   const std::string host = args.text_or("--host", "127.0.0.1");
   const uint16_t port = uint16_t(args.unsigned_or("--port", 8000, 0, 65535));
   const int max_connections = int(args.unsigned_or("--max-connections", 32, 1, 4096));

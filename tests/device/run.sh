@@ -206,6 +206,15 @@ def gpu_speculate():
 if speculate:
     section("speculative decoding", gpu_speculate)
 
+batch_speculate = load("bench_batch_speculate.json")
+def gpu_batch_speculate():
+    b = batch_speculate
+    print(f"speculation in a batch of {b['batch']}, drafts of {b['draft_tokens']}: {b['speculating_decode_tok_s']:.0f} against "
+          f"{b['plain_decode_tok_s']:.0f} tokens/s ({b['speculating_over_plain']:.3f}x); {b['tokens_per_step']:.2f} tokens per step, "
+          f"{100 * b['accepted_share']:.0f}% of {b['drafted_tokens']} drafted taken; replies {'the same' if b['same_replies'] else 'different'}")
+if batch_speculate:
+    section("batched speculation", gpu_batch_speculate)
+
 shared = load("bench_shared_prefix.json")
 def gpu_shared_prefix():
     print(f"shared prefix of {shared['shared_prefix']} tokens, {shared['batch']} requests: {shared['shared_ms']:.2f} ms to every first "
@@ -343,6 +352,11 @@ run_stage batch 120 bench_batch.json bench_batch.log "$cli" bench --backend cuda
 # GPU, and whether the replies agree (random weights seldom repeat their context, so few drafts come).
 run_stage speculate 90 bench_speculate.json bench_speculate.log "$cli" bench --backend cuda --model "$model" --speculate 4 \
   --steps "$steps" --rounds 3 --json
+
+# Speculation in a batch: 4 sequences whose drafts are checked as rows of the batched step, against the
+# same 4 decoded plainly (on a GPU the draft rows should be nearly free where the weights bound the step).
+run_stage batch-speculate 90 bench_batch_speculate.json bench_batch_speculate.log "$cli" bench --backend cuda --model "$model" \
+  --batch 4 --speculate 4 --steps "$steps" --rounds 3 --json
 
 # Prefix copies between cache slots: 4 requests of one prefix, the later ones copying it from the first's
 # slot (device-to-device copies between steps) against each prefilling its whole prompt.

@@ -303,6 +303,26 @@ TEST_F(CudaEngine, SpeculationGivesThePlainReply) {
   }
 }
 
+// Speculation in a batch on the device: each sequence's draft rows go through the batched program beside
+// the others' (past 4 rows, on the tensor-core path), their logits copied back. The replies are plain
+// batched decoding's. (A launch per step: BatchedSequencesMatchEachAlone checks the resident kernel's.)
+TEST_F(CudaEngine, BatchedSpeculationGivesThePlainReplies) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  EngineOptions options = cuda_options(dir_->path().string());
+  options.sequences = 2;
+  Engine cuda(options);
+  std::vector<GenerateRequest> requests(2);
+  requests[0].prompt = byte_tokens("Once upon a time");
+  requests[1].prompt = byte_tokens("Once upon a time, the");
+  for (GenerateRequest& request : requests) request.max_new_tokens = 40;
+  const std::vector<GenerateResult> plain = cuda.generate_batch(requests);
+  for (GenerateRequest& request : requests) request.speculation = {6, 3, 1};
+  const std::vector<GenerateResult> got = cuda.generate_batch(requests);
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i].tokens, plain[i].tokens) << "request " << i;
+  EXPECT_GT(got[0].accepted_tokens + got[1].accepted_tokens, 0u)
+      << "no draft was taken: the draft rows went unused; drafted " << got[0].draft_tokens << ", " << got[1].draft_tokens;
+}
+
 TEST_F(CudaEngine, OneLaunchPerDecodeStepAndNoneWhenResident) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   for (bool resident : {false, true}) {

@@ -250,6 +250,13 @@ TEST(DraftModel, WhatCannotDraftIsRefusedByName) {
   Engine without(sample_options());
   EXPECT_NE(refusal([&] { without.generate(request); }).find("the engine has no draft model (EngineOptions::draft, --draft-model)"),
             std::string::npos);
+  EngineOptions batching = with_draft(sample_options(), 0);
+  batching.sequences = 2;
+  Engine with(batching);  // a batch's drafts come by prompt lookup
+  EXPECT_NE(refusal([&] { with.add_sequence(request); }).find("in a batch (generate_batch, add_sequence, serve --sequences) drafts come by prompt lookup"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] { with.generate_batch({request}); }).find("drafts come by prompt lookup"), std::string::npos);
+  EXPECT_EQ(with.sequences_in(), 0u);
 
   TempDir dir("draft-model-vocab");
   ModelSpec other = variant_spec(Variant::llama);
@@ -291,6 +298,7 @@ TEST(DraftModel, RunTakesADraftModelFolder) {
            {{"run", "--speculate", "2", "--draft-model", draft.string(), "--speculate-ngram", "2"}, "--draft-model drafts instead"},
            {{"run", "--speculate", "2", "--draft-model", (dir.path() / "absent").string()}, "the draft model"},
            {{"bench", "--draft-model", draft.string()}, "--draft-model goes with --speculate K"},
+           {{"bench", "--speculate", "2", "--draft-model", draft.string(), "--batch", "2"}, "drafts for one sequence at a time"},
        }) {
     const RunResult refused = run_cli(args);
     EXPECT_EQ(refused.status, 2) << describe(refused);

@@ -162,7 +162,8 @@ TEST(ServeApi, BatchedCachedTokensAreThePromptNotPrefilled) { cached_tokens_are_
 
 // serve --speculate: every request in turn speculates; the replies are run's without it (whole and
 // streamed), and /metrics counts the drafted and accepted tokens. By prompt lookup and by a draft model
-// (the built-in sample's own checkpoint, which agrees with its every draft). Refused beside --sequences.
+// (the built-in sample's own checkpoint, which agrees with its every draft); with --sequences, by prompt
+// lookup in the batched steps (a draft model refused there).
 void speculating_replies_are_runs_replies(const std::vector<std::string>& speculation) {
   std::vector<std::string> args = {"--threads", "1"};
   args.insert(args.end(), speculation.begin(), speculation.end());
@@ -192,9 +193,11 @@ TEST(ServeApi, SpeculatingRepliesAreRunsRepliesAndTheirDraftsAreCounted) {
   speculating_replies_are_runs_replies({"--speculate", "6"});
   TempDir dir("serve-draft-model");
   speculating_replies_are_runs_replies({"--speculate", "3", "--draft-model", gen_tiny_model(dir, "sample").string()});
-  const RunResult batched = run_cli({"serve", "--speculate", "4", "--sequences", "2", "--port", "0"});
+  speculating_replies_are_runs_replies({"--speculate", "4", "--sequences", "2"});
+  const RunResult batched =
+      run_cli({"serve", "--speculate", "4", "--draft-model", gen_tiny_model(dir, "sample").string(), "--sequences", "2", "--port", "0"});
   EXPECT_EQ(batched.status, 2) << describe(batched);
-  EXPECT_NE(batched.err.find("--speculate applies to requests served in turn"), std::string::npos) << batched.err;
+  EXPECT_NE(batched.err.find("--draft-model drafts for requests served in turn"), std::string::npos) << batched.err;
 }
 
 // A reply's logprobs: one entry per generated token; greedy, so the sampled token is the most probable

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -252,9 +253,15 @@ TEST(Speculation, RefusesWhatItCannotDo) {
   request.trace_path = "unused.json";
   EXPECT_NE(refusal([&] { engine.generate(request); }).find("--trace records a decode step, and with --speculate"),
             std::string::npos);
+  // In a batch too: a trace, and drafts out of bounds.
+  EXPECT_NE(refusal([&] { engine.generate_batch({request}); }).find("--trace records a decode step, and with --speculate"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] { engine.add_sequence(request); }).find("--trace records a decode step, and with --speculate"),
+            std::string::npos);
   request.trace_path.clear();
-  EXPECT_NE(refusal([&] { engine.generate_batch({request}); }).find("runs in Engine::generate alone"), std::string::npos);
-  EXPECT_NE(refusal([&] { engine.add_sequence(request); }).find("runs in Engine::generate alone"), std::string::npos);
+  request.speculation = {32, 3, 1};
+  EXPECT_NE(refusal([&] { engine.add_sequence(request); }).find("draft_tokens (--speculate) 32 is more than 31"), std::string::npos);
+  request.speculation = {4, 3, 1};
   EXPECT_EQ(engine.sequences_in(), 0u);
   EXPECT_EQ(engine.position(), 0u) << "a refused request ran";
 
@@ -265,6 +272,72 @@ TEST(Speculation, RefusesWhatItCannotDo) {
   EXPECT_NE(refusal([&] { chunked.generate(request); }).find("at most the prefill chunk of 4"), std::string::npos);
   request.speculation = {3, 3, 1};
   EXPECT_EQ(chunked.generate(request).tokens.size(), 8u);
+}
+
+// Speculation in a batch (generate_batch, add_sequence): each sequence's draft is checked in the batched
+// step, its rows beside the others'. On the cpu every row's logits are bitwise a decode step's (the rows
+// do not depend on each other), so each result is bitwise plain batched decoding's: tokens, logprobs,
+// finish. Greedy, sampled and penalized requests, one of a single token; drafts taken and turned down.
+void expect_batched_speculation_is_plain(EngineOptions options, const Speculation& speculation) {
+  std::vector<GenerateRequest> requests;
+  for (const std::vector<int32_t>& prompt : kPrompts) {
+    GenerateRequest request;
+    request.prompt = prompt;
+    request.max_new_tokens = 40;
+    request.stop_at_eos = false;
+    request.logprobs = 2;
+    requests.push_back(request);
+  }
+  requests.push_back(requests[0]);
+  requests.back().sampling = {.temperature = 0.8f, .seed = 3};
+  requests.push_back(requests[1]);
+  requests.back().sampling.frequency_penalty = 0.5f;
+  requests.push_back(requests[2]);
+  requests.back().max_new_tokens = 1;
+  options.sequences = uint32_t(requests.size());
+  Engine plain(options), speculating(options);
+  const std::vector<GenerateResult> want = plain.generate_batch(requests);
+  for (GenerateRequest& request : requests) request.speculation = speculation;
+  const std::vector<GenerateResult> got = speculating.generate_batch(requests);
+  uint32_t drafted = 0, accepted = 0, fewer_steps = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_EQ(got[i].tokens, want[i].tokens);
+    EXPECT_EQ(got[i].finish_reason, want[i].finish_reason);
+    ASSERT_EQ(got[i].logprobs.size(), want[i].logprobs.size());
+    for (size_t t = 0; t < want[i].logprobs.size(); ++t)
+      for (size_t k = 0; k < want[i].logprobs[t].size(); ++k) {
+        EXPECT_EQ(got[i].logprobs[t][k].token, want[i].logprobs[t][k].token) << "token " << t;
+        EXPECT_EQ(std::bit_cast<uint32_t>(got[i].logprobs[t][k].logprob), std::bit_cast<uint32_t>(want[i].logprobs[t][k].logprob))
+            << "token " << t << ": bitwise a decode step's";
+      }
+    EXPECT_LE(got[i].accepted_tokens, got[i].draft_tokens);
+    drafted += got[i].draft_tokens;
+    accepted += got[i].accepted_tokens;
+    fewer_steps += got[i].decode_steps + 1 < got[i].tokens.size() ? 1 : 0;
+  }
+  EXPECT_EQ(got.back().draft_tokens, 0u) << "a single token takes no draft";
+  EXPECT_GT(accepted, 0u) << "the sample's loops take drafts";
+  EXPECT_LT(accepted, drafted) << "and some are turned down";
+  EXPECT_GT(fewer_steps, 0u);
+}
+
+TEST(BatchedSpeculation, EachReplyIsBitwisePlainBatchedDecodings) {
+  expect_batched_speculation_is_plain(tiny_options(), {4, 3, 2});
+}
+
+// Drafts of 31 for six sequences would be 192 rows: a step carries at most 128, the later sequences'
+// drafts cut to fit. Prompts prefilled by the steps, a chunk a step, as serve --sequences does.
+TEST(BatchedSpeculation, LongDraftsAndPromptsPrefilledByTheSteps) {
+  EngineOptions options = tiny_options();
+  options.prefill_chunks_per_step = 1;
+  expect_batched_speculation_is_plain(options, {31, 3, 1});
+}
+
+TEST(BatchedSpeculation, TensorParallelRanksSpeculateAsOneRank) {
+  EngineOptions options = tiny_options();
+  options.tp = 2;
+  expect_batched_speculation_is_plain(options, {4, 3, 2});
 }
 
 struct Refused {
@@ -331,10 +404,22 @@ TEST(Speculation, BenchComparesTheRepliesAndCountsTheDrafts) {
   EXPECT_NE(text.out.find("a prompt of 4 tokens, greedy replies of 5 tokens, drafts of 2"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("| speculating |"), std::string::npos) << text.out;
 
+  // --batch B: B replies together, drafts checked in the batched steps; bitwise plain decoding's on the cpu.
+  const RunResult batched = run_cli({"bench", "--batch", "3", "--speculate", "4", "--steps", "24", "--rounds", "2", "--threads", "1",
+                                     "--json"});
+  ASSERT_EQ(batched.status, 0) << describe(batched);
+  const nlohmann::json batch_out = nlohmann::json::parse(batched.out);
+  EXPECT_TRUE(batch_out.at("same_replies").get<bool>()) << batched.out;
+  EXPECT_EQ(batch_out.at("batch").get<uint32_t>(), 3u);
+  EXPECT_GT(batch_out.at("accepted_share").get<double>(), 0.5) << batched.out;
+  EXPECT_GT(batch_out.at("tokens_per_step").get<double>(), 1.5) << batched.out;
+  EXPECT_GT(batch_out.at("speculating_decode_tok_s").get<double>(), 0) << batched.out;
+
   expect_refused({"bench", "--rounds", "1", "--steps", "2"},
                  {
                      {{"--prompt-tokens", "1,2"}, "--prompt-tokens applies to --speculate K"},
-                     {{"--speculate", "4", "--batch", "2"}, "--batch does not apply to --speculate"},
+                     {{"--speculate", "4", "--prompt-len", "2"}, "--prompt-len does not apply to --speculate"},
+                     {{"--speculate", "4", "--batch", "1"}, "--batch"},
                      {{"--speculate", "0"}, "--speculate"},
                      {{"--speculate", "4", "--prefill-chunk", "2"}, "more than --prefill-chunk 2"},
                      {{"--speculate", "4", "--prompt-tokens", "1,999999"}, "outside the model's vocabulary"},

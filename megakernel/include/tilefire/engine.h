@@ -102,8 +102,9 @@ struct Sampling {
   float frequency_penalty = 0.0f;   // -2 to 2: subtracted per time the reply holds the token (OpenAI's)
 };
 
-// Speculative decoding (Engine::generate alone): a draft of the next draft_tokens is proposed, and one
-// step of draft_tokens + 1 tokens checks it. At each of that step's positions the token is chosen from the
+// Speculative decoding (Engine::generate; in a batch, by prompt lookup): a draft of the next draft_tokens
+// is proposed, and one step of draft_tokens + 1 tokens checks it (in a batch, the step's rows of that
+// sequence, beside the others'). At each of that step's positions the token is chosen from the
 // position's logits as a decode step would choose it (the same sampling, the same seeded draw), and the
 // draft is followed while it agrees: the reply is the one plain decoding gives (within the rounding of a
 // step of several tokens), in fewer steps where the drafts are right. The drafts come from
@@ -169,8 +170,8 @@ struct GenerateRequest {
   // generation there, finish_reason "stopped" (a stop string the caller found in the text, a client that
   // went away). The same rules as on_token: no calls into the engine from it.
   std::function<bool(const std::vector<int32_t>& generated)> stop_when;
-  // Speculative decoding (generate() only: generate_batch and add_sequence refuse it; so does trace_path,
-  // which records a decode step).
+  // Speculative decoding: in generate(); in generate_batch and add_sequence by prompt lookup (a draft
+  // model drafts for generate() alone). Not with trace_path, which records a decode step.
   Speculation speculation;
 };
 
