@@ -370,6 +370,13 @@ BoundProgram& Engine::Impl::batch_program(uint32_t sequences, double* compile_ms
   *compile_ms = 0;
   auto it = batch_programs.find(sequences);
   if (it == batch_programs.end()) {
+    if (batch_programs.size() >= kBatchProgramsKept) {  // evict the least recently used
+      if (cuda) cuda->stop_resident_kernel();            // its device memory is freed
+      auto oldest = batch_programs.begin();
+      for (auto p = batch_programs.begin(); p != batch_programs.end(); ++p)
+        if (p->second->last_used < oldest->second->last_used) oldest = p;
+      batch_programs.erase(oldest);
+    }
     auto start = std::chrono::steady_clock::now();
     CompileOptions compile = compile_options(sequences);
     compile.batched_decode = true;
@@ -378,6 +385,7 @@ BoundProgram& Engine::Impl::batch_program(uint32_t sequences, double* compile_ms
     it = batch_programs.emplace(sequences, bind(std::move(program), *compile_ms)).first;
     it->second->logit_rows = sequences;
   }
+  it->second->last_used = ++use_clock;
   return *it->second;
 }
 

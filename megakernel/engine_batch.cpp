@@ -312,14 +312,18 @@ std::vector<int32_t> batched_draft(const Engine::Impl& m, const BatchedSequence&
 // speculates (its next positions in its slot: a check of the draft, in the same step).
 void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, const std::vector<uint64_t>& ids) {
   // Sequence j's rows are first[j] .. first[j + 1]: its next token, then its draft. A step carries at
-  // most a prefill chunk's worth of tokens in all (the cuda backend's posted tokens are bounded so).
+  // most the widest step the engine was sized for, a prefill chunk or a token of every sequence (the
+  // tensor-parallel window's rows, EngineOptions), and at most 128 tokens (the cuda backend's posted
+  // tokens); the room for drafts is shared evenly among the sequences still to come.
   std::vector<uint32_t> first;
   std::vector<int32_t> tokens;
   std::vector<uint32_t> positions, slots;
-  uint32_t room = Engine::Impl::kMaxPrefillChunk > rows.size() ? Engine::Impl::kMaxPrefillChunk - uint32_t(rows.size()) : 0;
-  for (BatchedSequence* s : rows) {
+  const uint32_t widest = std::min(Engine::Impl::kMaxPrefillChunk, std::max(m.options.prefill_chunk, m.options.sequences));
+  uint32_t room = widest > rows.size() ? widest - uint32_t(rows.size()) : 0;
+  for (size_t j = 0; j < rows.size(); ++j) {
+    BatchedSequence* s = rows[j];
     first.push_back(uint32_t(tokens.size()));
-    std::vector<int32_t> draft = batched_draft(m, *s, room);
+    std::vector<int32_t> draft = batched_draft(m, *s, room / uint32_t(rows.size() - j));
     room -= uint32_t(draft.size());
     draft.insert(draft.begin(), s->next);
     for (uint32_t i = 0; i < draft.size(); ++i) {
@@ -373,24 +377,22 @@ void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, con
     }
     s.decode_ms += step.run_ms;
     ++s.decode_steps;
-    // Its rows taken in turn, each token chosen as a decode step would choose it, while the draft agrees:
-    // on the cpu each row's logits are bitwise a decode step's (rows do not depend on each other), so the
-    // reply is plain decoding's. A draft row that is not finite is never taken (its token's own decode
-    // step would fail, with the sequence where plain decoding leaves it): the sequence takes its first row.
+    // Its rows taken in turn, each token chosen as a decode step would choose it, while the draft agrees.
+    // A draft row reads the K and V its earlier rows wrote in this step, and computes what a decode step
+    // at its position computes: on the cpu its logits are bitwise that step's, so the reply is plain
+    // decoding's. A draft row whose logits are not finite is not taken: the sequence stops before it, and
+    // its next step (feeding that row's token) fails as plain decoding's would.
     const uint32_t begin = first[j], count = first[j + 1] - first[j];
-    bool drafts_finite = true;
-    for (uint32_t i = 1; i < count && drafts_finite; ++i) drafts_finite = m.all_finite(logits + size_t(begin + i) * vocab);
     for (uint32_t i = 0;; ++i) {
       ++s.position;
       ++s.decode_tokens;
       take_token(m, s, logits + size_t(begin + i) * vocab);
       // Row i is compared with the draft's token i + 1 (the last row has none: its token is a bonus).
-      const bool compared = drafts_finite && i + 1 < count;
-      if (!compared) break;
+      if (i + 1 >= count) break;
       const bool agrees = s.next == tokens[begin + i + 1];
       ++s.result.draft_tokens;
       s.result.accepted_tokens += agrees ? 1 : 0;
-      if (!agrees || s.finished) break;
+      if (!agrees || s.finished || !m.all_finite(logits + size_t(begin + i + 1) * vocab)) break;
     }
   }
   // After every row has its token: a trace that cannot be written fails its own sequence alone. With

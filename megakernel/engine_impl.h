@@ -98,6 +98,9 @@ struct Engine::Impl {
   // of programs serve every length.
   static constexpr uint32_t kMaxPrefillChunk = 128;
   static constexpr size_t kPrefillProgramsKept = 4;
+  // Batched programs by width: a batch's width changes as sequences join, finish and (speculating) bring
+  // drafts, so the least recently used go past this many.
+  static constexpr size_t kBatchProgramsKept = 32;
 
   LoadedModel model;
   ModelInfo info;

@@ -204,6 +204,17 @@ TEST(BatchDecode, TheStepApiContinuesTheFirstRequest) {
   for (size_t v = 0; v < next.size(); ++v) ASSERT_TRUE(same_bits(next[v], expected[v])) << "logit " << v;
 }
 
+// 34 sequences that finish one step apart narrow the batch through 33 widths of batched programs, past the
+// 32 an engine keeps: the least recently used is evicted, and every result is still generate()'s alone.
+TEST(BatchDecode, ManyWidthsEvictTheLeastRecentlyUsedProgram) {
+  std::vector<GenerateRequest> requests;
+  for (uint32_t i = 0; i < 34; ++i) requests.push_back(counting_request(3, int32_t(i * 5), i + 1));
+  EngineOptions options;
+  options.threads = 2;
+  options.max_context = 64;
+  expect_batch_equals_one_by_one(options, requests);
+}
+
 // Under tensor parallelism (ranks as thread groups of this process) a batched step's logits all-gather
 // carries every sequence's row; each result is what generate() gives alone with the same degree, bit for
 // bit (the ranks' partial sums add in the same order whatever else shares the step), with the prompts
