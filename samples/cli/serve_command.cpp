@@ -405,8 +405,10 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     };
   }
   auto chunk = [&](uint32_t i, const json& content, const json& finish_reason) {
-    return json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", served.name},
-                {"choices", {choice(i, content, finish_reason, true)}}};
+    json body{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", served.name},
+              {"choices", {choice(i, content, finish_reason, true)}}};
+    if (parsed.include_usage) body["usage"] = nullptr;  // the usage comes in a chunk of its own
+    return body;
   };
   // Only where choice i's generation is (or has ended): the writers' threads never touch `logprobs`.
   auto with_logprobs = [&](uint32_t i, json body) {
@@ -443,9 +445,12 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     for (const Generated& g : generated) open = open && !g.stream_broken;  // a reply with a gap must not end as if whole
     for (uint32_t i = 0; open && i < n; ++i) {
       json last = with_logprobs(i, chunk(i, chat ? json::object() : json(""), openai_finish_reason(generated[i])));
-      if (i + 1 == n) last["usage"] = usage(generated, per_prompt);
+      if (i + 1 == n && !parsed.include_usage) last["usage"] = usage(generated, per_prompt);
       open = send(last);
     }
+    if (open && parsed.include_usage)  // OpenAI's stream_options.include_usage: the usage alone, no choices
+      open = send(json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", served.name},
+                       {"choices", json::array()}, {"usage", usage(generated, per_prompt)}});
     if (open) open = http::write_all(fd, http::event("[DONE]"));
     summary = summary_of(generated, per_prompt) + ", streamed" + (open ? "" : ", client gone");
   } catch (const http::Error& e) {  // a later choice refused its turn (the server stopping) after the head

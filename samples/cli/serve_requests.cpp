@@ -149,6 +149,20 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
     if (!body.at("stream").is_boolean()) refuse("stream", "must be true or false, got " + body.at("stream").dump());
     parsed.stream = body.at("stream").get<bool>();
   }
+  // OpenAI's stream_options: include_usage asks for a last chunk of the usage alone (empty choices). vLLM's
+  // continuous_usage_stats (usage in every chunk) is not built: refused unless false.
+  if (given(body, "stream_options")) {
+    const json& options = body.at("stream_options");
+    if (!options.is_object()) refuse("stream_options", "must be an object, got " + options.dump().substr(0, 200));
+    if (!parsed.stream) refuse("stream_options", "applies to a streamed reply (\"stream\": true)");
+    for (const auto& [key, value] : options.items()) {
+      if (key == "include_usage" && value.is_boolean()) parsed.include_usage = value.get<bool>();
+      else if (key == "include_usage") refuse("stream_options.include_usage", "must be true or false, got " + value.dump());
+      else if (!(key == "continuous_usage_stats" && value == false))
+        refuse("stream_options." + key, key == "continuous_usage_stats" ? "usage in every chunk is not built (only false)"
+                                                                      : "is not an option Tilefire knows (include_usage is)");
+    }
+  }
   return parsed;
 }
 

@@ -2,7 +2,7 @@
 // The JSON bodies of the OpenAI completions and chat completions requests that `tilefire serve` takes, read
 // into a GenerateRequest. What the engine cannot do as asked (best_of above n, tools, echo of a streamed
 // reply, ...) is refused naming the field, never ignored: a reply that silently skipped what the client
-// asked for would be wrong output. Fields no reply depends on ("user", "stream_options", ...) are ignored.
+// asked for would be wrong output. Fields no reply depends on ("user", ...) are ignored.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +24,9 @@ struct ParsedRequest {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> stops;  // "stop": strings that end the reply, left out of it
   bool stream = false;             // "stream": the reply as server-sent events
+  // "stream_options": {"include_usage": true}: a last chunk before [DONE] of the usage alone (its choices
+  // empty), the other chunks' "usage" null (OpenAI's). Without it the last choice's chunk carries it.
+  bool include_usage = false;
   uint32_t choices = 1;            // "n": samples of each prompt, its choice j drawn with seed + j
   bool logprobs = false;           // the reply carries each token's log-probability
   uint32_t top_logprobs = 0;       // and that many most probable alternatives per token

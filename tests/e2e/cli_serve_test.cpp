@@ -153,6 +153,9 @@ TEST(CliServe, TheOpenAiSdkGetsRunsReplies) {
   EXPECT_EQ(got.at("chat").at("role"), "assistant");
   EXPECT_EQ(got.at("chat").at("content"), chat.at("text")) << got.dump();
   EXPECT_EQ(got.at("chat_streamed"), chat.at("text"));
+  // stream_options.include_usage: the SDK reads the usage from the stream's last chunk, which has no choices.
+  EXPECT_EQ(got.at("chat_streamed_usage").at("choices"), 0) << got.dump();
+  EXPECT_EQ(got.at("chat_streamed_usage").at("usage").at("completion_tokens"), chat.at("tokens").size()) << got.dump();
   EXPECT_EQ(got.at("refused").at("status"), 400) << got.dump();
   EXPECT_NE(got.at("refused").at("message").get<std::string>().find("'n' must be a whole number from 1 to 64"), std::string::npos)
       << got.dump();

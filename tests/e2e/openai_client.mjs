@@ -19,10 +19,14 @@ const messages = [{ role: 'system', content: 'be brief' }, { role: 'user', conte
 const chat = await client.chat.completions.create({ model: 'm', messages, max_tokens: 8, temperature: 0 });
 out.chat = { role: chat.choices[0].message.role, content: chat.choices[0].message.content, finish_reason: chat.choices[0].finish_reason };
 let chatStreamed = '';
-for await (const chunk of await client.chat.completions.create({ model: 'm', messages, max_tokens: 8, temperature: 0, stream: true })) {
+let streamedUsage = null;
+for await (const chunk of await client.chat.completions.create({ model: 'm', messages, max_tokens: 8, temperature: 0, stream: true,
+                                                                 stream_options: { include_usage: true } })) {
   chatStreamed += chunk.choices[0]?.delta?.content ?? '';
+  if (chunk.usage) streamedUsage = { usage: chunk.usage, choices: chunk.choices.length };
 }
 out.chat_streamed = chatStreamed;
+out.chat_streamed_usage = streamedUsage;
 const two = await client.completions.create({ model: 'm', prompt: [9, 100, 200], max_tokens: 10, temperature: 0, n: 2 });
 out.two_choices = two.choices.map((c) => ({ index: c.index, text: c.text }));
 try {

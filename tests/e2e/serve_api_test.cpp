@@ -135,6 +135,58 @@ void metrics_count_what_was_served(const std::vector<std::string>& extra) {
 TEST(ServeApi, MetricsCountWhatWasServed) { metrics_count_what_was_served({}); }
 TEST(ServeApi, MetricsCountWhatWasServedInBatches) { metrics_count_what_was_served({"--sequences", "2"}); }
 
+// OpenAI's stream_options.include_usage: every chunk's "usage" null, then, before [DONE], one chunk of the
+// usage alone with no choices, the same usage a whole reply gives; a completion of two choices and a chat.
+// Without it the last choice's chunk carries the usage. Refused: stream_options without a stream, a
+// non-boolean include_usage, vLLM's continuous_usage_stats, an option of another name.
+TEST(ServeApi, StreamOptionsIncludeUsageEndsWithTheUsageAlone) {
+  TextModelServer served("serve-stream-usage", {});
+  Server& server = served.server;
+  ASSERT_NE(server.port(), 0);
+  for (const bool chat : {false, true}) {
+    SCOPED_TRACE(chat ? "chat" : "completion");
+    json body = chat ? json{{"messages", {{{"role", "user"}, {"content", "hello"}}}}} : json{{"prompt", "hello"}, {"n", 2}};
+    body["max_tokens"] = 5;
+    body["temperature"] = 0;
+    const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
+    const HttpReply whole = post(server.port(), path, body.dump());
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+    const HttpReply streamed = post(server.port(), path, body.dump());
+    ASSERT_EQ(streamed.status, 200) << streamed.body;
+    const std::vector<std::string> data = events(streamed.body);
+    ASSERT_GE(data.size(), 3u);
+    EXPECT_EQ(data.back(), "[DONE]");
+    for (size_t e = 0; e + 2 < data.size(); ++e) {
+      const json event = json::parse(data[e]);
+      ASSERT_TRUE(event.contains("usage")) << data[e];
+      EXPECT_TRUE(event.at("usage").is_null()) << data[e];
+      EXPECT_EQ(event.at("choices").size(), 1u) << data[e];
+    }
+    const json last = json::parse(data[data.size() - 2]);
+    EXPECT_TRUE(last.at("choices").empty()) << data[data.size() - 2];
+    for (const char* count : {"prompt_tokens", "completion_tokens", "total_tokens"})
+      EXPECT_EQ(last.at("usage").at(count), json::parse(whole.body).at("usage").at(count)) << count;
+  }
+  const HttpReply plain = post(server.port(), "/v1/completions", R"({"prompt": "hello", "max_tokens": 5, "temperature": 0, "stream": true})");
+  const std::vector<std::string> data = events(plain.body);
+  ASSERT_GE(data.size(), 3u);
+  EXPECT_TRUE(json::parse(data[data.size() - 2]).at("usage").is_object()) << "without stream_options the last chunk carries it";
+  for (size_t e = 0; e + 2 < data.size(); ++e) EXPECT_FALSE(json::parse(data[e]).contains("usage")) << data[e];
+  expect_refused(server.port(),
+                 {{"/v1/completions", R"({"prompt": "x", "stream_options": {"include_usage": true}})"},
+                  {"/v1/completions", R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": 1}})"},
+                  {"/v1/completions", R"({"prompt": "x", "stream": true, "stream_options": {"continuous_usage_stats": true}})"},
+                  {"/v1/completions", R"({"prompt": "x", "stream": true, "stream_options": {"include_cost": true}})"},
+                  {"/v1/completions", R"({"prompt": "x", "stream": true, "stream_options": [1]})"}},
+                 {"'stream_options' applies to a streamed reply", "'stream_options.include_usage' must be true or false",
+                  "usage in every chunk is not built", "'stream_options.include_cost' is not an option", "'stream_options' must be an object"});
+  const HttpReply neutral = post(server.port(), "/v1/completions",
+                                 R"({"prompt": "x", "max_tokens": 1, "stream": true, "stream_options": {"continuous_usage_stats": false}})");
+  EXPECT_EQ(neutral.status, 200) << neutral.body;
+}
+
 // usage.prompt_tokens_details.cached_tokens (OpenAI's) and /metrics count the prompt tokens not prefilled:
 // a request that begins with the last one's prompt finds it in the cache, requests in turn or batched;
 // batched, the second of two choices of one prompt copies it from the first's slot (the usage counts the
