@@ -379,5 +379,49 @@ TEST(DraftModel, TheCApiDraftsAsTheCppApiDoes) {
   EXPECT_EQ(older.draft_error, &never_handed_out);
 }
 
+// Through the C API, a batch speculates by prompt lookup (each draft checked in the batched steps): its
+// replies are the C++ engine's plain batch's, bit for bit on the cpu; a draft model's drafts are refused
+// there, naming why.
+TEST(DraftModel, TheCApiBatchDraftsByPromptLookup) {
+  tilefire_engine_options options;
+  tilefire_engine_options_init(&options);
+  options.threads = 2;
+  options.max_context = 128;
+  options.sequences = 2;
+  options.draft_preset = "tiny";  // the sample's own shape: there, but not for a batch
+  tilefire_engine* engine = nullptr;
+  ASSERT_EQ(tilefire_engine_create(&options, &engine), TILEFIRE_OK) << tilefire_last_error();
+  const std::vector<std::vector<int32_t>> prompts = {byte_tokens("Once upon a time"), byte_tokens("The cat sat on the mat")};
+  std::vector<tilefire_generate_request> requests(2);
+  std::vector<GenerateRequest> same(2);
+  for (size_t i = 0; i < 2; ++i) {
+    tilefire_generate_request_init(&requests[i]);
+    requests[i].prompt = prompts[i].data();
+    requests[i].prompt_count = prompts[i].size();
+    requests[i].max_new_tokens = 30;
+    requests[i].speculate_draft_tokens = 4;
+    same[i].prompt = prompts[i];
+    same[i].max_new_tokens = 30;
+  }
+  std::vector<tilefire_generate_result> results(2);
+  for (tilefire_generate_result& r : results) r.struct_size = sizeof r;
+  ASSERT_EQ(tilefire_generate_batch(engine, requests.data(), 2, results.data()), TILEFIRE_OK) << tilefire_last_error();
+  EngineOptions plain_options = sample_options();
+  plain_options.sequences = 2;
+  Engine plain(plain_options);
+  const std::vector<GenerateResult> want = plain.generate_batch(same);
+  uint32_t accepted = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(std::vector<int32_t>(results[i].tokens, results[i].tokens + results[i].token_count), want[i].tokens) << "request " << i;
+    accepted += results[i].accepted_tokens;
+    tilefire_generate_result_free(&results[i]);
+  }
+  EXPECT_GT(accepted, 0u);
+  requests[1].speculate_source = TILEFIRE_DRAFT_MODEL;
+  EXPECT_EQ(tilefire_generate_batch(engine, requests.data(), 2, results.data()), TILEFIRE_ERROR_INPUT);
+  EXPECT_NE(std::string(tilefire_last_error()).find("drafts come by prompt lookup"), std::string::npos) << tilefire_last_error();
+  tilefire_engine_free(engine);
+}
+
 }  // namespace
 }  // namespace tilefire::testing

@@ -203,10 +203,10 @@ typedef struct tilefire_generate_request {
                                the K most probable there); max_new_tokens may then be 0 */
   tilefire_probability_callback on_probabilities;  /* NULL: none; given user_data too */
   uint32_t min_new_tokens;  /* the eos and stop tokens are not chosen before this many are generated */
-  /* Since API version 7: speculative decoding (tilefire::Speculation; tilefire_generate only, a batch
-     refuses it), drafts by prompt lookup or by the engine's draft model: plain decoding's reply (up to a
-     near tie: a check step's logits round apart from a decode step's) in fewer steps where the drafts are
-     right */
+  /* Since API version 7: speculative decoding (tilefire::Speculation), drafts by prompt lookup or by the
+     engine's draft model (tilefire_generate alone; a batch drafts by prompt lookup, each draft checked in
+     the batched steps): plain decoding's reply (up to a near tie: a check step's logits round apart from a
+     decode step's) in fewer steps where the drafts are right */
   uint32_t speculate_draft_tokens;  /* 0 (the default): off; 1 to 31 tokens proposed per step, and below the
                                        engine's prefill_chunk (a draft is checked in one prefill step) */
   uint32_t speculate_max_ngram;     /* 3: the longest run of last tokens looked up, 1 to 16 */
