@@ -78,6 +78,9 @@ bool overlaps(uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1) { return a0 < 
 Program run_pipeline(const ModelSpec* spec, const OpGraph* given, const CompileOptions& options) {
   if (options.workers == 0) throw std::runtime_error("compile: --threads must be at least 1");
   if (options.tokens == 0) throw std::runtime_error("compile: a step needs at least one token");
+  if (options.logit_rows > options.tokens)
+    throw std::runtime_error("compile: " + std::to_string(options.logit_rows) + " logit rows in a step of " +
+                             std::to_string(options.tokens) + " tokens");
   Program program;
   program.tokens = options.tokens;
   program.granularity = options.granularity;

@@ -25,6 +25,10 @@ struct CompileOptions {
   // generate_batch, the simulator's --batch): attention splits over KV positions as at decode, and the LM
   // head projects every token's row (logits [tokens, vocab]).
   bool batched_decode = false;
+  // With batched_decode: the LM head projects only the step's last `logit_rows` rows (0: every row). A
+  // step whose first rows are a prompt's chunk (Engine::step_sequences) needs the chunk's last row and the
+  // decoding sequences' rows after it, not a logit row per prompt token.
+  uint32_t logit_rows = 0;
   // A prefill whose LM head projects every token's row too (logits [tokens, vocab]): each prompt token's
   // probability after those before it (GenerateRequest::prompt_logprobs).
   bool prompt_logits = false;
@@ -49,6 +53,13 @@ struct CompileOptions {
 // sequence; a prompt's logprobs) rather than the last one's. Under tensor parallelism the logits
 // all-gather carries every row.
 inline bool logits_of_every_token(const CompileOptions& options) { return options.batched_decode || options.prompt_logits; }
+
+// The rows the LM head projects (the last ones of the step): 1, every token's, or a batched step's
+// logit_rows.
+inline uint32_t lm_head_rows(const CompileOptions& options) {
+  if (options.batched_decode && options.logit_rows != 0) return options.logit_rows;
+  return logits_of_every_token(options) ? options.tokens : 1;
+}
 
 // One op node before tiling: the fused op's parameters and the tile width the tiler should use.
 struct OpNode {

@@ -67,7 +67,7 @@ class Fuser {
   uint32_t slot_of(uint32_t value) {
     if (value_slot_[value] == kNoSlot) {
       const ValueDesc& v = g_.values[value];
-      out_.slots.push_back({SlotKind::activation, DType::f32, v.single_row ? 1 : options_.tokens, v.cols, 0, v.name});
+      out_.slots.push_back({SlotKind::activation, DType::f32, v.rows != 0 ? v.rows : options_.tokens, v.cols, 0, v.name});
       value_slot_[value] = uint32_t(out_.slots.size() - 1);
     }
     return value_slot_[value];
@@ -286,7 +286,7 @@ class Fuser {
     p.vocab = uint32_t(w.rows);
     p.eps = n.eps;
     p.wdtype = w.dtype;
-    p.rows = logits_of_every_token(options_) ? options_.tokens : 1;
+    p.rows = lm_head_rows(options_);
     emit(OpCode::lm_head, m.layer, p, matmul_tile_width(p.vocab));
     fused_[matmul] = fused_[norm] = fused_[last_token] = true;
   }

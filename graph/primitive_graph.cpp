@@ -46,10 +46,10 @@ class PrimitiveBuilder {
 
   // Adds a node; returns its output value (a new value named `out_name` of `out_cols` columns).
   uint32_t node(Primitive op, uint16_t layer, std::vector<uint32_t> inputs, std::vector<uint32_t> slots,
-                const std::string& out_name, uint32_t out_cols, float eps = 0, bool single_row = false) {
+                const std::string& out_name, uint32_t out_cols, float eps = 0, uint32_t rows = 0) {
     uint32_t out = kNoValue;
     if (!out_name.empty()) {
-      g_.values.push_back({out_name, out_cols, single_row});
+      g_.values.push_back({out_name, out_cols, rows});
       out = uint32_t(g_.values.size() - 1);
     }
     g_.nodes.push_back({op, layer, std::move(inputs), out, std::move(slots), eps});
@@ -117,12 +117,13 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
 
   const uint16_t head_layer = uint16_t(spec.layers);
   // Only the last token is sampled; a batched decode samples every token (each the next of its sequence),
-  // and a prompt's logprobs read every token's row.
-  const bool one_row = !logits_of_every_token(options);
-  uint32_t last = b.node(Primitive::last_token, head_layer, {x}, {}, "final.last", hidden, 0, one_row);
-  uint32_t normed = b.node(Primitive::rmsnorm, head_layer, {last}, {b.vector_f32("model.norm.weight", hidden)}, "final.norm", hidden, spec.rms_eps, one_row);
+  // or its last logit_rows (a prompt's chunk before the decoding rows), and a prompt's logprobs read every
+  // token's row.
+  const uint32_t rows = lm_head_rows(options);
+  uint32_t last = b.node(Primitive::last_token, head_layer, {x}, {}, "final.last", hidden, 0, rows);
+  uint32_t normed = b.node(Primitive::rmsnorm, head_layer, {last}, {b.vector_f32("model.norm.weight", hidden)}, "final.norm", hidden, spec.rms_eps, rows);
   const uint32_t head = spec.tie_embeddings ? table : b.matrix("lm_head.weight", spec.vocab, hidden);
-  b.node(Primitive::matmul, head_layer, {normed}, {head}, kLogitsSlotName, spec.vocab, 0, one_row);
+  b.node(Primitive::matmul, head_layer, {normed}, {head}, kLogitsSlotName, spec.vocab, 0, rows);
   return g;
 }
 

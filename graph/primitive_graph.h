@@ -22,7 +22,7 @@ enum class Primitive : uint8_t {
   attention,     // slots {k cache, v cache}: q -> causal attention over the cache
   add,           // a, b -> a + b
   swiglu,        // gate, up -> silu(gate) * up
-  last_token,    // x -> x[tokens - 1] (a batched decode: every row, one token per sequence)
+  last_token,    // x -> x[tokens - 1] (a batched decode: every row, or its last logit_rows)
 };
 std::string_view primitive_name(Primitive op);
 
@@ -30,8 +30,8 @@ constexpr uint32_t kNoValue = 0xffffffffu;
 
 struct ValueDesc {
   std::string name;   // becomes the slot name if the value crosses fused ops
-  uint32_t cols = 0;  // [tokens, cols], or [1, cols] when last_token made it
-  bool single_row = false;
+  uint32_t cols = 0;  // [tokens, cols], or [rows, cols] when last_token made it
+  uint32_t rows = 0;  // 0: the step's tokens; else the last token's row, or a batched step's last logit_rows
 };
 
 struct PrimitiveNode {

@@ -366,9 +366,11 @@ const float* Engine::Impl::run_sequences(BoundProgram& bound, StepInputs inputs,
   return bound.logits;
 }
 
-BoundProgram& Engine::Impl::batch_program(uint32_t sequences, double* compile_ms) {
+BoundProgram& Engine::Impl::batch_program(uint32_t tokens, uint32_t logit_rows, double* compile_ms) {
   *compile_ms = 0;
-  auto it = batch_programs.find(sequences);
+  if (logit_rows == 0 || logit_rows > tokens) logit_rows = tokens;
+  const std::pair<uint32_t, uint32_t> key{tokens, logit_rows};
+  auto it = batch_programs.find(key);
   if (it == batch_programs.end()) {
     if (batch_programs.size() >= kBatchProgramsKept) {  // evict the least recently used
       if (cuda) cuda->stop_resident_kernel();            // its device memory is freed
@@ -378,34 +380,35 @@ BoundProgram& Engine::Impl::batch_program(uint32_t sequences, double* compile_ms
       batch_programs.erase(oldest);
     }
     auto start = std::chrono::steady_clock::now();
-    CompileOptions compile = compile_options(sequences);
+    CompileOptions compile = compile_options(tokens);
     compile.batched_decode = true;
+    compile.logit_rows = logit_rows;
     Program program = compile_model(program_spec, compile);
     *compile_ms = ms_since(start);
-    it = batch_programs.emplace(sequences, bind(std::move(program), *compile_ms)).first;
-    it->second->logit_rows = sequences;
+    it = batch_programs.emplace(key, bind(std::move(program), *compile_ms)).first;
+    it->second->logit_rows = logit_rows;
   }
   it->second->last_used = ++use_clock;
   return *it->second;
 }
 
-BoundProgram& Engine::Impl::program_of(StepKind kind, uint32_t tokens, double* compile_ms) {
+BoundProgram& Engine::Impl::program_of(StepKind kind, uint32_t tokens, double* compile_ms, uint32_t logit_rows) {
   switch (kind) {
     case StepKind::decode:
       *compile_ms = 0;
       return *decode_program;
-    case StepKind::batched_decode: return batch_program(tokens, compile_ms);
+    case StepKind::batched_decode: return batch_program(tokens, logit_rows, compile_ms);
     case StepKind::prefill: break;
     case StepKind::prompt_prefill: return prefill_program(tokens, true, compile_ms);
   }
   return prefill_program(tokens, false, compile_ms);
 }
 
-std::vector<BoundProgram*> Engine::Impl::rank_programs(StepKind kind, uint32_t tokens, double* compile_ms) {
+std::vector<BoundProgram*> Engine::Impl::rank_programs(StepKind kind, uint32_t tokens, double* compile_ms, uint32_t logit_rows) {
   std::vector<BoundProgram*> programs(rank_engines.size());
   on_every_rank([&](Impl& r, uint32_t index) {
     double ms = 0;
-    programs[index] = &r.program_of(kind, tokens, &ms);
+    programs[index] = &r.program_of(kind, tokens, &ms, logit_rows);
     if (index == 0) *compile_ms = ms;
   });
   if (*compile_ms > 0) setup_barrier(programs[0]->program);  // a new program: every rank compiles it first
@@ -414,10 +417,10 @@ std::vector<BoundProgram*> Engine::Impl::rank_programs(StepKind kind, uint32_t t
 }
 
 Engine::Impl::SequencesStep Engine::Impl::step_of_sequences(StepKind kind, const StepInputs& inputs,
-                                                            std::vector<TaskTiming>* trace) {
+                                                            std::vector<TaskTiming>* trace, uint32_t logit_rows) {
   SequencesStep step;
   if (rank_engines.empty()) {
-    BoundProgram& program = program_of(kind, inputs.tokens_count, &step.compile_ms);
+    BoundProgram& program = program_of(kind, inputs.tokens_count, &step.compile_ms, logit_rows);
     const auto start = std::chrono::steady_clock::now();
     step.logits = run_sequences(program, inputs, true, trace);
     step.run_ms = ms_since(start);
@@ -425,7 +428,7 @@ Engine::Impl::SequencesStep Engine::Impl::step_of_sequences(StepKind kind, const
     return step;
   }
   check_not_broken();
-  const std::vector<BoundProgram*> programs = rank_programs(kind, inputs.tokens_count, &step.compile_ms);
+  const std::vector<BoundProgram*> programs = rank_programs(kind, inputs.tokens_count, &step.compile_ms, logit_rows);
   const auto start = std::chrono::steady_clock::now();
   on_every_rank([&](Impl& r, uint32_t index) {
     const float* rank_logits = r.run_sequences(*programs[index], inputs, index == 0, index == 0 ? trace : nullptr);

@@ -212,11 +212,10 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
                      "static policy (docs/TENSOR_PARALLEL.md)");
   if (options.tp > 1) split_tensor_parallel(spec, options.tp);  // refuses a degree the shapes do not allow, saying why
   // Tensor parallelism: the window each rank's collectives use (two partial-sum slices per layer for the
-  // widest step, a prefill chunk or a batched decode of every sequence, and the rank's share of the
-  // logits of as many rows: a row per sequence, or per prompt token when a prompt is scored) and its flags
-  // (at most one per column of each collective node, one per rank's logits, two for the program digests
-  // and two barriers).
-  const uint64_t widest_step = std::max<uint64_t>(options.prefill_chunk, options.sequences);
+  // widest step, widest_step_rows, and the rank's share of the logits of as many rows: a row per
+  // sequence, or per prompt token when a prompt is scored) and its flags (at most one per column of each
+  // collective node, one per rank's logits, two for the program digests and two barriers).
+  const uint64_t widest_step = widest_step_rows(options);
   const uint64_t window_bytes =
       2ull * spec.layers * ((widest_step * spec.hidden * 4 + 63) / 64 * 64) +
       (widest_step * ((uint64_t(spec.vocab) + options.tp - 1) / options.tp) * 4 + 63) / 64 * 64;

@@ -308,18 +308,72 @@ std::vector<int32_t> batched_draft(const Engine::Impl& m, const BatchedSequence&
   return prompt_lookup_draft(history, count, speculation.min_ngram, speculation.max_ngram);
 }
 
+// A prompt's chunk that runs in the decode step's program (EngineOptions::prefill_in_decode_step): rows
+// begin .. end of its sequence's prompt, the step's first rows.
+struct ChunkInStep {
+  uint64_t id = 0;
+  BatchedSequence* s = nullptr;  // null: none
+  uint32_t begin = 0, end = 0;
+};
+
+// The chunk a decode step takes: the next of the first sequence still prefilling (the order prefill_some
+// keeps), at most `room` tokens, after it has copied what another slot holds of its prompt. None when its
+// prompt is scored (every row's logits: a program of its own).
+ChunkInStep chunk_for_decode_step(Engine::Impl& m, uint32_t room) {
+  if (!m.options.prefill_in_decode_step || m.options.prefill_chunks_per_step == 0 || room == 0) return {};
+  for (auto& [id, s] : m.batched) {
+    if (!s.prefilling) continue;
+    if (s.request.prompt_logprobs != 0) return {};
+    copy_longer_prefix(m, s);
+    const uint32_t left = uint32_t(s.request.prompt.size()) - s.position;
+    return {id, &s, s.position, s.position + std::min({left, m.options.prefill_chunk, room})};
+  }
+  return {};
+}
+
+// The end of a sequence's prefill: its first token from the logits of its prompt's last row (or, with
+// max_new_tokens 0, its scored prompt ends it).
+void end_prefill(Engine::Impl& m, BatchedSequence& s, const float* logits) {
+  s.prefilling = false;
+  if (s.request.max_new_tokens == 0) return end_scored_prompt(s);
+  s.result.ttft_ms = ms_since(s.added) - s.prefill_compile_ms;
+  take_token(m, s, logits);
+}
+
 // The decode part of a step: the next token of every sequence, together, each followed by its draft when it
-// speculates (its next positions in its slot: a check of the draft, in the same step).
-void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, const std::vector<uint64_t>& ids) {
-  // Sequence j's rows are first[j] .. first[j + 1]: its next token, then its draft. A step carries at
-  // most the widest step the engine was sized for, a prefill chunk or a token of every sequence (the
-  // tensor-parallel window's rows, EngineOptions), and at most 128 tokens (the cuda backend's posted
-  // tokens); the room for drafts is shared evenly among the sequences still to come.
-  std::vector<uint32_t> first;
+// speculates (its next positions in its slot: a check of the draft, in the same step); before them, with
+// EngineOptions::prefill_in_decode_step, the next chunk of a prompt being prefilled. Returns whether a
+// chunk ran.
+bool decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, const std::vector<uint64_t>& ids) {
+  // The rows whose request asks for a trace of a decode step, and whose warm (second) or last step this
+  // is, as generate() picks its traced step: the step's timeline goes to each one's trace_path (a step
+  // that traces takes no prompt chunk: its timeline is a decode step's).
+  std::vector<BatchedSequence*> tracing;
+  for (BatchedSequence* s : rows) {
+    const GenerateRequest& request = s->request;
+    if (!request.trace_path.empty() && !s->result.trace_written &&
+        (s->decode_steps == 1 || s->result.tokens.size() + 1 >= request.max_new_tokens || s->position + 1 >= m.max_context))
+      tracing.push_back(s);
+  }
+  // A step carries at most the widest step the engine was sized for (widest_step_rows: the
+  // tensor-parallel window's rows), and at most 128 tokens (the cuda backend's posted tokens). A prompt's
+  // chunk takes what the decode rows leave (its length cut to fit: with the default chunk of 128, by the
+  // decode rows), and the room left for drafts is shared evenly among the sequences still to come.
+  const uint32_t widest = std::min(Engine::Impl::kMaxPrefillChunk, widest_step_rows(m.options));
+  uint32_t room = widest > rows.size() ? widest - uint32_t(rows.size()) : 0;
+  const ChunkInStep chunk = tracing.empty() ? chunk_for_decode_step(m, room) : ChunkInStep{};
   std::vector<int32_t> tokens;
   std::vector<uint32_t> positions, slots;
-  const uint32_t widest = std::min(Engine::Impl::kMaxPrefillChunk, std::max(m.options.prefill_chunk, m.options.sequences));
-  uint32_t room = widest > rows.size() ? widest - uint32_t(rows.size()) : 0;
+  if (chunk.s) {
+    for (uint32_t p = chunk.begin; p < chunk.end; ++p) {
+      tokens.push_back(chunk.s->request.prompt[p]);
+      positions.push_back(p);
+      slots.push_back(chunk.s->slot);
+    }
+    room -= chunk.end - chunk.begin;
+  }
+  // Sequence j's rows are first[j] .. first[j + 1]: its next token, then its draft.
+  std::vector<uint32_t> first;
   for (size_t j = 0; j < rows.size(); ++j) {
     BatchedSequence* s = rows[j];
     first.push_back(uint32_t(tokens.size()));
@@ -342,31 +396,35 @@ void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, con
     inputs.positions = positions.data();
     inputs.sequences = slots.data();
   }
-  // The rows whose request asks for a trace of a decode step, and whose warm (second) or last step this
-  // is, as generate() picks its traced step: the step's timeline goes to each one's trace_path.
-  std::vector<BatchedSequence*> tracing;
-  for (BatchedSequence* s : rows) {
-    const GenerateRequest& request = s->request;
-    if (!request.trace_path.empty() && !s->result.trace_written &&
-        (s->decode_steps == 1 || s->result.tokens.size() + 1 >= request.max_new_tokens || s->position + 1 >= m.max_context))
-      tracing.push_back(s);
-  }
+  // The LM head projects the decode rows and, before them, the chunk's last row (the first token when the
+  // chunk ends its prompt): logit row r is the step's row r + logit_base.
+  const uint32_t chunk_rows = chunk.end - chunk.begin;
+  const uint32_t logit_base = chunk.s ? chunk_rows - 1 : 0;
   std::vector<TaskTiming> timeline;
   GeneratingScope generating_scope(m);
   // One sequence's one token: the decode program (one token, the last row of logits) serves it.
-  const Engine::Impl::SequencesStep step = m.step_of_sequences(
-      width == 1 ? Engine::Impl::StepKind::decode : Engine::Impl::StepKind::batched_decode, inputs, tracing.empty() ? nullptr : &timeline);
-  const float* logits = step.logits;  // [width, vocab]
-  const Program& program = step.program->program;
+  const Engine::Impl::SequencesStep step =
+      m.step_of_sequences(width == 1 ? Engine::Impl::StepKind::decode : Engine::Impl::StepKind::batched_decode, inputs,
+                          tracing.empty() ? nullptr : &timeline, width - logit_base);
   const uint32_t vocab = m.info.vocab;
+  // The logits of the step's row i (i >= logit_base).
+  auto row_logits = [&](uint32_t i) { return step.logits + size_t(i - logit_base) * vocab; };
+  const Program& program = step.program->program;
   // Every sequence's first row checked before any is taken: a failed step moves no sequence (the cache
   // entries it wrote past their positions are overwritten by the next step).
   for (size_t j = 0; j < rows.size(); ++j) {
     try {
-      m.check_finite_logits(logits + size_t(first[j]) * vocab, rows[j]->position);
+      m.check_finite_logits(row_logits(first[j]), rows[j]->position);
     } catch (const InputError& e) {
       throw SequenceError(ids[j], sequence_name(ids[j]) + e.what());
     }
+  }
+  if (chunk.s) {
+    chunk.s->prefill_compile_ms += step.compile_ms;
+    chunk.s->result.compile_ms += step.compile_ms;
+    // A chunk short of its prompt's end is in (a callback throwing below leaves it in); the one that ends
+    // it gives the first token after the decode rows have theirs, as prefill_some's would.
+    if (chunk.end < chunk.s->request.prompt.size()) chunk.s->position = chunk.end;
   }
   for (size_t j = 0; j < rows.size(); ++j) {
     BatchedSequence& s = *rows[j];
@@ -386,18 +444,28 @@ void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, con
     for (uint32_t i = 0;; ++i) {
       ++s.position;
       ++s.decode_tokens;
-      take_token(m, s, logits + size_t(begin + i) * vocab);
+      take_token(m, s, row_logits(begin + i));
       // Row i is compared with the draft's token i + 1 (the last row has none: its token is a bonus).
       if (i + 1 >= count) break;
       const bool agrees = s.next == tokens[begin + i + 1];
       ++s.result.draft_tokens;
       s.result.accepted_tokens += agrees ? 1 : 0;
-      if (!agrees || s.finished || !m.all_finite(logits + size_t(begin + i + 1) * vocab)) break;
+      if (!agrees || s.finished || !m.all_finite(row_logits(begin + i + 1))) break;
     }
+  }
+  if (chunk.s && chunk.end == chunk.s->request.prompt.size()) {
+    const float* last = row_logits(chunk_rows - 1);
+    try {
+      m.check_finite_logits(last, chunk.end - 1);
+    } catch (const InputError& e) {  // its chunk runs again at the next step
+      throw SequenceError(chunk.id, sequence_name(chunk.id) + e.what());
+    }
+    chunk.s->position = chunk.end;
+    end_prefill(m, *chunk.s, last);
   }
   // After every row has its token: a trace that cannot be written fails its own sequence alone. With
   // ranks as processes, rank 0's process writes it.
-  if (!m.writes_files()) return;
+  if (!m.writes_files()) return chunk.s != nullptr;
   for (BatchedSequence* s : tracing) {
     try {
       write_chrome_trace(s->request.trace_path, program, timeline);
@@ -407,12 +475,13 @@ void decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, con
     }
     s->result.trace_written = true;
   }
+  return chunk.s != nullptr;
 }
 
-// The prefill part of a step (EngineOptions::prefill_chunks_per_step): the next chunks of the prompts
-// being prefilled, in the order their sequences were added; a prompt's last chunk gives its first token.
-void prefill_some(Engine::Impl& m) {
-  uint32_t chunks = m.options.prefill_chunks_per_step;
+// The prefill part of a step (EngineOptions::prefill_chunks_per_step, less a chunk the decode step ran):
+// the next `chunks` chunks of the prompts being prefilled, in the order their sequences were added; a
+// prompt's last chunk gives its first token.
+void prefill_some(Engine::Impl& m, uint32_t chunks) {
   for (auto& [id, s] : m.batched) {
     while (s.prefilling && chunks > 0) {
       --chunks;
@@ -432,13 +501,7 @@ void prefill_some(Engine::Impl& m) {
         s.result.prompt_token_probabilities.resize(scored);
         throw SequenceError(id, sequence_name(id) + e.what());
       }
-      s.prefilling = false;
-      if (s.request.max_new_tokens == 0) {  // its prompt scored, nothing to generate
-        end_scored_prompt(s);
-        continue;
-      }
-      s.result.ttft_ms = ms_since(s.added) - s.prefill_compile_ms;
-      take_token(m, s, logits);
+      end_prefill(m, s, logits);
     }
     if (chunks == 0) return;
   }
@@ -456,8 +519,8 @@ uint32_t Engine::step_sequences() {
       rows.push_back(&s);
       ids.push_back(id);
     }
-  if (!rows.empty()) decode_rows(m, rows, ids);
-  prefill_some(m);
+  const bool chunk_ran = !rows.empty() && decode_rows(m, rows, ids);
+  prefill_some(m, m.options.prefill_chunks_per_step - (chunk_ran ? 1 : 0));
   uint32_t unfinished = 0;
   for (const auto& [id, s] : m.batched) unfinished += s.finished ? 0 : 1;
   return unfinished;

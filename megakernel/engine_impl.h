@@ -1,5 +1,6 @@
 #pragma once
 // The Engine's insides: the loaded model, the executor, the KV cache and the compiled programs.
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -91,6 +92,17 @@ struct BatchedSequence {
   uint32_t decode_tokens = 0;  // tokens its decode steps gave (more than the steps where drafts were taken)
 };
 
+// The most rows a step of the engine holds, what the tensor-parallel window is sized for: a prefill chunk,
+// or a token of every sequence; with a chunk in the decode step's program (prefill_in_decode_step), both,
+// up to 128 (the cuda backend's posted tokens, kMailboxTokens). Drafts and a chunk beside decode rows
+// take the room left up to min(this, 128).
+inline uint32_t widest_step_rows(const EngineOptions& options) {
+  uint32_t widest = std::max(options.prefill_chunk, options.sequences);
+  if (options.prefill_in_decode_step && options.prefill_chunks_per_step > 0)
+    widest = std::max(widest, std::min(128u, options.prefill_chunk + options.sequences));
+  return widest;
+}
+
 // Not thread-safe: one Engine runs one step at a time.
 struct Engine::Impl {
   // Prompts are prefilled in chunks of EngineOptions::prefill_chunk tokens, at most this many, so a
@@ -140,7 +152,9 @@ struct Engine::Impl {
   std::unique_ptr<BoundProgram> decode_program;
   // By tokens per step, and whether every token's logits come out (a prompt's logprobs).
   std::map<std::pair<uint32_t, bool>, std::unique_ptr<BoundProgram>> prefill_programs;
-  std::map<uint32_t, std::unique_ptr<BoundProgram>> batch_programs;    // batched decode, by sequences per step
+  // Batched steps, by tokens per step and the rows the LM head projects (a prompt's chunk before the
+  // decoding rows needs its last row only).
+  std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<BoundProgram>> batch_programs;
   std::map<uint64_t, BatchedSequence> batched;  // continuous batching: the sequences added, by id
   // The tokens each free slot's cache holds (the last sequence removed from it), for reuse_prefix; slot 0's
   // are `sequence` (the step API's), so slot_tokens[0] stays empty. Sized EngineOptions::sequences.
@@ -194,15 +208,17 @@ struct Engine::Impl {
   // With `trace`, every task's timing is appended to it.
   const float* run_sequences(BoundProgram& bound, StepInputs inputs, bool want_logits = true,
                              std::vector<TaskTiming>* trace = nullptr);
-  // The decode program of `sequences` sequences at once (compiled on first use; sets *compile_ms).
-  BoundProgram& batch_program(uint32_t sequences, double* compile_ms);
-  // The programs a step of sequences runs: the decode program (one token), a batched decode of `tokens`
-  // sequences, or a prefill chunk of `tokens` prompt tokens (with every token's logits: prompt_prefill).
+  // The batched program of `tokens` rows, each at its own position and slot, whose LM head projects the
+  // last `logit_rows` (compiled on first use; sets *compile_ms).
+  BoundProgram& batch_program(uint32_t tokens, uint32_t logit_rows, double* compile_ms);
+  // The programs a step of sequences runs: the decode program (one token), a batched step of `tokens`
+  // rows (logits for the last `logit_rows`, 0: every row), or a prefill chunk of `tokens` prompt tokens
+  // (with every token's logits: prompt_prefill).
   enum class StepKind { decode, batched_decode, prefill, prompt_prefill };
-  BoundProgram& program_of(StepKind kind, uint32_t tokens, double* compile_ms);
+  BoundProgram& program_of(StepKind kind, uint32_t tokens, double* compile_ms, uint32_t logit_rows = 0);
   // Every rank's program of that kind (compiled on first use, then every rank past the start-up barrier
   // and checked to agree); *compile_ms is rank 0's compile time.
-  std::vector<BoundProgram*> rank_programs(StepKind kind, uint32_t tokens, double* compile_ms);
+  std::vector<BoundProgram*> rank_programs(StepKind kind, uint32_t tokens, double* compile_ms, uint32_t logit_rows = 0);
   // run_sequences on this engine or on every rank of its tensor-parallel group, on its program of `kind`.
   struct SequencesStep {
     const float* logits = nullptr;           // [rows, vocab], rank 0's (every rank gathers the same)
@@ -211,7 +227,8 @@ struct Engine::Impl {
     double run_ms = 0;                       // the step itself
   };
   // With `trace`, the step's timeline (rank 0's) is appended to it.
-  SequencesStep step_of_sequences(StepKind kind, const StepInputs& inputs, std::vector<TaskTiming>* trace = nullptr);
+  SequencesStep step_of_sequences(StepKind kind, const StepInputs& inputs, std::vector<TaskTiming>* trace = nullptr,
+                                  uint32_t logit_rows = 0);
   CudaStepResult run_cuda(BoundProgram& bound, const std::vector<int32_t>& tokens, std::vector<TaskTiming>* trace = nullptr);
   // A step whose result is only the greedy token (on cuda: reduced on the device, no logits copied), and
   // whether the logits held NaN or Inf. Not checked here: under tensor parallelism a rank that threw

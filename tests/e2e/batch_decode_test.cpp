@@ -268,12 +268,16 @@ TEST(BatchDecode, PromptsPrefilledByTheStepsGiveWhatGenerateGives) {
 
 // A long prompt joining a sequence that decodes: each step gives that sequence its token and prefills one
 // chunk of the prompt; the newcomer's first token comes from the step that ends its prompt. One taken out
-// mid-prompt leaves its slot holding the part prefilled, which a request reusing it skips.
-TEST(BatchDecode, ALongPromptJoiningDelaysTheOthersByAChunkPerStep) {
+// mid-prompt leaves its slot holding the part prefilled, which a request reusing it skips. In the decode
+// step's program (EngineOptions::prefill_in_decode_step) a chunk is the 128 rows a step holds less the
+// decoding sequence's one: chunks of 127, 127 and 46, the same replies bit for bit.
+void expect_a_long_prompt_joins_a_chunk_per_step(bool in_decode_step) {
   EngineOptions options;
   options.threads = 2;
   options.sequences = 2;
   options.prefill_chunks_per_step = 1;
+  options.prefill_in_decode_step = in_decode_step;
+  const uint32_t first_chunk = in_decode_step ? 127 : 128;
   Engine engine(options);
   uint32_t short_tokens = 0, long_tokens = 0;
   GenerateRequest short_request = counting_request(5, 11, 12);
@@ -311,7 +315,7 @@ TEST(BatchDecode, ALongPromptJoiningDelaysTheOthersByAChunkPerStep) {
   const uint64_t reusing_id = engine.add_sequence(reusing);
   while (!engine.sequence_finished(reusing_id)) engine.step_sequences();
   const GenerateResult reused = engine.remove_sequence(reusing_id);
-  EXPECT_EQ(reused.reused_tokens, 128u) << "the slot holds the chunk prefilled before it was taken out";
+  EXPECT_EQ(reused.reused_tokens, first_chunk) << "the slot holds the chunk prefilled before it was taken out";
   while (!engine.sequence_finished(short_id)) engine.step_sequences();
   const GenerateResult short_result = engine.remove_sequence(short_id);
 
@@ -322,15 +326,22 @@ TEST(BatchDecode, ALongPromptJoiningDelaysTheOthersByAChunkPerStep) {
   expect_same_result(short_result, alone.generate(short_request), 0);
   expect_same_result(long_result, alone.generate(long_request), 1);
   reusing.reuse_prefix = false;
-  expect_same_result(reused, alone.generate(reusing), 2);  // the same chunks: 128 is a chunk's end
+  expect_same_result(reused, alone.generate(reusing), 2);
+}
+
+TEST(BatchDecode, ALongPromptJoiningDelaysTheOthersByAChunkPerStep) { expect_a_long_prompt_joins_a_chunk_per_step(true); }
+
+TEST(BatchDecode, ALongPromptJoiningInChunksOfTheirOwnDelaysTheOthersByAChunkPerStep) {
+  expect_a_long_prompt_joins_a_chunk_per_step(false);
 }
 
 // A prompt whose logits are not finite (a token whose embedding holds an infinity) fails its own
 // sequence only: with the prompts prefilled by the steps, its last chunk fails after the step's decode,
 // and step_sequences throws a SequenceError with its id (the chunk's prompt scores taken back). Taken out, it leaves the other sequence to go
-// on to generate()'s result for its request alone.
-TEST(BatchDecode, ASequenceWhoseLogitsAreNotFiniteFailsAloneNamingItsId) {
-  TempDir dir("batch-nonfinite");
+// on to generate()'s result for its request alone. The same when the chunk runs in the decode step's
+// program (EngineOptions::prefill_in_decode_step; a scored prompt never does) as when it runs apart.
+void expect_non_finite_logits_fail_their_sequence_alone(bool in_decode_step) {
+  TempDir dir(in_decode_step ? "batch-nonfinite-in-step" : "batch-nonfinite");
   const std::filesystem::path folder = write_test_model(variant_spec(Variant::llama), dir.path() / "m");
   EngineOptions options;
   options.model_dir = folder.string();
@@ -351,6 +362,7 @@ TEST(BatchDecode, ASequenceWhoseLogitsAreNotFiniteFailsAloneNamingItsId) {
   const GenerateResult expected = alone.generate(good);
   options.sequences = 2;
   options.prefill_chunks_per_step = 1;
+  options.prefill_in_decode_step = in_decode_step;
   Engine engine(options);
   uint32_t good_tokens = 0;
   good.on_token = [&](int32_t) { ++good_tokens; };
@@ -385,6 +397,7 @@ TEST(BatchDecode, ASequenceWhoseLogitsAreNotFiniteFailsAloneNamingItsId) {
   const uint64_t copying_id = engine.add_sequence(copying);
   EXPECT_THROW(engine.step_sequences(), SequenceError);
   EXPECT_THROW(engine.step_sequences(), SequenceError) << "left in, it fails again";
+  EXPECT_EQ(good_tokens, 5u) << "each failed step's decode came before the failed chunk";
   EXPECT_EQ(engine.remove_sequence(copying_id).reused_tokens, good.prompt.size());
   GenerateRequest after = copying;
   after.prompt.back() = good.prompt[0];
@@ -397,6 +410,12 @@ TEST(BatchDecode, ASequenceWhoseLogitsAreNotFiniteFailsAloneNamingItsId) {
 
   while (!engine.sequence_finished(good_id)) engine.step_sequences();
   expect_same_result(engine.remove_sequence(good_id), expected, 0);
+}
+
+TEST(BatchDecode, ASequenceWhoseLogitsAreNotFiniteFailsAloneNamingItsId) { expect_non_finite_logits_fail_their_sequence_alone(true); }
+
+TEST(BatchDecode, ASequenceWhoseLogitsAreNotFiniteInAChunkOfItsOwnFailsAlone) {
+  expect_non_finite_logits_fail_their_sequence_alone(false);
 }
 
 // Continuous batching: five requests through three slots, each joining when a slot frees (mid-way

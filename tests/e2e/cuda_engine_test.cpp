@@ -415,6 +415,43 @@ TEST_F(CudaEngine, BatchedSequencesMatchEachAlone) {
         << "request " << i;
 }
 
+// Prompts joining sequences that decode, their chunks in the decode steps' program (EngineOptions::
+// prefill_in_decode_step): a chunk's rows take the per-row attention path and, with the decode rows, the
+// tensor-core matrices. Each result against the same request alone, a launch per step and resident; the
+// resident run bitwise the launched one.
+TEST_F(CudaEngine, ChunksInTheDecodeStepMatchEachAlone) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  EngineOptions options = cuda_options(dir_->path().string());
+  Engine alone(options);
+  std::vector<GenerateRequest> requests = batch_requests(3, alone.model().vocab);
+  requests[1].prompt = prompt_of(21, alone.model().vocab);  // chunks of 8 beside one or two decode rows
+  requests[2].prompt = prompt_of(13, alone.model().vocab);
+  requests[2].prompt[0] = 2;
+  options.sequences = 3;
+  options.prefill_chunk = 8;
+  options.prefill_chunks_per_step = 1;
+  std::vector<std::vector<GenerateResult>> runs;
+  for (bool resident : {false, true}) {
+    options.cuda_resident = resident;
+    Engine engine(options);
+    std::vector<uint64_t> ids{engine.add_sequence(requests[0])};
+    engine.step_sequences();  // its prompt and first token: it decodes beside the chunks that follow
+    ids.push_back(engine.add_sequence(requests[1]));
+    ids.push_back(engine.add_sequence(requests[2]));
+    while (engine.step_sequences() > 0) {
+    }
+    std::vector<GenerateResult> results;
+    for (uint64_t id : ids) results.push_back(engine.remove_sequence(id));
+    runs.push_back(std::move(results));
+  }
+  EXPECT_GE(expect_batch_close_to_alone(runs[0], alone, requests), 8u);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_EQ(runs[1][i].tokens, runs[0][i].tokens) << "resident, request " << i;
+    for (size_t t = 0; t < runs[0][i].logprobs.size(); ++t)
+      EXPECT_EQ(runs[1][i].logprobs[t][0].probability, runs[0][i].logprobs[t][0].probability) << "resident, request " << i;
+  }
+}
+
 // A sequence that begins with what a sequence still in holds starts from a device copy of that slot's
 // cache (the emulation's memory starts as NaN, so a position not copied would show), a launch per step
 // and resident on one GPU, and on two virtual ranks: bitwise what it gets reusing a free slot that holds

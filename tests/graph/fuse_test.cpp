@@ -109,6 +109,36 @@ TEST(Fuse, TiedEmbeddingsShareTheTableWithTheLmHead) {
   EXPECT_EQ(embed.table, head.weight);
 }
 
+// The LM head's rows, and the logits slot's: the last token's at a prefill; every token's in a batched
+// step or for a prompt's logprobs; a batched step's last logit_rows (a prompt's chunk before decode rows:
+// its last row and theirs). More logit rows than tokens is refused.
+TEST(Fuse, TheLmHeadProjectsTheStepsLastRowsItNeeds) {
+  const ModelSpec spec = preset_spec("tiny");
+  auto head_rows = [&](CompileOptions o) {
+    const OpGraph fused = fuse_primitive_graph(build_primitive_graph(spec, o), o);
+    const auto& head = fused.nodes.back().params.as<LmHeadParams>();
+    EXPECT_EQ(fused.slots[head.logits].rows, head.rows) << "the logits slot holds the rows projected";
+    return head.rows;
+  };
+  CompileOptions o = options_for(2);
+  o.tokens = 10;
+  EXPECT_EQ(head_rows(o), 1u);
+  o.prompt_logits = true;
+  EXPECT_EQ(head_rows(o), 10u);
+  o.prompt_logits = false;
+  o.batched_decode = true;
+  EXPECT_EQ(head_rows(o), 10u);
+  o.logit_rows = 3;
+  EXPECT_EQ(head_rows(o), 3u);
+  o.logit_rows = 11;
+  try {
+    compile_model(spec, o);
+    ADD_FAILURE() << "11 logit rows of 10 tokens compiled";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("11 logit rows in a step of 10 tokens"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Fuse, LeftoverPrimitiveIsAnErrorThatNamesIt) {
   PrimitiveGraph g = build_primitive_graph(preset_spec("tiny"), options_for(2));
   // A stray swiglu reading the last layer's output: no fused op has it in an epilogue.
