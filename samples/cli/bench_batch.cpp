@@ -56,7 +56,7 @@ JoinTiming time_join(Engine& engine, uint32_t batch, uint32_t join_len, uint32_t
   for (uint32_t s = 0; s + 1 < batch; ++s) {
     GenerateRequest r;
     for (uint32_t i = 0; i < 8; ++i) r.prompt.push_back(int32_t((i * 7 + s * 13 + round + 1) % vocab));
-    r.max_new_tokens = join_len / 128 + 16;  // more than the steps below
+    r.max_new_tokens = join_len + 16;  // more than the steps below (a chunk per step, at least a token each)
     r.stop_at_eos = false;
     if (s == 0) r.on_token = [&stamps](int32_t) { stamps.push_back(std::chrono::steady_clock::now()); };
     decoding.push_back(engine.add_sequence(r));
@@ -118,53 +118,63 @@ std::string engine_label(const Engine& engine, const EngineOptions& options) {
 }  // namespace
 
 int run_join_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t join_len, uint32_t chunks, bool json) {
+  // Three engines: the prompt prefilled whole at add_sequence; by the steps, each chunk a program of its
+  // own after the decode step; by the steps, the first chunk in the decode step's program.
+  enum Way { whole, apart, in_step, ways };
   options.sequences = batch;
   options.prefill_chunks_per_step = 0;
-  Engine whole(options);
+  Engine whole_engine(options);
   options.prefill_chunks_per_step = chunks;
-  Engine chunked(options);
-  const ModelInfo& model = whole.model();
+  options.prefill_in_decode_step = false;
+  Engine apart_engine(options);
+  options.prefill_in_decode_step = true;
+  Engine in_step_engine(options);
+  Engine* engines[ways] = {&whole_engine, &apart_engine, &in_step_engine};
+  const ModelInfo& model = whole_engine.model();
   if (join_len + 1 > model.max_context)
     throw InputError("tilefire bench: --join-prompt-len + 1 exceeds the context of " + std::to_string(model.max_context));
-  time_join(whole, batch, join_len, 0);  // untimed: compiles the programs
-  time_join(chunked, batch, join_len, 0);
-  std::vector<double> whole_wait, whole_ttft, chunked_wait, chunked_ttft;
+  for (Engine* engine : engines) time_join(*engine, batch, join_len, 0);  // untimed: compiles the programs
+  std::vector<double> wait[ways], ttft[ways];
   for (uint32_t r = 0; r < rounds; ++r) {
-    for (int k = 0; k < 2; ++k) {
-      const bool chunked_now = (k == 0) == (r % 2 == 1);
-      const JoinTiming t = time_join(chunked_now ? chunked : whole, batch, join_len, r + 1);
-      (chunked_now ? chunked_wait : whole_wait).push_back(t.longest_wait_ms);
-      (chunked_now ? chunked_ttft : whole_ttft).push_back(t.newcomer_ttft_ms);
+    for (int k = 0; k < ways; ++k) {  // each round a rotation of the order, so drift hits every way
+      const int way = (k + int(r)) % ways;
+      const JoinTiming t = time_join(*engines[way], batch, join_len, r + 1);
+      wait[way].push_back(t.longest_wait_ms);
+      ttft[way].push_back(t.newcomer_ttft_ms);
     }
   }
-  if (whole.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports
+  if (whole_engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports
   if (json) {
     std::cout << nlohmann::json{{"model", model.origin},
                                 {"dtype", model.dtype},
                                 {"backend", options.backend == Backend::cuda ? "cuda" : "cpu"},
-                                {"device", whole.device_name()},
-                                {"threads", whole.threads()},
-                                {"tp", whole.tensor_parallel_ranks()},
+                                {"device", whole_engine.device_name()},
+                                {"threads", whole_engine.threads()},
+                                {"tp", whole_engine.tensor_parallel_ranks()},
                                 {"batch", batch},
                                 {"join_prompt_len", join_len},
                                 {"prefill_chunks_per_step", chunks},
                                 {"prefill_chunk", options.prefill_chunk},
                                 {"rounds", rounds},
-                                {"whole_longest_wait_ms", median(whole_wait)},
-                                {"whole_newcomer_ttft_ms", median(whole_ttft)},
-                                {"chunked_longest_wait_ms", median(chunked_wait)},
-                                {"chunked_newcomer_ttft_ms", median(chunked_ttft)}}
+                                {"whole_longest_wait_ms", median(wait[whole])},
+                                {"whole_newcomer_ttft_ms", median(ttft[whole])},
+                                {"chunked_longest_wait_ms", median(wait[apart])},
+                                {"chunked_newcomer_ttft_ms", median(ttft[apart])},
+                                {"in_step_longest_wait_ms", median(wait[in_step])},
+                                {"in_step_newcomer_ttft_ms", median(ttft[in_step])}}
                      .dump()
               << std::endl;
     return 0;
   }
   std::printf("model %s on %s: %u sequences decoding while a %u-token prompt joins (medians of %u rounds)\n",
-              model_label(model).c_str(), engine_label(whole, options).c_str(), batch - 1, join_len, rounds);
+              model_label(model).c_str(), engine_label(whole_engine, options).c_str(), batch - 1, join_len, rounds);
   std::printf("| prompt prefilled | longest wait for a decoding sequence's next token, ms | newcomer's time to first token, ms |\n"
               "|---|---|---|\n");
-  std::printf("| whole, when it joins | %.2f | %.2f |\n", median(whole_wait), median(whole_ttft));
-  std::printf("| %u chunk(s) of %u per step | %.2f | %.2f |\n", chunks, options.prefill_chunk, median(chunked_wait),
-              median(chunked_ttft));
+  std::printf("| whole, when it joins | %.2f | %.2f |\n", median(wait[whole]), median(ttft[whole]));
+  std::printf("| %u chunk(s) of %u per step, after the decode step | %.2f | %.2f |\n", chunks, options.prefill_chunk,
+              median(wait[apart]), median(ttft[apart]));
+  std::printf("| %u chunk(s) of %u per step, the first in the decode step | %.2f | %.2f |\n", chunks, options.prefill_chunk,
+              median(wait[in_step]), median(ttft[in_step]));
   return 0;
 }
 

@@ -17,9 +17,11 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
 
 // What a long prompt joining costs the sequences decoding (continuous batching): batch - 1 sequences
 // decode while a request with a `join_len`-token prompt joins, on an engine that prefills it whole at
-// add_sequence and on one that prefills `chunks` chunks per step (EngineOptions::prefill_chunks_per_step).
-// Prints, per engine, the longest wait of a decoding sequence for its next token and the newcomer's time
-// to first token (medians over interleaved rounds); with `json`, one object.
+// add_sequence and on two that prefill `chunks` chunks per step (EngineOptions::prefill_chunks_per_step),
+// one running each chunk as a program of its own after the decode step, one the first in the decode
+// step's program (EngineOptions::prefill_in_decode_step). Prints, per engine, the longest wait of a
+// decoding sequence for its next token and the newcomer's time to first token (medians over rounds in
+// rotating order); with `json`, one object.
 int run_join_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint32_t join_len, uint32_t chunks, bool json);
 
 // What sharing a prompt's beginning buys (a system prompt, several choices of one prompt): `batch`

@@ -78,6 +78,9 @@ was generated. A device or transport fault stops it too, with exit status 3, for
                          prefilled whole while the others wait)
   --prefill-chunk N      prompt tokens per chunk, 1 to 128 (default 128): smaller, the others wait less
                          per step and a joining prompt takes more steps
+  --separate-prefill     with --sequences: every chunk runs as a program of its own after the decode
+                         step (by default a step's first chunk runs in the decode step's program, one
+                         pass over the weights for both, cut to what 128 rows leave beside the others)
   --schedule dataflow|bsp, --policy NAME, --granularity G, --kv-splits N   as in tilefire run
 )";
 
@@ -537,7 +540,7 @@ void handle_connection(Served& served, int fd) {
 }  // namespace
 
 int serve_command(int argc, char** argv) {
-  std::vector<std::string> switches{"--help"}, valued{"--host", "--port", "--chat-template", "--api-key", "--max-connections", "--io-timeout-ms",
+  std::vector<std::string> switches{"--help", "--separate-prefill"}, valued{"--host", "--port", "--chat-template", "--api-key", "--max-connections", "--io-timeout-ms",
                                                      "--sequences", "--prefill-chunks"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
   for (const std::string& flag : speculation_valued()) valued.push_back(flag);
@@ -556,6 +559,10 @@ int serve_command(int argc, char** argv) {
   options.prefill_chunks_per_step = uint32_t(args.unsigned_or("--prefill-chunks", 1, 0, 1u << 20));
   if (args.text("--prefill-chunks") && options.sequences == 1)
     throw InputError("tilefire serve: --prefill-chunks applies to continuous batching: give --sequences N (N > 1) too");
+  options.prefill_in_decode_step = !args.has("--separate-prefill");
+  if (args.has("--separate-prefill") && (options.sequences == 1 || options.prefill_chunks_per_step == 0))
+    throw InputError("tilefire serve: --separate-prefill applies to prompts prefilled by the steps: give --sequences N "
+                     "(N > 1) and no --prefill-chunks 0");
   const Speculation speculation = speculation_of_flags(args, "tilefire serve", options);
   if (speculation.source == DraftSource::draft_model && options.sequences > 1)
     throw InputError("tilefire serve: --draft-model drafts for requests served in turn, one at a time; with --sequences " +

@@ -121,6 +121,10 @@ TEST(CliServe, RepliesAreRunsRepliesAndStreamedEventsAddUpToThem) { replies_are_
 // Continuous batching: the same replies, each request a sequence of its own.
 TEST(CliServe, BatchedRepliesAreRunsReplies) { replies_are_runs_replies({"--sequences", "2"}); }
 // ... with each joining prompt prefilled whole when it joins, not by the steps.
+TEST(CliServe, BatchedRepliesWithChunksApartFromTheDecodeStepAreRunsReplies) {
+  replies_are_runs_replies({"--sequences", "2", "--separate-prefill"});
+}
+
 TEST(CliServe, BatchedRepliesWithPromptsPrefilledWholeAreRunsReplies) {
   replies_are_runs_replies({"--sequences", "2", "--prefill-chunks", "0"});
 }
@@ -515,6 +519,12 @@ TEST(CliServe, WhatStopsTheServerFromStartingIsNamed) {
   RunResult chunks_alone = run_cli({"serve", "--prefill-chunks", "2", "--port", "0"});
   EXPECT_EQ(chunks_alone.status, 2) << describe(chunks_alone);
   EXPECT_NE(chunks_alone.err.find("--prefill-chunks applies to continuous batching"), std::string::npos) << chunks_alone.err;
+  for (const std::vector<std::string>& flags : {std::vector<std::string>{"serve", "--separate-prefill", "--port", "0"},
+                                                 {"serve", "--sequences", "2", "--prefill-chunks", "0", "--separate-prefill"}}) {
+    RunResult separate = run_cli(flags);
+    EXPECT_EQ(separate.status, 2) << describe(separate);
+    EXPECT_NE(separate.err.find("--separate-prefill applies to prompts prefilled by the steps"), std::string::npos) << separate.err;
+  }
   RunResult no_sequences = run_cli({"serve", "--sequences", "0", "--port", "0"});
   EXPECT_EQ(no_sequences.status, 2) << describe(no_sequences);
   EXPECT_NE(no_sequences.err.find("--sequences"), std::string::npos) << no_sequences.err;
