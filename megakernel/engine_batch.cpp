@@ -317,16 +317,21 @@ struct ChunkInStep {
 };
 
 // The chunk a decode step takes: the next of the first sequence still prefilling (the order prefill_some
-// keeps), at most `room` tokens, after it has copied what another slot holds of its prompt. None when its
-// prompt is scored (every row's logits: a program of its own).
+// keeps), at most `room` tokens, after it has copied what another slot holds of its prompt. None (the
+// chunk runs apart, in prefill_some) when its prompt is scored (every row's logits: a program of its
+// own); when the room would cut it below half of itself (many sequences decoding: at least twice the
+// steps to its first token); and on the cpu with kv_splits forced above 1, which splits a batched
+// program's attention but never a prefill's, so the rows would not be bitwise its prefill's.
 ChunkInStep chunk_for_decode_step(Engine::Impl& m, uint32_t room) {
   if (!m.options.prefill_in_decode_step || m.options.prefill_chunks_per_step == 0 || room == 0) return {};
+  if (m.options.backend == Backend::cpu && m.options.kv_splits > 1) return {};
   for (auto& [id, s] : m.batched) {
     if (!s.prefilling) continue;
     if (s.request.prompt_logprobs != 0) return {};
     copy_longer_prefix(m, s);
-    const uint32_t left = uint32_t(s.request.prompt.size()) - s.position;
-    return {id, &s, s.position, s.position + std::min({left, m.options.prefill_chunk, room})};
+    const uint32_t whole = std::min(uint32_t(s.request.prompt.size()) - s.position, m.options.prefill_chunk);
+    if (2 * room < whole) return {};
+    return {id, &s, s.position, s.position + std::min(whole, room)};
   }
   return {};
 }

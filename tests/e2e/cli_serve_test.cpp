@@ -120,11 +120,11 @@ void replies_are_runs_replies(const std::vector<std::string>& batching) {
 TEST(CliServe, RepliesAreRunsRepliesAndStreamedEventsAddUpToThem) { replies_are_runs_replies({}); }
 // Continuous batching: the same replies, each request a sequence of its own.
 TEST(CliServe, BatchedRepliesAreRunsReplies) { replies_are_runs_replies({"--sequences", "2"}); }
-// ... with each joining prompt prefilled whole when it joins, not by the steps.
+// ... with every prompt chunk run as a program of its own after the decode step.
 TEST(CliServe, BatchedRepliesWithChunksApartFromTheDecodeStepAreRunsReplies) {
   replies_are_runs_replies({"--sequences", "2", "--separate-prefill"});
 }
-
+// ... with each joining prompt prefilled whole when it joins, not by the steps.
 TEST(CliServe, BatchedRepliesWithPromptsPrefilledWholeAreRunsReplies) {
   replies_are_runs_replies({"--sequences", "2", "--prefill-chunks", "0"});
 }

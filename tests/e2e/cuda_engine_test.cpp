@@ -83,6 +83,7 @@ class CudaEngine : public ::testing::Test {
     dir_ = nullptr;
   }
   static TempDir* dir_;
+  static void expect_chunks_in_the_decode_step_match_each_alone(uint32_t chunk, uint32_t kv_splits);
 };
 TempDir* CudaEngine::dir_ = nullptr;
 
@@ -416,19 +417,28 @@ TEST_F(CudaEngine, BatchedSequencesMatchEachAlone) {
 }
 
 // Prompts joining sequences that decode, their chunks in the decode steps' program (EngineOptions::
-// prefill_in_decode_step): a chunk's rows take the per-row attention path and, with the decode rows, the
-// tensor-core matrices. Each result against the same request alone, a launch per step and resident; the
-// resident run bitwise the launched one.
+// prefill_in_decode_step), with the decode rows on the tensor-core matrices and the chunk's attention row
+// by row: chunks of 8, split over KV positions (the default on the device), and chunks of 16 unsplit. Each
+// result against the same request alone, a launch per step and resident; the resident run bitwise the
+// launched one.
 TEST_F(CudaEngine, ChunksInTheDecodeStepMatchEachAlone) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
+  for (const auto& [chunk, kv_splits] : {std::pair{8u, 0u}, {16u, 1u}}) {
+    SCOPED_TRACE("chunks of " + std::to_string(chunk) + ", kv_splits " + std::to_string(kv_splits));
+    expect_chunks_in_the_decode_step_match_each_alone(chunk, kv_splits);
+  }
+}
+
+void CudaEngine::expect_chunks_in_the_decode_step_match_each_alone(uint32_t chunk, uint32_t kv_splits) {
   EngineOptions options = cuda_options(dir_->path().string());
+  options.kv_splits = kv_splits;
   Engine alone(options);
   std::vector<GenerateRequest> requests = batch_requests(3, alone.model().vocab);
-  requests[1].prompt = prompt_of(21, alone.model().vocab);  // chunks of 8 beside one or two decode rows
-  requests[2].prompt = prompt_of(13, alone.model().vocab);
+  requests[1].prompt = prompt_of(2 * chunk + 5, alone.model().vocab);  // chunks beside one or two decode rows
+  requests[2].prompt = prompt_of(chunk + 5, alone.model().vocab);
   requests[2].prompt[0] = 2;
   options.sequences = 3;
-  options.prefill_chunk = 8;
+  options.prefill_chunk = chunk;
   options.prefill_chunks_per_step = 1;
   std::vector<std::vector<GenerateResult>> runs;
   for (bool resident : {false, true}) {

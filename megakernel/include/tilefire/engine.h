@@ -69,11 +69,13 @@ struct EngineOptions {
   // With prefill_chunks_per_step: a step's first chunk runs in the decode step's program, its rows before
   // the decoding sequences' (one pass over the weights for both, as Sarathi-Serve's chunked prefill). A
   // step that takes a chunk holds at most 128 rows: the chunk is cut to what the decode rows leave (127
-  // beside one sequence with the default chunk of 128), and it goes before the drafts of sequences that
-  // speculate; the tensor-parallel window grows by a row per sequence. On the cpu every row is computed
-  // as a step of its own would compute it, so replies are bitwise those of chunks run as programs of their
-  // own after the decode step (false: what benchmarks compare against). A prompt scored with
-  // prompt_logprobs (every row's logits) runs in programs of its own either way.
+  // beside one sequence with the default chunk of 128), but never below half of itself (with more
+  // sequences decoding it runs apart, whole), and it goes before the drafts of sequences that speculate;
+  // the tensor-parallel window grows by a row per sequence. On the cpu every row is computed as a step of
+  // its own would compute it, so replies are bitwise those of chunks run as programs of their own after
+  // the decode step (false: what benchmarks compare against). A prompt scored with prompt_logprobs (every
+  // row's logits) runs in programs of its own either way, and so do all chunks on the cpu with kv_splits
+  // above 1 (a batched program's attention would split where a prefill's does not).
   bool prefill_in_decode_step = true;
   // Prompt tokens one prefill step runs (1 to 128): every prompt is prefilled in chunks of this many.
   // Smaller chunks hold the sequences decoding beside a joining prompt up for less per step; larger
