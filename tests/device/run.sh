@@ -224,6 +224,15 @@ def gpu_shared_prefix():
 if shared:
     section("shared prefix", gpu_shared_prefix)
 
+join = load("bench_join.json")
+def gpu_join():
+    print(f"a {join['join_prompt_len']}-token prompt joining {join['batch'] - 1} decoding sequences, longest wait for their next token / "
+          f"newcomer's first token, ms: whole {join['whole_longest_wait_ms']:.2f} / {join['whole_newcomer_ttft_ms']:.2f}; chunks apart "
+          f"{join['chunked_longest_wait_ms']:.2f} / {join['chunked_newcomer_ttft_ms']:.2f}; first chunk in the decode step "
+          f"{join['in_step_longest_wait_ms']:.2f} / {join['in_step_newcomer_ttft_ms']:.2f}")
+if join:
+    section("a prompt joining", gpu_join)
+
 tp2 = load("bench_tp2.json")
 def gpu_tp():
     print(f"tp=2 as virtual ranks on this GPU: {tp2['dataflow_step_ms']:.4f} ms per step (bsp / dataflow {tp2['bsp_over_dataflow']:.3f}); "
@@ -363,6 +372,12 @@ run_stage batch-speculate 90 bench_batch_speculate.json bench_batch_speculate.lo
 shared_prefix=${emulated:+40}
 run_stage shared-prefix 60 bench_shared_prefix.json bench_shared_prefix.log "$cli" bench --backend cuda --model "$model" --batch 4 \
   --shared-prefix "${shared_prefix:-500}" --rounds 3 --json
+
+# A long prompt joining 3 decoding sequences: prefilled whole, in chunks of 128 apart from the decode
+# step, and with the first chunk in the decode step's program (one pass over the weights for both).
+join_len=${emulated:+40}
+run_stage join 60 bench_join.json bench_join.log "$cli" bench --backend cuda --model "$model" --batch 4 \
+  --join-prompt-len "${join_len:-1000}" --rounds 3 --json
 
 echo "== transport: virtual ranks as CTAs over one window; a one-rank NCCL device communicator ($(elapsed))"
 run_gtest transport "device_transport_test$suffix"
