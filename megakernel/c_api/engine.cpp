@@ -54,6 +54,7 @@ EngineOptions engine_options(const tilefire_engine_options& c) {
   options.sequences = c.sequences;
   options.prefill_chunks_per_step = c.prefill_chunks_per_step;
   options.prefill_chunk = c.prefill_chunk;
+  options.prefill_in_decode_step = c.prefill_in_decode_step != 0;
   options.draft.model_dir = string_or_empty(c.draft_model_dir);
   options.draft.preset = string_or_empty(c.draft_preset);
   if (c.draft_preset_dtype) options.draft.preset_dtype = c.draft_preset_dtype;
@@ -279,6 +280,7 @@ void tilefire_engine_options_init(tilefire_engine_options* options) {
   options->sequences = defaults.sequences;
   options->prefill_chunks_per_step = defaults.prefill_chunks_per_step;
   options->prefill_chunk = defaults.prefill_chunk;
+  options->prefill_in_decode_step = defaults.prefill_in_decode_step ? 1 : 0;
 }
 
 tilefire_status tilefire_engine_create(const tilefire_engine_options* options, tilefire_engine** engine) {

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /* The version of this interface: raised when a struct or a call changes. */
-#define TILEFIRE_API_VERSION 7
+#define TILEFIRE_API_VERSION 8
 uint32_t tilefire_api_version(void);
 
 typedef enum tilefire_status {
@@ -116,6 +116,10 @@ typedef struct tilefire_engine_options {
   const char* draft_preset;
   const char* draft_preset_dtype;  /* f32 (NULL), bf16 or f16 */
   uint64_t draft_preset_seed;
+  /* Since API version 8: nonzero (the default): with prefill_chunks_per_step, a step's first prompt chunk
+     runs in the decode step's program, beside the decoding sequences' tokens; 0: every chunk as a program
+     of its own after the decode step (tilefire::EngineOptions::prefill_in_decode_step) */
+  int prefill_in_decode_step;
 } tilefire_engine_options;
 
 void tilefire_engine_options_init(tilefire_engine_options* options);
