@@ -84,7 +84,12 @@ class SingleOpCase {
   void expect_device_matches_cpu(const OpParams& params, uint32_t units, uint32_t width, const std::vector<uint32_t>& breaks,
                                  const std::vector<int32_t>& tokens, uint32_t position0, double atol, double rtol,
                                  const CudaOptions& cuda_options = {}) {
-    const StepInputs inputs{tokens.data(), uint32_t(tokens.size()), position0};
+    expect_device_matches_cpu(params, units, width, breaks, StepInputs{tokens.data(), uint32_t(tokens.size()), position0}, atol,
+                              rtol, cuda_options);
+  }
+  // The same for a step of any inputs (a batched step: each token's position and sequence).
+  void expect_device_matches_cpu(const OpParams& params, uint32_t units, uint32_t width, const std::vector<uint32_t>& breaks,
+                                 const StepInputs& inputs, double atol, double rtol, const CudaOptions& cuda_options = {}) {
     // CPU: host copies of every tensor.
     std::vector<std::vector<unsigned char>> host(tensors_.size());
     std::vector<void*> host_slots;
@@ -337,6 +342,64 @@ TEST(CudaOps, AttentionChunkMatchesCpu) {
       c.expect_device_matches_cpu(OpParams::make(OpCode::attention_chunk, 0, p), AttentionChunkOp::tile_units(p), 2,
                                   AttentionChunkOp::tile_breaks(p), random_tokens(c.rng(), tokens, 10), position0, 1e-5, 1e-4);
     }
+}
+
+// A batched step's attention (Engine::step_sequences): each token at its own position in its own sequence's
+// slot of the caches. The rows of a prompt's chunk in the decode step's program (20 consecutive positions
+// of sequence 1), a decoding sequence's token (sequence 0), and a speculating one's token and two drafts
+// (sequence 2), against the CPU twin: causal attention, and split-KV chunk records (chunks past a row's
+// position empty).
+TEST(CudaOps, BatchedStepAttentionMatchesCpu) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  std::vector<uint32_t> positions, sequences;
+  for (uint32_t i = 0; i < 20; ++i) {
+    positions.push_back(700 + i);
+    sequences.push_back(1);
+  }
+  for (const auto& [position, sequence] : {std::pair{5u, 0u}, {300u, 2u}, {301u, 2u}, {302u, 2u}}) {
+    positions.push_back(position);
+    sequences.push_back(sequence);
+  }
+  const uint32_t tokens = uint32_t(positions.size());
+  for (uint32_t head_dim : {48u, 64u}) {
+    SCOPED_TRACE("head_dim " + std::to_string(head_dim));
+    std::mt19937 rng(head_dim);
+    const std::vector<int32_t> ids = random_tokens(rng, tokens, 10);
+    StepInputs inputs{ids.data(), tokens, 0};
+    inputs.positions = positions.data();
+    inputs.sequences = sequences.data();
+    {
+      SingleOpCase c;
+      CausalAttentionParams p;
+      p.heads = 6;
+      p.kv_heads = 2;
+      p.head_dim = head_dim;
+      p.max_context = 1024;
+      p.scale = 1.0f / std::sqrt(float(head_dim));
+      p.q = c.add_f32("q", SlotKind::activation, tokens, p.heads * head_dim, 0, 1);
+      p.k_cache = c.add_f32("k", SlotKind::kv_cache, 3 * p.kv_heads * p.max_context, head_dim, 0, 1);
+      p.v_cache = c.add_f32("v", SlotKind::kv_cache, 3 * p.kv_heads * p.max_context, head_dim, 0, 1);
+      p.out = c.add_f32("out", SlotKind::activation, tokens, p.heads * head_dim, 0, 0, true);
+      c.expect_device_matches_cpu(OpParams::make(OpCode::causal_attention, 0, p), p.heads, 2, {3}, inputs, 1e-5, 1e-4);
+    }
+    {
+      SingleOpCase c;
+      AttentionChunkParams p;
+      p.heads = 6;
+      p.kv_heads = 2;
+      p.head_dim = head_dim;
+      p.max_context = 1024;
+      p.chunks = 5;
+      p.scale = 1.0f / std::sqrt(float(head_dim));
+      p.q = c.add_f32("q", SlotKind::activation, tokens, p.heads * head_dim, 0, 1);
+      p.k_cache = c.add_f32("k", SlotKind::kv_cache, 3 * p.kv_heads * p.max_context, head_dim, 0, 1);
+      p.v_cache = c.add_f32("v", SlotKind::kv_cache, 3 * p.kv_heads * p.max_context, head_dim, 0, 1);
+      p.partial = c.add_f32("partial", SlotKind::activation, tokens,
+                            uint64_t(AttentionChunkOp::tile_units(p)) * AttentionChunkOp::unit_floats(p), 0, 0, true);
+      c.expect_device_matches_cpu(OpParams::make(OpCode::attention_chunk, 0, p), AttentionChunkOp::tile_units(p), 2,
+                                  AttentionChunkOp::tile_breaks(p), inputs, 1e-5, 1e-4);
+    }
+  }
 }
 
 // Split-KV attention's merge tiles over random records (positive sums, maxes near each other), some of
