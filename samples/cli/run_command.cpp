@@ -41,7 +41,8 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --chat-template FILE   a Jinja chat template to use instead of the folder's (or for a folder without one)
   --max-new-tokens N     tokens to generate (default 32)
   --seed S               sampling seed (default 0); the sampling flags follow the others below
-  --min-new-tokens N     the eos and stop tokens are not chosen before N tokens are generated (default 0)
+  --min-new-tokens N     the eos and stop tokens are not chosen before N tokens are generated, and --stop
+                         counts only where it ends in the text of token N or later (default 0)
   --threads N            worker threads (default: all cores; shared by the ranks under --tp, at least one each)
   --tp N                 tensor parallelism: N ranks of this process (cpu: thread groups; cuda: rank r on
                          GPU (--cuda-device + r) mod the visible GPUs, ranks sharing a GPU split its SMs),
@@ -199,10 +200,13 @@ int run_command(int argc, char** argv) {
   // Ranks as processes print at the end: a stdout that blocks (a paused terminal) inside the generation
   // loop would hold rank 0 back from the next collective, and the others would time out waiting for it.
   const bool streamed = output_is_text && !args.has("--json") && !engine.ranks_are_processes();
+  uint32_t tokens_out = 0;
   if (streamed || stop_text)
     request.on_token = [&](int32_t token) {
       std::string piece = text_of_token(token);
-      if (stop_text) piece = stop_text->add(piece);  // held back while it may begin the stop text
+      // Held back while it may begin the stop text, which counts only where it ends in the text of token
+      // --min-new-tokens or later (as serve's min_tokens).
+      if (stop_text) piece = stop_text->add(piece, ++tokens_out < request.min_new_tokens);
       if (!streamed) return;
       begin_output();
       print(piece);

@@ -218,9 +218,14 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     held_bytes.erase(0, whole);
     return text;
   };
-  auto shown = [&](const std::string& piece) { return stop_text ? stop_text->add(piece) : piece; };
+  // vLLM's min_tokens: a stop string counts where it ends in the text of token min_tokens or later (a
+  // character whose bytes the tokens before it began counts as the token that completes it).
+  auto shown = [&](const std::string& piece, bool protected_piece = false) {
+    return stop_text ? stop_text->add(piece, protected_piece) : piece;
+  };
+  uint32_t tokens_out = 0;
   request.on_token = [&](int32_t token) {
-    const std::string piece = shown(text_of(token));
+    const std::string piece = shown(text_of(token), ++tokens_out < request.min_new_tokens);
     if (writer && !piece.empty()) writer->add(streamed->event(piece));
   };
   request.stop_when = [&](const std::vector<int32_t>&) {

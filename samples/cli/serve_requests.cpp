@@ -88,7 +88,8 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
   if (given(body, "best_of") && body.at("best_of") != json(1) && body.at("best_of") != json(parsed.choices))
     refuse("best_of", "must be 1 or n: choosing the best of samples the reply does not show is not supported");
   request.max_new_tokens = uint32_t(count(body, max_field, default_max, model.max_context));
-  // vLLM's min_tokens: the eos and stop tokens are not chosen before it (stop strings still end a reply).
+  // vLLM's min_tokens: the eos and stop tokens are not chosen before it, and a stop string ends a reply only
+  // where it ends in the text of token min_tokens or later (generate() in serve_command.cpp).
   request.min_new_tokens = uint32_t(count(body, "min_tokens", 0, model.max_context));
   if (request.min_new_tokens > request.max_new_tokens)
     refuse("min_tokens", "is " + std::to_string(request.min_new_tokens) + ", more than " + max_field + " (" +

@@ -12,19 +12,26 @@ class StopText {
  public:
   explicit StopText(std::vector<std::string> stops);  // none empty
 
-  // The part of the text so far that can be shown now (none once a stop string has appeared).
-  std::string add(std::string_view piece);
+  // The part of the text so far that can be shown now (none once a stop string has appeared). A
+  // `protected_piece` cannot end a stop string: the text of a reply's first min_tokens - 1 tokens (vLLM's
+  // min_tokens: a stop string counts where it ends in the text of token min_tokens or later).
+  std::string add(std::string_view piece, bool protected_piece = false);
   // At the end of the generation: what was held back, unless a stop string appeared.
   std::string finish();
   bool stopped() const { return stopped_; }
-  // `text` up to where a stop string first appears (all of it when none does).
+  // `text` (the whole of what was added) up to where a stop string first appears past the protected
+  // pieces (all of it when none does).
   std::string cut(const std::string& text) const;
 
  private:
-  size_t first_stop(const std::string& text) const;  // where the earliest stop string begins, or npos
+  // Where the earliest stop string in `text` begins that ends past the protected text, or npos; `text`
+  // begins `offset` bytes into what was added.
+  size_t first_stop(const std::string& text, size_t offset) const;
 
   std::vector<std::string> stops_;
-  std::string held_;  // the end of the text so far that begins a stop string
+  std::string held_;           // the end of the text so far that begins a stop string
+  size_t shown_ = 0;           // bytes of what was added before held_
+  size_t protected_end_ = 0;   // bytes of what was added that no stop string may end in
   bool stopped_ = false;
 };
 

@@ -129,6 +129,17 @@ TEST(CliTokenizer, StopTextEndsTheGenerationAndIsLeftOut) {
   EXPECT_NE(streamed.out.find("hello hello" + text.substr(0, text.find(stop)) + "\ntime to first token"), std::string::npos)
       << "stop " << stop << "\n" << streamed.out;
 
+  // With --min-new-tokens one past the token that completes it, that appearance is of the text before the
+  // minimum: the stop text counts only where it ends in the text of token needed + 1 or later.
+  const size_t protected_end = tokenizer.continuation(prompt, std::vector<int32_t>(tokens.begin(), tokens.begin() + needed)).size();
+  size_t counted = text.find(stop);
+  while (counted != std::string::npos && counted + stop.size() <= protected_end) counted = text.find(stop, counted + 1);
+  std::vector<std::string> with_minimum = with_stop;
+  with_minimum.insert(with_minimum.end(), {"--min-new-tokens", std::to_string(needed + 1)});
+  const json held = run_json(with_minimum);
+  EXPECT_EQ(held.at("text"), text.substr(0, counted)) << "stop " << stop << ", min " << needed + 1;
+  EXPECT_EQ(held.at("finish_reason"), counted == std::string::npos ? "length" : "stopped") << held.dump();
+
   std::vector<std::string> never = flags;
   never.insert(never.end(), {"--stop", "\x01never"});
   const json unstopped = run_json(never);

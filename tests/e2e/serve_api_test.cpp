@@ -576,6 +576,64 @@ TEST(ServeApi, MinTokensHoldsBackTheStopTokens) {
                  {"'min_tokens' is 5, more than max_tokens (3)"});
 }
 
+// vLLM's min_tokens and stop strings: a stop string ends the reply only where it ends in the text of token
+// min_tokens or later. The reference: the reply without stop strings, its tokens' texts (its logprobs'
+// "tokens"), and the first occurrence of the stop string whose last character lies in a token at least
+// min_tokens-th. The sample loops "<374><314><348><463><384>e": "<314>" is token 2's text, "4><3" ends in it.
+TEST(ServeApi, MinTokensHoldsBackTheStopStrings) {
+  Server server({"--threads", "1"});
+  ASSERT_NE(server.port(), 0);
+  const json ask = {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}};
+  json plain = ask;
+  plain["logprobs"] = 0;
+  const HttpReply whole = post(server.port(), "/v1/completions", plain.dump());
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json whole_body = json::parse(whole.body);
+  const json& choice = whole_body.at("choices")[0];
+  const std::string text = choice.at("text").get<std::string>();
+  std::vector<size_t> token_end;  // the end of each token's text in `text`
+  for (const json& token : choice.at("logprobs").at("tokens")) token_end.push_back((token_end.empty() ? 0 : token_end.back()) + token.get<std::string>().size());
+  ASSERT_EQ(token_end.back(), text.size());
+  for (const std::string stop : {"<314>", "4><3"})
+    for (uint32_t min_tokens : {0u, 2u, 3u}) {
+      SCOPED_TRACE("stop \"" + stop + "\", min_tokens " + std::to_string(min_tokens));
+      std::string expected = text;
+      for (size_t at = text.find(stop); at != std::string::npos; at = text.find(stop, at + 1)) {
+        const size_t token = size_t(std::upper_bound(token_end.begin(), token_end.end(), at + stop.size() - 1) - token_end.begin()) + 1;
+        if (token >= min_tokens) {
+          expected = text.substr(0, at);
+          break;
+        }
+      }
+      ASSERT_NE(expected, text) << "the stop string never counts: the test checks nothing";
+      for (bool stream : {false, true}) {
+        json body = ask;
+        body["stop"] = stop;
+        body["min_tokens"] = min_tokens;
+        body["stream"] = stream;
+        const HttpReply reply = post(server.port(), "/v1/completions", body.dump());
+        ASSERT_EQ(reply.status, 200) << reply.body;
+        std::string got, finish;
+        if (stream) {
+          const std::vector<std::string> data = events(reply.body);
+          for (size_t e = 0; e + 1 < data.size(); ++e) {
+            const json event = json::parse(data[e]);
+            const json& c = event.at("choices")[0];
+            got += c.at("text").get<std::string>();
+            if (!c.at("finish_reason").is_null()) finish = c.at("finish_reason").get<std::string>();
+          }
+        } else {
+          const json reply_body = json::parse(reply.body);
+          const json& c = reply_body.at("choices")[0];
+          got = c.at("text").get<std::string>();
+          finish = c.at("finish_reason").get<std::string>();
+        }
+        EXPECT_EQ(got, expected) << (stream ? "streamed" : "whole");
+        EXPECT_EQ(finish, "stop") << (stream ? "streamed" : "whole");
+      }
+    }
+}
+
 // A list of prompts (strings or lists of ids): each prompt's choices in turn, choice prompt * n + j being
 // what that prompt alone gets with seed + j, echo and logprobs per prompt; the usage counts each prompt
 // once. More than 64 choices in all is refused.
