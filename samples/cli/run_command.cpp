@@ -201,22 +201,25 @@ int run_command(int argc, char** argv) {
   // loop would hold rank 0 back from the next collective, and the others would time out waiting for it.
   const bool streamed = output_is_text && !args.has("--json") && !engine.ranks_are_processes();
   uint32_t tokens_out = 0;
+  std::string shown_text;  // with --stop: what the stop text let through
   if (streamed || stop_text)
     request.on_token = [&](int32_t token) {
       std::string piece = text_of_token(token);
       // Held back while it may begin the stop text, which counts only where it ends in the text of token
       // --min-new-tokens or later (as serve's min_tokens).
       if (stop_text) piece = stop_text->add(piece, ++tokens_out < request.min_new_tokens);
+      shown_text += piece;
       if (!streamed) return;
       begin_output();
       print(piece);
     };
   // Every rank sees the same tokens, so ranks as processes stop at the same step.
   if (stop_text) request.stop_when = [&](const std::vector<int32_t>&) { return stop_text->stopped(); };
-  // The whole generated text, cut before the stop text.
+  // The whole generated text (once, not streamed): with --stop, what the stop text let through, as a stream
+  // gives it (the same bytes its offsets were counted on).
   const auto generated_text = [&](const GenerateResult& result) {
-    const std::string text = tokenizer ? tokenizer->continuation(result.prompt_tokens, result.tokens) : bytes_text(result.tokens);
-    return stop_text ? stop_text->cut(text) : text;
+    if (stop_text) return shown_text + stop_text->add(tokenizer ? tokenizer_stream->finish() : std::string()) + stop_text->finish();
+    return tokenizer ? tokenizer->continuation(result.prompt_tokens, result.tokens) : bytes_text(result.tokens);
   };
 
   GenerateResult result;

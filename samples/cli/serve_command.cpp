@@ -224,9 +224,11 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     return stop_text ? stop_text->add(piece, protected_piece) : piece;
   };
   uint32_t tokens_out = 0;
+  std::string shown_text;  // not streamed, with stop strings: the reply as they saw it
   request.on_token = [&](int32_t token) {
     const std::string piece = shown(text_of(token), ++tokens_out < request.min_new_tokens);
     if (writer && !piece.empty()) writer->add(streamed->event(piece));
+    if (!writer && stop_text) shown_text += piece;
   };
   request.stop_when = [&](const std::vector<int32_t>&) {
     client_gone = client_gone || (writer && writer->gone()) || http::peer_closed(fd);
@@ -251,9 +253,10 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     if (!rest.empty() && !client_gone) writer->add(streamed->event(rest));
     writer->finish();
     generated.stream_broken = writer->gone();
-  } else {  // the whole reply at once (a stream has given its text already)
-    const std::string text = served.tokenizer ? served.tokenizer->continuation(result.prompt_tokens, result.tokens) : bytes_text(result.tokens);
-    generated.text = stop_text ? stop_text->cut(text) : text;
+  } else if (stop_text) {  // what the stop strings let through, as a stream would have given it
+    generated.text = shown_text + shown(served.tokenizer ? stream->finish() : held_bytes) + stop_text->finish();
+  } else {  // the whole reply at once
+    generated.text = served.tokenizer ? served.tokenizer->continuation(result.prompt_tokens, result.tokens) : bytes_text(result.tokens);
   }
   return generated;
 }

@@ -18,8 +18,6 @@ size_t StopText::first_stop(const std::string& text, size_t offset) const {
   return first;
 }
 
-std::string StopText::cut(const std::string& text) const { return text.substr(0, first_stop(text, 0)); }
-
 std::string StopText::add(std::string_view piece, bool protected_piece) {
   if (stopped_) return "";
   held_.append(piece);

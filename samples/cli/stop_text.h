@@ -19,9 +19,6 @@ class StopText {
   // At the end of the generation: what was held back, unless a stop string appeared.
   std::string finish();
   bool stopped() const { return stopped_; }
-  // `text` (the whole of what was added) up to where a stop string first appears past the protected
-  // pieces (all of it when none does).
-  std::string cut(const std::string& text) const;
 
  private:
   // Where the earliest stop string in `text` begins that ends past the protected text, or npos; `text`

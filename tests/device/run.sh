@@ -376,7 +376,7 @@ run_stage shared-prefix 60 bench_shared_prefix.json bench_shared_prefix.log "$cl
 # A long prompt joining 3 decoding sequences: prefilled whole, in chunks of 128 apart from the decode
 # step, and with the first chunk in the decode step's program (one pass over the weights for both).
 join_len=${emulated:+40}
-run_stage join 60 bench_join.json bench_join.log "$cli" bench --backend cuda --model "$model" --batch 4 \
+run_stage join 120 bench_join.json bench_join.log "$cli" bench --backend cuda --model "$model" --batch 4 \
   --join-prompt-len "${join_len:-1000}" --rounds 3 --json
 
 echo "== transport: virtual ranks as CTAs over one window; a one-rank NCCL device communicator ($(elapsed))"

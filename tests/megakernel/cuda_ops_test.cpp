@@ -346,9 +346,9 @@ TEST(CudaOps, AttentionChunkMatchesCpu) {
 
 // A batched step's attention (Engine::step_sequences): each token at its own position in its own sequence's
 // slot of the caches. The rows of a prompt's chunk in the decode step's program (20 consecutive positions
-// of sequence 1), a decoding sequence's token (sequence 0), and a speculating one's token and two drafts
-// (sequence 2), against the CPU twin: causal attention, and split-KV chunk records (chunks past a row's
-// position empty).
+// of sequence 1), a decoding sequence's token (sequence 0, and a row of it at position 2, which leaves
+// chunks of 5 empty), and a speculating one's token and two drafts (sequence 2), against the CPU twin:
+// causal attention, and split-KV chunk records.
 TEST(CudaOps, BatchedStepAttentionMatchesCpu) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   std::vector<uint32_t> positions, sequences;
@@ -356,7 +356,7 @@ TEST(CudaOps, BatchedStepAttentionMatchesCpu) {
     positions.push_back(700 + i);
     sequences.push_back(1);
   }
-  for (const auto& [position, sequence] : {std::pair{5u, 0u}, {300u, 2u}, {301u, 2u}, {302u, 2u}}) {
+  for (const auto& [position, sequence] : {std::pair{5u, 0u}, {2u, 0u}, {300u, 2u}, {301u, 2u}, {302u, 2u}}) {
     positions.push_back(position);
     sequences.push_back(sequence);
   }
