@@ -290,6 +290,39 @@ TEST(CudaOps, QkvProjectionMatchesCpu) {
     }
 }
 
+// Attention of 6 query heads over 2 KV heads of `head_dim`, `tokens` rows of queries and caches of
+// `sequences` slots of 1024 positions, random: causal attention writing `out`, or split-KV chunk tiles (5
+// chunks per KV head) writing their records.
+CausalAttentionParams causal_attention_case(SingleOpCase& c, uint32_t head_dim, uint32_t tokens, uint32_t sequences) {
+  CausalAttentionParams p;
+  p.heads = 6;
+  p.kv_heads = 2;
+  p.head_dim = head_dim;
+  p.max_context = 1024;
+  p.scale = 1.0f / std::sqrt(float(head_dim));
+  p.q = c.add_f32("q", SlotKind::activation, tokens, p.heads * head_dim, 0, 1);
+  p.k_cache = c.add_f32("k", SlotKind::kv_cache, sequences * p.kv_heads * p.max_context, head_dim, 0, 1);
+  p.v_cache = c.add_f32("v", SlotKind::kv_cache, sequences * p.kv_heads * p.max_context, head_dim, 0, 1);
+  p.out = c.add_f32("out", SlotKind::activation, tokens, p.heads * head_dim, 0, 0, true);
+  return p;
+}
+
+AttentionChunkParams attention_chunk_case(SingleOpCase& c, uint32_t head_dim, uint32_t tokens, uint32_t sequences) {
+  AttentionChunkParams p;
+  p.heads = 6;
+  p.kv_heads = 2;
+  p.head_dim = head_dim;
+  p.max_context = 1024;
+  p.chunks = 5;
+  p.scale = 1.0f / std::sqrt(float(head_dim));
+  p.q = c.add_f32("q", SlotKind::activation, tokens, p.heads * head_dim, 0, 1);
+  p.k_cache = c.add_f32("k", SlotKind::kv_cache, sequences * p.kv_heads * p.max_context, head_dim, 0, 1);
+  p.v_cache = c.add_f32("v", SlotKind::kv_cache, sequences * p.kv_heads * p.max_context, head_dim, 0, 1);
+  p.partial = c.add_f32("partial", SlotKind::activation, tokens,
+                        uint64_t(AttentionChunkOp::tile_units(p)) * AttentionChunkOp::unit_floats(p), 0, 0, true);
+  return p;
+}
+
 // Attention over short and long contexts (a few positions per warp, and hundreds), head_dim 48 to 192;
 // a 40-token prefill takes the tensor-core body (16-token blocks, the last one partial): in one slice of
 // output dimensions at 48 and 64, in two at 80 (64 + 16) and 128 (64 + 64), in three at 192.
@@ -299,16 +332,7 @@ TEST(CudaOps, CausalAttentionMatchesCpu) {
   for (uint32_t tokens : {3u, 40u})
     for (uint32_t position0 : {0u, 5u, 700u}) {
       SingleOpCase c;
-      CausalAttentionParams p;
-      p.heads = 6;
-      p.kv_heads = 2;
-      p.head_dim = head_dim;
-      p.max_context = 1024;
-      p.scale = 1.0f / std::sqrt(float(head_dim));
-      p.q = c.add_f32("q", SlotKind::activation, tokens, p.heads * head_dim, 0, 1);
-      p.k_cache = c.add_f32("k", SlotKind::kv_cache, p.kv_heads * p.max_context, head_dim, 0, 1);
-      p.v_cache = c.add_f32("v", SlotKind::kv_cache, p.kv_heads * p.max_context, head_dim, 0, 1);
-      p.out = c.add_f32("out", SlotKind::activation, tokens, p.heads * head_dim, 0, 0, true);
+      const CausalAttentionParams p = causal_attention_case(c, head_dim, tokens, 1);
       SCOPED_TRACE("head_dim " + std::to_string(head_dim) + ", tokens " + std::to_string(tokens) + ", position0 " +
                    std::to_string(position0));
       // The tensor-core body's operands keep ~16 bits (split bf16): a little more room than f32 FMAs.
@@ -325,19 +349,8 @@ TEST(CudaOps, AttentionChunkMatchesCpu) {
   for (uint32_t head_dim : {48u, 128u})
     for (uint32_t position0 : {0u, 5u, 700u}) {
       SingleOpCase c;
-      AttentionChunkParams p;
-      p.heads = 6;
-      p.kv_heads = 2;
-      p.head_dim = head_dim;
-      p.max_context = 1024;
-      p.chunks = 5;
-      p.scale = 1.0f / std::sqrt(float(head_dim));
       const uint32_t tokens = 3;
-      p.q = c.add_f32("q", SlotKind::activation, tokens, p.heads * head_dim, 0, 1);
-      p.k_cache = c.add_f32("k", SlotKind::kv_cache, p.kv_heads * p.max_context, head_dim, 0, 1);
-      p.v_cache = c.add_f32("v", SlotKind::kv_cache, p.kv_heads * p.max_context, head_dim, 0, 1);
-      p.partial = c.add_f32("partial", SlotKind::activation, tokens,
-                            uint64_t(AttentionChunkOp::tile_units(p)) * AttentionChunkOp::unit_floats(p), 0, 0, true);
+      const AttentionChunkParams p = attention_chunk_case(c, head_dim, tokens, 1);
       SCOPED_TRACE("head_dim " + std::to_string(head_dim) + ", position0 " + std::to_string(position0));
       c.expect_device_matches_cpu(OpParams::make(OpCode::attention_chunk, 0, p), AttentionChunkOp::tile_units(p), 2,
                                   AttentionChunkOp::tile_breaks(p), random_tokens(c.rng(), tokens, 10), position0, 1e-5, 1e-4);
@@ -370,32 +383,12 @@ TEST(CudaOps, BatchedStepAttentionMatchesCpu) {
     inputs.sequences = sequences.data();
     {
       SingleOpCase c;
-      CausalAttentionParams p;
-      p.heads = 6;
-      p.kv_heads = 2;
-      p.head_dim = head_dim;
-      p.max_context = 1024;
-      p.scale = 1.0f / std::sqrt(float(head_dim));
-      p.q = c.add_f32("q", SlotKind::activation, tokens, p.heads * head_dim, 0, 1);
-      p.k_cache = c.add_f32("k", SlotKind::kv_cache, 3 * p.kv_heads * p.max_context, head_dim, 0, 1);
-      p.v_cache = c.add_f32("v", SlotKind::kv_cache, 3 * p.kv_heads * p.max_context, head_dim, 0, 1);
-      p.out = c.add_f32("out", SlotKind::activation, tokens, p.heads * head_dim, 0, 0, true);
+      const CausalAttentionParams p = causal_attention_case(c, head_dim, tokens, 3);
       c.expect_device_matches_cpu(OpParams::make(OpCode::causal_attention, 0, p), p.heads, 2, {3}, inputs, 1e-5, 1e-4);
     }
     {
       SingleOpCase c;
-      AttentionChunkParams p;
-      p.heads = 6;
-      p.kv_heads = 2;
-      p.head_dim = head_dim;
-      p.max_context = 1024;
-      p.chunks = 5;
-      p.scale = 1.0f / std::sqrt(float(head_dim));
-      p.q = c.add_f32("q", SlotKind::activation, tokens, p.heads * head_dim, 0, 1);
-      p.k_cache = c.add_f32("k", SlotKind::kv_cache, 3 * p.kv_heads * p.max_context, head_dim, 0, 1);
-      p.v_cache = c.add_f32("v", SlotKind::kv_cache, 3 * p.kv_heads * p.max_context, head_dim, 0, 1);
-      p.partial = c.add_f32("partial", SlotKind::activation, tokens,
-                            uint64_t(AttentionChunkOp::tile_units(p)) * AttentionChunkOp::unit_floats(p), 0, 0, true);
+      const AttentionChunkParams p = attention_chunk_case(c, head_dim, tokens, 3);
       c.expect_device_matches_cpu(OpParams::make(OpCode::attention_chunk, 0, p), AttentionChunkOp::tile_units(p), 2,
                                   AttentionChunkOp::tile_breaks(p), inputs, 1e-5, 1e-4);
     }
