@@ -409,6 +409,7 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   std::vector<GenerateRequest> generations;
   for (uint32_t i = 0; i < n; ++i) {
     generations.push_back(request_of(i));
+    generations[i].prompt_logprobs = 0;  // an echoed prompt's scores come first, from a run of their own below
     if (!parsed.logprobs) continue;
     logprobs[i].emplace(chat, parsed.top_logprobs, parsed.prompts[i / per_prompt], text_of);
     generations[i].on_probabilities = [&logprobs, i](const TokenProbability& chosen, const std::vector<TokenProbability>& most_probable) {
@@ -450,8 +451,21 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
             send_head();
             return open = open && http::write_all(fd, piece_event);
           }});
-    const std::vector<Generated> generated =
-        run_choices(n, served.batcher != nullptr, [&](uint32_t i) { return generate(served, fd, generations[i], parsed.stops, &streamed[i]); });
+    // With echo, a choice's first chunk is its prompt's text, with the prompt's scores when logprobs are
+    // asked for: those come from a run that scores the prompt and generates nothing (its cache then holds
+    // the prompt, which the generation reuses), so they lead the choice's entries as they lead a whole reply's.
+    auto echo_first = [&](uint32_t i) {
+      if (logprobs[i]) {
+        GenerateRequest scoring = request_of(i);
+        scoring.max_new_tokens = 0;
+        logprobs[i]->add_prompt(generate(served, fd, scoring, {}, nullptr).result);
+      }
+      streamed[i].write(streamed[i].event(echoed[i / per_prompt]));
+    };
+    const std::vector<Generated> generated = run_choices(n, served.batcher != nullptr, [&](uint32_t i) {
+      if (parsed.echo) echo_first(i);
+      return generate(served, fd, generations[i], parsed.stops, &streamed[i]);
+    });
     send_head();  // every writer has finished: no lock is needed from here
     for (const Generated& g : generated) open = open && !g.stream_broken;  // a reply with a gap must not end as if whole
     for (uint32_t i = 0; open && i < n; ++i) {

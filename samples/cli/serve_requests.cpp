@@ -261,10 +261,7 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
     if (!body.at("echo").is_boolean()) refuse("echo", "must be true or false, got " + body.at("echo").dump().substr(0, 200));
     parsed.echo = body.at("echo").get<bool>();
   }
-  if (parsed.echo) {
-    if (parsed.stream) refuse("echo", "is not supported with \"stream\": true (ask for the reply whole)");
-    parsed.request.prompt_logprobs = parsed.request.logprobs;  // with logprobs, the prompt's too
-  }
+  if (parsed.echo) parsed.request.prompt_logprobs = parsed.request.logprobs;  // with logprobs, the prompt's too
   return parsed;
 }
 

@@ -418,8 +418,8 @@ TEST(ServeApi, LogitBiasAndPenaltiesAreRunsFlags) {
 // A completion's "echo" with max_tokens 0 and logprobs, as evaluation harnesses score a text: the reply's
 // text is the prompt as the model read it, its logprobs one entry per prompt token, the first null and the others
 // `run --prompt-logprobs`'s; with tokens generated, the text and entries go on with the reply's. Echo
-// without logprobs, or with max_tokens 0 alone, runs nothing that needs it. Refused with a stream, and
-// on the chat endpoint.
+// without logprobs, or with max_tokens 0 alone, runs nothing that needs it. Streamed, the prompt's text
+// (and entries) come first and the chunks add up to the whole reply. Refused on the chat endpoint.
 void echo_scores_the_prompt(const std::vector<std::string>& extra) {
   TextModelServer served("serve-echo", extra);
   Server& server = served.server;
@@ -480,12 +480,43 @@ void echo_scores_the_prompt(const std::vector<std::string>& extra) {
   ASSERT_EQ(reply.status, 200) << reply.body;
   EXPECT_EQ(json::parse(reply.body).at("usage").at("completion_tokens"), 0);
 
+  // Streamed: the prompt's text (and entries) first, then the reply's; the chunks add up to the whole reply,
+  // text and entries, with logprobs and without, and with nothing generated.
+  for (const std::string& body : {ask + R"(, "echo": true})", std::string(R"({"prompt": "hello there", "max_tokens": 4, "temperature": 0, "echo": true})"),
+                                  std::string(R"({"prompt": "hello there", "max_tokens": 0, "logprobs": 1, "echo": true})")}) {
+    SCOPED_TRACE(body);
+    const HttpReply whole = post(server.port(), "/v1/completions", body);
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    const json whole_choice = json::parse(whole.body).at("choices")[0];
+    json streamed_body = json::parse(body);
+    streamed_body["stream"] = true;
+    const HttpReply streamed = post(server.port(), "/v1/completions", streamed_body.dump());
+    ASSERT_EQ(streamed.status, 200) << streamed.body;
+    const std::vector<std::string> data = events(streamed.body);
+    ASSERT_GE(data.size(), 2u);
+    EXPECT_EQ(data.back(), "[DONE]");
+    std::string text, first_piece;
+    json token_logprobs = json::array();
+    for (size_t e = 0; e + 1 < data.size(); ++e) {
+      const json event = json::parse(data[e]);
+      const json& c = event.at("choices")[0];
+      if (e == 0) first_piece = c.at("text").get<std::string>();
+      text += c.at("text").get<std::string>();
+      if (!c.at("logprobs").is_null())
+        for (const json& value : c.at("logprobs").at("token_logprobs")) token_logprobs.push_back(value);
+    }
+    EXPECT_EQ(first_piece, echoed) << "the first chunk is the prompt's text";
+    EXPECT_EQ(text, whole_choice.at("text"));
+    if (whole_choice.at("logprobs").is_null())
+      EXPECT_TRUE(token_logprobs.empty());
+    else
+      EXPECT_EQ(token_logprobs, whole_choice.at("logprobs").at("token_logprobs"));
+  }
+
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {"/v1/completions", R"({"prompt": "x", "echo": true, "stream": true})"},
       {"/v1/completions", R"({"prompt": "x", "echo": 1})"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "echo": true})"}};
-  const std::vector<std::string> named = {"'echo' is not supported with \"stream\": true", "'echo' must be true or false",
-                                          "'echo' is a field of /v1/completions"};
+  const std::vector<std::string> named = {"'echo' must be true or false", "'echo' is a field of /v1/completions"};
   expect_refused(server.port(), refused, named);
 }
 
