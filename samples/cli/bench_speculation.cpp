@@ -5,6 +5,7 @@
 #include "bench_speculation.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -35,6 +36,41 @@ GenerateRequest greedy_reply(const ModelInfo& model, const std::vector<int32_t>&
   return request;
 }
 
+// What both speculation benches tally over their interleaved rounds, and the figures both report from it.
+struct SpeculationTally {
+  std::vector<double> plain_tok_s, speculating_tok_s, ratios;
+  uint64_t drafted = 0, accepted = 0, speculating_steps = 0;
+
+  void add_round(double plain, double speculating) {
+    plain_tok_s.push_back(plain);
+    speculating_tok_s.push_back(speculating);
+    ratios.push_back(speculating / plain);
+  }
+  double taken() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
+  // The model's steps per token of a round's reply (each of `steps` + 1 tokens but the first).
+  double tokens_per_step(uint32_t rounds, uint32_t steps) const {
+    return double(rounds) * steps / double(std::max<uint64_t>(speculating_steps, 1));
+  }
+  nlohmann::json figures(uint32_t rounds, uint32_t steps) const {
+    const std::array<double, 3> ratio = median_and_quartiles(ratios);
+    return {{"plain_decode_tok_s", median(plain_tok_s)},
+            {"speculating_decode_tok_s", median(speculating_tok_s)},
+            {"speculating_over_plain", ratio[0]},
+            {"speculating_over_plain_quartiles", {ratio[1], ratio[2]}},
+            {"drafted_tokens", drafted},
+            {"accepted_share", taken()},
+            {"tokens_per_step", tokens_per_step(rounds, steps)}};
+  }
+  // The table's two rows, and the line of the ratio and the drafts, ended by `then`.
+  void print(uint32_t rounds, uint32_t steps, const std::string& then) const {
+    const std::array<double, 3> ratio = median_and_quartiles(ratios);
+    std::printf("| plain | %.1f | 1.00 |\n", median(plain_tok_s));
+    std::printf("| speculating | %.1f | %.2f |\n", median(speculating_tok_s), tokens_per_step(rounds, steps));
+    std::printf("speculating / plain tokens/s: %.3f, quartiles %.3f-%.3f (interleaved rounds); %llu tokens drafted, %.0f%% of them "
+                "taken%s\n", ratio[0], ratio[1], ratio[2], static_cast<unsigned long long>(drafted), 100 * taken(), then.c_str());
+  }
+};
+
 }  // namespace
 
 int run_speculation_bench(const EngineOptions& options, const Speculation& speculation, uint32_t rounds, uint32_t steps,
@@ -58,8 +94,8 @@ int run_speculation_bench(const EngineOptions& options, const Speculation& specu
   engine.generate(speculating);
   engine.generate(check);
 
-  std::vector<double> plain_tok_s, speculating_tok_s, ratios, check_over_decode;
-  uint64_t drafted = 0, accepted = 0, speculating_steps = 0;
+  SpeculationTally tally;
+  std::vector<double> check_over_decode;
   size_t first_difference = SIZE_MAX;  // the first token at which the replies differed, in any round
   for (uint32_t r = 0; r < rounds; ++r) {
     GenerateResult a, b;
@@ -71,19 +107,14 @@ int run_speculation_bench(const EngineOptions& options, const Speculation& specu
       a = engine.generate(plain);
     }
     check_over_decode.push_back(engine.generate(check).ttft_ms / a.tpot_ms);
-    plain_tok_s.push_back(a.decode_tok_s);
-    speculating_tok_s.push_back(b.decode_tok_s);
-    ratios.push_back(b.decode_tok_s / a.decode_tok_s);
-    drafted += b.draft_tokens;
-    accepted += b.accepted_tokens;
-    speculating_steps += b.decode_steps;
+    tally.add_round(a.decode_tok_s, b.decode_tok_s);
+    tally.drafted += b.draft_tokens;
+    tally.accepted += b.accepted_tokens;
+    tally.speculating_steps += b.decode_steps;
     const auto differ = std::mismatch(a.tokens.begin(), a.tokens.end(), b.tokens.begin(), b.tokens.end());
     if (differ.first != a.tokens.end() || differ.second != b.tokens.end())
       first_difference = std::min(first_difference, size_t(differ.first - a.tokens.begin()));
   }
-  const std::array<double, 3> ratio = median_and_quartiles(ratios);
-  const double taken = drafted ? double(accepted) / double(drafted) : 0.0;
-  const double tokens_per_step = double(rounds) * steps / double(std::max<uint64_t>(speculating_steps, 1));
   const bool same = first_difference == SIZE_MAX;
   if (json) {
     nlohmann::json out = {{"model", model.origin},
@@ -94,15 +125,9 @@ int run_speculation_bench(const EngineOptions& options, const Speculation& specu
                           {"drafted_by", draft_model ? options.draft.model_dir : std::string("prompt lookup")},
                           {"steps", steps},
                           {"rounds", rounds},
-                          {"plain_decode_tok_s", median(plain_tok_s)},
-                          {"speculating_decode_tok_s", median(speculating_tok_s)},
-                          {"speculating_over_plain", ratio[0]},
-                          {"speculating_over_plain_quartiles", {ratio[1], ratio[2]}},
-                          {"drafted_tokens", drafted},
-                          {"accepted_share", taken},
-                          {"tokens_per_step", tokens_per_step},
                           {"check_over_decode_step", median(check_over_decode)},
                           {"same_reply", same}};
+    out.update(tally.figures(rounds, steps));
     if (!same) out["first_difference"] = first_difference;
     std::cout << out.dump() << std::endl;
     return 0;
@@ -113,10 +138,7 @@ int run_speculation_bench(const EngineOptions& options, const Speculation& specu
               draft_model ? ("the draft model " + options.draft.model_dir).c_str() : "prompt lookup");
   // "Tokens per step" counts the model's steps; a draft model's own steps come on top.
   std::printf("| decoding | tokens/s (median of %u rounds) | tokens per step of the model |\n|---|---|---|\n", rounds);
-  std::printf("| plain | %.1f | 1.00 |\n", median(plain_tok_s));
-  std::printf("| speculating | %.1f | %.2f |\n", median(speculating_tok_s), tokens_per_step);
-  std::printf("speculating / plain tokens/s: %.3f, quartiles %.3f-%.3f (interleaved rounds); %llu tokens drafted, %.0f%% of them "
-              "taken\n", ratio[0], ratio[1], ratio[2], static_cast<unsigned long long>(drafted), 100 * taken);
+  tally.print(rounds, steps, "");
   if (draft_model)  // the draft model's own steps come on top of the check
     std::printf("a check of %u tokens (a prompt of as many scored) takes %.2f decode steps' time, the draft model's steps "
                 "aside\n", draft_tokens + 1, median(check_over_decode));
@@ -163,8 +185,7 @@ int run_batched_speculation_bench(EngineOptions options, const Speculation& spec
   engine.generate_batch(plain);  // compiles the batched programs of every width the rounds meet
   engine.generate_batch(speculating);
 
-  std::vector<double> plain_tok_s, speculating_tok_s, ratios;
-  uint64_t drafted = 0, accepted = 0, speculating_steps = 0;
+  SpeculationTally tally;
   bool same = true;
   for (uint32_t r = 0; r < rounds; ++r) {
     std::vector<GenerateResult> a, b;
@@ -175,39 +196,27 @@ int run_batched_speculation_bench(EngineOptions options, const Speculation& spec
       b = engine.generate_batch(speculating);
       a = engine.generate_batch(plain);
     }
-    plain_tok_s.push_back(batch_decode_tok_s(a));
-    speculating_tok_s.push_back(batch_decode_tok_s(b));
-    ratios.push_back(speculating_tok_s.back() / plain_tok_s.back());
+    tally.add_round(batch_decode_tok_s(a), batch_decode_tok_s(b));
     for (uint32_t i = 0; i < batch; ++i) {
-      drafted += b[i].draft_tokens;
-      accepted += b[i].accepted_tokens;
+      tally.drafted += b[i].draft_tokens;
+      tally.accepted += b[i].accepted_tokens;
       same = same && a[i].tokens == b[i].tokens;
     }
-    speculating_steps += b[0].decode_steps;  // every sequence takes part in every step
+    tally.speculating_steps += b[0].decode_steps;  // every sequence takes part in every step
   }
-  const std::array<double, 3> ratio = median_and_quartiles(ratios);
-  const double taken = drafted ? double(accepted) / double(drafted) : 0.0;
-  const double tokens_per_step = double(rounds) * steps / double(std::max<uint64_t>(speculating_steps, 1));
   if (engine.tensor_parallel_rank() != 0) return 0;  // ranks as processes: rank 0 reports
   if (json) {
-    std::cout << nlohmann::json{{"model", model.origin},
-                                {"device", engine.device_name()},
-                                {"threads", engine.threads()},
-                                {"batch", batch},
-                                {"prompt_tokens", prompt.size()},
-                                {"draft_tokens", speculation.draft_tokens},
-                                {"steps", steps},
-                                {"rounds", rounds},
-                                {"plain_decode_tok_s", median(plain_tok_s)},
-                                {"speculating_decode_tok_s", median(speculating_tok_s)},
-                                {"speculating_over_plain", ratio[0]},
-                                {"speculating_over_plain_quartiles", {ratio[1], ratio[2]}},
-                                {"drafted_tokens", drafted},
-                                {"accepted_share", taken},
-                                {"tokens_per_step", tokens_per_step},
-                                {"same_replies", same}}
-                     .dump()
-              << std::endl;
+    nlohmann::json out = {{"model", model.origin},
+                          {"device", engine.device_name()},
+                          {"threads", engine.threads()},
+                          {"batch", batch},
+                          {"prompt_tokens", prompt.size()},
+                          {"draft_tokens", speculation.draft_tokens},
+                          {"steps", steps},
+                          {"rounds", rounds},
+                          {"same_replies", same}};
+    out.update(tally.figures(rounds, steps));
+    std::cout << out.dump() << std::endl;
     return 0;
   }
   std::printf("model %s, %s, %u %s; %u sequences of a %zu-token prompt, greedy replies of %u tokens, drafts of %u by prompt lookup\n",
@@ -215,12 +224,8 @@ int run_batched_speculation_bench(EngineOptions options, const Speculation& spec
               options.backend == Backend::cuda ? "CTAs" : "threads", batch, prompt.size(), steps + 1, speculation.draft_tokens);
   std::printf("| decoding, %u sequences per step | tokens/s over all (median of %u rounds) | tokens per step of each |\n|---|---|---|\n",
               batch, rounds);
-  std::printf("| plain | %.1f | 1.00 |\n", median(plain_tok_s));
-  std::printf("| speculating | %.1f | %.2f |\n", median(speculating_tok_s), tokens_per_step);
-  std::printf("speculating / plain tokens/s: %.3f, quartiles %.3f-%.3f (interleaved rounds); %llu tokens drafted, %.0f%% of them "
-              "taken; the replies %s\n",
-              ratio[0], ratio[1], ratio[2], static_cast<unsigned long long>(drafted), 100 * taken,
-              same ? "the same, token for token" : "DIFFERED (a batched row should be bitwise a decode step's)");
+  tally.print(rounds, steps,
+              std::string("; the replies ") + (same ? "the same, token for token" : "DIFFERED (a batched row should be bitwise a decode step's)"));
   return 0;
 }
 
