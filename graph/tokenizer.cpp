@@ -420,6 +420,51 @@ void HfTokenizer::append_word_ids(std::string_view word, std::vector<int32_t>& i
     if (!removed[i]) ids.push_back(symbols[i]);
 }
 
+std::string HfTokenizer::token_bytes(int32_t id) const {
+  if (id < 0 || id >= vocab_size() || is_special_[id]) return {};
+  std::string token = token_of_id_[id];
+  bool fused = false;  // a strip after the tokens are fused acts on the whole text's ends, not on a token within
+  for (const DecoderStep& step : decoder_) {
+    switch (step.kind) {
+      case DecoderStep::Kind::byte_level: {  // the raw bytes, even part of a character (decode() makes that U+FFFD)
+        std::u32string chars;
+        unicode::decode_utf8(token, chars);
+        std::string bytes;
+        for (char32_t c : chars) {
+          const int byte = c < 324 ? byte_level_alphabet().byte_of_char[c] : -1;
+          if (byte < 0) break;
+          bytes.push_back(static_cast<char>(byte));
+        }
+        if (bytes.size() == chars.size()) token = std::move(bytes);  // else not byte-level spelled: as it is
+        break;
+      }
+      case DecoderStep::Kind::byte_fallback:
+        if (const int byte = byte_fallback_value(token); byte >= 0) token = std::string(1, static_cast<char>(byte));
+        break;
+      case DecoderStep::Kind::fuse:
+        fused = true;
+        break;
+      case DecoderStep::Kind::strip:
+        if (!fused) {
+          std::vector<std::string> one = {std::move(token)};
+          decode_step(step, one);
+          token = std::move(one[0]);
+        }
+        break;
+      case DecoderStep::Kind::metaspace:  // not the text's first token: its replacement is a space
+        replace_all(token, step.metaspace_replacement, " ");
+        break;
+      case DecoderStep::Kind::replace: {
+        std::vector<std::string> one = {std::move(token)};
+        decode_step(step, one);
+        token = std::move(one[0]);
+        break;
+      }
+    }
+  }
+  return token;
+}
+
 std::string HfTokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());

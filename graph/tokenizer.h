@@ -81,6 +81,12 @@ class HfTokenizer {
   // token has decodes to nothing (as in the tokenizers library); a negative one is an InputError.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
 
+  // The bytes `id` adds to a text it is generated into, past its start (decoded within a text: a
+  // SentencePiece token's leading space kept; a byte-level token's bytes as they are, which can be part of
+  // a UTF-8 character): "" for a special token and an id no token has. Tokens whose bytes together are
+  // valid UTF-8 decode, after a context, to these bytes joined.
+  std::string token_bytes(int32_t id) const;
+
   // One past the largest id (the vocabulary and the added tokens).
   int32_t vocab_size() const { return static_cast<int32_t>(token_of_id_.size()); }
   // The token string of `id` as the vocabulary spells it ("" for an id no token has).

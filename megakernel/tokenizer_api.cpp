@@ -49,6 +49,12 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
   return tokenizer_->decode(ids, skip_special_tokens);
 }
 
+std::vector<std::string> Tokenizer::token_bytes() const {
+  std::vector<std::string> bytes(size_t(tokenizer_->vocab_size()));
+  for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) bytes[size_t(id)] = tokenizer_->token_bytes(id);
+  return bytes;
+}
+
 std::string Tokenizer::continuation(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated) const {
   return continuation_of(*tokenizer_, prompt, generated);
 }

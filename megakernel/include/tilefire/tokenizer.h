@@ -36,6 +36,12 @@ class Tokenizer {
   // The text `generated` adds after `prompt`: decoded together, so that a tokenizer that drops the first
   // token's leading space (SentencePiece) does not drop the space before the first generated word.
   std::string continuation(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated) const;
+  // What each id adds to a text it is generated into, as bytes: [vocab_size()]. A byte-level token's can
+  // be part of a UTF-8 character; a SentencePiece token's keeps its leading space (decoded within a text,
+  // not at its start); "" for special tokens and ids no token has. Generated tokens whose bytes together
+  // are valid UTF-8 have for continuation() those bytes joined (after a prompt with text). What
+  // constrained decoding (tilefire/json_constraint.h) matches tokens by.
+  std::vector<std::string> token_bytes() const;
   // One past the largest id of the tokenizer (which can be below the model's vocabulary: padding rows).
   int32_t vocab_size() const;
   const std::string& path() const;
