@@ -55,17 +55,34 @@ void record_prompt_probabilities(const Engine::Impl& m, GenerateResult& result, 
   }
 }
 
-int32_t choose_token(const float* logits, uint32_t vocab, const Sampling& sampling, TokenCounts& counts, float uniform01,
-                     const std::vector<int32_t>& banned) {
+int32_t choose_token(const float* logits, uint32_t vocab, const GenerateRequest& request, const std::vector<int32_t>& generated,
+                     TokenCounts& counts, float uniform01, const std::vector<int32_t>& banned) {
+  const Sampling& sampling = request.sampling;
   const SamplingParams params{sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p};
   const LogitAdjustments adjustments{sampling.logit_bias, sampling.repetition_penalty, sampling.presence_penalty,
                                      sampling.frequency_penalty};
   int32_t token = 0;
-  if (adjustments.active() || !banned.empty()) {
+  if (adjustments.active() || !banned.empty() || request.allowed_tokens) {
     std::vector<float> adjusted;  // [vocab]
     counts.adjust(logits, vocab, adjustments, adjusted);
+    constexpr float kExcluded = -std::numeric_limits<float>::infinity();
     for (int32_t t : banned)
-      if (t >= 0 && uint32_t(t) < vocab) adjusted[size_t(t)] = -std::numeric_limits<float>::infinity();
+      if (t >= 0 && uint32_t(t) < vocab) adjusted[size_t(t)] = kExcluded;
+    if (request.allowed_tokens) {
+      std::vector<uint8_t> allowed(vocab, 0);  // [vocab]
+      request.allowed_tokens(generated, allowed);
+      const std::string where = "GenerateRequest::allowed_tokens, asked for generated token " + std::to_string(generated.size());
+      if (allowed.size() != vocab)
+        throw InputError(where + ", resized its list of " + std::to_string(vocab) + " tokens to " + std::to_string(allowed.size()));
+      bool any = false;
+      for (uint32_t t = 0; t < vocab; ++t) {
+        if (!allowed[t]) adjusted[t] = kExcluded;
+        any = any || adjusted[t] != kExcluded;  // the logits are finite (checked), and so stay after adjusting
+      }
+      if (!any)
+        throw InputError(where + ", allowed no token" +
+                         (banned.empty() ? std::string() : " but the ending tokens min_new_tokens holds back"));
+    }
     token = sample_token(adjusted.data(), vocab, params, uniform01);
   } else {
     token = sample_token(logits, vocab, params, uniform01);
@@ -77,7 +94,8 @@ int32_t choose_token(const float* logits, uint32_t vocab, const Sampling& sampli
 bool needs_logits(const GenerateRequest& request) {
   const Sampling& s = request.sampling;
   return s.temperature != 0.0f || request.logprobs != 0 || !s.logit_bias.empty() || s.repetition_penalty != 1.0f ||
-         s.presence_penalty != 0.0f || s.frequency_penalty != 0.0f || request.min_new_tokens != 0;
+         s.presence_penalty != 0.0f || s.frequency_penalty != 0.0f || request.min_new_tokens != 0 ||
+         request.allowed_tokens != nullptr;
 }
 
 CompileOptions Engine::Impl::compile_options(uint32_t tokens) const {

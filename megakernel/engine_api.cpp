@@ -547,7 +547,8 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   auto pick = [&](const float* logits, std::optional<uint32_t> at = std::nullopt) {
     m.check_finite_logits(logits, at.value_or(m.position - 1));  // NaN or Inf would be sampled, or reported, as if real
     const bool too_few = result.tokens.size() < request.min_new_tokens;
-    const int32_t token = choose_token(logits, m.info.vocab, request.sampling, counts, uniform.next(), too_few ? ending : std::vector<int32_t>{});
+    const int32_t token = choose_token(logits, m.info.vocab, request, result.tokens, counts, uniform.next(),
+                                       too_few ? ending : std::vector<int32_t>{});
     if (request.logprobs) record_probabilities(result, logits, m.info.vocab, request.logprobs, token);
     result.tokens.push_back(token);
     return token;

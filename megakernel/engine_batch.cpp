@@ -38,7 +38,8 @@ void take_token(Engine::Impl& m, BatchedSequence& s, const float* logits) {
   const uint32_t vocab = m.info.vocab;
   UniformGenerator uniform(s.uniform_state);
   const bool too_few = result.tokens.size() < request.min_new_tokens;
-  s.next = choose_token(logits, vocab, request.sampling, s.counts, uniform.next(), too_few ? s.ending : std::vector<int32_t>{});
+  s.next = choose_token(logits, vocab, request, result.tokens, s.counts, uniform.next(),
+                        too_few ? s.ending : std::vector<int32_t>{});
   s.uniform_state = uniform.state();
   if (request.logprobs) record_probabilities(result, logits, vocab, request.logprobs, s.next);
   result.tokens.push_back(s.next);

@@ -335,9 +335,11 @@ void record_prompt_probabilities(const Engine::Impl& m, GenerateResult& result, 
 
 // A sequence's next token from its (checked) logits: the request's logit bias and penalties over what
 // `counts` holds (on a copy), then its sampling with the draw `uniform01`; the token joins `counts`.
-// `banned` (min_new_tokens' ending tokens while too few are generated) are not chosen.
-int32_t choose_token(const float* logits, uint32_t vocab, const Sampling& sampling, TokenCounts& counts, float uniform01,
-                     const std::vector<int32_t>& banned = {});
+// `banned` (min_new_tokens' ending tokens while too few are generated) are not chosen, nor, when the
+// request constrains its reply (GenerateRequest::allowed_tokens), the tokens it does not allow after
+// `generated`; InputError when that leaves none.
+int32_t choose_token(const float* logits, uint32_t vocab, const GenerateRequest& request, const std::vector<int32_t>& generated,
+                     TokenCounts& counts, float uniform01, const std::vector<int32_t>& banned = {});
 // Whether a request's choice needs its logits on the host: anything but a greedy argmax of the raw logits.
 bool needs_logits(const GenerateRequest& request);
 

@@ -181,6 +181,15 @@ struct GenerateRequest {
   // generation there, finish_reason "stopped" (a stop string the caller found in the text, a client that
   // went away). The same rules as on_token: no calls into the engine from it.
   std::function<bool(const std::vector<int32_t>& generated)> stop_when;
+  // Constrained decoding (a reply that must be JSON: tilefire/json_constraint.h): called before each token
+  // is chosen, with every token generated so far, and `allowed` holding one 0 per token of the vocabulary;
+  // it sets allowed[t] to 1 for each token t that may come next. The token is chosen among those alone
+  // (the others' logits taken as -inf after logit_bias and the penalties, greedy too; logprobs stay the
+  // model's own). A call that leaves no token to choose (none allowed, or only the ending tokens that
+  // min_new_tokens bans), or resizes `allowed`, fails the generation with an InputError. The same rules as
+  // on_token: no calls into the engine from it; ranks as processes call it on every rank, so it must
+  // answer alike on each.
+  std::function<void(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed)> allowed_tokens;
   // Speculative decoding: in generate(); in generate_batch and add_sequence by prompt lookup (a draft
   // model drafts for generate() alone). Not with trace_path, which records a decode step.
   Speculation speculation;

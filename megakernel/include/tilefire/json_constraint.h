@@ -1,0 +1,123 @@
+#pragma once
+// Constrained decoding of a JSON reply (OpenAI's response_format {"type": "json_object"}): at each step
+// only the tokens that keep the reply a prefix of a JSON text may be chosen, and the reply ends as soon as
+// its value is complete. Three parts:
+// - JsonBytes: a pushdown automaton over bytes that accepts exactly the JSON texts of RFC 8259 (strings
+//   checked as UTF-8, a \u escape's surrogates paired), within two bounds a reply needs: nesting at most
+//   kMostJsonDepth deep and whitespace runs at most kMostJsonWhitespace bytes long (a model that would
+//   pad with whitespace forever cannot). It rejects a byte as soon as no JSON text can follow, so a
+//   constrained reply never reaches a dead end.
+// - TokenTrie: a vocabulary's token bytes (Tokenizer::token_bytes) in a byte trie, built once per
+//   tokenizer and shared by every constrained reply: one walk of it, pruned where the automaton rejects a
+//   byte, finds every allowed token.
+// - JsonReplyConstraint and constrain_to_json: one reply's constraint, for GenerateRequest::allowed_tokens
+//   and stop_when.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tilefire/engine.h"
+
+namespace tilefire {
+
+constexpr uint32_t kMostJsonDepth = 128;      // arrays and objects inside one another
+constexpr uint32_t kMostJsonWhitespace = 32;  // whitespace bytes in a row
+
+// What the text is: one JSON value of any kind, or an object (OpenAI's json_object replies).
+enum class JsonTop : uint8_t { any_value, object };
+
+// The state of a JSON text read so far, a few bytes (copied freely).
+class JsonBytes {
+ public:
+  explicit JsonBytes(JsonTop top = JsonTop::object);
+
+  // Takes the next byte: false (and the state as it was) when no JSON text begins with the bytes so far
+  // and this one.
+  bool feed(uint8_t byte);
+  // Every byte of `bytes` in turn; false when one is rejected (the state is then unspecified).
+  bool feed(std::string_view bytes);
+  // The bytes so far are a whole JSON text (a top-level number could still go on: "12" may become "123").
+  bool complete() const;
+  // The value is whole and nothing but whitespace may follow: where a reply ends.
+  bool ended() const { return mode_ == Mode::done; }
+
+ private:
+  enum class Mode : uint8_t {
+    start_object, value, array_first, object_first, object_key, colon, after_value, done,
+    string, escape, unicode, low_backslash, low_u, literal,
+    minus, zero, integer, fraction_start, fraction, exponent_start, exponent_sign, exponent,
+  };
+  bool structural(uint8_t byte);
+  bool begin_value(uint8_t byte);
+  bool after_value(uint8_t byte);
+  bool string_byte(uint8_t byte);
+  bool unicode_digit(uint8_t byte);
+  bool number_byte(uint8_t byte);
+  bool open(bool object);
+  bool close(bool object);
+  void value_done() { mode_ = depth_ == 0 ? Mode::done : Mode::after_value; }
+  bool is_object(uint32_t level) const { return (containers_[level / 64] >> (level % 64)) & 1u; }
+
+  Mode mode_;
+  bool in_key_ = false;        // the string being read is an object's key
+  bool low_surrogate_ = false;  // the \u escape being read must be a low surrogate (after a high one)
+  uint8_t literal_ = 0;        // which of true, false, null is being read (0, 1, 2)
+  uint8_t matched_ = 0;        // of its letters, or of a \u escape's hex digits
+  uint8_t utf8_left_ = 0;      // continuation bytes a string's character still needs
+  uint8_t next_low_ = 0x80, next_high_ = 0xBF;  // the range of its next one
+  uint8_t whitespace_ = 0;     // whitespace bytes in a row just before
+  uint16_t escape_value_ = 0;  // the hex digits of a \u escape so far
+  uint16_t depth_ = 0;         // open arrays and objects
+  uint64_t containers_[kMostJsonDepth / 64] = {};  // bit d: the container at depth d (from 0) is an object
+};
+
+// Token bytes by id (Tokenizer::token_bytes, or a byte per id for a model without a tokenizer) in a byte
+// trie. Tokens with no bytes (special ones, gaps) are left out: a constrained reply never has them.
+class TokenTrie {
+ public:
+  explicit TokenTrie(const std::vector<std::string>& token_bytes);
+
+  // For each token whose bytes `state` takes whole: allowed[token] = 1. allowed holds at least as many
+  // entries as there are tokens (the model's vocabulary can have more than its tokenizer).
+  void allow_tokens(const JsonBytes& state, std::vector<uint8_t>& allowed) const;
+  const std::string& bytes(int32_t token) const;  // "" past the tokens given
+  size_t tokens() const { return token_bytes_.size(); }
+  size_t nodes() const { return node_byte_.size(); }
+
+ private:
+  std::vector<std::string> token_bytes_;
+  // The nodes below the root in preorder; node i's subtree is [i, subtree_end_[i]), the tokens whose bytes
+  // end at it are ids_[ids_begin_[i] .. ids_begin_[i + 1]).
+  std::vector<uint8_t> node_byte_;
+  std::vector<uint16_t> node_depth_;  // 1 for the root's children
+  std::vector<uint32_t> subtree_end_;
+  std::vector<uint32_t> ids_begin_;   // [nodes + 1]
+  std::vector<int32_t> ids_;
+};
+
+// One reply's constraint. Called with the reply's tokens so far, it follows them (and a reply taken back to
+// fewer tokens); a token it would not have allowed is an InputError naming it. Not thread-safe: one
+// reply's calls come one at a time.
+class JsonReplyConstraint {
+ public:
+  JsonReplyConstraint(std::shared_ptr<const TokenTrie> tokens, JsonTop top);
+  // GenerateRequest::allowed_tokens: the tokens that keep the reply a prefix of a JSON text.
+  void allowed(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed);
+  // Whether the reply's value is whole (JsonBytes::ended): where it stops.
+  bool ended(const std::vector<int32_t>& generated);
+
+ private:
+  const JsonBytes& follow(const std::vector<int32_t>& generated);
+  std::shared_ptr<const TokenTrie> tokens_;
+  std::vector<JsonBytes> states_;  // [reply tokens + 1]: after each of followed_'s tokens
+  std::vector<int32_t> followed_;
+};
+
+// Makes `request`'s reply JSON: its allowed_tokens become the constraint's, and its stop_when also ends
+// the reply when the value is whole (the stop_when it had still asked first). finish_reason is then
+// "stopped"; a reply cut by max_new_tokens or the context is a prefix of JSON, not JSON.
+void constrain_to_json(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, JsonTop top = JsonTop::object);
+
+}  // namespace tilefire

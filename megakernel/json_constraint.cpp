@@ -1,0 +1,342 @@
+// Constrained decoding of a JSON reply (tilefire/json_constraint.h): the byte automaton, the token trie,
+// one reply's constraint.
+#include "tilefire/json_constraint.h"
+
+#include <algorithm>
+
+#include "tilefire/errors.h"
+
+namespace tilefire {
+
+namespace {
+
+bool is_whitespace(uint8_t byte) { return byte == ' ' || byte == '\t' || byte == '\n' || byte == '\r'; }
+bool is_digit(uint8_t byte) { return byte >= '0' && byte <= '9'; }
+int hex_value(uint8_t byte) {
+  return is_digit(byte) ? byte - '0' : byte >= 'a' && byte <= 'f' ? byte - 'a' + 10 : byte >= 'A' && byte <= 'F' ? byte - 'A' + 10 : -1;
+}
+constexpr std::string_view kLiterals[3] = {"true", "false", "null"};
+
+}  // namespace
+
+JsonBytes::JsonBytes(JsonTop top) : mode_(top == JsonTop::object ? Mode::start_object : Mode::value) {}
+
+bool JsonBytes::feed(std::string_view bytes) {
+  for (char c : bytes)
+    if (!feed(static_cast<uint8_t>(c))) return false;
+  return true;
+}
+
+bool JsonBytes::feed(uint8_t byte) {
+  const JsonBytes before = *this;
+  bool taken = false;
+  switch (mode_) {
+    case Mode::string: taken = string_byte(byte); break;
+    case Mode::escape:
+      if (byte == 'u') {
+        mode_ = Mode::unicode;
+        matched_ = 0;
+        escape_value_ = 0;
+        taken = true;
+      } else if (std::string_view("\"\\/bfnrt").find(char(byte)) != std::string_view::npos) {
+        mode_ = Mode::string;
+        taken = true;
+      }
+      break;
+    case Mode::unicode: taken = unicode_digit(byte); break;
+    case Mode::low_backslash:
+      mode_ = Mode::low_u;
+      taken = byte == '\\';
+      break;
+    case Mode::low_u:
+      mode_ = Mode::unicode;
+      matched_ = 0;
+      escape_value_ = 0;
+      taken = byte == 'u';
+      break;
+    case Mode::literal: {
+      const std::string_view word = kLiterals[literal_];
+      taken = byte == uint8_t(word[matched_]);
+      if (taken && ++matched_ == word.size()) value_done();
+      break;
+    }
+    case Mode::minus: case Mode::zero: case Mode::integer: case Mode::fraction_start: case Mode::fraction:
+    case Mode::exponent_start: case Mode::exponent_sign: case Mode::exponent:
+      taken = number_byte(byte);
+      break;
+    default: taken = structural(byte); break;
+  }
+  if (!taken) *this = before;
+  return taken;
+}
+
+// Between tokens: whitespace (a bounded run of it), then what the mode expects.
+bool JsonBytes::structural(uint8_t byte) {
+  if (is_whitespace(byte)) {
+    if (whitespace_ >= kMostJsonWhitespace) return false;
+    ++whitespace_;
+    return true;
+  }
+  whitespace_ = 0;
+  switch (mode_) {
+    case Mode::start_object: return byte == '{' && open(true);
+    case Mode::value: return begin_value(byte);
+    case Mode::array_first: return byte == ']' ? close(false) : begin_value(byte);
+    case Mode::object_first:
+      if (byte == '}') return close(true);
+      [[fallthrough]];
+    case Mode::object_key:
+      if (byte != '"') return false;
+      mode_ = Mode::string;
+      in_key_ = true;
+      return true;
+    case Mode::colon:
+      mode_ = Mode::value;
+      return byte == ':';
+    case Mode::after_value: return after_value(byte);
+    default: return false;  // done: only whitespace may follow
+  }
+}
+
+bool JsonBytes::begin_value(uint8_t byte) {
+  switch (byte) {
+    case '{': return open(true);
+    case '[': return open(false);
+    case '"':
+      mode_ = Mode::string;
+      in_key_ = false;
+      return true;
+    case 't': case 'f': case 'n':
+      mode_ = Mode::literal;
+      literal_ = byte == 't' ? 0 : byte == 'f' ? 1 : 2;
+      matched_ = 1;
+      return true;
+    case '-': mode_ = Mode::minus; return true;
+    case '0': mode_ = Mode::zero; return true;
+    default:
+      if (byte < '1' || byte > '9') return false;
+      mode_ = Mode::integer;
+      return true;
+  }
+}
+
+bool JsonBytes::after_value(uint8_t byte) {  // inside a container (a value at depth 0 is done)
+  const bool object = is_object(depth_ - 1u);
+  if (byte == ',') {
+    mode_ = object ? Mode::object_key : Mode::value;
+    return true;
+  }
+  return byte == (object ? '}' : ']') && close(object);
+}
+
+bool JsonBytes::open(bool object) {
+  if (depth_ >= kMostJsonDepth) return false;
+  uint64_t& word = containers_[depth_ / 64];
+  const uint64_t bit = uint64_t(1) << (depth_ % 64);
+  word = object ? word | bit : word & ~bit;
+  ++depth_;
+  mode_ = object ? Mode::object_first : Mode::array_first;
+  return true;
+}
+
+bool JsonBytes::close(bool object) {
+  if (depth_ == 0 || is_object(depth_ - 1u) != object) return false;
+  --depth_;
+  value_done();
+  return true;
+}
+
+// A string's bytes: UTF-8 as RFC 3629 has it (no overlong forms, no surrogates, nothing past U+10FFFF),
+// no control characters, escapes.
+bool JsonBytes::string_byte(uint8_t byte) {
+  if (utf8_left_ > 0) {
+    if (byte < next_low_ || byte > next_high_) return false;
+    --utf8_left_;
+    next_low_ = 0x80;
+    next_high_ = 0xBF;
+    return true;
+  }
+  if (byte == '"') {
+    if (in_key_) mode_ = Mode::colon;
+    else value_done();
+    return true;
+  }
+  if (byte == '\\') {
+    mode_ = Mode::escape;
+    return true;
+  }
+  if (byte < 0x20) return false;
+  if (byte < 0x80) return true;
+  if (byte >= 0xC2 && byte <= 0xDF) utf8_left_ = 1;
+  else if (byte >= 0xE0 && byte <= 0xEF) utf8_left_ = 2, next_low_ = byte == 0xE0 ? 0xA0 : 0x80, next_high_ = byte == 0xED ? 0x9F : 0xBF;
+  else if (byte >= 0xF0 && byte <= 0xF4) utf8_left_ = 3, next_low_ = byte == 0xF0 ? 0x90 : 0x80, next_high_ = byte == 0xF4 ? 0x8F : 0xBF;
+  else return false;
+  return true;
+}
+
+// \uXXXX: a high surrogate (D800 to DBFF) must be followed by \u and a low one (DC00 to DFFF), and a low
+// one must follow a high one. The first two hex digits decide it, so a lone surrogate is rejected there,
+// before its escape is over.
+bool JsonBytes::unicode_digit(uint8_t byte) {
+  const int digit = hex_value(byte);
+  if (digit < 0) return false;
+  if (low_surrogate_ && ((matched_ == 0 && digit != 0xD) || (matched_ == 1 && digit < 0xC))) return false;
+  if (!low_surrogate_ && matched_ == 1 && escape_value_ == 0xD && digit >= 0xC) return false;
+  escape_value_ = uint16_t(escape_value_ * 16 + digit);
+  if (++matched_ < 4) return true;
+  if (low_surrogate_) {
+    low_surrogate_ = false;
+    mode_ = Mode::string;
+  } else if (escape_value_ >= 0xD800 && escape_value_ <= 0xDBFF) {
+    low_surrogate_ = true;
+    mode_ = Mode::low_backslash;
+  } else {
+    mode_ = Mode::string;
+  }
+  return true;
+}
+
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, ended by the first byte that cannot go on with it.
+bool JsonBytes::number_byte(uint8_t byte) {
+  const bool digit = is_digit(byte), exponent_mark = byte == 'e' || byte == 'E';
+  switch (mode_) {
+    case Mode::minus:
+      if (!digit) return false;
+      mode_ = byte == '0' ? Mode::zero : Mode::integer;
+      return true;
+    case Mode::fraction_start:
+      mode_ = Mode::fraction;
+      return digit;
+    case Mode::exponent_start:
+      if (byte == '+' || byte == '-') {
+        mode_ = Mode::exponent_sign;
+        return true;
+      }
+      [[fallthrough]];
+    case Mode::exponent_sign:
+      mode_ = Mode::exponent;
+      return digit;
+    case Mode::integer:
+      if (digit) return true;
+      [[fallthrough]];
+    case Mode::zero:
+      if (byte == '.') {
+        mode_ = Mode::fraction_start;
+        return true;
+      }
+      [[fallthrough]];
+    case Mode::fraction:
+      if (digit && mode_ == Mode::fraction) return true;
+      if (exponent_mark) {
+        mode_ = Mode::exponent_start;
+        return true;
+      }
+      [[fallthrough]];
+    default:  // exponent
+      if (digit && mode_ == Mode::exponent) return true;
+      value_done();  // the number is whole; the byte is what follows it
+      return structural(byte);
+  }
+}
+
+bool JsonBytes::complete() const {
+  const bool whole_number = mode_ == Mode::zero || mode_ == Mode::integer || mode_ == Mode::fraction || mode_ == Mode::exponent;
+  return mode_ == Mode::done || (depth_ == 0 && whole_number);
+}
+
+TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : token_bytes_(token_bytes) {
+  std::vector<int32_t> order;  // the tokens with bytes, by their bytes
+  for (size_t id = 0; id < token_bytes.size(); ++id)
+    if (!token_bytes[id].empty()) order.push_back(int32_t(id));
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return token_bytes[size_t(a)] < token_bytes[size_t(b)]; });
+  // In sorted order each token shares with the one before it the path of their common prefix: its own
+  // nodes begin below that. `open` holds the nodes of the path to the last token, by depth.
+  std::vector<uint32_t> open;
+  const std::string* previous = nullptr;
+  for (int32_t id : order) {
+    const std::string& bytes = token_bytes[size_t(id)];
+    size_t shared = 0;
+    if (previous)
+      while (shared < previous->size() && shared < bytes.size() && (*previous)[shared] == bytes[shared]) ++shared;
+    for (size_t depth = open.size(); depth > shared; --depth) subtree_end_[open[depth - 1]] = uint32_t(node_byte_.size());
+    open.resize(shared);
+    for (size_t depth = shared; depth < bytes.size(); ++depth) {
+      open.push_back(uint32_t(node_byte_.size()));
+      node_byte_.push_back(uint8_t(bytes[depth]));
+      node_depth_.push_back(uint16_t(std::min<size_t>(depth + 1, UINT16_MAX)));
+      subtree_end_.push_back(0);
+      ids_begin_.push_back(uint32_t(ids_.size()));
+    }
+    ids_.push_back(id);  // ends at the last node of its path (a duplicate's path is the one before's)
+    previous = &bytes;
+  }
+  for (uint32_t node : open) subtree_end_[node] = uint32_t(node_byte_.size());
+  ids_begin_.push_back(uint32_t(ids_.size()));
+  if (std::any_of(order.begin(), order.end(), [&](int32_t id) { return token_bytes[size_t(id)].size() >= UINT16_MAX; }))
+    throw InputError("TokenTrie: a token of 65535 bytes or more");
+}
+
+const std::string& TokenTrie::bytes(int32_t token) const {
+  static const std::string none;
+  return token >= 0 && size_t(token) < token_bytes_.size() ? token_bytes_[size_t(token)] : none;
+}
+
+void TokenTrie::allow_tokens(const JsonBytes& state, std::vector<uint8_t>& allowed) const {
+  if (allowed.size() < token_bytes_.size())
+    throw InputError("TokenTrie::allow_tokens: a list of " + std::to_string(allowed.size()) + " tokens for a vocabulary of " +
+                     std::to_string(token_bytes_.size()));
+  // states[d]: after the bytes of the path to the current node at depth d (states[0]: `state`).
+  std::vector<JsonBytes> states(1, state);
+  for (uint32_t node = 0; node < node_byte_.size();) {
+    const uint16_t depth = node_depth_[node];
+    states.resize(depth + 1u, state);
+    states[depth] = states[depth - 1u];
+    if (!states[depth].feed(node_byte_[node])) {  // no token below this node keeps the text JSON
+      node = subtree_end_[node];
+      continue;
+    }
+    for (uint32_t i = ids_begin_[node]; i < ids_begin_[node + 1]; ++i) allowed[size_t(ids_[i])] = 1;
+    ++node;
+  }
+}
+
+JsonReplyConstraint::JsonReplyConstraint(std::shared_ptr<const TokenTrie> tokens, JsonTop top)
+    : tokens_(std::move(tokens)), states_(1, JsonBytes(top)) {
+  if (!tokens_) throw InputError("JsonReplyConstraint: no token trie");
+}
+
+const JsonBytes& JsonReplyConstraint::follow(const std::vector<int32_t>& generated) {
+  size_t same = 0;
+  while (same < followed_.size() && same < generated.size() && followed_[same] == generated[same]) ++same;
+  followed_.resize(same);
+  states_.resize(same + 1);
+  for (size_t i = same; i < generated.size(); ++i) {
+    JsonBytes next = states_.back();
+    const std::string& bytes = tokens_->bytes(generated[i]);
+    if (bytes.empty() || !next.feed(bytes))
+      throw InputError("the JSON reply's token " + std::to_string(i) + " (id " + std::to_string(generated[i]) +
+                       ") does not continue it as JSON");
+    states_.push_back(next);
+    followed_.push_back(generated[i]);
+  }
+  return states_.back();
+}
+
+void JsonReplyConstraint::allowed(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
+  tokens_->allow_tokens(follow(generated), allowed);
+}
+
+bool JsonReplyConstraint::ended(const std::vector<int32_t>& generated) { return follow(generated).ended(); }
+
+void constrain_to_json(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, JsonTop top) {
+  auto constraint = std::make_shared<JsonReplyConstraint>(std::move(tokens), top);
+  request.allowed_tokens = [constraint](const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
+    constraint->allowed(generated, allowed);
+  };
+  request.stop_when = [constraint, before = std::move(request.stop_when)](const std::vector<int32_t>& generated) {
+    const bool stopped = before && before(generated);  // asked first: it may watch every token (a stop string)
+    return constraint->ended(generated) || stopped;
+  };
+}
+
+}  // namespace tilefire

@@ -1,0 +1,224 @@
+// GenerateRequest::allowed_tokens (constrained decoding) in the engine: greedy replies against a reference
+// on the step API that takes the argmax among the allowed tokens of each step's raw logits; the same reply
+// from generate(), generate_batch, add_sequence with prompt chunks in the decode steps and speculation;
+// sampled tokens always allowed and logprobs the model's own; refusals when nothing is left to choose.
+// Then a JSON reply (constrain_to_json) over a byte-level tokenizer: every reply is JSON or, cut by
+// max_new_tokens, a prefix of it, by nlohmann::json's parser.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/common/serve_client.h"
+#include "tilefire/engine.h"
+#include "tilefire/errors.h"
+#include "tilefire/json_constraint.h"
+#include "tilefire/tokenizer.h"
+
+namespace tilefire::testing {
+namespace {
+
+using nlohmann::json;
+
+// Tokens t with (t + reply length) divisible by 3, or t below 4: a set that moves each step, so a
+// reply that ignored it would differ from the reference at once.
+bool rotating_rule(int32_t token, size_t generated) { return (size_t(token) + generated) % 3 == 0 || token < 4; }
+void rotating_allowed(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
+  for (size_t t = 0; t < allowed.size(); ++t) allowed[t] = rotating_rule(int32_t(t), generated.size()) ? 1 : 0;
+}
+
+using Rule = bool (*)(int32_t token, size_t generated);
+
+// Greedy among the tokens `rule` allows, on the step API's raw logits.
+std::vector<int32_t> reference(Engine& engine, const GenerateRequest& request, Rule rule = rotating_rule) {
+  engine.reset();
+  std::vector<float> logits = engine.prefill(request.prompt);
+  std::vector<int32_t> reply;
+  while (reply.size() < request.max_new_tokens) {
+    int32_t best = -1;
+    for (size_t t = 0; t < logits.size(); ++t)
+      if (rule(int32_t(t), reply.size()) && (best < 0 || logits[t] > logits[size_t(best)])) best = int32_t(t);
+    reply.push_back(best);
+    if (reply.size() < request.max_new_tokens) logits = engine.decode(best);
+  }
+  return reply;
+}
+
+GenerateRequest rotating_request(std::vector<int32_t> prompt) {
+  GenerateRequest request;
+  request.prompt = std::move(prompt);
+  request.max_new_tokens = 12;
+  request.stop_at_eos = false;
+  request.allowed_tokens = rotating_allowed;
+  return request;
+}
+
+TEST(AllowedTokens, GreedyTakesTheBestAllowedTokenOnEveryPath) {
+  EngineOptions options;
+  options.threads = 2;
+  options.sequences = 3;
+  options.prefill_chunk = 4;
+  Engine engine(options);
+  GenerateRequest request = rotating_request({12, 40, 7, 99, 5, 61, 33});
+  const std::vector<int32_t> expected = reference(engine, request);
+  GenerateRequest free_request = request;
+  free_request.allowed_tokens = nullptr;
+  ASSERT_NE(engine.generate(free_request).tokens, expected) << "the rule changes nothing: the test could not tell";
+
+  EXPECT_EQ(engine.generate(request).tokens, expected) << "generate()";
+  GenerateRequest other = rotating_request({3, 4, 5});
+  std::vector<GenerateResult> batched = engine.generate_batch({request, other});
+  EXPECT_EQ(batched[0].tokens, expected) << "generate_batch";
+  EXPECT_EQ(batched[1].tokens, reference(engine, other)) << "generate_batch, the other request";
+
+  // Speculation by prompt lookup: three tokens allowed, so the reply repeats itself and drafts are taken
+  // and checked (each row's token chosen among the allowed).
+  const Rule three = [](int32_t token, size_t) { return token >= 1 && token <= 3; };
+  GenerateRequest speculating = rotating_request({7, 8, 9, 1, 2, 3, 1, 2});
+  speculating.allowed_tokens = [three](const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
+    for (size_t t = 0; t < allowed.size(); ++t) allowed[t] = three(int32_t(t), generated.size()) ? 1 : 0;
+  };
+  speculating.max_new_tokens = 24;
+  speculating.speculation.draft_tokens = 3;
+  speculating.speculation.min_ngram = 1;
+  const std::vector<int32_t> speculated_expected = reference(engine, speculating, three);
+  const GenerateResult speculated = engine.generate(speculating);
+  EXPECT_EQ(speculated.tokens, speculated_expected) << "speculating";
+  EXPECT_GT(speculated.draft_tokens, 0u);
+
+  // Continuous batching with prompts prefilled in chunks inside the decode steps.
+  EngineOptions chunked = options;
+  chunked.prefill_chunks_per_step = 1;
+  Engine stepping(chunked);
+  const uint64_t first = stepping.add_sequence(other);
+  stepping.step_sequences();
+  const uint64_t second = stepping.add_sequence(request);
+  while (stepping.step_sequences() > 0) {
+  }
+  EXPECT_EQ(stepping.remove_sequence(second).tokens, expected) << "add_sequence, chunks in the decode steps";
+  EXPECT_EQ(stepping.remove_sequence(first).tokens, batched[1].tokens);
+}
+
+// Sampled: every token allowed, the callback asked with the reply so far before each; the logprobs stay
+// the model's own (the first token's are those of an unconstrained request's first token).
+TEST(AllowedTokens, SampledTokensAreAllowedAndLogprobsStayTheModels) {
+  EngineOptions options;
+  options.threads = 2;
+  Engine engine(options);
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    GenerateRequest request = rotating_request({12, 40, 7});
+    request.sampling.temperature = 1.5f;
+    request.sampling.seed = seed;
+    request.logprobs = 3;
+    std::vector<size_t> asked;
+    request.allowed_tokens = [&](const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
+      asked.push_back(generated.size());
+      rotating_allowed(generated, allowed);
+    };
+    const GenerateResult result = engine.generate(request);
+    ASSERT_EQ(result.tokens.size(), 12u);
+    for (size_t i = 0; i < result.tokens.size(); ++i) {
+      EXPECT_TRUE(rotating_rule(result.tokens[i], i)) << "seed " << seed << ", token " << i << ": " << result.tokens[i];
+      EXPECT_EQ(asked[i], i);
+    }
+    GenerateRequest free_request = request;
+    free_request.allowed_tokens = nullptr;
+    free_request.max_new_tokens = 1;
+    const GenerateResult free_result = engine.generate(free_request);
+    ASSERT_EQ(result.logprobs[0].size(), free_result.logprobs[0].size());
+    for (size_t k = 0; k < free_result.logprobs[0].size(); ++k) {
+      EXPECT_EQ(result.logprobs[0][k].token, free_result.logprobs[0][k].token);
+      EXPECT_EQ(result.logprobs[0][k].logprob, free_result.logprobs[0][k].logprob);
+    }
+  }
+}
+
+TEST(AllowedTokens, NothingLeftToChooseIsRefused) {
+  EngineOptions options;
+  options.threads = 1;
+  options.sequences = 2;
+  Engine engine(options);
+  GenerateRequest request = rotating_request({12, 40});
+  const auto expect_refused = [&](const GenerateRequest& r, const std::string& named) {
+    try {
+      engine.generate(r);
+      ADD_FAILURE() << "generate() took it; expected " << named;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(engine.generate_batch({r, rotating_request({3})}), InputError) << named;
+  };
+  GenerateRequest none = request;
+  none.allowed_tokens = [](const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
+    if (generated.size() == 2) std::fill(allowed.begin(), allowed.end(), 0);
+    else allowed[5] = 1;
+  };
+  expect_refused(none, "allowed_tokens, asked for generated token 2, allowed no token");
+  GenerateRequest resized = request;
+  resized.allowed_tokens = [](const std::vector<int32_t>&, std::vector<uint8_t>& allowed) { allowed.resize(3, 1); };
+  expect_refused(resized, "resized its list");
+  GenerateRequest only_ending = request;
+  only_ending.stop_tokens = {5};
+  only_ending.min_new_tokens = 2;
+  only_ending.allowed_tokens = [](const std::vector<int32_t>&, std::vector<uint8_t>& allowed) { allowed[5] = 1; };
+  expect_refused(only_ending, "min_new_tokens");
+  // The engine goes on.
+  EXPECT_EQ(engine.generate(request).tokens, reference(engine, request));
+}
+
+// A JSON object reply over the text model's byte-level tokenizer: sampled replies are JSON objects when they
+// end ("stopped" where the object closes) and prefixes of one when max_new_tokens cuts them; a logit bias
+// towards "}" makes the greedy reply "{}" in two tokens.
+TEST(AllowedTokens, JsonRepliesAreJson) {
+  const TempDir dir("allowed-tokens");
+  const std::filesystem::path model = text_model(dir);
+  const Tokenizer tokenizer((model / "tokenizer.json").string());
+  const auto trie = std::make_shared<const TokenTrie>(tokenizer.token_bytes());
+  EngineOptions options;
+  options.model_dir = model.string();
+  options.threads = 2;
+  Engine engine(options);
+  const std::vector<int32_t> prompt = tokenizer.encode("reply in JSON:");
+  uint32_t ended = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    GenerateRequest request;
+    request.prompt = prompt;
+    request.max_new_tokens = 40;
+    request.sampling.temperature = 0.8f;
+    request.sampling.seed = seed;
+    constrain_to_json(request, trie);
+    const GenerateResult result = engine.generate(request);
+    const std::string text = tokenizer.continuation(prompt, result.tokens);
+    if (result.finish_reason == "stopped") {
+      ++ended;
+      json value;
+      EXPECT_NO_THROW(value = json::parse(text)) << json(text).dump();
+      EXPECT_TRUE(value.is_object()) << text;
+    } else {
+      EXPECT_EQ(result.finish_reason, "length");
+      try {
+        [[maybe_unused]] const json whole = json::parse(text);
+        ADD_FAILURE() << "a whole JSON text that did not stop the reply: " << json(text).dump();
+      } catch (const json::parse_error& e) {
+        EXPECT_EQ(e.byte, text.size() + 1) << "not a prefix of JSON: " << json(text).dump() << ": " << e.what();
+      }
+    }
+  }
+  GenerateRequest closing;
+  closing.prompt = prompt;
+  closing.max_new_tokens = 40;
+  closing.sampling.logit_bias = {{int32_t('{'), 100.0f}, {int32_t('}'), 100.0f}};
+  constrain_to_json(closing, trie);
+  const GenerateResult closed = engine.generate(closing);
+  EXPECT_EQ(tokenizer.continuation(prompt, closed.tokens), "{}");
+  EXPECT_EQ(closed.finish_reason, "stopped");
+  EXPECT_GT(ended, 0u) << "no sampled reply ended: the check of whole replies never ran";
+}
+
+}  // namespace
+}  // namespace tilefire::testing
