@@ -39,6 +39,7 @@
 #include "tilefire/chat.h"
 #include "tilefire/engine.h"
 #include "tilefire/errors.h"
+#include "tilefire/json_constraint.h"
 #include "tilefire/tokenizer.h"
 
 namespace tilefire::cli {
@@ -106,12 +107,27 @@ struct Served {
   ServeMetrics metrics;        // GET /metrics
   std::string api_key;         // --api-key: what the /v1/ paths require; empty: nothing
   Speculation speculation;     // --speculate: every request's
+  // The tokens' bytes for replies constrained to JSON (response_format json_object): the tokenizer's, or
+  // without one a byte per id below 256 (the text of such a model is its tokens' bytes).
+  std::shared_ptr<const TokenTrie> json_tokens;
 
   std::string failure() {
     std::lock_guard<std::mutex> lock(failure_mutex);
     return engine_failure;
   }
 };
+
+// What each token of a model's vocabulary adds to a reply's text (Served::json_tokens).
+std::vector<std::string> json_token_bytes(const Tokenizer* tokenizer, uint32_t vocab) {
+  std::vector<std::string> bytes;
+  if (tokenizer) {
+    bytes = tokenizer->token_bytes();
+  } else {
+    for (int byte = 0; byte < 256; ++byte) bytes.push_back(std::string(1, char(byte)));
+  }
+  if (bytes.size() > vocab) bytes.resize(vocab);  // ids past the model's rows are never generated
+  return bytes;
+}
 
 void log_line(Served& served, const std::string& line) {
   std::lock_guard<std::mutex> lock(served.log_mutex);
@@ -180,7 +196,7 @@ struct Generated {
   bool stream_broken = false;  // a streamed reply's writer gave the client up: pieces of it never went out
 };
 Generated generate(Served& served, int fd, GenerateRequest request, const std::vector<std::string>& stops,
-                   const StreamedReply* streamed) {
+                   const StreamedReply* streamed, bool json_object) {
   // In flight from here (its wait for the engine included) until it has run, or has thrown.
   struct InFlight {
     ServeMetrics& metrics;
@@ -234,6 +250,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     client_gone = client_gone || (writer && writer->gone()) || http::peer_closed(fd);
     return client_gone || stopping.load() || (stop_text && stop_text->stopped());
   };
+  if (json_object) constrain_to_json(request, served.json_tokens, JsonTop::object);  // after stop_when: it keeps it
   // max_tokens 0 with nothing to score runs nothing (generate() returns at once; a batch would refuse it).
   auto nothing_run = [&] {
     GenerateResult none;
@@ -382,7 +399,7 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   }
   if (!parsed.stream) {
     const std::vector<Generated> generated =
-        run_choices(n, served.batcher != nullptr, [&](uint32_t i) { return generate(served, fd, request_of(i), parsed.stops, nullptr); });
+        run_choices(n, served.batcher != nullptr, [&](uint32_t i) { return generate(served, fd, request_of(i), parsed.stops, nullptr, parsed.json_object); });
     json choices = json::array();
     for (uint32_t i = 0; i < n; ++i) {
       json reply_choice = choice(i, message(echoed[i / per_prompt] + generated[i].text), openai_finish_reason(generated[i]), false);
@@ -458,13 +475,13 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
       if (logprobs[i]) {
         GenerateRequest scoring = request_of(i);
         scoring.max_new_tokens = 0;
-        logprobs[i]->add_prompt(generate(served, fd, scoring, {}, nullptr).result);
+        logprobs[i]->add_prompt(generate(served, fd, scoring, {}, nullptr, false).result);
       }
       streamed[i].write(streamed[i].event(echoed[i / per_prompt]));
     };
     const std::vector<Generated> generated = run_choices(n, served.batcher != nullptr, [&](uint32_t i) {
       if (parsed.echo) echo_first(i);
-      return generate(served, fd, generations[i], parsed.stops, &streamed[i]);
+      return generate(served, fd, generations[i], parsed.stops, &streamed[i], parsed.json_object);
     });
     send_head();  // every writer has finished: no lock is needed from here
     for (const Generated& g : generated) open = open && !g.stream_broken;  // a reply with a gap must not end as if whole
@@ -625,6 +642,7 @@ int serve_command(int argc, char** argv) {
   if (served.chat_template && served.tokenizer) served.end_of_reply = served.chat_template->end_of_reply_tokens(*served.tokenizer);
   http::Listener listener(host, port);  // before the model loads: a port in use is refused at once
   served.engine = std::make_unique<Engine>(options);
+  served.json_tokens = std::make_shared<const TokenTrie>(json_token_bytes(served.tokenizer.get(), served.engine->model().vocab));
   if (options.sequences > 1)
     served.batcher = std::make_unique<Batcher>(*served.engine, options.sequences, [&served] {
       // A request that waited for a free sequence while the server began stopping.

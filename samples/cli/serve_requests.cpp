@@ -68,14 +68,27 @@ void refuse_unsupported(const json& body) {
   if (given(body, "suffix")) refuse("suffix", "is not supported");
   for (const char* field : {"tools", "functions"})
     if (given(body, field) && !body.at(field).empty()) refuse(field, "is not supported: the replies are plain text");
-  if (given(body, "response_format") && body.at("response_format") != json{{"type", "text"}})
-    refuse("response_format", "is not supported (only {\"type\": \"text\"})");
+}
+
+// OpenAI's response_format: {"type": "text"} (what a reply is anyway) or {"type": "json_object"} (a JSON
+// object, by constrained decoding); a JSON schema is not checked, so it is refused, not ignored.
+bool json_object_reply(const json& body) {
+  if (!given(body, "response_format")) return false;
+  const json& format = body.at("response_format");
+  const json* type = format.is_object() && format.contains("type") ? &format.at("type") : nullptr;
+  if (type && *type == "json_schema")
+    refuse("response_format", "json_schema is not supported: a reply can be constrained to a JSON object "
+                              "({\"type\": \"json_object\"}), not to a schema");
+  if (!type || (*type != "text" && *type != "json_object") || format.size() != 1)
+    refuse("response_format", "must be {\"type\": \"text\"} or {\"type\": \"json_object\"}, got " + format.dump().substr(0, 200));
+  return *type == "json_object";
 }
 
 // The fields every generation takes: sampling, max tokens, stop strings, stream.
 ParsedRequest common_fields(const json& body, const ModelInfo& model, const char* max_field, uint32_t default_max) {
   refuse_unsupported(body);
   ParsedRequest parsed;
+  parsed.json_object = json_object_reply(body);
   GenerateRequest& request = parsed.request;
   // "n" choices, each its own sample of the same prompt; "best_of" above n would choose among samples
   // the reply does not show, which is not done.

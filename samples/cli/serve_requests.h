@@ -35,6 +35,9 @@ struct ParsedRequest {
   // (the first prompt token's null): a text's likelihood, as evaluation harnesses ask for it with
   // max_tokens 0. Not streamed.
   bool echo = false;
+  // "response_format": {"type": "json_object"}: the reply is a JSON object (constrain_to_json), ending where
+  // it closes; one max_tokens cuts is a prefix of one ("length").
+  bool json_object = false;
 };
 
 // InputError naming the field for a body that is not a JSON object or holds a field the engine cannot

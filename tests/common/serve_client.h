@@ -171,4 +171,19 @@ inline std::filesystem::path text_model(const TempDir& dir) {
   return model;
 }
 
+// `tilefire serve` of the text model (a byte-level tokenizer.json and a chat template: text_model)
+// on one thread, with `extra` flags; the model's folder lives as long as the server.
+struct TextModelServer {
+  TempDir dir;
+  std::filesystem::path model;
+  Server server;
+  static std::vector<std::string> args(const std::filesystem::path& model, const std::vector<std::string>& extra) {
+    std::vector<std::string> all = {"--model", model.string(), "--threads", "1"};
+    all.insert(all.end(), extra.begin(), extra.end());
+    return all;
+  }
+  TextModelServer(const std::string& name, const std::vector<std::string>& extra)
+      : dir(name), model(text_model(dir)), server(args(model, extra)) {}
+};
+
 }  // namespace tilefire::testing

@@ -34,21 +34,6 @@ void expect_refused(uint16_t port, const std::vector<std::pair<std::string, std:
   }
 }
 
-// `tilefire serve` of the text model (a byte-level tokenizer.json and a chat template: serve_client.h)
-// on one thread, with `extra` flags; the model's folder lives as long as the server.
-struct TextModelServer {
-  TempDir dir;
-  std::filesystem::path model;
-  Server server;
-  static std::vector<std::string> args(const std::filesystem::path& model, const std::vector<std::string>& extra) {
-    std::vector<std::string> all = {"--model", model.string(), "--threads", "1"};
-    all.insert(all.end(), extra.begin(), extra.end());
-    return all;
-  }
-  TextModelServer(const std::string& name, const std::vector<std::string>& extra)
-      : dir(name), model(text_model(dir)), server(args(model, extra)) {}
-};
-
 // GET /metrics as Prometheus's text format: every line a comment or `name{labels} value`, read into a map
 // by `name{labels}`. A line of another form fails the test.
 std::map<std::string, double> scrape(uint16_t port) {
