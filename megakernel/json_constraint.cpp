@@ -300,6 +300,17 @@ void TokenTrie::allow_tokens(const JsonBytes& state, std::vector<uint8_t>& allow
   }
 }
 
+std::vector<std::string> vocabulary_bytes(const Tokenizer* tokenizer, uint32_t vocab) {
+  std::vector<std::string> bytes;
+  if (tokenizer) {
+    bytes = tokenizer->token_bytes();
+  } else {
+    for (int byte = 0; byte < 256; ++byte) bytes.push_back(std::string(1, char(byte)));
+  }
+  if (bytes.size() > vocab) bytes.resize(vocab);
+  return bytes;
+}
+
 JsonReplyConstraint::JsonReplyConstraint(std::shared_ptr<const TokenTrie> tokens, JsonTop top)
     : tokens_(std::move(tokens)), states_(1, JsonBytes(top)) {
   if (!tokens_) throw InputError("JsonReplyConstraint: no token trie");

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <string_view>
 #include <optional>
 #include <functional>
@@ -18,6 +19,7 @@
 #include "sampling_flags.h"
 #include "stop_text.h"
 #include "tilefire/engine.h"
+#include "tilefire/json_constraint.h"
 #include "tilefire/tokenizer.h"
 
 namespace tilefire::cli {
@@ -66,6 +68,9 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --prompt-logprobs K    score the prompt: each of its tokens' probability after those before it, the K
                          most probable there, and the prompt's total log-probability and perplexity
                          (--max-new-tokens 0: score only)
+  --json-object          the reply is a JSON object (serve's response_format json_object): only tokens that
+                         keep it a prefix of one are chosen, and it ends where the object closes; not for a
+                         folder whose tokenizer Tilefire does not read
   --json                 print one JSON object
   --trace FILE           write a Chrome/Perfetto trace of one decode step
 )";
@@ -79,7 +84,7 @@ void print(std::string_view text) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  std::vector<std::string> switches{"--json", "--help"}, valued{"--prompt", "--prompt-tokens", "--max-new-tokens",
+  std::vector<std::string> switches{"--json", "--json-object", "--help"}, valued{"--prompt", "--prompt-tokens", "--max-new-tokens",
       "--seed", "--min-new-tokens", "--logprobs", "--prompt-logprobs", "--trace", "--chat", "--system", "--messages",
       "--chat-template", "--stop"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
@@ -123,6 +128,9 @@ int run_command(int argc, char** argv) {
                        unread_tokenizer + " is not one Tilefire reads");
     stop_text.emplace(std::vector<std::string>{*stop});
   }
+  if (args.has("--json-object") && !output_is_text)
+    throw InputError("tilefire run: --json-object constrains the reply's text, and this model's output has none: its "
+                     "tokenizer " + unread_tokenizer + " is not one Tilefire reads");
   GenerateRequest request;
   const std::string prompt_text = args.text_or("--prompt", "Once upon a time");
   if (chat) {
@@ -215,6 +223,8 @@ int run_command(int argc, char** argv) {
     };
   // Every rank sees the same tokens, so ranks as processes stop at the same step.
   if (stop_text) request.stop_when = [&](const std::vector<int32_t>&) { return stop_text->stopped(); };
+  if (args.has("--json-object"))  // after stop_when, which it keeps
+    constrain_to_json(request, std::make_shared<const TokenTrie>(vocabulary_bytes(tokenizer.get(), model.vocab)));
   // The whole generated text (once, not streamed): with --stop, what the stop text let through, as a stream
   // gives it (the same bytes its offsets were counted on).
   const auto generated_text = [&](const GenerateResult& result) {

@@ -117,18 +117,6 @@ struct Served {
   }
 };
 
-// What each token of a model's vocabulary adds to a reply's text (Served::json_tokens).
-std::vector<std::string> json_token_bytes(const Tokenizer* tokenizer, uint32_t vocab) {
-  std::vector<std::string> bytes;
-  if (tokenizer) {
-    bytes = tokenizer->token_bytes();
-  } else {
-    for (int byte = 0; byte < 256; ++byte) bytes.push_back(std::string(1, char(byte)));
-  }
-  if (bytes.size() > vocab) bytes.resize(vocab);  // ids past the model's rows are never generated
-  return bytes;
-}
-
 void log_line(Served& served, const std::string& line) {
   std::lock_guard<std::mutex> lock(served.log_mutex);
   std::fprintf(stderr, "tilefire serve: %s\n", line.c_str());
@@ -642,7 +630,7 @@ int serve_command(int argc, char** argv) {
   if (served.chat_template && served.tokenizer) served.end_of_reply = served.chat_template->end_of_reply_tokens(*served.tokenizer);
   http::Listener listener(host, port);  // before the model loads: a port in use is refused at once
   served.engine = std::make_unique<Engine>(options);
-  served.json_tokens = std::make_shared<const TokenTrie>(json_token_bytes(served.tokenizer.get(), served.engine->model().vocab));
+  served.json_tokens = std::make_shared<const TokenTrie>(vocabulary_bytes(served.tokenizer.get(), served.engine->model().vocab));
   if (options.sequences > 1)
     served.batcher = std::make_unique<Batcher>(*served.engine, options.sequences, [&served] {
       // A request that waited for a free sequence while the server began stopping.

@@ -1,6 +1,7 @@
 // The command line with a model folder's tokenizer: tokenizer.json encodes a text prompt and decodes the
 // output; a folder with another tokenizer only takes token ids; a tokenizer.json Tilefire cannot run is
-// refused by name. The tokenizer itself is checked in tests/graph/tokenizer_test.cpp.
+// refused by name; --json-object constrains the reply to JSON. The tokenizer itself is checked in
+// tests/graph/tokenizer_test.cpp.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,6 +13,7 @@
 
 #include "graph/tokenizer.h"
 #include "tests/common/cli_runner.h"
+#include "tests/common/json_reply.h"
 #include "tests/common/test_models.h"
 #include "tilefire/tokenizer.h"
 
@@ -159,6 +161,36 @@ TEST(CliTokenizer, StopTextEndsTheGenerationAndIsLeftOut) {
 // A tokenizer.json Tilefire cannot read stops the run before anything else, naming it: an empty object,
 // a dangling link (a cache snapshot whose blob is missing), a WordPiece model. --prompt-tokens does not
 // get around it: the output's text needs the tokenizer too.
+// --json-object: sampled replies are JSON objects where they end ("stopped") and prefixes of one where
+// --max-new-tokens cuts them, with the folder's tokenizer and for a model without one (its bytes); a bias
+// towards the braces makes the greedy reply "{}"; a folder whose tokenizer Tilefire does not read is refused.
+TEST(CliTokenizer, JsonObjectRepliesAreJson) {
+  TempDir dir("cli-json-object");
+  const fs::path model = gen_tiny_model(dir, "tiny-json");
+  write_file_text(model / "tokenizer.json", tiny_byte_level_tokenizer().dump());
+  uint32_t ended = 0;
+  for (const bool with_tokenizer : {true, false}) {
+    for (const char* seed : {"1", "2", "3", "4"}) {
+      std::vector<std::string> flags = {"--prompt", "Reply in JSON:", "--json-object", "--temperature", "0.8", "--seed", seed,
+                                        "--max-new-tokens", "40", "--threads", "1"};
+      if (with_tokenizer) flags.insert(flags.end(), {"--model", model.string()});
+      const json result = run_json(flags);
+      const std::string finish = result.at("finish_reason").get<std::string>();
+      EXPECT_TRUE(finish == "stopped" || finish == "length") << result.dump();
+      ended += expect_json_object_or_prefix(result.at("text").get<std::string>(), finish == "stopped") ? 1 : 0;
+    }
+  }
+  EXPECT_GT(ended, 0u) << "no reply ended: the check of whole replies never ran";
+  const json braces = run_json({"--model", model.string(), "--json-object", "--logit-bias", "123=100,125=100", "--threads", "1"});
+  EXPECT_EQ(braces.at("text"), "{}");
+  EXPECT_EQ(braces.at("finish_reason"), "stopped");
+  const fs::path unread = gen_tiny_model(dir, "tiny-unread");
+  write_file_text(unread / "tokenizer.model", "{}");
+  const RunResult refused = run_cli({"run", "--model", unread.string(), "--prompt-tokens", "5,6", "--json-object"});
+  EXPECT_EQ(refused.status, 2) << describe(refused);
+  EXPECT_NE(refused.err.find("--json-object constrains the reply's text"), std::string::npos) << refused.err;
+}
+
 TEST(CliTokenizer, ABrokenTokenizerJsonIsRefusedByName) {
   TempDir dir("cli-gen-tokenizer-broken");
   const fs::path model = gen_tiny_model(dir, "tiny-broken-tokenizer");

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/common/json_reply.h"
 #include "tests/common/serve_client.h"
 
 namespace tilefire::testing {
@@ -46,23 +47,10 @@ std::vector<ChoiceText> choice_texts(const HttpReply& reply, bool chat, bool str
   return texts;
 }
 
-// A reply that ended is a JSON object; one max_tokens cut is a prefix of one: the parser's only complaint
-// is the end of the input (at byte size + 1). Returns whether it ended.
+// A reply that ended is a JSON object; one max_tokens cut ("length") is a prefix of one.
 bool expect_json_object_or_prefix(const ChoiceText& choice) {
-  if (choice.finish_reason == "stop") {
-    json value;
-    EXPECT_NO_THROW(value = json::parse(choice.text)) << json(choice.text).dump();
-    EXPECT_TRUE(value.is_object()) << choice.text;
-    return true;
-  }
-  EXPECT_EQ(choice.finish_reason, "length");
-  try {
-    [[maybe_unused]] const json whole = json::parse(choice.text);
-    ADD_FAILURE() << "a whole JSON text that did not end the reply: " << json(choice.text).dump();
-  } catch (const json::parse_error& e) {
-    EXPECT_EQ(e.byte, choice.text.size() + 1) << "not a prefix of JSON: " << json(choice.text).dump() << ": " << e.what();
-  }
-  return false;
+  EXPECT_TRUE(choice.finish_reason == "stop" || choice.finish_reason == "length") << choice.finish_reason;
+  return testing::expect_json_object_or_prefix(choice.text, choice.finish_reason == "stop");
 }
 
 void json_object_replies(const std::vector<std::string>& extra) {

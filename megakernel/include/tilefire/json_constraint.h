@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tilefire/engine.h"
+#include "tilefire/tokenizer.h"
 
 namespace tilefire {
 
@@ -96,6 +97,11 @@ class TokenTrie {
   std::vector<uint32_t> ids_begin_;   // [nodes + 1]
   std::vector<int32_t> ids_;
 };
+
+// The bytes each id of a model's vocabulary of `vocab` adds to its text, for a TokenTrie: the tokenizer's
+// (Tokenizer::token_bytes), or without one (null) a byte per id below 256, as bytes_text reads such a
+// model's tokens. Ids past the vocabulary are left out: the model never generates them.
+std::vector<std::string> vocabulary_bytes(const Tokenizer* tokenizer, uint32_t vocab);
 
 // One reply's constraint. Called with the reply's tokens so far, it follows them (and a reply taken back to
 // fewer tokens); a token it would not have allowed is an InputError naming it. Not thread-safe: one
