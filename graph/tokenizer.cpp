@@ -436,6 +436,7 @@ std::string HfTokenizer::token_bytes(int32_t id) const {
           bytes.push_back(static_cast<char>(byte));
         }
         if (bytes.size() == chars.size()) token = std::move(bytes);  // else not byte-level spelled: as it is
+        fused = true;  // decode() joins the tokens here: a strip after it acts on the whole text
         break;
       }
       case DecoderStep::Kind::byte_fallback:

@@ -71,16 +71,16 @@ int32_t choose_token(const float* logits, uint32_t vocab, const GenerateRequest&
     if (request.allowed_tokens) {
       std::vector<uint8_t> allowed(vocab, 0);  // [vocab]
       request.allowed_tokens(generated, allowed);
-      const std::string where = "GenerateRequest::allowed_tokens, asked for generated token " + std::to_string(generated.size());
+      const auto where = [&] { return "GenerateRequest::allowed_tokens, asked for generated token " + std::to_string(generated.size()); };
       if (allowed.size() != vocab)
-        throw InputError(where + ", resized its list of " + std::to_string(vocab) + " tokens to " + std::to_string(allowed.size()));
+        throw InputError(where() + ", resized its list of " + std::to_string(vocab) + " tokens to " + std::to_string(allowed.size()));
       bool any = false;
       for (uint32_t t = 0; t < vocab; ++t) {
         if (!allowed[t]) adjusted[t] = kExcluded;
         any = any || adjusted[t] != kExcluded;  // the logits are finite (checked), and so stay after adjusting
       }
       if (!any)
-        throw InputError(where + ", allowed no token" +
+        throw InputError(where() + ", allowed no token" +
                          (banned.empty() ? std::string() : " but the ending tokens min_new_tokens holds back"));
     }
     token = sample_token(adjusted.data(), vocab, params, uniform01);

@@ -30,16 +30,31 @@ BatchedSequence& sequence_of(Engine::Impl& m, uint64_t id, const char* call) {
   return it->second;
 }
 
-// Takes the next token of `s` from its (checked) logits: samples it, records it, decides whether the
-// sequence is done and calls the request's callbacks.
-void take_token(Engine::Impl& m, BatchedSequence& s, const float* logits) {
+std::string sequence_name(uint64_t id) { return "sequence " + std::to_string(id) + ": "; }
+
+// Takes the next token of sequence `id`, `s`, from its (checked) logits: samples it, records it, decides
+// whether the sequence is done and calls the request's callbacks.
+void take_token(Engine::Impl& m, uint64_t id, BatchedSequence& s, const float* logits) {
   const GenerateRequest& request = s.request;
   GenerateResult& result = s.result;
   const uint32_t vocab = m.info.vocab;
   UniformGenerator uniform(s.uniform_state);
   const bool too_few = result.tokens.size() < request.min_new_tokens;
-  s.next = choose_token(logits, vocab, request, result.tokens, s.counts, uniform.next(),
-                        too_few ? s.ending : std::vector<int32_t>{});
+  try {
+    s.next = choose_token(logits, vocab, request, result.tokens, s.counts, uniform.next(),
+                          too_few ? s.ending : std::vector<int32_t>{});
+  } catch (...) {
+    // Its constraint (GenerateRequest::allowed_tokens) left nothing to choose, or threw: the step has
+    // already moved the sequence to this token, which it cannot take, so it is finished (no step feeds
+    // it again) and the caller removes it; the others go on.
+    s.finished = true;
+    result.finish_reason = "stopped";
+    try {
+      throw;
+    } catch (const InputError& e) {
+      throw SequenceError(id, sequence_name(id) + e.what());
+    }
+  }
   s.uniform_state = uniform.state();
   if (request.logprobs) record_probabilities(result, logits, vocab, request.logprobs, s.next);
   result.tokens.push_back(s.next);
@@ -58,7 +73,6 @@ void take_token(Engine::Impl& m, BatchedSequence& s, const float* logits) {
   }
 }
 
-std::string sequence_name(uint64_t id) { return "sequence " + std::to_string(id) + ": "; }
 
 // A sequence of max_new_tokens 0 (its prompt's logprobs asked for) ends once its prompt is prefilled.
 void end_scored_prompt(BatchedSequence& s) {
@@ -285,7 +299,7 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   }
   BatchedSequence& added = m.batched.emplace(id, std::move(s)).first->second;
   try {
-    take_token(m, added, logits);
+    take_token(m, id, added, logits);
   } catch (...) {  // from its callbacks: the caller never learns its id, so it is taken out again
     m.batched.erase(id);
     throw;
@@ -339,11 +353,11 @@ ChunkInStep chunk_for_decode_step(Engine::Impl& m, uint32_t room) {
 
 // The end of a sequence's prefill: its first token from the logits of its prompt's last row (or, with
 // max_new_tokens 0, its scored prompt ends it).
-void end_prefill(Engine::Impl& m, BatchedSequence& s, const float* logits) {
+void end_prefill(Engine::Impl& m, uint64_t id, BatchedSequence& s, const float* logits) {
   s.prefilling = false;
   if (s.request.max_new_tokens == 0) return end_scored_prompt(s);
   s.result.ttft_ms = ms_since(s.added) - s.prefill_compile_ms;
-  take_token(m, s, logits);
+  take_token(m, id, s, logits);
 }
 
 // The decode part of a step: the next token of every sequence, together, each followed by its draft when it
@@ -450,7 +464,7 @@ bool decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, con
     for (uint32_t i = 0;; ++i) {
       ++s.position;
       ++s.decode_tokens;
-      take_token(m, s, row_logits(begin + i));
+      take_token(m, ids[j], s, row_logits(begin + i));
       // Row i is compared with the draft's token i + 1 (the last row has none: its token is a bonus).
       if (i + 1 >= count) break;
       const bool agrees = s.next == tokens[begin + i + 1];
@@ -467,7 +481,7 @@ bool decode_rows(Engine::Impl& m, const std::vector<BatchedSequence*>& rows, con
       throw SequenceError(chunk.id, sequence_name(chunk.id) + e.what());
     }
     chunk.s->position = chunk.end;
-    end_prefill(m, *chunk.s, last);
+    end_prefill(m, chunk.id, *chunk.s, last);
   }
   // After every row has its token: a trace that cannot be written fails its own sequence alone. With
   // ranks as processes, rank 0's process writes it.
@@ -507,7 +521,7 @@ void prefill_some(Engine::Impl& m, uint32_t chunks) {
         s.result.prompt_token_probabilities.resize(scored);
         throw SequenceError(id, sequence_name(id) + e.what());
       }
-      end_prefill(m, s, logits);
+      end_prefill(m, id, s, logits);
     }
     if (chunks == 0) return;
   }

@@ -245,9 +245,11 @@ bool JsonBytes::complete() const {
 }
 
 TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : token_bytes_(token_bytes) {
-  std::vector<int32_t> order;  // the tokens with bytes, by their bytes
+  // The tokens with bytes, by their bytes. One of 65,535 bytes or more (no real vocabulary has one: a node's
+  // depth is 16 bits) is left out, so never allowed.
+  std::vector<int32_t> order;
   for (size_t id = 0; id < token_bytes.size(); ++id)
-    if (!token_bytes[id].empty()) order.push_back(int32_t(id));
+    if (!token_bytes[id].empty() && token_bytes[id].size() < UINT16_MAX) order.push_back(int32_t(id));
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return token_bytes[size_t(a)] < token_bytes[size_t(b)]; });
   // In sorted order each token shares with the one before it the path of their common prefix: its own
   // nodes begin below that. `open` holds the nodes of the path to the last token, by depth.
@@ -263,7 +265,7 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : token_bytes_
     for (size_t depth = shared; depth < bytes.size(); ++depth) {
       open.push_back(uint32_t(node_byte_.size()));
       node_byte_.push_back(uint8_t(bytes[depth]));
-      node_depth_.push_back(uint16_t(std::min<size_t>(depth + 1, UINT16_MAX)));
+      node_depth_.push_back(uint16_t(depth + 1));
       subtree_end_.push_back(0);
       ids_begin_.push_back(uint32_t(ids_.size()));
     }
@@ -272,8 +274,6 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : token_bytes_
   }
   for (uint32_t node : open) subtree_end_[node] = uint32_t(node_byte_.size());
   ids_begin_.push_back(uint32_t(ids_.size()));
-  if (std::any_of(order.begin(), order.end(), [&](int32_t id) { return token_bytes[size_t(id)].size() >= UINT16_MAX; }))
-    throw InputError("TokenTrie: a token of 65535 bytes or more");
 }
 
 const std::string& TokenTrie::bytes(int32_t token) const {

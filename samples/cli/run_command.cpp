@@ -154,6 +154,9 @@ int run_command(int argc, char** argv) {
   if (request.min_new_tokens > request.max_new_tokens)
     throw InputError("tilefire run: --min-new-tokens " + std::to_string(request.min_new_tokens) + " is more than --max-new-tokens " +
                      std::to_string(request.max_new_tokens));
+  if (request.min_new_tokens > 0 && args.has("--json-object"))
+    throw InputError("tilefire run: --min-new-tokens with --json-object: the reply ends where its object closes, however "
+                     "few its tokens");
   request.sampling = sampling_of_flags(args, "tilefire run");
   request.sampling.seed = args.unsigned_or("--seed", 0);
   request.speculation = speculation_of_flags(args, "tilefire run", options);

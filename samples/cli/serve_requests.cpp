@@ -107,6 +107,8 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
   if (request.min_new_tokens > request.max_new_tokens)
     refuse("min_tokens", "is " + std::to_string(request.min_new_tokens) + ", more than " + max_field + " (" +
                              std::to_string(request.max_new_tokens) + ")");
+  if (request.min_new_tokens > 0 && parsed.json_object)
+    refuse("min_tokens", "with response_format json_object: the reply ends where its object closes, however few its tokens");
   request.sampling.temperature = float(number(body, "temperature", 1.0, 0.0, 100.0));  // OpenAI's default
   request.sampling.top_p = float(number(body, "top_p", 1.0, 0.0, 1.0));
   if (request.sampling.top_p == 0.0f) {  // the smallest set holding no probability: the most probable token
@@ -273,6 +275,8 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
   if (given(body, "echo")) {
     if (!body.at("echo").is_boolean()) refuse("echo", "must be true or false, got " + body.at("echo").dump().substr(0, 200));
     parsed.echo = body.at("echo").get<bool>();
+    if (parsed.echo && parsed.json_object)
+      refuse("echo", "with response_format json_object: a reply that begins with its prompt is not a JSON object");
   }
   if (parsed.echo) parsed.request.prompt_logprobs = parsed.request.logprobs;  // with logprobs, the prompt's too
   return parsed;

@@ -92,6 +92,12 @@ TEST(AllowedTokens, GreedyTakesTheBestAllowedTokenOnEveryPath) {
   EXPECT_EQ(speculated.tokens, speculated_expected) << "speculating";
   EXPECT_GT(speculated.draft_tokens, 0u);
 
+  // In a batch, a speculating request's drafts checked in the batched steps, beside another request.
+  const std::vector<GenerateResult> batched_speculation = engine.generate_batch({speculating, other});
+  EXPECT_EQ(batched_speculation[0].tokens, speculated_expected) << "speculating in a batch";
+  EXPECT_GT(batched_speculation[0].draft_tokens, 0u);
+  EXPECT_EQ(batched_speculation[1].tokens, batched[1].tokens);
+
   // Continuous batching with prompts prefilled in chunks inside the decode steps.
   EngineOptions chunked = options;
   chunked.prefill_chunks_per_step = 1;
@@ -172,6 +178,43 @@ TEST(AllowedTokens, NothingLeftToChooseIsRefused) {
   EXPECT_EQ(engine.generate(request).tokens, reference(engine, request));
 }
 
+// With continuous batching, a sequence whose constraint leaves nothing to choose fails alone: a
+// SequenceError naming it, at a decode row and where its prompt's last chunk gives its first token; it is
+// finished (no step feeds it again) and, removed, leaves the others' replies what they are alone.
+TEST(AllowedTokens, ASequenceWithNothingToChooseFailsAlone) {
+  EngineOptions options;
+  options.threads = 2;
+  options.sequences = 3;
+  options.prefill_chunk = 4;
+  options.prefill_chunks_per_step = 1;
+  Engine engine(options);
+  const GenerateRequest good = rotating_request({12, 40, 7, 99, 5});
+  const std::vector<int32_t> expected = reference(engine, good);
+  for (const size_t failing_at : {size_t(0), size_t(3)}) {  // its first token (the prompt's end), a decode row
+    SCOPED_TRACE("failing at generated token " + std::to_string(failing_at));
+    GenerateRequest failing = rotating_request({3, 4, 5, 6, 7, 8});
+    failing.allowed_tokens = [failing_at](const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
+      if (generated.size() != failing_at) rotating_allowed(generated, allowed);
+    };
+    const uint64_t first = engine.add_sequence(good);
+    const uint64_t bad = engine.add_sequence(failing);
+    bool failed = false;
+    for (int step = 0; step < 40 && engine.sequences_in() > 0; ++step) {
+      try {
+        if (engine.step_sequences() == 0) break;
+      } catch (const SequenceError& e) {
+        EXPECT_EQ(e.sequence, bad) << e.what();
+        EXPECT_NE(std::string(e.what()).find("allowed no token"), std::string::npos) << e.what();
+        EXPECT_TRUE(engine.sequence_finished(bad));
+        EXPECT_EQ(engine.remove_sequence(bad).tokens.size(), failing_at);
+        failed = true;
+      }
+    }
+    EXPECT_TRUE(failed);
+    EXPECT_EQ(engine.remove_sequence(first).tokens, expected);
+  }
+}
+
 // A JSON object reply over the text model's byte-level tokenizer: sampled replies are JSON objects when they
 // end ("stopped" where the object closes) and prefixes of one when max_new_tokens cuts them; a logit bias
 // towards "}" makes the greedy reply "{}" in two tokens.
@@ -179,7 +222,13 @@ TEST(AllowedTokens, JsonRepliesAreJson) {
   const TempDir dir("allowed-tokens");
   const std::filesystem::path model = text_model(dir);
   const Tokenizer tokenizer((model / "tokenizer.json").string());
-  const auto trie = std::make_shared<const TokenTrie>(tokenizer.token_bytes());
+  // The model's vocabulary (512) is past the tokenizer's (263): ids past the tokenizer's have no bytes.
+  EXPECT_EQ(vocabulary_bytes(&tokenizer, 512).size(), 263u);
+  EXPECT_EQ(vocabulary_bytes(&tokenizer, 100).size(), 100u);  // cut to a smaller model's
+  EXPECT_EQ(vocabulary_bytes(nullptr, 512).size(), 256u);     // without a tokenizer: the byte tokens
+  EXPECT_EQ(vocabulary_bytes(nullptr, 100).size(), 100u);
+  EXPECT_EQ(vocabulary_bytes(nullptr, 512)[123], "{");
+  const auto trie = std::make_shared<const TokenTrie>(vocabulary_bytes(&tokenizer, 512));
   EngineOptions options;
   options.model_dir = model.string();
   options.threads = 2;

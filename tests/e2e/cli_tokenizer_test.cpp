@@ -189,6 +189,9 @@ TEST(CliTokenizer, JsonObjectRepliesAreJson) {
   const RunResult refused = run_cli({"run", "--model", unread.string(), "--prompt-tokens", "5,6", "--json-object"});
   EXPECT_EQ(refused.status, 2) << describe(refused);
   EXPECT_NE(refused.err.find("--json-object constrains the reply's text"), std::string::npos) << refused.err;
+  const RunResult with_minimum = run_cli({"run", "--json-object", "--min-new-tokens", "3"});
+  EXPECT_EQ(with_minimum.status, 2) << describe(with_minimum);
+  EXPECT_NE(with_minimum.err.find("--min-new-tokens with --json-object"), std::string::npos) << with_minimum.err;
 }
 
 TEST(CliTokenizer, ABrokenTokenizerJsonIsRefusedByName) {

@@ -1,7 +1,8 @@
 // tilefire serve with response_format {"type": "json_object"}: every reply, of a completion or a chat,
 // whole or streamed, in turn or batched, is a JSON object by nlohmann::json's parser when it ends ("stop")
 // and a prefix of one when max_tokens cuts it ("length"); a streamed reply is the whole one; a model
-// without a tokenizer (its text its tokens' bytes) too; a JSON schema and other formats are refused.
+// without a tokenizer (its text its tokens' bytes) too; a JSON schema and other formats are refused, and
+// so are echo and min_tokens beside json_object.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -120,6 +121,11 @@ TEST(ServeJson, OtherFormatsAreRefusedByName) {
       {R"("json")", "'response_format' must be"},
       {R"({"type": "json_object", "strict": true})", "'response_format' must be"},
   };
+  for (const char* with : {R"("echo": true)", R"("min_tokens": 2)"}) {
+    const HttpReply bad = post(port, "/v1/completions", std::string(R"({"prompt": "x", "response_format": {"type": "json_object"}, )") + with + "}");
+    EXPECT_EQ(bad.status, 400) << with << ": " << bad.body;
+    EXPECT_NE(bad.body.find("with response_format json_object"), std::string::npos) << bad.body;
+  }
   for (const auto& [format, named] : refused) {
     const HttpReply bad = post(port, "/v1/completions", R"({"prompt": "x", "response_format": )" + format + "}");
     EXPECT_EQ(bad.status, 400) << format;

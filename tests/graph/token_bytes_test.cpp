@@ -105,6 +105,24 @@ TEST(TokenBytes, SentencePieceKeepsItsSpacesAndGivesFallbackBytesRaw) {
   EXPECT_GT(expect_bytes_continue_the_text(tokenizer, {263, 264}, sequences, favoured), sequences / 20);
 }
 
+// Newer Llama and Mistral files decode with Metaspace (its replacement a space, dropped from the text's
+// first token only): within a text a token keeps its space.
+TEST(TokenBytes, MetaspaceKeepsTheSpaceWithinAText) {
+  json document = sentencepiece_tokenizer();
+  document["normalizer"] = nullptr;
+  document["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"}, {"split", false}};
+  document["decoder"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"}, {"split", false}};
+  const testing::TempDir dir("token-bytes");
+  testing::write_file_text(dir.path() / "tokenizer.json", document.dump());
+  const Tokenizer tokenizer((dir.path() / "tokenizer.json").string());
+  const std::vector<std::string> bytes = tokenizer.token_bytes();
+  EXPECT_EQ(bytes[260], " {");
+  EXPECT_EQ(bytes[264], " a");
+  EXPECT_EQ(tokenizer.continuation({263}, {260, 264}), " { a");
+  const uint64_t sequences = testing::fuzz_case_count(1000);
+  EXPECT_GT(expect_bytes_continue_the_text(tokenizer, {263, 264}, sequences), sequences / 20);
+}
+
 TEST(TokenBytes, ByteLevelGivesEachTokensBytes) {
   const testing::TempDir dir("token-bytes");
   testing::write_file_text(dir.path() / "tokenizer.json", testing::tiny_byte_level_tokenizer().dump());

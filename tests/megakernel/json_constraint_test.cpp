@@ -76,6 +76,7 @@ const std::vector<std::string>& valid_texts() {
       "\"escapes: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u00e9 \\uD83D\\uDE00 \\u0000\"",
       "\"UTF-8: \xC3\xA9 \xE2\x82\xAC \xED\x9F\xBF \xEE\x80\x80 \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF\"",
       "[[[[[]]]], {\"\": {}}, [{}]]",
+      "\"\xC2\x80 \xE0\xA0\x80 \xF0\x90\x80\x80 \\uDBFF\\uDC00 \\uD7FF \\uE000\"",
       "{\"nested\": {\"deeper\": {\"deepest\": [1, [2, [3]]]}}}",
   };
   return texts;
@@ -94,6 +95,7 @@ TEST(JsonBytes, RejectsWhatTheParserRejects) {
       "tRue", "nul", "nulll", "NaN", "Infinity", "[1 2]", "{} {}", "\"abc", "\"\\x\"", "\"\\u12G4\"", "\"\\uDC00\"",
       "\"\\uD800\"", "\"\\uD800\\u0041\"", "\"\\uD800x\"", "\"tab\tinside\"", "\"\xC0\x80\"", "\"\xE0\x80\x80\"",
       "\"\xED\xA0\x80\"", "\"\xF5\x80\x80\x80\"", "\"\xF4\x90\x80\x80\"", "\"\x80\"", "\"\xC3\"", "[1]]", "]", "}",
+      "\"\xF0\x8F\xBF\xBF\"", "\"\xC1\xBF\"", "\"\\uD800\\uDBFF\"", "\"\\uDBFF\\uE000\"",
   };
   for (const std::string& text : invalid) {
     EXPECT_NE(parse(text), Parsed::whole) << json(text).dump();  // the list itself
@@ -117,6 +119,21 @@ TEST(JsonBytes, AnObjectTopTakesOnlyAnObject) {
   EXPECT_TRUE(state.ended());
   EXPECT_FALSE(state.feed(uint8_t(',')));
   EXPECT_TRUE(state.feed(uint8_t(' ')));  // whitespace may follow a text
+}
+
+// A rejected byte leaves the state as it was: the next byte is read as if it had never come.
+TEST(JsonBytes, ARejectedByteChangesNothing) {
+  JsonBytes state(JsonTop::object);
+  ASSERT_TRUE(state.feed("{\"a\""));
+  for (const char* rejected : {"1", "}", "\"", "\xC3", "   x"}) {
+    JsonBytes copy = state;
+    EXPECT_FALSE(copy.feed(rejected)) << rejected;
+  }
+  for (uint8_t byte : {uint8_t('1'), uint8_t('}'), uint8_t(','), uint8_t('x')}) EXPECT_FALSE(state.feed(byte)) << byte;
+  EXPECT_TRUE(state.feed(": 12"));
+  EXPECT_FALSE(state.feed(uint8_t('x')));  // ends the number: rejected, and the number goes on
+  EXPECT_TRUE(state.feed("3}"));
+  EXPECT_TRUE(state.ended());
 }
 
 TEST(JsonBytes, ATopLevelNumberIsCompleteButNotEnded) {

@@ -186,9 +186,11 @@ struct GenerateRequest {
   // it sets allowed[t] to 1 for each token t that may come next. The token is chosen among those alone
   // (the others' logits taken as -inf after logit_bias and the penalties, greedy too; logprobs stay the
   // model's own). A call that leaves no token to choose (none allowed, or only the ending tokens that
-  // min_new_tokens bans), or resizes `allowed`, fails the generation with an InputError. The same rules as
-  // on_token: no calls into the engine from it; ranks as processes call it on every rank, so it must
-  // answer alike on each.
+  // min_new_tokens bans), or resizes `allowed`, fails the generation with an InputError; in a step of
+  // step_sequences, that sequence alone: it is finished, and the step throws SequenceError with its id
+  // (an exception of another type from the callback leaves the step as it is, the sequence finished
+  // too). The same rules as on_token: no calls into the engine from it; ranks as processes call it on
+  // every rank, so it must answer alike on each.
   std::function<void(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed)> allowed_tokens;
   // Speculative decoding: in generate(); in generate_batch and add_sequence by prompt lookup (a draft
   // model drafts for generate() alone). Not with trace_path, which records a decode step.

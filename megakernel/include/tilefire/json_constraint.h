@@ -71,11 +71,13 @@ class JsonBytes {
   uint8_t whitespace_ = 0;     // whitespace bytes in a row just before
   uint16_t escape_value_ = 0;  // the hex digits of a \u escape so far
   uint16_t depth_ = 0;         // open arrays and objects
+  static_assert(kMostJsonDepth % 64 == 0, "the containers' bits fill whole words");
   uint64_t containers_[kMostJsonDepth / 64] = {};  // bit d: the container at depth d (from 0) is an object
 };
 
 // Token bytes by id (Tokenizer::token_bytes, or a byte per id for a model without a tokenizer) in a byte
-// trie. Tokens with no bytes (special ones, gaps) are left out: a constrained reply never has them.
+// trie. Tokens with no bytes (special ones, gaps), or with 65,535 or more, are left out: a constrained
+// reply never has them.
 class TokenTrie {
  public:
   explicit TokenTrie(const std::vector<std::string>& token_bytes);
@@ -123,7 +125,10 @@ class JsonReplyConstraint {
 
 // Makes `request`'s reply JSON: its allowed_tokens become the constraint's, and its stop_when also ends
 // the reply when the value is whole (the stop_when it had still asked first). finish_reason is then
-// "stopped"; a reply cut by max_new_tokens or the context is a prefix of JSON, not JSON.
+// "stopped"; a reply cut by max_new_tokens, the context or that earlier stop_when (a stop string) is a
+// prefix of JSON, not JSON. Copies of the request share the constraint, which follows whichever reply it
+// is asked about: copies that generate at once on different threads each need a constrain_to_json of
+// their own.
 void constrain_to_json(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, JsonTop top = JsonTop::object);
 
 }  // namespace tilefire

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /* The version of this interface: raised when a struct or a call changes. */
-#define TILEFIRE_API_VERSION 8
+#define TILEFIRE_API_VERSION 9
 uint32_t tilefire_api_version(void);
 
 typedef enum tilefire_status {
@@ -172,6 +172,14 @@ typedef struct tilefire_token_probability {
 typedef void (*tilefire_probability_callback)(void* user_data, const tilefire_token_probability* chosen,
                                               const tilefire_token_probability* most_probable, uint32_t count);
 
+/* Constrained decoding (tilefire::GenerateRequest::allowed_tokens): called before each token is chosen
+ * with the tokens generated so far; it sets allowed[t] to 1 for each token t that may come next (allowed
+ * holds `vocab` entries, all 0), and the token is chosen among those (greedy or sampled; logprobs stay the
+ * model's own). None left to choose fails the call with TILEFIRE_ERROR_INPUT. The arrays live for the
+ * call only; it must not call into the engine. */
+typedef void (*tilefire_allowed_tokens_callback)(void* user_data, const int32_t* generated, size_t generated_count,
+                                                 uint8_t* allowed, size_t vocab);
+
 /* A token and the number added to its logit before the choice (tilefire::Sampling::logit_bias). */
 typedef struct tilefire_logit_bias {
   int32_t token;
@@ -216,6 +224,14 @@ typedef struct tilefire_generate_request {
   uint32_t speculate_max_ngram;     /* 3: the longest run of last tokens looked up, 1 to 16 */
   uint32_t speculate_min_ngram;     /* 2: the shortest, 1 to speculate_max_ngram */
   int32_t speculate_source;         /* a tilefire_draft_source (prompt lookup by default) */
+  /* Since API version 9: constrained decoding */
+  tilefire_allowed_tokens_callback allowed_tokens;  /* NULL: none; given user_data too */
+  int json_object;  /* nonzero: the reply is a JSON object (tilefire::constrain_to_json, serve's
+                       response_format json_object): only tokens that keep it a prefix of one are chosen,
+                       and it ends where the object closes (finish reason "stopped"); not with allowed_tokens */
+  const struct tilefire_tokenizer* json_tokenizer;  /* with json_object: the model's tokenizer, by whose
+                       tokens' bytes the reply is matched; NULL: a model without one (its text its byte
+                       tokens, ids 0 to 255) */
 } tilefire_generate_request;
 
 void tilefire_generate_request_init(tilefire_generate_request* request);
