@@ -3,7 +3,9 @@
 // exception into a status and a message, and the hand-out of memory the caller frees with tilefire_free.
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <utility>
@@ -11,6 +13,7 @@
 
 #include "tilefire/chat.h"
 #include "tilefire/engine.h"
+#include "tilefire/json_constraint.h"
 #include "tilefire/tilefire.h"
 #include "tilefire/tokenizer.h"
 
@@ -24,7 +27,12 @@ struct tilefire_engine {
   explicit tilefire_engine(const tilefire::EngineOptions& options) : engine(options), device_name(engine.device_name()) {}
 };
 struct tilefire_tokenizer {
+  explicit tilefire_tokenizer(tilefire::Tokenizer loaded) : tokenizer(std::move(loaded)) {}
   tilefire::Tokenizer tokenizer;
+  // Its tokens' bytes in a trie, for requests with json_object, by the vocabulary of the engine it serves
+  // (built on first use: 40 ms for Llama 3's): shared by the requests, which the engines may run at once.
+  std::mutex json_mutex;
+  std::map<uint32_t, std::shared_ptr<const tilefire::TokenTrie>> json_tries;
 };
 struct tilefire_text_stream {
   tilefire::StreamingText stream;
@@ -94,8 +102,9 @@ void check_output_size(uint32_t given, size_t expected, const char* call, const 
 void require_folder(const std::string& folder, const char* call, const char* name);
 
 // A C request as the C++ one (`name` the argument it came in, for messages): its arrays copied, its
-// on_token kept (with its user_data) for as long as the C++ request lives.
-GenerateRequest generate_request(const tilefire_generate_request& c, const char* call, const char* name);
+// callbacks kept (with their user_data) for as long as the C++ request lives; json_object constrained by
+// the tokens of a model of `vocab` ids.
+GenerateRequest generate_request(const tilefire_generate_request& c, const char* call, const char* name, uint32_t vocab);
 // A result for the caller: its arrays handed out (tilefire_generate_result_free).
 tilefire_generate_result hand_out_result(const GenerateResult& generated, uint32_t logprobs_per_token, uint32_t struct_size);
 

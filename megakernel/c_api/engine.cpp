@@ -70,7 +70,7 @@ const char* static_finish_reason(const std::string& reason) {
 
 }  // namespace
 
-GenerateRequest generate_request(const tilefire_generate_request& c, const char* call, const char* name) {
+GenerateRequest generate_request(const tilefire_generate_request& c, const char* call, const char* name, uint32_t vocab) {
   if (c.struct_size != sizeof(tilefire_generate_request))
     throw InputError(std::string(call) + ": tilefire_generate_request.struct_size is " + std::to_string(c.struct_size) +
                      ", this library's is " + std::to_string(sizeof(tilefire_generate_request)) +
@@ -120,6 +120,29 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
     void* const user_data = c.user_data;
     cpp.on_token = [=](int32_t token) { *stop_requested = on_token(user_data, token) != 0; };
     cpp.stop_when = [=](const std::vector<int32_t>&) { return *stop_requested; };
+  }
+  if (c.allowed_tokens && c.json_object)
+    throw InputError(std::string(call) + ": " + field + "allowed_tokens and json_object both constrain the reply: give one");
+  if (c.json_tokenizer && !c.json_object)
+    throw InputError(std::string(call) + ": " + field + "json_tokenizer is set without json_object");
+  if (c.allowed_tokens) {
+    const tilefire_allowed_tokens_callback allowed_tokens = c.allowed_tokens;
+    void* const user_data = c.user_data;
+    cpp.allowed_tokens = [=](const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
+      allowed_tokens(user_data, generated.data(), generated.size(), allowed.data(), allowed.size());
+    };
+  }
+  if (c.json_object) {  // after stop_when, which constrain_to_json keeps
+    std::shared_ptr<const TokenTrie> tokens;
+    if (tilefire_tokenizer* tokenizer = const_cast<tilefire_tokenizer*>(c.json_tokenizer)) {
+      std::lock_guard<std::mutex> lock(tokenizer->json_mutex);
+      std::shared_ptr<const TokenTrie>& cached = tokenizer->json_tries[vocab];
+      if (!cached) cached = std::make_shared<const TokenTrie>(vocabulary_bytes(&tokenizer->tokenizer, vocab));
+      tokens = cached;
+    } else {
+      tokens = std::make_shared<const TokenTrie>(vocabulary_bytes(nullptr, vocab));
+    }
+    constrain_to_json(cpp, std::move(tokens), JsonTop::object);
   }
   return cpp;
 }
@@ -343,7 +366,7 @@ tilefire_status tilefire_generate(tilefire_engine* engine, const tilefire_genera
     const tilefire_generate_request& c = required(request, call, "request");
     tilefire_generate_result& out = required(result, call, "result");
     c_api::check_output_size(out.struct_size, sizeof(tilefire_generate_result), call, "result");
-    const GenerateRequest cpp = c_api::generate_request(c, call, "request");
+    const GenerateRequest cpp = c_api::generate_request(c, call, "request", cpp_engine.model().vocab);
     out = c_api::hand_out_result(cpp_engine.generate(cpp), cpp.logprobs, out.struct_size);
   });
 }

@@ -35,7 +35,7 @@ tilefire_status tilefire_tokenizer_of_model_folder(const char* folder, tilefire_
     const std::string where = c_api::required_string(folder, call, "folder");
     c_api::require_folder(where, call, "folder");
     std::unique_ptr<Tokenizer> loaded = Tokenizer::of_model_folder(where);
-    *tokenizer = loaded ? new tilefire_tokenizer{std::move(*loaded)} : nullptr;
+    *tokenizer = loaded ? new tilefire_tokenizer(std::move(*loaded)) : nullptr;
   });
 }
 
@@ -44,7 +44,7 @@ tilefire_status tilefire_tokenizer_open(const char* tokenizer_json, tilefire_tok
     const char* call = "tilefire_tokenizer_open";
     required(tokenizer, call, "tokenizer");
     Tokenizer loaded(c_api::required_string(tokenizer_json, call, "tokenizer_json"));
-    *tokenizer = new tilefire_tokenizer{std::move(loaded)};
+    *tokenizer = new tilefire_tokenizer(std::move(loaded));
   });
 }
 

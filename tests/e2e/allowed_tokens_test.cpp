@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/common/cli_runner.h"
 #include "tests/common/json_reply.h"
 #include "tests/common/serve_client.h"
 #include "tilefire/engine.h"

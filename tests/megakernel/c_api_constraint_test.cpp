@@ -1,0 +1,150 @@
+// The C API's constrained decoding (tilefire_generate_request.allowed_tokens, json_object with
+// json_tokenizer) against the C++ engine given the same constraint: the same tokens, whole calls and
+// batches; a JSON reply over a tokenizer and over a model's byte tokens; refusals named.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/common/c_api_calls.h"
+#include "tests/common/cli_runner.h"
+#include "tests/common/json_reply.h"
+#include "tests/common/serve_client.h"
+#include "tilefire/engine.h"
+#include "tilefire/json_constraint.h"
+#include "tilefire/tilefire.h"
+#include "tilefire/tokenizer.h"
+
+namespace tilefire::testing {
+namespace {
+
+// Tokens t with (t + reply length) % 4 == 1: a set that moves each step. Counts its calls in user_data.
+void every_fourth(void* user_data, const int32_t*, size_t generated_count, uint8_t* allowed, size_t vocab) {
+  ++*static_cast<int*>(user_data);
+  for (size_t t = 0; t < vocab; ++t) allowed[t] = (t + generated_count) % 4 == 1 ? 1 : 0;
+}
+
+TEST(CApiConstraint, AllowedTokensGiveTheCppEnginesReply) {
+  const std::vector<int32_t> prompt = {12, 40, 7, 99};
+  GenerateRequest cpp_request;
+  cpp_request.prompt = prompt;
+  cpp_request.max_new_tokens = 10;
+  cpp_request.stop_at_eos = false;
+  cpp_request.allowed_tokens = [](const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
+    int ignored = 0;
+    every_fourth(&ignored, generated.data(), generated.size(), allowed.data(), allowed.size());
+  };
+  Engine cpp = cpp_sample();
+  const std::vector<int32_t> expected = cpp.generate(cpp_request).tokens;
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ((size_t(expected[i]) + i) % 4, 1u) << i;
+
+  CEngine c;
+  int calls = 0;
+  tilefire_generate_request request;
+  tilefire_generate_request_init(&request);
+  request.prompt = prompt.data();
+  request.prompt_count = prompt.size();
+  request.max_new_tokens = 10;
+  request.stop_at_eos = 0;
+  request.allowed_tokens = every_fourth;
+  request.user_data = &calls;
+  tilefire_generate_result result = empty_result();
+  ASSERT_EQ(tilefire_generate(c.engine, &request, &result), TILEFIRE_OK) << tilefire_last_error();
+  EXPECT_EQ(calls, 10);
+  EXPECT_EQ(std::vector<int32_t>(result.tokens, result.tokens + result.token_count), expected);
+  tilefire_generate_result_free(&result);
+
+  tilefire_engine_options options;
+  tilefire_engine_options_init(&options);
+  options.threads = 2;
+  options.sequences = 2;
+  tilefire_engine* batching = nullptr;
+  ASSERT_EQ(tilefire_engine_create(&options, &batching), TILEFIRE_OK) << tilefire_last_error();
+  const tilefire_generate_request requests[2] = {request, request};
+  tilefire_generate_result results[2] = {empty_result(), empty_result()};
+  ASSERT_EQ(tilefire_generate_batch(batching, requests, 2, results), TILEFIRE_OK) << tilefire_last_error();
+  for (tilefire_generate_result& r : results) {
+    EXPECT_EQ(std::vector<int32_t>(r.tokens, r.tokens + r.token_count), expected) << "in a batch";
+    tilefire_generate_result_free(&r);
+  }
+  tilefire_engine_free(batching);
+}
+
+// json_object: over the text model's tokenizer and, with json_tokenizer NULL, over the sample's byte
+// tokens; the same reply as the C++ engine's constrain_to_json, a JSON object where it stopped.
+TEST(CApiConstraint, JsonObjectGivesTheCppEnginesReply) {
+  const TempDir dir("c-api-json");
+  const std::filesystem::path model = text_model(dir);
+  const std::string tokenizer_path = (model / "tokenizer.json").string();
+  const Tokenizer cpp_tokenizer(tokenizer_path);
+  tilefire_tokenizer* c_tokenizer = nullptr;
+  ASSERT_EQ(tilefire_tokenizer_open(tokenizer_path.c_str(), &c_tokenizer), TILEFIRE_OK) << tilefire_last_error();
+  uint32_t ended = 0;
+  for (const bool with_tokenizer : {true, false}) {
+    SCOPED_TRACE(with_tokenizer ? "the text model's tokenizer" : "the sample's byte tokens");
+    EngineOptions cpp_options;
+    cpp_options.threads = 2;
+    if (with_tokenizer) cpp_options.model_dir = model.string();
+    Engine cpp(cpp_options);
+    const std::vector<int32_t> prompt = with_tokenizer ? cpp_tokenizer.encode("JSON:") : std::vector<int32_t>{9, 10};
+    CEngine c(2, with_tokenizer ? cpp_options.model_dir.c_str() : nullptr);
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      GenerateRequest cpp_request;
+      cpp_request.prompt = prompt;
+      cpp_request.max_new_tokens = 30;
+      cpp_request.sampling.temperature = 0.8f;
+      cpp_request.sampling.seed = seed;
+      constrain_to_json(cpp_request, std::make_shared<const TokenTrie>(vocabulary_bytes(with_tokenizer ? &cpp_tokenizer : nullptr,
+                                                                                        cpp.model().vocab)));
+      const GenerateResult expected = cpp.generate(cpp_request);
+
+      tilefire_generate_request request;
+      tilefire_generate_request_init(&request);
+      request.prompt = prompt.data();
+      request.prompt_count = prompt.size();
+      request.max_new_tokens = 30;
+      request.temperature = 0.8f;
+      request.seed = seed;
+      request.json_object = 1;
+      request.json_tokenizer = with_tokenizer ? c_tokenizer : nullptr;
+      tilefire_generate_result result = empty_result();
+      ASSERT_EQ(tilefire_generate(c.engine, &request, &result), TILEFIRE_OK) << tilefire_last_error();
+      const std::vector<int32_t> tokens(result.tokens, result.tokens + result.token_count);
+      EXPECT_EQ(tokens, expected.tokens) << "seed " << seed;
+      EXPECT_EQ(std::string(result.finish_reason), expected.finish_reason);
+      const std::string text = with_tokenizer ? cpp_tokenizer.continuation(prompt, tokens) : bytes_text(tokens);
+      ended += expect_json_object_or_prefix(text, std::string(result.finish_reason) == "stopped") ? 1 : 0;
+      tilefire_generate_result_free(&result);
+    }
+  }
+  EXPECT_GT(ended, 0u) << "no reply ended: the check of whole replies never ran";
+  tilefire_tokenizer_free(c_tokenizer);
+}
+
+TEST(CApiConstraint, RefusalsAreNamed) {
+  CEngine c;
+  const std::vector<int32_t> prompt = {5, 6};
+  tilefire_generate_request request;
+  tilefire_generate_request_init(&request);
+  request.prompt = prompt.data();
+  request.prompt_count = prompt.size();
+  int calls = 0;
+  request.user_data = &calls;
+  request.allowed_tokens = every_fourth;
+  request.json_object = 1;
+  tilefire_generate_result result = empty_result();
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "allowed_tokens and json_object both");
+  request.json_object = 0;
+  tilefire_tokenizer* tokenizer = reinterpret_cast<tilefire_tokenizer*>(&calls);  // never read: refused first
+  request.json_tokenizer = tokenizer;
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "json_tokenizer is set without json_object");
+  request.json_tokenizer = nullptr;
+  request.allowed_tokens = [](void*, const int32_t*, size_t, uint8_t*, size_t) {};
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "allowed no token");
+  EXPECT_EQ(result.tokens, nullptr);  // untouched
+}
+
+}  // namespace
+}  // namespace tilefire::testing
