@@ -300,6 +300,9 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
   BatchedSequence& added = m.batched.emplace(id, std::move(s)).first->second;
   try {
     take_token(m, id, added, logits);
+  } catch (const SequenceError& e) {  // its constraint: the caller never learns its id, so no id is named
+    m.batched.erase(id);
+    throw InputError(std::string(e.what()).substr(sequence_name(id).size()));
   } catch (...) {  // from its callbacks: the caller never learns its id, so it is taken out again
     m.batched.erase(id);
     throw;

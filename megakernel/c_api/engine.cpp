@@ -123,6 +123,9 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
   }
   if (c.allowed_tokens && c.json_object)
     throw InputError(std::string(call) + ": " + field + "allowed_tokens and json_object both constrain the reply: give one");
+  if (c.json_object && c.min_new_tokens > 0)
+    throw InputError(std::string(call) + ": " + field + "min_new_tokens with json_object: the reply ends where its object closes, "
+                     "however few its tokens");
   if (c.json_tokenizer && !c.json_object)
     throw InputError(std::string(call) + ": " + field + "json_tokenizer is set without json_object");
   if (c.allowed_tokens) {

@@ -133,9 +133,9 @@ void Batcher::loop() {
     try {
       engine_.step_sequences();
     } catch (const SequenceError& e) {
-      // One sequence's fault (its logits are not finite): it would fail again, so its request gets the
-      // error; the others go on. Its step's decode either moved no sequence or, when its prompt's chunk
-      // failed after it, gave the others their tokens: those that ended there are taken out below.
+      // One sequence's fault (its logits are not finite, or its JSON constraint left nothing to choose): it
+      // would fail again, so its request gets the error; the others go on. Its step's decode either moved
+      // no sequence or gave the sequences before it their tokens: those that ended there are taken out below.
       const auto failed = std::find_if(live.begin(), live.end(), [&](const Job* job) { return job->id == e.sequence; });
       if (failed != live.end()) {
         Job& job = **failed;

@@ -180,39 +180,66 @@ TEST(AllowedTokens, NothingLeftToChooseIsRefused) {
 }
 
 // With continuous batching, a sequence whose constraint leaves nothing to choose fails alone: a
-// SequenceError naming it, at a decode row and where its prompt's last chunk gives its first token; it is
-// finished (no step feeds it again) and, removed, leaves the others' replies what they are alone.
+// SequenceError naming it, at a decode row and where its prompt's last chunk gives its first token (in the
+// decode step's program, or in a prefill step of its own); it is finished (no step feeds it again) and,
+// removed, leaves the other's reply what it is alone, whether it came before or after it in the step. A
+// prompt prefilled whole by add_sequence fails there, its sequence never in.
 TEST(AllowedTokens, ASequenceWithNothingToChooseFailsAlone) {
-  EngineOptions options;
-  options.threads = 2;
-  options.sequences = 3;
-  options.prefill_chunk = 4;
-  options.prefill_chunks_per_step = 1;
-  Engine engine(options);
-  const GenerateRequest good = rotating_request({12, 40, 7, 99, 5});
-  const std::vector<int32_t> expected = reference(engine, good);
-  for (const size_t failing_at : {size_t(0), size_t(3)}) {  // its first token (the prompt's end), a decode row
-    SCOPED_TRACE("failing at generated token " + std::to_string(failing_at));
-    GenerateRequest failing = rotating_request({3, 4, 5, 6, 7, 8});
-    failing.allowed_tokens = [failing_at](const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
-      if (generated.size() != failing_at) rotating_allowed(generated, allowed);
-    };
-    const uint64_t first = engine.add_sequence(good);
-    const uint64_t bad = engine.add_sequence(failing);
-    bool failed = false;
-    for (int step = 0; step < 40 && engine.sequences_in() > 0; ++step) {
-      try {
-        if (engine.step_sequences() == 0) break;
-      } catch (const SequenceError& e) {
-        EXPECT_EQ(e.sequence, bad) << e.what();
-        EXPECT_NE(std::string(e.what()).find("allowed no token"), std::string::npos) << e.what();
-        EXPECT_TRUE(engine.sequence_finished(bad));
-        EXPECT_EQ(engine.remove_sequence(bad).tokens.size(), failing_at);
-        failed = true;
+  struct Setting {
+    const char* name;
+    uint32_t chunks_per_step;
+    bool in_decode_step;
+  };
+  for (const Setting setting : {Setting{"chunk in the decode step", 1, true}, Setting{"chunks apart", 1, false},
+                                Setting{"prompts whole", 0, true}}) {
+    EngineOptions options;
+    options.threads = 2;
+    options.sequences = 3;
+    options.prefill_chunk = 4;
+    options.prefill_chunks_per_step = setting.chunks_per_step;
+    options.prefill_in_decode_step = setting.in_decode_step;
+    Engine engine(options);
+    const GenerateRequest good = rotating_request({12, 40, 7, 99, 5});
+    const std::vector<int32_t> expected = reference(engine, good);
+    for (const size_t failing_at : {size_t(0), size_t(3)}) {  // its first token (the prompt's end), a decode row
+      for (const bool bad_first : {true, false}) {
+        SCOPED_TRACE(std::string(setting.name) + ", failing at generated token " + std::to_string(failing_at) +
+                     (bad_first ? ", added first" : ", added second"));
+        GenerateRequest failing = rotating_request({3, 4, 5, 6, 7, 8});
+        failing.allowed_tokens = [failing_at](const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
+          if (generated.size() != failing_at) rotating_allowed(generated, allowed);
+        };
+        const bool fails_when_added = setting.chunks_per_step == 0 && failing_at == 0;
+        uint64_t first = 0, bad = 0;
+        bool failed = false;
+        const auto add_bad = [&] {
+          try {
+            bad = engine.add_sequence(failing);
+          } catch (const InputError& e) {
+            EXPECT_TRUE(fails_when_added) << e.what();
+            EXPECT_EQ(std::string(e.what()).rfind("GenerateRequest::allowed_tokens", 0), 0u) << "no sequence named: " << e.what();
+            failed = true;
+          }
+        };
+        if (bad_first) add_bad();
+        first = engine.add_sequence(good);
+        if (!bad_first) add_bad();
+        for (int step = 0; step < 40 && engine.sequences_in() > 0; ++step) {
+          try {
+            if (engine.step_sequences() == 0) break;
+          } catch (const SequenceError& e) {
+            EXPECT_EQ(e.sequence, bad) << e.what();
+            EXPECT_NE(std::string(e.what()).find("allowed no token"), std::string::npos) << e.what();
+            EXPECT_TRUE(engine.sequence_finished(bad));
+            EXPECT_EQ(engine.remove_sequence(bad).tokens.size(), failing_at);
+            failed = true;
+          }
+        }
+        EXPECT_TRUE(failed);
+        EXPECT_EQ(engine.remove_sequence(first).tokens, expected);
+        if (!failed && engine.sequences_in() > 0) engine.remove_sequence(bad);
       }
     }
-    EXPECT_TRUE(failed);
-    EXPECT_EQ(engine.remove_sequence(first).tokens, expected);
   }
 }
 

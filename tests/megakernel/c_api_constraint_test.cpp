@@ -3,6 +3,7 @@
 // batches; a JSON reply over a tokenizer and over a model's byte tokens; refusals named.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -123,6 +124,62 @@ TEST(CApiConstraint, JsonObjectGivesTheCppEnginesReply) {
   tilefire_tokenizer_free(c_tokenizer);
 }
 
+// A batched step whose request's constraint leaves nothing to choose fails with TILEFIRE_ERROR_INPUT,
+// tilefire_engine_failed_sequence names that sequence, and the other steps on to the reply it has alone.
+TEST(CApiConstraint, ASequenceWithNothingToChooseIsNamed) {
+  tilefire_engine_options options;
+  tilefire_engine_options_init(&options);
+  options.threads = 2;
+  options.sequences = 2;
+  tilefire_engine* engine = nullptr;
+  ASSERT_EQ(tilefire_engine_create(&options, &engine), TILEFIRE_OK) << tilefire_last_error();
+  const std::vector<int32_t> prompt = {12, 40, 7, 99};
+  int calls = 0;
+  tilefire_generate_request good;
+  tilefire_generate_request_init(&good);
+  good.prompt = prompt.data();
+  good.prompt_count = prompt.size();
+  good.max_new_tokens = 8;
+  good.stop_at_eos = 0;
+  good.allowed_tokens = every_fourth;
+  good.user_data = &calls;
+  tilefire_generate_request bad = good;
+  bad.allowed_tokens = [](void*, const int32_t*, size_t generated_count, uint8_t* allowed, size_t vocab) {
+    if (generated_count < 2) std::fill(allowed, allowed + vocab, uint8_t(1));
+  };
+  uint64_t good_id = 0, bad_id = 0;
+  ASSERT_EQ(tilefire_engine_add_sequence(engine, &bad, &bad_id), TILEFIRE_OK) << tilefire_last_error();
+  ASSERT_EQ(tilefire_engine_add_sequence(engine, &good, &good_id), TILEFIRE_OK) << tilefire_last_error();
+  uint32_t unfinished = 2;
+  bool named = false;
+  for (int step = 0; step < 20 && unfinished > 0; ++step) {
+    const tilefire_status status = tilefire_engine_step_sequences(engine, &unfinished);
+    if (status == TILEFIRE_OK) continue;
+    expect_refused(status, TILEFIRE_ERROR_INPUT, "allowed no token");
+    int failed = 0;
+    uint64_t sequence = 0;
+    ASSERT_EQ(tilefire_engine_failed_sequence(engine, &failed, &sequence), TILEFIRE_OK);
+    EXPECT_EQ(failed, 1);
+    EXPECT_EQ(sequence, bad_id);
+    tilefire_generate_result removed = empty_result();
+    ASSERT_EQ(tilefire_engine_remove_sequence(engine, bad_id, &removed), TILEFIRE_OK) << tilefire_last_error();
+    EXPECT_EQ(removed.token_count, 2u);
+    tilefire_generate_result_free(&removed);
+    named = true;
+    unfinished = 1;
+  }
+  EXPECT_TRUE(named);
+  tilefire_generate_result result = empty_result();
+  ASSERT_EQ(tilefire_engine_remove_sequence(engine, good_id, &result), TILEFIRE_OK) << tilefire_last_error();
+  const std::vector<int32_t> tokens(result.tokens, result.tokens + result.token_count);
+  tilefire_generate_result_free(&result);
+  tilefire_generate_result alone = empty_result();
+  ASSERT_EQ(tilefire_generate_batch(engine, &good, 1, &alone), TILEFIRE_OK) << tilefire_last_error();
+  EXPECT_EQ(tokens, std::vector<int32_t>(alone.tokens, alone.tokens + alone.token_count));
+  tilefire_generate_result_free(&alone);
+  tilefire_engine_free(engine);
+}
+
 TEST(CApiConstraint, RefusalsAreNamed) {
   CEngine c;
   const std::vector<int32_t> prompt = {5, 6};
@@ -141,6 +198,12 @@ TEST(CApiConstraint, RefusalsAreNamed) {
   request.json_tokenizer = tokenizer;
   expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "json_tokenizer is set without json_object");
   request.json_tokenizer = nullptr;
+  request.json_object = 1;
+  request.allowed_tokens = nullptr;
+  request.min_new_tokens = 1;
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "min_new_tokens with json_object");
+  request.json_object = 0;
+  request.min_new_tokens = 0;
   request.allowed_tokens = [](void*, const int32_t*, size_t, uint8_t*, size_t) {};
   expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "allowed no token");
   EXPECT_EQ(result.tokens, nullptr);  // untouched

@@ -14,7 +14,8 @@ struct InputError : std::runtime_error {
 };
 
 // Bad input of one sequence of a batch (Engine::step_sequences): its logits are not finite (its prompt
-// runs the weights into an overflow). The other sequences are not at fault: a server takes this one out
+// runs the weights into an overflow), or its constraint (GenerateRequest::allowed_tokens) left nothing to
+// choose. The other sequences are not at fault: a server takes this one out
 // (Engine::remove_sequence) and steps the others on. `sequence` is its id from Engine::add_sequence.
 struct SequenceError : InputError {
   SequenceError(uint64_t id, const std::string& what) : InputError(what), sequence(id) {}

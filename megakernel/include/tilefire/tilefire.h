@@ -28,8 +28,8 @@
  *   tilefire_*_free, which take NULL. Text is UTF-8, handed out NUL-terminated with its length beside it.
  *   An empty array is handed out as NULL with a count of 0.
  * - An engine is used by one thread at a time (it runs one step at a time); different
- *   engines, tokenizers and templates may be used from different threads. tilefire_last_error() is kept
- *   per thread.
+ *   engines, tokenizers and templates may be used from different threads, and one tokenizer by several
+ *   at once (its calls read it only). tilefire_last_error() is kept per thread.
  * - Every struct passed to the library begins with struct_size: the options' is set by their _init
  *   function, an output struct's by the caller (sizeof). A program built against another version of this
  *   header is refused, never misread or written past.
@@ -175,8 +175,9 @@ typedef void (*tilefire_probability_callback)(void* user_data, const tilefire_to
 /* Constrained decoding (tilefire::GenerateRequest::allowed_tokens): called before each token is chosen
  * with the tokens generated so far; it sets allowed[t] to 1 for each token t that may come next (allowed
  * holds `vocab` entries, all 0), and the token is chosen among those (greedy or sampled; logprobs stay the
- * model's own). None left to choose fails the call with TILEFIRE_ERROR_INPUT. The arrays live for the
- * call only; it must not call into the engine. */
+ * model's own). None left to choose fails the call with TILEFIRE_ERROR_INPUT (in
+ * tilefire_engine_step_sequences, that sequence alone: it is finished, and tilefire_engine_failed_sequence
+ * names it). The arrays live for the call only; it must not call into the engine. */
 typedef void (*tilefire_allowed_tokens_callback)(void* user_data, const int32_t* generated, size_t generated_count,
                                                  uint8_t* allowed, size_t vocab);
 
@@ -281,8 +282,8 @@ void tilefire_generate_result_free(tilefire_generate_result* result);
 tilefire_status tilefire_generate_batch(tilefire_engine* engine, const tilefire_generate_request* requests, size_t count,
                                         tilefire_generate_result* results);
 /* Continuous batching: add a request as a sequence (its prompt prefilled, its first token taken: its
- * on_token called; the request's arrays are read during this call only, its on_token and user_data are
- * used until the sequence is removed), step every unfinished sequence at once, ask whether one has
+ * on_token called; the request's arrays and json_tokenizer are read during this call only (the tokenizer
+ * may be freed after it), its callbacks and user_data are used until the sequence is removed), step every unfinished sequence at once, ask whether one has
  * finished, and remove one (finished or not: an unfinished one ends "stopped") for its result. While any
  * sequence is in, tilefire_generate and the step-level calls below fail with TILEFIRE_ERROR_INPUT. */
 tilefire_status tilefire_engine_add_sequence(tilefire_engine* engine, const tilefire_generate_request* request,
@@ -290,7 +291,8 @@ tilefire_status tilefire_engine_add_sequence(tilefire_engine* engine, const tile
 tilefire_status tilefire_engine_step_sequences(tilefire_engine* engine, uint32_t* unfinished);
 /* After tilefire_engine_step_sequences failed with TILEFIRE_ERROR_INPUT: *failed is 1 and *sequence the
  * sequence it came from when one sequence's logits were not finite (its own input's fault: remove it and
- * step the others on; left in, it fails again), else *failed is 0 (and after a step that succeeded). */
+ * step the others on; left in, it fails again) or its constraint left nothing to choose (it is finished:
+ * remove it), else *failed is 0 (and after a step that succeeded). */
 tilefire_status tilefire_engine_failed_sequence(const tilefire_engine* engine, int* failed, uint64_t* sequence);
 tilefire_status tilefire_engine_sequence_finished(const tilefire_engine* engine, uint64_t sequence, int* finished);
 tilefire_status tilefire_engine_remove_sequence(tilefire_engine* engine, uint64_t sequence, tilefire_generate_result* result);
