@@ -21,6 +21,15 @@
 namespace tilefire::testing {
 namespace {
 
+// A request initialised with its defaults, for `prompt` (which must outlive it).
+tilefire_generate_request c_request(const std::vector<int32_t>& prompt) {
+  tilefire_generate_request request;
+  tilefire_generate_request_init(&request);
+  request.prompt = prompt.data();
+  request.prompt_count = prompt.size();
+  return request;
+}
+
 // Tokens t with (t + reply length) % 4 == 1: a set that moves each step. Counts its calls in user_data.
 void every_fourth(void* user_data, const int32_t*, size_t generated_count, uint8_t* allowed, size_t vocab) {
   ++*static_cast<int*>(user_data);
@@ -43,10 +52,7 @@ TEST(CApiConstraint, AllowedTokensGiveTheCppEnginesReply) {
 
   CEngine c;
   int calls = 0;
-  tilefire_generate_request request;
-  tilefire_generate_request_init(&request);
-  request.prompt = prompt.data();
-  request.prompt_count = prompt.size();
+  tilefire_generate_request request = c_request(prompt);
   request.max_new_tokens = 10;
   request.stop_at_eos = 0;
   request.allowed_tokens = every_fourth;
@@ -101,10 +107,7 @@ TEST(CApiConstraint, JsonObjectGivesTheCppEnginesReply) {
                                                                                         cpp.model().vocab)));
       const GenerateResult expected = cpp.generate(cpp_request);
 
-      tilefire_generate_request request;
-      tilefire_generate_request_init(&request);
-      request.prompt = prompt.data();
-      request.prompt_count = prompt.size();
+      tilefire_generate_request request = c_request(prompt);
       request.max_new_tokens = 30;
       request.temperature = 0.8f;
       request.seed = seed;
@@ -135,10 +138,7 @@ TEST(CApiConstraint, ASequenceWithNothingToChooseIsNamed) {
   ASSERT_EQ(tilefire_engine_create(&options, &engine), TILEFIRE_OK) << tilefire_last_error();
   const std::vector<int32_t> prompt = {12, 40, 7, 99};
   int calls = 0;
-  tilefire_generate_request good;
-  tilefire_generate_request_init(&good);
-  good.prompt = prompt.data();
-  good.prompt_count = prompt.size();
+  tilefire_generate_request good = c_request(prompt);
   good.max_new_tokens = 8;
   good.stop_at_eos = 0;
   good.allowed_tokens = every_fourth;
@@ -183,10 +183,7 @@ TEST(CApiConstraint, ASequenceWithNothingToChooseIsNamed) {
 TEST(CApiConstraint, RefusalsAreNamed) {
   CEngine c;
   const std::vector<int32_t> prompt = {5, 6};
-  tilefire_generate_request request;
-  tilefire_generate_request_init(&request);
-  request.prompt = prompt.data();
-  request.prompt_count = prompt.size();
+  tilefire_generate_request request = c_request(prompt);
   int calls = 0;
   request.user_data = &calls;
   request.allowed_tokens = every_fourth;
