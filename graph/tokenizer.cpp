@@ -99,22 +99,25 @@ int byte_fallback_value(std::string_view token) {
   return high < 0 || low < 0 ? -1 : high * 16 + low;
 }
 
+// A byte-level token's bytes (possibly part of a UTF-8 character); one that is not byte-level spelled (an
+// added token) stays as it is.
+std::string byte_level_bytes(const std::string& token) {
+  std::u32string chars;
+  unicode::decode_utf8(token, chars);
+  std::string bytes;
+  for (char32_t c : chars) {
+    const int byte = c < 324 ? byte_level_alphabet().byte_of_char[c] : -1;
+    if (byte < 0) return token;
+    bytes.push_back(static_cast<char>(byte));
+  }
+  return bytes;
+}
+
 void decode_step(const DecoderStep& step, std::vector<std::string>& tokens) {
   switch (step.kind) {
-    case DecoderStep::Kind::byte_level: {  // every token back to bytes (one that is not byte-level spelled stays as it is)
+    case DecoderStep::Kind::byte_level: {  // every token back to bytes, joined
       std::string bytes;
-      for (const std::string& token : tokens) {
-        std::u32string chars;
-        unicode::decode_utf8(token, chars);
-        std::string token_bytes;
-        bool spelled = true;
-        for (char32_t c : chars) {
-          const int byte = c < 324 ? byte_level_alphabet().byte_of_char[c] : -1;
-          if (byte < 0) { spelled = false; break; }
-          token_bytes.push_back(static_cast<char>(byte));
-        }
-        bytes += spelled ? token_bytes : token;
-      }
+      for (const std::string& token : tokens) bytes += byte_level_bytes(token);
       tokens = {lossy_utf8(bytes)};
       return;
     }
@@ -426,19 +429,10 @@ std::string HfTokenizer::token_bytes(int32_t id) const {
   bool fused = false;  // a strip after the tokens are fused acts on the whole text's ends, not on a token within
   for (const DecoderStep& step : decoder_) {
     switch (step.kind) {
-      case DecoderStep::Kind::byte_level: {  // the raw bytes, even part of a character (decode() makes that U+FFFD)
-        std::u32string chars;
-        unicode::decode_utf8(token, chars);
-        std::string bytes;
-        for (char32_t c : chars) {
-          const int byte = c < 324 ? byte_level_alphabet().byte_of_char[c] : -1;
-          if (byte < 0) break;
-          bytes.push_back(static_cast<char>(byte));
-        }
-        if (bytes.size() == chars.size()) token = std::move(bytes);  // else not byte-level spelled: as it is
+      case DecoderStep::Kind::byte_level:  // the raw bytes, even part of a character (decode() makes that U+FFFD)
+        token = byte_level_bytes(token);
         fused = true;  // decode() joins the tokens here: a strip after it acts on the whole text
         break;
-      }
       case DecoderStep::Kind::byte_fallback:
         if (const int byte = byte_fallback_value(token); byte >= 0) token = std::string(1, static_cast<char>(byte));
         break;
