@@ -3,6 +3,7 @@
 // states a reply passes through, and building the trie once per tokenizer. Results: docs/BENCHMARKS.md.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -66,6 +67,29 @@ void AllowTokens(benchmark::State& state) {
   state.SetLabel(std::string(kModels[state.range(0)]) + ", " + kPlaces[state.range(1)] + ": " + std::to_string(count) + " allowed");
 }
 BENCHMARK(AllowTokens)->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4}})->Unit(benchmark::kMillisecond);
+
+// A reply writing a long string value: each token leaves the state as it was, so after the first the
+// constraint copies its cached mask instead of walking the trie.
+void ReplyInAString(benchmark::State& state) {
+  const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);
+  if (!bytes) return state.SkipWithError("no tokenizer files: run scripts/fetch-tokenizers");
+  const auto id_of = [&](const std::string& piece) {
+    return int32_t(std::find(bytes->begin(), bytes->end(), piece) - bytes->begin());
+  };
+  const int32_t open = id_of("{\""), word = id_of(" the");
+  if (size_t(open) == bytes->size() || size_t(word) == bytes->size()) return state.SkipWithError("no {\" or ' the' token");
+  tilefire::JsonReplyConstraint constraint(std::make_shared<const tilefire::TokenTrie>(*bytes), tilefire::JsonTop::object);
+  std::vector<int32_t> generated = {open};  // inside the first key
+  std::vector<uint8_t> allowed(bytes->size());
+  for (auto _ : state) {
+    std::fill(allowed.begin(), allowed.end(), 0);
+    constraint.allowed(generated, allowed);
+    generated.push_back(word);
+    benchmark::DoNotOptimize(allowed.data());
+  }
+  state.SetLabel(std::string(kModels[state.range(0)]) + ": a token of a string, the state repeating");
+}
+BENCHMARK(ReplyInAString)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -334,7 +334,26 @@ const JsonBytes& JsonReplyConstraint::follow(const std::vector<int32_t>& generat
 }
 
 void JsonReplyConstraint::allowed(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
-  tokens_->allow_tokens(follow(generated), allowed);
+  const JsonBytes& state = follow(generated);
+  const size_t tokens = tokens_->tokens();
+  if (allowed.size() < tokens)  // what allow_tokens would refuse, refused before a cached mask is copied
+    throw InputError("JsonReplyConstraint::allowed: a list of " + std::to_string(allowed.size()) + " tokens for a vocabulary of " +
+                     std::to_string(tokens));
+  auto hit = std::find_if(cached_.begin(), cached_.end(), [&](const CachedMask& cached) { return cached.state == state; });
+  if (hit == cached_.end()) {
+    CachedMask walked{state, std::vector<uint8_t>(tokens, 0)};
+    tokens_->allow_tokens(state, walked.allowed);
+    if (cached_.size() < kCachedMasks) {
+      cached_.push_back(std::move(walked));
+      hit = cached_.end() - 1;
+    } else {
+      hit = cached_.begin() + ptrdiff_t(next_replaced_);
+      *hit = std::move(walked);
+      next_replaced_ = (next_replaced_ + 1) % kCachedMasks;
+    }
+  }
+  // The tokens' entries; those past them (a model's vocabulary beyond its tokenizer's) stay as given.
+  for (size_t t = 0; t < tokens; ++t) allowed[t] = allowed[t] | hit->allowed[t];
 }
 
 bool JsonReplyConstraint::ended(const std::vector<int32_t>& generated) { return follow(generated).ended(); }

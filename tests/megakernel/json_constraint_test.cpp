@@ -315,6 +315,35 @@ TEST(JsonReplyConstraint, FollowsTheReplyAndRefusesATokenItWouldNotAllow) {
   EXPECT_THROW(JsonReplyConstraint(nullptr, JsonTop::object), InputError);
 }
 
+// The masks a reply's constraint gives (from its cache where the state repeats: inside a string token
+// after token) are the trie's walked from that state, on random replies of the JSON pieces that stay in
+// strings for long, key and value strings alike, sometimes taken back a few tokens.
+TEST(JsonReplyConstraint, CachedMasksAreTheTriesMasks) {
+  const std::vector<std::string> tokens = jsonish_tokens();
+  const auto trie = std::make_shared<const TokenTrie>(tokens);
+  std::mt19937_64 random(31);
+  const uint64_t replies = testing::fuzz_case_count(60);
+  for (uint64_t reply = 0; reply < replies; ++reply) {
+    JsonReplyConstraint constraint(trie, JsonTop::object);
+    std::vector<int32_t> generated;
+    for (int step = 0; step < 60; ++step) {
+      std::vector<uint8_t> allowed(tokens.size(), 0), expected(tokens.size(), 0);
+      constraint.allowed(generated, allowed);
+      JsonBytes state(JsonTop::object);
+      for (int32_t id : generated) ASSERT_TRUE(state.feed(tokens[size_t(id)]));
+      trie->allow_tokens(state, expected);
+      ASSERT_EQ(allowed, expected) << "reply " << reply << " after " << generated.size() << " tokens";
+      std::vector<int32_t> choices;  // letters mostly, so strings run long and their state repeats
+      for (size_t id = 0; id < tokens.size(); ++id)
+        if (allowed[id]) choices.push_back(int32_t(id));
+      if (choices.empty() || state.ended()) break;
+      const auto letter = std::find(choices.begin(), choices.end(), int32_t('a'));
+      generated.push_back(letter != choices.end() && random() % 3 != 0 ? *letter : choices[random() % choices.size()]);
+      if (random() % 10 == 0 && generated.size() > 3) generated.resize(generated.size() - 1 - random() % 3);
+    }
+  }
+}
+
 // constrain_to_json keeps the request's own stop_when, asked first, and ends the reply when the value is whole.
 TEST(JsonReplyConstraint, ConstrainToJsonKeepsTheRequestsStopWhen) {
   const std::vector<std::string> tokens = jsonish_tokens();

@@ -43,6 +43,8 @@ class JsonBytes {
   bool complete() const;
   // The value is whole and nothing but whitespace may follow: where a reply ends.
   bool ended() const { return mode_ == Mode::done; }
+  // Equal states take the same bytes from here on (every field compared, those a mode leaves unused too).
+  bool operator==(const JsonBytes&) const = default;
 
  private:
   enum class Mode : uint8_t {
@@ -106,8 +108,10 @@ class TokenTrie {
 std::vector<std::string> vocabulary_bytes(const Tokenizer* tokenizer, uint32_t vocab);
 
 // One reply's constraint. Called with the reply's tokens so far, it follows them (and a reply taken back to
-// fewer tokens); a token it would not have allowed is an InputError naming it. Not thread-safe: one
-// reply's calls come one at a time.
+// fewer tokens); a token it would not have allowed is an InputError naming it. It keeps the masks of the
+// last few states it walked the trie from: a reply writing a string is in the same state token after
+// token (inside the string, no character cut), so those tokens copy the mask instead of walking the
+// whole trie again. Not thread-safe: one reply's calls come one at a time.
 class JsonReplyConstraint {
  public:
   JsonReplyConstraint(std::shared_ptr<const TokenTrie> tokens, JsonTop top);
@@ -121,6 +125,13 @@ class JsonReplyConstraint {
   std::shared_ptr<const TokenTrie> tokens_;
   std::vector<JsonBytes> states_;  // [reply tokens + 1]: after each of followed_'s tokens
   std::vector<int32_t> followed_;
+  static constexpr size_t kCachedMasks = 4;
+  struct CachedMask {
+    JsonBytes state;
+    std::vector<uint8_t> allowed;  // [the trie's tokens]
+  };
+  std::vector<CachedMask> cached_;  // at most kCachedMasks, the oldest replaced first
+  size_t next_replaced_ = 0;
 };
 
 // Makes `request`'s reply JSON: its allowed_tokens become the constraint's, and its stop_when also ends
