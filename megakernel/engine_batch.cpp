@@ -40,20 +40,22 @@ void take_token(Engine::Impl& m, uint64_t id, BatchedSequence& s, const float* l
   const uint32_t vocab = m.info.vocab;
   UniformGenerator uniform(s.uniform_state);
   const bool too_few = result.tokens.size() < request.min_new_tokens;
+  // Its constraint (GenerateRequest::allowed_tokens) may leave nothing to choose, or throw: the step has
+  // already moved the sequence to this token, which it cannot take, so it is finished (no step feeds it
+  // again) and the caller removes it; the others go on. Bad input names the sequence.
+  const auto unchosen = [&] {
+    s.finished = true;
+    result.finish_reason = "stopped";
+  };
   try {
     s.next = choose_token(logits, vocab, request, result.tokens, s.counts, uniform.next(),
                           too_few ? s.ending : std::vector<int32_t>{});
+  } catch (const InputError& e) {
+    unchosen();
+    throw SequenceError(id, sequence_name(id) + e.what());
   } catch (...) {
-    // Its constraint (GenerateRequest::allowed_tokens) left nothing to choose, or threw: the step has
-    // already moved the sequence to this token, which it cannot take, so it is finished (no step feeds
-    // it again) and the caller removes it; the others go on.
-    s.finished = true;
-    result.finish_reason = "stopped";
-    try {
-      throw;
-    } catch (const InputError& e) {
-      throw SequenceError(id, sequence_name(id) + e.what());
-    }
+    unchosen();
+    throw;
   }
   s.uniform_state = uniform.state();
   if (request.logprobs) record_probabilities(result, logits, vocab, request.logprobs, s.next);

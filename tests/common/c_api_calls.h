@@ -11,14 +11,16 @@
 
 namespace tilefire::testing {
 
-// The built-in sample through the C API; the test fails on any status but TILEFIRE_OK.
+// The built-in sample (or `model_dir`) through the C API, `sequences` of them at once; the test fails on
+// any status but TILEFIRE_OK.
 struct CEngine {
   tilefire_engine* engine = nullptr;
-  explicit CEngine(uint32_t threads = 2, const char* model_dir = nullptr) {
+  explicit CEngine(uint32_t threads = 2, const char* model_dir = nullptr, uint32_t sequences = 1) {
     tilefire_engine_options options;
     tilefire_engine_options_init(&options);
     options.threads = threads;
     options.model_dir = model_dir;
+    options.sequences = sequences;
     EXPECT_EQ(tilefire_engine_create(&options, &engine), TILEFIRE_OK) << tilefire_last_error();
   }
   ~CEngine() { tilefire_engine_free(engine); }

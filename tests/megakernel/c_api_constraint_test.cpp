@@ -63,20 +63,14 @@ TEST(CApiConstraint, AllowedTokensGiveTheCppEnginesReply) {
   EXPECT_EQ(std::vector<int32_t>(result.tokens, result.tokens + result.token_count), expected);
   tilefire_generate_result_free(&result);
 
-  tilefire_engine_options options;
-  tilefire_engine_options_init(&options);
-  options.threads = 2;
-  options.sequences = 2;
-  tilefire_engine* batching = nullptr;
-  ASSERT_EQ(tilefire_engine_create(&options, &batching), TILEFIRE_OK) << tilefire_last_error();
+  const CEngine batching(2, nullptr, 2);
   const tilefire_generate_request requests[2] = {request, request};
   tilefire_generate_result results[2] = {empty_result(), empty_result()};
-  ASSERT_EQ(tilefire_generate_batch(batching, requests, 2, results), TILEFIRE_OK) << tilefire_last_error();
+  ASSERT_EQ(tilefire_generate_batch(batching.engine, requests, 2, results), TILEFIRE_OK) << tilefire_last_error();
   for (tilefire_generate_result& r : results) {
     EXPECT_EQ(std::vector<int32_t>(r.tokens, r.tokens + r.token_count), expected) << "in a batch";
     tilefire_generate_result_free(&r);
   }
-  tilefire_engine_free(batching);
 }
 
 // json_object: over the text model's tokenizer and, with json_tokenizer NULL, over the sample's byte
@@ -130,12 +124,8 @@ TEST(CApiConstraint, JsonObjectGivesTheCppEnginesReply) {
 // A batched step whose request's constraint leaves nothing to choose fails with TILEFIRE_ERROR_INPUT,
 // tilefire_engine_failed_sequence names that sequence, and the other steps on to the reply it has alone.
 TEST(CApiConstraint, ASequenceWithNothingToChooseIsNamed) {
-  tilefire_engine_options options;
-  tilefire_engine_options_init(&options);
-  options.threads = 2;
-  options.sequences = 2;
-  tilefire_engine* engine = nullptr;
-  ASSERT_EQ(tilefire_engine_create(&options, &engine), TILEFIRE_OK) << tilefire_last_error();
+  const CEngine batching(2, nullptr, 2);
+  tilefire_engine* const engine = batching.engine;
   const std::vector<int32_t> prompt = {12, 40, 7, 99};
   int calls = 0;
   tilefire_generate_request good = c_request(prompt);
@@ -177,7 +167,6 @@ TEST(CApiConstraint, ASequenceWithNothingToChooseIsNamed) {
   ASSERT_EQ(tilefire_generate_batch(engine, &good, 1, &alone), TILEFIRE_OK) << tilefire_last_error();
   EXPECT_EQ(tokens, std::vector<int32_t>(alone.tokens, alone.tokens + alone.token_count));
   tilefire_generate_result_free(&alone);
-  tilefire_engine_free(engine);
 }
 
 TEST(CApiConstraint, RefusalsAreNamed) {
