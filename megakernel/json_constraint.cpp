@@ -281,25 +281,6 @@ const std::string& TokenTrie::bytes(int32_t token) const {
   return token >= 0 && size_t(token) < token_bytes_.size() ? token_bytes_[size_t(token)] : none;
 }
 
-void TokenTrie::allow_tokens(const JsonBytes& state, std::vector<uint8_t>& allowed) const {
-  if (allowed.size() < token_bytes_.size())
-    throw InputError("TokenTrie::allow_tokens: a list of " + std::to_string(allowed.size()) + " tokens for a vocabulary of " +
-                     std::to_string(token_bytes_.size()));
-  // states[d]: after the bytes of the path to the current node at depth d (states[0]: `state`).
-  std::vector<JsonBytes> states(1, state);
-  for (uint32_t node = 0; node < node_byte_.size();) {
-    const uint16_t depth = node_depth_[node];
-    states.resize(depth + 1u, state);
-    states[depth] = states[depth - 1u];
-    if (!states[depth].feed(node_byte_[node])) {  // no token below this node keeps the text JSON
-      node = subtree_end_[node];
-      continue;
-    }
-    for (uint32_t i = ids_begin_[node]; i < ids_begin_[node + 1]; ++i) allowed[size_t(ids_[i])] = 1;
-    ++node;
-  }
-}
-
 std::vector<std::string> vocabulary_bytes(const Tokenizer* tokenizer, uint32_t vocab) {
   std::vector<std::string> bytes;
   if (tokenizer) {
@@ -311,62 +292,8 @@ std::vector<std::string> vocabulary_bytes(const Tokenizer* tokenizer, uint32_t v
   return bytes;
 }
 
-JsonReplyConstraint::JsonReplyConstraint(std::shared_ptr<const TokenTrie> tokens, JsonTop top)
-    : tokens_(std::move(tokens)), states_(1, JsonBytes(top)) {
-  if (!tokens_) throw InputError("JsonReplyConstraint: no token trie");
-}
-
-const JsonBytes& JsonReplyConstraint::follow(const std::vector<int32_t>& generated) {
-  size_t same = 0;
-  while (same < followed_.size() && same < generated.size() && followed_[same] == generated[same]) ++same;
-  followed_.resize(same);
-  states_.resize(same + 1);
-  for (size_t i = same; i < generated.size(); ++i) {
-    JsonBytes next = states_.back();
-    const std::string& bytes = tokens_->bytes(generated[i]);
-    if (bytes.empty() || !next.feed(bytes))
-      throw InputError("the JSON reply's token " + std::to_string(i) + " (id " + std::to_string(generated[i]) +
-                       ") does not continue it as JSON");
-    states_.push_back(next);
-    followed_.push_back(generated[i]);
-  }
-  return states_.back();
-}
-
-void JsonReplyConstraint::allowed(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
-  const JsonBytes& state = follow(generated);
-  const size_t tokens = tokens_->tokens();
-  if (allowed.size() < tokens)  // what allow_tokens would refuse, refused before a cached mask is copied
-    throw InputError("JsonReplyConstraint::allowed: a list of " + std::to_string(allowed.size()) + " tokens for a vocabulary of " +
-                     std::to_string(tokens));
-  auto hit = std::find_if(cached_.begin(), cached_.end(), [&](const CachedMask& cached) { return cached.state == state; });
-  if (hit == cached_.end()) {
-    CachedMask walked{state, std::vector<uint8_t>(tokens, 0)};
-    tokens_->allow_tokens(state, walked.allowed);
-    if (cached_.size() < kCachedMasks) {
-      cached_.push_back(std::move(walked));
-      hit = cached_.end() - 1;
-    } else {
-      hit = cached_.begin() + ptrdiff_t(next_replaced_);
-      *hit = std::move(walked);
-      next_replaced_ = (next_replaced_ + 1) % kCachedMasks;
-    }
-  }
-  // The tokens' entries; those past them (a model's vocabulary beyond its tokenizer's) stay as given.
-  for (size_t t = 0; t < tokens; ++t) allowed[t] = allowed[t] | hit->allowed[t];
-}
-
-bool JsonReplyConstraint::ended(const std::vector<int32_t>& generated) { return follow(generated).ended(); }
-
 void constrain_to_json(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, JsonTop top) {
-  auto constraint = std::make_shared<JsonReplyConstraint>(std::move(tokens), top);
-  request.allowed_tokens = [constraint](const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
-    constraint->allowed(generated, allowed);
-  };
-  request.stop_when = [constraint, before = std::move(request.stop_when)](const std::vector<int32_t>& generated) {
-    const bool stopped = before && before(generated);  // asked first: it may watch every token (a stop string)
-    return constraint->ended(generated) || stopped;
-  };
+  constrain_request(request, std::make_shared<JsonReplyConstraint>(std::move(tokens), top));
 }
 
 }  // namespace tilefire

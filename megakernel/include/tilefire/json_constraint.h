@@ -12,6 +12,7 @@
 //   byte, finds every allowed token.
 // - JsonReplyConstraint and constrain_to_json: one reply's constraint, for GenerateRequest::allowed_tokens
 //   and stop_when.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "tilefire/engine.h"
+#include "tilefire/errors.h"
 #include "tilefire/tokenizer.h"
 
 namespace tilefire {
@@ -85,8 +87,11 @@ class TokenTrie {
   explicit TokenTrie(const std::vector<std::string>& token_bytes);
 
   // For each token whose bytes `state` takes whole: allowed[token] = 1. allowed holds at least as many
-  // entries as there are tokens (the model's vocabulary can have more than its tokenizer).
-  void allow_tokens(const JsonBytes& state, std::vector<uint8_t>& allowed) const;
+  // entries as there are tokens (the model's vocabulary can have more than its tokenizer). State is a
+  // byte automaton: copyable, with `bool feed(uint8_t)` that leaves it as it was when it refuses the byte
+  // (JsonBytes, JsonSchemaBytes, or a grammar of one's own).
+  template <class State>
+  void allow_tokens(const State& state, std::vector<uint8_t>& allowed) const;
   const std::string& bytes(int32_t token) const;  // "" past the tokens given
   size_t tokens() const { return token_bytes_.size(); }
   size_t nodes() const { return node_byte_.size(); }
@@ -107,31 +112,40 @@ class TokenTrie {
 // model's tokens. Ids past the vocabulary are left out: the model never generates them.
 std::vector<std::string> vocabulary_bytes(const Tokenizer* tokenizer, uint32_t vocab);
 
-// One reply's constraint. Called with the reply's tokens so far, it follows them (and a reply taken back to
-// fewer tokens); a token it would not have allowed is an InputError naming it. It keeps the masks of the
+// One reply's constraint over a byte automaton State (with `bool feed(uint8_t)` and `bool ended()`: the
+// reply's value is whole). Called with the reply's tokens so far, it follows them (and a reply taken back
+// to fewer tokens); a token it would not have allowed is an InputError naming it. It keeps the masks of the
 // last few states it walked the trie from: a reply writing a string is in the same state token after
 // token (inside the string, no character cut), so those tokens copy the mask instead of walking the
 // whole trie again. Not thread-safe: one reply's calls come one at a time.
-class JsonReplyConstraint {
+template <class State>
+class ByteReplyConstraint {
  public:
-  JsonReplyConstraint(std::shared_ptr<const TokenTrie> tokens, JsonTop top);
-  // GenerateRequest::allowed_tokens: the tokens that keep the reply a prefix of a JSON text.
+  ByteReplyConstraint(std::shared_ptr<const TokenTrie> tokens, State start);
+  // GenerateRequest::allowed_tokens: the tokens that keep the reply a prefix of a text State takes.
   void allowed(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed);
-  // Whether the reply's value is whole (JsonBytes::ended): where it stops.
-  bool ended(const std::vector<int32_t>& generated);
+  // Whether the reply's value is whole (State::ended): where it stops.
+  bool ended(const std::vector<int32_t>& generated) { return follow(generated).ended(); }
 
  private:
-  const JsonBytes& follow(const std::vector<int32_t>& generated);
+  const State& follow(const std::vector<int32_t>& generated);
   std::shared_ptr<const TokenTrie> tokens_;
-  std::vector<JsonBytes> states_;  // [reply tokens + 1]: after each of followed_'s tokens
+  std::vector<State> states_;  // [reply tokens + 1]: after each of followed_'s tokens
   std::vector<int32_t> followed_;
   static constexpr size_t kCachedMasks = 4;
   struct CachedMask {
-    JsonBytes state;
+    State state;
     std::vector<uint8_t> allowed;  // [the trie's tokens]
   };
   std::vector<CachedMask> cached_;  // at most kCachedMasks, the oldest replaced first
   size_t next_replaced_ = 0;
+};
+
+// A reply that is JSON: any JSON text, or an object (JsonTop).
+class JsonReplyConstraint : public ByteReplyConstraint<JsonBytes> {
+ public:
+  JsonReplyConstraint(std::shared_ptr<const TokenTrie> tokens, JsonTop top)
+      : ByteReplyConstraint<JsonBytes>(std::move(tokens), JsonBytes(top)) {}
 };
 
 // Makes `request`'s reply JSON: its allowed_tokens become the constraint's, and its stop_when also ends
@@ -141,5 +155,92 @@ class JsonReplyConstraint {
 // is asked about: copies that generate at once on different threads each need a constrain_to_json of
 // their own.
 void constrain_to_json(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, JsonTop top = JsonTop::object);
+
+// Makes `request`'s reply follow `constraint` (a reply constraint: allowed() and ended() over the reply's
+// tokens): its allowed_tokens become the constraint's, and its stop_when also ends the reply when the value
+// is whole (the stop_when it had still asked first).
+template <class Constraint>
+void constrain_request(GenerateRequest& request, std::shared_ptr<Constraint> constraint) {
+  request.allowed_tokens = [constraint](const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
+    constraint->allowed(generated, allowed);
+  };
+  request.stop_when = [constraint, before = std::move(request.stop_when)](const std::vector<int32_t>& generated) {
+    const bool stopped = before && before(generated);  // asked first: it may watch every token (a stop string)
+    return constraint->ended(generated) || stopped;
+  };
+}
+
+// The templates' definitions.
+
+template <class State>
+void TokenTrie::allow_tokens(const State& state, std::vector<uint8_t>& allowed) const {
+  if (allowed.size() < token_bytes_.size())
+    throw InputError("TokenTrie::allow_tokens: a list of " + std::to_string(allowed.size()) + " tokens for a vocabulary of " +
+                     std::to_string(token_bytes_.size()));
+  // states[d]: after the bytes of the path to the current node at depth d (states[0]: `state`). A state is
+  // assigned over the one kept at its depth, so one that holds a vector reuses its storage.
+  std::vector<State> states(1, state);
+  for (uint32_t node = 0; node < node_byte_.size();) {
+    const uint16_t depth = node_depth_[node];
+    if (states.size() <= depth) states.resize(depth + 1u, state);
+    states[depth] = states[depth - 1u];
+    if (!states[depth].feed(node_byte_[node])) {  // no token below this node keeps the text in the language
+      node = subtree_end_[node];
+      continue;
+    }
+    for (uint32_t i = ids_begin_[node]; i < ids_begin_[node + 1]; ++i) allowed[size_t(ids_[i])] = 1;
+    ++node;
+  }
+}
+
+template <class State>
+ByteReplyConstraint<State>::ByteReplyConstraint(std::shared_ptr<const TokenTrie> tokens, State start)
+    : tokens_(std::move(tokens)), states_(1, std::move(start)) {
+  if (!tokens_) throw InputError("JsonReplyConstraint: no token trie");
+}
+
+template <class State>
+const State& ByteReplyConstraint<State>::follow(const std::vector<int32_t>& generated) {
+  size_t same = 0;
+  while (same < followed_.size() && same < generated.size() && followed_[same] == generated[same]) ++same;
+  followed_.resize(same);
+  states_.resize(same + 1, states_.front());
+  for (size_t i = same; i < generated.size(); ++i) {
+    State next = states_.back();
+    const std::string& bytes = tokens_->bytes(generated[i]);
+    bool taken = !bytes.empty();
+    for (size_t b = 0; taken && b < bytes.size(); ++b) taken = next.feed(uint8_t(bytes[b]));
+    if (!taken)
+      throw InputError("the JSON reply's token " + std::to_string(i) + " (id " + std::to_string(generated[i]) +
+                       ") does not continue it as JSON");
+    states_.push_back(std::move(next));
+    followed_.push_back(generated[i]);
+  }
+  return states_.back();
+}
+
+template <class State>
+void ByteReplyConstraint<State>::allowed(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
+  const State& state = follow(generated);
+  const size_t tokens = tokens_->tokens();
+  if (allowed.size() < tokens)  // what allow_tokens would refuse, refused before a cached mask is copied
+    throw InputError("JsonReplyConstraint::allowed: a list of " + std::to_string(allowed.size()) + " tokens for a vocabulary of " +
+                     std::to_string(tokens));
+  auto hit = std::find_if(cached_.begin(), cached_.end(), [&](const CachedMask& cached) { return cached.state == state; });
+  if (hit == cached_.end()) {
+    CachedMask walked{state, std::vector<uint8_t>(tokens, 0)};
+    tokens_->allow_tokens(state, walked.allowed);
+    if (cached_.size() < kCachedMasks) {
+      cached_.push_back(std::move(walked));
+      hit = cached_.end() - 1;
+    } else {
+      hit = cached_.begin() + ptrdiff_t(next_replaced_);
+      *hit = std::move(walked);
+      next_replaced_ = (next_replaced_ + 1) % kCachedMasks;
+    }
+  }
+  // The tokens' entries; those past them (a model's vocabulary beyond its tokenizer's) stay as given.
+  for (size_t t = 0; t < tokens; ++t) allowed[t] = allowed[t] | hit->allowed[t];
+}
 
 }  // namespace tilefire

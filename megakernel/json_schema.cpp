@@ -1,0 +1,368 @@
+// Reading a JSON Schema into nodes (tilefire/json_schema.h). What is read: type (one or a list), enum and
+// const, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength,
+// anyOf, allOf of one schema, $ref to a place in the same document (recursion included), and annotations
+// (title, description, default, examples, format, ...). Anything else is refused by name: a keyword the
+// reply could break without the automaton knowing is never ignored.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "json_schema_node.h"
+#include "tilefire/chat.h"
+#include "tilefire/errors.h"
+
+namespace tilefire {
+namespace {
+
+using nlohmann::json;
+using Node = JsonSchema::Node;
+
+// Keywords that say what a schema is about without constraining a value (JSON Schema 2020-12 treats
+// "format" as an annotation unless a validator is asked to assert it: docs/ARCHITECTURE.md says so).
+const std::set<std::string> kAnnotations = {
+    "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated", "readOnly",
+    "writeOnly", "$defs", "definitions", "format", "contentEncoding", "contentMediaType", "discriminator"};
+// Keywords each type reads; those of other types do not apply to a value of this one (JSON Schema).
+const std::set<std::string> kObjectKeywords = {"properties", "required", "additionalProperties"};
+const std::set<std::string> kArrayKeywords = {"items", "minItems", "maxItems"};
+const std::set<std::string> kStringKeywords = {"minLength", "maxLength"};
+// Keywords of JSON Schema the automaton does not hold a reply to: refused with this reason.
+const std::map<std::string, std::string> kUnsupported = {
+    {"pattern", "a string's regular expression is not checked"},
+    {"patternProperties", "keys by regular expression are not checked"},
+    {"propertyNames", "key schemas are not checked"},
+    {"minProperties", "property counts are not checked"},
+    {"maxProperties", "property counts are not checked"},
+    {"dependentRequired", "dependencies between properties are not checked"},
+    {"dependentSchemas", "dependencies between properties are not checked"},
+    {"dependencies", "dependencies between properties are not checked"},
+    {"unevaluatedProperties", "give additionalProperties instead"},
+    {"unevaluatedItems", "give items instead"},
+    {"prefixItems", "tuples are not supported: give items"},
+    {"additionalItems", "tuples are not supported: give items"},
+    {"contains", "array contents are checked by items only"},
+    {"minContains", "array contents are checked by items only"},
+    {"maxContains", "array contents are checked by items only"},
+    {"uniqueItems", "uniqueness is not checked"},
+    {"minimum", "number bounds are not checked"},
+    {"maximum", "number bounds are not checked"},
+    {"exclusiveMinimum", "number bounds are not checked"},
+    {"exclusiveMaximum", "number bounds are not checked"},
+    {"multipleOf", "number bounds are not checked"},
+    {"oneOf", "give anyOf (a value matching two branches would break oneOf)"},
+    {"not", "negation is not supported"},
+    {"if", "conditionals are not supported"},
+    {"then", "conditionals are not supported"},
+    {"else", "conditionals are not supported"},
+    {"$anchor", "give $ref a JSON pointer (#/...)"},
+    {"$dynamicRef", "give $ref a JSON pointer (#/...)"},
+    {"$dynamicAnchor", "give $ref a JSON pointer (#/...)"},
+};
+const std::vector<std::string> kTypes = {"object", "array", "string", "number", "integer", "boolean", "null"};
+
+std::string pointer_token(const std::string& key) {  // RFC 6901: ~ is ~0, / is ~1
+  std::string token;
+  for (char c : key) token += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
+  return token;
+}
+
+class SchemaCompiler {
+ public:
+  explicit SchemaCompiler(const json& document) : document_(document) {}
+
+  std::unique_ptr<JsonSchema::Compiled> run() {
+    auto compiled = std::make_unique<JsonSchema::Compiled>();
+    compiled->root = compile(document_, "#");
+    compiled->nodes = std::move(nodes_);
+    settle_min_frames(compiled->nodes);
+    const uint32_t root_frames = compiled->nodes[size_t(compiled->root)].min_frames;
+    if (root_frames == kUnfinishable)
+      throw InputError("json_schema: no finite JSON value matches the schema (a required property, or an array's "
+                       "least items, holds its own kind again and again)");
+    if (1 + root_frames > kMostSchemaFrames)
+      throw InputError("json_schema: every value the schema matches nests deeper than " + std::to_string(kMostJsonDepth) +
+                       " arrays and objects");
+    return compiled;
+  }
+
+ private:
+  [[noreturn]] static void refuse(const std::string& where, const std::string& what) {
+    throw InputError("json_schema: " + where + ": " + what);
+  }
+
+  // The node of a schema (a subschema at `where`, a JSON pointer into the document).
+  int32_t compile(const json& schema, const std::string& where) {
+    if (schema.is_boolean()) {
+      if (!schema.get<bool>()) refuse(where, "the schema false matches no value");
+      return add(Node{}, where);  // true: any value
+    }
+    if (!schema.is_object()) refuse(where, "a schema must be an object or a boolean, got " + schema.dump().substr(0, 80));
+    for (const auto& [keyword, value] : schema.items()) check_keyword(keyword, where);
+    const auto only_annotations_beside = [&](const std::string& keyword) {
+      for (const auto& [other, value] : schema.items())
+        if (other != keyword && !kAnnotations.count(other) && other.rfind("x-", 0) != 0)
+          refuse(where, "'" + other + "' beside '" + keyword + "' is not supported: put it inside");
+    };
+    if (schema.contains("$ref")) {
+      only_annotations_beside("$ref");
+      return resolve(schema.at("$ref"), where);
+    }
+    if (schema.contains("allOf")) {
+      only_annotations_beside("allOf");
+      const json& all = schema.at("allOf");
+      if (!all.is_array() || all.size() != 1) refuse(where + "/allOf", "only an allOf of one schema is supported");
+      return compile(all[0], where + "/allOf/0");
+    }
+    if (schema.contains("anyOf")) {
+      only_annotations_beside("anyOf");
+      const json& any = schema.at("anyOf");
+      if (!any.is_array() || any.empty()) refuse(where + "/anyOf", "must be a list of at least one schema");
+      Node node;
+      node.kind = Node::Kind::any_of;
+      const int32_t index = reserve(where);
+      for (size_t i = 0; i < any.size(); ++i) node.branches.push_back(compile(any[i], where + "/anyOf/" + std::to_string(i)));
+      nodes_[size_t(index)] = std::move(node);
+      return index;
+    }
+    const std::vector<std::string> types = types_of(schema, where);
+    if (schema.contains("enum") || schema.contains("const")) return literals(schema, types, where);
+    if (types.empty()) return add(Node{}, where);  // no type, no keyword that narrows it: any value
+    if (types.size() == 1) return typed(schema, types[0], where, true);
+    Node node;
+    node.kind = Node::Kind::any_of;
+    const int32_t index = reserve(where);
+    for (const std::string& type : types) node.branches.push_back(typed(schema, type, where + "(" + type + ")", false));
+    nodes_[size_t(index)] = std::move(node);
+    return index;
+  }
+
+  void check_keyword(const std::string& keyword, const std::string& where) const {
+    if (kAnnotations.count(keyword) || keyword.rfind("x-", 0) == 0) return;
+    if (auto unsupported = kUnsupported.find(keyword); unsupported != kUnsupported.end())
+      refuse(where, "'" + keyword + "' is not supported: " + unsupported->second);
+    static const std::set<std::string> read = {"$ref", "allOf", "anyOf", "enum", "const", "type"};
+    if (read.count(keyword) || kObjectKeywords.count(keyword) || kArrayKeywords.count(keyword) || kStringKeywords.count(keyword)) return;
+    refuse(where, "'" + keyword + "' is not a keyword of the JSON Schema subset Tilefire reads");
+  }
+
+  // The types a schema names, or those its keywords imply when it names none (a schema with properties
+  // is read as an object's: stricter than JSON Schema, which lets other types through, so every reply
+  // still validates).
+  std::vector<std::string> types_of(const json& schema, const std::string& where) const {
+    std::vector<std::string> types;
+    if (schema.contains("type")) {
+      const json& type = schema.at("type");
+      const json list = type.is_array() ? type : json::array({type});
+      if (list.empty()) refuse(where + "/type", "names no type");
+      for (const json& name : list) {
+        if (!name.is_string() || std::find(kTypes.begin(), kTypes.end(), name.get<std::string>()) == kTypes.end())
+          refuse(where + "/type", "must be one of object, array, string, number, integer, boolean, null (or a list of them), got " +
+                                      name.dump().substr(0, 80));
+        if (std::find(types.begin(), types.end(), name.get<std::string>()) != types.end())
+          refuse(where + "/type", "names " + name.dump() + " twice");
+        types.push_back(name.get<std::string>());
+      }
+      return types;
+    }
+    for (const auto& [type, keywords] : {std::pair{"object", &kObjectKeywords}, {"array", &kArrayKeywords}, {"string", &kStringKeywords}})
+      for (const std::string& keyword : *keywords)
+        if (schema.contains(keyword) && std::find(types.begin(), types.end(), type) == types.end()) types.push_back(type);
+    if (types.size() > 1) refuse(where, "keywords of " + types[0] + " and " + types[1] + " without a 'type': give one");
+    return types;
+  }
+
+  int32_t typed(const json& schema, const std::string& type, const std::string& where, bool register_where) {
+    Node node;
+    const int32_t index = register_where ? reserve(where) : reserve("");
+    if (type == "object") {
+      object(schema, where, node);
+    } else if (type == "array") {
+      node.kind = Node::Kind::array;
+      node.items = schema.contains("items") ? compile(schema.at("items"), where + "/items") : add(Node{}, "");
+      node.min_items = bound(schema, "minItems", 0, where);
+      node.max_items = bound(schema, "maxItems", kUnfinishable, where);
+      if (node.min_items > node.max_items) refuse(where, "minItems is more than maxItems");
+    } else if (type == "string") {
+      node.kind = Node::Kind::string;
+      node.min_length = bound(schema, "minLength", 0, where);
+      node.max_length = bound(schema, "maxLength", kUnfinishable, where);
+      if (node.min_length > node.max_length) refuse(where, "minLength is more than maxLength");
+    } else if (type == "number" || type == "integer") {
+      node.kind = type == "number" ? Node::Kind::number : Node::Kind::integer;
+    } else {  // boolean, null: their literals
+      node.kind = Node::Kind::literals;
+      for (const char* text : type == "boolean" ? std::vector<const char*>{"true", "false"} : std::vector<const char*>{"null"})
+        node.texts.insert(text, 0, 0);
+    }
+    nodes_[size_t(index)] = std::move(node);
+    return index;
+  }
+
+  void object(const json& schema, const std::string& where, Node& node) {
+    node.kind = Node::Kind::object;
+    if (schema.contains("properties")) {
+      const json& properties = schema.at("properties");
+      if (!properties.is_object()) refuse(where + "/properties", "must be an object of schemas");
+      if (properties.size() > kMostSchemaProperties)
+        refuse(where + "/properties", "has " + std::to_string(properties.size()) + " properties, more than the " +
+                                          std::to_string(kMostSchemaProperties) + " an object may declare");
+      for (const auto& [name, property] : properties.items())
+        node.properties.emplace_back(name, compile(property, where + "/properties/" + pointer_token(name)));
+    }
+    // Absent, additionalProperties is read as false (as OpenAI's strict mode requires it and XGrammar reads
+    // it): a reply holds the declared keys only, stricter than JSON Schema's default.
+    if (schema.contains("additionalProperties")) {
+      const json& additional = schema.at("additionalProperties");
+      if (!(additional.is_boolean() && !additional.get<bool>())) node.additional = compile(additional, where + "/additionalProperties");
+    }
+    for (size_t i = 0; i < node.properties.size(); ++i) {
+      const std::string& name = node.properties[i].first;
+      // The key as JSON writes it, from after its opening quote to its closing one.
+      const std::string written = json(name).dump().substr(1);
+      if (node.additional >= 0 && std::any_of(name.begin(), name.end(), [](char c) { return uint8_t(c) < 0x20; }))
+        refuse(where + "/properties/" + pointer_token(name), "a key with a control character beside additionalProperties is not supported");
+      node.keys.insert(written, int32_t(i), uint64_t(1) << i);
+    }
+    if (schema.contains("required")) {
+      const json& required = schema.at("required");
+      if (!required.is_array()) refuse(where + "/required", "must be a list of property names");
+      for (const json& name : required) {
+        auto it = std::find_if(node.properties.begin(), node.properties.end(),
+                               [&](const auto& property) { return name.is_string() && property.first == name.get<std::string>(); });
+        if (it == node.properties.end())
+          refuse(where + "/required", "names " + name.dump().substr(0, 80) + ", which is not in 'properties'");
+        node.required |= uint64_t(1) << (it - node.properties.begin());
+      }
+    }
+  }
+
+  int32_t literals(const json& schema, const std::vector<std::string>& types, const std::string& where) {
+    for (const auto& [keyword, value] : schema.items())
+      if (keyword != "enum" && keyword != "const" && keyword != "type" && !kAnnotations.count(keyword) && keyword.rfind("x-", 0) != 0)
+        refuse(where, "'" + keyword + "' beside enum or const is not supported");
+    if (schema.contains("enum") && schema.contains("const")) refuse(where, "give enum or const, not both");
+    const json values = schema.contains("const") ? json::array({schema.at("const")}) : schema.at("enum");
+    if (!values.is_array() || values.empty()) refuse(where + "/enum", "must be a list of at least one value");
+    Node node;
+    node.kind = Node::Kind::literals;
+    size_t kept = 0;
+    for (const json& value : values) {
+      if (!types.empty() && std::none_of(types.begin(), types.end(), [&](const std::string& type) { return of_type(value, type); }))
+        continue;  // a value the schema's type excludes is not one it matches
+      node.texts.insert(value.dump(), 0, 0);
+      ++kept;
+    }
+    if (kept == 0) refuse(where, "none of the enum's values is of the schema's type");
+    return add(std::move(node), where);
+  }
+
+  static bool of_type(const json& value, const std::string& type) {
+    if (type == "object") return value.is_object();
+    if (type == "array") return value.is_array();
+    if (type == "string") return value.is_string();
+    if (type == "number") return value.is_number();
+    if (type == "integer") return value.is_number_integer() || (value.is_number_float() && std::floor(value.get<double>()) == value.get<double>());
+    if (type == "boolean") return value.is_boolean();
+    return value.is_null();
+  }
+
+  static uint32_t bound(const json& schema, const char* keyword, uint32_t fallback, const std::string& where) {
+    if (!schema.contains(keyword)) return fallback;
+    const json& value = schema.at(keyword);
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() >= int64_t(kUnfinishable))
+      refuse(where + "/" + keyword, "must be a whole number from 0 to " + std::to_string(kUnfinishable - 1) + ", got " + value.dump().substr(0, 40));
+    return value.get<uint32_t>();
+  }
+
+  // A $ref to a place in this document ("#", "#/$defs/Name"): its node, compiled once, however often and
+  // however recursively it is referred to.
+  int32_t resolve(const json& ref, const std::string& where) {
+    if (!ref.is_string() || ref.get<std::string>().rfind('#', 0) != 0)
+      refuse(where + "/$ref", "only a reference into the same schema (#/...) is supported, got " + ref.dump().substr(0, 80));
+    const std::string target = ref.get<std::string>();
+    if (auto known = by_pointer_.find(target); known != by_pointer_.end()) return known->second;
+    if (resolving_.count(target)) refuse(where + "/$ref", target + " refers to itself through $ref alone");
+    const json* schema = nullptr;
+    try {
+      schema = &document_.at(json::json_pointer(target.substr(1)));
+    } catch (const json::exception&) {
+      refuse(where + "/$ref", target + " is not a place in the schema");
+    }
+    resolving_.insert(target);
+    const int32_t node = compile(*schema, target);
+    resolving_.erase(target);
+    by_pointer_[target] = node;
+    return node;
+  }
+
+  int32_t reserve(const std::string& where) {  // a node filled after its children (which may refer to it)
+    nodes_.emplace_back();
+    const int32_t index = int32_t(nodes_.size() - 1);
+    if (!where.empty()) by_pointer_.emplace(where, index);
+    return index;
+  }
+  int32_t add(Node node, const std::string& where) {
+    const int32_t index = reserve(where);
+    nodes_[size_t(index)] = std::move(node);
+    return index;
+  }
+
+  // The fewest container frames each node's value needs, by iterating to the fixed point from "none will
+  // do": a scalar none; an object one more than its deepest required property; an array one more than an
+  // item when it needs one; anyOf its shallowest branch.
+  static void settle_min_frames(std::vector<Node>& nodes) {
+    const auto plus_one = [](uint32_t frames) { return frames == kUnfinishable ? kUnfinishable : frames + 1; };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (Node& node : nodes) {
+        uint32_t frames = 0;  // a scalar's frame is not counted: the nesting bound is on containers
+        switch (node.kind) {
+          case Node::Kind::object:
+            frames = 1;
+            for (size_t i = 0; i < node.properties.size(); ++i)
+              if (node.required >> i & 1u) frames = std::max(frames, plus_one(nodes[size_t(node.properties[i].second)].min_frames));
+            break;
+          case Node::Kind::array:
+            frames = node.min_items > 0 ? plus_one(nodes[size_t(node.items)].min_frames) : 1;
+            break;
+          case Node::Kind::any_of:
+            frames = kUnfinishable;
+            for (int32_t branch : node.branches) frames = std::min(frames, nodes[size_t(branch)].min_frames);
+            break;
+          default: break;
+        }
+        if (frames != kUnfinishable) frames = std::min(frames, kMostSchemaFrames + 1);  // past the limit all depths are alike
+        if (frames < node.min_frames) {
+          node.min_frames = frames;
+          changed = true;
+        }
+      }
+    }
+  }
+
+  const json& document_;
+  std::vector<Node> nodes_;
+  std::map<std::string, int32_t> by_pointer_;
+  std::set<std::string> resolving_;
+};
+
+}  // namespace
+
+JsonSchema::JsonSchema(std::unique_ptr<const Compiled> compiled) : compiled_(std::move(compiled)) {}
+JsonSchema::~JsonSchema() = default;
+
+std::shared_ptr<const JsonSchema> JsonSchema::compile(std::string_view schema_text) {
+  check_chat_json(schema_text, "the JSON schema");
+  json document;
+  try {
+    document = json::parse(schema_text);
+  } catch (const json::exception& e) {
+    throw InputError(std::string("json_schema: the schema is not JSON we can read: ") + e.what());
+  }
+  return std::shared_ptr<const JsonSchema>(new JsonSchema(SchemaCompiler(document).run()));
+}
+
+}  // namespace tilefire

@@ -1,0 +1,80 @@
+#pragma once
+// A compiled JSON Schema's nodes (tilefire/json_schema.h), shared by its compiler (json_schema.cpp) and its
+// automaton (json_schema_bytes.cpp).
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tilefire/json_schema.h"
+
+namespace tilefire {
+
+// Byte strings in a trie: an object's key names, a literal's texts.
+struct SchemaByteTrie {
+  struct Node {
+    std::vector<std::pair<uint8_t, int32_t>> children;  // by byte, ascending
+    int32_t value = -1;   // what ends here (a property's index, or 0 for a literal), or -1
+    uint64_t marks = 0;   // the marks of the strings through this node (properties' bits)
+  };
+  std::vector<Node> nodes = std::vector<Node>(1);  // [0]: the root
+
+  int32_t child(int32_t node, uint8_t byte) const {
+    for (const auto& [edge, next] : nodes[size_t(node)].children)
+      if (edge == byte) return next;
+    return -1;
+  }
+  void insert(std::string_view bytes, int32_t value, uint64_t mark) {
+    int32_t node = 0;
+    nodes[0].marks |= mark;
+    for (char c : bytes) {
+      int32_t next = child(node, uint8_t(c));
+      if (next < 0) {
+        next = int32_t(nodes.size());
+        auto& children = nodes[size_t(node)].children;
+        auto at = children.begin();
+        while (at != children.end() && at->first < uint8_t(c)) ++at;
+        children.insert(at, {uint8_t(c), next});
+        nodes.emplace_back();
+      }
+      node = next;
+      nodes[size_t(node)].marks |= mark;
+    }
+    nodes[size_t(node)].value = value;
+  }
+};
+
+constexpr uint32_t kUnfinishable = std::numeric_limits<uint32_t>::max();
+
+struct JsonSchema::Node {
+  enum class Kind : uint8_t { any, object, array, string, number, integer, literals, any_of };
+  Kind kind = Kind::any;
+  // object: its properties (at most kMostSchemaProperties), those required, what other keys may hold
+  std::vector<std::pair<std::string, int32_t>> properties;  // name, node
+  uint64_t required = 0;    // bit i: properties[i]
+  int32_t additional = -1;  // the node of additionalProperties' values, or -1: no other keys
+  // Each property's name as JSON writes it after the opening quote, closing quote included; value: the
+  // property's index, marks: the bits of the properties through a node.
+  SchemaByteTrie keys;
+  // array
+  int32_t items = -1;
+  uint32_t min_items = 0, max_items = kUnfinishable;  // kUnfinishable: no bound
+  // string (characters, as JSON Schema counts them: code points)
+  uint32_t min_length = 0, max_length = kUnfinishable;
+  // literals (enum, const, boolean, null): each value's compact JSON text
+  SchemaByteTrie texts;
+  // any_of
+  std::vector<int32_t> branches;
+  // The fewest container frames a value of this node needs, its own included (kUnfinishable: no finite
+  // value): 0 for a scalar.
+  uint32_t min_frames = kUnfinishable;
+};
+
+struct JsonSchema::Compiled {
+  std::vector<JsonSchema::Node> nodes;
+  int32_t root = -1;
+};
+
+}  // namespace tilefire

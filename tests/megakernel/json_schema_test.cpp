@@ -1,0 +1,370 @@
+// The JSON Schema automaton (tilefire/json_schema.h) against Ajv, a JSON Schema validator (the
+// independent reference, tests/common/schema_oracle.h):
+// - random byte walks through the automaton never reach a dead end, and every text a walk completes is
+//   valid under the schema, by Ajv (and JSON, by nlohmann::json);
+// - texts mutated from those are, whenever the automaton takes them whole, valid by Ajv too;
+// - hand-written valid texts in the subset are taken whole; invalid ones (by Ajv) are refused;
+// - a TokenTrie's masks over schema states equal the automaton's verdict token by token;
+// - schemas outside the subset are refused by name.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/common/schema_oracle.h"
+#include "tilefire/errors.h"
+#include "tilefire/json_schema.h"
+
+namespace tilefire::testing {
+namespace {
+
+using nlohmann::json;
+
+// Schemas that reach every part of the automaton: bounded strings and arrays, enums of every kind,
+// nullable types, recursion through $defs and through the root, anyOf of objects told apart by a const,
+// additionalProperties, values of any kind, keys that JSON escapes, top-level scalars.
+const std::vector<json>& schemas() {
+  static const std::vector<json> all = {
+      json::parse(R"({"type": "object", "properties": {
+          "name": {"type": "string", "minLength": 1, "maxLength": 8}, "age": {"type": "integer"},
+          "email": {"type": ["string", "null"]},
+          "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b", "c\"d"]}, "minItems": 1, "maxItems": 3}},
+        "required": ["name", "age"]})"),
+      json::parse(R"({"$defs": {"node": {"type": "object", "properties": {"value": {"type": "number"},
+          "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["value"]}},
+        "$ref": "#/$defs/node"})"),
+      json::parse(R"({"anyOf": [
+          {"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}}, "required": ["kind", "r"]},
+          {"type": "object", "properties": {"kind": {"const": "rect"}, "w": {"type": "number"}, "h": {"type": "integer"}},
+           "required": ["kind", "w", "h"]}]})"),
+      json::parse(R"({"type": "object", "properties": {"id": {"type": "integer"}}, "additionalProperties": {"type": "boolean"}})"),
+      json::parse(R"({"type": "array", "items": {"enum": [1, 10, 2.5, "x", null, true, {"a": [1]}, [], "é"]}, "maxItems": 6})"),
+      json::parse(R"({"type": "object", "properties": {"data": {}, "meta": true}, "required": ["data"]})"),
+      json::parse(R"({"type": "array", "items": {"$ref": "#"}})"),
+      json::parse(R"({"type": "object", "properties": {"a\"b": {"type": "null"}, "é\\": {"type": "boolean"}, "ab": {"type": "string"}},
+        "required": ["a\"b"]})"),
+      json::parse(R"({"type": "string", "minLength": 2, "maxLength": 3})"),
+      json::parse(R"({"type": ["number", "boolean"]})"),
+      json::parse(R"({"type": "object", "properties": {"x": {"type": "integer"}, "y": {"anyOf": [{"type": "integer"}, {"type": "number"}]}},
+        "required": ["x", "y"], "title": "point", "description": "annotations are read and left alone"})"),
+  };
+  return all;
+}
+
+// The bytes `state` takes next.
+std::vector<uint8_t> accepted_bytes(const JsonSchemaBytes& state) {
+  std::vector<uint8_t> bytes;
+  for (int byte = 0; byte < 256; ++byte) {
+    JsonSchemaBytes next = state;
+    if (next.feed(uint8_t(byte))) bytes.push_back(uint8_t(byte));
+  }
+  return bytes;
+}
+
+// A random walk: each byte one the state takes, leaning towards the bytes that end things so that most
+// walks end; a text that is whole may also stop there (a top-level number has no end of its own).
+struct Walk {
+  std::string text;
+  bool whole = false;
+};
+Walk random_walk(JsonSchemaMatcher& matcher, std::mt19937& rng, size_t most_bytes) {
+  JsonSchemaBytes state = matcher.start();
+  Walk walk;
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const std::string enders = "\"}],0123456789ltn";
+  while (walk.text.size() < most_bytes) {
+    if (state.ended() || (state.complete() && unit(rng) < 0.2)) {
+      walk.whole = true;
+      return walk;
+    }
+    const std::vector<uint8_t> bytes = accepted_bytes(state);
+    EXPECT_FALSE(bytes.empty()) << "a dead end after " << json(walk.text).dump();
+    if (bytes.empty()) return walk;
+    std::vector<uint8_t> leaning;
+    for (uint8_t byte : bytes)
+      if (enders.find(char(byte)) != std::string::npos) leaning.push_back(byte);
+    const std::vector<uint8_t>& from = !leaning.empty() && unit(rng) < 0.6 ? leaning : bytes;
+    const uint8_t byte = from[std::uniform_int_distribution<size_t>(0, from.size() - 1)(rng)];
+    EXPECT_TRUE(state.feed(byte));
+    walk.text += char(byte);
+  }
+  return walk;
+}
+
+// JSON by nlohmann::json's parser; a number past a double's range (1e999) is JSON still (RFC 8259 leaves
+// the range to implementations), which the parser refuses with out_of_range, not a parse error.
+bool is_json(const std::string& text) {
+  try {
+    [[maybe_unused]] const json value = json::parse(text);
+    return true;
+  } catch (const json::out_of_range&) {
+    return true;
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+// Ajv finds every document of every case valid.
+void expect_all_valid(const std::vector<SchemaCase>& cases) {
+  const auto verdicts = validate_with_ajv(cases);
+  for (size_t c = 0; c < cases.size(); ++c)
+    for (size_t d = 0; d < cases[c].documents.size(); ++d)
+      EXPECT_EQ(verdicts[c][d], std::optional<bool>(true)) << cases[c].schema.dump() << "\n" << json(cases[c].documents[d]).dump();
+}
+
+bool takes_whole(JsonSchemaMatcher& matcher, const std::string& text) {
+  JsonSchemaBytes state = matcher.start();
+  return state.feed(text) && state.complete();
+}
+
+TEST(JsonSchemaBytes, RandomWalksEndInValidTextsAndNeverAtADeadEnd) {
+  REQUIRE_SCHEMA_ORACLE();
+  std::mt19937 rng(20261205);
+  std::vector<SchemaCase> cases;
+  for (const json& schema : schemas()) {
+    JsonSchemaMatcher matcher(JsonSchema::compile(schema.dump()));
+    SchemaCase walked{schema, {}};
+    size_t ended = 0;
+    for (int i = 0; i < 60; ++i) {
+      const Walk walk = random_walk(matcher, rng, 2000);
+      if (!walk.whole) continue;
+      ++ended;
+      EXPECT_TRUE(is_json(walk.text)) << schema.dump() << "\n" << json(walk.text).dump();
+      walked.documents.push_back(walk.text);
+    }
+    EXPECT_GE(ended, 30u) << "most walks should end: " << schema.dump();
+    cases.push_back(std::move(walked));
+  }
+  expect_all_valid(cases);
+}
+
+TEST(JsonSchemaBytes, MutatedTextsItTakesAreValid) {
+  REQUIRE_SCHEMA_ORACLE();
+  std::mt19937 rng(77);
+  std::vector<SchemaCase> cases;
+  size_t taken = 0;
+  for (const json& schema : schemas()) {
+    JsonSchemaMatcher matcher(JsonSchema::compile(schema.dump()));
+    SchemaCase mutated{schema, {}};
+    for (int i = 0; i < 40; ++i) {
+      const Walk walk = random_walk(matcher, rng, 400);
+      if (!walk.whole || walk.text.empty()) continue;
+      for (int m = 0; m < 20; ++m) {
+        std::string text = walk.text;
+        const size_t at = std::uniform_int_distribution<size_t>(0, text.size() - 1)(rng);
+        const char byte = "{}[]\",:0123456789-.eEtrufalsn \\ax"[std::uniform_int_distribution<int>(0, 33)(rng)];
+        switch (m % 3) {
+          case 0: text[at] = byte; break;
+          case 1: text.insert(at, 1, byte); break;
+          default: text.erase(at, 1); break;
+        }
+        if (takes_whole(matcher, text)) mutated.documents.push_back(text);
+      }
+    }
+    taken += mutated.documents.size();
+    cases.push_back(std::move(mutated));
+  }
+  EXPECT_GT(taken, 200u) << "too few mutations taken to say much";
+  expect_all_valid(cases);
+}
+
+TEST(JsonSchemaBytes, TakesValidTextsAndRefusesInvalidOnes) {
+  REQUIRE_SCHEMA_ORACLE();
+  const json& person = schemas()[0];
+  const std::vector<std::string> valid = {
+      R"({"name":"Ann","age":30})",
+      "{\n  \"age\": -0,\n  \"name\": \"\\u00e9\\ud83d\\ude00\",\n  \"tags\": [\"a\", \"c\\\"d\"],\n  \"email\": null\n}",
+      R"({"name":"12345678","age":7,"email":"a@b","tags":["b","b","b"]})",
+      R"({"name":"日本","age":1})",
+  };
+  const std::vector<std::string> invalid = {
+      R"({"name":"Ann"})",                                 // age required
+      R"({"name":"","age":1})",                            // minLength
+      R"({"name":"123456789","age":1})",                   // maxLength
+      R"({"name":"Ann","age":1.5})",                       // not an integer
+      R"({"name":"Ann","age":1,"tags":[]})",               // minItems
+      R"({"name":"Ann","age":1,"tags":["a","a","a","a"]})",  // maxItems
+      R"({"name":"Ann","age":1,"tags":["d"]})",            // not in the enum
+      R"({"name":"Ann","age":1,"email":3})",               // neither string nor null
+      R"(["name"])",
+  };
+  const auto verdicts = validate_with_ajv({{person, valid}, {person, invalid}});
+  JsonSchemaMatcher matcher(JsonSchema::compile(person.dump()));
+  for (size_t i = 0; i < valid.size(); ++i) {
+    ASSERT_EQ(verdicts[0][i], std::optional<bool>(true)) << valid[i];
+    JsonSchemaBytes state = matcher.start();
+    EXPECT_TRUE(state.feed(valid[i])) << valid[i];
+    EXPECT_TRUE(state.ended()) << valid[i];
+  }
+  for (size_t i = 0; i < invalid.size(); ++i) {
+    ASSERT_EQ(verdicts[1][i], std::optional<bool>(false)) << invalid[i];
+    EXPECT_FALSE(takes_whole(matcher, invalid[i])) << invalid[i];
+  }
+}
+
+// Where the automaton is stricter than JSON Schema (docs/ARCHITECTURE.md, "Constrained decoding"): keys not
+// declared (additionalProperties absent reads as false), integers written with a fraction, a declared key
+// spelled with an escape beside additionalProperties, whitespace runs past kMostJsonWhitespace.
+TEST(JsonSchemaBytes, IsStricterThanTheSchemaWhereItSaysSo) {
+  JsonSchemaMatcher person(JsonSchema::compile(schemas()[0].dump()));
+  EXPECT_FALSE(takes_whole(person, R"({"name":"Ann","age":1,"extra":1})"));
+  EXPECT_FALSE(takes_whole(person, R"({"name":"Ann","age":1.0})"));
+  EXPECT_FALSE(takes_whole(person, "{" + std::string(kMostJsonWhitespace + 1, ' ') + R"("name":"Ann","age":1})"));
+  EXPECT_TRUE(takes_whole(person, "{" + std::string(kMostJsonWhitespace, ' ') + R"("name":"Ann","age":1})"));
+  JsonSchemaMatcher map(JsonSchema::compile(schemas()[3].dump()));
+  EXPECT_TRUE(takes_whole(map, R"({"id":1,"x":true,"y":false})"));
+  EXPECT_FALSE(takes_whole(map, R"({"\u0069d":1})"));    // "id" in disguise
+  EXPECT_FALSE(takes_whole(map, R"({"id":1,"id":2})"));  // a declared key twice
+  EXPECT_FALSE(takes_whole(map, R"({"x":1})"));          // additional values are booleans
+}
+
+// The automaton never lets a reply nest deeper than it can close: a recursive schema walked deep,
+// choosing '[' whenever it may, still ends.
+TEST(JsonSchemaBytes, NestingStopsWhereTheReplyCanStillClose) {
+  JsonSchemaMatcher matcher(JsonSchema::compile(R"({"type": "array", "items": {"$ref": "#"}})"));
+  JsonSchemaBytes state = matcher.start();
+  size_t opened = 0;
+  while (state.feed(uint8_t('['))) ++opened;
+  EXPECT_EQ(opened, kMostJsonDepth);
+  for (size_t i = 0; i < opened; ++i) ASSERT_TRUE(state.feed(uint8_t(']'))) << i;
+  EXPECT_TRUE(state.ended());
+  // A required property of the same kind needs another frame: the deepest object still closes.
+  JsonSchemaMatcher chain(JsonSchema::compile(R"({"type": "object", "properties": {"next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+                                                  "required": ["next"]})"));
+  JsonSchemaBytes linked = chain.start();
+  std::string text;
+  while (true) {
+    JsonSchemaBytes next = linked;
+    if (!next.feed(std::string_view(R"({"next":)"))) break;
+    linked = next;
+    text += R"({"next":)";
+  }
+  EXPECT_EQ(text.size() / 8, kMostJsonDepth);
+  ASSERT_TRUE(linked.feed(std::string_view("null")));
+  for (size_t i = 0; i < kMostJsonDepth; ++i) ASSERT_TRUE(linked.feed(uint8_t('}'))) << i;
+  EXPECT_TRUE(linked.ended());
+}
+
+TEST(JsonSchemaBytes, TopLevelScalarsAndLiterals) {
+  JsonSchemaMatcher number(JsonSchema::compile(R"({"type": ["number", "boolean"]})"));
+  JsonSchemaBytes state = number.start();
+  ASSERT_TRUE(state.feed(std::string_view("-12.5e")));
+  EXPECT_FALSE(state.complete());
+  ASSERT_TRUE(state.feed(std::string_view("+3")));
+  EXPECT_TRUE(state.complete());
+  EXPECT_FALSE(state.ended());  // "-12.5e+34" may still come
+  ASSERT_TRUE(state.feed(uint8_t(' ')));
+  EXPECT_TRUE(state.ended());
+  EXPECT_TRUE(takes_whole(number, "false"));
+  EXPECT_FALSE(takes_whole(number, "null"));
+  JsonSchemaMatcher enums(JsonSchema::compile(R"({"enum": [1, 10, "x"]})"));
+  EXPECT_TRUE(takes_whole(enums, "1"));
+  EXPECT_TRUE(takes_whole(enums, "10"));
+  EXPECT_FALSE(takes_whole(enums, "100"));
+  EXPECT_FALSE(takes_whole(enums, "2"));
+  JsonSchemaBytes x = enums.start();
+  ASSERT_TRUE(x.feed(std::string_view("\"x\"")));
+  EXPECT_TRUE(x.ended());  // nothing can extend it: the reply ends there
+  JsonSchemaMatcher integer(JsonSchema::compile(R"({"type": "integer"})"));
+  EXPECT_TRUE(takes_whole(integer, "-0"));
+  EXPECT_FALSE(takes_whole(integer, "01"));
+  EXPECT_FALSE(takes_whole(integer, "1e3"));
+}
+
+// TokenTrie::allow_tokens over schema states: the tokens it allows are exactly those whose bytes the state
+// takes whole, from the states along random walks.
+TEST(JsonSchemaBytes, TrieMasksAreTheAutomatonsVerdicts) {
+  std::vector<std::string> vocabulary;
+  for (int byte = 0; byte < 256; ++byte) vocabulary.push_back(std::string(1, char(byte)));
+  for (const char* token : {"{\"", "\":", "\",", "\"}", "name", "age", "\"name\"", "tags", "[\"", "\"]", "null", "true", "12", "0.",
+                            ", ", "\n  ", "kind", "circle", "rect", "\":\"", "\\u00", "é", "\xE6\x97", "ab\"", "a\\\"b", "{}", "[]"})
+    vocabulary.push_back(token);
+  const TokenTrie trie(vocabulary);
+  std::mt19937 rng(5);
+  for (const json& schema : schemas()) {
+    JsonSchemaMatcher matcher(JsonSchema::compile(schema.dump()));
+    for (int i = 0; i < 6; ++i) {
+      const Walk walk = random_walk(matcher, rng, 60);
+      JsonSchemaBytes state = matcher.start();
+      for (size_t cut = 0; cut <= walk.text.size(); cut += 3) {
+        state = matcher.start();
+        ASSERT_TRUE(state.feed(std::string_view(walk.text).substr(0, cut)));
+        std::vector<uint8_t> allowed(vocabulary.size(), 0);
+        trie.allow_tokens(state, allowed);
+        for (size_t t = 0; t < vocabulary.size(); ++t) {
+          JsonSchemaBytes next = state;
+          ASSERT_EQ(allowed[t] != 0, next.feed(std::string_view(vocabulary[t])))
+              << schema.dump() << " after " << json(walk.text.substr(0, cut)).dump() << " token " << json(vocabulary[t]).dump();
+        }
+      }
+    }
+  }
+}
+
+// The reply's constraint follows tokens, rolls back, and its cached masks are the trie's.
+TEST(JsonSchemaReplyConstraint, FollowsTheReplyAndEndsWhereTheValueIsWhole) {
+  std::vector<std::string> vocabulary;
+  for (int byte = 0; byte < 256; ++byte) vocabulary.push_back(std::string(1, char(byte)));
+  auto trie = std::make_shared<const TokenTrie>(vocabulary);
+  JsonSchemaReplyConstraint constraint(trie, JsonSchema::compile(schemas()[2].dump()));
+  std::vector<int32_t> reply;
+  for (char c : std::string(R"({"kind":"rect","w":1,"h":2})")) reply.push_back(uint8_t(c));
+  std::vector<uint8_t> allowed(256, 0);
+  constraint.allowed({}, allowed);
+  EXPECT_EQ(std::count(allowed.begin(), allowed.end(), 1), 5);  // '{' and whitespace
+  EXPECT_FALSE(constraint.ended(std::vector<int32_t>(reply.begin(), reply.end() - 1)));
+  EXPECT_TRUE(constraint.ended(reply));
+  std::vector<int32_t> wrong(reply.begin(), reply.begin() + 10);  // {"kind":"r
+  wrong.push_back('x');
+  EXPECT_THROW(constraint.ended(wrong), InputError);
+  std::fill(allowed.begin(), allowed.end(), 0);
+  constraint.allowed(std::vector<int32_t>(reply.begin(), reply.begin() + 10), allowed);  // rolled back to {"kind":"r
+  EXPECT_EQ(std::count(allowed.begin(), allowed.end(), 1), 1);
+  EXPECT_EQ(allowed['e'], 1);
+}
+
+TEST(JsonSchema, RefusesWhatItCannotHoldARepliesTo) {
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"not json", "the JSON schema: not valid JSON"},
+      {"false", "matches no value"},
+      {"3", "must be an object or a boolean"},
+      {R"({"type": "string", "pattern": "^a"})", "#: 'pattern' is not supported"},
+      {R"({"type": "integer", "minimum": 0})", "'minimum' is not supported"},
+      {R"({"oneOf": [{"type": "string"}]})", "'oneOf' is not supported: give anyOf"},
+      {R"({"type": "objekt"})", "#/type: must be one of"},
+      {R"({"type": "object", "propertys": {}})", "'propertys' is not a keyword"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "format": "email", "maxLength": -1}}})",
+       "#/properties/a/maxLength: must be a whole number"},
+      {R"({"type": "array", "minItems": 3, "maxItems": 2})", "minItems is more than maxItems"},
+      {R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})", "names \"b\", which is not in 'properties'"},
+      {R"({"$ref": "https://example.com/schema"})", "only a reference into the same schema"},
+      {R"({"$ref": "#/$defs/missing"})", "#/$defs/missing is not a place in the schema"},
+      {R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})", "refers to itself through $ref alone"},
+      {R"({"type": "object", "properties": {"me": {"$ref": "#"}}, "required": ["me"]})", "no finite JSON value matches"},
+      {R"({"type": "string", "enum": [1, 2]})", "none of the enum's values is of the schema's type"},
+      {R"({"type": "string", "enum": ["a"], "minLength": 3})", "'minLength' beside enum or const"},
+      {R"({"type": "object", "anyOf": [{}]})", "'type' beside 'anyOf' is not supported"},
+      {R"({"allOf": [{}, {}]})", "only an allOf of one schema"},
+      {R"({"minItems": 1, "minLength": 1})", "without a 'type'"},
+      {R"({"type": "object", "properties": {"a\u0001": {}}, "additionalProperties": true})", "control character"},
+  };
+  for (const auto& [schema, message] : refused) {
+    try {
+      JsonSchema::compile(schema);
+      ADD_FAILURE() << "not refused: " << schema;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << schema << "\n" << e.what();
+    }
+  }
+  std::string many = R"({"type": "object", "properties": {)";
+  for (uint32_t i = 0; i <= kMostSchemaProperties; ++i) many += (i ? ", \"p" : "\"p") + std::to_string(i) + "\": {}";
+  EXPECT_THROW(JsonSchema::compile(many + "}}"), InputError);
+}
+
+}  // namespace
+}  // namespace tilefire::testing
