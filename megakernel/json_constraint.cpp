@@ -19,7 +19,16 @@ constexpr std::string_view kLiterals[3] = {"true", "false", "null"};
 
 }  // namespace
 
-JsonBytes::JsonBytes(JsonTop top) : mode_(top == JsonTop::object ? Mode::start_object : Mode::value) {}
+JsonBytes::JsonBytes(JsonTop top, uint32_t most_whitespace)
+    : mode_(top == JsonTop::object ? Mode::start_object : Mode::value),
+      most_whitespace_(uint8_t(std::min(most_whitespace, kMostJsonWhitespace))) {}
+
+uint32_t checked_whitespace(uint32_t most_whitespace) {
+  if (most_whitespace > kMostJsonWhitespace)
+    throw InputError("a JSON reply's whitespace runs may be at most " + std::to_string(kMostJsonWhitespace) + " bytes long, not " +
+                     std::to_string(most_whitespace));
+  return most_whitespace;
+}
 
 bool JsonBytes::feed(std::string_view bytes) {
   for (char c : bytes)
@@ -73,7 +82,7 @@ bool JsonBytes::feed(uint8_t byte) {
 // Between tokens: whitespace (a bounded run of it), then what the mode expects.
 bool JsonBytes::structural(uint8_t byte) {
   if (is_whitespace(byte)) {
-    if (whitespace_ >= kMostJsonWhitespace) return false;
+    if (whitespace_ >= most_whitespace_) return false;
     ++whitespace_;
     return true;
   }
@@ -116,6 +125,7 @@ bool JsonBytes::begin_value(uint8_t byte) {
     default:
       if (byte < '1' || byte > '9') return false;
       mode_ = Mode::integer;
+      matched_ = 1;  // the integer part's digits
       return true;
   }
 }
@@ -196,13 +206,16 @@ bool JsonBytes::unicode_digit(uint8_t byte) {
   return true;
 }
 
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, ended by the first byte that cannot go on with it.
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, ended by the first byte that cannot go on with it; the
+// integer part at most kMostJsonIntegerDigits digits and the exponent kMostJsonExponentDigits, so that the
+// number is a finite double.
 bool JsonBytes::number_byte(uint8_t byte) {
   const bool digit = is_digit(byte), exponent_mark = byte == 'e' || byte == 'E';
   switch (mode_) {
     case Mode::minus:
       if (!digit) return false;
       mode_ = byte == '0' ? Mode::zero : Mode::integer;
+      matched_ = 1;
       return true;
     case Mode::fraction_start:
       mode_ = Mode::fraction;
@@ -215,9 +228,13 @@ bool JsonBytes::number_byte(uint8_t byte) {
       [[fallthrough]];
     case Mode::exponent_sign:
       mode_ = Mode::exponent;
+      matched_ = 1;  // the exponent's digits
       return digit;
     case Mode::integer:
-      if (digit) return true;
+      if (digit && matched_ < kMostJsonIntegerDigits) {
+        ++matched_;
+        return true;
+      }
       [[fallthrough]];
     case Mode::zero:
       if (byte == '.') {
@@ -233,8 +250,11 @@ bool JsonBytes::number_byte(uint8_t byte) {
       }
       [[fallthrough]];
     default:  // exponent
-      if (digit && mode_ == Mode::exponent) return true;
-      value_done();  // the number is whole; the byte is what follows it
+      if (digit && mode_ == Mode::exponent && matched_ < kMostJsonExponentDigits) {
+        ++matched_;
+        return true;
+      }
+      value_done();  // the number is whole; the byte is what follows it (a digit past a bound is refused there)
       return structural(byte);
   }
 }
@@ -292,8 +312,8 @@ std::vector<std::string> vocabulary_bytes(const Tokenizer* tokenizer, uint32_t v
   return bytes;
 }
 
-void constrain_to_json(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, JsonTop top) {
-  constrain_request(request, std::make_shared<JsonReplyConstraint>(std::move(tokens), top));
+void constrain_to_json(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, JsonTop top, uint32_t most_whitespace) {
+  constrain_request(request, std::make_shared<JsonReplyConstraint>(std::move(tokens), top, most_whitespace));
 }
 
 }  // namespace tilefire

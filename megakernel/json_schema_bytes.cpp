@@ -164,7 +164,8 @@ bool JsonSchemaBytes::complete() const {
   return false;
 }
 
-JsonSchemaMatcher::JsonSchemaMatcher(std::shared_ptr<const JsonSchema> schema) : schema_(std::move(schema)) {
+JsonSchemaMatcher::JsonSchemaMatcher(std::shared_ptr<const JsonSchema> schema, uint32_t most_whitespace)
+    : schema_(std::move(schema)), most_whitespace_(uint8_t(checked_whitespace(most_whitespace))) {
   if (!schema_) throw InputError("JsonSchemaMatcher: no schema");
 }
 
@@ -297,18 +298,29 @@ void JsonSchemaMatcher::step(const Alternative& from, uint8_t byte, std::vector<
     case Node::Kind::number: case Node::Kind::integer: {
       const bool integer = node.kind == Node::Kind::integer, digit = is_digit(byte);
       const bool exponent_mark = !integer && (byte == 'e' || byte == 'E');
-      uint8_t phase = 0xFF;  // the phase the byte leads to (0xFF: not a byte of this number)
+      // The phase the byte leads to (0xFF: not a byte of this number); count: the digits of the integer
+      // part, then of the exponent, within the bounds that keep the number a finite double.
+      uint8_t phase = 0xFF;
+      uint32_t digits = frame.count + 1;
       switch (frame.phase) {
-        case kMinus: phase = digit ? (byte == '0' ? kZero : kInteger) : 0xFF; break;
+        case kMinus:
+          if (digit) phase = byte == '0' ? kZero : kInteger, digits = 1;
+          break;
         case kZero: case kInteger:
-          phase = digit && frame.phase == kInteger ? kInteger : byte == '.' && !integer ? kFractionStart : exponent_mark ? kExponentStart : 0xFF;
+          phase = digit && frame.phase == kInteger && frame.count < kMostJsonIntegerDigits ? kInteger
+                  : byte == '.' && !integer                                           ? kFractionStart
+                  : exponent_mark                                                     ? kExponentStart
+                                                                                      : 0xFF;
           break;
         case kFractionStart: phase = digit ? kFraction : 0xFF; break;
         case kFraction: phase = digit ? kFraction : exponent_mark ? kExponentStart : 0xFF; break;
-        case kExponentStart: phase = digit ? kExponent : byte == '+' || byte == '-' ? kExponentSign : 0xFF; break;
-        case kExponentSign: phase = digit ? kExponent : 0xFF; break;
-        default: phase = digit ? kExponent : 0xFF; break;  // exponent
+        case kExponentStart: case kExponentSign:
+          if (digit) phase = kExponent, digits = 1;
+          else if (frame.phase == kExponentStart && (byte == '+' || byte == '-')) phase = kExponentSign;
+          break;
+        default: phase = digit && frame.count < kMostJsonExponentDigits ? kExponent : 0xFF; break;  // exponent
       }
+      if (phase == kInteger || phase == kExponent) frame.count = digits;
       if (phase != 0xFF) {
         frame.phase = phase;
         emit(out, next);
@@ -368,6 +380,7 @@ void JsonSchemaMatcher::begin_value(const Alternative& from, int32_t node_index,
     case Node::Kind::number: case Node::Kind::integer:
       if (byte != '-' && !is_digit(byte)) return;
       frame.phase = byte == '-' ? kMinus : byte == '0' ? kZero : kInteger;
+      frame.count = frame.phase == kInteger ? 1 : 0;  // the integer part's digits
       break;
     case Node::Kind::literals: {
       const int32_t child = node.texts.child(0, byte);
@@ -376,6 +389,7 @@ void JsonSchemaMatcher::begin_value(const Alternative& from, int32_t node_index,
       break;
     }
     case Node::Kind::any:
+      frame.any = JsonBytes(JsonTop::any_value, most_whitespace_);
       if (!frame.any.feed(byte)) return;
       break;
   }
@@ -397,7 +411,7 @@ void JsonSchemaMatcher::structural(const Alternative& from, uint8_t byte, std::v
   const bool in_key = frame.node >= 0 && frame.phase == kObjectInKey &&
                       schema_->compiled().nodes[size_t(frame.node)].kind == Node::Kind::object;
   if (!in_key && is_whitespace(byte)) {
-    if (from.whitespace >= kMostJsonWhitespace) return;
+    if (from.whitespace >= most_whitespace_) return;
     Alternative next = from;
     ++next.whitespace;
     emit(out, next);
@@ -510,11 +524,13 @@ void JsonSchemaMatcher::array_byte(const Alternative& from, uint8_t byte, std::v
   }
 }
 
-JsonSchemaReplyConstraint::JsonSchemaReplyConstraint(std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const JsonSchema> schema)
-    : matcher_(std::move(schema)), constraint_(std::move(tokens), matcher_.start()) {}
+JsonSchemaReplyConstraint::JsonSchemaReplyConstraint(std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const JsonSchema> schema,
+                                                     uint32_t most_whitespace)
+    : matcher_(std::move(schema), most_whitespace), constraint_(std::move(tokens), matcher_.start()) {}
 
-void constrain_to_json_schema(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const JsonSchema> schema) {
-  constrain_request(request, std::make_shared<JsonSchemaReplyConstraint>(std::move(tokens), std::move(schema)));
+void constrain_to_json_schema(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const JsonSchema> schema,
+                              uint32_t most_whitespace) {
+  constrain_request(request, std::make_shared<JsonSchemaReplyConstraint>(std::move(tokens), std::move(schema), most_whitespace));
 }
 
 }  // namespace tilefire

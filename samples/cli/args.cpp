@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 namespace tilefire::cli {
 
@@ -122,6 +125,17 @@ double Args::number_or(const std::string& flag, double fallback, double min, dou
     throw InputError("tilefire " + command_ + ": " + flag + " expects a number in [" + number_text(min) + ", " +
                      number_text(max) + "], got '" + s + "'");
   return parsed;
+}
+
+std::optional<std::string> Args::file_text(const std::string& flag) const {
+  const std::optional<std::string> path = text(flag);
+  if (!path) return std::nullopt;
+  std::ifstream in(*path, std::ios::binary);
+  std::error_code ignored;
+  if (!in || std::filesystem::is_directory(*path, ignored)) throw InputError("tilefire " + command_ + ": " + flag + ": cannot read " + *path);
+  std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw InputError("tilefire " + command_ + ": " + flag + ": cannot read " + *path);
+  return contents;
 }
 
 std::vector<int32_t> Args::token_list(const std::string& flag) const {

@@ -26,6 +26,9 @@ class Args {
   // A size in bytes: a number with an optional unit B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB.
   uint64_t bytes_or(const std::string& flag, uint64_t fallback) const;
   std::vector<int32_t> token_list(const std::string& flag) const;
+  // The contents of the file the flag names (nullopt without the flag): InputError "tilefire CMD: FLAG:
+  // cannot read PATH" for a missing file, a folder or a failed read.
+  std::optional<std::string> file_text(const std::string& flag) const;
 
  private:
   std::string command_;

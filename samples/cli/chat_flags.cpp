@@ -62,11 +62,7 @@ Conversation begin_conversation(const Args& args, const std::string& model_dir, 
     throw InputError(command + ": " + model_dir + " has no chat template (no \"chat_template\" in tokenizer_config.json, no "
                      "chat_template.jinja): give one with --chat-template FILE" + (command == "tilefire run" ? ", or a plain --prompt" : ""));
   if (const auto file = args.text("--messages")) {
-    std::ifstream in(*file, std::ios::binary);
-    std::error_code ignored;
-    if (!in || std::filesystem::is_directory(*file, ignored)) throw InputError(command + ": --messages: cannot read " + *file);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) throw InputError(command + ": --messages: cannot read " + *file);
+    const std::string text = *args.file_text("--messages");
     check_chat_json(text, command + ": --messages: " + *file);
     const nlohmann::ordered_json loaded = nlohmann::ordered_json::parse(text);
     if (loaded.is_object()) {

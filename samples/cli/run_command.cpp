@@ -20,6 +20,7 @@
 #include "stop_text.h"
 #include "tilefire/engine.h"
 #include "tilefire/json_constraint.h"
+#include "tilefire/json_schema.h"
 #include "tilefire/tokenizer.h"
 
 namespace tilefire::cli {
@@ -71,6 +72,10 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --json-object          the reply is a JSON object (serve's response_format json_object): only tokens that
                          keep it a prefix of one are chosen, and it ends where the object closes; not for a
                          folder whose tokenizer Tilefire does not read
+  --json-schema FILE     the reply is a JSON text the JSON Schema in FILE accepts (serve's response_format
+                         json_schema; the subset read is in docs/ARCHITECTURE.md), ending where it closes
+  --json-whitespace N    with --json-object or --json-schema: whitespace runs of at most N bytes, 0 to 32
+                         (default 32; 0: compact JSON)
   --json                 print one JSON object
   --trace FILE           write a Chrome/Perfetto trace of one decode step
 )";
@@ -86,7 +91,7 @@ void print(std::string_view text) {
 int run_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--json-object", "--help"}, valued{"--prompt", "--prompt-tokens", "--max-new-tokens",
       "--seed", "--min-new-tokens", "--logprobs", "--prompt-logprobs", "--trace", "--chat", "--system", "--messages",
-      "--chat-template", "--stop"};
+      "--chat-template", "--stop", "--json-schema", "--json-whitespace"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
   for (const std::string& flag : sampling_valued()) valued.push_back(flag);
   for (const std::string& flag : speculation_valued()) valued.push_back(flag);
@@ -128,9 +133,24 @@ int run_command(int argc, char** argv) {
                        unread_tokenizer + " is not one Tilefire reads");
     stop_text.emplace(std::vector<std::string>{*stop});
   }
-  if (args.has("--json-object") && !output_is_text)
-    throw InputError("tilefire run: --json-object constrains the reply's text, and this model's output has none: its "
+  // --json-object or --json-schema: the reply is JSON (json_flag names the one given).
+  if (args.has("--json-object") && args.has("--json-schema"))
+    throw InputError("tilefire run: give --json-object or --json-schema, not both");
+  const char* json_flag = args.has("--json-object") ? "--json-object" : args.has("--json-schema") ? "--json-schema" : nullptr;
+  if (args.has("--json-whitespace") && !json_flag)
+    throw InputError("tilefire run: --json-whitespace goes with --json-object or --json-schema");
+  if (json_flag && !output_is_text)
+    throw InputError(std::string("tilefire run: ") + json_flag + " constrains the reply's text, and this model's output has none: its "
                      "tokenizer " + unread_tokenizer + " is not one Tilefire reads");
+  std::shared_ptr<const JsonSchema> json_schema;
+  if (const auto schema_text = args.file_text("--json-schema")) {
+    try {
+      json_schema = JsonSchema::compile(*schema_text);
+    } catch (const InputError& error) {
+      throw InputError("tilefire run: --json-schema " + *args.text("--json-schema") + ": " + error.what());
+    }
+  }
+  const uint32_t json_whitespace = uint32_t(args.unsigned_or("--json-whitespace", kMostJsonWhitespace, 0, kMostJsonWhitespace));
   GenerateRequest request;
   const std::string prompt_text = args.text_or("--prompt", "Once upon a time");
   if (chat) {
@@ -154,9 +174,9 @@ int run_command(int argc, char** argv) {
   if (request.min_new_tokens > request.max_new_tokens)
     throw InputError("tilefire run: --min-new-tokens " + std::to_string(request.min_new_tokens) + " is more than --max-new-tokens " +
                      std::to_string(request.max_new_tokens));
-  if (request.min_new_tokens > 0 && args.has("--json-object"))
-    throw InputError("tilefire run: --min-new-tokens with --json-object: the reply ends where its object closes, however "
-                     "few its tokens");
+  if (request.min_new_tokens > 0 && json_flag)
+    throw InputError(std::string("tilefire run: --min-new-tokens with ") + json_flag + ": the reply ends where its value closes, "
+                     "however few its tokens");
   request.sampling = sampling_of_flags(args, "tilefire run");
   request.sampling.seed = args.unsigned_or("--seed", 0);
   request.speculation = speculation_of_flags(args, "tilefire run", options);
@@ -226,8 +246,11 @@ int run_command(int argc, char** argv) {
     };
   // Every rank sees the same tokens, so ranks as processes stop at the same step.
   if (stop_text) request.stop_when = [&](const std::vector<int32_t>&) { return stop_text->stopped(); };
-  if (args.has("--json-object"))  // after stop_when, which it keeps
-    constrain_to_json(request, std::make_shared<const TokenTrie>(vocabulary_bytes(tokenizer.get(), model.vocab)));
+  if (json_flag) {  // after stop_when, which the constraint keeps
+    auto tokens = std::make_shared<const TokenTrie>(vocabulary_bytes(tokenizer.get(), model.vocab));
+    if (json_schema) constrain_to_json_schema(request, std::move(tokens), json_schema, json_whitespace);
+    else constrain_to_json(request, std::move(tokens), JsonTop::object, json_whitespace);
+  }
   // The whole generated text (once, not streamed): with --stop, what the stop text let through, as a stream
   // gives it (the same bytes its offsets were counted on).
   const auto generated_text = [&](const GenerateResult& result) {

@@ -68,6 +68,9 @@ was generated. A device or transport fault stops it too, with exit status 3, for
   --max-connections N    requests served or waiting at once; more are answered 503 (default 32)
   --io-timeout-ms N      a request must arrive whole within this, and a client that does not take a write
                          of its reply within this is dropped (default 30000)
+  --json-whitespace N    replies with a response_format of json_object or json_schema hold whitespace
+                         runs of at most N bytes, 0 to 32 (default 32; 0: compact JSON, for a model that
+                         would pad its reply with newlines)
   --threads N            worker threads (default: all cores)
   --tp N                 tensor-parallel ranks of this process (not one rank per process under mpirun)
   --tp-timeout-ms N      a collective waiting longer for a peer fails the request (default 10000)
@@ -107,9 +110,10 @@ struct Served {
   ServeMetrics metrics;        // GET /metrics
   std::string api_key;         // --api-key: what the /v1/ paths require; empty: nothing
   Speculation speculation;     // --speculate: every request's
-  // The tokens' bytes for replies constrained to JSON (response_format json_object): the tokenizer's, or
+  // The tokens' bytes for replies constrained to JSON (response_format json_object, json_schema): the tokenizer's, or
   // without one a byte per id below 256 (the text of such a model is its tokens' bytes).
   std::shared_ptr<const TokenTrie> json_tokens;
+  uint32_t json_whitespace = kMostJsonWhitespace;  // --json-whitespace
 
   std::string failure() {
     std::lock_guard<std::mutex> lock(failure_mutex);
@@ -184,7 +188,7 @@ struct Generated {
   bool stream_broken = false;  // a streamed reply's writer gave the client up: pieces of it never went out
 };
 Generated generate(Served& served, int fd, GenerateRequest request, const std::vector<std::string>& stops,
-                   const StreamedReply* streamed, bool json_object) {
+                   const StreamedReply* streamed, const JsonReply& json_reply) {
   // In flight from here (its wait for the engine included) until it has run, or has thrown.
   struct InFlight {
     ServeMetrics& metrics;
@@ -238,7 +242,9 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     client_gone = client_gone || (writer && writer->gone()) || http::peer_closed(fd);
     return client_gone || stopping.load() || (stop_text && stop_text->stopped());
   };
-  if (json_object) constrain_to_json(request, served.json_tokens, JsonTop::object);  // after stop_when: it keeps it
+  // After stop_when: the constraint keeps it.
+  if (json_reply.schema) constrain_to_json_schema(request, served.json_tokens, json_reply.schema, served.json_whitespace);
+  else if (json_reply) constrain_to_json(request, served.json_tokens, JsonTop::object, served.json_whitespace);
   // max_tokens 0 with nothing to score runs nothing (generate() returns at once; a batch would refuse it).
   auto nothing_run = [&] {
     GenerateResult none;
@@ -387,7 +393,7 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   }
   if (!parsed.stream) {
     const std::vector<Generated> generated =
-        run_choices(n, served.batcher != nullptr, [&](uint32_t i) { return generate(served, fd, request_of(i), parsed.stops, nullptr, parsed.json_object); });
+        run_choices(n, served.batcher != nullptr, [&](uint32_t i) { return generate(served, fd, request_of(i), parsed.stops, nullptr, parsed.json_reply); });
     json choices = json::array();
     for (uint32_t i = 0; i < n; ++i) {
       json reply_choice = choice(i, message(echoed[i / per_prompt] + generated[i].text), openai_finish_reason(generated[i]), false);
@@ -463,13 +469,13 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
       if (logprobs[i]) {
         GenerateRequest scoring = request_of(i);
         scoring.max_new_tokens = 0;
-        logprobs[i]->add_prompt(generate(served, fd, scoring, {}, nullptr, false).result);
+        logprobs[i]->add_prompt(generate(served, fd, scoring, {}, nullptr, JsonReply{}).result);
       }
       streamed[i].write(streamed[i].event(echoed[i / per_prompt]));
     };
     const std::vector<Generated> generated = run_choices(n, served.batcher != nullptr, [&](uint32_t i) {
       if (parsed.echo) echo_first(i);
-      return generate(served, fd, generations[i], parsed.stops, &streamed[i], parsed.json_object);
+      return generate(served, fd, generations[i], parsed.stops, &streamed[i], parsed.json_reply);
     });
     send_head();  // every writer has finished: no lock is needed from here
     for (const Generated& g : generated) open = open && !g.stream_broken;  // a reply with a gap must not end as if whole
@@ -567,7 +573,7 @@ void handle_connection(Served& served, int fd) {
 }  // namespace
 
 int serve_command(int argc, char** argv) {
-  std::vector<std::string> switches{"--help", "--separate-prefill"}, valued{"--host", "--port", "--chat-template", "--api-key", "--max-connections", "--io-timeout-ms",
+  std::vector<std::string> switches{"--help", "--separate-prefill"}, valued{"--host", "--port", "--chat-template", "--api-key", "--max-connections", "--io-timeout-ms", "--json-whitespace",
                                                      "--sequences", "--prefill-chunks"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
   for (const std::string& flag : speculation_valued()) valued.push_back(flag);
@@ -604,6 +610,7 @@ int serve_command(int argc, char** argv) {
 
   Served served;
   served.speculation = speculation;
+  served.json_whitespace = uint32_t(args.unsigned_or("--json-whitespace", kMostJsonWhitespace, 0, kMostJsonWhitespace));
   const char* key_variable = std::getenv("TILEFIRE_API_KEY");
   served.api_key = args.text_or("--api-key", key_variable ? key_variable : "");
   for (char c : served.api_key)

@@ -70,25 +70,47 @@ void refuse_unsupported(const json& body) {
     if (given(body, field) && !body.at(field).empty()) refuse(field, "is not supported: the replies are plain text");
 }
 
-// OpenAI's response_format: {"type": "text"} (what a reply is anyway) or {"type": "json_object"} (a JSON
-// object, by constrained decoding); a JSON schema is not checked, so it is refused, not ignored.
-bool json_object_reply(const json& body) {
-  if (!given(body, "response_format")) return false;
+// OpenAI's response_format: {"type": "text"} (what a reply is anyway), {"type": "json_object"} (a JSON
+// object, by constrained decoding) or {"type": "json_schema", "json_schema": {"name": N, "description": D,
+// "schema": S, "strict": B}} (a JSON text S accepts; "strict" false is held to S all the same). A schema
+// outside the subset Tilefire reads is refused naming its keyword, never loosened.
+JsonReply json_reply_format(const json& body) {
+  JsonReply reply;
+  if (!given(body, "response_format")) return reply;
   const json& format = body.at("response_format");
   const json* type = format.is_object() && format.contains("type") ? &format.at("type") : nullptr;
-  if (type && *type == "json_schema")
-    refuse("response_format", "json_schema is not supported: a reply can be constrained to a JSON object "
-                              "({\"type\": \"json_object\"}), not to a schema");
-  if (!type || (*type != "text" && *type != "json_object") || format.size() != 1)
-    refuse("response_format", "must be {\"type\": \"text\"} or {\"type\": \"json_object\"}, got " + format.dump().substr(0, 200));
-  return *type == "json_object";
+  const bool schema = type && *type == "json_schema";
+  if (!type || (*type != "text" && *type != "json_object" && !schema) || format.size() != (schema ? 2u : 1u) ||
+      (schema && !format.contains("json_schema")))
+    refuse("response_format", "must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or {\"type\": \"json_schema\", "
+                              "\"json_schema\": {\"name\": ..., \"schema\": {...}}}, got " + format.dump().substr(0, 200));
+  if (*type == "text") return reply;
+  reply.format = type->get<std::string>();
+  if (!schema) return reply;
+  const json& described = format.at("json_schema");
+  if (!described.is_object() || !described.contains("schema"))
+    refuse("response_format", "json_schema must be an object with a \"schema\", got " + described.dump().substr(0, 200));
+  for (const auto& [field, value] : described.items()) {
+    if (field == "schema") continue;
+    if (field != "name" && field != "description" && field != "strict")
+      refuse("response_format", "json_schema has \"" + field + "\": its fields are name, description, schema and strict");
+    if (field == "strict" ? !(value.is_boolean() || value.is_null()) : !value.is_string())
+      refuse("response_format", "json_schema's \"" + field + "\" must be " + (field == "strict" ? "true or false" : "a string") +
+                                    ", got " + value.dump().substr(0, 80));
+  }
+  try {
+    reply.schema = JsonSchema::compile(described.at("schema").dump());
+  } catch (const InputError& e) {
+    refuse("response_format", e.what());
+  }
+  return reply;
 }
 
 // The fields every generation takes: sampling, max tokens, stop strings, stream.
 ParsedRequest common_fields(const json& body, const ModelInfo& model, const char* max_field, uint32_t default_max) {
   refuse_unsupported(body);
   ParsedRequest parsed;
-  parsed.json_object = json_object_reply(body);
+  parsed.json_reply = json_reply_format(body);
   GenerateRequest& request = parsed.request;
   // "n" choices, each its own sample of the same prompt; "best_of" above n would choose among samples
   // the reply does not show, which is not done.
@@ -107,8 +129,8 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
   if (request.min_new_tokens > request.max_new_tokens)
     refuse("min_tokens", "is " + std::to_string(request.min_new_tokens) + ", more than " + max_field + " (" +
                              std::to_string(request.max_new_tokens) + ")");
-  if (request.min_new_tokens > 0 && parsed.json_object)
-    refuse("min_tokens", "with response_format json_object: the reply ends where its object closes, however few its tokens");
+  if (request.min_new_tokens > 0 && parsed.json_reply)
+    refuse("min_tokens", "with response_format " + parsed.json_reply.format + ": the reply ends where its value closes, however few its tokens");
   request.sampling.temperature = float(number(body, "temperature", 1.0, 0.0, 100.0));  // OpenAI's default
   request.sampling.top_p = float(number(body, "top_p", 1.0, 0.0, 1.0));
   if (request.sampling.top_p == 0.0f) {  // the smallest set holding no probability: the most probable token
@@ -275,8 +297,8 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
   if (given(body, "echo")) {
     if (!body.at("echo").is_boolean()) refuse("echo", "must be true or false, got " + body.at("echo").dump().substr(0, 200));
     parsed.echo = body.at("echo").get<bool>();
-    if (parsed.echo && parsed.json_object)
-      refuse("echo", "with response_format json_object: a reply that begins with its prompt is not a JSON object");
+    if (parsed.echo && parsed.json_reply)
+      refuse("echo", "with response_format " + parsed.json_reply.format + ": a reply that begins with its prompt is not JSON");
   }
   if (parsed.echo) parsed.request.prompt_logprobs = parsed.request.logprobs;  // with logprobs, the prompt's too
   return parsed;

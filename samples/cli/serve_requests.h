@@ -4,11 +4,13 @@
 // reply, ...) is refused naming the field, never ignored: a reply that silently skipped what the client
 // asked for would be wrong output. Fields no reply depends on ("user", ...) are ignored.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "tilefire/chat.h"
 #include "tilefire/engine.h"
+#include "tilefire/json_schema.h"
 #include "tilefire/tokenizer.h"
 
 namespace tilefire::cli {
@@ -17,6 +19,15 @@ namespace tilefire::cli {
 constexpr uint32_t kMostTopLogprobs = 20;
 // Choices a request may ask for ("n"): each runs as a generation of its own, at once with --sequences.
 constexpr uint32_t kMostChoices = 64;
+
+// "response_format": {"type": "json_object"}: the reply is a JSON object (constrain_to_json); {"type":
+// "json_schema", "json_schema": {"schema": S, ...}}: a JSON text S accepts (constrain_to_json_schema). Either
+// ends where its value closes ("stop"); one max_tokens cuts is a prefix of one ("length").
+struct JsonReply {
+  std::string format;                        // "json_object" or "json_schema"; empty: a plain-text reply
+  std::shared_ptr<const JsonSchema> schema;  // json_schema's, read once per request
+  explicit operator bool() const { return !format.empty(); }
+};
 
 struct ParsedRequest {
   GenerateRequest request;         // prompt (the first's), max_new_tokens, sampling, stop tokens
@@ -35,9 +46,7 @@ struct ParsedRequest {
   // (the first prompt token's null): a text's likelihood, as evaluation harnesses ask for it with
   // max_tokens 0. Not streamed.
   bool echo = false;
-  // "response_format": {"type": "json_object"}: the reply is a JSON object (constrain_to_json), ending where
-  // it closes; one max_tokens cuts is a prefix of one ("length").
-  bool json_object = false;
+  JsonReply json_reply;  // "response_format"
 };
 
 // InputError naming the field for a body that is not a JSON object or holds a field the engine cannot

@@ -32,7 +32,7 @@ inline bool have_schema_oracle() {
 #define REQUIRE_SCHEMA_ORACLE()                                                                    \
   do {                                                                                             \
     if (!::tilefire::testing::have_schema_oracle()) {                                              \
-      if (!HasFailure()) GTEST_SKIP() << "no Ajv or no node: run scripts/fetch-tokenizers";         \
+      if (!::testing::Test::HasFailure()) GTEST_SKIP() << "no Ajv or no node: run scripts/fetch-tokenizers"; \
       return;                                                                                      \
     }                                                                                              \
   } while (0)

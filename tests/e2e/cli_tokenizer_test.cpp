@@ -1,6 +1,6 @@
 // The command line with a model folder's tokenizer: tokenizer.json encodes a text prompt and decodes the
 // output; a folder with another tokenizer only takes token ids; a tokenizer.json Tilefire cannot run is
-// refused by name; --json-object constrains the reply to JSON. The tokenizer itself is checked in
+// refused by name; --json-object constrains the reply to JSON, --json-schema to a schema's. The tokenizer itself is checked in
 // tests/graph/tokenizer_test.cpp.
 #include <gtest/gtest.h>
 
@@ -14,6 +14,7 @@
 #include "graph/tokenizer.h"
 #include "tests/common/cli_runner.h"
 #include "tests/common/json_reply.h"
+#include "tests/common/schema_oracle.h"
 #include "tests/common/test_models.h"
 #include "tilefire/tokenizer.h"
 
@@ -212,6 +213,48 @@ TEST(CliTokenizer, ABrokenTokenizerJsonIsRefusedByName) {
       EXPECT_EQ(refused.status, 2) << describe(refused);
       EXPECT_NE(refused.err.find(message), std::string::npos) << refused.err;
     }
+  }
+}
+
+// --json-schema FILE: sampled replies that end are valid under the schema (by Ajv) and, with
+// --json-whitespace 0, compact; the flags' misuses are refused by name.
+TEST(CliTokenizer, JsonSchemaRepliesAreValid) {
+  REQUIRE_SCHEMA_ORACLE();
+  TempDir dir("cli-json-schema");
+  const fs::path model = gen_tiny_model(dir, "tiny-json-schema");
+  write_file_text(model / "tokenizer.json", tiny_byte_level_tokenizer().dump());
+  const json schema = json::parse(R"({"type": "object", "properties": {"id": {"type": "integer"},
+      "label": {"type": "string", "maxLength": 4}, "on": {"type": "boolean"}}, "required": ["id", "label", "on"]})");
+  const fs::path schema_file = dir.path() / "schema.json";
+  write_file_text(schema_file, schema.dump());
+  SchemaCase ended{schema, {}};
+  for (const char* seed : {"1", "2", "3", "4"}) {
+    const json result = run_json({"--model", model.string(), "--prompt", "Reply:", "--json-schema", schema_file.string(), "--json-whitespace",
+                                  "0", "--temperature", "0.8", "--seed", seed, "--max-new-tokens", "100", "--threads", "1"});
+    const std::string text = result.at("text").get<std::string>(), finish = result.at("finish_reason").get<std::string>();
+    EXPECT_TRUE(finish == "stopped" || finish == "length") << result.dump();
+    if (expect_json_object_or_prefix(text, finish == "stopped")) ended.documents.push_back(text);
+    EXPECT_EQ(text.find_first_of(" \n\t\r"), std::string::npos) << text;  // no string here may hold whitespace: labels are short
+  }
+  ASSERT_GE(ended.documents.size(), 2u) << "too few replies ended for the schema's check to say much";
+  const auto verdicts = validate_with_ajv({ended});
+  for (size_t i = 0; i < ended.documents.size(); ++i) EXPECT_EQ(verdicts[0][i], std::optional<bool>(true)) << ended.documents[i];
+  const fs::path bad_schema = dir.path() / "bad.json";
+  write_file_text(bad_schema, R"({"type": "string", "pattern": "^a"})");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"--json-schema", (dir.path() / "missing.json").string()}, "--json-schema: cannot read"},
+      {{"--json-schema", bad_schema.string()}, "bad.json: json_schema: #: 'pattern' is not supported"},
+      {{"--json-schema", schema_file.string(), "--json-object"}, "give --json-object or --json-schema, not both"},
+      {{"--json-whitespace", "0"}, "--json-whitespace goes with --json-object or --json-schema"},
+      {{"--json-object", "--json-whitespace", "33"}, "--json-whitespace"},
+      {{"--json-schema", schema_file.string(), "--min-new-tokens", "2"}, "--min-new-tokens with --json-schema"},
+  };
+  for (const auto& [flags, message] : refused) {
+    std::vector<std::string> args = {"run", "--max-new-tokens", "4"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const RunResult result = run_cli(args);
+    EXPECT_EQ(result.status, 2) << describe(result);
+    EXPECT_NE(result.err.find(message), std::string::npos) << result.err;
   }
 }
 

@@ -1,8 +1,9 @@
 // tilefire serve with response_format {"type": "json_object"}: every reply, of a completion or a chat,
 // whole or streamed, in turn or batched, is a JSON object by nlohmann::json's parser when it ends ("stop")
 // and a prefix of one when max_tokens cuts it ("length"); a streamed reply is the whole one; a model
-// without a tokenizer (its text its tokens' bytes) too; a JSON schema and other formats are refused, and
-// so are echo and min_tokens beside json_object.
+// without a tokenizer (its text its tokens' bytes) too. With {"type": "json_schema"} every reply that ends
+// is valid under the schema by Ajv (the oracle). Schemas outside the subset and other formats are refused
+// by name, and so are echo and min_tokens beside either.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/common/json_reply.h"
+#include "tests/common/schema_oracle.h"
 #include "tests/common/serve_client.h"
 
 namespace tilefire::testing {
@@ -54,6 +56,27 @@ bool expect_json_object_or_prefix(const ChoiceText& choice) {
   return testing::expect_json_object_or_prefix(choice.text, choice.finish_reason == "stop");
 }
 
+// Six sampled choices of `body` at `path`, whole; the same streamed must be the same texts.
+std::vector<ChoiceText> sampled_choices(uint16_t port, const std::string& path, json body, uint32_t max_tokens, int seed) {
+  const bool chat = path == "/v1/chat/completions";
+  body["n"] = 6;
+  body["max_tokens"] = max_tokens;
+  body["temperature"] = 0.8;
+  body["seed"] = seed;
+  const HttpReply whole = post(port, path, body.dump());
+  EXPECT_EQ(whole.status, 200) << whole.body;
+  body["stream"] = true;
+  const HttpReply streamed = post(port, path, body.dump());
+  EXPECT_EQ(streamed.status, 200) << streamed.body;
+  if (whole.status != 200 || streamed.status != 200) return {};
+  const std::vector<ChoiceText> texts = choice_texts(whole, chat, false, 6), pieces = choice_texts(streamed, chat, true, 6);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    EXPECT_EQ(pieces[i].text, texts[i].text) << "choice " << i << ": streamed";
+    EXPECT_EQ(pieces[i].finish_reason, texts[i].finish_reason) << "choice " << i << ": streamed";
+  }
+  return texts;
+}
+
 void json_object_replies(const std::vector<std::string>& extra) {
   TextModelServer served("serve-json", extra);
   const uint16_t port = served.server.port();
@@ -64,21 +87,7 @@ void json_object_replies(const std::vector<std::string>& extra) {
     const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
     json body = chat ? json{{"messages", {{{"role", "user"}, {"content", "Reply in JSON"}}}}} : json{{"prompt", "Reply in JSON:"}};
     body["response_format"] = {{"type", "json_object"}};
-    body["n"] = 6;
-    body["max_tokens"] = 40;
-    body["temperature"] = 0.8;
-    body["seed"] = 11;
-    const HttpReply whole = post(port, path, body.dump());
-    ASSERT_EQ(whole.status, 200) << whole.body;
-    body["stream"] = true;
-    const HttpReply streamed = post(port, path, body.dump());
-    ASSERT_EQ(streamed.status, 200) << streamed.body;
-    const std::vector<ChoiceText> texts = choice_texts(whole, chat, false, 6), pieces = choice_texts(streamed, chat, true, 6);
-    for (size_t i = 0; i < texts.size(); ++i) {
-      ended += expect_json_object_or_prefix(texts[i]) ? 1 : 0;
-      EXPECT_EQ(pieces[i].text, texts[i].text) << "choice " << i << ": streamed";
-      EXPECT_EQ(pieces[i].finish_reason, texts[i].finish_reason) << "choice " << i << ": streamed";
-    }
+    for (const ChoiceText& choice : sampled_choices(port, path, body, 40, 11)) ended += expect_json_object_or_prefix(choice) ? 1 : 0;
     // A bias towards the braces: the greedy reply is "{}", ended after its two tokens.
     json closing = chat ? json{{"messages", {{{"role", "user"}, {"content", "x"}}}}} : json{{"prompt", "x"}};
     closing["response_format"] = {{"type", "json_object"}};
@@ -110,22 +119,81 @@ TEST(ServeJson, AModelWithoutATokenizerRepliesInJsonToo) {
   for (const ChoiceText& choice : choice_texts(reply, false, false, 4)) expect_json_object_or_prefix(choice);
 }
 
+// Required keys of each kind, bounded strings and arrays, an enum, a nullable number: a random model's
+// replies reach most of it within max_tokens.
+const char* const kReplySchema = R"({"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 5}, "age": {"type": "integer"}, "ok": {"type": "boolean"},
+    "mood": {"enum": ["calm", "glad", 3]}, "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2},
+    "score": {"type": ["number", "null"]}}, "required": ["name", "ok", "mood"]})";
+
+// Whether a JSON text (or a prefix of one) holds whitespace between its tokens.
+bool whitespace_outside_strings(const std::string& text) {
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      in_string = escaped || c != '"';
+      escaped = !escaped && c == '\\';
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+      return true;
+    }
+  }
+  return false;
+}
+
+// With --json-whitespace 0 (compact replies: a random model would otherwise pad its reply with whitespace
+// tokens until max_tokens, a real one may too).
+void json_schema_replies(std::vector<std::string> extra) {
+  REQUIRE_SCHEMA_ORACLE();
+  extra.insert(extra.end(), {"--json-whitespace", "0"});
+  TextModelServer served("serve-json-schema", extra);
+  const uint16_t port = served.server.port();
+  ASSERT_NE(port, 0);
+  SchemaCase ended{json::parse(kReplySchema), {}};
+  for (const bool chat : {false, true}) {
+    SCOPED_TRACE(chat ? "chat" : "completion");
+    const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
+    json body = chat ? json{{"messages", {{{"role", "user"}, {"content", "Who are you?"}}}}} : json{{"prompt", "Person:"}};
+    body["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "person"}, {"schema", ended.schema}, {"strict", true}}}};
+    for (const ChoiceText& choice : sampled_choices(port, path, body, 120, 5)) {
+      if (expect_json_object_or_prefix(choice)) ended.documents.push_back(choice.text);
+      EXPECT_FALSE(whitespace_outside_strings(choice.text)) << json(choice.text).dump();
+    }
+  }
+  EXPECT_GE(ended.documents.size(), 8u) << "too few replies ended for the schema's check to say much";
+  const auto verdicts = validate_with_ajv({ended});
+  for (size_t i = 0; i < ended.documents.size(); ++i)
+    EXPECT_EQ(verdicts[0][i], std::optional<bool>(true)) << ended.documents[i];
+}
+
+TEST(ServeJson, JsonSchemaRepliesAreValid) { json_schema_replies({}); }
+TEST(ServeJson, BatchedJsonSchemaRepliesAreValid) { json_schema_replies({"--sequences", "3", "--prefill-chunk", "4"}); }
+TEST(ServeJson, SpeculatingJsonSchemaRepliesAreValid) { json_schema_replies({"--speculate", "3"}); }
+
 TEST(ServeJson, OtherFormatsAreRefusedByName) {
   TextModelServer served("serve-json-refused", {});
   const uint16_t port = served.server.port();
   ASSERT_NE(port, 0);
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {R"({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}})",
-       "'response_format' json_schema is not supported"},
-      {R"({"type": "xml"})", "'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"}"},
+      {R"({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"a": {"type": "string", "pattern": "b"}}}}})",
+       "'response_format' json_schema: #/properties/a: 'pattern' is not supported"},
+      {R"({"type": "json_schema", "json_schema": {"name": "x"}})", "json_schema must be an object with a \"schema\""},
+      {R"({"type": "json_schema", "json_schema": {"schema": {}, "strict": "yes"}})", "json_schema's \"strict\" must be true or false"},
+      {R"({"type": "json_schema", "json_schema": {"schema": {}, "schemas": {}}})", "json_schema has \"schemas\""},
+      {R"({"type": "json_schema", "json_schema": {"schema": "{}"}})", "must be an object or a boolean"},
+      {R"({"type": "json_schema"})", "'response_format' must be"},
+      {R"({"type": "xml"})", "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or"},
       {R"("json")", "'response_format' must be"},
       {R"({"type": "json_object", "strict": true})", "'response_format' must be"},
   };
-  for (const char* with : {R"("echo": true)", R"("min_tokens": 2)"}) {
-    const HttpReply bad = post(port, "/v1/completions", std::string(R"({"prompt": "x", "response_format": {"type": "json_object"}, )") + with + "}");
-    EXPECT_EQ(bad.status, 400) << with << ": " << bad.body;
-    EXPECT_NE(bad.body.find("with response_format json_object"), std::string::npos) << bad.body;
-  }
+  for (const std::string format : {R"({"type": "json_object"})", R"({"type": "json_schema", "json_schema": {"schema": {}}})"})
+    for (const char* with : {R"("echo": true)", R"("min_tokens": 2)"}) {
+      const HttpReply bad = post(port, "/v1/completions", R"({"prompt": "x", "response_format": )" + format + ", " + with + "}");
+      EXPECT_EQ(bad.status, 400) << with << ": " << bad.body;
+      const std::string type = json::parse(format).at("type");
+      EXPECT_NE(bad.body.find("with response_format " + type), std::string::npos) << bad.body;
+    }
   for (const auto& [format, named] : refused) {
     const HttpReply bad = post(port, "/v1/completions", R"({"prompt": "x", "response_format": )" + format + "}");
     EXPECT_EQ(bad.status, 400) << format;

@@ -3,10 +3,11 @@
 // only the tokens that keep the reply a prefix of a JSON text may be chosen, and the reply ends as soon as
 // its value is complete. Three parts:
 // - JsonBytes: a pushdown automaton over bytes that accepts exactly the JSON texts of RFC 8259 (strings
-//   checked as UTF-8, a \u escape's surrogates paired), within two bounds a reply needs: nesting at most
-//   kMostJsonDepth deep and whitespace runs at most kMostJsonWhitespace bytes long (a model that would
-//   pad with whitespace forever cannot). It rejects a byte as soon as no JSON text can follow, so a
-//   constrained reply never reaches a dead end.
+//   checked as UTF-8, a \u escape's surrogates paired), within the bounds a reply needs: nesting at most
+//   kMostJsonDepth deep, whitespace runs at most kMostJsonWhitespace bytes long (a model that would pad
+//   with whitespace forever cannot; fewer when asked), numbers a double holds (kMostJsonIntegerDigits,
+//   kMostJsonExponentDigits). It rejects a byte as soon as no JSON text can follow, so a constrained reply
+//   never reaches a dead end.
 // - TokenTrie: a vocabulary's token bytes (Tokenizer::token_bytes) in a byte trie, built once per
 //   tokenizer and shared by every constrained reply: one walk of it, pruned where the automaton rejects a
 //   byte, finds every allowed token.
@@ -27,14 +28,22 @@ namespace tilefire {
 
 constexpr uint32_t kMostJsonDepth = 128;      // arrays and objects inside one another
 constexpr uint32_t kMostJsonWhitespace = 32;  // whitespace bytes in a row
+// A number's integer part and exponent: within them every number is a finite double (below 1e120), where
+// one past a double's range (2e999) is JSON all the same and a parser refuses it or reads infinity.
+constexpr uint32_t kMostJsonIntegerDigits = 20;
+constexpr uint32_t kMostJsonExponentDigits = 2;
 
 // What the text is: one JSON value of any kind, or an object (OpenAI's json_object replies).
 enum class JsonTop : uint8_t { any_value, object };
 
+// A reply's whitespace bound as given: InputError past kMostJsonWhitespace.
+uint32_t checked_whitespace(uint32_t most_whitespace);
+
 // The state of a JSON text read so far, a few bytes (copied freely).
 class JsonBytes {
  public:
-  explicit JsonBytes(JsonTop top = JsonTop::object);
+  // most_whitespace: the longest whitespace run taken (at most kMostJsonWhitespace; 0: compact JSON).
+  explicit JsonBytes(JsonTop top = JsonTop::object, uint32_t most_whitespace = kMostJsonWhitespace);
 
   // Takes the next byte: false (and the state as it was) when no JSON text begins with the bytes so far
   // and this one.
@@ -73,6 +82,7 @@ class JsonBytes {
   uint8_t utf8_left_ = 0;      // continuation bytes a string's character still needs
   uint8_t next_low_ = 0x80, next_high_ = 0xBF;  // the range of its next one
   uint8_t whitespace_ = 0;     // whitespace bytes in a row just before
+  uint8_t most_whitespace_;    // the longest run taken
   uint16_t escape_value_ = 0;  // the hex digits of a \u escape so far
   uint16_t depth_ = 0;         // open arrays and objects
   static_assert(kMostJsonDepth % 64 == 0, "the containers' bits fill whole words");
@@ -144,8 +154,8 @@ class ByteReplyConstraint {
 // A reply that is JSON: any JSON text, or an object (JsonTop).
 class JsonReplyConstraint : public ByteReplyConstraint<JsonBytes> {
  public:
-  JsonReplyConstraint(std::shared_ptr<const TokenTrie> tokens, JsonTop top)
-      : ByteReplyConstraint<JsonBytes>(std::move(tokens), JsonBytes(top)) {}
+  JsonReplyConstraint(std::shared_ptr<const TokenTrie> tokens, JsonTop top, uint32_t most_whitespace = kMostJsonWhitespace)
+      : ByteReplyConstraint<JsonBytes>(std::move(tokens), JsonBytes(top, checked_whitespace(most_whitespace))) {}
 };
 
 // Makes `request`'s reply JSON: its allowed_tokens become the constraint's, and its stop_when also ends
@@ -154,7 +164,9 @@ class JsonReplyConstraint : public ByteReplyConstraint<JsonBytes> {
 // prefix of JSON, not JSON. Copies of the request share the constraint, which follows whichever reply it
 // is asked about: copies that generate at once on different threads each need a constrain_to_json of
 // their own.
-void constrain_to_json(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, JsonTop top = JsonTop::object);
+// most_whitespace bounds each whitespace run of the reply (0: compact JSON, where a model would pad).
+void constrain_to_json(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, JsonTop top = JsonTop::object,
+                       uint32_t most_whitespace = kMostJsonWhitespace);
 
 // Makes `request`'s reply follow `constraint` (a reply constraint: allowed() and ended() over the reply's
 // tokens): its allowed_tokens become the constraint's, and its stop_when also ends the reply when the value

@@ -99,7 +99,8 @@ class JsonSchemaBytes {
 // while the matcher lives. Not thread-safe: one reply's states are fed one at a time.
 class JsonSchemaMatcher {
  public:
-  explicit JsonSchemaMatcher(std::shared_ptr<const JsonSchema> schema);
+  // most_whitespace: the longest whitespace run a reply may hold (at most kMostJsonWhitespace; 0: compact).
+  explicit JsonSchemaMatcher(std::shared_ptr<const JsonSchema> schema, uint32_t most_whitespace = kMostJsonWhitespace);
   JsonSchemaMatcher(const JsonSchemaMatcher&) = delete;
   JsonSchemaMatcher& operator=(const JsonSchemaMatcher&) = delete;
   JsonSchemaBytes start();
@@ -131,6 +132,7 @@ class JsonSchemaMatcher {
   const StackCell* intern(const Frame& frame, const StackCell* below);
 
   std::shared_ptr<const JsonSchema> schema_;
+  uint8_t most_whitespace_;
   std::deque<StackCell> cells_;
   std::unordered_set<const StackCell*, CellHash, CellEqual> interned_;
   std::vector<Alternative> next_;  // feed's scratch
@@ -139,7 +141,8 @@ class JsonSchemaMatcher {
 // One reply's constraint to a schema, for GenerateRequest::allowed_tokens and stop_when.
 class JsonSchemaReplyConstraint {
  public:
-  JsonSchemaReplyConstraint(std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const JsonSchema> schema);
+  JsonSchemaReplyConstraint(std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const JsonSchema> schema,
+                            uint32_t most_whitespace = kMostJsonWhitespace);
   void allowed(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) { constraint_.allowed(generated, allowed); }
   bool ended(const std::vector<int32_t>& generated) { return constraint_.ended(generated); }
 
@@ -152,6 +155,6 @@ class JsonSchemaReplyConstraint {
 // the reply stops where its value is whole ("stopped"); cut before (max_new_tokens, the context, an earlier
 // stop_when) it is a prefix of one.
 void constrain_to_json_schema(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens,
-                              std::shared_ptr<const JsonSchema> schema);
+                              std::shared_ptr<const JsonSchema> schema, uint32_t most_whitespace = kMostJsonWhitespace);
 
 }  // namespace tilefire
