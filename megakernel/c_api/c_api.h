@@ -14,6 +14,7 @@
 #include "tilefire/chat.h"
 #include "tilefire/engine.h"
 #include "tilefire/json_constraint.h"
+#include "tilefire/json_schema.h"
 #include "tilefire/tilefire.h"
 #include "tilefire/tokenizer.h"
 

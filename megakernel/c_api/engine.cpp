@@ -121,13 +121,22 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
     cpp.on_token = [=](int32_t token) { *stop_requested = on_token(user_data, token) != 0; };
     cpp.stop_when = [=](const std::vector<int32_t>&) { return *stop_requested; };
   }
-  if (c.allowed_tokens && c.json_object)
-    throw InputError(std::string(call) + ": " + field + "allowed_tokens and json_object both constrain the reply: give one");
-  if (c.json_object && c.min_new_tokens > 0)
-    throw InputError(std::string(call) + ": " + field + "min_new_tokens with json_object: the reply ends where its object closes, "
-                     "however few its tokens");
-  if (c.json_tokenizer && !c.json_object)
-    throw InputError(std::string(call) + ": " + field + "json_tokenizer is set without json_object");
+  // A JSON reply: json_object or json_schema (json_kind names the one given).
+  if (c.json_object && c.json_schema)
+    throw InputError(std::string(call) + ": " + field + "json_object and json_schema are both set: give one");
+  const char* json_kind = c.json_object ? "json_object" : c.json_schema ? "json_schema" : nullptr;
+  if (c.allowed_tokens && json_kind)
+    throw InputError(std::string(call) + ": " + field + "allowed_tokens and " + json_kind + " both constrain the reply: give one");
+  if (json_kind && c.min_new_tokens > 0)
+    throw InputError(std::string(call) + ": " + field + "min_new_tokens with " + json_kind + ": the reply ends where its value "
+                     "closes, however few its tokens");
+  if (c.json_tokenizer && !json_kind)
+    throw InputError(std::string(call) + ": " + field + "json_tokenizer is set without json_object or json_schema");
+  if (c.json_whitespace != kMostJsonWhitespace && !json_kind)
+    throw InputError(std::string(call) + ": " + field + "json_whitespace is set without json_object or json_schema");
+  if (c.json_whitespace > kMostJsonWhitespace)
+    throw InputError(std::string(call) + ": " + field + "json_whitespace is " + std::to_string(c.json_whitespace) + ", more than " +
+                     std::to_string(kMostJsonWhitespace));
   if (c.allowed_tokens) {
     const tilefire_allowed_tokens_callback allowed_tokens = c.allowed_tokens;
     void* const user_data = c.user_data;
@@ -135,7 +144,15 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
       allowed_tokens(user_data, generated.data(), generated.size(), allowed.data(), allowed.size());
     };
   }
-  if (c.json_object) {  // after stop_when, which constrain_to_json keeps
+  if (json_kind) {  // after stop_when, which the constraint keeps
+    std::shared_ptr<const JsonSchema> schema;
+    if (c.json_schema) {
+      try {
+        schema = JsonSchema::compile(c.json_schema);
+      } catch (const InputError& e) {
+        throw InputError(std::string(call) + ": " + field + "json_schema: " + e.what());
+      }
+    }
     std::shared_ptr<const TokenTrie> tokens;
     if (tilefire_tokenizer* tokenizer = const_cast<tilefire_tokenizer*>(c.json_tokenizer)) {
       std::lock_guard<std::mutex> lock(tokenizer->json_mutex);
@@ -145,7 +162,8 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
     } else {
       tokens = std::make_shared<const TokenTrie>(vocabulary_bytes(nullptr, vocab));
     }
-    constrain_to_json(cpp, std::move(tokens), JsonTop::object);
+    if (schema) constrain_to_json_schema(cpp, std::move(tokens), std::move(schema), c.json_whitespace);
+    else constrain_to_json(cpp, std::move(tokens), JsonTop::object, c.json_whitespace);
   }
   return cpp;
 }
@@ -343,6 +361,7 @@ void tilefire_generate_request_init(tilefire_generate_request* request) {
   const GenerateRequest defaults;
   *request = tilefire_generate_request{};
   request->struct_size = sizeof(tilefire_generate_request);
+  request->json_whitespace = kMostJsonWhitespace;
   request->max_new_tokens = defaults.max_new_tokens;
   request->temperature = defaults.sampling.temperature;
   request->top_k = defaults.sampling.top_k;

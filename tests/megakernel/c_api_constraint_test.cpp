@@ -1,6 +1,7 @@
-// The C API's constrained decoding (tilefire_generate_request.allowed_tokens, json_object with
-// json_tokenizer) against the C++ engine given the same constraint: the same tokens, whole calls and
-// batches; a JSON reply over a tokenizer and over a model's byte tokens; refusals named.
+// The C API's constrained decoding (tilefire_generate_request.allowed_tokens, json_object or json_schema
+// with json_tokenizer and json_whitespace) against the C++ engine given the same constraint: the same
+// tokens, whole calls and batches; a JSON reply over a tokenizer and over a model's byte tokens; refusals
+// named.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "tests/common/serve_client.h"
 #include "tilefire/engine.h"
 #include "tilefire/json_constraint.h"
+#include "tilefire/json_schema.h"
 #include "tilefire/tilefire.h"
 #include "tilefire/tokenizer.h"
 
@@ -73,9 +75,10 @@ TEST(CApiConstraint, AllowedTokensGiveTheCppEnginesReply) {
   }
 }
 
-// json_object: over the text model's tokenizer and, with json_tokenizer NULL, over the sample's byte
-// tokens; the same reply as the C++ engine's constrain_to_json, a JSON object where it stopped.
-TEST(CApiConstraint, JsonObjectGivesTheCppEnginesReply) {
+// json_object (schema null) or json_schema, with a whitespace bound: over the text model's tokenizer and,
+// with json_tokenizer NULL, over the sample's byte tokens; the same reply as the C++ engine's
+// constrain_to_json or constrain_to_json_schema, a JSON object where it stopped.
+void expect_cpp_engines_json_replies(const char* schema, uint32_t whitespace) {
   const TempDir dir("c-api-json");
   const std::filesystem::path model = text_model(dir);
   const std::string tokenizer_path = (model / "tokenizer.json").string();
@@ -97,15 +100,18 @@ TEST(CApiConstraint, JsonObjectGivesTheCppEnginesReply) {
       cpp_request.max_new_tokens = 30;
       cpp_request.sampling.temperature = 0.8f;
       cpp_request.sampling.seed = seed;
-      constrain_to_json(cpp_request, std::make_shared<const TokenTrie>(vocabulary_bytes(with_tokenizer ? &cpp_tokenizer : nullptr,
-                                                                                        cpp.model().vocab)));
+      auto trie = std::make_shared<const TokenTrie>(vocabulary_bytes(with_tokenizer ? &cpp_tokenizer : nullptr, cpp.model().vocab));
+      if (schema) constrain_to_json_schema(cpp_request, std::move(trie), JsonSchema::compile(schema), whitespace);
+      else constrain_to_json(cpp_request, std::move(trie), JsonTop::object, whitespace);
       const GenerateResult expected = cpp.generate(cpp_request);
 
       tilefire_generate_request request = c_request(prompt);
       request.max_new_tokens = 30;
       request.temperature = 0.8f;
       request.seed = seed;
-      request.json_object = 1;
+      request.json_object = schema ? 0 : 1;
+      request.json_schema = schema;
+      request.json_whitespace = whitespace;
       request.json_tokenizer = with_tokenizer ? c_tokenizer : nullptr;
       tilefire_generate_result result = empty_result();
       ASSERT_EQ(tilefire_generate(c.engine, &request, &result), TILEFIRE_OK) << tilefire_last_error();
@@ -119,6 +125,13 @@ TEST(CApiConstraint, JsonObjectGivesTheCppEnginesReply) {
   }
   EXPECT_GT(ended, 0u) << "no reply ended: the check of whole replies never ran";
   tilefire_tokenizer_free(c_tokenizer);
+}
+
+TEST(CApiConstraint, JsonObjectGivesTheCppEnginesReply) { expect_cpp_engines_json_replies(nullptr, kMostJsonWhitespace); }
+TEST(CApiConstraint, CompactJsonObjectGivesTheCppEnginesReply) { expect_cpp_engines_json_replies(nullptr, 0); }
+TEST(CApiConstraint, JsonSchemaGivesTheCppEnginesReply) {
+  expect_cpp_engines_json_replies(R"({"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string", "maxLength": 3}},
+                                      "required": ["n", "s"]})", 0);
 }
 
 // A batched step whose request's constraint leaves nothing to choose fails with TILEFIRE_ERROR_INPUT,
@@ -189,7 +202,23 @@ TEST(CApiConstraint, RefusalsAreNamed) {
   request.min_new_tokens = 1;
   expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "min_new_tokens with json_object");
   request.json_object = 0;
+  request.json_schema = R"({"type": "object"})";
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "min_new_tokens with json_schema");
   request.min_new_tokens = 0;
+  request.json_object = 1;
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "json_object and json_schema are both set");
+  request.json_object = 0;
+  request.json_schema = R"({"type": "string", "format": "date", "minimum": 3})";
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT,
+                 "request->json_schema: json_schema: #: 'minimum' is not supported");
+  request.json_schema = R"({"type": "object"})";
+  request.json_whitespace = 33;
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "json_whitespace is 33, more than 32");
+  request.json_schema = nullptr;
+  request.json_whitespace = 0;
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT,
+                 "json_whitespace is set without json_object or json_schema");
+  request.json_whitespace = kMostJsonWhitespace;
   request.allowed_tokens = [](void*, const int32_t*, size_t, uint8_t*, size_t) {};
   expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "allowed no token");
   EXPECT_EQ(result.tokens, nullptr);  // untouched

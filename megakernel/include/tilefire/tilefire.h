@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /* The version of this interface: raised when a struct or a call changes. */
-#define TILEFIRE_API_VERSION 9
+#define TILEFIRE_API_VERSION 10
 uint32_t tilefire_api_version(void);
 
 typedef enum tilefire_status {
@@ -230,9 +230,17 @@ typedef struct tilefire_generate_request {
   int json_object;  /* nonzero: the reply is a JSON object (tilefire::constrain_to_json, serve's
                        response_format json_object): only tokens that keep it a prefix of one are chosen,
                        and it ends where the object closes (finish reason "stopped"); not with allowed_tokens */
-  const struct tilefire_tokenizer* json_tokenizer;  /* with json_object: the model's tokenizer, by whose
-                       tokens' bytes the reply is matched; NULL: a model without one (its text its byte
-                       tokens, ids 0 to 255) */
+  const struct tilefire_tokenizer* json_tokenizer;  /* with json_object or json_schema: the model's tokenizer,
+                       by whose tokens' bytes the reply is matched; NULL: a model without one (its text its
+                       byte tokens, ids 0 to 255) */
+  /* Since API version 10: */
+  const char* json_schema;  /* NULL: none; else a JSON Schema's text (tilefire::constrain_to_json_schema, serve's
+                               response_format json_schema; the subset read is in docs/ARCHITECTURE.md): the
+                               reply is a JSON text it accepts, ending where it closes (finish reason
+                               "stopped"); not with json_object or allowed_tokens. Read during the call; a
+                               schema outside the subset is refused naming its keyword */
+  uint32_t json_whitespace;  /* with json_object or json_schema: the longest whitespace run the reply may hold,
+                                0 to 32 (the default, 32; 0: compact JSON) */
 } tilefire_generate_request;
 
 void tilefire_generate_request_init(tilefire_generate_request* request);
