@@ -1,6 +1,7 @@
 // What constrained JSON decoding costs per token on the host: TokenTrie::allow_tokens over a real
 // vocabulary (Llama 3's 128,256 tokens, Qwen3's, GPT-2's; fetched by scripts/fetch-tokenizers) from the
-// states a reply passes through, and building the trie once per tokenizer. Results: docs/BENCHMARKS.md.
+// states a reply passes through, any JSON object's (JsonBytes) and a JSON Schema's (JsonSchemaBytes), and
+// building the trie once per tokenizer. Results: docs/BENCHMARKS.md.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "tilefire/json_constraint.h"
+#include "tilefire/json_schema.h"
 #include "tilefire/tokenizer.h"
 
 namespace {
@@ -90,6 +92,63 @@ void ReplyInAString(benchmark::State& state) {
   state.SetLabel(std::string(kModels[state.range(0)]) + ": a token of a string, the state repeating");
 }
 BENCHMARK(ReplyInAString)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
+
+// A person's record: declared keys, two required; a string, an integer, a nullable string, a list.
+const char* const kSchema = R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+    "email": {"type": ["string", "null"]}, "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["name", "age"]})";
+// Where a reply is: before its object, in a key, in a string value, in an integer, at a nullable value.
+const char* const kSchemaPrefixes[] = {"", "{\"", "{\"name\": \"Ada Lov", "{\"name\": \"Ada\", \"age\": 3", "{\"name\": \"Ada\", \"email\": "};
+const char* const kSchemaPlaces[] = {"start", "in a key", "in a string", "in an integer", "at string-or-null"};
+
+void SchemaCompile(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(tilefire::JsonSchema::compile(kSchema));
+}
+BENCHMARK(SchemaCompile)->Unit(benchmark::kMicrosecond);
+
+void SchemaAllowTokens(benchmark::State& state) {
+  const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);
+  if (!bytes) return state.SkipWithError("no tokenizer files: run scripts/fetch-tokenizers");
+  const tilefire::TokenTrie trie(*bytes);
+  tilefire::JsonSchemaMatcher matcher(tilefire::JsonSchema::compile(kSchema));
+  tilefire::JsonSchemaBytes json = matcher.start();
+  if (!json.feed(std::string_view(kSchemaPrefixes[state.range(1)]))) return state.SkipWithError("the prefix is not the schema's");
+  std::vector<uint8_t> allowed(bytes->size());
+  size_t count = 0;
+  for (auto _ : state) {
+    std::fill(allowed.begin(), allowed.end(), 0);
+    trie.allow_tokens(json, allowed);
+    benchmark::DoNotOptimize(allowed.data());
+  }
+  for (uint8_t a : allowed) count += a;
+  state.SetLabel(std::string(kModels[state.range(0)]) + ", " + kSchemaPlaces[state.range(1)] + ": " + std::to_string(count) + " allowed");
+}
+BENCHMARK(SchemaAllowTokens)->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4}})->Unit(benchmark::kMillisecond);
+
+// The schema's reply writing a long string value: after the first token, cached masks.
+void SchemaReplyInAString(benchmark::State& state) {
+  const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);
+  if (!bytes) return state.SkipWithError("no tokenizer files: run scripts/fetch-tokenizers");
+  const auto id_of = [&](const std::string& piece) {
+    return int32_t(std::find(bytes->begin(), bytes->end(), piece) - bytes->begin());
+  };
+  std::vector<int32_t> generated;
+  for (const char* piece : {"{\"", "name", "\":", " \""}) {
+    generated.push_back(id_of(piece));
+    if (size_t(generated.back()) == bytes->size()) return state.SkipWithError("a piece of the prefix is no token");
+  }
+  const int32_t word = id_of(" the");
+  if (size_t(word) == bytes->size()) return state.SkipWithError("no ' the' token");
+  tilefire::JsonSchemaReplyConstraint constraint(std::make_shared<const tilefire::TokenTrie>(*bytes), tilefire::JsonSchema::compile(kSchema));
+  std::vector<uint8_t> allowed(bytes->size());
+  for (auto _ : state) {
+    std::fill(allowed.begin(), allowed.end(), 0);
+    constraint.allowed(generated, allowed);
+    generated.push_back(word);
+    benchmark::DoNotOptimize(allowed.data());
+  }
+  state.SetLabel(std::string(kModels[state.range(0)]) + ": a token of a string value, the state repeating");
+}
+BENCHMARK(SchemaReplyInAString)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -125,6 +125,8 @@ class JsonSchemaMatcher {
   void structural(const Alternative& from, uint8_t byte, std::vector<Alternative>& out);
   void object_byte(const Alternative& from, uint8_t byte, std::vector<Alternative>& out);
   void array_byte(const Alternative& from, uint8_t byte, std::vector<Alternative>& out);
+  // A byte that leaves the alternative as it was: a plain character of a string without length bounds.
+  bool plain_character(const Alternative& alternative, uint8_t byte) const;
   bool fits(const Alternative& from, int32_t node) const;
   uint64_t open_properties(const Alternative& object) const;
   bool additional_fits(const Alternative& object) const;
