@@ -76,7 +76,24 @@ class SchemaCompiler {
   std::unique_ptr<JsonSchema::Compiled> run() {
     auto compiled = std::make_unique<JsonSchema::Compiled>();
     compiled->root = compile(document_, "#");
+    // The $ref targets, each compiled once, in turn: a chain of references through $defs is as long as
+    // it likes, and no recursion here follows it.
+    while (!pending_.empty()) {
+      const PendingRef ref = pending_.back();
+      pending_.pop_back();
+      const json* schema = nullptr;
+      try {
+        schema = &document_.at(json::json_pointer(ref.target.substr(1)));
+      } catch (const json::exception&) {
+        refuse(ref.where + "/$ref", ref.target + " is not a place in the schema");
+      }
+      Node alias;  // the reference: an anyOf of its target alone
+      alias.kind = Node::Kind::any_of;
+      alias.branches.push_back(compile(*schema, ref.target));
+      nodes_[size_t(ref.node)] = std::move(alias);
+    }
     compiled->nodes = std::move(nodes_);
+    gather_choices(compiled->nodes);
     settle_min_frames(compiled->nodes);
     const uint32_t root_frames = compiled->nodes[size_t(compiled->root)].min_frames;
     if (root_frames == kUnfinishable)
@@ -140,6 +157,8 @@ class SchemaCompiler {
   }
 
   void check_keyword(const std::string& keyword, const std::string& where) const {
+    if (keyword == "$id" && where != "#")  // a $ref below it would resolve against it, not the document
+      refuse(where, "'$id' below the schema's root is not supported: give $defs at the root");
     if (kAnnotations.count(keyword) || keyword.rfind("x-", 0) == 0) return;
     if (auto unsupported = kUnsupported.find(keyword); unsupported != kUnsupported.end())
       refuse(where, "'" + keyword + "' is not supported: " + unsupported->second);
@@ -284,21 +303,14 @@ class SchemaCompiler {
       refuse(where + "/$ref", "only a reference into the same schema (#/...) is supported, got " + ref.dump().substr(0, 80));
     const std::string target = ref.get<std::string>();
     if (auto known = by_pointer_.find(target); known != by_pointer_.end()) return known->second;
-    if (resolving_.count(target)) refuse(where + "/$ref", target + " refers to itself through $ref alone");
-    const json* schema = nullptr;
-    try {
-      schema = &document_.at(json::json_pointer(target.substr(1)));
-    } catch (const json::exception&) {
-      refuse(where + "/$ref", target + " is not a place in the schema");
-    }
-    resolving_.insert(target);
-    const int32_t node = compile(*schema, target);
-    resolving_.erase(target);
-    by_pointer_[target] = node;
+    const int32_t node = reserve(target);  // filled by run() once the target is compiled
+    pending_.push_back({target, where, node});
     return node;
   }
 
   int32_t reserve(const std::string& where) {  // a node filled after its children (which may refer to it)
+    if (nodes_.size() >= kMostSchemaNodes)
+      refuse(where.empty() ? "#" : where, "the schema has more than " + std::to_string(kMostSchemaNodes) + " subschemas");
     nodes_.emplace_back();
     const int32_t index = int32_t(nodes_.size() - 1);
     if (!where.empty()) by_pointer_.emplace(where, index);
@@ -310,43 +322,90 @@ class SchemaCompiler {
     return index;
   }
 
-  // The fewest container frames each node's value needs, by iterating to the fixed point from "none will
-  // do": a scalar none; an object one more than its deepest required property; an array one more than an
-  // item when it needs one; anyOf its shallowest branch.
-  static void settle_min_frames(std::vector<Node>& nodes) {
-    const auto plus_one = [](uint32_t frames) { return frames == kUnfinishable ? kUnfinishable : frames + 1; };
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (Node& node : nodes) {
-        uint32_t frames = 0;  // a scalar's frame is not counted: the nesting bound is on containers
-        switch (node.kind) {
-          case Node::Kind::object:
-            frames = 1;
-            for (size_t i = 0; i < node.properties.size(); ++i)
-              if (node.required >> i & 1u) frames = std::max(frames, plus_one(nodes[size_t(node.properties[i].second)].min_frames));
-            break;
-          case Node::Kind::array:
-            frames = node.min_items > 0 ? plus_one(nodes[size_t(node.items)].min_frames) : 1;
-            break;
-          case Node::Kind::any_of:
-            frames = kUnfinishable;
-            for (int32_t branch : node.branches) frames = std::min(frames, nodes[size_t(branch)].min_frames);
-            break;
-          default: break;
-        }
-        if (frames != kUnfinishable) frames = std::min(frames, kMostSchemaFrames + 1);  // past the limit all depths are alike
-        if (frames < node.min_frames) {
-          node.min_frames = frames;
-          changed = true;
+  // Each anyOf's choices: the nodes other than anyOf reached through its branches, each once, by a walk
+  // that does not go round a loop of anyOfs (`{"anyOf": [{"$ref": "#"}, {"type": "string"}]}` is a string).
+  static void gather_choices(std::vector<Node>& nodes) {
+    std::vector<int32_t> seen(nodes.size(), -1), stack;  // seen[n]: the anyOf whose walk reached n last
+    for (size_t from = 0; from < nodes.size(); ++from) {
+      if (nodes[from].kind != Node::Kind::any_of) continue;
+      std::vector<int32_t> choices;
+      stack.assign(1, int32_t(from));
+      seen[from] = int32_t(from);
+      while (!stack.empty()) {
+        const int32_t at = stack.back();
+        stack.pop_back();
+        for (int32_t branch : nodes[size_t(at)].branches) {
+          if (seen[size_t(branch)] == int32_t(from)) continue;
+          seen[size_t(branch)] = int32_t(from);
+          if (nodes[size_t(branch)].kind == Node::Kind::any_of) stack.push_back(branch);
+          else choices.push_back(branch);
         }
       }
+      std::sort(choices.begin(), choices.end());  // a fixed order: the alternatives past the most kept are the same each time
+      nodes[from].choices = std::move(choices);
+    }
+  }
+
+  // The fewest container frames each node's value needs, the fixed point from "none will do": a scalar
+  // none; an object one more than its deepest required property; an array one more than an item when it
+  // needs one; anyOf its shallowest choice. A node's value only falls, and only to a bound past which all
+  // depths are alike, so re-reading the nodes that use a node each time it falls ends soon.
+  static void settle_min_frames(std::vector<Node>& nodes) {
+    const auto plus_one = [](uint32_t frames) { return frames == kUnfinishable ? kUnfinishable : frames + 1; };
+    const auto frames_of = [&](const Node& node) {
+      uint32_t frames = 0;  // a scalar's frame is not counted: the nesting bound is on containers
+      switch (node.kind) {
+        case Node::Kind::object:
+          frames = 1;
+          for (size_t i = 0; i < node.properties.size(); ++i)
+            if (node.required >> i & 1u) frames = std::max(frames, plus_one(nodes[size_t(node.properties[i].second)].min_frames));
+          break;
+        case Node::Kind::array:
+          frames = node.min_items > 0 ? plus_one(nodes[size_t(node.items)].min_frames) : 1;
+          break;
+        case Node::Kind::any_of:
+          frames = kUnfinishable;
+          for (int32_t choice : node.choices) frames = std::min(frames, nodes[size_t(choice)].min_frames);
+          break;
+        default: break;
+      }
+      return frames == kUnfinishable ? kUnfinishable : std::min(frames, kMostSchemaFrames + 1);
+    };
+    std::vector<std::vector<int32_t>> users(nodes.size());  // the nodes whose value depends on each
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      const Node& node = nodes[n];
+      for (size_t i = 0; i < node.properties.size(); ++i)
+        if (node.required >> i & 1u) users[size_t(node.properties[i].second)].push_back(int32_t(n));
+      if (node.kind == Node::Kind::array && node.min_items > 0) users[size_t(node.items)].push_back(int32_t(n));
+      for (int32_t choice : node.choices) users[size_t(choice)].push_back(int32_t(n));
+    }
+    std::vector<int32_t> queue(nodes.size());
+    std::vector<uint8_t> queued(nodes.size(), 1);
+    for (size_t n = 0; n < nodes.size(); ++n) queue[n] = int32_t(n);
+    while (!queue.empty()) {
+      const int32_t n = queue.back();
+      queue.pop_back();
+      queued[size_t(n)] = 0;
+      const uint32_t frames = frames_of(nodes[size_t(n)]);
+      if (frames >= nodes[size_t(n)].min_frames) continue;
+      nodes[size_t(n)].min_frames = frames;
+      for (int32_t user : users[size_t(n)])
+        if (!queued[size_t(user)]) {
+          queued[size_t(user)] = 1;
+          queue.push_back(user);
+        }
     }
   }
 
   const json& document_;
   std::vector<Node> nodes_;
   std::map<std::string, int32_t> by_pointer_;
-  std::set<std::string> resolving_;
+  struct PendingRef {
+    std::string target;  // the JSON pointer referred to
+    std::string where;   // the schema whose $ref it is
+    int32_t node;        // reserved for it
+  };
+  std::vector<PendingRef> pending_;
 };
 
 }  // namespace

@@ -372,8 +372,8 @@ void JsonSchemaMatcher::begin_value(const Alternative& from, int32_t node_index,
   Frame frame;
   frame.node = node_index;
   switch (node.kind) {
-    case Node::Kind::any_of:
-      for (int32_t branch : node.branches) begin_value(from, branch, byte, out);
+    case Node::Kind::any_of:  // each node it may be, once (the choices are no anyOfs)
+      for (int32_t choice : node.choices) begin_value(from, choice, byte, out);
       return;
     case Node::Kind::object:
       if (byte != '{') return;
@@ -459,7 +459,9 @@ void JsonSchemaMatcher::object_byte(const Alternative& from, uint8_t byte, std::
     case kObjectKey: start_key(); return;
     case kObjectInKey: {
       const int32_t child = frame.position >= 0 ? node.keys.child(frame.position, byte) : -1;
-      if (node.additional < 0) {  // declared keys only: the key trie says which bytes may come
+      // Declared keys only (no other keys, or no room for another key's value): the key trie says which
+      // bytes may come.
+      if (node.additional < 0 || !additional_fits(from)) {
         if (child < 0 || (node.keys.nodes[size_t(child)].marks & open_properties(from)) == 0) return;
         const int32_t property = node.keys.nodes[size_t(child)].value;
         frame.phase = property >= 0 ? kObjectColon : kObjectInKey;

@@ -65,8 +65,11 @@ struct JsonSchema::Node {
   uint32_t min_length = 0, max_length = kUnfinishable;
   // literals (enum, const, boolean, null): each value's compact JSON text
   SchemaByteTrie texts;
-  // any_of
+  // any_of: its branches as written (a $ref is an any_of of one branch, its target), and the nodes other
+  // than any_of reached through them, each once (a value begins as one of these; an anyOf that refers back
+  // to itself adds nothing, as JSON Schema reads it).
   std::vector<int32_t> branches;
+  std::vector<int32_t> choices;
   // The fewest container frames a value of this node needs, its own included (kUnfinishable: no finite
   // value): 0 for a scalar.
   uint32_t min_frames = kUnfinishable;

@@ -328,6 +328,58 @@ TEST(JsonSchemaReplyConstraint, FollowsTheReplyAndEndsWhereTheValueIsWhole) {
   EXPECT_EQ(allowed['e'], 1);
 }
 
+// What a review found (each a crash, a hang or a dead end before its fix): an anyOf that refers back to
+// itself is its other branches; anyOf branches that meet again are followed once each, not once per path;
+// a chain of $ref through thousands of $defs compiles without recursing along it; a key beside an
+// additionalProperties with no room left is held to the declared keys.
+TEST(JsonSchema, ReferencesThatLoopChainOrMeetAgain) {
+  JsonSchemaMatcher self(JsonSchema::compile(R"({"anyOf": [{"$ref": "#"}, {"type": "string"}]})"));
+  EXPECT_TRUE(takes_whole(self, "\"a\""));
+  EXPECT_FALSE(takes_whole(self, "1"));
+  JsonSchemaMatcher loop(JsonSchema::compile(R"({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/b"}, {"type": "string"}]},
+                                                 "b": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]}}, "$ref": "#/$defs/a"})"));
+  EXPECT_TRUE(takes_whole(loop, "null"));
+  EXPECT_TRUE(takes_whole(loop, "\"x\""));
+  EXPECT_FALSE(takes_whole(loop, "true"));
+  // 60 levels of anyOf whose two branches are the same next level: 2^60 paths, one string.
+  json meeting = {{"$defs", json::object()}, {"$ref", "#/$defs/a0"}};
+  for (int i = 0; i < 60; ++i) {
+    const std::string next = "#/$defs/a" + std::to_string(i + 1);
+    meeting["$defs"]["a" + std::to_string(i)] = {{"anyOf", {{{"$ref", next}}, {{"$ref", next}}}}};
+  }
+  meeting["$defs"]["a60"] = {{"type", "string"}};
+  JsonSchemaMatcher met(JsonSchema::compile(meeting.dump()));
+  EXPECT_TRUE(takes_whole(met, "\"abc\""));
+  // A chain of 4,000 objects, each's "x" the next: compiles, and nests as deep as a reply may.
+  const auto chain = [](int links) {
+    json schema = {{"$defs", json::object()}, {"$ref", "#/$defs/o0"}};
+    for (int i = 0; i < links; ++i)
+      schema["$defs"]["o" + std::to_string(i)] = {{"type", "object"}, {"properties", {{"x", {{"$ref", "#/$defs/o" + std::to_string(i + 1)}}}}}};
+    schema["$defs"]["o" + std::to_string(links)] = {{"type", "integer"}};
+    return schema.dump();
+  };
+  JsonSchemaMatcher chained(JsonSchema::compile(chain(4000)));
+  JsonSchemaBytes deep = chained.start();
+  size_t opened = 0;
+  while (deep.feed(std::string_view(opened == 0 ? "{" : "\"x\":{"))) ++opened;
+  EXPECT_EQ(opened, kMostJsonDepth);
+  for (size_t i = 0; i < opened; ++i) ASSERT_TRUE(deep.feed(uint8_t('}'))) << i;
+  EXPECT_TRUE(deep.ended());
+  try {
+    JsonSchema::compile(chain(6000));
+    ADD_FAILURE() << "a schema of 12,000 subschemas was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 10000 subschemas"), std::string::npos) << e.what();
+  }
+  // Another key's value could never close (it needs itself again): only the declared key may be written.
+  JsonSchemaMatcher no_room(JsonSchema::compile(R"({"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties":
+      {"type": "object", "required": ["r"], "properties": {"r": {"$ref": "#/additionalProperties"}}}})"));
+  JsonSchemaBytes key = no_room.start();
+  ASSERT_TRUE(key.feed(std::string_view("{\"")));
+  EXPECT_EQ(accepted_bytes(key), std::vector<uint8_t>{'a'});
+  EXPECT_TRUE(takes_whole(no_room, R"({"a":"b"})"));
+}
+
 TEST(JsonSchema, RefusesWhatItCannotHoldARepliesTo) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"not json", "the JSON schema: not valid JSON"},
@@ -344,7 +396,7 @@ TEST(JsonSchema, RefusesWhatItCannotHoldARepliesTo) {
       {R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})", "names \"b\", which is not in 'properties'"},
       {R"({"$ref": "https://example.com/schema"})", "only a reference into the same schema"},
       {R"({"$ref": "#/$defs/missing"})", "#/$defs/missing is not a place in the schema"},
-      {R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})", "refers to itself through $ref alone"},
+      {R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})", "no finite JSON value matches"},
       {R"({"type": "object", "properties": {"me": {"$ref": "#"}}, "required": ["me"]})", "no finite JSON value matches"},
       {R"({"type": "string", "enum": [1, 2]})", "none of the enum's values is of the schema's type"},
       {R"({"type": "string", "enum": ["a"], "minLength": 3})", "'minLength' beside enum or const"},
@@ -352,6 +404,9 @@ TEST(JsonSchema, RefusesWhatItCannotHoldARepliesTo) {
       {R"({"allOf": [{}, {}]})", "only an allOf of one schema"},
       {R"({"minItems": 1, "minLength": 1})", "without a 'type'"},
       {R"({"type": "object", "properties": {"a\u0001": {}}, "additionalProperties": true})", "control character"},
+      {R"({"$id": "https://e.x/a", "type": "object", "properties": {"p": {"$id": "https://e.x/b", "type": "string"}}})",
+       "#/properties/p: '$id' below the schema's root is not supported"},
+      {R"({"$ref": "#"})", "no finite JSON value matches"},
   };
   for (const auto& [schema, message] : refused) {
     try {

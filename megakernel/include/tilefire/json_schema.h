@@ -22,6 +22,7 @@
 namespace tilefire {
 
 constexpr uint32_t kMostSchemaProperties = 64;    // declared properties of one object
+constexpr uint32_t kMostSchemaNodes = 10000;      // subschemas of one schema ($ref targets included)
 constexpr uint32_t kMostSchemaAlternatives = 32;  // anyOf branches followed at once (past it, the first kept)
 // Frames on a reply's stack below a scalar being read: the document and at most kMostJsonDepth arrays and
 // objects. (A value of any kind, schema true or {}, may nest kMostJsonDepth more inside itself.)
