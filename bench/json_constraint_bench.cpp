@@ -120,7 +120,8 @@ void SchemaAllowTokens(benchmark::State& state) {
     benchmark::DoNotOptimize(allowed.data());
   }
   for (uint8_t a : allowed) count += a;
-  state.SetLabel(std::string(kModels[state.range(0)]) + ", " + kSchemaPlaces[state.range(1)] + ": " + std::to_string(count) + " allowed");
+  state.SetLabel(std::string(kModels[state.range(0)]) + ", " + kSchemaPlaces[state.range(1)] + ": " + std::to_string(count) +
+                 " allowed, " + std::to_string(matcher.stack_cells()) + " stack cells");
 }
 BENCHMARK(SchemaAllowTokens)->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4}})->Unit(benchmark::kMillisecond);
 

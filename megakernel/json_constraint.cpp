@@ -255,6 +255,12 @@ bool JsonBytes::number_byte(uint8_t byte) {
         return true;
       }
       value_done();  // the number is whole; the byte is what follows it (a digit past a bound is refused there)
+      if (depth_ == 0 && is_whitespace(byte)) {
+        // A top-level number ends only at a byte that cannot go on with it: one byte of whitespace is taken
+        // for that even in compact JSON, where "1e99" would otherwise be a dead end.
+        whitespace_ = 1;
+        return true;
+      }
       return structural(byte);
   }
 }

@@ -268,10 +268,14 @@ void JsonSchemaMatcher::pop(const Alternative& from, uint8_t byte, bool hand_on,
   below.below = from.below->below;
   below.frames = uint16_t(from.frames - 1);
   value_done(below.top);
-  if (hand_on) {
+  if (hand_on && below.top.node < 0 && is_whitespace(byte)) {
+    // A top-level number or literal that may go on ends only at a byte that cannot: one byte of
+    // whitespace is taken for that even in compact JSON, where "1e99" would otherwise be a dead end.
+    below.whitespace = 1;
+    emit(out, below);
+  } else if (hand_on) {
     step(below, byte, out);
   } else {
-    below.whitespace = is_whitespace(byte) ? 1 : 0;  // a value of any kind ended by whitespace it took
     emit(out, below);
   }
 }
@@ -353,6 +357,12 @@ void JsonSchemaMatcher::step(const Alternative& from, uint8_t byte, std::vector<
       return;
     }
     case Node::Kind::any: {
+      // A number at the value's own top ends at whitespace: the frame below takes the whitespace, under its
+      // bound (a nested value's JsonBytes would take one byte of it even in compact JSON).
+      if (is_whitespace(byte) && frame.any.complete() && !frame.any.ended()) {
+        end_here();
+        return;
+      }
       if (frame.any.feed(byte)) {
         if (frame.any.ended()) pop(from, byte, false, out);
         else emit(out, next);

@@ -150,7 +150,7 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
       try {
         schema = JsonSchema::compile(c.json_schema);
       } catch (const InputError& e) {
-        throw InputError(std::string(call) + ": " + field + "json_schema: " + e.what());
+        throw InputError(std::string(call) + ": " + field + e.what());  // "request->" "json_schema: #/...: ..."
       }
     }
     std::shared_ptr<const TokenTrie> tokens;

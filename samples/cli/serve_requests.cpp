@@ -88,18 +88,20 @@ JsonReply json_reply_format(const json& body) {
   reply.format = type->get<std::string>();
   if (!schema) return reply;
   const json& described = format.at("json_schema");
-  if (!described.is_object() || !described.contains("schema"))
-    refuse("response_format", "json_schema must be an object with a \"schema\", got " + described.dump().substr(0, 200));
+  if (!described.is_object())
+    refuse("response_format", "json_schema must be an object ({\"name\": ..., \"schema\": {...}}), got " + described.dump().substr(0, 200));
   for (const auto& [field, value] : described.items()) {
-    if (field == "schema") continue;
-    if (field != "name" && field != "description" && field != "strict")
+    if (field != "name" && field != "description" && field != "strict" && field != "schema")
       refuse("response_format", "json_schema has \"" + field + "\": its fields are name, description, schema and strict");
-    if (field == "strict" ? !(value.is_boolean() || value.is_null()) : !value.is_string())
+    if (value.is_null() || field == "schema") continue;  // null: not given
+    if (field == "strict" ? !value.is_boolean() : !value.is_string())
       refuse("response_format", "json_schema's \"" + field + "\" must be " + (field == "strict" ? "true or false" : "a string") +
                                     ", got " + value.dump().substr(0, 80));
   }
+  // Without a schema (OpenAI's is optional) the reply is any JSON value.
+  const json schema_given = given(described, "schema") ? described.at("schema") : json(true);
   try {
-    reply.schema = JsonSchema::compile(described.at("schema").dump());
+    reply.schema = JsonSchema::compile(schema_given.dump());
   } catch (const InputError& e) {
     refuse("response_format", e.what());
   }

@@ -178,7 +178,7 @@ TEST(ServeJson, OtherFormatsAreRefusedByName) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {R"({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"a": {"type": "string", "pattern": "b"}}}}})",
        "'response_format' json_schema: #/properties/a: 'pattern' is not supported"},
-      {R"({"type": "json_schema", "json_schema": {"name": "x"}})", "json_schema must be an object with a \"schema\""},
+      {R"({"type": "json_schema", "json_schema": "x"})", "json_schema must be an object"},
       {R"({"type": "json_schema", "json_schema": {"schema": {}, "strict": "yes"}})", "json_schema's \"strict\" must be true or false"},
       {R"({"type": "json_schema", "json_schema": {"schema": {}, "schemas": {}}})", "json_schema has \"schemas\""},
       {R"({"type": "json_schema", "json_schema": {"schema": "{}"}})", "must be an object or a boolean"},
@@ -202,6 +202,14 @@ TEST(ServeJson, OtherFormatsAreRefusedByName) {
   }
   const HttpReply text = post(port, "/v1/completions", R"({"prompt": "x", "max_tokens": 2, "response_format": {"type": "text"}})");
   EXPECT_EQ(text.status, 200) << text.body;
+  // OpenAI's schema is optional (then any JSON value), and a null field is one not given.
+  const HttpReply any = post(port, "/v1/completions", R"({"prompt": "x", "max_tokens": 30, "temperature": 0,
+      "response_format": {"type": "json_schema", "json_schema": {"name": null, "strict": null}}})");
+  ASSERT_EQ(any.status, 200) << any.body;
+  const ChoiceText reply = choice_texts(any, false, false, 1)[0];
+  if (reply.finish_reason == "stop") {
+    EXPECT_NO_THROW((void)json::parse(reply.text).type()) << reply.text;
+  }
 }
 
 }  // namespace

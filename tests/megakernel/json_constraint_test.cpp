@@ -155,6 +155,24 @@ TEST(JsonBytes, BoundsNestingAndWhitespace) {
   // Inside a string whitespace is text, not bounded.
   const std::string spaced = "\"" + std::string(4 * kMostJsonWhitespace, ' ') + "\"";
   EXPECT_EQ(taken_bytes(spaced, JsonTop::any_value), spaced.size());
+  // Compact: no whitespace between tokens nor after the value, but the one byte a top-level number ends at.
+  JsonBytes compact(JsonTop::any_value, 0);
+  EXPECT_FALSE(compact.feed(uint8_t(' ')));
+  ASSERT_TRUE(compact.feed(std::string_view("[1,{\"a b\":2}]")));
+  EXPECT_TRUE(compact.ended());
+  EXPECT_FALSE(compact.feed(uint8_t('\n')));
+  EXPECT_FALSE(JsonBytes(JsonTop::object, 0).feed(std::string_view("{ }")));
+  EXPECT_FALSE(JsonBytes(JsonTop::object, 0).feed(std::string_view("{}\n")));
+  JsonBytes number(JsonTop::any_value, 0);
+  ASSERT_TRUE(number.feed(std::string_view("-7\t")));
+  EXPECT_TRUE(number.ended());
+  EXPECT_FALSE(number.feed(uint8_t(' ')));
+  // Numbers a double holds: 20 digits before the point, 2 in the exponent, fraction digits unbounded.
+  const std::string widest = "-" + std::string(kMostJsonIntegerDigits, '9') + "." + std::string(40, '1') + "e-99";
+  EXPECT_EQ(taken_bytes(widest + " ", JsonTop::any_value), widest.size() + 1);
+  EXPECT_EQ(taken_bytes(std::string(kMostJsonIntegerDigits + 1, '1'), JsonTop::any_value), kMostJsonIntegerDigits);
+  EXPECT_EQ(taken_bytes("[1e100]", JsonTop::any_value), 5u);
+  EXPECT_EQ(taken_bytes("[1E+99,0e00]", JsonTop::any_value), 12u);
 }
 
 // A random JSON value, at most `depth` containers deep.
@@ -221,7 +239,7 @@ TEST(JsonBytes, RandomWalksNeverReachADeadEnd) {
   const uint64_t walks = testing::fuzz_case_count(400);
   for (uint64_t walk = 0; walk < walks; ++walk) {
     const JsonTop top = walk % 2 == 0 ? JsonTop::object : JsonTop::any_value;
-    JsonBytes state(top);
+    JsonBytes state(top, walk % 4 < 2 ? kMostJsonWhitespace : 0);  // half the walks compact
     std::string text;
     for (int step = 0; step < 200; ++step) {
       std::vector<uint8_t> next;

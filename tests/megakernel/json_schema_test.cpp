@@ -1,7 +1,8 @@
 // The JSON Schema automaton (tilefire/json_schema.h) against Ajv, a JSON Schema validator (the
 // independent reference, tests/common/schema_oracle.h):
-// - random byte walks through the automaton never reach a dead end, and every text a walk completes is
-//   valid under the schema, by Ajv (and JSON, by nlohmann::json);
+// - random byte walks through the automaton (whitespace runs bounded at 32 bytes, and compact) never reach
+//   a dead end, and every text a walk completes is valid under the schema, by Ajv (and JSON, by
+//   nlohmann::json);
 // - texts mutated from those are, whenever the automaton takes them whole, valid by Ajv too;
 // - hand-written valid texts in the subset are taken whole; invalid ones (by Ajv) are refused;
 // - a TokenTrie's masks over schema states equal the automaton's verdict token by token;
@@ -127,11 +128,12 @@ TEST(JsonSchemaBytes, RandomWalksEndInValidTextsAndNeverAtADeadEnd) {
   std::mt19937 rng(20261205);
   std::vector<SchemaCase> cases;
   for (const json& schema : schemas()) {
-    JsonSchemaMatcher matcher(JsonSchema::compile(schema.dump()));
+    // Half the walks with whitespace runs as long as they may be, half compact.
+    JsonSchemaMatcher matcher(JsonSchema::compile(schema.dump())), compact(JsonSchema::compile(schema.dump()), 0);
     SchemaCase walked{schema, {}};
     size_t ended = 0;
     for (int i = 0; i < 60; ++i) {
-      const Walk walk = random_walk(matcher, rng, 2000);
+      const Walk walk = random_walk(i % 2 ? compact : matcher, rng, 2000);
       if (!walk.whole) continue;
       ++ended;
       EXPECT_TRUE(is_json(walk.text)) << schema.dump() << "\n" << json(walk.text).dump();
@@ -248,6 +250,39 @@ TEST(JsonSchemaBytes, NestingStopsWhereTheReplyCanStillClose) {
   ASSERT_TRUE(linked.feed(std::string_view("null")));
   for (size_t i = 0; i < kMostJsonDepth; ++i) ASSERT_TRUE(linked.feed(uint8_t('}'))) << i;
   EXPECT_TRUE(linked.ended());
+}
+
+// Compact JSON (most_whitespace 0) takes no whitespace between tokens, but a top-level number still ends:
+// one byte of whitespace after it, where "1e99" can go on with nothing else.
+TEST(JsonSchemaBytes, CompactRepliesTakeNoWhitespaceButATopLevelNumberStillEnds) {
+  JsonSchemaMatcher compact(JsonSchema::compile(schemas()[0].dump()), 0);
+  EXPECT_TRUE(takes_whole(compact, R"({"name":"a b","age":1})"));
+  EXPECT_FALSE(takes_whole(compact, R"({"name":"a","age":1 })"));
+  EXPECT_FALSE(takes_whole(compact, R"( {"name":"a","age":1})"));
+  JsonSchemaMatcher number(JsonSchema::compile(R"({"type": "number"})"), 0);
+  JsonSchemaBytes state = number.start();
+  ASSERT_TRUE(state.feed(std::string_view("-1.5e99")));
+  EXPECT_EQ(accepted_bytes(state), (std::vector<uint8_t>{'\t', '\n', '\r', ' '}));
+  ASSERT_TRUE(state.feed(uint8_t('\n')));
+  EXPECT_TRUE(state.ended());
+  EXPECT_FALSE(state.feed(uint8_t(' ')));
+  JsonBytes any(JsonTop::any_value, 0);
+  ASSERT_TRUE(any.feed(std::string_view("12e34")));
+  EXPECT_FALSE(any.feed(uint8_t('5')));
+  EXPECT_TRUE(any.feed(uint8_t(' ')));
+  EXPECT_TRUE(any.ended());
+  EXPECT_THROW(JsonSchemaMatcher(JsonSchema::compile("{}"), kMostJsonWhitespace + 1), InputError);
+  // Nor after a whole object, nor after a number inside a value of any kind.
+  JsonSchemaMatcher anything(JsonSchema::compile(R"({"type": "object", "properties": {"x": {}}})"), 0);
+  EXPECT_TRUE(takes_whole(anything, R"({"x":1})"));
+  EXPECT_FALSE(takes_whole(anything, R"({"x":1 })"));
+  EXPECT_FALSE(takes_whole(anything, "{\"x\":1}\n"));
+  JsonSchemaMatcher padded(JsonSchema::compile(R"({"type": "object", "properties": {"x": {}}})"));
+  EXPECT_TRUE(takes_whole(padded, R"({"x":1 })"));
+  JsonSchemaMatcher enums(JsonSchema::compile(R"({"enum": [1, 10]})"), 0);
+  JsonSchemaBytes one = enums.start();
+  ASSERT_TRUE(one.feed(std::string_view("1 ")));  // "1" may end a compact reply too
+  EXPECT_TRUE(one.ended());
 }
 
 TEST(JsonSchemaBytes, TopLevelScalarsAndLiterals) {
