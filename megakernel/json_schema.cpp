@@ -1,6 +1,7 @@
 // Reading a JSON Schema into nodes (tilefire/json_schema.h). What is read: type (one or a list), enum and
 // const, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength,
-// anyOf, allOf of one schema, $ref to a place in the same document (recursion included), and annotations
+// anyOf, oneOf whose branches no value can match two of (a discriminated union), allOf of one schema,
+// $ref to a place in the same document (recursion included), and annotations
 // (title, description, default, examples, format, ...). Anything else is refused by name: a keyword the
 // reply could break without the automaton knowing is never ignored.
 #include <algorithm>
@@ -52,7 +53,6 @@ const std::map<std::string, std::string> kUnsupported = {
     {"exclusiveMinimum", "number bounds are not checked"},
     {"exclusiveMaximum", "number bounds are not checked"},
     {"multipleOf", "number bounds are not checked"},
-    {"oneOf", "give anyOf (a value matching two branches would break oneOf)"},
     {"not", "negation is not supported"},
     {"if", "conditionals are not supported"},
     {"then", "conditionals are not supported"},
@@ -94,6 +94,7 @@ class SchemaCompiler {
     }
     compiled->nodes = std::move(nodes_);
     gather_choices(compiled->nodes);
+    for (const auto& [node, where] : one_ofs_) check_one_of(compiled->nodes, node, where);
     settle_min_frames(compiled->nodes);
     const uint32_t root_frames = compiled->nodes[size_t(compiled->root)].min_frames;
     if (root_frames == kUnfinishable)
@@ -123,6 +124,7 @@ class SchemaCompiler {
         if (other != keyword && !kAnnotations.count(other) && other.rfind("x-", 0) != 0)
           refuse(where, "'" + other + "' beside '" + keyword + "' is not supported: put it inside");
     };
+    if (schema.contains("anyOf") && schema.contains("oneOf")) refuse(where, "give anyOf or oneOf, not both");
     if (schema.contains("$ref")) {
       only_annotations_beside("$ref");
       return resolve(schema.at("$ref"), where);
@@ -133,15 +135,19 @@ class SchemaCompiler {
       if (!all.is_array() || all.size() != 1) refuse(where + "/allOf", "only an allOf of one schema is supported");
       return compile(all[0], where + "/allOf/0");
     }
-    if (schema.contains("anyOf")) {
-      only_annotations_beside("anyOf");
-      const json& any = schema.at("anyOf");
-      if (!any.is_array() || any.empty()) refuse(where + "/anyOf", "must be a list of at least one schema");
+    for (const char* keyword : {"anyOf", "oneOf"}) {
+      if (!schema.contains(keyword)) continue;
+      only_annotations_beside(keyword);
+      const json& any = schema.at(keyword);
+      const std::string at = where + "/" + keyword;
+      if (!any.is_array() || any.empty()) refuse(at, "must be a list of at least one schema");
       Node node;
       node.kind = Node::Kind::any_of;
       const int32_t index = reserve(where);
-      for (size_t i = 0; i < any.size(); ++i) node.branches.push_back(compile(any[i], where + "/anyOf/" + std::to_string(i)));
+      for (size_t i = 0; i < any.size(); ++i) node.branches.push_back(compile(any[i], at + "/" + std::to_string(i)));
       nodes_[size_t(index)] = std::move(node);
+      // oneOf is anyOf once no value can match two branches: checked when every node is known.
+      if (std::string(keyword) == "oneOf") one_ofs_.push_back({index, at});
       return index;
     }
     const std::vector<std::string> types = types_of(schema, where);
@@ -162,7 +168,7 @@ class SchemaCompiler {
     if (kAnnotations.count(keyword) || keyword.rfind("x-", 0) == 0) return;
     if (auto unsupported = kUnsupported.find(keyword); unsupported != kUnsupported.end())
       refuse(where, "'" + keyword + "' is not supported: " + unsupported->second);
-    static const std::set<std::string> read = {"$ref", "allOf", "anyOf", "enum", "const", "type"};
+    static const std::set<std::string> read = {"$ref", "allOf", "anyOf", "oneOf", "enum", "const", "type"};
     if (read.count(keyword) || kObjectKeywords.count(keyword) || kArrayKeywords.count(keyword) || kStringKeywords.count(keyword)) return;
     refuse(where, "'" + keyword + "' is not a keyword of the JSON Schema subset Tilefire reads");
   }
@@ -213,8 +219,10 @@ class SchemaCompiler {
       node.kind = type == "number" ? Node::Kind::number : Node::Kind::integer;
     } else {  // boolean, null: their literals
       node.kind = Node::Kind::literals;
-      for (const char* text : type == "boolean" ? std::vector<const char*>{"true", "false"} : std::vector<const char*>{"null"})
+      for (const char* text : type == "boolean" ? std::vector<const char*>{"true", "false"} : std::vector<const char*>{"null"}) {
         node.texts.insert(text, 0, 0);
+        node.literal_texts.push_back(text);
+      }
     }
     nodes_[size_t(index)] = std::move(node);
     return index;
@@ -272,6 +280,7 @@ class SchemaCompiler {
       if (!types.empty() && std::none_of(types.begin(), types.end(), [&](const std::string& type) { return of_type(value, type); }))
         continue;  // a value the schema's type excludes is not one it matches
       node.texts.insert(value.dump(), 0, 0);
+      node.literal_texts.push_back(value.dump());
       ++kept;
     }
     if (kept == 0) refuse(where, "none of the enum's values is of the schema's type");
@@ -320,6 +329,69 @@ class SchemaCompiler {
     const int32_t index = reserve(where);
     nodes_[size_t(index)] = std::move(node);
     return index;
+  }
+
+  // A oneOf is read as an anyOf, which holds a reply to one branch; the reply is valid under oneOf only
+  // if no value can match two branches, which is proved here or the schema refused: branches of
+  // different JSON types, literals of different values, or objects that both require a property whose
+  // schemas no value matches both of (a discriminated union's tag: "kind": {"const": "circle"}).
+  static void check_one_of(const std::vector<Node>& nodes, int32_t node, const std::string& where) {
+    const std::vector<int32_t>& branches = nodes[size_t(node)].branches;
+    for (size_t a = 0; a < branches.size(); ++a)
+      for (size_t b = a + 1; b < branches.size(); ++b)
+        if (!disjoint(nodes, branches[a], branches[b], 0))
+          refuse(where, "branches " + std::to_string(a) + " and " + std::to_string(b) + " may both match one value, which oneOf "
+                        "forbids: give anyOf, or a property both require with a different const in each");
+  }
+
+  // The JSON types a node's values may have, as bits: object, array, string, number, boolean, null.
+  static uint32_t types_of_node(const Node& node) {
+    switch (node.kind) {
+      case Node::Kind::object: return 1;
+      case Node::Kind::array: return 2;
+      case Node::Kind::string: return 4;
+      case Node::Kind::number: case Node::Kind::integer: return 8;
+      case Node::Kind::literals: {
+        uint32_t types = 0;
+        for (const std::string& text : node.literal_texts) {
+          const char first = text[0];
+          types |= first == '{' ? 1 : first == '[' ? 2 : first == '"' ? 4 : first == 't' || first == 'f' ? 16 : first == 'n' ? 32 : 8;
+        }
+        return types;
+      }
+      default: return 63;  // any value
+    }
+  }
+
+  // Whether no value matches both nodes (false where it cannot tell: the check errs towards refusing).
+  static bool disjoint(const std::vector<Node>& nodes, int32_t a, int32_t b, int depth) {
+    if (depth > 8) return false;
+    const auto leaves = [&](int32_t n) {
+      return nodes[size_t(n)].kind == Node::Kind::any_of ? nodes[size_t(n)].choices : std::vector<int32_t>{n};
+    };
+    for (int32_t x : leaves(a))
+      for (int32_t y : leaves(b))
+        if (!disjoint_leaves(nodes, nodes[size_t(x)], nodes[size_t(y)], depth)) return false;
+    return true;
+  }
+
+  static bool disjoint_leaves(const std::vector<Node>& nodes, const Node& x, const Node& y, int depth) {
+    if ((types_of_node(x) & types_of_node(y)) == 0) return true;
+    if (x.kind == Node::Kind::literals && y.kind == Node::Kind::literals) {
+      for (const std::string& one : x.literal_texts)
+        for (const std::string& other : y.literal_texts)
+          if (json::parse(one) == json::parse(other)) return false;  // 1 and 1.0 are one value
+      return true;
+    }
+    if (x.kind != Node::Kind::object || y.kind != Node::Kind::object) return false;
+    for (size_t i = 0; i < x.properties.size(); ++i) {
+      if (!(x.required >> i & 1u)) continue;
+      for (size_t j = 0; j < y.properties.size(); ++j)
+        if ((y.required >> j & 1u) && x.properties[i].first == y.properties[j].first &&
+            disjoint(nodes, x.properties[i].second, y.properties[j].second, depth + 1))
+          return true;
+    }
+    return false;
   }
 
   // Each anyOf's choices: the nodes other than anyOf reached through its branches, each once, by a walk
@@ -406,6 +478,7 @@ class SchemaCompiler {
     int32_t node;        // reserved for it
   };
   std::vector<PendingRef> pending_;
+  std::vector<std::pair<int32_t, std::string>> one_ofs_;  // each oneOf's node and place
 };
 
 }  // namespace

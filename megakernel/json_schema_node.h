@@ -63,8 +63,9 @@ struct JsonSchema::Node {
   uint32_t min_items = 0, max_items = kUnfinishable;  // kUnfinishable: no bound
   // string (characters, as JSON Schema counts them: code points)
   uint32_t min_length = 0, max_length = kUnfinishable;
-  // literals (enum, const, boolean, null): each value's compact JSON text
+  // literals (enum, const, boolean, null): each value's compact JSON text, in a trie and listed
   SchemaByteTrie texts;
+  std::vector<std::string> literal_texts;
   // any_of: its branches as written (a $ref is an any_of of one branch, its target), and the nodes other
   // than any_of reached through them, each once (a value begins as one of these; an anyOf that refers back
   // to itself adds nothing, as JSON Schema reads it).

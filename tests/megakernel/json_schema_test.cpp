@@ -53,6 +53,14 @@ const std::vector<json>& schemas() {
       json::parse(R"({"type": ["number", "boolean"]})"),
       json::parse(R"({"type": "object", "properties": {"x": {"type": "integer"}, "y": {"anyOf": [{"type": "integer"}, {"type": "number"}]}},
         "required": ["x", "y"], "title": "point", "description": "annotations are read and left alone"})"),
+      // Pydantic's discriminated union, and a oneOf of types.
+      json::parse(R"({"$defs": {
+          "Cat": {"type": "object", "properties": {"pet_type": {"const": "cat"}, "meows": {"type": "integer"}}, "required": ["pet_type", "meows"]},
+          "Dog": {"type": "object", "properties": {"pet_type": {"const": "dog"}, "barks": {"type": "number"}}, "required": ["pet_type", "barks"]}},
+        "type": "object", "properties": {
+          "pet": {"oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}], "discriminator": {"propertyName": "pet_type"}},
+          "n": {"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}, {"enum": [true]}]}},
+        "required": ["pet"]})"),
   };
   return all;
 }
@@ -422,7 +430,13 @@ TEST(JsonSchema, RefusesWhatItCannotHoldARepliesTo) {
       {"3", "must be an object or a boolean"},
       {R"({"type": "string", "pattern": "^a"})", "#: 'pattern' is not supported"},
       {R"({"type": "integer", "minimum": 0})", "'minimum' is not supported"},
-      {R"({"oneOf": [{"type": "string"}]})", "'oneOf' is not supported: give anyOf"},
+      {R"({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]})", "#/oneOf: branches 0 and 1 may both match one value"},
+      {R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})", "branches 0 and 1 may both match"},
+      {R"({"oneOf": [{"const": 1}, {"enum": [2, 1.0]}]})", "branches 0 and 1 may both match"},
+      {R"({"oneOf": [{"type": "null"}, {"type": "object", "properties": {"a": {"const": 1}}}, {"type": "object",
+          "properties": {"a": {"const": 2}}, "required": ["a"]}]})", "branches 1 and 2 may both match"},
+      {R"({"oneOf": [{}, {"type": "null"}]})", "branches 0 and 1 may both match"},
+      {R"({"anyOf": [{}], "oneOf": [{}]})", "give anyOf or oneOf, not both"},
       {R"({"type": "objekt"})", "#/type: must be one of"},
       {R"({"type": "object", "propertys": {}})", "'propertys' is not a keyword"},
       {R"({"type": "object", "properties": {"a": {"type": "string", "format": "email", "maxLength": -1}}})",
