@@ -30,6 +30,8 @@ const std::set<std::string> kAnnotations = {
 const std::set<std::string> kObjectKeywords = {"properties", "required", "additionalProperties"};
 const std::set<std::string> kArrayKeywords = {"items", "minItems", "maxItems"};
 const std::set<std::string> kStringKeywords = {"minLength", "maxLength"};
+// Bounds are held on integers alone (a decimal's prefix with an exponent to come can reach nearly any value).
+const std::set<std::string> kIntegerKeywords = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 // Keywords of JSON Schema the automaton does not hold a reply to: refused with this reason.
 const std::map<std::string, std::string> kUnsupported = {
     {"pattern", "a string's regular expression is not checked"},
@@ -48,11 +50,7 @@ const std::map<std::string, std::string> kUnsupported = {
     {"minContains", "array contents are checked by items only"},
     {"maxContains", "array contents are checked by items only"},
     {"uniqueItems", "uniqueness is not checked"},
-    {"minimum", "number bounds are not checked"},
-    {"maximum", "number bounds are not checked"},
-    {"exclusiveMinimum", "number bounds are not checked"},
-    {"exclusiveMaximum", "number bounds are not checked"},
-    {"multipleOf", "number bounds are not checked"},
+    {"multipleOf", "multiples are not checked"},
     {"not", "negation is not supported"},
     {"if", "conditionals are not supported"},
     {"then", "conditionals are not supported"},
@@ -151,6 +149,10 @@ class SchemaCompiler {
       return index;
     }
     const std::vector<std::string> types = types_of(schema, where);
+    for (const std::string& keyword : kIntegerKeywords)
+      if (schema.contains(keyword) && std::find(types.begin(), types.end(), "integer") == types.end() &&
+          std::find(types.begin(), types.end(), "number") == types.end())
+        refuse(where, "'" + keyword + "' bounds an integer here: give \"type\": \"integer\"");
     if (schema.contains("enum") || schema.contains("const")) return literals(schema, types, where);
     if (types.empty()) return add(Node{}, where);  // no type, no keyword that narrows it: any value
     if (types.size() == 1) return typed(schema, types[0], where, true);
@@ -169,7 +171,9 @@ class SchemaCompiler {
     if (auto unsupported = kUnsupported.find(keyword); unsupported != kUnsupported.end())
       refuse(where, "'" + keyword + "' is not supported: " + unsupported->second);
     static const std::set<std::string> read = {"$ref", "allOf", "anyOf", "oneOf", "enum", "const", "type"};
-    if (read.count(keyword) || kObjectKeywords.count(keyword) || kArrayKeywords.count(keyword) || kStringKeywords.count(keyword)) return;
+    if (read.count(keyword) || kObjectKeywords.count(keyword) || kArrayKeywords.count(keyword) || kStringKeywords.count(keyword) ||
+        kIntegerKeywords.count(keyword))
+      return;
     refuse(where, "'" + keyword + "' is not a keyword of the JSON Schema subset Tilefire reads");
   }
 
@@ -217,6 +221,7 @@ class SchemaCompiler {
       if (node.min_length > node.max_length) refuse(where, "minLength is more than maxLength");
     } else if (type == "number" || type == "integer") {
       node.kind = type == "number" ? Node::Kind::number : Node::Kind::integer;
+      integer_bounds(schema, type, where, node);
     } else {  // boolean, null: their literals
       node.kind = Node::Kind::literals;
       for (const char* text : type == "boolean" ? std::vector<const char*>{"true", "false"} : std::vector<const char*>{"null"}) {
@@ -226,6 +231,27 @@ class SchemaCompiler {
     }
     nodes_[size_t(index)] = std::move(node);
     return index;
+  }
+
+  // minimum, maximum, exclusiveMinimum, exclusiveMaximum of an integer, as an inclusive range of int64
+  // (a bound past it is the end of int64: a bounded integer is one). A number's are refused.
+  static void integer_bounds(const json& schema, const std::string& type, const std::string& where, Node& node) {
+    for (const std::string& keyword : kIntegerKeywords) {
+      if (!schema.contains(keyword)) continue;
+      const json& bound = schema.at(keyword);
+      if (type == "number")
+        refuse(where, "'" + keyword + "' of a number is not supported: bounds are held on integers (\"type\": \"integer\")");
+      if (!bound.is_number()) refuse(where + "/" + keyword, "must be a number, got " + bound.dump().substr(0, 40));
+      const long double value = bound.get<long double>();
+      const long double lowest = -9223372036854775807.0L, highest = 9223372036854775807.0L;
+      const auto clamp = [&](long double v) { return int64_t(std::max(lowest, std::min(highest, v))); };
+      if (keyword == "minimum") node.min_value = std::max(node.min_value, clamp(std::ceil(value)));
+      if (keyword == "exclusiveMinimum") node.min_value = std::max(node.min_value, clamp(std::floor(value) + 1));
+      if (keyword == "maximum") node.max_value = std::min(node.max_value, clamp(std::floor(value)));
+      if (keyword == "exclusiveMaximum") node.max_value = std::min(node.max_value, clamp(std::ceil(value) - 1));
+      node.bounded = true;
+    }
+    if (node.min_value > node.max_value) refuse(where, "no integer is within its minimum and maximum");
   }
 
   void object(const json& schema, const std::string& where, Node& node) {

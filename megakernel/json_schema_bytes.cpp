@@ -203,6 +203,23 @@ bool JsonSchemaMatcher::plain_character(const Alternative& alternative, uint8_t 
   return node.kind == Node::Kind::string && node.min_length == 0 && node.max_length == kUnfinishable;
 }
 
+bool JsonSchemaMatcher::integer_reachable(const Node& node, bool negative, uint32_t digits, uint64_t magnitude) {
+  const __int128 low = node.min_value, high = node.max_value;
+  if (digits == 0) return low <= 0;  // "-": -0, or any negative integer
+  // The magnitudes reachable with k more digits: [magnitude * 10^k, magnitude * 10^k + 10^k - 1] (none
+  // after a leading 0), as long as they fit int64.
+  __int128 first = magnitude, span = 1;
+  for (uint32_t more = 0; digits + more <= 19; ++more) {
+    const __int128 last = first + span - 1;
+    const __int128 from = negative ? -last : first, to = negative ? -first : last;
+    if (from <= high && to >= low) return true;
+    if (magnitude == 0) break;
+    first *= 10;
+    span *= 10;
+  }
+  return false;
+}
+
 bool JsonSchemaMatcher::fits(const Alternative& from, int32_t node) const {
   const uint32_t needed = schema_->compiled().nodes[size_t(node)].min_frames;
   return needed != kUnfinishable && from.frames + needed <= kMostSchemaFrames;
@@ -227,8 +244,12 @@ bool JsonSchemaMatcher::poppable(const Alternative& alternative) const {
   if (frame.node < 0) return false;
   const Node& node = schema_->compiled().nodes[size_t(frame.node)];
   switch (node.kind) {
-    case Node::Kind::number: case Node::Kind::integer:
-      return frame.phase == kZero || frame.phase == kInteger || frame.phase == kFraction || frame.phase == kExponent;
+    case Node::Kind::number: case Node::Kind::integer: {
+      const bool whole = frame.phase == kZero || frame.phase == kInteger || frame.phase == kFraction || frame.phase == kExponent;
+      if (!whole || !node.bounded) return whole;
+      const __int128 value = frame.negative ? -__int128(frame.seen) : __int128(frame.seen);
+      return value >= node.min_value && value <= node.max_value;
+    }
     case Node::Kind::literals: return node.texts.nodes[size_t(frame.position)].value >= 0;
     case Node::Kind::any: return frame.any.complete();
     default: return false;  // containers and strings end at their closing byte
@@ -334,6 +355,11 @@ void JsonSchemaMatcher::step(const Alternative& from, uint8_t byte, std::vector<
         default: phase = digit && frame.count < kMostJsonExponentDigits ? kExponent : 0xFF; break;  // exponent
       }
       if (phase == kInteger || phase == kExponent) frame.count = digits;
+      if (phase != 0xFF && node.bounded) {  // an integer's digit: one a value within the bounds can have
+        const uint64_t magnitude = frame.seen * 10 + uint64_t(byte - '0');
+        if (frame.seen > UINT64_MAX / 10 || !integer_reachable(node, frame.negative, digits, magnitude)) phase = 0xFF;
+        else frame.seen = magnitude;
+      }
       if (phase != 0xFF) {
         frame.phase = phase;
         emit(out, next);
@@ -400,6 +426,11 @@ void JsonSchemaMatcher::begin_value(const Alternative& from, int32_t node_index,
       if (byte != '-' && !is_digit(byte)) return;
       frame.phase = byte == '-' ? kMinus : byte == '0' ? kZero : kInteger;
       frame.count = frame.phase == kInteger ? 1 : 0;  // the integer part's digits
+      if (node.bounded) {
+        frame.negative = byte == '-';
+        frame.seen = byte == '-' ? 0 : uint64_t(byte - '0');
+        if (!integer_reachable(node, frame.negative, byte == '-' ? 0 : 1, frame.seen)) return;
+      }
       break;
     case Node::Kind::literals: {
       const int32_t child = node.texts.child(0, byte);

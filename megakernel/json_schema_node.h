@@ -61,6 +61,9 @@ struct JsonSchema::Node {
   // array
   int32_t items = -1;
   uint32_t min_items = 0, max_items = kUnfinishable;  // kUnfinishable: no bound
+  // integer: its bounds, inclusive (bounded: the schema gave one; its value then fits int64)
+  bool bounded = false;
+  int64_t min_value = -INT64_MAX, max_value = INT64_MAX;
   // string (characters, as JSON Schema counts them: code points)
   uint32_t min_length = 0, max_length = kUnfinishable;
   // literals (enum, const, boolean, null): each value's compact JSON text, in a trie and listed

@@ -208,9 +208,9 @@ TEST(CApiConstraint, RefusalsAreNamed) {
   request.json_object = 1;
   expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "json_object and json_schema are both set");
   request.json_object = 0;
-  request.json_schema = R"({"type": "string", "format": "date", "minimum": 3})";
+  request.json_schema = R"({"type": "string", "format": "date", "multipleOf": 3})";
   expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT,
-                 "request->json_schema: #: 'minimum' is not supported");
+                 "request->json_schema: #: 'multipleOf' is not supported");
   request.json_schema = R"({"type": "object"})";
   request.json_whitespace = 33;
   expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "json_whitespace is 33, more than 32");

@@ -53,6 +53,11 @@ const std::vector<json>& schemas() {
       json::parse(R"({"type": ["number", "boolean"]})"),
       json::parse(R"({"type": "object", "properties": {"x": {"type": "integer"}, "y": {"anyOf": [{"type": "integer"}, {"type": "number"}]}},
         "required": ["x", "y"], "title": "point", "description": "annotations are read and left alone"})"),
+      // Bounded integers: a range, exclusive bounds, one bound past int64's end, a range below zero.
+      json::parse(R"({"type": "object", "properties": {"age": {"type": "integer", "minimum": 18, "maximum": 130},
+          "delta": {"type": "integer", "exclusiveMinimum": -3, "exclusiveMaximum": 1000000},
+          "big": {"type": ["integer", "null"], "minimum": -1e300}, "low": {"type": "integer", "minimum": -120.5, "maximum": -7.5}},
+        "required": ["age", "delta", "big", "low"]})"),
       // Pydantic's discriminated union, and a oneOf of types.
       json::parse(R"({"$defs": {
           "Cat": {"type": "object", "properties": {"pet_type": {"const": "cat"}, "meows": {"type": "integer"}}, "required": ["pet_type", "meows"]},
@@ -293,6 +298,26 @@ TEST(JsonSchemaBytes, CompactRepliesTakeNoWhitespaceButATopLevelNumberStillEnds)
   EXPECT_TRUE(one.ended());
 }
 
+// An integer's bounds: every digit one that a value within them can have, and the value ends only there.
+TEST(JsonSchemaBytes, BoundedIntegers) {
+  JsonSchemaMatcher range(JsonSchema::compile(R"({"type": "integer", "minimum": -5, "maximum": 12})"));
+  for (const char* inside : {"-5", "-0", "0", "7", "12", "-1"}) EXPECT_TRUE(takes_whole(range, inside)) << inside;
+  for (const char* outside : {"-6", "13", "120", "-10", "1.0", "99"}) EXPECT_FALSE(takes_whole(range, outside)) << outside;
+  JsonSchemaBytes one = range.start();
+  ASSERT_TRUE(one.feed(uint8_t('1')));
+  EXPECT_EQ(accepted_bytes(one), (std::vector<uint8_t>{'\t', '\n', '\r', ' ', '0', '1', '2'}));
+  JsonSchemaMatcher above(JsonSchema::compile(R"({"type": "integer", "exclusiveMinimum": 99.5})"));
+  JsonSchemaBytes start = above.start();
+  EXPECT_FALSE(JsonSchemaBytes(start).feed(uint8_t('-')));
+  EXPECT_FALSE(JsonSchemaBytes(start).feed(uint8_t('0')));
+  ASSERT_TRUE(start.feed(std::string_view("9")));
+  EXPECT_FALSE(start.complete());  // 9 is below; 99 too; 100 and 9xx are not
+  EXPECT_FALSE(takes_whole(above, "99"));
+  EXPECT_TRUE(takes_whole(above, "100"));
+  EXPECT_TRUE(takes_whole(above, "9223372036854775807"));
+  EXPECT_FALSE(takes_whole(above, "9223372036854775808"));
+}
+
 TEST(JsonSchemaBytes, TopLevelScalarsAndLiterals) {
   JsonSchemaMatcher number(JsonSchema::compile(R"({"type": ["number", "boolean"]})"));
   JsonSchemaBytes state = number.start();
@@ -429,7 +454,11 @@ TEST(JsonSchema, RefusesWhatItCannotHoldARepliesTo) {
       {"false", "matches no value"},
       {"3", "must be an object or a boolean"},
       {R"({"type": "string", "pattern": "^a"})", "#: 'pattern' is not supported"},
-      {R"({"type": "integer", "minimum": 0})", "'minimum' is not supported"},
+      {R"({"type": "number", "minimum": 0})", "#: 'minimum' of a number is not supported"},
+      {R"({"minimum": 0})", "'minimum' bounds an integer here"},
+      {R"({"type": "integer", "minimum": 3, "exclusiveMaximum": 3})", "no integer is within its minimum and maximum"},
+      {R"({"type": "integer", "exclusiveMinimum": true})", "#/exclusiveMinimum: must be a number"},
+      {R"({"type": "integer", "multipleOf": 2})", "'multipleOf' is not supported"},
       {R"({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]})", "#/oneOf: branches 0 and 1 may both match one value"},
       {R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})", "branches 0 and 1 may both match"},
       {R"({"oneOf": [{"const": 1}, {"enum": [2, 1.0]}]})", "branches 0 and 1 may both match"},

@@ -69,10 +69,11 @@ class JsonSchemaBytes {
     uint8_t next_low = 0x80, next_high = 0xBF;  // the range of the next one
     uint8_t escape = 0;           // 0, or after '\' (1), or hex digits of \u matched + 2
     bool low_surrogate = false;   // the \u escape read must be a low surrogate
+    bool negative = false;        // a bounded integer's sign
     uint16_t escape_value = 0;    // its hex digits so far
     uint32_t count = 0;           // items of an array, characters of a string (kept only where bounded)
     int32_t position = 0;         // an object's property (or its key's node in the key trie); a literal's node
-    uint64_t seen = 0;            // an object's properties present
+    uint64_t seen = 0;            // an object's properties present; a bounded integer's digits as a number
     JsonBytes any{JsonTop::any_value};  // a value of any kind (schema true or {})
     bool operator==(const Frame&) const = default;
   };
@@ -129,6 +130,9 @@ class JsonSchemaMatcher {
   // A byte that leaves the alternative as it was: a plain character of a string without length bounds.
   bool plain_character(const Alternative& alternative, uint8_t byte) const;
   bool fits(const Alternative& from, int32_t node) const;
+  // Whether a bounded integer written so far (its sign, and `digits` of magnitude `magnitude`; none: only
+  // the sign) can still be one within its bounds, by more digits or as it is.
+  static bool integer_reachable(const JsonSchema::Node& node, bool negative, uint32_t digits, uint64_t magnitude);
   uint64_t open_properties(const Alternative& object) const;
   bool additional_fits(const Alternative& object) const;
   bool poppable(const Alternative& alternative) const;
