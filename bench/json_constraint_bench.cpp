@@ -39,14 +39,15 @@ const char* const kPlaces[] = {"start", "in a string", "after a colon", "in a nu
 void TrieBuild(benchmark::State& state) {
   const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);
   if (!bytes) return state.SkipWithError("no tokenizer files: run scripts/fetch-tokenizers");
-  size_t nodes = 0;
+  size_t nodes = 0, closing = 0;
   for (auto _ : state) {
     const tilefire::TokenTrie trie(*bytes);
     nodes = trie.nodes();
+    closing = trie.string_closing_tokens();
     benchmark::DoNotOptimize(nodes);
   }
   state.SetLabel(std::string(kModels[state.range(0)]) + ": " + std::to_string(bytes->size()) + " tokens, " +
-                 std::to_string(nodes) + " nodes");
+                 std::to_string(nodes) + " nodes, " + std::to_string(closing) + " closing a string");
 }
 BENCHMARK(TrieBuild)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
 

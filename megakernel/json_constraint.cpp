@@ -300,6 +300,34 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : token_bytes_
   }
   for (uint32_t node : open) subtree_end_[node] = uint32_t(node_byte_.size());
   ids_begin_.push_back(uint32_t(ids_.size()));
+
+  // A string's own tokens, once: walked from inside a top-level string by an automaton that refuses the
+  // closing quote (from there the only way to end the text).
+  JsonBytes in_string(JsonTop::any_value);
+  in_string.feed(uint8_t('"'));
+  struct StaysInString {
+    JsonBytes state;
+    bool feed(uint8_t byte) {
+      const JsonBytes before = state;
+      if (!state.feed(byte)) return false;
+      if (!state.ended()) return true;
+      state = before;
+      return false;
+    }
+  };
+  inside_string_.assign(token_bytes_.size(), 0);
+  walk(StaysInString{in_string}, inside_string_);
+  for (size_t id = 0; id < token_bytes_.size(); ++id) {
+    if (token_bytes_[id].empty() || token_bytes_[id].size() >= UINT16_MAX) continue;
+    JsonBytes lexed = in_string;
+    for (char c : token_bytes_[id]) {
+      if (!lexed.feed(uint8_t(c))) break;
+      if (lexed.ended()) {
+        closing_string_.push_back(int32_t(id));
+        break;
+      }
+    }
+  }
 }
 
 const std::string& TokenTrie::bytes(int32_t token) const {

@@ -158,6 +158,14 @@ bool JsonSchemaBytes::ended() const {
   return false;
 }
 
+bool JsonSchemaBytes::in_plain_string() const {
+  if (alternatives_.size() != 1) return false;
+  const Frame& frame = alternatives_[0].top;
+  if (frame.node < 0 || frame.utf8_left || frame.escape) return false;
+  const JsonSchema::Node& node = matcher_->schema_->compiled().nodes[size_t(frame.node)];
+  return node.kind == JsonSchema::Node::Kind::string && node.min_length == 0 && node.max_length == kUnfinishable;
+}
+
 bool JsonSchemaBytes::complete() const {
   for (const Alternative& alternative : alternatives_)
     if ((alternative.top.node < 0 && alternative.top.phase == kRootDone) ||

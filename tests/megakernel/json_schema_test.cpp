@@ -18,8 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/common/schema_oracle.h"
+#include "tests/common/tokenizer_files.h"
 #include "tilefire/errors.h"
 #include "tilefire/json_schema.h"
+#include "tilefire/tokenizer.h"
 
 namespace tilefire::testing {
 namespace {
@@ -370,6 +372,42 @@ TEST(JsonSchemaBytes, TrieMasksAreTheAutomatonsVerdicts) {
               << schema.dump() << " after " << json(walk.text.substr(0, cut)).dump() << " token " << json(vocabulary[t]).dump();
         }
       }
+    }
+  }
+}
+
+// Inside a string TokenTrie takes the string's own tokens from the mask it worked out once and asks the
+// state about the tokens that reach the closing quote: on real vocabularies, from strings of both
+// automata in several places, exactly the tokens each state takes whole.
+TEST(TokenTrie, AStringsOwnTokensAreThoseItsStateTakes) {
+  REQUIRE_TOKENIZER_FILES();
+  const auto expect_walks_verdicts = [](const TokenTrie& trie, const std::vector<std::string>& vocabulary, const auto& state,
+                                        const std::string& where) {
+    ASSERT_TRUE(state.in_plain_string()) << where;
+    std::vector<uint8_t> allowed(vocabulary.size(), 0);
+    trie.allow_tokens(state, allowed);
+    size_t differing = 0;
+    for (size_t t = 0; t < vocabulary.size(); ++t) {
+      auto next = state;
+      const bool taken = !vocabulary[t].empty() && next.feed(std::string_view(vocabulary[t]));
+      if ((allowed[t] != 0) != taken && ++differing <= 3) ADD_FAILURE() << where << ": token " << json(vocabulary[t]).dump();
+    }
+    EXPECT_EQ(differing, 0u) << where;
+  };
+  for (const char* model : {"gpt2", "llama3"}) {
+    const std::vector<std::string> vocabulary = Tokenizer(model_tokenizer(model).string()).token_bytes();
+    const TokenTrie trie(vocabulary);
+    EXPECT_GT(trie.string_closing_tokens(), 100u) << model;
+    for (const char* prefix : {"{\"ke", "{\"a\": \"val", "[\"x\\n", "{\"a\": [\"\xC3\xA9", "\"\\u00e9", "[[\"\\ud83d\\ude00"}) {
+      JsonBytes state(JsonTop::any_value);
+      ASSERT_TRUE(state.feed(std::string_view(prefix))) << prefix;
+      expect_walks_verdicts(trie, vocabulary, state, std::string(model) + " JsonBytes after " + json(prefix).dump());
+    }
+    JsonSchemaMatcher matcher(JsonSchema::compile(schemas()[0].dump()));
+    for (const char* prefix : {"{\"email\": \"Ada", "{\"age\": 1, \"email\": \"a\\\"b"}) {
+      JsonSchemaBytes state = matcher.start();
+      ASSERT_TRUE(state.feed(std::string_view(prefix))) << prefix;
+      expect_walks_verdicts(trie, vocabulary, state, std::string(model) + " JsonSchemaBytes after " + json(prefix).dump());
     }
   }
 }

@@ -54,6 +54,9 @@ class JsonBytes {
   bool complete() const;
   // The value is whole and nothing but whitespace may follow: where a reply ends.
   bool ended() const { return mode_ == Mode::done; }
+  // Inside a string, no character cut and no escape open: the bytes that keep the text inside the string
+  // are then the same wherever the string is (TokenTrie works their tokens out once).
+  bool in_plain_string() const { return mode_ == Mode::string && utf8_left_ == 0; }
   // Equal states take the same bytes from here on (every field compared, those a mode leaves unused too).
   bool operator==(const JsonBytes&) const = default;
 
@@ -99,15 +102,26 @@ class TokenTrie {
   // For each token whose bytes `state` takes whole: allowed[token] = 1. allowed holds at least as many
   // entries as there are tokens (the model's vocabulary can have more than its tokenizer). State is a
   // byte automaton: copyable, with `bool feed(uint8_t)` that leaves it as it was when it refuses the byte
-  // (JsonBytes, JsonSchemaBytes, or a grammar of one's own).
+  // (JsonBytes, JsonSchemaBytes, or a grammar of one's own). A state with `in_plain_string()` true (a
+  // JSON string's lexer) takes the string's own tokens from a mask worked out once, and is asked only
+  // about the tokens that reach the string's closing quote, instead of walking the whole trie.
   template <class State>
   void allow_tokens(const State& state, std::vector<uint8_t>& allowed) const;
   const std::string& bytes(int32_t token) const;  // "" past the tokens given
   size_t tokens() const { return token_bytes_.size(); }
   size_t nodes() const { return node_byte_.size(); }
+  size_t string_closing_tokens() const { return closing_string_.size(); }
 
  private:
+  template <class State>
+  void walk(const State& state, std::vector<uint8_t>& allowed) const;
+
   std::vector<std::string> token_bytes_;
+  // From a plain string state (JsonBytes::in_plain_string): the tokens taken without leaving the string
+  // ([tokens], 1 or 0), and those whose bytes reach its closing quote (their verdict depends on what may
+  // follow the string).
+  std::vector<uint8_t> inside_string_;
+  std::vector<int32_t> closing_string_;
   // The nodes below the root in preorder; node i's subtree is [i, subtree_end_[i]), the tokens whose bytes
   // end at it are ids_[ids_begin_[i] .. ids_begin_[i + 1]).
   std::vector<uint8_t> node_byte_;
@@ -189,6 +203,24 @@ void TokenTrie::allow_tokens(const State& state, std::vector<uint8_t>& allowed) 
   if (allowed.size() < token_bytes_.size())
     throw InputError("TokenTrie::allow_tokens: a list of " + std::to_string(allowed.size()) + " tokens for a vocabulary of " +
                      std::to_string(token_bytes_.size()));
+  if constexpr (requires { state.in_plain_string(); }) {
+    if (state.in_plain_string()) {
+      for (size_t t = 0; t < inside_string_.size(); ++t) allowed[t] |= inside_string_[t];
+      for (int32_t token : closing_string_) {
+        State next = state;
+        const std::string& token_bytes = token_bytes_[size_t(token)];
+        bool taken = true;
+        for (size_t b = 0; taken && b < token_bytes.size(); ++b) taken = next.feed(uint8_t(token_bytes[b]));
+        if (taken) allowed[size_t(token)] = 1;
+      }
+      return;
+    }
+  }
+  walk(state, allowed);
+}
+
+template <class State>
+void TokenTrie::walk(const State& state, std::vector<uint8_t>& allowed) const {
   // states[d]: after the bytes of the path to the current node at depth d (states[0]: `state`). A state is
   // assigned over the one kept at its depth, so one that holds a vector reuses its storage.
   std::vector<State> states(1, state);

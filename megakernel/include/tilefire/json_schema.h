@@ -59,6 +59,9 @@ class JsonSchemaBytes {
   bool complete() const;
   // The value is whole and nothing but whitespace may follow: where a reply ends.
   bool ended() const;
+  // Inside a string value without length bounds, no character cut, no escape open, no other alternative
+  // (JsonBytes::in_plain_string: TokenTrie's shortcut for a string's own tokens).
+  bool in_plain_string() const;
   bool operator==(const JsonSchemaBytes&) const = default;
 
   // What a frame is reading, and how far (JsonSchemaMatcher's business; public for its hash).
