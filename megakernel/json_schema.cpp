@@ -6,6 +6,7 @@
 // reply could break without the automaton knowing is never ignored.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -19,6 +20,7 @@ namespace tilefire {
 namespace {
 
 using nlohmann::json;
+static_assert(std::numeric_limits<long double>::digits >= 64, "an integer bound is read exactly as a long double");
 using Node = JsonSchema::Node;
 
 // Keywords that say what a schema is about without constraining a value (JSON Schema 2020-12 treats
@@ -155,7 +157,13 @@ class SchemaCompiler {
         refuse(where, "'" + keyword + "' bounds an integer here: give \"type\": \"integer\"");
     if (schema.contains("enum") || schema.contains("const")) return literals(schema, types, where);
     if (types.empty()) return add(Node{}, where);  // no type, no keyword that narrows it: any value
-    if (types.size() == 1) return typed(schema, types[0], where, true);
+    if (types.size() == 1) {
+      const int32_t index = typed(schema, types[0], where, true);
+      // Read as that type's (stricter than JSON Schema, which lets values of other types through): oneOf's
+      // proof must know.
+      nodes_[size_t(index)].implied_type = !schema.contains("type");
+      return index;
+    }
     Node node;
     node.kind = Node::Kind::any_of;
     const int32_t index = reserve(where);
@@ -243,12 +251,19 @@ class SchemaCompiler {
         refuse(where, "'" + keyword + "' of a number is not supported: bounds are held on integers (\"type\": \"integer\")");
       if (!bound.is_number()) refuse(where + "/" + keyword, "must be a number, got " + bound.dump().substr(0, 40));
       const long double value = bound.get<long double>();
-      const long double lowest = -9223372036854775807.0L, highest = 9223372036854775807.0L;
-      const auto clamp = [&](long double v) { return int64_t(std::max(lowest, std::min(highest, v))); };
-      if (keyword == "minimum") node.min_value = std::max(node.min_value, clamp(std::ceil(value)));
-      if (keyword == "exclusiveMinimum") node.min_value = std::max(node.min_value, clamp(std::floor(value) + 1));
-      if (keyword == "maximum") node.max_value = std::min(node.max_value, clamp(std::floor(value)));
-      if (keyword == "exclusiveMaximum") node.max_value = std::min(node.max_value, clamp(std::ceil(value) - 1));
+      const long double highest = 9223372036854775807.0L;  // INT64_MAX, exact in x86's 64-bit mantissa
+      const bool lower = keyword == "minimum" || keyword == "exclusiveMinimum";
+      const long double inclusive = keyword == "minimum"            ? std::ceil(value)
+                                    : keyword == "exclusiveMinimum" ? std::floor(value) + 1
+                                    : keyword == "maximum"          ? std::floor(value)
+                                                                    : std::ceil(value) - 1;
+      // A bound that leaves no int64 is refused (moving it to int64's end would let integers past it
+      // through); one past int64's other end bounds nothing that a bounded integer can be.
+      if (lower ? inclusive > highest : inclusive < -highest)
+        refuse(where + "/" + keyword, "leaves no integer Tilefire bounds (int64): " + bound.dump().substr(0, 40));
+      const int64_t clamped = int64_t(std::max(-highest, std::min(highest, inclusive)));
+      if (lower) node.min_value = std::max(node.min_value, clamped);
+      else node.max_value = std::min(node.max_value, clamped);
       node.bounded = true;
     }
     if (node.min_value > node.max_value) refuse(where, "no integer is within its minimum and maximum");
@@ -360,65 +375,88 @@ class SchemaCompiler {
   // A oneOf is read as an anyOf, which holds a reply to one branch; the reply is valid under oneOf only
   // if no value can match two branches, which is proved here or the schema refused: branches of
   // different JSON types, literals of different values, or objects that both require a property whose
-  // schemas no value matches both of (a discriminated union's tag: "kind": {"const": "circle"}).
+  // schemas no value matches both of (a discriminated union's tag: "kind": {"const": "circle"}). The proof
+  // reads the schema as JSON Schema does, not as the automaton's stricter reading: a type that keywords
+  // only imply ({"minLength": 1}) lets values of every other type through.
   static void check_one_of(const std::vector<Node>& nodes, int32_t node, const std::string& where) {
+    OneOfProof proof{nodes, {}, 0};
     const std::vector<int32_t>& branches = nodes[size_t(node)].branches;
     for (size_t a = 0; a < branches.size(); ++a)
-      for (size_t b = a + 1; b < branches.size(); ++b)
-        if (!disjoint(nodes, branches[a], branches[b], 0))
+      for (size_t b = a + 1; b < branches.size(); ++b) {
+        const bool disjoint = proof.disjoint(branches[a], branches[b], 0);
+        if (proof.steps > OneOfProof::kMostSteps)
+          refuse(where, "proving that no value matches two branches takes too long: give anyOf");
+        if (!disjoint)
           refuse(where, "branches " + std::to_string(a) + " and " + std::to_string(b) + " may both match one value, which oneOf "
                         "forbids: give anyOf, or a property both require with a different const in each");
-  }
-
-  // The JSON types a node's values may have, as bits: object, array, string, number, boolean, null.
-  static uint32_t types_of_node(const Node& node) {
-    switch (node.kind) {
-      case Node::Kind::object: return 1;
-      case Node::Kind::array: return 2;
-      case Node::Kind::string: return 4;
-      case Node::Kind::number: case Node::Kind::integer: return 8;
-      case Node::Kind::literals: {
-        uint32_t types = 0;
-        for (const std::string& text : node.literal_texts) {
-          const char first = text[0];
-          types |= first == '{' ? 1 : first == '[' ? 2 : first == '"' ? 4 : first == 't' || first == 'f' ? 16 : first == 'n' ? 32 : 8;
-        }
-        return types;
       }
-      default: return 63;  // any value
-    }
   }
 
-  // Whether no value matches both nodes (false where it cannot tell: the check errs towards refusing).
-  static bool disjoint(const std::vector<Node>& nodes, int32_t a, int32_t b, int depth) {
-    if (depth > 8) return false;
-    const auto leaves = [&](int32_t n) {
-      return nodes[size_t(n)].kind == Node::Kind::any_of ? nodes[size_t(n)].choices : std::vector<int32_t>{n};
-    };
-    for (int32_t x : leaves(a))
-      for (int32_t y : leaves(b))
-        if (!disjoint_leaves(nodes, nodes[size_t(x)], nodes[size_t(y)], depth)) return false;
-    return true;
-  }
+  struct OneOfProof {
+    static constexpr size_t kMostSteps = 100000;  // pairs of leaves compared, for one oneOf
+    const std::vector<Node>& nodes;
+    std::map<std::pair<int32_t, int32_t>, bool> known;  // a pair's verdict (false while it is being proved)
+    size_t steps;
 
-  static bool disjoint_leaves(const std::vector<Node>& nodes, const Node& x, const Node& y, int depth) {
-    if ((types_of_node(x) & types_of_node(y)) == 0) return true;
-    if (x.kind == Node::Kind::literals && y.kind == Node::Kind::literals) {
-      for (const std::string& one : x.literal_texts)
-        for (const std::string& other : y.literal_texts)
-          if (json::parse(one) == json::parse(other)) return false;  // 1 and 1.0 are one value
-      return true;
+    // The JSON types a node's values may have, as bits: object, array, string, number, boolean, null.
+    static uint32_t types_of_node(const Node& node) {
+      if (node.implied_type) return 63;
+      switch (node.kind) {
+        case Node::Kind::object: return 1;
+        case Node::Kind::array: return 2;
+        case Node::Kind::string: return 4;
+        case Node::Kind::number: case Node::Kind::integer: return 8;
+        case Node::Kind::literals: {
+          uint32_t types = 0;
+          for (const std::string& text : node.literal_texts) {
+            const char first = text[0];
+            types |= first == '{' ? 1 : first == '[' ? 2 : first == '"' ? 4 : first == 't' || first == 'f' ? 16 : first == 'n' ? 32 : 8;
+          }
+          return types;
+        }
+        default: return 63;  // any value
+      }
     }
-    if (x.kind != Node::Kind::object || y.kind != Node::Kind::object) return false;
-    for (size_t i = 0; i < x.properties.size(); ++i) {
-      if (!(x.required >> i & 1u)) continue;
-      for (size_t j = 0; j < y.properties.size(); ++j)
-        if ((y.required >> j & 1u) && x.properties[i].first == y.properties[j].first &&
-            disjoint(nodes, x.properties[i].second, y.properties[j].second, depth + 1))
-          return true;
+
+    // Whether no value matches both nodes (false where it cannot tell: the proof errs towards refusing).
+    bool disjoint(int32_t a, int32_t b, int depth) {
+      if (depth > 8 || steps > kMostSteps) return false;
+      const auto key = std::minmax(a, b);
+      if (auto verdict = known.find(key); verdict != known.end()) return verdict->second;
+      known[key] = false;  // a pair met again inside its own proof proves nothing
+      const auto leaves = [&](int32_t n) {
+        return nodes[size_t(n)].kind == Node::Kind::any_of ? nodes[size_t(n)].choices : std::vector<int32_t>{n};
+      };
+      bool apart = true;
+      for (int32_t x : leaves(a))
+        for (int32_t y : leaves(b))
+          if (apart && !disjoint_leaves(nodes[size_t(x)], nodes[size_t(y)], depth)) apart = false;
+      known[key] = apart;
+      return apart;
     }
-    return false;
-  }
+
+    bool disjoint_leaves(const Node& x, const Node& y, int depth) {
+      ++steps;
+      if ((types_of_node(x) & types_of_node(y)) == 0) return true;
+      if (x.kind == Node::Kind::literals && y.kind == Node::Kind::literals) {
+        for (const std::string& one : x.literal_texts)
+          for (const std::string& other : y.literal_texts)
+            if (json::parse(one) == json::parse(other)) return false;  // 1 and 1.0 are one value
+        return true;
+      }
+      // Objects told apart by a property both require (objects for certain: a value of another type
+      // matches neither then; with a type only implied, it could match both).
+      if (x.kind != Node::Kind::object || y.kind != Node::Kind::object || x.implied_type || y.implied_type) return false;
+      for (size_t i = 0; i < x.properties.size(); ++i) {
+        if (!(x.required >> i & 1u)) continue;
+        for (size_t j = 0; j < y.properties.size(); ++j)
+          if ((y.required >> j & 1u) && x.properties[i].first == y.properties[j].first &&
+              disjoint(x.properties[i].second, y.properties[j].second, depth + 1))
+            return true;
+      }
+      return false;
+    }
+  };
 
   // Each anyOf's choices: the nodes other than anyOf reached through its branches, each once, by a walk
   // that does not go round a loop of anyOfs (`{"anyOf": [{"$ref": "#"}, {"type": "string"}]}` is a string).

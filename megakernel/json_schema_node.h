@@ -51,6 +51,7 @@ constexpr uint32_t kUnfinishable = std::numeric_limits<uint32_t>::max();
 struct JsonSchema::Node {
   enum class Kind : uint8_t { any, object, array, string, number, integer, literals, any_of };
   Kind kind = Kind::any;
+  bool implied_type = false;  // the type came from the keywords alone (JSON Schema lets other types through)
   // object: its properties (at most kMostSchemaProperties), those required, what other keys may hold
   std::vector<std::pair<std::string, int32_t>> properties;  // name, node
   uint64_t required = 0;    // bit i: properties[i]

@@ -503,6 +503,15 @@ TEST(JsonSchema, RefusesWhatItCannotHoldARepliesTo) {
       {R"({"oneOf": [{"type": "null"}, {"type": "object", "properties": {"a": {"const": 1}}}, {"type": "object",
           "properties": {"a": {"const": 2}}, "required": ["a"]}]})", "branches 1 and 2 may both match"},
       {R"({"oneOf": [{}, {"type": "null"}]})", "branches 0 and 1 may both match"},
+      // A type keywords only imply lets other types through under JSON Schema: 5 matches both here.
+      {R"({"oneOf": [{"type": "number"}, {"minLength": 1}]})", "branches 0 and 1 may both match"},
+      {R"({"oneOf": [{"properties": {"a": {}}}, {"type": "null"}]})", "branches 0 and 1 may both match"},
+      {R"({"oneOf": [{"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]},
+                     {"type": "object", "properties": {"k": {"minItems": 1}}, "required": ["k"]}]})", "branches 0 and 1 may both match"},
+      {R"({"type": "integer", "minimum": 1e300})", "#/minimum: leaves no integer Tilefire bounds (int64)"},
+      {R"({"type": "integer", "exclusiveMinimum": 9223372036854775807})", "#/exclusiveMinimum: leaves no integer"},
+      {R"({"type": "integer", "maximum": -1e300})", "#/maximum: leaves no integer"},
+      {R"({"type": "integer", "exclusiveMaximum": -9223372036854775807})", "#/exclusiveMaximum: leaves no integer"},
       {R"({"anyOf": [{}], "oneOf": [{}]})", "give anyOf or oneOf, not both"},
       {R"({"type": "objekt"})", "#/type: must be one of"},
       {R"({"type": "object", "propertys": {}})", "'propertys' is not a keyword"},
@@ -532,6 +541,16 @@ TEST(JsonSchema, RefusesWhatItCannotHoldARepliesTo) {
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << schema << "\n" << e.what();
     }
   }
+  // Objects that hold themselves in each of 64 required properties: the proof that two such branches
+  // overlap meets the same pairs again and again, and must not take exponential time to refuse them.
+  json recursive = {{"type", "object"}, {"properties", json::object()}, {"required", json::array()}};
+  for (int i = 0; i < 64; ++i) {
+    recursive["properties"]["p" + std::to_string(i)] = {{"anyOf", {{{"$ref", "#/$defs/S"}}, {{"type", "null"}}}}};
+    recursive["required"].push_back("p" + std::to_string(i));
+  }
+  const json overlapping = {{"$defs", {{"S", recursive}}}, {"oneOf", {{{"$ref", "#/$defs/S"}}, {{"$ref", "#/$defs/S"}}}}};
+  EXPECT_THROW(JsonSchema::compile(overlapping.dump()), InputError);
+  EXPECT_NO_THROW(JsonSchema::compile(R"({"type": "integer", "maximum": 1e300, "minimum": -1e300})"));
   std::string many = R"({"type": "object", "properties": {)";
   for (uint32_t i = 0; i <= kMostSchemaProperties; ++i) many += (i ? ", \"p" : "\"p") + std::to_string(i) + "\": {}";
   EXPECT_THROW(JsonSchema::compile(many + "}}"), InputError);
