@@ -30,6 +30,11 @@ const std::vector<std::string>* token_bytes_of(const std::string& model) {
   return &loaded.back().second;
 }
 
+// A token's id by its bytes (bytes.size(): none has them).
+int32_t token_id(const std::vector<std::string>& bytes, const std::string& piece) {
+  return int32_t(std::find(bytes.begin(), bytes.end(), piece) - bytes.begin());
+}
+
 const char* const kModels[] = {"llama3", "qwen3", "gpt2"};
 // Where a reply is: before its object, inside a value string, after a key's colon, inside a number, and
 // between members at depth 3.
@@ -76,9 +81,7 @@ BENCHMARK(AllowTokens)->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4}})->Unit(benchmar
 void ReplyInAString(benchmark::State& state) {
   const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);
   if (!bytes) return state.SkipWithError("no tokenizer files: run scripts/fetch-tokenizers");
-  const auto id_of = [&](const std::string& piece) {
-    return int32_t(std::find(bytes->begin(), bytes->end(), piece) - bytes->begin());
-  };
+  const auto id_of = [&](const std::string& piece) { return token_id(*bytes, piece); };
   const int32_t open = id_of("{\""), word = id_of(" the");
   if (size_t(open) == bytes->size() || size_t(word) == bytes->size()) return state.SkipWithError("no {\" or ' the' token");
   tilefire::JsonReplyConstraint constraint(std::make_shared<const tilefire::TokenTrie>(*bytes), tilefire::JsonTop::object);
@@ -130,9 +133,7 @@ BENCHMARK(SchemaAllowTokens)->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4}})->Unit(be
 void SchemaReplyInAString(benchmark::State& state) {
   const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);
   if (!bytes) return state.SkipWithError("no tokenizer files: run scripts/fetch-tokenizers");
-  const auto id_of = [&](const std::string& piece) {
-    return int32_t(std::find(bytes->begin(), bytes->end(), piece) - bytes->begin());
-  };
+  const auto id_of = [&](const std::string& piece) { return token_id(*bytes, piece); };
   std::vector<int32_t> generated;
   for (const char* piece : {"{\"", "name", "\":", " \""}) {
     generated.push_back(id_of(piece));

@@ -136,8 +136,8 @@ uint32_t counted(uint32_t count, uint32_t min, uint32_t max) {
 JsonSchemaBytes::JsonSchemaBytes(JsonSchemaMatcher* matcher) : matcher_(matcher) {}
 
 bool JsonSchemaBytes::feed(uint8_t byte) {
-  // Most bytes a trie walk feeds are a string's plain characters, which leave its state as it was.
-  if (alternatives_.size() == 1 && matcher_->plain_character(alternatives_[0], byte)) return true;
+  // Most bytes fed are a string's plain characters, which leave its state as it was.
+  if (byte >= 0x20 && byte < 0x80 && byte != '"' && byte != '\\' && in_plain_string()) return true;
   std::vector<Alternative>& next = matcher_->next_;
   next.clear();
   for (const Alternative& alternative : alternatives_) matcher_->step(alternative, byte, next);
@@ -202,13 +202,6 @@ const JsonSchemaBytes::StackCell* JsonSchemaMatcher::intern(const Frame& frame, 
   cells_.push_back(probe);
   interned_.insert(&cells_.back());
   return &cells_.back();
-}
-
-bool JsonSchemaMatcher::plain_character(const Alternative& alternative, uint8_t byte) const {
-  const Frame& frame = alternative.top;
-  if (byte < 0x20 || byte >= 0x80 || byte == '"' || byte == '\\' || frame.node < 0 || frame.utf8_left || frame.escape) return false;
-  const Node& node = schema_->compiled().nodes[size_t(frame.node)];
-  return node.kind == Node::Kind::string && node.min_length == 0 && node.max_length == kUnfinishable;
 }
 
 bool JsonSchemaMatcher::integer_reachable(const Node& node, bool negative, uint32_t digits, uint64_t magnitude) {

@@ -130,8 +130,6 @@ class JsonSchemaMatcher {
   void structural(const Alternative& from, uint8_t byte, std::vector<Alternative>& out);
   void object_byte(const Alternative& from, uint8_t byte, std::vector<Alternative>& out);
   void array_byte(const Alternative& from, uint8_t byte, std::vector<Alternative>& out);
-  // A byte that leaves the alternative as it was: a plain character of a string without length bounds.
-  bool plain_character(const Alternative& alternative, uint8_t byte) const;
   bool fits(const Alternative& from, int32_t node) const;
   // Whether a bounded integer written so far (its sign, and `digits` of magnitude `magnitude`; none: only
   // the sign) can still be one within its bounds, by more digits or as it is.
