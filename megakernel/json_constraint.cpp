@@ -317,16 +317,22 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : token_bytes_
   };
   inside_string_.assign(token_bytes_.size(), 0);
   walk(StaysInString{in_string}, inside_string_);
+  // The characters a string's own token adds: its bytes that begin one (from a plain state: an ASCII
+  // byte, a UTF-8 lead byte, the backslash of an escape, but not that of a surrogate pair's second half).
+  inside_characters_.assign(token_bytes_.size(), 0);
   for (size_t id = 0; id < token_bytes_.size(); ++id) {
     if (token_bytes_[id].empty() || token_bytes_[id].size() >= UINT16_MAX) continue;
     JsonBytes lexed = in_string;
+    uint16_t characters = 0;
     for (char c : token_bytes_[id]) {
+      if (lexed.in_plain_string()) ++characters;
       if (!lexed.feed(uint8_t(c))) break;
       if (lexed.ended()) {
         closing_string_.push_back(int32_t(id));
         break;
       }
     }
+    if (inside_string_[id]) inside_characters_[id] = characters;
   }
 }
 

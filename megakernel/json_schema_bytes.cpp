@@ -136,8 +136,12 @@ uint32_t counted(uint32_t count, uint32_t min, uint32_t max) {
 JsonSchemaBytes::JsonSchemaBytes(JsonSchemaMatcher* matcher) : matcher_(matcher) {}
 
 bool JsonSchemaBytes::feed(uint8_t byte) {
-  // Most bytes fed are a string's plain characters, which leave its state as it was.
-  if (byte >= 0x20 && byte < 0x80 && byte != '"' && byte != '\\' && in_plain_string()) return true;
+  // Most bytes fed are a string's plain characters, which leave its state as it was (one that counts
+  // its characters excepted).
+  if (byte >= 0x20 && byte < 0x80 && byte != '"' && byte != '\\') {
+    const Node* string = plain_string_node();
+    if (string && string->min_length == 0 && string->max_length == kUnfinishable) return true;
+  }
   std::vector<Alternative>& next = matcher_->next_;
   next.clear();
   for (const Alternative& alternative : alternatives_) matcher_->step(alternative, byte, next);
@@ -158,12 +162,18 @@ bool JsonSchemaBytes::ended() const {
   return false;
 }
 
-bool JsonSchemaBytes::in_plain_string() const {
-  if (alternatives_.size() != 1) return false;
+const JsonSchema::Node* JsonSchemaBytes::plain_string_node() const {
+  if (alternatives_.size() != 1) return nullptr;
   const Frame& frame = alternatives_[0].top;
-  if (frame.node < 0 || frame.utf8_left || frame.escape) return false;
-  const JsonSchema::Node& node = matcher_->schema_->compiled().nodes[size_t(frame.node)];
-  return node.kind == JsonSchema::Node::Kind::string && node.min_length == 0 && node.max_length == kUnfinishable;
+  if (frame.node < 0 || frame.utf8_left || frame.escape) return nullptr;
+  const Node& node = matcher_->schema_->compiled().nodes[size_t(frame.node)];
+  return node.kind == Node::Kind::string ? &node : nullptr;
+}
+
+uint32_t JsonSchemaBytes::string_budget() const {
+  const Node* string = plain_string_node();
+  if (!string || string->max_length == kUnfinishable) return UINT32_MAX;
+  return string->max_length - alternatives_[0].top.count;  // count never passes max_length
 }
 
 bool JsonSchemaBytes::complete() const {

@@ -403,12 +403,18 @@ TEST(TokenTrie, AStringsOwnTokensAreThoseItsStateTakes) {
       ASSERT_TRUE(state.feed(std::string_view(prefix))) << prefix;
       expect_walks_verdicts(trie, vocabulary, state, std::string(model) + " JsonBytes after " + json(prefix).dump());
     }
+    // A string without bounds, and the person's name (1 to 8 characters) with 8, 5, 1 and 0 left to take.
     JsonSchemaMatcher matcher(JsonSchema::compile(schemas()[0].dump()));
-    for (const char* prefix : {"{\"email\": \"Ada", "{\"age\": 1, \"email\": \"a\\\"b"}) {
+    for (const char* prefix : {"{\"email\": \"Ada", "{\"age\": 1, \"email\": \"a\\\"b", "{\"name\": \"", "{\"name\": \"A\\u00e9\xC3\xA9",
+                               "{\"name\": \"1234567", "{\"name\": \"\\ud83d\\ude00234567\\n"}) {
       JsonSchemaBytes state = matcher.start();
       ASSERT_TRUE(state.feed(std::string_view(prefix))) << prefix;
       expect_walks_verdicts(trie, vocabulary, state, std::string(model) + " JsonSchemaBytes after " + json(prefix).dump());
     }
+    JsonSchemaMatcher at_least(JsonSchema::compile(R"({"type": "string", "minLength": 3})"));
+    JsonSchemaBytes state = at_least.start();
+    ASSERT_TRUE(state.feed(std::string_view("\"a")));
+    expect_walks_verdicts(trie, vocabulary, state, std::string(model) + " a string of at least 3 characters after \"a");
   }
 }
 

@@ -104,7 +104,9 @@ class TokenTrie {
   // byte automaton: copyable, with `bool feed(uint8_t)` that leaves it as it was when it refuses the byte
   // (JsonBytes, JsonSchemaBytes, or a grammar of one's own). A state with `in_plain_string()` true (a
   // JSON string's lexer) takes the string's own tokens from a mask worked out once, and is asked only
-  // about the tokens that reach the string's closing quote, instead of walking the whole trie.
+  // about the tokens that reach the string's closing quote, instead of walking the whole trie; one with
+  // `string_budget()` too (the characters the string may still take) takes those of its own tokens that
+  // add no more characters than that.
   template <class State>
   void allow_tokens(const State& state, std::vector<uint8_t>& allowed) const;
   const std::string& bytes(int32_t token) const;  // "" past the tokens given
@@ -121,6 +123,7 @@ class TokenTrie {
   // ([tokens], 1 or 0), and those whose bytes reach its closing quote (their verdict depends on what may
   // follow the string).
   std::vector<uint8_t> inside_string_;
+  std::vector<uint16_t> inside_characters_;  // [tokens]: the characters each of those adds (an escape is one)
   std::vector<int32_t> closing_string_;
   // The nodes below the root in preorder; node i's subtree is [i, subtree_end_[i]), the tokens whose bytes
   // end at it are ids_[ids_begin_[i] .. ids_begin_[i + 1]).
@@ -205,7 +208,13 @@ void TokenTrie::allow_tokens(const State& state, std::vector<uint8_t>& allowed) 
                      std::to_string(token_bytes_.size()));
   if constexpr (requires { state.in_plain_string(); }) {
     if (state.in_plain_string()) {
-      for (size_t t = 0; t < inside_string_.size(); ++t) allowed[t] |= inside_string_[t];
+      uint32_t budget = UINT32_MAX;  // characters the string may still take
+      if constexpr (requires { state.string_budget(); }) budget = state.string_budget();
+      if (budget >= UINT16_MAX) {
+        for (size_t t = 0; t < inside_string_.size(); ++t) allowed[t] |= inside_string_[t];
+      } else {
+        for (size_t t = 0; t < inside_string_.size(); ++t) allowed[t] |= inside_string_[t] & (inside_characters_[t] <= budget);
+      }
       for (int32_t token : closing_string_) {
         State next = state;
         const std::string& token_bytes = token_bytes_[size_t(token)];

@@ -59,9 +59,11 @@ class JsonSchemaBytes {
   bool complete() const;
   // The value is whole and nothing but whitespace may follow: where a reply ends.
   bool ended() const;
-  // Inside a string value without length bounds, no character cut, no escape open, no other alternative
-  // (JsonBytes::in_plain_string: TokenTrie's shortcut for a string's own tokens).
-  bool in_plain_string() const;
+  // Inside a string value, no character cut, no escape open, no other alternative (JsonBytes::
+  // in_plain_string: TokenTrie's shortcut for a string's own tokens), and the characters it may still
+  // take (UINT32_MAX: no maxLength).
+  bool in_plain_string() const { return plain_string_node() != nullptr; }
+  uint32_t string_budget() const;
   bool operator==(const JsonSchemaBytes&) const = default;
 
   // What a frame is reading, and how far (JsonSchemaMatcher's business; public for its hash).
@@ -96,6 +98,7 @@ class JsonSchemaBytes {
  private:
   friend class JsonSchemaMatcher;
   explicit JsonSchemaBytes(JsonSchemaMatcher* matcher);
+  const JsonSchema::Node* plain_string_node() const;  // the string's node in a plain string state, or null
   JsonSchemaMatcher* matcher_;
   std::vector<Alternative> alternatives_;  // at most kMostSchemaAlternatives, no two equal
 };
