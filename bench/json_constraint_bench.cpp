@@ -141,6 +141,32 @@ void SchemaAllowTokensBoundedString(benchmark::State& state) {
 }
 BENCHMARK(SchemaAllowTokensBoundedString)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
 
+// Strings held to patterns (a date, an e-mail address, a line of at most 200 characters): the trie walks
+// the whole vocabulary, each byte narrowing the character to code points the pattern state can take.
+const char* const kPatternSchema = R"({"type": "object", "properties": {
+    "date": {"type": "string", "pattern": "^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])$"},
+    "email": {"type": "string", "pattern": "^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\\.[a-zA-Z]{2,}$"},
+    "line": {"type": "string", "pattern": "^[^\\n]*$", "maxLength": 200}}})";
+const char* const kPatternPrefixes[] = {"{\"date\": \"2024-0", "{\"email\": \"ada.lovelace@ex", "{\"line\": \"Hello wor"};
+const char* const kPatternPlaces[] = {"in a date", "in an e-mail address", "in a line of at most 200 characters"};
+
+void SchemaPatternCompile(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(tilefire::JsonSchema::compile(kPatternSchema));
+}
+BENCHMARK(SchemaPatternCompile)->Unit(benchmark::kMicrosecond);
+
+void SchemaAllowTokensPattern(benchmark::State& state) {
+  const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);
+  if (!bytes) return state.SkipWithError("no tokenizer files: run scripts/fetch-tokenizers");
+  const tilefire::TokenTrie trie(*bytes);
+  tilefire::JsonSchemaMatcher matcher(tilefire::JsonSchema::compile(kPatternSchema));
+  tilefire::JsonSchemaBytes json = matcher.start();
+  if (!json.feed(std::string_view(kPatternPrefixes[state.range(1)]))) return state.SkipWithError("the prefix is not the schema's");
+  const size_t count = measure_masks(state, trie, json);
+  state.SetLabel(std::string(kModels[state.range(0)]) + ", " + kPatternPlaces[state.range(1)] + ": " + std::to_string(count) + " allowed");
+}
+BENCHMARK(SchemaAllowTokensPattern)->ArgsProduct({{0, 1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
+
 // The schema's reply writing a long string value: after the first token, cached masks.
 void SchemaReplyInAString(benchmark::State& state) {
   const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);

@@ -1,5 +1,5 @@
 // Reading a JSON Schema into nodes (tilefire/json_schema.h). What is read: type (one or a list), enum and
-// const, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength,
+// const, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength, pattern,
 // anyOf, oneOf whose branches no value can match two of (a discriminated union), allOf of one schema,
 // $ref to a place in the same document (recursion included), and annotations
 // (title, description, default, examples, format, ...). Anything else is refused by name: a keyword the
@@ -31,12 +31,11 @@ const std::set<std::string> kAnnotations = {
 // Keywords each type reads; those of other types do not apply to a value of this one (JSON Schema).
 const std::set<std::string> kObjectKeywords = {"properties", "required", "additionalProperties"};
 const std::set<std::string> kArrayKeywords = {"items", "minItems", "maxItems"};
-const std::set<std::string> kStringKeywords = {"minLength", "maxLength"};
+const std::set<std::string> kStringKeywords = {"minLength", "maxLength", "pattern"};
 // Bounds are held on integers alone (a decimal's prefix with an exponent to come can reach nearly any value).
 const std::set<std::string> kIntegerKeywords = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 // Keywords of JSON Schema the automaton does not hold a reply to: refused with this reason.
 const std::map<std::string, std::string> kUnsupported = {
-    {"pattern", "a string's regular expression is not checked"},
     {"patternProperties", "keys by regular expression are not checked"},
     {"propertyNames", "key schemas are not checked"},
     {"minProperties", "property counts are not checked"},
@@ -227,6 +226,7 @@ class SchemaCompiler {
       node.min_length = bound(schema, "minLength", 0, where);
       node.max_length = bound(schema, "maxLength", kUnfinishable, where);
       if (node.min_length > node.max_length) refuse(where, "minLength is more than maxLength");
+      if (schema.contains("pattern")) string_pattern(schema.at("pattern"), where, node);
     } else if (type == "number" || type == "integer") {
       node.kind = type == "number" ? Node::Kind::number : Node::Kind::integer;
       integer_bounds(schema, type, where, node);
@@ -239,6 +239,22 @@ class SchemaCompiler {
     }
     nodes_[size_t(index)] = std::move(node);
     return index;
+  }
+
+  // A string's pattern (string_pattern.h), and with its lengths the table that keeps the two from
+  // leaving a reply's string with no way to end.
+  static void string_pattern(const json& pattern, const std::string& where, Node& node) {
+    static_assert(kUnfinishable == UINT32_MAX, "PatternLengths reads UINT32_MAX as no maxLength");
+    if (!pattern.is_string()) refuse(where + "/pattern", "must be a string (a regular expression), got " + pattern.dump().substr(0, 40));
+    try {
+      node.pattern = StringPattern::compile(pattern.get<std::string>());
+      if (node.min_length > 0 || node.max_length != kUnfinishable)
+        node.pattern_lengths = PatternLengths(*node.pattern, node.min_length, node.max_length);
+    } catch (const InputError& error) {
+      refuse(where + "/pattern", error.what());
+    }
+    if (!node.pattern_lengths.can_end(StringPattern::kStart, node.min_length, node.max_length))
+      refuse(where + "/pattern", "no string of minLength to maxLength characters matches it");
   }
 
   // minimum, maximum, exclusiveMinimum, exclusiveMaximum of an integer, as an inclusive range of int64

@@ -131,16 +131,48 @@ uint32_t counted(uint32_t count, uint32_t min, uint32_t max) {
   return count < cap ? count + 1 : cap;
 }
 
+// A string held to a pattern: whether a character within [low, high] may come next, leading to a pattern
+// state from which a match can still end within the lengths left (its count: the characters so far,
+// capped as counted() caps it).
+bool pattern_can_write(const Node& node, const Frame& frame, uint32_t low, uint32_t high) {
+  if (frame.count >= node.max_length) return false;
+  const uint32_t least_after = node.min_length > frame.count + 1 ? node.min_length - frame.count - 1 : 0;
+  const uint32_t most_after = node.max_length == kUnfinishable ? UINT32_MAX : node.max_length - frame.count - 1;
+  for (const StringPattern::Transition& transition : node.pattern->transitions(frame.position))
+    if (transition.high >= low && transition.low <= high && node.pattern_lengths.can_end(transition.target, least_after, most_after))
+      return true;
+  return false;
+}
+
+// Writes a whole character that pattern_can_write allowed.
+void pattern_write(const Node& node, Frame& frame, uint32_t code_point) {
+  frame.position = node.pattern->next(frame.position, code_point);
+  if (node.min_length > 0 || node.max_length != kUnfinishable) frame.count = counted(frame.count, node.min_length, node.max_length);
+  frame.seen = 0;  // equal states compare equal once a character is whole
+  frame.escape = kNoEscape;
+  frame.utf8_left = 0;
+  frame.next_low = 0x80;
+  frame.next_high = 0xBF;
+}
+
 }  // namespace
 
 JsonSchemaBytes::JsonSchemaBytes(JsonSchemaMatcher* matcher) : matcher_(matcher) {}
 
 bool JsonSchemaBytes::feed(uint8_t byte) {
-  // Most bytes fed are a string's plain characters, which leave its state as it was (one that counts
-  // its characters excepted).
-  if (byte >= 0x20 && byte < 0x80 && byte != '"' && byte != '\\') {
-    const Node* string = plain_string_node();
-    if (string && string->min_length == 0 && string->max_length == kUnfinishable) return true;
+  // Most bytes fed are a string's plain ASCII characters: they leave a string's state as it was (one that
+  // counts its characters excepted), and move a pattern's string's state in place.
+  if (byte >= 0x20 && byte < 0x80 && byte != '"' && byte != '\\' && alternatives_.size() == 1) {
+    Frame& top = alternatives_[0].top;
+    if (top.node >= 0 && !top.utf8_left && !top.escape) {
+      const Node& node = matcher_->schema_->compiled().nodes[size_t(top.node)];
+      if (node.kind == Node::Kind::string && node.pattern) {
+        if (!pattern_can_write(node, top, byte, byte)) return false;
+        pattern_write(node, top, byte);
+        return true;
+      }
+      if (node.kind == Node::Kind::string && node.min_length == 0 && node.max_length == kUnfinishable) return true;
+    }
   }
   std::vector<Alternative>& next = matcher_->next_;
   next.clear();
@@ -167,7 +199,7 @@ const JsonSchema::Node* JsonSchemaBytes::plain_string_node() const {
   const Frame& frame = alternatives_[0].top;
   if (frame.node < 0 || frame.utf8_left || frame.escape) return nullptr;
   const Node& node = matcher_->schema_->compiled().nodes[size_t(frame.node)];
-  return node.kind == Node::Kind::string ? &node : nullptr;
+  return node.kind == Node::Kind::string && !node.pattern ? &node : nullptr;  // a pattern's characters are not all alike
 }
 
 uint32_t JsonSchemaBytes::string_budget() const {
@@ -326,6 +358,10 @@ void JsonSchemaMatcher::step(const Alternative& from, uint8_t byte, std::vector<
   };
   switch (node.kind) {
     case Node::Kind::string: {
+      if (node.pattern) {
+        pattern_string_byte(from, node, byte, out);
+        return;
+      }
       const Lexed lexed = lex_string(frame, byte, false);
       if (!lexed.taken) return;
       const bool counting = node.min_length > 0 || node.max_length != kUnfinishable;
@@ -410,6 +446,104 @@ void JsonSchemaMatcher::step(const Alternative& from, uint8_t byte, std::vector<
     }
     default: throw std::logic_error("JsonSchemaMatcher: an anyOf node became a frame");
   }
+}
+
+// A byte of a string held to a pattern. The string is written as raw UTF-8 with only the escapes JSON
+// needs (\" \\ \/ \b \f \n \r \t, and \u00XX for other control characters), so each byte narrows
+// the character being written to a range of code points; the byte is taken when some character in that
+// range leads to a pattern state from which a match can still end within the lengths left.
+void JsonSchemaMatcher::pattern_string_byte(const Alternative& from, const Node& node, uint8_t byte, std::vector<Alternative>& out) {
+  Alternative next = from;
+  Frame& frame = next.top;
+  const auto can_write = [&](uint32_t low, uint32_t high) { return pattern_can_write(node, frame, low, high); };
+  const auto write = [&](uint32_t code_point) {
+    pattern_write(node, frame, code_point);
+    emit(out, next);
+  };
+  // The code points a UTF-8 character can still be, its bits so far `bits` with `left` bytes to come, the
+  // next within [low, high].
+  const auto utf8_span = [](uint64_t bits, uint32_t left, uint8_t low, uint8_t high) {
+    const uint32_t rest = 6 * (left - 1);
+    return std::pair<uint32_t, uint32_t>(uint32_t((bits << 6 | (low & 0x3Fu)) << rest),
+                                         uint32_t((bits << 6 | (high & 0x3Fu)) << rest | ((1u << rest) - 1)));
+  };
+  if (frame.utf8_left > 0) {
+    if (byte < frame.next_low || byte > frame.next_high) return;
+    const uint64_t bits = frame.seen << 6 | (byte & 0x3Fu);
+    if (frame.utf8_left == 1) {
+      if (can_write(uint32_t(bits), uint32_t(bits))) write(uint32_t(bits));
+      return;
+    }
+    const auto [low, high] = utf8_span(bits, frame.utf8_left - 1u, 0x80, 0xBF);
+    if (!can_write(low, high)) return;
+    frame.seen = bits;
+    --frame.utf8_left;
+    frame.next_low = 0x80;
+    frame.next_high = 0xBF;
+    emit(out, next);
+    return;
+  }
+  if (frame.escape == kBackslash) {
+    static constexpr std::pair<uint8_t, uint8_t> kShortEscapes[] = {
+        {'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 0x08}, {'f', 0x0C}, {'n', 0x0A}, {'r', 0x0D}, {'t', 0x09}};
+    for (const auto& [letter, character] : kShortEscapes)
+      if (byte == letter) {
+        if (can_write(character, character)) write(character);
+        return;
+      }
+    if (byte == 'u' && can_write(0x00, 0x1F)) {
+      frame.escape = kHexDigits;
+      frame.seen = 0;
+      emit(out, next);
+    }
+    return;
+  }
+  if (frame.escape >= kHexDigits) {  // \u00XX: 0, 0, then 0 or 1, then any hex digit
+    const int digit = hex_value(byte);
+    const int matched = frame.escape - kHexDigits;
+    if (digit < 0 || (matched < 2 && digit != 0) || (matched == 2 && digit > 1)) return;
+    const uint32_t value = uint32_t(frame.seen) * 16 + uint32_t(digit);
+    if (matched == 3) {
+      if (can_write(value, value)) write(value);
+      return;
+    }
+    const uint32_t low = value << 4 * (3 - matched), high = std::min<uint32_t>(low | ((1u << 4 * (3 - matched)) - 1), 0x1F);
+    if (!can_write(low, high)) return;
+    frame.seen = value;
+    ++frame.escape;
+    emit(out, next);
+    return;
+  }
+  if (byte == '"') {
+    if (node.pattern->accepting(frame.position) && frame.count >= node.min_length) pop(from, byte, false, out);
+    return;
+  }
+  if (byte == '\\') {
+    if (can_write(0x00, 0x1F) || can_write('"', '"') || can_write('/', '/') || can_write('\\', '\\')) {
+      frame.escape = kBackslash;
+      emit(out, next);
+    }
+    return;
+  }
+  if (byte < 0x20) return;
+  if (byte < 0x80) {
+    if (can_write(byte, byte)) write(byte);
+    return;
+  }
+  uint32_t left = 0;
+  uint8_t low = 0x80, high = 0xBF;
+  if (byte >= 0xC2 && byte <= 0xDF) left = 1;
+  else if (byte >= 0xE0 && byte <= 0xEF) left = 2, low = byte == 0xE0 ? 0xA0 : 0x80, high = byte == 0xED ? 0x9F : 0xBF;
+  else if (byte >= 0xF0 && byte <= 0xF4) left = 3, low = byte == 0xF0 ? 0x90 : 0x80, high = byte == 0xF4 ? 0x8F : 0xBF;
+  else return;
+  const uint64_t bits = byte & (0x7Fu >> (left + 1));
+  const auto [first, last] = utf8_span(bits, left, low, high);
+  if (!can_write(first, last)) return;
+  frame.seen = bits;
+  frame.utf8_left = uint8_t(left);
+  frame.next_low = low;
+  frame.next_high = high;
+  emit(out, next);
 }
 
 // The first byte of a value of `node`, below which `from` waits (its phase already "in a value").

@@ -3,11 +3,13 @@
 // automaton (json_schema_bytes.cpp).
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "string_pattern.h"
 #include "tilefire/json_schema.h"
 
 namespace tilefire {
@@ -67,6 +69,10 @@ struct JsonSchema::Node {
   int64_t min_value = -INT64_MAX, max_value = INT64_MAX;
   // string (characters, as JSON Schema counts them: code points)
   uint32_t min_length = 0, max_length = kUnfinishable;
+  // and its pattern (null: none), with the lengths a match can still end at where minLength or maxLength
+  // bound it. A pattern string's frame keeps the pattern's state (position) and its character so far (seen).
+  std::shared_ptr<const StringPattern> pattern;
+  PatternLengths pattern_lengths;
   // literals (enum, const, boolean, null): each value's compact JSON text, in a trie and listed
   SchemaByteTrie texts;
   std::vector<std::string> literal_texts;

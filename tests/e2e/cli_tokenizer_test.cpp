@@ -224,7 +224,8 @@ TEST(CliTokenizer, JsonSchemaRepliesAreValid) {
   const fs::path model = gen_tiny_model(dir, "tiny-json-schema");
   write_file_text(model / "tokenizer.json", tiny_byte_level_tokenizer().dump());
   const json schema = json::parse(R"({"type": "object", "properties": {"id": {"type": "integer"},
-      "label": {"type": "string", "maxLength": 4}, "on": {"type": "boolean"}}, "required": ["id", "label", "on"]})");
+      "label": {"type": "string", "maxLength": 4}, "on": {"type": "boolean"}, "code": {"type": "string", "pattern": "^[a-f0-9]{4}$"}},
+      "required": ["id", "label", "on", "code"]})");
   const fs::path schema_file = dir.path() / "schema.json";
   write_file_text(schema_file, schema.dump());
   SchemaCase ended{schema, {}};
@@ -240,10 +241,10 @@ TEST(CliTokenizer, JsonSchemaRepliesAreValid) {
   const auto verdicts = validate_with_ajv({ended});
   for (size_t i = 0; i < ended.documents.size(); ++i) EXPECT_EQ(verdicts[0][i], std::optional<bool>(true)) << ended.documents[i];
   const fs::path bad_schema = dir.path() / "bad.json";
-  write_file_text(bad_schema, R"({"type": "string", "pattern": "^a"})");
+  write_file_text(bad_schema, R"({"type": "string", "pattern": "\\bword"})");
   const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
       {{"--json-schema", (dir.path() / "missing.json").string()}, "--json-schema: cannot read"},
-      {{"--json-schema", bad_schema.string()}, "bad.json: json_schema: #: 'pattern' is not supported"},
+      {{"--json-schema", bad_schema.string()}, "bad.json: json_schema: #/pattern: '\\b' (a word boundary) is not supported"},
       {{"--json-schema", schema_file.string(), "--json-object"}, "give --json-object or --json-schema, not both"},
       {{"--json-whitespace", "0"}, "--json-whitespace goes with --json-object or --json-schema"},
       {{"--json-object", "--json-whitespace", "33"}, "--json-whitespace"},

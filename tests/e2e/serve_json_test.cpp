@@ -124,7 +124,8 @@ TEST(ServeJson, AModelWithoutATokenizerRepliesInJsonToo) {
 const char* const kReplySchema = R"({"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 5}, "age": {"type": "integer"}, "ok": {"type": "boolean"},
     "mood": {"enum": ["calm", "glad", 3]}, "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2},
-    "score": {"type": ["number", "null"]}}, "required": ["name", "ok", "mood"]})";
+    "score": {"type": ["number", "null"]}, "id": {"type": "string", "pattern": "^[A-Z]{2}-\\d{2,3}$"}},
+    "required": ["name", "ok", "mood", "id"]})";
 
 // Whether a JSON text (or a prefix of one) holds whitespace between its tokens.
 bool whitespace_outside_strings(const std::string& text) {
@@ -176,8 +177,10 @@ TEST(ServeJson, OtherFormatsAreRefusedByName) {
   const uint16_t port = served.server.port();
   ASSERT_NE(port, 0);
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {R"({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"a": {"type": "string", "pattern": "b"}}}}})",
-       "'response_format' json_schema: #/properties/a: 'pattern' is not supported"},
+      {R"j({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"a": {"type": "string", "pattern": "(?=b)"}}}}})j",
+       "'response_format' json_schema: #/properties/a/pattern: lookahead (?= and (?! is not supported"},
+      {R"({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "propertyNames": {"maxLength": 3}}}})",
+       "'response_format' json_schema: #: 'propertyNames' is not supported"},
       {R"({"type": "json_schema", "json_schema": "x"})", "json_schema must be an object"},
       {R"({"type": "json_schema", "json_schema": {"schema": {}, "strict": "yes"}})", "json_schema's \"strict\" must be true or false"},
       {R"({"type": "json_schema", "json_schema": {"schema": {}, "schemas": {}}})", "json_schema has \"schemas\""},

@@ -68,6 +68,17 @@ const std::vector<json>& schemas() {
           "pet": {"oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}], "discriminator": {"propertyName": "pet_type"}},
           "n": {"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}, {"enum": [true]}]}},
         "required": ["pet"]})"),
+      // Patterns: anchored and not, beside maxLength and minLength, on a nullable string, with characters
+      // JSON must escape; and a top-level string whose pattern and minLength meet only in longer strings.
+      json::parse(R"j({"type": "object", "properties": {
+          "date": {"type": "string", "pattern": "^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])$"},
+          "code": {"type": "string", "pattern": "^[A-Z]{2}\\d+$", "maxLength": 5},
+          "email": {"type": ["string", "null"], "pattern": "^[a-z.]+@[a-z]+\\.(com|org)$"},
+          "note": {"type": "string", "pattern": "x", "maxLength": 6},
+          "odd": {"type": "string", "pattern": "^[\"\\\\/\\n\\t\\u0001é😀]{1,4}$"},
+          "even": {"type": "string", "pattern": "^(ab)+$", "minLength": 3, "maxLength": 7}},
+        "required": ["date", "code", "email", "note", "odd", "even"]})j"),
+      json::parse(R"j({"type": "string", "pattern": "^[a-c]*b", "minLength": 4})j"),
   };
   return all;
 }
@@ -238,6 +249,11 @@ TEST(JsonSchemaBytes, IsStricterThanTheSchemaWhereItSaysSo) {
   EXPECT_FALSE(takes_whole(map, R"({"\u0069d":1})"));    // "id" in disguise
   EXPECT_FALSE(takes_whole(map, R"({"id":1,"id":2})"));  // a declared key twice
   EXPECT_FALSE(takes_whole(map, R"({"x":1})"));          // additional values are booleans
+  // A string held to a pattern takes only the escapes JSON needs: its characters otherwise as UTF-8.
+  JsonSchemaMatcher accented(JsonSchema::compile(R"({"type": "string", "pattern": "^[é\\u0001\"]+$"})"));
+  EXPECT_TRUE(takes_whole(accented, "\"é\\u0001\\\"\""));
+  EXPECT_FALSE(takes_whole(accented, R"("\u00e9")"));
+  EXPECT_FALSE(takes_whole(accented, R"("\u0022")"));
 }
 
 // The automaton never lets a reply nest deeper than it can close: a recursive schema walked deep,
@@ -352,7 +368,8 @@ TEST(JsonSchemaBytes, TrieMasksAreTheAutomatonsVerdicts) {
   std::vector<std::string> vocabulary;
   for (int byte = 0; byte < 256; ++byte) vocabulary.push_back(std::string(1, char(byte)));
   for (const char* token : {"{\"", "\":", "\",", "\"}", "name", "age", "\"name\"", "tags", "[\"", "\"]", "null", "true", "12", "0.",
-                            ", ", "\n  ", "kind", "circle", "rect", "\":\"", "\\u00", "é", "\xE6\x97", "ab\"", "a\\\"b", "{}", "[]"})
+                            ", ", "\n  ", "kind", "circle", "rect", "\":\"", "\\u00", "é", "\xE6\x97", "ab\"", "a\\\"b", "{}", "[]",
+                            "2024", "-0", "@", ".com\"", "\\n", "\\u0001", "AB12", "abab"})
     vocabulary.push_back(token);
   const TokenTrie trie(vocabulary);
   std::mt19937 rng(5);
@@ -497,7 +514,13 @@ TEST(JsonSchema, RefusesWhatItCannotHoldARepliesTo) {
       {"not json", "the JSON schema: not valid JSON"},
       {"false", "matches no value"},
       {"3", "must be an object or a boolean"},
-      {R"({"type": "string", "pattern": "^a"})", "#: 'pattern' is not supported"},
+      {R"j({"type": "string", "pattern": "(?=a)"})j", "#/pattern: lookahead"},
+      {R"({"type": "object", "properties": {"p": {"pattern": "a\\1"}}})", "#/properties/p/pattern: backreferences"},
+      {R"({"type": "string", "pattern": 3})", "#/pattern: must be a string"},
+      {R"({"type": "string", "pattern": "^a{3}$", "maxLength": 2})", "#/pattern: no string of minLength to maxLength characters"},
+      {R"j({"type": "string", "pattern": "^(aa)+$", "minLength": 3, "maxLength": 3})j", "no string of minLength to maxLength"},
+      {R"({"type": "string", "pattern": "[]"})", "#/pattern: no string matches the pattern"},
+      {R"({"type": "object", "patternProperties": {"^a": {}}})", "'patternProperties' is not supported"},
       {R"({"type": "number", "minimum": 0})", "#: 'minimum' of a number is not supported"},
       {R"({"minimum": 0})", "'minimum' bounds an integer here"},
       {R"({"type": "integer", "minimum": 3, "exclusiveMaximum": 3})", "no integer is within its minimum and maximum"},

@@ -77,8 +77,10 @@ class JsonSchemaBytes {
     bool negative = false;        // a bounded integer's sign
     uint16_t escape_value = 0;    // its hex digits so far
     uint32_t count = 0;           // items of an array, characters of a string (kept only where bounded)
-    int32_t position = 0;         // an object's property (or its key's node in the key trie); a literal's node
-    uint64_t seen = 0;            // an object's properties present; a bounded integer's digits as a number
+    int32_t position = 0;         // an object's property (or its key's node in the key trie); a literal's node;
+                                  // a pattern string's state
+    uint64_t seen = 0;            // an object's properties present; a bounded integer's digits as a number;
+                                  // a pattern string's character so far (its bits, or its \u00 escape's digits)
     JsonBytes any{JsonTop::any_value};  // a value of any kind (schema true or {})
     bool operator==(const Frame&) const = default;
   };
@@ -130,6 +132,7 @@ class JsonSchemaMatcher {
   void push(const Alternative& from, const Frame& frame, std::vector<Alternative>& out);
   void pop(const Alternative& from, uint8_t byte, bool hand_on, std::vector<Alternative>& out);
   void value_done(Frame& frame) const;
+  void pattern_string_byte(const Alternative& from, const JsonSchema::Node& node, uint8_t byte, std::vector<Alternative>& out);
   void structural(const Alternative& from, uint8_t byte, std::vector<Alternative>& out);
   void object_byte(const Alternative& from, uint8_t byte, std::vector<Alternative>& out);
   void array_byte(const Alternative& from, uint8_t byte, std::vector<Alternative>& out);

@@ -1,0 +1,716 @@
+// A JSON Schema pattern into an automaton over code points (string_pattern.h): parsed into a tree, built
+// into a Thompson NFA with a search loop before and after it (the pattern is unanchored), made
+// deterministic by subsets, pruned to the states that can still reach a match, and minimised.
+#include "string_pattern.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "tilefire/errors.h"
+
+namespace tilefire {
+namespace {
+
+constexpr uint32_t kUnbounded = UINT32_MAX;
+constexpr uint32_t kMostNfaStates = 1 << 16;
+constexpr uint32_t kMostGroupNesting = 64;
+
+struct CodeRange {
+  uint32_t low, high;
+};
+using CharSet = std::vector<CodeRange>;  // ascending, disjoint, not touching once normalized
+
+CharSet normalized(CharSet set) {
+  std::sort(set.begin(), set.end(), [](const CodeRange& a, const CodeRange& b) { return a.low < b.low; });
+  CharSet out;
+  for (const CodeRange& range : set) {
+    if (!out.empty() && range.low <= out.back().high + 1) out.back().high = std::max(out.back().high, range.high);
+    else out.push_back(range);
+  }
+  return out;
+}
+
+CharSet complement(const CharSet& set) {  // of a normalized set, within the code points
+  CharSet out;
+  uint32_t next = 0;
+  for (const CodeRange& range : set) {
+    if (range.low > next) out.push_back({next, range.low - 1});
+    next = range.high + 1;
+  }
+  if (next <= kMostCodePoint) out.push_back({next, kMostCodePoint});
+  return out;
+}
+
+bool contains(const CharSet& set, uint32_t code_point) {
+  auto after = std::upper_bound(set.begin(), set.end(), code_point, [](uint32_t c, const CodeRange& r) { return c < r.low; });
+  return after != set.begin() && std::prev(after)->high >= code_point;
+}
+
+// ECMAScript's classes (u flag, no i flag): \d, \w, \s (WhiteSpace and LineTerminator), and what . leaves out.
+const CharSet kDigits = {{'0', '9'}};
+const CharSet kWordCharacters = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
+const CharSet kWhiteSpace = {{0x09, 0x0D}, {0x20, 0x20}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
+                             {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
+const CharSet kLineTerminators = {{0x0A, 0x0A}, {0x0D, 0x0D}, {0x2028, 0x2029}};
+
+// The pattern as a tree.
+struct Regex {
+  enum class Kind : uint8_t { chars, line_start, line_end, sequence, alternation, repeat };
+  Kind kind = Kind::sequence;  // an empty sequence matches the empty string
+  CharSet chars;
+  std::vector<Regex> parts;              // sequence, alternation: in order; repeat: the one repeated
+  uint32_t least = 0, most = kUnbounded;  // repeat
+
+  static Regex of(CharSet chars) {
+    Regex regex;
+    regex.kind = Kind::chars;
+    regex.chars = std::move(chars);
+    return regex;
+  }
+};
+
+std::vector<uint32_t> code_points(std::string_view text) {
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < text.size();) {
+    const uint8_t lead = uint8_t(text[i]);
+    const int length = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+    if ((lead >= 0x80 && lead < 0xC2) || lead > 0xF4 || i + size_t(length) > text.size())
+      throw InputError("the pattern is not UTF-8");
+    uint32_t code_point = length == 1 ? lead : lead & (0x7F >> length);
+    for (int k = 1; k < length; ++k) {
+      const uint8_t continuation = uint8_t(text[i + size_t(k)]);
+      if ((continuation & 0xC0) != 0x80) throw InputError("the pattern is not UTF-8");
+      code_point = code_point << 6 | (continuation & 0x3F);
+    }
+    out.push_back(code_point);
+    i += size_t(length);
+  }
+  return out;
+}
+
+std::string shown(uint32_t code_point) {  // a character of the pattern in a message
+  if (code_point >= 0x20 && code_point < 0x7F) return std::string(1, char(code_point));
+  char text[16];
+  std::snprintf(text, sizeof text, "U+%04X", code_point);
+  return text;
+}
+
+// A recursive-descent reader of ECMAScript's pattern grammar with the u flag (the subset in string_pattern.h).
+class PatternParser {
+ public:
+  explicit PatternParser(std::string_view text) : text_(code_points(text)) {}
+
+  Regex parse() {
+    Regex regex = alternation();
+    if (at_ < text_.size()) fail("a ')' that closes no group");
+    return regex;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InputError(what + " (at character " + std::to_string(at_) + " of the pattern)");
+  }
+  bool at_end() const { return at_ >= text_.size(); }
+  bool peek(uint32_t c) const { return !at_end() && text_[at_] == c; }
+  bool eat(uint32_t c) {
+    if (!peek(c)) return false;
+    ++at_;
+    return true;
+  }
+
+  Regex alternation() {
+    Regex first = sequence();
+    if (!peek('|')) return first;
+    Regex either;
+    either.kind = Regex::Kind::alternation;
+    either.parts.push_back(std::move(first));
+    while (eat('|')) either.parts.push_back(sequence());
+    return either;
+  }
+
+  Regex sequence() {
+    Regex sequence;
+    while (!at_end() && !peek('|') && !peek(')')) sequence.parts.push_back(term());
+    return sequence;
+  }
+
+  Regex term() {
+    const uint32_t c = text_[at_];
+    Regex atom;
+    bool anchor = false;
+    switch (c) {
+      case '^': case '$':
+        ++at_;
+        atom.kind = c == '^' ? Regex::Kind::line_start : Regex::Kind::line_end;
+        anchor = true;
+        break;
+      case '(': atom = group(); break;
+      case '.': ++at_; atom = Regex::of(complement(kLineTerminators)); break;
+      case '[': atom = char_class(); break;
+      case '\\': atom = atom_escape(); break;
+      case '*': case '+': case '?': case '{': fail("nothing to repeat before '" + shown(c) + "'");
+      case '}': case ']': fail("a lone '" + shown(c) + "' (a u-flag pattern writes it \\" + shown(c) + ")");
+      default: ++at_; atom = Regex::of({{c, c}}); break;
+    }
+    uint32_t least = 0, most = 0;
+    if (!quantifier(least, most)) return atom;
+    if (anchor) fail("a quantifier after ^ or $");
+    Regex repeat;
+    repeat.kind = Regex::Kind::repeat;
+    repeat.least = least;
+    repeat.most = most;
+    repeat.parts.push_back(std::move(atom));
+    return repeat;
+  }
+
+  uint32_t number() {  // decimal digits (at least one), held below a bound the NFA's size refuses anyway
+    if (at_end() || text_[at_] < '0' || text_[at_] > '9') fail("a '{' that begins no quantifier (a u-flag pattern writes it \\{)");
+    uint64_t value = 0;
+    while (!at_end() && text_[at_] >= '0' && text_[at_] <= '9') value = std::min<uint64_t>(value * 10 + (text_[at_++] - '0'), kMostNfaStates);
+    return uint32_t(value);
+  }
+
+  bool quantifier(uint32_t& least, uint32_t& most) {
+    if (eat('*')) least = 0, most = kUnbounded;
+    else if (eat('+')) least = 1, most = kUnbounded;
+    else if (eat('?')) least = 0, most = 1;
+    else if (eat('{')) {
+      least = most = number();
+      if (eat(',')) most = peek('}') ? kUnbounded : number();
+      if (!eat('}')) fail("a '{' that begins no quantifier (a u-flag pattern writes it \\{)");
+      if (least > most) fail("a quantifier {n,m} with n above m");
+    } else {
+      return false;
+    }
+    eat('?');  // lazy: the same strings match
+    return true;
+  }
+
+  Regex group() {
+    ++at_;  // (
+    if (eat('?')) {
+      if (peek('=') || peek('!')) fail("lookahead (?= and (?! is not supported");
+      if (eat('<')) {
+        if (peek('=') || peek('!')) fail("lookbehind (?<= and (?<! is not supported");
+        const size_t name_start = at_;
+        const auto name_character = [&](uint32_t c) {
+          return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$' || (at_ > name_start && c >= '0' && c <= '9');
+        };
+        while (!at_end() && name_character(text_[at_])) ++at_;
+        if (at_ == name_start || !eat('>')) fail("a group name must be ASCII letters, digits, _ and $, closed by '>'");
+      } else if (!eat(':')) {
+        fail("'(?' begins no group Tilefire reads ((?:...) and (?<name>...) are)");
+      }
+    }
+    if (++depth_ > kMostGroupNesting) fail("groups nest deeper than " + std::to_string(kMostGroupNesting));
+    Regex inner = alternation();
+    --depth_;
+    if (!eat(')')) fail("a '(' is not closed");
+    return inner;
+  }
+
+  // \d \D \w \W \s \S as a class; nullopt for any other escape.
+  std::optional<CharSet> class_escape(uint32_t c) const {
+    switch (c) {
+      case 'd': return kDigits;
+      case 'D': return complement(kDigits);
+      case 'w': return kWordCharacters;
+      case 'W': return complement(kWordCharacters);
+      case 's': return kWhiteSpace;
+      case 'S': return complement(kWhiteSpace);
+      default: return std::nullopt;
+    }
+  }
+
+  uint32_t hex_digits(size_t count) {
+    uint32_t value = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const uint32_t c = at_end() ? 0 : text_[at_];
+      const int digit = c >= '0' && c <= '9' ? int(c - '0') : c >= 'a' && c <= 'f' ? int(c - 'a' + 10) : c >= 'A' && c <= 'F' ? int(c - 'A' + 10) : -1;
+      if (digit < 0) fail("an escape expects " + std::to_string(count) + " hex digits");
+      value = value * 16 + uint32_t(digit);
+      ++at_;
+    }
+    return value;
+  }
+
+  // The character a character escape names (after the '\' and `c`, which at_ has passed).
+  uint32_t character_escape(uint32_t c, bool in_class) {
+    switch (c) {
+      case 't': return 0x09;
+      case 'n': return 0x0A;
+      case 'v': return 0x0B;
+      case 'f': return 0x0C;
+      case 'r': return 0x0D;
+      case '0':
+        if (!at_end() && text_[at_] >= '0' && text_[at_] <= '9') fail("'\\0' followed by a digit (an octal escape) is not allowed with the u flag");
+        return 0;
+      case 'c': {
+        const uint32_t letter = at_end() ? 0 : text_[at_];
+        if (!((letter >= 'a' && letter <= 'z') || (letter >= 'A' && letter <= 'Z'))) fail("'\\c' expects a letter");
+        ++at_;
+        return letter % 32;
+      }
+      case 'x': return hex_digits(2);
+      case 'u': {
+        if (eat('{')) {
+          uint32_t value = 0;
+          const size_t first = at_;
+          while (!peek('}')) {
+            value = value * 16 + hex_digits(1);
+            if (value > kMostCodePoint) fail("'\\u{...}' past U+10FFFF");
+          }
+          if (at_ == first) fail("'\\u{}' names no character");
+          ++at_;
+          return value;
+        }
+        const uint32_t value = hex_digits(4);
+        // A high surrogate escaped before a low one is the one character they encode (as JavaScript reads it).
+        if (value >= 0xD800 && value <= 0xDBFF && at_ + 5 < text_.size() && text_[at_] == '\\' && text_[at_ + 1] == 'u') {
+          const size_t back = at_;
+          at_ += 2;
+          bool four = true;
+          for (size_t i = 0; i < 4; ++i) {
+            const uint32_t d = text_[at_ + i];
+            four = four && ((d >= '0' && d <= '9') || (d >= 'a' && d <= 'f') || (d >= 'A' && d <= 'F'));
+          }
+          if (four) {
+            const uint32_t low = hex_digits(4);
+            if (low >= 0xDC00 && low <= 0xDFFF) return 0x10000 + ((value - 0xD800) << 10) + (low - 0xDC00);
+          }
+          at_ = back;
+        }
+        return value;
+      }
+      case '^': case '$': case '\\': case '.': case '*': case '+': case '?': case '(': case ')': case '[': case ']':
+      case '{': case '}': case '|': case '/':
+        return c;
+      case '-':
+        if (in_class) return c;
+        break;
+      case 'b':
+        if (in_class) return 0x08;
+        fail("'\\b' (a word boundary) is not supported");
+      case 'B': fail("'\\B' (not a word boundary) is not supported");
+      case 'k': fail("backreferences (\\k<name>) are not supported");
+      case 'p': case 'P': fail("Unicode property escapes (\\p{...}) are not supported");
+      default:
+        if (c >= '1' && c <= '9') fail("backreferences (\\" + shown(c) + ") are not supported");
+        break;
+    }
+    fail("'\\" + shown(c) + "' is not an escape a u-flag pattern takes");
+  }
+
+  Regex atom_escape() {
+    ++at_;  // '\'
+    if (at_end()) fail("the pattern ends in '\\'");
+    const uint32_t c = text_[at_++];
+    if (auto set = class_escape(c)) return Regex::of(std::move(*set));
+    const uint32_t character = character_escape(c, false);
+    return Regex::of({{character, character}});
+  }
+
+  // A class's member: a character (true) or a class escape's set (false, in `set`).
+  bool class_atom(uint32_t& character, CharSet& set) {
+    if (at_end()) fail("a '[' is not closed");
+    const uint32_t c = text_[at_++];
+    if (c != '\\') {
+      character = c;
+      return true;
+    }
+    if (at_end()) fail("the pattern ends in '\\'");
+    const uint32_t escaped = text_[at_++];
+    if (auto escape_set = class_escape(escaped)) {
+      set = std::move(*escape_set);
+      return false;
+    }
+    character = character_escape(escaped, true);
+    return true;
+  }
+
+  Regex char_class() {
+    ++at_;  // [
+    const bool negated = eat('^');
+    CharSet set;
+    while (true) {
+      if (at_end()) fail("a '[' is not closed");
+      if (eat(']')) break;
+      uint32_t first = 0, last = 0;
+      CharSet first_set, last_set;
+      const bool first_is_character = class_atom(first, first_set);
+      if (peek('-') && at_ + 1 < text_.size() && text_[at_ + 1] != ']') {
+        ++at_;  // -
+        const bool last_is_character = class_atom(last, last_set);
+        if (!first_is_character || !last_is_character) fail("a class range with \\d, \\w or \\s at an end");
+        if (first > last) fail("a class range out of order (" + shown(first) + "-" + shown(last) + ")");
+        set.push_back({first, last});
+      } else if (first_is_character) {
+        set.push_back({first, first});
+      } else {
+        set.insert(set.end(), first_set.begin(), first_set.end());
+      }
+    }
+    set = normalized(std::move(set));
+    return Regex::of(negated ? complement(set) : set);
+  }
+
+  std::vector<uint32_t> text_;
+  size_t at_ = 0;
+  uint32_t depth_ = 0;
+};
+
+// A Thompson NFA: each state has empty moves (some only at the string's start or end) and at most one
+// move on a class of characters.
+struct Nfa {
+  struct State {
+    std::vector<int32_t> moves, at_start, at_end;  // empty moves, by what they need
+    int32_t chars = -1, chars_target = -1;         // a class (index in sets) and where it leads
+  };
+  struct Fragment {
+    int32_t in, out;
+  };
+  std::vector<State> states;
+  std::vector<CharSet> sets;
+
+  int32_t add() {
+    if (states.size() >= kMostNfaStates) throw InputError("the pattern is too large (its repeats spell out more than " +
+                                                          std::to_string(kMostNfaStates) + " states)");
+    states.emplace_back();
+    return int32_t(states.size() - 1);
+  }
+  void move(int32_t from, int32_t to) { states[size_t(from)].moves.push_back(to); }
+  int32_t chars(int32_t from, const CharSet& set) {
+    const int32_t to = add();
+    sets.push_back(set);
+    states[size_t(from)].chars = int32_t(sets.size() - 1);
+    states[size_t(from)].chars_target = to;
+    return to;
+  }
+
+  Fragment build(const Regex& regex) {
+    const int32_t in = add();
+    switch (regex.kind) {
+      case Regex::Kind::chars: return {in, chars(in, regex.chars)};
+      case Regex::Kind::line_start: case Regex::Kind::line_end: {
+        const int32_t out = add();
+        (regex.kind == Regex::Kind::line_start ? states[size_t(in)].at_start : states[size_t(in)].at_end).push_back(out);
+        return {in, out};
+      }
+      case Regex::Kind::sequence: {
+        int32_t at = in;
+        for (const Regex& part : regex.parts) {
+          const Fragment fragment = build(part);
+          move(at, fragment.in);
+          at = fragment.out;
+        }
+        return {in, at};
+      }
+      case Regex::Kind::alternation: {
+        const int32_t out = add();
+        for (const Regex& part : regex.parts) {
+          const Fragment fragment = build(part);
+          move(in, fragment.in);
+          move(fragment.out, out);
+        }
+        return {in, out};
+      }
+      case Regex::Kind::repeat: {
+        int32_t at = in;
+        for (uint32_t i = 0; i < regex.least; ++i) {
+          const Fragment fragment = build(regex.parts[0]);
+          move(at, fragment.in);
+          at = fragment.out;
+        }
+        const int32_t out = add();
+        if (regex.most == kUnbounded) {
+          const Fragment fragment = build(regex.parts[0]);
+          move(at, fragment.in);
+          move(fragment.out, at);
+          move(at, out);
+          return {in, out};
+        }
+        for (uint32_t i = regex.least; i < regex.most; ++i) {
+          move(at, out);
+          const Fragment fragment = build(regex.parts[0]);
+          move(at, fragment.in);
+          at = fragment.out;
+        }
+        move(at, out);
+        return {in, out};
+      }
+    }
+    throw std::logic_error("StringPattern: a pattern node of no kind");
+  }
+};
+
+// Builds a StringPattern's states from the NFA.
+class PatternBuilder {
+ public:
+  PatternBuilder(Nfa nfa, int32_t start, int32_t matched) : nfa_(std::move(nfa)), start_(start), matched_(matched) {
+    marks_.assign(nfa_.states.size() * 2, 0);
+  }
+
+  std::vector<StringPattern::State> run() { return minimized(live(determinize())); }
+
+ private:
+  // A subset's element: an NFA state, times 2, plus 1 when the string must end there (after a $).
+  using Subset = std::vector<uint32_t>;
+
+  void close(Subset& subset, bool at_start) {
+    ++generation_;
+    std::vector<uint32_t> stack = subset;
+    for (uint32_t element : stack) marks_[element] = generation_;
+    subset.clear();
+    while (!stack.empty()) {
+      const uint32_t element = stack.back();
+      stack.pop_back();
+      subset.push_back(element);
+      const Nfa::State& state = nfa_.states[element / 2];
+      const uint32_t ended = element & 1;
+      const auto reach = [&](int32_t to, uint32_t must_end) {
+        const uint32_t next = uint32_t(to) * 2 + must_end;
+        if (marks_[next] != generation_) marks_[next] = generation_, stack.push_back(next);
+      };
+      for (int32_t to : state.moves) reach(to, ended);
+      for (int32_t to : state.at_end) reach(to, 1);
+      if (at_start)
+        for (int32_t to : state.at_start) reach(to, ended);
+    }
+    std::sort(subset.begin(), subset.end());
+    // Once the pattern has matched (and no $ holds the string to its end), any rest matches too.
+    if (std::binary_search(subset.begin(), subset.end(), uint32_t(matched_) * 2)) subset = {uint32_t(matched_) * 2};
+  }
+
+  int32_t intern(Subset subset, std::map<Subset, int32_t>& ids, std::vector<Subset>& subsets) {
+    auto [found, added] = ids.emplace(std::move(subset), int32_t(subsets.size()));
+    if (added) {
+      if (subsets.size() >= kMostPatternStates)
+        throw InputError("the pattern needs more than " + std::to_string(kMostPatternStates) + " automaton states");
+      subsets.push_back(found->first);
+    }
+    return found->second;
+  }
+
+  std::vector<StringPattern::State> determinize() {
+    std::map<Subset, int32_t> ids;
+    std::vector<Subset> subsets;
+    Subset first = {uint32_t(start_) * 2};
+    close(first, true);
+    intern(std::move(first), ids, subsets);
+    std::vector<StringPattern::State> states;
+    for (size_t at = 0; at < subsets.size(); ++at) {
+      const Subset subset = subsets[at];  // a copy: intern() grows subsets
+      StringPattern::State state;
+      std::vector<std::pair<int32_t, int32_t>> moves;  // (set, target) of the elements that may go on
+      std::vector<uint32_t> bounds = {0, 0xD800, 0xE000, kMostCodePoint + 1};
+      for (uint32_t element : subset) {
+        const Nfa::State& nfa_state = nfa_.states[element / 2];
+        if (element / 2 == uint32_t(matched_)) state.accepting = true;
+        if ((element & 1) || nfa_state.chars < 0) continue;
+        moves.emplace_back(nfa_state.chars, nfa_state.chars_target);
+        for (const CodeRange& range : nfa_.sets[size_t(nfa_state.chars)]) {
+          bounds.push_back(range.low);
+          bounds.push_back(range.high + 1);
+        }
+      }
+      std::sort(bounds.begin(), bounds.end());
+      bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+      for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+        const uint32_t low = bounds[i], high = bounds[i + 1] - 1;
+        if (low >= 0xD800 && low < 0xE000) continue;  // surrogates: no character of a JSON string
+        Subset targets;
+        for (const auto& [set, target] : moves)
+          if (contains(nfa_.sets[size_t(set)], low)) targets.push_back(uint32_t(target) * 2);
+        if (targets.empty()) continue;
+        close(targets, false);
+        const int32_t target = intern(std::move(targets), ids, subsets);
+        if (!state.transitions.empty() && state.transitions.back().target == target && state.transitions.back().high + 1 == low)
+          state.transitions.back().high = high;
+        else
+          state.transitions.push_back({low, high, target});
+      }
+      states.push_back(std::move(state));
+    }
+    return states;
+  }
+
+  // Only the states from which a match can still be reached, the start first.
+  static std::vector<StringPattern::State> live(std::vector<StringPattern::State> states) {
+    std::vector<std::vector<int32_t>> into(states.size());
+    for (size_t s = 0; s < states.size(); ++s)
+      for (const auto& transition : states[s].transitions) into[size_t(transition.target)].push_back(int32_t(s));
+    std::vector<int32_t> renumbered(states.size(), -1), stack;
+    std::vector<char> alive(states.size(), 0);
+    for (size_t s = 0; s < states.size(); ++s)
+      if (states[s].accepting) alive[s] = 1, stack.push_back(int32_t(s));
+    while (!stack.empty()) {
+      const int32_t s = stack.back();
+      stack.pop_back();
+      for (int32_t from : into[size_t(s)])
+        if (!alive[size_t(from)]) alive[size_t(from)] = 1, stack.push_back(from);
+    }
+    if (!alive[0]) throw InputError("no string matches the pattern");
+    int32_t count = 0;
+    for (size_t s = 0; s < states.size(); ++s)
+      if (alive[s]) renumbered[s] = count++;
+    std::vector<StringPattern::State> out(static_cast<size_t>(count));
+    for (size_t s = 0; s < states.size(); ++s) {
+      if (!alive[s]) continue;
+      StringPattern::State& kept = out[size_t(renumbered[s])];
+      kept.accepting = states[s].accepting;
+      for (const auto& transition : states[s].transitions)
+        if (alive[size_t(transition.target)]) kept.transitions.push_back({transition.low, transition.high, renumbered[size_t(transition.target)]});
+    }
+    return out;
+  }
+
+  // Moore's refinement: states that no string tells apart become one (so a reply's states repeat, and
+  // TokenTrie's cached masks serve them).
+  static std::vector<StringPattern::State> minimized(std::vector<StringPattern::State> states) {
+    std::vector<int32_t> block(states.size());
+    for (size_t s = 0; s < states.size(); ++s) block[s] = states[s].accepting ? 1 : 0;
+    size_t blocks = 0;
+    while (true) {
+      std::map<std::vector<uint64_t>, int32_t> signatures;
+      std::vector<int32_t> next(states.size());
+      for (size_t s = 0; s < states.size(); ++s) {
+        std::vector<uint64_t> signature = {uint64_t(block[s])};
+        for (const auto& transition : states[s].transitions) {
+          const uint64_t target = uint64_t(block[size_t(transition.target)]);
+          // Neighbouring ranges into one block are one range.
+          if (signature.size() > 1 && signature.back() == target && uint32_t(signature[signature.size() - 2]) + 1 == transition.low)
+            signature[signature.size() - 2] = (signature[signature.size() - 2] >> 32 << 32) | transition.high;
+          else
+            signature.insert(signature.end(), {uint64_t(transition.low) << 32 | transition.high, target});
+        }
+        next[s] = signatures.emplace(std::move(signature), int32_t(signatures.size())).first->second;
+      }
+      block = std::move(next);
+      if (signatures.size() == blocks) break;
+      blocks = signatures.size();
+    }
+    // The start's block first.
+    std::vector<int32_t> renumbered(blocks, -1);
+    int32_t count = 0;
+    renumbered[size_t(block[0])] = count++;
+    for (size_t s = 0; s < states.size(); ++s)
+      if (renumbered[size_t(block[s])] < 0) renumbered[size_t(block[s])] = count++;
+    std::vector<StringPattern::State> out(blocks);
+    std::vector<char> done(blocks, 0);
+    for (size_t s = 0; s < states.size(); ++s) {
+      const size_t b = size_t(renumbered[size_t(block[s])]);
+      if (done[b]) continue;
+      done[b] = 1;
+      out[b].accepting = states[s].accepting;
+      for (const auto& transition : states[s].transitions) {
+        const int32_t target = renumbered[size_t(block[size_t(transition.target)])];
+        if (!out[b].transitions.empty() && out[b].transitions.back().target == target && out[b].transitions.back().high + 1 == transition.low)
+          out[b].transitions.back().high = transition.high;
+        else
+          out[b].transitions.push_back({transition.low, transition.high, target});
+      }
+    }
+    return out;
+  }
+
+  Nfa nfa_;
+  int32_t start_, matched_;
+  std::vector<uint32_t> marks_;  // closure's visited marks, by element
+  uint32_t generation_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<const StringPattern> StringPattern::compile(std::string_view pattern) {
+  const Regex regex = PatternParser(pattern).parse();
+  // Unanchored: any characters, the pattern, any characters; ^ holds only before the first.
+  Nfa nfa;
+  const CharSet everything = {{0, kMostCodePoint}};
+  const int32_t start = nfa.add();
+  const Nfa::Fragment body = nfa.build(regex);
+  const int32_t matched = nfa.add();
+  nfa.sets.push_back(everything);
+  nfa.states[size_t(start)].chars = int32_t(nfa.sets.size() - 1);
+  nfa.states[size_t(start)].chars_target = start;
+  nfa.states[size_t(matched)].chars = int32_t(nfa.sets.size() - 1);
+  nfa.states[size_t(matched)].chars_target = matched;
+  nfa.move(start, body.in);
+  nfa.move(body.out, matched);
+  auto compiled = std::make_shared<StringPattern>();
+  compiled->states_ = PatternBuilder(std::move(nfa), start, matched).run();
+  return compiled;
+}
+
+int32_t StringPattern::next(int32_t state, uint32_t code_point) const {
+  const auto& transitions = states_[size_t(state)].transitions;
+  auto after = std::upper_bound(transitions.begin(), transitions.end(), code_point,
+                                [](uint32_t c, const Transition& t) { return c < t.low; });
+  if (after == transitions.begin() || std::prev(after)->high < code_point) return -1;
+  return std::prev(after)->target;
+}
+
+bool StringPattern::matches(std::string_view text) const {
+  std::vector<uint32_t> characters;
+  try {
+    characters = code_points(text);
+  } catch (const InputError&) {
+    return false;
+  }
+  int32_t state = kStart;
+  for (uint32_t c : characters)
+    if ((state = next(state, c)) < 0) return false;
+  return accepting(state);
+}
+
+PatternLengths::PatternLengths(const StringPattern& pattern, uint32_t min_length, uint32_t max_length) {
+  const size_t states = pattern.states();
+  // With no maxLength, looking |states| past minLength is enough: a longer match has a loop that can be
+  // left out while it stays at least minLength long.
+  const uint64_t horizon = max_length != UINT32_MAX ? max_length : uint64_t(min_length) + states;
+  size_t edges = 0;
+  std::vector<std::vector<int32_t>> into(states);
+  for (size_t s = 0; s < states; ++s) {
+    for (const auto& transition : pattern.transitions(int32_t(s))) {
+      auto& from = into[size_t(transition.target)];
+      if (from.empty() || from.back() != int32_t(s)) from.push_back(int32_t(s)), ++edges;
+    }
+  }
+  constexpr uint64_t kMostWork = uint64_t(1) << 26;
+  if ((horizon + 1) * (states + edges) > kMostWork)
+    throw InputError("a pattern of " + std::to_string(states) + " automaton states beside a length that looks " + std::to_string(horizon) +
+                     " characters ahead is too large to hold");
+  horizon_ = uint32_t(horizon);
+  words_ = size_t(horizon / 64 + 1);
+  ends_after_.assign(states * words_, 0);
+  std::vector<char> layer(states, 0), next(states, 0);
+  for (size_t s = 0; s < states; ++s) layer[s] = pattern.accepting(int32_t(s));
+  for (uint32_t k = 0;; ++k) {  // layer: the states a match ends exactly k characters after
+    for (size_t s = 0; s < states; ++s)
+      if (layer[s]) ends_after_[s * words_ + k / 64] |= uint64_t(1) << (k % 64);
+    if (k == horizon_) break;
+    std::fill(next.begin(), next.end(), 0);
+    for (size_t t = 0; t < states; ++t)
+      if (layer[t])
+        for (int32_t s : into[t]) next[size_t(s)] = 1;
+    layer.swap(next);
+  }
+}
+
+bool PatternLengths::can_end(int32_t state, uint32_t least, uint32_t most) const {
+  if (words_ == 0) return true;
+  most = std::min(most, horizon_);
+  if (least > most) return false;
+  const uint64_t* bits = &ends_after_[size_t(state) * words_];
+  for (uint32_t word = least / 64; word <= most / 64; ++word) {
+    uint64_t mask = ~uint64_t(0);
+    if (word == least / 64) mask &= ~uint64_t(0) << (least % 64);
+    if (word == most / 64 && most % 64 != 63) mask &= (uint64_t(1) << (most % 64 + 1)) - 1;
+    if (bits[word] & mask) return true;
+  }
+  return false;
+}
+
+}  // namespace tilefire

@@ -1,0 +1,70 @@
+#pragma once
+// A JSON Schema "pattern" compiled into a deterministic automaton over code points, for the schema
+// automaton (megakernel/json_schema_bytes.cpp): a string value's frame keeps one of its states.
+//
+// The pattern is read as JSON Schema says and Ajv does: an ECMAScript regular expression with the u flag,
+// unanchored (a string matches when some part of it does; ^ and $ anchor). What is read: alternation,
+// groups (plain, non-capturing, named), the quantifiers * + ? {n} {n,} {n,m} (greedy or lazy: the same
+// strings match), . (any code point but a line terminator), classes with ranges and negation, the
+// escapes \d \D \w \W \s \S \t \n \v \f \r \0 \cX \xHH \uHHHH (surrogate pairs joined) \u{H...} and escaped
+// syntax characters, ^ and $. Refused by name: lookaround, backreferences, \b \B, \p{...}; and a pattern
+// whose automaton would pass kMostPatternStates.
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+namespace tilefire {
+
+constexpr uint32_t kMostPatternStates = 4096;  // automaton states of one pattern
+constexpr uint32_t kMostCodePoint = 0x10FFFF;
+
+class StringPattern {
+ public:
+  // An InputError naming what is wrong or not supported (the caller adds where the pattern is).
+  static std::shared_ptr<const StringPattern> compile(std::string_view pattern);
+
+  static constexpr int32_t kStart = 0;
+  // Every state can still reach a match: a string with no way to a match is refused at its first
+  // character that leaves none (next() gives -1), never later. Surrogate code points lead nowhere (a JSON
+  // string's characters are Unicode scalar values).
+  int32_t next(int32_t state, uint32_t code_point) const;
+  bool accepting(int32_t state) const { return states_[size_t(state)].accepting; }
+  size_t states() const { return states_.size(); }
+  // Whether the whole of `text` (UTF-8) matches: the tests' way to ask the automaton.
+  bool matches(std::string_view text) const;
+
+  // One of a state's ways on: the code points [low, high] lead to `target`.
+  struct Transition {
+    uint32_t low, high;
+    int32_t target;
+  };
+  const std::vector<Transition>& transitions(int32_t state) const { return states_[size_t(state)].transitions; }
+  struct State {
+    bool accepting = false;
+    std::vector<Transition> transitions;  // ascending, disjoint
+  };
+
+ private:
+  std::vector<State> states_;  // [kStart]: the start
+};
+
+// The lengths, in characters, with which a pattern's strings can still end from each state, as far as a
+// string's minLength and maxLength need to know: so a string held to both a pattern and lengths is refused
+// at the first character after which none of the lengths left can match.
+class PatternLengths {
+ public:
+  PatternLengths() = default;  // no bounds: any length will do
+  // An InputError when the table would be too large (states times the characters it must look ahead).
+  PatternLengths(const StringPattern& pattern, uint32_t min_length, uint32_t max_length_or_unbounded);
+  // Whether some string matched from `state` ends after between `least` and `most` more characters
+  // (most: UINT32_MAX for no bound).
+  bool can_end(int32_t state, uint32_t least, uint32_t most) const;
+
+ private:
+  uint32_t horizon_ = 0;               // the most characters ahead the table holds
+  size_t words_ = 0;                   // 64-bit words per state
+  std::vector<uint64_t> ends_after_;   // state * words_: bit k set when a match ends after exactly k more
+};
+
+}  // namespace tilefire
