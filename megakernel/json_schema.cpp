@@ -24,7 +24,8 @@ static_assert(std::numeric_limits<long double>::digits >= 64, "an integer bound 
 using Node = JsonSchema::Node;
 
 // Keywords that say what a schema is about without constraining a value (JSON Schema 2020-12 treats
-// "format" as an annotation unless a validator is asked to assert it: docs/ARCHITECTURE.md says so).
+// "format" as an annotation unless a validator is asked to assert it; a reply is held to the formats of
+// json_schema_formats.cpp all the same, so it is valid either way: docs/ARCHITECTURE.md says so).
 const std::set<std::string> kAnnotations = {
     "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated", "readOnly",
     "writeOnly", "$defs", "definitions", "format", "contentEncoding", "contentMediaType", "discriminator"};
@@ -226,7 +227,7 @@ class SchemaCompiler {
       node.min_length = bound(schema, "minLength", 0, where);
       node.max_length = bound(schema, "maxLength", kUnfinishable, where);
       if (node.min_length > node.max_length) refuse(where, "minLength is more than maxLength");
-      if (schema.contains("pattern")) string_pattern(schema.at("pattern"), where, node);
+      string_pattern(schema, where, node);
     } else if (type == "number" || type == "integer") {
       node.kind = type == "number" ? Node::Kind::number : Node::Kind::integer;
       integer_bounds(schema, type, where, node);
@@ -241,20 +242,32 @@ class SchemaCompiler {
     return index;
   }
 
-  // A string's pattern (string_pattern.h), and with its lengths the table that keeps the two from
-  // leaving a reply's string with no way to end.
-  static void string_pattern(const json& pattern, const std::string& where, Node& node) {
+  // A string's pattern (string_pattern.h) and format (one a reply is held to, json_schema_formats.cpp) as
+  // one automaton, and with its lengths the table that keeps them from leaving a reply's string with no
+  // way to end.
+  static void string_pattern(const json& schema, const std::string& where, Node& node) {
     static_assert(kUnfinishable == UINT32_MAX, "PatternLengths reads UINT32_MAX as no maxLength");
-    if (!pattern.is_string()) refuse(where + "/pattern", "must be a string (a regular expression), got " + pattern.dump().substr(0, 40));
+    const json* pattern = schema.contains("pattern") ? &schema.at("pattern") : nullptr;
+    if (pattern && !pattern->is_string()) refuse(where + "/pattern", "must be a string (a regular expression), got " + pattern->dump().substr(0, 40));
+    const StringFormat* format =
+        schema.contains("format") && schema.at("format").is_string() ? asserted_format(schema.at("format").get<std::string>()) : nullptr;
+    if (!pattern && !format) return;
+    const std::string at = where + (pattern ? "/pattern" : "/format");
+    if (format && format->most_length < node.max_length) {
+      node.max_length = format->most_length;
+      if (node.min_length > node.max_length)
+        refuse(where, "minLength is more than the " + std::to_string(format->most_length) + " characters the format allows");
+    }
     try {
-      node.pattern = StringPattern::compile(pattern.get<std::string>());
+      if (pattern) node.pattern = StringPattern::compile(pattern->get<std::string>());
+      if (format) node.pattern = node.pattern ? StringPattern::intersect(*node.pattern, *format->pattern) : format->pattern;
       if (node.min_length > 0 || node.max_length != kUnfinishable)
         node.pattern_lengths = PatternLengths(*node.pattern, node.min_length, node.max_length);
     } catch (const InputError& error) {
-      refuse(where + "/pattern", error.what());
+      refuse(at, error.what());
     }
     if (!node.pattern_lengths.can_end(StringPattern::kStart, node.min_length, node.max_length))
-      refuse(where + "/pattern", "no string of minLength to maxLength characters matches it");
+      refuse(at, std::string("no string of minLength to maxLength characters matches ") + (pattern ? "it" : "the format"));
   }
 
   // minimum, maximum, exclusiveMinimum, exclusiveMaximum of an integer, as an inclusive range of int64
@@ -330,17 +343,21 @@ class SchemaCompiler {
     if (schema.contains("enum") && schema.contains("const")) refuse(where, "give enum or const, not both");
     const json values = schema.contains("const") ? json::array({schema.at("const")}) : schema.at("enum");
     if (!values.is_array() || values.empty()) refuse(where + "/enum", "must be a list of at least one value");
+    const StringFormat* format =
+        schema.contains("format") && schema.at("format").is_string() ? asserted_format(schema.at("format").get<std::string>()) : nullptr;
     Node node;
     node.kind = Node::Kind::literals;
     size_t kept = 0;
     for (const json& value : values) {
       if (!types.empty() && std::none_of(types.begin(), types.end(), [&](const std::string& type) { return of_type(value, type); }))
         continue;  // a value the schema's type excludes is not one it matches
+      if (format && value.is_string() && !format->pattern->matches(value.get<std::string>()))
+        continue;  // nor is a string outside the format a reply is held to
       node.texts.insert(value.dump(), 0, 0);
       node.literal_texts.push_back(value.dump());
       ++kept;
     }
-    if (kept == 0) refuse(where, "none of the enum's values is of the schema's type");
+    if (kept == 0) refuse(where, "none of the enum's values is of the schema's type (and format)");
     return add(std::move(node), where);
   }
 

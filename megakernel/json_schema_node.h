@@ -86,6 +86,15 @@ struct JsonSchema::Node {
   uint32_t min_frames = kUnfinishable;
 };
 
+// A string format a reply is held to (json_schema_formats.cpp): date, time, date-time, duration, email,
+// hostname, ipv4, ipv6, uuid, uri, each as a pattern matching a subset of what the format allows, and
+// the most characters it has (kUnfinishable: no bound). Null for any other format, an annotation.
+struct StringFormat {
+  std::shared_ptr<const StringPattern> pattern;
+  uint32_t most_length;
+};
+const StringFormat* asserted_format(std::string_view name);
+
 struct JsonSchema::Compiled {
   std::vector<JsonSchema::Node> nodes;
   int32_t root = -1;

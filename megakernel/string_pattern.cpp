@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "tilefire/errors.h"
@@ -17,6 +18,20 @@ namespace {
 constexpr uint32_t kUnbounded = UINT32_MAX;
 constexpr uint32_t kMostNfaStates = 1 << 16;
 constexpr uint32_t kMostGroupNesting = 64;
+// Compiling a pattern is bounded by the work it does as well as by the states it ends with: a pattern of
+// 14 characters, x(?:b?){4000}c, makes every subset thousands of NFA states long (seconds and gigabytes
+// before the state cap). A step: an NFA state visited in a closure, a range tested, a pair's range met.
+constexpr uint64_t kMostPatternWork = uint64_t(1) << 23;
+
+struct WorkBudget {
+  uint64_t spent = 0;
+  void spend(uint64_t steps) {
+    spent += steps;
+    if (spent > kMostPatternWork)
+      throw InputError("the pattern is too costly to make into an automaton (more than " + std::to_string(kMostPatternWork) +
+                       " steps: long repeats of optional parts, or of large classes)");
+  }
+};
 
 struct CodeRange {
   uint32_t low, high;
@@ -200,7 +215,9 @@ class PatternParser {
           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$' || (at_ > name_start && c >= '0' && c <= '9');
         };
         while (!at_end() && name_character(text_[at_])) ++at_;
+        const std::vector<uint32_t> name(text_.begin() + long(name_start), text_.begin() + long(at_));
         if (at_ == name_start || !eat('>')) fail("a group name must be ASCII letters, digits, _ and $, closed by '>'");
+        if (!group_names_.insert(name).second) fail("a group name used twice");
       } else if (!eat(':')) {
         fail("'(?' begins no group Tilefire reads ((?:...) and (?<name>...) are)");
       }
@@ -360,6 +377,7 @@ class PatternParser {
   std::vector<uint32_t> text_;
   size_t at_ = 0;
   uint32_t depth_ = 0;
+  std::set<std::vector<uint32_t>> group_names_;
 };
 
 // A Thompson NFA: each state has empty moves (some only at the string's start or end) and at most one
@@ -374,6 +392,7 @@ struct Nfa {
   };
   std::vector<State> states;
   std::vector<CharSet> sets;
+  std::map<const CharSet*, int32_t> set_of;  // a class of the tree: its index in sets (a repeat's copies share it)
 
   int32_t add() {
     if (states.size() >= kMostNfaStates) throw InputError("the pattern is too large (its repeats spell out more than " +
@@ -384,8 +403,9 @@ struct Nfa {
   void move(int32_t from, int32_t to) { states[size_t(from)].moves.push_back(to); }
   int32_t chars(int32_t from, const CharSet& set) {
     const int32_t to = add();
-    sets.push_back(set);
-    states[size_t(from)].chars = int32_t(sets.size() - 1);
+    auto [found, added] = set_of.emplace(&set, int32_t(sets.size()));
+    if (added) sets.push_back(set);
+    states[size_t(from)].chars = found->second;
     states[size_t(from)].chars_target = to;
     return to;
   }
@@ -446,6 +466,91 @@ struct Nfa {
   }
 };
 
+// Only the states from which a match can still be reached, the start first.
+std::vector<StringPattern::State> live(std::vector<StringPattern::State> states, const char* none_left) {
+  std::vector<std::vector<int32_t>> into(states.size());
+  for (size_t s = 0; s < states.size(); ++s)
+    for (const auto& transition : states[s].transitions) into[size_t(transition.target)].push_back(int32_t(s));
+  std::vector<int32_t> renumbered(states.size(), -1), stack;
+  std::vector<char> alive(states.size(), 0);
+  for (size_t s = 0; s < states.size(); ++s)
+    if (states[s].accepting) alive[s] = 1, stack.push_back(int32_t(s));
+  while (!stack.empty()) {
+    const int32_t s = stack.back();
+    stack.pop_back();
+    for (int32_t from : into[size_t(s)])
+      if (!alive[size_t(from)]) alive[size_t(from)] = 1, stack.push_back(from);
+  }
+  if (!alive[0]) throw InputError(none_left);
+  int32_t count = 0;
+  for (size_t s = 0; s < states.size(); ++s)
+    if (alive[s]) renumbered[s] = count++;
+  std::vector<StringPattern::State> out(static_cast<size_t>(count));
+  for (size_t s = 0; s < states.size(); ++s) {
+    if (!alive[s]) continue;
+    StringPattern::State& kept = out[size_t(renumbered[s])];
+    kept.accepting = states[s].accepting;
+    for (const auto& transition : states[s].transitions)
+      if (alive[size_t(transition.target)]) kept.transitions.push_back({transition.low, transition.high, renumbered[size_t(transition.target)]});
+  }
+  return out;
+}
+
+// Moore's refinement: states that no string tells apart become one (so a reply's states repeat, and
+// TokenTrie's cached masks serve them).
+// It refines one round at a time, so a long chain of states (^a{4000}$) would take as many rounds: past
+// kMostPatternWork steps the states are kept as they are (the same strings match; fewer masks repeat).
+std::vector<StringPattern::State> minimized(std::vector<StringPattern::State> states) {
+  std::vector<int32_t> block(states.size());
+  for (size_t s = 0; s < states.size(); ++s) block[s] = states[s].accepting ? 1 : 0;
+  size_t blocks = 0, transitions = 0;
+  for (const auto& state : states) transitions += state.transitions.size() + 1;
+  uint64_t spent = 0;
+  while (true) {
+    if ((spent += transitions) > kMostPatternWork) return states;
+    std::map<std::vector<uint64_t>, int32_t> signatures;
+    std::vector<int32_t> next(states.size());
+    for (size_t s = 0; s < states.size(); ++s) {
+      std::vector<uint64_t> signature = {uint64_t(block[s])};
+      for (const auto& transition : states[s].transitions) {
+        const uint64_t target = uint64_t(block[size_t(transition.target)]);
+        // Neighbouring ranges into one block are one range.
+        if (signature.size() > 1 && signature.back() == target && uint32_t(signature[signature.size() - 2]) + 1 == transition.low)
+          signature[signature.size() - 2] = (signature[signature.size() - 2] >> 32 << 32) | transition.high;
+        else
+          signature.insert(signature.end(), {uint64_t(transition.low) << 32 | transition.high, target});
+      }
+      next[s] = signatures.emplace(std::move(signature), int32_t(signatures.size())).first->second;
+    }
+    block = std::move(next);
+    if (signatures.size() == blocks) break;
+    blocks = signatures.size();
+  }
+  // The start's block first.
+  std::vector<int32_t> renumbered(blocks, -1);
+  int32_t count = 0;
+  renumbered[size_t(block[0])] = count++;
+  for (size_t s = 0; s < states.size(); ++s)
+    if (renumbered[size_t(block[s])] < 0) renumbered[size_t(block[s])] = count++;
+  std::vector<StringPattern::State> out(blocks);
+  std::vector<char> done(blocks, 0);
+  for (size_t s = 0; s < states.size(); ++s) {
+    const size_t b = size_t(renumbered[size_t(block[s])]);
+    if (done[b]) continue;
+    done[b] = 1;
+    out[b].accepting = states[s].accepting;
+    for (const auto& transition : states[s].transitions) {
+      const int32_t target = renumbered[size_t(block[size_t(transition.target)])];
+      if (!out[b].transitions.empty() && out[b].transitions.back().target == target && out[b].transitions.back().high + 1 == transition.low)
+        out[b].transitions.back().high = transition.high;
+      else
+        out[b].transitions.push_back({transition.low, transition.high, target});
+    }
+  }
+  return out;
+}
+
+
 // Builds a StringPattern's states from the NFA.
 class PatternBuilder {
  public:
@@ -453,7 +558,7 @@ class PatternBuilder {
     marks_.assign(nfa_.states.size() * 2, 0);
   }
 
-  std::vector<StringPattern::State> run() { return minimized(live(determinize())); }
+  std::vector<StringPattern::State> run() { return minimized(live(determinize(), "no string matches the pattern")); }
 
  private:
   // A subset's element: an NFA state, times 2, plus 1 when the string must end there (after a $).
@@ -469,6 +574,7 @@ class PatternBuilder {
       stack.pop_back();
       subset.push_back(element);
       const Nfa::State& state = nfa_.states[element / 2];
+      work_.spend(1 + state.moves.size() + state.at_end.size() + state.at_start.size());
       const uint32_t ended = element & 1;
       const auto reach = [&](int32_t to, uint32_t must_end) {
         const uint32_t next = uint32_t(to) * 2 + must_end;
@@ -484,25 +590,26 @@ class PatternBuilder {
     if (std::binary_search(subset.begin(), subset.end(), uint32_t(matched_) * 2)) subset = {uint32_t(matched_) * 2};
   }
 
-  int32_t intern(Subset subset, std::map<Subset, int32_t>& ids, std::vector<Subset>& subsets) {
+  // Each subset is kept once, as its map key (subsets points at them: a map's keys stay where they are).
+  int32_t intern(Subset subset, std::map<Subset, int32_t>& ids, std::vector<const Subset*>& subsets) {
     auto [found, added] = ids.emplace(std::move(subset), int32_t(subsets.size()));
     if (added) {
       if (subsets.size() >= kMostPatternStates)
         throw InputError("the pattern needs more than " + std::to_string(kMostPatternStates) + " automaton states");
-      subsets.push_back(found->first);
+      subsets.push_back(&found->first);
     }
     return found->second;
   }
 
   std::vector<StringPattern::State> determinize() {
     std::map<Subset, int32_t> ids;
-    std::vector<Subset> subsets;
+    std::vector<const Subset*> subsets;
     Subset first = {uint32_t(start_) * 2};
     close(first, true);
     intern(std::move(first), ids, subsets);
     std::vector<StringPattern::State> states;
     for (size_t at = 0; at < subsets.size(); ++at) {
-      const Subset subset = subsets[at];  // a copy: intern() grows subsets
+      const Subset& subset = *subsets[at];
       StringPattern::State state;
       std::vector<std::pair<int32_t, int32_t>> moves;  // (set, target) of the elements that may go on
       std::vector<uint32_t> bounds = {0, 0xD800, 0xE000, kMostCodePoint + 1};
@@ -518,6 +625,8 @@ class PatternBuilder {
       }
       std::sort(bounds.begin(), bounds.end());
       bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+      work_.spend(uint64_t(bounds.size()) * (moves.size() + 1));
+      std::map<Subset, int32_t> closed;  // this state's moves before their closure: the state they lead to
       for (size_t i = 0; i + 1 < bounds.size(); ++i) {
         const uint32_t low = bounds[i], high = bounds[i + 1] - 1;
         if (low >= 0xD800 && low < 0xE000) continue;  // surrogates: no character of a JSON string
@@ -525,8 +634,13 @@ class PatternBuilder {
         for (const auto& [set, target] : moves)
           if (contains(nfa_.sets[size_t(set)], low)) targets.push_back(uint32_t(target) * 2);
         if (targets.empty()) continue;
-        close(targets, false);
-        const int32_t target = intern(std::move(targets), ids, subsets);
+        auto [known, fresh] = closed.emplace(targets, -1);
+        if (fresh) {
+          close(targets, false);
+          work_.spend(targets.size());
+          known->second = intern(std::move(targets), ids, subsets);
+        }
+        const int32_t target = known->second;
         if (!state.transitions.empty() && state.transitions.back().target == target && state.transitions.back().high + 1 == low)
           state.transitions.back().high = high;
         else
@@ -537,89 +651,11 @@ class PatternBuilder {
     return states;
   }
 
-  // Only the states from which a match can still be reached, the start first.
-  static std::vector<StringPattern::State> live(std::vector<StringPattern::State> states) {
-    std::vector<std::vector<int32_t>> into(states.size());
-    for (size_t s = 0; s < states.size(); ++s)
-      for (const auto& transition : states[s].transitions) into[size_t(transition.target)].push_back(int32_t(s));
-    std::vector<int32_t> renumbered(states.size(), -1), stack;
-    std::vector<char> alive(states.size(), 0);
-    for (size_t s = 0; s < states.size(); ++s)
-      if (states[s].accepting) alive[s] = 1, stack.push_back(int32_t(s));
-    while (!stack.empty()) {
-      const int32_t s = stack.back();
-      stack.pop_back();
-      for (int32_t from : into[size_t(s)])
-        if (!alive[size_t(from)]) alive[size_t(from)] = 1, stack.push_back(from);
-    }
-    if (!alive[0]) throw InputError("no string matches the pattern");
-    int32_t count = 0;
-    for (size_t s = 0; s < states.size(); ++s)
-      if (alive[s]) renumbered[s] = count++;
-    std::vector<StringPattern::State> out(static_cast<size_t>(count));
-    for (size_t s = 0; s < states.size(); ++s) {
-      if (!alive[s]) continue;
-      StringPattern::State& kept = out[size_t(renumbered[s])];
-      kept.accepting = states[s].accepting;
-      for (const auto& transition : states[s].transitions)
-        if (alive[size_t(transition.target)]) kept.transitions.push_back({transition.low, transition.high, renumbered[size_t(transition.target)]});
-    }
-    return out;
-  }
-
-  // Moore's refinement: states that no string tells apart become one (so a reply's states repeat, and
-  // TokenTrie's cached masks serve them).
-  static std::vector<StringPattern::State> minimized(std::vector<StringPattern::State> states) {
-    std::vector<int32_t> block(states.size());
-    for (size_t s = 0; s < states.size(); ++s) block[s] = states[s].accepting ? 1 : 0;
-    size_t blocks = 0;
-    while (true) {
-      std::map<std::vector<uint64_t>, int32_t> signatures;
-      std::vector<int32_t> next(states.size());
-      for (size_t s = 0; s < states.size(); ++s) {
-        std::vector<uint64_t> signature = {uint64_t(block[s])};
-        for (const auto& transition : states[s].transitions) {
-          const uint64_t target = uint64_t(block[size_t(transition.target)]);
-          // Neighbouring ranges into one block are one range.
-          if (signature.size() > 1 && signature.back() == target && uint32_t(signature[signature.size() - 2]) + 1 == transition.low)
-            signature[signature.size() - 2] = (signature[signature.size() - 2] >> 32 << 32) | transition.high;
-          else
-            signature.insert(signature.end(), {uint64_t(transition.low) << 32 | transition.high, target});
-        }
-        next[s] = signatures.emplace(std::move(signature), int32_t(signatures.size())).first->second;
-      }
-      block = std::move(next);
-      if (signatures.size() == blocks) break;
-      blocks = signatures.size();
-    }
-    // The start's block first.
-    std::vector<int32_t> renumbered(blocks, -1);
-    int32_t count = 0;
-    renumbered[size_t(block[0])] = count++;
-    for (size_t s = 0; s < states.size(); ++s)
-      if (renumbered[size_t(block[s])] < 0) renumbered[size_t(block[s])] = count++;
-    std::vector<StringPattern::State> out(blocks);
-    std::vector<char> done(blocks, 0);
-    for (size_t s = 0; s < states.size(); ++s) {
-      const size_t b = size_t(renumbered[size_t(block[s])]);
-      if (done[b]) continue;
-      done[b] = 1;
-      out[b].accepting = states[s].accepting;
-      for (const auto& transition : states[s].transitions) {
-        const int32_t target = renumbered[size_t(block[size_t(transition.target)])];
-        if (!out[b].transitions.empty() && out[b].transitions.back().target == target && out[b].transitions.back().high + 1 == transition.low)
-          out[b].transitions.back().high = transition.high;
-        else
-          out[b].transitions.push_back({transition.low, transition.high, target});
-      }
-    }
-    return out;
-  }
-
   Nfa nfa_;
   int32_t start_, matched_;
   std::vector<uint32_t> marks_;  // closure's visited marks, by element
   uint32_t generation_ = 0;
+  WorkBudget work_;
 };
 
 }  // namespace
@@ -642,6 +678,43 @@ std::shared_ptr<const StringPattern> StringPattern::compile(std::string_view pat
   auto compiled = std::make_shared<StringPattern>();
   compiled->states_ = PatternBuilder(std::move(nfa), start, matched).run();
   return compiled;
+}
+
+std::shared_ptr<const StringPattern> StringPattern::intersect(const StringPattern& a, const StringPattern& b) {
+  // The product automaton over the pairs reachable from the two starts: a pair's ranges are where a
+  // range of each meets.
+  std::map<std::pair<int32_t, int32_t>, int32_t> ids = {{{kStart, kStart}, 0}};
+  std::vector<std::pair<int32_t, int32_t>> pairs = {{kStart, kStart}};
+  std::vector<State> states;
+  WorkBudget work;
+  for (size_t at = 0; at < pairs.size(); ++at) {
+    const auto [x, y] = pairs[at];
+    State state;
+    state.accepting = a.accepting(x) && b.accepting(y);
+    const auto& left = a.transitions(x);
+    const auto& right = b.transitions(y);
+    work.spend(1 + left.size() + right.size());
+    for (size_t i = 0, j = 0; i < left.size() && j < right.size();) {
+      const uint32_t low = std::max(left[i].low, right[j].low), high = std::min(left[i].high, right[j].high);
+      if (low <= high) {
+        auto [found, added] = ids.emplace(std::pair(left[i].target, right[j].target), int32_t(pairs.size()));
+        if (added) {
+          if (pairs.size() >= kMostPatternStates)
+            throw InputError("the strings both match need more than " + std::to_string(kMostPatternStates) + " automaton states");
+          pairs.push_back(found->first);
+        }
+        if (!state.transitions.empty() && state.transitions.back().target == found->second && state.transitions.back().high + 1 == low)
+          state.transitions.back().high = high;
+        else
+          state.transitions.push_back({low, high, found->second});
+      }
+      (left[i].high < right[j].high ? i : j) += 1;
+    }
+    states.push_back(std::move(state));
+  }
+  auto both = std::make_shared<StringPattern>();
+  both->states_ = minimized(live(std::move(states), "no string matches both the pattern and the format"));
+  return both;
 }
 
 int32_t StringPattern::next(int32_t state, uint32_t code_point) const {
@@ -667,9 +740,10 @@ bool StringPattern::matches(std::string_view text) const {
 
 PatternLengths::PatternLengths(const StringPattern& pattern, uint32_t min_length, uint32_t max_length) {
   const size_t states = pattern.states();
-  // With no maxLength, looking |states| past minLength is enough: a longer match has a loop that can be
-  // left out while it stays at least minLength long.
-  const uint64_t horizon = max_length != UINT32_MAX ? max_length : uint64_t(min_length) + states;
+  // Looking |states| past minLength is enough (or to maxLength, when nearer): a longer match has a loop of
+  // at most |states| characters that can be left out while it stays longer than minLength, so a match
+  // of a length in [least, most] (least at most minLength) past the table has one within it.
+  const uint64_t horizon = std::min<uint64_t>(max_length, uint64_t(min_length) + states);
   size_t edges = 0;
   std::vector<std::vector<int32_t>> into(states);
   for (size_t s = 0; s < states; ++s) {

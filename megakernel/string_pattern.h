@@ -23,6 +23,8 @@ class StringPattern {
  public:
   // An InputError naming what is wrong or not supported (the caller adds where the pattern is).
   static std::shared_ptr<const StringPattern> compile(std::string_view pattern);
+  // The strings both match (a pattern beside a format). An InputError when there are none.
+  static std::shared_ptr<const StringPattern> intersect(const StringPattern& a, const StringPattern& b);
 
   static constexpr int32_t kStart = 0;
   // Every state can still reach a match: a string with no way to a match is refused at its first
@@ -58,7 +60,7 @@ class PatternLengths {
   // An InputError when the table would be too large (states times the characters it must look ahead).
   PatternLengths(const StringPattern& pattern, uint32_t min_length, uint32_t max_length_or_unbounded);
   // Whether some string matched from `state` ends after between `least` and `most` more characters
-  // (most: UINT32_MAX for no bound).
+  // (least at most the minLength the table was made for; most: UINT32_MAX for no bound).
   bool can_end(int32_t state, uint32_t least, uint32_t most) const;
 
  private:

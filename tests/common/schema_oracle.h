@@ -1,5 +1,5 @@
 #pragma once
-// Ajv (tests/megakernel/json_schema_oracle.mjs, fetched by scripts/fetch-tokenizers), the oracle of the
+// Ajv with ajv-formats (tests/megakernel/json_schema_oracle.mjs, fetched by scripts/fetch-tokenizers), the oracle of the
 // schema-constrained replies' tests: every document of every case validated in one Node.js process.
 #include <gtest/gtest.h>
 
@@ -23,9 +23,11 @@ inline std::filesystem::path ajv_package() {
 // True when the oracle can run; otherwise false, after a failure when TILEFIRE_REQUIRE_TOKENIZER_FILES=1
 // (scripts/test) says it must.
 inline bool have_schema_oracle() {
-  if (std::filesystem::exists(ajv_package() / "dist" / "2020.js") && std::system("node --version >/dev/null 2>&1") == 0) return true;
+  if (std::filesystem::exists(ajv_package() / "dist" / "2020.js") && std::filesystem::exists(ajv_package() / ".." / "ajv-formats" / "dist" / "index.js") &&
+      std::system("node --version >/dev/null 2>&1") == 0)
+    return true;
   const char* required = std::getenv("TILEFIRE_REQUIRE_TOKENIZER_FILES");
-  if (required && std::string(required) == "1") ADD_FAILURE() << ajv_package() << " or node is missing: run scripts/fetch-tokenizers";
+  if (required && std::string(required) == "1") ADD_FAILURE() << ajv_package() << ", ajv-formats or node is missing: run scripts/fetch-tokenizers";
   return false;
 }
 

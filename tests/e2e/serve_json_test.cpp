@@ -124,8 +124,8 @@ TEST(ServeJson, AModelWithoutATokenizerRepliesInJsonToo) {
 const char* const kReplySchema = R"({"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 5}, "age": {"type": "integer"}, "ok": {"type": "boolean"},
     "mood": {"enum": ["calm", "glad", 3]}, "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2},
-    "score": {"type": ["number", "null"]}, "id": {"type": "string", "pattern": "^[A-Z]{2}-\\d{2,3}$"}},
-    "required": ["name", "ok", "mood", "id"]})";
+    "score": {"type": ["number", "null"]}, "id": {"type": "string", "pattern": "^[A-Z]{2}-\\d{2,3}$"},
+    "day": {"type": "string", "format": "date"}}, "required": ["name", "ok", "mood", "id", "day"]})";
 
 // Whether a JSON text (or a prefix of one) holds whitespace between its tokens.
 bool whitespace_outside_strings(const std::string& text) {
@@ -157,7 +157,7 @@ void json_schema_replies(std::vector<std::string> extra) {
     const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
     json body = chat ? json{{"messages", {{{"role", "user"}, {"content", "Who are you?"}}}}} : json{{"prompt", "Person:"}};
     body["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "person"}, {"schema", ended.schema}, {"strict", true}}}};
-    for (const ChoiceText& choice : sampled_choices(port, path, body, 120, 5)) {
+    for (const ChoiceText& choice : sampled_choices(port, path, body, 160, 5)) {
       if (expect_json_object_or_prefix(choice)) ended.documents.push_back(choice.text);
       EXPECT_FALSE(whitespace_outside_strings(choice.text)) << json(choice.text).dump();
     }

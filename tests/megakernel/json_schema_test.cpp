@@ -13,6 +13,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -79,6 +80,22 @@ const std::vector<json>& schemas() {
           "even": {"type": "string", "pattern": "^(ab)+$", "minLength": 3, "maxLength": 7}},
         "required": ["date", "code", "email", "note", "odd", "even"]})j"),
       json::parse(R"j({"type": "string", "pattern": "^[a-c]*b", "minLength": 4})j"),
+      // The formats a reply is held to, one beside a pattern and one beside maxLength, and one that stays
+      // an annotation.
+      json::parse(R"j({"type": "object", "properties": {
+          "day": {"type": "string", "format": "date"}, "at": {"type": "string", "format": "date-time"},
+          "clock": {"type": "string", "format": "time"}, "span": {"type": "string", "format": "duration"},
+          "leap": {"type": "string", "format": "date", "pattern": "-02-29$"}},
+        "required": ["day", "at", "clock", "span", "leap"]})j"),
+      json::parse(R"j({"type": "object", "properties": {
+          "host": {"type": "string", "format": "hostname"}, "v4": {"type": "string", "format": "ipv4"},
+          "v6": {"type": "string", "format": "ipv6"}, "id": {"type": "string", "format": "uuid"},
+          "other": {"type": "string", "format": "color"}},
+        "required": ["host", "v4", "v6", "id", "other"]})j"),
+      json::parse(R"j({"type": "object", "properties": {
+          "mail": {"type": "string", "format": "email", "maxLength": 40}, "link": {"type": "string", "format": "uri"},
+          "short": {"type": "string", "format": "email", "maxLength": 12}},
+        "required": ["mail", "link", "short"]})j"),
   };
   return all;
 }
@@ -254,6 +271,41 @@ TEST(JsonSchemaBytes, IsStricterThanTheSchemaWhereItSaysSo) {
   EXPECT_TRUE(takes_whole(accented, "\"é\\u0001\\\"\""));
   EXPECT_FALSE(takes_whole(accented, R"("\u00e9")"));
   EXPECT_FALSE(takes_whole(accented, R"("\u0022")"));
+}
+
+// Formats: each spelling of a value the automaton takes is one Ajv with ajv-formats finds valid, and the
+// values it refuses are invalid or outside the one spelling it writes (an upper-case T, an offset, ...).
+TEST(JsonSchemaBytes, StringsAreHeldToTheirFormats) {
+  REQUIRE_SCHEMA_ORACLE();
+  const std::vector<std::tuple<std::string, std::string, bool>> values = {
+      {"date", "2024-02-29", true}, {"date", "2000-02-29", true}, {"date", "2023-02-29", false}, {"date", "1900-02-29", false},
+      {"date", "2024-04-31", false}, {"date", "2024-12-31", true}, {"date", "2024-13-01", false},
+      {"time", "23:59:59Z", true}, {"time", "00:00:00.125+05:30", true}, {"time", "24:00:00Z", false}, {"time", "12:00:00", false},
+      {"date-time", "2024-01-02T03:04:05Z", true}, {"date-time", "2024-01-02t03:04:05z", false},
+      {"duration", "P1Y2M3DT4H5M6S", true}, {"duration", "P2W", true}, {"duration", "PT0S", true}, {"duration", "P", false},
+      {"duration", "P1DT", false}, {"email", "ada.lovelace@example.com", true}, {"email", "a..b@example.com", false},
+      {"email", "ada@localhost", false}, {"hostname", "db-1.internal.example", true}, {"hostname", "-db", false},
+      {"hostname", std::string(63, 'a') + "." + std::string(63, 'b') + "." + std::string(63, 'c') + "." + std::string(61, 'd'), true},
+      {"hostname", std::string(63, 'a') + "." + std::string(63, 'b') + "." + std::string(63, 'c') + "." + std::string(62, 'd'), false},
+      {"ipv4", "192.168.0.1", true}, {"ipv4", "256.1.1.1", false}, {"ipv4", "01.2.3.4", false},
+      {"ipv6", "::1", true}, {"ipv6", "::", true}, {"ipv6", "2001:db8::8a2e:370:7334", true}, {"ipv6", "1:2:3:4:5:6:7:8", true},
+      {"ipv6", "1:2:3:4:5:6:7:8:9", false}, {"ipv6", "1::2::3", false},
+      {"uuid", "123e4567-e89b-12d3-a456-426614174000", true}, {"uuid", "123e4567e89b12d3a456426614174000", false},
+      {"uri", "https://example.com:8080/a/b%20c?x=1&y=2#top", true}, {"uri", "example.com/a", false},
+      {"color", "not a format Tilefire holds: any string", true},
+  };
+  std::vector<SchemaCase> cases;
+  for (const auto& [format, value, taken] : values) {
+    const json schema = {{"type", "string"}, {"format", format}};
+    JsonSchemaMatcher matcher(JsonSchema::compile(schema.dump()));
+    EXPECT_EQ(takes_whole(matcher, json(value).dump()), taken) << format << ": " << value;
+    if (taken) cases.push_back({schema, {json(value).dump()}});
+  }
+  expect_all_valid(cases);
+  // An enum's strings outside the format are not among the values a reply may take.
+  JsonSchemaMatcher dates(JsonSchema::compile(R"({"type": "string", "format": "date", "enum": ["2024-01-01", "soon"]})"));
+  EXPECT_TRUE(takes_whole(dates, R"("2024-01-01")"));
+  EXPECT_FALSE(takes_whole(dates, R"("soon")"));
 }
 
 // The automaton never lets a reply nest deeper than it can close: a recursive schema walked deep,
@@ -521,6 +573,10 @@ TEST(JsonSchema, RefusesWhatItCannotHoldARepliesTo) {
       {R"j({"type": "string", "pattern": "^(aa)+$", "minLength": 3, "maxLength": 3})j", "no string of minLength to maxLength"},
       {R"({"type": "string", "pattern": "[]"})", "#/pattern: no string matches the pattern"},
       {R"({"type": "object", "patternProperties": {"^a": {}}})", "'patternProperties' is not supported"},
+      {R"({"type": "string", "format": "date", "pattern": "^x"})", "#/pattern: no string matches both the pattern and the format"},
+      {R"({"type": "string", "format": "hostname", "minLength": 300})", "minLength is more than the 253 characters the format allows"},
+      {R"({"type": "string", "format": "uuid", "maxLength": 35})", "#/format: no string of minLength to maxLength characters matches the format"},
+      {R"({"type": "string", "format": "date", "enum": ["soon"]})", "none of the enum's values is of the schema's type (and format)"},
       {R"({"type": "number", "minimum": 0})", "#: 'minimum' of a number is not supported"},
       {R"({"minimum": 0})", "'minimum' bounds an integer here"},
       {R"({"type": "integer", "minimum": 3, "exclusiveMaximum": 3})", "no integer is within its minimum and maximum"},

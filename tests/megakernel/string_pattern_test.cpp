@@ -177,6 +177,21 @@ bool brute_force_can_end(const StringPattern& pattern, const std::string& alphab
   return false;
 }
 
+// A long chain of states is kept as it is when minimising it would take too long; a maxLength far past
+// what the pattern needs costs no more than one just past it.
+TEST(StringPattern, LongChainsAndFarLengthsStayCheap) {
+  const auto chain = StringPattern::compile("^a{4000}$");
+  EXPECT_TRUE(chain->matches(std::string(4000, 'a')));
+  EXPECT_FALSE(chain->matches(std::string(3999, 'a')));
+  const auto letters = StringPattern::compile("^[a-z]+$");
+  EXPECT_TRUE(PatternLengths(*letters, 0, 20000000).can_end(StringPattern::kStart, 0, 20000000));
+  EXPECT_TRUE(PatternLengths(*letters, 1000, 20000000).can_end(StringPattern::kStart, 1000, 20000000));
+  const auto uuid = StringPattern::compile("^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$");
+  EXPECT_TRUE(PatternLengths(*uuid, 36, 1000000).can_end(StringPattern::kStart, 36, 1000000));
+  EXPECT_FALSE(PatternLengths(*uuid, 37, 1000000).can_end(StringPattern::kStart, 37, 1000000));
+  EXPECT_FALSE(PatternLengths(*uuid, 0, 1000000).can_end(StringPattern::kStart, 0, 35));
+}
+
 TEST(PatternLengths, AgreesWithEnumeratedStrings) {
   for (const char* source : {"^(aa)*$", "^(aaa|aaaaa)+$", "^a{2,4}b?$", "ab", "^(ab|a)*b$", "^(a|b)*a(a|b){3}$"}) {
     const auto pattern = StringPattern::compile(source);
@@ -195,6 +210,29 @@ TEST(PatternLengths, AgreesWithEnumeratedStrings) {
       }
     }
   }
+}
+
+// The strings two patterns both match: every string over a small alphabet up to 6 characters.
+TEST(StringPattern, IntersectionMatchesWhatBothMatch) {
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"^a+", "b$"}, {"(ab)+", "^a.{2,4}$"}, {"^[a-c]*$", "c"}, {"^(a|b)*a(a|b){2}$", "^a*b*a*$"}};
+  for (const auto& [first, second] : pairs) {
+    const auto a = StringPattern::compile(first), b = StringPattern::compile(second);
+    const auto both = StringPattern::intersect(*a, *b);
+    std::vector<std::string> layer = {""};
+    size_t matched = 0;
+    for (int length = 0; length <= 6; ++length) {
+      std::vector<std::string> next;
+      for (const std::string& text : layer) {
+        EXPECT_EQ(both->matches(text), a->matches(text) && b->matches(text)) << first << " and " << second << " on " << text;
+        matched += both->matches(text);
+        for (char c : std::string("abc")) next.push_back(text + c);
+      }
+      layer = std::move(next);
+    }
+    EXPECT_GT(matched, 0u) << first << " and " << second;
+  }
+  EXPECT_THROW(StringPattern::intersect(*StringPattern::compile("^a"), *StringPattern::compile("^b")), InputError);
 }
 
 TEST(StringPattern, RefusesWhatItDoesNotReadByName) {
@@ -225,6 +263,10 @@ TEST(StringPattern, RefusesWhatItDoesNotReadByName) {
       {"(a{1000}){1000}", "too large"},
       {std::string(100, '(') + std::string(100, ')'), "nest deeper"},
       {"\xff", "not UTF-8"},
+      {"(?<a>x)(?<a>y)", "a group name used twice"},
+      // Short patterns whose automaton costs too much to make: refused quickly, by the work they take.
+      {"x(?:b?){4000}c", "too costly"},
+      {"x(?:[bdfhjlnprtvz]?){10000}c", "too costly"},
   };
   for (const auto& [source, named] : refused) {
     try {
