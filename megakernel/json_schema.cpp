@@ -63,6 +63,16 @@ const std::map<std::string, std::string> kUnsupported = {
 };
 const std::vector<std::string> kTypes = {"object", "array", "string", "number", "integer", "boolean", "null"};
 
+// The format a reply is held to that a schema names, or null (none, or one that stays an annotation).
+const StringFormat* held_format(const json& schema) {
+  const auto format = schema.find("format");
+  return format != schema.end() && format->is_string() ? asserted_format(format->get<std::string>()) : nullptr;
+}
+
+size_t code_points(const std::string& text) {  // of UTF-8 text: the bytes that begin a character
+  return size_t(std::count_if(text.begin(), text.end(), [](char c) { return (uint8_t(c) & 0xC0) != 0x80; }));
+}
+
 std::string pointer_token(const std::string& key) {  // RFC 6901: ~ is ~0, / is ~1
   std::string token;
   for (char c : key) token += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
@@ -121,7 +131,7 @@ class SchemaCompiler {
     for (const auto& [keyword, value] : schema.items()) check_keyword(keyword, where);
     const auto only_annotations_beside = [&](const std::string& keyword) {
       for (const auto& [other, value] : schema.items())
-        if (other != keyword && !kAnnotations.count(other) && other.rfind("x-", 0) != 0)
+        if (other != keyword && ((!kAnnotations.count(other) && other.rfind("x-", 0) != 0) || (other == "format" && held_format(schema))))
           refuse(where, "'" + other + "' beside '" + keyword + "' is not supported: put it inside");
     };
     if (schema.contains("anyOf") && schema.contains("oneOf")) refuse(where, "give anyOf or oneOf, not both");
@@ -207,6 +217,7 @@ class SchemaCompiler {
     for (const auto& [type, keywords] : {std::pair{"object", &kObjectKeywords}, {"array", &kArrayKeywords}, {"string", &kStringKeywords}})
       for (const std::string& keyword : *keywords)
         if (schema.contains(keyword) && std::find(types.begin(), types.end(), type) == types.end()) types.push_back(type);
+    if (held_format(schema) && std::find(types.begin(), types.end(), "string") == types.end()) types.push_back("string");
     if (types.size() > 1) refuse(where, "keywords of " + types[0] + " and " + types[1] + " without a 'type': give one");
     return types;
   }
@@ -249,8 +260,7 @@ class SchemaCompiler {
     static_assert(kUnfinishable == UINT32_MAX, "PatternLengths reads UINT32_MAX as no maxLength");
     const json* pattern = schema.contains("pattern") ? &schema.at("pattern") : nullptr;
     if (pattern && !pattern->is_string()) refuse(where + "/pattern", "must be a string (a regular expression), got " + pattern->dump().substr(0, 40));
-    const StringFormat* format =
-        schema.contains("format") && schema.at("format").is_string() ? asserted_format(schema.at("format").get<std::string>()) : nullptr;
+    const StringFormat* format = held_format(schema);
     if (!pattern && !format) return;
     const std::string at = where + (pattern ? "/pattern" : "/format");
     if (format && format->most_length < node.max_length) {
@@ -343,18 +353,20 @@ class SchemaCompiler {
     if (schema.contains("enum") && schema.contains("const")) refuse(where, "give enum or const, not both");
     const json values = schema.contains("const") ? json::array({schema.at("const")}) : schema.at("enum");
     if (!values.is_array() || values.empty()) refuse(where + "/enum", "must be a list of at least one value");
-    const StringFormat* format =
-        schema.contains("format") && schema.at("format").is_string() ? asserted_format(schema.at("format").get<std::string>()) : nullptr;
+    const StringFormat* format = held_format(schema);
     Node node;
     node.kind = Node::Kind::literals;
     size_t kept = 0;
     for (const json& value : values) {
       if (!types.empty() && std::none_of(types.begin(), types.end(), [&](const std::string& type) { return of_type(value, type); }))
         continue;  // a value the schema's type excludes is not one it matches
-      if (format && value.is_string() && !format->pattern->matches(value.get<std::string>()))
-        continue;  // nor is a string outside the format a reply is held to
-      node.texts.insert(value.dump(), 0, 0);
+      // The oneOf proof reads every value of the type: a validator that reads format as an annotation
+      // lets them all through.
       node.literal_texts.push_back(value.dump());
+      if (format && value.is_string() &&
+          (!format->pattern->matches(value.get<std::string>()) || code_points(value.get<std::string>()) > format->most_length))
+        continue;  // a string outside the format a reply is held to is not one it may take
+      node.texts.insert(value.dump(), 0, 0);
       ++kept;
     }
     if (kept == 0) refuse(where, "none of the enum's values is of the schema's type (and format)");

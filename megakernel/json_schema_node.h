@@ -73,7 +73,8 @@ struct JsonSchema::Node {
   // bound it. A pattern string's frame keeps the pattern's state (position) and its character so far (seen).
   std::shared_ptr<const StringPattern> pattern;
   PatternLengths pattern_lengths;
-  // literals (enum, const, boolean, null): each value's compact JSON text, in a trie and listed
+  // literals (enum, const, boolean, null): each value's compact JSON text, in a trie (those a reply may
+  // take) and listed (every value of the schema's type, a format's or not: what oneOf's proof reads)
   SchemaByteTrie texts;
   std::vector<std::string> literal_texts;
   // any_of: its branches as written (a $ref is an any_of of one branch, its target), and the nodes other

@@ -306,6 +306,15 @@ TEST(JsonSchemaBytes, StringsAreHeldToTheirFormats) {
   JsonSchemaMatcher dates(JsonSchema::compile(R"({"type": "string", "format": "date", "enum": ["2024-01-01", "soon"]})"));
   EXPECT_TRUE(takes_whole(dates, R"("2024-01-01")"));
   EXPECT_FALSE(takes_whole(dates, R"("soon")"));
+  const std::string long_host = std::string(63, 'a') + "." + std::string(63, 'b') + "." + std::string(63, 'c') + "." + std::string(63, 'd');
+  JsonSchemaMatcher hosts(JsonSchema::compile(json{{"format", "hostname"}, {"enum", {long_host, "db.example"}}}.dump()));
+  EXPECT_FALSE(takes_whole(hosts, json(long_host).dump()));  // 255 characters: past the format's 253
+  EXPECT_TRUE(takes_whole(hosts, R"("db.example")"));
+  // A format without a type makes the schema a string's (as pattern does).
+  JsonSchemaMatcher untyped(JsonSchema::compile(R"({"format": "date"})"));
+  EXPECT_FALSE(takes_whole(untyped, R"("hello")"));
+  EXPECT_FALSE(takes_whole(untyped, "12"));
+  EXPECT_TRUE(takes_whole(untyped, R"("2024-01-01")"));
 }
 
 // The automaton never lets a reply nest deeper than it can close: a recursive schema walked deep,
@@ -577,6 +586,10 @@ TEST(JsonSchema, RefusesWhatItCannotHoldARepliesTo) {
       {R"({"type": "string", "format": "hostname", "minLength": 300})", "minLength is more than the 253 characters the format allows"},
       {R"({"type": "string", "format": "uuid", "maxLength": 35})", "#/format: no string of minLength to maxLength characters matches the format"},
       {R"({"type": "string", "format": "date", "enum": ["soon"]})", "none of the enum's values is of the schema's type (and format)"},
+      {R"({"anyOf": [{"type": "string"}, {"type": "null"}], "format": "date"})", "'format' beside 'anyOf' is not supported: put it inside"},
+      {R"({"$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s", "format": "email"})", "'format' beside '$ref' is not supported"},
+      // Without the format, "soon" is in both branches: a validator that reads format as an annotation says so.
+      {R"({"oneOf": [{"type": "string", "format": "date", "enum": ["2024-01-01", "soon"]}, {"const": "soon"}]})", "branches 0 and 1 may both match"},
       {R"({"type": "number", "minimum": 0})", "#: 'minimum' of a number is not supported"},
       {R"({"minimum": 0})", "'minimum' bounds an integer here"},
       {R"({"type": "integer", "minimum": 3, "exclusiveMaximum": 3})", "no integer is within its minimum and maximum"},
