@@ -1,9 +1,9 @@
 // Reading a JSON Schema into nodes (tilefire/json_schema.h). What is read: type (one or a list), enum and
 // const, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength, pattern,
 // anyOf, oneOf whose branches no value can match two of (a discriminated union), allOf of one schema,
-// $ref to a place in the same document (recursion included), and annotations
-// (title, description, default, examples, format, ...). Anything else is refused by name: a keyword the
-// reply could break without the automaton knowing is never ignored.
+// $ref to a place in the same document (recursion included), format (ten held, json_schema_formats.cpp; the
+// rest annotations) and annotations (title, description, default, examples, ...). Anything else is
+// refused by name: a keyword the reply could break without the automaton knowing is never ignored.
 #include <algorithm>
 #include <cmath>
 #include <limits>
