@@ -116,6 +116,15 @@ struct Nfa {
   }
 };
 
+// Adds [low, high] -> target after a state's last range (ranges come in ascending order): one range with
+// the last when they touch and lead to the same state.
+void append_transition(StringPattern::State& state, uint32_t low, uint32_t high, int32_t target) {
+  if (!state.transitions.empty() && state.transitions.back().target == target && state.transitions.back().high + 1 == low)
+    state.transitions.back().high = high;
+  else
+    state.transitions.push_back({low, high, target});
+}
+
 // Only the states from which a match can still be reached, the start first.
 std::vector<StringPattern::State> live(std::vector<StringPattern::State> states, const char* none_left) {
   std::vector<std::vector<int32_t>> into(states.size());
@@ -189,13 +198,8 @@ std::vector<StringPattern::State> minimized(std::vector<StringPattern::State> st
     if (done[b]) continue;
     done[b] = 1;
     out[b].accepting = states[s].accepting;
-    for (const auto& transition : states[s].transitions) {
-      const int32_t target = renumbered[size_t(block[size_t(transition.target)])];
-      if (!out[b].transitions.empty() && out[b].transitions.back().target == target && out[b].transitions.back().high + 1 == transition.low)
-        out[b].transitions.back().high = transition.high;
-      else
-        out[b].transitions.push_back({transition.low, transition.high, target});
-    }
+    for (const auto& transition : states[s].transitions)
+      append_transition(out[b], transition.low, transition.high, renumbered[size_t(block[size_t(transition.target)])]);
   }
   return out;
 }
@@ -290,11 +294,7 @@ class PatternBuilder {
           work_.spend(targets.size());
           known->second = intern(std::move(targets), ids, subsets);
         }
-        const int32_t target = known->second;
-        if (!state.transitions.empty() && state.transitions.back().target == target && state.transitions.back().high + 1 == low)
-          state.transitions.back().high = high;
-        else
-          state.transitions.push_back({low, high, target});
+        append_transition(state, low, high, known->second);
       }
       states.push_back(std::move(state));
     }
@@ -353,10 +353,7 @@ std::shared_ptr<const StringPattern> StringPattern::intersect(const StringPatter
             throw InputError("the strings both match need more than " + std::to_string(kMostPatternStates) + " automaton states");
           pairs.push_back(found->first);
         }
-        if (!state.transitions.empty() && state.transitions.back().target == found->second && state.transitions.back().high + 1 == low)
-          state.transitions.back().high = high;
-        else
-          state.transitions.push_back({low, high, found->second});
+        append_transition(state, low, high, found->second);
       }
       (left[i].high < right[j].high ? i : j) += 1;
     }
