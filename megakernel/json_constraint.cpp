@@ -3,12 +3,15 @@
 #include "tilefire/json_constraint.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "tilefire/errors.h"
 
 namespace tilefire {
 
 namespace {
+
+std::atomic<uint64_t> next_trie_serial{1};
 
 bool is_whitespace(uint8_t byte) { return byte == ' ' || byte == '\t' || byte == '\n' || byte == '\r'; }
 bool is_digit(uint8_t byte) { return byte >= '0' && byte <= '9'; }
@@ -270,7 +273,7 @@ bool JsonBytes::complete() const {
   return mode_ == Mode::done || (depth_ == 0 && whole_number);
 }
 
-TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : token_bytes_(token_bytes) {
+TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : serial_(next_trie_serial++), token_bytes_(token_bytes) {
   // The tokens with bytes, by their bytes. One of 65,535 bytes or more (no real vocabulary has one: a node's
   // depth is 16 bits) is left out, so never allowed.
   std::vector<int32_t> order;
@@ -316,7 +319,7 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : token_bytes_
     }
   };
   inside_string_.assign(token_bytes_.size(), 0);
-  walk(StaysInString{in_string}, inside_string_);
+  walk(StaysInString{in_string}, [&](int32_t token, const StaysInString&) { inside_string_[size_t(token)] = 1; });
   // The characters a string's own token adds: its bytes that begin one (from a plain state: an ASCII
   // byte, a UTF-8 lead byte, the backslash of an escape, but not that of a surrogate pair's second half).
   inside_characters_.assign(token_bytes_.size(), 0);

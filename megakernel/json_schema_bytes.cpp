@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "json_schema_node.h"
+#include "pattern_string_lexer.h"
 #include "tilefire/errors.h"
 
 namespace tilefire {
@@ -22,15 +23,10 @@ enum : uint8_t { kObjectFirst, kObjectKey, kObjectInKey, kObjectColon, kObjectVa
 enum : uint8_t { kArrayFirst, kArrayItem, kArrayInItem, kArrayAfter };
 // A number's: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? (an integer's: without fraction and exponent).
 enum : uint8_t { kMinus, kZero, kInteger, kFractionStart, kFraction, kExponentStart, kExponentSign, kExponent };
-// A string's escape: none, after '\', hex digits of \u (2 + those matched), a low surrogate's '\' and 'u'.
-enum : uint8_t { kNoEscape = 0, kBackslash = 1, kHexDigits = 2, kLowBackslash = 6, kLowU = 7 };
 constexpr int32_t kAdditionalKey = -2;  // an object frame's position: the key read is not a declared one
 
 bool is_whitespace(uint8_t byte) { return byte == ' ' || byte == '\t' || byte == '\n' || byte == '\r'; }
 bool is_digit(uint8_t byte) { return byte >= '0' && byte <= '9'; }
-int hex_value(uint8_t byte) {
-  return is_digit(byte) ? byte - '0' : byte >= 'a' && byte <= 'f' ? byte - 'a' + 10 : byte >= 'A' && byte <= 'F' ? byte - 'A' + 10 : -1;
-}
 
 struct Lexed {
   bool taken = false;
@@ -75,7 +71,7 @@ Lexed lex_string(Frame& frame, uint8_t byte, bool key) {
       lexed.taken = true;
       return lexed;
     default: {  // hex digits; the first two decide whether a surrogate is where it may be
-      const int digit = hex_value(byte);
+      const int digit = hex_digit_value(byte);
       const int matched = frame.escape - kHexDigits;
       if (digit < 0) return lexed;
       if (frame.low_surrogate && ((matched == 0 && digit != 0xD) || (matched == 1 && digit < 0xC))) return lexed;
@@ -448,102 +444,18 @@ void JsonSchemaMatcher::step(const Alternative& from, uint8_t byte, std::vector<
   }
 }
 
-// A byte of a string held to a pattern. The string is written as raw UTF-8 with only the escapes JSON
-// needs (\" \\ \/ \b \f \n \r \t, and \u00XX for other control characters), so each byte narrows
-// the character being written to a range of code points; the byte is taken when some character in that
-// range leads to a pattern state from which a match can still end within the lengths left.
+// A byte of a string held to a pattern (pattern_string_lexer.h: how it is written): taken when some
+// character the byte may begin or go on leads to a pattern state from which a match can still end within
+// the lengths left; the closing quote where the pattern matches and minLength is met.
 void JsonSchemaMatcher::pattern_string_byte(const Alternative& from, const Node& node, uint8_t byte, std::vector<Alternative>& out) {
   Alternative next = from;
   Frame& frame = next.top;
-  const auto can_write = [&](uint32_t low, uint32_t high) { return pattern_can_write(node, frame, low, high); };
-  const auto write = [&](uint32_t code_point) {
-    pattern_write(node, frame, code_point);
-    emit(out, next);
-  };
-  // The code points a UTF-8 character can still be, its bits so far `bits` with `left` bytes to come, the
-  // next within [low, high].
-  const auto utf8_span = [](uint64_t bits, uint32_t left, uint8_t low, uint8_t high) {
-    const uint32_t rest = 6 * (left - 1);
-    return std::pair<uint32_t, uint32_t>(uint32_t((bits << 6 | (low & 0x3Fu)) << rest),
-                                         uint32_t((bits << 6 | (high & 0x3Fu)) << rest | ((1u << rest) - 1)));
-  };
-  if (frame.utf8_left > 0) {
-    if (byte < frame.next_low || byte > frame.next_high) return;
-    const uint64_t bits = frame.seen << 6 | (byte & 0x3Fu);
-    if (frame.utf8_left == 1) {
-      if (can_write(uint32_t(bits), uint32_t(bits))) write(uint32_t(bits));
-      return;
-    }
-    const auto [low, high] = utf8_span(bits, frame.utf8_left - 1u, 0x80, 0xBF);
-    if (!can_write(low, high)) return;
-    frame.seen = bits;
-    --frame.utf8_left;
-    frame.next_low = 0x80;
-    frame.next_high = 0xBF;
-    emit(out, next);
-    return;
-  }
-  if (frame.escape == kBackslash) {
-    static constexpr std::pair<uint8_t, uint8_t> kShortEscapes[] = {
-        {'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 0x08}, {'f', 0x0C}, {'n', 0x0A}, {'r', 0x0D}, {'t', 0x09}};
-    for (const auto& [letter, character] : kShortEscapes)
-      if (byte == letter) {
-        if (can_write(character, character)) write(character);
-        return;
-      }
-    if (byte == 'u' && can_write(0x00, 0x1F)) {
-      frame.escape = kHexDigits;
-      frame.seen = 0;
-      emit(out, next);
-    }
-    return;
-  }
-  if (frame.escape >= kHexDigits) {  // \u00XX: 0, 0, then 0 or 1, then any hex digit
-    const int digit = hex_value(byte);
-    const int matched = frame.escape - kHexDigits;
-    if (digit < 0 || (matched < 2 && digit != 0) || (matched == 2 && digit > 1)) return;
-    const uint32_t value = uint32_t(frame.seen) * 16 + uint32_t(digit);
-    if (matched == 3) {
-      if (can_write(value, value)) write(value);
-      return;
-    }
-    const uint32_t low = value << 4 * (3 - matched), high = std::min<uint32_t>(low | ((1u << 4 * (3 - matched)) - 1), 0x1F);
-    if (!can_write(low, high)) return;
-    frame.seen = value;
-    ++frame.escape;
-    emit(out, next);
-    return;
-  }
-  if (byte == '"') {
-    if (node.pattern->accepting(frame.position) && frame.count >= node.min_length) pop(from, byte, false, out);
-    return;
-  }
-  if (byte == '\\') {
-    if (can_write(0x00, 0x1F) || can_write('"', '"') || can_write('/', '/') || can_write('\\', '\\')) {
-      frame.escape = kBackslash;
-      emit(out, next);
-    }
-    return;
-  }
-  if (byte < 0x20) return;
-  if (byte < 0x80) {
-    if (can_write(byte, byte)) write(byte);
-    return;
-  }
-  uint32_t left = 0;
-  uint8_t low = 0x80, high = 0xBF;
-  if (byte >= 0xC2 && byte <= 0xDF) left = 1;
-  else if (byte >= 0xE0 && byte <= 0xEF) left = 2, low = byte == 0xE0 ? 0xA0 : 0x80, high = byte == 0xED ? 0x9F : 0xBF;
-  else if (byte >= 0xF0 && byte <= 0xF4) left = 3, low = byte == 0xF0 ? 0x90 : 0x80, high = byte == 0xF4 ? 0x8F : 0xBF;
-  else return;
-  const uint64_t bits = byte & (0x7Fu >> (left + 1));
-  const auto [first, last] = utf8_span(bits, left, low, high);
-  if (!can_write(first, last)) return;
-  frame.seen = bits;
-  frame.utf8_left = uint8_t(left);
-  frame.next_low = low;
-  frame.next_high = high;
-  emit(out, next);
+  const PatternByte lexed = lex_pattern_string_byte(
+      frame, byte, [&](uint32_t low, uint32_t high) { return pattern_can_write(node, frame, low, high); },
+      [&](uint32_t code_point) { pattern_write(node, frame, code_point); });
+  if (lexed == PatternByte::taken) emit(out, next);
+  if (lexed == PatternByte::closing_quote && node.pattern->accepting(frame.position) && frame.count >= node.min_length)
+    pop(from, byte, false, out);
 }
 
 // The first byte of a value of `node`, below which `from` waits (its phase already "in a value").

@@ -475,7 +475,7 @@ TEST(TokenTrie, AStringsOwnTokensAreThoseItsStateTakes) {
   for (const char* model : {"gpt2", "llama3"}) {
     const std::vector<std::string> vocabulary = Tokenizer(model_tokenizer(model).string()).token_bytes();
     const TokenTrie trie(vocabulary);
-    EXPECT_GT(trie.string_closing_tokens(), 100u) << model;
+    EXPECT_GT(trie.string_closing_tokens().size(), 100u) << model;
     for (const char* prefix : {"{\"ke", "{\"a\": \"val", "[\"x\\n", "{\"a\": [\"\xC3\xA9", "\"\\u00e9", "[[\"\\ud83d\\ude00"}) {
       JsonBytes state(JsonTop::any_value);
       ASSERT_TRUE(state.feed(std::string_view(prefix))) << prefix;
@@ -493,6 +493,75 @@ TEST(TokenTrie, AStringsOwnTokensAreThoseItsStateTakes) {
     JsonSchemaBytes state = at_least.start();
     ASSERT_TRUE(state.feed(std::string_view("\"a")));
     expect_walks_verdicts(trie, vocabulary, state, std::string(model) + " a string of at least 3 characters after \"a");
+  }
+}
+
+// Inside a string held to a pattern, the second time a reply is in a pattern state its mask comes from
+// the state's table (JsonSchemaBytes::allow_tokens_itself) with the lengths checked as it is read: it is
+// exactly the tokens the state takes whole, from the states along random walks of the pattern schemas,
+// over a vocabulary of escapes, quotes, multi-byte characters and their pieces (and on real vocabularies
+// from a few places).
+TEST(JsonSchemaBytes, PatternStateTablesAreTheAutomatonsVerdicts) {
+  const auto quoted = [](const std::string& bytes) { return json(bytes).dump(-1, ' ', false, json::error_handler_t::replace); };
+  const auto expect_table_verdicts = [&](const TokenTrie& trie, const std::vector<std::string>& vocabulary, const JsonSchemaBytes& state,
+                                        const std::string& where) {
+    std::vector<uint8_t> first(vocabulary.size(), 0), again(vocabulary.size(), 0);
+    const bool first_from_table = state.allow_tokens_itself(trie, first);
+    if (!state.allow_tokens_itself(trie, again)) return false;  // not inside a pattern string
+    size_t differing = 0;
+    for (size_t t = 0; t < vocabulary.size(); ++t) {
+      JsonSchemaBytes next = state;
+      const bool taken = !vocabulary[t].empty() && next.feed(std::string_view(vocabulary[t]));
+      if (((again[t] != 0) != taken || (first_from_table && (first[t] != 0) != taken)) && ++differing <= 3)
+        ADD_FAILURE() << where << ": token " << quoted(vocabulary[t]) << (taken ? " taken" : " refused");
+    }
+    EXPECT_EQ(differing, 0u) << where;
+    return true;
+  };
+  std::vector<std::string> vocabulary;
+  for (int byte = 0; byte < 256; ++byte) vocabulary.push_back(std::string(1, char(byte)));
+  const std::vector<std::string> pieces = {"a", "b", "x", "Z", "AB", "12", "-", "@", ".", ":", "T", "\"", "\",", "\"}", "\\", "\\n",
+                                           "\\\"", "\\/", "\\u00", "\\u001", "\\u0001", "\\u0041", "é", "\xC3", "\xA9", "日",
+                                           "\xE6\x97", "\xA5", "😀", "\xF0\x9F", "\x98\x80", " ", "\n", "0", "9"};
+  std::mt19937 rng(11);
+  for (int i = 0; i < 1500; ++i) {  // tokens of 1 to 4 pieces
+    std::string token;
+    for (int n = std::uniform_int_distribution<int>(1, 4)(rng); n > 0; --n)
+      token += pieces[std::uniform_int_distribution<size_t>(0, pieces.size() - 1)(rng)];
+    vocabulary.push_back(token);
+  }
+  const TokenTrie trie(vocabulary);
+  size_t from_tables = 0;
+  for (const json& schema : schemas()) {
+    const std::string text = schema.dump();
+    if (text.find("pattern") == std::string::npos && text.find("format") == std::string::npos) continue;
+    JsonSchemaMatcher matcher(JsonSchema::compile(text));
+    for (int i = 0; i < 8; ++i) {
+      const Walk walk = random_walk(matcher, rng, 120);
+      for (size_t cut = 0; cut <= walk.text.size(); ++cut) {
+        JsonSchemaBytes state = matcher.start();
+        ASSERT_TRUE(state.feed(std::string_view(walk.text).substr(0, cut)));
+        from_tables += expect_table_verdicts(trie, vocabulary, state, text + " after " + quoted(walk.text.substr(0, cut)));
+      }
+    }
+  }
+  EXPECT_GT(from_tables, 200u);  // the walks were inside pattern strings often enough to test the tables
+  if (!have_tokenizer_files()) return;
+  for (const char* model : {"gpt2", "llama3"}) {
+    const std::vector<std::string> real = Tokenizer(model_tokenizer(model).string()).token_bytes();
+    const TokenTrie real_trie(real);
+    const auto patterns = std::find_if(schemas().begin(), schemas().end(), [](const json& schema) { return schema.dump().find("\"odd\"") != std::string::npos; });
+    ASSERT_NE(patterns, schemas().end());
+    JsonSchemaMatcher matcher(JsonSchema::compile(patterns->dump()));
+    for (const char* prefix : {"{\"date\": \"2024-0", "{\"date\": \"2024-01-01\", \"code\": \"AB1", "{\"date\": \"2024-01-01\", \"code\": \"AB",
+                               "{\"date\": \"2024-01-01\", \"code\": \"AB1\", \"email\": \"ada", "{\"date\": \"2024-01-01\", \"code\": \"AB1\", "
+                               "\"email\": null, \"note\": \"ab\\n", "{\"date\": \"2024-01-01\", \"code\": \"AB1\", \"email\": null, "
+                               "\"note\": \"x\", \"odd\": \"\\u0001\\\"", "{\"date\": \"2024-01-01\", \"code\": \"AB1\", \"email\": null, "
+                               "\"note\": \"x\", \"odd\": \"é\", \"even\": \"abab"}) {
+      JsonSchemaBytes state = matcher.start();
+      ASSERT_TRUE(state.feed(std::string_view(prefix))) << prefix;
+      EXPECT_TRUE(expect_table_verdicts(real_trie, real, state, std::string(model) + " after " + quoted(prefix))) << prefix;
+    }
   }
 }
 

@@ -106,18 +106,27 @@ class TokenTrie {
   // JSON string's lexer) takes the string's own tokens from a mask worked out once, and is asked only
   // about the tokens that reach the string's closing quote, instead of walking the whole trie; one with
   // `string_budget()` too (the characters the string may still take) takes those of its own tokens that
-  // add no more characters than that.
+  // add no more characters than that. A state with `allow_tokens_itself(trie, allowed)` is asked first,
+  // and the trie is walked only when that says false (JsonSchemaBytes inside a string held to a pattern:
+  // its tables of the tokens from each pattern state).
   template <class State>
   void allow_tokens(const State& state, std::vector<uint8_t>& allowed) const;
+  // Calls visit(token, state after its bytes) for each token whose bytes `state` takes whole, pruning
+  // where it refuses a byte (allow_tokens' walk).
+  template <class State, class Visit>
+  void walk(const State& state, const Visit& visit) const;
   const std::string& bytes(int32_t token) const;  // "" past the tokens given
   size_t tokens() const { return token_bytes_.size(); }
   size_t nodes() const { return node_byte_.size(); }
-  size_t string_closing_tokens() const { return closing_string_.size(); }
+  // The tokens whose bytes reach a JSON string's closing quote from inside it (JsonBytes::in_plain_string):
+  // every other token a string takes keeps the text inside it.
+  const std::vector<int32_t>& string_closing_tokens() const { return closing_string_; }
+  // Which trie this is, for caches of what was worked out from one: each trie built gets its own (a copy,
+  // with the same tokens, keeps it).
+  uint64_t serial() const { return serial_; }
 
  private:
-  template <class State>
-  void walk(const State& state, std::vector<uint8_t>& allowed) const;
-
+  uint64_t serial_;
   std::vector<std::string> token_bytes_;
   // From a plain string state (JsonBytes::in_plain_string): the tokens taken without leaving the string
   // ([tokens], 1 or 0), and those whose bytes reach its closing quote (their verdict depends on what may
@@ -206,6 +215,9 @@ void TokenTrie::allow_tokens(const State& state, std::vector<uint8_t>& allowed) 
   if (allowed.size() < token_bytes_.size())
     throw InputError("TokenTrie::allow_tokens: a list of " + std::to_string(allowed.size()) + " tokens for a vocabulary of " +
                      std::to_string(token_bytes_.size()));
+  if constexpr (requires { state.allow_tokens_itself(*this, allowed); }) {
+    if (state.allow_tokens_itself(*this, allowed)) return;
+  }
   if constexpr (requires { state.in_plain_string(); }) {
     if (state.in_plain_string()) {
       uint32_t budget = UINT32_MAX;  // characters the string may still take
@@ -225,11 +237,11 @@ void TokenTrie::allow_tokens(const State& state, std::vector<uint8_t>& allowed) 
       return;
     }
   }
-  walk(state, allowed);
+  walk(state, [&](int32_t token, const State&) { allowed[size_t(token)] = 1; });
 }
 
-template <class State>
-void TokenTrie::walk(const State& state, std::vector<uint8_t>& allowed) const {
+template <class State, class Visit>
+void TokenTrie::walk(const State& state, const Visit& visit) const {
   // states[d]: after the bytes of the path to the current node at depth d (states[0]: `state`). A state is
   // assigned over the one kept at its depth, so one that holds a vector reuses its storage.
   std::vector<State> states(1, state);
@@ -241,7 +253,7 @@ void TokenTrie::walk(const State& state, std::vector<uint8_t>& allowed) const {
       node = subtree_end_[node];
       continue;
     }
-    for (uint32_t i = ids_begin_[node]; i < ids_begin_[node + 1]; ++i) allowed[size_t(ids_[i])] = 1;
+    for (uint32_t i = ids_begin_[node]; i < ids_begin_[node + 1]; ++i) visit(ids_[i], states[depth]);
     ++node;
   }
 }

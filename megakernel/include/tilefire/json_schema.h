@@ -64,6 +64,11 @@ class JsonSchemaBytes {
   // take (UINT32_MAX: no maxLength).
   bool in_plain_string() const { return plain_string_node() != nullptr; }
   uint32_t string_budget() const;
+  // TokenTrie::allow_tokens' question first: inside a string held to a pattern (no character cut, no other
+  // alternative) the second time the reply is in that pattern state, it allows the tokens from the state's
+  // table (worked out once per reply, lengths checked as it is read) and those that reach the closing
+  // quote, and says true; elsewhere, and the first time, false (the trie is walked).
+  bool allow_tokens_itself(const TokenTrie& trie, std::vector<uint8_t>& allowed) const;
   bool operator==(const JsonSchemaBytes&) const = default;
 
   // What a frame is reading, and how far (JsonSchemaMatcher's business; public for its hash).
@@ -144,6 +149,36 @@ class JsonSchemaMatcher {
   bool additional_fits(const Alternative& object) const;
   bool poppable(const Alternative& alternative) const;
   const StackCell* intern(const Frame& frame, const StackCell* below);
+
+  // Inside a string held to a pattern, the tokens from one pattern state (json_schema_pattern_tokens.cpp).
+  // A reply's tables: at most kMostPatternTables (each up to 8 bytes per token), made the second time the
+  // reply is in a state (a state seen once, as a counting pattern's are, is walked: cheaper than a table).
+  struct PatternStateKey {
+    uint64_t trie;  // TokenTrie::serial
+    int32_t node, position;
+    bool operator==(const PatternStateKey&) const = default;
+  };
+  struct PatternTokenTable {
+    PatternStateKey key;
+    // The tokens that end on a whole character, inside the string: the pattern state they leave it in
+    // (fewer than kMostPatternStates) and the characters they add.
+    struct Whole {
+      int32_t token;
+      uint16_t target;
+      uint16_t characters;
+    };
+    std::vector<Whole> whole;
+    // The tokens that end inside a character or an escape, or reach the string's closing quote: whether
+    // one is taken depends on how the character can end, or on what may follow the string, so the reply's
+    // state is asked about each (a few hundred in a vocabulary).
+    std::vector<int32_t> asked;
+  };
+  static constexpr size_t kMostPatternTables = 4, kMostPatternStatesSeen = 64;
+  // The table for `key`, made now if the state was seen before; null the first time (then remembered).
+  const PatternTokenTable* pattern_token_table(const TokenTrie& trie, const PatternStateKey& key);
+  std::vector<std::unique_ptr<PatternTokenTable>> pattern_tables_;  // the oldest replaced first
+  std::vector<PatternStateKey> pattern_states_seen_;                // a ring, the oldest replaced first
+  size_t next_table_replaced_ = 0, next_seen_replaced_ = 0;
 
   std::shared_ptr<const JsonSchema> schema_;
   uint8_t most_whitespace_;
