@@ -273,7 +273,9 @@ bool JsonBytes::complete() const {
   return mode_ == Mode::done || (depth_ == 0 && whole_number);
 }
 
-TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : serial_(next_trie_serial++), token_bytes_(token_bytes) {
+uint64_t TokenTrie::Serial::fresh() { return next_trie_serial.fetch_add(1, std::memory_order_relaxed); }
+
+TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : token_bytes_(token_bytes) {
   // The tokens with bytes, by their bytes. One of 65,535 bytes or more (no real vocabulary has one: a node's
   // depth is 16 bits) is left out, so never allowed.
   std::vector<int32_t> order;

@@ -7,7 +7,6 @@
 // depend on the count: a table made once per state lists, for each token that stays inside the string,
 // the state it ends in and the characters it adds; reading it checks those against the lengths left.
 #include <algorithm>
-#include <tuple>
 
 #include "json_schema_node.h"
 #include "pattern_string_lexer.h"
@@ -50,13 +49,35 @@ struct PatternCharacters {
   }
 };
 
-}  // namespace
-
 static_assert(kMostPatternStates <= UINT16_MAX + 1u, "a table's target is 16 bits");
 
+// Sorts a table's tokens by state, then characters, then id, in counting passes (linear: a sort by
+// comparison took twice as long as the walk that made the table).
+template <class Entries>
+void sort_by_state_and_characters(Entries& whole) {
+  Entries sorted(whole.size());
+  const auto counting_pass = [&](auto key_of) {
+    size_t keys = 0;
+    for (const auto& entry : whole) keys = std::max<size_t>(keys, key_of(entry) + 1u);
+    std::vector<size_t> begin(keys + 1, 0);
+    for (const auto& entry : whole) ++begin[key_of(entry) + 1u];
+    for (size_t k = 0; k < keys; ++k) begin[k + 1] += begin[k];
+    for (const auto& entry : whole) sorted[begin[key_of(entry)]++] = entry;  // stable
+    whole.swap(sorted);
+  };
+  counting_pass([](const auto& entry) { return size_t(entry.token); });  // so a group's mask writes go in order
+  counting_pass([](const auto& entry) { return size_t(entry.characters); });
+  counting_pass([](const auto& entry) { return size_t(entry.target); });
+}
+
+}  // namespace
+
 const JsonSchemaMatcher::PatternTokenTable* JsonSchemaMatcher::pattern_token_table(const TokenTrie& trie, const PatternStateKey& key) {
-  for (const auto& table : pattern_tables_)
-    if (table->key == key) return table.get();
+  for (size_t t = 0; t < pattern_tables_.size(); ++t)
+    if (pattern_tables_[t]->key == key) {
+      std::rotate(pattern_tables_.begin() + ptrdiff_t(t), pattern_tables_.begin() + ptrdiff_t(t) + 1, pattern_tables_.end());
+      return pattern_tables_.back().get();
+    }
   const auto seen = std::find(pattern_states_seen_.begin(), pattern_states_seen_.end(), key);
   if (seen == pattern_states_seen_.end()) {
     if (pattern_states_seen_.size() < kMostPatternStatesSeen) {
@@ -76,18 +97,17 @@ const JsonSchemaMatcher::PatternTokenTable* JsonSchemaMatcher::pattern_token_tab
     if (after.closed || after.frame.utf8_left || after.frame.escape) table->asked.push_back(token);
     else table->whole.push_back({token, uint16_t(after.frame.position), after.characters});
   });
-  // By state and characters: the tokens alike in both get one verdict from the lengths left.
-  std::sort(table->whole.begin(), table->whole.end(), [](const PatternTokenTable::Whole& a, const PatternTokenTable::Whole& b) {
-    return std::tie(a.target, a.characters, a.token) < std::tie(b.target, b.characters, b.token);
-  });
-  if (pattern_tables_.size() < kMostPatternTables) {
-    pattern_tables_.push_back(std::move(table));
-    return pattern_tables_.back().get();
-  }
-  auto& replaced = pattern_tables_[next_table_replaced_];
-  next_table_replaced_ = (next_table_replaced_ + 1) % kMostPatternTables;
-  replaced = std::move(table);
-  return replaced.get();
+  sort_by_state_and_characters(table->whole);  // the tokens alike in both get one verdict from the lengths left
+  table->whole.shrink_to_fit();
+  table->asked.shrink_to_fit();
+  size_t entries = table->whole.size() + table->asked.size();
+  for (const auto& kept : pattern_tables_) entries += kept->whole.size() + kept->asked.size();
+  size_t dropped = 0;  // the least recently used, while the new one does not fit beside them
+  while (dropped < pattern_tables_.size() && entries > kMostPatternTableEntries)
+    entries -= pattern_tables_[dropped]->whole.size() + pattern_tables_[dropped]->asked.size(), ++dropped;
+  pattern_tables_.erase(pattern_tables_.begin(), pattern_tables_.begin() + ptrdiff_t(dropped));
+  pattern_tables_.push_back(std::move(table));
+  return pattern_tables_.back().get();
 }
 
 bool JsonSchemaBytes::allow_tokens_itself(const TokenTrie& trie, std::vector<uint8_t>& allowed) const {

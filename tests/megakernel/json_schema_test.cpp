@@ -530,18 +530,52 @@ TEST(JsonSchemaBytes, PatternStateTablesAreTheAutomatonsVerdicts) {
       token += pieces[std::uniform_int_distribution<size_t>(0, pieces.size() - 1)(rng)];
     vocabulary.push_back(token);
   }
-  const TokenTrie trie(vocabulary);
-  size_t from_tables = 0;
+  // The same tokens in the opposite order: one matcher asked about both tries keeps a table for each.
+  const std::vector<std::string> reversed(vocabulary.rbegin(), vocabulary.rend());
+  const TokenTrie trie(vocabulary), reversed_trie(reversed);
+  // Besides the schemas' patterns: lengths that leave one way to end (a match of exactly 5 characters,
+  // one that is 1 or 6 long), lengths on both sides, and five states in turn (the tables' eviction).
+  std::vector<std::string> pattern_schemas = {
+      R"j({"type": "string", "pattern": "^a{5}$", "minLength": 5})j", R"j({"type": "string", "pattern": "^(?:a|bbbbbb)$", "minLength": 3})j",
+      R"j({"type": "string", "pattern": "^[ab]*$", "minLength": 6, "maxLength": 9})j",
+      R"j({"type": "string", "pattern": "^(?:[^;][^,][^.][^:][^!])*$", "maxLength": 40})j"};
   for (const json& schema : schemas()) {
     const std::string text = schema.dump();
-    if (text.find("pattern") == std::string::npos && text.find("format") == std::string::npos) continue;
+    if (text.find("pattern") != std::string::npos || text.find("format") != std::string::npos) pattern_schemas.push_back(text);
+  }
+  size_t from_tables = 0;
+  for (const std::string& text : pattern_schemas) {
     JsonSchemaMatcher matcher(JsonSchema::compile(text));
     for (int i = 0; i < 8; ++i) {
       const Walk walk = random_walk(matcher, rng, 120);
       for (size_t cut = 0; cut <= walk.text.size(); ++cut) {
         JsonSchemaBytes state = matcher.start();
         ASSERT_TRUE(state.feed(std::string_view(walk.text).substr(0, cut)));
-        from_tables += expect_table_verdicts(trie, vocabulary, state, text + " after " + quoted(walk.text.substr(0, cut)));
+        const std::string where = text + " after " + quoted(walk.text.substr(0, cut));
+        from_tables += expect_table_verdicts(trie, vocabulary, state, where);
+        expect_table_verdicts(reversed_trie, reversed, state, where + " (the reversed vocabulary)");
+      }
+    }
+    // Through the public path: replies of random allowed tokens, each mask against the verdicts.
+    auto shared_trie = std::make_shared<const TokenTrie>(vocabulary);
+    for (int reply = 0; reply < 4; ++reply) {
+      JsonSchemaReplyConstraint constraint(shared_trie, JsonSchema::compile(text));
+      JsonSchemaMatcher follower(JsonSchema::compile(text));
+      JsonSchemaBytes state = follower.start();
+      std::vector<int32_t> generated;
+      while (generated.size() < 40 && !state.ended()) {
+        std::vector<uint8_t> allowed(vocabulary.size(), 0);
+        constraint.allowed(generated, allowed);
+        std::vector<int32_t> choices;
+        for (size_t t = 0; t < vocabulary.size(); ++t) {
+          JsonSchemaBytes next = state;
+          const bool taken = next.feed(std::string_view(vocabulary[t]));
+          ASSERT_EQ(allowed[t] != 0, taken) << text << " after " << generated.size() << " tokens, token " << quoted(vocabulary[t]);
+          if (taken) choices.push_back(int32_t(t));
+        }
+        ASSERT_FALSE(choices.empty()) << text;
+        generated.push_back(choices[std::uniform_int_distribution<size_t>(0, choices.size() - 1)(rng)]);
+        ASSERT_TRUE(state.feed(std::string_view(vocabulary[size_t(generated.back())])));
       }
     }
   }

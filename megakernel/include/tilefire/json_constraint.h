@@ -121,12 +121,25 @@ class TokenTrie {
   // The tokens whose bytes reach a JSON string's closing quote from inside it (JsonBytes::in_plain_string):
   // every other token a string takes keeps the text inside it.
   const std::vector<int32_t>& string_closing_tokens() const { return closing_string_; }
-  // Which trie this is, for caches of what was worked out from one: each trie built gets its own (a copy,
-  // with the same tokens, keeps it).
-  uint64_t serial() const { return serial_; }
+  // Which trie this is, for caches of what was worked out from one: each trie built gets its own; a copy,
+  // with the same tokens, keeps it; a trie moved from (its tokens gone) gets a new one.
+  uint64_t serial() const { return serial_.value; }
 
  private:
-  uint64_t serial_;
+  struct Serial {
+    static uint64_t fresh();
+    uint64_t value = fresh();
+    Serial() = default;
+    Serial(const Serial&) = default;
+    Serial& operator=(const Serial&) = default;
+    Serial(Serial&& other) noexcept : value(other.value) { other.value = fresh(); }
+    Serial& operator=(Serial&& other) noexcept {
+      value = other.value;
+      other.value = fresh();
+      return *this;
+    }
+  };
+  Serial serial_;
   std::vector<std::string> token_bytes_;
   // From a plain string state (JsonBytes::in_plain_string): the tokens taken without leaving the string
   // ([tokens], 1 or 0), and those whose bytes reach its closing quote (their verdict depends on what may

@@ -150,9 +150,11 @@ class JsonSchemaMatcher {
   bool poppable(const Alternative& alternative) const;
   const StackCell* intern(const Frame& frame, const StackCell* below);
 
-  // Inside a string held to a pattern, the tokens from one pattern state (json_schema_pattern_tokens.cpp).
-  // A reply's tables: at most kMostPatternTables (each up to 8 bytes per token), made the second time the
-  // reply is in a state (a state seen once, as a counting pattern's are, is walked: cheaper than a table).
+  // Inside a string held to a pattern, the tokens from one pattern state (json_schema_pattern_tokens.cpp),
+  // made the second time the reply is in that state (a state seen once, as a counting pattern's are, is
+  // walked: as cheap as making a table). A reply keeps tables of at most kMostPatternTableEntries tokens
+  // in all (8 bytes each, 8 MiB; a Llama 3 table of a line of any characters has 123,000), the least
+  // recently used dropped first.
   struct PatternStateKey {
     uint64_t trie;  // TokenTrie::serial
     int32_t node, position;
@@ -161,7 +163,7 @@ class JsonSchemaMatcher {
   struct PatternTokenTable {
     PatternStateKey key;
     // The tokens that end on a whole character, inside the string: the pattern state they leave it in
-    // (fewer than kMostPatternStates) and the characters they add.
+    // (fewer than kMostPatternStates) and the characters they add; by state, then characters.
     struct Whole {
       int32_t token;
       uint16_t target;
@@ -173,12 +175,12 @@ class JsonSchemaMatcher {
     // state is asked about each (a few hundred in a vocabulary).
     std::vector<int32_t> asked;
   };
-  static constexpr size_t kMostPatternTables = 4, kMostPatternStatesSeen = 64;
+  static constexpr size_t kMostPatternTableEntries = size_t(1) << 20, kMostPatternStatesSeen = 64;
   // The table for `key`, made now if the state was seen before; null the first time (then remembered).
   const PatternTokenTable* pattern_token_table(const TokenTrie& trie, const PatternStateKey& key);
-  std::vector<std::unique_ptr<PatternTokenTable>> pattern_tables_;  // the oldest replaced first
+  std::vector<std::unique_ptr<PatternTokenTable>> pattern_tables_;  // the most recently used last
   std::vector<PatternStateKey> pattern_states_seen_;                // a ring, the oldest replaced first
-  size_t next_table_replaced_ = 0, next_seen_replaced_ = 0;
+  size_t next_seen_replaced_ = 0;
 
   std::shared_ptr<const JsonSchema> schema_;
   uint8_t most_whitespace_;
