@@ -144,11 +144,7 @@ bool pattern_can_write(const Node& node, const Frame& frame, uint32_t low, uint3
 void pattern_write(const Node& node, Frame& frame, uint32_t code_point) {
   frame.position = node.pattern->next(frame.position, code_point);
   if (node.min_length > 0 || node.max_length != kUnfinishable) frame.count = counted(frame.count, node.min_length, node.max_length);
-  frame.seen = 0;  // equal states compare equal once a character is whole
-  frame.escape = kNoEscape;
-  frame.utf8_left = 0;
-  frame.next_low = 0x80;
-  frame.next_high = 0xBF;
+  clear_character(frame);
 }
 
 }  // namespace

@@ -36,11 +36,7 @@ struct PatternCharacters {
     };
     const auto write = [&](uint32_t code_point) {
       frame.position = pattern->next(frame.position, code_point);
-      frame.seen = 0;
-      frame.escape = kNoEscape;
-      frame.utf8_left = 0;
-      frame.next_low = 0x80;
-      frame.next_high = 0xBF;
+      clear_character(frame);
       ++characters;
     };
     const PatternByte lexed = lex_pattern_string_byte(frame, byte, can_write, write);

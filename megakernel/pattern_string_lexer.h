@@ -25,6 +25,15 @@ inline int hex_digit_value(uint8_t byte) {
                                       : -1;
 }
 
+// A frame whose character is whole: its character fields cleared, so equal states compare equal.
+inline void clear_character(JsonSchemaBytes::Frame& frame) {
+  frame.seen = 0;
+  frame.escape = kNoEscape;
+  frame.utf8_left = 0;
+  frame.next_low = 0x80;
+  frame.next_high = 0xBF;
+}
+
 enum class PatternByte : uint8_t {
   refused,        // the frame is as it was
   taken,          // the frame moved on (write() was called when the byte ended a character)
@@ -33,7 +42,8 @@ enum class PatternByte : uint8_t {
 
 // One byte of a pattern string's frame (its position, seen, utf8_left, next_low, next_high, escape).
 // can_write(low, high): whether a character within [low, high] may come next; write(code_point): writes a
-// whole character that can_write allowed, moving the frame's position and clearing its character fields.
+// whole character that can_write allowed, moving the frame's position and clearing its character fields
+// (clear_character).
 template <class CanWrite, class Write>
 PatternByte lex_pattern_string_byte(JsonSchemaBytes::Frame& frame, uint8_t byte, const CanWrite& can_write, const Write& write) {
   const auto written = [&](uint32_t code_point) {
