@@ -212,20 +212,37 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, con
   for (int i = 0; i < 10; ++i) executor.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});  // untimed
   std::vector<double> bandwidth, dispatch, signal;
   std::vector<std::vector<double>> worker_gbs(threads);  // [worker][step]
-  for (int i = 0; i < 15; ++i) {
+  // Fifteen fitted steps. A step can leave nothing to fit: on a machine busy with other work, the stalls
+  // measured above, or a slow spell of the epilogues' measure, may take up a whole step's streaming time.
+  // Such a step is one more sample the medians do without, up to a bound; past it the machine is too
+  // busy to measure, which is said.
+  constexpr int kFittedSteps = 15, kMostSteps = 3 * kFittedSteps;
+  int fitted = 0, traced_steps = 0;
+  std::string refusal;
+  for (; traced_steps < kMostSteps && fitted < kFittedSteps; ++traced_steps) {
     std::vector<TaskTiming> timings;
     StepOptions traced;
     traced.trace = &timings;
     executor.run_step(instance, StepInputs{&token, 1, 0}, traced);
     std::vector<SimulatedTask> observed;
     for (const TaskTiming& t : timings) observed.push_back({t.task, t.worker, double(t.start_ns), double(t.end_ns)});
-    const DeviceFit fit = fit_device(chain, observed, 0, d);  // d's workers and flops; the rest is fitted
+    DeviceFit fit;
+    try {
+      fit = fit_device(chain, observed, 0, d);  // d's workers and flops; the rest is fitted
+    } catch (const InputError& error) {
+      refusal = error.what();
+      continue;
+    }
+    ++fitted;
     bandwidth.push_back(fit.device.memory_gbs);
     dispatch.push_back(fit.device.dispatch_ns);
     signal.push_back(fit.device.signal_ns);
     for (uint32_t w = 0; w < threads; ++w)
       if (fit.worker_gbs[w] > 0) worker_gbs[w].push_back(fit.worker_gbs[w]);
   }
+  if (fitted < kFittedSteps)
+    throw InputError("measuring the cpu device: " + std::to_string(traced_steps - fitted) + " of " + std::to_string(traced_steps) +
+                     " traced steps of its calibration left nothing to fit (is the machine busy with other work?): " + refusal);
   d.memory_gbs = median(bandwidth);
   d.dispatch_ns = median(dispatch);
   d.signal_ns = median(signal);
