@@ -212,10 +212,10 @@ DeviceModel measure_cpu_device(uint32_t threads, uint64_t working_set_bytes, con
   for (int i = 0; i < 10; ++i) executor.run_step(instance, StepInputs{&token, 1, 0}, StepOptions{});  // untimed
   std::vector<double> bandwidth, dispatch, signal;
   std::vector<std::vector<double>> worker_gbs(threads);  // [worker][step]
-  // Fifteen fitted steps. A step can leave nothing to fit: on a machine busy with other work, the stalls
-  // measured above, or a slow spell of the epilogues' measure, may take up a whole step's streaming time.
-  // Such a step is one more sample the medians do without, up to a bound; past it the machine is too
-  // busy to measure, which is said.
+  // Fifteen fitted steps. A step can leave nothing to fit: on a machine busy with other work the stalls
+  // measured above take most of each period, and a step shorter than the stall the model places over its
+  // start is stalled throughout as modelled (docs/SIMULATOR.md, "Stalls"). Such a step is one more sample
+  // the medians do without, up to a bound; past it the machine is too busy to measure, which is said.
   constexpr int kFittedSteps = 15, kMostSteps = 3 * kFittedSteps;
   int fitted = 0, traced_steps = 0;
   std::string refusal;

@@ -114,18 +114,32 @@ DeviceFit fit_device(const Program& program, const std::vector<SimulatedTask>& o
   const StallSchedule stalls{base.stall_ns, base.stall_every_ns, base.workers};
   std::vector<double> unstalled(base.workers, 1.0);  // per worker: the share of the step its stalls leave
   if (stalls.any() && stalls.valid())
-    for (uint32_t w = 0; w < base.workers; ++w) unstalled[w] = 1.0 - stalls.stalled(w, 0, fit.observed_step_ns) / fit.observed_step_ns;
+    for (uint32_t w = 0; w < base.workers; ++w) {
+      unstalled[w] = 1.0 - stalls.stalled(w, 0, fit.observed_step_ns) / fit.observed_step_ns;
+      if (unstalled[w] < 1e-9) unstalled[w] = 0;  // stalled throughout, but for rounding (which fitted a bandwidth of 1e16)
+    }
   // Per worker, the bytes and the streaming time of its tasks that did not wait, without the epilogue the
   // device charges them (RoPE, sigmoids: not streaming) at that worker's `speeds`.
   std::vector<double> worker_bytes(base.workers), worker_ns(base.workers);
   bool bandwidth_fitted = false;
-  // Streaming tasks whose traced times the modelled epilogues use up leave the base device's bandwidth
-  // standing, which would print as fitted.
+  // Streaming tasks whose traced times the modelled epilogues or stalls use up leave the base device's
+  // bandwidth standing, which would print as fitted. The stalls do when a step is shorter than the stall
+  // that, by its phase, began before the step and still runs at its end (a device measured on a busy
+  // machine, whose stalls take most of each period).
   auto require_fitted = [&] {
-    if (fit.streaming_tasks > 0 && !bandwidth_fitted)
-      throw InputError("the trace's " + std::to_string(fit.streaming_tasks) + " tasks that stream weights without waiting take no " +
-                       "longer than the epilogues the base device models for them (rotation_ns, exp_ns): no time is left to fit a " +
-                       "bandwidth to");
+    if (fit.streaming_tasks == 0 || bandwidth_fitted) return;
+    bool stalled_throughout = true;  // every worker with streaming tasks stalled for the whole step, as modelled
+    for (uint32_t w = 0; w < base.workers; ++w)
+      if (worker_bytes[w] > 0 && unstalled[w] > 0) stalled_throughout = false;
+    if (stalled_throughout)
+      throw InputError("the stalls the base device models (" + std::to_string(std::llround(base.stall_ns)) + " ns every " +
+                       std::to_string(std::llround(base.stall_every_ns)) + " ns on each worker) cover the whole traced step of " +
+                       std::to_string(std::llround(fit.observed_step_ns)) + " ns of its " + std::to_string(fit.streaming_tasks) +
+                       " tasks that stream weights without waiting: no time is left to fit a bandwidth to (stalls measured on a "
+                       "machine busy with other work?)");
+    throw InputError("the trace's " + std::to_string(fit.streaming_tasks) + " tasks that stream weights without waiting take no " +
+                     "longer than the epilogues the base device models for them (rotation_ns, exp_ns): no time is left to fit a " +
+                     "bandwidth to");
   };
   auto streaming = [&](const std::vector<double>& speeds) {
     std::fill(worker_bytes.begin(), worker_bytes.end(), 0.0);

@@ -61,6 +61,29 @@ TEST(TraceFit, TakesTheStallsOutOfTheBandwidth) {
   EXPECT_LT(fit_device(program, simulated.timeline, context, without).device.memory_gbs, 50.0 * 0.95);
 }
 
+// A base device whose stalls, by their phases, cover the whole observed step on every worker (stalls of
+// 0.9 s every second, measured on a machine busy with other work, against a step of microseconds): no
+// time is left to fit a bandwidth to, and the refusal says it is the stalls, not the epilogues.
+TEST(TraceFit, RefusesAStepItsModelledStallsCoverWhole) {
+  const Program program = tiny_decode_program(2);
+  const DeviceModel device{.name = "known", .workers = 2, .memory_gbs = 50, .flops = 1e18, .dispatch_ns = 0, .signal_ns = 300};
+  const uint32_t context = 64;
+  const SimulationResult simulated = simulate_program(program, device, context);
+  ASSERT_LT(simulated.step_ns, 1e8);
+  DeviceModel busy = device;
+  busy.stall_ns = 0.9e9;
+  busy.stall_every_ns = 1e9;
+  try {
+    fit_device(program, simulated.timeline, context, busy);
+    ADD_FAILURE() << "a step its stalls cover whole was fitted";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("stalls the base device models"), std::string::npos) << error.what();
+  }
+  // Stalls that leave the step alone (a quarter of each period, the step before them) fit as before.
+  busy.stall_ns = 0.2e9;
+  EXPECT_NEAR(fit_device(program, simulated.timeline, context, busy).device.memory_gbs, 50.0, 1e-6);
+}
+
 // Workers that are not alike: on a simulated step of a device whose workers run at 1.25 and 0.75 of
 // their mean, a fit from a base device that has worker speeds reads both back, and the bandwidth; a
 // fit from one without them keeps one pooled bandwidth and no speeds.
