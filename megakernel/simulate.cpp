@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <thread>
@@ -48,8 +49,13 @@ std::vector<float> weights_of_half(uint64_t weights, DType dtype) {
 // Reads are tens of ns apart otherwise. The 2-core VM loses 30 to 50 us about every 0.5 ms on each core,
 // some 7% of its time, with spells of a stall every 0.1 ms (docs/SIMULATOR.md, "Stalls"). So the figures
 // are the median of 11 windows of 20 ms, as bench reports the median step: a spell in one window moves
-// them little.
-void measure_stalls(uint32_t threads, DeviceModel& d) {
+// them little. No stalls: both 0.
+struct StallFigures {
+  double stall_ns = 0, every_ns = 0;
+  double share() const { return every_ns > 0 ? stall_ns / every_ns : 0; }
+};
+
+StallFigures probe_stalls(uint32_t threads) {
   using Clock = std::chrono::steady_clock;
   constexpr int kWindows = 11;
   constexpr double kWindowNs = 20e6, kStallNs = 5e3;
@@ -85,10 +91,29 @@ void measure_stalls(uint32_t threads, DeviceModel& d) {
     }
   std::nth_element(windows.begin(), windows.begin() + kWindows / 2, windows.end());
   const auto [lost_ns, count] = windows[kWindows / 2];
-  if (count == 0) return;  // none: the device has no stalls
-  d.stall_ns = lost_ns / count;
-  d.stall_every_ns = kWindowNs * double(threads) / count;
-  d.stall_ns = std::min(d.stall_ns, 0.9 * d.stall_every_ns);  // a core almost never running is still modelled
+  if (count == 0) return {};  // none: the device has no stalls
+  StallFigures figures{lost_ns / count, kWindowNs * double(threads) / count};
+  figures.stall_ns = std::min(figures.stall_ns, 0.9 * figures.every_ns);  // a core almost never running is still modelled
+  return figures;
+}
+
+// The machine's own stalls, not another process's: a process that starts beside the measurement takes
+// cores from it for a few hundred ms (a shell pipe's consumer starting as the tool runs took 30 to 35% of
+// each core on the 2-core VM, and the prediction of tiny's 0.13 ms step came out 3 to 4 times too long:
+// docs/SIMULATOR.md, "A busy machine"). So a measurement that finds more than 15% of each core taken
+// (this VM's own: 3 to 9%) is taken again after 50 ms, at most twice, and the least stalled kept. Work
+// that keeps the cores busy throughout is still measured, and the report warns of it.
+void measure_stalls(uint32_t threads, DeviceModel& d) {
+  constexpr double kQuietShare = 0.15;
+  constexpr int kAttempts = 3;
+  StallFigures least = probe_stalls(threads);
+  for (int attempt = 1; attempt < kAttempts && least.share() > kQuietShare; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const StallFigures again = probe_stalls(threads);
+    if (again.share() < least.share()) least = again;
+  }
+  d.stall_ns = least.stall_ns;
+  d.stall_every_ns = least.every_ns;
 }
 
 // The model's weight matrices in the order a decode step streams them, layer by layer (QKV, O, gate
@@ -553,6 +578,7 @@ SimulateReport simulate_model(const SimulateOptions& options) {
     report.hidden_collective_share = std::clamp(1.0 - report.exposed_collective_ms / report.collective_ms, 0.0, 1.0);
   }
   report.device = device.name;
+  report.device_measured = cpu_device;
   report.workers = device.workers;
   report.tasks = uint32_t(program.tasks.size());
   report.memory_gbs = device.memory_gbs;
@@ -593,6 +619,20 @@ SimulateReport simulate_model(const SimulateOptions& options) {
     report.trace_written = true;
   }
   return report;
+}
+
+std::string busy_machine_warning(const SimulateReport& report) {
+  if (!report.device_measured || report.stall_every_ns <= 0) return "";
+  const double share = report.stall_ns / report.stall_every_ns;
+  if (share <= kBusyMachineStallShare) return "";
+  char text[640];
+  std::snprintf(text, sizeof text,
+                "warning: while the cpu device was measured, other work took %.0f%% of each core from its workers (stalls of %.0f "
+                "us every %.2f ms; an idle machine loses under 10%%). The simulator models that work as periodic stalls, and "
+                "its prediction can then be several times off the real step (docs/SIMULATOR.md, \"A busy machine\"): measure "
+                "on an idle machine.",
+                100 * share, report.stall_ns * 1e-3, report.stall_every_ns * 1e-6);
+  return text;
 }
 
 }  // namespace tilefire

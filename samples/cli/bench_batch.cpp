@@ -189,12 +189,11 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
   // prompt_len + i positions, i = 1 .. steps: prompt_len + (steps + 1) / 2 on average (rounded up).
   const uint32_t mean_context = prompt_len + (steps + 2) / 2;
   time_batch_steps(engine, batch, 1, prompt_len, 0);  // untimed: compiles the batched and prefill programs
-  std::vector<double> single_ms, batched_ms, gains, batched_round_ms, predicted_ms;
-  SimulateReport simulated;
+  std::vector<double> single_ms, batched_ms, gains, batched_round_ms;
+  RoundPredictions predicted;
   auto time_batched = [&](uint32_t r) {
     if (predict) {  // just before the steps it is compared with: this kind of VM's bandwidth drifts
-      simulated = predict_decode(options, engine, mean_context, batch);
-      predicted_ms.push_back(simulated.step_ms);
+      predicted.add(predict_decode(options, engine, mean_context, batch));
     }
     std::vector<double> times = time_batch_steps(engine, batch, steps, prompt_len, r);
     batched_round_ms.push_back(median(times));
@@ -217,7 +216,10 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
   const double gain = gain_quartiles[0], gain_low = gain_quartiles[1], gain_high = gain_quartiles[2];
   const double one_ms = median(single_ms), many_ms = median(batched_ms);
   std::array<double, 3> predicted_ratio{};  // predicted / measured batched step, per round
-  if (predict) predicted_ratio = paired_ratios(predicted_ms, batched_round_ms);
+  if (predict) {
+    predicted_ratio = paired_ratios(predicted.step_ms, batched_round_ms);
+    predicted.warn_if_busy();
+  }
   if (!trace_path.empty()) {  // untimed
     try {
       time_batch_steps(engine, batch, std::max(steps, 2u), prompt_len, rounds, trace_path);
@@ -248,17 +250,18 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
                        {"throughput_gain_quartiles", {gain_low, gain_high}}};
     if (!trace_path.empty()) out["trace"] = trace_path;
     if (predict) {
-      out["predicted_step_ms"] = median(predicted_ms);
+      out["predicted_step_ms"] = median(predicted.step_ms);
       out["predicted_over_measured"] = predicted_ratio[0];
       out["predicted_over_measured_quartiles"] = {predicted_ratio[1], predicted_ratio[2]};
-      out["predicted_round_ms"] = predicted_ms;
+      out["predicted_round_ms"] = predicted.step_ms;
+      out["busy_rounds"] = predicted.busy_rounds;
       out["batch_round_ms"] = batched_round_ms;
       // What was simulated, to check against the run's own figures.
-      out["simulated"] = {{"model", simulated.model}, {"workers", simulated.workers},
-                          {"tokens_per_step", simulated.tokens_per_step}, {"context", mean_context},
+      out["simulated"] = {{"model", predicted.last.model}, {"workers", predicted.last.workers},
+                          {"tokens_per_step", predicted.last.tokens_per_step}, {"context", mean_context},
                           // the last round's device and bound, to read the predictions by
-                          {"memory_gbs", simulated.memory_gbs}, {"flops", simulated.flops}, {"bound_ms", simulated.bound_ms},
-                          {"stall_ns", simulated.stall_ns}, {"stall_every_ns", simulated.stall_every_ns}};
+                          {"memory_gbs", predicted.last.memory_gbs}, {"flops", predicted.last.flops}, {"bound_ms", predicted.last.bound_ms},
+                          {"stall_ns", predicted.last.stall_ns}, {"stall_every_ns", predicted.last.stall_every_ns}};
     }
     std::cout << out.dump() << std::endl;
     return 0;
@@ -273,7 +276,7 @@ int run_batch_bench(EngineOptions options, uint32_t batch, uint32_t rounds, uint
   if (predict)
     std::printf("simulated step of %u sequences (cpu device measured before each round): %.3f ms; predicted / measured %.3f, "
                 "quartiles %.3f-%.3f\n",
-                batch, median(predicted_ms), predicted_ratio[0], predicted_ratio[1], predicted_ratio[2]);
+                batch, median(predicted.step_ms), predicted_ratio[0], predicted_ratio[1], predicted_ratio[2]);
   if (!trace_path.empty())
     std::printf("trace of a decode step of %u sequences (untimed, after the rounds%s): %s\n", batch,
                 engine.tensor_parallel_ranks() > 1 ? "; rank 0's" : "", trace_path.c_str());

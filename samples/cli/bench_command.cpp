@@ -237,14 +237,13 @@ int bench_command(int argc, char** argv) {
   std::vector<Mode> modes{{"dataflow", &engine, Schedule::dataflow, {}, {}, 0}, {"bsp", &engine, Schedule::bsp, {}, {}, 0}};
   if (resident_engine) modes.push_back({"resident", resident_engine.get(), Schedule::dataflow, {}, {}, 0});
   if (one_rank) modes.push_back({"tp=1 dataflow", one_rank.get(), Schedule::dataflow, {}, {}, 0});
-  std::vector<double> predicted_ms;  // per round: the cpu device measured and the step simulated just
-  SimulateReport simulated;          // before the round's dataflow steps
+  RoundPredictions predicted;  // per round: the cpu device measured and the step simulated just before
+                               // the round's dataflow steps
   for (uint32_t r = 0; r < rounds; ++r) {
     for (size_t i = 0; i < modes.size(); ++i) {
       Mode& mode = modes[r % 2 == 0 ? i : modes.size() - 1 - i];
       if (predict && &mode == &modes[0]) {
-        simulated = predict_decode(options, engine, mean_timed_context(prompt_len, steps), 1);
-        predicted_ms.push_back(simulated.step_ms);
+        predicted.add(predict_decode(options, engine, mean_timed_context(prompt_len, steps), 1));
       }
       const std::vector<double> times = time_decode(*mode.engine, mode.schedule, prompt_len, steps, &mode.launches);
       mode.round_medians.push_back(median(times));
@@ -258,7 +257,10 @@ int bench_command(int argc, char** argv) {
   };
   const std::array<double, 3> bsp_ratio = ratio_over_dataflow(modes[1]);
   std::array<double, 3> predicted_ratio{};  // median and quartiles of predicted / measured dataflow, per round
-  if (predict) predicted_ratio = paired_ratios(predicted_ms, modes[0].round_medians);
+  if (predict) {
+    predicted_ratio = paired_ratios(predicted.step_ms, modes[0].round_medians);
+    predicted.warn_if_busy();
+  }
   engine.reset();
   // Bytes one decode step reads: every weight once, plus K and V up to the mean position of the run.
   const uint64_t kv_bytes = 2ull * model.layers * model.kv_heads * model.head_dim * sizeof(float) * (prompt_len + steps / 2);
@@ -308,14 +310,17 @@ int bench_command(int argc, char** argv) {
     }
     if (compile_ms >= 0) out["compile_ms"] = {{"preset", compile_preset}, {"ms", compile_ms}};
     if (predict) {
-      out["predicted_step_ms"] = median(predicted_ms);
+      out["predicted_step_ms"] = median(predicted.step_ms);
       out["predicted_over_measured"] = predicted_ratio[0];
       out["predicted_over_measured_quartiles"] = {predicted_ratio[1], predicted_ratio[2]};
-      out["predicted_round_ms"] = predicted_ms;
+      out["predicted_round_ms"] = predicted.step_ms;
+      out["busy_rounds"] = predicted.busy_rounds;
       out["dataflow_round_ms"] = modes[0].round_medians;
       // What was simulated, to check against the engine's own figures above.
-      out["simulated"] = {{"model", simulated.model}, {"workers", simulated.workers}, {"tasks_per_step", simulated.tasks},
-                          {"context", mean_timed_context(prompt_len, steps)}};
+      out["simulated"] = {{"model", predicted.last.model}, {"workers", predicted.last.workers}, {"tasks_per_step", predicted.last.tasks},
+                          {"context", mean_timed_context(prompt_len, steps)},
+                          // the last round's stalls (a busy machine's are in busy_rounds)
+                          {"stall_ns", predicted.last.stall_ns}, {"stall_every_ns", predicted.last.stall_every_ns}};
     }
     std::cout << out.dump() << std::endl;
     return 0;
@@ -353,7 +358,7 @@ int bench_command(int argc, char** argv) {
   if (predict)
     std::printf("simulated dataflow step (cpu device measured before each round): %.3f ms; predicted / measured %.3f, "
                 "quartiles %.3f-%.3f (per round)\n",
-                median(predicted_ms), predicted_ratio[0], predicted_ratio[1], predicted_ratio[2]);
+                median(predicted.step_ms), predicted_ratio[0], predicted_ratio[1], predicted_ratio[2]);
   if (compile_ms >= 0) std::printf("compile of the %s decode program: %.1f ms\n", compile_preset.c_str(), compile_ms);
   return 0;
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 namespace tilefire::cli {
 
@@ -40,6 +41,19 @@ SimulateReport predict_decode(const EngineOptions& options, const Engine& engine
   sim.context = context;
   sim.batch = batch;
   return simulate_model(sim);
+}
+
+void RoundPredictions::add(const SimulateReport& report) {
+  step_ms.push_back(report.step_ms);
+  last = report;
+  const std::string warning = busy_machine_warning(report);
+  if (warning.empty()) return;
+  ++busy_rounds;
+  busy_warning = warning;
+}
+
+void RoundPredictions::warn_if_busy() const {
+  if (busy_rounds > 0) std::fprintf(stderr, "%u of %zu rounds' predictions: %s\n", busy_rounds, step_ms.size(), busy_warning.c_str());
 }
 
 std::vector<double> time_decode(Engine& engine, Schedule schedule, uint32_t prompt_len, uint32_t steps, uint64_t* launches) {

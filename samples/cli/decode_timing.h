@@ -25,6 +25,19 @@ std::array<double, 3> paired_ratios(const std::vector<double>& predicted, const 
 // `context` positions (per sequence), on the cpu device measured now, in this process.
 SimulateReport predict_decode(const EngineOptions& options, const Engine& engine, uint32_t context, uint32_t batch);
 
+// bench --predict's rounds: each round's predicted step, the last round's report, and the rounds whose
+// cpu device measured a busy machine (tilefire/simulate.h, busy_machine_warning).
+struct RoundPredictions {
+  std::vector<double> step_ms;
+  SimulateReport last;
+  uint32_t busy_rounds = 0;
+  std::string busy_warning;  // the last busy round's
+
+  void add(const SimulateReport& report);
+  // On stderr, once: how many rounds measured a busy machine, and the warning. Nothing when none did.
+  void warn_if_busy() const;
+};
+
 // Prefill `prompt_len` tokens, run one untimed decode step, then time `steps` greedy decode steps with
 // `schedule`; returns per-step milliseconds and adds the kernel launches of the timed steps (cuda) to
 // *launches.

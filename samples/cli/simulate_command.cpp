@@ -78,6 +78,8 @@ int simulate_command(int argc, char** argv) {
   o.fit_out_path = args.text_or("--fit-out", "");
   if (!o.fit_out_path.empty() && o.fit_trace_path.empty()) throw InputError("tilefire simulate: --fit-out needs --fit-trace");
   const SimulateReport r = simulate_model(o);
+  const std::string busy = busy_machine_warning(r);
+  if (!busy.empty()) std::fprintf(stderr, "%s\n", busy.c_str());
   if (args.has("--json")) {
     nlohmann::json out = nlohmann::json{{"model", r.model},         {"device", r.device},           {"workers", r.workers},
                                 {"tasks", r.tasks},         {"memory_gbs", r.memory_gbs},   {"flops", r.flops},
@@ -93,7 +95,7 @@ int simulate_command(int argc, char** argv) {
                                 {"stall_ns", r.stall_ns}, {"stall_every_ns", r.stall_every_ns},
                                 {"worker_speed", r.worker_speed}, {"shared_memory_bytes", r.shared_memory_bytes},
                                 {"weight_stages", r.weight_stages},
-                                {"weight_stage_bytes", r.weight_stage_bytes}};
+                                {"weight_stage_bytes", r.weight_stage_bytes}, {"busy_machine", !busy.empty()}};
     if (r.fitted)
       out["fit"] = {{"traced_step_ms", r.traced_step_ms},        {"fitted_step_ms", r.fitted_step_ms},
                     {"memory_gbs", r.fitted_memory_gbs},         {"dispatch_ns", r.fitted_dispatch_ns},

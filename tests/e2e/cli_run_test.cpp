@@ -436,8 +436,10 @@ TEST(CliBenchBatch, TracesAStepOfTheBatch) {
 
 // A bench --predict object of three rounds: one prediction per round and one measured step (`measured`),
 // positive and finite; the median prediction, and the ratio and its quartiles the rounds' own predicted /
-// measured.
+// measured; the rounds whose cpu device measured a busy machine, none to all three.
 void expect_three_rounds_paired(const nlohmann::json& j, const char* measured_key) {
+  ASSERT_TRUE(j["busy_rounds"].is_number_unsigned()) << j.dump();
+  EXPECT_LE(j["busy_rounds"].get<uint32_t>(), 3u);
   const std::vector<double> predicted = j["predicted_round_ms"].get<std::vector<double>>();
   const std::vector<double> measured = j[measured_key].get<std::vector<double>>();
   ASSERT_EQ(predicted.size(), 3u);

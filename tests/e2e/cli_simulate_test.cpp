@@ -1,5 +1,5 @@
 // `tilefire simulate` as a user meets it: the report's keys and its bounds, a device from a file or
-// measured on this machine, the trace in the run's format, fitting the model to a traced step (and what a
+// measured on this machine (a busy one: cli_busy_machine_test), the trace in the run's format, fitting the model to a traced step (and what a
 // trace must hold for that), the GPU presets' weight stages and peaks per dtype, and batches sharing the
 // weights.
 #include <gtest/gtest.h>
@@ -113,6 +113,10 @@ TEST(CliSimulate, MeasuredCpuDevice) {
     EXPECT_LT(j["stall_ns"].get<double>(), j["stall_every_ns"].get<double>());
   }
   EXPECT_LE(j["bound_ms"].get<double>(), j["step_ms"].get<double>() * 1.000001);
+  // A busy machine is said when the stalls measured take more than a quarter of each core, and only then.
+  const bool busy = j["stall_every_ns"].get<double>() > 0 && j["stall_ns"].get<double>() > 0.25 * j["stall_every_ns"].get<double>();
+  EXPECT_EQ(j["busy_machine"].get<bool>(), busy) << r.out;
+  EXPECT_EQ(r.err.find("other work took") != std::string::npos, busy) << r.err;
 }
 
 // simulate --fit-trace: a decode step traced by `run --trace` (the built-in sample: tiny in f32, two

@@ -30,6 +30,7 @@ struct SimulateOptions {
 
 struct SimulateReport {
   std::string model, device;
+  bool device_measured = false;  // the `cpu` device, measured on this machine by this call
   uint32_t workers = 0, tasks = 0;
   double memory_gbs = 0, flops = 0, dispatch_ns = 0, signal_ns = 0;  // the device model used
   double link_gbs = 0, link_latency_ns = 0;                           // its link (0: none)
@@ -66,5 +67,14 @@ struct SimulateReport {
 };
 
 SimulateReport simulate_model(const SimulateOptions& options);  // throws InputError for bad options
+
+// More than this share of each core taken from the measured `cpu` device's workers by other work means
+// a busy machine, whose prediction can be far off (docs/SIMULATOR.md, "A busy machine"; an idle 2-core
+// VM loses 3 to 9%).
+inline constexpr double kBusyMachineStallShare = 0.25;
+
+// A warning naming the share taken, when `report`'s device was measured here on a busy machine; empty
+// otherwise (a device file or preset is the user's model, stalls and all).
+std::string busy_machine_warning(const SimulateReport& report);
 
 }  // namespace tilefire
