@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -269,7 +270,16 @@ class SchemaCompiler {
         refuse(where, "minLength is more than the " + std::to_string(format->most_length) + " characters the format allows");
     }
     try {
-      if (pattern) node.pattern = StringPattern::compile(pattern->get<std::string>());
+      if (pattern) {
+        // One class counted (^[a-z]{1,400}$): its star, the counts as lengths (string_pattern.h).
+        if (std::optional<StringPattern::CountedClass> counted = StringPattern::counted_class(pattern->get<std::string>())) {
+          node.pattern = counted->star;
+          node.min_length = std::max(node.min_length, counted->least);
+          node.max_length = std::min(node.max_length, counted->most);  // past minLength: refused below
+        } else {
+          node.pattern = StringPattern::compile(pattern->get<std::string>());
+        }
+      }
       if (format) node.pattern = node.pattern ? StringPattern::intersect(*node.pattern, *format->pattern) : format->pattern;
       if (node.min_length > 0 || node.max_length != kUnfinishable)
         node.pattern_lengths = PatternLengths(*node.pattern, node.min_length, node.max_length);

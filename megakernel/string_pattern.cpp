@@ -44,9 +44,11 @@ struct Nfa {
   std::vector<CharSet> sets;
   std::map<const CharSet*, int32_t> set_of;  // a class of the tree: its index in sets (a repeat's copies share it)
 
+  [[noreturn]] static void too_large() {
+    throw InputError("the pattern is too large (its repeats spell out more than " + std::to_string(kMostNfaStates) + " states)");
+  }
   int32_t add() {
-    if (states.size() >= kMostNfaStates) throw InputError("the pattern is too large (its repeats spell out more than " +
-                                                          std::to_string(kMostNfaStates) + " states)");
+    if (states.size() >= kMostNfaStates) too_large();
     states.emplace_back();
     return int32_t(states.size() - 1);
   }
@@ -88,6 +90,8 @@ struct Nfa {
         return {in, out};
       }
       case Regex::Kind::repeat: {
+        // Each copy adds a state at least (an empty part too): refused here, not after counting to it.
+        if (regex.least > kMostNfaStates || (regex.most != kUnbounded && regex.most > kMostNfaStates)) too_large();
         int32_t at = in;
         for (uint32_t i = 0; i < regex.least; ++i) {
           const Fragment fragment = build(regex.parts[0]);
@@ -310,8 +314,32 @@ class PatternBuilder {
 
 }  // namespace
 
-std::shared_ptr<const StringPattern> StringPattern::compile(std::string_view pattern) {
+std::shared_ptr<const StringPattern> StringPattern::compile(std::string_view pattern) { return compile_tree(parse_pattern(pattern)); }
+
+std::optional<StringPattern::CountedClass> StringPattern::counted_class(std::string_view pattern) {
   const Regex regex = parse_pattern(pattern);
+  // A group of one part, or an alternation of one branch, is that part.
+  auto unwrapped = [](const Regex* part) {
+    while ((part->kind == Regex::Kind::sequence || part->kind == Regex::Kind::alternation) && part->parts.size() == 1) part = &part->parts[0];
+    return part;
+  };
+  const Regex* whole = unwrapped(&regex);
+  if (whole->kind != Regex::Kind::sequence || whole->parts.size() != 3) return std::nullopt;
+  const Regex* repeat = unwrapped(&whole->parts[1]);
+  if (unwrapped(&whole->parts[0])->kind != Regex::Kind::line_start || unwrapped(&whole->parts[2])->kind != Regex::Kind::line_end ||
+      repeat->kind != Regex::Kind::repeat)
+    return std::nullopt;
+  const Regex* chars = unwrapped(&repeat->parts[0]);
+  if (chars->kind != Regex::Kind::chars) return std::nullopt;
+  Regex star_of_class;
+  star_of_class.kind = Regex::Kind::repeat;
+  star_of_class.parts = {*chars};
+  Regex star;  // ^C*$
+  star.parts = {whole->parts[0], std::move(star_of_class), whole->parts[2]};
+  return CountedClass{compile_tree(star), repeat->least, repeat->most};
+}
+
+std::shared_ptr<const StringPattern> StringPattern::compile_tree(const Regex& regex) {
   // Unanchored: any characters, the pattern, any characters; ^ holds only before the first.
   Nfa nfa;
   const CharSet everything = {{0, kMostCodePoint}};

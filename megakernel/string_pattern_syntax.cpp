@@ -143,10 +143,15 @@ class PatternParser {
     return repeat;
   }
 
-  uint32_t number() {  // decimal digits (at least one), held below a bound the NFA's size refuses anyway
+  // Decimal digits (at least one), exactly: a class counted by them is held as lengths (string_pattern.h,
+  // counted_class), and the NFA refuses a repeat counted past its size before spelling it out.
+  uint32_t number() {
     if (at_end() || text_[at_] < '0' || text_[at_] > '9') fail("a '{' that begins no quantifier (a u-flag pattern writes it \\{)");
     uint64_t value = 0;
-    while (!at_end() && text_[at_] >= '0' && text_[at_] <= '9') value = std::min<uint64_t>(value * 10 + (text_[at_++] - '0'), kMostNfaStates);
+    while (!at_end() && text_[at_] >= '0' && text_[at_] <= '9') {
+      value = value * 10 + uint64_t(text_[at_++] - '0');
+      if (value >= kUnbounded) fail("a quantifier's count above " + std::to_string(kUnbounded - 1));
+    }
     return uint32_t(value);
   }
 

@@ -71,6 +71,13 @@ const std::vector<json>& schemas() {
         "required": ["pet"]})"),
       // Patterns: anchored and not, beside maxLength and minLength, on a nullable string, with characters
       // JSON must escape; and a top-level string whose pattern and minLength meet only in longer strings.
+      // One class counted (odd, word, pin, mail) is held as its star with lengths (string_pattern.h): the
+      // counts alone, inside minLength and maxLength, across them, and beside a format.
+      json::parse(R"j({"type": "object", "properties": {
+          "word": {"type": "string", "pattern": "^(?:[a-c]){2,6}$", "minLength": 3, "maxLength": 9},
+          "pin": {"type": "string", "pattern": "^[0-9]{4}$", "maxLength": 4},
+          "mail": {"type": "string", "format": "email", "pattern": "^.{6,9}$"}},
+        "required": ["word", "pin", "mail"]})j"),
       json::parse(R"j({"type": "object", "properties": {
           "date": {"type": "string", "pattern": "^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])$"},
           "code": {"type": "string", "pattern": "^[A-Z]{2}\\d+$", "maxLength": 5},
@@ -671,6 +678,37 @@ TEST(JsonSchema, ReferencesThatLoopChainOrMeetAgain) {
   ASSERT_TRUE(key.feed(std::string_view("{\"")));
   EXPECT_EQ(accepted_bytes(key), std::vector<uint8_t>{'a'});
   EXPECT_TRUE(takes_whole(no_room, R"({"a":"b"})"));
+}
+
+// One class counted is held as its star with the counts as lengths (string_pattern.h): exactly, past the
+// 65,536 copies a pattern's automaton could spell out (a string of 100,000 characters is taken, one of
+// 100,001 refused at its last character), merged with minLength and maxLength (the tighter of each), and
+// refused by name when they leave no length.
+TEST(JsonSchema, ACountedClassIsHeldToItsCountsExactly) {
+  auto fed = [](const std::string& schema, const std::string& text) {
+    JsonSchemaMatcher matcher(JsonSchema::compile(schema));
+    JsonSchemaBytes state = matcher.start();
+    size_t taken = 0;
+    while (taken < text.size() && state.feed(uint8_t(text[taken]))) ++taken;
+    return std::make_pair(taken, taken == text.size() && state.complete());
+  };
+  const std::string wide = R"({"type": "string", "pattern": "^[a-z]{1,100000}$"})";
+  EXPECT_EQ(fed(wide, "\"" + std::string(100000, 'a') + "\""), std::make_pair(size_t(100002), true));
+  EXPECT_EQ(fed(wide, "\"" + std::string(100001, 'a') + "\"").first, size_t(100001));  // the 100,001st character
+  EXPECT_EQ(fed(wide, "\"\"").first, size_t(1));  // at least one character
+  const std::string merged = R"({"type": "string", "pattern": "^(?:[a-c]){2,6}$", "minLength": 3, "maxLength": 9})";
+  for (size_t length = 0; length <= 8; ++length) {
+    const std::string text = "\"" + std::string(length, 'b') + "\"";
+    EXPECT_EQ(fed(merged, text).second, length >= 3 && length <= 6) << length;
+  }
+  EXPECT_EQ(fed(merged, "\"abd\"").first, size_t(3));  // d: not in the class
+  try {
+    JsonSchema::compile(R"({"type": "string", "pattern": "^[a-z]{6,9}$", "maxLength": 5})");
+    ADD_FAILURE() << "a pattern of 6 to 9 characters beside maxLength 5 was taken";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("#/pattern: no string of minLength to maxLength characters matches it"), std::string::npos)
+        << error.what();
+  }
 }
 
 TEST(JsonSchema, RefusesWhatItCannotHoldARepliesTo) {

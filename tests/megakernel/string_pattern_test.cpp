@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -235,6 +236,45 @@ TEST(StringPattern, IntersectionMatchesWhatBothMatch) {
   EXPECT_THROW(StringPattern::intersect(*StringPattern::compile("^a"), *StringPattern::compile("^b")), InputError);
 }
 
+// One class counted, anchored at both ends, is its star with lengths: the same verdict on every string
+// over a small alphabet (a character outside the class, one of two UTF-8 bytes, one of four) up to 7
+// characters. Any other shape is not read as one (an alternation of characters neither: it is not a class).
+TEST(StringPattern, ACountedClassIsItsStarWithLengths) {
+  struct Counted {
+    std::string source;
+    uint32_t least, most;
+  };
+  const std::vector<Counted> counted = {{"^[ab]{2,4}$", 2, 4},       {"^[ab]{3}$", 3, 3},        {"^(?:[ab]){0,2}$", 0, 2},
+                                        {"^(([ab])){2,}$", 2, UINT32_MAX}, {"^[^c]{1,5}$", 1, 5},  {"^.{6}$", 6, 6},
+                                        {"^[ab]*$", 0, UINT32_MAX}, {"^a+$", 1, UINT32_MAX},    {"^[aé]{1,3}?$", 1, 3}};
+  const std::string alphabet[] = {"a", "b", "c", "é", "😀"};
+  for (const Counted& expected : counted) {
+    const std::optional<StringPattern::CountedClass> read = StringPattern::counted_class(expected.source);
+    ASSERT_TRUE(read.has_value()) << expected.source;
+    EXPECT_EQ(read->least, expected.least) << expected.source;
+    EXPECT_EQ(read->most, expected.most) << expected.source;
+    const auto pattern = StringPattern::compile(expected.source);
+    EXPECT_LE(read->star->states(), 2u) << expected.source;
+    std::vector<std::string> layer = {""};
+    size_t matched = 0;
+    for (uint32_t length = 0; length <= 7; ++length) {
+      std::vector<std::string> next;
+      for (const std::string& text : layer) {
+        const bool as_star = read->star->matches(text) && length >= read->least && length <= read->most;
+        EXPECT_EQ(pattern->matches(text), as_star) << expected.source << " on " << text;
+        matched += as_star;
+        for (const std::string& c : alphabet) next.push_back(text + c);
+      }
+      layer = std::move(next);
+    }
+    EXPECT_GT(matched, 0u) << expected.source;
+  }
+  for (const char* other : {"[ab]{2,4}", "^[ab]{2,4}", "[ab]{2,4}$", "^a[b]{2}$", "^(?:ab){2}$", "^[ab]{2}|c$", "^(?:[ab]{2}){3}$",
+                            "^$", "^a$", "^[ab]{2}c?$", "^(a|b){2}$"})
+    EXPECT_FALSE(StringPattern::counted_class(other).has_value()) << other;
+  EXPECT_THROW(StringPattern::counted_class("^[ab{2}$"), InputError);
+}
+
 TEST(StringPattern, RefusesWhatItDoesNotReadByName) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"a(?=b)", "lookahead"},
@@ -261,6 +301,12 @@ TEST(StringPattern, RefusesWhatItDoesNotReadByName) {
       {"(?i)a", "'(?'"},
       {"(a|b)*a(a|b){14}", "more than 4096"},
       {"(a{1000}){1000}", "too large"},
+      // Counts are read exactly (one class counted past the NFA's size is held as lengths instead); a
+      // repeat of anything else counted past it is refused before it is spelt out.
+      {"(?:ab){70000}", "too large"},
+      {"(?:){70000}", "too large"},
+      {"a{4294967295}", "count above 4294967294"},
+      {"a{1,99999999999999999999}", "count above 4294967294"},
       {std::string(100, '(') + std::string(100, ')'), "nest deeper"},
       {"\xff", "not UTF-8"},
       {"(?<a>x)(?<a>y)", "a group name used twice"},
