@@ -242,7 +242,7 @@ class SchemaCompiler {
       string_pattern(schema, where, node);
     } else if (type == "number" || type == "integer") {
       node.kind = type == "number" ? Node::Kind::number : Node::Kind::integer;
-      integer_bounds(schema, type, where, node);
+      numeric_bounds(schema, type, where, node);
     } else {  // boolean, null: their literals
       node.kind = Node::Kind::literals;
       for (const char* text : type == "boolean" ? std::vector<const char*>{"true", "false"} : std::vector<const char*>{"null"}) {
@@ -290,18 +290,25 @@ class SchemaCompiler {
       refuse(at, std::string("no string of minLength to maxLength characters matches ") + (pattern ? "it" : "the format"));
   }
 
-  // minimum, maximum, exclusiveMinimum, exclusiveMaximum of an integer, as an inclusive range of int64
-  // (a bound past it is the end of int64: a bounded integer is one). A number's are refused.
-  static void integer_bounds(const json& schema, const std::string& type, const std::string& where, Node& node) {
+  // minimum, maximum, exclusiveMinimum, exclusiveMaximum: an integer's as an inclusive range of int64 (a
+  // bound past it is the end of int64: a bounded integer is one); a number's as an inclusive range of
+  // units of 10^-15 (json_schema_numbers.cpp: a bounded number is written with at most 15 digits).
+  static void numeric_bounds(const json& schema, const std::string& type, const std::string& where, Node& node) {
     for (const std::string& keyword : kIntegerKeywords) {
       if (!schema.contains(keyword)) continue;
       const json& bound = schema.at(keyword);
-      if (type == "number")
-        refuse(where, "'" + keyword + "' of a number is not supported: bounds are held on integers (\"type\": \"integer\")");
       if (!bound.is_number()) refuse(where + "/" + keyword, "must be a number, got " + bound.dump().substr(0, 40));
+      const bool lower = keyword == "minimum" || keyword == "exclusiveMinimum";
+      if (type == "number") {  // exactly, in units of 10^-15 (json_schema_numbers.cpp)
+        const __int128 units = number_bound_units(bound.is_number_integer() ? bound.dump() : decimal_of_bound(bound.get<double>()),
+                                                  lower, keyword == "exclusiveMinimum" || keyword == "exclusiveMaximum");
+        if (lower) node.min_units = std::max(node.min_units, units);
+        else node.max_units = std::min(node.max_units, units);
+        node.bounded = true;
+        continue;
+      }
       const long double value = bound.get<long double>();
       const long double highest = 9223372036854775807.0L;  // INT64_MAX, exact in x86's 64-bit mantissa
-      const bool lower = keyword == "minimum" || keyword == "exclusiveMinimum";
       const long double inclusive = keyword == "minimum"            ? std::ceil(value)
                                     : keyword == "exclusiveMinimum" ? std::floor(value) + 1
                                     : keyword == "maximum"          ? std::floor(value)
@@ -316,6 +323,11 @@ class SchemaCompiler {
       node.bounded = true;
     }
     if (node.min_value > node.max_value) refuse(where, "no integer is within its minimum and maximum");
+    // A number's: one a reply can write (at most 15 digits, no exponent) must be within them.
+    if (type == "number" && node.bounded && !number_reachable(node, NumberPrefix{.negative = true, .begun = false}) &&
+        !number_reachable(node, NumberPrefix{.negative = false, .begun = false}))
+      refuse(where, "no number of at most " + std::to_string(kBoundedNumberDigits) +
+                        " digits (what a bounded number's reply may write) is within its minimum and maximum");
   }
 
   void object(const json& schema, const std::string& where, Node& node) {

@@ -127,6 +127,25 @@ uint32_t counted(uint32_t count, uint32_t min, uint32_t max) {
   return count < cap ? count + 1 : cap;
 }
 
+// A bounded number's frame (json_schema_numbers.cpp): its digits so far in `seen`, how many in `count`,
+// how many after the point in `position` (from the point on).
+NumberPrefix number_prefix(const JsonSchemaBytes::Frame& frame) {
+  NumberPrefix prefix;
+  prefix.negative = frame.negative;
+  prefix.begun = frame.phase != kMinus;
+  prefix.zero = frame.phase == kZero;
+  prefix.value = frame.seen;
+  prefix.digits = frame.count;
+  prefix.fraction_digits = frame.phase == kFractionStart || frame.phase == kFraction ? frame.position : -1;
+  return prefix;
+}
+
+void set_number_prefix(JsonSchemaBytes::Frame& frame, const NumberPrefix& prefix) {
+  frame.seen = prefix.value;
+  frame.count = prefix.digits;
+  frame.position = prefix.fraction_digits < 0 ? 0 : prefix.fraction_digits;
+}
+
 // A string held to a pattern: whether a character within [low, high] may come next, leading to a pattern
 // state from which a match can still end within the lengths left (its count: the characters so far,
 // capped as counted() caps it).
@@ -282,6 +301,7 @@ bool JsonSchemaMatcher::poppable(const Alternative& alternative) const {
     case Node::Kind::number: case Node::Kind::integer: {
       const bool whole = frame.phase == kZero || frame.phase == kInteger || frame.phase == kFraction || frame.phase == kExponent;
       if (!whole || !node.bounded) return whole;
+      if (node.kind == Node::Kind::number) return number_within(node, number_prefix(frame));
       const __int128 value = frame.negative ? -__int128(frame.seen) : __int128(frame.seen);
       return value >= node.min_value && value <= node.max_value;
     }
@@ -369,6 +389,33 @@ void JsonSchemaMatcher::step(const Alternative& from, uint8_t byte, std::vector<
       return;
     }
     case Node::Kind::number: case Node::Kind::integer: {
+      if (node.kind == Node::Kind::number && node.bounded) {  // at most 15 digits, no exponent (json_schema_numbers.cpp)
+        NumberPrefix prefix = number_prefix(frame);
+        const bool room = prefix.digits < kBoundedNumberDigits, digit = is_digit(byte);
+        const uint64_t value = uint64_t(byte - '0');
+        uint8_t phase = 0xFF;
+        if (frame.phase == kMinus && digit) {
+          phase = byte == '0' ? kZero : kInteger;
+          prefix.begun = true, prefix.zero = byte == '0', prefix.value = value, prefix.digits = byte == '0' ? 0 : 1;
+        } else if (frame.phase == kInteger && digit && room) {
+          phase = kInteger;
+          prefix.value = prefix.value * 10 + value, ++prefix.digits;
+        } else if ((frame.phase == kZero || frame.phase == kInteger) && byte == '.' && room) {
+          phase = kFractionStart;
+          prefix.zero = false, prefix.fraction_digits = 0;
+        } else if ((frame.phase == kFractionStart || frame.phase == kFraction) && digit && room) {
+          phase = kFraction;
+          prefix.value = prefix.value * 10 + value, ++prefix.digits, ++prefix.fraction_digits;
+        }
+        if (phase != 0xFF && number_reachable(node, prefix)) {
+          frame.phase = phase;
+          set_number_prefix(frame, prefix);
+          emit(out, next);
+        } else {
+          end_here();
+        }
+        return;
+      }
       const bool integer = node.kind == Node::Kind::integer, digit = is_digit(byte);
       const bool exponent_mark = !integer && (byte == 'e' || byte == 'E');
       // The phase the byte leads to (0xFF: not a byte of this number); count: the digits of the integer
@@ -479,7 +526,11 @@ void JsonSchemaMatcher::begin_value(const Alternative& from, int32_t node_index,
       if (byte != '-' && !is_digit(byte)) return;
       frame.phase = byte == '-' ? kMinus : byte == '0' ? kZero : kInteger;
       frame.count = frame.phase == kInteger ? 1 : 0;  // the integer part's digits
-      if (node.bounded) {
+      if (node.bounded && node.kind == Node::Kind::number) {
+        frame.negative = byte == '-';
+        frame.seen = byte == '-' ? 0 : uint64_t(byte - '0');
+        if (!number_reachable(node, number_prefix(frame))) return;
+      } else if (node.bounded) {
         frame.negative = byte == '-';
         frame.seen = byte == '-' ? 0 : uint64_t(byte - '0');
         if (!integer_reachable(node, frame.negative, byte == '-' ? 0 : 1, frame.seen)) return;

@@ -14,6 +14,17 @@
 
 namespace tilefire {
 
+// A bounded number's text (json_schema_numbers.cpp): at most this many digits (a lone 0 before the point
+// not counted), so that two such texts are never one double, and no exponent. Its value in units of
+// 10^-kBoundedNumberDigits is below kMostNumberUnits in magnitude.
+constexpr uint32_t kBoundedNumberDigits = 15;
+constexpr __int128 power_of_ten(uint32_t exponent) {
+  __int128 power = 1;
+  while (exponent-- > 0) power *= 10;
+  return power;
+}
+constexpr __int128 kMostNumberUnits = power_of_ten(2 * kBoundedNumberDigits);
+
 // Byte strings in a trie: an object's key names, a literal's texts.
 struct SchemaByteTrie {
   struct Node {
@@ -67,6 +78,9 @@ struct JsonSchema::Node {
   // integer: its bounds, inclusive (bounded: the schema gave one; its value then fits int64)
   bool bounded = false;
   int64_t min_value = -INT64_MAX, max_value = INT64_MAX;
+  // number: its bounds (bounded: the schema gave one), inclusive, in units of 10^-kBoundedNumberDigits;
+  // a bounded number is written with at most that many digits and no exponent (json_schema_numbers.cpp)
+  __int128 min_units = -kMostNumberUnits, max_units = kMostNumberUnits;
   // string (characters, as JSON Schema counts them: code points)
   uint32_t min_length = 0, max_length = kUnfinishable;
   // and its pattern (null: none), with the lengths a match can still end at where minLength or maxLength
@@ -86,6 +100,29 @@ struct JsonSchema::Node {
   // value): 0 for a scalar.
   uint32_t min_frames = kUnfinishable;
 };
+
+// A bounded number written so far (json_schema_numbers.cpp): its digits as one integer (a lone 0 before
+// the point not counted) and how many, how many of them after the point (-1: no point yet), whether its
+// integer part is a lone 0 (then no more digits before the point), and whether a digit is written at all
+// (a '-' alone: not).
+struct NumberPrefix {
+  bool negative = false, begun = true, zero = false;
+  uint64_t value = 0;
+  uint32_t digits = 0;
+  int32_t fraction_digits = -1;
+};
+// Whether the number can still end within the node's bounds (min_units, max_units) after more digits, a
+// point and digits after it, within kBoundedNumberDigits digits in all.
+bool number_reachable(const JsonSchema::Node& node, const NumberPrefix& prefix);
+// Whether the number as written is within them (it is whole: a digit ends it).
+bool number_within(const JsonSchema::Node& node, const NumberPrefix& prefix);
+// A schema's bound (a JSON number) as an exact decimal: an integer as written, a double as the shortest of
+// its 15- and 17-digit forms that reads back as itself.
+std::string decimal_of_bound(double value);
+// That decimal (-?digits(.digits)?(e[+-]?digits)?) as an inclusive bound in units of 10^-15: a lower
+// bound's least unit at or above it (strictly above if exclusive), an upper one's most at or below;
+// clamped at kMostNumberUnits, past any value a reply writes.
+__int128 number_bound_units(const std::string& decimal, bool lower, bool exclusive);
 
 // A string format a reply is held to (json_schema_formats.cpp): date, time, date-time, duration, email,
 // hostname, ipv4, ipv6, uuid, uri, each as a pattern matching a subset of what the format allows, and

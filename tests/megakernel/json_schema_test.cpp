@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
@@ -69,6 +71,13 @@ const std::vector<json>& schemas() {
           "pet": {"oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}], "discriminator": {"propertyName": "pet_type"}},
           "n": {"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}, {"enum": [true]}]}},
         "required": ["pet"]})"),
+      // Numbers within bounds (json_schema_numbers.cpp): a confidence, a nullable reading above an exclusive
+      // bound, a ratio between two exclusive ones.
+      json::parse(R"j({"type": "object", "properties": {
+          "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+          "temp": {"type": ["number", "null"], "exclusiveMinimum": -273.15, "maximum": 1e4},
+          "ratio": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 0.5}},
+        "required": ["confidence", "temp", "ratio"]})j"),
       // Patterns: anchored and not, beside maxLength and minLength, on a nullable string, with characters
       // JSON must escape; and a top-level string whose pattern and minLength meet only in longer strings.
       // One class counted (odd, word, pin, mail) is held as its star with lengths (string_pattern.h): the
@@ -257,6 +266,69 @@ TEST(JsonSchemaBytes, TakesValidTextsAndRefusesInvalidOnes) {
     ASSERT_EQ(verdicts[1][i], std::optional<bool>(false)) << invalid[i];
     EXPECT_FALSE(takes_whole(matcher, invalid[i])) << invalid[i];
   }
+}
+
+// A number held to bounds, against Ajv (which compares doubles) on texts at and around each bound: every
+// text the automaton takes is valid, and of those it may write (at most 15 digits, a lone 0 before the
+// point not counted, no exponent) it takes exactly the valid ones. Around a bound: the bound written to
+// 0 to 17 decimals, one unit of the last decimal either side, negated, and a few fixed texts.
+TEST(JsonSchemaBytes, BoundedNumbersAreExactlyTheValidOnesItMayWrite) {
+  REQUIRE_SCHEMA_ORACLE();
+  const std::vector<std::string> sources = {
+      R"({"type": "number", "minimum": 0, "maximum": 1})",
+      R"({"type": "number", "exclusiveMinimum": -2.5, "exclusiveMaximum": 0.3})",
+      R"({"type": "number", "minimum": 0.1, "exclusiveMaximum": 0.7})",
+      R"({"type": "number", "maximum": -1234.5678})",
+      R"({"type": "number", "exclusiveMinimum": 1e-7, "maximum": 3e-7})",
+      R"({"type": "number", "minimum": 123456789.123456, "maximum": 123456789.1234567})",
+      R"({"type": "number", "exclusiveMaximum": 0.30000000000000004, "minimum": 0.3})"};
+  auto may_write = [](const std::string& text) {  // at most 15 digits, no exponent
+    if (text.find_first_of("eE") != std::string::npos) return false;
+    const size_t first = text[0] == '-' ? 1 : 0;
+    size_t digits = 0;
+    for (size_t i = first; i < text.size(); ++i) digits += text[i] >= '0' && text[i] <= '9';
+    if (text.compare(first, 2, "0.") == 0 || text.substr(first) == "0") --digits;  // a lone 0 before the point
+    return digits <= 15;
+  };
+  std::vector<SchemaCase> cases;
+  for (const std::string& source : sources) {
+    const json schema = json::parse(source);
+    SchemaCase near{schema, {"0", "-0", "1", "-1", "0.5", "1e-7", "2e-7", "0.0000002", "-1234.5678", "-1234.56780", "-1234.5679", "10",
+                             "0.3", "0.30000000000000004", "0.2999999999999999", "123456789.123456", "123456789.12345"}};
+    for (const char* keyword : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+      if (!schema.contains(keyword)) continue;
+      const double bound = schema[keyword].get<double>();
+      for (int decimals = 0; decimals <= 17; ++decimals) {
+        const double step = std::pow(10.0, -decimals);
+        for (double value : {bound, bound - step, bound + step, -bound}) {
+          char text[64];
+          std::snprintf(text, sizeof text, "%.*f", decimals, value);
+          near.documents.push_back(text);
+        }
+      }
+    }
+    cases.push_back(std::move(near));
+  }
+  const auto verdicts = validate_with_ajv(cases);
+  size_t taken = 0, written = 0;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    JsonSchemaMatcher matcher(JsonSchema::compile(cases[c].schema.dump()));
+    for (size_t i = 0; i < cases[c].documents.size(); ++i) {
+      const std::string& text = cases[c].documents[i];
+      ASSERT_TRUE(verdicts[c][i].has_value()) << text;
+      const bool takes = takes_whole(matcher, text), valid = *verdicts[c][i];
+      if (takes) {
+        EXPECT_TRUE(valid) << sources[c] << " took " << text;
+      }
+      if (may_write(text)) {
+        EXPECT_EQ(takes, valid) << sources[c] << " on " << text;
+        ++written;
+      }
+      taken += takes;
+    }
+  }
+  EXPECT_GT(taken, 50u);
+  EXPECT_GT(written, 200u);
 }
 
 // Where the automaton is stricter than JSON Schema (docs/ARCHITECTURE.md, "Constrained decoding"): keys not
@@ -731,7 +803,10 @@ TEST(JsonSchema, RefusesWhatItCannotHoldARepliesTo) {
       {R"({"$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s", "format": "email"})", "'format' beside '$ref' is not supported"},
       // Without the format, "soon" is in both branches: a validator that reads format as an annotation says so.
       {R"({"oneOf": [{"type": "string", "format": "date", "enum": ["2024-01-01", "soon"]}, {"const": "soon"}]})", "branches 0 and 1 may both match"},
-      {R"({"type": "number", "minimum": 0})", "#: 'minimum' of a number is not supported"},
+      {R"({"type": "number", "minimum": 1e15})", "#: no number of at most 15 digits (what a bounded number's reply may write) is within"},
+      {R"({"type": "number", "minimum": 1e-16, "maximum": 1.5e-16})", "no number of at most 15 digits"},
+      {R"({"type": "number", "exclusiveMinimum": 0.5, "maximum": 0.5})", "no number of at most 15 digits"},
+      {R"({"type": "number", "maximum": "1"})", "#/maximum: must be a number"},
       {R"({"minimum": 0})", "'minimum' bounds an integer here"},
       {R"({"type": "integer", "minimum": 3, "exclusiveMaximum": 3})", "no integer is within its minimum and maximum"},
       {R"({"type": "integer", "exclusiveMinimum": true})", "#/exclusiveMinimum: must be a number"},

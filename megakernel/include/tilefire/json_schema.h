@@ -7,7 +7,8 @@
 //   alternatives (anyOf branches not told apart yet), each the frame being read over an interned stack of
 //   the frames around it, so a state copies in a few dozen bytes, as TokenTrie's walk needs.
 // The automaton accepts a subset of what the schema accepts (see the docs: object keys as written, no
-// unneeded escapes in them, integers without fraction or exponent, whitespace runs bounded) and never
+// unneeded escapes in them, integers without fraction or exponent, numbers held to bounds with at most 15
+// digits and no exponent, whitespace runs bounded) and never
 // reaches a dead end: a byte is refused as soon as no accepted text can follow, nesting included.
 #include <cstdint>
 #include <deque>
