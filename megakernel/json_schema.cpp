@@ -165,7 +165,7 @@ class SchemaCompiler {
     for (const std::string& keyword : kIntegerKeywords)
       if (schema.contains(keyword) && std::find(types.begin(), types.end(), "integer") == types.end() &&
           std::find(types.begin(), types.end(), "number") == types.end())
-        refuse(where, "'" + keyword + "' bounds an integer here: give \"type\": \"integer\"");
+        refuse(where, "'" + keyword + "' bounds a number here: give \"type\": \"number\" or \"integer\"");
     if (schema.contains("enum") || schema.contains("const")) return literals(schema, types, where);
     if (types.empty()) return add(Node{}, where);  // no type, no keyword that narrows it: any value
     if (types.size() == 1) {

@@ -807,7 +807,7 @@ TEST(JsonSchema, RefusesWhatItCannotHoldARepliesTo) {
       {R"({"type": "number", "minimum": 1e-16, "maximum": 1.5e-16})", "no number of at most 15 digits"},
       {R"({"type": "number", "exclusiveMinimum": 0.5, "maximum": 0.5})", "no number of at most 15 digits"},
       {R"({"type": "number", "maximum": "1"})", "#/maximum: must be a number"},
-      {R"({"minimum": 0})", "'minimum' bounds an integer here"},
+      {R"({"minimum": 0})", "'minimum' bounds a number here: give \"type\": \"number\" or \"integer\""},
       {R"({"type": "integer", "minimum": 3, "exclusiveMaximum": 3})", "no integer is within its minimum and maximum"},
       {R"({"type": "integer", "exclusiveMinimum": true})", "#/exclusiveMinimum: must be a number"},
       {R"({"type": "integer", "multipleOf": 2})", "'multipleOf' is not supported"},
