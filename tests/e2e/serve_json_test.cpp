@@ -119,12 +119,12 @@ TEST(ServeJson, AModelWithoutATokenizerRepliesInJsonToo) {
   for (const ChoiceText& choice : choice_texts(reply, false, false, 4)) expect_json_object_or_prefix(choice);
 }
 
-// Required keys of each kind, bounded strings and arrays, an enum, a nullable number: a random model's
+// Required keys of each kind, bounded strings and arrays, an enum, a nullable bounded number: a random model's
 // replies reach most of it within max_tokens.
 const char* const kReplySchema = R"({"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 5}, "age": {"type": "integer"}, "ok": {"type": "boolean"},
     "mood": {"enum": ["calm", "glad", 3]}, "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2},
-    "score": {"type": ["number", "null"]}, "id": {"type": "string", "pattern": "^[A-Z]{2}-\\d{2,3}$"},
+    "score": {"type": ["number", "null"], "minimum": -1, "exclusiveMaximum": 1}, "id": {"type": "string", "pattern": "^[A-Z]{2}-\\d{2,3}$"},
     "day": {"type": "string", "format": "date"}}, "required": ["name", "ok", "mood", "id", "day"]})";
 
 // Whether a JSON text (or a prefix of one) holds whitespace between its tokens.
