@@ -429,8 +429,9 @@ PatternLengths::PatternLengths(const StringPattern& pattern, uint32_t min_length
   }
   constexpr uint64_t kMostWork = uint64_t(1) << 26;
   if ((horizon + 1) * (states + edges) > kMostWork)
-    throw InputError("a pattern of " + std::to_string(states) + " automaton states beside a length that looks " + std::to_string(horizon) +
-                     " characters ahead is too large to hold");
+    throw InputError("the string's lengths (minLength, maxLength, or the pattern's own count of a class) look " + std::to_string(horizon) +
+                     " characters ahead over " + std::to_string(states) + " pattern states: too large to hold (at most " +
+                     std::to_string(kMostWork) + " characters times states and their edges)");
   horizon_ = uint32_t(horizon);
   words_ = size_t(horizon / 64 + 1);
   ends_after_.assign(states * words_, 0);

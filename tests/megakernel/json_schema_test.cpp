@@ -803,6 +803,7 @@ TEST(JsonSchema, RefusesWhatItCannotHoldARepliesTo) {
       {R"({"$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s", "format": "email"})", "'format' beside '$ref' is not supported"},
       // Without the format, "soon" is in both branches: a validator that reads format as an annotation says so.
       {R"({"oneOf": [{"type": "string", "format": "date", "enum": ["2024-01-01", "soon"]}, {"const": "soon"}]})", "branches 0 and 1 may both match"},
+      {R"({"type": "string", "pattern": "^[a-z]{100000000}$"})", "#/pattern: the string's lengths (minLength, maxLength, or the pattern's own count of a class) look 100000000 characters ahead"},
       {R"({"type": "number", "minimum": 1e15})", "#: no number of at most 15 digits (what a bounded number's reply may write) is within"},
       {R"({"type": "number", "minimum": 1e-16, "maximum": 1.5e-16})", "no number of at most 15 digits"},
       {R"({"type": "number", "exclusiveMinimum": 0.5, "maximum": 0.5})", "no number of at most 15 digits"},
