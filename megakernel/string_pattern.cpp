@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "string_pattern_syntax.h"
@@ -316,27 +317,89 @@ class PatternBuilder {
 
 std::shared_ptr<const StringPattern> StringPattern::compile(std::string_view pattern) { return compile_tree(parse_pattern(pattern)); }
 
+namespace {
+
+// A group of one part, or an alternation of one branch, is that part.
+const Regex* unwrapped(const Regex* part) {
+  while ((part->kind == Regex::Kind::sequence || part->kind == Regex::Kind::alternation) && part->parts.size() == 1) part = &part->parts[0];
+  return part;
+}
+
+// The code points of every string `regex` matches, when they are one number (an anchor's: 0); none when
+// its strings differ in length (or it passes UINT32_MAX).
+std::optional<uint64_t> fixed_length(const Regex& regex) {
+  switch (regex.kind) {
+    case Regex::Kind::chars: return 1;
+    case Regex::Kind::line_start: case Regex::Kind::line_end: return 0;
+    case Regex::Kind::sequence: {
+      uint64_t length = 0;
+      for (const Regex& part : regex.parts) {
+        const std::optional<uint64_t> part_length = fixed_length(part);
+        if (!part_length || (length += *part_length) >= UINT32_MAX) return std::nullopt;
+      }
+      return length;
+    }
+    case Regex::Kind::alternation: {
+      std::optional<uint64_t> length;
+      for (const Regex& branch : regex.parts) {
+        const std::optional<uint64_t> branch_length = fixed_length(branch);
+        if (!branch_length || (length && *length != *branch_length)) return std::nullopt;
+        length = branch_length;
+      }
+      return length ? length : std::optional<uint64_t>(0);
+    }
+    case Regex::Kind::repeat: {
+      const std::optional<uint64_t> part_length = fixed_length(regex.parts[0]);
+      if (regex.least != regex.most || !part_length || *part_length * regex.least >= UINT32_MAX) return std::nullopt;
+      return *part_length * regex.least;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<StringPattern::CountedClass> StringPattern::counted_class(std::string_view pattern) {
   const Regex regex = parse_pattern(pattern);
-  // A group of one part, or an alternation of one branch, is that part.
-  auto unwrapped = [](const Regex* part) {
-    while ((part->kind == Regex::Kind::sequence || part->kind == Regex::Kind::alternation) && part->parts.size() == 1) part = &part->parts[0];
-    return part;
+  // The pattern's parts in order, groups opened: ^, then P, C{m,n} and S, then $.
+  std::vector<const Regex*> parts;
+  auto flatten = [&](auto&& self, const Regex& regex_part) -> void {
+    const Regex* part = unwrapped(&regex_part);
+    if (part->kind != Regex::Kind::sequence) return parts.push_back(part);
+    for (const Regex& inner : part->parts) self(self, inner);
   };
-  const Regex* whole = unwrapped(&regex);
-  if (whole->kind != Regex::Kind::sequence || whole->parts.size() != 3) return std::nullopt;
-  const Regex* repeat = unwrapped(&whole->parts[1]);
-  if (unwrapped(&whole->parts[0])->kind != Regex::Kind::line_start || unwrapped(&whole->parts[2])->kind != Regex::Kind::line_end ||
-      repeat->kind != Regex::Kind::repeat)
-    return std::nullopt;
-  const Regex* chars = unwrapped(&repeat->parts[0]);
-  if (chars->kind != Regex::Kind::chars) return std::nullopt;
-  Regex star_of_class;
-  star_of_class.kind = Regex::Kind::repeat;
-  star_of_class.parts = {*chars};
-  Regex star;  // ^C*$
-  star.parts = {whole->parts[0], std::move(star_of_class), whole->parts[2]};
-  return CountedClass{compile_tree(star), repeat->least, repeat->most};
+  flatten(flatten, regex);
+  if (parts.size() < 3 || parts.front()->kind != Regex::Kind::line_start || parts.back()->kind != Regex::Kind::line_end) return std::nullopt;
+  // The counted class: a repeat of one class, every other part of one length. Its strings are P's, then
+  // the class's, then S's: those of ^P C* S$ whose length less P's and S's is within the count. The one
+  // part whose strings differ in length, or when none does, the class repeated most (the longest run).
+  std::vector<std::optional<uint64_t>> lengths;
+  size_t counted = 0, varying = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    lengths.push_back(fixed_length(*parts[i]));
+    const bool class_repeat = parts[i]->kind == Regex::Kind::repeat && unwrapped(&parts[i]->parts[0])->kind == Regex::Kind::chars;
+    if (!lengths.back()) ++varying, counted = class_repeat ? i : parts.size();
+    else if (varying == 0 && class_repeat && (counted == 0 || parts[i]->most > parts[counted]->most)) counted = i;
+  }
+  if (varying > 1 || counted == 0 || counted == parts.size()) return std::nullopt;
+  uint64_t fixed = 0;  // P's and S's code points
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (i != counted && (fixed += *lengths[i]) >= UINT32_MAX) return std::nullopt;
+  const Regex& repeat = *parts[counted];
+  const uint64_t least = fixed + repeat.least, most = repeat.most == kUnbounded ? uint64_t(UINT32_MAX) : fixed + repeat.most;
+  if (least >= UINT32_MAX || (repeat.most != kUnbounded && most >= UINT32_MAX)) return std::nullopt;
+  Regex star;  // ^P C* S$
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i != counted) {
+      star.parts.push_back(*parts[i]);
+      continue;
+    }
+    Regex star_of_class;
+    star_of_class.kind = Regex::Kind::repeat;
+    star_of_class.parts = {*unwrapped(&repeat.parts[0])};
+    star.parts.push_back(std::move(star_of_class));
+  }
+  return CountedClass{compile_tree(star), uint32_t(least), uint32_t(most)};
 }
 
 std::shared_ptr<const StringPattern> StringPattern::compile_tree(const Regex& regex) {

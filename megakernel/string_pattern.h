@@ -31,17 +31,19 @@ class StringPattern {
   // The strings both match (a pattern beside a format). An InputError when there are none.
   static std::shared_ptr<const StringPattern> intersect(const StringPattern& a, const StringPattern& b);
 
-  // A pattern that is one class of characters repeated, anchored at both ends (^[a-z]{3,20}$, ^\d{5}$,
-  // ^(?:[ a-zA-Z]){1,400}$): the class's star (^C*$) and the least and most repeats (UINT32_MAX: no
-  // most). Its strings are the star's of that many characters (code points: the u flag counts them as
-  // minLength does), so a schema holds it as the star with lengths: an automaton of two states where the
-  // counted one has one per count, which made compiling ^[ a-zA-Z]{1,400}$ take 14 ms and a reply walk
-  // the vocabulary's trie at every token (no pattern state came round twice for a table to serve:
-  // docs/ARCHITECTURE.md, "Constrained decoding"). Empty for a pattern of any other shape; an InputError
-  // as compile() gives.
+  // A pattern that is one class of characters repeated, anchored at both ends, with parts of one length
+  // each (in code points) before and after it (^[a-z]{3,20}$, ^\d{5}$, ^[A-Z][a-z]{1,40}$,
+  // ^(?:[ a-zA-Z]){1,400}$): ^P C{m,n} S$ matches the strings of ^P C* S$ whose length less P's and S's is
+  // from m to n (code points: the u flag counts them as minLength does). So it is returned as that star
+  // and the lengths of the whole string, P's and S's added (UINT32_MAX: no most), which a schema holds as
+  // minLength and maxLength: an automaton whose states do not grow with the count, where the counted one
+  // has one per count, which made compiling ^[ a-zA-Z]{1,400}$ take 14 ms and a reply walk the
+  // vocabulary's trie at every token (no pattern state came round twice for a table to serve:
+  // docs/ARCHITECTURE.md, "Constrained decoding"). When every part has one length, the class repeated
+  // most is taken. Empty for a pattern of any other shape; an InputError as compile() gives.
   struct CountedClass {
     std::shared_ptr<const StringPattern> star;
-    uint32_t least = 0, most = UINT32_MAX;
+    uint32_t least = 0, most = UINT32_MAX;  // the whole string's code points
   };
   static std::optional<CountedClass> counted_class(std::string_view pattern);
 

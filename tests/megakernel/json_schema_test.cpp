@@ -80,13 +80,15 @@ const std::vector<json>& schemas() {
         "required": ["confidence", "temp", "ratio"]})j"),
       // Patterns: anchored and not, beside maxLength and minLength, on a nullable string, with characters
       // JSON must escape; and a top-level string whose pattern and minLength meet only in longer strings.
-      // One class counted (odd, word, pin, mail) is held as its star with lengths (string_pattern.h): the
-      // counts alone, inside minLength and maxLength, across them, and beside a format.
+      // One class counted (odd, word, pin, mail, name) is held as its star with lengths (string_pattern.h):
+      // the counts alone, inside minLength and maxLength, across them, beside a format, and between parts
+      // of one length.
       json::parse(R"j({"type": "object", "properties": {
           "word": {"type": "string", "pattern": "^(?:[a-c]){2,6}$", "minLength": 3, "maxLength": 9},
           "pin": {"type": "string", "pattern": "^[0-9]{4}$", "maxLength": 4},
-          "mail": {"type": "string", "format": "email", "pattern": "^.{6,9}$"}},
-        "required": ["word", "pin", "mail"]})j"),
+          "mail": {"type": "string", "format": "email", "pattern": "^.{6,9}$"},
+          "name": {"type": "string", "pattern": "^[A-C](?:[a-c]){1,8}!$", "maxLength": 7}},
+        "required": ["word", "pin", "mail", "name"]})j"),
       json::parse(R"j({"type": "object", "properties": {
           "date": {"type": "string", "pattern": "^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])$"},
           "code": {"type": "string", "pattern": "^[A-Z]{2}\\d+$", "maxLength": 5},
