@@ -271,7 +271,8 @@ class SchemaCompiler {
     }
     try {
       if (pattern) {
-        // One class counted (^[a-z]{1,400}$): its star, the counts as lengths (string_pattern.h).
+        // One class counted between parts of one length (^[A-Z][a-z]{1,400}$): ^P C* S$, the counts as
+        // the string's lengths (string_pattern.h).
         if (std::optional<StringPattern::CountedClass> counted = StringPattern::counted_class(pattern->get<std::string>())) {
           node.pattern = counted->star;
           node.min_length = std::max(node.min_length, counted->least);

@@ -526,14 +526,12 @@ void JsonSchemaMatcher::begin_value(const Alternative& from, int32_t node_index,
       if (byte != '-' && !is_digit(byte)) return;
       frame.phase = byte == '-' ? kMinus : byte == '0' ? kZero : kInteger;
       frame.count = frame.phase == kInteger ? 1 : 0;  // the integer part's digits
-      if (node.bounded && node.kind == Node::Kind::number) {
+      if (node.bounded) {
         frame.negative = byte == '-';
         frame.seen = byte == '-' ? 0 : uint64_t(byte - '0');
-        if (!number_reachable(node, number_prefix(frame))) return;
-      } else if (node.bounded) {
-        frame.negative = byte == '-';
-        frame.seen = byte == '-' ? 0 : uint64_t(byte - '0');
-        if (!integer_reachable(node, frame.negative, byte == '-' ? 0 : 1, frame.seen)) return;
+        if (node.kind == Node::Kind::number ? !number_reachable(node, number_prefix(frame))
+                                            : !integer_reachable(node, frame.negative, byte == '-' ? 0 : 1, frame.seen))
+          return;
       }
       break;
     case Node::Kind::literals: {

@@ -1,6 +1,7 @@
 #pragma once
 // A compiled JSON Schema's nodes (tilefire/json_schema.h), shared by its compiler (json_schema.cpp) and its
 // automaton (json_schema_bytes.cpp).
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -18,11 +19,14 @@ namespace tilefire {
 // not counted), so that two such texts are never one double, and no exponent. Its value in units of
 // 10^-kBoundedNumberDigits is below kMostNumberUnits in magnitude.
 constexpr uint32_t kBoundedNumberDigits = 15;
-constexpr __int128 power_of_ten(uint32_t exponent) {
-  __int128 power = 1;
-  while (exponent-- > 0) power *= 10;
-  return power;
-}
+// 10^0 to 10^36, looked up: a bounded number's every digit asks for several (a mask walks thousands).
+inline constexpr std::array<__int128, 37> kPowersOfTen = [] {
+  std::array<__int128, 37> powers{};
+  powers[0] = 1;
+  for (size_t i = 1; i < powers.size(); ++i) powers[i] = powers[i - 1] * 10;
+  return powers;
+}();
+constexpr __int128 power_of_ten(uint32_t exponent) { return kPowersOfTen[exponent]; }
 constexpr __int128 kMostNumberUnits = power_of_ten(2 * kBoundedNumberDigits);
 
 // Byte strings in a trie: an object's key names, a literal's texts.
