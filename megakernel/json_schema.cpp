@@ -291,10 +291,27 @@ class SchemaCompiler {
       refuse(at, std::string("no string of minLength to maxLength characters matches ") + (pattern ? "it" : "the format"));
   }
 
+  // An exclusive bound on integers, also as doubles: validators such as Ajv compare the doubles that
+  // integers round to, and past 2^53 an integer beyond the bound can round onto the bound's double (then
+  // it is not beyond it there). From the first integer beyond it exactly, `from`, on to the first whose
+  // double is beyond it too: at most half a double's spacing there (1,024 near int64's ends). Inclusive
+  // bounds need none of this: rounding keeps order, so an integer within one rounds within its double.
+  static int64_t first_beyond_as_doubles(int64_t from, double bound, bool lower, const std::string& where, const json& written) {
+    const int64_t last = lower ? INT64_MAX : -INT64_MAX;
+    int64_t value = from;
+    while (lower ? double(value) <= bound : double(value) >= bound) {
+      if (value == last)
+        refuse(where, "leaves no integer Tilefire bounds (int64) beyond it as a double too: " + written.dump().substr(0, 40));
+      value += lower ? 1 : -1;
+    }
+    return value;
+  }
+
   // minimum, maximum, exclusiveMinimum, exclusiveMaximum: an integer's as an inclusive range of int64 (a
   // bound past it is the end of int64: a bounded integer is one); a number's as an inclusive range of
   // units of 10^-15 (json_schema_numbers.cpp: a bounded number is written with at most 15 digits).
   static void numeric_bounds(const json& schema, const std::string& type, const std::string& where, Node& node) {
+    bool as_doubles = false;  // an exclusive bound moved by first_beyond_as_doubles
     for (const std::string& keyword : kIntegerKeywords) {
       if (!schema.contains(keyword)) continue;
       const json& bound = schema.at(keyword);
@@ -318,12 +335,18 @@ class SchemaCompiler {
       // through); one past int64's other end bounds nothing that a bounded integer can be.
       if (lower ? inclusive > highest : inclusive < -highest)
         refuse(where + "/" + keyword, "leaves no integer Tilefire bounds (int64): " + bound.dump().substr(0, 40));
-      const int64_t clamped = int64_t(std::max(-highest, std::min(highest, inclusive)));
+      int64_t clamped = int64_t(std::max(-highest, std::min(highest, inclusive)));
+      if (keyword == "exclusiveMinimum" || keyword == "exclusiveMaximum") {
+        const int64_t exactly = clamped;
+        clamped = first_beyond_as_doubles(clamped, bound.get<double>(), lower, where + "/" + keyword, bound);
+        as_doubles = as_doubles || clamped != exactly;
+      }
       if (lower) node.min_value = std::max(node.min_value, clamped);
       else node.max_value = std::min(node.max_value, clamped);
       node.bounded = true;
     }
-    if (node.min_value > node.max_value) refuse(where, "no integer is within its minimum and maximum");
+    if (node.min_value > node.max_value)
+      refuse(where, std::string("no integer is within its minimum and maximum") + (as_doubles ? " (compared as doubles too, past 2^53)" : ""));
     // A number's: one a reply can write (at most 15 digits, no exponent) must be within them.
     if (type == "number" && node.bounded && !number_reachable(node, NumberPrefix{.negative = true, .begun = false}) &&
         !number_reachable(node, NumberPrefix{.negative = false, .begun = false}))

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -87,6 +89,72 @@ TEST(JsonSchemaBytes, BoundedNumbersAreExactlyTheValidOnesItMayWrite) {
   }
   EXPECT_GT(taken, 50u);
   EXPECT_GT(written, 200u);
+}
+
+// An integer held to bounds past 2^53, where validators differ: Python's compare the integers exactly,
+// Ajv compares the doubles they round to, so an integer just beyond an exclusive bound can round onto
+// it. Texts around each bound (within a double's spacing there, ties included) are taken exactly when
+// both would accept them.
+TEST(JsonSchemaBytes, BoundedIntegersPast2To53AreValidBothExactlyAndAsDoubles) {
+  REQUIRE_SCHEMA_ORACLE();
+  const std::vector<std::string> sources = {
+      R"({"type": "integer", "exclusiveMinimum": -9223372036854775807})",
+      R"({"type": "integer", "exclusiveMaximum": 9007199254740993})",
+      R"({"type": "integer", "exclusiveMinimum": 9007199254740992, "maximum": 9007199254741100})",
+      R"({"type": "integer", "minimum": 9007199254740993, "exclusiveMaximum": 18014398509481985})",
+      R"({"type": "integer", "exclusiveMaximum": 9223372036854775000})",
+      R"({"type": "integer", "exclusiveMinimum": 4611686018427387904, "exclusiveMaximum": 4611686018427390905})",
+      R"({"type": "integer", "exclusiveMinimum": -3, "exclusiveMaximum": 10})"};
+  const __int128 kInt64Max = INT64_MAX;
+  auto decimal = [](__int128 value) {
+    std::string text;
+    const bool negative = value < 0;
+    for (unsigned __int128 magnitude = negative ? -(unsigned __int128)value : (unsigned __int128)value; text.empty() || magnitude > 0;
+         magnitude /= 10)
+      text.insert(text.begin(), char('0' + int(magnitude % 10)));
+    return negative ? "-" + text : text;
+  };
+  auto exact = [](const json& bound) { return bound.is_number_unsigned() ? __int128(bound.get<uint64_t>()) : __int128(bound.get<int64_t>()); };
+  std::vector<SchemaCase> cases;
+  std::vector<std::vector<bool>> exactly_valid;
+  for (const std::string& source : sources) {
+    const json schema = json::parse(source);
+    SchemaCase around{schema, {}};
+    std::vector<bool> valid;
+    for (const auto& [keyword, bound] : schema.items()) {
+      if (keyword == "type") continue;
+      for (__int128 offset = -1100; offset <= 1100; offset += (offset > -40 && offset < 40) || std::abs(int(offset) % 512) <= 2 ? 1 : 37) {
+        const __int128 value = exact(bound) + offset;
+        if (value < -kInt64Max || value > kInt64Max) continue;
+        bool within = true;
+        for (const auto& [other, limit] : schema.items()) {
+          if (other == "minimum") within = within && value >= exact(limit);
+          if (other == "exclusiveMinimum") within = within && value > exact(limit);
+          if (other == "maximum") within = within && value <= exact(limit);
+          if (other == "exclusiveMaximum") within = within && value < exact(limit);
+        }
+        around.documents.push_back(decimal(value));
+        valid.push_back(within);
+      }
+    }
+    cases.push_back(std::move(around));
+    exactly_valid.push_back(std::move(valid));
+  }
+  const auto verdicts = validate_with_ajv(cases);
+  size_t taken = 0, differ = 0;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    JsonSchemaMatcher matcher(JsonSchema::compile(cases[c].schema.dump()));
+    for (size_t i = 0; i < cases[c].documents.size(); ++i) {
+      const std::string& text = cases[c].documents[i];
+      ASSERT_TRUE(verdicts[c][i].has_value()) << text;
+      const bool takes = takes_whole(matcher, text), as_doubles = *verdicts[c][i], exactly = exactly_valid[c][i];
+      EXPECT_EQ(takes, as_doubles && exactly) << sources[c] << " on " << text << " (Ajv: " << as_doubles << ", exactly: " << exactly << ")";
+      taken += takes;
+      differ += as_doubles != exactly;
+    }
+  }
+  EXPECT_GT(taken, 200u);
+  EXPECT_GT(differ, 100u);  // the texts reach where the two kinds of validator differ
 }
 
 // One class counted is held as its star with the counts as lengths (string_pattern.h): exactly, past the
