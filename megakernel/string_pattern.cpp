@@ -317,6 +317,15 @@ class PatternBuilder {
 
 std::shared_ptr<const StringPattern> StringPattern::compile(std::string_view pattern) { return compile_tree(parse_pattern(pattern)); }
 
+std::shared_ptr<const StringPattern> StringPattern::compile_whole(std::string_view pattern) {
+  Regex anchored;  // a sequence: ^, the pattern, $
+  anchored.parts.resize(3);
+  anchored.parts[0].kind = Regex::Kind::line_start;
+  anchored.parts[1] = parse_pattern(pattern);
+  anchored.parts[2].kind = Regex::Kind::line_end;
+  return compile_tree(anchored);
+}
+
 namespace {
 
 // A group of one part, or an alternation of one branch, is that part.

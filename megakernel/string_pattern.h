@@ -28,6 +28,9 @@ class StringPattern {
  public:
   // An InputError naming what is wrong or not supported (the caller adds where the pattern is).
   static std::shared_ptr<const StringPattern> compile(std::string_view pattern);
+  // The strings the pattern matches whole, as ^(?:pattern)$ would (a reply held to a regex, reply_pattern.h),
+  // with what is wrong named at its place in `pattern` itself.
+  static std::shared_ptr<const StringPattern> compile_whole(std::string_view pattern);
   // The strings both match (a pattern beside a format). An InputError when there are none.
   static std::shared_ptr<const StringPattern> intersect(const StringPattern& a, const StringPattern& b);
 

@@ -170,15 +170,22 @@ std::vector<std::string> vocabulary_bytes(const Tokenizer* tokenizer, uint32_t v
 template <class State>
 class ByteReplyConstraint {
  public:
-  ByteReplyConstraint(std::shared_ptr<const TokenTrie> tokens, State start);
+  // `reply` and `continuing` name the reply and what a token must keep it, in the message for one that
+  // does not: "the JSON reply's token 3 (id 17) does not continue it as JSON".
+  ByteReplyConstraint(std::shared_ptr<const TokenTrie> tokens, State start, const char* reply = "JSON reply",
+                      const char* continuing = "as JSON");
   // GenerateRequest::allowed_tokens: the tokens that keep the reply a prefix of a text State takes.
   void allowed(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed);
   // Whether the reply's value is whole (State::ended): where it stops.
   bool ended(const std::vector<int32_t>& generated) { return follow(generated).ended(); }
+  // The state after the reply's tokens (the last one followed is kept, so asking again is cheap).
+  const State& state(const std::vector<int32_t>& generated) { return follow(generated); }
 
  private:
   const State& follow(const std::vector<int32_t>& generated);
   std::shared_ptr<const TokenTrie> tokens_;
+  const char* reply_;
+  const char* continuing_;
   std::vector<State> states_;  // [reply tokens + 1]: after each of followed_'s tokens
   std::vector<int32_t> followed_;
   static constexpr size_t kCachedMasks = 4;
@@ -272,8 +279,9 @@ void TokenTrie::walk(const State& state, const Visit& visit) const {
 }
 
 template <class State>
-ByteReplyConstraint<State>::ByteReplyConstraint(std::shared_ptr<const TokenTrie> tokens, State start)
-    : tokens_(std::move(tokens)), states_(1, std::move(start)) {
+ByteReplyConstraint<State>::ByteReplyConstraint(std::shared_ptr<const TokenTrie> tokens, State start, const char* reply,
+                                                const char* continuing)
+    : tokens_(std::move(tokens)), reply_(reply), continuing_(continuing), states_(1, std::move(start)) {
   if (!tokens_) throw InputError("JsonReplyConstraint: no token trie");
 }
 
@@ -289,8 +297,8 @@ const State& ByteReplyConstraint<State>::follow(const std::vector<int32_t>& gene
     bool taken = !bytes.empty();
     for (size_t b = 0; taken && b < bytes.size(); ++b) taken = next.feed(uint8_t(bytes[b]));
     if (!taken)
-      throw InputError("the JSON reply's token " + std::to_string(i) + " (id " + std::to_string(generated[i]) +
-                       ") does not continue it as JSON");
+      throw InputError(std::string("the ") + reply_ + "'s token " + std::to_string(i) + " (id " + std::to_string(generated[i]) +
+                       ") does not continue it " + continuing_);
     states_.push_back(std::move(next));
     followed_.push_back(generated[i]);
   }
