@@ -1,4 +1,5 @@
 // tilefire run: prefill a prompt and decode, printing the text (or one JSON object) and the timings.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "tilefire/engine.h"
 #include "tilefire/json_constraint.h"
 #include "tilefire/json_schema.h"
+#include "tilefire/reply_pattern.h"
 #include "tilefire/tokenizer.h"
 
 namespace tilefire::cli {
@@ -76,6 +78,10 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
                          json_schema; the subset read is in docs/ARCHITECTURE.md), ending where it closes
   --json-whitespace N    with --json-object or --json-schema: whitespace runs of at most N bytes, 0 to 32
                          (default 32; 0: compact JSON)
+  --regex REGEX          the reply is a text REGEX matches whole (serve's structured_outputs regex; the
+                         ECMAScript subset a JSON Schema pattern takes, docs/ARCHITECTURE.md): it may end
+                         (eos, a stop token) only where the text matches, and ends where nothing can follow
+  --choices LIST         the reply is one of the texts of LIST, a JSON list ('["yes", "no"]'), each as written
   --json                 print one JSON object
   --trace FILE           write a Chrome/Perfetto trace of one decode step
 )";
@@ -86,12 +92,32 @@ void print(std::string_view text) {
   std::fflush(stdout);
 }
 
+// --regex REGEX or --choices LIST as a compiled pattern (null without either); a bad one is an InputError
+// naming its flag and what is wrong.
+std::shared_ptr<const ReplyPattern> reply_pattern_of_flags(const Args& args, const std::string& command) {
+  try {
+    if (const auto regex = args.text("--regex")) return ReplyPattern::compile(*regex);
+  } catch (const InputError& error) {
+    throw InputError(command + ": --regex: " + error.what());
+  }
+  const auto listed = args.text("--choices");
+  if (!listed) return nullptr;
+  const nlohmann::json choices = nlohmann::json::parse(*listed, nullptr, false);
+  if (!choices.is_array() || !std::all_of(choices.begin(), choices.end(), [](const nlohmann::json& c) { return c.is_string(); }))
+    throw InputError(command + ": --choices takes a JSON list of texts, as '[\"yes\", \"no\"]', got " + listed->substr(0, 80));
+  try {
+    return ReplyPattern::of_choices(choices.get<std::vector<std::string>>());
+  } catch (const InputError& error) {
+    throw InputError(command + ": --choices: " + error.what());
+  }
+}
+
 }  // namespace
 
 int run_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--json-object", "--help"}, valued{"--prompt", "--prompt-tokens", "--max-new-tokens",
       "--seed", "--min-new-tokens", "--logprobs", "--prompt-logprobs", "--trace", "--chat", "--system", "--messages",
-      "--chat-template", "--stop", "--json-schema", "--json-whitespace"};
+      "--chat-template", "--stop", "--json-schema", "--json-whitespace", "--regex", "--choices"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
   for (const std::string& flag : sampling_valued()) valued.push_back(flag);
   for (const std::string& flag : speculation_valued()) valued.push_back(flag);
@@ -133,15 +159,23 @@ int run_command(int argc, char** argv) {
                        unread_tokenizer + " is not one Tilefire reads");
     stop_text.emplace(std::vector<std::string>{*stop});
   }
-  // --json-object or --json-schema: the reply is JSON (json_flag names the one given).
-  if (args.has("--json-object") && args.has("--json-schema"))
-    throw InputError("tilefire run: give --json-object or --json-schema, not both");
+  // --json-object, --json-schema, --regex or --choices: the reply is held to one (constraint_flag names it;
+  // json_flag too when the reply is JSON).
+  const char* constraint_flag = nullptr;
+  for (const char* flag : {"--json-object", "--json-schema", "--regex", "--choices"}) {
+    if (!args.has(flag)) continue;
+    if (constraint_flag)
+      throw InputError(std::string("tilefire run: ") + constraint_flag + " and " + flag + " both hold the reply to something: give one "
+                       "of --json-object, --json-schema, --regex and --choices");
+    constraint_flag = flag;
+  }
   const char* json_flag = args.has("--json-object") ? "--json-object" : args.has("--json-schema") ? "--json-schema" : nullptr;
   if (args.has("--json-whitespace") && !json_flag)
     throw InputError("tilefire run: --json-whitespace goes with --json-object or --json-schema");
-  if (json_flag && !output_is_text)
-    throw InputError(std::string("tilefire run: ") + json_flag + " constrains the reply's text, and this model's output has none: its "
+  if (constraint_flag && !output_is_text)
+    throw InputError(std::string("tilefire run: ") + constraint_flag + " constrains the reply's text, and this model's output has none: its "
                      "tokenizer " + unread_tokenizer + " is not one Tilefire reads");
+  const std::shared_ptr<const ReplyPattern> reply_pattern = reply_pattern_of_flags(args, "tilefire run");
   std::shared_ptr<const JsonSchema> json_schema;
   if (const auto schema_text = args.file_text("--json-schema")) {
     try {
@@ -174,8 +208,9 @@ int run_command(int argc, char** argv) {
   if (request.min_new_tokens > request.max_new_tokens)
     throw InputError("tilefire run: --min-new-tokens " + std::to_string(request.min_new_tokens) + " is more than --max-new-tokens " +
                      std::to_string(request.max_new_tokens));
-  if (request.min_new_tokens > 0 && json_flag)
-    throw InputError(std::string("tilefire run: --min-new-tokens with ") + json_flag + ": the reply ends where its value closes, "
+  if (request.min_new_tokens > 0 && constraint_flag)
+    throw InputError(std::string("tilefire run: --min-new-tokens with ") + constraint_flag + ": the reply ends where its " +
+                     (json_flag ? "value closes" : "pattern lets it") + ", "
                      "however few its tokens");
   request.sampling = sampling_of_flags(args, "tilefire run");
   request.sampling.seed = args.unsigned_or("--seed", 0);
@@ -246,9 +281,10 @@ int run_command(int argc, char** argv) {
     };
   // Every rank sees the same tokens, so ranks as processes stop at the same step.
   if (stop_text) request.stop_when = [&](const std::vector<int32_t>&) { return stop_text->stopped(); };
-  if (json_flag) {  // after stop_when, which the constraint keeps
+  if (constraint_flag) {  // after stop_when, which the constraint keeps, and the stop tokens, which a pattern's allows
     auto tokens = std::make_shared<const TokenTrie>(vocabulary_bytes(tokenizer.get(), model.vocab));
-    if (json_schema) constrain_to_json_schema(request, std::move(tokens), json_schema, json_whitespace);
+    if (reply_pattern) constrain_to_pattern(request, std::move(tokens), reply_pattern, model.eos_tokens);
+    else if (json_schema) constrain_to_json_schema(request, std::move(tokens), json_schema, json_whitespace);
     else constrain_to_json(request, std::move(tokens), JsonTop::object, json_whitespace);
   }
   // The whole generated text (once, not streamed): with --stop, what the stop text let through, as a stream

@@ -188,7 +188,7 @@ struct Generated {
   bool stream_broken = false;  // a streamed reply's writer gave the client up: pieces of it never went out
 };
 Generated generate(Served& served, int fd, GenerateRequest request, const std::vector<std::string>& stops,
-                   const StreamedReply* streamed, const JsonReply& json_reply) {
+                   const StreamedReply* streamed, const ReplyFormat& reply_format) {
   // In flight from here (its wait for the engine included) until it has run, or has thrown.
   struct InFlight {
     ServeMetrics& metrics;
@@ -242,9 +242,10 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     client_gone = client_gone || (writer && writer->gone()) || http::peer_closed(fd);
     return client_gone || stopping.load() || (stop_text && stop_text->stopped());
   };
-  // After stop_when: the constraint keeps it.
-  if (json_reply.schema) constrain_to_json_schema(request, served.json_tokens, json_reply.schema, served.json_whitespace);
-  else if (json_reply) constrain_to_json(request, served.json_tokens, JsonTop::object, served.json_whitespace);
+  // After stop_when, which the constraint keeps, and the stop tokens (which a pattern allows where its text matches).
+  if (reply_format.pattern) constrain_to_pattern(request, served.json_tokens, reply_format.pattern, served.engine->model().eos_tokens);
+  else if (reply_format.schema) constrain_to_json_schema(request, served.json_tokens, reply_format.schema, served.json_whitespace);
+  else if (reply_format) constrain_to_json(request, served.json_tokens, JsonTop::object, served.json_whitespace);
   // max_tokens 0 with nothing to score runs nothing (generate() returns at once; a batch would refuse it).
   auto nothing_run = [&] {
     GenerateResult none;
@@ -393,7 +394,7 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   }
   if (!parsed.stream) {
     const std::vector<Generated> generated =
-        run_choices(n, served.batcher != nullptr, [&](uint32_t i) { return generate(served, fd, request_of(i), parsed.stops, nullptr, parsed.json_reply); });
+        run_choices(n, served.batcher != nullptr, [&](uint32_t i) { return generate(served, fd, request_of(i), parsed.stops, nullptr, parsed.reply_format); });
     json choices = json::array();
     for (uint32_t i = 0; i < n; ++i) {
       json reply_choice = choice(i, message(echoed[i / per_prompt] + generated[i].text), openai_finish_reason(generated[i]), false);
@@ -469,13 +470,13 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
       if (logprobs[i]) {
         GenerateRequest scoring = request_of(i);
         scoring.max_new_tokens = 0;
-        logprobs[i]->add_prompt(generate(served, fd, scoring, {}, nullptr, JsonReply{}).result);
+        logprobs[i]->add_prompt(generate(served, fd, scoring, {}, nullptr, ReplyFormat{}).result);
       }
       streamed[i].write(streamed[i].event(echoed[i / per_prompt]));
     };
     const std::vector<Generated> generated = run_choices(n, served.batcher != nullptr, [&](uint32_t i) {
       if (parsed.echo) echo_first(i);
-      return generate(served, fd, generations[i], parsed.stops, &streamed[i], parsed.json_reply);
+      return generate(served, fd, generations[i], parsed.stops, &streamed[i], parsed.reply_format);
     });
     send_head();  // every writer has finished: no lock is needed from here
     for (const Generated& g : generated) open = open && !g.stream_broken;  // a reply with a gap must not end as if whole

@@ -74,8 +74,8 @@ void refuse_unsupported(const json& body) {
 // object, by constrained decoding) or {"type": "json_schema", "json_schema": {"name": N, "description": D,
 // "schema": S, "strict": B}} (a JSON text S accepts; "strict" false is held to S all the same). A schema
 // outside the subset Tilefire reads is refused naming its keyword, never loosened.
-JsonReply json_reply_format(const json& body) {
-  JsonReply reply;
+ReplyFormat response_format(const json& body) {
+  ReplyFormat reply;
   if (!given(body, "response_format")) return reply;
   const json& format = body.at("response_format");
   const json* type = format.is_object() && format.contains("type") ? &format.at("type") : nullptr;
@@ -85,7 +85,8 @@ JsonReply json_reply_format(const json& body) {
     refuse("response_format", "must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or {\"type\": \"json_schema\", "
                               "\"json_schema\": {\"name\": ..., \"schema\": {...}}}, got " + format.dump().substr(0, 200));
   if (*type == "text") return reply;
-  reply.format = type->get<std::string>();
+  reply.field = "response_format";
+  reply.kind = type->get<std::string>();
   if (!schema) return reply;
   const json& described = format.at("json_schema");
   if (!described.is_object())
@@ -108,11 +109,54 @@ JsonReply json_reply_format(const json& body) {
   return reply;
 }
 
+// vLLM's structured_outputs: {"regex": R}, {"choice": [T, ...]} or {"json": S} (a schema, or its JSON
+// text), one of them. Its other ways (a grammar, structural tags) and vLLM's older guided_* fields are
+// refused by name: a reply that silently skipped them would be wrong output.
+ReplyFormat structured_outputs(const json& body) {
+  for (const char* older : {"guided_regex", "guided_choice", "guided_json", "guided_grammar", "guided_decoding_backend"})
+    if (given(body, older))
+      refuse(older, std::string("is vLLM's older field: give \"structured_outputs\": {\"") + (older + 7) + "\": ...} (regex, choice or json)");
+  ReplyFormat reply;
+  if (!given(body, "structured_outputs")) return reply;
+  const json& asked = body.at("structured_outputs");
+  if (!asked.is_object() || asked.size() != 1)
+    refuse("structured_outputs", "must be one of {\"regex\": ...}, {\"choice\": [...]} or {\"json\": {...}}, got " + asked.dump().substr(0, 200));
+  const auto& [kind, value] = *asked.items().begin();
+  reply.field = "structured_outputs";
+  reply.kind = kind;
+  try {
+    if (kind == "regex") {
+      if (!value.is_string()) refuse("structured_outputs", "regex must be a string, got " + value.dump().substr(0, 80));
+      reply.pattern = ReplyPattern::compile(value.get<std::string>());
+    } else if (kind == "choice") {
+      if (!value.is_array() || !std::all_of(value.begin(), value.end(), [](const json& c) { return c.is_string(); }))
+        refuse("structured_outputs", "choice must be a list of strings, got " + value.dump().substr(0, 80));
+      reply.pattern = ReplyPattern::of_choices(value.get<std::vector<std::string>>());
+    } else if (kind == "json") {
+      if (!value.is_object() && !value.is_boolean() && !value.is_string())
+        refuse("structured_outputs", "json must be a JSON Schema (an object, or its text), got " + value.dump().substr(0, 80));
+      reply.schema = JsonSchema::compile(value.is_string() ? value.get<std::string>() : value.dump());
+    } else {
+      refuse("structured_outputs", "has \"" + kind + "\": Tilefire holds a reply to a regex, a choice or a json schema");
+    }
+  } catch (const InputError& e) {
+    if (std::string(e.what()).rfind("'structured_outputs'", 0) == 0) throw;
+    refuse("structured_outputs", kind + ": " + e.what());
+  }
+  return reply;
+}
+
+ReplyFormat reply_format(const json& body) {
+  ReplyFormat format = response_format(body), structured = structured_outputs(body);
+  if (format && structured) refuse("structured_outputs", "and response_format " + format.kind + " both hold the reply: give one");
+  return format ? format : structured;
+}
+
 // The fields every generation takes: sampling, max tokens, stop strings, stream.
 ParsedRequest common_fields(const json& body, const ModelInfo& model, const char* max_field, uint32_t default_max) {
   refuse_unsupported(body);
   ParsedRequest parsed;
-  parsed.json_reply = json_reply_format(body);
+  parsed.reply_format = reply_format(body);
   GenerateRequest& request = parsed.request;
   // "n" choices, each its own sample of the same prompt; "best_of" above n would choose among samples
   // the reply does not show, which is not done.
@@ -131,8 +175,9 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
   if (request.min_new_tokens > request.max_new_tokens)
     refuse("min_tokens", "is " + std::to_string(request.min_new_tokens) + ", more than " + max_field + " (" +
                              std::to_string(request.max_new_tokens) + ")");
-  if (request.min_new_tokens > 0 && parsed.json_reply)
-    refuse("min_tokens", "with response_format " + parsed.json_reply.format + ": the reply ends where its value closes, however few its tokens");
+  if (request.min_new_tokens > 0 && parsed.reply_format)
+    refuse("min_tokens", "with " + parsed.reply_format.named() + ": the reply ends where its " +
+                             (parsed.reply_format.pattern ? "pattern lets it" : "value closes") + ", however few its tokens");
   request.sampling.temperature = float(number(body, "temperature", 1.0, 0.0, 100.0));  // OpenAI's default
   request.sampling.top_p = float(number(body, "top_p", 1.0, 0.0, 1.0));
   if (request.sampling.top_p == 0.0f) {  // the smallest set holding no probability: the most probable token
@@ -299,8 +344,9 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
   if (given(body, "echo")) {
     if (!body.at("echo").is_boolean()) refuse("echo", "must be true or false, got " + body.at("echo").dump().substr(0, 200));
     parsed.echo = body.at("echo").get<bool>();
-    if (parsed.echo && parsed.json_reply)
-      refuse("echo", "with response_format " + parsed.json_reply.format + ": a reply that begins with its prompt is not JSON");
+    if (parsed.echo && parsed.reply_format)
+      refuse("echo", "with " + parsed.reply_format.named() + ": a reply that begins with its prompt is not " +
+                         (parsed.reply_format.pattern ? "held to the pattern" : "JSON"));
   }
   if (parsed.echo) parsed.request.prompt_logprobs = parsed.request.logprobs;  // with logprobs, the prompt's too
   return parsed;

@@ -11,6 +11,7 @@
 #include "tilefire/chat.h"
 #include "tilefire/engine.h"
 #include "tilefire/json_schema.h"
+#include "tilefire/reply_pattern.h"
 #include "tilefire/tokenizer.h"
 
 namespace tilefire::cli {
@@ -20,13 +21,19 @@ constexpr uint32_t kMostTopLogprobs = 20;
 // Choices a request may ask for ("n"): each runs as a generation of its own, at once with --sequences.
 constexpr uint32_t kMostChoices = 64;
 
-// "response_format": {"type": "json_object"}: the reply is a JSON object (constrain_to_json); {"type":
-// "json_schema", "json_schema": {"schema": S, ...}}: a JSON text S accepts (constrain_to_json_schema). Either
-// ends where its value closes ("stop"); one max_tokens cuts is a prefix of one ("length").
-struct JsonReply {
-  std::string format;                        // "json_object" or "json_schema"; empty: a plain-text reply
-  std::shared_ptr<const JsonSchema> schema;  // json_schema's, read once per request
-  explicit operator bool() const { return !format.empty(); }
+// What the reply is held to. "response_format": {"type": "json_object"}: a JSON object
+// (constrain_to_json); {"type": "json_schema", "json_schema": {"schema": S, ...}}: a JSON text S accepts
+// (constrain_to_json_schema). vLLM's "structured_outputs": {"json": S} likewise; {"regex": R}: a text R
+// matches whole, {"choice": [T, ...]}: one of the texts (constrain_to_pattern). JSON ends where its value
+// closes ("stop"), a pattern where nothing can follow or at an ending token where the text matches
+// ("stop"); a reply max_tokens cuts is a prefix of one ("length").
+struct ReplyFormat {
+  std::string field;  // "response_format" or "structured_outputs"; empty: a plain-text reply
+  std::string kind;   // "json_object", "json_schema", "json", "regex" or "choice"
+  std::shared_ptr<const JsonSchema> schema;     // json_schema's or json's, read once per request
+  std::shared_ptr<const ReplyPattern> pattern;  // regex's or choice's
+  explicit operator bool() const { return !field.empty(); }
+  std::string named() const { return field + " " + kind; }  // in messages: "response_format json_schema"
 };
 
 struct ParsedRequest {
@@ -46,7 +53,7 @@ struct ParsedRequest {
   // (the first prompt token's null): a text's likelihood, as evaluation harnesses ask for it with
   // max_tokens 0. Not streamed.
   bool echo = false;
-  JsonReply json_reply;  // "response_format"
+  ReplyFormat reply_format;  // "response_format" or "structured_outputs"
 };
 
 // InputError naming the field for a body that is not a JSON object or holds a field the engine cannot

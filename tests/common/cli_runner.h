@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -101,6 +102,19 @@ inline nlohmann::json run_json(std::vector<std::string> args) {
   }
   EXPECT_TRUE(parsed.is_object()) << describe(r);
   return parsed;
+}
+
+// `tilefire run` with `leading` and then each case's flags must be refused (status 2) with its message on stderr.
+inline void expect_run_refusals(const std::vector<std::string>& leading,
+                                const std::vector<std::pair<std::vector<std::string>, std::string>>& cases) {
+  for (const auto& [flags, message] : cases) {
+    std::vector<std::string> args = {"run"};
+    args.insert(args.end(), leading.begin(), leading.end());
+    args.insert(args.end(), flags.begin(), flags.end());
+    const RunResult result = run_cli(args);
+    EXPECT_EQ(result.status, 2) << describe(result);
+    EXPECT_NE(result.err.find(message), std::string::npos) << result.err;
+  }
 }
 
 // The generated tokens of a `run --json` object.

@@ -20,61 +20,10 @@ namespace {
 
 using nlohmann::json;
 
-// The text of choice `index` of a reply, whole (a chat's message or a completion's text) or streamed (its
-// chunks' pieces joined), with its finish reason.
-struct ChoiceText {
-  std::string text;
-  std::string finish_reason;
-};
-std::vector<ChoiceText> choice_texts(const HttpReply& reply, bool chat, bool streamed, size_t choices) {
-  std::vector<ChoiceText> texts(choices);
-  const auto take = [&](const json& choice, bool chunk) {
-    const size_t index = choice.at("index").get<size_t>();
-    EXPECT_LT(index, choices);
-    if (index >= choices) return;
-    const json& content = chat ? choice.at(chunk ? "delta" : "message") : choice.at("text");
-    if (!chat) texts[index].text += content.get<std::string>();
-    else if (content.contains("content") && content.at("content").is_string()) texts[index].text += content.at("content").get<std::string>();
-    if (choice.at("finish_reason").is_string()) texts[index].finish_reason = choice.at("finish_reason").get<std::string>();
-  };
-  if (!streamed) {
-    const json body = json::parse(reply.body);  // held: a range-for over a temporary's member would dangle
-    for (const json& choice : body.at("choices")) take(choice, false);
-    return texts;
-  }
-  for (const std::string& data : events(reply.body))
-    if (data != "[DONE]") {
-      const json chunk = json::parse(data);
-      for (const json& choice : chunk.at("choices")) take(choice, true);
-    }
-  return texts;
-}
-
 // A reply that ended is a JSON object; one max_tokens cut ("length") is a prefix of one.
 bool expect_json_object_or_prefix(const ChoiceText& choice) {
   EXPECT_TRUE(choice.finish_reason == "stop" || choice.finish_reason == "length") << choice.finish_reason;
   return testing::expect_json_object_or_prefix(choice.text, choice.finish_reason == "stop");
-}
-
-// Six sampled choices of `body` at `path`, whole; the same streamed must be the same texts.
-std::vector<ChoiceText> sampled_choices(uint16_t port, const std::string& path, json body, uint32_t max_tokens, int seed) {
-  const bool chat = path == "/v1/chat/completions";
-  body["n"] = 6;
-  body["max_tokens"] = max_tokens;
-  body["temperature"] = 0.8;
-  body["seed"] = seed;
-  const HttpReply whole = post(port, path, body.dump());
-  EXPECT_EQ(whole.status, 200) << whole.body;
-  body["stream"] = true;
-  const HttpReply streamed = post(port, path, body.dump());
-  EXPECT_EQ(streamed.status, 200) << streamed.body;
-  if (whole.status != 200 || streamed.status != 200) return {};
-  const std::vector<ChoiceText> texts = choice_texts(whole, chat, false, 6), pieces = choice_texts(streamed, chat, true, 6);
-  for (size_t i = 0; i < texts.size(); ++i) {
-    EXPECT_EQ(pieces[i].text, texts[i].text) << "choice " << i << ": streamed";
-    EXPECT_EQ(pieces[i].finish_reason, texts[i].finish_reason) << "choice " << i << ": streamed";
-  }
-  return texts;
 }
 
 void json_object_replies(const std::vector<std::string>& extra) {
