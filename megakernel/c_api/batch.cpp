@@ -37,7 +37,7 @@ tilefire_status tilefire_generate_batch(tilefire_engine* engine, const tilefire_
       const std::string name = "requests[" + std::to_string(i) + "]";
       c_api::check_output_size(results[i].struct_size, sizeof(tilefire_generate_result), call,
                                ("results[" + std::to_string(i) + "]").c_str());
-      cpp.push_back(c_api::generate_request(requests[i], call, name.c_str(), cpp_engine.model().vocab));
+      cpp.push_back(c_api::generate_request(requests[i], call, name.c_str(), cpp_engine.model()));
     }
     const std::vector<GenerateResult> generated = cpp_engine.generate_batch(cpp);
     c_api::HandedOut made;
@@ -54,7 +54,7 @@ tilefire_status tilefire_engine_add_sequence(tilefire_engine* engine, const tile
     tilefire::Engine& cpp_engine = required(engine, call, "engine").engine;
     uint64_t& out = required(sequence, call, "sequence");
     out = cpp_engine.add_sequence(
-        tilefire::c_api::generate_request(required(request, call, "request"), call, "request", cpp_engine.model().vocab));
+        tilefire::c_api::generate_request(required(request, call, "request"), call, "request", cpp_engine.model()));
   });
 }
 

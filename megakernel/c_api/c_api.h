@@ -15,6 +15,7 @@
 #include "tilefire/engine.h"
 #include "tilefire/json_constraint.h"
 #include "tilefire/json_schema.h"
+#include "tilefire/reply_pattern.h"
 #include "tilefire/tilefire.h"
 #include "tilefire/tokenizer.h"
 
@@ -103,9 +104,9 @@ void check_output_size(uint32_t given, size_t expected, const char* call, const 
 void require_folder(const std::string& folder, const char* call, const char* name);
 
 // A C request as the C++ one (`name` the argument it came in, for messages): its arrays copied, its
-// callbacks kept (with their user_data) for as long as the C++ request lives; json_object constrained by
-// the tokens of a model of `vocab` ids.
-GenerateRequest generate_request(const tilefire_generate_request& c, const char* call, const char* name, uint32_t vocab);
+// callbacks kept (with their user_data) for as long as the C++ request lives; a reply held to JSON, a
+// schema, a regex or choices matched by the tokens of `model`'s vocabulary, a pattern's ended by its eos.
+GenerateRequest generate_request(const tilefire_generate_request& c, const char* call, const char* name, const ModelInfo& model);
 // A result for the caller: its arrays handed out (tilefire_generate_result_free).
 tilefire_generate_result hand_out_result(const GenerateResult& generated, uint32_t logprobs_per_token, uint32_t struct_size);
 

@@ -70,7 +70,7 @@ const char* static_finish_reason(const std::string& reason) {
 
 }  // namespace
 
-GenerateRequest generate_request(const tilefire_generate_request& c, const char* call, const char* name, uint32_t vocab) {
+GenerateRequest generate_request(const tilefire_generate_request& c, const char* call, const char* name, const ModelInfo& model) {
   if (c.struct_size != sizeof(tilefire_generate_request))
     throw InputError(std::string(call) + ": tilefire_generate_request.struct_size is " + std::to_string(c.struct_size) +
                      ", this library's is " + std::to_string(sizeof(tilefire_generate_request)) +
@@ -121,22 +121,44 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
     cpp.on_token = [=](int32_t token) { *stop_requested = on_token(user_data, token) != 0; };
     cpp.stop_when = [=](const std::vector<int32_t>&) { return *stop_requested; };
   }
-  // A JSON reply: json_object or json_schema (json_kind names the one given).
-  if (c.json_object && c.json_schema)
-    throw InputError(std::string(call) + ": " + field + "json_object and json_schema are both set: give one");
+  // What the reply is held to: json_object, json_schema, regex or choices (held names the one given,
+  // json_kind too when the reply is JSON).
+  const char* held = nullptr;
+  const std::pair<bool, const char*> kinds[] = {{c.json_object != 0, "json_object"}, {c.json_schema != nullptr, "json_schema"},
+                                                {c.regex != nullptr, "regex"}, {c.choices != nullptr || c.choice_count > 0, "choices"}};
+  for (const auto& [given, kind] : kinds) {
+    if (!given) continue;
+    if (held) throw InputError(std::string(call) + ": " + field + held + " and " + kind + " are both set: give one");
+    held = kind;
+  }
   const char* json_kind = c.json_object ? "json_object" : c.json_schema ? "json_schema" : nullptr;
-  if (c.allowed_tokens && json_kind)
-    throw InputError(std::string(call) + ": " + field + "allowed_tokens and " + json_kind + " both constrain the reply: give one");
-  if (json_kind && c.min_new_tokens > 0)
-    throw InputError(std::string(call) + ": " + field + "min_new_tokens with " + json_kind + ": the reply ends where its value "
-                     "closes, however few its tokens");
-  if (c.json_tokenizer && !json_kind)
-    throw InputError(std::string(call) + ": " + field + "json_tokenizer is set without json_object or json_schema");
+  if (c.allowed_tokens && held)
+    throw InputError(std::string(call) + ": " + field + "allowed_tokens and " + held + " both constrain the reply: give one");
+  if (held && c.min_new_tokens > 0)
+    throw InputError(std::string(call) + ": " + field + "min_new_tokens with " + held + ": the reply ends where its " +
+                     (json_kind ? "value closes" : "pattern lets it") + ", however few its tokens");
+  if (c.json_tokenizer && !held)
+    throw InputError(std::string(call) + ": " + field + "json_tokenizer is set without json_object, json_schema, regex or choices");
   if (c.json_whitespace != kMostJsonWhitespace && !json_kind)
     throw InputError(std::string(call) + ": " + field + "json_whitespace is set without json_object or json_schema");
   if (c.json_whitespace > kMostJsonWhitespace)
     throw InputError(std::string(call) + ": " + field + "json_whitespace is " + std::to_string(c.json_whitespace) + ", more than " +
                      std::to_string(kMostJsonWhitespace));
+  std::shared_ptr<const ReplyPattern> pattern;
+  try {
+    if (c.regex) pattern = ReplyPattern::compile(c.regex);
+    if (c.choices || c.choice_count > 0) {
+      if (!c.choices) throw InputError("is NULL with a count of " + std::to_string(c.choice_count));
+      std::vector<std::string> choices;
+      for (size_t i = 0; i < c.choice_count; ++i) {
+        if (!c.choices[i]) throw InputError("choice " + std::to_string(i) + " is NULL");
+        choices.emplace_back(c.choices[i]);
+      }
+      pattern = ReplyPattern::of_choices(choices);
+    }
+  } catch (const InputError& e) {
+    throw InputError(std::string(call) + ": " + field + held + ": " + e.what());
+  }
   if (c.allowed_tokens) {
     const tilefire_allowed_tokens_callback allowed_tokens = c.allowed_tokens;
     void* const user_data = c.user_data;
@@ -144,7 +166,7 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
       allowed_tokens(user_data, generated.data(), generated.size(), allowed.data(), allowed.size());
     };
   }
-  if (json_kind) {  // after stop_when, which the constraint keeps
+  if (held) {  // after stop_when, which the constraint keeps, and the stop tokens, which a pattern allows
     std::shared_ptr<const JsonSchema> schema;
     if (c.json_schema) {
       try {
@@ -156,13 +178,14 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
     std::shared_ptr<const TokenTrie> tokens;
     if (tilefire_tokenizer* tokenizer = const_cast<tilefire_tokenizer*>(c.json_tokenizer)) {
       std::lock_guard<std::mutex> lock(tokenizer->json_mutex);
-      std::shared_ptr<const TokenTrie>& cached = tokenizer->json_tries[vocab];
-      if (!cached) cached = std::make_shared<const TokenTrie>(vocabulary_bytes(&tokenizer->tokenizer, vocab));
+      std::shared_ptr<const TokenTrie>& cached = tokenizer->json_tries[model.vocab];
+      if (!cached) cached = std::make_shared<const TokenTrie>(vocabulary_bytes(&tokenizer->tokenizer, model.vocab));
       tokens = cached;
     } else {
-      tokens = std::make_shared<const TokenTrie>(vocabulary_bytes(nullptr, vocab));
+      tokens = std::make_shared<const TokenTrie>(vocabulary_bytes(nullptr, model.vocab));
     }
-    if (schema) constrain_to_json_schema(cpp, std::move(tokens), std::move(schema), c.json_whitespace);
+    if (pattern) constrain_to_pattern(cpp, std::move(tokens), std::move(pattern), model.eos_tokens);
+    else if (schema) constrain_to_json_schema(cpp, std::move(tokens), std::move(schema), c.json_whitespace);
     else constrain_to_json(cpp, std::move(tokens), JsonTop::object, c.json_whitespace);
   }
   return cpp;
@@ -388,7 +411,7 @@ tilefire_status tilefire_generate(tilefire_engine* engine, const tilefire_genera
     const tilefire_generate_request& c = required(request, call, "request");
     tilefire_generate_result& out = required(result, call, "result");
     c_api::check_output_size(out.struct_size, sizeof(tilefire_generate_result), call, "result");
-    const GenerateRequest cpp = c_api::generate_request(c, call, "request", cpp_engine.model().vocab);
+    const GenerateRequest cpp = c_api::generate_request(c, call, "request", cpp_engine.model());
     out = c_api::hand_out_result(cpp_engine.generate(cpp), cpp.logprobs, out.struct_size);
   });
 }

@@ -1,5 +1,5 @@
 // The C API's constrained decoding (tilefire_generate_request.allowed_tokens, json_object or json_schema
-// with json_tokenizer and json_whitespace) against the C++ engine given the same constraint: the same
+// with json_tokenizer and json_whitespace, regex or choices) against the C++ engine given the same constraint: the same
 // tokens, whole calls and batches; a JSON reply over a tokenizer and over a model's byte tokens; refusals
 // named.
 #include <gtest/gtest.h>
@@ -17,6 +17,7 @@
 #include "tilefire/engine.h"
 #include "tilefire/json_constraint.h"
 #include "tilefire/json_schema.h"
+#include "tilefire/reply_pattern.h"
 #include "tilefire/tilefire.h"
 #include "tilefire/tokenizer.h"
 
@@ -134,6 +135,61 @@ TEST(CApiConstraint, JsonSchemaGivesTheCppEnginesReply) {
                                       "required": ["n", "s"]})", 0);
 }
 
+// regex or choices (API version 11) over the text model's tokenizer: the C++ engine's reply with
+// constrain_to_pattern (its eos allowed where the text matches), which matches where it stopped.
+TEST(CApiConstraint, RegexAndChoicesGiveTheCppEnginesReply) {
+  const TempDir dir("c-api-pattern");
+  const std::filesystem::path model = text_model(dir);
+  const std::string tokenizer_path = (model / "tokenizer.json").string();
+  const Tokenizer cpp_tokenizer(tokenizer_path);
+  tilefire_tokenizer* c_tokenizer = nullptr;
+  ASSERT_EQ(tilefire_tokenizer_open(tokenizer_path.c_str(), &c_tokenizer), TILEFIRE_OK) << tilefire_last_error();
+  EngineOptions cpp_options;
+  cpp_options.threads = 2;
+  cpp_options.model_dir = model.string();
+  Engine cpp(cpp_options);
+  CEngine c(2, cpp_options.model_dir.c_str());
+  const std::vector<int32_t> prompt = cpp_tokenizer.encode("Code:");
+  const char* const regex = "[a-f]{2,5}-\\d{1,3}";
+  const char* const choices[] = {"red", "green", "blue-green"};
+  uint32_t ended = 0;
+  for (const bool by_regex : {true, false}) {
+    const auto pattern = by_regex ? ReplyPattern::compile(regex) : ReplyPattern::of_choices({choices[0], choices[1], choices[2]});
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      GenerateRequest cpp_request;
+      cpp_request.prompt = prompt;
+      cpp_request.max_new_tokens = 20;
+      cpp_request.sampling.temperature = 0.8f;
+      cpp_request.sampling.seed = seed;
+      constrain_to_pattern(cpp_request, std::make_shared<const TokenTrie>(vocabulary_bytes(&cpp_tokenizer, cpp.model().vocab)), pattern,
+                           cpp.model().eos_tokens);
+      const GenerateResult expected = cpp.generate(cpp_request);
+
+      tilefire_generate_request request = c_request(prompt);
+      request.max_new_tokens = 20;
+      request.temperature = 0.8f;
+      request.seed = seed;
+      request.regex = by_regex ? regex : nullptr;
+      request.choices = by_regex ? nullptr : choices;
+      request.choice_count = by_regex ? 0 : 3;
+      request.json_tokenizer = c_tokenizer;
+      tilefire_generate_result result = empty_result();
+      ASSERT_EQ(tilefire_generate(c.engine, &request, &result), TILEFIRE_OK) << tilefire_last_error();
+      std::vector<int32_t> tokens(result.tokens, result.tokens + result.token_count);
+      EXPECT_EQ(tokens, expected.tokens) << "seed " << seed;
+      EXPECT_EQ(std::string(result.finish_reason), expected.finish_reason);
+      if (std::string(result.finish_reason) != "length") {
+        if (std::string(result.finish_reason) == "eos") tokens.pop_back();  // the eos token: no text of the reply
+        EXPECT_TRUE(pattern->matches(cpp_tokenizer.continuation(prompt, tokens))) << cpp_tokenizer.continuation(prompt, tokens);
+        ++ended;
+      }
+      tilefire_generate_result_free(&result);
+    }
+  }
+  EXPECT_GE(ended, 3u);
+  tilefire_tokenizer_free(c_tokenizer);
+}
+
 // A batched step whose request's constraint leaves nothing to choose fails with TILEFIRE_ERROR_INPUT,
 // tilefire_engine_failed_sequence names that sequence, and the other steps on to the reply it has alone.
 TEST(CApiConstraint, ASequenceWithNothingToChooseIsNamed) {
@@ -219,6 +275,28 @@ TEST(CApiConstraint, RefusalsAreNamed) {
   expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT,
                  "json_whitespace is set without json_object or json_schema");
   request.json_whitespace = kMostJsonWhitespace;
+  request.regex = "(";
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "request->regex: ");
+  request.regex = "(?<=a)b";
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "request->regex: lookbehind");
+  request.json_whitespace = 0;
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT,
+                 "json_whitespace is set without json_object or json_schema");
+  request.json_whitespace = kMostJsonWhitespace;
+  request.choice_count = 2;
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "regex and choices are both set: give one");
+  request.regex = nullptr;
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "request->choices: is NULL with a count of 2");
+  const char* const with_empty[] = {"a", ""};
+  request.choices = with_empty;
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "request->choices: choice 1 is empty");
+  request.choice_count = 1;
+  request.min_new_tokens = 1;
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT,
+                 "min_new_tokens with choices: the reply ends where its pattern lets it");
+  request.min_new_tokens = 0;
+  request.choices = nullptr;
+  request.choice_count = 0;
   request.allowed_tokens = [](void*, const int32_t*, size_t, uint8_t*, size_t) {};
   expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "allowed no token");
   EXPECT_EQ(result.tokens, nullptr);  // untouched

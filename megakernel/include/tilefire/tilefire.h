@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /* The version of this interface: raised when a struct or a call changes. */
-#define TILEFIRE_API_VERSION 10
+#define TILEFIRE_API_VERSION 11
 uint32_t tilefire_api_version(void);
 
 typedef enum tilefire_status {
@@ -230,7 +230,7 @@ typedef struct tilefire_generate_request {
   int json_object;  /* nonzero: the reply is a JSON object (tilefire::constrain_to_json, serve's
                        response_format json_object): only tokens that keep it a prefix of one are chosen,
                        and it ends where the object closes (finish reason "stopped"); not with allowed_tokens */
-  const struct tilefire_tokenizer* json_tokenizer;  /* with json_object or json_schema: the model's tokenizer,
+  const struct tilefire_tokenizer* json_tokenizer;  /* with json_object, json_schema, regex or choices: the model's tokenizer,
                        by whose tokens' bytes the reply is matched; NULL: a model without one (its text its
                        byte tokens, ids 0 to 255) */
   /* Since API version 10: */
@@ -241,6 +241,15 @@ typedef struct tilefire_generate_request {
                                schema outside the subset is refused naming its keyword */
   uint32_t json_whitespace;  /* with json_object or json_schema: the longest whitespace run the reply may hold,
                                 0 to 32 (the default, 32; 0: compact JSON) */
+  /* Since API version 11: a reply held to a regular expression or to choices (tilefire::constrain_to_pattern,
+     serve's structured_outputs regex and choice), matched by json_tokenizer's tokens' bytes as a JSON reply
+     is: the eos and stop tokens may come only where the text so far matches, and the reply ends by itself
+     where nothing may follow (finish reason "stopped"). One of json_object, json_schema, regex, choices. */
+  const char* regex;  /* NULL: none; else the reply is a text this matches whole (the subset of JavaScript's
+                         regular expressions a JSON Schema pattern takes, docs/ARCHITECTURE.md); read during
+                         the call, one outside the subset refused naming what it holds */
+  const char* const* choices;  /* [choice_count]: the reply is one of these texts (UTF-8, each as written) */
+  size_t choice_count;
 } tilefire_generate_request;
 
 void tilefire_generate_request_init(tilefire_generate_request* request);
