@@ -1,7 +1,7 @@
 // What constrained JSON decoding costs per token on the host: TokenTrie::allow_tokens over a real
 // vocabulary (Llama 3's 128,256 tokens, Qwen3's, GPT-2's; fetched by scripts/fetch-tokenizers) from the
-// states a reply passes through, any JSON object's (JsonBytes) and a JSON Schema's (JsonSchemaBytes), and
-// building the trie once per tokenizer. Results: docs/BENCHMARKS.md.
+// states a reply passes through, any JSON object's (JsonBytes), a JSON Schema's (JsonSchemaBytes) and a
+// regular expression's (PatternReplyBytes), and building the trie once per tokenizer. Results: docs/BENCHMARKS.md.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 
 #include "tilefire/json_constraint.h"
 #include "tilefire/json_schema.h"
+#include "tilefire/reply_pattern.h"
 #include "tilefire/tokenizer.h"
 
 namespace {
@@ -265,6 +266,47 @@ void SchemaReplyInAString(benchmark::State& state) {
   time_reply_in_a_string(state, kSchema, "name", 0, "a token of a string value, the state repeating");
 }
 BENCHMARK(SchemaReplyInAString)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
+
+// Replies held to a regular expression (tilefire/reply_pattern.h): a sentence of lower-case words ended by
+// a point; the same counted to 400 characters (its automaton has a state per count, so no state repeats);
+// any text at all (every token of the vocabulary but those with no bytes).
+const char* const kReplyPatterns[] = {"[ a-z]+\\.", "[ a-z]{1,400}\\.", "[\\s\\S]*"};
+const char* const kReplyPatternNames[] = {"a sentence", "a sentence counted to 400", "any text"};
+
+// The trie's walk from the state after " the" (no cached mask).
+void PatternAllowTokens(benchmark::State& state) {
+  const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);
+  if (!bytes) return state.SkipWithError("no tokenizer files: run scripts/fetch-tokenizers");
+  const tilefire::TokenTrie trie(*bytes);
+  const auto pattern = tilefire::ReplyPattern::compile(kReplyPatterns[state.range(1)]);
+  tilefire::PatternReplyBytes start = pattern->start();
+  if (!start.feed(std::string_view(" the"))) return state.SkipWithError("the pattern refuses ' the'");
+  const size_t count = measure_masks(state, trie, start);
+  state.SetLabel(std::string(kModels[state.range(0)]) + ", " + kReplyPatternNames[state.range(1)] + ": " + std::to_string(count) + " allowed");
+}
+BENCHMARK(PatternAllowTokens)->ArgsProduct({{0, 1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
+
+// A reply writing " the" at a time through PatternReplyConstraint::allowed (taken back to its start after
+// 90 words: 360 characters), the mean per token.
+void PatternReplyInASentence(benchmark::State& state) {
+  const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);
+  if (!bytes) return state.SkipWithError("no tokenizer files: run scripts/fetch-tokenizers");
+  const int32_t word = token_id(*bytes, " the");
+  if (size_t(word) == bytes->size()) return state.SkipWithError("no ' the' token");
+  tilefire::PatternReplyConstraint constraint(std::make_shared<const tilefire::TokenTrie>(*bytes),
+                                              tilefire::ReplyPattern::compile(kReplyPatterns[state.range(1)]), {});
+  std::vector<uint8_t> allowed(bytes->size());
+  std::vector<int32_t> generated;
+  for (auto _ : state) {
+    std::fill(allowed.begin(), allowed.end(), 0);
+    constraint.allowed(generated, allowed);
+    generated.push_back(word);
+    if (generated.size() >= 90) generated.clear();
+    benchmark::DoNotOptimize(allowed.data());
+  }
+  state.SetLabel(std::string(kModels[state.range(0)]) + ": a token of " + kReplyPatternNames[state.range(1)]);
+}
+BENCHMARK(PatternReplyInASentence)->ArgsProduct({{0, 1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
