@@ -76,16 +76,37 @@ TEST(CApiConstraint, AllowedTokensGiveTheCppEnginesReply) {
   }
 }
 
+// The text model's folder and its tokenizer, opened for the C++ engine and through the C API.
+struct TextModelTokenizer {
+  TempDir dir;
+  std::filesystem::path model;
+  Tokenizer cpp;
+  tilefire_tokenizer* c = nullptr;
+  explicit TextModelTokenizer(const std::string& name) : dir(name), model(text_model(dir)), cpp((model / "tokenizer.json").string()) {
+    EXPECT_EQ(tilefire_tokenizer_open((model / "tokenizer.json").string().c_str(), &c), TILEFIRE_OK) << tilefire_last_error();
+  }
+  ~TextModelTokenizer() { tilefire_tokenizer_free(c); }
+};
+
+// A C++ request sampling at 0.8 with `seed`.
+GenerateRequest sampled_request(const std::vector<int32_t>& prompt, uint32_t max_new_tokens, uint64_t seed) {
+  GenerateRequest request;
+  request.prompt = prompt;
+  request.max_new_tokens = max_new_tokens;
+  request.sampling.temperature = 0.8f;
+  request.sampling.seed = seed;
+  return request;
+}
+
 // json_object (schema null) or json_schema, with a whitespace bound: over the text model's tokenizer and,
 // with json_tokenizer NULL, over the sample's byte tokens; the same reply as the C++ engine's
 // constrain_to_json or constrain_to_json_schema, a JSON object where it stopped.
 void expect_cpp_engines_json_replies(const char* schema, uint32_t whitespace) {
-  const TempDir dir("c-api-json");
-  const std::filesystem::path model = text_model(dir);
-  const std::string tokenizer_path = (model / "tokenizer.json").string();
-  const Tokenizer cpp_tokenizer(tokenizer_path);
-  tilefire_tokenizer* c_tokenizer = nullptr;
-  ASSERT_EQ(tilefire_tokenizer_open(tokenizer_path.c_str(), &c_tokenizer), TILEFIRE_OK) << tilefire_last_error();
+  const TextModelTokenizer text("c-api-json");
+  const std::filesystem::path& model = text.model;
+  const Tokenizer& cpp_tokenizer = text.cpp;
+  tilefire_tokenizer* const c_tokenizer = text.c;
+  ASSERT_NE(c_tokenizer, nullptr);
   uint32_t ended = 0;
   for (const bool with_tokenizer : {true, false}) {
     SCOPED_TRACE(with_tokenizer ? "the text model's tokenizer" : "the sample's byte tokens");
@@ -96,11 +117,7 @@ void expect_cpp_engines_json_replies(const char* schema, uint32_t whitespace) {
     const std::vector<int32_t> prompt = with_tokenizer ? cpp_tokenizer.encode("JSON:") : std::vector<int32_t>{9, 10};
     CEngine c(2, with_tokenizer ? cpp_options.model_dir.c_str() : nullptr);
     for (uint64_t seed = 1; seed <= 3; ++seed) {
-      GenerateRequest cpp_request;
-      cpp_request.prompt = prompt;
-      cpp_request.max_new_tokens = 30;
-      cpp_request.sampling.temperature = 0.8f;
-      cpp_request.sampling.seed = seed;
+      GenerateRequest cpp_request = sampled_request(prompt, 30, seed);
       auto trie = std::make_shared<const TokenTrie>(vocabulary_bytes(with_tokenizer ? &cpp_tokenizer : nullptr, cpp.model().vocab));
       if (schema) constrain_to_json_schema(cpp_request, std::move(trie), JsonSchema::compile(schema), whitespace);
       else constrain_to_json(cpp_request, std::move(trie), JsonTop::object, whitespace);
@@ -125,7 +142,6 @@ void expect_cpp_engines_json_replies(const char* schema, uint32_t whitespace) {
     }
   }
   EXPECT_GT(ended, 0u) << "no reply ended: the check of whole replies never ran";
-  tilefire_tokenizer_free(c_tokenizer);
 }
 
 TEST(CApiConstraint, JsonObjectGivesTheCppEnginesReply) { expect_cpp_engines_json_replies(nullptr, kMostJsonWhitespace); }
@@ -138,15 +154,12 @@ TEST(CApiConstraint, JsonSchemaGivesTheCppEnginesReply) {
 // regex or choices (API version 11) over the text model's tokenizer: the C++ engine's reply with
 // constrain_to_pattern (its eos allowed where the text matches), which matches where it stopped.
 TEST(CApiConstraint, RegexAndChoicesGiveTheCppEnginesReply) {
-  const TempDir dir("c-api-pattern");
-  const std::filesystem::path model = text_model(dir);
-  const std::string tokenizer_path = (model / "tokenizer.json").string();
-  const Tokenizer cpp_tokenizer(tokenizer_path);
-  tilefire_tokenizer* c_tokenizer = nullptr;
-  ASSERT_EQ(tilefire_tokenizer_open(tokenizer_path.c_str(), &c_tokenizer), TILEFIRE_OK) << tilefire_last_error();
+  const TextModelTokenizer text("c-api-pattern");
+  const Tokenizer& cpp_tokenizer = text.cpp;
+  ASSERT_NE(text.c, nullptr);
   EngineOptions cpp_options;
   cpp_options.threads = 2;
-  cpp_options.model_dir = model.string();
+  cpp_options.model_dir = text.model.string();
   Engine cpp(cpp_options);
   CEngine c(2, cpp_options.model_dir.c_str());
   const std::vector<int32_t> prompt = cpp_tokenizer.encode("Code:");
@@ -156,11 +169,7 @@ TEST(CApiConstraint, RegexAndChoicesGiveTheCppEnginesReply) {
   for (const bool by_regex : {true, false}) {
     const auto pattern = by_regex ? ReplyPattern::compile(regex) : ReplyPattern::of_choices({choices[0], choices[1], choices[2]});
     for (uint64_t seed = 1; seed <= 3; ++seed) {
-      GenerateRequest cpp_request;
-      cpp_request.prompt = prompt;
-      cpp_request.max_new_tokens = 20;
-      cpp_request.sampling.temperature = 0.8f;
-      cpp_request.sampling.seed = seed;
+      GenerateRequest cpp_request = sampled_request(prompt, 20, seed);
       constrain_to_pattern(cpp_request, std::make_shared<const TokenTrie>(vocabulary_bytes(&cpp_tokenizer, cpp.model().vocab)), pattern,
                            cpp.model().eos_tokens);
       const GenerateResult expected = cpp.generate(cpp_request);
@@ -172,7 +181,7 @@ TEST(CApiConstraint, RegexAndChoicesGiveTheCppEnginesReply) {
       request.regex = by_regex ? regex : nullptr;
       request.choices = by_regex ? nullptr : choices;
       request.choice_count = by_regex ? 0 : 3;
-      request.json_tokenizer = c_tokenizer;
+      request.json_tokenizer = text.c;
       tilefire_generate_result result = empty_result();
       ASSERT_EQ(tilefire_generate(c.engine, &request, &result), TILEFIRE_OK) << tilefire_last_error();
       std::vector<int32_t> tokens(result.tokens, result.tokens + result.token_count);
@@ -187,7 +196,6 @@ TEST(CApiConstraint, RegexAndChoicesGiveTheCppEnginesReply) {
     }
   }
   EXPECT_GE(ended, 3u);
-  tilefire_tokenizer_free(c_tokenizer);
 }
 
 // A batched step whose request's constraint leaves nothing to choose fails with TILEFIRE_ERROR_INPUT,
