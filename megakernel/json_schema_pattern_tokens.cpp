@@ -10,6 +10,7 @@
 
 #include "json_schema_node.h"
 #include "pattern_string_lexer.h"
+#include "pattern_token_sort.h"
 #include "tilefire/errors.h"
 
 namespace tilefire {
@@ -46,25 +47,6 @@ struct PatternCharacters {
 };
 
 static_assert(kMostPatternStates <= UINT16_MAX + 1u, "a table's target is 16 bits");
-
-// Sorts a table's tokens by state, then characters, then id, in counting passes (linear: a sort by
-// comparison took twice as long as the walk that made the table).
-template <class Entries>
-void sort_by_state_and_characters(Entries& whole) {
-  Entries sorted(whole.size());
-  const auto counting_pass = [&](auto key_of) {
-    size_t keys = 0;
-    for (const auto& entry : whole) keys = std::max<size_t>(keys, key_of(entry) + 1u);
-    std::vector<size_t> begin(keys + 1, 0);
-    for (const auto& entry : whole) ++begin[key_of(entry) + 1u];
-    for (size_t k = 0; k < keys; ++k) begin[k + 1] += begin[k];
-    for (const auto& entry : whole) sorted[begin[key_of(entry)]++] = entry;  // stable
-    whole.swap(sorted);
-  };
-  counting_pass([](const auto& entry) { return size_t(entry.token); });  // so a group's mask writes go in order
-  counting_pass([](const auto& entry) { return size_t(entry.characters); });
-  counting_pass([](const auto& entry) { return size_t(entry.target); });
-}
 
 }  // namespace
 

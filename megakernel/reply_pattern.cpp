@@ -1,68 +1,190 @@
 // A reply held to a regular expression or to a list of choices (tilefire/reply_pattern.h): the pattern's
 // automaton over code points (string_pattern.h) read through a UTF-8 decoder that refuses a byte as soon as
-// no character it may begin leads on.
+// no character it may begin leads on; a counted class held as its star with the reply's lengths, and the
+// tokens from each of its states listed once per reply (as json_schema_pattern_tokens.cpp does for a
+// schema's pattern strings), since a state that counts characters never repeats for a mask to be kept.
 #include "tilefire/reply_pattern.h"
 
 #include <algorithm>
 #include <utility>
 
+#include "pattern_token_sort.h"
 #include "string_pattern.h"
 #include "tilefire/errors.h"
 
 namespace tilefire {
 
+namespace {
+
+// One byte of UTF-8 read (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF) after a
+// character's bytes so far.
+struct Utf8Step {
+  bool valid = false;  // the byte may come here
+  bool whole = false;  // it ends a character, the code point `low`
+  uint32_t low = 0, high = 0;  // the characters the bytes so far may still become (one when whole)
+  uint32_t partial = 0;        // the reader after it
+  uint8_t left = 0, next_low = 0x80, next_high = 0xBF;
+};
+
+Utf8Step read_utf8(uint32_t partial, uint8_t left, uint8_t next_low, uint8_t next_high, uint8_t byte) {
+  Utf8Step step;
+  if (left == 0) {
+    if (byte < 0x80) {
+      step.valid = step.whole = true;
+      step.low = step.high = byte;
+      return step;
+    }
+    // A lead byte: how many continuation bytes follow, and the range of the first.
+    if (byte >= 0xC2 && byte <= 0xDF) step.left = 1, step.partial = byte & 0x1Fu;
+    else if (byte >= 0xE0 && byte <= 0xEF) step.left = 2, step.partial = byte & 0x0Fu;
+    else if (byte >= 0xF0 && byte <= 0xF4) step.left = 3, step.partial = byte & 0x07u;
+    else return step;
+    if (byte == 0xE0) step.next_low = 0xA0;
+    if (byte == 0xED) step.next_high = 0x9F;
+    if (byte == 0xF0) step.next_low = 0x90;
+    if (byte == 0xF4) step.next_high = 0x8F;
+  } else {
+    if (byte < next_low || byte > next_high) return step;
+    step.partial = (partial << 6) | (byte & 0x3Fu);
+    step.left = uint8_t(left - 1);
+    if (step.left == 0) {
+      step.valid = step.whole = true;
+      step.low = step.high = step.partial;
+      step.partial = 0;
+      return step;
+    }
+  }
+  // The next byte from next_low to next_high, any after it: every code point from the least to the most
+  // is one of them (the later bytes' range is whole).
+  step.valid = true;
+  const uint32_t rest = 6u * (step.left - 1u);
+  step.low = ((step.partial << 6) | (step.next_low & 0x3Fu)) << rest;
+  step.high = (((step.partial << 6) | (step.next_high & 0x3Fu)) << rest) | ((1u << rest) - 1u);
+  return step;
+}
+
+// Whether some transition from `state` takes a code point in [low, high] to a target `fits`.
+template <class Fits>
+bool some_transition(const StringPattern& pattern, int32_t state, uint32_t low, uint32_t high, const Fits& fits) {
+  const auto& transitions = pattern.transitions(state);
+  auto at = std::lower_bound(transitions.begin(), transitions.end(), low,
+                             [](const StringPattern::Transition& t, uint32_t c) { return t.high < c; });
+  for (; at != transitions.end() && at->low <= high; ++at)
+    if (fits(at->target)) return true;
+  return false;
+}
+
+// A reply's characters from one pattern state, without its lengths: the state TokenTrie::walk carries to
+// make a state's table. Every pattern state can still reach a match, so a character may come whenever
+// some transition takes it.
+struct PatternCharacters {
+  const StringPattern* pattern;
+  int32_t state;
+  uint32_t partial = 0;
+  uint8_t left = 0, next_low = 0x80, next_high = 0xBF;
+  uint16_t characters = 0;  // whole characters written (a token's bytes are fewer than 65,535)
+
+  bool feed(uint8_t byte) {
+    const Utf8Step step = read_utf8(partial, left, next_low, next_high, byte);
+    if (!step.valid) return false;
+    if (step.whole) {
+      const int32_t next = pattern->next(state, step.low);
+      if (next < 0) return false;
+      state = next;
+      ++characters;
+    } else if (!some_transition(*pattern, state, step.low, step.high, [](int32_t) { return true; })) {
+      return false;
+    }
+    partial = step.partial, left = step.left, next_low = step.next_low, next_high = step.next_high;
+    return true;
+  }
+};
+
+static_assert(kMostPatternStates <= UINT16_MAX + 1u, "a table's target is 16 bits");
+
+}  // namespace
+
+// One reply's tables: for a pattern state, the tokens that end on a whole character (the state they leave
+// it in and the characters they add) and those that end inside one (asked of the reply's state). A table
+// is made the second time the reply is in its state (the first walks: a state seen once would pay a table
+// for nothing); at most kMostEntries tokens in all, the least recently used dropped.
+class PatternTokenTables {
+ public:
+  struct Whole {
+    int32_t token;
+    uint16_t target;
+    uint16_t characters;
+  };
+  struct Table {
+    uint64_t trie;  // TokenTrie::serial
+    int32_t state;
+    std::vector<Whole> whole;   // by target, then characters (pattern_token_sort.h)
+    std::vector<int32_t> asked;
+  };
+  static constexpr size_t kMostEntries = size_t(1) << 20, kMostSeen = 64;
+
+  const Table* table(const TokenTrie& trie, const StringPattern& pattern, int32_t state) {
+    const std::pair<uint64_t, int32_t> key(trie.serial(), state);
+    for (size_t t = 0; t < tables_.size(); ++t)
+      if (tables_[t]->trie == key.first && tables_[t]->state == key.second) {
+        std::rotate(tables_.begin() + ptrdiff_t(t), tables_.begin() + ptrdiff_t(t) + 1, tables_.end());
+        return tables_.back().get();
+      }
+    if (std::find(seen_.begin(), seen_.end(), key) == seen_.end()) {
+      if (seen_.size() < kMostSeen) seen_.push_back(key);
+      else seen_[next_seen_replaced_] = key, next_seen_replaced_ = (next_seen_replaced_ + 1) % kMostSeen;
+      return nullptr;
+    }
+    auto table = std::make_unique<Table>(Table{key.first, key.second, {}, {}});
+    trie.walk(PatternCharacters{&pattern, state}, [&](int32_t token, const PatternCharacters& after) {
+      if (after.left) table->asked.push_back(token);
+      else table->whole.push_back({token, uint16_t(after.state), after.characters});
+    });
+    sort_by_state_and_characters(table->whole);
+    table->whole.shrink_to_fit();
+    table->asked.shrink_to_fit();
+    size_t entries = table->whole.size() + table->asked.size(), dropped = 0;
+    for (const auto& kept : tables_) entries += kept->whole.size() + kept->asked.size();
+    while (dropped < tables_.size() && entries > kMostEntries)
+      entries -= tables_[dropped]->whole.size() + tables_[dropped]->asked.size(), ++dropped;
+    tables_.erase(tables_.begin(), tables_.begin() + ptrdiff_t(dropped));
+    tables_.push_back(std::move(table));
+    return tables_.back().get();
+  }
+
+ private:
+  std::vector<std::unique_ptr<Table>> tables_;  // the most recently used last
+  std::vector<std::pair<uint64_t, int32_t>> seen_;  // a ring, the oldest replaced first
+  size_t next_seen_replaced_ = 0;
+};
+
 bool PatternReplyBytes::leads_on(uint32_t low, uint32_t high) const {
-  const auto& transitions = pattern_->transitions(state_);
-  // The first transition that ends at or past `low` (ascending, disjoint): it takes some of [low, high]
-  // when it begins by `high`.
-  auto first = std::lower_bound(transitions.begin(), transitions.end(), low,
-                                [](const StringPattern::Transition& t, uint32_t c) { return t.high < c; });
-  return first != transitions.end() && first->low <= high;
+  return some_transition(*pattern_->automaton_, state_, low, high,
+                         [&](int32_t target) { return pattern_->within_lengths(target, count_ + 1); });
 }
 
 bool PatternReplyBytes::feed(uint8_t byte) {
-  uint32_t partial = partial_;
-  uint8_t left = utf8_left_, next_low = 0x80, next_high = 0xBF;
-  if (left == 0) {
-    if (byte < 0x80) {
-      const int32_t next = pattern_->next(state_, byte);
-      if (next < 0) return false;
-      state_ = next;
-      return true;
+  if (byte < 0x80 && utf8_left_ == 0) {  // an ASCII character: most bytes of a trie's walk
+    const int32_t next = pattern_->automaton_->next(state_, byte);
+    if (next < 0) return false;
+    if (pattern_->lengths_) {
+      if (!pattern_->within_lengths(next, count_ + 1)) return false;
+      count_ = pattern_->counted_after(count_);
     }
-    // A lead byte: how many continuation bytes follow, and the range of the first (no overlong forms, no
-    // surrogates, nothing past U+10FFFF), as RFC 3629 gives them.
-    if (byte >= 0xC2 && byte <= 0xDF) left = 1, partial = byte & 0x1Fu;
-    else if (byte >= 0xE0 && byte <= 0xEF) left = 2, partial = byte & 0x0Fu;
-    else if (byte >= 0xF0 && byte <= 0xF4) left = 3, partial = byte & 0x07u;
-    else return false;
-    if (byte == 0xE0) next_low = 0xA0;
-    if (byte == 0xED) next_high = 0x9F;
-    if (byte == 0xF0) next_low = 0x90;
-    if (byte == 0xF4) next_high = 0x8F;
-  } else {
-    if (byte < next_low_ || byte > next_high_) return false;
-    partial = (partial << 6) | (byte & 0x3Fu);
-    --left;
-    if (left == 0) {  // the character is whole
-      const int32_t next = pattern_->next(state_, partial);
-      if (next < 0) return false;
-      state_ = next;
-      partial_ = 0;
-      utf8_left_ = 0;
-      next_low_ = 0x80, next_high_ = 0xBF;
-      return true;
-    }
+    state_ = next;
+    return true;
   }
-  // The characters these bytes may still become: the next byte from next_low to next_high, any after it.
-  // Every code point between the least and the most is one of them (the later bytes' range is whole).
-  const uint32_t rest = 6u * (left - 1u);
-  const uint32_t least = ((partial << 6) | (next_low & 0x3Fu)) << rest;
-  const uint32_t most = (((partial << 6) | (next_high & 0x3Fu)) << rest) | ((1u << rest) - 1u);
-  if (!leads_on(least, most)) return false;
-  partial_ = partial;
-  utf8_left_ = left;
-  next_low_ = next_low, next_high_ = next_high;
+  const Utf8Step step = read_utf8(partial_, utf8_left_, next_low_, next_high_, byte);
+  if (!step.valid) return false;
+  if (step.whole) {
+    const int32_t next = pattern_->automaton_->next(state_, step.low);
+    if (next < 0 || !pattern_->within_lengths(next, count_ + 1)) return false;
+    state_ = next;
+    count_ = pattern_->counted_after(count_);
+  } else if (!leads_on(step.low, step.high)) {
+    return false;
+  }
+  partial_ = step.partial, utf8_left_ = step.left, next_low_ = step.next_low, next_high_ = step.next_high;
   return true;
 }
 
@@ -72,20 +194,73 @@ bool PatternReplyBytes::feed(std::string_view bytes) {
   return true;
 }
 
-bool PatternReplyBytes::complete() const { return utf8_left_ == 0 && pattern_->accepting(state_); }
+bool PatternReplyBytes::complete() const {
+  return utf8_left_ == 0 && pattern_->automaton_->accepting(state_) && count_ >= pattern_->least_;
+}
 
-bool PatternReplyBytes::ended() const { return complete() && pattern_->transitions(state_).empty(); }
+bool PatternReplyBytes::ended() const { return complete() && !leads_on(0, kMostCodePoint); }
 
-ReplyPattern::ReplyPattern(std::shared_ptr<const StringPattern> automaton) : automaton_(std::move(automaton)) {
-  // Every state of the automaton leads to a match (string_pattern.h); one that matches nothing was refused
-  // by its compile. A pattern of the empty text alone would end a reply before its first token.
-  if (automaton_->accepting(StringPattern::kStart) && automaton_->transitions(StringPattern::kStart).empty())
-    throw InputError("it matches only the empty text, and a reply has at least one token");
+bool PatternReplyBytes::allow_tokens_itself(const TokenTrie& trie, std::vector<uint8_t>& allowed) const {
+  if (!tables_ || !pattern_->lengths_ || utf8_left_) return false;
+  const PatternTokenTables::Table* table = tables_->table(trie, *pattern_->automaton_, state_);
+  if (!table) return false;
+  if (allowed.size() < trie.tokens())
+    throw InputError("PatternReplyBytes::allow_tokens_itself: a list of " + std::to_string(allowed.size()) +
+                     " tokens for a vocabulary of " + std::to_string(trie.tokens()));
+  // A token is taken when its last state can still end within the lengths left after it: then so can each
+  // state before it (the rest of its characters and that ending are a way on from each), which is what
+  // feed asks of every character. The table is sorted by state and characters: one verdict per pair.
+  int32_t last_target = -1;
+  uint32_t last_characters = 0;
+  bool taken = false;
+  for (const PatternTokenTables::Whole& whole : table->whole) {
+    if (whole.target != last_target || whole.characters != last_characters) {
+      last_target = whole.target, last_characters = whole.characters;
+      taken = pattern_->within_lengths(whole.target, uint32_t(std::min<uint64_t>(uint64_t(count_) + whole.characters, UINT32_MAX)));
+    }
+    if (taken) allowed[size_t(whole.token)] = 1;
+  }
+  for (int32_t token : table->asked) {  // ending inside a character: how it can end decides
+    PatternReplyBytes next = *this;
+    if (next.feed(trie.bytes(token))) allowed[size_t(token)] = 1;
+  }
+  return true;
+}
+
+ReplyPattern::ReplyPattern(std::shared_ptr<const StringPattern> automaton) : automaton_(std::move(automaton)) {}
+
+ReplyPattern::~ReplyPattern() = default;
+
+bool ReplyPattern::within_lengths(int32_t state, uint32_t after) const {
+  if (!lengths_) return true;
+  if (after > most_) return false;
+  return lengths_->can_end(state, least_ > after ? least_ - after : 0, most_ == UINT32_MAX ? UINT32_MAX : most_ - after);
+}
+
+uint32_t ReplyPattern::counted_after(uint32_t count) const {
+  if (!lengths_) return 0;  // nothing counts
+  return most_ == UINT32_MAX ? std::min(count + 1, least_) : count + 1;
 }
 
 std::shared_ptr<const ReplyPattern> ReplyPattern::compile(std::string_view regex) {
-  // The whole reply: a JSON Schema pattern is unanchored, so the expression is anchored at both ends.
-  return std::shared_ptr<const ReplyPattern>(new ReplyPattern(StringPattern::compile_whole(regex)));
+  // The whole reply: a JSON Schema pattern is unanchored, so the expression is anchored at both ends (its
+  // errors named at their place in `regex`).
+  std::shared_ptr<ReplyPattern> pattern(new ReplyPattern(StringPattern::compile_whole(regex)));
+  // compile_whole read it, so this reads it too; a shape other than one counted class gives none.
+  const std::optional<StringPattern::CountedClass> counted = StringPattern::counted_class("^(?:" + std::string(regex) + ")$");
+  if (counted) {
+    try {
+      pattern->lengths_ = std::make_unique<const PatternLengths>(*counted->star, counted->least, counted->most);
+      pattern->automaton_ = counted->star;
+      pattern->least_ = counted->least, pattern->most_ = counted->most;
+    } catch (const InputError&) {
+      // Lengths too far ahead to tabulate: the counted automaton compile_whole made holds it (a state per count).
+    }
+  }
+  // Every state of the automaton leads to a match (string_pattern.h); one that matches nothing was refused
+  // by its compile. A pattern of the empty text alone would end a reply before its first token.
+  if (pattern->start().ended()) throw InputError("it matches only the empty text, and a reply has at least one token");
+  return pattern;
 }
 
 std::shared_ptr<const ReplyPattern> ReplyPattern::of_choices(const std::vector<std::string>& choices) {
@@ -119,8 +294,11 @@ size_t ReplyPattern::states() const { return automaton_->states(); }
 PatternReplyConstraint::PatternReplyConstraint(std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const ReplyPattern> pattern,
                                                std::vector<int32_t> ending_tokens)
     : pattern_(pattern ? std::move(pattern) : throw InputError("PatternReplyConstraint: no pattern")),
-      bytes_(std::move(tokens), pattern_->start(), "reply held to a pattern", "towards a match"),
+      tables_(std::make_unique<PatternTokenTables>()),
+      bytes_(std::move(tokens), PatternReplyBytes(pattern_.get(), tables_.get()), "reply held to a pattern", "towards a match"),
       ending_tokens_(std::move(ending_tokens)) {}
+
+PatternReplyConstraint::~PatternReplyConstraint() = default;
 
 bool PatternReplyConstraint::is_ending(int32_t token) const {
   return std::find(ending_tokens_.begin(), ending_tokens_.end(), token) != ending_tokens_.end();

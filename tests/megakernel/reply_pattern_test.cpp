@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <memory>
+#include <random>
 #include <regex>
 #include <string>
 #include <vector>
@@ -59,11 +61,14 @@ TEST(ReplyPattern, MatchesExactlyWhatStdRegexMatchesWhole) {
   const std::vector<std::string> patterns = {
       "\\d+",           "[a-c]{2,4}",       "(ab|a)c*",     "yes|no|maybe", "a(b|c)?d*", "[^a]b+",     "(a|b)*abb",
       "x?y?z?",         "\\w+@\\w+\\.c",    "(?:ab){1,3}",  "a.c",          "[a-c&&]*d", "\\d{2}-\\d", "b*(a|$)",
+      // one class counted (held as its star with lengths): alone, with parts around it, with no most
+      "[a-d]{1,4}",     "x[a-c]{0,3}y",     "\\d{3,}",      "-?[0-9.]{2,4}", "(?:[ab]){2}c?", "^[xyz]{1,5}$", "[^ab]{2,3}",
   };
   const std::vector<std::string> texts = all_texts("abcdxyz0-@.1", 5);
-  size_t matched = 0;
+  size_t matched = 0, counted = 0;
   for (const std::string& source : patterns) {
     const auto pattern = ReplyPattern::compile(source);
+    counted += pattern->counted();
     const std::regex reference(source, std::regex::ECMAScript);
     for (const std::string& text : texts) {
       const bool expected = std::regex_match(text, reference);
@@ -80,6 +85,7 @@ TEST(ReplyPattern, MatchesExactlyWhatStdRegexMatchesWhole) {
     }
   }
   EXPECT_GT(matched, 300u);
+  EXPECT_GE(counted, 8u);  // the counted ones took the lengths' path ("[a-c]{2,4}" above among them)
 }
 
 // A multi-byte character is refused at its first byte when no character it begins leads on, and taken
@@ -160,6 +166,55 @@ TEST(ReplyPattern, TheConstraintAllowsEndingTokensOnlyWhereTheTextMatches) {
   EXPECT_TRUE(choice.ended({2}));
   EXPECT_TRUE(choice.ended({0, 1}));
   EXPECT_FALSE(choice.ended({0}));
+}
+
+// A reply's masks through its constraint (a counted pattern's tables from a state's second visit, the
+// cached masks) are the trie's walk from the same bytes without them, plus the ending token where the
+// text matches; along random replies over a vocabulary with tokens that end inside a character.
+TEST(ReplyPattern, TheTablesGiveTheWalksMasks) {
+  std::vector<std::string> vocabulary;
+  const std::vector<std::string> pieces = {"a", "b", "c", " ", ".", "-", "1", "9", "\xC3", "\xA9", "\xC3\xA9", "\xE2\x82", "\xAC", "\xE2\x82\xAC"};
+  for (const std::string& first : pieces) {
+    vocabulary.push_back(first);
+    for (const std::string& second : {"a", " ", "1", "\xC3", "\xA9b", "."}) vocabulary.push_back(first + second);
+  }
+  const int32_t eos = int32_t(vocabulary.size());
+  vocabulary.push_back("");  // no bytes: the ending token
+  auto tokens = std::make_shared<const TokenTrie>(vocabulary);
+  std::mt19937 random(7);
+  size_t compared = 0, tabled = 0;
+  for (const char* source : {"[ a-cé€]{2,30}\\.", "1[abc ]{0,12}", "[a-c\\d]{3,}", "[ab.é]{1,8}-\\d"}) {
+    const auto pattern = ReplyPattern::compile(source);
+    ASSERT_TRUE(pattern->counted()) << source;
+    for (int reply = 0; reply < 20; ++reply) {
+      PatternReplyConstraint constraint(tokens, pattern, {eos});
+      std::vector<int32_t> generated;
+      PatternReplyBytes walked = pattern->start();  // no tables: every mask is a walk
+      while (generated.size() < 40) {
+        std::vector<uint8_t> through(vocabulary.size(), 0), walk(vocabulary.size(), 0);
+        constraint.allowed(generated, through);
+        tokens->allow_tokens(walked, walk);
+        if (walked.complete()) walk[size_t(eos)] = 1;
+        ASSERT_EQ(through, walk) << source << " after " << generated.size() << " tokens";
+        ++compared;
+        std::vector<int32_t> choices;
+        for (size_t t = 0; t < walk.size(); ++t)
+          if (walk[t]) choices.push_back(int32_t(t));
+        ASSERT_FALSE(choices.empty()) << "a dead end";
+        const int32_t token = choices[random() % choices.size()];
+        if (token == eos) break;
+        generated.push_back(token);
+        ASSERT_TRUE(walked.feed(vocabulary[size_t(token)]));
+        tabled += !walked.ended() && generated.size() > 2;
+        if (constraint.ended(generated)) {
+          EXPECT_TRUE(walked.ended());
+          break;
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 300u);
+  EXPECT_GT(tabled, 100u);
 }
 
 TEST(ReplyPattern, RefusesWhatItCannotHoldByName) {

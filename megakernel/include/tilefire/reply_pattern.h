@@ -20,10 +20,13 @@
 
 namespace tilefire {
 
-class StringPattern;  // megakernel/string_pattern.h
+class StringPattern;   // megakernel/string_pattern.h
+class PatternLengths;  // megakernel/string_pattern.h
 class ReplyPattern;
+class PatternTokenTables;  // megakernel/reply_pattern.cpp: one reply's tables of the tokens from each state
 
-// The state of a reply read so far against a ReplyPattern (copied freely; valid while its pattern lives).
+// The state of a reply read so far against a ReplyPattern (copied freely; valid while its pattern, and
+// the constraint whose tables it uses, live).
 class PatternReplyBytes {
  public:
   // Takes the next byte: false (and the state as it was) when no text the pattern matches begins with the
@@ -35,15 +38,24 @@ class PatternReplyBytes {
   bool complete() const;
   // Complete, and no character may follow: where the reply ends.
   bool ended() const;
+  // TokenTrie::allow_tokens' question first: for a pattern held as a counted class's star with lengths
+  // (whose states count characters, so no whole-state mask repeats), the second time a reply (with a
+  // PatternReplyConstraint's tables) is at a character's end in a pattern state, it allows the tokens from
+  // that state's table, checked against the lengths left, and says true; elsewhere false (the trie is walked).
+  bool allow_tokens_itself(const TokenTrie& trie, std::vector<uint8_t>& allowed) const;
   bool operator==(const PatternReplyBytes&) const = default;
 
  private:
   friend class ReplyPattern;
-  explicit PatternReplyBytes(const StringPattern* pattern) : pattern_(pattern) {}
-  // Whether a transition from the state takes a code point in [low, high].
+  friend class PatternReplyConstraint;
+  PatternReplyBytes(const ReplyPattern* pattern, PatternTokenTables* tables) : pattern_(pattern), tables_(tables) {}
+  // Whether some character in [low, high] may be written next (a transition takes it, and the lengths
+  // can still be met after it).
   bool leads_on(uint32_t low, uint32_t high) const;
-  const StringPattern* pattern_;
+  const ReplyPattern* pattern_;
+  PatternTokenTables* tables_;   // null: none (the trie is always walked)
   int32_t state_ = 0;            // the pattern automaton's (StringPattern::kStart)
+  uint32_t count_ = 0;           // characters written (ReplyPattern::counted_after)
   uint32_t partial_ = 0;         // a character's bits so far
   uint8_t utf8_left_ = 0;        // continuation bytes it still needs
   uint8_t next_low_ = 0x80, next_high_ = 0xBF;  // the range of the next one
@@ -57,19 +69,35 @@ class ReplyPattern {
   // line terminator, [\s\S] does), matched against the whole reply as if written ^(?:regex)$. An
   // InputError naming what is wrong: a syntax error, a feature not read (lookaround, backreferences, \b),
   // an automaton past kMostPatternStates, an expression nothing matches or that matches only the empty text.
+  // One class counted with parts of one length around it ([a-z]{1,400}, \d{3}-[A-Z ]{2,80}\.) is held as
+  // the class's star and the whole reply's lengths (StringPattern::counted_class), as a schema holds it.
   static std::shared_ptr<const ReplyPattern> compile(std::string_view regex);
   // The reply is exactly one of `choices` (each a non-empty UTF-8 text, written as it is: no character
   // has a meaning). An InputError for no choice, an empty one, or too many to hold.
   static std::shared_ptr<const ReplyPattern> of_choices(const std::vector<std::string>& choices);
+  ~ReplyPattern();
 
-  PatternReplyBytes start() const { return PatternReplyBytes(automaton_.get()); }
+  PatternReplyBytes start() const { return PatternReplyBytes(this, nullptr); }
   // Whether the whole of `text` is matched (the tests' way to ask).
   bool matches(std::string_view text) const;
   size_t states() const;  // the automaton's
+  // Held as a counted class's star with lengths (least, most: the reply's characters; most UINT32_MAX: none).
+  bool counted() const { return lengths_ != nullptr; }
+  uint32_t least() const { return least_; }
+  uint32_t most() const { return most_; }
 
  private:
+  friend class PatternReplyBytes;
+  friend class PatternTokenTables;
   explicit ReplyPattern(std::shared_ptr<const StringPattern> automaton);
+  // Whether a reply `after` characters long, in `state`, can still end within the lengths.
+  bool within_lengths(int32_t state, uint32_t after) const;
+  // The count kept after one more character: exact up to the most; with no most, kept at the least
+  // (beyond it only the star's own end matters), so that the states of a long reply repeat.
+  uint32_t counted_after(uint32_t count) const;
   std::shared_ptr<const StringPattern> automaton_;
+  uint32_t least_ = 0, most_ = UINT32_MAX;
+  std::unique_ptr<const PatternLengths> lengths_;  // null: no lengths
 };
 
 // One reply's constraint to a pattern (ByteReplyConstraint over PatternReplyBytes), with the tokens that end
@@ -79,6 +107,7 @@ class PatternReplyConstraint {
  public:
   PatternReplyConstraint(std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const ReplyPattern> pattern,
                          std::vector<int32_t> ending_tokens);
+  ~PatternReplyConstraint();
   void allowed(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed);
   // Where nothing may follow, or after an ending token (the engine asks stop_when with it).
   bool ended(const std::vector<int32_t>& generated);
@@ -86,6 +115,7 @@ class PatternReplyConstraint {
  private:
   bool is_ending(int32_t token) const;
   std::shared_ptr<const ReplyPattern> pattern_;  // the automaton the states point into
+  std::unique_ptr<PatternTokenTables> tables_;   // the states' tables, which they point to
   ByteReplyConstraint<PatternReplyBytes> bytes_;
   std::vector<int32_t> ending_tokens_;
 };
