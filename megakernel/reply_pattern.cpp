@@ -102,6 +102,8 @@ struct PatternCharacters {
 
 static_assert(kMostPatternStates <= UINT16_MAX + 1u, "a table's target is 16 bits");
 
+constexpr size_t kCountedStatesWorthLengths = 8;
+
 }  // namespace
 
 // One reply's tables: for a pattern state, the tokens that end on a whole character (the state they leave
@@ -158,14 +160,17 @@ class PatternTokenTables {
   size_t next_seen_replaced_ = 0;
 };
 
+PatternReplyBytes::PatternReplyBytes(const ReplyPattern* pattern, PatternTokenTables* tables)
+    : automaton_(pattern->automaton_.get()), pattern_(pattern), tables_(tables) {}
+
 bool PatternReplyBytes::leads_on(uint32_t low, uint32_t high) const {
-  return some_transition(*pattern_->automaton_, state_, low, high,
+  return some_transition(*automaton_, state_, low, high,
                          [&](int32_t target) { return pattern_->within_lengths(target, count_ + 1); });
 }
 
 bool PatternReplyBytes::feed(uint8_t byte) {
   if (byte < 0x80 && utf8_left_ == 0) {  // an ASCII character: most bytes of a trie's walk
-    const int32_t next = pattern_->automaton_->next(state_, byte);
+    const int32_t next = automaton_->next(state_, byte);
     if (next < 0) return false;
     if (pattern_->lengths_) {
       if (!pattern_->within_lengths(next, count_ + 1)) return false;
@@ -177,7 +182,7 @@ bool PatternReplyBytes::feed(uint8_t byte) {
   const Utf8Step step = read_utf8(partial_, utf8_left_, next_low_, next_high_, byte);
   if (!step.valid) return false;
   if (step.whole) {
-    const int32_t next = pattern_->automaton_->next(state_, step.low);
+    const int32_t next = automaton_->next(state_, step.low);
     if (next < 0 || !pattern_->within_lengths(next, count_ + 1)) return false;
     state_ = next;
     count_ = pattern_->counted_after(count_);
@@ -195,14 +200,14 @@ bool PatternReplyBytes::feed(std::string_view bytes) {
 }
 
 bool PatternReplyBytes::complete() const {
-  return utf8_left_ == 0 && pattern_->automaton_->accepting(state_) && count_ >= pattern_->least_;
+  return utf8_left_ == 0 && automaton_->accepting(state_) && count_ >= pattern_->least_;
 }
 
 bool PatternReplyBytes::ended() const { return complete() && !leads_on(0, kMostCodePoint); }
 
 bool PatternReplyBytes::allow_tokens_itself(const TokenTrie& trie, std::vector<uint8_t>& allowed) const {
   if (!tables_ || !pattern_->lengths_ || utf8_left_) return false;
-  const PatternTokenTables::Table* table = tables_->table(trie, *pattern_->automaton_, state_);
+  const PatternTokenTables::Table* table = tables_->table(trie, *automaton_, state_);
   if (!table) return false;
   if (allowed.size() < trie.tokens())
     throw InputError("PatternReplyBytes::allow_tokens_itself: a list of " + std::to_string(allowed.size()) +
@@ -232,7 +237,7 @@ ReplyPattern::ReplyPattern(std::shared_ptr<const StringPattern> automaton) : aut
 ReplyPattern::~ReplyPattern() = default;
 
 bool ReplyPattern::within_lengths(int32_t state, uint32_t after) const {
-  if (!lengths_) return true;
+  if (!lengths_ || (most_ == UINT32_MAX && after >= least_)) return true;  // every state leads to a match
   if (after > most_) return false;
   return lengths_->can_end(state, least_ > after ? least_ - after : 0, most_ == UINT32_MAX ? UINT32_MAX : most_ - after);
 }
@@ -246,9 +251,12 @@ std::shared_ptr<const ReplyPattern> ReplyPattern::compile(std::string_view regex
   // The whole reply: a JSON Schema pattern is unanchored, so the expression is anchored at both ends (its
   // errors named at their place in `regex`).
   std::shared_ptr<ReplyPattern> pattern(new ReplyPattern(StringPattern::compile_whole(regex)));
-  // compile_whole read it, so this reads it too; a shape other than one counted class gives none.
+  // compile_whole read it, so this reads it too; a shape other than one counted class gives none. A class
+  // repeated with no count ([a-z]+) is a star already: lengths would only cost each character a lookup.
   const std::optional<StringPattern::CountedClass> counted = StringPattern::counted_class("^(?:" + std::string(regex) + ")$");
-  if (counted) {
+  // Taken where the count spelt out states (a state per count; 8 or more, since lengths cost each
+  // character of a walk a lookup): as a star, the reply's states repeat.
+  if (counted && counted->star->states() + kCountedStatesWorthLengths <= pattern->automaton_->states()) {
     try {
       pattern->lengths_ = std::make_unique<const PatternLengths>(*counted->star, counted->least, counted->most);
       pattern->automaton_ = counted->star;
@@ -290,6 +298,8 @@ bool ReplyPattern::matches(std::string_view text) const {
 }
 
 size_t ReplyPattern::states() const { return automaton_->states(); }
+
+PatternReplyBytes ReplyPattern::start() const { return PatternReplyBytes(this, nullptr); }
 
 PatternReplyConstraint::PatternReplyConstraint(std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const ReplyPattern> pattern,
                                                std::vector<int32_t> ending_tokens)

@@ -48,10 +48,11 @@ class PatternReplyBytes {
  private:
   friend class ReplyPattern;
   friend class PatternReplyConstraint;
-  PatternReplyBytes(const ReplyPattern* pattern, PatternTokenTables* tables) : pattern_(pattern), tables_(tables) {}
+  PatternReplyBytes(const ReplyPattern* pattern, PatternTokenTables* tables);
   // Whether some character in [low, high] may be written next (a transition takes it, and the lengths
   // can still be met after it).
   bool leads_on(uint32_t low, uint32_t high) const;
+  const StringPattern* automaton_;  // the pattern's, held here too: a walk reads it at every byte
   const ReplyPattern* pattern_;
   PatternTokenTables* tables_;   // null: none (the trie is always walked)
   int32_t state_ = 0;            // the pattern automaton's (StringPattern::kStart)
@@ -70,14 +71,15 @@ class ReplyPattern {
   // InputError naming what is wrong: a syntax error, a feature not read (lookaround, backreferences, \b),
   // an automaton past kMostPatternStates, an expression nothing matches or that matches only the empty text.
   // One class counted with parts of one length around it ([a-z]{1,400}, \d{3}-[A-Z ]{2,80}\.) is held as
-  // the class's star and the whole reply's lengths (StringPattern::counted_class), as a schema holds it.
+  // the class's star and the whole reply's lengths (StringPattern::counted_class), as a schema holds it,
+  // where the count spelt out 8 or more automaton states.
   static std::shared_ptr<const ReplyPattern> compile(std::string_view regex);
   // The reply is exactly one of `choices` (each a non-empty UTF-8 text, written as it is: no character
   // has a meaning). An InputError for no choice, an empty one, or too many to hold.
   static std::shared_ptr<const ReplyPattern> of_choices(const std::vector<std::string>& choices);
   ~ReplyPattern();
 
-  PatternReplyBytes start() const { return PatternReplyBytes(this, nullptr); }
+  PatternReplyBytes start() const;
   // Whether the whole of `text` is matched (the tests' way to ask).
   bool matches(std::string_view text) const;
   size_t states() const;  // the automaton's
