@@ -288,7 +288,12 @@ std::shared_ptr<const ReplyPattern> ReplyPattern::of_choices(const std::vector<s
   try {
     return compile(alternation);
   } catch (const InputError& error) {
-    throw InputError(std::string("the choices: ") + error.what());
+    const std::string what = error.what();
+    if (what.find("states") == std::string::npos) throw InputError("the choices: " + what);  // not UTF-8
+    size_t characters = 0;
+    for (const std::string& choice : choices) characters += choice.size();
+    throw InputError(std::to_string(choices.size()) + " choices of " + std::to_string(characters) +
+                     " bytes in all are more than an automaton of " + std::to_string(kMostPatternStates) + " states holds");
   }
 }
 
@@ -322,9 +327,11 @@ bool PatternReplyConstraint::ended(const std::vector<int32_t>& generated) {
 
 void PatternReplyConstraint::allowed(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
   bytes_.allowed(generated, allowed);
-  if (!bytes_.state(generated).complete()) return;
+  // Where the text matches, the ending tokens may come; elsewhere not even those whose bytes would go on
+  // (a byte model's eos, a stop token id a request gives): the engine would end the reply there, unmatched.
+  const uint8_t ending = bytes_.state(generated).complete() ? 1 : 0;
   for (int32_t token : ending_tokens_)
-    if (token >= 0 && size_t(token) < allowed.size()) allowed[size_t(token)] = 1;
+    if (token >= 0 && size_t(token) < allowed.size()) allowed[size_t(token)] = ending;
 }
 
 void constrain_to_pattern(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const ReplyPattern> pattern,

@@ -57,7 +57,11 @@ std::vector<uint32_t> code_points(std::string_view text) {
     uint32_t code_point = length == 1 ? lead : lead & (0x7F >> length);
     for (int k = 1; k < length; ++k) {
       const uint8_t continuation = uint8_t(text[i + size_t(k)]);
-      if ((continuation & 0xC0) != 0x80) throw InputError("the pattern is not UTF-8");
+      // RFC 3629's ranges: the second byte after E0, ED, F0 and F4 is narrower (no overlong forms, no
+      // surrogates, nothing past U+10FFFF), every other continuation byte 80 to BF.
+      const uint8_t low = k > 1 ? 0x80 : lead == 0xE0 ? 0xA0 : lead == 0xF0 ? 0x90 : 0x80;
+      const uint8_t high = k > 1 ? 0xBF : lead == 0xED ? 0x9F : lead == 0xF4 ? 0x8F : 0xBF;
+      if (continuation < low || continuation > high) throw InputError("the pattern is not UTF-8");
       code_point = code_point << 6 | (continuation & 0x3F);
     }
     out.push_back(code_point);

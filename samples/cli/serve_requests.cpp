@@ -118,10 +118,16 @@ ReplyFormat structured_outputs(const json& body) {
       refuse(older, std::string("is vLLM's older field: give \"structured_outputs\": {\"") + (older + 7) + "\": ...} (regex, choice or json)");
   ReplyFormat reply;
   if (!given(body, "structured_outputs")) return reply;
-  const json& asked = body.at("structured_outputs");
-  if (!asked.is_object() || asked.size() != 1)
-    refuse("structured_outputs", "must be one of {\"regex\": ...}, {\"choice\": [...]} or {\"json\": {...}}, got " + asked.dump().substr(0, 200));
-  const auto& [kind, value] = *asked.items().begin();
+  const json& given_ways = body.at("structured_outputs");
+  json asked = json::object();  // its fields but those null (not given)
+  if (given_ways.is_object())
+    for (const auto& [field, value] : given_ways.items())
+      if (!value.is_null()) asked[field] = value;
+  if (!given_ways.is_object() || asked.size() != 1)
+    refuse("structured_outputs", "must be one of {\"regex\": ...}, {\"choice\": [...]} or {\"json\": {...}}, got " +
+                                     given_ways.dump().substr(0, 200));
+  const std::string kind = asked.begin().key();
+  const json& value = asked.begin().value();  // asked holds it
   reply.field = "structured_outputs";
   reply.kind = kind;
   try {

@@ -98,6 +98,9 @@ TEST(ServePattern, MisusesAreRefusedByName) {
     const std::string message = bad.status == 400 ? json::parse(bad.body).at("error").at("message").get<std::string>() : bad.body;
     EXPECT_NE(message.find(named), std::string::npos) << message;
   }
+  // A null field is one not given.
+  const HttpReply with_null = post(port, "/v1/completions", R"({"prompt": "x", "max_tokens": 8, "structured_outputs": {"regex": "[ab]+", "choice": null}})");
+  EXPECT_EQ(with_null.status, 200) << with_null.body;
   // structured_outputs' json is a schema as response_format json_schema's is: the reply is one it accepts.
   const HttpReply schema = post(port, "/v1/completions", R"({"prompt": "x", "max_tokens": 30, "temperature": 0,
       "structured_outputs": {"json": {"enum": ["left", "right"]}}})");

@@ -147,11 +147,12 @@ TEST(ReplyPattern, TheConstraintAllowsEndingTokensOnlyWhereTheTextMatches) {
   const std::vector<std::string> vocabulary = {"1", "2", "12", "a", " 3", "", "-"};
   auto tokens = std::make_shared<const TokenTrie>(vocabulary);
   PatternReplyConstraint constraint(tokens, ReplyPattern::compile("-?\\d+"), {5});
-  auto allowed_after = [&](const std::vector<int32_t>& generated) {
+  auto allowed_after_in = [&](PatternReplyConstraint& asked, const std::vector<int32_t>& generated) {
     std::vector<uint8_t> allowed(vocabulary.size(), 0);
-    constraint.allowed(generated, allowed);
+    asked.allowed(generated, allowed);
     return allowed;
   };
+  auto allowed_after = [&](const std::vector<int32_t>& generated) { return allowed_after_in(constraint, generated); };
   EXPECT_EQ(allowed_after({}), (std::vector<uint8_t>{1, 1, 1, 0, 0, 0, 1}));
   EXPECT_EQ(allowed_after({6}), (std::vector<uint8_t>{1, 1, 1, 0, 0, 0, 0}));  // "-": a digit must come
   EXPECT_EQ(allowed_after({6, 2}), (std::vector<uint8_t>{1, 1, 1, 0, 0, 1, 0}));  // "-12": may end
@@ -163,6 +164,11 @@ TEST(ReplyPattern, TheConstraintAllowsEndingTokensOnlyWhereTheTextMatches) {
     EXPECT_NE(std::string(error.what()).find("the reply held to a pattern's token 0 (id 3) does not continue it towards a match"),
               std::string::npos) << error.what();
   }
+  // An ending token with bytes (a byte model's eos, a stop token id a request names) only where the text
+  // matches, though its bytes would go on: the engine would end the reply there.
+  PatternReplyConstraint dash_ends(tokens, ReplyPattern::compile("\\d-\\d+"), {6});
+  EXPECT_EQ(allowed_after_in(dash_ends, {0}), (std::vector<uint8_t>{0, 0, 0, 0, 0, 0, 0}));  // only "-" goes on, and it ends
+  EXPECT_EQ(allowed_after_in(dash_ends, {}), (std::vector<uint8_t>{1, 1, 0, 0, 0, 0, 0}));
   PatternReplyConstraint choice(tokens, ReplyPattern::of_choices({"12", "2"}), {5});
   EXPECT_TRUE(choice.ended({2}));
   EXPECT_TRUE(choice.ended({0, 1}));
@@ -226,6 +232,9 @@ TEST(ReplyPattern, RefusesWhatItCannotHoldByName) {
       {"", "matches only the empty text"},
       {"a{0}", "matches only the empty text"},
       {"[^\\s\\S]", "no string matches"},
+      {"\xE0\x81\xA1", "not UTF-8"},      // an overlong 'a'
+      {"x|\xED\xA0\x80", "not UTF-8"},    // a surrogate
+      {"a\xF4\x90\x80\x80", "not UTF-8"},  // past U+10FFFF
   };
   for (const auto& [regex, message] : regexes) {
     try {
@@ -235,9 +244,18 @@ TEST(ReplyPattern, RefusesWhatItCannotHoldByName) {
       EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << regex << ": " << error.what();
     }
   }
+  std::vector<std::string> many_choices;  // 600 texts of 20 letters, unlike each other
+  std::mt19937 random(3);
+  for (int i = 0; i < 600; ++i) {
+    std::string text;
+    for (int c = 0; c < 20; ++c) text += char('a' + random() % 26);
+    many_choices.push_back(text);
+  }
   const std::vector<std::pair<std::vector<std::string>, std::string>> choices = {
       {{}, "no choice given"},
       {{"a", ""}, "choice 1 is empty"},
+      {{"x", "\xED\xA0\x80"}, "the choices: the pattern is not UTF-8"},
+      {many_choices, "600 choices of 12000 bytes in all are more than an automaton of 4096 states holds"},
   };
   for (const auto& [list, message] : choices) {
     try {
