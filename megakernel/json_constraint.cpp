@@ -358,7 +358,7 @@ std::vector<std::string> vocabulary_bytes(const Tokenizer* tokenizer, uint32_t v
 }
 
 void constrain_to_json(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, JsonTop top, uint32_t most_whitespace) {
-  constrain_request(request, std::make_shared<JsonReplyConstraint>(std::move(tokens), top, most_whitespace));
+  constrain_request(request, std::make_shared<JsonReplyConstraint>(std::move(tokens), top, most_whitespace), request.stop_tokens);
 }
 
 }  // namespace tilefire

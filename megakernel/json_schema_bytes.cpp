@@ -684,7 +684,8 @@ JsonSchemaReplyConstraint::JsonSchemaReplyConstraint(std::shared_ptr<const Token
 
 void constrain_to_json_schema(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const JsonSchema> schema,
                               uint32_t most_whitespace) {
-  constrain_request(request, std::make_shared<JsonSchemaReplyConstraint>(std::move(tokens), std::move(schema), most_whitespace));
+  constrain_request(request, std::make_shared<JsonSchemaReplyConstraint>(std::move(tokens), std::move(schema), most_whitespace),
+                    request.stop_tokens);
 }
 
 }  // namespace tilefire

@@ -14,6 +14,7 @@
 #include "tests/common/input_mutator.h"
 #include "tilefire/errors.h"
 #include "tilefire/json_constraint.h"
+#include "tilefire/json_schema.h"
 
 namespace tilefire {
 namespace {
@@ -378,6 +379,24 @@ TEST(JsonReplyConstraint, ConstrainToJsonKeepsTheRequestsStopWhen) {
   EXPECT_TRUE(request.stop_when({open, close}));
   EXPECT_TRUE(request.stop_when({open, space, space}));
   EXPECT_EQ(asked, 3);
+}
+
+// A stop token whose bytes the JSON would take (a request's stop token id of a newline, on a model of
+// byte tokens) is never chosen: the engine would end the reply there, the value not whole. The same for
+// a schema's reply.
+TEST(JsonReplyConstraint, StopTokensWithBytesAreNeverChosen) {
+  const auto trie = std::make_shared<const TokenTrie>(vocabulary_bytes(nullptr, 256));
+  const int32_t open = '{', newline = '\n', space = ' ';
+  for (const bool schema : {false, true}) {
+    GenerateRequest request;
+    request.stop_tokens = {newline};
+    if (schema) constrain_to_json_schema(request, trie, JsonSchema::compile(R"({"type": "object"})"));
+    else constrain_to_json(request, trie);
+    std::vector<uint8_t> allowed(256, 0);
+    request.allowed_tokens({open}, allowed);
+    EXPECT_EQ(allowed[size_t(newline)], 0) << (schema ? "schema" : "json_object");
+    EXPECT_EQ(allowed[size_t(space)], 1) << (schema ? "schema" : "json_object");  // whitespace all the same
+  }
 }
 
 }  // namespace

@@ -211,16 +211,22 @@ class JsonReplyConstraint : public ByteReplyConstraint<JsonBytes> {
 // is asked about: copies that generate at once on different threads each need a constrain_to_json of
 // their own.
 // most_whitespace bounds each whitespace run of the reply (0: compact JSON, where a model would pad).
+// request.stop_tokens are never chosen (set them first): the reply ends where its value closes.
 void constrain_to_json(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, JsonTop top = JsonTop::object,
                        uint32_t most_whitespace = kMostJsonWhitespace);
 
 // Makes `request`'s reply follow `constraint` (a reply constraint: allowed() and ended() over the reply's
-// tokens): its allowed_tokens become the constraint's, and its stop_when also ends the reply when the value
-// is whole (the stop_when it had still asked first).
+// tokens): its allowed_tokens become the constraint's, less `never_chosen` (a JSON reply's stop tokens: one
+// whose bytes the value would take, a request's stop token id of a newline, would end the reply there
+// before the value is whole), and its stop_when also ends the reply when the value is whole (the
+// stop_when it had still asked first).
 template <class Constraint>
-void constrain_request(GenerateRequest& request, std::shared_ptr<Constraint> constraint) {
-  request.allowed_tokens = [constraint](const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
+void constrain_request(GenerateRequest& request, std::shared_ptr<Constraint> constraint, std::vector<int32_t> never_chosen = {}) {
+  request.allowed_tokens = [constraint, never_chosen = std::move(never_chosen)](const std::vector<int32_t>& generated,
+                                                                               std::vector<uint8_t>& allowed) {
     constraint->allowed(generated, allowed);
+    for (int32_t token : never_chosen)
+      if (token >= 0 && size_t(token) < allowed.size()) allowed[size_t(token)] = 0;
   };
   request.stop_when = [constraint, before = std::move(request.stop_when)](const std::vector<int32_t>& generated) {
     const bool stopped = before && before(generated);  // asked first: it may watch every token (a stop string)

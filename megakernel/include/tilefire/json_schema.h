@@ -205,7 +205,7 @@ class JsonSchemaReplyConstraint {
 
 // Makes `request`'s reply a JSON text the schema accepts, as constrain_to_json does for any JSON object:
 // the reply stops where its value is whole ("stopped"); cut before (max_new_tokens, the context, an earlier
-// stop_when) it is a prefix of one.
+// stop_when) it is a prefix of one. request.stop_tokens are never chosen (set them first).
 void constrain_to_json_schema(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens,
                               std::shared_ptr<const JsonSchema> schema, uint32_t most_whitespace = kMostJsonWhitespace);
 
