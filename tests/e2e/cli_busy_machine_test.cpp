@@ -30,7 +30,14 @@ TEST(CliSimulate, ABusyMachineIsWarnedOf) {
       volatile uint64_t sink = 0;
       while (!stop.load(std::memory_order_relaxed)) sink = sink + 1;
     });
-  RunResult r = run_cli({"simulate", "--preset", "tiny", "--device", "cpu", "--threads", "2", "--json"});
+  // Where other work beside this test's makes the machine busier still, the calibration can find no step
+  // time left to fit and stops with an error that says the machine is busy (exit 2): then it is tried again,
+  // three times at most (on CI's quiet machine the first run fits).
+  RunResult r;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    r = run_cli({"simulate", "--preset", "tiny", "--device", "cpu", "--threads", "2", "--json"});
+    if (r.status != 2 || r.err.find("is the machine busy with other work?") == std::string::npos) break;
+  }
   stop = true;
   for (std::thread& t : busy_work) t.join();
   ASSERT_EQ(r.status, 0) << describe(r);
