@@ -249,22 +249,27 @@ uint32_t ReplyPattern::counted_after(uint32_t count) const {
 
 std::shared_ptr<const ReplyPattern> ReplyPattern::compile(std::string_view regex) {
   // The whole reply: a JSON Schema pattern is unanchored, so the expression is anchored at both ends (its
-  // errors named at their place in `regex`).
-  std::shared_ptr<ReplyPattern> pattern(new ReplyPattern(StringPattern::compile_whole(regex)));
-  // compile_whole read it, so this reads it too; a shape other than one counted class gives none. A class
-  // repeated with no count ([a-z]+) is a star already: lengths would only cost each character a lookup.
-  const std::optional<StringPattern::CountedClass> counted = StringPattern::counted_class("^(?:" + std::string(regex) + ")$");
-  // Taken where the count spelt out states (a state per count; 8 or more, since lengths cost each
-  // character of a walk a lookup): as a star, the reply's states repeat.
-  if (counted && counted->star->states() + kCountedStatesWorthLengths <= pattern->automaton_->states()) {
+  // errors named at their place in `regex`). One class counted is held as its star with lengths where the
+  // count would spell out 8 or more states (lengths cost each character of a walk a lookup, and a plus is
+  // a star already), before any automaton is spelt out: a count past the states a pattern may have is held
+  // too, and a large one costs no spelt-out automaton to throw away.
+  std::shared_ptr<ReplyPattern> pattern;
+  const std::optional<StringPattern::CountedClass> counted = StringPattern::counted_class_whole(regex);
+  if (counted && counted->spelt >= kCountedStatesWorthLengths) {
+    std::unique_ptr<const PatternLengths> lengths;
     try {
-      pattern->lengths_ = std::make_unique<const PatternLengths>(*counted->star, counted->least, counted->most);
-      pattern->automaton_ = counted->star;
-      pattern->least_ = counted->least, pattern->most_ = counted->most;
+      lengths = std::make_unique<const PatternLengths>(*counted->star, counted->least, counted->most);
     } catch (const InputError&) {
-      // Lengths too far ahead to tabulate: the counted automaton compile_whole made holds it (a state per count).
+      // Lengths too far ahead to tabulate: spelt out below, a state per count, if that fits.
+    }
+    if (lengths) {
+      if (!lengths->can_end(StringPattern::kStart, counted->least, counted->most)) throw InputError("no string matches the pattern");
+      pattern.reset(new ReplyPattern(counted->star));
+      pattern->lengths_ = std::move(lengths);
+      pattern->least_ = counted->least, pattern->most_ = counted->most;
     }
   }
+  if (!pattern) pattern.reset(new ReplyPattern(StringPattern::compile_whole(regex)));
   // Every state of the automaton leads to a match (string_pattern.h); one that matches nothing was refused
   // by its compile. A pattern of the empty text alone would end a reply before its first token.
   if (pattern->start().ended()) throw InputError("it matches only the empty text, and a reply has at least one token");

@@ -317,14 +317,21 @@ class PatternBuilder {
 
 std::shared_ptr<const StringPattern> StringPattern::compile(std::string_view pattern) { return compile_tree(parse_pattern(pattern)); }
 
-std::shared_ptr<const StringPattern> StringPattern::compile_whole(std::string_view pattern) {
+namespace {
+
+// The tree of ^(?:pattern)$, read from `pattern` itself (so an error names its place there).
+Regex anchored_tree(std::string_view pattern) {
   Regex anchored;  // a sequence: ^, the pattern, $
   anchored.parts.resize(3);
   anchored.parts[0].kind = Regex::Kind::line_start;
   anchored.parts[1] = parse_pattern(pattern);
   anchored.parts[2].kind = Regex::Kind::line_end;
-  return compile_tree(anchored);
+  return anchored;
 }
+
+}  // namespace
+
+std::shared_ptr<const StringPattern> StringPattern::compile_whole(std::string_view pattern) { return compile_tree(anchored_tree(pattern)); }
 
 namespace {
 
@@ -369,7 +376,14 @@ std::optional<uint64_t> fixed_length(const Regex& regex) {
 }  // namespace
 
 std::optional<StringPattern::CountedClass> StringPattern::counted_class(std::string_view pattern) {
-  const Regex regex = parse_pattern(pattern);
+  return counted_class_of(parse_pattern(pattern));
+}
+
+std::optional<StringPattern::CountedClass> StringPattern::counted_class_whole(std::string_view pattern) {
+  return counted_class_of(anchored_tree(pattern));
+}
+
+std::optional<StringPattern::CountedClass> StringPattern::counted_class_of(const Regex& regex) {
   // The pattern's parts in order, groups opened: ^, then P, C{m,n} and S, then $.
   std::vector<const Regex*> parts;
   auto flatten = [&](auto&& self, const Regex& regex_part) -> void {
@@ -408,7 +422,7 @@ std::optional<StringPattern::CountedClass> StringPattern::counted_class(std::str
     star_of_class.parts = {*unwrapped(&repeat.parts[0])};
     star.parts.push_back(std::move(star_of_class));
   }
-  return CountedClass{compile_tree(star), uint32_t(least), uint32_t(most)};
+  return CountedClass{compile_tree(star), uint32_t(least), uint32_t(most), repeat.most == kUnbounded ? repeat.least : repeat.most};
 }
 
 std::shared_ptr<const StringPattern> StringPattern::compile_tree(const Regex& regex) {

@@ -47,8 +47,11 @@ class StringPattern {
   struct CountedClass {
     std::shared_ptr<const StringPattern> star;
     uint32_t least = 0, most = UINT32_MAX;  // the whole string's code points
+    uint32_t spelt = 0;  // the copies of the class the counted automaton would spell out (its most, or its least)
   };
   static std::optional<CountedClass> counted_class(std::string_view pattern);
+  // The same for the strings the pattern matches whole (compile_whole), errors named at their place in it.
+  static std::optional<CountedClass> counted_class_whole(std::string_view pattern);
 
   static constexpr int32_t kStart = 0;
   // Every state can still reach a match: a string with no way to a match is refused at its first
@@ -73,6 +76,7 @@ class StringPattern {
 
  private:
   static std::shared_ptr<const StringPattern> compile_tree(const pattern_syntax::Regex& regex);
+  static std::optional<CountedClass> counted_class_of(const pattern_syntax::Regex& regex);
   std::vector<State> states_;  // [kStart]: the start
 };
 

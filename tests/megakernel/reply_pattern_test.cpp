@@ -89,6 +89,25 @@ TEST(ReplyPattern, MatchesExactlyWhatStdRegexMatchesWhole) {
   EXPECT_FALSE(ReplyPattern::compile("[ a-z]+\\.")->counted());  // a plus is a star already
 }
 
+// A count past the states a pattern's automaton may have is held as its star with lengths, exactly; so is
+// one whose suffix overlaps its class (spelt out, its automaton would blow up).
+TEST(ReplyPattern, LargeCountsAreHeldExactly) {
+  const auto wide = ReplyPattern::compile("[a-z]{1,100000}");
+  EXPECT_TRUE(wide->counted());
+  EXPECT_TRUE(wide->matches(std::string(100000, 'q')));
+  EXPECT_FALSE(wide->matches(std::string(100001, 'q')));
+  EXPECT_FALSE(wide->matches(""));
+  const auto overlapping = ReplyPattern::compile("[a-c]{0,1176}(ab|cd)");
+  EXPECT_TRUE(overlapping->counted());
+  for (const std::string& text : {std::string("ab"), std::string("cab"), std::string(1176, 'c') + "cd", std::string(1175, 'a') + "ab"})
+    EXPECT_TRUE(overlapping->matches(text)) << text.size();
+  for (const std::string& text : {std::string("a"), std::string(1177, 'c') + "cd", std::string(3, 'c') + "ca"})
+    EXPECT_FALSE(overlapping->matches(text)) << text.size();
+  PatternReplyBytes at_most = wide->start();
+  ASSERT_TRUE(at_most.feed(std::string(100000, 'z')));
+  EXPECT_TRUE(at_most.ended());  // nothing may follow the 100,000th character
+}
+
 // A multi-byte character is refused at its first byte when no character it begins leads on, and taken
 // byte by byte when one does; a byte that UTF-8 never has is refused, and so are a surrogate's and an
 // overlong form's.

@@ -72,7 +72,8 @@ class ReplyPattern {
   // an automaton past kMostPatternStates, an expression nothing matches or that matches only the empty text.
   // One class counted with parts of one length around it ([a-z]{1,400}, \d{3}-[A-Z ]{2,80}\.) is held as
   // the class's star and the whole reply's lengths (StringPattern::counted_class), as a schema holds it,
-  // where the count spelt out 8 or more automaton states.
+  // where the count would spell out 8 or more copies of the class; a count past the states a pattern may
+  // have ([a-z]{1,100000}) is held too.
   static std::shared_ptr<const ReplyPattern> compile(std::string_view regex);
   // The reply is exactly one of `choices` (each a non-empty UTF-8 text, written as it is: no character
   // has a meaning). An InputError for no choice, an empty one, or too many to hold.
