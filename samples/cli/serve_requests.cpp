@@ -113,9 +113,10 @@ ReplyFormat response_format(const json& body) {
 // text), one of them. Its other ways (a grammar, structural tags) and vLLM's older guided_* fields are
 // refused by name: a reply that silently skipped them would be wrong output.
 ReplyFormat structured_outputs(const json& body) {
-  for (const char* older : {"guided_regex", "guided_choice", "guided_json", "guided_grammar", "guided_decoding_backend"})
+  for (const char* older : {"guided_regex", "guided_choice", "guided_json", "guided_grammar"})
     if (given(body, older))
       refuse(older, std::string("is vLLM's older field: give \"structured_outputs\": {\"") + (older + 7) + "\": ...} (regex, choice or json)");
+  if (given(body, "guided_decoding_backend")) refuse("guided_decoding_backend", "is vLLM's older field, and Tilefire has one way to hold a reply");
   ReplyFormat reply;
   if (!given(body, "structured_outputs")) return reply;
   const json& given_ways = body.at("structured_outputs");
