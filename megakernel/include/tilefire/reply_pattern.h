@@ -84,14 +84,11 @@ class ReplyPattern {
   // Whether the whole of `text` is matched (the tests' way to ask).
   bool matches(std::string_view text) const;
   size_t states() const;  // the automaton's
-  // Held as a counted class's star with lengths (least, most: the reply's characters; most UINT32_MAX: none).
+  // Held as a counted class's star with lengths (the tests' way to ask which path a pattern took).
   bool counted() const { return lengths_ != nullptr; }
-  uint32_t least() const { return least_; }
-  uint32_t most() const { return most_; }
 
  private:
   friend class PatternReplyBytes;
-  friend class PatternTokenTables;
   explicit ReplyPattern(std::shared_ptr<const StringPattern> automaton);
   // Whether a reply `after` characters long, in `state`, can still end within the lengths.
   bool within_lengths(int32_t state, uint32_t after) const;
@@ -99,7 +96,7 @@ class ReplyPattern {
   // (beyond it only the star's own end matters), so that the states of a long reply repeat.
   uint32_t counted_after(uint32_t count) const;
   std::shared_ptr<const StringPattern> automaton_;
-  uint32_t least_ = 0, most_ = UINT32_MAX;
+  uint32_t least_ = 0, most_ = UINT32_MAX;  // the reply's characters (most UINT32_MAX: none), with lengths_
   std::unique_ptr<const PatternLengths> lengths_;  // null: no lengths
 };
 
