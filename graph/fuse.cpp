@@ -121,7 +121,8 @@ class Fuser {
     p.kv_heads = s.kv_heads;
     p.head_dim = s.head_dim;
     p.max_context = g_.max_context;
-    p.scale = float(1.0 / std::sqrt(double(s.head_dim)));
+    // LongRoPE's cos and sin carry a factor that scales each score by its square (ops/rope.h).
+    p.scale = float(rope_score_factor(s.rope_scaling) / std::sqrt(double(s.head_dim)));
     // Whole GQA groups per tile when there are enough KV heads to keep every worker busy; otherwise split
     // groups (each tile then reads its KV head again, which costs little at these sizes).
     const uint32_t group = s.group();

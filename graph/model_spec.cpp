@@ -23,6 +23,12 @@ using nlohmann::json;
   throw InputError(origin + ": " + what);
 }
 
+// LongRoPE's attention_factor when the config gives none (transformers' _compute_longrope_parameters).
+double longrope_default_attention_factor(float factor, uint32_t original_max_position) {
+  if (factor <= 1.0f) return 1.0;
+  return std::sqrt(1.0 + std::log(double(factor)) / std::log(double(original_max_position)));
+}
+
 struct ArchitectureName {
   const char* hf_name;
   const char* model_type;
@@ -34,6 +40,7 @@ constexpr ArchitectureName kArchitectures[] = {
     {"MistralForCausalLM", "mistral", Architecture::mistral},
     {"Qwen2ForCausalLM", "qwen2", Architecture::qwen2},
     {"Qwen3ForCausalLM", "qwen3", Architecture::qwen3},
+    {"Phi3ForCausalLM", "phi3", Architecture::phi3},
 };
 
 const ArchitectureName& architecture_entry(Architecture arch) {
@@ -85,6 +92,22 @@ class ConfigReader {
     return positive_float_or(key, 0.0f);
   }
 
+  // A required list of positive finite numbers.
+  std::vector<float> positive_floats(const char* key) const {
+    if (!has_non_null(key)) fail(origin_, "missing required key '" + key_name(key) + "' (a list of positive numbers)");
+    const json& list = at(key);
+    if (!list.is_array()) bad(key, "a list of positive numbers");
+    std::vector<float> values;
+    for (const json& value : list) {
+      const double number = value.is_number() ? value.get<double>() : 0.0;
+      if (!std::isfinite(number) || number <= 0.0 || number > std::numeric_limits<float>::max())
+        fail(origin_, "key '" + key_name(key) + "' must be a list of positive numbers (item " + std::to_string(values.size()) +
+                          " is " + value.dump() + ")");
+      values.push_back(static_cast<float>(number));
+    }
+    return values;
+  }
+
   bool bool_or(const char* key, bool fallback) const {
     if (!has_non_null(key)) return fallback;
     if (!at(key).is_boolean()) bad(key, "true or false");
@@ -127,6 +150,30 @@ class ConfigReader {
   std::string prefix_;
 };
 
+// LongRoPE (Phi-3 and Phi-3.5's long-context models; "su" is its older name), as transformers'
+// _compute_longrope_parameters reads it: the pretrained context is original_max_position_embeddings (in
+// rope_scaling, or beside it in the config, or max_position_embeddings), the factor the context was
+// stretched by is rope_scaling.factor or max_position_embeddings over it, and cos and sin are multiplied
+// by attention_factor, given or sqrt(1 + ln(factor) / ln(original)) (1 for a factor of at most 1).
+RopeScaling parse_longrope(const json& config, const json& node, const std::string& origin) {
+  ConfigReader reader(node, origin, "rope_scaling."), top(config, origin);
+  RopeScaling scaling;
+  scaling.longrope = true;
+  scaling.short_factor = reader.positive_floats("short_factor");
+  scaling.long_factor = reader.positive_floats("long_factor");
+  const uint32_t max_position = top.positive_u32_or("max_position_embeddings", 4096);
+  scaling.original_max_position = reader.has_non_null("original_max_position_embeddings")
+                                      ? reader.positive_u32("original_max_position_embeddings")
+                                      : top.positive_u32_or("original_max_position_embeddings", max_position);
+  scaling.factor = reader.positive_float_or("factor", float(double(max_position) / double(scaling.original_max_position)));
+  if (reader.has_non_null("attention_factor")) {
+    scaling.attention_factor = reader.positive_float("attention_factor");
+  } else {
+    scaling.attention_factor = float(longrope_default_attention_factor(scaling.factor, scaling.original_max_position));
+  }
+  return scaling;
+}
+
 RopeScaling parse_rope_scaling(const json& config, const std::string& origin) {
   RopeScaling scaling;
   if (!config.contains("rope_scaling") || config.at("rope_scaling").is_null()) return scaling;
@@ -138,8 +185,9 @@ RopeScaling parse_rope_scaling(const json& config, const std::string& origin) {
   if (!node.at(type_key).is_string()) fail(origin, "key 'rope_scaling." + std::string(type_key) + "' must be a string");
   std::string type = node.at(type_key).get<std::string>();
   if (type == "default") return scaling;
+  if (type == "longrope" || type == "su") return parse_longrope(config, node, origin);
   if (type != "llama3") {
-    fail(origin, "key 'rope_scaling' has unsupported type '" + type + "' (supported: llama3, default)");
+    fail(origin, "key 'rope_scaling' has unsupported type '" + type + "' (supported: llama3, longrope, default)");
   }
   ConfigReader reader(node, origin, "rope_scaling.");
   scaling.llama3 = true;
@@ -265,7 +313,8 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
   spec.rope_theta = reader.positive_float_or("rope_theta", qwen && !reader.has("rope_theta") ? 1e6f : 1e4f);
   spec.rope_scaling = parse_rope_scaling(config, origin);
   spec.tie_embeddings = reader.bool_or("tie_word_embeddings", false);
-  spec.qkv_bias = spec.arch == Architecture::qwen2 || reader.bool_or("attention_bias", false);
+  // Phi-3's qkv_proj never has a bias (transformers' Phi3Attention ignores attention_bias).
+  spec.qkv_bias = spec.arch == Architecture::qwen2 || (spec.arch != Architecture::phi3 && reader.bool_or("attention_bias", false));
   spec.qk_norm = spec.arch == Architecture::qwen3;
   if (reader.bool_or("mlp_bias", false)) fail(origin, "key 'mlp_bias' is true: Tilefire's MLP has no biases");
   // transformers rotates only this share of each head's dimensions; Tilefire rotates all of them, so
@@ -349,6 +398,20 @@ void validate_spec(const ModelSpec& spec, const std::string& origin) {
       fail(origin, "key 'rope_scaling.high_freq_factor' must be greater than rope_scaling.low_freq_factor");
     }
     require_positive(scaling.original_max_position, "rope_scaling.original_max_position_embeddings");
+  }
+  if (scaling.longrope) {
+    // transformers checks the same: one factor per rotated pair of a head's dimensions.
+    for (const auto& [factors, key] : {std::pair{&scaling.short_factor, "short_factor"}, std::pair{&scaling.long_factor, "long_factor"}}) {
+      if (factors->size() != spec.head_dim / 2)
+        fail(origin, "key 'rope_scaling." + std::string(key) + "' has " + std::to_string(factors->size()) +
+                         " factors; LongRoPE needs one per pair of a head's dimensions, head_dim / 2 = " +
+                         std::to_string(spec.head_dim / 2));
+      for (float factor : *factors)
+        if (!(factor > 0.0f) || !std::isfinite(factor)) fail(origin, "key 'rope_scaling." + std::string(key) + "' must hold positive numbers");
+    }
+    if (!(scaling.attention_factor > 0.0f) || !std::isfinite(scaling.attention_factor))
+      fail(origin, "key 'rope_scaling.attention_factor' must be a positive number");
+    require_positive(scaling.original_max_position, "original_max_position_embeddings");
   }
   if (spec.bos_token >= 0 && uint32_t(spec.bos_token) >= spec.vocab) {
     fail(origin, "key 'bos_token_id' (" + std::to_string(spec.bos_token) + ") is not below vocab_size (" +
@@ -470,7 +533,21 @@ std::string to_hf_config_json(const ModelSpec& spec) {
   config["max_position_embeddings"] = spec.max_context;
   config["rms_norm_eps"] = float_to_json(spec.rms_eps);
   config["rope_theta"] = float_to_json(spec.rope_theta);
-  if (spec.rope_scaling.llama3) {
+  if (spec.rope_scaling.longrope) {
+    // As Phi-3's configs have it (transformers' Phi3Config wants exactly these three keys in rope_scaling,
+    // original_max_position_embeddings beside it); an attention_factor other than the one those imply
+    // is written too, as newer configs may.
+    const RopeScaling& scaling = spec.rope_scaling;
+    json factors_short = json::array(), factors_long = json::array();
+    for (float f : scaling.short_factor) factors_short.push_back(float_to_json(f));
+    for (float f : scaling.long_factor) factors_long.push_back(float_to_json(f));
+    config["rope_scaling"] = {{"type", "longrope"}, {"short_factor", factors_short}, {"long_factor", factors_long}};
+    config["original_max_position_embeddings"] = scaling.original_max_position;
+    const double implied_factor = double(spec.max_context) / double(scaling.original_max_position);
+    if (scaling.factor != float(implied_factor)) config["rope_scaling"]["factor"] = float_to_json(scaling.factor);
+    if (scaling.attention_factor != float(longrope_default_attention_factor(scaling.factor, scaling.original_max_position)))
+      config["rope_scaling"]["attention_factor"] = float_to_json(scaling.attention_factor);
+  } else if (spec.rope_scaling.llama3) {
     config["rope_scaling"] = {
         {"rope_type", "llama3"},
         {"factor", float_to_json(spec.rope_scaling.factor)},
@@ -482,8 +559,9 @@ std::string to_hf_config_json(const ModelSpec& spec) {
     config["rope_scaling"] = nullptr;
   }
   config["tie_word_embeddings"] = spec.tie_embeddings;
-  // Qwen2 always has q/k/v biases (its config has no key for it); the others say it with attention_bias.
-  if (spec.arch != Architecture::qwen2) config["attention_bias"] = spec.qkv_bias;
+  // Qwen2 always has q/k/v biases (its config has no key for it), Phi-3 never; the others say it with
+  // attention_bias.
+  if (spec.arch != Architecture::qwen2 && spec.arch != Architecture::phi3) config["attention_bias"] = spec.qkv_bias;
   config["hidden_act"] = "silu";
   const char* dtype_names[] = {"float32", "bfloat16", "float16"};
   config["torch_dtype"] = dtype_names[static_cast<int>(spec.dtype)];

@@ -12,7 +12,8 @@
 
 namespace tilefire {
 
-enum class Architecture : uint8_t { llama, mistral, qwen2, qwen3 };
+// phi3: Llama's layer with q/k/v stored as one qkv_proj and gate/up as one gate_up_proj (split on load).
+enum class Architecture : uint8_t { llama, mistral, qwen2, qwen3, phi3 };
 
 struct ModelSpec {
   Architecture arch = Architecture::llama;
@@ -38,6 +39,9 @@ struct ModelSpec {
   uint32_t q_dim() const { return heads * head_dim; }
   uint32_t kv_dim() const { return kv_heads * head_dim; }
   uint32_t group() const { return heads / kv_heads; }  // query heads per KV head
+  // The checkpoint holds self_attn.qkv_proj ([q_dim + 2 kv_dim, hidden]: q, k, v rows in turn) and
+  // mlp.gate_up_proj ([2 ffn, hidden]: gate rows, then up), each read as its parts.
+  bool fused_projections() const { return arch == Architecture::phi3; }
   uint64_t parameter_count() const;
 };
 

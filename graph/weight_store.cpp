@@ -108,6 +108,25 @@ const TensorView& WeightStore::require(const std::string& name, const std::vecto
   return *view;
 }
 
+void WeightStore::add_row_range(const std::string& whole, const std::string& name, uint64_t row_begin, uint64_t row_end) {
+  const TensorView* fused = find(whole);
+  if (fused == nullptr) fail("weight store", "no tensor '" + whole + "' to take '" + name + "' from");
+  if (fused->shape.size() != 2 || row_begin >= row_end || row_end > fused->shape[0])
+    fail(fused->file, "tensor '" + whole + "' of shape " + shape_text(fused->shape) + " has no rows [" + std::to_string(row_begin) +
+                          ", " + std::to_string(row_end) + ") for '" + name + "'");
+  if (find(name) != nullptr) fail(fused->file, "tensor '" + name + "' is both in the checkpoint and a part of '" + whole + "'");
+  const uint64_t row_bytes = fused->nbytes / fused->shape[0];  // [rows, columns] row-major
+  auto part = std::make_shared<TensorView>();
+  part->name = name;
+  part->dtype = fused->dtype;
+  part->shape = {row_end - row_begin, fused->shape[1]};
+  part->data = static_cast<const uint8_t*>(fused->data) + row_begin * row_bytes;
+  part->nbytes = (row_end - row_begin) * row_bytes;
+  part->file = fused->file;
+  index_[name] = part.get();
+  row_ranges_.push_back(std::move(part));
+}
+
 std::vector<ExpectedTensor> expected_tensors(const ModelSpec& spec) {
   const uint64_t hidden = spec.hidden, q_dim = spec.q_dim(), kv_dim = spec.kv_dim(), ffn = spec.ffn;
   const uint64_t head_dim = spec.head_dim, vocab = spec.vocab;
@@ -116,9 +135,13 @@ std::vector<ExpectedTensor> expected_tensors(const ModelSpec& spec) {
   for (uint32_t layer = 0; layer < spec.layers; ++layer) {
     const std::string prefix = "model.layers." + std::to_string(layer) + ".";
     tensors.push_back({prefix + "input_layernorm.weight", {hidden}, false});
-    tensors.push_back({prefix + "self_attn.q_proj.weight", {q_dim, hidden}, true});
-    tensors.push_back({prefix + "self_attn.k_proj.weight", {kv_dim, hidden}, true});
-    tensors.push_back({prefix + "self_attn.v_proj.weight", {kv_dim, hidden}, true});
+    if (spec.fused_projections()) {
+      tensors.push_back({prefix + "self_attn.qkv_proj.weight", {q_dim + 2 * kv_dim, hidden}, true});
+    } else {
+      tensors.push_back({prefix + "self_attn.q_proj.weight", {q_dim, hidden}, true});
+      tensors.push_back({prefix + "self_attn.k_proj.weight", {kv_dim, hidden}, true});
+      tensors.push_back({prefix + "self_attn.v_proj.weight", {kv_dim, hidden}, true});
+    }
     tensors.push_back({prefix + "self_attn.o_proj.weight", {hidden, q_dim}, true});
     if (spec.qkv_bias) {
       tensors.push_back({prefix + "self_attn.q_proj.bias", {q_dim}, false});
@@ -130,8 +153,12 @@ std::vector<ExpectedTensor> expected_tensors(const ModelSpec& spec) {
       tensors.push_back({prefix + "self_attn.k_norm.weight", {head_dim}, false});
     }
     tensors.push_back({prefix + "post_attention_layernorm.weight", {hidden}, false});
-    tensors.push_back({prefix + "mlp.gate_proj.weight", {ffn, hidden}, true});
-    tensors.push_back({prefix + "mlp.up_proj.weight", {ffn, hidden}, true});
+    if (spec.fused_projections()) {
+      tensors.push_back({prefix + "mlp.gate_up_proj.weight", {2 * ffn, hidden}, true});
+    } else {
+      tensors.push_back({prefix + "mlp.gate_proj.weight", {ffn, hidden}, true});
+      tensors.push_back({prefix + "mlp.up_proj.weight", {ffn, hidden}, true});
+    }
     tensors.push_back({prefix + "mlp.down_proj.weight", {hidden, ffn}, true});
   }
   tensors.push_back({"model.norm.weight", {hidden}, false});
@@ -166,7 +193,7 @@ std::string unused_tensor_reason(const std::string& name, const ModelSpec& spec)
 
 }  // namespace
 
-void check_weights_against_spec(ModelSpec& spec, const WeightStore& weights, const std::string& origin) {
+void check_weights_against_spec(ModelSpec& spec, WeightStore& weights, const std::string& origin) {
   const TensorView* first_matrix = nullptr;
   const std::vector<ExpectedTensor> expected_list = expected_tensors(spec);
   for (const ExpectedTensor& expected : expected_list) {
@@ -203,6 +230,20 @@ void check_weights_against_spec(ModelSpec& spec, const WeightStore& weights, con
   // torch_dtype in config.json is often wrong (float32 configs over bf16 files and the reverse); the
   // bytes on disk are what the kernels read, so they decide.
   if (first_matrix != nullptr) spec.dtype = first_matrix->dtype;
+  if (spec.fused_projections()) {
+    // transformers' Phi3Attention slices qkv_proj's output as q, k, v in turn, and Phi3MLP chunks
+    // gate_up_proj's in two, gate first: the same rows of the weights.
+    const uint64_t q_dim = spec.q_dim(), kv_dim = spec.kv_dim(), ffn = spec.ffn;
+    for (uint32_t layer = 0; layer < spec.layers; ++layer) {
+      const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+      const std::string qkv = prefix + "self_attn.qkv_proj.weight", gate_up = prefix + "mlp.gate_up_proj.weight";
+      weights.add_row_range(qkv, prefix + "self_attn.q_proj.weight", 0, q_dim);
+      weights.add_row_range(qkv, prefix + "self_attn.k_proj.weight", q_dim, q_dim + kv_dim);
+      weights.add_row_range(qkv, prefix + "self_attn.v_proj.weight", q_dim + kv_dim, q_dim + 2 * kv_dim);
+      weights.add_row_range(gate_up, prefix + "mlp.gate_proj.weight", 0, ffn);
+      weights.add_row_range(gate_up, prefix + "mlp.up_proj.weight", ffn, 2 * ffn);
+    }
+  }
 }
 
 LoadedModel load_hf_model(const std::filesystem::path& folder) {

@@ -62,9 +62,14 @@ class WeightStore {
   size_t size() const { return index_.size(); }
   // Every tensor, by name.
   const std::map<std::string, const TensorView*>& tensors() const { return index_; }
+  // Adds `name`: rows [row_begin, row_end) of the matrix `whole` (a view of its bytes, nothing copied), for
+  // a checkpoint that stores projections fused (Phi-3's qkv_proj). Throws InputError when `whole` is not a
+  // matrix holding those rows, or `name` is taken.
+  void add_row_range(const std::string& whole, const std::string& name, uint64_t row_begin, uint64_t row_end);
 
  private:
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
+  std::vector<std::shared_ptr<const TensorView>> row_ranges_;  // add_row_range's views
   std::map<std::string, const TensorView*> index_;
 };
 
@@ -78,7 +83,8 @@ struct ExpectedTensor {
 };
 
 // Every tensor a checkpoint of this spec must hold, with its shape (HF names: model.embed_tokens.weight,
-// model.layers.N.self_attn.q_proj.weight, ..., lm_head.weight unless tied).
+// model.layers.N.self_attn.q_proj.weight, ..., lm_head.weight unless tied; self_attn.qkv_proj.weight and
+// mlp.gate_up_proj.weight in place of their parts where spec.fused_projections()).
 std::vector<ExpectedTensor> expected_tensors(const ModelSpec& spec);
 
 struct LoadedModel {
@@ -90,8 +96,10 @@ struct LoadedModel {
 // config.json + weights; every expected tensor is present with the right shape, and all matrices share
 // one dtype (which becomes spec.dtype). Throws InputError on anything else.
 LoadedModel load_hf_model(const std::filesystem::path& folder);
-// Checks `weights` against `spec` as load_hf_model does; sets spec.dtype from the matrices.
-void check_weights_against_spec(ModelSpec& spec, const WeightStore& weights, const std::string& origin);
+// Checks `weights` against `spec` as load_hf_model does; sets spec.dtype from the matrices. Where the
+// checkpoint holds fused projections (spec.fused_projections()), each part is then added under its own name
+// (q_proj, k_proj, v_proj, gate_proj, up_proj: views of the fused rows), which is what the compiler reads.
+void check_weights_against_spec(ModelSpec& spec, WeightStore& weights, const std::string& origin);
 
 // Deterministic random weights (own RNG, identical on every platform): matrices uniform with std 0.02
 // (embeddings 1.0 / sqrt(hidden) scaled), norm weights 1 + small noise, biases small.

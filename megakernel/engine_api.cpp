@@ -26,6 +26,7 @@ const char* architecture_name(Architecture arch) {
     case Architecture::mistral: return "MistralForCausalLM";
     case Architecture::qwen2: return "Qwen2ForCausalLM";
     case Architecture::qwen3: return "Qwen3ForCausalLM";
+    case Architecture::phi3: return "Phi3ForCausalLM";
   }
   return "?";
 }

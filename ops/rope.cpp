@@ -10,7 +10,7 @@
 
 namespace tilefire {
 
-std::vector<float> rope_inverse_frequencies(uint32_t head_dim, float theta, const RopeScaling& scaling) {
+std::vector<float> rope_inverse_frequencies(uint32_t head_dim, float theta, const RopeScaling& scaling, uint32_t context) {
   if (head_dim == 0 || head_dim % 2 != 0)
     throw std::invalid_argument("rope: head_dim must be even and non-zero, got " + std::to_string(head_dim));
   const uint32_t half = head_dim / 2;
@@ -21,6 +21,19 @@ std::vector<float> rope_inverse_frequencies(uint32_t head_dim, float theta, cons
     const float exponent = float(2 * i) / float(head_dim);
     const float power = float(std::pow(double(theta), double(exponent)));
     inv_freq[i] = 1.0f / power;
+  }
+  if (scaling.longrope) {
+    // transformers' _compute_longrope_parameters: 1.0 / (ext_factors * base ** (arange(0, dim, 2) / dim)), a
+    // float32 product and a float32 division.
+    const std::vector<float>& ext = context > scaling.original_max_position ? scaling.long_factor : scaling.short_factor;
+    if (ext.size() != half)
+      throw std::invalid_argument("rope: longrope needs " + std::to_string(half) + " factors, got " + std::to_string(ext.size()));
+    for (uint32_t i = 0; i < half; ++i) {
+      const float exponent = float(2 * i) / float(head_dim);
+      const float power = float(std::pow(double(theta), double(exponent)));
+      inv_freq[i] = 1.0f / (ext[i] * power);
+    }
+    return inv_freq;
   }
   if (!scaling.llama3) return inv_freq;
 
@@ -44,6 +57,12 @@ std::vector<float> rope_inverse_frequencies(uint32_t head_dim, float theta, cons
     }
   }
   return inv_freq;
+}
+
+double rope_score_factor(const RopeScaling& scaling) {
+  if (!scaling.longrope) return 1.0;
+  const double m = scaling.attention_factor;
+  return m * m;
 }
 
 void rope_apply_head(float* head, uint32_t head_dim, uint32_t position, const float* inv_freq) {

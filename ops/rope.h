@@ -6,17 +6,33 @@
 namespace tilefire {
 
 struct RopeScaling {
-  bool llama3 = false;  // rope_scaling.rope_type == "llama3"
+  bool llama3 = false;    // rope_scaling.rope_type == "llama3"
+  bool longrope = false;  // "longrope" (Phi-3; its older name "su")
   float factor = 1.0f;
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
   uint32_t original_max_position = 8192;
+  // longrope: each frequency's divisor [head_dim / 2] for a context within original_max_position (short)
+  // and past it (long), and the factor transformers multiplies cos and sin by (attention_factor).
+  std::vector<float> short_factor, long_factor;
+  float attention_factor = 1.0f;
+
+  bool operator==(const RopeScaling&) const = default;
 };
 
-// inv_freq[i] = theta^(-2i / head_dim) for i < head_dim / 2, with Llama 3's frequency scaling applied
-// when scaling.llama3 (wavelengths above original/low_freq_factor divided by factor, below
-// original/high_freq_factor kept, smoothly interpolated between), as transformers computes it.
-std::vector<float> rope_inverse_frequencies(uint32_t head_dim, float theta, const RopeScaling& scaling);
+// inv_freq[i] = theta^(-2i / head_dim) for i < head_dim / 2, as transformers computes it, with:
+// - Llama 3's frequency scaling when scaling.llama3 (wavelengths above original/low_freq_factor divided by
+//   factor, below original/high_freq_factor kept, smoothly interpolated between);
+// - LongRoPE's when scaling.longrope: inv_freq[i] = 1 / (ext[i] * theta^(2i / head_dim)), ext the long
+//   factors when `context` (the positions a sequence's KV cache holds) is past original_max_position, the
+//   short ones otherwise. transformers picks by the length of each forward pass, so keys cached before a
+//   sequence grows past it keep the short rotation; choosing once by the context (llama.cpp's rule) keeps
+//   every position's rotation fixed, and is transformers' choice whenever the context is within it.
+std::vector<float> rope_inverse_frequencies(uint32_t head_dim, float theta, const RopeScaling& scaling, uint32_t context = 0);
+
+// What the attention scores are multiplied by besides 1 / sqrt(head_dim): LongRoPE multiplies both cos and
+// sin by attention_factor, so every rotated q . k by its square (values are not rotated); 1 otherwise.
+double rope_score_factor(const RopeScaling& scaling);
 
 // Rotates one head in place: for i < hd/2, angle = float(position) * inv_freq[i] as a float32 product
 // (like transformers' float32 path; the same bits as the exact product rounded once to float), then

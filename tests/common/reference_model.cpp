@@ -1,5 +1,6 @@
 #include "tests/common/reference_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -30,11 +31,17 @@ std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<dou
 
 }  // namespace
 
-ReferenceModel::ReferenceModel(const ModelSpec& spec, const WeightStore& weights) : spec_(spec), weights_(weights) {
-  // RoPE frequencies, with Llama 3's scaling, straight from the published formula.
+ReferenceModel::ReferenceModel(const ModelSpec& spec, const WeightStore& weights, uint32_t context)
+    : spec_(spec), weights_(weights) {
+  // RoPE frequencies, with Llama 3's or LongRoPE's scaling, straight from the published formulas.
   const uint32_t hd = spec.head_dim;
+  if (context == 0) context = std::min(spec.max_context, 4096u);
+  const RopeScaling& longrope = spec.rope_scaling;
+  if (longrope.longrope) rope_magnitude_ = longrope.attention_factor;
   for (uint32_t i = 0; i < hd / 2; ++i) {
     double f = 1.0 / std::pow(double(spec.rope_theta), double(2 * i) / double(hd));
+    if (longrope.longrope)  // LongRoPE: each frequency divided by its factor, long ones past the pretrained context
+      f /= double(context > longrope.original_max_position ? longrope.long_factor.at(i) : longrope.short_factor.at(i));
     if (spec.rope_scaling.llama3) {
       const RopeScaling& s = spec.rope_scaling;
       const double pi = 3.14159265358979323846;
@@ -77,7 +84,7 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
   auto rotate = [&](double* head) {
     for (uint32_t i = 0; i < hd / 2; ++i) {
       const double angle = double(pos) * inv_freq_[i];
-      const double c = std::cos(angle), sn = std::sin(angle);
+      const double c = std::cos(angle) * rope_magnitude_, sn = std::sin(angle) * rope_magnitude_;
       const double a = head[i], b = head[i + hd / 2];
       head[i] = a * c - b * sn;
       head[i + hd / 2] = b * c + a * sn;
@@ -92,9 +99,17 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
   for (uint32_t l = 0; l < s.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     std::vector<double> xn = rms_norm(x, weight(p + "input_layernorm.weight"), s.rms_eps);
-    std::vector<double> q = matvec(weight(p + "self_attn.q_proj.weight"), xn, size_t(H) * hd);
-    std::vector<double> k = matvec(weight(p + "self_attn.k_proj.weight"), xn, size_t(KV) * hd);
-    std::vector<double> v = matvec(weight(p + "self_attn.v_proj.weight"), xn, size_t(KV) * hd);
+    std::vector<double> q, k, v;
+    if (s.fused_projections()) {  // Phi-3: one projection's output sliced into q, k and v in turn
+      const std::vector<double> qkv = matvec(weight(p + "self_attn.qkv_proj.weight"), xn, size_t(H + 2 * KV) * hd);
+      q.assign(qkv.begin(), qkv.begin() + size_t(H) * hd);
+      k.assign(qkv.begin() + size_t(H) * hd, qkv.begin() + size_t(H + KV) * hd);
+      v.assign(qkv.begin() + size_t(H + KV) * hd, qkv.end());
+    } else {
+      q = matvec(weight(p + "self_attn.q_proj.weight"), xn, size_t(H) * hd);
+      k = matvec(weight(p + "self_attn.k_proj.weight"), xn, size_t(KV) * hd);
+      v = matvec(weight(p + "self_attn.v_proj.weight"), xn, size_t(KV) * hd);
+    }
     if (s.qkv_bias) {
       auto bq = weight(p + "self_attn.q_proj.bias"), bk = weight(p + "self_attn.k_proj.bias"), bv = weight(p + "self_attn.v_proj.bias");
       for (size_t i = 0; i < q.size(); ++i) q[i] += bq[i];
@@ -131,8 +146,15 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
 
     std::vector<double> hn = rms_norm(x, weight(p + "post_attention_layernorm.weight"), s.rms_eps);
-    std::vector<double> gate = matvec(weight(p + "mlp.gate_proj.weight"), hn, s.ffn);
-    std::vector<double> up = matvec(weight(p + "mlp.up_proj.weight"), hn, s.ffn);
+    std::vector<double> gate, up;
+    if (s.fused_projections()) {  // Phi-3: gate_up_proj's output chunked in two, gate first
+      const std::vector<double> gate_up = matvec(weight(p + "mlp.gate_up_proj.weight"), hn, size_t(2) * s.ffn);
+      gate.assign(gate_up.begin(), gate_up.begin() + s.ffn);
+      up.assign(gate_up.begin() + s.ffn, gate_up.end());
+    } else {
+      gate = matvec(weight(p + "mlp.gate_proj.weight"), hn, s.ffn);
+      up = matvec(weight(p + "mlp.up_proj.weight"), hn, s.ffn);
+    }
     for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
     std::vector<double> down = matvec(weight(p + "mlp.down_proj.weight"), gate, s.hidden);
     for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];

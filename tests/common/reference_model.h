@@ -1,7 +1,8 @@
 #pragma once
 // The oracle for end-to-end tests: a Llama-family forward pass written plainly, layer by layer, in double,
-// reading the checkpoint's tensors by name. It shares no code with the compiler, the scheduler or the
-// ops (only the bf16/f16 -> f32 conversion), so it can disagree with them.
+// reading the checkpoint's tensors by name (Phi-3's fused qkv_proj and gate_up_proj sliced here, as
+// transformers does). It shares no code with the compiler, the scheduler, the loader's slicing or the ops
+// (only the bf16/f16 -> f32 conversion), so it can disagree with them.
 #include <cstdint>
 #include <vector>
 
@@ -11,7 +12,9 @@ namespace tilefire::testing {
 
 class ReferenceModel {
  public:
-  ReferenceModel(const ModelSpec& spec, const WeightStore& weights);
+  // `context`: the KV cache positions of the engine compared with (LongRoPE's factors depend on it; 0: the
+  // engine's default, the model's max_position_embeddings up to 4096).
+  ReferenceModel(const ModelSpec& spec, const WeightStore& weights, uint32_t context = 0);
   // Feeds tokens at the next positions and returns the last token's logits [vocab].
   std::vector<double> forward(const std::vector<int32_t>& tokens);
   void reset() { k_cache_.assign(spec_.layers, {}); v_cache_.assign(spec_.layers, {}); position_ = 0; }
@@ -29,6 +32,7 @@ class ReferenceModel {
   ModelSpec spec_;
   const WeightStore& weights_;
   std::vector<double> inv_freq_;
+  double rope_magnitude_ = 1.0;  // LongRoPE's attention_factor: cos and sin are multiplied by it
   std::vector<std::vector<double>> k_cache_, v_cache_;  // [layer][position * kv_dim]
   uint32_t position_ = 0;
 };

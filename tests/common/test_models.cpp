@@ -1,6 +1,7 @@
 #include "tests/common/test_models.h"
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -44,6 +45,22 @@ ModelSpec variant_spec(Variant variant) {
       spec.arch_name = "MistralForCausalLM";
       spec.kv_heads = 4;
       break;
+    case Variant::phi3:
+    case Variant::phi3_longrope:
+      spec.arch = Architecture::phi3;
+      spec.arch_name = "Phi3ForCausalLM";
+      spec.kv_heads = 4;
+      if (variant == Variant::phi3) break;
+      spec.rope_scaling.longrope = true;
+      spec.rope_scaling.original_max_position = 64;
+      spec.rope_scaling.factor = float(spec.max_context) / 64.0f;  // as parse_hf_config reads the written config
+      spec.rope_scaling.attention_factor = float(std::sqrt(1.0 + std::log(double(spec.rope_scaling.factor)) / std::log(64.0)));
+      for (uint32_t i = 0; i < spec.head_dim / 2; ++i) {
+        // Phi-3.5's factors grow from 1 at the highest frequency to tens at the lowest; these as well.
+        spec.rope_scaling.short_factor.push_back(1.0f + 0.05f * float(i));
+        spec.rope_scaling.long_factor.push_back(1.0f + 1.5f * float(i * i) / 8.0f);
+      }
+      break;
   }
   return spec;
 }
@@ -56,6 +73,8 @@ const char* variant_name(Variant variant) {
     case Variant::qwen3_qk_norm: return "qwen3_qk_norm";
     case Variant::tied: return "tied";
     case Variant::mistral: return "mistral";
+    case Variant::phi3: return "phi3";
+    case Variant::phi3_longrope: return "phi3_longrope";
   }
   return "?";
 }

@@ -120,6 +120,21 @@ TEST_F(CudaEngine, TinyMatchesTheCpuBackendInEveryMode) {
   expect_bitwise_equal(first, run_trajectory(dynamic_engine, prompt, 12), "dynamic ready queue");
 }
 
+// Phi-3 with LongRoPE on the device: its fused projections read as views, the long factors (256 positions
+// are past its pretrained 64) and the scores' factor reach the kernel through the Program as on the cpu.
+TEST_F(CudaEngine, Phi3WithLongRopeMatchesTheCpuBackend) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  TempDir dir("cuda-phi3");
+  write_test_model(variant_spec(Variant::phi3_longrope), dir.path(), DType::bf16);
+  EngineOptions cpu_options = cuda_options(dir.path().string());
+  cpu_options.backend = Backend::cpu;
+  Engine cpu(cpu_options);
+  const std::vector<int32_t> prompt = prompt_of(21, cpu.model().vocab);
+  const Trajectory reference = run_trajectory(cpu, prompt, 8);
+  Engine cuda(cuda_options(dir.path().string()));
+  expect_close_to_cpu(run_trajectory(cuda, prompt, 8), reference, 2e-3);
+}
+
 // EngineOptions::prefill_chunk on the device: a 150-token prompt prefilled in chunks of 7 (21 of them and
 // a remainder of 3) and of 128 (and 22), then 4 decode steps, against the cpu backend's default chunks.
 TEST_F(CudaEngine, PrefillChunksOfEverySizeMatchTheCpuBackend) {

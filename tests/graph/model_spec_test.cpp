@@ -9,6 +9,7 @@
 
 #include "tests/common/compare.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -42,6 +43,10 @@ void expect_same_spec(const ModelSpec& a, const ModelSpec& b) {
   EXPECT_EQ(a.rope_scaling.low_freq_factor, b.rope_scaling.low_freq_factor);
   EXPECT_EQ(a.rope_scaling.high_freq_factor, b.rope_scaling.high_freq_factor);
   EXPECT_EQ(a.rope_scaling.original_max_position, b.rope_scaling.original_max_position);
+  EXPECT_EQ(a.rope_scaling.longrope, b.rope_scaling.longrope);
+  EXPECT_EQ(a.rope_scaling.short_factor, b.rope_scaling.short_factor);
+  EXPECT_EQ(a.rope_scaling.long_factor, b.rope_scaling.long_factor);
+  EXPECT_EQ(a.rope_scaling.attention_factor, b.rope_scaling.attention_factor);
   EXPECT_EQ(a.tie_embeddings, b.tie_embeddings);
   EXPECT_EQ(a.qkv_bias, b.qkv_bias);
   EXPECT_EQ(a.qk_norm, b.qk_norm);
@@ -124,6 +129,95 @@ TEST(ModelSpecParse, MistralSlidingWindowCapsContext) {
   json no_window = json::parse(config);
   no_window["sliding_window"] = nullptr;
   EXPECT_EQ(parse_hf_config_text(no_window.dump(), "m").max_context, 32768u);
+}
+
+// Microsoft's Phi-3-mini-4k-instruct config.json (abridged as above).
+const char* kPhi3MiniConfig = R"({
+  "architectures": ["Phi3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 1,
+  "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072,
+  "intermediate_size": 8192, "max_position_embeddings": 4096, "model_type": "phi3",
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+  "original_max_position_embeddings": 4096, "pad_token_id": 32000, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
+  "rope_scaling": null, "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16", "vocab_size": 32064})";
+
+TEST(ModelSpecParse, Phi3MiniHasFusedProjectionsAndItsWindowCapsContext) {
+  ModelSpec spec = parse_hf_config_text(kPhi3MiniConfig, "phi3/config.json");
+  EXPECT_EQ(spec.arch, Architecture::phi3);
+  EXPECT_TRUE(spec.fused_projections());
+  EXPECT_EQ(spec.head_dim, 96u);
+  EXPECT_EQ(spec.max_context, 2047u);  // the window: each position sees at most 2047, itself included
+  EXPECT_FALSE(spec.rope_scaling.longrope);
+  EXPECT_FALSE(spec.qkv_bias);
+  EXPECT_EQ(spec.eos_tokens, std::vector<int32_t>{32000});
+  EXPECT_EQ(spec.parameter_count(), 3821079552ull);  // what Hugging Face reports for Phi-3-mini
+  // transformers' Phi3Attention has no bias whatever attention_bias says.
+  json biased = json::parse(kPhi3MiniConfig);
+  biased["attention_bias"] = true;
+  EXPECT_FALSE(parse_hf_config_text(biased.dump(), "m").qkv_bias);
+}
+
+// Phi-3.5-mini-instruct's shape: LongRoPE from a 4096-position pretrained context to 131072 (its 48
+// factors per list replaced by made-up ones; only their count and order matter here).
+json phi35_config() {
+  json config = json::parse(kPhi3MiniConfig);
+  config["max_position_embeddings"] = 131072;
+  config["sliding_window"] = 262144;
+  json short_factor = json::array(), long_factor = json::array();
+  for (int i = 0; i < 48; ++i) short_factor.push_back(1.0 + 0.01 * i), long_factor.push_back(1.0 + 1.5 * i);
+  config["rope_scaling"] = {{"type", "longrope"}, {"short_factor", short_factor}, {"long_factor", long_factor}};
+  return config;
+}
+
+TEST(ModelSpecParse, Phi3LongRopeReadsItsFactorsAndAttentionFactor) {
+  ModelSpec spec = parse_hf_config_text(phi35_config().dump(), "phi3.5/config.json");
+  const RopeScaling& scaling = spec.rope_scaling;
+  EXPECT_EQ(spec.max_context, 131072u);
+  ASSERT_TRUE(scaling.longrope);
+  EXPECT_FALSE(scaling.llama3);
+  EXPECT_EQ(scaling.original_max_position, 4096u);
+  ASSERT_EQ(scaling.short_factor.size(), 48u);
+  ASSERT_EQ(scaling.long_factor.size(), 48u);
+  EXPECT_EQ(scaling.short_factor[47], 1.47f);
+  EXPECT_EQ(scaling.long_factor[2], 4.0f);
+  EXPECT_EQ(scaling.factor, 32.0f);  // 131072 / 4096
+  // sqrt(1 + ln 32 / ln 4096) = sqrt(1 + 5/12)
+  EXPECT_NEAR(scaling.attention_factor, std::sqrt(17.0 / 12.0), 1e-6);
+
+  json su = phi35_config();  // Phi-3's first long-context configs called it "su"
+  su["rope_scaling"]["type"] = "su";
+  EXPECT_TRUE(parse_hf_config_text(su.dump(), "m").rope_scaling.longrope);
+  json given = phi35_config();  // newer configs may give the factors themselves
+  given["rope_scaling"]["rope_type"] = "longrope";
+  given["rope_scaling"].erase("type");
+  given["rope_scaling"]["attention_factor"] = 1.25;
+  given["rope_scaling"]["original_max_position_embeddings"] = 8192;
+  const ModelSpec given_spec = parse_hf_config_text(given.dump(), "m");
+  EXPECT_EQ(given_spec.rope_scaling.attention_factor, 1.25f);
+  EXPECT_EQ(given_spec.rope_scaling.original_max_position, 8192u);
+  EXPECT_EQ(given_spec.rope_scaling.factor, 16.0f);
+
+  // Each list holds one factor per pair of a head's dimensions, or the model would rotate wrongly.
+  json short_list = phi35_config();
+  short_list["rope_scaling"]["long_factor"].erase(0);
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(short_list.dump(), "phi3.5/config.json"); }),
+              HasSubstr("phi3.5/config.json: key 'rope_scaling.long_factor' has 47 factors; LongRoPE needs one per pair of a "
+                        "head's dimensions, head_dim / 2 = 48"));
+  json zero = phi35_config();
+  zero["rope_scaling"]["short_factor"][5] = 0;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(zero.dump(), "c.json"); }),
+              HasSubstr("key 'rope_scaling.short_factor' must be a list of positive numbers (item 5 is 0)"));
+  json missing = phi35_config();
+  missing["rope_scaling"].erase("short_factor");
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(missing.dump(), "c.json"); }),
+              HasSubstr("missing required key 'rope_scaling.short_factor'"));
+
+  // The spec reads back from the config text it writes.
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(spec), "round trip"), spec);
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(given_spec), "round trip"), given_spec);
+  const ModelSpec mini = parse_hf_config_text(kPhi3MiniConfig, "m");
+  ModelSpec mini_unwindowed = parse_hf_config_text(to_hf_config_json(mini), "round trip");
+  expect_same_spec(mini_unwindowed, mini);
 }
 
 TEST(ModelSpecParse, Qwen2HasBiasAndIgnoresDisabledSlidingWindow) {
@@ -300,7 +394,7 @@ TEST(ModelSpecErrors, EveryBadConfigNamesFileAndKey) {
       {"unknown dtype", [](json& c) { c["torch_dtype"] = "float8_e4m3fn"; },
        {"'torch_dtype'", "unknown dtype 'float8_e4m3fn'"}},
       {"bad rope type", [](json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; },
-       {"rope_scaling", "'yarn'"}},
+       {"rope_scaling", "'yarn'", "supported: llama3, longrope, default"}},
       {"rope scaling missing factor",
        [](json& c) {
          c["rope_scaling"] = {{"rope_type", "llama3"}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},

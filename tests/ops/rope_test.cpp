@@ -1,4 +1,4 @@
-// Rotary embedding: hand-checked values, the inverse frequencies (plain and Llama 3 scaled) against
+// Rotary embedding: hand-checked values, the inverse frequencies (plain, Llama 3 and LongRoPE scaled) against
 // the formulas evaluated in double, and rope_apply_head against a double rotation.
 #include "ops/rope.h"
 
@@ -101,6 +101,35 @@ TEST(Rope, Llama3ScalingBranches) {
   EXPECT_FLOAT_EQ(scaled[31], plain[31] / 32.0f);  // low frequency: divided by factor
   EXPECT_GT(scaled[16], plain[16] / 32.0f);        // mid: strictly between
   EXPECT_LT(scaled[16], plain[16]);
+}
+
+// LongRoPE (Phi-3): each frequency divided by its factor, the short ones while the context is within the
+// pretrained one and the long ones past it; the scores carry the square of the factor cos and sin take.
+TEST(Rope, LongRopeFactorsByContext) {
+  RopeScaling scaling;
+  scaling.longrope = true;
+  scaling.original_max_position = 4096;
+  scaling.attention_factor = 1.25f;
+  const uint32_t hd = 96;
+  const double theta = 10000.0;
+  for (uint32_t i = 0; i < hd / 2; ++i) {
+    scaling.short_factor.push_back(1.0f + 0.02f * float(i));
+    scaling.long_factor.push_back(1.0f + 1.7f * float(i));
+  }
+  for (uint32_t context : {0u, 2047u, 4096u, 4097u, 131072u}) {
+    SCOPED_TRACE("context " + std::to_string(context));
+    const auto got = rope_inverse_frequencies(hd, float(theta), scaling, context);
+    ASSERT_EQ(got.size(), hd / 2);
+    const std::vector<float>& factors = context > 4096 ? scaling.long_factor : scaling.short_factor;
+    for (uint32_t i = 0; i < hd / 2; ++i) {
+      const double want = 1.0 / (double(factors[i]) * std::pow(theta, 2.0 * i / hd));
+      EXPECT_TRUE(close(got[i], want, 0.0, 1e-6)) << "i=" << i << " got " << got[i] << " want " << want;
+    }
+  }
+  EXPECT_DOUBLE_EQ(rope_score_factor(scaling), 1.5625);
+  EXPECT_DOUBLE_EQ(rope_score_factor(RopeScaling{}), 1.0);
+  scaling.long_factor.pop_back();  // a list of the wrong length is refused, not read past its end
+  EXPECT_THROW(rope_inverse_frequencies(hd, float(theta), scaling, 8192), std::invalid_argument);
 }
 
 TEST(Rope, ApplyMatchesDoubleRotation) {
