@@ -151,8 +151,8 @@ class ConfigReader {
 };
 
 // LongRoPE (Phi-3 and Phi-3.5's long-context models; "su" is its older name), as transformers'
-// _compute_longrope_parameters reads it: the pretrained context is original_max_position_embeddings (in
-// rope_scaling, or beside it in the config, or max_position_embeddings), the factor the context was
+// _compute_longrope_parameters reads it: the pretrained context is original_max_position_embeddings (beside
+// rope_scaling in the config, or in it, or 4096), the factor the context was
 // stretched by is rope_scaling.factor or max_position_embeddings over it, and cos and sin are multiplied
 // by attention_factor, given or sqrt(1 + ln(factor) / ln(original)) (1 for a factor of at most 1).
 RopeScaling parse_longrope(const json& config, const json& node, const std::string& origin) {
@@ -162,9 +162,11 @@ RopeScaling parse_longrope(const json& config, const json& node, const std::stri
   scaling.short_factor = reader.positive_floats("short_factor");
   scaling.long_factor = reader.positive_floats("long_factor");
   const uint32_t max_position = top.positive_u32_or("max_position_embeddings", 4096);
-  scaling.original_max_position = reader.has_non_null("original_max_position_embeddings")
-                                      ? reader.positive_u32("original_max_position_embeddings")
-                                      : top.positive_u32_or("original_max_position_embeddings", max_position);
+  // transformers' Phi3Config gives the top-level key priority (standardize_rope_params), and defaults it to
+  // 4096, Phi-3's pretrained context.
+  scaling.original_max_position = top.has_non_null("original_max_position_embeddings")
+                                      ? top.positive_u32("original_max_position_embeddings")
+                                      : reader.positive_u32_or("original_max_position_embeddings", 4096);
   scaling.factor = reader.positive_float_or("factor", float(double(max_position) / double(scaling.original_max_position)));
   if (reader.has_non_null("attention_factor")) {
     scaling.attention_factor = reader.positive_float("attention_factor");

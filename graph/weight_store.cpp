@@ -127,6 +127,13 @@ void WeightStore::add_row_range(const std::string& whole, const std::string& nam
   row_ranges_.push_back(std::move(part));
 }
 
+bool WeightStore::is_row_range(const std::string& name) const {
+  const TensorView* view = find(name);
+  for (const auto& part : row_ranges_)
+    if (part.get() == view) return view != nullptr;
+  return false;
+}
+
 std::vector<ExpectedTensor> expected_tensors(const ModelSpec& spec) {
   const uint64_t hidden = spec.hidden, q_dim = spec.q_dim(), kv_dim = spec.kv_dim(), ffn = spec.ffn;
   const uint64_t head_dim = spec.head_dim, vocab = spec.vocab;
@@ -222,7 +229,7 @@ void check_weights_against_spec(ModelSpec& spec, WeightStore& weights, const std
   std::set<std::string> expected_names;
   for (const ExpectedTensor& expected : expected_list) expected_names.insert(expected.name);
   for (const auto& [name, view] : weights.tensors()) {
-    if (expected_names.count(name) || ends_with(name, ".rotary_emb.inv_freq")) continue;
+    if (expected_names.count(name) || ends_with(name, ".rotary_emb.inv_freq") || weights.is_row_range(name)) continue;
     if (name == "lm_head.weight" && spec.tie_embeddings) continue;
     fail(origin, "the checkpoint holds '" + name + "' (in " + view->file + "), " + unused_tensor_reason(name, spec) +
                      "; refusing to run the model without it");
@@ -236,6 +243,7 @@ void check_weights_against_spec(ModelSpec& spec, WeightStore& weights, const std
     const uint64_t q_dim = spec.q_dim(), kv_dim = spec.kv_dim(), ffn = spec.ffn;
     for (uint32_t layer = 0; layer < spec.layers; ++layer) {
       const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+      if (weights.is_row_range(prefix + "self_attn.q_proj.weight")) continue;  // checked before: parts added then
       const std::string qkv = prefix + "self_attn.qkv_proj.weight", gate_up = prefix + "mlp.gate_up_proj.weight";
       weights.add_row_range(qkv, prefix + "self_attn.q_proj.weight", 0, q_dim);
       weights.add_row_range(qkv, prefix + "self_attn.k_proj.weight", q_dim, q_dim + kv_dim);

@@ -66,6 +66,8 @@ class WeightStore {
   // a checkpoint that stores projections fused (Phi-3's qkv_proj). Throws InputError when `whole` is not a
   // matrix holding those rows, or `name` is taken.
   void add_row_range(const std::string& whole, const std::string& name, uint64_t row_begin, uint64_t row_end);
+  // Whether `name` was added by add_row_range (not a tensor of the checkpoint's files).
+  bool is_row_range(const std::string& name) const;
 
  private:
   std::vector<std::shared_ptr<SafetensorsFile>> files_;

@@ -191,11 +191,18 @@ TEST(ModelSpecParse, Phi3LongRopeReadsItsFactorsAndAttentionFactor) {
   given["rope_scaling"]["rope_type"] = "longrope";
   given["rope_scaling"].erase("type");
   given["rope_scaling"]["attention_factor"] = 1.25;
-  given["rope_scaling"]["original_max_position_embeddings"] = 8192;
-  const ModelSpec given_spec = parse_hf_config_text(given.dump(), "m");
+  given["rope_scaling"]["original_max_position_embeddings"] = 8192;  // the top-level key wins, as in transformers
+  ModelSpec given_spec = parse_hf_config_text(given.dump(), "m");
   EXPECT_EQ(given_spec.rope_scaling.attention_factor, 1.25f);
+  EXPECT_EQ(given_spec.rope_scaling.original_max_position, 4096u);
+  EXPECT_EQ(given_spec.rope_scaling.factor, 32.0f);
+  given.erase("original_max_position_embeddings");  // then rope_scaling's
+  given_spec = parse_hf_config_text(given.dump(), "m");
   EXPECT_EQ(given_spec.rope_scaling.original_max_position, 8192u);
   EXPECT_EQ(given_spec.rope_scaling.factor, 16.0f);
+  json neither = phi35_config();  // then Phi-3's pretrained 4096
+  neither.erase("original_max_position_embeddings");
+  EXPECT_EQ(parse_hf_config_text(neither.dump(), "m").rope_scaling.original_max_position, 4096u);
 
   // Each list holds one factor per pair of a head's dimensions, or the model would rotate wrongly.
   json short_list = phi35_config();
