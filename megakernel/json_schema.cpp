@@ -638,7 +638,8 @@ class SchemaCompiler {
 
 }  // namespace
 
-JsonSchema::JsonSchema(std::unique_ptr<const Compiled> compiled) : compiled_(std::move(compiled)) {}
+JsonSchema::JsonSchema(std::unique_ptr<const Compiled> compiled)
+    : compiled_(std::move(compiled)), pattern_tables_(std::make_unique<PatternTables>()) {}
 JsonSchema::~JsonSchema() = default;
 
 std::shared_ptr<const JsonSchema> JsonSchema::compile(std::string_view schema_text) {
@@ -650,6 +651,11 @@ std::shared_ptr<const JsonSchema> JsonSchema::compile(std::string_view schema_te
     throw InputError(std::string("json_schema: the schema is not JSON we can read: ") + e.what());
   }
   return std::shared_ptr<const JsonSchema>(new JsonSchema(SchemaCompiler(document).run()));
+}
+
+std::shared_ptr<const JsonSchema> JsonSchema::compile_cached(std::string_view schema_text) {
+  static RecentlyCompiled<JsonSchema> recent;
+  return recent.get(schema_text, [](std::string_view text) { return compile(text); });
 }
 
 }  // namespace tilefire

@@ -48,45 +48,26 @@ struct PatternCharacters {
 
 static_assert(kMostPatternStates <= UINT16_MAX + 1u, "a table's target is 16 bits");
 
-}  // namespace
-
-const JsonSchemaMatcher::PatternTokenTable* JsonSchemaMatcher::pattern_token_table(const TokenTrie& trie, const PatternStateKey& key) {
-  for (size_t t = 0; t < pattern_tables_.size(); ++t)
-    if (pattern_tables_[t]->key == key) {
-      std::rotate(pattern_tables_.begin() + ptrdiff_t(t), pattern_tables_.begin() + ptrdiff_t(t) + 1, pattern_tables_.end());
-      return pattern_tables_.back().get();
-    }
-  const auto seen = std::find(pattern_states_seen_.begin(), pattern_states_seen_.end(), key);
-  if (seen == pattern_states_seen_.end()) {
-    if (pattern_states_seen_.size() < kMostPatternStatesSeen) {
-      pattern_states_seen_.push_back(key);
-    } else {
-      pattern_states_seen_[next_seen_replaced_] = key;
-      next_seen_replaced_ = (next_seen_replaced_ + 1) % kMostPatternStatesSeen;
-    }
-    return nullptr;
-  }
-  auto table = std::make_unique<PatternTokenTable>();
-  table->key = key;
-  const Node& node = schema_->compiled().nodes[size_t(key.node)];
-  PatternCharacters start{node.pattern.get(), Frame{}};
-  start.frame.position = key.position;
-  trie.walk(start, [&](int32_t token, const PatternCharacters& after) {
-    if (after.closed || after.frame.utf8_left || after.frame.escape) table->asked.push_back(token);
-    else table->whole.push_back({token, uint16_t(after.frame.position), after.characters});
+// The table of the tokens from a pattern state, shared by every reply to the schema (json_schema_node.h):
+// null the first time any of them is there.
+std::shared_ptr<const PatternTokenTable> pattern_token_table(const JsonSchema& schema, const TokenTrie& trie, const PatternStateKey& key) {
+  return schema.pattern_tables().find_or_make(key, [&] {
+    auto table = std::make_shared<PatternTokenTable>();
+    const Node& node = schema.compiled().nodes[size_t(key.node)];
+    PatternCharacters start{node.pattern.get(), Frame{}};
+    start.frame.position = key.position;
+    trie.walk(start, [&](int32_t token, const PatternCharacters& after) {
+      if (after.closed || after.frame.utf8_left || after.frame.escape) table->asked.push_back(token);
+      else table->whole.push_back({token, uint16_t(after.frame.position), after.characters});
+    });
+    sort_by_state_and_characters(table->whole);  // the tokens alike in both get one verdict from the lengths left
+    table->whole.shrink_to_fit();
+    table->asked.shrink_to_fit();
+    return std::shared_ptr<const PatternTokenTable>(std::move(table));
   });
-  sort_by_state_and_characters(table->whole);  // the tokens alike in both get one verdict from the lengths left
-  table->whole.shrink_to_fit();
-  table->asked.shrink_to_fit();
-  size_t entries = table->whole.size() + table->asked.size();
-  for (const auto& kept : pattern_tables_) entries += kept->whole.size() + kept->asked.size();
-  size_t dropped = 0;  // the least recently used, while the new one does not fit beside them
-  while (dropped < pattern_tables_.size() && entries > kMostPatternTableEntries)
-    entries -= pattern_tables_[dropped]->whole.size() + pattern_tables_[dropped]->asked.size(), ++dropped;
-  pattern_tables_.erase(pattern_tables_.begin(), pattern_tables_.begin() + ptrdiff_t(dropped));
-  pattern_tables_.push_back(std::move(table));
-  return pattern_tables_.back().get();
 }
+
+}  // namespace
 
 bool JsonSchemaBytes::allow_tokens_itself(const TokenTrie& trie, std::vector<uint8_t>& allowed) const {
   if (alternatives_.size() != 1) return false;
@@ -94,7 +75,8 @@ bool JsonSchemaBytes::allow_tokens_itself(const TokenTrie& trie, std::vector<uin
   if (frame.node < 0 || frame.utf8_left || frame.escape) return false;
   const Node& node = matcher_->schema_->compiled().nodes[size_t(frame.node)];
   if (node.kind != Node::Kind::string || !node.pattern) return false;
-  const JsonSchemaMatcher::PatternTokenTable* table = matcher_->pattern_token_table(trie, {trie.serial(), frame.node, frame.position});
+  const std::shared_ptr<const PatternTokenTable> table =
+      pattern_token_table(*matcher_->schema_, trie, {trie.serial(), frame.node, frame.position});
   if (!table) return false;
   if (allowed.size() < trie.tokens())
     throw InputError("JsonSchemaBytes::allow_tokens_itself: a list of " + std::to_string(allowed.size()) +

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "pattern_token_sort.h"
+#include "shared_token_tables.h"
 #include "string_pattern.h"
 #include "tilefire/errors.h"
 
@@ -106,59 +107,21 @@ constexpr size_t kCountedStatesWorthLengths = 8;
 
 }  // namespace
 
-// One reply's tables: for a pattern state, the tokens that end on a whole character (the state they leave
-// it in and the characters they add) and those that end inside one (asked of the reply's state). A table
-// is made the second time the reply is in its state (the first walks: a state seen once would pay a table
-// for nothing); at most kMostEntries tokens in all, the least recently used dropped.
-class PatternTokenTables {
- public:
+// A pattern state's table: the tokens that end on a whole character (the state they leave it in and the
+// characters they add) and those that end inside one (asked of the reply's state).
+struct ReplyPatternTable {
   struct Whole {
     int32_t token;
     uint16_t target;
     uint16_t characters;
   };
-  struct Table {
-    uint64_t trie;  // TokenTrie::serial
-    int32_t state;
-    std::vector<Whole> whole;   // by target, then characters (pattern_token_sort.h)
-    std::vector<int32_t> asked;
-  };
-  static constexpr size_t kMostEntries = size_t(1) << 20, kMostSeen = 64;
-
-  const Table* table(const TokenTrie& trie, const StringPattern& pattern, int32_t state) {
-    const std::pair<uint64_t, int32_t> key(trie.serial(), state);
-    for (size_t t = 0; t < tables_.size(); ++t)
-      if (tables_[t]->trie == key.first && tables_[t]->state == key.second) {
-        std::rotate(tables_.begin() + ptrdiff_t(t), tables_.begin() + ptrdiff_t(t) + 1, tables_.end());
-        return tables_.back().get();
-      }
-    if (std::find(seen_.begin(), seen_.end(), key) == seen_.end()) {
-      if (seen_.size() < kMostSeen) seen_.push_back(key);
-      else seen_[next_seen_replaced_] = key, next_seen_replaced_ = (next_seen_replaced_ + 1) % kMostSeen;
-      return nullptr;
-    }
-    auto table = std::make_unique<Table>(Table{key.first, key.second, {}, {}});
-    trie.walk(PatternCharacters{&pattern, state}, [&](int32_t token, const PatternCharacters& after) {
-      if (after.left) table->asked.push_back(token);
-      else table->whole.push_back({token, uint16_t(after.state), after.characters});
-    });
-    sort_by_state_and_characters(table->whole);
-    table->whole.shrink_to_fit();
-    table->asked.shrink_to_fit();
-    size_t entries = table->whole.size() + table->asked.size(), dropped = 0;
-    for (const auto& kept : tables_) entries += kept->whole.size() + kept->asked.size();
-    while (dropped < tables_.size() && entries > kMostEntries)
-      entries -= tables_[dropped]->whole.size() + tables_[dropped]->asked.size(), ++dropped;
-    tables_.erase(tables_.begin(), tables_.begin() + ptrdiff_t(dropped));
-    tables_.push_back(std::move(table));
-    return tables_.back().get();
-  }
-
- private:
-  std::vector<std::unique_ptr<Table>> tables_;  // the most recently used last
-  std::vector<std::pair<uint64_t, int32_t>> seen_;  // a ring, the oldest replaced first
-  size_t next_seen_replaced_ = 0;
+  std::vector<Whole> whole;  // by target, then characters (pattern_token_sort.h)
+  std::vector<int32_t> asked;
+  size_t entries() const { return whole.size() + asked.size(); }
 };
+
+// A pattern's tables, by (TokenTrie::serial, state), shared by every reply to it (shared_token_tables.h).
+class PatternTokenTables : public SharedTokenTables<std::pair<uint64_t, int32_t>, ReplyPatternTable> {};
 
 PatternReplyBytes::PatternReplyBytes(const ReplyPattern* pattern, PatternTokenTables* tables)
     : automaton_(pattern->automaton_.get()), pattern_(pattern), tables_(tables) {}
@@ -207,7 +170,17 @@ bool PatternReplyBytes::ended() const { return complete() && !leads_on(0, kMostC
 
 bool PatternReplyBytes::allow_tokens_itself(const TokenTrie& trie, std::vector<uint8_t>& allowed) const {
   if (!tables_ || !pattern_->lengths_ || utf8_left_) return false;
-  const PatternTokenTables::Table* table = tables_->table(trie, *automaton_, state_);
+  const std::shared_ptr<const ReplyPatternTable> table = tables_->find_or_make(std::pair(trie.serial(), state_), [&] {
+    auto made = std::make_shared<ReplyPatternTable>();
+    trie.walk(PatternCharacters{automaton_, state_}, [&](int32_t token, const PatternCharacters& after) {
+      if (after.left) made->asked.push_back(token);
+      else made->whole.push_back({token, uint16_t(after.state), after.characters});
+    });
+    sort_by_state_and_characters(made->whole);
+    made->whole.shrink_to_fit();
+    made->asked.shrink_to_fit();
+    return std::shared_ptr<const ReplyPatternTable>(std::move(made));
+  });
   if (!table) return false;
   if (allowed.size() < trie.tokens())
     throw InputError("PatternReplyBytes::allow_tokens_itself: a list of " + std::to_string(allowed.size()) +
@@ -218,7 +191,7 @@ bool PatternReplyBytes::allow_tokens_itself(const TokenTrie& trie, std::vector<u
   int32_t last_target = -1;
   uint32_t last_characters = 0;
   bool taken = false;
-  for (const PatternTokenTables::Whole& whole : table->whole) {
+  for (const ReplyPatternTable::Whole& whole : table->whole) {
     if (whole.target != last_target || whole.characters != last_characters) {
       last_target = whole.target, last_characters = whole.characters;
       taken = pattern_->within_lengths(whole.target, uint32_t(std::min<uint64_t>(uint64_t(count_) + whole.characters, UINT32_MAX)));
@@ -232,7 +205,8 @@ bool PatternReplyBytes::allow_tokens_itself(const TokenTrie& trie, std::vector<u
   return true;
 }
 
-ReplyPattern::ReplyPattern(std::shared_ptr<const StringPattern> automaton) : automaton_(std::move(automaton)) {}
+ReplyPattern::ReplyPattern(std::shared_ptr<const StringPattern> automaton)
+    : automaton_(std::move(automaton)), tables_(std::make_unique<PatternTokenTables>()) {}
 
 ReplyPattern::~ReplyPattern() = default;
 
@@ -276,6 +250,11 @@ std::shared_ptr<const ReplyPattern> ReplyPattern::compile(std::string_view regex
   return pattern;
 }
 
+std::shared_ptr<const ReplyPattern> ReplyPattern::compile_cached(std::string_view regex) {
+  static RecentlyCompiled<ReplyPattern> recent;
+  return recent.get(regex, [](std::string_view text) { return compile(text); });
+}
+
 std::shared_ptr<const ReplyPattern> ReplyPattern::of_choices(const std::vector<std::string>& choices) {
   if (choices.empty()) throw InputError("no choice given");
   std::string alternation;
@@ -314,8 +293,7 @@ PatternReplyBytes ReplyPattern::start() const { return PatternReplyBytes(this, n
 PatternReplyConstraint::PatternReplyConstraint(std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const ReplyPattern> pattern,
                                                std::vector<int32_t> ending_tokens)
     : pattern_(pattern ? std::move(pattern) : throw InputError("PatternReplyConstraint: no pattern")),
-      tables_(std::make_unique<PatternTokenTables>()),
-      bytes_(std::move(tokens), PatternReplyBytes(pattern_.get(), tables_.get()), "reply held to a pattern", "towards a match"),
+      bytes_(std::move(tokens), PatternReplyBytes(pattern_.get(), pattern_->tables_.get()), "reply held to a pattern", "towards a match"),
       ending_tokens_(std::move(ending_tokens)) {}
 
 PatternReplyConstraint::~PatternReplyConstraint() = default;

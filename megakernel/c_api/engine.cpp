@@ -146,7 +146,7 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
                      std::to_string(kMostJsonWhitespace));
   std::shared_ptr<const ReplyPattern> pattern;
   try {
-    if (c.regex) pattern = ReplyPattern::compile(c.regex);
+    if (c.regex) pattern = ReplyPattern::compile_cached(c.regex);
     if (c.choices || c.choice_count > 0) {
       if (!c.choices) throw InputError("is NULL with a count of " + std::to_string(c.choice_count));
       std::vector<std::string> choices;
@@ -170,7 +170,7 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
     std::shared_ptr<const JsonSchema> schema;
     if (c.json_schema) {
       try {
-        schema = JsonSchema::compile(c.json_schema);
+        schema = JsonSchema::compile_cached(c.json_schema);
       } catch (const InputError& e) {
         throw InputError(std::string(call) + ": " + field + e.what());  // "request->" "json_schema: #/...: ..."
       }

@@ -102,7 +102,7 @@ ReplyFormat response_format(const json& body) {
   // Without a schema (OpenAI's is optional) the reply is any JSON value.
   const json schema_given = given(described, "schema") ? described.at("schema") : json(true);
   try {
-    reply.schema = JsonSchema::compile(schema_given.dump());
+    reply.schema = JsonSchema::compile_cached(schema_given.dump());
   } catch (const InputError& e) {
     refuse("response_format", e.what());
   }
@@ -134,7 +134,7 @@ ReplyFormat structured_outputs(const json& body) {
   try {
     if (kind == "regex") {
       if (!value.is_string()) refuse("structured_outputs", "regex must be a string, got " + value.dump().substr(0, 80));
-      reply.pattern = ReplyPattern::compile(value.get<std::string>());
+      reply.pattern = ReplyPattern::compile_cached(value.get<std::string>());
     } else if (kind == "choice") {
       if (!value.is_array() || !std::all_of(value.begin(), value.end(), [](const json& c) { return c.is_string(); }))
         refuse("structured_outputs", "choice must be a list of strings, got " + value.dump().substr(0, 80));
@@ -142,7 +142,7 @@ ReplyFormat structured_outputs(const json& body) {
     } else if (kind == "json") {
       if (!value.is_object() && !value.is_boolean() && !value.is_string())
         refuse("structured_outputs", "json must be a JSON Schema (an object, or its text), got " + value.dump().substr(0, 80));
-      reply.schema = JsonSchema::compile(value.is_string() ? value.get<std::string>() : value.dump());
+      reply.schema = JsonSchema::compile_cached(value.is_string() ? value.get<std::string>() : value.dump());
     } else {
       refuse("structured_outputs", "has \"" + kind + "\": Tilefire holds a reply to a regex, a choice or a json schema");
     }

@@ -35,15 +35,23 @@ class JsonSchema {
   // Reads the schema's JSON text. A schema outside the supported subset, one no finite JSON value can
   // match, or not JSON at all, is an InputError naming the keyword and where it is (a JSON pointer).
   static std::shared_ptr<const JsonSchema> compile(std::string_view schema_text);
+  // compile, but the same object for a text among the last 8 compiled this way (byte for byte), so that
+  // requests sending one schema share the tables its replies make (a server's way; thread-safe).
+  static std::shared_ptr<const JsonSchema> compile_cached(std::string_view schema_text);
 
   struct Node;     // megakernel/json_schema_node.h
   struct Compiled;
+  // The tables of the tokens from each state of its pattern strings, made by and for every reply to it
+  // (megakernel/json_schema_node.h; thread-safe).
+  struct PatternTables;
   ~JsonSchema();
   const Compiled& compiled() const { return *compiled_; }
+  PatternTables& pattern_tables() const { return *pattern_tables_; }
 
  private:
   explicit JsonSchema(std::unique_ptr<const Compiled> compiled);
   std::unique_ptr<const Compiled> compiled_;
+  std::unique_ptr<PatternTables> pattern_tables_;
 };
 
 class JsonSchemaMatcher;
@@ -66,9 +74,10 @@ class JsonSchemaBytes {
   bool in_plain_string() const { return plain_string_node() != nullptr; }
   uint32_t string_budget() const;
   // TokenTrie::allow_tokens' question first: inside a string held to a pattern (no character cut, no other
-  // alternative) the second time the reply is in that pattern state, it allows the tokens from the state's
-  // table (worked out once per reply, lengths checked as it is read) and those that reach the closing
-  // quote, and says true; elsewhere, and the first time, false (the trie is walked).
+  // alternative) from the second time a reply to the schema is in that pattern state, it allows the
+  // tokens from the state's table (worked out once for every reply to the schema, lengths checked as it is
+  // read) and those that reach the closing quote, and says true; elsewhere, and the first time, false (the
+  // trie is walked).
   bool allow_tokens_itself(const TokenTrie& trie, std::vector<uint8_t>& allowed) const;
   bool operator==(const JsonSchemaBytes&) const = default;
 
@@ -150,38 +159,6 @@ class JsonSchemaMatcher {
   bool additional_fits(const Alternative& object) const;
   bool poppable(const Alternative& alternative) const;
   const StackCell* intern(const Frame& frame, const StackCell* below);
-
-  // Inside a string held to a pattern, the tokens from one pattern state (json_schema_pattern_tokens.cpp),
-  // made the second time the reply is in that state (a state seen once, as a counting pattern's are, is
-  // walked: as cheap as making a table). A reply keeps tables of at most kMostPatternTableEntries tokens
-  // in all (8 bytes each, 8 MiB; a Llama 3 table of a line of any characters has 123,000), the least
-  // recently used dropped first.
-  struct PatternStateKey {
-    uint64_t trie;  // TokenTrie::serial
-    int32_t node, position;
-    bool operator==(const PatternStateKey&) const = default;
-  };
-  struct PatternTokenTable {
-    PatternStateKey key;
-    // The tokens that end on a whole character, inside the string: the pattern state they leave it in
-    // (fewer than kMostPatternStates) and the characters they add; by state, then characters.
-    struct Whole {
-      int32_t token;
-      uint16_t target;
-      uint16_t characters;
-    };
-    std::vector<Whole> whole;
-    // The tokens that end inside a character or an escape, or reach the string's closing quote: whether
-    // one is taken depends on how the character can end, or on what may follow the string, so the reply's
-    // state is asked about each (a few hundred in a vocabulary).
-    std::vector<int32_t> asked;
-  };
-  static constexpr size_t kMostPatternTableEntries = size_t(1) << 20, kMostPatternStatesSeen = 64;
-  // The table for `key`, made now if the state was seen before; null the first time (then remembered).
-  const PatternTokenTable* pattern_token_table(const TokenTrie& trie, const PatternStateKey& key);
-  std::vector<std::unique_ptr<PatternTokenTable>> pattern_tables_;  // the most recently used last
-  std::vector<PatternStateKey> pattern_states_seen_;                // a ring, the oldest replaced first
-  size_t next_seen_replaced_ = 0;
 
   std::shared_ptr<const JsonSchema> schema_;
   uint8_t most_whitespace_;

@@ -23,10 +23,9 @@ namespace tilefire {
 class StringPattern;   // megakernel/string_pattern.h
 class PatternLengths;  // megakernel/string_pattern.h
 class ReplyPattern;
-class PatternTokenTables;  // megakernel/reply_pattern.cpp: one reply's tables of the tokens from each state
+class PatternTokenTables;  // megakernel/reply_pattern.cpp: a pattern's tables of the tokens from each state
 
-// The state of a reply read so far against a ReplyPattern (copied freely; valid while its pattern, and
-// the constraint whose tables it uses, live).
+// The state of a reply read so far against a ReplyPattern (copied freely; valid while its pattern lives).
 class PatternReplyBytes {
  public:
   // Takes the next byte: false (and the state as it was) when no text the pattern matches begins with the
@@ -39,9 +38,10 @@ class PatternReplyBytes {
   // Complete, and no character may follow: where the reply ends.
   bool ended() const;
   // TokenTrie::allow_tokens' question first: for a pattern held as a counted class's star with lengths
-  // (whose states count characters, so no whole-state mask repeats), the second time a reply (with a
-  // PatternReplyConstraint's tables) is at a character's end in a pattern state, it allows the tokens from
-  // that state's table, checked against the lengths left, and says true; elsewhere false (the trie is walked).
+  // (whose states count characters, so no whole-state mask repeats), from the second time a reply to the
+  // pattern (through a PatternReplyConstraint) is at a character's end in a pattern state, it allows the
+  // tokens from that state's table (made once for every reply to the pattern), checked against the lengths
+  // left, and says true; elsewhere false (the trie is walked).
   bool allow_tokens_itself(const TokenTrie& trie, std::vector<uint8_t>& allowed) const;
   bool operator==(const PatternReplyBytes&) const = default;
 
@@ -54,7 +54,7 @@ class PatternReplyBytes {
   bool leads_on(uint32_t low, uint32_t high) const;
   const StringPattern* automaton_;  // the pattern's, held here too: a walk reads it at every byte
   const ReplyPattern* pattern_;
-  PatternTokenTables* tables_;   // null: none (the trie is always walked)
+  PatternTokenTables* tables_;   // the pattern's; null: none (the trie is always walked)
   int32_t state_ = 0;            // the pattern automaton's (StringPattern::kStart)
   uint32_t count_ = 0;           // characters written (ReplyPattern::counted_after)
   uint32_t partial_ = 0;         // a character's bits so far
@@ -75,6 +75,9 @@ class ReplyPattern {
   // where the count would spell out 8 or more copies of the class; a count past the states a pattern may
   // have ([a-z]{1,100000}) is held too.
   static std::shared_ptr<const ReplyPattern> compile(std::string_view regex);
+  // compile, but the same object for a text among the last 8 compiled this way (byte for byte), so that
+  // requests sending one pattern share the tables its replies make (a server's way; thread-safe).
+  static std::shared_ptr<const ReplyPattern> compile_cached(std::string_view regex);
   // The reply is exactly one of `choices` (each a non-empty UTF-8 text, written as it is: no character
   // has a meaning). An InputError for no choice, an empty one, or too many to hold.
   static std::shared_ptr<const ReplyPattern> of_choices(const std::vector<std::string>& choices);
@@ -98,6 +101,9 @@ class ReplyPattern {
   std::shared_ptr<const StringPattern> automaton_;
   uint32_t least_ = 0, most_ = UINT32_MAX;  // the reply's characters (most UINT32_MAX: none), with lengths_
   std::unique_ptr<const PatternLengths> lengths_;  // null: no lengths
+  // The tables of the tokens from each state, made by and for every reply to it (thread-safe).
+  std::unique_ptr<PatternTokenTables> tables_;
+  friend class PatternReplyConstraint;
 };
 
 // One reply's constraint to a pattern (ByteReplyConstraint over PatternReplyBytes), with the tokens that end
@@ -114,8 +120,7 @@ class PatternReplyConstraint {
 
  private:
   bool is_ending(int32_t token) const;
-  std::shared_ptr<const ReplyPattern> pattern_;  // the automaton the states point into
-  std::unique_ptr<PatternTokenTables> tables_;   // the states' tables, which they point to
+  std::shared_ptr<const ReplyPattern> pattern_;  // the automaton and tables the states point into
   ByteReplyConstraint<PatternReplyBytes> bytes_;
   std::vector<int32_t> ending_tokens_;
 };

@@ -1,0 +1,111 @@
+#pragma once
+// What constrained replies work out once and share, on any thread:
+// - SharedTokenTables: the tables of the tokens from each pattern state (a schema's pattern strings,
+//   json_schema_pattern_tokens.cpp; a reply's counted pattern, reply_pattern.cpp), kept by the compiled
+//   schema or pattern, so that every reply to it reads them. The second time any reply is in a state its
+//   table is made; every later visit, by any reply, reads it.
+// - RecentlyCompiled: the last few texts compiled (JsonSchema::compile_cached, ReplyPattern::compile_cached),
+//   so that requests sending the same schema or pattern (a server's usual traffic) get the same compiled
+//   object, and with it the tables earlier replies made.
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tilefire {
+
+// Tables by Key (with ==); Table has entries(), the tokens it lists. At most kMostEntries tokens in all
+// (8 bytes each: 8 MiB; a Llama 3 table of a line of any characters has 123,000), the least recently
+// used dropped first; a table handed out stays valid while its holder keeps it.
+template <class Key, class Table>
+class SharedTokenTables {
+ public:
+  static constexpr size_t kMostEntries = size_t(1) << 20, kMostSeen = 64;
+
+  // The table for `key`, or null the first time it is asked for (a state seen once, as a counting
+  // pattern's are, is walked: as cheap as making its table). The second time, make() builds it, outside
+  // the lock: replies on other threads read the other tables meanwhile.
+  template <class Make>
+  std::shared_ptr<const Table> find_or_make(const Key& key, const Make& make) {
+    {
+      std::lock_guard lock(mutex_);
+      if (std::shared_ptr<const Table> kept = find(key)) return kept;
+      if (std::find(seen_.begin(), seen_.end(), key) == seen_.end()) {
+        if (seen_.size() < kMostSeen) {
+          seen_.push_back(key);
+        } else {
+          seen_[next_seen_replaced_] = key;
+          next_seen_replaced_ = (next_seen_replaced_ + 1) % kMostSeen;
+        }
+        return nullptr;
+      }
+    }
+    std::shared_ptr<const Table> made = make();
+    std::lock_guard lock(mutex_);
+    if (std::shared_ptr<const Table> kept = find(key)) return kept;  // made meanwhile by another reply
+    size_t entries = made->entries();
+    for (const auto& [kept_key, kept] : tables_) entries += kept->entries();
+    size_t dropped = 0;  // the least recently used, while the new one does not fit beside them
+    while (dropped < tables_.size() && entries > kMostEntries) entries -= tables_[dropped++].second->entries();
+    tables_.erase(tables_.begin(), tables_.begin() + ptrdiff_t(dropped));
+    tables_.emplace_back(key, made);
+    return made;
+  }
+
+ private:
+  // Under the lock: the table for `key`, moved to the most recently used end.
+  std::shared_ptr<const Table> find(const Key& key) {
+    for (size_t t = 0; t < tables_.size(); ++t)
+      if (tables_[t].first == key) {
+        std::rotate(tables_.begin() + ptrdiff_t(t), tables_.begin() + ptrdiff_t(t) + 1, tables_.end());
+        return tables_.back().second;
+      }
+    return nullptr;
+  }
+
+  std::mutex mutex_;
+  std::vector<std::pair<Key, std::shared_ptr<const Table>>> tables_;  // the most recently used last
+  std::vector<Key> seen_;  // a ring, the oldest replaced first
+  size_t next_seen_replaced_ = 0;
+};
+
+// The last kKept texts compiled to a T, most recently used last. Compiling is not under the lock (another
+// text's lookup does not wait for it); a text that does not compile throws and is not kept.
+template <class T>
+class RecentlyCompiled {
+ public:
+  static constexpr size_t kKept = 8;
+
+  template <class Compile>
+  std::shared_ptr<const T> get(std::string_view text, const Compile& compile) {
+    {
+      std::lock_guard lock(mutex_);
+      if (std::shared_ptr<const T> kept = find(text)) return kept;
+    }
+    std::shared_ptr<const T> compiled = compile(text);
+    std::lock_guard lock(mutex_);
+    if (std::shared_ptr<const T> kept = find(text)) return kept;  // compiled meanwhile on another thread
+    if (recent_.size() == kKept) recent_.erase(recent_.begin());
+    recent_.emplace_back(std::string(text), compiled);
+    return compiled;
+  }
+
+ private:
+  std::shared_ptr<const T> find(std::string_view text) {
+    for (size_t i = 0; i < recent_.size(); ++i)
+      if (recent_[i].first == text) {
+        std::rotate(recent_.begin() + ptrdiff_t(i), recent_.begin() + ptrdiff_t(i) + 1, recent_.end());
+        return recent_.back().second;
+      }
+    return nullptr;
+  }
+
+  std::mutex mutex_;
+  std::vector<std::pair<std::string, std::shared_ptr<const T>>> recent_;
+};
+
+}  // namespace tilefire
