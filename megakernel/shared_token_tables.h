@@ -18,6 +18,18 @@
 
 namespace tilefire {
 
+// The value of the first (key, value) pair of `recent` (the most recently used last) whose key is `key`,
+// moved to the back; null when none is.
+template <class Pairs, class Key>
+auto find_recent(Pairs& recent, const Key& key) -> decltype(recent.back().second) {
+  for (size_t i = 0; i < recent.size(); ++i)
+    if (recent[i].first == key) {
+      std::rotate(recent.begin() + ptrdiff_t(i), recent.begin() + ptrdiff_t(i) + 1, recent.end());
+      return recent.back().second;
+    }
+  return nullptr;
+}
+
 // Tables by Key (with ==); Table has entries(), the tokens it lists. At most kMostEntries tokens in all
 // (8 bytes each: 8 MiB; a Llama 3 table of a line of any characters has 123,000), the least recently
 // used dropped first; a table handed out stays valid while its holder keeps it.
@@ -33,7 +45,7 @@ class SharedTokenTables {
   std::shared_ptr<const Table> find_or_make(const Key& key, const Make& make) {
     {
       std::lock_guard lock(mutex_);
-      if (std::shared_ptr<const Table> kept = find(key)) return kept;
+      if (std::shared_ptr<const Table> kept = find_recent(tables_, key)) return kept;
       if (std::find(seen_.begin(), seen_.end(), key) == seen_.end()) {
         if (seen_.size() < kMostSeen) {
           seen_.push_back(key);
@@ -46,7 +58,7 @@ class SharedTokenTables {
     }
     std::shared_ptr<const Table> made = make();
     std::lock_guard lock(mutex_);
-    if (std::shared_ptr<const Table> kept = find(key)) return kept;  // made meanwhile by another reply
+    if (std::shared_ptr<const Table> kept = find_recent(tables_, key)) return kept;  // made meanwhile by another reply
     size_t entries = made->entries();
     for (const auto& [kept_key, kept] : tables_) entries += kept->entries();
     size_t dropped = 0;  // the least recently used, while the new one does not fit beside them
@@ -57,16 +69,6 @@ class SharedTokenTables {
   }
 
  private:
-  // Under the lock: the table for `key`, moved to the most recently used end.
-  std::shared_ptr<const Table> find(const Key& key) {
-    for (size_t t = 0; t < tables_.size(); ++t)
-      if (tables_[t].first == key) {
-        std::rotate(tables_.begin() + ptrdiff_t(t), tables_.begin() + ptrdiff_t(t) + 1, tables_.end());
-        return tables_.back().second;
-      }
-    return nullptr;
-  }
-
   std::mutex mutex_;
   std::vector<std::pair<Key, std::shared_ptr<const Table>>> tables_;  // the most recently used last
   std::vector<Key> seen_;  // a ring, the oldest replaced first
@@ -84,26 +86,17 @@ class RecentlyCompiled {
   std::shared_ptr<const T> get(std::string_view text, const Compile& compile) {
     {
       std::lock_guard lock(mutex_);
-      if (std::shared_ptr<const T> kept = find(text)) return kept;
+      if (std::shared_ptr<const T> kept = find_recent(recent_, text)) return kept;
     }
     std::shared_ptr<const T> compiled = compile(text);
     std::lock_guard lock(mutex_);
-    if (std::shared_ptr<const T> kept = find(text)) return kept;  // compiled meanwhile on another thread
+    if (std::shared_ptr<const T> kept = find_recent(recent_, text)) return kept;  // compiled meanwhile on another thread
     if (recent_.size() == kKept) recent_.erase(recent_.begin());
     recent_.emplace_back(std::string(text), compiled);
     return compiled;
   }
 
  private:
-  std::shared_ptr<const T> find(std::string_view text) {
-    for (size_t i = 0; i < recent_.size(); ++i)
-      if (recent_[i].first == text) {
-        std::rotate(recent_.begin() + ptrdiff_t(i), recent_.begin() + ptrdiff_t(i) + 1, recent_.end());
-        return recent_.back().second;
-      }
-    return nullptr;
-  }
-
   std::mutex mutex_;
   std::vector<std::pair<std::string, std::shared_ptr<const T>>> recent_;
 };
