@@ -115,6 +115,58 @@ size_t llama3_match(const Scanner& s, size_t i, size_t max_digits) {
   return s.spaces(i);
 }
 
+// GPT-4o's word classes: a word's head [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and its tail [\p{Ll}\p{Lm}\p{Lo}\p{M}]
+// (modifier and other letters and marks are both).
+bool is_word_head(char32_t c) {
+  return unicode::is_mark(c) || (unicode::is_letter(c) && !unicode::is_lowercase_letter(c));
+}
+bool is_word_tail(char32_t c) {
+  return unicode::is_mark(c) || (unicode::is_letter(c) && !unicode::is_upper_or_titlecase_letter(c));
+}
+// [^\r\n\p{L}\p{N}]: what may lead a word (a space, punctuation, a mark).
+bool is_word_lead(char32_t c) { return !is_line_break(c) && !unicode::is_letter(c) && !unicode::is_number(c); }
+
+// GPT-4o's (o200k):
+//   [^\r\n\p{L}\p{N}]?[HEAD]*[TAIL]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//   |[^\r\n\p{L}\p{N}]?[HEAD]+[TAIL]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//   |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+size_t o200k_match(const Scanner& s, size_t i) {
+  // The two word alternatives, each with its lead taken first and then without it (the optional's
+  // backtracking). [HEAD]*[TAIL]+: the head run greedy, given back a code point at a time until a tail
+  // code point follows it (the last one given back may be that one: the classes share Lm, Lo and M); the
+  // tail run then greedy, and the contraction if it follows (optional: nothing after it can fail).
+  const auto heads_then_tails = [&](size_t start) -> size_t {
+    const size_t heads_end = s.run_end(start, is_word_head);
+    for (size_t tail = heads_end + 1; tail-- > start;)
+      if (s.has(tail) && is_word_tail(s.at(tail))) {
+        const size_t end = s.run_end(tail, is_word_tail);
+        return end + s.contraction(end, /*ignore_case=*/true);
+      }
+    return 0;
+  };
+  // [HEAD]+[TAIL]*: at least one head, then the tails (none needed), then the contraction.
+  const auto heads_at_least_one = [&](size_t start) -> size_t {
+    const size_t heads_end = s.run_end(start, is_word_head);
+    if (heads_end == start) return 0;
+    const size_t end = s.run_end(heads_end, is_word_tail);
+    return end + s.contraction(end, /*ignore_case=*/true);
+  };
+  const bool lead = s.has(i) && is_word_lead(s.at(i));
+  if (lead)
+    if (size_t end = heads_then_tails(i + 1)) return end - i;
+  if (size_t end = heads_then_tails(i)) return end - i;
+  if (lead)
+    if (size_t end = heads_at_least_one(i + 1)) return end - i;
+  if (size_t end = heads_at_least_one(i)) return end - i;
+  if (size_t n = s.run_end(i, unicode::is_number, 3) - i) return n;
+  // ?[^\s\p{L}\p{N}]+[\r\n/]*
+  if (size_t n = s.optional_space_then_run(i, is_other))
+    return s.run_end(i + n, [](char32_t c) { return is_line_break(c) || c == U'/'; }) - i;
+  if (size_t n = s.spaces_through_last_line_break(i)) return n;
+  if (size_t n = s.spaces_not_before_non_space(i)) return n;
+  return s.spaces(i);
+}
+
 }  // namespace
 
 std::vector<std::string_view> split_by_pattern(SplitPattern pattern, std::string_view text) {
@@ -137,6 +189,7 @@ std::vector<std::string_view> split_by_pattern(SplitPattern pattern, std::string
       case SplitPattern::gpt2: length = gpt2_match(scanner, i); break;
       case SplitPattern::llama3: length = llama3_match(scanner, i, 3); break;
       case SplitPattern::qwen2: length = llama3_match(scanner, i, 1); break;
+      case SplitPattern::o200k: length = o200k_match(scanner, i); break;
     }
     // Some alternative matches every code point (see the top of the file); a zero length here would be
     // a scanner fault, and one code point on its own is what Isolated splitting makes of unmatched text.

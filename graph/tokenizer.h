@@ -26,6 +26,8 @@ enum class SplitPattern {
   gpt2,      // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+   (ByteLevel's use_regex)
   llama3,    // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
   qwen2,     // the same with \p{N} (one digit per piece) in place of \p{N}{1,3}
+  o200k,     // GPT-4o's (tiktoken's o200k_base; Phi-4-mini's): words split by case, \p{N}{1,3}, [\r\n/]* after
+             // punctuation (graph/pretokenize.cpp)
 };
 
 // Splits `text` (UTF-8, valid) into the pieces the pattern matches, in order; with the Isolated behaviour

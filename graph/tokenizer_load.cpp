@@ -20,6 +20,10 @@ constexpr std::string_view kLlama3Pattern =
 constexpr std::string_view kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kO200kPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
+    R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // A JSON value as text for a message. A string read from the file is valid UTF-8 (the parser checks), but
 // one cut from it may not be, and the JSON library throws on such a string unless told to replace.
@@ -147,13 +151,14 @@ PreTokenizerStep::Prepend metaspace_prepend_scheme(const Reader& reader, const j
 SplitPattern known_pattern(const Reader& reader, const json& node, const std::string& where) {
   const json& pattern = reader.member(node, "pattern", where);
   if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string())
-    reader.fail(where + ".pattern", "only the regexes of Llama 3, Qwen2 and GPT-2 are supported, not " + shown(pattern));
+    reader.fail(where + ".pattern", "only the regexes of Llama 3, Qwen2, GPT-2 and GPT-4o are supported, not " + shown(pattern));
   const std::string regex = pattern["Regex"].get<std::string>();
   if (regex == kLlama3Pattern) return SplitPattern::llama3;
   if (regex == kQwen2Pattern) return SplitPattern::qwen2;
   if (regex == kGpt2Pattern) return SplitPattern::gpt2;
+  if (regex == kO200kPattern) return SplitPattern::o200k;
   reader.fail(where + ".pattern.Regex", "the regex " + shown(regex) + " is not one Tilefire knows (it has scanners for "
-              "the regexes of Llama 3, Qwen2 and GPT-2)");
+              "the regexes of Llama 3, Qwen2, GPT-2 and GPT-4o)");
 }
 
 void read_pre_tokenizer(const Reader& reader, const json& node, const std::string& where, std::vector<PreTokenizerStep>& steps) {
@@ -166,8 +171,18 @@ void read_pre_tokenizer(const Reader& reader, const json& node, const std::strin
   } else if (type == "Split") {
     step.kind = PreTokenizerStep::Kind::split;
     step.pattern = known_pattern(reader, node, where);
-    if (reader.string_member(node, "behavior", where) != "Isolated") reader.fail(where + ".behavior", "only Isolated is supported");
-    if (reader.bool_member(node, "invert", where, false)) reader.fail(where + ".invert", "only false is supported");
+    // Every regex known matches somewhere at every position, so its matches tile the text: Isolated (each
+    // match a piece, the text between none) and Removed with invert (the text between removed, which is
+    // none; GPT-4o's files say this) give the same pieces.
+    const std::string behavior = reader.string_member(node, "behavior", where);
+    const bool invert = reader.bool_member(node, "invert", where, false);
+    if (behavior == "Isolated") {
+      if (invert) reader.fail(where + ".invert", "is true with Isolated: only Isolated, or Removed with invert true, is supported");
+    } else if (behavior == "Removed") {
+      if (!invert) reader.fail(where + ".invert", "is false with Removed (the matches removed): only Isolated, or Removed with invert true, is supported");
+    } else {
+      reader.fail(where + ".behavior", "only Isolated, or Removed with invert true, is supported, not " + shown(behavior));
+    }
   } else if (type == "ByteLevel") {
     step.kind = PreTokenizerStep::Kind::byte_level;
     step.use_regex = reader.bool_member(node, "use_regex", where, true);

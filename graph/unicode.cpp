@@ -255,6 +255,21 @@ bool is_number(char32_t code_point) {
   return in_ranges(kNumberRanges, code_point);
 }
 
+bool is_lowercase_letter(char32_t code_point) {
+  if (code_point < 0x80) return code_point - U'a' < 26;
+  return in_ranges(kLowercaseLetterRanges, code_point);
+}
+
+bool is_upper_or_titlecase_letter(char32_t code_point) {
+  if (code_point < 0x80) return code_point - U'A' < 26;
+  return in_ranges(kUpperOrTitlecaseLetterRanges, code_point);
+}
+
+bool is_mark(char32_t code_point) {
+  if (code_point < 0x80) return false;
+  return in_ranges(kMarkRanges, code_point);
+}
+
 bool is_white_space(char32_t code_point) {
   if (code_point < 0x80) return code_point == U' ' || (code_point >= U'\t' && code_point <= U'\r');
   return in_ranges(kWhiteSpaceRanges, code_point);

@@ -24,6 +24,9 @@ std::string encode_utf8(std::u32string_view code_points);
 bool is_letter(char32_t code_point);       // General_Category L (Lu, Ll, Lt, Lm, Lo): regex \p{L}
 bool is_number(char32_t code_point);       // General_Category N (Nd, Nl, No): regex \p{N}
 bool is_white_space(char32_t code_point);  // the White_Space property (what Oniguruma's \s matches on UTF-8)
+bool is_lowercase_letter(char32_t code_point);       // General_Category Ll: regex \p{Ll}
+bool is_upper_or_titlecase_letter(char32_t code_point);  // Lu or Lt: regex [\p{Lu}\p{Lt}]
+bool is_mark(char32_t code_point);                   // General_Category M (Mn, Mc, Me): regex \p{M}
 
 // Unicode Normalization Form C (UAX #15): canonical decomposition, canonical ordering, canonical
 // composition. Linear in the length (a run of over 32 combining marks in a row is sorted in n log n); text

@@ -63,9 +63,21 @@ TEST(SplitByPattern, Gpt2IsCaseSensitiveAndTakesOnlyASpaceBeforeAWord) {
             (V{"Hello", " world", "'s", " ", " end", " IT", "'", "S", "\t", "go", " 42", "!"}));
 }
 
+// GPT-4o's regex splits words by case: a run of capitals keeps the small letters after its last one
+// ("JSONParser" is one piece, "CamelCase" two), a contraction stays with its word, and punctuation keeps the
+// line breaks and slashes after it.
+TEST(SplitByPattern, O200kSplitsWordsByCase) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pieces(SplitPattern::o200k, "HelloWorld's CamelCase JSONParser x/y ok!!/\n\n12345"),
+            (V{"Hello", "World's", " Camel", "Case", " JSONParser", " x", "/y", " ok", "!!/\n\n", "123", "45"}));
+  // A mark is a word's head and tail both: after a space, the first word alternative takes the mark as its
+  // tail and stops before the capital (its head run gives back the capital, which no tail may be).
+  EXPECT_EQ(pieces(SplitPattern::o200k, "e\u0301tudeX \u0301A"), (V{"e\u0301tude", "X", " \u0301", "A"}));
+}
+
 TEST(SplitByPattern, PiecesCoverTheTextInOrder) {
   const std::string text = "a\u00e9 \u6f22\u5b57\r\n\r\n 1\u00bd\u2160 \U0001F600!? \u3000x";
-  for (SplitPattern pattern : {SplitPattern::gpt2, SplitPattern::llama3, SplitPattern::qwen2}) {
+  for (SplitPattern pattern : {SplitPattern::gpt2, SplitPattern::llama3, SplitPattern::qwen2, SplitPattern::o200k}) {
     std::string joined;
     for (const std::string& piece : pieces(pattern, text)) {
       EXPECT_FALSE(piece.empty());
@@ -455,7 +467,9 @@ std::string random_text(std::mt19937_64& rng, const std::vector<std::string>& sp
       " ", "  ", "\t", "\n", "\r\n", "\r", "\u00a0", "\u3000", "\u2028", "\u0085", "\u200b", "\ufeff", "!", "...", "(", ")", "\"",
       "\u2014", "#", "$", "\u00e9", "e\u0301", "\u0301", "\u212b", "\u1100", "\u1161", "\u11a8", "\uac00", "\u6f22", "\u65e5\u672c",
       "\u0627", "\u0939\u093f", "\u03b1\u03b2", "\u0436", "\u0661", "\u00bd", "\u2160", "\U0001F600", "\U0001F3FD", "\U0001F1EB",
-      "\u0915\u093c", "\u00c5", "A\u030a\u0323", "\u1e69", "s\u0323\u0307", "\u00df", "\u0130"};
+      "\u0915\u093c", "\u00c5", "A\u030a\u0323", "\u1e69", "s\u0323\u0307", "\u00df", "\u0130",
+      // GPT-4o's regex reads case: capitals in a run, a title-case (U+01C5) and a modifier letter (U+02B0).
+      "JSON", "Parser", "McD", "/", "\u01c5", "\u02b0"};
   std::string text;
   const size_t parts = rng() % 12;
   for (size_t i = 0; i < parts; ++i) {
@@ -571,7 +585,7 @@ TEST_P(RealTokenizer, MatchesHuggingFaceTokenizers) {
   compare_with_oracle(path, testing::fuzz_case_count(300), seed, true, dir.path() / "tokenizer.json");
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, RealTokenizer, ::testing::Values("gpt2", "llama2", "llama3", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Models, RealTokenizer, ::testing::Values("gpt2", "llama2", "llama3", "qwen3", "gpt4o"));
 
 // Llama 2's vocabulary with the Metaspace pre-tokenizer newer Llama and Mistral files use in place of the
 // Prepend/Replace normalizer. The JavaScript library is the oracle of encoding without `split` only: it

