@@ -121,8 +121,7 @@ class Fuser {
     p.kv_heads = s.kv_heads;
     p.head_dim = s.head_dim;
     p.max_context = g_.max_context;
-    // LongRoPE's cos and sin carry a factor that scales each score by its square (ops/rope.h).
-    p.scale = float(rope_score_factor(s.rope_scaling) / std::sqrt(double(s.head_dim)));
+    p.scale = float(1.0 / std::sqrt(double(s.head_dim)));
     // Whole GQA groups per tile when there are enough KV heads to keep every worker busy; otherwise split
     // groups (each tile then reads its KV head again, which costs little at these sizes).
     const uint32_t group = s.group();
@@ -266,6 +265,8 @@ class Fuser {
     p.heads = s.heads;
     p.kv_heads = s.kv_heads;
     p.head_dim = s.head_dim;
+    p.rotary_dim = s.rotated_dims();
+    p.rope_magnitude = rope_magnitude(s.rope_scaling);
     p.max_context = g_.max_context;
     p.eps = n.eps;
     p.wdtype = g_.slots[p.wq].dtype;

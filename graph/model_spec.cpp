@@ -319,10 +319,23 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
   spec.qkv_bias = spec.arch == Architecture::qwen2 || (spec.arch != Architecture::phi3 && reader.bool_or("attention_bias", false));
   spec.qk_norm = spec.arch == Architecture::qwen3;
   if (reader.bool_or("mlp_bias", false)) fail(origin, "key 'mlp_bias' is true: Tilefire's MLP has no biases");
-  // transformers rotates only this share of each head's dimensions; Tilefire rotates all of them, so
-  // any other share would run with wrong logits.
-  if (reader.has_non_null("partial_rotary_factor") && reader.positive_float_or("partial_rotary_factor", 1.0f) != 1.0f)
-    fail(origin, "key 'partial_rotary_factor' is not 1: Tilefire applies RoPE to the whole of each head");
+  // transformers rotates only this share of each head's dimensions, int(head_dim * factor) of them, where
+  // the attention applies it: Phi-3's does (its rotary part first, the rest passed through); Llama's,
+  // Mistral's and Qwen's rotate whole heads, so a share there is refused rather than run otherwise.
+  if (reader.has_non_null("partial_rotary_factor")) {
+    reader.positive_float_or("partial_rotary_factor", 1.0f);  // a positive number, or the message says so
+    const double factor = config.at("partial_rotary_factor").get<double>();
+    if (factor > 1.0) fail(origin, "key 'partial_rotary_factor' is " + config.at("partial_rotary_factor").dump() + ": a share of a head is at most 1");
+    if (factor != 1.0) {
+      if (spec.arch != Architecture::phi3)
+        fail(origin, "key 'partial_rotary_factor' is not 1: " + spec.arch_name + " rotates whole heads (Phi3ForCausalLM rotates a share)");
+      spec.rotary_dim = uint32_t(double(spec.head_dim) * factor);  // Python's int(): toward zero
+      if (spec.rotary_dim == 0 || spec.rotary_dim % 2 != 0)
+        fail(origin, "key 'partial_rotary_factor' " + config.at("partial_rotary_factor").dump() + " rotates " +
+                         std::to_string(spec.rotary_dim) + " of head_dim " + std::to_string(spec.head_dim) +
+                         " dimensions: RoPE rotates pairs, so it must be a positive even number");
+    }
+  }
   spec.dtype = parse_torch_dtype(config, origin);
   parse_token_ids(reader, spec);
   // The MLP's activation: these architectures' SwiGLU, silu (or its other name, swish). Another one
@@ -385,6 +398,9 @@ void validate_spec(const ModelSpec& spec, const std::string& origin) {
   if (spec.head_dim % 2 != 0) {
     fail(origin, "key 'head_dim' must be even for rotary embeddings (got " + std::to_string(spec.head_dim) + ")");
   }
+  if (spec.rotary_dim % 2 != 0 || spec.rotary_dim > spec.head_dim)
+    fail(origin, "key 'partial_rotary_factor' gives " + std::to_string(spec.rotary_dim) + " rotated dimensions of head_dim " +
+                     std::to_string(spec.head_dim) + ": an even number, at most head_dim");
   if (!(spec.rms_eps > 0.0f) || !std::isfinite(spec.rms_eps)) {
     fail(origin, "key 'rms_norm_eps' must be a positive number");
   }
@@ -404,10 +420,11 @@ void validate_spec(const ModelSpec& spec, const std::string& origin) {
   if (scaling.longrope) {
     // transformers checks the same: one factor per rotated pair of a head's dimensions.
     for (const auto& [factors, key] : {std::pair{&scaling.short_factor, "short_factor"}, std::pair{&scaling.long_factor, "long_factor"}}) {
-      if (factors->size() != spec.head_dim / 2)
+      if (factors->size() != spec.rotated_dims() / 2)
         fail(origin, "key 'rope_scaling." + std::string(key) + "' has " + std::to_string(factors->size()) +
-                         " factors; LongRoPE needs one per pair of a head's dimensions, head_dim / 2 = " +
-                         std::to_string(spec.head_dim / 2));
+                         " factors; LongRoPE needs one per pair of a head's " +
+                         (spec.rotary_dim ? "rotated dimensions, the rotary dimensions / 2 = " : "dimensions, head_dim / 2 = ") +
+                         std::to_string(spec.rotated_dims() / 2));
       for (float factor : *factors)
         if (!(factor > 0.0f) || !std::isfinite(factor)) fail(origin, "key 'rope_scaling." + std::string(key) + "' must hold positive numbers");
     }
@@ -531,6 +548,12 @@ std::string to_hf_config_json(const ModelSpec& spec) {
   config["num_attention_heads"] = spec.heads;
   config["num_key_value_heads"] = spec.kv_heads;
   config["head_dim"] = spec.head_dim;
+  if (spec.rotary_dim && spec.rotary_dim != spec.head_dim) {
+    // int(head_dim * factor) must give rotary_dim back: the quotient, nudged up if it rounded below.
+    double factor = double(spec.rotary_dim) / double(spec.head_dim);
+    while (uint32_t(double(spec.head_dim) * factor) < spec.rotary_dim) factor = std::nextafter(factor, 2.0);
+    config["partial_rotary_factor"] = factor;
+  }
   config["intermediate_size"] = spec.ffn;
   config["max_position_embeddings"] = spec.max_context;
   config["rms_norm_eps"] = float_to_json(spec.rms_eps);

@@ -24,6 +24,7 @@ struct ModelSpec {
   uint32_t heads = 0;
   uint32_t kv_heads = 0;
   uint32_t head_dim = 0;  // given, or hidden / heads
+  uint32_t rotary_dim = 0;  // the leading dimensions of each q and k head RoPE rotates (Phi-4-mini: 3/4); 0: all
   uint32_t ffn = 0;       // intermediate_size
   uint32_t max_context = 0;  // max_position_embeddings
   float rms_eps = 1e-5f;
@@ -39,6 +40,7 @@ struct ModelSpec {
   uint32_t q_dim() const { return heads * head_dim; }
   uint32_t kv_dim() const { return kv_heads * head_dim; }
   uint32_t group() const { return heads / kv_heads; }  // query heads per KV head
+  uint32_t rotated_dims() const { return rotary_dim ? rotary_dim : head_dim; }
   // The checkpoint holds self_attn.qkv_proj ([q_dim + 2 kv_dim, hidden]: q, k, v rows in turn) and
   // mlp.gate_up_proj ([2 ffn, hidden]: gate rows, then up), each read as its parts.
   bool fused_projections() const { return arch == Architecture::phi3; }

@@ -69,8 +69,9 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
   PrimitiveBuilder b(g);
   const uint32_t hd = spec.head_dim, hidden = spec.hidden;
 
-  // [head_dim / 2]; LongRoPE's factors are chosen by the context the KV caches hold (ops/rope.h).
-  const std::vector<float> inv_freq = rope_inverse_frequencies(hd, spec.rope_theta, spec.rope_scaling, g.max_context);
+  // [rotated dims / 2] (a head's leading rotary_dim where only those rotate, as their own head_dim: the
+  // exponent is over them); LongRoPE's factors are chosen by the context the KV caches hold (ops/rope.h).
+  const std::vector<float> inv_freq = rope_inverse_frequencies(spec.rotated_dims(), spec.rope_theta, spec.rope_scaling, g.max_context);
   const uint32_t rope = b.slot(SlotKind::constant, DType::f32, 1, inv_freq.size(), kRopeSlotName);
   g.slots[rope].constant_offset = g.constants.size();
   g.constants.insert(g.constants.end(), inv_freq.begin(), inv_freq.end());

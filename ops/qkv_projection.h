@@ -2,7 +2,8 @@
 // qkv_projection: the attention block's input side as one fused tile op.
 //   prologue: xn = rmsnorm(x) * g                                     (input_layernorm)
 //   body:     the tile's heads of q = xn Wq^T, k = xn Wk^T or v = xn Wv^T
-//   epilogue: + bias (Qwen2), per-head RMSNorm of q and k (Qwen3), RoPE on q and k, and k, v appended
+//   epilogue: + bias (Qwen2), per-head RMSNorm of q and k (Qwen3), RoPE on q and k (on each head's first
+//             rotary_dim dimensions, Phi-4-mini's partial rotation, or all of them), and k, v appended
 //             to the KV cache at each token's position (position0 + m, or a batched step's own) in its
 //             sequence's slot.
 // Tiles are ranges of "head slots" ordered by KV group: [q heads of group 0, k0, v0, q heads of group 1,
@@ -27,11 +28,14 @@ struct QkvProjectionParams {
   uint32_t wv = kNoSlot;           // weight [kv_heads * head_dim, hidden]
   uint32_t bq = kNoSlot, bk = kNoSlot, bv = kNoSlot;  // f32 biases, or kNoSlot
   uint32_t q_norm = kNoSlot, k_norm = kNoSlot;        // f32 [head_dim], or kNoSlot
-  uint32_t rope_inv_freq = kNoSlot;  // constant f32 [head_dim / 2]
+  uint32_t rope_inv_freq = kNoSlot;  // constant f32 [rotated dims / 2]
   uint32_t q_out = kNoSlot;          // activation [tokens, heads * head_dim]
   uint32_t k_cache = kNoSlot;        // kv cache [sequences, kv_heads, max_context, head_dim]
   uint32_t v_cache = kNoSlot;        // kv cache [sequences, kv_heads, max_context, head_dim]
   uint32_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, max_context = 0;
+  uint32_t rotary_dim = 0;  // each q and k head's leading dimensions RoPE rotates, the rest passed through; 0: all
+  float rope_magnitude = 1.0f;  // what cos and sin are multiplied by (LongRoPE's attention_factor)
+  TILEFIRE_HD uint32_t rotated() const { return rotary_dim ? rotary_dim : head_dim; }
   float eps = 1e-5f;
   DType wdtype = DType::f32;
 };
@@ -130,7 +134,7 @@ struct QkvProjectionOp {
     }
     for (uint32_t c = col0; c < col1; c += p.head_dim) {
       if (head_norm_slot != kNoSlot) rmsnorm_row(row + c, ctx.slot<const float>(head_norm_slot), p.head_dim, p.eps, row + c);
-      if (rotate) rope_apply_head(row + c, p.head_dim, position, inv_freq);
+      if (rotate) rope_apply_head(row + c, p.rotated(), position, inv_freq, p.rope_magnitude);  // the leading dimensions as a head of their own
     }
   }
 };

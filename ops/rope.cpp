@@ -59,19 +59,16 @@ std::vector<float> rope_inverse_frequencies(uint32_t head_dim, float theta, cons
   return inv_freq;
 }
 
-double rope_score_factor(const RopeScaling& scaling) {
-  if (!scaling.longrope) return 1.0;
-  const double m = scaling.attention_factor;
-  return m * m;
-}
+float rope_magnitude(const RopeScaling& scaling) { return scaling.longrope ? scaling.attention_factor : 1.0f; }
 
-void rope_apply_head(float* head, uint32_t head_dim, uint32_t position, const float* inv_freq) {
+void rope_apply_head(float* head, uint32_t head_dim, uint32_t position, const float* inv_freq, float magnitude) {
   const uint32_t half = head_dim / 2;
   const float pos = float(position);  // transformers: position_ids.float() @ inv_freq, in float32
   for (uint32_t i = 0; i < half; ++i) {
     const float angle = pos * inv_freq[i];
-    const float c = float(std::cos(double(angle)));
-    const float s = float(std::sin(double(angle)));
+    // transformers: emb.cos() * attention_scaling, in float32
+    const float c = float(std::cos(double(angle))) * magnitude;
+    const float s = float(std::sin(double(angle))) * magnitude;
     const float x0 = head[i];
     const float x1 = head[i + half];
     head[i] = x0 * c - x1 * s;

@@ -30,14 +30,16 @@ struct RopeScaling {
 //   every position's rotation fixed, and is transformers' choice whenever the context is within it.
 std::vector<float> rope_inverse_frequencies(uint32_t head_dim, float theta, const RopeScaling& scaling, uint32_t context = 0);
 
-// What the attention scores are multiplied by besides 1 / sqrt(head_dim): LongRoPE multiplies both cos and
-// sin by attention_factor, so every rotated q . k by its square (values are not rotated); 1 otherwise.
-double rope_score_factor(const RopeScaling& scaling);
+// What cos and sin are multiplied by: LongRoPE's attention_factor, 1 otherwise. (It scales the rotated
+// dimensions only: with a partial rotation the rest of a head is passed through as it is, so it cannot be
+// folded into the attention's scale.)
+float rope_magnitude(const RopeScaling& scaling);
 
 // Rotates one head in place: for i < hd/2, angle = float(position) * inv_freq[i] as a float32 product
 // (like transformers' float32 path; the same bits as the exact product rounded once to float), then
-// cos/sin of that float angle computed in double and rounded to float:
+// cos/sin of that float angle computed in double, rounded to float and multiplied by `magnitude` in float:
 //   out[i] = x[i] * cos - x[i + hd/2] * sin;  out[i + hd/2] = x[i + hd/2] * cos + x[i] * sin.
-void rope_apply_head(float* head, uint32_t head_dim, uint32_t position, const float* inv_freq);
+// With a partial rotation, `head_dim` is the rotated leading dimensions (the rest is left as it is).
+void rope_apply_head(float* head, uint32_t head_dim, uint32_t position, const float* inv_freq, float magnitude = 1.0f);
 
 }  // namespace tilefire

@@ -27,7 +27,7 @@ struct DeviceTile<OpCode::qkv_projection> {
     double* scratch = reinterpret_cast<double*>(dots + ctx.pass_tokens() * rows + 2);
     scratch = reinterpret_cast<double*>((reinterpret_cast<uintptr_t>(scratch) + 7) & ~uintptr_t(7));
     const float* x = ctx.slot<const float>(p.x);  // [tokens, hidden]
-    const float* inv_freq = ctx.slot<const float>(p.rope_inv_freq);  // [head_dim / 2]
+    const float* inv_freq = ctx.slot<const float>(p.rope_inv_freq);  // [rotated dims / 2]
     const bool is_q = s.part == Op::Part::q, is_k = s.part == Op::Part::k;
     const uint32_t bias_slot = is_q ? p.bq : is_k ? p.bk : p.bv;
     const uint32_t norm_slot = is_q ? p.q_norm : is_k ? p.k_norm : kNoSlot;
@@ -62,13 +62,13 @@ struct DeviceTile<OpCode::qkv_projection> {
         }
         const uint32_t position = ctx.position_of(m0 + t);
         if (rotate) {
-          const uint32_t half = hd / 2;
+          const uint32_t half = p.rotated() / 2;  // pairs (i, i + half) of the leading rotated dimensions
           const float pos = float(position);
           for (uint32_t i = lane_id(); i < half; i += 32) {
             const float angle = pos * __ldg(inv_freq + i);
             double sin_a, cos_a;
             sincos(double(angle), &sin_a, &cos_a);
-            const float c = float(cos_a), sn = float(sin_a);
+            const float c = float(cos_a) * p.rope_magnitude, sn = float(sin_a) * p.rope_magnitude;
             const float x0 = head[i], x1 = head[i + half];
             head[i] = x0 * c - x1 * sn;
             head[i + half] = x1 * c + x0 * sn;

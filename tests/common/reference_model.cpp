@@ -34,7 +34,7 @@ std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<dou
 ReferenceModel::ReferenceModel(const ModelSpec& spec, const WeightStore& weights, uint32_t context)
     : spec_(spec), weights_(weights) {
   // RoPE frequencies, with Llama 3's or LongRoPE's scaling, straight from the published formulas.
-  const uint32_t hd = spec.head_dim;
+  const uint32_t hd = spec.rotary_dim ? spec.rotary_dim : spec.head_dim;  // the rotated leading dimensions
   if (context == 0) context = std::min(spec.max_context, 4096u);
   const RopeScaling& longrope = spec.rope_scaling;
   if (longrope.longrope) rope_magnitude_ = longrope.attention_factor;
@@ -81,13 +81,16 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
   std::vector<double> table = weight("model.embed_tokens.weight");
   std::vector<double> x(table.begin() + size_t(token) * s.hidden, table.begin() + size_t(token + 1) * s.hidden);
 
+  // Each head's first `rotated` dimensions (Phi-3's partial rotation: the rest passed through), as a head
+  // of their own: element i pairs with i + rotated / 2.
+  const uint32_t rotated = s.rotary_dim ? s.rotary_dim : hd;
   auto rotate = [&](double* head) {
-    for (uint32_t i = 0; i < hd / 2; ++i) {
+    for (uint32_t i = 0; i < rotated / 2; ++i) {
       const double angle = double(pos) * inv_freq_[i];
       const double c = std::cos(angle) * rope_magnitude_, sn = std::sin(angle) * rope_magnitude_;
-      const double a = head[i], b = head[i + hd / 2];
+      const double a = head[i], b = head[i + rotated / 2];
       head[i] = a * c - b * sn;
-      head[i + hd / 2] = b * c + a * sn;
+      head[i + rotated / 2] = b * c + a * sn;
     }
   };
   auto head_norm = [&](double* head, const std::vector<double>& g) {

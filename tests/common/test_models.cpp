@@ -47,15 +47,17 @@ ModelSpec variant_spec(Variant variant) {
       break;
     case Variant::phi3:
     case Variant::phi3_longrope:
+    case Variant::phi3_partial:
       spec.arch = Architecture::phi3;
       spec.arch_name = "Phi3ForCausalLM";
       spec.kv_heads = 4;
       if (variant == Variant::phi3) break;
+      if (variant == Variant::phi3_partial) spec.rotary_dim = 24;
       spec.rope_scaling.longrope = true;
       spec.rope_scaling.original_max_position = 64;
       spec.rope_scaling.factor = float(spec.max_context) / 64.0f;  // as parse_hf_config reads the written config
       spec.rope_scaling.attention_factor = float(std::sqrt(1.0 + std::log(double(spec.rope_scaling.factor)) / std::log(64.0)));
-      for (uint32_t i = 0; i < spec.head_dim / 2; ++i) {
+      for (uint32_t i = 0; i < spec.rotated_dims() / 2; ++i) {
         // Phi-3.5's factors grow from 1 at the highest frequency to tens at the lowest; these as well.
         spec.rope_scaling.short_factor.push_back(1.0f + 0.05f * float(i));
         spec.rope_scaling.long_factor.push_back(1.0f + 1.5f * float(i * i) / 8.0f);
@@ -75,6 +77,7 @@ const char* variant_name(Variant variant) {
     case Variant::mistral: return "mistral";
     case Variant::phi3: return "phi3";
     case Variant::phi3_longrope: return "phi3_longrope";
+    case Variant::phi3_partial: return "phi3_partial";
   }
   return "?";
 }

@@ -353,7 +353,7 @@ TEST_F(CliErrors, ConfigBadValues) {
       {"huge FFN", R"({"intermediate_size": 2147483647})", {"'intermediate_size'", "2147483647"}},
       {"MLP biases", R"({"mlp_bias": true})", {"'mlp_bias'", "no biases"}},
       // transformers would rotate half of each head; Tilefire rotates all of it (it ran, wrong).
-      {"partial RoPE", R"({"partial_rotary_factor": 0.5})", {"'partial_rotary_factor'", "whole of each head"}},
+      {"partial RoPE", R"({"partial_rotary_factor": 0.5})", {"'partial_rotary_factor' is not 1", "LlamaForCausalLM rotates whole heads"}},
   };
   for (const ConfigCase& c : cases) {
     SCOPED_TRACE(c.name);

@@ -120,12 +120,13 @@ TEST_F(CudaEngine, TinyMatchesTheCpuBackendInEveryMode) {
   expect_bitwise_equal(first, run_trajectory(dynamic_engine, prompt, 12), "dynamic ready queue");
 }
 
-// Phi-3 with LongRoPE on the device: its fused projections read as views, the long factors (256 positions
-// are past its pretrained 64) and the scores' factor reach the kernel through the Program as on the cpu.
+// Phi-3 with LongRoPE and a partial rotation on the device: its fused projections read as views, the long
+// factors (256 positions are past its pretrained 64), the scores' factor and the rotated share of each head
+// (24 of 32) reach the kernel through the Program as on the cpu.
 TEST_F(CudaEngine, Phi3WithLongRopeMatchesTheCpuBackend) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   TempDir dir("cuda-phi3");
-  write_test_model(variant_spec(Variant::phi3_longrope), dir.path(), DType::bf16);
+  write_test_model(variant_spec(Variant::phi3_partial), dir.path(), DType::bf16);
   EngineOptions cpu_options = cuda_options(dir.path().string());
   cpu_options.backend = Backend::cpu;
   Engine cpu(cpu_options);

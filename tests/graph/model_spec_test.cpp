@@ -34,6 +34,7 @@ void expect_same_spec(const ModelSpec& a, const ModelSpec& b) {
   EXPECT_EQ(a.heads, b.heads);
   EXPECT_EQ(a.kv_heads, b.kv_heads);
   EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.rotary_dim, b.rotary_dim);
   EXPECT_EQ(a.ffn, b.ffn);
   EXPECT_EQ(a.max_context, b.max_context);
   EXPECT_EQ(a.rms_eps, b.rms_eps);  // exact: the round trip must not drift
@@ -225,6 +226,43 @@ TEST(ModelSpecParse, Phi3LongRopeReadsItsFactorsAndAttentionFactor) {
   const ModelSpec mini = parse_hf_config_text(kPhi3MiniConfig, "m");
   ModelSpec mini_unwindowed = parse_hf_config_text(to_hf_config_json(mini), "round trip");
   expect_same_spec(mini_unwindowed, mini);
+}
+
+// Microsoft's Phi-4-mini-instruct: Phi3ForCausalLM rotating 3/4 of each head (96 of 128), with LongRoPE over
+// those 96 (48 factors per list) and tied embeddings.
+TEST(ModelSpecParse, Phi4MiniRotatesAShareOfEachHead) {
+  json config = phi35_config();
+  config["hidden_size"] = 3072;
+  config["num_attention_heads"] = 24;
+  config["num_key_value_heads"] = 8;
+  config["num_hidden_layers"] = 32;
+  config["vocab_size"] = 200064;
+  config["tie_word_embeddings"] = true;
+  config["partial_rotary_factor"] = 0.75;
+  config["eos_token_id"] = 199999;
+  config["bos_token_id"] = 199999;
+  const ModelSpec spec = parse_hf_config_text(config.dump(), "phi4/config.json");
+  EXPECT_EQ(spec.head_dim, 128u);
+  EXPECT_EQ(spec.rotary_dim, 96u);
+  EXPECT_EQ(spec.rotated_dims(), 96u);
+  EXPECT_EQ(spec.rope_scaling.short_factor.size(), 48u);
+  EXPECT_EQ(spec.parameter_count(), 3836021760ull);  // what Hugging Face reports for Phi-4-mini-instruct
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(spec), "round trip"), spec);
+
+  json odd = config;  // 0.7 of 128 is 89.6: int() makes 89, which pairs cannot rotate
+  odd["partial_rotary_factor"] = 0.7;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(odd.dump(), "c.json"); }),
+              HasSubstr("key 'partial_rotary_factor' 0.7 rotates 89 of head_dim 128 dimensions: RoPE rotates pairs"));
+  json full_factors = config;  // the factors are one per rotated pair, not per pair of the head
+  for (const char* key : {"short_factor", "long_factor"}) full_factors["rope_scaling"][key] = json::array();
+  for (int i = 0; i < 64; ++i)
+    for (const char* key : {"short_factor", "long_factor"}) full_factors["rope_scaling"][key].push_back(1.0);
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(full_factors.dump(), "c.json"); }),
+              HasSubstr("has 64 factors; LongRoPE needs one per pair of a head's rotated dimensions, the rotary dimensions / 2 = 48"));
+  json llama = json::parse(kLlama32Config);  // Llama's attention rotates whole heads
+  llama["partial_rotary_factor"] = 0.5;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(llama.dump(), "c.json"); }),
+              HasSubstr("key 'partial_rotary_factor' is not 1: LlamaForCausalLM rotates whole heads"));
 }
 
 TEST(ModelSpecParse, Qwen2HasBiasAndIgnoresDisabledSlidingWindow) {

@@ -104,7 +104,7 @@ TEST(Rope, Llama3ScalingBranches) {
 }
 
 // LongRoPE (Phi-3): each frequency divided by its factor, the short ones while the context is within the
-// pretrained one and the long ones past it; the scores carry the square of the factor cos and sin take.
+// pretrained one and the long ones past it; cos and sin multiplied by its attention factor.
 TEST(Rope, LongRopeFactorsByContext) {
   RopeScaling scaling;
   scaling.longrope = true;
@@ -126,8 +126,15 @@ TEST(Rope, LongRopeFactorsByContext) {
       EXPECT_TRUE(close(got[i], want, 0.0, 1e-6)) << "i=" << i << " got " << got[i] << " want " << want;
     }
   }
-  EXPECT_DOUBLE_EQ(rope_score_factor(scaling), 1.5625);
-  EXPECT_DOUBLE_EQ(rope_score_factor(RopeScaling{}), 1.0);
+  EXPECT_EQ(rope_magnitude(scaling), 1.25f);
+  EXPECT_EQ(rope_magnitude(RopeScaling{}), 1.0f);
+  // cos and sin multiplied by it: the rotated head is the plain rotation times the magnitude.
+  const auto inv_freq = rope_inverse_frequencies(hd, float(theta), scaling, 100);
+  std::vector<float> plain(hd), scaled(hd);
+  for (uint32_t d = 0; d < hd; ++d) plain[d] = scaled[d] = 0.1f * float(d % 7) - 0.3f;
+  rope_apply_head(plain.data(), hd, 37, inv_freq.data());
+  rope_apply_head(scaled.data(), hd, 37, inv_freq.data(), 1.25f);
+  for (uint32_t d = 0; d < hd; ++d) EXPECT_NEAR(scaled[d], 1.25 * plain[d], 1e-6) << d;
   scaling.long_factor.pop_back();  // a list of the wrong length is refused, not read past its end
   EXPECT_THROW(rope_inverse_frequencies(hd, float(theta), scaling, 8192), std::invalid_argument);
 }
