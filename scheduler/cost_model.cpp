@@ -66,12 +66,12 @@ TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t contex
   if (task.op == OpCode::attention_merge)  // a rescale and two multiply-adds per chunk, dimension, head and token
     work.flops += 3.0 * double(params.as<AttentionMergeParams>().chunks) * double(head_dim) * double(tile.end - tile.begin) *
                   double(tokens);
-  if (task.op == OpCode::qkv_projection) {  // half a head of (cos, sin) pairs per rotated q and k head and token
+  if (task.op == OpCode::qkv_projection) {  // half the rotated dimensions of (cos, sin) pairs per q and k head and token
     const auto& p = params.as<QkvProjectionParams>();
     uint32_t rotated = 0;
     for (uint32_t unit = tile.begin; unit < tile.end; ++unit)
       rotated += QkvProjectionOp::segment_of(p, unit).part != QkvProjectionOp::Part::v;
-    work.rotations = double(rotated) * double(p.head_dim / 2) * double(tokens);
+    work.rotations = double(rotated) * double(p.rotated() / 2) * double(tokens);  // a partial rotation: its share
   }
   if (task.op == OpCode::gate_up_swiglu)  // one sigmoid per FFN column and token
     work.exps = double(tile.end - tile.begin) * double(tokens);
