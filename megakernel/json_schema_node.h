@@ -149,21 +149,6 @@ struct PatternStateKey {
   int32_t node, position;
   bool operator==(const PatternStateKey&) const = default;
 };
-struct PatternTokenTable {
-  // The tokens that end on a whole character, inside the string: the pattern state they leave it in
-  // (fewer than kMostPatternStates) and the characters they add; by state, then characters.
-  struct Whole {
-    int32_t token;
-    uint16_t target;
-    uint16_t characters;
-  };
-  std::vector<Whole> whole;
-  // The tokens that end inside a character or an escape, or reach the string's closing quote: whether
-  // one is taken depends on how the character can end, or on what may follow the string, so the reply's
-  // state is asked about each (a few hundred in a vocabulary).
-  std::vector<int32_t> asked;
-  size_t entries() const { return whole.size() + asked.size(); }
-};
-struct JsonSchema::PatternTables : SharedTokenTables<PatternStateKey, PatternTokenTable> {};
+struct JsonSchema::PatternTables : SharedTokenTables<PatternStateKey, PatternStateTable> {};
 
 }  // namespace tilefire

@@ -50,9 +50,9 @@ static_assert(kMostPatternStates <= UINT16_MAX + 1u, "a table's target is 16 bit
 
 // The table of the tokens from a pattern state, shared by every reply to the schema (json_schema_node.h):
 // null the first time any of them is there.
-std::shared_ptr<const PatternTokenTable> pattern_token_table(const JsonSchema& schema, const TokenTrie& trie, const PatternStateKey& key) {
+std::shared_ptr<const PatternStateTable> pattern_token_table(const JsonSchema& schema, const TokenTrie& trie, const PatternStateKey& key) {
   return schema.pattern_tables().find_or_make(key, [&] {
-    auto table = std::make_shared<PatternTokenTable>();
+    auto table = std::make_shared<PatternStateTable>();
     const Node& node = schema.compiled().nodes[size_t(key.node)];
     PatternCharacters start{node.pattern.get(), Frame{}};
     start.frame.position = key.position;
@@ -63,7 +63,7 @@ std::shared_ptr<const PatternTokenTable> pattern_token_table(const JsonSchema& s
     sort_by_state_and_characters(table->whole);  // the tokens alike in both get one verdict from the lengths left
     table->whole.shrink_to_fit();
     table->asked.shrink_to_fit();
-    return std::shared_ptr<const PatternTokenTable>(std::move(table));
+    return std::shared_ptr<const PatternStateTable>(std::move(table));
   });
 }
 
@@ -75,7 +75,7 @@ bool JsonSchemaBytes::allow_tokens_itself(const TokenTrie& trie, std::vector<uin
   if (frame.node < 0 || frame.utf8_left || frame.escape) return false;
   const Node& node = matcher_->schema_->compiled().nodes[size_t(frame.node)];
   if (node.kind != Node::Kind::string || !node.pattern) return false;
-  const std::shared_ptr<const PatternTokenTable> table =
+  const std::shared_ptr<const PatternStateTable> table =
       pattern_token_table(*matcher_->schema_, trie, {trie.serial(), frame.node, frame.position});
   if (!table) return false;
   if (allowed.size() < trie.tokens())

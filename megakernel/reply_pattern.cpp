@@ -107,21 +107,8 @@ constexpr size_t kCountedStatesWorthLengths = 8;
 
 }  // namespace
 
-// A pattern state's table: the tokens that end on a whole character (the state they leave it in and the
-// characters they add) and those that end inside one (asked of the reply's state).
-struct ReplyPatternTable {
-  struct Whole {
-    int32_t token;
-    uint16_t target;
-    uint16_t characters;
-  };
-  std::vector<Whole> whole;  // by target, then characters (pattern_token_sort.h)
-  std::vector<int32_t> asked;
-  size_t entries() const { return whole.size() + asked.size(); }
-};
-
 // A pattern's tables, by (TokenTrie::serial, state), shared by every reply to it (shared_token_tables.h).
-class PatternTokenTables : public SharedTokenTables<std::pair<uint64_t, int32_t>, ReplyPatternTable> {};
+class PatternTokenTables : public SharedTokenTables<std::pair<uint64_t, int32_t>, PatternStateTable> {};
 
 PatternReplyBytes::PatternReplyBytes(const ReplyPattern* pattern, PatternTokenTables* tables)
     : automaton_(pattern->automaton_.get()), pattern_(pattern), tables_(tables) {}
@@ -170,8 +157,8 @@ bool PatternReplyBytes::ended() const { return complete() && !leads_on(0, kMostC
 
 bool PatternReplyBytes::allow_tokens_itself(const TokenTrie& trie, std::vector<uint8_t>& allowed) const {
   if (!tables_ || !pattern_->lengths_ || utf8_left_) return false;
-  const std::shared_ptr<const ReplyPatternTable> table = tables_->find_or_make(std::pair(trie.serial(), state_), [&] {
-    auto made = std::make_shared<ReplyPatternTable>();
+  const std::shared_ptr<const PatternStateTable> table = tables_->find_or_make(std::pair(trie.serial(), state_), [&] {
+    auto made = std::make_shared<PatternStateTable>();
     trie.walk(PatternCharacters{automaton_, state_}, [&](int32_t token, const PatternCharacters& after) {
       if (after.left) made->asked.push_back(token);
       else made->whole.push_back({token, uint16_t(after.state), after.characters});
@@ -179,7 +166,7 @@ bool PatternReplyBytes::allow_tokens_itself(const TokenTrie& trie, std::vector<u
     sort_by_state_and_characters(made->whole);
     made->whole.shrink_to_fit();
     made->asked.shrink_to_fit();
-    return std::shared_ptr<const ReplyPatternTable>(std::move(made));
+    return std::shared_ptr<const PatternStateTable>(std::move(made));
   });
   if (!table) return false;
   if (allowed.size() < trie.tokens())
@@ -191,7 +178,7 @@ bool PatternReplyBytes::allow_tokens_itself(const TokenTrie& trie, std::vector<u
   int32_t last_target = -1;
   uint32_t last_characters = 0;
   bool taken = false;
-  for (const ReplyPatternTable::Whole& whole : table->whole) {
+  for (const PatternStateTable::Whole& whole : table->whole) {
     if (whole.target != last_target || whole.characters != last_characters) {
       last_target = whole.target, last_characters = whole.characters;
       taken = pattern_->within_lengths(whole.target, uint32_t(std::min<uint64_t>(uint64_t(count_) + whole.characters, UINT32_MAX)));

@@ -9,6 +9,7 @@
 //   object, and with it the tables earlier replies made.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +18,21 @@
 #include <vector>
 
 namespace tilefire {
+
+// A pattern state's table (a schema's pattern string or a reply's pattern): the tokens that end on a whole
+// character, with the state they leave the pattern in and the characters they add, sorted by both
+// (pattern_token_sort.h); and those that end inside a character or an escape, or reach a string's closing
+// quote, whose verdict the reply's state gives (a few hundred in a vocabulary).
+struct PatternStateTable {
+  struct Whole {
+    int32_t token;
+    uint16_t target;  // fewer than kMostPatternStates
+    uint16_t characters;
+  };
+  std::vector<Whole> whole;
+  std::vector<int32_t> asked;
+  size_t entries() const { return whole.size() + asked.size(); }
+};
 
 // The value of the first (key, value) pair of `recent` (the most recently used last) whose key is `key`,
 // moved to the back; null when none is.
