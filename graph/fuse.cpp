@@ -121,6 +121,7 @@ class Fuser {
     p.kv_heads = s.kv_heads;
     p.head_dim = s.head_dim;
     p.max_context = g_.max_context;
+    p.window = s.attention_window(node.layer);
     p.scale = float(1.0 / std::sqrt(double(s.head_dim)));
     // Whole GQA groups per tile when there are enough KV heads to keep every worker busy; otherwise split
     // groups (each tile then reads its KV head again, which costs little at these sizes).
@@ -129,7 +130,8 @@ class Fuser {
     std::vector<uint32_t> breaks;
     for (uint32_t kv = 1; kv < s.kv_heads; ++kv) breaks.push_back(kv * group);
     fused_[n] = true;
-    const uint32_t chunks = split_kv_chunks(s.kv_heads * pieces, p.max_context);
+    // A window shorter than the cache bounds what a token reads, so it bounds the chunking too.
+    const uint32_t chunks = split_kv_chunks(s.kv_heads * pieces, p.window != 0 ? std::min(p.window, p.max_context) : p.max_context);
     if (chunks < 2) return emit(OpCode::causal_attention, node.layer, p, (group + pieces - 1) / pieces, breaks);
 
     // Split-KV: one attention_chunk tile per (KV head, chunk) writes its records, attention_merge combines them.
@@ -142,6 +144,7 @@ class Fuser {
     chunk.head_dim = s.head_dim;
     chunk.max_context = p.max_context;
     chunk.chunks = chunks;
+    chunk.window = p.window;
     chunk.scale = p.scale;
     const uint64_t partial_cols = uint64_t(AttentionChunkOp::tile_units(chunk)) * AttentionChunkOp::unit_floats(chunk);
     if (partial_cols > 0xffffffffull) fail(n, "the split-KV records of a step exceed 2^32 columns; use fewer --kv-splits");
@@ -158,14 +161,14 @@ class Fuser {
   // tile's worth of work per token already, and its records would grow with the prompt. --kv-splits N
   // forces N; by default a decode step splits when the per-head tiles (`head_tiles`) would leave workers
   // idle, into as many chunks as fill the workers, with at least kMinChunkContext cache positions per
-  // chunk when the cache is full.
-  uint32_t split_kv_chunks(uint32_t head_tiles, uint32_t max_context) const {
+  // chunk when a token sees `visible_positions` (the cache, or a shorter sliding window).
+  uint32_t split_kv_chunks(uint32_t head_tiles, uint32_t visible_positions) const {
     constexpr uint32_t kMinChunkContext = 128, kMaxChunks = 64;
     if (options_.tokens != 1 && !options_.batched_decode) return 1;
     if (options_.kv_splits != 0) return options_.kv_splits;
     if (head_tiles >= options_.workers) return 1;
     const uint32_t fill = (options_.workers + g_.spec.kv_heads - 1) / g_.spec.kv_heads;
-    return std::clamp(std::min(fill, max_context / kMinChunkContext), 1u, kMaxChunks);
+    return std::clamp(std::min(fill, visible_positions / kMinChunkContext), 1u, kMaxChunks);
   }
 
   void fuse_matmul(uint32_t n) {

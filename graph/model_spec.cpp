@@ -1,6 +1,7 @@
 // ModelSpec from a Hugging Face config.json, the presets, and the way back to config.json text.
 #include "graph/model_spec.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -270,6 +271,55 @@ ModelSpec parse_hf_config(const std::filesystem::path& config_json) {
   return parse_hf_config_text(text.str(), origin);
 }
 
+// Sliding-window attention, as transformers reads each architecture's config:
+// - MistralForCausalLM: `sliding_window` on every layer (MistralConfig's default 4096 when the key is
+//   absent; null turns it off);
+// - Phi3ForCausalLM: `sliding_window` on every layer (absent or null: none);
+// - Qwen2/Qwen3: only with `use_sliding_window` true, on the layers `layer_types` names
+//   "sliding_attention", or without that list on layers max_window_layers (default 28) and up;
+//   `sliding_window` defaults to 4096;
+// - LlamaForCausalLM: none (LlamaConfig has no window; transformers ignores the key, and so do we).
+// A window no shorter than the context changes nothing; the engine still runs with it.
+static void parse_sliding_window(const ConfigReader& reader, const json& config, const std::string& origin, ModelSpec& spec) {
+  spec.sliding_window = 0;
+  spec.sliding_layers.clear();
+  if (spec.arch == Architecture::llama) return;
+  if (is_qwen(spec.arch)) {
+    if (!reader.bool_or("use_sliding_window", false)) return;
+    if (reader.has("sliding_window") && !reader.has_non_null("sliding_window")) return;
+    spec.sliding_window = reader.positive_u32_or("sliding_window", 4096);
+    if (reader.has_non_null("layer_types")) {
+      const json& types = config.at("layer_types");
+      if (!types.is_array() || types.size() != spec.layers)
+        fail(origin, "key 'layer_types' must be a list of num_hidden_layers (" + std::to_string(spec.layers) + ") strings");
+      for (size_t l = 0; l < types.size(); ++l) {
+        const std::string type = types[l].is_string() ? types[l].get<std::string>() : types[l].dump();
+        if (type != "sliding_attention" && type != "full_attention")
+          fail(origin, "key 'layer_types' entry " + std::to_string(l) + " is '" + type +
+                           "': the layers supported are \"sliding_attention\" and \"full_attention\"");
+        spec.sliding_layers.push_back(type == "sliding_attention");
+      }
+    } else {
+      uint32_t first_sliding = 28;  // Qwen2Config's default
+      if (reader.has_non_null("max_window_layers")) {
+        const json& value = config.at("max_window_layers");
+        if (!value.is_number_integer() || value.get<int64_t>() < 0) reader.bad("max_window_layers", "a non-negative integer");
+        first_sliding = uint32_t(std::min<int64_t>(value.get<int64_t>(), spec.layers));
+      }
+      for (uint32_t l = 0; l < spec.layers; ++l) spec.sliding_layers.push_back(l >= first_sliding);
+    }
+  } else {
+    const bool mistral = spec.arch == Architecture::mistral;
+    if (!reader.has_non_null("sliding_window") && !(mistral && !reader.has("sliding_window"))) return;
+    spec.sliding_window = reader.positive_u32_or("sliding_window", 4096);
+    spec.sliding_layers.assign(spec.layers, true);
+  }
+  if (std::find(spec.sliding_layers.begin(), spec.sliding_layers.end(), true) == spec.sliding_layers.end()) {
+    spec.sliding_window = 0;  // no layer slides
+    spec.sliding_layers.clear();
+  }
+}
+
 ModelSpec parse_hf_config_text(const std::string& text, const std::string& origin) {
   const json config = parse_json_text(text.data(), text.data() + text.size(), origin);
   if (!config.is_object()) fail(origin, "not a config.json: the top level must be a JSON object");
@@ -348,17 +398,8 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
       fail(origin, "key 'hidden_act' is '" + name + "': the MLP supports silu (SwiGLU) only");
   }
 
-  // Sliding-window attention: the foundation has none, so a model whose window is shorter than its
-  // position range is run with max_context capped at the window. Within the window, sliding-window and
-  // full attention are identical, so every answer we give is exact; we only refuse longer contexts.
-  // Qwen2/3 configs carry sliding_window even when it is off; it only counts with use_sliding_window.
-  // Mistral's have no such switch (the window is on); an explicit use_sliding_window false turns any off.
-  bool window_applies = reader.bool_or("use_sliding_window", !qwen);
-  if (window_applies && reader.has_non_null("sliding_window")) {
-    uint32_t window = reader.positive_u32("sliding_window");
-    if (window < spec.max_context) spec.max_context = window;
-  }
-
+  validate_spec(spec, origin);  // first: the window's per-layer list is sized by a checked layer count
+  parse_sliding_window(reader, config, origin, spec);
   validate_spec(spec, origin);
   return spec;
 }
@@ -391,6 +432,9 @@ void validate_spec(const ModelSpec& spec, const std::string& origin) {
   require_at_most(spec.heads, 1024, "num_attention_heads");
   require_at_most(spec.head_dim, 1024, "head_dim");
   require_at_most(spec.ffn, 1u << 20, "intermediate_size");
+  if (spec.sliding_window != 0 && spec.sliding_layers.size() != spec.layers)
+    fail(origin, "the sliding window's layer list has " + std::to_string(spec.sliding_layers.size()) + " entries for " +
+                     std::to_string(spec.layers) + " layers");
   if (spec.heads % spec.kv_heads != 0) {
     fail(origin, "key 'num_key_value_heads' (" + std::to_string(spec.kv_heads) +
                      ") must divide num_attention_heads (" + std::to_string(spec.heads) + ")");
@@ -537,6 +581,30 @@ ModelSpec preset_spec(const std::string& name, DType dtype) {
   return spec;
 }
 
+namespace {
+
+// The keys parse_sliding_window reads back to the same window and layers.
+void write_sliding_window(const ModelSpec& spec, json& config) {
+  const bool all_layers = spec.sliding_window != 0 &&
+                          std::find(spec.sliding_layers.begin(), spec.sliding_layers.end(), false) == spec.sliding_layers.end();
+  if (is_qwen(spec.arch)) {
+    config["use_sliding_window"] = spec.sliding_window != 0;
+    config["sliding_window"] = spec.sliding_window != 0 ? json(spec.sliding_window) : json(nullptr);
+    if (spec.sliding_window == 0) return;
+    json types = json::array();
+    for (bool sliding : spec.sliding_layers) types.push_back(sliding ? "sliding_attention" : "full_attention");
+    config["layer_types"] = types;
+  } else if (spec.arch == Architecture::mistral || spec.arch == Architecture::phi3) {
+    if (spec.sliding_window != 0 && !all_layers)
+      throw std::invalid_argument("to_hf_config_json: " + spec.arch_name + " slides every layer or none");
+    config["sliding_window"] = spec.sliding_window != 0 ? json(spec.sliding_window) : json(nullptr);
+  } else if (spec.sliding_window != 0) {
+    throw std::invalid_argument("to_hf_config_json: " + spec.arch_name + " has no sliding window");
+  }
+}
+
+}  // namespace
+
 std::string to_hf_config_json(const ModelSpec& spec) {
   const ArchitectureName& arch = architecture_entry(spec.arch);
   json config = json::object();
@@ -583,6 +651,7 @@ std::string to_hf_config_json(const ModelSpec& spec) {
   } else {
     config["rope_scaling"] = nullptr;
   }
+  write_sliding_window(spec, config);
   config["tie_word_embeddings"] = spec.tie_embeddings;
   // Qwen2 always has q/k/v biases (its config has no key for it), Phi-3 never; the others say it with
   // attention_bias.

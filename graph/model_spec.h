@@ -27,6 +27,11 @@ struct ModelSpec {
   uint32_t rotary_dim = 0;  // the leading dimensions of each q and k head RoPE rotates (Phi-4-mini: 3/4); 0: all
   uint32_t ffn = 0;       // intermediate_size
   uint32_t max_context = 0;  // max_position_embeddings
+  // Sliding-window attention (Mistral, Phi-3, Qwen with use_sliding_window): a token in a sliding layer
+  // sees the last `sliding_window` positions, itself included; sliding_layers[l] says whether layer l
+  // slides (sized `layers` when sliding_window is set, empty otherwise). 0: every layer sees all before it.
+  uint32_t sliding_window = 0;
+  std::vector<bool> sliding_layers;
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling;
@@ -41,6 +46,10 @@ struct ModelSpec {
   uint32_t kv_dim() const { return kv_heads * head_dim; }
   uint32_t group() const { return heads / kv_heads; }  // query heads per KV head
   uint32_t rotated_dims() const { return rotary_dim ? rotary_dim : head_dim; }
+  // The window layer `layer`'s attention runs with (0: full causal attention).
+  uint32_t attention_window(uint32_t layer) const {
+    return sliding_window != 0 && layer < sliding_layers.size() && sliding_layers[layer] ? sliding_window : 0;
+  }
   // The checkpoint holds self_attn.qkv_proj ([q_dim + 2 kv_dim, hidden]: q, k, v rows in turn) and
   // mlp.gate_up_proj ([2 ffn, hidden]: gate rows, then up), each read as its parts.
   bool fused_projections() const { return arch == Architecture::phi3; }

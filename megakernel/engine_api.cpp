@@ -180,7 +180,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   m.max_context = options.max_context ? options.max_context : std::min(spec.max_context, 4096u);
   if (m.max_context > spec.max_context)
     throw InputError("EngineOptions::max_context (--max-context) " + std::to_string(m.max_context) + " exceeds the model's limit of " +
-                     std::to_string(spec.max_context) + " (max_position_embeddings, or sliding_window where it applies, in config.json)");
+                     std::to_string(spec.max_context) + " (max_position_embeddings in config.json)");
   if (options.kv_splits > m.max_context)
     throw InputError("EngineOptions::kv_splits (--kv-splits) " + std::to_string(options.kv_splits) + " is more than the context of " +
                      std::to_string(m.max_context) + " positions: the chunks past it would never hold a position");
@@ -422,9 +422,14 @@ void Engine::set_schedule(Schedule schedule) {
 uint32_t Engine::decode_tasks() const { return uint32_t(impl_->decode_program_of_rank0().program.tasks.size()); }
 uint32_t Engine::decode_events() const { return uint32_t(impl_->decode_program_of_rank0().program.events.size()); }
 
-uint64_t Engine::decode_kv_bytes() const {
+uint64_t Engine::decode_kv_bytes(uint32_t visible) const {
   const ModelSpec& spec = impl_->model.spec;
-  return 2ull * spec.layers * spec.kv_dim() * sizeof(float) * (uint64_t(impl_->position) + 1);
+  uint64_t positions = 0;  // over the layers
+  for (uint32_t l = 0; l < spec.layers; ++l) {
+    const uint32_t window = spec.attention_window(l);
+    positions += window != 0 ? std::min(window, visible) : visible;
+  }
+  return 2ull * spec.kv_dim() * sizeof(float) * positions;
 }
 
 namespace {

@@ -1,8 +1,9 @@
 #pragma once
-// attention_chunk: split-KV causal attention, the first half. A token's visible positions [0, n) are cut
-// into `chunks` equal chunks at run time, chunk c = [c * n / chunks, (c + 1) * n / chunks), so every chunk
+// attention_chunk: split-KV causal attention, the first half. A token's visible positions [f, f + n) (f 0,
+// or with a sliding window the first of the last `window`: first_visible_position, ops/tile.h) are cut
+// into `chunks` equal chunks at run time, chunk c = f + [c * n / chunks, (c + 1) * n / chunks), so every chunk
 // tile does the same work at any context length. One tile unit is (KV head, chunk); its tile computes, for
-// every token m (n = its position + 1, in its sequence's cache slot) and every query head h of that KV head's GQA group, the online
+// every token m (in its sequence's cache slot) and every query head h of that KV head's GQA group, the online
 // softmax of q[m, h] over chunk c, unnormalised (a record: ops/attention.h) into
 //   partial: activation [tokens, kv_heads * chunks * group * (head_dim + 2)], record (kv, c, g) at column
 //            ((kv * chunks + c) * group + g) * (head_dim + 2).
@@ -24,7 +25,8 @@ struct AttentionChunkParams {
   uint32_t partial = kNoSlot;  // activation [tokens, kv_heads * chunks * group * (head_dim + 2)]
   uint32_t heads = 0, kv_heads = 0, head_dim = 0, max_context = 0;
   uint32_t chunks = 0;  // chunks of the visible positions per KV head
-  float scale = 1.0f;  // 1 / sqrt(head_dim)
+  uint32_t window = 0;  // sliding-window attention: the positions a token sees, itself included; 0: all before it
+  float scale = 1.0f;   // 1 / sqrt(head_dim)
 };
 
 struct AttentionChunkOp {
@@ -40,19 +42,20 @@ struct AttentionChunkOp {
     for (uint32_t kv = 1; kv < p.kv_heads; ++kv) breaks.push_back(kv * p.chunks);
     return breaks;
   }
-  // Chunk `chunk` of the positions [0, visible) a token sees: [first, end) (first == end: none).
-  TILEFIRE_HD static constexpr void chunk_range(const Params& p, uint32_t chunk, uint32_t visible, uint32_t* first,
+  // Chunk `chunk` of the positions a token at `position` sees: [first, end) (first == end: none).
+  TILEFIRE_HD static constexpr void chunk_range(const Params& p, uint32_t chunk, uint32_t position, uint32_t* first,
                                                 uint32_t* end) {
-    *first = uint32_t(uint64_t(chunk) * visible / p.chunks);
-    *end = uint32_t(uint64_t(chunk + 1) * visible / p.chunks);
+    const uint32_t start = first_visible_position(position, p.window), visible = position + 1 - start;
+    *first = start + uint32_t(uint64_t(chunk) * visible / p.chunks);
+    *end = start + uint32_t(uint64_t(chunk + 1) * visible / p.chunks);
   }
   // Cache positions a tile reads per KV head when `context` positions are visible (the cost model's).
   static uint64_t positions_read(const Params& p, TileRange tile, uint32_t context) {
     uint64_t positions = 0;
     for (uint32_t u = tile.begin; u < tile.end; ++u) {
       uint32_t first, end;
-      chunk_range(p, u % p.chunks, context, &first, &end);
-      positions += end - first;
+      chunk_range(p, u % p.chunks, context == 0 ? 0 : context - 1, &first, &end);  // the latest token's
+      positions += context == 0 ? 0 : end - first;
     }
     return positions;
   }
@@ -78,10 +81,10 @@ struct AttentionChunkOp {
       const size_t cache_offset = kv_cache_row(token_sequence(*ctx.step, m), kv, 0, p.kv_heads, p.max_context) * p.head_dim;
       const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, head_dim] of its sequence
       const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, head_dim]
-      const uint32_t visible = token_position(*ctx.step, m) + 1;          // causal: positions 0 .. its own
+      const uint32_t position = token_position(*ctx.step, m);
       for (uint32_t u = tile.begin; u < tile.end; ++u) {
         uint32_t first, end;
-        chunk_range(p, u % p.chunks, visible, &first, &end);
+        chunk_range(p, u % p.chunks, position, &first, &end);
         for (uint32_t g = 0; g < g_count; ++g) {
           const uint32_t h = kv * g_count + g;
           float* out = partial + m * partial_cols + uint64_t(u) * unit_floats(p) + uint64_t(g) * record;

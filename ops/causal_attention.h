@@ -1,8 +1,9 @@
 #pragma once
 // causal_attention: for each token m at its position (position0 + m, or a batched step's own) and each
 // query head h of the tile,
-//   out[m, h] = softmax(scale * q[m, h] . K[kv(h), 0..position]) V[kv(h), 0..position]
-// over its sequence's slot of the KV cache (GQA: kv(h) = h / (heads / kv_heads)). Tiles are query-head ranges inside one KV
+//   out[m, h] = softmax(scale * q[m, h] . K[kv(h), first..position]) V[kv(h), first..position]
+// over its sequence's slot of the KV cache (GQA: kv(h) = h / (heads / kv_heads)); first is 0, or with a
+// sliding window the first of the last `window` positions (first_visible_position, ops/tile.h). Tiles are query-head ranges inside one KV
 // group, so a tile waits only for its own q heads and its one KV head.
 #include <stdexcept>
 #include <string>
@@ -18,7 +19,8 @@ struct CausalAttentionParams {
   uint32_t v_cache = kNoSlot;  // kv cache [sequences, kv_heads, max_context, head_dim]
   uint32_t out = kNoSlot;      // activation [tokens, heads * head_dim]
   uint32_t heads = 0, kv_heads = 0, head_dim = 0, max_context = 0;
-  float scale = 1.0f;  // 1 / sqrt(head_dim)
+  uint32_t window = 0;  // sliding-window attention: the positions a token sees, itself included; 0: all before it
+  float scale = 1.0f;   // 1 / sqrt(head_dim)
 };
 
 struct CausalAttentionOp {
@@ -26,6 +28,10 @@ struct CausalAttentionOp {
   static constexpr OpCode code = OpCode::causal_attention;
   static uint32_t tile_units(const Params& p) { return p.heads; }
   static constexpr uint32_t kv_head_of(const Params& p, uint32_t head) { return head / (p.heads / p.kv_heads); }
+  // Cache positions a tile reads per KV head when `context` positions are visible (the cost model's).
+  static uint64_t positions_read(const Params& p, TileRange, uint32_t context) {
+    return p.window != 0 && p.window < context ? p.window : context;
+  }
   static size_t scratch_floats(const Params&, uint32_t) { return 0; }
   static void footprint(const Params& p, TileRange tile, TileFootprint& fp) {
     const uint32_t kv = kv_head_of(p, tile.begin);
@@ -47,10 +53,11 @@ struct CausalAttentionOp {
       const size_t cache_offset = kv_cache_row(token_sequence(*ctx.step, m), kv, 0, p.kv_heads, p.max_context) * p.head_dim;
       const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, head_dim] of its sequence
       const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, head_dim]
-      const uint32_t visible = position + 1;  // causal: positions 0 .. position
+      const uint32_t first = first_visible_position(position, p.window);  // causal: positions first .. position
       for (uint32_t h = tile.begin; h < tile.end; ++h) {
         const size_t offset = size_t(m) * q_dim + size_t(h) * p.head_dim;
-        attention_head(q + offset, k, v, visible, p.head_dim, p.scale, out + offset);
+        attention_head(q + offset, k + size_t(first) * p.head_dim, v + size_t(first) * p.head_dim, position + 1 - first,
+                       p.head_dim, p.scale, out + offset);
       }
     }
   }

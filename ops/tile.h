@@ -47,6 +47,13 @@ TILEFIRE_HD inline size_t kv_cache_row(uint32_t sequence, uint32_t kv_head, uint
   return (size_t(sequence) * kv_heads + kv_head) * max_context + position;
 }
 
+// The first cache position a token at `position` attends to: 0 under full causal attention (`window` 0),
+// else the first of the last `window` positions, itself included (transformers' sliding-window mask keeps
+// key j for query i when j > i - window; so does llama.cpp's).
+TILEFIRE_HD constexpr uint32_t first_visible_position(uint32_t position, uint32_t window) {
+  return window != 0 && position >= window ? position + 1 - window : 0;
+}
+
 struct RankView;  // transport/rank_view.h
 
 struct TileContext {

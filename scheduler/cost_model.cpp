@@ -58,8 +58,8 @@ TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t contex
   // or every token of a batched decode).
   const double matrix_tokens = task.op == OpCode::lm_head ? double(params.as<LmHeadParams>().rows) : double(tokens);
   work.flops = 2.0 * weight_elements * matrix_tokens;
-  if (task.op == OpCode::causal_attention)  // q.k and p.v over the visible positions, per head and token
-    work.flops += 4.0 * double(tile.end - tile.begin) * double(head_dim) * double(context) * double(tokens);
+  if (task.op == OpCode::causal_attention)  // q.k and p.v over the visible positions (a window's), per head and token
+    work.flops += 4.0 * double(tile.end - tile.begin) * double(head_dim) * double(positions_read) * double(tokens);
   if (task.op == OpCode::attention_chunk)  // the same over the chunks' positions, for the group's heads
     work.flops += 4.0 * double(AttentionChunkOp::group(params.as<AttentionChunkParams>())) * double(head_dim) *
                   double(positions_read) * double(tokens);
@@ -76,7 +76,7 @@ TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t contex
   if (task.op == OpCode::gate_up_swiglu)  // one sigmoid per FFN column and token
     work.exps = double(tile.end - tile.begin) * double(tokens);
   if (task.op == OpCode::causal_attention)  // one per score
-    work.exps = double(tile.end - tile.begin) * double(context) * double(tokens);
+    work.exps = double(tile.end - tile.begin) * double(positions_read) * double(tokens);
   if (task.op == OpCode::attention_chunk)
     work.exps = double(AttentionChunkOp::group(params.as<AttentionChunkParams>())) * double(positions_read) * double(tokens);
   if (task.op == OpCode::attention_merge)  // one weight per chunk record

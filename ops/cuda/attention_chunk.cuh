@@ -24,7 +24,7 @@ struct DeviceTile<OpCode::attention_chunk> {
       const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, hd]
       for (uint32_t u = tile.begin; u < tile.end; ++u) {
         uint32_t first, end;
-        AttentionChunkOp::chunk_range(p, u % p.chunks, ctx.position_of(m) + 1, &first, &end);
+        AttentionChunkOp::chunk_range(p, u % p.chunks, ctx.position_of(m), &first, &end);
         for (uint32_t g = 0; g < group; ++g) {
           const uint32_t h = kv * group + g;
           attend_positions_by_warps(q + uint64_t(m) * q_dim + uint64_t(h) * hd, k, v, first, end, hd, p.scale, ctx.workspace);

@@ -23,7 +23,7 @@ struct DeviceTile<OpCode::causal_attention> {
     if (!ctx.positions && prefill_attention_on_tensor_cores(ctx.tokens_count, hd)) {
       const uint64_t cache_offset = kv_cache_row(ctx.sequence0, kv, 0, p.kv_heads, p.max_context) * hd;
       prefill_attention_tile(q, ctx.slot<const float>(p.k_cache) + cache_offset, ctx.slot<const float>(p.v_cache) + cache_offset, out,
-                             q_dim, hd, tile.begin, tile.end, ctx.tokens_count, ctx.position0, p.scale);
+                             q_dim, hd, tile.begin, tile.end, ctx.tokens_count, ctx.position0, p.window, p.scale);
       consumers_sync();
       return;
     }
@@ -31,10 +31,11 @@ struct DeviceTile<OpCode::causal_attention> {
       const uint64_t cache_offset = kv_cache_row(ctx.sequence_of(m), kv, 0, p.kv_heads, p.max_context) * hd;
       const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, hd] of its sequence
       const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, hd]
-      const uint32_t visible = ctx.position_of(m) + 1;  // causal: positions 0 .. its own
+      const uint32_t position = ctx.position_of(m);  // causal: positions first .. its own
+      const uint32_t first = first_visible_position(position, p.window);
       for (uint32_t h = tile.begin; h < tile.end; ++h) {
         const uint64_t offset = uint64_t(m) * q_dim + uint64_t(h) * hd;
-        attend_positions_by_warps(q + offset, k, v, 0, visible, hd, p.scale, ctx.workspace);
+        attend_positions_by_warps(q + offset, k, v, first, position + 1, hd, p.scale, ctx.workspace);
         for (uint32_t d = threadIdx.x; d < hd; d += kDeviceConsumerThreads) {
           const CombinedAttention c = combine_warp_states(ctx.workspace, hd, d);
           out[offset + d] = c.total == 0.0f ? 0.0f : c.value / c.total;  // no attendable key: zeros, as the CPU twin

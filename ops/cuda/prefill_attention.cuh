@@ -11,8 +11,9 @@
 // (hi hi + hi lo + lo hi), so the operands keep about 16 bits; sums are f32. Non-finite values differ
 // from the twin in two ways: an Inf operand becomes NaN (its lo part is Inf - Inf), and a NaN or Inf
 // in the V row of a position a token does not see still reaches that token (P = 0 times it, as the 16
-// rows of a unit share one V operand), where the twin never reads it. The last token (the logits) sees
-// every position, so a step that makes a NaN ends in NaN logits on both. Rows are token rows
+// rows of a unit share one V operand), where the twin never reads it. Without a sliding window the last
+// token (the logits) sees every position, so a step that makes a NaN ends in NaN logits on both; with
+// one, a NaN written outside the last token's window may reach its logits here alone. Rows are token rows
 // (`group` and `group` + 8 of the 16), columns positions or head dimensions, as the MMA's fragments lay
 // them out: a lane holds, for its two rows, two adjacent columns of each 8-wide n tile.
 #include "ops/causal_attention.h"
@@ -60,15 +61,16 @@ __device__ __forceinline__ uint32_t prefill_attention_slices(uint32_t head_dim) 
   return (head_dim + kPrefillAttentionSliceDims - 1) / kPrefillAttentionSliceDims;
 }
 
-// Query head `head`, tokens [t0, t0 + 16) of the step (those below `count`), at positions position0 + t;
+// Query head `head`, tokens [t0, t0 + 16) of the step (those below `count`), at positions position0 + t,
+// each seeing the positions from first_visible_position(its position, window) to its own;
 // `slice_dims` output dimensions of the head (kPrefillAttentionSliceDims, fewer at its end), from the
 // slice's first: v_slice and out_slice point at that dimension of V's position 0 and out's token 0.
 // q: [tokens, heads * head_dim]; k: the head's KV head, [max_context, head_dim]; v_slice, out_slice: the
 // same layouts as v and out, offset.
 static __device__ TILEFIRE_DEVICE_NOINLINE void prefill_attention_unit(const float* q, const float* k, const float* v_slice,
                                                            float* out_slice, uint32_t q_dim, uint32_t hd, uint32_t head,
-                                                           uint32_t t0, uint32_t count, uint32_t position0, float scale,
-                                                           uint32_t slice_dims) {
+                                                           uint32_t t0, uint32_t count, uint32_t position0, uint32_t window,
+                                                           float scale, uint32_t slice_dims) {
   const uint32_t lane = lane_id(), group = lane >> 2, quad = lane & 3;
   const uint32_t ta = t0 + group, tb = t0 + group + 8;  // this lane's two token rows
   const bool has_a = ta < count, has_b = tb < count;
@@ -76,6 +78,8 @@ static __device__ TILEFIRE_DEVICE_NOINLINE void prefill_attention_unit(const flo
   const float* qb = q + uint64_t(tb) * q_dim + uint64_t(head) * hd;
   const uint32_t last = min(t0 + 16, count) - 1;  // the unit's last token
   const uint32_t keys = position0 + last + 1;     // positions any row of the unit sees
+  // A sliding window: blocks before the first row's first visible position hold no key any row sees.
+  const uint32_t first_block = first_visible_position(position0 + t0, window) / 16 * 16;
   const uint32_t tiles = slice_dims / 8;  // the slice's n tiles of O
   const float negative_inf = negative_infinity();
   float o[kPrefillAttentionSliceDims / 8][4];
@@ -83,7 +87,7 @@ static __device__ TILEFIRE_DEVICE_NOINLINE void prefill_attention_unit(const flo
   for (uint32_t n = 0; n < kPrefillAttentionSliceDims / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float max_a = negative_inf, max_b = negative_inf, sum_a = 0.0f, sum_b = 0.0f;
 
-  for (uint32_t j0 = 0; j0 < keys; j0 += 16) {
+  for (uint32_t j0 = first_block; j0 < keys; j0 += 16) {
     // S[16 tokens x 16 positions] as two n tiles of 8 positions.
     float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     for (uint32_t d0 = 0; d0 < hd; d0 += 16) {
@@ -103,7 +107,7 @@ static __device__ TILEFIRE_DEVICE_NOINLINE void prefill_attention_unit(const flo
         mma_split(s[n], a_hi, a_lo, b_hi, b_lo);
       }
     }
-    // Scale, mask (causal, and rows past the step), and the rows' new maxima.
+    // Scale, mask (causal, a sliding window's start, and rows past the step), and the rows' new maxima.
     float block_max_a = negative_inf, block_max_b = negative_inf;
 #pragma unroll
     for (uint32_t n = 0; n < 2; ++n)
@@ -111,7 +115,8 @@ static __device__ TILEFIRE_DEVICE_NOINLINE void prefill_attention_unit(const flo
       for (uint32_t i = 0; i < 4; ++i) {
         const uint32_t j = j0 + 8 * n + 2 * quad + (i & 1);
         const bool row_a = i < 2;
-        const bool visible = row_a ? has_a && j <= position0 + ta : has_b && j <= position0 + tb;
+        const uint32_t row_position = position0 + (row_a ? ta : tb);
+        const bool visible = (row_a ? has_a : has_b) && j <= row_position && j >= first_visible_position(row_position, window);
         s[n][i] = visible ? s[n][i] * scale : negative_inf;
         if (row_a) block_max_a = max_propagating_nan(block_max_a, s[n][i]);
         else block_max_b = max_propagating_nan(block_max_b, s[n][i]);
@@ -181,7 +186,8 @@ static __device__ TILEFIRE_DEVICE_NOINLINE void prefill_attention_unit(const flo
   }
 }
 
-// Query heads [head_begin, head_end) of a prefill of `count` tokens: units of (query head, 16 tokens, a
+// Query heads [head_begin, head_end) of a prefill of `count` tokens (a sliding window of `window`
+// positions, 0: none): units of (query head, 16 tokens, a
 // slice of the head's output dimensions), consumer warp w taking units w, w + 8, ... A head's slices of
 // one token block are neighbours, so they read its Q and K while the others' reads are still in cache
 // (each reads its own columns of V).
@@ -189,13 +195,13 @@ static __device__ TILEFIRE_DEVICE_NOINLINE void prefill_attention_unit(const flo
 static __device__ TILEFIRE_DEVICE_NOINLINE void prefill_attention_tile(const float* q, const float* k, const float* v, float* out,
                                                            uint32_t q_dim, uint32_t hd, uint32_t head_begin,
                                                            uint32_t head_end, uint32_t count, uint32_t position0,
-                                                           float scale) {
+                                                           uint32_t window, float scale) {
   const uint32_t blocks = (count + 15) / 16, slices = prefill_attention_slices(hd);
   const uint32_t units_per_head = blocks * slices, units = (head_end - head_begin) * units_per_head;
   for (uint32_t unit = warp_id(); unit < units; unit += kDeviceConsumerWarps) {
     const uint32_t head = head_begin + unit / units_per_head, block = unit % units_per_head / slices;
     const uint32_t d_begin = unit % slices * kPrefillAttentionSliceDims;
-    prefill_attention_unit(q, k, v + d_begin, out + d_begin, q_dim, hd, head, 16 * block, count, position0, scale,
+    prefill_attention_unit(q, k, v + d_begin, out + d_begin, q_dim, hd, head, 16 * block, count, position0, window, scale,
                            min(hd - d_begin, kPrefillAttentionSliceDims));
   }
 }

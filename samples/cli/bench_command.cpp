@@ -262,8 +262,9 @@ int bench_command(int argc, char** argv) {
     predicted.warn_if_busy();
   }
   engine.reset();
-  // Bytes one decode step reads: every weight once, plus K and V up to the mean position of the run.
-  const uint64_t kv_bytes = 2ull * model.layers * model.kv_heads * model.head_dim * sizeof(float) * (prompt_len + steps / 2);
+  // Bytes one decode step reads: every weight once, plus K and V up to the mean position of the run (a
+  // sliding layer's: its window).
+  const uint64_t kv_bytes = engine.decode_kv_bytes(prompt_len + steps / 2);
   const double step_bytes = double(model.decode_weight_bytes + kv_bytes);
   auto gbs = [&](double ms) { return ms > 0 ? step_bytes / (ms * 1e-3) / 1e9 : 0.0; };
   auto launches_per_step = [&](const Mode& mode) { return double(mode.launches) / (double(rounds) * steps); };

@@ -235,9 +235,8 @@ int run_command(int argc, char** argv) {
     throw InputError("tilefire run: the prompt has " + std::to_string(request.prompt.size()) +
                      " tokens but the context holds " + std::to_string(model.max_context) +
                      (args.has("--max-context") ? std::string(" (--max-context)")
-                                                : std::string(" (the model's limit: max_position_embeddings, or sliding_window where "
-                                                              "it applies, in config.json, and at most 4096 unless --max-context "
-                                                              "says more)")));
+                                                : std::string(" (the model's limit: max_position_embeddings in config.json, "
+                                                              "and at most 4096 unless --max-context says more)")));
 
   // Rank 0 prints; the text streams as it is generated, after the model's line and the prompt. Those two
   // wait for the first token, so that a run refused before it (a --trace path it cannot write, NaN logits

@@ -130,6 +130,9 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
 
     std::vector<double> attn(size_t(H) * hd, 0.0);
     const double scale = 1.0 / std::sqrt(double(hd));
+    // transformers' sliding-window mask: key j is seen when j > pos - window, on the layers that slide.
+    const bool slides = s.sliding_window != 0 && s.sliding_layers.at(l);
+    auto masked = [&](uint32_t j) { return slides && int64_t(j) <= int64_t(pos) - int64_t(s.sliding_window); };
     for (uint32_t h = 0; h < H; ++h) {
       const uint32_t kvh = h / group;
       std::vector<double> scores(pos + 1);
@@ -137,7 +140,7 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
       for (uint32_t j = 0; j <= pos; ++j) {
         double dot = 0;
         for (uint32_t d = 0; d < hd; ++d) dot += q[h * hd + d] * k_cache_[l][(size_t(j) * KV + kvh) * hd + d];
-        scores[j] = dot * scale;
+        scores[j] = masked(j) ? -INFINITY : dot * scale;
         max_score = std::max(max_score, scores[j]);
       }
       double sum = 0;

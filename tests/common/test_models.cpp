@@ -41,9 +41,21 @@ ModelSpec variant_spec(Variant variant) {
       break;
     case Variant::tied: spec.tie_embeddings = true; break;
     case Variant::mistral:
+    case Variant::mistral_window:
       spec.arch = Architecture::mistral;
       spec.arch_name = "MistralForCausalLM";
       spec.kv_heads = 4;
+      if (variant == Variant::mistral_window) {
+        spec.sliding_window = 7;
+        spec.sliding_layers.assign(spec.layers, true);
+      }
+      break;
+    case Variant::qwen2_window:
+      spec.arch = Architecture::qwen2;
+      spec.arch_name = "Qwen2ForCausalLM";
+      spec.qkv_bias = true;
+      spec.sliding_window = 4;
+      spec.sliding_layers = {false, true};
       break;
     case Variant::phi3:
     case Variant::phi3_longrope:
@@ -78,6 +90,8 @@ const char* variant_name(Variant variant) {
     case Variant::phi3: return "phi3";
     case Variant::phi3_longrope: return "phi3_longrope";
     case Variant::phi3_partial: return "phi3_partial";
+    case Variant::mistral_window: return "mistral_window";
+    case Variant::qwen2_window: return "qwen2_window";
   }
   return "?";
 }

@@ -136,6 +136,30 @@ TEST_F(CudaEngine, Phi3WithLongRopeMatchesTheCpuBackend) {
   expect_close_to_cpu(run_trajectory(cuda, prompt, 8), reference, 2e-3);
 }
 
+// Sliding-window attention on the device: a 40-token prompt prefilled on tensor cores (its 16-token
+// blocks see windows of 7 that start inside a block of keys) and in chunks of 5, then 8 decode steps
+// (split-KV chunks of each window), Qwen2's layers one full and one of window 4, against the cpu.
+TEST_F(CudaEngine, SlidingWindowsMatchTheCpuBackend) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  for (Variant variant : {Variant::mistral_window, Variant::qwen2_window}) {
+    SCOPED_TRACE(variant_name(variant));
+    TempDir dir(std::string("cuda-") + variant_name(variant));
+    write_test_model(variant_spec(variant), dir.path(), DType::bf16);
+    EngineOptions cpu_options = cuda_options(dir.path().string());
+    cpu_options.backend = Backend::cpu;
+    Engine cpu(cpu_options);
+    const std::vector<int32_t> prompt = prompt_of(40, cpu.model().vocab);
+    const Trajectory reference = run_trajectory(cpu, prompt, 8);
+    for (uint32_t chunk : {128u, 5u}) {
+      SCOPED_TRACE("prefill chunk " + std::to_string(chunk));
+      EngineOptions options = cuda_options(dir.path().string());
+      options.prefill_chunk = chunk;
+      Engine cuda(options);
+      expect_close_to_cpu(run_trajectory(cuda, prompt, 8), reference, 2e-3);
+    }
+  }
+}
+
 // EngineOptions::prefill_chunk on the device: a 150-token prompt prefilled in chunks of 7 (21 of them and
 // a remainder of 3) and of 128 (and 22), then 4 decode steps, against the cpu backend's default chunks.
 TEST_F(CudaEngine, PrefillChunksOfEverySizeMatchTheCpuBackend) {

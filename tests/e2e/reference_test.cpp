@@ -88,7 +88,7 @@ TEST_P(ReferenceTest, GreedyTokensAgreeFor32Steps) {
 INSTANTIATE_TEST_SUITE_P(Architectures, ReferenceTest,
                          ::testing::Values(Variant::llama, Variant::llama3_rope, Variant::qwen2_bias, Variant::qwen3_qk_norm,
                                            Variant::tied, Variant::mistral, Variant::phi3, Variant::phi3_longrope,
-                                           Variant::phi3_partial),
+                                           Variant::phi3_partial, Variant::mistral_window, Variant::qwen2_window),
                          [](const auto& info) { return std::string(variant_name(info.param)); });
 
 // Split-KV attention at decode (each KV head's positions in chunk tiles, then a merge per head; what a GPU
@@ -107,6 +107,24 @@ TEST(SplitKvReference, DecodeLogitsAndGreedyTokensMatch) {
     Engine engine(options);
     ReferenceModel reference(loaded.spec, loaded.weights);
     expect_greedy_trajectory_matches(engine, reference, {3, 1, 4, 1, 5}, 8);
+  }
+}
+
+// Sliding windows with split-KV decode: the chunks cut each token's window (7 positions, every layer; 4 on
+// Qwen2's second layer), not the whole cache, with the prompt already past the window.
+TEST(SplitKvReference, SlidingWindowDecodeLogitsAndGreedyTokensMatch) {
+  for (Variant variant : {Variant::mistral_window, Variant::qwen2_window}) {
+    SCOPED_TRACE(variant_name(variant));
+    TempDir dir(std::string("split-kv-") + variant_name(variant));
+    write_test_model(variant_spec(variant), dir.path());
+    LoadedModel loaded = load_hf_model(dir.path());
+    EngineOptions options;
+    options.model_dir = dir.path().string();
+    options.threads = 2;
+    options.kv_splits = 3;
+    Engine engine(options);
+    ReferenceModel reference(loaded.spec, loaded.weights);
+    expect_greedy_trajectory_matches(engine, reference, {3, 1, 4, 1, 5, 9, 2, 6, 5, 3}, 8);
   }
 }
 

@@ -51,6 +51,8 @@ void expect_same_spec(const ModelSpec& a, const ModelSpec& b) {
   EXPECT_EQ(a.tie_embeddings, b.tie_embeddings);
   EXPECT_EQ(a.qkv_bias, b.qkv_bias);
   EXPECT_EQ(a.qk_norm, b.qk_norm);
+  EXPECT_EQ(a.sliding_window, b.sliding_window);
+  EXPECT_EQ(a.sliding_layers, b.sliding_layers);
   EXPECT_EQ(a.dtype, b.dtype);
   EXPECT_EQ(a.bos_token, b.bos_token);
   EXPECT_EQ(a.eos_tokens, b.eos_tokens);
@@ -113,7 +115,7 @@ TEST(ModelSpecParse, Llama3WithRopeScalingAndTiedEmbeddings) {
   expect_same_spec(spec, preset);
 }
 
-TEST(ModelSpecParse, MistralSlidingWindowCapsContext) {
+TEST(ModelSpecParse, MistralSlidesEveryLayerPastItsWindow) {
   const char* config = R"({
     "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
     "hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 32768,
@@ -123,13 +125,35 @@ TEST(ModelSpecParse, MistralSlidingWindowCapsContext) {
   ModelSpec spec = parse_hf_config_text(config, "mistral/config.json");
   EXPECT_EQ(spec.arch, Architecture::mistral);
   EXPECT_EQ(spec.head_dim, 128u);  // derived: 4096 / 32
-  EXPECT_EQ(spec.max_context, 4096u);  // capped at the window
+  EXPECT_EQ(spec.max_context, 32768u);  // the window does not cap the context: positions past it slide
+  EXPECT_EQ(spec.sliding_window, 4096u);
+  EXPECT_EQ(spec.sliding_layers, std::vector<bool>(32, true));
+  EXPECT_EQ(spec.attention_window(0), 4096u);
+  EXPECT_EQ(spec.attention_window(31), 4096u);
   EXPECT_FALSE(spec.qkv_bias);
   EXPECT_EQ(spec.eos_tokens, std::vector<int32_t>{2});
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(spec), "round trip"), spec);
 
-  json no_window = json::parse(config);
+  json no_window = json::parse(config);  // Mistral v0.2 and later
   no_window["sliding_window"] = nullptr;
-  EXPECT_EQ(parse_hf_config_text(no_window.dump(), "m").max_context, 32768u);
+  const ModelSpec unwindowed = parse_hf_config_text(no_window.dump(), "m");
+  EXPECT_EQ(unwindowed.sliding_window, 0u);
+  EXPECT_EQ(unwindowed.attention_window(0), 0u);
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(unwindowed), "round trip"), unwindowed);
+  no_window.erase("sliding_window");  // MistralConfig's default then: 4096
+  EXPECT_EQ(parse_hf_config_text(no_window.dump(), "m").sliding_window, 4096u);
+  // MistralConfig has no use_sliding_window: transformers slides whatever it says, and so do we.
+  json switched = json::parse(config);
+  switched["use_sliding_window"] = false;
+  EXPECT_EQ(parse_hf_config_text(switched.dump(), "m").sliding_window, 4096u);
+
+  // LlamaConfig has no window: transformers ignores the key, every layer attends to all before it.
+  json llama = json::parse(config);
+  llama["architectures"] = {"LlamaForCausalLM"};
+  llama["sliding_window"] = 16;
+  const ModelSpec llama_spec = parse_hf_config_text(llama.dump(), "m");
+  EXPECT_EQ(llama_spec.sliding_window, 0u);
+  EXPECT_TRUE(llama_spec.sliding_layers.empty());
 }
 
 // Microsoft's Phi-3-mini-4k-instruct config.json (abridged as above).
@@ -142,12 +166,14 @@ const char* kPhi3MiniConfig = R"({
   "rope_scaling": null, "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": false,
   "torch_dtype": "bfloat16", "vocab_size": 32064})";
 
-TEST(ModelSpecParse, Phi3MiniHasFusedProjectionsAndItsWindowCapsContext) {
+TEST(ModelSpecParse, Phi3MiniHasFusedProjectionsAndASlidingWindow) {
   ModelSpec spec = parse_hf_config_text(kPhi3MiniConfig, "phi3/config.json");
   EXPECT_EQ(spec.arch, Architecture::phi3);
   EXPECT_TRUE(spec.fused_projections());
   EXPECT_EQ(spec.head_dim, 96u);
-  EXPECT_EQ(spec.max_context, 2047u);  // the window: each position sees at most 2047, itself included
+  EXPECT_EQ(spec.max_context, 4096u);
+  EXPECT_EQ(spec.sliding_window, 2047u);  // each position sees at most 2047, itself included
+  EXPECT_EQ(spec.attention_window(31), 2047u);
   EXPECT_FALSE(spec.rope_scaling.longrope);
   EXPECT_FALSE(spec.qkv_bias);
   EXPECT_EQ(spec.eos_tokens, std::vector<int32_t>{32000});
@@ -224,8 +250,7 @@ TEST(ModelSpecParse, Phi3LongRopeReadsItsFactorsAndAttentionFactor) {
   expect_same_spec(parse_hf_config_text(to_hf_config_json(spec), "round trip"), spec);
   expect_same_spec(parse_hf_config_text(to_hf_config_json(given_spec), "round trip"), given_spec);
   const ModelSpec mini = parse_hf_config_text(kPhi3MiniConfig, "m");
-  ModelSpec mini_unwindowed = parse_hf_config_text(to_hf_config_json(mini), "round trip");
-  expect_same_spec(mini_unwindowed, mini);
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(mini), "round trip"), mini);
 }
 
 // Microsoft's Phi-4-mini-instruct: Phi3ForCausalLM rotating 3/4 of each head (96 of 128), with LongRoPE over
@@ -283,11 +308,45 @@ TEST(ModelSpecParse, Qwen2HasBiasAndIgnoresDisabledSlidingWindow) {
   EXPECT_FLOAT_EQ(spec.rms_eps, 1e-6f);
   EXPECT_FLOAT_EQ(spec.rope_theta, 1e6f);
 
+  EXPECT_EQ(spec.sliding_window, 0u);
+
   json small_window = json::parse(config);
   small_window["sliding_window"] = 1024;  // ignored: use_sliding_window is false
-  EXPECT_EQ(parse_hf_config_text(small_window.dump(), "q").max_context, 32768u);
-  small_window["use_sliding_window"] = true;
-  EXPECT_EQ(parse_hf_config_text(small_window.dump(), "q").max_context, 1024u);
+  EXPECT_EQ(parse_hf_config_text(small_window.dump(), "q").sliding_window, 0u);
+  small_window["use_sliding_window"] = true;  // on: but max_window_layers 24 of 24 leaves no layer sliding
+  EXPECT_EQ(parse_hf_config_text(small_window.dump(), "q").sliding_window, 0u);
+  small_window["max_window_layers"] = 20;  // layers 20 to 23 slide
+  ModelSpec windowed = parse_hf_config_text(small_window.dump(), "q");
+  EXPECT_EQ(windowed.max_context, 32768u);
+  EXPECT_EQ(windowed.sliding_window, 1024u);
+  EXPECT_EQ(windowed.attention_window(19), 0u);
+  EXPECT_EQ(windowed.attention_window(20), 1024u);
+  EXPECT_EQ(windowed.attention_window(23), 1024u);
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(windowed), "round trip"), windowed);
+  small_window.erase("max_window_layers");  // Qwen2Config's default, 28: none of 24
+  EXPECT_EQ(parse_hf_config_text(small_window.dump(), "q").sliding_window, 0u);
+  small_window["max_window_layers"] = 0;  // every layer
+  EXPECT_EQ(parse_hf_config_text(small_window.dump(), "q").sliding_layers, std::vector<bool>(24, true));
+
+  // layer_types names each layer's attention, in place of max_window_layers.
+  json typed = small_window;
+  json types = json::array();
+  for (int l = 0; l < 24; ++l) types.push_back(l % 3 == 2 ? "full_attention" : "sliding_attention");
+  typed["layer_types"] = types;
+  windowed = parse_hf_config_text(typed.dump(), "q");
+  EXPECT_EQ(windowed.attention_window(0), 1024u);
+  EXPECT_EQ(windowed.attention_window(2), 0u);
+  EXPECT_EQ(windowed.attention_window(23), 0u);
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(windowed), "round trip"), windowed);
+  typed["layer_types"][5] = "chunked_attention";
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(typed.dump(), "q/config.json"); }),
+              HasSubstr("q/config.json: key 'layer_types' entry 5 is 'chunked_attention'"));
+  typed["layer_types"] = json::array({"full_attention"});
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(typed.dump(), "q/config.json"); }),
+              HasSubstr("key 'layer_types' must be a list of num_hidden_layers (24) strings"));
+  small_window["max_window_layers"] = -1;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(small_window.dump(), "q/config.json"); }),
+              HasSubstr("key 'max_window_layers' must be a non-negative integer"));
 }
 
 TEST(ModelSpecParse, Qwen3HasQkNormAndGivenHeadDim) {
@@ -457,7 +516,12 @@ TEST(ModelSpecErrors, EveryBadConfigNamesFileAndKey) {
          c["num_key_value_heads"] = 6;
        },
        {"'head_dim'", "hidden_size"}},
-      {"sliding window zero", [](json& c) { c["sliding_window"] = 0; }, {"'sliding_window'"}},
+      {"sliding window zero",
+       [](json& c) {
+         c["architectures"] = {"MistralForCausalLM"};
+         c["sliding_window"] = 0;
+       },
+       {"'sliding_window'"}},
       {"every size at its bound",  // each is accepted alone; together 2.3e14 parameters
        [](json& c) {
          c["num_hidden_layers"] = 1024;

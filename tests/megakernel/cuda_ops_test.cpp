@@ -357,6 +357,34 @@ TEST(CudaOps, AttentionChunkMatchesCpu) {
     }
 }
 
+// Sliding windows on the device: causal attention (a 40-token prefill on tensor cores, whose 16-token
+// blocks start their keys inside a block; and 3 tokens by warps) and split-KV chunk records (chunks of
+// the window), windows of 1, 7, 33 and one longer than every position, head_dim 48 and 64.
+TEST(CudaOps, SlidingWindowAttentionMatchesCpu) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  for (uint32_t head_dim : {48u, 64u})
+    for (uint32_t window : {1u, 7u, 33u, 2000u})
+      for (uint32_t tokens : {3u, 40u})
+        for (uint32_t position0 : {0u, 5u, 700u}) {
+          SCOPED_TRACE("head_dim " + std::to_string(head_dim) + ", window " + std::to_string(window) + ", tokens " +
+                       std::to_string(tokens) + ", position0 " + std::to_string(position0));
+          {
+            SingleOpCase c;
+            CausalAttentionParams p = causal_attention_case(c, head_dim, tokens, 1);
+            p.window = window;
+            const double atol = tokens >= 16 ? 3e-5 : 1e-5, rtol = tokens >= 16 ? 3e-4 : 1e-4;
+            c.expect_device_matches_cpu(OpParams::make(OpCode::causal_attention, 0, p), p.heads, 2, {3},
+                                        random_tokens(c.rng(), tokens, 10), position0, atol, rtol);
+          }
+          if (tokens > 3) continue;
+          SingleOpCase c;
+          AttentionChunkParams p = attention_chunk_case(c, head_dim, tokens, 1);
+          p.window = window;
+          c.expect_device_matches_cpu(OpParams::make(OpCode::attention_chunk, 0, p), AttentionChunkOp::tile_units(p), 2,
+                                      AttentionChunkOp::tile_breaks(p), random_tokens(c.rng(), tokens, 10), position0, 1e-5, 1e-4);
+        }
+}
+
 // A batched step's attention (Engine::step_sequences): each token at its own position in its own sequence's
 // slot of the caches. The rows of a prompt's chunk in the decode step's program (20 consecutive positions
 // of sequence 1), a decoding sequence's token (sequence 0, and a row of it at position 2, which leaves

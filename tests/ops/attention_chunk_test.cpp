@@ -1,9 +1,12 @@
 // Split-KV attention: attention_chunk tiles (each KV head's visible positions in chunks) followed by
 // attention_merge tiles, run through their CPU tile functions on one slot array, against the two-pass
 // double reference of every (token, head) over its visible positions: GQA groups of 1 and 3, chunk counts
-// that leave chunks empty (more chunks than positions), tiles of one and several units, prefill tokens.
+// that leave chunks empty (more chunks than positions), tiles of one and several units, prefill tokens,
+// sliding windows (shorter than some tokens' positions, longer than others'). causal_attention's tiles
+// (one pass per head, no split) are checked on the same inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -11,6 +14,7 @@
 
 #include "ops/attention_chunk.h"
 #include "ops/attention_merge.h"
+#include "ops/causal_attention.h"
 #include "tests/common/compare.h"
 
 namespace tilefire {
@@ -22,6 +26,7 @@ constexpr double kRtol = 2e-5, kAtol = 2e-6;  // as ops/attention_test.cpp: f32 
 
 struct Shape {
   uint32_t heads, kv_heads, head_dim, chunks, tokens, position0, chunk_tile_width, merge_tile_width;
+  uint32_t window = 0;  // sliding window (0: none)
 };
 
 void expect_split_matches_reference(const Shape& s, std::mt19937& rng) {
@@ -38,6 +43,7 @@ void expect_split_matches_reference(const Shape& s, std::mt19937& rng) {
   chunk.head_dim = s.head_dim;
   chunk.max_context = max_context;
   chunk.chunks = s.chunks;
+  chunk.window = s.window;
   chunk.scale = 1.0f / std::sqrt(float(s.head_dim));
   chunk.q = 0, chunk.k_cache = 1, chunk.v_cache = 2, chunk.partial = 3;
   const AttentionMergeParams merge{3, 4, s.heads, s.kv_heads, s.head_dim, s.chunks};
@@ -55,17 +61,32 @@ void expect_split_matches_reference(const Shape& s, std::mt19937& rng) {
     for (uint32_t h = kv * group; h < (kv + 1) * group; h += s.merge_tile_width)
       AttentionMergeOp::run_tile(merge, {h, std::min((kv + 1) * group, h + s.merge_tile_width)}, ctx);
 
+  // The reference sees positions (position - window, position] (transformers' sliding-window mask), or all
+  // up to its own; written from the definition, not with first_visible_position.
   std::vector<float> want(q.size());
   for (uint32_t m = 0; m < s.tokens; ++m)
     for (uint32_t h = 0; h < s.heads; ++h) {
-      const size_t cache = size_t(h / group) * max_context * s.head_dim, offset = size_t(m) * q_dim + size_t(h) * s.head_dim;
-      attention_head_reference(q.data() + offset, k.data() + cache, v.data() + cache, s.position0 + m + 1, s.head_dim,
+      const uint32_t position = s.position0 + m;
+      uint32_t first = 0;
+      while (s.window != 0 && int64_t(first) <= int64_t(position) - int64_t(s.window)) ++first;
+      const size_t cache = (size_t(h / group) * max_context + first) * s.head_dim, offset = size_t(m) * q_dim + size_t(h) * s.head_dim;
+      attention_head_reference(q.data() + offset, k.data() + cache, v.data() + cache, position + 1 - first, s.head_dim,
                                chunk.scale, want.data() + offset);
     }
   const std::string what = std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " heads, hd " + std::to_string(s.head_dim) +
                            ", " + std::to_string(s.chunks) + " chunks, " + std::to_string(s.tokens) + " tokens at " +
-                           std::to_string(s.position0);
+                           std::to_string(s.position0) + ", window " + std::to_string(s.window);
   EXPECT_EQ(count_mismatches(out, want, kAtol, kRtol, what), 0u) << what;
+
+  // causal_attention on the same inputs, one tile per KV group.
+  CausalAttentionParams causal;
+  causal.q = 0, causal.k_cache = 1, causal.v_cache = 2, causal.out = 4;
+  causal.heads = s.heads, causal.kv_heads = s.kv_heads, causal.head_dim = s.head_dim, causal.max_context = max_context;
+  causal.window = s.window;
+  causal.scale = chunk.scale;
+  std::fill(out.begin(), out.end(), -7.0f);
+  for (uint32_t kv = 0; kv < s.kv_heads; ++kv) CausalAttentionOp::run_tile(causal, {kv * group, (kv + 1) * group}, ctx);
+  EXPECT_EQ(count_mismatches(out, want, kAtol, kRtol, "causal, " + what), 0u) << "causal, " << what;
 }
 
 TEST(AttentionChunk, ChunksThenMergeMatchReference) {
@@ -75,6 +96,19 @@ TEST(AttentionChunk, ChunksThenMergeMatchReference) {
                          Shape{4, 4, 64, 16, 1, 0, 3, 1},    // one position, 15 empty chunks; wide chunk tiles
                          Shape{8, 2, 64, 5, 3, 130, 2, 2},   // prefill tokens: each its own visible range
                          Shape{6, 2, 72, 1, 1, 257, 1, 3}})  // one chunk: the merge of a single record
+    expect_split_matches_reference(s, rng);
+}
+
+// Sliding windows: decode past the window (chunks split the window, not the whole cache), a prefill whose
+// tokens cross the window's length (the first ones see everything before them, the last a window), a
+// window of one position (each token sees itself alone), and a window longer than every position.
+TEST(AttentionChunk, SlidingWindowsSplitAndMergeOnlyTheWindow) {
+  std::mt19937 rng(23);
+  for (const Shape& s : {Shape{6, 2, 48, 4, 1, 300, 1, 3, 100},
+                         Shape{8, 2, 64, 5, 6, 60, 2, 2, 63},
+                         Shape{4, 4, 32, 3, 4, 10, 1, 1, 1},
+                         Shape{6, 2, 48, 7, 1, 2, 1, 1, 2},   // 3 positions, window 2: more chunks than it holds
+                         Shape{6, 2, 48, 4, 2, 40, 1, 3, 4096}})
     expect_split_matches_reference(s, rng);
 }
 
@@ -102,6 +136,15 @@ TEST(AttentionChunk, FootprintsCoverWhatTheTilesTouch) {
   EXPECT_EQ(mf.writes[0].begin, 4u * 16);
   EXPECT_EQ(mf.writes[0].end, 6u * 16);
   EXPECT_EQ(AttentionChunkOp::positions_read(chunk, {4, 8}, 10), 10u);  // a KV head's chunks cover the context once
+  chunk.window = 6;
+  EXPECT_EQ(AttentionChunkOp::positions_read(chunk, {4, 8}, 10), 6u);  // ... or the window, when it is shorter
+  EXPECT_EQ(AttentionChunkOp::positions_read(chunk, {4, 8}, 4), 4u);
+  CausalAttentionParams causal;
+  causal.window = 6;
+  EXPECT_EQ(CausalAttentionOp::positions_read(causal, {0, 1}, 10), 6u);
+  EXPECT_EQ(CausalAttentionOp::positions_read(causal, {0, 1}, 5), 5u);
+  causal.window = 0;
+  EXPECT_EQ(CausalAttentionOp::positions_read(causal, {0, 1}, 10), 10u);
 }
 
 }  // namespace

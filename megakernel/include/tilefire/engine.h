@@ -328,8 +328,9 @@ class Engine {
 
   // Decode steps run with the given schedule from now on (same program, same tiles).
   void set_schedule(Schedule schedule);
-  // KV-cache bytes the next decode step reads (K and V of every layer up to the current position).
-  uint64_t decode_kv_bytes() const;
+  // KV-cache bytes a decode step reads when `visible` positions are before it, itself included (K and V of
+  // every layer over those positions; a sliding layer's over its window when that is shorter).
+  uint64_t decode_kv_bytes(uint32_t visible) const;
   uint32_t decode_tasks() const;
   uint32_t decode_events() const;
 
