@@ -285,9 +285,7 @@ static void parse_sliding_window(const ConfigReader& reader, const json& config,
   spec.sliding_layers.clear();
   if (spec.arch == Architecture::llama) return;
   if (is_qwen(spec.arch)) {
-    if (!reader.bool_or("use_sliding_window", false)) return;
-    if (reader.has("sliding_window") && !reader.has_non_null("sliding_window")) return;
-    spec.sliding_window = reader.positive_u32_or("sliding_window", 4096);
+    std::vector<bool> typed;  // layer_types, read whether the window is on or not (transformers checks it)
     if (reader.has_non_null("layer_types")) {
       const json& types = config.at("layer_types");
       if (!types.is_array() || types.size() != spec.layers)
@@ -297,8 +295,18 @@ static void parse_sliding_window(const ConfigReader& reader, const json& config,
         if (type != "sliding_attention" && type != "full_attention")
           fail(origin, "key 'layer_types' entry " + std::to_string(l) + " is '" + type +
                            "': the layers supported are \"sliding_attention\" and \"full_attention\"");
-        spec.sliding_layers.push_back(type == "sliding_attention");
+        typed.push_back(type == "sliding_attention");
       }
+    }
+    const bool window_on = reader.bool_or("use_sliding_window", false) && !(reader.has("sliding_window") && !reader.has_non_null("sliding_window"));
+    // transformers then has sliding layers and no window, and refuses to build their mask.
+    if (!window_on && std::find(typed.begin(), typed.end(), true) != typed.end())
+      fail(origin, "key 'layer_types' names sliding_attention layers, but the window is off (use_sliding_window false or "
+                   "sliding_window null)");
+    if (!window_on) return;
+    spec.sliding_window = reader.positive_u32_or("sliding_window", 4096);
+    if (!typed.empty()) {
+      spec.sliding_layers = typed;
     } else {
       uint32_t first_sliding = 28;  // Qwen2Config's default
       if (reader.has_non_null("max_window_layers")) {
@@ -594,6 +602,10 @@ void write_sliding_window(const ModelSpec& spec, json& config) {
     json types = json::array();
     for (bool sliding : spec.sliding_layers) types.push_back(sliding ? "sliding_attention" : "full_attention");
     config["layer_types"] = types;
+    // Readers older than layer_types take max_window_layers: the first sliding layer, when the rest slide.
+    const auto first = std::find(spec.sliding_layers.begin(), spec.sliding_layers.end(), true);
+    if (std::find(first, spec.sliding_layers.end(), false) == spec.sliding_layers.end())
+      config["max_window_layers"] = uint32_t(first - spec.sliding_layers.begin());
   } else if (spec.arch == Architecture::mistral || spec.arch == Architecture::phi3) {
     if (spec.sliding_window != 0 && !all_layers)
       throw std::invalid_argument("to_hf_config_json: " + spec.arch_name + " slides every layer or none");

@@ -65,8 +65,9 @@ TEST(BatchDecode, EachResultIsWhatGenerateGivesAlone) {
 TEST(BatchDecode, SameBitsWithSplitKvAttentionAndEveryArchitectureFeature) {
   // Split-KV attention (attention_chunk reads each token's own slot and position), Qwen2's biases and
   // Qwen3's head norms (in the QKV epilogue, before the cache store), tied embeddings (the LM head's
-  // rows from the embedding table), on more threads than cores and the dynamic queue.
-  for (Variant variant : {Variant::qwen2_bias, Variant::qwen3_qk_norm, Variant::tied}) {
+  // rows from the embedding table), a sliding window (each token's window from its own position), on more
+  // threads than cores and the dynamic queue.
+  for (Variant variant : {Variant::qwen2_bias, Variant::qwen3_qk_norm, Variant::tied, Variant::mistral_window}) {
     SCOPED_TRACE(variant_name(variant));
     TempDir dir(std::string("batch-") + variant_name(variant));
     EngineOptions options;

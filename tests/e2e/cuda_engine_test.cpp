@@ -138,7 +138,8 @@ TEST_F(CudaEngine, Phi3WithLongRopeMatchesTheCpuBackend) {
 
 // Sliding-window attention on the device: a 40-token prompt prefilled on tensor cores (its 16-token
 // blocks see windows of 7 that start inside a block of keys) and in chunks of 5, then 8 decode steps
-// (split-KV chunks of each window), Qwen2's layers one full and one of window 4, against the cpu.
+// (whole windows, and split-KV chunks of each window), Qwen2's layers one full and one of window 4,
+// against the cpu.
 TEST_F(CudaEngine, SlidingWindowsMatchTheCpuBackend) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   for (Variant variant : {Variant::mistral_window, Variant::qwen2_window}) {
@@ -150,10 +151,11 @@ TEST_F(CudaEngine, SlidingWindowsMatchTheCpuBackend) {
     Engine cpu(cpu_options);
     const std::vector<int32_t> prompt = prompt_of(40, cpu.model().vocab);
     const Trajectory reference = run_trajectory(cpu, prompt, 8);
-    for (uint32_t chunk : {128u, 5u}) {
-      SCOPED_TRACE("prefill chunk " + std::to_string(chunk));
+    for (const auto& [chunk, kv_splits] : {std::pair{128u, 0u}, {5u, 3u}}) {
+      SCOPED_TRACE("prefill chunk " + std::to_string(chunk) + ", kv splits " + std::to_string(kv_splits));
       EngineOptions options = cuda_options(dir.path().string());
       options.prefill_chunk = chunk;
+      options.kv_splits = kv_splits;
       Engine cuda(options);
       expect_close_to_cpu(run_trajectory(cuda, prompt, 8), reference, 2e-3);
     }

@@ -138,6 +138,19 @@ TEST(TensorParallelEngine, HeadAndOpGranularityGiveTheSameLogits) {
   }
 }
 
+// Sliding windows on each rank's heads (a prompt of 9 and 4 steps past windows of 7 and 4; Qwen2's first
+// layer full), unsplit and in split-KV chunks of the window: the same trajectory as one rank.
+TEST(TensorParallelEngine, SlidingWindowsMatchOneRank) {
+  for (Variant variant : {Variant::mistral_window, Variant::qwen2_window})
+    for (uint32_t kv_splits : {0u, 3u}) {
+      SCOPED_TRACE(std::string(variant_name(variant)) + ", kv splits " + std::to_string(kv_splits));
+      EngineOptions single;
+      single.threads = 2;
+      single.kv_splits = kv_splits;
+      expect_checkpoint_matches_single_rank(variant_spec(variant), std::string("tp-") + variant_name(variant), single, {{2, 2}, {4, 2}});
+    }
+}
+
 // Split-KV attention on each rank's heads: the same trajectory as one unsplit rank, within tolerance.
 TEST(TensorParallelEngine, SplitKvAttentionMatchesOneRank) {
   Engine single(preset_options("tiny", 1));

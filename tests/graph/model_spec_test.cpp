@@ -344,6 +344,14 @@ TEST(ModelSpecParse, Qwen2HasBiasAndIgnoresDisabledSlidingWindow) {
   typed["layer_types"] = json::array({"full_attention"});
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(typed.dump(), "q/config.json"); }),
               HasSubstr("key 'layer_types' must be a list of num_hidden_layers (24) strings"));
+  json off = typed;  // sliding layers named while the window is off: transformers refuses to build them
+  off["layer_types"] = types;
+  off["use_sliding_window"] = false;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(off.dump(), "q/config.json"); }),
+              HasSubstr("key 'layer_types' names sliding_attention layers, but the window is off"));
+  for (auto& type : types) type = "full_attention";
+  off["layer_types"] = types;  // as transformers saves a config whose window is off
+  EXPECT_EQ(parse_hf_config_text(off.dump(), "q").sliding_window, 0u);
   small_window["max_window_layers"] = -1;
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(small_window.dump(), "q/config.json"); }),
               HasSubstr("key 'max_window_layers' must be a non-negative integer"));
