@@ -358,6 +358,8 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   info.head_dim = spec.head_dim;
   info.ffn = spec.ffn;
   info.max_context = m.max_context;
+  info.sliding_window = spec.sliding_window;
+  info.sliding_layers = uint32_t(std::count(spec.sliding_layers.begin(), spec.sliding_layers.end(), true));
   info.eos_tokens = spec.eos_tokens;
   // The whole model's bytes per step (every rank's share together under tensor parallelism).
   info.decode_weight_bytes = m.rank_engines.empty() ? decode_weight_bytes(m.decode_program->program, spec)

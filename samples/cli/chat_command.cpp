@@ -13,6 +13,7 @@
 #include "backend_flags.h"
 #include "chat_flags.h"
 #include "commands.h"
+#include "model_folder.h"
 #include "sampling_flags.h"
 #include "tilefire/engine.h"
 #include "tilefire/tokenizer.h"
@@ -130,8 +131,7 @@ int chat_command(int argc, char** argv) {
   Engine engine(options);
   const ModelInfo& model = engine.model();
   if (!json)
-    print("model: " + model.origin + " (" + model.architecture + ", " + model.dtype + ", " + std::to_string(model.layers) +
-          " layers), " + std::to_string(engine.threads()) + (options.backend == Backend::cuda ? " CTAs" : " threads") +
+    print("model: " + model.origin + " (" + model_shape(model) + "), " + std::to_string(engine.threads()) + (options.backend == Backend::cuda ? " CTAs" : " threads") +
           (options.tp > 1 ? ", " + std::to_string(options.tp) + " tensor-parallel ranks" : "") +
           "; a line is a message, /reset starts over, /exit ends\n");
   const bool interactive = isatty(STDIN_FILENO) && !json;

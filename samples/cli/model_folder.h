@@ -2,7 +2,13 @@
 // What the commands that print text ask of a model folder beyond what the engine reads.
 #include <string>
 
+#include "tilefire/engine.h"
+
 namespace tilefire::cli {
+
+// The model line's shape: "LlamaForCausalLM, bf16, 16 layers", and ", sliding window 4096" (on N layers
+// when not on all) where the window is shorter than the engine's context, so it changes what tokens see.
+std::string model_shape(const ModelInfo& model);
 
 // A tokenizer file of a Hugging Face folder other than tokenizer.json, or "" when it has none:
 // tokenizer_config.json, SentencePiece's tokenizer.model (and Mistral's .v3 and tekken.json), GPT-2's

@@ -250,12 +250,12 @@ int run_command(int argc, char** argv) {
     if (began) return;
     began = true;
     if (options.backend == Backend::cuda)
-      std::printf("model: %s (%s, %s, %u layers), cuda on %s, %u CTAs, %s%s\n", model.origin.c_str(),
-                  model.architecture.c_str(), model.dtype.c_str(), model.layers, engine.device_name().c_str(),
-                  engine.threads(), args.text_or("--schedule", "dataflow").c_str(), options.cuda_resident ? ", resident" : "");
+      std::printf("model: %s (%s), cuda on %s, %u CTAs, %s%s\n", model.origin.c_str(), model_shape(model).c_str(),
+                  engine.device_name().c_str(), engine.threads(), args.text_or("--schedule", "dataflow").c_str(),
+                  options.cuda_resident ? ", resident" : "");
     else
-      std::printf("model: %s (%s, %s, %u layers), %u threads, %s%s\n", model.origin.c_str(), model.architecture.c_str(),
-                  model.dtype.c_str(), model.layers, engine.threads(), args.text_or("--schedule", "dataflow").c_str(),
+      std::printf("model: %s (%s), %u threads, %s%s\n", model.origin.c_str(), model_shape(model).c_str(), engine.threads(),
+                  args.text_or("--schedule", "dataflow").c_str(),
                   options.tp > 1 ? (", " + std::to_string(options.tp) + " tensor-parallel ranks").c_str() : "");
     std::fflush(stdout);
     if (chat) return;  // the reply only: the prompt is the template's text

@@ -433,8 +433,8 @@ TEST_F(CliErrors, CheckpointHasLayersPastTheConfig) {
 }
 
 // A sliding window does not cap the context: a Mistral model whose window is 4 positions runs a 6-token
-// prompt (positions past the window slide), and a Llama one ignores the key, as transformers does (its
-// tokens are those of the config without it).
+// prompt (positions past the window slide) and its model line names the window; a Llama one ignores the
+// key, as transformers does (its tokens are those of the config without it).
 TEST_F(CliErrors, ASlidingWindowDoesNotCapTheContext) {
   fs::path dir = fresh();
   const std::vector<std::string> args = {"run", "--model", dir.string(), "--prompt-tokens", "1,2,3,4,5,6", "--max-new-tokens", "3",
@@ -458,6 +458,9 @@ TEST_F(CliErrors, ASlidingWindowDoesNotCapTheContext) {
   write_config(dir, config);
   const RunResult mistral = run_cli(args);
   EXPECT_EQ(mistral.status, 0) << describe(mistral);
+  // The model line says so (and the Llama one does not).
+  EXPECT_NE(mistral.out.find("(MistralForCausalLM, f32, 4 layers, sliding window 4)"), std::string::npos) << describe(mistral);
+  EXPECT_EQ(llama.out.find("sliding window"), std::string::npos) << describe(llama);
 }
 
 // ---- flags --------------------------------------------------------------------------------------------

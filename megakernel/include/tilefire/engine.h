@@ -231,6 +231,9 @@ struct ModelInfo {
   std::string dtype;
   uint32_t vocab = 0, hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;
   uint32_t max_context = 0;  // KV cache positions this engine holds
+  // Sliding-window attention: a token in one of `sliding_layers` layers sees the last `sliding_window`
+  // positions, itself included (0 and 0: every layer sees all positions before it).
+  uint32_t sliding_window = 0, sliding_layers = 0;
   std::vector<int32_t> eos_tokens;
   uint64_t decode_weight_bytes = 0;  // weight bytes one decode step reads
 };
