@@ -593,8 +593,6 @@ namespace {
 
 // The keys parse_sliding_window reads back to the same window and layers.
 void write_sliding_window(const ModelSpec& spec, json& config) {
-  const bool all_layers = spec.sliding_window != 0 &&
-                          std::find(spec.sliding_layers.begin(), spec.sliding_layers.end(), false) == spec.sliding_layers.end();
   if (is_qwen(spec.arch)) {
     config["use_sliding_window"] = spec.sliding_window != 0;
     config["sliding_window"] = spec.sliding_window != 0 ? json(spec.sliding_window) : json(nullptr);
@@ -607,7 +605,8 @@ void write_sliding_window(const ModelSpec& spec, json& config) {
     if (std::find(first, spec.sliding_layers.end(), false) == spec.sliding_layers.end())
       config["max_window_layers"] = uint32_t(first - spec.sliding_layers.begin());
   } else if (spec.arch == Architecture::mistral || spec.arch == Architecture::phi3) {
-    if (spec.sliding_window != 0 && !all_layers)
+    const bool some_full = std::find(spec.sliding_layers.begin(), spec.sliding_layers.end(), false) != spec.sliding_layers.end();
+    if (spec.sliding_window != 0 && some_full)
       throw std::invalid_argument("to_hf_config_json: " + spec.arch_name + " slides every layer or none");
     config["sliding_window"] = spec.sliding_window != 0 ? json(spec.sliding_window) : json(nullptr);
   } else if (spec.sliding_window != 0) {
