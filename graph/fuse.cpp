@@ -270,6 +270,7 @@ class Fuser {
     p.head_dim = s.head_dim;
     p.rotary_dim = s.rotated_dims();
     p.rope_magnitude = rope_magnitude(s.rope_scaling);
+    p.rope = s.layer_rotates(n.layer);
     p.max_context = g_.max_context;
     p.eps = n.eps;
     p.wdtype = g_.slots[p.wq].dtype;

@@ -42,6 +42,7 @@ constexpr ArchitectureName kArchitectures[] = {
     {"Qwen2ForCausalLM", "qwen2", Architecture::qwen2},
     {"Qwen3ForCausalLM", "qwen3", Architecture::qwen3},
     {"Phi3ForCausalLM", "phi3", Architecture::phi3},
+    {"SmolLM3ForCausalLM", "smollm3", Architecture::smollm3},
 };
 
 const ArchitectureName& architecture_entry(Architecture arch) {
@@ -271,6 +272,30 @@ ModelSpec parse_hf_config(const std::filesystem::path& config_json) {
   return parse_hf_config_text(text.str(), origin);
 }
 
+// SmolLM3's NoPE layers, as SmolLM3Config reads them: `no_rope_layers` holds one entry per layer (at
+// least), 1 where the layer applies RoPE and 0 where it does not (the name says the opposite of its
+// values); without it, every `no_rope_layer_interval`-th layer (default 4: layers 3, 7, 11, ...) is NoPE.
+// Other architectures rotate every layer (the keys are not theirs, and transformers ignores them there).
+static void parse_nope_layers(const ConfigReader& reader, const json& config, const std::string& origin, ModelSpec& spec) {
+  spec.nope_layers.clear();
+  if (spec.arch != Architecture::smollm3) return;
+  if (reader.has_non_null("no_rope_layers")) {
+    const json& list = config.at("no_rope_layers");
+    if (!list.is_array() || list.size() < spec.layers)
+      fail(origin, "key 'no_rope_layers' must be a list of at least num_hidden_layers (" + std::to_string(spec.layers) +
+                       ") entries, 1 for a layer with RoPE and 0 for one without");
+    for (uint32_t l = 0; l < spec.layers; ++l) {
+      const json& entry = list[l];
+      if (!entry.is_number_integer() || (entry.get<int64_t>() != 0 && entry.get<int64_t>() != 1))
+        fail(origin, "key 'no_rope_layers' entry " + std::to_string(l) + " is " + entry.dump() + ": 1 (RoPE) or 0 (none)");
+      spec.nope_layers.push_back(entry.get<int64_t>() == 0);
+    }
+  } else {
+    const uint32_t interval = reader.positive_u32_or("no_rope_layer_interval", 4);
+    for (uint32_t l = 0; l < spec.layers; ++l) spec.nope_layers.push_back((l + 1) % interval == 0);
+  }
+}
+
 // Sliding-window attention, as transformers reads each architecture's config:
 // - MistralForCausalLM: `sliding_window` on every layer (MistralConfig's default 4096 when the key is
 //   absent; null turns it off);
@@ -278,13 +303,16 @@ ModelSpec parse_hf_config(const std::filesystem::path& config_json) {
 // - Qwen2/Qwen3: only with `use_sliding_window` true, on the layers `layer_types` names
 //   "sliding_attention", or without that list on layers max_window_layers (default 28) and up;
 //   `sliding_window` defaults to 4096;
+// - SmolLM3: as Qwen, but without layer_types on its NoPE layers, and no window unless `sliding_window`
+//   gives one;
 // - LlamaForCausalLM: none (LlamaConfig has no window; transformers ignores the key, and so do we).
 // A window no shorter than the context changes nothing; the engine still runs with it.
 static void parse_sliding_window(const ConfigReader& reader, const json& config, const std::string& origin, ModelSpec& spec) {
   spec.sliding_window = 0;
   spec.sliding_layers.clear();
   if (spec.arch == Architecture::llama) return;
-  if (is_qwen(spec.arch)) {
+  const bool smollm3 = spec.arch == Architecture::smollm3;
+  if (is_qwen(spec.arch) || smollm3) {
     std::vector<bool> typed;  // layer_types, read whether the window is on or not (transformers checks it)
     if (reader.has_non_null("layer_types")) {
       const json& types = config.at("layer_types");
@@ -298,7 +326,9 @@ static void parse_sliding_window(const ConfigReader& reader, const json& config,
         typed.push_back(type == "sliding_attention");
       }
     }
-    const bool window_on = reader.bool_or("use_sliding_window", false) && !(reader.has("sliding_window") && !reader.has_non_null("sliding_window"));
+    // Qwen's sliding_window defaults to 4096, SmolLM3's to none.
+    const bool window_given = smollm3 ? reader.has_non_null("sliding_window") : !(reader.has("sliding_window") && !reader.has_non_null("sliding_window"));
+    const bool window_on = reader.bool_or("use_sliding_window", false) && window_given;
     // transformers then has sliding layers and no window, and refuses to build their mask.
     if (!window_on && std::find(typed.begin(), typed.end(), true) != typed.end())
       fail(origin, "key 'layer_types' names sliding_attention layers, but the window is off (use_sliding_window false or "
@@ -307,6 +337,8 @@ static void parse_sliding_window(const ConfigReader& reader, const json& config,
     spec.sliding_window = reader.positive_u32_or("sliding_window", 4096);
     if (!typed.empty()) {
       spec.sliding_layers = typed;
+    } else if (smollm3) {
+      spec.sliding_layers = spec.nope_layers;  // SmolLM3Config slides its NoPE layers
     } else {
       uint32_t first_sliding = 28;  // Qwen2Config's default
       if (reader.has_non_null("max_window_layers")) {
@@ -368,11 +400,14 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
   }
   spec.ffn = reader.positive_u32("intermediate_size");
   spec.max_context = reader.positive_u32_or("max_position_embeddings", 4096);
-  spec.rms_eps = reader.positive_float_or("rms_norm_eps", qwen ? 1e-6f : 1e-5f);
+  const bool smollm3 = spec.arch == Architecture::smollm3;
+  spec.rms_eps = reader.positive_float_or("rms_norm_eps", qwen || smollm3 ? 1e-6f : 1e-5f);
   // Qwen's config classes default rope_theta to 1e6; everyone else (and HF's PretrainedConfig) to 1e4.
-  spec.rope_theta = reader.positive_float_or("rope_theta", qwen && !reader.has("rope_theta") ? 1e6f : 1e4f);
+  // SmolLM3Config's is 2e6.
+  const float default_theta = reader.has("rope_theta") ? 1e4f : qwen ? 1e6f : smollm3 ? 2e6f : 1e4f;
+  spec.rope_theta = reader.positive_float_or("rope_theta", default_theta);
   spec.rope_scaling = parse_rope_scaling(config, origin);
-  spec.tie_embeddings = reader.bool_or("tie_word_embeddings", false);
+  spec.tie_embeddings = reader.bool_or("tie_word_embeddings", smollm3);  // SmolLM3Config ties by default
   // Phi-3's qkv_proj never has a bias (transformers' Phi3Attention ignores attention_bias).
   spec.qkv_bias = spec.arch == Architecture::qwen2 || (spec.arch != Architecture::phi3 && reader.bool_or("attention_bias", false));
   spec.qk_norm = spec.arch == Architecture::qwen3;
@@ -406,7 +441,8 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
       fail(origin, "key 'hidden_act' is '" + name + "': the MLP supports silu (SwiGLU) only");
   }
 
-  validate_spec(spec, origin);  // first: the window's per-layer list is sized by a checked layer count
+  validate_spec(spec, origin);  // first: the per-layer lists are sized by a checked layer count
+  parse_nope_layers(reader, config, origin, spec);
   parse_sliding_window(reader, config, origin, spec);
   validate_spec(spec, origin);
   return spec;
@@ -440,6 +476,9 @@ void validate_spec(const ModelSpec& spec, const std::string& origin) {
   require_at_most(spec.heads, 1024, "num_attention_heads");
   require_at_most(spec.head_dim, 1024, "head_dim");
   require_at_most(spec.ffn, 1u << 20, "intermediate_size");
+  if (!spec.nope_layers.empty() && spec.nope_layers.size() != spec.layers)
+    fail(origin, "the NoPE layer list has " + std::to_string(spec.nope_layers.size()) + " entries for " + std::to_string(spec.layers) +
+                     " layers");
   if (spec.sliding_window != 0 && spec.sliding_layers.size() != spec.layers)
     fail(origin, "the sliding window's layer list has " + std::to_string(spec.sliding_layers.size()) + " entries for " +
                      std::to_string(spec.layers) + " layers");
@@ -593,7 +632,7 @@ namespace {
 
 // The keys parse_sliding_window reads back to the same window and layers.
 void write_sliding_window(const ModelSpec& spec, json& config) {
-  if (is_qwen(spec.arch)) {
+  if (is_qwen(spec.arch) || spec.arch == Architecture::smollm3) {
     config["use_sliding_window"] = spec.sliding_window != 0;
     config["sliding_window"] = spec.sliding_window != 0 ? json(spec.sliding_window) : json(nullptr);
     if (spec.sliding_window == 0) return;
@@ -602,7 +641,7 @@ void write_sliding_window(const ModelSpec& spec, json& config) {
     config["layer_types"] = types;
     // Readers older than layer_types take max_window_layers: the first sliding layer, when the rest slide.
     const auto first = std::find(spec.sliding_layers.begin(), spec.sliding_layers.end(), true);
-    if (std::find(first, spec.sliding_layers.end(), false) == spec.sliding_layers.end())
+    if (is_qwen(spec.arch) && std::find(first, spec.sliding_layers.end(), false) == spec.sliding_layers.end())
       config["max_window_layers"] = uint32_t(first - spec.sliding_layers.begin());
   } else if (spec.arch == Architecture::mistral || spec.arch == Architecture::phi3) {
     const bool some_full = std::find(spec.sliding_layers.begin(), spec.sliding_layers.end(), false) != spec.sliding_layers.end();
@@ -663,6 +702,13 @@ std::string to_hf_config_json(const ModelSpec& spec) {
     config["rope_scaling"] = nullptr;
   }
   write_sliding_window(spec, config);
+  if (spec.arch == Architecture::smollm3) {  // written whole: 1 where a layer rotates
+    json rotates = json::array();
+    for (uint32_t l = 0; l < spec.layers; ++l) rotates.push_back(spec.layer_rotates(l) ? 1 : 0);
+    config["no_rope_layers"] = rotates;
+  } else if (!spec.nope_layers.empty()) {
+    throw std::invalid_argument("to_hf_config_json: " + spec.arch_name + " rotates every layer");
+  }
   config["tie_word_embeddings"] = spec.tie_embeddings;
   // Qwen2 always has q/k/v biases (its config has no key for it), Phi-3 never; the others say it with
   // attention_bias.

@@ -13,7 +13,8 @@
 namespace tilefire {
 
 // phi3: Llama's layer with q/k/v stored as one qkv_proj and gate/up as one gate_up_proj (split on load).
-enum class Architecture : uint8_t { llama, mistral, qwen2, qwen3, phi3 };
+// smollm3: Llama's layer, with RoPE left out on some layers (NoPE: `no_rope_layers`).
+enum class Architecture : uint8_t { llama, mistral, qwen2, qwen3, phi3, smollm3 };
 
 struct ModelSpec {
   Architecture arch = Architecture::llama;
@@ -32,6 +33,9 @@ struct ModelSpec {
   // slides (sized `layers` when sliding_window is set, empty otherwise). 0: every layer sees all before it.
   uint32_t sliding_window = 0;
   std::vector<bool> sliding_layers;
+  // SmolLM3's NoPE layers: nope_layers[l] says layer l leaves q and k unrotated (sized `layers`, or empty:
+  // every layer rotates).
+  std::vector<bool> nope_layers;
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling;
@@ -46,6 +50,7 @@ struct ModelSpec {
   uint32_t kv_dim() const { return kv_heads * head_dim; }
   uint32_t group() const { return heads / kv_heads; }  // query heads per KV head
   uint32_t rotated_dims() const { return rotary_dim ? rotary_dim : head_dim; }
+  bool layer_rotates(uint32_t layer) const { return layer >= nope_layers.size() || !nope_layers[layer]; }
   // The window layer `layer`'s attention runs with (0: full causal attention).
   uint32_t attention_window(uint32_t layer) const {
     return sliding_window != 0 && layer < sliding_layers.size() && sliding_layers[layer] ? sliding_window : 0;

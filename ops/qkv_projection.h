@@ -35,6 +35,7 @@ struct QkvProjectionParams {
   uint32_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, max_context = 0;
   uint32_t rotary_dim = 0;  // each q and k head's leading dimensions RoPE rotates, the rest passed through; 0: all
   float rope_magnitude = 1.0f;  // what cos and sin are multiplied by (LongRoPE's attention_factor)
+  bool rope = true;             // false: a NoPE layer (SmolLM3's), q and k stored unrotated
   TILEFIRE_HD uint32_t rotated() const { return rotary_dim ? rotary_dim : head_dim; }
   float eps = 1e-5f;
   DType wdtype = DType::f32;
@@ -134,7 +135,7 @@ struct QkvProjectionOp {
     }
     for (uint32_t c = col0; c < col1; c += p.head_dim) {
       if (head_norm_slot != kNoSlot) rmsnorm_row(row + c, ctx.slot<const float>(head_norm_slot), p.head_dim, p.eps, row + c);
-      if (rotate) rope_apply_head(row + c, p.rotated(), position, inv_freq, p.rope_magnitude);  // the leading dimensions as a head of their own
+      if (rotate && p.rope) rope_apply_head(row + c, p.rotated(), position, inv_freq, p.rope_magnitude);  // the leading dimensions as a head of their own
     }
   }
 };

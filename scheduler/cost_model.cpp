@@ -70,7 +70,7 @@ TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t contex
     const auto& p = params.as<QkvProjectionParams>();
     uint32_t rotated = 0;
     for (uint32_t unit = tile.begin; unit < tile.end; ++unit)
-      rotated += QkvProjectionOp::segment_of(p, unit).part != QkvProjectionOp::Part::v;
+      rotated += p.rope && QkvProjectionOp::segment_of(p, unit).part != QkvProjectionOp::Part::v;
     work.rotations = double(rotated) * double(p.rotated() / 2) * double(tokens);  // a partial rotation: its share
   }
   if (task.op == OpCode::gate_up_swiglu)  // one sigmoid per FFN column and token

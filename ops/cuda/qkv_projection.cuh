@@ -33,7 +33,7 @@ struct DeviceTile<OpCode::qkv_projection> {
     const uint32_t norm_slot = is_q ? p.q_norm : is_k ? p.k_norm : kNoSlot;
     const float* bias = bias_slot == kNoSlot ? nullptr : ctx.slot<const float>(bias_slot);
     const float* head_norm = norm_slot == kNoSlot ? nullptr : ctx.slot<const float>(norm_slot);
-    const bool rotate = s.part != Op::Part::v;
+    const bool rotate = s.part != Op::Part::v && p.rope;  // a NoPE layer's q and k stay as they are
     const float* g = ctx.slot<const float>(p.norm_weight);
     for (uint32_t m0 = 0; m0 < ctx.tokens_count; m0 += pass) {
       const uint32_t tokens = min(pass, ctx.tokens_count - m0);

@@ -123,8 +123,10 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
       for (uint32_t h = 0; h < H; ++h) head_norm(q.data() + h * hd, gq);
       for (uint32_t h = 0; h < KV; ++h) head_norm(k.data() + h * hd, gk);
     }
-    for (uint32_t h = 0; h < H; ++h) rotate(q.data() + h * hd);
-    for (uint32_t h = 0; h < KV; ++h) rotate(k.data() + h * hd);
+    // SmolLM3's NoPE layers leave q and k as they are (transformers' `if self.use_rope`).
+    const bool nope = !s.nope_layers.empty() && s.nope_layers.at(l);
+    for (uint32_t h = 0; h < H && !nope; ++h) rotate(q.data() + h * hd);
+    for (uint32_t h = 0; h < KV && !nope; ++h) rotate(k.data() + h * hd);
     k_cache_[l].insert(k_cache_[l].end(), k.begin(), k.end());
     v_cache_[l].insert(v_cache_[l].end(), v.begin(), v.end());
 

@@ -50,6 +50,12 @@ ModelSpec variant_spec(Variant variant) {
         spec.sliding_layers.assign(spec.layers, true);
       }
       break;
+    case Variant::smollm3:
+      spec.arch = Architecture::smollm3;
+      spec.arch_name = "SmolLM3ForCausalLM";
+      spec.tie_embeddings = true;
+      spec.nope_layers = {false, true};
+      break;
     case Variant::qwen2_window:
       spec.arch = Architecture::qwen2;
       spec.arch_name = "Qwen2ForCausalLM";
@@ -92,6 +98,7 @@ const char* variant_name(Variant variant) {
     case Variant::phi3_partial: return "phi3_partial";
     case Variant::mistral_window: return "mistral_window";
     case Variant::qwen2_window: return "qwen2_window";
+    case Variant::smollm3: return "smollm3";
   }
   return "?";
 }

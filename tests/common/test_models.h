@@ -13,8 +13,9 @@ namespace tilefire::testing {
 // phi3_partial: that rotating 24 of each head's 32 dimensions (Phi-4-mini's partial_rotary_factor 0.75).
 // mistral_window: Mistral with a sliding window of 7 positions on every layer; qwen2_window: Qwen2 with
 // use_sliding_window, a window of 4 on its second layer only (layer_types), the first attending to all.
+// smollm3: SmolLM3 (tied embeddings) whose second layer is NoPE (no RoPE on q and k).
 enum class Variant { llama, llama3_rope, qwen2_bias, qwen3_qk_norm, tied, mistral, phi3, phi3_longrope, phi3_partial,
-                     mistral_window, qwen2_window };
+                     mistral_window, qwen2_window, smollm3 };
 
 ModelSpec variant_spec(Variant variant);
 const char* variant_name(Variant variant);

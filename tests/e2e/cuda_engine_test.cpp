@@ -162,6 +162,22 @@ TEST_F(CudaEngine, SlidingWindowsMatchTheCpuBackend) {
   }
 }
 
+// SmolLM3 (tied, its second layer NoPE) on the device end to end. At this model's small scores a NoPE
+// layer rotated by mistake stays within the trajectory's tolerance (tried): the unrotated q and k are
+// checked at the op, CudaOps.QkvProjectionMatchesCpu, and the cpu's NoPE against the reference.
+TEST_F(CudaEngine, SmolLM3NoPeLayerMatchesTheCpuBackend) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  TempDir dir("cuda-smollm3");
+  write_test_model(variant_spec(Variant::smollm3), dir.path(), DType::bf16);
+  EngineOptions cpu_options = cuda_options(dir.path().string());
+  cpu_options.backend = Backend::cpu;
+  Engine cpu(cpu_options);
+  const std::vector<int32_t> prompt = prompt_of(21, cpu.model().vocab);
+  const Trajectory reference = run_trajectory(cpu, prompt, 8);
+  Engine cuda(cuda_options(dir.path().string()));
+  expect_close_to_cpu(run_trajectory(cuda, prompt, 8), reference, 2e-3);
+}
+
 // EngineOptions::prefill_chunk on the device: a 150-token prompt prefilled in chunks of 7 (21 of them and
 // a remainder of 3) and of 128 (and 22), then 4 decode steps, against the cpu backend's default chunks.
 TEST_F(CudaEngine, PrefillChunksOfEverySizeMatchTheCpuBackend) {

@@ -53,6 +53,7 @@ void expect_same_spec(const ModelSpec& a, const ModelSpec& b) {
   EXPECT_EQ(a.qk_norm, b.qk_norm);
   EXPECT_EQ(a.sliding_window, b.sliding_window);
   EXPECT_EQ(a.sliding_layers, b.sliding_layers);
+  EXPECT_EQ(a.nope_layers, b.nope_layers);
   EXPECT_EQ(a.dtype, b.dtype);
   EXPECT_EQ(a.bos_token, b.bos_token);
   EXPECT_EQ(a.eos_tokens, b.eos_tokens);
@@ -251,6 +252,68 @@ TEST(ModelSpecParse, Phi3LongRopeReadsItsFactorsAndAttentionFactor) {
   expect_same_spec(parse_hf_config_text(to_hf_config_json(given_spec), "round trip"), given_spec);
   const ModelSpec mini = parse_hf_config_text(kPhi3MiniConfig, "m");
   expect_same_spec(parse_hf_config_text(to_hf_config_json(mini), "round trip"), mini);
+}
+
+// SmolLM3-3B's shape (abridged; its no_rope_layers written out as the published config has them: 1, 1,
+// 1, 0 repeated, a NoPE layer every fourth).
+json smollm3_config() {
+  json config = json::parse(R"({
+    "architectures": ["SmolLM3ForCausalLM"], "attention_bias": false, "hidden_act": "silu", "hidden_size": 2048,
+    "intermediate_size": 11008, "max_position_embeddings": 65536, "max_window_layers": 28, "model_type": "smollm3",
+    "no_rope_layer_interval": 4, "num_attention_heads": 16, "num_hidden_layers": 36, "num_key_value_heads": 4,
+    "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 5000000.0, "sliding_window": null,
+    "use_sliding_window": false, "torch_dtype": "bfloat16", "vocab_size": 128256, "eos_token_id": 128012})");
+  json rotates = json::array();
+  for (int l = 0; l < 36; ++l) rotates.push_back(l % 4 == 3 ? 0 : 1);
+  config["no_rope_layers"] = rotates;
+  return config;
+}
+
+TEST(ModelSpecParse, SmolLM3LeavesEveryFourthLayerUnrotated) {
+  const json config = smollm3_config();
+  const ModelSpec spec = parse_hf_config_text(config.dump(), "smollm3/config.json");
+  EXPECT_EQ(spec.arch, Architecture::smollm3);
+  EXPECT_TRUE(spec.tie_embeddings);  // SmolLM3Config's default, absent from this config
+  EXPECT_EQ(spec.head_dim, 128u);
+  EXPECT_FLOAT_EQ(spec.rope_theta, 5e6f);
+  ASSERT_EQ(spec.nope_layers.size(), 36u);
+  for (uint32_t l = 0; l < 36; ++l) EXPECT_EQ(spec.layer_rotates(l), l % 4 != 3) << "layer " << l;
+  EXPECT_EQ(spec.sliding_window, 0u);
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(spec), "round trip"), spec);
+
+  // Without the list: every no_rope_layer_interval-th layer (SmolLM3Config's default formula).
+  json interval = config;
+  interval.erase("no_rope_layers");
+  interval["no_rope_layer_interval"] = 3;
+  const ModelSpec by_interval = parse_hf_config_text(interval.dump(), "m");
+  for (uint32_t l = 0; l < 36; ++l) EXPECT_EQ(by_interval.layer_rotates(l), (l + 1) % 3 != 0) << "layer " << l;
+  interval.erase("no_rope_layer_interval");
+  interval.erase("rope_theta");
+  const ModelSpec defaults = parse_hf_config_text(interval.dump(), "m");
+  EXPECT_FALSE(defaults.layer_rotates(3));
+  EXPECT_TRUE(defaults.layer_rotates(4));
+  EXPECT_FLOAT_EQ(defaults.rope_theta, 2e6f);
+
+  // A window: SmolLM3Config slides its NoPE layers unless layer_types says otherwise.
+  json windowed = config;
+  windowed["use_sliding_window"] = true;
+  windowed["sliding_window"] = 2048;
+  const ModelSpec slides = parse_hf_config_text(windowed.dump(), "m");
+  EXPECT_EQ(slides.attention_window(3), 2048u);
+  EXPECT_EQ(slides.attention_window(4), 0u);
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(slides), "round trip"), slides);
+
+  json bad = config;
+  bad["no_rope_layers"][7] = 2;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "s/config.json"); }),
+              HasSubstr("s/config.json: key 'no_rope_layers' entry 7 is 2: 1 (RoPE) or 0 (none)"));
+  bad["no_rope_layers"] = json::array({1, 1, 1});
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "s/config.json"); }),
+              HasSubstr("key 'no_rope_layers' must be a list of at least num_hidden_layers (36) entries"));
+  // Llama's config class has no such key: a list there changes nothing, as in transformers.
+  json llama = config;
+  llama["architectures"] = {"LlamaForCausalLM"};
+  EXPECT_TRUE(parse_hf_config_text(llama.dump(), "m").nope_layers.empty());
 }
 
 // Microsoft's Phi-4-mini-instruct: Phi3ForCausalLM rotating 3/4 of each head (96 of 128), with LongRoPE over

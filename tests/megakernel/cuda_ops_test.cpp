@@ -254,10 +254,10 @@ TEST(CudaOps, LmHeadMatchesCpuAndReducesTheArgmax) {
 }
 
 // QKV: head_dim 48 (not a multiple of the warp), GQA 6/2, RoPE at positions 5.., with and without the
-// Qwen2 biases and the Qwen3 per-head norms.
+// Qwen2 biases and the Qwen3 per-head norms, and a NoPE layer's (SmolLM3: q and k unrotated).
 TEST(CudaOps, QkvProjectionMatchesCpu) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
-  for (bool qwen : {false, true})
+  for (const auto& [qwen, rope] : {std::pair{false, true}, {true, true}, {false, false}})
     for (uint32_t tokens : {1u, 3u, 21u}) {  // 21: a prefill on tensor cores (hidden 96)
       SingleOpCase c;
       QkvProjectionParams p;
@@ -268,6 +268,7 @@ TEST(CudaOps, QkvProjectionMatchesCpu) {
       p.max_context = 32;  // positions 5 .. 25 of the 21-token prefill
       p.eps = 1e-6f;
       p.wdtype = DType::bf16;
+      p.rope = rope;
       p.x = c.add_f32("x", SlotKind::activation, tokens, p.hidden, 0, 1);
       p.norm_weight = c.add_f32("g", SlotKind::weight_f32, 1, p.hidden, 1, 0.1f);
       p.wq = c.add_bf16("wq", p.heads * p.head_dim, p.hidden, 0.1f);
@@ -284,7 +285,7 @@ TEST(CudaOps, QkvProjectionMatchesCpu) {
       p.q_out = c.add_f32("q", SlotKind::activation, tokens, p.heads * p.head_dim, 0, 0, true);
       p.k_cache = c.add_f32("k", SlotKind::kv_cache, p.kv_heads * p.max_context, p.head_dim, 0, 0, true);
       p.v_cache = c.add_f32("v", SlotKind::kv_cache, p.kv_heads * p.max_context, p.head_dim, 0, 0, true);
-      SCOPED_TRACE(std::string(qwen ? "qwen" : "llama") + ", tokens " + std::to_string(tokens));
+      SCOPED_TRACE(std::string(qwen ? "qwen" : "llama") + (rope ? "" : ", NoPE") + ", tokens " + std::to_string(tokens));
       c.expect_device_matches_cpu(OpParams::make(OpCode::qkv_projection, 0, p), QkvProjectionOp::tile_units(p), 2,
                                   QkvProjectionOp::tile_breaks(p), random_tokens(c.rng(), tokens, 10), 5, 1e-4, 1e-3);
     }
