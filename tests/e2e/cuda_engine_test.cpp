@@ -120,13 +120,10 @@ TEST_F(CudaEngine, TinyMatchesTheCpuBackendInEveryMode) {
   expect_bitwise_equal(first, run_trajectory(dynamic_engine, prompt, 12), "dynamic ready queue");
 }
 
-// Phi-3 with LongRoPE and a partial rotation on the device: its fused projections read as views, the long
-// factors (256 positions are past its pretrained 64), the scores' factor and the rotated share of each head
-// (24 of 32) reach the kernel through the Program as on the cpu.
-TEST_F(CudaEngine, Phi3WithLongRopeMatchesTheCpuBackend) {
-  TILEFIRE_REQUIRE_CUDA_DEVICE();
-  TempDir dir("cuda-phi3");
-  write_test_model(variant_spec(Variant::phi3_partial), dir.path(), DType::bf16);
+// A variant's checkpoint (bf16) on the device against the cpu: a 21-token prompt and 8 decode steps.
+void expect_variant_matches_the_cpu_backend(Variant variant) {
+  TempDir dir(std::string("cuda-") + variant_name(variant));
+  write_test_model(variant_spec(variant), dir.path(), DType::bf16);
   EngineOptions cpu_options = cuda_options(dir.path().string());
   cpu_options.backend = Backend::cpu;
   Engine cpu(cpu_options);
@@ -134,6 +131,14 @@ TEST_F(CudaEngine, Phi3WithLongRopeMatchesTheCpuBackend) {
   const Trajectory reference = run_trajectory(cpu, prompt, 8);
   Engine cuda(cuda_options(dir.path().string()));
   expect_close_to_cpu(run_trajectory(cuda, prompt, 8), reference, 2e-3);
+}
+
+// Phi-3 with LongRoPE and a partial rotation on the device: its fused projections read as views, the long
+// factors (256 positions are past its pretrained 64), the scores' factor and the rotated share of each head
+// (24 of 32) reach the kernel through the Program as on the cpu.
+TEST_F(CudaEngine, Phi3WithLongRopeMatchesTheCpuBackend) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  expect_variant_matches_the_cpu_backend(Variant::phi3_partial);
 }
 
 // Sliding-window attention on the device: a 40-token prompt prefilled on tensor cores (its 16-token
@@ -167,15 +172,7 @@ TEST_F(CudaEngine, SlidingWindowsMatchTheCpuBackend) {
 // checked at the op, CudaOps.QkvProjectionMatchesCpu, and the cpu's NoPE against the reference.
 TEST_F(CudaEngine, SmolLM3NoPeLayerMatchesTheCpuBackend) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
-  TempDir dir("cuda-smollm3");
-  write_test_model(variant_spec(Variant::smollm3), dir.path(), DType::bf16);
-  EngineOptions cpu_options = cuda_options(dir.path().string());
-  cpu_options.backend = Backend::cpu;
-  Engine cpu(cpu_options);
-  const std::vector<int32_t> prompt = prompt_of(21, cpu.model().vocab);
-  const Trajectory reference = run_trajectory(cpu, prompt, 8);
-  Engine cuda(cuda_options(dir.path().string()));
-  expect_close_to_cpu(run_trajectory(cuda, prompt, 8), reference, 2e-3);
+  expect_variant_matches_the_cpu_backend(Variant::smollm3);
 }
 
 // EngineOptions::prefill_chunk on the device: a 150-token prompt prefilled in chunks of 7 (21 of them and
