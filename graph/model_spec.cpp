@@ -157,8 +157,8 @@ class ConfigReader {
 // rope_scaling in the config, or in it, or 4096), the factor the context was
 // stretched by is rope_scaling.factor or max_position_embeddings over it, and cos and sin are multiplied
 // by attention_factor, given or sqrt(1 + ln(factor) / ln(original)) (1 for a factor of at most 1).
-RopeScaling parse_longrope(const json& config, const json& node, const std::string& origin) {
-  ConfigReader reader(node, origin, "rope_scaling."), top(config, origin);
+RopeScaling parse_longrope(const json& config, const json& node, const std::string& origin, const std::string& key) {
+  ConfigReader reader(node, origin, key + "."), top(config, origin);
   RopeScaling scaling;
   scaling.longrope = true;
   scaling.short_factor = reader.positive_floats("short_factor");
@@ -178,22 +178,27 @@ RopeScaling parse_longrope(const json& config, const json& node, const std::stri
   return scaling;
 }
 
-RopeScaling parse_rope_scaling(const json& config, const std::string& origin) {
+// `key`: "rope_scaling", or transformers v5's "rope_parameters" (the same keys beside rope_theta; no type
+// there means the default).
+RopeScaling parse_rope_scaling(const json& config, const std::string& origin, const std::string& key) {
   RopeScaling scaling;
-  if (!config.contains("rope_scaling") || config.at("rope_scaling").is_null()) return scaling;
-  const json& node = config.at("rope_scaling");
-  if (!node.is_object()) fail(origin, "key 'rope_scaling' must be null or an object");
+  if (!config.contains(key) || config.at(key).is_null()) return scaling;
+  const json& node = config.at(key);
+  if (!node.is_object()) fail(origin, "key '" + key + "' must be null or an object");
   // Newer configs say "rope_type", older ones "type".
   const char* type_key = node.contains("rope_type") ? "rope_type" : "type";
-  if (!node.contains(type_key)) fail(origin, "key 'rope_scaling' has no 'rope_type' (or 'type')");
-  if (!node.at(type_key).is_string()) fail(origin, "key 'rope_scaling." + std::string(type_key) + "' must be a string");
+  if (!node.contains(type_key)) {
+    if (key == "rope_parameters") return scaling;
+    fail(origin, "key '" + key + "' has no 'rope_type' (or 'type')");
+  }
+  if (!node.at(type_key).is_string()) fail(origin, "key '" + key + "." + std::string(type_key) + "' must be a string");
   std::string type = node.at(type_key).get<std::string>();
   if (type == "default") return scaling;
-  if (type == "longrope" || type == "su") return parse_longrope(config, node, origin);
+  if (type == "longrope" || type == "su") return parse_longrope(config, node, origin, key);
   if (type != "llama3") {
-    fail(origin, "key 'rope_scaling' has unsupported type '" + type + "' (supported: llama3, longrope, default)");
+    fail(origin, "key '" + key + "' has unsupported type '" + type + "' (supported: llama3, longrope, default)");
   }
-  ConfigReader reader(node, origin, "rope_scaling.");
+  ConfigReader reader(node, origin, key + ".");
   scaling.llama3 = true;
   scaling.factor = reader.positive_float("factor");
   scaling.low_freq_factor = reader.positive_float("low_freq_factor");
@@ -360,9 +365,33 @@ static void parse_sliding_window(const ConfigReader& reader, const json& config,
   }
 }
 
+// transformers v5 writes RoPE as one object, `rope_parameters`: rope_theta, the scaling's type and keys
+// (as rope_scaling had them) and partial_rotary_factor. Read without it, such a config would silently
+// rotate at the default base. Its rope_theta and partial_rotary_factor are read as the top-level keys
+// (a top-level one that disagrees is refused); the scaling from it (refused beside a rope_scaling too).
+// Per-layer-type parameters (Gemma 3's, keyed by "full_attention" / "sliding_attention") are refused.
+static const char* lift_rope_parameters(json& config, const std::string& origin) {
+  if (!config.contains("rope_parameters") || config.at("rope_parameters").is_null()) return "rope_scaling";
+  const json& parameters = config.at("rope_parameters");
+  if (!parameters.is_object()) fail(origin, "key 'rope_parameters' must be null or an object");
+  if (parameters.contains("full_attention") || parameters.contains("sliding_attention"))
+    fail(origin, "key 'rope_parameters' gives parameters per layer type: not supported (one set for every layer is)");
+  if (config.contains("rope_scaling") && !config.at("rope_scaling").is_null())
+    fail(origin, "keys 'rope_scaling' and 'rope_parameters' are both given: the scaling would be ambiguous");
+  for (const char* key : {"rope_theta", "partial_rotary_factor"}) {
+    if (!parameters.contains(key) || parameters.at(key).is_null()) continue;
+    if (config.contains(key) && !config.at(key).is_null() && config.at(key) != parameters.at(key))
+      fail(origin, std::string("key '") + key + "' is " + config.at(key).dump() + " but 'rope_parameters." + key + "' is " +
+                       parameters.at(key).dump());
+    config[key] = parameters.at(key);
+  }
+  return "rope_parameters";
+}
+
 ModelSpec parse_hf_config_text(const std::string& text, const std::string& origin) {
-  const json config = parse_json_text(text.data(), text.data() + text.size(), origin);
+  json config = parse_json_text(text.data(), text.data() + text.size(), origin);
   if (!config.is_object()) fail(origin, "not a config.json: the top level must be a JSON object");
+  const char* rope_scaling_key = lift_rope_parameters(config, origin);
 
   ModelSpec spec;
   if (!config.contains("architectures")) fail(origin, "missing required key 'architectures'");
@@ -406,7 +435,7 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
   // SmolLM3Config's is 2e6.
   const float default_theta = reader.has("rope_theta") ? 1e4f : qwen ? 1e6f : smollm3 ? 2e6f : 1e4f;
   spec.rope_theta = reader.positive_float_or("rope_theta", default_theta);
-  spec.rope_scaling = parse_rope_scaling(config, origin);
+  spec.rope_scaling = parse_rope_scaling(config, origin, rope_scaling_key);
   spec.tie_embeddings = reader.bool_or("tie_word_embeddings", smollm3);  // SmolLM3Config ties by default
   // Phi-3's qkv_proj never has a bias (transformers' Phi3Attention ignores attention_bias).
   spec.qkv_bias = spec.arch == Architecture::qwen2 || (spec.arch != Architecture::phi3 && reader.bool_or("attention_bias", false));

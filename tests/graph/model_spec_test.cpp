@@ -254,6 +254,57 @@ TEST(ModelSpecParse, Phi3LongRopeReadsItsFactorsAndAttentionFactor) {
   expect_same_spec(parse_hf_config_text(to_hf_config_json(mini), "round trip"), mini);
 }
 
+// transformers v5 writes RoPE as one object, rope_parameters (rope_theta beside the scaling's keys): the
+// same spec as the older keys give; a disagreement or an ambiguity is refused, naming the keys.
+TEST(ModelSpecParse, TransformersV5RopeParametersReadAsTheOlderKeys) {
+  const json older = json::parse(kLlama32Config);
+  json v5 = older;
+  v5["rope_parameters"] = older.at("rope_scaling");
+  v5["rope_parameters"]["rope_theta"] = older.at("rope_theta");
+  v5.erase("rope_scaling");
+  v5.erase("rope_theta");
+  const ModelSpec spec = parse_hf_config_text(v5.dump(), "v5/config.json");
+  expect_same_spec(spec, parse_hf_config_text(older.dump(), "m"));
+  EXPECT_FLOAT_EQ(spec.rope_theta, 500000.0f);  // not the default 1e4
+  EXPECT_TRUE(spec.rope_scaling.llama3);
+
+  json plain = v5;  // no type: the default rotation at the given base
+  plain["rope_parameters"] = {{"rope_theta", 1000000.0}};
+  const ModelSpec unscaled = parse_hf_config_text(plain.dump(), "m");
+  EXPECT_FLOAT_EQ(unscaled.rope_theta, 1e6f);
+  EXPECT_FALSE(unscaled.rope_scaling.llama3);
+
+  json disagreeing = v5;
+  disagreeing["rope_theta"] = 10000.0;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(disagreeing.dump(), "v5/config.json"); }),
+              HasSubstr("v5/config.json: key 'rope_theta' is 10000.0 but 'rope_parameters.rope_theta' is 500000.0"));
+  json both = v5;
+  both["rope_scaling"] = older.at("rope_scaling");
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(both.dump(), "m"); }),
+              HasSubstr("keys 'rope_scaling' and 'rope_parameters' are both given"));
+  json per_type = v5;
+  per_type["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e6}}}, {"sliding_attention", {{"rope_theta", 1e4}}}};
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(per_type.dump(), "m"); }),
+              HasSubstr("key 'rope_parameters' gives parameters per layer type"));
+  json bad_factor = v5;
+  bad_factor["rope_parameters"]["factor"] = -2;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad_factor.dump(), "m"); }), HasSubstr("key 'rope_parameters.factor'"));
+
+  // Phi-4-mini's partial rotation inside it, and LongRoPE's factors.
+  json phi4 = json::parse(kPhi3MiniConfig);
+  json factors = json::array();
+  for (int i = 0; i < 36; ++i) factors.push_back(1.0 + 0.1 * i);
+  phi4["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.75},
+                             {"short_factor", factors}, {"long_factor", factors}};
+  phi4.erase("rope_scaling");
+  phi4.erase("rope_theta");
+  phi4["max_position_embeddings"] = 131072;
+  const ModelSpec phi = parse_hf_config_text(phi4.dump(), "m");
+  EXPECT_EQ(phi.rotary_dim, 72u);  // 0.75 of 96
+  EXPECT_TRUE(phi.rope_scaling.longrope);
+  EXPECT_EQ(phi.rope_scaling.short_factor.size(), 36u);
+}
+
 // SmolLM3-3B's shape (abridged; its no_rope_layers written out as the published config has them: 1, 1,
 // 1, 0 repeated, a NoPE layer every fourth).
 json smollm3_config() {
