@@ -104,7 +104,7 @@ class Fuser {
   void fuse_embed(uint32_t n) {
     const PrimitiveNode& node = g_.nodes[n];
     const ModelSpec& s = g_.spec;
-    EmbedParams p{node.slots[0], slot_of(node.output), s.vocab, s.hidden, s.dtype};
+    EmbedParams p{node.slots[0], slot_of(node.output), s.vocab, s.hidden, s.dtype, node.scale};
     emit(OpCode::embed, node.layer, p, std::max(8u, round_up(s.hidden / std::max(1u, options_.workers * options_.tiles_per_worker), 8)));
     fused_[n] = true;
   }
@@ -122,7 +122,7 @@ class Fuser {
     p.head_dim = s.head_dim;
     p.max_context = g_.max_context;
     p.window = s.attention_window(node.layer);
-    p.scale = float(1.0 / std::sqrt(double(s.head_dim)));
+    p.scale = s.attention_scale();
     // Whole GQA groups per tile when there are enough KV heads to keep every worker busy; otherwise split
     // groups (each tile then reads its KV head again, which costs little at these sizes).
     const uint32_t group = s.group();
@@ -185,6 +185,8 @@ class Fuser {
       const uint32_t before = producer_[norm_input];
       if (before != kNoValue && g_.nodes[before].op == Primitive::last_token && siblings.size() == 1)
         return fuse_lm_head(n, norm, before);
+      for (uint32_t m : siblings)  // qkv_projection and gate_up_swiglu have no output factor
+        if (g_.nodes[m].scale != 1.0f) fail(m, "a scaled matmul on an rmsnorm matches no fused op but the LM head");
       if (siblings.size() == 3) return fuse_qkv(siblings, norm);
       if (siblings.size() == 2) return fuse_gate_up(siblings, norm);
       fail(n, "an rmsnorm feeding " + std::to_string(siblings.size()) + " matmuls matches no fused op");
@@ -207,6 +209,7 @@ class Fuser {
     p.K = uint32_t(w.cols);
     p.N = uint32_t(w.rows);
     p.wdtype = w.dtype;
+    p.scale = m.scale;
     emit(OpCode::matmul_residual, m.layer, p, matmul_tile_width(p.N));
     fused_[matmul] = fused_[add] = true;
   }
@@ -293,6 +296,7 @@ class Fuser {
     p.eps = n.eps;
     p.wdtype = w.dtype;
     p.rows = lm_head_rows(options_);
+    p.scale = m.scale;
     emit(OpCode::lm_head, m.layer, p, matmul_tile_width(p.vocab));
     fused_[matmul] = fused_[norm] = fused_[last_token] = true;
   }

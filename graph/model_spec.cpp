@@ -43,6 +43,7 @@ constexpr ArchitectureName kArchitectures[] = {
     {"Qwen3ForCausalLM", "qwen3", Architecture::qwen3},
     {"Phi3ForCausalLM", "phi3", Architecture::phi3},
     {"SmolLM3ForCausalLM", "smollm3", Architecture::smollm3},
+    {"GraniteForCausalLM", "granite", Architecture::granite},
 };
 
 const ArchitectureName& architecture_entry(Architecture arch) {
@@ -259,6 +260,10 @@ uint64_t ModelSpec::parameter_count() const {
   return total;
 }
 
+float ModelSpec::attention_scale() const {
+  return attention_multiplier != 0.0f ? attention_multiplier : float(1.0 / std::sqrt(double(head_dim)));
+}
+
 bool is_special_file(const std::filesystem::path& path) {
   std::error_code ignored;
   return std::filesystem::exists(path, ignored) && !std::filesystem::is_regular_file(path, ignored);
@@ -310,12 +315,13 @@ static void parse_nope_layers(const ConfigReader& reader, const json& config, co
 //   `sliding_window` defaults to 4096;
 // - SmolLM3: as Qwen, but without layer_types on its NoPE layers, and no window unless `sliding_window`
 //   gives one;
-// - LlamaForCausalLM: none (LlamaConfig has no window; transformers ignores the key, and so do we).
+// - LlamaForCausalLM, GraniteForCausalLM: none (their configs have no window; transformers ignores the
+//   key, and so do we).
 // A window no shorter than the context changes nothing; the engine still runs with it.
 static void parse_sliding_window(const ConfigReader& reader, const json& config, const std::string& origin, ModelSpec& spec) {
   spec.sliding_window = 0;
   spec.sliding_layers.clear();
-  if (spec.arch == Architecture::llama) return;
+  if (spec.arch == Architecture::llama || spec.arch == Architecture::granite) return;  // no window in their configs
   const bool smollm3 = spec.arch == Architecture::smollm3;
   if (is_qwen(spec.arch) || smollm3) {
     std::vector<bool> typed;  // layer_types, read whether the window is on or not (transformers checks it)
@@ -429,8 +435,8 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
   }
   spec.ffn = reader.positive_u32("intermediate_size");
   spec.max_context = reader.positive_u32_or("max_position_embeddings", 4096);
-  const bool smollm3 = spec.arch == Architecture::smollm3;
-  spec.rms_eps = reader.positive_float_or("rms_norm_eps", qwen || smollm3 ? 1e-6f : 1e-5f);
+  const bool smollm3 = spec.arch == Architecture::smollm3, granite = spec.arch == Architecture::granite;
+  spec.rms_eps = reader.positive_float_or("rms_norm_eps", qwen || smollm3 || granite ? 1e-6f : 1e-5f);
   // Qwen's config classes default rope_theta to 1e6; everyone else (and HF's PretrainedConfig) to 1e4.
   // SmolLM3Config's is 2e6.
   const float default_theta = reader.has("rope_theta") ? 1e4f : qwen ? 1e6f : smollm3 ? 2e6f : 1e4f;
@@ -457,6 +463,15 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
                          std::to_string(spec.rotary_dim) + " of head_dim " + std::to_string(spec.head_dim) +
                          " dimensions: RoPE rotates pairs, so it must be a positive even number");
     }
+  }
+  if (granite) {
+    // GraniteConfig's multipliers, each 1.0 when absent (attention_multiplier too: a Granite config
+    // without it scales scores by 1, not 1/sqrt(head_dim)). Other architectures' configs have no such
+    // keys, and transformers ignores them there.
+    spec.embedding_multiplier = reader.positive_float_or("embedding_multiplier", 1.0f);
+    spec.residual_multiplier = reader.positive_float_or("residual_multiplier", 1.0f);
+    spec.attention_multiplier = reader.positive_float_or("attention_multiplier", 1.0f);
+    spec.logits_scaling = reader.positive_float_or("logits_scaling", 1.0f);
   }
   spec.dtype = parse_torch_dtype(config, origin);
   parse_token_ids(reader, spec);
@@ -527,6 +542,11 @@ void validate_spec(const ModelSpec& spec, const std::string& origin) {
   if (!(spec.rope_theta > 0.0f) || !std::isfinite(spec.rope_theta)) {
     fail(origin, "key 'rope_theta' must be a positive number");
   }
+  for (const auto& [value, key] : {std::pair{spec.embedding_multiplier, "embedding_multiplier"}, std::pair{spec.residual_multiplier, "residual_multiplier"},
+                                   std::pair{spec.logits_scaling, "logits_scaling"}})
+    if (!(value > 0.0f) || !std::isfinite(value)) fail(origin, "key '" + std::string(key) + "' must be a positive number");
+  if (!(spec.attention_multiplier >= 0.0f) || !std::isfinite(spec.attention_multiplier))
+    fail(origin, "key 'attention_multiplier' must be a positive number");
   const RopeScaling& scaling = spec.rope_scaling;
   if (scaling.llama3) {
     if (!(scaling.factor > 0.0f)) fail(origin, "key 'rope_scaling.factor' must be a positive number");
@@ -737,6 +757,15 @@ std::string to_hf_config_json(const ModelSpec& spec) {
     config["no_rope_layers"] = rotates;
   } else if (!spec.nope_layers.empty()) {
     throw std::invalid_argument("to_hf_config_json: " + spec.arch_name + " rotates every layer");
+  }
+  if (spec.arch == Architecture::granite) {
+    config["embedding_multiplier"] = float_to_json(spec.embedding_multiplier);
+    config["residual_multiplier"] = float_to_json(spec.residual_multiplier);
+    config["attention_multiplier"] = float_to_json(spec.attention_scale());
+    config["logits_scaling"] = float_to_json(spec.logits_scaling);
+  } else if (spec.embedding_multiplier != 1.0f || spec.residual_multiplier != 1.0f || spec.attention_multiplier != 0.0f ||
+             spec.logits_scaling != 1.0f) {
+    throw std::invalid_argument("to_hf_config_json: " + spec.arch_name + " has no multipliers (GraniteForCausalLM does)");
   }
   config["tie_word_embeddings"] = spec.tie_embeddings;
   // Qwen2 always has q/k/v biases (its config has no key for it), Phi-3 never; the others say it with

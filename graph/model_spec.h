@@ -14,7 +14,8 @@ namespace tilefire {
 
 // phi3: Llama's layer with q/k/v stored as one qkv_proj and gate/up as one gate_up_proj (split on load).
 // smollm3: Llama's layer, with RoPE left out on some layers (NoPE: `no_rope_layers`).
-enum class Architecture : uint8_t { llama, mistral, qwen2, qwen3, phi3, smollm3 };
+// granite: Llama's layer with four multipliers (embedding, residual, attention, logits: see ModelSpec).
+enum class Architecture : uint8_t { llama, mistral, qwen2, qwen3, phi3, smollm3, granite };
 
 struct ModelSpec {
   Architecture arch = Architecture::llama;
@@ -42,6 +43,14 @@ struct ModelSpec {
   bool tie_embeddings = false;
   bool qkv_bias = false;  // Qwen2: q/k/v projections carry biases
   bool qk_norm = false;   // Qwen3: per-head RMSNorm of q and k before RoPE
+  // Granite's multipliers (1 for every other architecture): the embedding rows times embedding_multiplier;
+  // each attention and MLP output times residual_multiplier before its residual add; attention scores
+  // times attention_multiplier in place of 1/sqrt(head_dim) (0: that default); logits divided by
+  // logits_scaling.
+  float embedding_multiplier = 1.0f;
+  float residual_multiplier = 1.0f;
+  float attention_multiplier = 0.0f;
+  float logits_scaling = 1.0f;
   DType dtype = DType::f32;  // torch_dtype of the checkpoint (the loader checks every matrix against it)
   int32_t bos_token = -1;
   std::vector<int32_t> eos_tokens;
@@ -50,6 +59,8 @@ struct ModelSpec {
   uint32_t kv_dim() const { return kv_heads * head_dim; }
   uint32_t group() const { return heads / kv_heads; }  // query heads per KV head
   uint32_t rotated_dims() const { return rotary_dim ? rotary_dim : head_dim; }
+  // The factor attention scores (q . k) are multiplied by before the softmax.
+  float attention_scale() const;
   bool layer_rotates(uint32_t layer) const { return layer >= nope_layers.size() || !nope_layers[layer]; }
   // The window layer `layer`'s attention runs with (0: full causal attention).
   uint32_t attention_window(uint32_t layer) const {

@@ -55,6 +55,11 @@ class PrimitiveBuilder {
     g_.nodes.push_back({op, layer, std::move(inputs), out, std::move(slots), eps});
     return out;
   }
+  // The last node's output times `factor` (an embed or a matmul).
+  uint32_t scaled(uint32_t value, float factor) {
+    g_.nodes.back().scale = factor;
+    return value;
+  }
 
  private:
   PrimitiveGraph& g_;
@@ -77,7 +82,7 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
   g.constants.insert(g.constants.end(), inv_freq.begin(), inv_freq.end());
 
   const uint32_t table = b.matrix("model.embed_tokens.weight", spec.vocab, hidden);
-  uint32_t x = b.node(Primitive::embed, 0, {}, {table}, "layers.0.x", hidden);  // [tokens, hidden]
+  uint32_t x = b.scaled(b.node(Primitive::embed, 0, {}, {table}, "layers.0.x", hidden), spec.embedding_multiplier);  // [tokens, hidden]
 
   for (uint32_t l = 0; l < spec.layers; ++l) {
     const std::string w = "model.layers." + std::to_string(l) + ".";
@@ -107,6 +112,7 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
     b.node(Primitive::kv_append, layer, {v}, {v_cache}, "", 0);
     uint32_t attn = b.node(Primitive::attention, layer, {q}, {k_cache, v_cache}, a + "attn", spec.q_dim());
     uint32_t o = b.node(Primitive::matmul, layer, {attn}, {b.matrix(w + "self_attn.o_proj.weight", hidden, spec.q_dim())}, a + "o_proj", hidden);
+    o = b.scaled(o, spec.residual_multiplier);
     uint32_t h = b.node(Primitive::add, layer, {x, o}, {}, a + "h", hidden);
 
     uint32_t hn = b.node(Primitive::rmsnorm, layer, {h}, {b.vector_f32(w + "post_attention_layernorm.weight", hidden)}, a + "hn", hidden, eps);
@@ -114,6 +120,7 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
     uint32_t up = b.node(Primitive::matmul, layer, {hn}, {b.matrix(w + "mlp.up_proj.weight", spec.ffn, hidden)}, a + "up", spec.ffn);
     uint32_t act = b.node(Primitive::swiglu, layer, {gate, up}, {}, a + "ffn", spec.ffn);
     uint32_t down = b.node(Primitive::matmul, layer, {act}, {b.matrix(w + "mlp.down_proj.weight", hidden, spec.ffn)}, a + "down", hidden);
+    down = b.scaled(down, spec.residual_multiplier);
     x = b.node(Primitive::add, layer, {h, down}, {}, "layers." + std::to_string(l + 1) + ".x", hidden);
   }
 
@@ -125,7 +132,10 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
   uint32_t last = b.node(Primitive::last_token, head_layer, {x}, {}, "final.last", hidden, 0, rows);
   uint32_t normed = b.node(Primitive::rmsnorm, head_layer, {last}, {b.vector_f32("model.norm.weight", hidden)}, "final.norm", hidden, spec.rms_eps, rows);
   const uint32_t head = spec.tie_embeddings ? table : b.matrix("lm_head.weight", spec.vocab, hidden);
-  b.node(Primitive::matmul, head_layer, {normed}, {head}, kLogitsSlotName, spec.vocab, 0, rows);
+  // Granite divides the logits by logits_scaling: here times its reciprocal (exact for its published 8
+  // and 16, powers of two; within an ulp of the quotient otherwise).
+  b.scaled(b.node(Primitive::matmul, head_layer, {normed}, {head}, kLogitsSlotName, spec.vocab, 0, rows),
+           float(1.0 / double(spec.logits_scaling)));
   return g;
 }
 

@@ -12,9 +12,9 @@
 namespace tilefire {
 
 enum class Primitive : uint8_t {
-  embed,         // slots {table}: -> x
+  embed,         // slots {table}: -> x (times scale)
   rmsnorm,       // slots {weight}: x -> x / rms(x) * weight
-  matmul,        // slots {W [N, K]}: x -> x W^T
+  matmul,        // slots {W [N, K]}: x -> x W^T (times scale)
   bias_add,      // slots {bias}: y -> y + bias
   head_rmsnorm,  // slots {weight [head_dim]}: each head of y normalised
   rope,          // slots {inv_freq}: each head of y rotated by its position
@@ -41,6 +41,7 @@ struct PrimitiveNode {
   uint32_t output = kNoValue;    // value written
   std::vector<uint32_t> slots;   // weights, caches, constants (see Primitive)
   float eps = 0;                 // rmsnorm, head_rmsnorm
+  float scale = 1;               // embed, matmul: the output's factor (Granite's multipliers; 1 elsewhere)
 };
 
 struct PrimitiveGraph {

@@ -28,6 +28,7 @@ const char* architecture_name(Architecture arch) {
     case Architecture::qwen3: return "Qwen3ForCausalLM";
     case Architecture::phi3: return "Phi3ForCausalLM";
     case Architecture::smollm3: return "SmolLM3ForCausalLM";
+    case Architecture::granite: return "GraniteForCausalLM";
   }
   return "?";
 }

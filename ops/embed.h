@@ -1,5 +1,5 @@
 #pragma once
-// embed: x0[m, c] = table[tokens[m], c]. Tiles are column ranges of the hidden dimension.
+// embed: x0[m, c] = table[tokens[m], c] * scale. Tiles are column ranges of the hidden dimension.
 #include "ops/dtype.h"
 #include "ops/tile.h"
 
@@ -11,6 +11,7 @@ struct EmbedParams {
   uint32_t vocab = 0;
   uint32_t hidden = 0;
   DType dtype = DType::f32;
+  float scale = 1.0f;  // Granite's embedding_multiplier
 };
 
 struct EmbedOp {
@@ -28,7 +29,7 @@ struct EmbedOp {
     for (uint32_t m = 0; m < ctx.step->tokens_count; ++m) {
       size_t row = size_t(uint32_t(ctx.step->tokens[m])) * p.hidden;
       for (uint32_t c = tile.begin; c < tile.end; ++c)
-        out[size_t(m) * p.hidden + c] = load_as_f32(table, p.dtype, row + c);
+        out[size_t(m) * p.hidden + c] = load_as_f32(table, p.dtype, row + c) * p.scale;
     }
   }
 };

@@ -24,6 +24,7 @@ struct LmHeadParams {
   // Rows of logits: 1, the last token's (only it is sampled); or, in a batched decode step (one token of
   // each of several sequences), every token's: logits [tokens, vocab], the weights streamed once for all.
   uint32_t rows = 1;
+  float scale = 1.0f;  // the logits' factor: Granite's 1 / logits_scaling
 };
 
 struct LmHeadOp {
@@ -45,8 +46,11 @@ struct LmHeadOp {
     float* xn = ctx.scratch;                                                  // [rows, hidden]
     for (uint32_t r = 0; r < p.rows; ++r)
       rmsnorm_row(x + size_t(r) * p.hidden, ctx.slot<const float>(p.norm_weight), p.hidden, p.eps, xn + size_t(r) * p.hidden);
-    matmul_rows(ctx.slot<const void>(p.weight), p.wdtype, p.hidden, tile.begin, tile.end, xn, p.hidden, p.rows,
-                ctx.slot<float>(p.logits), p.vocab);
+    float* logits = ctx.slot<float>(p.logits);  // [rows, vocab]
+    matmul_rows(ctx.slot<const void>(p.weight), p.wdtype, p.hidden, tile.begin, tile.end, xn, p.hidden, p.rows, logits, p.vocab);
+    if (p.scale == 1.0f) return;
+    for (uint32_t r = 0; r < p.rows; ++r)
+      for (uint32_t v = tile.begin; v < tile.end; ++v) logits[size_t(r) * p.vocab + v] *= p.scale;
   }
 };
 

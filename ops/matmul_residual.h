@@ -1,7 +1,8 @@
 #pragma once
-// matmul_residual: out[:, n0:n1] = residual[:, n0:n1] + x @ W[n0:n1, :]^T. The O projection and the down
-// projection, with the residual add fused into the epilogue. Tiles are output-column ranges. Without a
-// residual slot (a tensor-parallel rank's partial sum, reduced by allreduce_residual) out = x @ W^T.
+// matmul_residual: out[:, n0:n1] = residual[:, n0:n1] + (x @ W[n0:n1, :]^T) * scale. The O projection and
+// the down projection, with the residual add fused into the epilogue (scale: Granite's
+// residual_multiplier, 1 elsewhere). Tiles are output-column ranges. Without a residual slot (a
+// tensor-parallel rank's partial sum, reduced by allreduce_residual) out = (x @ W^T) * scale.
 #include "ops/matmul.h"
 #include "ops/tile.h"
 
@@ -15,6 +16,7 @@ struct MatmulResidualParams {
   uint32_t K = 0;
   uint32_t N = 0;
   DType wdtype = DType::f32;
+  float scale = 1.0f;
 };
 
 struct MatmulResidualOp {
@@ -36,10 +38,13 @@ struct MatmulResidualOp {
     const float* x = ctx.slot<const float>(p.x);                // [tokens, K]
     float* out = ctx.slot<float>(p.out);                        // [tokens, N]
     matmul_rows(ctx.slot<const void>(p.weight), p.wdtype, p.K, tile.begin, tile.end, x, p.K, tokens, out, p.N);
-    if (p.residual == kNoSlot) return;
-    const float* residual = ctx.slot<const float>(p.residual);  // [tokens, N]
+    const float* residual = p.residual == kNoSlot ? nullptr : ctx.slot<const float>(p.residual);  // [tokens, N]
+    if (residual == nullptr && p.scale == 1.0f) return;
     for (uint32_t m = 0; m < tokens; ++m)
-      for (uint32_t n = tile.begin; n < tile.end; ++n) out[size_t(m) * p.N + n] += residual[size_t(m) * p.N + n];
+      for (uint32_t n = tile.begin; n < tile.end; ++n) {
+        const size_t at = size_t(m) * p.N + n;
+        out[at] = (residual ? residual[at] : 0.0f) + out[at] * p.scale;
+      }
   }
 };
 

@@ -1,5 +1,6 @@
 #pragma once
-// embed on the device: x0[m, c] = table[tokens[m], c] for the tile's columns (the CPU twin: ops/embed.h).
+// embed on the device: x0[m, c] = table[tokens[m], c] * scale for the tile's columns (the CPU twin:
+// ops/embed.h).
 #include "ops/cuda/device_tile.cuh"
 #include "ops/embed.h"
 
@@ -15,7 +16,7 @@ struct DeviceTile<OpCode::embed> {
     for (uint32_t i = threadIdx.x; i < ctx.tokens_count * width; i += kDeviceConsumerThreads) {
       const uint32_t m = i / width, c = tile.begin + i % width;
       const uint32_t token = uint32_t(ctx.tokens[m]);  // shared memory; checked against vocab by the engine
-      out[uint64_t(m) * p.hidden + c] = load_weight_bf16(table, uint64_t(token) * p.hidden + c);
+      out[uint64_t(m) * p.hidden + c] = load_weight_bf16(table, uint64_t(token) * p.hidden + c) * p.scale;
     }
   }
 };

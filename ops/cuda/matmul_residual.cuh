@@ -1,5 +1,5 @@
 #pragma once
-// matmul_residual on the device: out[:, n0:n1] = residual[:, n0:n1] + x @ W[n0:n1, :]^T, the O and down
+// matmul_residual on the device: out[:, n0:n1] = residual[:, n0:n1] + (x @ W[n0:n1, :]^T) * scale, the O and down
 // projections with the residual add in the epilogue (the CPU twin: ops/matmul_residual.h).
 #include "ops/cuda/device_tile.cuh"
 #include "ops/cuda/tensor_core_gemm.cuh"
@@ -32,7 +32,7 @@ struct DeviceTile<OpCode::matmul_residual> {
       for (uint32_t i = threadIdx.x; i < count * width; i += kDeviceConsumerThreads) {
         const uint32_t t = i / width, n = tile.begin + i % width;
         const uint64_t at = uint64_t(m0 + t) * p.N + n;
-        out[at] = dots[t * width + (n - tile.begin)] + (residual ? __ldcg(residual + at) : 0.0f);
+        out[at] = (residual ? __ldcg(residual + at) : 0.0f) + dots[t * width + (n - tile.begin)] * p.scale;
       }
       consumers_sync();
     }

@@ -80,6 +80,10 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
   const uint32_t pos = position_++;
   std::vector<double> table = weight("model.embed_tokens.weight");
   std::vector<double> x(table.begin() + size_t(token) * s.hidden, table.begin() + size_t(token + 1) * s.hidden);
+  // Granite (transformers' GraniteModel): inputs_embeds * embedding_multiplier; each layer's attention and
+  // MLP output added as residual + output * residual_multiplier; scores scaled by attention_multiplier;
+  // logits / logits_scaling. Every other architecture leaves them at 1 (the scale at 1/sqrt(head_dim)).
+  for (double& value : x) value *= double(s.embedding_multiplier);
 
   // Each head's first `rotated` dimensions (Phi-3's partial rotation: the rest passed through), as a head
   // of their own: element i pairs with i + rotated / 2.
@@ -131,7 +135,7 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
     v_cache_[l].insert(v_cache_[l].end(), v.begin(), v.end());
 
     std::vector<double> attn(size_t(H) * hd, 0.0);
-    const double scale = 1.0 / std::sqrt(double(hd));
+    const double scale = s.attention_multiplier != 0.0f ? double(s.attention_multiplier) : 1.0 / std::sqrt(double(hd));
     // transformers' sliding-window mask: key j is seen when j > pos - window, on the layers that slide.
     const bool slides = s.sliding_window != 0 && s.sliding_layers.at(l);
     auto masked = [&](uint32_t j) { return slides && int64_t(j) <= int64_t(pos) - int64_t(s.sliding_window); };
@@ -151,7 +155,7 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
         for (uint32_t d = 0; d < hd; ++d) attn[h * hd + d] += scores[j] / sum * v_cache_[l][(size_t(j) * KV + kvh) * hd + d];
     }
     std::vector<double> o = matvec(weight(p + "self_attn.o_proj.weight"), attn, s.hidden);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i] * double(s.residual_multiplier);
 
     std::vector<double> hn = rms_norm(x, weight(p + "post_attention_layernorm.weight"), s.rms_eps);
     std::vector<double> gate, up;
@@ -165,10 +169,12 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
     }
     for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
     std::vector<double> down = matvec(weight(p + "mlp.down_proj.weight"), gate, s.hidden);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
+    for (size_t i = 0; i < x.size(); ++i) x[i] += down[i] * double(s.residual_multiplier);
   }
   std::vector<double> xn = rms_norm(x, weight("model.norm.weight"), s.rms_eps);
-  return matvec(weight(s.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"), xn, s.vocab);
+  std::vector<double> logits = matvec(weight(s.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"), xn, s.vocab);
+  for (double& logit : logits) logit /= double(s.logits_scaling);
+  return logits;
 }
 
 }  // namespace tilefire::testing

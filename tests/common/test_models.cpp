@@ -56,6 +56,16 @@ ModelSpec variant_spec(Variant variant) {
       spec.tie_embeddings = true;
       spec.nope_layers = {false, true};
       break;
+    case Variant::granite:
+      spec.arch = Architecture::granite;
+      spec.arch_name = "GraniteForCausalLM";
+      spec.tie_embeddings = true;
+      spec.rms_eps = 1e-6f;
+      spec.embedding_multiplier = 6.0f;
+      spec.residual_multiplier = 0.4f;
+      spec.attention_multiplier = 2.0f;  // 11 times tiny's 1/sqrt(32): its random scores are small
+      spec.logits_scaling = 3.0f;
+      break;
     case Variant::qwen2_window:
       spec.arch = Architecture::qwen2;
       spec.arch_name = "Qwen2ForCausalLM";
@@ -99,6 +109,7 @@ const char* variant_name(Variant variant) {
     case Variant::mistral_window: return "mistral_window";
     case Variant::qwen2_window: return "qwen2_window";
     case Variant::smollm3: return "smollm3";
+    case Variant::granite: return "granite";
   }
   return "?";
 }

@@ -14,8 +14,10 @@ namespace tilefire::testing {
 // mistral_window: Mistral with a sliding window of 7 positions on every layer; qwen2_window: Qwen2 with
 // use_sliding_window, a window of 4 on its second layer only (layer_types), the first attending to all.
 // smollm3: SmolLM3 (tied embeddings) whose second layer is NoPE (no RoPE on q and k).
+// granite: Granite (tied embeddings) with all four multipliers away from 1, the logits' divisor not a power
+// of two.
 enum class Variant { llama, llama3_rope, qwen2_bias, qwen3_qk_norm, tied, mistral, phi3, phi3_longrope, phi3_partial,
-                     mistral_window, qwen2_window, smollm3 };
+                     mistral_window, qwen2_window, smollm3, granite };
 
 ModelSpec variant_spec(Variant variant);
 const char* variant_name(Variant variant);

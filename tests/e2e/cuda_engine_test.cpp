@@ -175,6 +175,13 @@ TEST_F(CudaEngine, SmolLM3NoPeLayerMatchesTheCpuBackend) {
   expect_variant_matches_the_cpu_backend(Variant::smollm3);
 }
 
+// Granite (tied; embedding, residual, attention and logits multipliers) on the device end to end: a
+// factor left out moves the logits far past the tolerance (the logits' alone by a factor of 3).
+TEST_F(CudaEngine, GraniteMultipliersMatchTheCpuBackend) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  expect_variant_matches_the_cpu_backend(Variant::granite);
+}
+
 // EngineOptions::prefill_chunk on the device: a 150-token prompt prefilled in chunks of 7 (21 of them and
 // a remainder of 3) and of 128 (and 22), then 4 decode steps, against the cpu backend's default chunks.
 TEST_F(CudaEngine, PrefillChunksOfEverySizeMatchTheCpuBackend) {

@@ -154,7 +154,7 @@ TEST(InputFuzz, SafetensorsImages) {
 TEST(InputFuzz, ConfigFiles) {
   std::vector<json> valid;
   for (Variant v : {Variant::llama, Variant::llama3_rope, Variant::qwen2_bias, Variant::qwen3_qk_norm, Variant::tied, Variant::mistral, Variant::phi3, Variant::phi3_longrope, Variant::phi3_partial,
-                    Variant::mistral_window, Variant::qwen2_window, Variant::smollm3})
+                    Variant::mistral_window, Variant::qwen2_window, Variant::smollm3, Variant::granite})
     valid.push_back(json::parse(to_hf_config_json(variant_spec(v))));
   for (const char* preset : {"llama-3.2-1b", "qwen3-8b"}) valid.push_back(json::parse(to_hf_config_json(preset_spec(preset))));
   uint64_t accepted = 0;
@@ -181,6 +181,10 @@ TEST(InputFuzz, ConfigFiles) {
     EXPECT_EQ(again.head_dim, spec.head_dim) << edits;
     EXPECT_EQ(again.ffn, spec.ffn) << edits;
     EXPECT_EQ(again.tie_embeddings, spec.tie_embeddings) << edits;
+    EXPECT_EQ(again.attention_scale(), spec.attention_scale()) << edits;
+    EXPECT_EQ(again.embedding_multiplier, spec.embedding_multiplier) << edits;
+    EXPECT_EQ(again.residual_multiplier, spec.residual_multiplier) << edits;
+    EXPECT_EQ(again.logits_scaling, spec.logits_scaling) << edits;
     EXPECT_EQ(again.eos_tokens, spec.eos_tokens) << edits;
     EXPECT_FALSE(expected_tensors(spec).empty()) << edits;
   }

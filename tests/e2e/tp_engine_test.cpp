@@ -151,6 +151,14 @@ TEST(TensorParallelEngine, SlidingWindowsMatchOneRank) {
     }
 }
 
+// Granite's multipliers under tensor parallelism: each rank's partial O and down sums carry the residual
+// multiplier before the all-reduce adds them; the same trajectory as one rank.
+TEST(TensorParallelEngine, GraniteMultipliersMatchOneRank) {
+  EngineOptions single;
+  single.threads = 2;
+  expect_checkpoint_matches_single_rank(variant_spec(Variant::granite), "tp-granite", single, {{2, 2}, {4, 2}});
+}
+
 // Split-KV attention on each rank's heads: the same trajectory as one unsplit rank, within tolerance.
 TEST(TensorParallelEngine, SplitKvAttentionMatchesOneRank) {
   Engine single(preset_options("tiny", 1));

@@ -54,6 +54,10 @@ void expect_same_spec(const ModelSpec& a, const ModelSpec& b) {
   EXPECT_EQ(a.sliding_window, b.sliding_window);
   EXPECT_EQ(a.sliding_layers, b.sliding_layers);
   EXPECT_EQ(a.nope_layers, b.nope_layers);
+  EXPECT_EQ(a.embedding_multiplier, b.embedding_multiplier);
+  EXPECT_EQ(a.residual_multiplier, b.residual_multiplier);
+  EXPECT_EQ(a.attention_scale(), b.attention_scale());
+  EXPECT_EQ(a.logits_scaling, b.logits_scaling);
   EXPECT_EQ(a.dtype, b.dtype);
   EXPECT_EQ(a.bos_token, b.bos_token);
   EXPECT_EQ(a.eos_tokens, b.eos_tokens);
@@ -365,6 +369,61 @@ TEST(ModelSpecParse, SmolLM3LeavesEveryFourthLayerUnrotated) {
   json llama = config;
   llama["architectures"] = {"LlamaForCausalLM"};
   EXPECT_TRUE(parse_hf_config_text(llama.dump(), "m").nope_layers.empty());
+}
+
+// A Granite 3 2B-shaped config (GraniteForCausalLM: 40 layers, 32 query and 8 KV heads of 64, tied), with
+// its four multipliers.
+json granite_config() {
+  return json::parse(R"({
+    "architectures": ["GraniteForCausalLM"], "attention_bias": false, "attention_dropout": 0.1,
+    "attention_multiplier": 0.015625, "bos_token_id": 0, "embedding_multiplier": 12.0, "eos_token_id": 0,
+    "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 8192, "logits_scaling": 8.0,
+    "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "granite", "num_attention_heads": 32,
+    "num_hidden_layers": 40, "num_key_value_heads": 8, "pad_token_id": 0, "residual_multiplier": 0.22,
+    "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 5000000.0, "tie_word_embeddings": true,
+    "torch_dtype": "bfloat16", "vocab_size": 49155})");
+}
+
+TEST(ModelSpecParse, GraniteReadsItsFourMultipliers) {
+  const json config = granite_config();
+  const ModelSpec spec = parse_hf_config_text(config.dump(), "granite/config.json");
+  EXPECT_EQ(spec.arch, Architecture::granite);
+  EXPECT_EQ(spec.head_dim, 64u);
+  EXPECT_TRUE(spec.tie_embeddings);
+  EXPECT_FLOAT_EQ(spec.embedding_multiplier, 12.0f);
+  EXPECT_FLOAT_EQ(spec.residual_multiplier, 0.22f);
+  EXPECT_FLOAT_EQ(spec.attention_scale(), 0.015625f);  // not 1/sqrt(64) = 0.125
+  EXPECT_FLOAT_EQ(spec.logits_scaling, 8.0f);
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(spec), "round trip"), spec);
+
+  // GraniteConfig's defaults: every multiplier 1, the attention's too (scores times 1, not 1/sqrt(64)),
+  // rms_norm_eps 1e-6; and no sliding window (the key is not GraniteConfig's).
+  json bare = config;
+  for (const char* key : {"attention_multiplier", "embedding_multiplier", "logits_scaling", "residual_multiplier", "rms_norm_eps"})
+    bare.erase(key);
+  bare["sliding_window"] = 16;
+  const ModelSpec defaults = parse_hf_config_text(bare.dump(), "m");
+  EXPECT_EQ(defaults.embedding_multiplier, 1.0f);
+  EXPECT_EQ(defaults.residual_multiplier, 1.0f);
+  EXPECT_EQ(defaults.attention_scale(), 1.0f);
+  EXPECT_EQ(defaults.logits_scaling, 1.0f);
+  EXPECT_FLOAT_EQ(defaults.rms_eps, 1e-6f);
+  EXPECT_EQ(defaults.sliding_window, 0u);
+
+  json bad = config;
+  bad["residual_multiplier"] = 0;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("g/config.json: key 'residual_multiplier' must be a positive number (got 0)"));
+  bad["residual_multiplier"] = "0.22";
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'residual_multiplier' must be a positive number"));
+  // Llama's config class has no multipliers: the keys change nothing there, as in transformers.
+  json llama = config;
+  llama["architectures"] = {"LlamaForCausalLM"};
+  const ModelSpec as_llama = parse_hf_config_text(llama.dump(), "m");
+  EXPECT_EQ(as_llama.embedding_multiplier, 1.0f);
+  EXPECT_EQ(as_llama.attention_scale(), 0.125f);
+  EXPECT_EQ(as_llama.logits_scaling, 1.0f);
 }
 
 // Microsoft's Phi-4-mini-instruct: Phi3ForCausalLM rotating 3/4 of each head (96 of 128), with LongRoPE over

@@ -157,23 +157,29 @@ std::vector<int32_t> random_tokens(std::mt19937& rng, uint32_t count, uint32_t v
   return tokens;
 }
 
+// Rows as stored, and times Granite's embedding_multiplier.
 TEST(CudaOps, EmbedMatchesCpu) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
-  SingleOpCase c;
-  EmbedParams p;
-  p.vocab = 50;
-  p.hidden = 100;
-  p.dtype = DType::bf16;
-  p.table = c.add_bf16("table", p.vocab, p.hidden, 1.0f);
-  p.out = c.add_f32("x0", SlotKind::activation, 7, p.hidden, 0, 0, true);
-  c.expect_device_matches_cpu(OpParams::make(OpCode::embed, 0, p), p.hidden, 13, {}, random_tokens(c.rng(), 7, p.vocab), 0, 0, 0);
+  for (float scale : {1.0f, 12.0f}) {
+    SCOPED_TRACE("scale " + std::to_string(scale));
+    SingleOpCase c;
+    EmbedParams p;
+    p.vocab = 50;
+    p.hidden = 100;
+    p.dtype = DType::bf16;
+    p.scale = scale;
+    p.table = c.add_bf16("table", p.vocab, p.hidden, 1.0f);
+    p.out = c.add_f32("x0", SlotKind::activation, 7, p.hidden, 0, 0, true);
+    c.expect_device_matches_cpu(OpParams::make(OpCode::embed, 0, p), p.hidden, 13, {}, random_tokens(c.rng(), 7, p.vocab), 0, 0, 0);
+  }
 }
 
 // Matmul tiles: vectorised rows (K % 8 == 0, staged on Hopper) and scalar rows (K % 8 != 0), one token
 // and several passes of kDeviceMaxPassTokens tokens; prefills of 37 and 70 tokens take the tensor-core
 // path where K % 16 == 0 (2048, 8192; 70 tokens: two passes of it) and the vector path otherwise. Rows
 // too wide for a stage to hold 8 (K = 8192: 16 KiB; K = 6152: a shorter last segment) stream in
-// segments at one token.
+// segments at one token. Where K % 16 == 0 the product carries Granite's residual_multiplier (0.4), on the
+// tensor-core and the vector paths.
 TEST(CudaOps, MatmulResidualMatchesCpu) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   for (uint32_t K : {200u, 100u, 2048u, 8192u, 6152u})
@@ -183,6 +189,7 @@ TEST(CudaOps, MatmulResidualMatchesCpu) {
       p.K = K;
       p.N = 130;
       p.wdtype = DType::bf16;
+      p.scale = K % 16 == 0 ? 0.4f : 1.0f;
       p.x = c.add_f32("x", SlotKind::activation, tokens, K, 0, 1);
       p.weight = c.add_bf16("w", p.N, K, 0.05f);
       p.residual = c.add_f32("residual", SlotKind::activation, tokens, p.N, 0, 1);
@@ -238,19 +245,28 @@ TEST(CudaOps, GateUpSwigluMatchesCpu) {
   }
 }
 
+// The last token's row with the argmax fused, and without (a tensor-parallel rank's), and every row of a
+// batched step; each also with Granite's logits divided by 3.
 TEST(CudaOps, LmHeadMatchesCpuAndReducesTheArgmax) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
-  SingleOpCase c;
-  LmHeadParams p;
-  p.hidden = 96;
-  p.vocab = 1000;
-  p.eps = 1e-6f;
-  p.wdtype = DType::bf16;
-  p.x = c.add_f32("x", SlotKind::activation, 3, p.hidden, 0, 1);
-  p.norm_weight = c.add_f32("g", SlotKind::weight_f32, 1, p.hidden, 1, 0.1f);
-  p.weight = c.add_bf16("w", p.vocab, p.hidden, 0.1f);
-  p.logits = c.add_f32("logits", SlotKind::activation, 1, p.vocab, 0, 0, true);
-  c.expect_device_matches_cpu(OpParams::make(OpCode::lm_head, 0, p), p.vocab, 37, {}, {1, 2, 3}, 0, 1e-4, 1e-3);
+  for (float scale : {1.0f, 1.0f / 3.0f})
+    for (const auto& [rows, fused_argmax] : {std::pair{1u, 1u}, {1u, 0u}, {3u, 0u}}) {
+      SCOPED_TRACE("scale " + std::to_string(scale) + ", rows " + std::to_string(rows) + ", fused argmax " + std::to_string(fused_argmax));
+      SingleOpCase c;
+      LmHeadParams p;
+      p.hidden = 96;
+      p.vocab = 1000;
+      p.eps = 1e-6f;
+      p.wdtype = DType::bf16;
+      p.rows = rows;
+      p.fused_argmax = fused_argmax;
+      p.scale = scale;
+      p.x = c.add_f32("x", SlotKind::activation, 3, p.hidden, 0, 1);
+      p.norm_weight = c.add_f32("g", SlotKind::weight_f32, 1, p.hidden, 1, 0.1f);
+      p.weight = c.add_bf16("w", p.vocab, p.hidden, 0.1f);
+      p.logits = c.add_f32("logits", SlotKind::activation, rows, p.vocab, 0, 0, true);
+      c.expect_device_matches_cpu(OpParams::make(OpCode::lm_head, 0, p), p.vocab, 37, {}, {1, 2, 3}, 0, 1e-4, 1e-3);
+    }
 }
 
 // QKV: head_dim 48 (not a multiple of the warp), GQA 6/2, RoPE at positions 5.., with and without the
