@@ -1,4 +1,5 @@
-// ModelSpec from a Hugging Face config.json, the presets, and the way back to config.json text.
+// ModelSpec from a Hugging Face config.json and the way back to config.json text (the presets:
+// graph/model_presets.cpp).
 #include "graph/model_spec.h"
 
 #include <algorithm>
@@ -44,6 +45,7 @@ constexpr ArchitectureName kArchitectures[] = {
     {"Phi3ForCausalLM", "phi3", Architecture::phi3},
     {"SmolLM3ForCausalLM", "smollm3", Architecture::smollm3},
     {"GraniteForCausalLM", "granite", Architecture::granite},
+    {"Gemma3ForCausalLM", "gemma3_text", Architecture::gemma3},
 };
 
 const ArchitectureName& architecture_entry(Architecture arch) {
@@ -196,8 +198,13 @@ RopeScaling parse_rope_scaling(const json& config, const std::string& origin, co
   std::string type = node.at(type_key).get<std::string>();
   if (type == "default") return scaling;
   if (type == "longrope" || type == "su") return parse_longrope(config, node, origin, key);
+  if (type == "linear") {
+    scaling.linear = true;
+    scaling.factor = ConfigReader(node, origin, key + ".").positive_float("factor");
+    return scaling;
+  }
   if (type != "llama3") {
-    fail(origin, "key '" + key + "' has unsupported type '" + type + "' (supported: llama3, longrope, default)");
+    fail(origin, "key '" + key + "' has unsupported type '" + type + "' (supported: llama3, longrope, linear, default)");
   }
   ConfigReader reader(node, origin, key + ".");
   scaling.llama3 = true;
@@ -255,13 +262,23 @@ uint64_t ModelSpec::parameter_count() const {
                        + 3 * h * uint64_t(ffn);      // gate, up, down
   if (qkv_bias) per_layer += q + 2 * kv;
   if (qk_norm) per_layer += 2 * uint64_t(head_dim);
+  if (sandwich_norms()) per_layer += 2 * h;  // Gemma's pre- and post-feedforward norms
   uint64_t total = uint64_t(vocab) * h + uint64_t(layers) * per_layer + h;
   if (!tie_embeddings) total += uint64_t(vocab) * h;
   return total;
 }
 
 float ModelSpec::attention_scale() const {
+  if (query_pre_attn_scalar != 0) return float(1.0 / std::sqrt(double(query_pre_attn_scalar)));
   return attention_multiplier != 0.0f ? attention_multiplier : float(1.0 / std::sqrt(double(head_dim)));
+}
+
+float ModelSpec::embedding_scale() const {
+  if (arch != Architecture::gemma3) return embedding_multiplier;
+  const float root = float(std::sqrt(double(hidden)));
+  if (dtype == DType::bf16) return bf16_to_f32(f32_to_bf16(root));
+  if (dtype == DType::f16) return f16_to_f32(f32_to_f16(root));
+  return root;
 }
 
 bool is_special_file(const std::filesystem::path& path) {
@@ -315,6 +332,8 @@ static void parse_nope_layers(const ConfigReader& reader, const json& config, co
 //   `sliding_window` defaults to 4096;
 // - SmolLM3: as Qwen, but without layer_types on its NoPE layers, and no window unless `sliding_window`
 //   gives one;
+// - Gemma3ForCausalLM: `sliding_window` (default 4096) on the layers `layer_types` names, or without it
+//   on all but every sliding_window_pattern-th (default 6: layers 5, 11, 17, ... attend to all);
 // - LlamaForCausalLM, GraniteForCausalLM: none (their configs have no window; transformers ignores the
 //   key, and so do we).
 // A window no shorter than the context changes nothing; the engine still runs with it.
@@ -323,22 +342,40 @@ static void parse_sliding_window(const ConfigReader& reader, const json& config,
   spec.sliding_layers.clear();
   if (spec.arch == Architecture::llama || spec.arch == Architecture::granite) return;  // no window in their configs
   const bool smollm3 = spec.arch == Architecture::smollm3;
-  if (is_qwen(spec.arch) || smollm3) {
-    std::vector<bool> typed;  // layer_types, read whether the window is on or not (transformers checks it)
-    if (reader.has_non_null("layer_types")) {
-      const json& types = config.at("layer_types");
-      if (!types.is_array() || types.size() != spec.layers)
-        fail(origin, "key 'layer_types' must be a list of num_hidden_layers (" + std::to_string(spec.layers) + ") strings");
-      for (size_t l = 0; l < types.size(); ++l) {
-        const std::string type = types[l].is_string() ? types[l].get<std::string>() : types[l].dump();
-        if (type != "sliding_attention" && type != "full_attention")
-          fail(origin, "key 'layer_types' entry " + std::to_string(l) + " is '" + type +
-                           "': the layers supported are \"sliding_attention\" and \"full_attention\"");
-        typed.push_back(type == "sliding_attention");
-      }
+  // layer_types, read whether the window is on or not (transformers checks it)
+  auto read_layer_types = [&] {
+    std::vector<bool> typed;
+    if (!reader.has_non_null("layer_types")) return typed;
+    const json& types = config.at("layer_types");
+    if (!types.is_array() || types.size() != spec.layers)
+      fail(origin, "key 'layer_types' must be a list of num_hidden_layers (" + std::to_string(spec.layers) + ") strings");
+    for (size_t l = 0; l < types.size(); ++l) {
+      const std::string type = types[l].is_string() ? types[l].get<std::string>() : types[l].dump();
+      if (type != "sliding_attention" && type != "full_attention")
+        fail(origin, "key 'layer_types' entry " + std::to_string(l) + " is '" + type +
+                         "': the layers supported are \"sliding_attention\" and \"full_attention\"");
+      typed.push_back(type == "sliding_attention");
     }
+    return typed;
+  };
+  const bool null_window = reader.has("sliding_window") && !reader.has_non_null("sliding_window");
+  if (spec.arch == Architecture::gemma3) {
+    std::vector<bool> typed = read_layer_types();
+    if (typed.empty()) {  // Gemma3TextConfig's rule; the 270m config names its pattern _sliding_window_pattern
+      const uint32_t pattern = reader.positive_u32_or("sliding_window_pattern", reader.positive_u32_or("_sliding_window_pattern", 6));
+      for (uint32_t l = 0; l < spec.layers; ++l) typed.push_back((l + 1) % pattern != 0);
+    }
+    if (null_window) {
+      if (std::find(typed.begin(), typed.end(), true) != typed.end())
+        fail(origin, "key 'sliding_window' is null, but the model has sliding_attention layers (layer_types or sliding_window_pattern)");
+      return;
+    }
+    spec.sliding_window = reader.positive_u32_or("sliding_window", 4096);
+    spec.sliding_layers = typed;
+  } else if (is_qwen(spec.arch) || smollm3) {
+    std::vector<bool> typed = read_layer_types();
     // Qwen's sliding_window defaults to 4096, SmolLM3's to none.
-    const bool window_given = smollm3 ? reader.has_non_null("sliding_window") : !(reader.has("sliding_window") && !reader.has_non_null("sliding_window"));
+    const bool window_given = smollm3 ? reader.has_non_null("sliding_window") : !null_window;
     const bool window_on = reader.bool_or("use_sliding_window", false) && window_given;
     // transformers then has sliding layers and no window, and refuses to build their mask.
     if (!window_on && std::find(typed.begin(), typed.end(), true) != typed.end())
@@ -435,17 +472,30 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
   }
   spec.ffn = reader.positive_u32("intermediate_size");
   spec.max_context = reader.positive_u32_or("max_position_embeddings", 4096);
-  const bool smollm3 = spec.arch == Architecture::smollm3, granite = spec.arch == Architecture::granite;
-  spec.rms_eps = reader.positive_float_or("rms_norm_eps", qwen || smollm3 || granite ? 1e-6f : 1e-5f);
+  const bool smollm3 = spec.arch == Architecture::smollm3, granite = spec.arch == Architecture::granite,
+             gemma3 = spec.arch == Architecture::gemma3;
+  spec.rms_eps = reader.positive_float_or("rms_norm_eps", qwen || smollm3 || granite || gemma3 ? 1e-6f : 1e-5f);
   // Qwen's config classes default rope_theta to 1e6; everyone else (and HF's PretrainedConfig) to 1e4.
-  // SmolLM3Config's is 2e6.
-  const float default_theta = reader.has("rope_theta") ? 1e4f : qwen ? 1e6f : smollm3 ? 2e6f : 1e4f;
+  // SmolLM3Config's is 2e6, Gemma3TextConfig's 1e6.
+  const float default_theta = reader.has("rope_theta") ? 1e4f : qwen || gemma3 ? 1e6f : smollm3 ? 2e6f : 1e4f;
   spec.rope_theta = reader.positive_float_or("rope_theta", default_theta);
   spec.rope_scaling = parse_rope_scaling(config, origin, rope_scaling_key);
-  spec.tie_embeddings = reader.bool_or("tie_word_embeddings", smollm3);  // SmolLM3Config ties by default
+  spec.tie_embeddings = reader.bool_or("tie_word_embeddings", smollm3 || gemma3);  // their config classes tie by default
   // Phi-3's qkv_proj never has a bias (transformers' Phi3Attention ignores attention_bias).
   spec.qkv_bias = spec.arch == Architecture::qwen2 || (spec.arch != Architecture::phi3 && reader.bool_or("attention_bias", false));
-  spec.qk_norm = spec.arch == Architecture::qwen3;
+  spec.qk_norm = spec.arch == Architecture::qwen3 || gemma3;
+  if (gemma3) {
+    // Gemma3TextConfig: scores scaled by query_pre_attn_scalar^-1/2 (default 256), the sliding layers'
+    // RoPE base rope_local_base_freq (default 1e4, unscaled). Its softcapping keys are null in every
+    // published Gemma 3; a cap would be silently left out, so it is refused, as is the bidirectional
+    // attention of its embedding variants.
+    spec.query_pre_attn_scalar = reader.positive_u32_or("query_pre_attn_scalar", 256);
+    spec.local_rope_theta = reader.positive_float_or("rope_local_base_freq", 1e4f);
+    for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"})
+      if (reader.has_non_null(key)) fail(origin, "key '" + std::string(key) + "' is set: logit softcapping is not supported");
+    if (reader.bool_or("use_bidirectional_attention", false))
+      fail(origin, "key 'use_bidirectional_attention' is true: Tilefire runs causal decoders only");
+  }
   if (reader.bool_or("mlp_bias", false)) fail(origin, "key 'mlp_bias' is true: Tilefire's MLP has no biases");
   // transformers rotates only this share of each head's dimensions, int(head_dim * factor) of them, where
   // the attention applies it: Phi-3's does (its rotary part first, the rest passed through); Llama's,
@@ -475,9 +525,17 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
   }
   spec.dtype = parse_torch_dtype(config, origin);
   parse_token_ids(reader, spec);
-  // The MLP's activation: these architectures' SwiGLU, silu (or its other name, swish). Another one
-  // would run as silu and give wrong logits, so it is refused.
-  if (reader.has_non_null("hidden_act")) {
+  // The MLP's activation: these architectures' SwiGLU, silu (or its other name, swish); Gemma 3's GeGLU,
+  // its `hidden_activation` (transformers reads no hidden_act there). Another one would run as one of
+  // these and give wrong logits, so it is refused.
+  if (gemma3) {
+    spec.mlp_activation = GateActivation::gelu_tanh;
+    if (reader.has_non_null("hidden_activation")) {
+      const json& act = config.at("hidden_activation");
+      if (!act.is_string() || act.get<std::string>() != "gelu_pytorch_tanh")
+        fail(origin, "key 'hidden_activation' is " + act.dump() + ": Gemma's MLP supports gelu_pytorch_tanh (GeGLU) only");
+    }
+  } else if (reader.has_non_null("hidden_act")) {
     const json& act = config.at("hidden_act");
     if (!act.is_string()) fail(origin, "key 'hidden_act' must be a string");
     const std::string name = act.get<std::string>();
@@ -547,6 +605,10 @@ void validate_spec(const ModelSpec& spec, const std::string& origin) {
     if (!(value > 0.0f) || !std::isfinite(value)) fail(origin, "key '" + std::string(key) + "' must be a positive number");
   if (!(spec.attention_multiplier >= 0.0f) || !std::isfinite(spec.attention_multiplier))
     fail(origin, "key 'attention_multiplier' must be a positive number");
+  if (!(spec.local_rope_theta >= 0.0f) || !std::isfinite(spec.local_rope_theta))
+    fail(origin, "key 'rope_local_base_freq' must be a positive number");
+  if (spec.rope_scaling.linear && (!(spec.rope_scaling.factor > 0.0f) || !std::isfinite(spec.rope_scaling.factor)))
+    fail(origin, "key 'rope_scaling.factor' must be a positive number");
   const RopeScaling& scaling = spec.rope_scaling;
   if (scaling.llama3) {
     if (!(scaling.factor > 0.0f)) fail(origin, "key 'rope_scaling.factor' must be a positive number");
@@ -595,92 +657,15 @@ void validate_spec(const ModelSpec& spec, const std::string& origin) {
 
 namespace {
 
-ModelSpec llama_shape(uint32_t vocab, uint32_t hidden, uint32_t layers, uint32_t heads, uint32_t kv_heads,
-                      uint32_t head_dim, uint32_t ffn, uint32_t max_context) {
-  ModelSpec spec;
-  spec.arch = Architecture::llama;
-  spec.arch_name = "LlamaForCausalLM";
-  spec.vocab = vocab;
-  spec.hidden = hidden;
-  spec.layers = layers;
-  spec.heads = heads;
-  spec.kv_heads = kv_heads;
-  spec.head_dim = head_dim;
-  spec.ffn = ffn;
-  spec.max_context = max_context;
-  spec.rms_eps = 1e-5f;
-  spec.rope_theta = 10000.0f;
-  return spec;
-}
-
-ModelSpec as_qwen3(ModelSpec spec) {
-  spec.arch = Architecture::qwen3;
-  spec.arch_name = "Qwen3ForCausalLM";
-  spec.qk_norm = true;
-  spec.rms_eps = 1e-6f;
-  spec.rope_theta = 1000000.0f;
-  spec.bos_token = 151643;
-  spec.eos_tokens = {151645};
-  return spec;
-}
-
-RopeScaling llama3_scaling(float factor) {
-  RopeScaling scaling;
-  scaling.llama3 = true;
-  scaling.factor = factor;
-  scaling.low_freq_factor = 1.0f;
-  scaling.high_freq_factor = 4.0f;
-  scaling.original_max_position = 8192;
-  return scaling;
-}
-
-}  // namespace
-
-std::vector<std::string> preset_names() {
-  return {"tiny", "small", "llama-3.2-1b", "qwen3-0.6b", "llama-3.1-8b", "qwen3-8b"};
-}
-
-ModelSpec preset_spec(const std::string& name, DType dtype) {
-  ModelSpec spec;
-  if (name == "tiny") {
-    spec = llama_shape(512, 256, 4, 8, 2, 32, 688, 1024);
-    spec.bos_token = 1;
-    spec.eos_tokens = {2};
-  } else if (name == "small") {
-    spec = llama_shape(32000, 1024, 8, 16, 4, 64, 2816, 2048);
-    spec.bos_token = 1;
-    spec.eos_tokens = {2};
-  } else if (name == "llama-3.2-1b") {
-    spec = llama_shape(128256, 2048, 16, 32, 8, 64, 8192, 131072);
-    spec.rope_theta = 500000.0f;
-    spec.rope_scaling = llama3_scaling(32.0f);
-    spec.tie_embeddings = true;
-    spec.bos_token = 128000;
-    spec.eos_tokens = {128001};
-  } else if (name == "qwen3-0.6b") {
-    spec = as_qwen3(llama_shape(151936, 1024, 28, 16, 8, 128, 3072, 40960));
-    spec.tie_embeddings = true;
-  } else if (name == "llama-3.1-8b") {
-    spec = llama_shape(128256, 4096, 32, 32, 8, 128, 14336, 131072);
-    spec.rope_theta = 500000.0f;
-    spec.rope_scaling = llama3_scaling(8.0f);
-    spec.bos_token = 128000;
-    spec.eos_tokens = {128001};
-  } else if (name == "qwen3-8b") {
-    spec = as_qwen3(llama_shape(151936, 4096, 36, 32, 8, 128, 12288, 40960));
-  } else {
-    std::string names;
-    for (const auto& known : preset_names()) names += (names.empty() ? "" : ", ") + known;
-    throw InputError("unknown preset '" + name + "' (expected one of " + names + ")");
-  }
-  spec.dtype = dtype;
-  return spec;
-}
-
-namespace {
-
 // The keys parse_sliding_window reads back to the same window and layers.
 void write_sliding_window(const ModelSpec& spec, json& config) {
+  if (spec.arch == Architecture::gemma3) {  // every layer's type, so that no default pattern applies
+    config["sliding_window"] = spec.sliding_window != 0 ? json(spec.sliding_window) : json(nullptr);
+    json types = json::array();
+    for (uint32_t l = 0; l < spec.layers; ++l) types.push_back(spec.attention_window(l) != 0 ? "sliding_attention" : "full_attention");
+    config["layer_types"] = types;
+    return;
+  }
   if (is_qwen(spec.arch) || spec.arch == Architecture::smollm3) {
     config["use_sliding_window"] = spec.sliding_window != 0;
     config["sliding_window"] = spec.sliding_window != 0 ? json(spec.sliding_window) : json(nullptr);
@@ -747,6 +732,8 @@ std::string to_hf_config_json(const ModelSpec& spec) {
         {"high_freq_factor", float_to_json(spec.rope_scaling.high_freq_factor)},
         {"original_max_position_embeddings", spec.rope_scaling.original_max_position},
     };
+  } else if (spec.rope_scaling.linear) {
+    config["rope_scaling"] = {{"rope_type", "linear"}, {"factor", float_to_json(spec.rope_scaling.factor)}};
   } else {
     config["rope_scaling"] = nullptr;
   }
@@ -771,7 +758,15 @@ std::string to_hf_config_json(const ModelSpec& spec) {
   // Qwen2 always has q/k/v biases (its config has no key for it), Phi-3 never; the others say it with
   // attention_bias.
   if (spec.arch != Architecture::qwen2 && spec.arch != Architecture::phi3) config["attention_bias"] = spec.qkv_bias;
-  config["hidden_act"] = "silu";
+  if (spec.arch == Architecture::gemma3) {
+    config["hidden_activation"] = "gelu_pytorch_tanh";
+    config["query_pre_attn_scalar"] = spec.query_pre_attn_scalar;
+    config["rope_local_base_freq"] = float_to_json(spec.local_rope_theta);
+  } else if (spec.query_pre_attn_scalar != 0 || spec.local_rope_theta != 0.0f || spec.mlp_activation != GateActivation::silu) {
+    throw std::invalid_argument("to_hf_config_json: " + spec.arch_name + " has no query_pre_attn_scalar, local RoPE base or GeGLU (Gemma3ForCausalLM does)");
+  } else {
+    config["hidden_act"] = "silu";
+  }
   const char* dtype_names[] = {"float32", "bfloat16", "float16"};
   config["torch_dtype"] = dtype_names[static_cast<int>(spec.dtype)];
   config["bos_token_id"] = spec.bos_token >= 0 ? json(spec.bos_token) : json(nullptr);

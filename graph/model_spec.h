@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/activation.h"  // GateActivation
 #include "ops/dtype.h"
 #include "tilefire/errors.h"  // InputError: every loader and parser error
 #include "ops/rope.h"  // RopeScaling
@@ -15,7 +16,9 @@ namespace tilefire {
 // phi3: Llama's layer with q/k/v stored as one qkv_proj and gate/up as one gate_up_proj (split on load).
 // smollm3: Llama's layer, with RoPE left out on some layers (NoPE: `no_rope_layers`).
 // granite: Llama's layer with four multipliers (embedding, residual, attention, logits: see ModelSpec).
-enum class Architecture : uint8_t { llama, mistral, qwen2, qwen3, phi3, smollm3, granite };
+// gemma3: Gemma 3's text model: sandwich norms stored as (1 + w), GeGLU, q/k norms, a scaled embedding,
+// sliding layers with their own RoPE base.
+enum class Architecture : uint8_t { llama, mistral, qwen2, qwen3, phi3, smollm3, granite, gemma3 };
 
 struct ModelSpec {
   Architecture arch = Architecture::llama;
@@ -51,6 +54,12 @@ struct ModelSpec {
   float residual_multiplier = 1.0f;
   float attention_multiplier = 0.0f;
   float logits_scaling = 1.0f;
+  GateActivation mlp_activation = GateActivation::silu;  // the MLP's gate: SwiGLU, or GeGLU (Gemma)
+  // Gemma 3: the RoPE base of its sliding layers (rope_local_base_freq), unscaled; the full layers use
+  // rope_theta and rope_scaling. 0: every layer uses rope_theta and rope_scaling.
+  float local_rope_theta = 0.0f;
+  // Gemma 3: attention scores times query_pre_attn_scalar^-1/2 (0: not given).
+  uint32_t query_pre_attn_scalar = 0;
   DType dtype = DType::f32;  // torch_dtype of the checkpoint (the loader checks every matrix against it)
   int32_t bos_token = -1;
   std::vector<int32_t> eos_tokens;
@@ -61,6 +70,10 @@ struct ModelSpec {
   uint32_t rotated_dims() const { return rotary_dim ? rotary_dim : head_dim; }
   // The factor attention scores (q . k) are multiplied by before the softmax.
   float attention_scale() const;
+  // The factor embedding rows are multiplied by: Granite's embedding_multiplier, or Gemma's sqrt(hidden)
+  // rounded to the checkpoint's dtype (transformers holds it as a float32 buffer and casts it to the
+  // embedding's dtype before the product).
+  float embedding_scale() const;
   bool layer_rotates(uint32_t layer) const { return layer >= nope_layers.size() || !nope_layers[layer]; }
   // The window layer `layer`'s attention runs with (0: full causal attention).
   uint32_t attention_window(uint32_t layer) const {
@@ -69,6 +82,15 @@ struct ModelSpec {
   // The checkpoint holds self_attn.qkv_proj ([q_dim + 2 kv_dim, hidden]: q, k, v rows in turn) and
   // mlp.gate_up_proj ([2 ffn, hidden]: gate rows, then up), each read as its parts.
   bool fused_projections() const { return arch == Architecture::phi3; }
+  // Gemma's sandwich norms: each attention and MLP output normalised (post_attention_layernorm,
+  // post_feedforward_layernorm) before its residual add, the MLP's input by pre_feedforward_layernorm.
+  bool sandwich_norms() const { return arch == Architecture::gemma3; }
+  // Added to every RMSNorm weight on load: Gemma stores w and scales by (1 + w).
+  float norm_weight_offset() const { return arch == Architecture::gemma3 ? 1.0f : 0.0f; }
+  // Whether layer `layer` rotates with local_rope_theta (a Gemma 3 sliding layer).
+  bool layer_uses_local_rope(uint32_t layer) const {
+    return local_rope_theta != 0.0f && layer < sliding_layers.size() && sliding_layers[layer];
+  }
   uint64_t parameter_count() const;
 };
 

@@ -43,6 +43,12 @@ class PrimitiveBuilder {
     return slot(SlotKind::weight, g_.spec.dtype, rows, cols, name);
   }
   uint32_t vector_f32(const std::string& name, uint64_t n) { return slot(SlotKind::weight_f32, DType::f32, 1, n, name); }
+  // An RMSNorm's weight, with the architecture's offset added on load (Gemma's 1 + w).
+  uint32_t norm_weight(const std::string& name, uint64_t n) {
+    const uint32_t id = vector_f32(name, n);
+    g_.slots[id].value_offset = g_.spec.norm_weight_offset();
+    return id;
+  }
 
   // Adds a node; returns its output value (a new value named `out_name` of `out_cols` columns).
   uint32_t node(Primitive op, uint16_t layer, std::vector<uint32_t> inputs, std::vector<uint32_t> slots,
@@ -76,13 +82,19 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
 
   // [rotated dims / 2] (a head's leading rotary_dim where only those rotate, as their own head_dim: the
   // exponent is over them); LongRoPE's factors are chosen by the context the KV caches hold (ops/rope.h).
-  const std::vector<float> inv_freq = rope_inverse_frequencies(spec.rotated_dims(), spec.rope_theta, spec.rope_scaling, g.max_context);
-  const uint32_t rope = b.slot(SlotKind::constant, DType::f32, 1, inv_freq.size(), kRopeSlotName);
-  g.slots[rope].constant_offset = g.constants.size();
-  g.constants.insert(g.constants.end(), inv_freq.begin(), inv_freq.end());
+  // Gemma 3's sliding layers rotate at their own base, unscaled (a second table).
+  auto rope_table = [&](float theta, const RopeScaling& scaling, const std::string& name) {
+    const std::vector<float> inv_freq = rope_inverse_frequencies(spec.rotated_dims(), theta, scaling, g.max_context);
+    const uint32_t slot = b.slot(SlotKind::constant, DType::f32, 1, inv_freq.size(), name);
+    g.slots[slot].constant_offset = g.constants.size();
+    g.constants.insert(g.constants.end(), inv_freq.begin(), inv_freq.end());
+    return slot;
+  };
+  const uint32_t rope = rope_table(spec.rope_theta, spec.rope_scaling, kRopeSlotName);
+  const uint32_t local_rope = spec.local_rope_theta != 0.0f ? rope_table(spec.local_rope_theta, RopeScaling{}, std::string(kRopeSlotName) + ".local") : rope;
 
   const uint32_t table = b.matrix("model.embed_tokens.weight", spec.vocab, hidden);
-  uint32_t x = b.scaled(b.node(Primitive::embed, 0, {}, {table}, "layers.0.x", hidden), spec.embedding_multiplier);  // [tokens, hidden]
+  uint32_t x = b.scaled(b.node(Primitive::embed, 0, {}, {table}, "layers.0.x", hidden), spec.embedding_scale());  // [tokens, hidden]
 
   for (uint32_t l = 0; l < spec.layers; ++l) {
     const std::string w = "model.layers." + std::to_string(l) + ".";
@@ -90,7 +102,7 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
     const uint16_t layer = uint16_t(l);
     const float eps = spec.rms_eps;
 
-    uint32_t xn = b.node(Primitive::rmsnorm, layer, {x}, {b.vector_f32(w + "input_layernorm.weight", hidden)}, a + "xn", hidden, eps);
+    uint32_t xn = b.node(Primitive::rmsnorm, layer, {x}, {b.norm_weight(w + "input_layernorm.weight", hidden)}, a + "xn", hidden, eps);
     uint32_t q = b.node(Primitive::matmul, layer, {xn}, {b.matrix(w + "self_attn.q_proj.weight", spec.q_dim(), hidden)}, a + "q_proj", spec.q_dim());
     uint32_t k = b.node(Primitive::matmul, layer, {xn}, {b.matrix(w + "self_attn.k_proj.weight", spec.kv_dim(), hidden)}, a + "k_proj", spec.kv_dim());
     uint32_t v = b.node(Primitive::matmul, layer, {xn}, {b.matrix(w + "self_attn.v_proj.weight", spec.kv_dim(), hidden)}, a + "v_proj", spec.kv_dim());
@@ -100,11 +112,12 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
       v = b.node(Primitive::bias_add, layer, {v}, {b.vector_f32(w + "self_attn.v_proj.bias", spec.kv_dim())}, a + "v_bias", spec.kv_dim());
     }
     if (spec.qk_norm) {
-      q = b.node(Primitive::head_rmsnorm, layer, {q}, {b.vector_f32(w + "self_attn.q_norm.weight", hd)}, a + "q_norm", spec.q_dim(), eps);
-      k = b.node(Primitive::head_rmsnorm, layer, {k}, {b.vector_f32(w + "self_attn.k_norm.weight", hd)}, a + "k_norm", spec.kv_dim(), eps);
+      q = b.node(Primitive::head_rmsnorm, layer, {q}, {b.norm_weight(w + "self_attn.q_norm.weight", hd)}, a + "q_norm", spec.q_dim(), eps);
+      k = b.node(Primitive::head_rmsnorm, layer, {k}, {b.norm_weight(w + "self_attn.k_norm.weight", hd)}, a + "k_norm", spec.kv_dim(), eps);
     }
-    q = b.node(Primitive::rope, layer, {q}, {rope}, a + "q", spec.q_dim());
-    k = b.node(Primitive::rope, layer, {k}, {rope}, a + "k", spec.kv_dim());
+    const uint32_t layer_rope = spec.layer_uses_local_rope(l) ? local_rope : rope;
+    q = b.node(Primitive::rope, layer, {q}, {layer_rope}, a + "q", spec.q_dim());
+    k = b.node(Primitive::rope, layer, {k}, {layer_rope}, a + "k", spec.kv_dim());
     const uint64_t cache_rows = uint64_t(std::max(1u, options.sequences)) * spec.kv_heads * g.max_context;
     const uint32_t k_cache = b.slot(SlotKind::kv_cache, DType::f32, cache_rows, hd, kv_cache_slot_name(l, true));
     const uint32_t v_cache = b.slot(SlotKind::kv_cache, DType::f32, cache_rows, hd, kv_cache_slot_name(l, false));
@@ -113,14 +126,22 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
     uint32_t attn = b.node(Primitive::attention, layer, {q}, {k_cache, v_cache}, a + "attn", spec.q_dim());
     uint32_t o = b.node(Primitive::matmul, layer, {attn}, {b.matrix(w + "self_attn.o_proj.weight", hidden, spec.q_dim())}, a + "o_proj", hidden);
     o = b.scaled(o, spec.residual_multiplier);
+    // Gemma's sandwich norms: the attention's and the MLP's outputs normalised before their residual add;
+    // its post_attention_layernorm is that, and pre_feedforward_layernorm is the MLP's input norm.
+    const bool sandwich = spec.sandwich_norms();
+    if (sandwich)
+      o = b.node(Primitive::rmsnorm, layer, {o}, {b.norm_weight(w + "post_attention_layernorm.weight", hidden)}, a + "o_norm", hidden, eps);
     uint32_t h = b.node(Primitive::add, layer, {x, o}, {}, a + "h", hidden);
 
-    uint32_t hn = b.node(Primitive::rmsnorm, layer, {h}, {b.vector_f32(w + "post_attention_layernorm.weight", hidden)}, a + "hn", hidden, eps);
+    const std::string mlp_norm = sandwich ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
+    uint32_t hn = b.node(Primitive::rmsnorm, layer, {h}, {b.norm_weight(w + mlp_norm, hidden)}, a + "hn", hidden, eps);
     uint32_t gate = b.node(Primitive::matmul, layer, {hn}, {b.matrix(w + "mlp.gate_proj.weight", spec.ffn, hidden)}, a + "gate", spec.ffn);
     uint32_t up = b.node(Primitive::matmul, layer, {hn}, {b.matrix(w + "mlp.up_proj.weight", spec.ffn, hidden)}, a + "up", spec.ffn);
     uint32_t act = b.node(Primitive::swiglu, layer, {gate, up}, {}, a + "ffn", spec.ffn);
     uint32_t down = b.node(Primitive::matmul, layer, {act}, {b.matrix(w + "mlp.down_proj.weight", hidden, spec.ffn)}, a + "down", hidden);
     down = b.scaled(down, spec.residual_multiplier);
+    if (sandwich)
+      down = b.node(Primitive::rmsnorm, layer, {down}, {b.norm_weight(w + "post_feedforward_layernorm.weight", hidden)}, a + "down_norm", hidden, eps);
     x = b.node(Primitive::add, layer, {h, down}, {}, "layers." + std::to_string(l + 1) + ".x", hidden);
   }
 
@@ -130,7 +151,7 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
   // token's row.
   const uint32_t rows = lm_head_rows(options);
   uint32_t last = b.node(Primitive::last_token, head_layer, {x}, {}, "final.last", hidden, 0, rows);
-  uint32_t normed = b.node(Primitive::rmsnorm, head_layer, {last}, {b.vector_f32("model.norm.weight", hidden)}, "final.norm", hidden, spec.rms_eps, rows);
+  uint32_t normed = b.node(Primitive::rmsnorm, head_layer, {last}, {b.norm_weight("model.norm.weight", hidden)}, "final.norm", hidden, spec.rms_eps, rows);
   const uint32_t head = spec.tie_embeddings ? table : b.matrix("lm_head.weight", spec.vocab, hidden);
   // Granite divides the logits by logits_scaling: here times its reciprocal (exact for its published 8
   // and 16, powers of two; within an ulp of the quotient otherwise).

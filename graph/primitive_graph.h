@@ -21,7 +21,7 @@ enum class Primitive : uint8_t {
   kv_append,     // slots {cache}: y -> written at the step's positions (no output value)
   attention,     // slots {k cache, v cache}: q -> causal attention over the cache
   add,           // a, b -> a + b
-  swiglu,        // gate, up -> silu(gate) * up
+  swiglu,        // gate, up -> act(gate) * up (act: the spec's mlp_activation, silu or the tanh GELU)
   last_token,    // x -> x[tokens - 1] (a batched decode: every row, or its last logit_rows)
 };
 std::string_view primitive_name(Primitive op);

@@ -43,7 +43,8 @@ bool ends_with(const std::string& text, const std::string& suffix) {
 
 Init init_for(const std::string& name, const ModelSpec& spec) {
   const double sqrt3 = std::sqrt(3.0);  // uniform [-a, a] has std a / sqrt(3)
-  if (ends_with(name, "norm.weight")) return {0.1f, 1.0f};  // RMSNorm gains (layer, final, q/k norms)
+  // RMSNorm gains (layer, final, q/k norms) near 1, as stored (Gemma stores gain - 1).
+  if (ends_with(name, "norm.weight")) return {0.1f, 1.0f - spec.norm_weight_offset()};
   if (ends_with(name, ".bias")) return {0.02f, 0.0f};
   // Embedding rows with unit RMS: the residual stream starts at a scale the norms expect.
   if (name == "model.embed_tokens.weight") return {float(sqrt3), 0.0f};

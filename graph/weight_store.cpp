@@ -160,6 +160,10 @@ std::vector<ExpectedTensor> expected_tensors(const ModelSpec& spec) {
       tensors.push_back({prefix + "self_attn.k_norm.weight", {head_dim}, false});
     }
     tensors.push_back({prefix + "post_attention_layernorm.weight", {hidden}, false});
+    if (spec.sandwich_norms()) {  // Gemma: the MLP's input norm and its output's
+      tensors.push_back({prefix + "pre_feedforward_layernorm.weight", {hidden}, false});
+      tensors.push_back({prefix + "post_feedforward_layernorm.weight", {hidden}, false});
+    }
     if (spec.fused_projections()) {
       tensors.push_back({prefix + "mlp.gate_up_proj.weight", {2 * ffn, hidden}, true});
     } else {

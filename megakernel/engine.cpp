@@ -146,6 +146,16 @@ std::vector<float> finite_f32_values(const TensorView& t, const std::string& nam
   return values;
 }
 
+// A weight_f32 slot's values as the kernels read them: its part of the checkpoint vector, plus the slot's
+// value_offset (Gemma's 1 + w norms, added in f32 as transformers does).
+std::vector<float> f32_vector_values(const LoadedModel& model, const SlotDesc& slot) {
+  std::vector<float> values = finite_f32_values(checkpoint_tensor(model, slot), slot.name);
+  if (slot.sliced()) values = std::vector<float>(values.begin() + slot.col_begin, values.begin() + slot.col_begin + slot.cols);
+  if (slot.value_offset != 0.0f)
+    for (float& value : values) value += slot.value_offset;
+  return values;
+}
+
 }  // namespace
 
 void* Engine::Impl::device_slot(const SlotDesc& slot) {
@@ -185,8 +195,7 @@ void* Engine::Impl::device_slot(const SlotDesc& slot) {
       break;
     }
     case SlotKind::weight_f32: {
-      std::vector<float> values = finite_f32_values(checkpoint_tensor(loaded(), slot), slot.name);
-      if (slot.sliced()) values = std::vector<float>(values.begin() + slot.col_begin, values.begin() + slot.col_begin + slot.cols);
+      const std::vector<float> values = f32_vector_values(loaded(), slot);
       buffer = cuda->upload(values.data(), values.size() * sizeof(float));
       break;
     }
@@ -244,11 +253,7 @@ std::unique_ptr<BoundProgram> Engine::Impl::bind(Program program, double compile
       case SlotKind::weight_f32: {
         const std::string key = slot.name + "@" + std::to_string(slot.col_begin) + "+" + std::to_string(slot.cols);
         auto it = f32_vectors.find(key);
-        if (it == f32_vectors.end()) {
-          std::vector<float> values = finite_f32_values(checkpoint_tensor(loaded(), slot), slot.name);
-          if (slot.sliced()) values = std::vector<float>(values.begin() + slot.col_begin, values.begin() + slot.col_begin + slot.cols);
-          it = f32_vectors.emplace(key, std::move(values)).first;
-        }
+        if (it == f32_vectors.end()) it = f32_vectors.emplace(key, f32_vector_values(loaded(), slot)).first;
         slots[i] = it->second.data();
         break;
       }

@@ -29,6 +29,7 @@ const char* architecture_name(Architecture arch) {
     case Architecture::phi3: return "Phi3ForCausalLM";
     case Architecture::smollm3: return "SmolLM3ForCausalLM";
     case Architecture::granite: return "GraniteForCausalLM";
+    case Architecture::gemma3: return "Gemma3ForCausalLM";
   }
   return "?";
 }

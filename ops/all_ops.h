@@ -8,6 +8,7 @@
 #include "ops/lm_head.h"
 #include "ops/matmul_residual.h"
 #include "ops/noop.h"
+#include "ops/norm_residual.h"
 #include "ops/qkv_projection.h"
 #include "transport/collective_ops.h"
 #include "ops/op_list.h"

@@ -1,6 +1,7 @@
 #pragma once
-// gate_up_swiglu: out[:, f0:f1] = silu(xn @ Wg[f0:f1]^T) * (xn @ Wu[f0:f1]^T), xn = rmsnorm(x) * g.
-// The post-attention RMSNorm in the prologue, SwiGLU in the epilogue. Tiles are FFN-column ranges.
+// gate_up_swiglu: out[:, f0:f1] = act(xn @ Wg[f0:f1]^T) * (xn @ Wu[f0:f1]^T), xn = rmsnorm(x) * g, act silu
+// (SwiGLU) or the tanh GELU (GeGLU, Gemma's). The pre-MLP RMSNorm in the prologue, the gating in the
+// epilogue. Tiles are FFN-column ranges.
 #include "ops/activation.h"
 #include "ops/matmul.h"
 #include "ops/rmsnorm.h"
@@ -19,6 +20,7 @@ struct GateUpSwigluParams {
   float eps = 1e-5f;
   uint32_t max_tile = 0;  // widest tile the compiler made (sizes the scratch)
   DType wdtype = DType::f32;
+  GateActivation activation = GateActivation::silu;
 };
 
 struct GateUpSwigluOp {
@@ -53,7 +55,7 @@ struct GateUpSwigluOp {
     matmul_rows(w_up_tile, p.wdtype, p.hidden, 0, width, xn, p.hidden, tokens, up, width);
     for (uint32_t m = 0; m < tokens; ++m) {
       float* gate_row = out + size_t(m) * p.ffn + tile.begin;
-      swiglu_rows(gate_row, up + size_t(m) * width, gate_row, width);
+      gated_rows(p.activation, gate_row, up + size_t(m) * width, gate_row, width);
     }
   }
 };

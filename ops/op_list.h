@@ -17,7 +17,8 @@
   X(gate_up_swiglu, GateUpSwigluOp)          \
   X(lm_head, LmHeadOp)                       \
   X(allreduce_residual, AllreduceResidualOp) \
-  X(allgather_logits, AllgatherLogitsOp)
+  X(allgather_logits, AllgatherLogitsOp)     \
+  X(norm_residual, NormResidualOp)
 
 namespace tilefire {
 

@@ -35,6 +35,10 @@ std::vector<float> rope_inverse_frequencies(uint32_t head_dim, float theta, cons
     }
     return inv_freq;
   }
+  if (scaling.linear) {  // transformers' _compute_linear_scaling_rope_parameters: a float32 division
+    for (float& f : inv_freq) f /= scaling.factor;
+    return inv_freq;
+  }
   if (!scaling.llama3) return inv_freq;
 
   // transformers' _compute_llama3_parameters, elementwise on float32 tensors.

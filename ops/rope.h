@@ -8,6 +8,7 @@ namespace tilefire {
 struct RopeScaling {
   bool llama3 = false;    // rope_scaling.rope_type == "llama3"
   bool longrope = false;  // "longrope" (Phi-3; its older name "su")
+  bool linear = false;    // "linear" (Gemma 3's full layers): every frequency divided by factor
   float factor = 1.0f;
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
@@ -23,6 +24,7 @@ struct RopeScaling {
 // inv_freq[i] = theta^(-2i / head_dim) for i < head_dim / 2, as transformers computes it, with:
 // - Llama 3's frequency scaling when scaling.llama3 (wavelengths above original/low_freq_factor divided by
 //   factor, below original/high_freq_factor kept, smoothly interpolated between);
+// - linear scaling when scaling.linear: inv_freq[i] / factor (positions compressed by factor);
 // - LongRoPE's when scaling.longrope: inv_freq[i] = 1 / (ext[i] * theta^(2i / head_dim)), ext the long
 //   factors when `context` (the positions a sequence's KV cache holds) is past original_max_position, the
 //   short ones otherwise. transformers picks by the length of each forward pass, so keys cached before a

@@ -56,6 +56,8 @@ struct SlotDesc {
   // Head granularity: the columns one head owns in this slot, when it is not the model's head_dim (the
   // split-KV records: a KV head's chunk); 0: the compile's head width.
   uint32_t head_cols = 0;
+  // kind == weight_f32: added to every value as it is loaded (Gemma's norms: stored as w, scaled by 1 + w).
+  float value_offset = 0.0f;
   bool sliced() const { return full_rows != 0; }
 };
 

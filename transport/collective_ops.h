@@ -2,7 +2,8 @@
 // The collective tile ops a tensor-parallel Program runs as tasks (they are in TILEFIRE_OP_LIST):
 //  - allreduce_residual: out[:, c0:c1] = residual[:, c0:c1] + sum over ranks of partial_r[:, c0:c1], one
 //    tile per column slice, so the next layer's tiles start as soon as their slice is summed; the
-//    partial sums are the row-parallel O or down projection of each rank, in its window;
+//    partial sums are the row-parallel O or down projection of each rank, in its window (without a
+//    residual, the sum alone: the input of a post-norm, norm_residual, which adds the residual after);
 //  - allgather_logits: the full logits from each rank's vocabulary rows, one tile per owning rank (one
 //    row, or in a batched decode step every sequence's row).
 // Each tile publishes its own flag first, then waits for its peers' (transport/rank_view.h); sums run in
@@ -16,7 +17,7 @@ namespace tilefire {
 
 struct AllreduceResidualParams {
   uint32_t partial = kNoSlot;   // window [tokens, cols]: this rank's partial sums
-  uint32_t residual = kNoSlot;  // activation [tokens, cols]
+  uint32_t residual = kNoSlot;  // activation [tokens, cols], or kNoSlot
   uint32_t out = kNoSlot;       // activation [tokens, cols]
   uint32_t cols = 0;
   uint32_t tile_width = 1;      // the tiler's width: the tile starting at column c is slice c / tile_width
@@ -32,7 +33,7 @@ struct AllreduceResidualOp {
   static uint32_t flags(const Params& p) { return (p.cols + p.tile_width - 1) / p.tile_width; }
   static void footprint(const Params& p, TileRange tile, TileFootprint& fp) {
     fp.reads.push_back({p.partial, tile.begin, tile.end});
-    fp.reads.push_back({p.residual, tile.begin, tile.end});
+    if (p.residual != kNoSlot) fp.reads.push_back({p.residual, tile.begin, tile.end});
     fp.writes.push_back({p.out, tile.begin, tile.end});
   }
   static void run_tile(const Params& p, TileRange tile, const TileContext& ctx) {
@@ -43,14 +44,14 @@ struct AllreduceResidualOp {
     publish_flag(view, slot, ctx.step->epoch);
     for (uint32_t r = 0; r < view.ranks; ++r)
       if (r != view.rank) wait_flag(view, r, slot, ctx.step->epoch, "all-reduce");
-    const float* residual = ctx.slot<const float>(p.residual);
+    const float* residual = p.residual == kNoSlot ? nullptr : ctx.slot<const float>(p.residual);
     float* out = ctx.slot<float>(p.out);
     for (uint32_t m = 0; m < ctx.step->tokens_count; ++m) {
       const uint64_t row = uint64_t(m) * p.cols;
       for (uint32_t c = tile.begin; c < tile.end; ++c) {
         float sum = view.at<const float>(0, offset)[row + c];
         for (uint32_t r = 1; r < view.ranks; ++r) sum += view.at<const float>(r, offset)[row + c];
-        out[row + c] = residual[row + c] + sum;
+        out[row + c] = residual ? residual[row + c] + sum : sum;
       }
     }
   }

@@ -10,6 +10,7 @@
 #include "ops/cuda/lm_head.cuh"
 #include "ops/cuda/matmul_residual.cuh"
 #include "ops/cuda/noop.cuh"
+#include "ops/cuda/norm_residual.cuh"
 #include "ops/cuda/qkv_projection.cuh"
 
 namespace tilefire::device {

@@ -83,15 +83,15 @@ struct DeviceTile<OpCode::allreduce_residual> {
       __threadfence_system();
     }
     if (!consumers_agree(ok, ctx)) return;
-    const float* residual = ctx.slot<const float>(p.residual);  // [tokens, cols]
-    float* out = ctx.slot<float>(p.out);                        // [tokens, cols]
+    const float* residual = p.residual == kNoSlot ? nullptr : ctx.slot<const float>(p.residual);  // [tokens, cols]
+    float* out = ctx.slot<float>(p.out);                                                      // [tokens, cols]
     for (uint32_t m = 0; m < ctx.tokens_count; ++m) {
       const uint64_t row = uint64_t(m) * p.cols;
       for (uint32_t c = tile.begin + threadIdx.x; c < tile.end; c += kDeviceConsumerThreads) {
         float sum = load_peer_float(reinterpret_cast<const float*>(view.windows[0] + offset) + row + c);
         for (uint32_t r = 1; r < view.ranks; ++r)
           sum += load_peer_float(reinterpret_cast<const float*>(view.windows[r] + offset) + row + c);
-        out[row + c] = __ldcg(residual + row + c) + sum;
+        out[row + c] = residual ? __ldcg(residual + row + c) + sum : sum;
       }
     }
   }

@@ -1,6 +1,7 @@
 #pragma once
-// gate_up_swiglu on the device: out[:, f0:f1] = silu(xn Wg[f0:f1]^T) * (xn Wu[f0:f1]^T), xn = rmsnorm(x) * g
-// (the CPU twin: ops/gate_up_swiglu.h). The task streams the gate rows, then the up rows.
+// gate_up_swiglu on the device: out[:, f0:f1] = act(xn Wg[f0:f1]^T) * (xn Wu[f0:f1]^T), xn = rmsnorm(x) * g,
+// act silu or the tanh GELU (the CPU twin: ops/gate_up_swiglu.h). The task streams the gate rows, then the
+// up rows.
 #include "ops/cuda/device_tile.cuh"
 #include "ops/cuda/tensor_core_gemm.cuh"
 #include "ops/gate_up_swiglu.h"
@@ -36,7 +37,10 @@ struct DeviceTile<OpCode::gate_up_swiglu> {
       for (uint32_t i = threadIdx.x; i < count * width; i += kDeviceConsumerThreads) {
         const uint32_t t = i / width, f = i % width;
         const float gate = dots[t * 2 * width + f], up = dots[t * 2 * width + width + f];
-        out[uint64_t(m0 + t) * p.ffn + tile.begin + f] = gate / (1.0f + expf(-gate)) * up;
+        const float active = p.activation == GateActivation::gelu_tanh
+                                 ? 0.5f * gate * (1.0f + tanhf(0.7978845608028654f * (gate + 0.044715f * gate * gate * gate)))
+                                 : gate / (1.0f + expf(-gate));
+        out[uint64_t(m0 + t) * p.ffn + tile.begin + f] = active * up;
       }
       consumers_sync();
     }

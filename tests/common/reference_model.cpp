@@ -20,13 +20,19 @@ std::vector<double> matvec(const std::vector<double>& w, const std::vector<doubl
   return y;
 }
 
-std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<double>& g, double eps) {
+// Gemma's norms scale by (1 + g) (`plus_one`), everyone else's by g.
+std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<double>& g, double eps, bool plus_one = false) {
   double ss = 0;
   for (double v : x) ss += v * v;
   const double inv = 1.0 / std::sqrt(ss / double(x.size()) + eps);
   std::vector<double> y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * g[i];
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * (plus_one ? 1.0 + g[i] : g[i]);
   return y;
+}
+
+double gelu_tanh(double x) {
+  const double pi = 3.14159265358979323846;
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
 }
 
 }  // namespace
@@ -55,7 +61,9 @@ ReferenceModel::ReferenceModel(const ModelSpec& spec, const WeightStore& weights
         f = (1 - smooth) * f / s.factor + smooth * f;
       }
     }
+    if (spec.rope_scaling.linear) f /= spec.rope_scaling.factor;  // linear: positions compressed by factor
     inv_freq_.push_back(f);
+    if (spec.local_rope_theta != 0.0f) local_inv_freq_.push_back(1.0 / std::pow(double(spec.local_rope_theta), double(2 * i) / double(hd)));
   }
   reset();
 }
@@ -83,14 +91,23 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
   // Granite (transformers' GraniteModel): inputs_embeds * embedding_multiplier; each layer's attention and
   // MLP output added as residual + output * residual_multiplier; scores scaled by attention_multiplier;
   // logits / logits_scaling. Every other architecture leaves them at 1 (the scale at 1/sqrt(head_dim)).
-  for (double& value : x) value *= double(s.embedding_multiplier);
+  // Gemma 3 (transformers' Gemma3TextModel): inputs_embeds * sqrt(hidden_size), that factor cast to the
+  // weights' dtype; norms by (1 + w); sandwich norms; GeGLU; scores by query_pre_attn_scalar^-1/2; its
+  // sliding layers rotate at rope_local_base_freq.
+  const bool gemma = s.arch == Architecture::gemma3;
+  double embed_scale = s.embedding_multiplier;
+  if (gemma) {
+    const float root = float(std::sqrt(double(s.hidden)));
+    embed_scale = s.dtype == DType::bf16 ? bf16_to_f32(f32_to_bf16(root)) : s.dtype == DType::f16 ? f16_to_f32(f32_to_f16(root)) : root;
+  }
+  for (double& value : x) value *= embed_scale;
 
   // Each head's first `rotated` dimensions (Phi-3's partial rotation: the rest passed through), as a head
   // of their own: element i pairs with i + rotated / 2.
   const uint32_t rotated = s.rotary_dim ? s.rotary_dim : hd;
-  auto rotate = [&](double* head) {
+  auto rotate = [&](double* head, const std::vector<double>& inv_freq) {
     for (uint32_t i = 0; i < rotated / 2; ++i) {
-      const double angle = double(pos) * inv_freq_[i];
+      const double angle = double(pos) * inv_freq[i];
       const double c = std::cos(angle) * rope_magnitude_, sn = std::sin(angle) * rope_magnitude_;
       const double a = head[i], b = head[i + rotated / 2];
       head[i] = a * c - b * sn;
@@ -99,13 +116,13 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
   };
   auto head_norm = [&](double* head, const std::vector<double>& g) {
     std::vector<double> h(head, head + hd);
-    h = rms_norm(h, g, s.rms_eps);
+    h = rms_norm(h, g, s.rms_eps, gemma);
     std::copy(h.begin(), h.end(), head);
   };
 
   for (uint32_t l = 0; l < s.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    std::vector<double> xn = rms_norm(x, weight(p + "input_layernorm.weight"), s.rms_eps);
+    std::vector<double> xn = rms_norm(x, weight(p + "input_layernorm.weight"), s.rms_eps, gemma);
     std::vector<double> q, k, v;
     if (s.fused_projections()) {  // Phi-3: one projection's output sliced into q, k and v in turn
       const std::vector<double> qkv = matvec(weight(p + "self_attn.qkv_proj.weight"), xn, size_t(H + 2 * KV) * hd);
@@ -129,15 +146,17 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
     }
     // SmolLM3's NoPE layers leave q and k as they are (transformers' `if self.use_rope`).
     const bool nope = !s.nope_layers.empty() && s.nope_layers.at(l);
-    for (uint32_t h = 0; h < H && !nope; ++h) rotate(q.data() + h * hd);
-    for (uint32_t h = 0; h < KV && !nope; ++h) rotate(k.data() + h * hd);
+    const bool slides = s.sliding_window != 0 && s.sliding_layers.at(l);
+    const std::vector<double>& inv_freq = gemma && slides ? local_inv_freq_ : inv_freq_;
+    for (uint32_t h = 0; h < H && !nope; ++h) rotate(q.data() + h * hd, inv_freq);
+    for (uint32_t h = 0; h < KV && !nope; ++h) rotate(k.data() + h * hd, inv_freq);
     k_cache_[l].insert(k_cache_[l].end(), k.begin(), k.end());
     v_cache_[l].insert(v_cache_[l].end(), v.begin(), v.end());
 
     std::vector<double> attn(size_t(H) * hd, 0.0);
-    const double scale = s.attention_multiplier != 0.0f ? double(s.attention_multiplier) : 1.0 / std::sqrt(double(hd));
+    const double scale = gemma ? 1.0 / std::sqrt(double(s.query_pre_attn_scalar))
+                         : s.attention_multiplier != 0.0f ? double(s.attention_multiplier) : 1.0 / std::sqrt(double(hd));
     // transformers' sliding-window mask: key j is seen when j > pos - window, on the layers that slide.
-    const bool slides = s.sliding_window != 0 && s.sliding_layers.at(l);
     auto masked = [&](uint32_t j) { return slides && int64_t(j) <= int64_t(pos) - int64_t(s.sliding_window); };
     for (uint32_t h = 0; h < H; ++h) {
       const uint32_t kvh = h / group;
@@ -155,9 +174,11 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
         for (uint32_t d = 0; d < hd; ++d) attn[h * hd + d] += scores[j] / sum * v_cache_[l][(size_t(j) * KV + kvh) * hd + d];
     }
     std::vector<double> o = matvec(weight(p + "self_attn.o_proj.weight"), attn, s.hidden);
+    if (gemma) o = rms_norm(o, weight(p + "post_attention_layernorm.weight"), s.rms_eps, true);
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i] * double(s.residual_multiplier);
 
-    std::vector<double> hn = rms_norm(x, weight(p + "post_attention_layernorm.weight"), s.rms_eps);
+    std::vector<double> hn =
+        rms_norm(x, weight(p + (gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight")), s.rms_eps, gemma);
     std::vector<double> gate, up;
     if (s.fused_projections()) {  // Phi-3: gate_up_proj's output chunked in two, gate first
       const std::vector<double> gate_up = matvec(weight(p + "mlp.gate_up_proj.weight"), hn, size_t(2) * s.ffn);
@@ -167,11 +188,12 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
       gate = matvec(weight(p + "mlp.gate_proj.weight"), hn, s.ffn);
       up = matvec(weight(p + "mlp.up_proj.weight"), hn, s.ffn);
     }
-    for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
+    for (size_t i = 0; i < gate.size(); ++i) gate[i] = (gemma ? gelu_tanh(gate[i]) : gate[i] / (1.0 + std::exp(-gate[i]))) * up[i];
     std::vector<double> down = matvec(weight(p + "mlp.down_proj.weight"), gate, s.hidden);
+    if (gemma) down = rms_norm(down, weight(p + "post_feedforward_layernorm.weight"), s.rms_eps, true);
     for (size_t i = 0; i < x.size(); ++i) x[i] += down[i] * double(s.residual_multiplier);
   }
-  std::vector<double> xn = rms_norm(x, weight("model.norm.weight"), s.rms_eps);
+  std::vector<double> xn = rms_norm(x, weight("model.norm.weight"), s.rms_eps, gemma);
   std::vector<double> logits = matvec(weight(s.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"), xn, s.vocab);
   for (double& logit : logits) logit /= double(s.logits_scaling);
   return logits;

@@ -32,6 +32,7 @@ class ReferenceModel {
   ModelSpec spec_;
   const WeightStore& weights_;
   std::vector<double> inv_freq_;
+  std::vector<double> local_inv_freq_;  // Gemma 3's sliding layers: rope_local_base_freq, unscaled
   double rope_magnitude_ = 1.0;  // LongRoPE's attention_factor: cos and sin are multiplied by it
   std::vector<std::vector<double>> k_cache_, v_cache_;  // [layer][position * kv_dim]
   uint32_t position_ = 0;

@@ -66,6 +66,21 @@ ModelSpec variant_spec(Variant variant) {
       spec.attention_multiplier = 2.0f;  // 11 times tiny's 1/sqrt(32): its random scores are small
       spec.logits_scaling = 3.0f;
       break;
+    case Variant::gemma3:
+      spec.arch = Architecture::gemma3;
+      spec.arch_name = "Gemma3ForCausalLM";
+      spec.tie_embeddings = true;
+      spec.qk_norm = true;
+      spec.rms_eps = 1e-6f;
+      spec.mlp_activation = GateActivation::gelu_tanh;
+      spec.query_pre_attn_scalar = 2;
+      spec.rope_theta = 1e6f;
+      spec.rope_scaling.linear = true;
+      spec.rope_scaling.factor = 8.0f;
+      spec.local_rope_theta = 1e4f;
+      spec.sliding_window = 4;
+      spec.sliding_layers = {true, false};
+      break;
     case Variant::qwen2_window:
       spec.arch = Architecture::qwen2;
       spec.arch_name = "Qwen2ForCausalLM";
@@ -110,6 +125,7 @@ const char* variant_name(Variant variant) {
     case Variant::qwen2_window: return "qwen2_window";
     case Variant::smollm3: return "smollm3";
     case Variant::granite: return "granite";
+    case Variant::gemma3: return "gemma3";
   }
   return "?";
 }

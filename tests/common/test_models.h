@@ -15,9 +15,11 @@ namespace tilefire::testing {
 // use_sliding_window, a window of 4 on its second layer only (layer_types), the first attending to all.
 // smollm3: SmolLM3 (tied embeddings) whose second layer is NoPE (no RoPE on q and k).
 // granite: Granite (tied embeddings) with all four multipliers away from 1, the logits' divisor not a power
-// of two.
+// of two. gemma3: Gemma 3 (tied; sandwich norms stored as w for 1 + w, q/k norms, GeGLU), its first layer
+// sliding (a window of 4, RoPE base 1e4) and its second full (base 1e6, linear scaling 8), scores scaled
+// by query_pre_attn_scalar 2 (four times 1/sqrt(32): tiny's random scores are small).
 enum class Variant { llama, llama3_rope, qwen2_bias, qwen3_qk_norm, tied, mistral, phi3, phi3_longrope, phi3_partial,
-                     mistral_window, qwen2_window, smollm3, granite };
+                     mistral_window, qwen2_window, smollm3, granite, gemma3 };
 
 ModelSpec variant_spec(Variant variant);
 const char* variant_name(Variant variant);

@@ -182,6 +182,13 @@ TEST_F(CudaEngine, GraniteMultipliersMatchTheCpuBackend) {
   expect_variant_matches_the_cpu_backend(Variant::granite);
 }
 
+// Gemma 3 on the device end to end: sandwich norms (norm_residual after the O and down projections),
+// GeGLU, (1 + w) norms, a sliding layer at its own RoPE base.
+TEST_F(CudaEngine, Gemma3MatchesTheCpuBackend) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  expect_variant_matches_the_cpu_backend(Variant::gemma3);
+}
+
 // EngineOptions::prefill_chunk on the device: a 150-token prompt prefilled in chunks of 7 (21 of them and
 // a remainder of 3) and of 128 (and 22), then 4 decode steps, against the cpu backend's default chunks.
 TEST_F(CudaEngine, PrefillChunksOfEverySizeMatchTheCpuBackend) {

@@ -58,6 +58,11 @@ void expect_same_spec(const ModelSpec& a, const ModelSpec& b) {
   EXPECT_EQ(a.residual_multiplier, b.residual_multiplier);
   EXPECT_EQ(a.attention_scale(), b.attention_scale());
   EXPECT_EQ(a.logits_scaling, b.logits_scaling);
+  EXPECT_EQ(a.embedding_scale(), b.embedding_scale());
+  EXPECT_EQ(a.mlp_activation, b.mlp_activation);
+  EXPECT_EQ(a.local_rope_theta, b.local_rope_theta);
+  EXPECT_EQ(a.query_pre_attn_scalar, b.query_pre_attn_scalar);
+  EXPECT_EQ(a.rope_scaling.linear, b.rope_scaling.linear);
   EXPECT_EQ(a.dtype, b.dtype);
   EXPECT_EQ(a.bos_token, b.bos_token);
   EXPECT_EQ(a.eos_tokens, b.eos_tokens);
@@ -426,6 +431,90 @@ TEST(ModelSpecParse, GraniteReadsItsFourMultipliers) {
   EXPECT_EQ(as_llama.logits_scaling, 1.0f);
 }
 
+// Gemma 3 1B's config (google/gemma-3-1b-it, as copies of it give it; abridged): 26 layers, every sixth
+// attending to all and the rest to the last 512 positions, head_dim 256, one KV head.
+json gemma3_config() {
+  return json::parse(R"({
+    "architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attn_logit_softcapping": null,
+    "bos_token_id": 2, "eos_token_id": [1, 106], "final_logit_softcapping": null, "head_dim": 256,
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152, "intermediate_size": 6912,
+    "max_position_embeddings": 32768, "model_type": "gemma3_text", "num_attention_heads": 4,
+    "num_hidden_layers": 26, "num_key_value_heads": 1, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+    "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000, "rope_scaling": null, "rope_theta": 1000000,
+    "sliding_window": 512, "sliding_window_pattern": 6, "torch_dtype": "bfloat16", "vocab_size": 262144})");
+}
+
+TEST(ModelSpecParse, Gemma3ReadsItsLayerPatternRopeBasesAndScales) {
+  json config = gemma3_config();
+  const ModelSpec spec = parse_hf_config_text(config.dump(), "gemma3/config.json");
+  EXPECT_EQ(spec.arch, Architecture::gemma3);
+  EXPECT_TRUE(spec.tie_embeddings);  // Gemma3TextConfig's default
+  EXPECT_TRUE(spec.qk_norm);
+  EXPECT_TRUE(spec.sandwich_norms());
+  EXPECT_EQ(spec.norm_weight_offset(), 1.0f);
+  EXPECT_EQ(spec.mlp_activation, GateActivation::gelu_tanh);
+  EXPECT_EQ(spec.attention_scale(), 0.0625f);  // 256^-1/2
+  EXPECT_EQ(spec.embedding_scale(), 34.0f);    // sqrt(1152) = 33.94, in bf16
+  ASSERT_EQ(spec.sliding_layers.size(), 26u);
+  for (uint32_t l = 0; l < 26; ++l) {
+    EXPECT_EQ(spec.attention_window(l), l % 6 == 5 ? 0u : 512u) << "layer " << l;
+    EXPECT_EQ(spec.layer_uses_local_rope(l), l % 6 != 5) << "layer " << l;
+  }
+  EXPECT_EQ(spec.local_rope_theta, 1e4f);
+  EXPECT_EQ(spec.rope_theta, 1e6f);
+  EXPECT_EQ(spec.eos_tokens, (std::vector<int32_t>{1, 106}));
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(spec), "round trip"), spec);
+
+  // 4B and up: linear scaling on the full layers; the 270m's pattern key has a leading underscore; f32
+  // weights keep sqrt(hidden) as it is.
+  json bigger = config;
+  bigger["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  bigger.erase("sliding_window_pattern");
+  bigger["_sliding_window_pattern"] = 3;
+  bigger["torch_dtype"] = "float32";
+  bigger["hidden_size"] = 640;
+  const ModelSpec scaled = parse_hf_config_text(bigger.dump(), "m");
+  EXPECT_TRUE(scaled.rope_scaling.linear);
+  EXPECT_EQ(scaled.rope_scaling.factor, 8.0f);
+  EXPECT_EQ(scaled.attention_window(2), 0u);
+  EXPECT_EQ(scaled.attention_window(3), 512u);
+  EXPECT_EQ(scaled.embedding_scale(), float(std::sqrt(640.0)));
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(scaled), "round trip"), scaled);
+  bigger["torch_dtype"] = "bfloat16";
+  EXPECT_EQ(parse_hf_config_text(bigger.dump(), "m").embedding_scale(), 25.25f);  // sqrt(640) = 25.30, in bf16
+
+  // Defaults: query_pre_attn_scalar 256, rope_local_base_freq 1e4, a window of 4096 on a pattern of 6.
+  json bare = config;
+  for (const char* key : {"query_pre_attn_scalar", "rope_local_base_freq", "sliding_window", "sliding_window_pattern", "rope_theta",
+                          "hidden_activation", "rms_norm_eps"})
+    bare.erase(key);
+  const ModelSpec defaults = parse_hf_config_text(bare.dump(), "m");
+  EXPECT_EQ(defaults.attention_scale(), 0.0625f);
+  EXPECT_EQ(defaults.local_rope_theta, 1e4f);
+  EXPECT_EQ(defaults.rope_theta, 1e6f);
+  EXPECT_EQ(defaults.attention_window(0), 4096u);
+  EXPECT_EQ(defaults.attention_window(5), 0u);
+  EXPECT_FLOAT_EQ(defaults.rms_eps, 1e-6f);
+
+  json bad = config;
+  bad["final_logit_softcapping"] = 30.0;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("g/config.json: key 'final_logit_softcapping' is set: logit softcapping is not supported"));
+  bad = config;
+  bad["hidden_activation"] = "gelu";
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'hidden_activation' is \"gelu\": Gemma's MLP supports gelu_pytorch_tanh (GeGLU) only"));
+  bad = config;
+  bad["sliding_window"] = nullptr;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'sliding_window' is null, but the model has sliding_attention layers"));
+  // The multimodal checkpoints' class (4B and up) is another architecture.
+  bad = config;
+  bad["architectures"] = {"Gemma3ForConditionalGeneration"};
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("unknown architecture 'Gemma3ForConditionalGeneration'"));
+}
+
 // Microsoft's Phi-4-mini-instruct: Phi3ForCausalLM rotating 3/4 of each head (96 of 128), with LongRoPE over
 // those 96 (48 factors per list) and tied embeddings.
 TEST(ModelSpecParse, Phi4MiniRotatesAShareOfEachHead) {
@@ -615,6 +704,9 @@ TEST(ModelSpecPresets, AllPresetsAreValidAndShaped) {
   ModelSpec llama8b = preset_spec("llama-3.1-8b");
   EXPECT_EQ(llama8b.parameter_count(), 8030261248ull);  // Llama-3.1-8B as Hugging Face counts it
   EXPECT_FLOAT_EQ(llama8b.rope_scaling.factor, 8.0f);
+  // Gemma 3 1B: 26 layers of 26,842,112 (four norms, q/k norms, one KV head of 256) and the tied
+  // 262,144 x 1,152 table.
+  EXPECT_EQ(preset_spec("gemma-3-1b").parameter_count(), 999885952ull);
   ModelSpec qwen8b = preset_spec("qwen3-8b");
   EXPECT_EQ(qwen8b.arch, Architecture::qwen3);
   EXPECT_TRUE(qwen8b.qk_norm);
@@ -679,7 +771,7 @@ TEST(ModelSpecErrors, EveryBadConfigNamesFileAndKey) {
       {"unknown dtype", [](json& c) { c["torch_dtype"] = "float8_e4m3fn"; },
        {"'torch_dtype'", "unknown dtype 'float8_e4m3fn'"}},
       {"bad rope type", [](json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; },
-       {"rope_scaling", "'yarn'", "supported: llama3, longrope, default"}},
+       {"rope_scaling", "'yarn'", "supported: llama3, longrope, linear, default"}},
       {"rope scaling missing factor",
        [](json& c) {
          c["rope_scaling"] = {{"rope_type", "llama3"}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},

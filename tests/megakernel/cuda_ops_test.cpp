@@ -216,12 +216,33 @@ TEST(CudaOps, MatmulResidualMatchesCpuWithoutStaging) {
   c.expect_device_matches_cpu(OpParams::make(OpCode::matmul_residual, 0, p), p.N, 11, {}, {3}, 0, 1e-4, 1e-3, direct);
 }
 
+// Gemma's post-norm: each column tile normalises by its token row's whole RMS (cols 1152: Gemma 3 1B's
+// hidden; 100 in tiles of 13, the last a remainder), at one token and a prefill's 37.
+TEST(CudaOps, NormResidualMatchesCpu) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  for (uint32_t cols : {100u, 1152u})
+    for (uint32_t tokens : {1u, 37u}) {
+      SCOPED_TRACE("cols " + std::to_string(cols) + ", tokens " + std::to_string(tokens));
+      SingleOpCase c;
+      NormResidualParams p;
+      p.cols = cols;
+      p.eps = 1e-6f;
+      p.y = c.add_f32("y", SlotKind::activation, tokens, cols, 0, 2);
+      p.norm_weight = c.add_f32("g", SlotKind::weight_f32, 1, cols, 1, 0.1f);
+      p.residual = c.add_f32("residual", SlotKind::activation, tokens, cols, 0, 1);
+      p.out = c.add_f32("out", SlotKind::activation, tokens, cols, 0, 0, true);
+      c.expect_device_matches_cpu(OpParams::make(OpCode::norm_residual, 0, p), cols, 13, {}, random_tokens(c.rng(), tokens, 10), 0,
+                                  1e-5, 1e-5);
+    }
+}
+
 // hidden 104 takes the vector path at every token count; 128 takes tensor cores for the 40-token prefill
 // (the RMSNorm folded in as x * g and a per-token scale); 4096 makes 8 KiB rows, which stream in segments
 // (gate rows, then up rows: two ranges) at 1 and 3 tokens. Weights scale as 1 / sqrt(hidden), as a
 // model's do, so gate and up are O(1): SwiGLU multiplies the error of up by silu(gate), and at weights of
 // 0.1 a hidden of 4096 made gates of 20, whose products the tensor cores' 16-bit activations (hi + lo
-// bf16) cannot give to 1e-4 (found by the host emulation).
+// bf16) cannot give to 1e-4 (found by the host emulation). The even token counts gate with Gemma's tanh
+// GELU (GeGLU; 40 tokens on tensor cores at hidden 128), the odd ones with silu.
 TEST(CudaOps, GateUpSwigluMatchesCpu) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   for (uint32_t hidden : {104u, 128u, 4096u})
@@ -234,6 +255,7 @@ TEST(CudaOps, GateUpSwigluMatchesCpu) {
     p.max_tile = 9;
     p.eps = 1e-5f;
     p.wdtype = DType::bf16;
+    p.activation = tokens % 2 == 0 ? GateActivation::gelu_tanh : GateActivation::silu;
     p.x = c.add_f32("x", SlotKind::activation, tokens, p.hidden, 0, 1);
     p.norm_weight = c.add_f32("g", SlotKind::weight_f32, 1, p.hidden, 1, 0.1f);
     const float weight_scale = 1.0f / std::sqrt(float(p.hidden));
