@@ -106,6 +106,7 @@ ModelSpec preset_spec(const std::string& name, DType dtype) {
     throw InputError("unknown preset '" + name + "' (expected one of " + names + ")");
   }
   spec.dtype = dtype;
+  if (spec.arch == Architecture::gemma3) spec.embedding_multiplier = gemma_embedding_scale(spec.hidden, dtype);
   return spec;
 }
 

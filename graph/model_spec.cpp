@@ -273,8 +273,7 @@ float ModelSpec::attention_scale() const {
   return attention_multiplier != 0.0f ? attention_multiplier : float(1.0 / std::sqrt(double(head_dim)));
 }
 
-float ModelSpec::embedding_scale() const {
-  if (arch != Architecture::gemma3) return embedding_multiplier;
+float gemma_embedding_scale(uint32_t hidden, DType dtype) {
   const float root = float(std::sqrt(double(hidden)));
   if (dtype == DType::bf16) return bf16_to_f32(f32_to_bf16(root));
   if (dtype == DType::f16) return f16_to_f32(f32_to_f16(root));
@@ -333,7 +332,8 @@ static void parse_nope_layers(const ConfigReader& reader, const json& config, co
 // - SmolLM3: as Qwen, but without layer_types on its NoPE layers, and no window unless `sliding_window`
 //   gives one;
 // - Gemma3ForCausalLM: `sliding_window` (default 4096) on the layers `layer_types` names, or without it
-//   on all but every sliding_window_pattern-th (default 6: layers 5, 11, 17, ... attend to all);
+//   on all but every sliding_window_pattern-th (default 6: layers 5, 11, 17, ... attend to all; the
+//   270m's `_sliding_window_pattern` is not a key transformers reads, so neither do we);
 // - LlamaForCausalLM, GraniteForCausalLM: none (their configs have no window; transformers ignores the
 //   key, and so do we).
 // A window no shorter than the context changes nothing; the engine still runs with it.
@@ -361,8 +361,8 @@ static void parse_sliding_window(const ConfigReader& reader, const json& config,
   const bool null_window = reader.has("sliding_window") && !reader.has_non_null("sliding_window");
   if (spec.arch == Architecture::gemma3) {
     std::vector<bool> typed = read_layer_types();
-    if (typed.empty()) {  // Gemma3TextConfig's rule; the 270m config names its pattern _sliding_window_pattern
-      const uint32_t pattern = reader.positive_u32_or("sliding_window_pattern", reader.positive_u32_or("_sliding_window_pattern", 6));
+    if (typed.empty()) {  // Gemma3TextConfig's rule (the 270m's config also has layer_types, which win)
+      const uint32_t pattern = reader.positive_u32_or("sliding_window_pattern", 6);
       for (uint32_t l = 0; l < spec.layers; ++l) typed.push_back((l + 1) % pattern != 0);
     }
     if (null_window) {
@@ -460,8 +460,11 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
   spec.hidden = reader.positive_u32("hidden_size");
   spec.layers = reader.positive_u32("num_hidden_layers");
   spec.heads = reader.positive_u32("num_attention_heads");
-  spec.kv_heads = reader.positive_u32_or("num_key_value_heads", spec.heads);
-  if (reader.has_non_null("head_dim")) {
+  const bool gemma_defaults = spec.arch == Architecture::gemma3;  // Gemma3TextConfig: 4 KV heads of 256
+  spec.kv_heads = reader.positive_u32_or("num_key_value_heads", gemma_defaults ? 4 : spec.heads);
+  if (gemma_defaults && !reader.has_non_null("head_dim")) {
+    spec.head_dim = 256;
+  } else if (reader.has_non_null("head_dim")) {
     spec.head_dim = reader.positive_u32("head_dim");
   } else {
     if (spec.hidden % spec.heads != 0) {
@@ -471,7 +474,7 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
     spec.head_dim = spec.hidden / spec.heads;
   }
   spec.ffn = reader.positive_u32("intermediate_size");
-  spec.max_context = reader.positive_u32_or("max_position_embeddings", 4096);
+  spec.max_context = reader.positive_u32_or("max_position_embeddings", gemma_defaults ? 131072 : 4096);
   const bool smollm3 = spec.arch == Architecture::smollm3, granite = spec.arch == Architecture::granite,
              gemma3 = spec.arch == Architecture::gemma3;
   spec.rms_eps = reader.positive_float_or("rms_norm_eps", qwen || smollm3 || granite || gemma3 ? 1e-6f : 1e-5f);
@@ -491,6 +494,9 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
     // attention of its embedding variants.
     spec.query_pre_attn_scalar = reader.positive_u32_or("query_pre_attn_scalar", 256);
     spec.local_rope_theta = reader.positive_float_or("rope_local_base_freq", 1e4f);
+    if (spec.rope_scaling.llama3 || spec.rope_scaling.longrope)
+      fail(origin, "key '" + std::string(rope_scaling_key) + "' is not linear: Gemma 3's sliding layers rotate unscaled beside its full ones, "
+                   "which Tilefire supports for linear scaling only");
     for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"})
       if (reader.has_non_null(key)) fail(origin, "key '" + std::string(key) + "' is set: logit softcapping is not supported");
     if (reader.bool_or("use_bidirectional_attention", false))
@@ -524,6 +530,7 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
     spec.logits_scaling = reader.positive_float_or("logits_scaling", 1.0f);
   }
   spec.dtype = parse_torch_dtype(config, origin);
+  if (gemma3) spec.embedding_multiplier = gemma_embedding_scale(spec.hidden, spec.dtype);
   parse_token_ids(reader, spec);
   // The MLP's activation: these architectures' SwiGLU, silu (or its other name, swish); Gemma 3's GeGLU,
   // its `hidden_activation` (transformers reads no hidden_act there). Another one would run as one of
@@ -750,8 +757,8 @@ std::string to_hf_config_json(const ModelSpec& spec) {
     config["residual_multiplier"] = float_to_json(spec.residual_multiplier);
     config["attention_multiplier"] = float_to_json(spec.attention_scale());
     config["logits_scaling"] = float_to_json(spec.logits_scaling);
-  } else if (spec.embedding_multiplier != 1.0f || spec.residual_multiplier != 1.0f || spec.attention_multiplier != 0.0f ||
-             spec.logits_scaling != 1.0f) {
+  } else if ((spec.arch != Architecture::gemma3 && spec.embedding_multiplier != 1.0f) || spec.residual_multiplier != 1.0f ||
+             spec.attention_multiplier != 0.0f || spec.logits_scaling != 1.0f) {
     throw std::invalid_argument("to_hf_config_json: " + spec.arch_name + " has no multipliers (GraniteForCausalLM does)");
   }
   config["tie_word_embeddings"] = spec.tie_embeddings;
@@ -759,6 +766,11 @@ std::string to_hf_config_json(const ModelSpec& spec) {
   // attention_bias.
   if (spec.arch != Architecture::qwen2 && spec.arch != Architecture::phi3) config["attention_bias"] = spec.qkv_bias;
   if (spec.arch == Architecture::gemma3) {
+    // What the parser derives from these keys must be what the spec holds.
+    if (spec.mlp_activation != GateActivation::gelu_tanh || spec.query_pre_attn_scalar == 0 || spec.local_rope_theta == 0.0f ||
+        spec.embedding_multiplier != gemma_embedding_scale(spec.hidden, spec.dtype))
+      throw std::invalid_argument("to_hf_config_json: a Gemma3ForCausalLM spec gates with the tanh GELU, has a query_pre_attn_scalar and a "
+                                  "local RoPE base, and scales its embedding by gemma_embedding_scale");
     config["hidden_activation"] = "gelu_pytorch_tanh";
     config["query_pre_attn_scalar"] = spec.query_pre_attn_scalar;
     config["rope_local_base_freq"] = float_to_json(spec.local_rope_theta);

@@ -49,7 +49,7 @@ struct ModelSpec {
   // Granite's multipliers (1 for every other architecture): the embedding rows times embedding_multiplier;
   // each attention and MLP output times residual_multiplier before its residual add; attention scores
   // times attention_multiplier in place of 1/sqrt(head_dim) (0: that default); logits divided by
-  // logits_scaling.
+  // logits_scaling. Gemma 3 sets embedding_multiplier too: gemma_embedding_scale.
   float embedding_multiplier = 1.0f;
   float residual_multiplier = 1.0f;
   float attention_multiplier = 0.0f;
@@ -70,10 +70,6 @@ struct ModelSpec {
   uint32_t rotated_dims() const { return rotary_dim ? rotary_dim : head_dim; }
   // The factor attention scores (q . k) are multiplied by before the softmax.
   float attention_scale() const;
-  // The factor embedding rows are multiplied by: Granite's embedding_multiplier, or Gemma's sqrt(hidden)
-  // rounded to the checkpoint's dtype (transformers holds it as a float32 buffer and casts it to the
-  // embedding's dtype before the product).
-  float embedding_scale() const;
   bool layer_rotates(uint32_t layer) const { return layer >= nope_layers.size() || !nope_layers[layer]; }
   // The window layer `layer`'s attention runs with (0: full causal attention).
   uint32_t attention_window(uint32_t layer) const {
@@ -103,6 +99,11 @@ bool is_special_file(const std::filesystem::path& path);
 ModelSpec parse_hf_config(const std::filesystem::path& config_json);
 // Parses the text of a config.json; `origin` names it in messages.
 ModelSpec parse_hf_config_text(const std::string& text, const std::string& origin);
+// Gemma's embedding factor: sqrt(hidden) rounded to the checkpoint's dtype (transformers holds it as a
+// float32 buffer and casts it to the embedding table's dtype before the product). Set as the spec's
+// embedding_multiplier where its dtype is known: the config's, then the stored matrices' on load.
+float gemma_embedding_scale(uint32_t hidden, DType dtype);
+
 // Checks the spec's internal consistency (heads divide, head_dim even, ...); throws InputError.
 void validate_spec(const ModelSpec& spec, const std::string& origin);
 

@@ -94,7 +94,7 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
   const uint32_t local_rope = spec.local_rope_theta != 0.0f ? rope_table(spec.local_rope_theta, RopeScaling{}, std::string(kRopeSlotName) + ".local") : rope;
 
   const uint32_t table = b.matrix("model.embed_tokens.weight", spec.vocab, hidden);
-  uint32_t x = b.scaled(b.node(Primitive::embed, 0, {}, {table}, "layers.0.x", hidden), spec.embedding_scale());  // [tokens, hidden]
+  uint32_t x = b.scaled(b.node(Primitive::embed, 0, {}, {table}, "layers.0.x", hidden), spec.embedding_multiplier);  // [tokens, hidden]
 
   for (uint32_t l = 0; l < spec.layers; ++l) {
     const std::string w = "model.layers." + std::to_string(l) + ".";

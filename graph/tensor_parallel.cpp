@@ -72,7 +72,7 @@ RankMemory rank_memory(const ModelSpec& spec, const RankShard& shard, uint64_t k
   uint64_t per_layer = w * hidden * (q + 2 * kv)  // Wq, Wk, Wv rows of the rank's heads
                        + w * hidden * q            // Wo columns
                        + w * hidden * ffn * 3      // gate and up rows, down columns
-                       + 4 * hidden * 2;           // the two norms, as f32
+                       + 4 * hidden * (spec.sandwich_norms() ? 4 : 2);  // the norms, as f32 (Gemma's four)
   if (spec.qkv_bias) per_layer += 4 * (q + 2 * kv);
   if (spec.qk_norm) per_layer += 4 * hd * 2;
   m.weight_bytes = per_layer * spec.layers + 4 * hidden      // + the final norm
@@ -80,7 +80,9 @@ RankMemory rank_memory(const ModelSpec& spec, const RankShard& shard, uint64_t k
   if (!spec.tie_embeddings) m.weight_bytes += w * uint64_t(shard.vocab) * hidden;  // the rank's LM-head rows
   m.kv_cache_bytes = 2ull * spec.layers * kv * kv_tokens * sizeof(float);
   const uint64_t chunk = 128;  // the largest prefill chunk (EngineOptions::prefill_chunk): the widest step's tokens
-  m.workspace_bytes = sizeof(float) * (chunk * spec.layers * (5 * hidden + 2 * q + ffn) + spec.vocab + shard.vocab);
+  // Gemma's post-norms keep the O and down outputs before their norms: two more hidden-wide values a layer.
+  const uint64_t hidden_values = spec.sandwich_norms() ? 7 : 5;
+  m.workspace_bytes = sizeof(float) * (chunk * spec.layers * (hidden_values * hidden + 2 * q + ffn) + spec.vocab + shard.vocab);
   if (tp > 1) m.workspace_bytes += sizeof(float) * (2 * spec.layers * chunk * hidden + chunk * uint64_t(shard.vocab));
   return m;
 }

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/host_device.h"
+
 namespace tilefire {
 
 // The gate's activation in a gated MLP: silu (Llama, Qwen, Mistral, Phi-3, SmolLM3, Granite: config
@@ -16,12 +18,16 @@ enum class GateActivation : uint32_t { silu = 0, gelu_tanh = 1 };
 // the limit; NaN propagates.
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
-// gelu_tanh(x) = x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))), as torch's gelu(approximate="tanh").
-// For large |x| the cube overflows to +-inf and tanh gives +-1: x or -0, the limits; NaN propagates.
-inline float gelu_tanh(float x) {
-  constexpr float kSqrtTwoOverPi = 0.7978845608028654f;
-  return 0.5f * x * (1.0f + std::tanh(kSqrtTwoOverPi * (x + 0.044715f * x * x * x)));
+// gelu_tanh(x) = x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))), as torch's gelu(approximate="tanh"),
+// computed as x * sigmoid(z) with z = 2 sqrt(2 / pi) (x + 0.044715 x^3) (1 + tanh(u) = 2 sigmoid(2u)): silu's
+// shape with another argument, one exp as silu has, and no cancellation in 1 + tanh near x = -3. For
+// large |x| the cube overflows to +-inf: x or -0, the limits; NaN propagates. The device's epilogue
+// computes the same (ops/cuda/gate_up_swiglu.cuh).
+TILEFIRE_HD inline float gelu_tanh_sigmoid_argument(float x) {
+  constexpr float kTwoSqrtTwoOverPi = 1.5957691216057308f;
+  return kTwoSqrtTwoOverPi * (x + 0.044715f * x * x * x);
 }
+inline float gelu_tanh(float x) { return x / (1.0f + std::exp(-gelu_tanh_sigmoid_argument(x))); }
 
 // out[i] = act(gate[i]) * up[i] for i < n. out may alias gate or up.
 void gated_rows(GateActivation activation, const float* gate, const float* up, float* out, size_t n);

@@ -73,7 +73,9 @@ TaskWork task_work(const Program& program, const TaskDesc& task, uint32_t contex
       rotated += p.rope && QkvProjectionOp::segment_of(p, unit).part != QkvProjectionOp::Part::v;
     work.rotations = double(rotated) * double(p.rotated() / 2) * double(tokens);  // a partial rotation: its share
   }
-  if (task.op == OpCode::gate_up_swiglu)  // one sigmoid per FFN column and token
+  if (task.op == OpCode::norm_residual)  // the whole row's squares, then a scale, a gain and an add per column
+    work.flops += (2.0 * double(params.as<NormResidualParams>().cols) + 3.0 * double(tile.end - tile.begin)) * double(tokens);
+  if (task.op == OpCode::gate_up_swiglu)  // one exp per FFN column and token (silu's sigmoid, or GeGLU's)
     work.exps = double(tile.end - tile.begin) * double(tokens);
   if (task.op == OpCode::causal_attention)  // one per score
     work.exps = double(tile.end - tile.begin) * double(positions_read) * double(tokens);

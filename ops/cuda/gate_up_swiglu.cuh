@@ -37,10 +37,10 @@ struct DeviceTile<OpCode::gate_up_swiglu> {
       for (uint32_t i = threadIdx.x; i < count * width; i += kDeviceConsumerThreads) {
         const uint32_t t = i / width, f = i % width;
         const float gate = dots[t * 2 * width + f], up = dots[t * 2 * width + width + f];
-        const float active = p.activation == GateActivation::gelu_tanh
-                                 ? 0.5f * gate * (1.0f + tanhf(0.7978845608028654f * (gate + 0.044715f * gate * gate * gate)))
-                                 : gate / (1.0f + expf(-gate));
-        out[uint64_t(m0 + t) * p.ffn + tile.begin + f] = active * up;
+        // Both gates are x * sigmoid(z): silu's z = x, the tanh GELU's z = 2 sqrt(2/pi) (x + 0.044715 x^3)
+        // (1 + tanh(u) = 2 sigmoid(2u)), one expf either way (ops/activation.h).
+        const float z = p.activation == GateActivation::gelu_tanh ? gelu_tanh_sigmoid_argument(gate) : gate;
+        out[uint64_t(m0 + t) * p.ffn + tile.begin + f] = gate / (1.0f + expf(-z)) * up;
       }
       consumers_sync();
     }

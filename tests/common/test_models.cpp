@@ -73,6 +73,7 @@ ModelSpec variant_spec(Variant variant) {
       spec.qk_norm = true;
       spec.rms_eps = 1e-6f;
       spec.mlp_activation = GateActivation::gelu_tanh;
+      spec.embedding_multiplier = 16.0f;  // sqrt(hidden 256), exact in every dtype
       spec.query_pre_attn_scalar = 2;
       spec.rope_theta = 1e6f;
       spec.rope_scaling.linear = true;

@@ -58,8 +58,7 @@ void expect_same_spec(const ModelSpec& a, const ModelSpec& b) {
   EXPECT_EQ(a.residual_multiplier, b.residual_multiplier);
   EXPECT_EQ(a.attention_scale(), b.attention_scale());
   EXPECT_EQ(a.logits_scaling, b.logits_scaling);
-  EXPECT_EQ(a.embedding_scale(), b.embedding_scale());
-  EXPECT_EQ(a.mlp_activation, b.mlp_activation);
+    EXPECT_EQ(a.mlp_activation, b.mlp_activation);
   EXPECT_EQ(a.local_rope_theta, b.local_rope_theta);
   EXPECT_EQ(a.query_pre_attn_scalar, b.query_pre_attn_scalar);
   EXPECT_EQ(a.rope_scaling.linear, b.rope_scaling.linear);
@@ -454,7 +453,7 @@ TEST(ModelSpecParse, Gemma3ReadsItsLayerPatternRopeBasesAndScales) {
   EXPECT_EQ(spec.norm_weight_offset(), 1.0f);
   EXPECT_EQ(spec.mlp_activation, GateActivation::gelu_tanh);
   EXPECT_EQ(spec.attention_scale(), 0.0625f);  // 256^-1/2
-  EXPECT_EQ(spec.embedding_scale(), 34.0f);    // sqrt(1152) = 33.94, in bf16
+  EXPECT_EQ(spec.embedding_multiplier, 34.0f);    // sqrt(1152) = 33.94, in bf16
   ASSERT_EQ(spec.sliding_layers.size(), 26u);
   for (uint32_t l = 0; l < 26; ++l) {
     EXPECT_EQ(spec.attention_window(l), l % 6 == 5 ? 0u : 512u) << "layer " << l;
@@ -465,12 +464,10 @@ TEST(ModelSpecParse, Gemma3ReadsItsLayerPatternRopeBasesAndScales) {
   EXPECT_EQ(spec.eos_tokens, (std::vector<int32_t>{1, 106}));
   expect_same_spec(parse_hf_config_text(to_hf_config_json(spec), "round trip"), spec);
 
-  // 4B and up: linear scaling on the full layers; the 270m's pattern key has a leading underscore; f32
-  // weights keep sqrt(hidden) as it is.
+  // 4B and up: linear scaling on the full layers; another pattern; f32 weights keep sqrt(hidden) as it is.
   json bigger = config;
   bigger["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
-  bigger.erase("sliding_window_pattern");
-  bigger["_sliding_window_pattern"] = 3;
+  bigger["sliding_window_pattern"] = 3;
   bigger["torch_dtype"] = "float32";
   bigger["hidden_size"] = 640;
   const ModelSpec scaled = parse_hf_config_text(bigger.dump(), "m");
@@ -478,17 +475,21 @@ TEST(ModelSpecParse, Gemma3ReadsItsLayerPatternRopeBasesAndScales) {
   EXPECT_EQ(scaled.rope_scaling.factor, 8.0f);
   EXPECT_EQ(scaled.attention_window(2), 0u);
   EXPECT_EQ(scaled.attention_window(3), 512u);
-  EXPECT_EQ(scaled.embedding_scale(), float(std::sqrt(640.0)));
+  EXPECT_EQ(scaled.embedding_multiplier, float(std::sqrt(640.0)));
   expect_same_spec(parse_hf_config_text(to_hf_config_json(scaled), "round trip"), scaled);
   bigger["torch_dtype"] = "bfloat16";
-  EXPECT_EQ(parse_hf_config_text(bigger.dump(), "m").embedding_scale(), 25.25f);  // sqrt(640) = 25.30, in bf16
+  EXPECT_EQ(parse_hf_config_text(bigger.dump(), "m").embedding_multiplier, 25.25f);  // sqrt(640) = 25.30, in bf16
 
-  // Defaults: query_pre_attn_scalar 256, rope_local_base_freq 1e4, a window of 4096 on a pattern of 6.
+  // Gemma3TextConfig's defaults: query_pre_attn_scalar 256, rope_local_base_freq 1e4, a window of 4096 on a
+  // pattern of 6, 4 KV heads of 256, 131072 positions.
   json bare = config;
   for (const char* key : {"query_pre_attn_scalar", "rope_local_base_freq", "sliding_window", "sliding_window_pattern", "rope_theta",
-                          "hidden_activation", "rms_norm_eps"})
+                          "hidden_activation", "rms_norm_eps", "head_dim", "num_key_value_heads", "max_position_embeddings"})
     bare.erase(key);
   const ModelSpec defaults = parse_hf_config_text(bare.dump(), "m");
+  EXPECT_EQ(defaults.head_dim, 256u);
+  EXPECT_EQ(defaults.kv_heads, 4u);
+  EXPECT_EQ(defaults.max_context, 131072u);
   EXPECT_EQ(defaults.attention_scale(), 0.0625f);
   EXPECT_EQ(defaults.local_rope_theta, 1e4f);
   EXPECT_EQ(defaults.rope_theta, 1e6f);
@@ -500,6 +501,11 @@ TEST(ModelSpecParse, Gemma3ReadsItsLayerPatternRopeBasesAndScales) {
   bad["final_logit_softcapping"] = 30.0;
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
               HasSubstr("g/config.json: key 'final_logit_softcapping' is set: logit softcapping is not supported"));
+  bad = config;
+  bad["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 8192}};
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("g/config.json: key 'rope_scaling' is not linear"));
   bad = config;
   bad["hidden_activation"] = "gelu";
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
