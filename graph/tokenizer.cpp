@@ -2,6 +2,7 @@
 // tokenizer_load.cpp, the pre-tokenizer regexes in pretokenize.cpp.
 #include "graph/tokenizer.h"
 
+#include <algorithm>
 #include <array>
 #include <queue>
 
@@ -38,6 +39,54 @@ std::string byte_level_spelling(std::string_view bytes) {
   spelled.reserve(bytes.size() * 2);
   for (unsigned char byte : bytes) unicode::append_utf8(byte_level_alphabet().char_of_byte[byte], spelled);
   return spelled;
+}
+
+// The pieces of a Split on a literal pattern, as byte ranges [begin, end), as the tokenizers library cuts
+// them (NormalizedString::split): the text as alternating matches and gaps, the matches dropped
+// (Removed), kept alone (Isolated), joined to the piece before them (MergedWithPrevious: a match right
+// after another stays alone) or after them (MergedWithNext), or runs of matches joined (Contiguous).
+std::vector<std::pair<size_t, size_t>> split_by_literal(std::string_view text, std::string_view literal,
+                                                        PreTokenizerStep::Behavior behavior) {
+  struct Segment {
+    size_t begin, end;
+    bool match;
+  };
+  std::vector<Segment> segments;  // [begin, end) covering the text, none empty
+  size_t at = 0;
+  for (size_t found = text.find(literal); found != std::string_view::npos; found = text.find(literal, found + literal.size())) {
+    if (found != at) segments.push_back({at, found, false});
+    segments.push_back({found, found + literal.size(), true});
+    at = found + literal.size();
+  }
+  if (at != text.size()) segments.push_back({at, text.size(), false});
+
+  using Behavior = PreTokenizerStep::Behavior;
+  std::vector<std::pair<size_t, size_t>> pieces;
+  if (behavior == Behavior::merged_with_next) {  // the mirror of merged_with_previous, folded from the end
+    bool previous_match = false;
+    for (auto s = segments.rbegin(); s != segments.rend(); ++s) {
+      if (s->match && !previous_match && !pieces.empty()) pieces.back().first = s->begin;
+      else pieces.push_back({s->begin, s->end});
+      previous_match = s->match;
+    }
+    std::reverse(pieces.begin(), pieces.end());
+    return pieces;
+  }
+  bool previous_match = false;
+  for (const Segment& s : segments) {
+    const bool joins = behavior == Behavior::merged_with_previous ? s.match && !previous_match
+                       : behavior == Behavior::contiguous         ? s.match == previous_match
+                                                                  : false;
+    if (behavior == Behavior::removed && s.match) {
+      // dropped
+    } else if (joins && !pieces.empty()) {
+      pieces.back().second = s.end;
+    } else {
+      pieces.push_back({s.begin, s.end});
+    }
+    previous_match = s.match;
+  }
+  return pieces;
 }
 
 void replace_all(std::string& text, std::string_view pattern, std::string_view replacement) {
@@ -280,6 +329,10 @@ void HfTokenizer::append_pre_tokenized_ids(std::string_view normalized, bool at_
         case PreTokenizerStep::Kind::split:
           for (std::string_view part : split_by_pattern(step.pattern, piece.text))
             next.push_back({std::string(part), piece.first && part.data() == piece.text.data()});
+          break;
+        case PreTokenizerStep::Kind::split_literal:
+          for (const auto& [begin, end] : split_by_literal(piece.text, step.literal, step.behavior))
+            next.push_back({piece.text.substr(begin, end - begin), piece.first && begin == 0});
           break;
         case PreTokenizerStep::Kind::byte_level: {
           if (step.add_prefix_space && piece.text.rfind(' ', 0) != 0) piece.text = " " + piece.text;  // (insert(0, " ") trips a false -Wrestrict in GCC 12)

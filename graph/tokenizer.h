@@ -43,8 +43,12 @@ struct NormalizerStep {
 };
 
 struct PreTokenizerStep {
-  enum class Kind { split, byte_level, metaspace, digits } kind;
+  enum class Kind { split, split_literal, byte_level, metaspace, digits } kind;
   SplitPattern pattern = SplitPattern::gpt2;  // split, and byte_level with use_regex
+  // split_literal: a Split on a {"String": ...} pattern (Gemma's, on " "), and where each match goes: the
+  // tokenizers library's SplitDelimiterBehavior.
+  std::string literal;
+  enum class Behavior { removed, isolated, merged_with_previous, merged_with_next, contiguous } behavior = Behavior::isolated;
   bool use_regex = false;                     // byte_level
   bool add_prefix_space = false;              // byte_level
   std::string replacement;                    // metaspace: "▁"

@@ -168,6 +168,23 @@ void read_pre_tokenizer(const Reader& reader, const json& node, const std::strin
   if (type == "Sequence") {
     read_sequence(reader, node, "pretokenizers", where, [&](const json& item, const std::string& at) { read_pre_tokenizer(reader, item, at, steps); });
     return;
+  } else if (type == "Split" && reader.member(node, "pattern", where).is_object() && reader.member(node, "pattern", where).contains("String")) {
+    // A literal pattern (Gemma's " "): every behavior, the text between matches kept (invert false).
+    step.kind = PreTokenizerStep::Kind::split_literal;
+    step.literal = string_pattern(reader, node, where);
+    const std::string behavior = reader.string_member(node, "behavior", where);
+    using Behavior = PreTokenizerStep::Behavior;
+    const std::pair<const char*, Behavior> behaviors[] = {{"Removed", Behavior::removed},
+                                                          {"Isolated", Behavior::isolated},
+                                                          {"MergedWithPrevious", Behavior::merged_with_previous},
+                                                          {"MergedWithNext", Behavior::merged_with_next},
+                                                          {"Contiguous", Behavior::contiguous}};
+    const auto found = std::find_if(std::begin(behaviors), std::end(behaviors), [&](const auto& b) { return behavior == b.first; });
+    if (found == std::end(behaviors))
+      reader.fail(where + ".behavior", "expected Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous, not " + shown(behavior));
+    step.behavior = found->second;
+    if (reader.bool_member(node, "invert", where, false))
+      reader.fail(where + ".invert", "is true with a {\"String\": ...} pattern: only invert false is supported there");
   } else if (type == "Split") {
     step.kind = PreTokenizerStep::Kind::split;
     step.pattern = known_pattern(reader, node, where);

@@ -1,5 +1,5 @@
 // Model folders' chat templates (graph/chat_template.h, tilefire/chat.h): the real templates of Llama 3,
-// Llama 3.2, Qwen2.5, Qwen3, Mistral Nemo and DeepSeek-V3 (their published tokenizer_config.json, fetched by
+// Llama 3.2, Qwen2.5, Qwen3, Mistral Nemo, DeepSeek-V3 and Gemma 3 (their published tokenizer_config.json, fetched by
 // scripts/fetch-tokenizers) rendered over random conversations, with and without tools, by Tilefire and by
 // Jinja2 as transformers sets it up (tests/common/jinja_oracle.h); the special tokens and reply-ending ids
 // a folder gives; and the files a folder can get wrong, refused by name.
@@ -116,7 +116,7 @@ struct RenderCase {
   bool add_generation_prompt;
 };
 
-const std::vector<std::string> kModels = {"llama3", "llama3_2", "qwen2_5", "qwen3", "mistral_nemo", "deepseek_v3"};
+const std::vector<std::string> kModels = {"llama3", "llama3_2", "qwen2_5", "qwen3", "mistral_nemo", "deepseek_v3", "gemma3"};
 
 TEST(ChatTemplate, RealTemplatesRenderAsTransformersRendersThem) {
   REQUIRE_TEMPLATE_FILES();

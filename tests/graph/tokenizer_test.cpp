@@ -280,6 +280,39 @@ TEST(HandTokenizer, DigitsSplitEveryNumberCharacter) {
   EXPECT_EQ(encode_with(false, "a1"), (Ids{260, 266}));        // a letter and a number: two pieces
 }
 
+// A Split on a literal (Gemma's files split on {"String": " "}), with each SplitDelimiterBehavior of the
+// tokenizers library, here on "b": the merges (a b), (b c) and (b b) show where the pieces were cut.
+TEST(HandTokenizer, SplitOnALiteralPlacesTheMatchAsItsBehaviorSays) {
+  json document = hand_tokenizer();
+  document["normalizer"] = nullptr;
+  document["model"]["vocab"]["bb"] = 266;
+  document["model"]["merges"].push_back("b b");
+  using Ids = std::vector<int32_t>;
+  const auto encode_with = [&](const char* behavior, const std::string& text) {
+    document["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", "b"}}}, {"behavior", behavior}, {"invert", false}};
+    const testing::TempDir dir("tokenizer");
+    return load_json(document, dir).encode(text, false);
+  };
+  // "abc": a | b | c. ab = 263, bc = 265.
+  EXPECT_EQ(encode_with("Removed", "abc"), (Ids{260, 262}));
+  EXPECT_EQ(encode_with("Isolated", "abc"), (Ids{260, 261, 262}));
+  EXPECT_EQ(encode_with("MergedWithPrevious", "abc"), (Ids{263, 262}));
+  EXPECT_EQ(encode_with("MergedWithNext", "abc"), (Ids{260, 265}));
+  EXPECT_EQ(encode_with("Contiguous", "abc"), (Ids{260, 261, 262}));
+  // "abbc": a match right after another stays alone when merged; Contiguous joins the run (bb = 266).
+  EXPECT_EQ(encode_with("Isolated", "abbc"), (Ids{260, 261, 261, 262}));
+  EXPECT_EQ(encode_with("MergedWithPrevious", "abbc"), (Ids{263, 261, 262}));
+  EXPECT_EQ(encode_with("MergedWithNext", "abbc"), (Ids{260, 261, 265}));
+  EXPECT_EQ(encode_with("Contiguous", "abbc"), (Ids{260, 266, 262}));
+  EXPECT_EQ(encode_with("Removed", "abbc"), (Ids{260, 262}));
+  // A leading match has nothing before it to join.
+  EXPECT_EQ(encode_with("MergedWithPrevious", "bab"), (Ids{261, 263}));
+
+  document["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", "b"}}}, {"behavior", "Isolated"}, {"invert", true}};
+  const testing::TempDir dir("tokenizer");
+  EXPECT_THROW(load_json(document, dir), InputError);
+}
+
 TEST(HandTokenizer, RefusesTextThatIsNotUtf8) {
   const testing::TempDir dir("tokenizer");
   const HfTokenizer tokenizer = load_json(hand_tokenizer(), dir);
@@ -585,7 +618,7 @@ TEST_P(RealTokenizer, MatchesHuggingFaceTokenizers) {
   compare_with_oracle(path, testing::fuzz_case_count(300), seed, true, dir.path() / "tokenizer.json");
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, RealTokenizer, ::testing::Values("gpt2", "llama2", "llama3", "qwen3", "gpt4o"));
+INSTANTIATE_TEST_SUITE_P(Models, RealTokenizer, ::testing::Values("gpt2", "llama2", "llama3", "qwen3", "gpt4o", "gemma3"));
 
 // Llama 2's vocabulary with the Metaspace pre-tokenizer newer Llama and Mistral files use in place of the
 // Prepend/Replace normalizer. The JavaScript library is the oracle of encoding without `split` only: it
