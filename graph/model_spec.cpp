@@ -460,9 +460,9 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
   spec.hidden = reader.positive_u32("hidden_size");
   spec.layers = reader.positive_u32("num_hidden_layers");
   spec.heads = reader.positive_u32("num_attention_heads");
-  const bool gemma_defaults = spec.arch == Architecture::gemma3;  // Gemma3TextConfig: 4 KV heads of 256
-  spec.kv_heads = reader.positive_u32_or("num_key_value_heads", gemma_defaults ? 4 : spec.heads);
-  if (gemma_defaults && !reader.has_non_null("head_dim")) {
+  const bool gemma3 = spec.arch == Architecture::gemma3;  // Gemma3TextConfig's defaults: 4 KV heads of 256
+  spec.kv_heads = reader.positive_u32_or("num_key_value_heads", gemma3 ? 4 : spec.heads);
+  if (gemma3 && !reader.has_non_null("head_dim")) {
     spec.head_dim = 256;
   } else if (reader.has_non_null("head_dim")) {
     spec.head_dim = reader.positive_u32("head_dim");
@@ -474,9 +474,8 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
     spec.head_dim = spec.hidden / spec.heads;
   }
   spec.ffn = reader.positive_u32("intermediate_size");
-  spec.max_context = reader.positive_u32_or("max_position_embeddings", gemma_defaults ? 131072 : 4096);
-  const bool smollm3 = spec.arch == Architecture::smollm3, granite = spec.arch == Architecture::granite,
-             gemma3 = spec.arch == Architecture::gemma3;
+  spec.max_context = reader.positive_u32_or("max_position_embeddings", gemma3 ? 131072 : 4096);
+  const bool smollm3 = spec.arch == Architecture::smollm3, granite = spec.arch == Architecture::granite;
   spec.rms_eps = reader.positive_float_or("rms_norm_eps", qwen || smollm3 || granite || gemma3 ? 1e-6f : 1e-5f);
   // Qwen's config classes default rope_theta to 1e6; everyone else (and HF's PretrainedConfig) to 1e4.
   // SmolLM3Config's is 2e6, Gemma3TextConfig's 1e6.

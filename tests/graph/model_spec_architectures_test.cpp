@@ -1,0 +1,235 @@
+// ModelSpec from the configs of the architectures whose layers differ from Llama's beyond its keys: SmolLM3's
+// NoPE layers, Granite's multipliers, Gemma 3's layer pattern, RoPE bases and scales (the common keys, the
+// presets and the malformed configs: model_spec_test.cpp).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "graph/model_spec.h"
+#include "tests/common/compare.h"
+#include "tests/common/spec_compare.h"
+
+namespace tilefire {
+namespace {
+
+std::string input_error_of(const std::function<void()>& action) { return testing::message_of<InputError>(action); }
+
+using ::testing::HasSubstr;
+using nlohmann::json;
+using testing::expect_same_spec;
+
+// SmolLM3-3B's shape (abridged; its no_rope_layers written out as the published config has them: 1, 1,
+// 1, 0 repeated, a NoPE layer every fourth).
+json smollm3_config() {
+  json config = json::parse(R"({
+    "architectures": ["SmolLM3ForCausalLM"], "attention_bias": false, "hidden_act": "silu", "hidden_size": 2048,
+    "intermediate_size": 11008, "max_position_embeddings": 65536, "max_window_layers": 28, "model_type": "smollm3",
+    "no_rope_layer_interval": 4, "num_attention_heads": 16, "num_hidden_layers": 36, "num_key_value_heads": 4,
+    "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 5000000.0, "sliding_window": null,
+    "use_sliding_window": false, "torch_dtype": "bfloat16", "vocab_size": 128256, "eos_token_id": 128012})");
+  json rotates = json::array();
+  for (int l = 0; l < 36; ++l) rotates.push_back(l % 4 == 3 ? 0 : 1);
+  config["no_rope_layers"] = rotates;
+  return config;
+}
+
+TEST(ModelSpecParse, SmolLM3LeavesEveryFourthLayerUnrotated) {
+  const json config = smollm3_config();
+  const ModelSpec spec = parse_hf_config_text(config.dump(), "smollm3/config.json");
+  EXPECT_EQ(spec.arch, Architecture::smollm3);
+  EXPECT_TRUE(spec.tie_embeddings);  // SmolLM3Config's default, absent from this config
+  EXPECT_EQ(spec.head_dim, 128u);
+  EXPECT_FLOAT_EQ(spec.rope_theta, 5e6f);
+  ASSERT_EQ(spec.nope_layers.size(), 36u);
+  for (uint32_t l = 0; l < 36; ++l) EXPECT_EQ(spec.layer_rotates(l), l % 4 != 3) << "layer " << l;
+  EXPECT_EQ(spec.sliding_window, 0u);
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(spec), "round trip"), spec);
+
+  // Without the list: every no_rope_layer_interval-th layer (SmolLM3Config's default formula).
+  json interval = config;
+  interval.erase("no_rope_layers");
+  interval["no_rope_layer_interval"] = 3;
+  const ModelSpec by_interval = parse_hf_config_text(interval.dump(), "m");
+  for (uint32_t l = 0; l < 36; ++l) EXPECT_EQ(by_interval.layer_rotates(l), (l + 1) % 3 != 0) << "layer " << l;
+  interval.erase("no_rope_layer_interval");
+  interval.erase("rope_theta");
+  const ModelSpec defaults = parse_hf_config_text(interval.dump(), "m");
+  EXPECT_FALSE(defaults.layer_rotates(3));
+  EXPECT_TRUE(defaults.layer_rotates(4));
+  EXPECT_FLOAT_EQ(defaults.rope_theta, 2e6f);
+
+  // A window: SmolLM3Config slides its NoPE layers unless layer_types says otherwise.
+  json windowed = config;
+  windowed["use_sliding_window"] = true;
+  windowed["sliding_window"] = 2048;
+  const ModelSpec slides = parse_hf_config_text(windowed.dump(), "m");
+  EXPECT_EQ(slides.attention_window(3), 2048u);
+  EXPECT_EQ(slides.attention_window(4), 0u);
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(slides), "round trip"), slides);
+
+  json bad = config;
+  bad["no_rope_layers"][7] = 2;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "s/config.json"); }),
+              HasSubstr("s/config.json: key 'no_rope_layers' entry 7 is 2: 1 (RoPE) or 0 (none)"));
+  bad["no_rope_layers"] = json::array({1, 1, 1});
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "s/config.json"); }),
+              HasSubstr("key 'no_rope_layers' must be a list of at least num_hidden_layers (36) entries"));
+  // Llama's config class has no such key: a list there changes nothing, as in transformers.
+  json llama = config;
+  llama["architectures"] = {"LlamaForCausalLM"};
+  EXPECT_TRUE(parse_hf_config_text(llama.dump(), "m").nope_layers.empty());
+}
+
+// A Granite 3 2B-shaped config (GraniteForCausalLM: 40 layers, 32 query and 8 KV heads of 64, tied), with
+// its four multipliers.
+json granite_config() {
+  return json::parse(R"({
+    "architectures": ["GraniteForCausalLM"], "attention_bias": false, "attention_dropout": 0.1,
+    "attention_multiplier": 0.015625, "bos_token_id": 0, "embedding_multiplier": 12.0, "eos_token_id": 0,
+    "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 8192, "logits_scaling": 8.0,
+    "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "granite", "num_attention_heads": 32,
+    "num_hidden_layers": 40, "num_key_value_heads": 8, "pad_token_id": 0, "residual_multiplier": 0.22,
+    "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 5000000.0, "tie_word_embeddings": true,
+    "torch_dtype": "bfloat16", "vocab_size": 49155})");
+}
+
+TEST(ModelSpecParse, GraniteReadsItsFourMultipliers) {
+  const json config = granite_config();
+  const ModelSpec spec = parse_hf_config_text(config.dump(), "granite/config.json");
+  EXPECT_EQ(spec.arch, Architecture::granite);
+  EXPECT_EQ(spec.head_dim, 64u);
+  EXPECT_TRUE(spec.tie_embeddings);
+  EXPECT_FLOAT_EQ(spec.embedding_multiplier, 12.0f);
+  EXPECT_FLOAT_EQ(spec.residual_multiplier, 0.22f);
+  EXPECT_FLOAT_EQ(spec.attention_scale(), 0.015625f);  // not 1/sqrt(64) = 0.125
+  EXPECT_FLOAT_EQ(spec.logits_scaling, 8.0f);
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(spec), "round trip"), spec);
+
+  // GraniteConfig's defaults: every multiplier 1, the attention's too (scores times 1, not 1/sqrt(64)),
+  // rms_norm_eps 1e-6; and no sliding window (the key is not GraniteConfig's).
+  json bare = config;
+  for (const char* key : {"attention_multiplier", "embedding_multiplier", "logits_scaling", "residual_multiplier", "rms_norm_eps"})
+    bare.erase(key);
+  bare["sliding_window"] = 16;
+  const ModelSpec defaults = parse_hf_config_text(bare.dump(), "m");
+  EXPECT_EQ(defaults.embedding_multiplier, 1.0f);
+  EXPECT_EQ(defaults.residual_multiplier, 1.0f);
+  EXPECT_EQ(defaults.attention_scale(), 1.0f);
+  EXPECT_EQ(defaults.logits_scaling, 1.0f);
+  EXPECT_FLOAT_EQ(defaults.rms_eps, 1e-6f);
+  EXPECT_EQ(defaults.sliding_window, 0u);
+
+  json bad = config;
+  bad["residual_multiplier"] = 0;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("g/config.json: key 'residual_multiplier' must be a positive number (got 0)"));
+  bad["residual_multiplier"] = "0.22";
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'residual_multiplier' must be a positive number"));
+  // Llama's config class has no multipliers: the keys change nothing there, as in transformers.
+  json llama = config;
+  llama["architectures"] = {"LlamaForCausalLM"};
+  const ModelSpec as_llama = parse_hf_config_text(llama.dump(), "m");
+  EXPECT_EQ(as_llama.embedding_multiplier, 1.0f);
+  EXPECT_EQ(as_llama.attention_scale(), 0.125f);
+  EXPECT_EQ(as_llama.logits_scaling, 1.0f);
+}
+
+// Gemma 3 1B's config (google/gemma-3-1b-it, as copies of it give it; abridged): 26 layers, every sixth
+// attending to all and the rest to the last 512 positions, head_dim 256, one KV head.
+json gemma3_config() {
+  return json::parse(R"({
+    "architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attn_logit_softcapping": null,
+    "bos_token_id": 2, "eos_token_id": [1, 106], "final_logit_softcapping": null, "head_dim": 256,
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152, "intermediate_size": 6912,
+    "max_position_embeddings": 32768, "model_type": "gemma3_text", "num_attention_heads": 4,
+    "num_hidden_layers": 26, "num_key_value_heads": 1, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+    "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000, "rope_scaling": null, "rope_theta": 1000000,
+    "sliding_window": 512, "sliding_window_pattern": 6, "torch_dtype": "bfloat16", "vocab_size": 262144})");
+}
+
+TEST(ModelSpecParse, Gemma3ReadsItsLayerPatternRopeBasesAndScales) {
+  json config = gemma3_config();
+  const ModelSpec spec = parse_hf_config_text(config.dump(), "gemma3/config.json");
+  EXPECT_EQ(spec.arch, Architecture::gemma3);
+  EXPECT_TRUE(spec.tie_embeddings);  // Gemma3TextConfig's default
+  EXPECT_TRUE(spec.qk_norm);
+  EXPECT_TRUE(spec.sandwich_norms());
+  EXPECT_EQ(spec.norm_weight_offset(), 1.0f);
+  EXPECT_EQ(spec.mlp_activation, GateActivation::gelu_tanh);
+  EXPECT_EQ(spec.attention_scale(), 0.0625f);  // 256^-1/2
+  EXPECT_EQ(spec.embedding_multiplier, 34.0f);    // sqrt(1152) = 33.94, in bf16
+  ASSERT_EQ(spec.sliding_layers.size(), 26u);
+  for (uint32_t l = 0; l < 26; ++l) {
+    EXPECT_EQ(spec.attention_window(l), l % 6 == 5 ? 0u : 512u) << "layer " << l;
+    EXPECT_EQ(spec.layer_uses_local_rope(l), l % 6 != 5) << "layer " << l;
+  }
+  EXPECT_EQ(spec.local_rope_theta, 1e4f);
+  EXPECT_EQ(spec.rope_theta, 1e6f);
+  EXPECT_EQ(spec.eos_tokens, (std::vector<int32_t>{1, 106}));
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(spec), "round trip"), spec);
+
+  // 4B and up: linear scaling on the full layers; another pattern; f32 weights keep sqrt(hidden) as it is.
+  json bigger = config;
+  bigger["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  bigger["sliding_window_pattern"] = 3;
+  bigger["torch_dtype"] = "float32";
+  bigger["hidden_size"] = 640;
+  const ModelSpec scaled = parse_hf_config_text(bigger.dump(), "m");
+  EXPECT_TRUE(scaled.rope_scaling.linear);
+  EXPECT_EQ(scaled.rope_scaling.factor, 8.0f);
+  EXPECT_EQ(scaled.attention_window(2), 0u);
+  EXPECT_EQ(scaled.attention_window(3), 512u);
+  EXPECT_EQ(scaled.embedding_multiplier, float(std::sqrt(640.0)));
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(scaled), "round trip"), scaled);
+  bigger["torch_dtype"] = "bfloat16";
+  EXPECT_EQ(parse_hf_config_text(bigger.dump(), "m").embedding_multiplier, 25.25f);  // sqrt(640) = 25.30, in bf16
+
+  // Gemma3TextConfig's defaults: query_pre_attn_scalar 256, rope_local_base_freq 1e4, a window of 4096 on a
+  // pattern of 6, 4 KV heads of 256, 131072 positions.
+  json bare = config;
+  for (const char* key : {"query_pre_attn_scalar", "rope_local_base_freq", "sliding_window", "sliding_window_pattern", "rope_theta",
+                          "hidden_activation", "rms_norm_eps", "head_dim", "num_key_value_heads", "max_position_embeddings"})
+    bare.erase(key);
+  const ModelSpec defaults = parse_hf_config_text(bare.dump(), "m");
+  EXPECT_EQ(defaults.head_dim, 256u);
+  EXPECT_EQ(defaults.kv_heads, 4u);
+  EXPECT_EQ(defaults.max_context, 131072u);
+  EXPECT_EQ(defaults.attention_scale(), 0.0625f);
+  EXPECT_EQ(defaults.local_rope_theta, 1e4f);
+  EXPECT_EQ(defaults.rope_theta, 1e6f);
+  EXPECT_EQ(defaults.attention_window(0), 4096u);
+  EXPECT_EQ(defaults.attention_window(5), 0u);
+  EXPECT_FLOAT_EQ(defaults.rms_eps, 1e-6f);
+
+  json bad = config;
+  bad["final_logit_softcapping"] = 30.0;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("g/config.json: key 'final_logit_softcapping' is set: logit softcapping is not supported"));
+  bad = config;
+  bad["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 8192}};
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("g/config.json: key 'rope_scaling' is not linear"));
+  bad = config;
+  bad["hidden_activation"] = "gelu";
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'hidden_activation' is \"gelu\": Gemma's MLP supports gelu_pytorch_tanh (GeGLU) only"));
+  bad = config;
+  bad["sliding_window"] = nullptr;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'sliding_window' is null, but the model has sliding_attention layers"));
+  // The multimodal checkpoints' class (4B and up) is another architecture.
+  bad = config;
+  bad["architectures"] = {"Gemma3ForConditionalGeneration"};
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("unknown architecture 'Gemma3ForConditionalGeneration'"));
+}
+
+}  // namespace
+}  // namespace tilefire
