@@ -66,9 +66,11 @@ int plan_command(int argc, char** argv) {
     std::cout << out.dump() << std::endl;
     return 0;
   }
-  std::printf("%s over %u ranks: %u query heads, %u KV heads (%s), FFN %u, vocabulary %u, %u layers\n", plan.model.c_str(),
-              plan.tp, plan.heads, plan.kv_heads,
-              plan.kv_replicas > 1 ? ("each replicated on " + std::to_string(plan.kv_replicas) + " ranks").c_str() : "split",
+  const std::string kv_split = plan.tp == 1          ? "on the one rank"
+                               : plan.kv_replicas > 1 ? "each replicated on " + std::to_string(plan.kv_replicas) + " ranks"
+                                                      : "split";
+  std::printf("%s over %u rank%s: %u query heads, %u KV heads (%s), FFN %u, vocabulary %u, %u layers\n", plan.model.c_str(),
+              plan.tp, plan.tp == 1 ? "" : "s", plan.heads, plan.kv_heads, kv_split.c_str(),
               plan.ffn, plan.vocab, plan.layers);
   std::printf("| rank | query heads | KV heads | FFN columns | vocab rows | weights | KV cache (%llu tokens) | workspace | total |\n",
               static_cast<unsigned long long>(plan.kv_tokens));

@@ -628,6 +628,10 @@ TEST(CliPlan, JsonPerRankAndVerdict) {
   r = run_cli({"plan", "--preset", "tiny", "--tp", "2"});
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.out.find("verdict: fits"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("over 2 ranks: 8 query heads, 2 KV heads (split)"), std::string::npos) << r.out;
+  r = run_cli({"plan", "--preset", "tiny", "--tp", "1"});  // one rank splits nothing
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.out.find("over 1 rank: 8 query heads, 2 KV heads (on the one rank)"), std::string::npos) << r.out;
   // Sizes under a GiB in a unit that shows them (not "0.00 GiB").
   r = run_cli({"plan", "--preset", "tiny", "--tp", "2", "--gpu-mem", "1MiB"});
   ASSERT_EQ(r.status, 0) << describe(r);
