@@ -618,7 +618,7 @@ TEST_P(RealTokenizer, MatchesHuggingFaceTokenizers) {
   compare_with_oracle(path, testing::fuzz_case_count(300), seed, true, dir.path() / "tokenizer.json");
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, RealTokenizer, ::testing::Values("gpt2", "llama2", "llama3", "qwen3", "gpt4o", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Models, RealTokenizer, ::testing::Values("gpt2", "llama2", "llama3", "qwen3", "gpt4o", "gemma3", "gemma2"));
 
 // Llama 2's vocabulary with the Metaspace pre-tokenizer newer Llama and Mistral files use in place of the
 // Prepend/Replace normalizer. The JavaScript library is the oracle of encoding without `split` only: it
