@@ -125,6 +125,7 @@ class Fuser {
     p.max_context = g_.max_context;
     p.window = s.attention_window(node.layer);
     p.scale = s.attention_scale();
+    p.softcap = s.attention_softcap;
     // Whole GQA groups per tile when there are enough KV heads to keep every worker busy; otherwise split
     // groups (each tile then reads its KV head again, which costs little at these sizes).
     const uint32_t group = s.group();
@@ -148,6 +149,7 @@ class Fuser {
     chunk.chunks = chunks;
     chunk.window = p.window;
     chunk.scale = p.scale;
+    chunk.softcap = p.softcap;
     const uint64_t partial_cols = uint64_t(AttentionChunkOp::tile_units(chunk)) * AttentionChunkOp::unit_floats(chunk);
     if (partial_cols > 0xffffffffull) fail(n, "the split-KV records of a step exceed 2^32 columns; use fewer --kv-splits");
     out_.slots.push_back({SlotKind::activation, DType::f32, options_.tokens, partial_cols, 0,
@@ -335,6 +337,7 @@ class Fuser {
     p.wdtype = w.dtype;
     p.rows = lm_head_rows(options_);
     p.scale = m.scale;
+    p.softcap = g_.spec.final_logit_softcap;
     emit(OpCode::lm_head, m.layer, p, matmul_tile_width(p.vocab));
     fused_[matmul] = fused_[norm] = fused_[last_token] = true;
   }

@@ -16,7 +16,7 @@ namespace {
 
 // The keys parse_sliding_window reads back to the same window and layers.
 void write_sliding_window(const ModelSpec& spec, json& config) {
-  if (spec.arch == Architecture::gemma3) {  // every layer's type, so that no default pattern applies
+  if (spec.is_gemma()) {  // every layer's type, so that no default pattern applies
     config["sliding_window"] = spec.sliding_window != 0 ? json(spec.sliding_window) : json(nullptr);
     json types = json::array();
     for (uint32_t l = 0; l < spec.layers; ++l) types.push_back(spec.attention_window(l) != 0 ? "sliding_attention" : "full_attention");
@@ -107,7 +107,7 @@ std::string to_hf_config_json(const ModelSpec& spec) {
     config["residual_multiplier"] = float_to_json(spec.residual_multiplier);
     config["attention_multiplier"] = float_to_json(spec.attention_scale());
     config["logits_scaling"] = float_to_json(spec.logits_scaling);
-  } else if ((spec.arch != Architecture::gemma3 && spec.embedding_multiplier != 1.0f) || spec.residual_multiplier != 1.0f ||
+  } else if ((!spec.is_gemma() && spec.embedding_multiplier != 1.0f) || spec.residual_multiplier != 1.0f ||
              spec.attention_multiplier != 0.0f || spec.logits_scaling != 1.0f) {
     throw std::invalid_argument("to_hf_config_json: " + spec.arch_name + " has no multipliers (GraniteForCausalLM does)");
   }
@@ -115,17 +115,23 @@ std::string to_hf_config_json(const ModelSpec& spec) {
   // Qwen2 always has q/k/v biases (its config has no key for it), Phi-3 never; the others say it with
   // attention_bias.
   if (spec.arch != Architecture::qwen2 && spec.arch != Architecture::phi3) config["attention_bias"] = spec.qkv_bias;
-  if (spec.arch == Architecture::gemma3) {
+  if (spec.is_gemma()) {
     // What the parser derives from these keys must be what the spec holds.
-    if (spec.mlp_activation != GateActivation::gelu_tanh || spec.query_pre_attn_scalar == 0 || spec.local_rope_theta == 0.0f ||
+    const bool gemma3 = spec.arch == Architecture::gemma3;
+    if (spec.mlp_activation != GateActivation::gelu_tanh || spec.query_pre_attn_scalar == 0 || (spec.local_rope_theta != 0.0f) != gemma3 ||
         spec.embedding_multiplier != gemma_embedding_scale(spec.hidden, spec.dtype))
-      throw std::invalid_argument("to_hf_config_json: a Gemma3ForCausalLM spec gates with the tanh GELU, has a query_pre_attn_scalar and a "
-                                  "local RoPE base, and scales its embedding by gemma_embedding_scale");
+      throw std::invalid_argument("to_hf_config_json: a Gemma spec gates with the tanh GELU, has a query_pre_attn_scalar, scales its "
+                                  "embedding by gemma_embedding_scale, and has a local RoPE base if and only if it is Gemma 3's");
     config["hidden_activation"] = "gelu_pytorch_tanh";
     config["query_pre_attn_scalar"] = spec.query_pre_attn_scalar;
-    config["rope_local_base_freq"] = float_to_json(spec.local_rope_theta);
-  } else if (spec.query_pre_attn_scalar != 0 || spec.local_rope_theta != 0.0f || spec.mlp_activation != GateActivation::silu) {
-    throw std::invalid_argument("to_hf_config_json: " + spec.arch_name + " has no query_pre_attn_scalar, local RoPE base or GeGLU (Gemma3ForCausalLM does)");
+    if (gemma3) config["rope_local_base_freq"] = float_to_json(spec.local_rope_theta);
+    auto cap_json = [](float cap) { return cap != 0.0f ? float_to_json(cap) : json(nullptr); };
+    config["attn_logit_softcapping"] = cap_json(spec.attention_softcap);
+    config["final_logit_softcapping"] = cap_json(spec.final_logit_softcap);
+  } else if (spec.query_pre_attn_scalar != 0 || spec.local_rope_theta != 0.0f || spec.mlp_activation != GateActivation::silu ||
+             spec.attention_softcap != 0.0f || spec.final_logit_softcap != 0.0f) {
+    throw std::invalid_argument("to_hf_config_json: " + spec.arch_name +
+                                " has no query_pre_attn_scalar, local RoPE base, GeGLU or soft caps (Gemma's models do)");
   } else {
     config["hidden_act"] = "silu";
   }

@@ -54,6 +54,24 @@ ModelSpec gemma3_1b() {
   return spec;
 }
 
+// Gemma 2 2B (google/gemma-2-2b-it's config): even layers sliding over 4096 positions, soft caps 50 and 30.
+ModelSpec gemma2_2b() {
+  ModelSpec spec = llama_shape(256000, 2304, 26, 8, 4, 256, 9216, 8192);
+  spec.arch = Architecture::gemma2;
+  spec.arch_name = "Gemma2ForCausalLM";
+  spec.rms_eps = 1e-6f;
+  spec.query_pre_attn_scalar = 256;
+  spec.attention_softcap = 50.0f;
+  spec.final_logit_softcap = 30.0f;
+  spec.tie_embeddings = true;
+  spec.mlp_activation = GateActivation::gelu_tanh;
+  spec.sliding_window = 4096;
+  for (uint32_t l = 0; l < spec.layers; ++l) spec.sliding_layers.push_back(l % 2 == 0);
+  spec.bos_token = 2;
+  spec.eos_tokens = {1, 107};
+  return spec;
+}
+
 RopeScaling llama3_scaling(float factor) {
   RopeScaling scaling;
   scaling.llama3 = true;
@@ -67,7 +85,7 @@ RopeScaling llama3_scaling(float factor) {
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "small", "llama-3.2-1b", "qwen3-0.6b", "gemma-3-1b", "llama-3.1-8b", "qwen3-8b"};
+  return {"tiny", "small", "llama-3.2-1b", "qwen3-0.6b", "gemma-3-1b", "gemma-2-2b", "llama-3.1-8b", "qwen3-8b"};
 }
 
 ModelSpec preset_spec(const std::string& name, DType dtype) {
@@ -92,6 +110,8 @@ ModelSpec preset_spec(const std::string& name, DType dtype) {
     spec.tie_embeddings = true;
   } else if (name == "gemma-3-1b") {
     spec = gemma3_1b();
+  } else if (name == "gemma-2-2b") {
+    spec = gemma2_2b();
   } else if (name == "llama-3.1-8b") {
     spec = llama_shape(128256, 4096, 32, 32, 8, 128, 14336, 131072);
     spec.rope_theta = 500000.0f;
@@ -106,7 +126,7 @@ ModelSpec preset_spec(const std::string& name, DType dtype) {
     throw InputError("unknown preset '" + name + "' (expected one of " + names + ")");
   }
   spec.dtype = dtype;
-  if (spec.arch == Architecture::gemma3) spec.embedding_multiplier = gemma_embedding_scale(spec.hidden, dtype);
+  if (spec.is_gemma()) spec.embedding_multiplier = gemma_embedding_scale(spec.hidden, dtype);
   return spec;
 }
 

@@ -46,6 +46,7 @@ constexpr ArchitectureName kArchitectures[] = {
     {"SmolLM3ForCausalLM", "smollm3", Architecture::smollm3},
     {"GraniteForCausalLM", "granite", Architecture::granite},
     {"Gemma3ForCausalLM", "gemma3_text", Architecture::gemma3},
+    {"Gemma2ForCausalLM", "gemma2", Architecture::gemma2},
 };
 
 }  // namespace
@@ -362,9 +363,11 @@ static void parse_sliding_window(const ConfigReader& reader, const json& config,
     return typed;
   };
   const bool null_window = reader.has("sliding_window") && !reader.has_non_null("sliding_window");
-  if (spec.arch == Architecture::gemma3) {
+  if (spec.is_gemma()) {
     std::vector<bool> typed = read_layer_types();
-    if (typed.empty()) {  // Gemma3TextConfig's rule (the 270m's config also has layer_types, which win)
+    if (typed.empty() && spec.arch == Architecture::gemma2) {  // Gemma2Config's rule: even layers slide
+      for (uint32_t l = 0; l < spec.layers; ++l) typed.push_back(l % 2 == 0);
+    } else if (typed.empty()) {  // Gemma3TextConfig's rule (the 270m's config also has layer_types, which win)
       const uint32_t pattern = reader.positive_u32_or("sliding_window_pattern", 6);
       for (uint32_t l = 0; l < spec.layers; ++l) typed.push_back((l + 1) % pattern != 0);
     }
@@ -463,9 +466,10 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
   spec.hidden = reader.positive_u32("hidden_size");
   spec.layers = reader.positive_u32("num_hidden_layers");
   spec.heads = reader.positive_u32("num_attention_heads");
-  const bool gemma3 = spec.arch == Architecture::gemma3;  // Gemma3TextConfig's defaults: 4 KV heads of 256
-  spec.kv_heads = reader.positive_u32_or("num_key_value_heads", gemma3 ? 4 : spec.heads);
-  if (gemma3 && !reader.has_non_null("head_dim")) {
+  // Gemma2Config's and Gemma3TextConfig's defaults: 4 KV heads of 256
+  const bool gemma3 = spec.arch == Architecture::gemma3, gemma = spec.is_gemma();
+  spec.kv_heads = reader.positive_u32_or("num_key_value_heads", gemma ? 4 : spec.heads);
+  if (gemma && !reader.has_non_null("head_dim")) {
     spec.head_dim = 256;
   } else if (reader.has_non_null("head_dim")) {
     spec.head_dim = reader.positive_u32("head_dim");
@@ -477,30 +481,34 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
     spec.head_dim = spec.hidden / spec.heads;
   }
   spec.ffn = reader.positive_u32("intermediate_size");
-  spec.max_context = reader.positive_u32_or("max_position_embeddings", gemma3 ? 131072 : 4096);
+  spec.max_context = reader.positive_u32_or("max_position_embeddings", gemma3 ? 131072 : gemma ? 8192 : 4096);
   const bool smollm3 = spec.arch == Architecture::smollm3, granite = spec.arch == Architecture::granite;
-  spec.rms_eps = reader.positive_float_or("rms_norm_eps", qwen || smollm3 || granite || gemma3 ? 1e-6f : 1e-5f);
+  spec.rms_eps = reader.positive_float_or("rms_norm_eps", qwen || smollm3 || granite || gemma ? 1e-6f : 1e-5f);
   // Qwen's config classes default rope_theta to 1e6; everyone else (and HF's PretrainedConfig) to 1e4.
-  // SmolLM3Config's is 2e6, Gemma3TextConfig's 1e6.
+  // SmolLM3Config's is 2e6, Gemma3TextConfig's 1e6 (Gemma2Config's 1e4).
   const float default_theta = reader.has("rope_theta") ? 1e4f : qwen || gemma3 ? 1e6f : smollm3 ? 2e6f : 1e4f;
   spec.rope_theta = reader.positive_float_or("rope_theta", default_theta);
   spec.rope_scaling = parse_rope_scaling(config, origin, rope_scaling_key);
-  spec.tie_embeddings = reader.bool_or("tie_word_embeddings", smollm3 || gemma3);  // their config classes tie by default
+  spec.tie_embeddings = reader.bool_or("tie_word_embeddings", smollm3 || gemma);  // their config classes tie by default
   // Phi-3's qkv_proj never has a bias (transformers' Phi3Attention ignores attention_bias).
   spec.qkv_bias = spec.arch == Architecture::qwen2 || (spec.arch != Architecture::phi3 && reader.bool_or("attention_bias", false));
   spec.qk_norm = spec.arch == Architecture::qwen3 || gemma3;
-  if (gemma3) {
-    // Gemma3TextConfig: scores scaled by query_pre_attn_scalar^-1/2 (default 256), the sliding layers'
-    // RoPE base rope_local_base_freq (default 1e4, unscaled). Its softcapping keys are null in every
-    // published Gemma 3; a cap would be silently left out, so it is refused, as is the bidirectional
-    // attention of its embedding variants.
+  if (gemma) {
+    // Gemma2Config and Gemma3TextConfig: scores scaled by query_pre_attn_scalar^-1/2 (default 256) and
+    // soft-capped by attn_logit_softcapping, the logits by final_logit_softcapping (null: no cap; Gemma 2's
+    // defaults 50 and 30, Gemma 3's null). Gemma 3's sliding layers rotate at rope_local_base_freq (default
+    // 1e4, unscaled). The bidirectional attention of Gemma 3's embedding variants is refused.
     spec.query_pre_attn_scalar = reader.positive_u32_or("query_pre_attn_scalar", 256);
-    spec.local_rope_theta = reader.positive_float_or("rope_local_base_freq", 1e4f);
-    if (spec.rope_scaling.llama3 || spec.rope_scaling.longrope)
+    auto cap_or = [&](const char* key, float gemma2_default) {
+      if (reader.has(key) && !reader.has_non_null(key)) return 0.0f;
+      return reader.positive_float_or(key, gemma3 ? 0.0f : gemma2_default);
+    };
+    spec.attention_softcap = cap_or("attn_logit_softcapping", 50.0f);
+    spec.final_logit_softcap = cap_or("final_logit_softcapping", 30.0f);
+    if (gemma3) spec.local_rope_theta = reader.positive_float_or("rope_local_base_freq", 1e4f);
+    if (gemma3 && (spec.rope_scaling.llama3 || spec.rope_scaling.longrope))
       fail(origin, "key '" + std::string(rope_scaling_key) + "' is not linear: Gemma 3's sliding layers rotate unscaled beside its full ones, "
                    "which Tilefire supports for linear scaling only");
-    for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"})
-      if (reader.has_non_null(key)) fail(origin, "key '" + std::string(key) + "' is set: logit softcapping is not supported");
     if (reader.bool_or("use_bidirectional_attention", false))
       fail(origin, "key 'use_bidirectional_attention' is true: Tilefire runs causal decoders only");
   }
@@ -532,12 +540,12 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
     spec.logits_scaling = reader.positive_float_or("logits_scaling", 1.0f);
   }
   spec.dtype = parse_torch_dtype(config, origin);
-  if (gemma3) spec.embedding_multiplier = gemma_embedding_scale(spec.hidden, spec.dtype);
+  if (gemma) spec.embedding_multiplier = gemma_embedding_scale(spec.hidden, spec.dtype);
   parse_token_ids(reader, spec);
   // The MLP's activation: these architectures' SwiGLU, silu (or its other name, swish); Gemma 3's GeGLU,
   // its `hidden_activation` (transformers reads no hidden_act there). Another one would run as one of
   // these and give wrong logits, so it is refused.
-  if (gemma3) {
+  if (gemma) {
     spec.mlp_activation = GateActivation::gelu_tanh;
     if (reader.has_non_null("hidden_activation")) {
       const json& act = config.at("hidden_activation");
@@ -616,6 +624,8 @@ void validate_spec(const ModelSpec& spec, const std::string& origin) {
     fail(origin, "key 'attention_multiplier' must be a positive number");
   if (!(spec.local_rope_theta >= 0.0f) || !std::isfinite(spec.local_rope_theta))
     fail(origin, "key 'rope_local_base_freq' must be a positive number");
+  for (const auto& [cap, key] : {std::pair{spec.attention_softcap, "attn_logit_softcapping"}, std::pair{spec.final_logit_softcap, "final_logit_softcapping"}})
+    if (!(cap >= 0.0f) || !std::isfinite(cap)) fail(origin, "key '" + std::string(key) + "' must be null or a positive number");
   if (spec.rope_scaling.linear && (!(spec.rope_scaling.factor > 0.0f) || !std::isfinite(spec.rope_scaling.factor)))
     fail(origin, "key 'rope_scaling.factor' must be a positive number");
   const RopeScaling& scaling = spec.rope_scaling;

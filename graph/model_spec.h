@@ -16,9 +16,11 @@ namespace tilefire {
 // phi3: Llama's layer with q/k/v stored as one qkv_proj and gate/up as one gate_up_proj (split on load).
 // smollm3: Llama's layer, with RoPE left out on some layers (NoPE: `no_rope_layers`).
 // granite: Llama's layer with four multipliers (embedding, residual, attention, logits: see ModelSpec).
-// gemma3: Gemma 3's text model: sandwich norms stored as (1 + w), GeGLU, q/k norms, a scaled embedding,
-// sliding layers with their own RoPE base.
-enum class Architecture : uint8_t { llama, mistral, qwen2, qwen3, phi3, smollm3, granite, gemma3 };
+// gemma2: Gemma 2: sandwich norms stored as (1 + w), GeGLU, a scaled embedding, every other layer sliding,
+// soft caps on the attention scores and the final logits.
+// gemma3: Gemma 3's text model: Gemma 2's layer with q/k norms and without (default) caps, five of six layers
+// sliding with their own RoPE base.
+enum class Architecture : uint8_t { llama, mistral, qwen2, qwen3, phi3, smollm3, granite, gemma3, gemma2 };
 
 struct ModelSpec {
   Architecture arch = Architecture::llama;
@@ -49,7 +51,7 @@ struct ModelSpec {
   // Granite's multipliers (1 for every other architecture): the embedding rows times embedding_multiplier;
   // each attention and MLP output times residual_multiplier before its residual add; attention scores
   // times attention_multiplier in place of 1/sqrt(head_dim) (0: that default); logits divided by
-  // logits_scaling. Gemma 3 sets embedding_multiplier too: gemma_embedding_scale.
+  // logits_scaling. Gemma sets embedding_multiplier too: gemma_embedding_scale.
   float embedding_multiplier = 1.0f;
   float residual_multiplier = 1.0f;
   float attention_multiplier = 0.0f;
@@ -58,8 +60,12 @@ struct ModelSpec {
   // Gemma 3: the RoPE base of its sliding layers (rope_local_base_freq), unscaled; the full layers use
   // rope_theta and rope_scaling. 0: every layer uses rope_theta and rope_scaling.
   float local_rope_theta = 0.0f;
-  // Gemma 3: attention scores times query_pre_attn_scalar^-1/2 (0: not given).
+  // Gemma: attention scores times query_pre_attn_scalar^-1/2 (0: not given).
   uint32_t query_pre_attn_scalar = 0;
+  // Gemma's logit soft caps (soft_capped, ops/attention.h): the attention scores after their scale
+  // (attn_logit_softcapping) and the logits (final_logit_softcapping); 0: none. Gemma 2 has both.
+  float attention_softcap = 0.0f;
+  float final_logit_softcap = 0.0f;
   DType dtype = DType::f32;  // torch_dtype of the checkpoint (the loader checks every matrix against it)
   int32_t bos_token = -1;
   std::vector<int32_t> eos_tokens;
@@ -80,9 +86,10 @@ struct ModelSpec {
   bool fused_projections() const { return arch == Architecture::phi3; }
   // Gemma's sandwich norms: each attention and MLP output normalised (post_attention_layernorm,
   // post_feedforward_layernorm) before its residual add, the MLP's input by pre_feedforward_layernorm.
-  bool sandwich_norms() const { return arch == Architecture::gemma3; }
+  bool is_gemma() const { return arch == Architecture::gemma2 || arch == Architecture::gemma3; }
+  bool sandwich_norms() const { return is_gemma(); }
   // Added to every RMSNorm weight on load: Gemma stores w and scales by (1 + w).
-  float norm_weight_offset() const { return arch == Architecture::gemma3 ? 1.0f : 0.0f; }
+  float norm_weight_offset() const { return is_gemma() ? 1.0f : 0.0f; }
   // Whether layer `layer` rotates with local_rope_theta (a Gemma 3 sliding layer).
   bool layer_uses_local_rope(uint32_t layer) const {
     return local_rope_theta != 0.0f && layer < sliding_layers.size() && sliding_layers[layer];
@@ -107,7 +114,7 @@ float gemma_embedding_scale(uint32_t hidden, DType dtype);
 // Checks the spec's internal consistency (heads divide, head_dim even, ...); throws InputError.
 void validate_spec(const ModelSpec& spec, const std::string& origin);
 
-// Presets: tiny, small, llama-3.2-1b, qwen3-0.6b, llama-3.1-8b, qwen3-8b. Throws InputError for others.
+// Presets: preset_names(). Throws InputError for others.
 ModelSpec preset_spec(const std::string& name, DType dtype = DType::f32);
 std::vector<std::string> preset_names();
 

@@ -241,7 +241,7 @@ void check_weights_against_spec(ModelSpec& spec, WeightStore& weights, const std
   // torch_dtype in config.json is often wrong (float32 configs over bf16 files and the reverse); the
   // bytes on disk are what the kernels read, so they decide.
   if (first_matrix != nullptr) spec.dtype = first_matrix->dtype;
-  if (spec.arch == Architecture::gemma3) spec.embedding_multiplier = gemma_embedding_scale(spec.hidden, spec.dtype);
+  if (spec.is_gemma()) spec.embedding_multiplier = gemma_embedding_scale(spec.hidden, spec.dtype);
   if (spec.fused_projections()) {
     // transformers' Phi3Attention slices qkv_proj's output as q, k, v in turn, and Phi3MLP chunks
     // gate_up_proj's in two, gate first: the same rows of the weights.

@@ -30,6 +30,7 @@ const char* architecture_name(Architecture arch) {
     case Architecture::smollm3: return "SmolLM3ForCausalLM";
     case Architecture::granite: return "GraniteForCausalLM";
     case Architecture::gemma3: return "Gemma3ForCausalLM";
+    case Architecture::gemma2: return "Gemma2ForCausalLM";
   }
   return "?";
 }

@@ -61,7 +61,7 @@ inline float max_propagating_nan(float a, float b) { return (b > a || b != b) ? 
 
 // The online softmax over positions [first, end), left unnormalised in `record` (ops/attention.h).
 void attention_head_partial(const float* q, const float* k_cache, const float* v_cache, uint32_t first, uint32_t end,
-                            uint32_t head_dim, float scale, float* record) {
+                            uint32_t head_dim, float scale, float softcap, float* record) {
   float* acc = record;  // [head_dim]: sum_j exp(s_j - running_max) * v_j
   std::fill(acc, acc + head_dim, 0.0f);
   float running_max = -std::numeric_limits<float>::infinity();
@@ -72,7 +72,7 @@ void attention_head_partial(const float* q, const float* k_cache, const float* v
     const uint32_t count = std::min(kPositionsPerBlock, end - block);
     float block_max = -std::numeric_limits<float>::infinity();
     for (uint32_t j = 0; j < count; ++j) {
-      scores[j] = scale * dot_product(q, k_cache + size_t(block + j) * head_dim, head_dim);
+      scores[j] = soft_capped(scale * dot_product(q, k_cache + size_t(block + j) * head_dim, head_dim), softcap);
       block_max = max_propagating_nan(block_max, scores[j]);
     }
     const float new_max = max_propagating_nan(running_max, block_max);
@@ -95,7 +95,7 @@ void attention_head_partial(const float* q, const float* k_cache, const float* v
 
 // n_positions == 0 gives zeros (no keys to attend to), in both this and the reference.
 void attention_head(const float* q, const float* k_cache, const float* v_cache, uint32_t n_positions,
-                    uint32_t head_dim, float scale, float* out) {
+                    uint32_t head_dim, float scale, float softcap, float* out) {
   alignas(64) float stack_record[kStackHeadDim + 2];
   std::vector<float> heap_record;
   float* record = stack_record;  // [head_dim + 2]
@@ -103,7 +103,7 @@ void attention_head(const float* q, const float* k_cache, const float* v_cache, 
     heap_record.resize(attention_record_floats(head_dim));
     record = heap_record.data();
   }
-  attention_head_partial(q, k_cache, v_cache, 0, n_positions, head_dim, scale, record);
+  attention_head_partial(q, k_cache, v_cache, 0, n_positions, head_dim, scale, softcap, record);
   // A NaN score reaches here as a NaN sum and NaN accumulator, so a corrupt cache is visible; only
   // "no attendable key" (n_positions == 0 or every score -inf) gives zeros.
   const float running_sum = record[head_dim + 1];
@@ -128,13 +128,14 @@ void merge_attention_records(const float* records, uint32_t count, uint64_t stri
 }
 
 void attention_head_reference(const float* q, const float* k_cache, const float* v_cache,
-                              uint32_t n_positions, uint32_t head_dim, float scale, float* out) {
+                              uint32_t n_positions, uint32_t head_dim, float scale, float softcap, float* out) {
   std::vector<double> scores(n_positions);  // [n_positions]
   double max_score = -std::numeric_limits<double>::infinity();
   for (uint32_t j = 0; j < n_positions; ++j) {
     double dot = 0.0;
     for (uint32_t d = 0; d < head_dim; ++d) dot += double(q[d]) * double(k_cache[size_t(j) * head_dim + d]);
     scores[j] = double(scale) * dot;
+    if (softcap != 0.0f) scores[j] = double(softcap) * std::tanh(scores[j] / double(softcap));
     if (scores[j] > max_score || scores[j] != scores[j]) max_score = scores[j];  // NaN propagates
   }
   if (max_score == -std::numeric_limits<double>::infinity()) {  // no key (or all masked): zeros

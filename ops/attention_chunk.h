@@ -27,6 +27,7 @@ struct AttentionChunkParams {
   uint32_t chunks = 0;  // chunks of the visible positions per KV head
   uint32_t window = 0;  // sliding-window attention: the positions a token sees, itself included; 0: all before it
   float scale = 1.0f;   // 1 / sqrt(head_dim)
+  float softcap = 0.0f; // the scores' soft cap (Gemma 2's attn_logit_softcapping: soft_capped); 0: none
 };
 
 struct AttentionChunkOp {
@@ -88,7 +89,7 @@ struct AttentionChunkOp {
         for (uint32_t g = 0; g < g_count; ++g) {
           const uint32_t h = kv * g_count + g;
           float* out = partial + m * partial_cols + uint64_t(u) * unit_floats(p) + uint64_t(g) * record;
-          attention_head_partial(q + size_t(m) * q_dim + size_t(h) * p.head_dim, k, v, first, end, p.head_dim, p.scale, out);
+          attention_head_partial(q + size_t(m) * q_dim + size_t(h) * p.head_dim, k, v, first, end, p.head_dim, p.scale, p.softcap, out);
         }
       }
     }

@@ -21,6 +21,7 @@ struct CausalAttentionParams {
   uint32_t heads = 0, kv_heads = 0, head_dim = 0, max_context = 0;
   uint32_t window = 0;  // sliding-window attention: the positions a token sees, itself included; 0: all before it
   float scale = 1.0f;   // 1 / sqrt(head_dim)
+  float softcap = 0.0f; // the scores' soft cap (Gemma 2's attn_logit_softcapping: soft_capped); 0: none
 };
 
 struct CausalAttentionOp {
@@ -57,7 +58,7 @@ struct CausalAttentionOp {
       for (uint32_t h = tile.begin; h < tile.end; ++h) {
         const size_t offset = size_t(m) * q_dim + size_t(h) * p.head_dim;
         attention_head(q + offset, k + size_t(first) * p.head_dim, v + size_t(first) * p.head_dim, position + 1 - first,
-                       p.head_dim, p.scale, out + offset);
+                       p.head_dim, p.scale, p.softcap, out + offset);
       }
     }
   }

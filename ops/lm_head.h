@@ -1,7 +1,9 @@
 #pragma once
-// lm_head: logits[v0:v1] = rmsnorm(x[last token]) * g @ W[v0:v1]^T. The final norm in the prologue; only
+// lm_head: logits[v0:v1] = soft_capped((rmsnorm(x[last token]) * g @ W[v0:v1]^T) * scale, softcap) (ops/attention.h;
+// a scale 1 and no cap for most models). The final norm in the prologue; only
 // the last token's row is projected, since only it is sampled (a batched decode: every token's row, one
 // per sequence). Tiles are vocab-row ranges.
+#include "ops/attention.h"  // soft_capped
 #include "ops/matmul.h"
 #include "ops/rmsnorm.h"
 #include "ops/tile.h"
@@ -25,12 +27,15 @@ struct LmHeadParams {
   // each of several sequences), every token's: logits [tokens, vocab], the weights streamed once for all.
   uint32_t rows = 1;
   float scale = 1.0f;  // the logits' factor: Granite's 1 / logits_scaling
+  float softcap = 0.0f;  // the logits' soft cap after the scale: Gemma 2's final_logit_softcapping; 0: none
 };
 
 struct LmHeadOp {
   using Params = LmHeadParams;
   static constexpr OpCode code = OpCode::lm_head;
   static uint32_t tile_units(const Params& p) { return p.vocab; }
+  // A logit from its row's dot product (both backends).
+  TILEFIRE_HD static float logit(const Params& p, float dot) { return soft_capped(dot * p.scale, p.softcap); }
   static size_t scratch_floats(const Params& p, uint32_t) { return size_t(p.rows) * p.hidden; }
   static void footprint(const Params& p, TileRange tile, TileFootprint& fp) {
     fp.reads.push_back({p.x, 0, p.hidden});
@@ -48,9 +53,9 @@ struct LmHeadOp {
       rmsnorm_row(x + size_t(r) * p.hidden, ctx.slot<const float>(p.norm_weight), p.hidden, p.eps, xn + size_t(r) * p.hidden);
     float* logits = ctx.slot<float>(p.logits);  // [rows, vocab]
     matmul_rows(ctx.slot<const void>(p.weight), p.wdtype, p.hidden, tile.begin, tile.end, xn, p.hidden, p.rows, logits, p.vocab);
-    if (p.scale == 1.0f) return;
+    if (p.scale == 1.0f && p.softcap == 0.0f) return;
     for (uint32_t r = 0; r < p.rows; ++r)
-      for (uint32_t v = tile.begin; v < tile.end; ++v) logits[size_t(r) * p.vocab + v] *= p.scale;
+      for (uint32_t v = tile.begin; v < tile.end; ++v) logits[size_t(r) * p.vocab + v] = logit(p, logits[size_t(r) * p.vocab + v]);
   }
 };
 

@@ -27,7 +27,7 @@ struct DeviceTile<OpCode::attention_chunk> {
         AttentionChunkOp::chunk_range(p, u % p.chunks, ctx.position_of(m), &first, &end);
         for (uint32_t g = 0; g < group; ++g) {
           const uint32_t h = kv * group + g;
-          attend_positions_by_warps(q + uint64_t(m) * q_dim + uint64_t(h) * hd, k, v, first, end, hd, p.scale, ctx.workspace);
+          attend_positions_by_warps(q + uint64_t(m) * q_dim + uint64_t(h) * hd, k, v, first, end, hd, p.scale, p.softcap, ctx.workspace);
           float* record = partial + m * partial_cols + uint64_t(u) * AttentionChunkOp::unit_floats(p) +
                           uint64_t(g) * attention_record_floats(hd);  // [hd + 2]
           for (uint32_t d = threadIdx.x; d < hd; d += kDeviceConsumerThreads) {

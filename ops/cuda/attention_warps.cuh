@@ -16,7 +16,7 @@ __device__ __forceinline__ float negative_infinity() { return __int_as_float(0xf
 // (acc relative to max; an empty share: acc 0, max -inf, sum 0), then a consumers_sync.
 // q_head: [head_dim] (activation, read at L2); k, v: [positions, head_dim] (one KV head's cache).
 static __device__ TILEFIRE_DEVICE_NOINLINE void attend_positions_by_warps(const float* q_head, const float* k, const float* v, uint32_t first,
-                                                  uint32_t end, uint32_t hd, float scale, float* states) {
+                                                  uint32_t end, uint32_t hd, float scale, float softcap, float* states) {
   const uint32_t warp = warp_id(), lane = lane_id();
   float q_lane[kAttentionDimsPerLane], acc[kAttentionDimsPerLane];
 #pragma unroll
@@ -33,7 +33,7 @@ static __device__ TILEFIRE_DEVICE_NOINLINE void attend_positions_by_warps(const 
       const uint32_t d = lane + 32 * i;
       if (d < hd) partial_dot += q_lane[i] * __ldcg(k + uint64_t(j) * hd + d);
     }
-    const float score = scale * warp_sum(partial_dot);
+    const float score = soft_capped(scale * warp_sum(partial_dot), softcap);
     const float new_max = max_propagating_nan(running_max, score);
     if (new_max == negative_infinity()) continue;  // no attendable key yet (as the CPU twin)
     const float correction = running_max == negative_infinity() ? 0.0f : expf(running_max - new_max);

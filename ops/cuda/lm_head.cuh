@@ -1,5 +1,6 @@
 #pragma once
-// lm_head on the device: logits[v0:v1] = (rmsnorm(x[last]) * g @ W[v0:v1]^T) * scale (the CPU twin: ops/lm_head.h; a
+// lm_head on the device: logits[v0:v1] = LmHeadOp::logit(rmsnorm(x[last]) * g @ W[v0:v1]^T): times scale, then
+// soft-capped (the CPU twin: ops/lm_head.h; a
 // step of several sequences: every token's row, without the fused reduction),
 // with the greedy reduction fused: the tile's largest logit goes into the step's 64-bit argmax key
 // (megakernel/cuda/device_job.h), and any NaN or Inf logit raises the step's non-finite flag. Under tensor
@@ -32,7 +33,7 @@ struct DeviceTile<OpCode::lm_head> {
         gemv_task_rows(ctx, p.hidden, xs, count, dots, width);
         for (uint32_t t = 0; t < count; ++t)
           for (uint32_t i = threadIdx.x; i < width; i += kDeviceConsumerThreads)
-            logits[uint64_t(r0 + t) * p.vocab + tile.begin + i] = dots[t * width + i] * p.scale;
+            logits[uint64_t(r0 + t) * p.vocab + tile.begin + i] = LmHeadOp::logit(p, dots[t * width + i]);
         consumers_sync();  // dots and xs are rewritten by the next pass
       }
       return;
@@ -41,13 +42,13 @@ struct DeviceTile<OpCode::lm_head> {
                            ctx.slot<const float>(p.norm_weight), p.eps, xs, scratch);
     gemv_task_rows(ctx, p.hidden, xs, 1, dots, width);
     if (!p.fused_argmax) {
-      for (uint32_t i = threadIdx.x; i < width; i += kDeviceConsumerThreads) logits[tile.begin + i] = dots[i] * p.scale;
+      for (uint32_t i = threadIdx.x; i < width; i += kDeviceConsumerThreads) logits[tile.begin + i] = LmHeadOp::logit(p, dots[i]);
       return;
     }
     unsigned long long best = 0;
     bool nonfinite = false;
     for (uint32_t i = threadIdx.x; i < width; i += kDeviceConsumerThreads) {
-      const float v = dots[i] * p.scale;
+      const float v = LmHeadOp::logit(p, dots[i]);
       logits[tile.begin + i] = v;
       if (!isfinite(v)) nonfinite = true;
       else best = max(best, argmax_key_of(v, tile.begin + i));

@@ -93,8 +93,10 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
   // logits / logits_scaling. Every other architecture leaves them at 1 (the scale at 1/sqrt(head_dim)).
   // Gemma 3 (transformers' Gemma3TextModel): inputs_embeds * sqrt(hidden_size), that factor cast to the
   // weights' dtype; norms by (1 + w); sandwich norms; GeGLU; scores by query_pre_attn_scalar^-1/2; its
-  // sliding layers rotate at rope_local_base_freq.
-  const bool gemma = s.arch == Architecture::gemma3;
+  // sliding layers rotate at rope_local_base_freq. Gemma 2 (transformers' Gemma2Model) as Gemma 3 without
+  // q/k norms or a local RoPE base, with its soft caps: scores (after the scale, before the mask) and logits
+  // each as cap * tanh(value / cap).
+  const bool gemma = s.arch == Architecture::gemma3 || s.arch == Architecture::gemma2;
   double embed_scale = s.embedding_multiplier;
   if (gemma) {
     const float root = float(std::sqrt(double(s.hidden)));
@@ -147,7 +149,7 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
     // SmolLM3's NoPE layers leave q and k as they are (transformers' `if self.use_rope`).
     const bool nope = !s.nope_layers.empty() && s.nope_layers.at(l);
     const bool slides = s.sliding_window != 0 && s.sliding_layers.at(l);
-    const std::vector<double>& inv_freq = gemma && slides ? local_inv_freq_ : inv_freq_;
+    const std::vector<double>& inv_freq = s.arch == Architecture::gemma3 && slides ? local_inv_freq_ : inv_freq_;
     for (uint32_t h = 0; h < H && !nope; ++h) rotate(q.data() + h * hd, inv_freq);
     for (uint32_t h = 0; h < KV && !nope; ++h) rotate(k.data() + h * hd, inv_freq);
     k_cache_[l].insert(k_cache_[l].end(), k.begin(), k.end());
@@ -165,7 +167,9 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
       for (uint32_t j = 0; j <= pos; ++j) {
         double dot = 0;
         for (uint32_t d = 0; d < hd; ++d) dot += q[h * hd + d] * k_cache_[l][(size_t(j) * KV + kvh) * hd + d];
-        scores[j] = masked(j) ? -INFINITY : dot * scale;
+        double score = dot * scale;
+        if (s.attention_softcap != 0.0f) score = double(s.attention_softcap) * std::tanh(score / double(s.attention_softcap));
+        scores[j] = masked(j) ? -INFINITY : score;
         max_score = std::max(max_score, scores[j]);
       }
       double sum = 0;
@@ -195,7 +199,10 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
   }
   std::vector<double> xn = rms_norm(x, weight("model.norm.weight"), s.rms_eps, gemma);
   std::vector<double> logits = matvec(weight(s.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"), xn, s.vocab);
-  for (double& logit : logits) logit /= double(s.logits_scaling);
+  for (double& logit : logits) {
+    logit /= double(s.logits_scaling);
+    if (s.final_logit_softcap != 0.0f) logit = double(s.final_logit_softcap) * std::tanh(logit / double(s.final_logit_softcap));
+  }
   return logits;
 }
 

@@ -40,6 +40,8 @@ void expect_same_spec(const ModelSpec& a, const ModelSpec& b) {
     EXPECT_EQ(a.mlp_activation, b.mlp_activation);
   EXPECT_EQ(a.local_rope_theta, b.local_rope_theta);
   EXPECT_EQ(a.query_pre_attn_scalar, b.query_pre_attn_scalar);
+  EXPECT_EQ(a.attention_softcap, b.attention_softcap);
+  EXPECT_EQ(a.final_logit_softcap, b.final_logit_softcap);
   EXPECT_EQ(a.rope_scaling.linear, b.rope_scaling.linear);
   EXPECT_EQ(a.dtype, b.dtype);
   EXPECT_EQ(a.bos_token, b.bos_token);

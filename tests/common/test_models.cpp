@@ -82,6 +82,19 @@ ModelSpec variant_spec(Variant variant) {
       spec.sliding_window = 4;
       spec.sliding_layers = {true, false};
       break;
+    case Variant::gemma2:
+      spec.arch = Architecture::gemma2;
+      spec.arch_name = "Gemma2ForCausalLM";
+      spec.tie_embeddings = true;
+      spec.rms_eps = 1e-6f;
+      spec.mlp_activation = GateActivation::gelu_tanh;
+      spec.embedding_multiplier = 16.0f;  // sqrt(hidden 256), exact in every dtype
+      spec.query_pre_attn_scalar = 2;
+      spec.attention_softcap = 0.5f;
+      spec.final_logit_softcap = 5.0f;
+      spec.sliding_window = 4;
+      spec.sliding_layers = {true, false};
+      break;
     case Variant::qwen2_window:
       spec.arch = Architecture::qwen2;
       spec.arch_name = "Qwen2ForCausalLM";
@@ -127,6 +140,7 @@ const char* variant_name(Variant variant) {
     case Variant::smollm3: return "smollm3";
     case Variant::granite: return "granite";
     case Variant::gemma3: return "gemma3";
+    case Variant::gemma2: return "gemma2";
   }
   return "?";
 }

@@ -189,6 +189,13 @@ TEST_F(CudaEngine, Gemma3MatchesTheCpuBackend) {
   expect_variant_matches_the_cpu_backend(Variant::gemma3);
 }
 
+// Gemma 2 on the device end to end: the soft caps on every attention path's scores and on the LM head's
+// logits (the fused greedy reduction over capped logits), every other layer sliding.
+TEST_F(CudaEngine, Gemma2SoftCapsMatchTheCpuBackend) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  expect_variant_matches_the_cpu_backend(Variant::gemma2);
+}
+
 // EngineOptions::prefill_chunk on the device: a 150-token prompt prefilled in chunks of 7 (21 of them and
 // a remainder of 3) and of 128 (and 22), then 4 decode steps, against the cpu backend's default chunks.
 TEST_F(CudaEngine, PrefillChunksOfEverySizeMatchTheCpuBackend) {

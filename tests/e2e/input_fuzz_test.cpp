@@ -154,7 +154,7 @@ TEST(InputFuzz, SafetensorsImages) {
 TEST(InputFuzz, ConfigFiles) {
   std::vector<json> valid;
   for (Variant v : {Variant::llama, Variant::llama3_rope, Variant::qwen2_bias, Variant::qwen3_qk_norm, Variant::tied, Variant::mistral, Variant::phi3, Variant::phi3_longrope, Variant::phi3_partial,
-                    Variant::mistral_window, Variant::qwen2_window, Variant::smollm3, Variant::granite, Variant::gemma3})
+                    Variant::mistral_window, Variant::qwen2_window, Variant::smollm3, Variant::granite, Variant::gemma3, Variant::gemma2})
     valid.push_back(json::parse(to_hf_config_json(variant_spec(v))));
   for (const char* preset : {"llama-3.2-1b", "qwen3-8b"}) valid.push_back(json::parse(to_hf_config_json(preset_spec(preset))));
   uint64_t accepted = 0;

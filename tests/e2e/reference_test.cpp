@@ -89,7 +89,7 @@ INSTANTIATE_TEST_SUITE_P(Architectures, ReferenceTest,
                          ::testing::Values(Variant::llama, Variant::llama3_rope, Variant::qwen2_bias, Variant::qwen3_qk_norm,
                                            Variant::tied, Variant::mistral, Variant::phi3, Variant::phi3_longrope,
                                            Variant::phi3_partial, Variant::mistral_window, Variant::qwen2_window,
-                                           Variant::smollm3, Variant::granite, Variant::gemma3),
+                                           Variant::smollm3, Variant::granite, Variant::gemma3, Variant::gemma2),
                          [](const auto& info) { return std::string(variant_name(info.param)); });
 
 // Split-KV attention at decode (each KV head's positions in chunk tiles, then a merge per head; what a GPU
@@ -112,9 +112,10 @@ TEST(SplitKvReference, DecodeLogitsAndGreedyTokensMatch) {
 }
 
 // Sliding windows with split-KV decode: the chunks cut each token's window (7 positions, every layer; 4 on
-// Qwen2's second layer), not the whole cache, with the prompt already past the window.
+// Qwen2's second layer and Gemma 2's first), not the whole cache, with the prompt already past the window;
+// Gemma 2's chunk records hold soft-capped scores.
 TEST(SplitKvReference, SlidingWindowDecodeLogitsAndGreedyTokensMatch) {
-  for (Variant variant : {Variant::mistral_window, Variant::qwen2_window}) {
+  for (Variant variant : {Variant::mistral_window, Variant::qwen2_window, Variant::gemma2}) {
     SCOPED_TRACE(variant_name(variant));
     TempDir dir(std::string("split-kv-") + variant_name(variant));
     write_test_model(variant_spec(variant), dir.path());

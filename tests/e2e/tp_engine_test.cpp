@@ -161,15 +161,17 @@ TEST(TensorParallelEngine, GraniteMultipliersMatchOneRank) {
 
 // Gemma 3's sandwich norms under tensor parallelism: the O and down all-reduces sum the ranks' partials
 // without the residual, each rank normalises the whole sum and adds the residual (norm_residual); its
-// sliding layer at its own RoPE base. The same trajectory as one rank, unsplit and in split-KV chunks.
-TEST(TensorParallelEngine, Gemma3SandwichNormsMatchOneRank) {
-  for (uint32_t kv_splits : {0u, 3u}) {
-    SCOPED_TRACE("kv splits " + std::to_string(kv_splits));
-    EngineOptions single;
-    single.threads = 2;
-    single.kv_splits = kv_splits;
-    expect_checkpoint_matches_single_rank(variant_spec(Variant::gemma3), "tp-gemma3", single, {{2, 2}, {4, 2}});
-  }
+// sliding layer at its own RoPE base; Gemma 2's soft caps on each rank's scores and on each rank's share
+// of the vocabulary. The same trajectory as one rank, unsplit and in split-KV chunks.
+TEST(TensorParallelEngine, GemmaSandwichNormsMatchOneRank) {
+  for (Variant variant : {Variant::gemma3, Variant::gemma2})
+    for (uint32_t kv_splits : {0u, 3u}) {
+      SCOPED_TRACE(std::string(variant_name(variant)) + ", kv splits " + std::to_string(kv_splits));
+      EngineOptions single;
+      single.threads = 2;
+      single.kv_splits = kv_splits;
+      expect_checkpoint_matches_single_rank(variant_spec(variant), std::string("tp-") + variant_name(variant), single, {{2, 2}, {4, 2}});
+    }
 }
 
 // Split-KV attention on each rank's heads: the same trajectory as one unsplit rank, within tolerance.

@@ -1,5 +1,5 @@
 // ModelSpec from the configs of the architectures whose layers differ from Llama's beyond its keys: SmolLM3's
-// NoPE layers, Granite's multipliers, Gemma 3's layer pattern, RoPE bases and scales (the common keys, the
+// NoPE layers, Granite's multipliers, Gemma 3's layer pattern, RoPE bases and scales, Gemma 2's soft caps (the common keys, the
 // presets and the malformed configs: model_spec_test.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -207,10 +207,20 @@ TEST(ModelSpecParse, Gemma3ReadsItsLayerPatternRopeBasesAndScales) {
   EXPECT_EQ(defaults.attention_window(5), 0u);
   EXPECT_FLOAT_EQ(defaults.rms_eps, 1e-6f);
 
+  EXPECT_EQ(defaults.attention_softcap, 0.0f);  // Gemma 3's caps are off unless given
+  EXPECT_EQ(defaults.final_logit_softcap, 0.0f);
+  json capped = config;  // given, they apply as Gemma 2's do (transformers' Gemma 3 reads them too)
+  capped["final_logit_softcapping"] = 30.0;
+  capped["attn_logit_softcapping"] = 50.0;
+  const ModelSpec caps = parse_hf_config_text(capped.dump(), "m");
+  EXPECT_EQ(caps.final_logit_softcap, 30.0f);
+  EXPECT_EQ(caps.attention_softcap, 50.0f);
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(caps), "round trip"), caps);
+
   json bad = config;
-  bad["final_logit_softcapping"] = 30.0;
+  bad["final_logit_softcapping"] = -1.0;
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
-              HasSubstr("g/config.json: key 'final_logit_softcapping' is set: logit softcapping is not supported"));
+              HasSubstr("g/config.json: key 'final_logit_softcapping' must be a positive number"));
   bad = config;
   bad["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
                          {"original_max_position_embeddings", 8192}};
@@ -229,6 +239,82 @@ TEST(ModelSpecParse, Gemma3ReadsItsLayerPatternRopeBasesAndScales) {
   bad["architectures"] = {"Gemma3ForConditionalGeneration"};
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
               HasSubstr("unknown architecture 'Gemma3ForConditionalGeneration'"));
+}
+
+// Gemma 2 2B's config (google/gemma-2-2b-it's, as copies of it give it): 26 layers, even ones sliding over
+// 4096 positions, soft caps of 50 on the scores and 30 on the logits, no q/k norms, one RoPE base.
+json gemma2_config() {
+  return json::parse(R"({
+    "architectures": ["Gemma2ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": [1, 107],
+    "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304, "initializer_range": 0.02,
+    "intermediate_size": 9216, "max_position_embeddings": 8192, "model_type": "gemma2", "num_attention_heads": 8,
+    "num_hidden_layers": 26, "num_key_value_heads": 4, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+    "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096, "torch_dtype": "float32",
+    "use_cache": true, "vocab_size": 256000})");
+}
+
+TEST(ModelSpecParse, Gemma2ReadsItsSoftCapsAndAlternatingLayers) {
+  const json config = gemma2_config();
+  const ModelSpec spec = parse_hf_config_text(config.dump(), "gemma2/config.json");
+  EXPECT_EQ(spec.arch, Architecture::gemma2);
+  EXPECT_TRUE(spec.tie_embeddings);
+  EXPECT_FALSE(spec.qk_norm);
+  EXPECT_TRUE(spec.sandwich_norms());
+  EXPECT_EQ(spec.norm_weight_offset(), 1.0f);
+  EXPECT_EQ(spec.mlp_activation, GateActivation::gelu_tanh);
+  EXPECT_EQ(spec.attention_scale(), 0.0625f);
+  EXPECT_EQ(spec.attention_softcap, 50.0f);
+  EXPECT_EQ(spec.final_logit_softcap, 30.0f);
+  EXPECT_EQ(spec.embedding_multiplier, float(std::sqrt(2304.0)));  // 48, exact
+  EXPECT_EQ(spec.local_rope_theta, 0.0f);                          // one RoPE base for every layer
+  EXPECT_EQ(spec.rope_theta, 1e4f);
+  for (uint32_t l = 0; l < 26; ++l) EXPECT_EQ(spec.attention_window(l), l % 2 == 0 ? 4096u : 0u) << "layer " << l;
+  EXPECT_EQ(spec.eos_tokens, (std::vector<int32_t>{1, 107}));
+  EXPECT_EQ(spec.parameter_count(), 2614341888ull);  // Gemma 2 2B's published count
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(spec), "round trip"), spec);
+  expect_same_spec(preset_spec("gemma-2-2b"), spec);
+
+  // Gemma2Config's defaults: caps 50 and 30, query_pre_attn_scalar 256, a window of 4096 on even layers,
+  // 4 KV heads of 256, 8192 positions, RoPE base 1e4; a null cap is no cap.
+  json bare = config;
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar", "sliding_window", "rope_theta",
+                          "hidden_activation", "hidden_act", "rms_norm_eps", "head_dim", "num_key_value_heads", "max_position_embeddings"})
+    bare.erase(key);
+  const ModelSpec defaults = parse_hf_config_text(bare.dump(), "m");
+  EXPECT_EQ(defaults.attention_softcap, 50.0f);
+  EXPECT_EQ(defaults.final_logit_softcap, 30.0f);
+  EXPECT_EQ(defaults.attention_scale(), 0.0625f);
+  EXPECT_EQ(defaults.attention_window(0), 4096u);
+  EXPECT_EQ(defaults.attention_window(1), 0u);
+  EXPECT_EQ(defaults.head_dim, 256u);
+  EXPECT_EQ(defaults.kv_heads, 4u);
+  EXPECT_EQ(defaults.max_context, 8192u);
+  EXPECT_EQ(defaults.rope_theta, 1e4f);
+  json uncapped = config;
+  uncapped["attn_logit_softcapping"] = nullptr;
+  uncapped["final_logit_softcapping"] = nullptr;
+  const ModelSpec no_caps = parse_hf_config_text(uncapped.dump(), "m");
+  EXPECT_EQ(no_caps.attention_softcap, 0.0f);
+  EXPECT_EQ(no_caps.final_logit_softcap, 0.0f);
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(no_caps), "round trip"), no_caps);
+
+  // layer_types win over the even-layer rule; another activation is refused.
+  json typed = config;
+  typed["layer_types"] = json::array();
+  for (int l = 0; l < 26; ++l) typed["layer_types"].push_back(l < 2 ? "sliding_attention" : "full_attention");
+  const ModelSpec typed_spec = parse_hf_config_text(typed.dump(), "m");
+  EXPECT_EQ(typed_spec.attention_window(1), 4096u);
+  EXPECT_EQ(typed_spec.attention_window(2), 0u);
+  json bad = config;
+  bad["hidden_activation"] = "gelu";
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'hidden_activation' is \"gelu\": Gemma's MLP supports gelu_pytorch_tanh (GeGLU) only"));
+  bad = config;
+  bad["attn_logit_softcapping"] = "50";
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'attn_logit_softcapping' must be a positive number"));
 }
 
 }  // namespace

@@ -268,12 +268,14 @@ TEST(CudaOps, GateUpSwigluMatchesCpu) {
 }
 
 // The last token's row with the argmax fused, and without (a tensor-parallel rank's), and every row of a
-// batched step; each also with Granite's logits divided by 3.
+// batched step; each also with Granite's logits divided by 3, and with Gemma 2's soft cap (2: the logits
+// here spread over about +-3, so it bends them).
 TEST(CudaOps, LmHeadMatchesCpuAndReducesTheArgmax) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
-  for (float scale : {1.0f, 1.0f / 3.0f})
+  for (const auto& [scale, softcap] : {std::pair{1.0f, 0.0f}, {1.0f / 3.0f, 0.0f}, {1.0f, 2.0f}})
     for (const auto& [rows, fused_argmax] : {std::pair{1u, 1u}, {1u, 0u}, {3u, 0u}}) {
-      SCOPED_TRACE("scale " + std::to_string(scale) + ", rows " + std::to_string(rows) + ", fused argmax " + std::to_string(fused_argmax));
+      SCOPED_TRACE("scale " + std::to_string(scale) + ", softcap " + std::to_string(softcap) + ", rows " + std::to_string(rows) +
+                   ", fused argmax " + std::to_string(fused_argmax));
       SingleOpCase c;
       LmHeadParams p;
       p.hidden = 96;
@@ -283,6 +285,7 @@ TEST(CudaOps, LmHeadMatchesCpuAndReducesTheArgmax) {
       p.rows = rows;
       p.fused_argmax = fused_argmax;
       p.scale = scale;
+      p.softcap = softcap;
       p.x = c.add_f32("x", SlotKind::activation, 3, p.hidden, 0, 1);
       p.norm_weight = c.add_f32("g", SlotKind::weight_f32, 1, p.hidden, 1, 0.1f);
       p.weight = c.add_bf16("w", p.vocab, p.hidden, 0.1f);
@@ -422,6 +425,34 @@ TEST(CudaOps, SlidingWindowAttentionMatchesCpu) {
           c.expect_device_matches_cpu(OpParams::make(OpCode::attention_chunk, 0, p), AttentionChunkOp::tile_units(p), 2,
                                       AttentionChunkOp::tile_breaks(p), random_tokens(c.rng(), tokens, 10), position0, 1e-5, 1e-4);
         }
+}
+
+// Gemma 2's soft cap on the scores (0.5, under the scores' spread of about +-2 here, so it bends most of
+// them): causal attention at decode (3 tokens) and a 40-token prefill (which a cap sends by warps, not to
+// the tensor-core body: docs/CUDA.md), with and without a window, and split-KV chunk records.
+TEST(CudaOps, SoftCappedAttentionMatchesCpu) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  for (uint32_t window : {0u, 7u})
+    for (uint32_t tokens : {3u, 40u})
+      for (uint32_t position0 : {0u, 700u}) {
+        SCOPED_TRACE("window " + std::to_string(window) + ", tokens " + std::to_string(tokens) + ", position0 " + std::to_string(position0));
+        {
+          SingleOpCase c;
+          CausalAttentionParams p = causal_attention_case(c, 64, tokens, 1);
+          p.window = window;
+          p.softcap = 0.5f;
+          const double atol = tokens >= 16 ? 3e-5 : 1e-5, rtol = tokens >= 16 ? 3e-4 : 1e-4;
+          c.expect_device_matches_cpu(OpParams::make(OpCode::causal_attention, 0, p), p.heads, 2, {3},
+                                      random_tokens(c.rng(), tokens, 10), position0, atol, rtol);
+        }
+        if (tokens > 3) continue;
+        SingleOpCase c;
+        AttentionChunkParams p = attention_chunk_case(c, 64, tokens, 1);
+        p.window = window;
+        p.softcap = 0.5f;
+        c.expect_device_matches_cpu(OpParams::make(OpCode::attention_chunk, 0, p), AttentionChunkOp::tile_units(p), 2,
+                                    AttentionChunkOp::tile_breaks(p), random_tokens(c.rng(), tokens, 10), position0, 1e-5, 1e-4);
+      }
 }
 
 // A batched step's attention (Engine::step_sequences): each token at its own position in its own sequence's

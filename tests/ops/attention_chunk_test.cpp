@@ -27,6 +27,7 @@ constexpr double kRtol = 2e-5, kAtol = 2e-6;  // as ops/attention_test.cpp: f32 
 struct Shape {
   uint32_t heads, kv_heads, head_dim, chunks, tokens, position0, chunk_tile_width, merge_tile_width;
   uint32_t window = 0;  // sliding window (0: none)
+  float softcap = 0.0f; // the scores' soft cap (0: none)
 };
 
 void expect_split_matches_reference(const Shape& s, std::mt19937& rng) {
@@ -45,6 +46,7 @@ void expect_split_matches_reference(const Shape& s, std::mt19937& rng) {
   chunk.chunks = s.chunks;
   chunk.window = s.window;
   chunk.scale = 1.0f / std::sqrt(float(s.head_dim));
+  chunk.softcap = s.softcap;
   chunk.q = 0, chunk.k_cache = 1, chunk.v_cache = 2, chunk.partial = 3;
   const AttentionMergeParams merge{3, 4, s.heads, s.kv_heads, s.head_dim, s.chunks};
   std::vector<float> partial(size_t(s.tokens) * AttentionChunkOp::tile_units(chunk) * AttentionChunkOp::unit_floats(chunk), 9.0f);
@@ -71,7 +73,7 @@ void expect_split_matches_reference(const Shape& s, std::mt19937& rng) {
       while (s.window != 0 && int64_t(first) <= int64_t(position) - int64_t(s.window)) ++first;
       const size_t cache = (size_t(h / group) * max_context + first) * s.head_dim, offset = size_t(m) * q_dim + size_t(h) * s.head_dim;
       attention_head_reference(q.data() + offset, k.data() + cache, v.data() + cache, position + 1 - first, s.head_dim,
-                               chunk.scale, want.data() + offset);
+                               chunk.scale, s.softcap, want.data() + offset);
     }
   const std::string what = std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " heads, hd " + std::to_string(s.head_dim) +
                            ", " + std::to_string(s.chunks) + " chunks, " + std::to_string(s.tokens) + " tokens at " +
@@ -84,6 +86,7 @@ void expect_split_matches_reference(const Shape& s, std::mt19937& rng) {
   causal.heads = s.heads, causal.kv_heads = s.kv_heads, causal.head_dim = s.head_dim, causal.max_context = max_context;
   causal.window = s.window;
   causal.scale = chunk.scale;
+  causal.softcap = s.softcap;
   std::fill(out.begin(), out.end(), -7.0f);
   for (uint32_t kv = 0; kv < s.kv_heads; ++kv) CausalAttentionOp::run_tile(causal, {kv * group, (kv + 1) * group}, ctx);
   EXPECT_EQ(count_mismatches(out, want, kAtol, kRtol, "causal, " + what), 0u) << "causal, " << what;
@@ -109,6 +112,15 @@ TEST(AttentionChunk, SlidingWindowsSplitAndMergeOnlyTheWindow) {
                          Shape{4, 4, 32, 3, 4, 10, 1, 1, 1},
                          Shape{6, 2, 48, 7, 1, 2, 1, 1, 2},   // 3 positions, window 2: more chunks than it holds
                          Shape{6, 2, 48, 4, 2, 40, 1, 3, 4096}})
+    expect_split_matches_reference(s, rng);
+}
+
+// Gemma 2's soft cap on the scores (caps under the scores' spread, so it bites), decode and prefill, with
+// and without a window: the chunk tiles and causal_attention's against the reference's capped softmax.
+TEST(AttentionChunk, SoftCappedScoresSplitAndMerge) {
+  std::mt19937 rng(29);
+  for (const Shape& s : {Shape{6, 2, 48, 4, 1, 300, 1, 3, 0, 0.5f}, Shape{8, 2, 64, 5, 6, 60, 2, 2, 63, 1.0f},
+                         Shape{4, 4, 32, 3, 4, 10, 1, 1, 0, 50.0f}})
     expect_split_matches_reference(s, rng);
 }
 

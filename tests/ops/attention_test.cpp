@@ -45,8 +45,8 @@ TEST(Attention, MatchesReferenceAcrossShapes) {
         const Cache c = random_cache(n, hd, magnitude, rng);
         const float scale = 1.0f / std::sqrt(float(hd));
         std::vector<float> got(hd), want(hd);
-        attention_head(c.q.data(), c.k.data(), c.v.data(), n, hd, scale, got.data());
-        attention_head_reference(c.q.data(), c.k.data(), c.v.data(), n, hd, scale, want.data());
+        attention_head(c.q.data(), c.k.data(), c.v.data(), n, hd, scale, 0.0f, got.data());
+        attention_head_reference(c.q.data(), c.k.data(), c.v.data(), n, hd, scale, 0.0f, want.data());
         const std::string what = "hd=" + std::to_string(hd) + " n=" + std::to_string(n) +
                                  " magnitude=" + std::to_string(magnitude);
         EXPECT_EQ(count_mismatches(got, want, kAtol, kRtol, what), 0u) << what;
@@ -65,15 +65,15 @@ TEST(Attention, IncreasingScoresRescaleCorrectly) {
     for (uint32_t d = 0; d < hd; ++d) v[size_t(j) * hd + d] = std::sin(0.1f * float(j + d));
   }
   std::vector<float> got(hd), want(hd);
-  attention_head(q.data(), k.data(), v.data(), n, hd, 1.0f, got.data());
-  attention_head_reference(q.data(), k.data(), v.data(), n, hd, 1.0f, want.data());
+  attention_head(q.data(), k.data(), v.data(), n, hd, 1.0f, 0.0f, got.data());
+  attention_head_reference(q.data(), k.data(), v.data(), n, hd, 1.0f, 0.0f, want.data());
   EXPECT_EQ(count_mismatches(got, want, kAtol, kRtol, "increasing"), 0u);
 }
 
 TEST(Attention, SinglePositionReturnsItsValue) {
   std::vector<float> q = {0.3f, -2.0f, 5.0f, 1.0f}, k = {1.0f, 2.0f, 3.0f, 4.0f}, v = {0.5f, -1.5f, 2.5f, 7.0f};
   std::vector<float> out(4);
-  attention_head(q.data(), k.data(), v.data(), 1, 4, 0.5f, out.data());
+  attention_head(q.data(), k.data(), v.data(), 1, 4, 0.5f, 0.0f, out.data());
   EXPECT_EQ(out, v);
 }
 
@@ -82,23 +82,64 @@ TEST(Attention, NanInCachePropagates) {
   Cache c = random_cache(40, 32, 1.0f, rng);
   c.k[35 * 32 + 3] = std::numeric_limits<float>::quiet_NaN();  // second block
   std::vector<float> out(32);
-  attention_head(c.q.data(), c.k.data(), c.v.data(), 40, 32, 0.2f, out.data());
+  attention_head(c.q.data(), c.k.data(), c.v.data(), 40, 32, 0.2f, 0.0f, out.data());
   for (float x : out) EXPECT_TRUE(std::isnan(x));
   c = random_cache(40, 32, 1.0f, rng);
   c.v[7 * 32 + 30] = std::numeric_limits<float>::quiet_NaN();
-  attention_head(c.q.data(), c.k.data(), c.v.data(), 40, 32, 0.2f, out.data());
+  attention_head(c.q.data(), c.k.data(), c.v.data(), 40, 32, 0.2f, 0.0f, out.data());
   EXPECT_TRUE(std::isnan(out[30]));
   EXPECT_FALSE(std::isnan(out[29]));
 }
 
 TEST(Attention, NoPositionsGivesZeros) {
   std::vector<float> q(32, 1.0f), out(32, 5.0f), want(32, 5.0f);
-  attention_head(q.data(), nullptr, nullptr, 0, 32, 1.0f, out.data());
-  attention_head_reference(q.data(), nullptr, nullptr, 0, 32, 1.0f, want.data());
+  attention_head(q.data(), nullptr, nullptr, 0, 32, 1.0f, 0.0f, out.data());
+  attention_head_reference(q.data(), nullptr, nullptr, 0, 32, 1.0f, 0.0f, want.data());
   for (uint32_t d = 0; d < 32; ++d) {
     EXPECT_EQ(out[d], 0.0f);
     EXPECT_EQ(want[d], 0.0f);
   }
+}
+
+// Gemma's soft cap: the online pass and the reference against scores capped by hand (double), with
+// scores well past the cap (magnitude 3 over 64 dimensions: |s| up to ~9 against caps of 0.5 and 2), whole
+// and as merged records of split positions; and a cap that changes the result (it must be applied at all).
+TEST(Attention, SoftCappedScoresMatchCappingByHand) {
+  std::mt19937 rng(8);
+  const uint32_t hd = 64, n = 100, record = attention_record_floats(hd);
+  const Cache c = random_cache(n, hd, 3.0f, rng);
+  const float scale = 1.0f / std::sqrt(float(hd));
+  for (float cap : {0.5f, 2.0f}) {
+    std::vector<double> weights(n);  // softmax over cap * tanh(scale * q . k_j / cap)
+    double largest = -1e300, total = 0.0;
+    for (uint32_t j = 0; j < n; ++j) {
+      double dot = 0.0;
+      for (uint32_t d = 0; d < hd; ++d) dot += double(c.q[d]) * double(c.k[size_t(j) * hd + d]);
+      weights[j] = double(cap) * std::tanh(double(scale) * dot / double(cap));
+      largest = std::max(largest, weights[j]);
+    }
+    for (double& w : weights) total += (w = std::exp(w - largest));
+    std::vector<float> want(hd), got(hd), reference(hd), uncapped(hd), merged(hd), records(2 * record);
+    for (uint32_t d = 0; d < hd; ++d) {
+      double value = 0.0;
+      for (uint32_t j = 0; j < n; ++j) value += weights[j] * double(c.v[size_t(j) * hd + d]);
+      want[d] = float(value / total);
+    }
+    attention_head(c.q.data(), c.k.data(), c.v.data(), n, hd, scale, cap, got.data());
+    attention_head_reference(c.q.data(), c.k.data(), c.v.data(), n, hd, scale, cap, reference.data());
+    attention_head_partial(c.q.data(), c.k.data(), c.v.data(), 0, 37, hd, scale, cap, records.data());
+    attention_head_partial(c.q.data(), c.k.data(), c.v.data(), 37, n, hd, scale, cap, records.data() + record);
+    merge_attention_records(records.data(), 2, record, hd, merged.data());
+    const std::string what = "cap " + std::to_string(cap);
+    EXPECT_EQ(count_mismatches(got, want, kAtol, kRtol, what), 0u) << what;
+    EXPECT_EQ(count_mismatches(reference, want, kAtol, kRtol, "reference, " + what), 0u) << what;
+    EXPECT_EQ(count_mismatches(merged, want, kAtol, kRtol, "merged, " + what), 0u) << what;
+    attention_head(c.q.data(), c.k.data(), c.v.data(), n, hd, scale, 0.0f, uncapped.data());
+    EXPECT_GT(testing::relative_l2_error(uncapped, want), 1e-2) << what;
+  }
+  EXPECT_EQ(soft_capped(3.0f, 0.0f), 3.0f);  // no cap
+  EXPECT_TRUE(std::isnan(soft_capped(std::numeric_limits<float>::quiet_NaN(), 50.0f)));
+  EXPECT_EQ(soft_capped(-std::numeric_limits<float>::infinity(), 50.0f), -50.0f);
 }
 
 // Records of split positions merge to the attention over all of them: [0, n) cut at arbitrary points
@@ -110,12 +151,12 @@ TEST(Attention, MergedRecordsOfSplitPositionsMatchReference) {
     const Cache c = random_cache(n, hd, magnitude, rng);
     const float scale = 1.0f / std::sqrt(float(hd));
     std::vector<float> want(hd);
-    attention_head_reference(c.q.data(), c.k.data(), c.v.data(), n, hd, scale, want.data());
+    attention_head_reference(c.q.data(), c.k.data(), c.v.data(), n, hd, scale, 0.0f, want.data());
     for (const std::vector<uint32_t>& cuts : {std::vector<uint32_t>{0, 200}, {0, 1, 200}, {0, 50, 50, 120, 200},
                                               {0, 7, 33, 64, 65, 199, 200, 200}}) {
       std::vector<float> records((cuts.size() - 1) * record);  // [pieces][hd + 2]
       for (size_t i = 0; i + 1 < cuts.size(); ++i)
-        attention_head_partial(c.q.data(), c.k.data(), c.v.data(), cuts[i], cuts[i + 1], hd, scale, records.data() + i * record);
+        attention_head_partial(c.q.data(), c.k.data(), c.v.data(), cuts[i], cuts[i + 1], hd, scale, 0.0f, records.data() + i * record);
       std::vector<float> got(hd);
       merge_attention_records(records.data(), uint32_t(cuts.size() - 1), record, hd, got.data());
       const std::string what = std::to_string(cuts.size() - 1) + " pieces, magnitude " + std::to_string(magnitude);
