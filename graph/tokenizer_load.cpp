@@ -372,10 +372,10 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
                     std::to_string(in_vocab) + " in model.vocab");
       if (token.special) tokenizer.is_special_[token.id] = true;
       const bool normalized = reader.bool_member(entry, "normalized", where, !token.special);
-      (normalized ? tokenizer.normalized_added_tokens_ : tokenizer.raw_added_tokens_).push_back(std::move(token));
+      (normalized ? tokenizer.normalized_added_tokens_ : tokenizer.raw_added_tokens_).tokens.push_back(std::move(token));
     }
-    for (auto* list : {&tokenizer.raw_added_tokens_, &tokenizer.normalized_added_tokens_})
-      std::stable_sort(list->begin(), list->end(), [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+    tokenizer.raw_added_tokens_.index();
+    tokenizer.normalized_added_tokens_.index();
   }
 
   read_normalizer(reader, document.value("normalizer", json()), "normalizer", tokenizer.normalizer_);
