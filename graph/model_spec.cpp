@@ -51,8 +51,6 @@ constexpr ArchitectureName kArchitectures[] = {
 
 }  // namespace
 
-std::span<const ArchitectureName> model_spec_detail::architecture_names() { return kArchitectures; }
-
 const ArchitectureName& model_spec_detail::architecture_entry(Architecture arch) {
   for (const auto& entry : kArchitectures) {
     if (entry.arch == arch) return entry;
@@ -338,6 +336,8 @@ static void parse_nope_layers(const ConfigReader& reader, const json& config, co
 // - Gemma3ForCausalLM: `sliding_window` (default 4096) on the layers `layer_types` names, or without it
 //   on all but every sliding_window_pattern-th (default 6: layers 5, 11, 17, ... attend to all; the
 //   270m's `_sliding_window_pattern` is not a key transformers reads, so neither do we);
+// - Gemma2ForCausalLM: `sliding_window` (default 4096) on the layers `layer_types` names, or without it
+//   on the even ones (layers 0, 2, 4, ... slide);
 // - LlamaForCausalLM, GraniteForCausalLM: none (their configs have no window; transformers ignores the
 //   key, and so do we).
 // A window no shorter than the context changes nothing; the engine still runs with it.
@@ -501,7 +501,9 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
     spec.query_pre_attn_scalar = reader.positive_u32_or("query_pre_attn_scalar", 256);
     auto cap_or = [&](const char* key, float gemma2_default) {
       if (reader.has(key) && !reader.has_non_null(key)) return 0.0f;
-      return reader.positive_float_or(key, gemma3 ? 0.0f : gemma2_default);
+      const float cap = reader.positive_float_or(key, gemma3 ? 0.0f : gemma2_default);
+      if (reader.has(key) && cap == 0.0f) reader.bad(key, "a positive number");  // one too small for a float is not "no cap"
+      return cap;
     };
     spec.attention_softcap = cap_or("attn_logit_softcapping", 50.0f);
     spec.final_logit_softcap = cap_or("final_logit_softcapping", 30.0f);

@@ -2,7 +2,6 @@
 // What the config parser (graph/model_spec.cpp) and the config writer (graph/model_config_writer.cpp)
 // share: the architectures' names and the helpers both sides of a round trip must agree on.
 #include <cstdint>
-#include <span>
 
 #include <nlohmann/json.hpp>
 
@@ -16,7 +15,6 @@ struct ArchitectureName {
   Architecture arch;
 };
 
-std::span<const ArchitectureName> architecture_names();
 const ArchitectureName& architecture_entry(Architecture arch);
 inline bool is_qwen(Architecture arch) { return arch == Architecture::qwen2 || arch == Architecture::qwen3; }
 

@@ -11,7 +11,8 @@ namespace tilefire {
 
 // Gemma's logit soft cap, cap * tanh(value / cap): |value| bounded below cap, smoothly; cap 0 leaves the
 // value as it is. Attention scores are capped after their scale (before the causal mask: a masked key
-// never reaches it), the LM head's logits after theirs. Host and device compute it alike (tanhf).
+// never reaches it), the LM head's logits after theirs. Host and device compute the same expression
+// (tanhf of value times 1/cap, a reciprocal a score loop computes once).
 TILEFIRE_HD inline float soft_capped(float value, float cap) {
   return cap == 0.0f ? value : cap * tanhf(value * (1.0f / cap));
 }

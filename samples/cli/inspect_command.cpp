@@ -17,7 +17,7 @@ namespace {
 const char* kInspectHelp = R"(usage: tilefire inspect (--model DIR | --preset NAME) [flags]
 
   --model DIR            a Hugging Face folder (its config.json is read; no weights are needed)
-  --preset NAME          a preset shape: tiny small llama-3.2-1b qwen3-0.6b gemma-3-1b llama-3.1-8b qwen3-8b
+  --preset NAME          a preset shape: tiny small llama-3.2-1b qwen3-0.6b gemma-3-1b gemma-2-2b llama-3.1-8b qwen3-8b
   --dtype f32|bf16|f16   weight dtype: of a preset (default bf16), or of a checkpoint's weights in place of
                          its config.json's torch_dtype (default: as config.json says)
   --tp N, --rank R       tensor parallelism: inspect rank R's program of N

@@ -312,6 +312,10 @@ TEST(ModelSpecParse, Gemma2ReadsItsSoftCapsAndAlternatingLayers) {
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
               HasSubstr("key 'hidden_activation' is \"gelu\": Gemma's MLP supports gelu_pytorch_tanh (GeGLU) only"));
   bad = config;
+  bad["final_logit_softcapping"] = 1e-50;  // positive, but 0 as a float: not "no cap"
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'final_logit_softcapping' must be a positive number"));
+  bad = config;
   bad["attn_logit_softcapping"] = "50";
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
               HasSubstr("key 'attn_logit_softcapping' must be a positive number"));
