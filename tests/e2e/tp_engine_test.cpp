@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <initializer_list>
 
 #include <unistd.h>
 
@@ -138,10 +139,9 @@ TEST(TensorParallelEngine, HeadAndOpGranularityGiveTheSameLogits) {
   }
 }
 
-// Sliding windows on each rank's heads (a prompt of 9 and 4 steps past windows of 7 and 4; Qwen2's first
-// layer full), unsplit and in split-KV chunks of the window: the same trajectory as one rank.
-TEST(TensorParallelEngine, SlidingWindowsMatchOneRank) {
-  for (Variant variant : {Variant::mistral_window, Variant::qwen2_window})
+// Each variant on 2 and 4 ranks against one, with decode attention unsplit and in 3 split-KV chunks.
+void expect_variants_match_one_rank_unsplit_and_split(std::initializer_list<Variant> variants) {
+  for (Variant variant : variants)
     for (uint32_t kv_splits : {0u, 3u}) {
       SCOPED_TRACE(std::string(variant_name(variant)) + ", kv splits " + std::to_string(kv_splits));
       EngineOptions single;
@@ -149,6 +149,12 @@ TEST(TensorParallelEngine, SlidingWindowsMatchOneRank) {
       single.kv_splits = kv_splits;
       expect_checkpoint_matches_single_rank(variant_spec(variant), std::string("tp-") + variant_name(variant), single, {{2, 2}, {4, 2}});
     }
+}
+
+// Sliding windows on each rank's heads (a prompt of 9 and 4 steps past windows of 7 and 4; Qwen2's first
+// layer full), unsplit and in split-KV chunks of the window: the same trajectory as one rank.
+TEST(TensorParallelEngine, SlidingWindowsMatchOneRank) {
+  expect_variants_match_one_rank_unsplit_and_split({Variant::mistral_window, Variant::qwen2_window});
 }
 
 // Granite's multipliers under tensor parallelism: each rank's partial O and down sums carry the residual
@@ -164,14 +170,7 @@ TEST(TensorParallelEngine, GraniteMultipliersMatchOneRank) {
 // sliding layer at its own RoPE base; Gemma 2's soft caps on each rank's scores and on each rank's share
 // of the vocabulary. The same trajectory as one rank, unsplit and in split-KV chunks.
 TEST(TensorParallelEngine, GemmaSandwichNormsMatchOneRank) {
-  for (Variant variant : {Variant::gemma3, Variant::gemma2})
-    for (uint32_t kv_splits : {0u, 3u}) {
-      SCOPED_TRACE(std::string(variant_name(variant)) + ", kv splits " + std::to_string(kv_splits));
-      EngineOptions single;
-      single.threads = 2;
-      single.kv_splits = kv_splits;
-      expect_checkpoint_matches_single_rank(variant_spec(variant), std::string("tp-") + variant_name(variant), single, {{2, 2}, {4, 2}});
-    }
+  expect_variants_match_one_rank_unsplit_and_split({Variant::gemma3, Variant::gemma2});
 }
 
 // Split-KV attention on each rank's heads: the same trajectory as one unsplit rank, within tolerance.
