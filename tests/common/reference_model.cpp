@@ -68,12 +68,13 @@ ReferenceModel::ReferenceModel(const ModelSpec& spec, const WeightStore& weights
   reset();
 }
 
-std::vector<double> ReferenceModel::weight(const std::string& name) const {
+const std::vector<double>& ReferenceModel::weight(const std::string& name) const {
+  if (auto found = converted_.find(name); found != converted_.end()) return found->second;
   const TensorView* t = weights_.find(name);
   if (!t) throw std::runtime_error("reference model: missing tensor " + name);
   std::vector<double> values(t->numel());
   for (size_t i = 0; i < values.size(); ++i) values[i] = load_as_f32(t->data, t->dtype, i);
-  return values;
+  return converted_.emplace(name, std::move(values)).first->second;
 }
 
 std::vector<double> ReferenceModel::forward(const std::vector<int32_t>& tokens) {
@@ -86,7 +87,7 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
   const ModelSpec& s = spec_;
   const uint32_t hd = s.head_dim, H = s.heads, KV = s.kv_heads, group = H / KV;
   const uint32_t pos = position_++;
-  std::vector<double> table = weight("model.embed_tokens.weight");
+  const std::vector<double>& table = weight("model.embed_tokens.weight");
   std::vector<double> x(table.begin() + size_t(token) * s.hidden, table.begin() + size_t(token + 1) * s.hidden);
   // Granite (transformers' GraniteModel): inputs_embeds * embedding_multiplier; each layer's attention and
   // MLP output added as residual + output * residual_multiplier; scores scaled by attention_multiplier;
@@ -137,12 +138,12 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
       v = matvec(weight(p + "self_attn.v_proj.weight"), xn, size_t(KV) * hd);
     }
     if (s.qkv_bias) {
-      auto bq = weight(p + "self_attn.q_proj.bias"), bk = weight(p + "self_attn.k_proj.bias"), bv = weight(p + "self_attn.v_proj.bias");
+      const auto &bq = weight(p + "self_attn.q_proj.bias"), &bk = weight(p + "self_attn.k_proj.bias"), &bv = weight(p + "self_attn.v_proj.bias");
       for (size_t i = 0; i < q.size(); ++i) q[i] += bq[i];
       for (size_t i = 0; i < k.size(); ++i) k[i] += bk[i], v[i] += bv[i];
     }
     if (s.qk_norm) {
-      auto gq = weight(p + "self_attn.q_norm.weight"), gk = weight(p + "self_attn.k_norm.weight");
+      const auto &gq = weight(p + "self_attn.q_norm.weight"), &gk = weight(p + "self_attn.k_norm.weight");
       for (uint32_t h = 0; h < H; ++h) head_norm(q.data() + h * hd, gq);
       for (uint32_t h = 0; h < KV; ++h) head_norm(k.data() + h * hd, gk);
     }

@@ -4,6 +4,8 @@
 // transformers does). It shares no code with the compiler, the scheduler, the loader's slicing or the ops
 // (only the bf16/f16 -> f32 conversion), so it can disagree with them.
 #include <cstdint>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "graph/weights.h"
@@ -26,11 +28,14 @@ class ReferenceModel {
   }
 
  private:
-  std::vector<double> weight(const std::string& name) const;
+  // The tensor `name` in double, converted on its first use and kept (the weights must not change while
+  // this model lives): converting each tensor again at every token was most of a reference pass's time.
+  const std::vector<double>& weight(const std::string& name) const;
   std::vector<double> forward_token(int32_t token);
 
   ModelSpec spec_;
   const WeightStore& weights_;
+  mutable std::unordered_map<std::string, std::vector<double>> converted_;  // weight()'s tensors by name
   std::vector<double> inv_freq_;
   std::vector<double> local_inv_freq_;  // Gemma 3's sliding layers: rope_local_base_freq, unscaled
   double rope_magnitude_ = 1.0;  // LongRoPE's attention_factor: cos and sin are multiplied by it
