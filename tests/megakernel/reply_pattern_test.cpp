@@ -202,7 +202,8 @@ TEST(ReplyPattern, TheTablesGiveTheWalksMasks) {
   const std::vector<std::string> pieces = {"a", "b", "c", " ", ".", "-", "1", "9", "\xC3", "\xA9", "\xC3\xA9", "\xE2\x82", "\xAC", "\xE2\x82\xAC"};
   for (const std::string& first : pieces) {
     vocabulary.push_back(first);
-    for (const std::string& second : {"a", " ", "1", "\xC3", "\xA9b", "."}) vocabulary.push_back(first + second);
+    // "\xA9" "b": written as one literal, "\xA9b" would be one (out-of-range) escape, not a byte and a 'b'.
+    for (const char* second : {"a", " ", "1", "\xC3", "\xA9" "b", "."}) vocabulary.push_back(first + second);
   }
   const int32_t eos = int32_t(vocabulary.size());
   vocabulary.push_back("");  // no bytes: the ending token
