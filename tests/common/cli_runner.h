@@ -117,10 +117,8 @@ inline void expect_run_refusals(const std::vector<std::string>& leading,
   }
 }
 
-// The generated tokens of a `run --json` object.
-inline std::vector<int32_t> tokens_of(const nlohmann::json& result) {
-  return result.contains("tokens") ? result["tokens"].get<std::vector<int32_t>>() : std::vector<int32_t>{};
-}
+// The generated tokens of a `run --json` object (one without them throws: two such would compare equal).
+inline std::vector<int32_t> tokens_of(const nlohmann::json& result) { return result.at("tokens").get<std::vector<int32_t>>(); }
 
 // `tilefire gen-model --preset tiny --out DIR/name extra...`, required to succeed; returns the folder.
 inline std::filesystem::path gen_tiny_model(const TempDir& dir, const std::string& name, const std::vector<std::string>& extra = {}) {

@@ -20,13 +20,20 @@ struct Mismatches {
   std::string first;  // the first few, for the failure message
 };
 
+// The rule above for one value. An infinite or NaN expected value is matched only by the same value (with
+// |b| infinite, atol + rtol * |b| would let anything but NaN through), and a finite one only by a finite one.
+inline bool close_enough(double a, double b, double atol, double rtol) {
+  if (!std::isfinite(b)) return a == b;
+  return a == b || (std::isfinite(a) && std::fabs(a - b) <= atol + rtol * std::fabs(b));
+}
+
 template <class A, class B>
 Mismatches compare_close(const A* actual, const B* expected, size_t n, double atol, double rtol, size_t show = 5) {
   Mismatches m;
   std::ostringstream out;
   for (size_t i = 0; i < n; ++i) {
     const double a = double(actual[i]), b = double(expected[i]);
-    if (!(a == b || std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
+    if (!close_enough(a, b, atol, rtol)) {
       if (m.count < show) out << "  [" << i << "] got " << a << " expected " << b << "\n";
       ++m.count;
     }
@@ -46,11 +53,16 @@ Mismatches compare_close(const std::vector<A>& actual, const std::vector<B>& exp
   return compare_close(actual.data(), expected.data(), actual.size(), atol, rtol);
 }
 
-// Relative error of a whole vector: ||a - b|| / ||b|| (NaN when any value is NaN).
+// Relative error of a whole vector: ||a - b|| / ||b||; NaN when any value is NaN, and a test failure and
+// NaN when the sizes differ (NaN fails both "close" and "far apart" checks).
 template <class A, class B>
 double relative_l2_error(const std::vector<A>& actual, const std::vector<B>& expected) {
+  if (actual.size() != expected.size()) {
+    ADD_FAILURE() << "relative_l2_error: sizes differ, " << actual.size() << " vs " << expected.size();
+    return std::nan("");
+  }
   double num = 0, den = 0;
-  for (size_t i = 0; i < actual.size() && i < expected.size(); ++i) {
+  for (size_t i = 0; i < actual.size(); ++i) {
     const double d = double(actual[i]) - double(expected[i]);
     num += d * d;
     den += double(expected[i]) * double(expected[i]);
@@ -65,7 +77,7 @@ size_t count_mismatches(const std::vector<A>& got, const std::vector<B>& want, d
   size_t mismatches = 0;
   for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
     const double a = got[i], b = want[i];
-    if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
+    if (!close_enough(a, b, atol, rtol)) {
       if (mismatches < 5)
         ADD_FAILURE() << what << ": index " << i << " got " << a << " want " << b << " (atol " << atol << ", rtol " << rtol << ")";
       ++mismatches;
@@ -80,8 +92,9 @@ size_t count_mismatches(const std::vector<A>& got, const std::vector<B>& want, d
 // this holds for every weight dtype (the engine accumulates in f32).
 inline void expect_logits_match_reference(const std::vector<float>& actual, const std::vector<double>& expected,
                                           const std::string& where) {
-  double scale = 0;
-  for (double v : expected) scale = std::max(scale, std::fabs(v));
+  double scale = 0;  // of the finite logits: an infinite one would make every tolerance infinite
+  for (double v : expected)
+    if (std::isfinite(v)) scale = std::max(scale, std::fabs(v));
   const Mismatches m = compare_close(actual, expected, 1e-4 * scale, 1e-4);
   EXPECT_EQ(m.count, 0u) << where << ": " << m.count << " logits differ from the reference\n" << m.first;
 }

@@ -41,8 +41,8 @@ TEST(PrefillDecode, WholePromptEqualsTokenByToken) {
 
   // The two paths tile the same matmuls over different token counts; accumulation order per output is
   // the same (it depends only on K), so they agree to rounding of the attention sums.
-  double scale = 0;
-  for (float v : prefilled) scale = std::max(scale, double(std::fabs(v)));
+  double scale = 0;  // of the token-by-token logits, the reference (not of the values under test)
+  for (float v : stepped) scale = std::max(scale, double(std::fabs(v)));
   Mismatches a = compare_close(prefilled, stepped, 1e-5 * scale, 1e-5);
   EXPECT_EQ(a.count, 0u) << "last prompt token's logits\n" << a.first;
   Mismatches b = compare_close(after_prefill, after_steps, 1e-5 * scale, 1e-5);

@@ -65,8 +65,11 @@ GenerateRequest scoring_request(uint32_t length, uint32_t max_new_tokens) {
   return request;
 }
 
-void expect_scores_match_stepwise(Engine& engine, const GenerateResult& result, double tolerance) {
-  const std::vector<double> expected = stepwise_prompt_logprobs(engine, result.prompt_tokens);
+// `prompt`: the request's, so that a result reporting other prompt tokens cannot set its own reference.
+void expect_scores_match_stepwise(Engine& engine, const std::vector<int32_t>& prompt, const GenerateResult& result,
+                                  double tolerance) {
+  ASSERT_EQ(result.prompt_tokens, prompt);
+  const std::vector<double> expected = stepwise_prompt_logprobs(engine, prompt);
   ASSERT_EQ(result.prompt_token_probabilities.size(), expected.size());
   ASSERT_EQ(result.prompt_logprobs.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -111,7 +114,7 @@ TEST(PromptLogprobs, MatchFeedingThePromptOneTokenAtATime) {
     EXPECT_EQ(scored.tokens, plain.tokens) << "asking changes nothing generated";
     for (size_t t = 0; t < plain.tokens.size(); ++t)
       EXPECT_EQ(scored.token_probabilities[t].logprob, plain.token_probabilities[t].logprob) << "token " << t;
-    expect_scores_match_stepwise(engine, scored, 1e-4);
+    expect_scores_match_stepwise(engine, request.prompt, scored, 1e-4);
     for (const auto& top : scored.prompt_logprobs) EXPECT_EQ(top.size(), 3u);
 
     request.max_new_tokens = 0;

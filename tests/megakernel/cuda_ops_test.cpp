@@ -80,16 +80,23 @@ class SingleOpCase {
     return p;
   }
 
+  // What a comparison ran: the device step's own report (its fused argmax) and the CPU twin's tensors after
+  // its step, in slot order.
+  struct Compared {
+    CudaStepResult device_step;
+    std::vector<std::vector<unsigned char>> cpu_tensors;
+  };
+
   // Runs on the CPU executor and on the device (twice); compares every output slot.
-  void expect_device_matches_cpu(const OpParams& params, uint32_t units, uint32_t width, const std::vector<uint32_t>& breaks,
-                                 const std::vector<int32_t>& tokens, uint32_t position0, double atol, double rtol,
-                                 const CudaOptions& cuda_options = {}) {
-    expect_device_matches_cpu(params, units, width, breaks, StepInputs{tokens.data(), uint32_t(tokens.size()), position0}, atol,
-                              rtol, cuda_options);
+  Compared expect_device_matches_cpu(const OpParams& params, uint32_t units, uint32_t width, const std::vector<uint32_t>& breaks,
+                                     const std::vector<int32_t>& tokens, uint32_t position0, double atol, double rtol,
+                                     const CudaOptions& cuda_options = {}) {
+    return expect_device_matches_cpu(params, units, width, breaks, StepInputs{tokens.data(), uint32_t(tokens.size()), position0},
+                                     atol, rtol, cuda_options);
   }
   // The same for a step of any inputs (a batched step: each token's position and sequence).
-  void expect_device_matches_cpu(const OpParams& params, uint32_t units, uint32_t width, const std::vector<uint32_t>& breaks,
-                                 const StepInputs& inputs, double atol, double rtol, const CudaOptions& cuda_options = {}) {
+  Compared expect_device_matches_cpu(const OpParams& params, uint32_t units, uint32_t width, const std::vector<uint32_t>& breaks,
+                                     const StepInputs& inputs, double atol, double rtol, const CudaOptions& cuda_options = {}) {
     // CPU: host copies of every tensor.
     std::vector<std::vector<unsigned char>> host(tensors_.size());
     std::vector<void*> host_slots;
@@ -105,6 +112,7 @@ class SingleOpCase {
     CudaExecutor cuda(cuda_options);
     const Program device_program = program(params, units, width, breaks, cuda.workers(), inputs.tokens_count);
     std::vector<std::vector<unsigned char>> first_run(tensors_.size());
+    CudaStepResult device_step;
     for (int run = 0; run < 2; ++run) {
       std::vector<DeviceBuffer> buffers;
       std::vector<void*> device_slots;
@@ -113,7 +121,7 @@ class SingleOpCase {
         device_slots.push_back(buffers.back().get());
       }
       CudaProgramPtr loaded = cuda.load(device_program, device_slots);
-      cuda.run_step(*loaded, inputs, ScheduleMode::dataflow);
+      device_step = cuda.run_step(*loaded, inputs, ScheduleMode::dataflow);
       for (size_t i = 0; i < tensors_.size(); ++i) {
         if (!tensors_[i].output) continue;
         std::vector<unsigned char> device(tensors_[i].bytes.size());
@@ -134,6 +142,7 @@ class SingleOpCase {
           EXPECT_EQ(first_run[i], device) << op_name(params.op) << ": two device runs differ in '" << tensors_[i].slot.name << "'";
       }
     }
+    return {device_step, std::move(host)};
   }
 
   std::mt19937& rng() { return rng_; }
@@ -290,7 +299,14 @@ TEST(CudaOps, LmHeadMatchesCpuAndReducesTheArgmax) {
       p.norm_weight = c.add_f32("g", SlotKind::weight_f32, 1, p.hidden, 1, 0.1f);
       p.weight = c.add_bf16("w", p.vocab, p.hidden, 0.1f);
       p.logits = c.add_f32("logits", SlotKind::activation, rows, p.vocab, 0, 0, true);
-      c.expect_device_matches_cpu(OpParams::make(OpCode::lm_head, 0, p), p.vocab, 37, {}, {1, 2, 3}, 0, 1e-4, 1e-3);
+      const auto compared = c.expect_device_matches_cpu(OpParams::make(OpCode::lm_head, 0, p), p.vocab, 37, {}, {1, 2, 3}, 0, 1e-4, 1e-3);
+      if (!fused_argmax) continue;
+      // The fused reduction's token: the CPU twin's logits' argmax (the lowest index among equals).
+      std::vector<float> cpu_logits(p.vocab);
+      std::memcpy(cpu_logits.data(), compared.cpu_tensors[p.logits].data(), cpu_logits.size() * sizeof(float));
+      const auto expected = int32_t(std::max_element(cpu_logits.begin(), cpu_logits.end()) - cpu_logits.begin());
+      EXPECT_EQ(compared.device_step.argmax, expected);
+      EXPECT_FALSE(compared.device_step.nonfinite);
     }
 }
 
