@@ -46,7 +46,7 @@ inline std::string jinja_python() {
 }
 
 // True when the oracle can run; otherwise false, after a failure when TILEFIRE_REQUIRE_TOKENIZER_FILES=1
-// (scripts/test) says it must.
+// (scripts/test, scripts/test-sanitizers) says it must.
 inline bool have_jinja_oracle() {
   if (!jinja_python().empty()) return true;
   const char* required = std::getenv("TILEFIRE_REQUIRE_TOKENIZER_FILES");

@@ -21,7 +21,7 @@ inline std::filesystem::path ajv_package() {
 }
 
 // True when the oracle can run; otherwise false, after a failure when TILEFIRE_REQUIRE_TOKENIZER_FILES=1
-// (scripts/test) says it must.
+// (scripts/test, scripts/test-sanitizers) says it must.
 inline bool have_schema_oracle() {
   if (std::filesystem::exists(ajv_package() / "dist" / "2020.js") && std::filesystem::exists(ajv_package() / ".." / "ajv-formats" / "dist" / "index.js") &&
       std::system("node --version >/dev/null 2>&1") == 0)

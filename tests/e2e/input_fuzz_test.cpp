@@ -4,7 +4,7 @@
 // (tests/common/input_mutator.h). Whatever the edit, the reader either accepts the file, and what it
 // returns then holds (tensors within the data section, a config that round-trips, finite predictions),
 // or throws an InputError that names the file. Any other exception fails the case; a crash fails the test (the
-// ASan variant of scripts/test runs it too). TILEFIRE_FUZZ_SCALE=K runs K times as many cases.
+// ASan variant, scripts/test-sanitizers, runs it too). TILEFIRE_FUZZ_SCALE=K runs K times as many cases.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -324,7 +324,7 @@ TEST(CudaEmulation, MemoryIsAsLargeAsThePropertiesSay) {
 }
 
 // A signal between CTAs carries the data written before it when a fence precedes it; under
-// ThreadSanitizer (scripts/test's tsan build) the same signal without the fence is a reported race,
+// ThreadSanitizer (scripts/test-sanitizers' tsan build) the same signal without the fence is a reported race,
 // which is how that build checks the megakernel's signals.
 TEST(CudaEmulation, ASignalBetweenCtasCarriesTheDataAFenceOrdersBeforeIt) {
   const auto signal = [](uint32_t fenced) {

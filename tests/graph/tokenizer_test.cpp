@@ -7,7 +7,7 @@
 //   JavaScript tokenizers run by Node.js on the same inputs (tests/graph/tokenizer_oracle.mjs): a corpus
 //   of awkward text and random text (TILEFIRE_FUZZ_SCALE=K for K times as many), encoded with and without
 //   the special tokens, and id lists decoded with and without them. scripts/fetch-tokenizers fetches
-//   both (scripts/test runs it); without them these tests skip, or fail when
+//   both (scripts/test and scripts/test-sanitizers run it); without them these tests skip, or fail when
 //   TILEFIRE_REQUIRE_TOKENIZER_FILES=1 says they must run.
 #include "graph/tokenizer.h"
 

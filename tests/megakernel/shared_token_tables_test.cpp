@@ -1,7 +1,7 @@
 // What constrained replies share (megakernel/shared_token_tables.h): a compiled schema's or pattern's tables
 // of the tokens from each pattern state, made the second time any reply is in a state and read by every
 // later one, on any thread; and the last texts compiled, so that requests sending the same schema or
-// pattern get one compiled object. Run under ThreadSanitizer too (scripts/test).
+// pattern get one compiled object. Run under ThreadSanitizer too (scripts/test-sanitizers).
 #include "megakernel/shared_token_tables.h"
 
 #include <gtest/gtest.h>

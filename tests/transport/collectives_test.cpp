@@ -1,7 +1,7 @@
 // The collective protocol: 2, 3, 4 and 8 ranks as threads, many epochs, random skew between ranks; every
 // rank must get bitwise the sum in rank order (computed here independently), the one-shot and two-phase
 // all-reduce must agree bit for bit, and the all-gather and reduce-scatter must return the owners' data.
-// Runs under ThreadSanitizer in CI (scripts/test). Faults: a rank that never arrives, or stops mid-run,
+// Runs under ThreadSanitizer in CI (scripts/test-sanitizers). Faults: a rank that never arrives, or stops mid-run,
 // ends the others' waits with a TransportError naming it, within the timeout.
 #include <gtest/gtest.h>
 
