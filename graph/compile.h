@@ -15,6 +15,14 @@ struct CompileOptions {
   uint32_t workers = 1;
   uint32_t tokens = 1;  // tokens per step: 1 at decode, the prompt length at prefill
   uint32_t max_context = 0;  // KV cache positions per sequence; 0: the model's max_context
+  // The most tokens of one sequence any step of the engine runs (its prefill chunk; a checked draft is
+  // fewer): a sliding-window layer's cache keeps a ring of its window plus this many positions less one
+  // (ops/tile.h, sliding_cache_rows), not max_context. Every program of an engine shares its caches, so
+  // all are compiled with the same; 0: `tokens`.
+  uint32_t step_tokens = 0;
+  // Whether sliding-window layers get rings (the cpu backend) or whole caches of max_context rows (the
+  // cuda backend: its attention ops index rows by position, docs/CUDA.md).
+  bool sliding_rings = true;
   std::string policy = "balanced";  // a placement policy (scheduler/policy.h): --policy
   EventGranularity granularity = EventGranularity::tile;
   uint32_t head_width = 0;  // head granularity: columns per band (compile_model sets the model's head_dim)
@@ -32,7 +40,7 @@ struct CompileOptions {
   // A prefill whose LM head projects every token's row too (logits [tokens, vocab]): each prompt token's
   // probability after those before it (GenerateRequest::prompt_logprobs).
   bool prompt_logits = false;
-  // Sequences the KV caches hold (slots of [kv_heads, max_context, head_dim] each): the engine's
+  // Sequences the KV caches hold (slots of [kv_heads, cache rows, head_dim] each): the engine's
   // EngineOptions::sequences. Every program of an engine shares its caches, so all are compiled alike.
   uint32_t sequences = 1;
   uint32_t tiles_per_worker = 4;  // target tiles of each op per worker (more: more overlap, more sync)

@@ -122,7 +122,7 @@ class Fuser {
     p.heads = s.heads;
     p.kv_heads = s.kv_heads;
     p.head_dim = s.head_dim;
-    p.max_context = g_.max_context;
+    p.cache_rows = g_.cache_rows(node.layer);
     p.window = s.attention_window(node.layer);
     p.scale = s.attention_scale();
     p.softcap = s.attention_softcap;
@@ -134,7 +134,7 @@ class Fuser {
     for (uint32_t kv = 1; kv < s.kv_heads; ++kv) breaks.push_back(kv * group);
     fused_[n] = true;
     // A window shorter than the cache bounds what a token reads, so it bounds the chunking too.
-    const uint32_t chunks = split_kv_chunks(s.kv_heads * pieces, p.window != 0 ? std::min(p.window, p.max_context) : p.max_context);
+    const uint32_t chunks = split_kv_chunks(s.kv_heads * pieces, p.window != 0 ? std::min(p.window, g_.max_context) : g_.max_context);
     if (chunks < 2) return emit(OpCode::causal_attention, node.layer, p, (group + pieces - 1) / pieces, breaks);
 
     // Split-KV: one attention_chunk tile per (KV head, chunk) writes its records, attention_merge combines them.
@@ -145,7 +145,7 @@ class Fuser {
     chunk.heads = s.heads;
     chunk.kv_heads = s.kv_heads;
     chunk.head_dim = s.head_dim;
-    chunk.max_context = p.max_context;
+    chunk.cache_rows = p.cache_rows;
     chunk.chunks = chunks;
     chunk.window = p.window;
     chunk.scale = p.scale;
@@ -314,7 +314,7 @@ class Fuser {
     p.rotary_dim = s.rotated_dims();
     p.rope_magnitude = rope_magnitude(s.rope_scaling);
     p.rope = s.layer_rotates(n.layer);
-    p.max_context = g_.max_context;
+    p.cache_rows = g_.cache_rows(n.layer);
     p.eps = n.eps;
     p.wdtype = g_.slots[p.wq].dtype;
     const uint32_t slots = s.heads + 2 * s.kv_heads;

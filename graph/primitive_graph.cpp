@@ -5,6 +5,7 @@
 
 #include "graph/compile.h"
 #include "ops/rope.h"
+#include "ops/tile.h"  // sliding_cache_rows
 
 namespace tilefire {
 
@@ -73,10 +74,15 @@ class PrimitiveBuilder {
 
 }  // namespace
 
+uint32_t PrimitiveGraph::cache_rows(uint32_t layer) const {
+  return step_tokens == 0 ? max_context : sliding_cache_rows(spec.attention_window(layer), step_tokens, max_context);
+}
+
 PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions& options) {
   PrimitiveGraph g;
   g.spec = spec;
   g.max_context = options.max_context ? options.max_context : spec.max_context;
+  g.step_tokens = !options.sliding_rings ? 0 : options.step_tokens != 0 ? options.step_tokens : std::max(1u, options.tokens);
   PrimitiveBuilder b(g);
   const uint32_t hd = spec.head_dim, hidden = spec.hidden;
 
@@ -118,9 +124,10 @@ PrimitiveGraph build_primitive_graph(const ModelSpec& spec, const CompileOptions
     const uint32_t layer_rope = spec.layer_uses_local_rope(l) ? local_rope : rope;
     q = b.node(Primitive::rope, layer, {q}, {layer_rope}, a + "q", spec.q_dim());
     k = b.node(Primitive::rope, layer, {k}, {layer_rope}, a + "k", spec.kv_dim());
-    const uint64_t cache_rows = uint64_t(std::max(1u, options.sequences)) * spec.kv_heads * g.max_context;
+    const uint64_t cache_rows = uint64_t(std::max(1u, options.sequences)) * spec.kv_heads * g.cache_rows(l);  // [sequences, kv_heads, rows]
     const uint32_t k_cache = b.slot(SlotKind::kv_cache, DType::f32, cache_rows, hd, kv_cache_slot_name(l, true));
     const uint32_t v_cache = b.slot(SlotKind::kv_cache, DType::f32, cache_rows, hd, kv_cache_slot_name(l, false));
+    g.slots[k_cache].cache_rows = g.slots[v_cache].cache_rows = g.cache_rows(l);
     b.node(Primitive::kv_append, layer, {k}, {k_cache}, "", 0);
     b.node(Primitive::kv_append, layer, {v}, {v_cache}, "", 0);
     uint32_t attn = b.node(Primitive::attention, layer, {q}, {k_cache, v_cache}, a + "attn", spec.q_dim());

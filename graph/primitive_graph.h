@@ -47,6 +47,12 @@ struct PrimitiveNode {
 struct PrimitiveGraph {
   ModelSpec spec;
   uint32_t max_context = 0;
+  // The most tokens of one sequence a step of the engine appends (CompileOptions::step_tokens); 0: no
+  // rings (CompileOptions::sliding_rings false), every cache max_context rows.
+  uint32_t step_tokens = 1;
+  // Rows of layer `layer`'s K and V caches per (sequence, KV head): max_context, or a sliding window's
+  // ring (ops/tile.h, sliding_cache_rows).
+  uint32_t cache_rows(uint32_t layer) const;
   std::vector<ValueDesc> values;
   std::vector<PrimitiveNode> nodes;  // topological order
   std::vector<SlotDesc> slots;       // weights, caches, constants (activations come from values)

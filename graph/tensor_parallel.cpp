@@ -1,6 +1,8 @@
 // Splitting a model over tensor-parallel ranks (graph/tensor_parallel.h).
 #include "graph/tensor_parallel.h"
 
+#include "ops/tile.h"  // sliding_cache_rows
+
 #include <algorithm>
 
 namespace tilefire {
@@ -65,7 +67,8 @@ TensorParallelSplit split_tensor_parallel(const ModelSpec& spec, uint32_t tp) {
   return split;
 }
 
-RankMemory rank_memory(const ModelSpec& spec, const RankShard& shard, uint64_t kv_tokens, uint32_t tp) {
+RankMemory rank_memory(const ModelSpec& spec, const RankShard& shard, uint32_t context, uint32_t sequences, uint32_t tp,
+                       uint32_t step_tokens) {
   const uint64_t w = dtype_size(spec.dtype), hidden = spec.hidden, hd = spec.head_dim;
   const uint64_t q = uint64_t(shard.q_heads) * hd, kv = uint64_t(shard.kv_heads) * hd, ffn = shard.ffn;
   RankMemory m;
@@ -78,7 +81,9 @@ RankMemory rank_memory(const ModelSpec& spec, const RankShard& shard, uint64_t k
   m.weight_bytes = per_layer * spec.layers + 4 * hidden      // + the final norm
                    + w * uint64_t(spec.vocab) * hidden;      // the embedding table, on every rank
   if (!spec.tie_embeddings) m.weight_bytes += w * uint64_t(shard.vocab) * hidden;  // the rank's LM-head rows
-  m.kv_cache_bytes = 2ull * spec.layers * kv * kv_tokens * sizeof(float);
+  for (uint32_t layer = 0; layer < spec.layers; ++layer)  // [sequences, kv_heads, rows, head_dim], K and V
+    m.kv_cache_bytes += 2ull * kv * sequences *
+                        (step_tokens == 0 ? context : sliding_cache_rows(spec.attention_window(layer), step_tokens, context)) * sizeof(float);
   const uint64_t chunk = 128;  // the largest prefill chunk (EngineOptions::prefill_chunk): the widest step's tokens
   // Gemma's post-norms keep the O and down outputs before their norms: two more hidden-wide values a layer.
   const uint64_t hidden_values = spec.sandwich_norms() ? 7 : 5;

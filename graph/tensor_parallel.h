@@ -31,13 +31,18 @@ TensorParallelSplit split_tensor_parallel(const ModelSpec& spec, uint32_t tp);
 // Per rank: bytes of weights, KV cache and workspace, and the bytes each rank reads from its peers.
 struct RankMemory {
   uint64_t weight_bytes = 0;     // as stored in the checkpoint's dtype; norms and biases as f32
-  uint64_t kv_cache_bytes = 0;   // f32 K and V of the rank's KV heads for kv_tokens positions, all layers
+  // f32 K and V of the rank's KV heads, all layers: `context` positions of each of `sequences`, or on
+  // the cpu a sliding-window layer's ring of its window and a step's tokens (ops/tile.h, sliding_cache_rows)
+  uint64_t kv_cache_bytes = 0;
   // The activations of a 128-token prefill chunk and the logits; with 2 ranks or more, the collectives'
   // window (two partial-sum slices per layer of the chunk's rows, and its rows of the rank's logits)
   uint64_t workspace_bytes = 0;
   uint64_t total() const { return weight_bytes + kv_cache_bytes + workspace_bytes; }
 };
-RankMemory rank_memory(const ModelSpec& spec, const RankShard& shard, uint64_t kv_tokens, uint32_t tp);
+// `step_tokens`: the most tokens of one sequence a step runs (EngineOptions::prefill_chunk), which sizes
+// the cpu backend's rings; 0: no rings, every layer `context` positions (the cuda backend; `plan`).
+RankMemory rank_memory(const ModelSpec& spec, const RankShard& shard, uint32_t context, uint32_t sequences, uint32_t tp,
+                       uint32_t step_tokens = 0);
 
 // Bytes one rank reads from its peers per token and layer: two one-shot all-reduces of the hidden state
 // (after the O and the down projections), each reading tp - 1 partial sums of `hidden` f32 values.

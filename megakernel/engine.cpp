@@ -8,6 +8,7 @@
 
 #include "megakernel/engine_impl.h"
 #include "ops/sampling.h"
+#include "ops/tile.h"  // sliding_cache_rows, ring_holds_window_before
 #include "scheduler/policy.h"
 
 namespace tilefire {
@@ -103,6 +104,10 @@ CompileOptions Engine::Impl::compile_options(uint32_t tokens) const {
   o.workers = workers();
   o.tokens = tokens;
   o.max_context = max_context;
+  // A sequence's tokens in one step: a prompt's chunk, or a checked draft of fewer (check_speculation); it
+  // sizes a sliding-window layer's ring, alike in every program (run_chunk refuses more).
+  o.step_tokens = options.prefill_chunk;
+  o.sliding_rings = options.backend == Backend::cpu;  // the device's attention ops read whole caches (docs/CUDA.md)
   o.policy = options.policy.empty() ? std::string(kDefaultPolicy) : options.policy;
   o.granularity = event_granularity(options.granularity);
   // The cpu backend splits only when asked: its logits stay bitwise the same across thread counts (the
@@ -200,6 +205,8 @@ void* Engine::Impl::device_slot(const SlotDesc& slot) {
       break;
     }
     case SlotKind::kv_cache:
+      if (slot.cache_rows != max_context)  // the device's attention reads a position at its row: no rings there
+        throw std::logic_error("device_slot: cache '" + slot.name + "' of " + std::to_string(slot.cache_rows) + " rows per head");
       buffer = DeviceBuffer(slot.rows * slot.cols * sizeof(float));
       break;
     default:
@@ -274,6 +281,10 @@ std::unique_ptr<BoundProgram> Engine::Impl::bind(Program program, double compile
       case SlotKind::kv_cache: {
         auto it = kv_cache.find(slot.name);
         if (it == kv_cache.end()) it = kv_cache.emplace(slot.name, AlignedFloats(slot.rows * slot.cols)).first;
+        // Every program of the engine shares the caches, so every one must size them alike (compile_options).
+        if (it->second.size() != slot.rows * slot.cols)
+          throw std::logic_error("bind: cache '" + slot.name + "' of " + std::to_string(slot.rows) + " rows against " +
+                                 std::to_string(it->second.size() / slot.cols) + " already held");
         slots[i] = it->second.data();
         break;
       }
@@ -348,7 +359,9 @@ void Engine::Impl::check_tokens(const std::vector<int32_t>& tokens) const {
 StepInputs Engine::Impl::prepare_step(BoundProgram& bound, const std::vector<int32_t>& tokens) {
   check_tokens(tokens);
   point_at_arena(bound);
-  return StepInputs{tokens.data(), uint32_t(tokens.size()), position};
+  const StepInputs inputs{tokens.data(), uint32_t(tokens.size()), position};
+  note_written(inputs);
+  return inputs;
 }
 
 void Engine::Impl::point_at_arena(BoundProgram& bound) {
@@ -370,6 +383,7 @@ const float* Engine::Impl::run_sequences(BoundProgram& bound, StepInputs inputs,
                                          std::vector<TaskTiming>* trace) {
   if (!executor && !cuda) throw std::logic_error("run_sequences: on a tensor-parallel group rather than its ranks");
   point_at_arena(bound);
+  note_written(inputs);
   inputs.epoch = ++epoch;
   if (cuda) {  // the logits of every row come back (a batched program reduces no greedy token on the device)
     cuda->run_step(*bound.cuda_program, inputs, schedule == Schedule::bsp ? ScheduleMode::bsp : ScheduleMode::dataflow, trace);
@@ -509,7 +523,36 @@ void Engine::Impl::check_finite_logits(const float* logits, uint32_t at) const {
   if (!all_finite(logits)) throw nonfinite_logits(loaded().origin, at);
 }
 
+void Engine::Impl::init_rings(const ModelSpec& spec) {
+  rings.clear();
+  written_end.assign(options.sequences, 0);
+  if (options.backend != Backend::cpu) return;  // no rings there (compile_options)
+  for (uint32_t layer = 0; layer < spec.layers; ++layer) {
+    const uint32_t window = spec.attention_window(layer);
+    const uint32_t rows = sliding_cache_rows(window, options.prefill_chunk, max_context);  // as compile_options sizes it
+    if (rows >= max_context) continue;  // never wraps
+    if (std::none_of(rings.begin(), rings.end(), [&](const Ring& r) { return r.window == window; })) rings.push_back({window, rows});
+  }
+}
+
+void Engine::Impl::note_written(const StepInputs& inputs) {
+  for (uint32_t m = 0; m < inputs.tokens_count; ++m) {
+    uint32_t& end = written_end.at(token_sequence(inputs, m));
+    const uint32_t at = token_position(inputs, m);
+    if (at == 0) end = 0;  // the slot's sequence starts over: what the rings held before is not its
+    end = std::max(end, at + 1);
+  }
+}
+
+bool Engine::Impl::rings_hold(uint32_t slot, uint32_t at) const {
+  const Impl& stepping = rank_engines.empty() ? *this : *rank_engines[0];
+  return std::all_of(stepping.rings.begin(), stepping.rings.end(), [&](const Ring& r) {
+    return ring_holds_window_before(at, r.window, r.rows, stepping.written_end.at(slot));
+  });
+}
+
 void Engine::Impl::rewind(uint32_t to) {
+  if (!rings_hold(0, to)) to = 0;
   position = to;
   if (sequence.size() > to) sequence.resize(to);
   for (auto& rank : rank_engines) rank->position = to;
@@ -544,7 +587,7 @@ const float* Engine::Impl::prefill(const std::vector<int32_t>& tokens, double* c
 }
 
 const float* Engine::Impl::run_chunk(const std::vector<int32_t>& tokens, bool every_row, double* compile_ms) {
-  if (tokens.empty() || tokens.size() > kMaxPrefillChunk)
+  if (tokens.empty() || tokens.size() > options.prefill_chunk)  // the sliding layers' rings hold no more (compile_options)
     throw std::logic_error("run_chunk: " + std::to_string(tokens.size()) + " tokens in one step");
   double chunk_compile_ms = 0;
   const float* logits = nullptr;

@@ -75,7 +75,7 @@ void check_fits_on_gpus(const ModelSpec& spec, uint32_t tp, uint32_t max_context
   std::map<int, std::pair<uint64_t, uint64_t>> needs;  // by device: weight bytes, KV bytes
   std::map<int, const CudaExecutor*> executor_of;
   for (const auto& [rank, executor] : ranks) {
-    const RankMemory memory = rank_memory(on_device, split.ranks.at(rank), uint64_t(max_context) * sequences, tp);
+    const RankMemory memory = rank_memory(on_device, split.ranks.at(rank), max_context, sequences, tp);  // no rings on the device
     const int device = executor->options().device;
     needs[device].first += memory.weight_bytes;
     needs[device].second += memory.kv_cache_bytes;
@@ -106,6 +106,7 @@ std::unique_ptr<Engine::Impl> Engine::Impl::make_rank(uint32_t rank_index, const
   r->parent_model = &model;
   r->rank_view = view;
   r->info.vocab = model.spec.vocab;
+  r->init_rings(program_spec);
   return r;
 }
 
@@ -195,10 +196,9 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
     // in the kernel killing the process, not in a message. Every rank's caches are on this host (ranks
     // as threads of this process, or as processes beside it), and a KV head replicated over ranks is
     // held once per rank that keeps a copy.
-    const uint64_t positions = uint64_t(m.max_context) * options.sequences;
     uint64_t kv_bytes = 0;
     for (const RankShard& shard : split_tensor_parallel(spec, options.tp).ranks)  // refuses a degree the shapes do not allow
-      kv_bytes += rank_memory(spec, shard, positions, options.tp).kv_cache_bytes;
+      kv_bytes += rank_memory(spec, shard, m.max_context, options.sequences, options.tp, options.prefill_chunk).kv_cache_bytes;
     const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
     if (memory > 0 && double(kv_bytes) > memory)
       throw InputError("the KV cache would take " + std::to_string(kv_bytes >> 30) + " GiB (K and V of " + std::to_string(spec.layers) +
@@ -211,6 +211,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (!options.policy.empty() && !find_policy(options.policy))
     throw InputError("EngineOptions::policy (--policy): unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
   m.program_spec = spec;
+  m.init_rings(spec);
   if (options.tp > 1 && options.policy == "dynamic")
     throw InputError("--policy dynamic cannot run with --tp: each rank's ready queue would order its collective "
                      "tasks differently, and ranks waiting on each other's different tasks could deadlock; use a "
@@ -414,8 +415,14 @@ void Engine::rewind(uint32_t position) {
   refuse_while_batching(*impl_, "rewind");
   if (position > impl_->position)
     throw InputError("rewind: position " + std::to_string(position) + " is past the sequence's " + std::to_string(impl_->position) + " tokens");
+  if (!impl_->rings_hold(0, position))
+    throw InputError("rewind: position " + std::to_string(position) + " is gone from the sliding-window layers' caches, which keep " +
+                     "the last positions only (a ring of " + std::to_string(impl_->rings_of_rank0().front().rows) +
+                     " for a window of " + std::to_string(impl_->rings_of_rank0().front().window) +
+                     "): rewind to 0 and prefill again (Engine::can_rewind says which positions are held)");
   impl_->rewind(position);
 }
+bool Engine::can_rewind(uint32_t position) const { return position <= impl_->position && impl_->rings_hold(0, position); }
 uint32_t Engine::position() const { return impl_->position; }
 const std::vector<int32_t>& Engine::sequence() const { return impl_->sequence; }
 void Engine::set_schedule(Schedule schedule) {
@@ -594,6 +601,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
   uint32_t kept = 0;
   if (request.reuse_prefix && request.prompt_logprobs == 0)  // scoring the prompt needs every position's logits
     while (kept < m.sequence.size() && kept + 1 < request.prompt.size() && m.sequence[kept] == request.prompt[kept]) ++kept;
+  if (!m.rings_hold(0, kept)) kept = 0;  // a sliding window's ring has moved past what the prefix needs
   m.rewind(kept);
   result.reused_tokens = kept;
   // A step whose logits are NaN or Inf throws; the sequence goes back to where that step began.

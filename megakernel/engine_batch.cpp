@@ -169,7 +169,7 @@ CachedPrefix longest_cached_prefix(const Engine::Impl& m, const std::vector<int3
   CachedPrefix best;
   std::vector<bool> taken(m.options.sequences, false);
   auto consider = [&](uint32_t slot, uint32_t match) {
-    if (slot != own && match > best.tokens) best = {slot, match};
+    if (slot != own && match > best.tokens && m.rings_hold(slot, match)) best = {slot, match};
   };
   for (const auto& [id, s] : m.batched) {
     taken[s.slot] = true;
@@ -206,15 +206,18 @@ void Engine::Impl::copy_cache_positions(uint32_t from_slot, uint32_t to_slot, ui
   std::vector<CudaExecutor::DeviceCopy> device_copies;
   for (const SlotDesc& slot : decode_program->program.slots) {
     if (slot.kind != SlotKind::kv_cache) continue;
-    // [sequences, kv_heads, max_context, head_dim]: a slot's positions of one head are one run of floats.
-    const uint64_t rows_per_head = uint64_t(options.sequences) * max_context;
-    if (slot.rows % rows_per_head != 0)
+    // [sequences, kv_heads, cache_rows, head_dim]: a slot's rows of one head are one run of floats. A
+    // sliding window's ring of fewer rows than `end` holds the last of them, wherever it has wrapped to:
+    // all of it is copied (ring_holds_window_before says whether those are the ones the copy needs).
+    const uint64_t rows_per_head = uint64_t(options.sequences) * slot.cache_rows;
+    if (slot.cache_rows == 0 || slot.rows % rows_per_head != 0)
       throw std::logic_error("copy_cache_positions: cache '" + slot.name + "' of " + std::to_string(slot.rows) + " rows");
     const uint32_t kv_heads = uint32_t(slot.rows / rows_per_head);
     float* cache = cuda ? static_cast<float*>(device_slot(slot)) : kv_cache.at(slot.name).data();
-    float* to = cache + kv_cache_row(to_slot, 0, 0, kv_heads, max_context) * slot.cols;
-    const float* from = cache + kv_cache_row(from_slot, 0, 0, kv_heads, max_context) * slot.cols;
-    const size_t bytes = size_t(end) * slot.cols * sizeof(float), pitch = size_t(max_context) * slot.cols;  // pitch in floats
+    float* to = cache + kv_cache_row(to_slot, 0, 0, kv_heads, slot.cache_rows) * slot.cols;
+    const float* from = cache + kv_cache_row(from_slot, 0, 0, kv_heads, slot.cache_rows) * slot.cols;
+    const size_t copied_rows = std::min<size_t>(end, slot.cache_rows);
+    const size_t bytes = copied_rows * slot.cols * sizeof(float), pitch = size_t(slot.cache_rows) * slot.cols;  // pitch in floats
     if (cuda) {
       device_copies.push_back({to, from, bytes, kv_heads, pitch * sizeof(float)});
       continue;
@@ -222,6 +225,7 @@ void Engine::Impl::copy_cache_positions(uint32_t from_slot, uint32_t to_slot, ui
     for (uint32_t head = 0; head < kv_heads; ++head) std::memcpy(to + head * pitch, from + head * pitch, bytes);
   }
   if (cuda) cuda->copy_within(device_copies);
+  written_end.at(to_slot) = written_end.at(from_slot);  // the rings now hold what the source's hold
 }
 
 void refuse_while_batching(const Engine::Impl& m, const char* call) {
@@ -252,7 +256,7 @@ uint64_t Engine::add_sequence(const GenerateRequest& request) {
     for (uint32_t candidate = 0; candidate < m.options.sequences; ++candidate) {
       if (taken[candidate]) continue;
       const uint32_t match = usable_prefix(cached_in_free(candidate), request.prompt);
-      if (match > kept) slot = candidate, kept = match;
+      if (match > kept && m.rings_hold(candidate, match)) slot = candidate, kept = match;  // what a ring has moved past is gone
     }
     // A sequence that is in holds more of it: the prefix is copied from there (copy_longer_prefix below),
     // into the free slot that has the least to lose (the fewest cached tokens), so what the others hold

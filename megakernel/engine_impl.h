@@ -159,6 +159,24 @@ struct Engine::Impl {
   // The tokens each free slot's cache holds (the last sequence removed from it), for reuse_prefix; slot 0's
   // are `sequence` (the step API's), so slot_tokens[0] stays empty. Sized EngineOptions::sequences.
   std::vector<std::vector<int32_t>> slot_tokens;
+  // Sliding-window layers whose caches are rings of fewer rows than max_context (ops/tile.h,
+  // sliding_cache_rows): each distinct window and its rows. Empty when no cache wraps.
+  struct Ring {
+    uint32_t window = 0, rows = 0;
+  };
+  std::vector<Ring> rings;
+  // Per cache slot (EngineOptions::sequences of them): the end of the positions steps wrote since the
+  // slot's sequence last started at position 0 (note_written), a draft turned down included: what a ring
+  // still holds follows from it (rings_hold). Kept by the engines that run steps (a rank's, under tensor
+  // parallelism: the group's engine asks rank 0's).
+  std::vector<uint32_t> written_end;
+  void init_rings(const ModelSpec& spec);
+  void note_written(const StepInputs& inputs);
+  // Whether every ring of slot `slot` still holds what a token at `position` sees before itself
+  // (ring_holds_window_before): a sequence may go back to `position` (a rewind, a cached prefix reused)
+  // only then; position 0 always.
+  bool rings_hold(uint32_t slot, uint32_t position) const;
+  const std::vector<Ring>& rings_of_rank0() const { return rank_engines.empty() ? rings : rank_engines[0]->rings; }
   uint64_t next_sequence_id = 1;
   uint64_t use_clock = 0;
   uint32_t position = 0;
@@ -244,7 +262,8 @@ struct Engine::Impl {
   bool all_finite(const float* logits) const;  // no NaN or Inf among the vocabulary's logits
   // Sets the sequence's position (every rank's): 0 starts a new sequence; a call that throws after its
   // step ran goes back to where it began, so the sequence is as it was (the KV entries past the
-  // position are overwritten by the next step).
+  // position are overwritten by the next step). Where the sliding layers' rings no longer hold what
+  // `to` needs (rings_hold: a failed prefill longer than a ring), the sequence starts over at 0 instead.
   void rewind(uint32_t to);
   // Copies positions [0, end) of every layer's K and V cache from one sequence slot to another (every
   // rank's share): a sequence that begins with what another slot holds starts from it instead of

@@ -62,7 +62,7 @@ TensorParallelPlan plan_tensor_parallel(const std::string& model_dir, const std:
   plan.fits = true;
   uint64_t largest = 0;
   for (const RankShard& s : split.ranks) {
-    const RankMemory m = rank_memory(spec, s, kv_tokens, tp);
+    const RankMemory m = rank_memory(spec, s, uint32_t(kv_tokens), 1, tp);  // on GPUs: no rings
     RankPlan r;
     r.rank = s.rank;
     r.q_head_begin = s.q_head_begin;

@@ -121,6 +121,7 @@ std::vector<int32_t> draft_model_draft(Engine& draft, const std::vector<int32_t>
   const std::vector<int32_t>& held = draft.sequence();
   size_t kept = 0;  // what its cache shares with the sequence before the pending token
   while (kept < held.size() && kept + 1 < history.size() && held[kept] == history[kept]) ++kept;
+  if (!draft.can_rewind(uint32_t(kept))) kept = 0;  // its sliding layers' rings have moved on: prefill again
   const std::vector<int32_t> rest(history.begin() + std::ptrdiff_t(kept), history.end());
   std::vector<int32_t> out;
   draft.rewind(uint32_t(kept));

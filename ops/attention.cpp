@@ -59,21 +59,26 @@ inline float max_propagating_nan(float a, float b) { return (b > a || b != b) ? 
 
 }  // namespace
 
-// The online softmax over positions [first, end), left unnormalised in `record` (ops/attention.h).
+// The online softmax over positions [first, end), left unnormalised in `record` (ops/attention.h);
+// position j's key and value are row j % cache_rows of k_cache and v_cache (a sliding layer's ring).
 void attention_head_partial(const float* q, const float* k_cache, const float* v_cache, uint32_t first, uint32_t end,
-                            uint32_t head_dim, float scale, float softcap, float* record) {
+                            uint32_t cache_rows, uint32_t head_dim, float scale, float softcap, float* record) {
   float* acc = record;  // [head_dim]: sum_j exp(s_j - running_max) * v_j
   std::fill(acc, acc + head_dim, 0.0f);
   float running_max = -std::numeric_limits<float>::infinity();
   float running_sum = 0.0f;
   float scores[kPositionsPerBlock];  // [block positions]
-
+  // The row of each block's first position; within a block a row steps by one and wraps at the ring's end.
+  auto next_row = [cache_rows](uint32_t row) { return row + 1 == cache_rows ? 0u : row + 1; };
+  uint32_t block_row = first < end ? first % cache_rows : 0;
   for (uint32_t block = first; block < end; block += kPositionsPerBlock) {
     const uint32_t count = std::min(kPositionsPerBlock, end - block);
+    const uint32_t first_row = block_row;
     float block_max = -std::numeric_limits<float>::infinity();
-    for (uint32_t j = 0; j < count; ++j) {
-      scores[j] = soft_capped(scale * dot_product(q, k_cache + size_t(block + j) * head_dim, head_dim), softcap);
+    for (uint32_t j = 0, row = first_row; j < count; ++j, row = next_row(row)) {
+      scores[j] = soft_capped(scale * dot_product(q, k_cache + size_t(row) * head_dim, head_dim), softcap);
       block_max = max_propagating_nan(block_max, scores[j]);
+      block_row = next_row(row);
     }
     const float new_max = max_propagating_nan(running_max, block_max);
     // All scores so far are -inf (masked keys): keep max at -inf and skip, nothing to accumulate.
@@ -81,10 +86,10 @@ void attention_head_partial(const float* q, const float* k_cache, const float* v
     // Rescale what was accumulated under the old max (exp(-inf) = 0 on the first block).
     float correction = std::exp(running_max - new_max);
     running_sum *= correction;
-    for (uint32_t j = 0; j < count; ++j) {
+    for (uint32_t j = 0, row = first_row; j < count; ++j, row = next_row(row)) {
       const float p = std::exp(scores[j] - new_max);
       running_sum += p;
-      scale_and_accumulate(acc, correction, p, v_cache + size_t(block + j) * head_dim, head_dim);
+      scale_and_accumulate(acc, correction, p, v_cache + size_t(row) * head_dim, head_dim);
       correction = 1.0f;  // the rescale is folded into the first position's update only
     }
     running_max = new_max;
@@ -93,9 +98,9 @@ void attention_head_partial(const float* q, const float* k_cache, const float* v
   record[head_dim + 1] = running_sum;
 }
 
-// n_positions == 0 gives zeros (no keys to attend to), in both this and the reference.
-void attention_head(const float* q, const float* k_cache, const float* v_cache, uint32_t n_positions,
-                    uint32_t head_dim, float scale, float softcap, float* out) {
+// An empty range gives zeros (no keys to attend to), in both this and the reference.
+void attention_head_window(const float* q, const float* k_cache, const float* v_cache, uint32_t first, uint32_t end,
+                           uint32_t cache_rows, uint32_t head_dim, float scale, float softcap, float* out) {
   alignas(64) float stack_record[kStackHeadDim + 2];
   std::vector<float> heap_record;
   float* record = stack_record;  // [head_dim + 2]
@@ -103,12 +108,17 @@ void attention_head(const float* q, const float* k_cache, const float* v_cache, 
     heap_record.resize(attention_record_floats(head_dim));
     record = heap_record.data();
   }
-  attention_head_partial(q, k_cache, v_cache, 0, n_positions, head_dim, scale, softcap, record);
+  attention_head_partial(q, k_cache, v_cache, first, end, cache_rows, head_dim, scale, softcap, record);
   // A NaN score reaches here as a NaN sum and NaN accumulator, so a corrupt cache is visible; only
-  // "no attendable key" (n_positions == 0 or every score -inf) gives zeros.
+  // "no attendable key" (an empty range or every score -inf) gives zeros.
   const float running_sum = record[head_dim + 1];
   const float inverse_sum = running_sum == 0.0f ? 0.0f : 1.0f / running_sum;
   for (uint32_t d = 0; d < head_dim; ++d) out[d] = running_sum == 0.0f ? 0.0f : record[d] * inverse_sum;
+}
+
+void attention_head(const float* q, const float* k_cache, const float* v_cache, uint32_t n_positions,
+                    uint32_t head_dim, float scale, float softcap, float* out) {
+  attention_head_window(q, k_cache, v_cache, 0, n_positions, n_positions == 0 ? 1 : n_positions, head_dim, scale, softcap, out);
 }
 
 void merge_attention_records(const float* records, uint32_t count, uint64_t stride, uint32_t head_dim, float* out) {

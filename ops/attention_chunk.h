@@ -20,10 +20,11 @@ namespace tilefire {
 
 struct AttentionChunkParams {
   uint32_t q = kNoSlot;        // activation [tokens, heads * head_dim]
-  uint32_t k_cache = kNoSlot;  // kv cache [sequences, kv_heads, max_context, head_dim]
-  uint32_t v_cache = kNoSlot;  // kv cache [sequences, kv_heads, max_context, head_dim]
+  uint32_t k_cache = kNoSlot;  // kv cache [sequences, kv_heads, cache_rows, head_dim]
+  uint32_t v_cache = kNoSlot;  // kv cache [sequences, kv_heads, cache_rows, head_dim]
   uint32_t partial = kNoSlot;  // activation [tokens, kv_heads * chunks * group * (head_dim + 2)]
-  uint32_t heads = 0, kv_heads = 0, head_dim = 0, max_context = 0;
+  uint32_t heads = 0, kv_heads = 0, head_dim = 0;
+  uint32_t cache_rows = 0;  // rows per (sequence, KV head): max_context, or a sliding window's ring (ops/tile.h)
   uint32_t chunks = 0;  // chunks of the visible positions per KV head
   uint32_t window = 0;  // sliding-window attention: the positions a token sees, itself included; 0: all before it
   float scale = 1.0f;   // 1 / sqrt(head_dim)
@@ -79,9 +80,9 @@ struct AttentionChunkOp {
     const float* q = ctx.slot<const float>(p.q);  // [tokens, heads * head_dim]
     float* partial = ctx.slot<float>(p.partial);  // [tokens, partial_cols]
     for (uint32_t m = 0; m < ctx.step->tokens_count; ++m) {
-      const size_t cache_offset = kv_cache_row(token_sequence(*ctx.step, m), kv, 0, p.kv_heads, p.max_context) * p.head_dim;
-      const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, head_dim] of its sequence
-      const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, head_dim]
+      const size_t cache_offset = kv_cache_row(token_sequence(*ctx.step, m), kv, 0, p.kv_heads, p.cache_rows) * p.head_dim;
+      const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [cache_rows, head_dim] of its sequence
+      const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [cache_rows, head_dim]
       const uint32_t position = token_position(*ctx.step, m);
       for (uint32_t u = tile.begin; u < tile.end; ++u) {
         uint32_t first, end;
@@ -89,7 +90,8 @@ struct AttentionChunkOp {
         for (uint32_t g = 0; g < g_count; ++g) {
           const uint32_t h = kv * g_count + g;
           float* out = partial + m * partial_cols + uint64_t(u) * unit_floats(p) + uint64_t(g) * record;
-          attention_head_partial(q + size_t(m) * q_dim + size_t(h) * p.head_dim, k, v, first, end, p.head_dim, p.scale, p.softcap, out);
+          attention_head_partial(q + size_t(m) * q_dim + size_t(h) * p.head_dim, k, v, first, end, p.cache_rows, p.head_dim, p.scale,
+                                 p.softcap, out);
         }
       }
     }

@@ -15,10 +15,11 @@ namespace tilefire {
 
 struct CausalAttentionParams {
   uint32_t q = kNoSlot;        // activation [tokens, heads * head_dim]
-  uint32_t k_cache = kNoSlot;  // kv cache [sequences, kv_heads, max_context, head_dim]
-  uint32_t v_cache = kNoSlot;  // kv cache [sequences, kv_heads, max_context, head_dim]
+  uint32_t k_cache = kNoSlot;  // kv cache [sequences, kv_heads, cache_rows, head_dim]
+  uint32_t v_cache = kNoSlot;  // kv cache [sequences, kv_heads, cache_rows, head_dim]
   uint32_t out = kNoSlot;      // activation [tokens, heads * head_dim]
-  uint32_t heads = 0, kv_heads = 0, head_dim = 0, max_context = 0;
+  uint32_t heads = 0, kv_heads = 0, head_dim = 0;
+  uint32_t cache_rows = 0;  // rows per (sequence, KV head): max_context, or a sliding window's ring (ops/tile.h)
   uint32_t window = 0;  // sliding-window attention: the positions a token sees, itself included; 0: all before it
   float scale = 1.0f;   // 1 / sqrt(head_dim)
   float softcap = 0.0f; // the scores' soft cap (Gemma 2's attn_logit_softcapping: soft_capped); 0: none
@@ -51,14 +52,13 @@ struct CausalAttentionOp {
     float* out = ctx.slot<float>(p.out);
     for (uint32_t m = 0; m < ctx.step->tokens_count; ++m) {
       const uint32_t position = token_position(*ctx.step, m);
-      const size_t cache_offset = kv_cache_row(token_sequence(*ctx.step, m), kv, 0, p.kv_heads, p.max_context) * p.head_dim;
-      const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, head_dim] of its sequence
-      const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, head_dim]
+      const size_t cache_offset = kv_cache_row(token_sequence(*ctx.step, m), kv, 0, p.kv_heads, p.cache_rows) * p.head_dim;
+      const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [cache_rows, head_dim] of its sequence
+      const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [cache_rows, head_dim]
       const uint32_t first = first_visible_position(position, p.window);  // causal: positions first .. position
       for (uint32_t h = tile.begin; h < tile.end; ++h) {
         const size_t offset = size_t(m) * q_dim + size_t(h) * p.head_dim;
-        attention_head(q + offset, k + size_t(first) * p.head_dim, v + size_t(first) * p.head_dim, position + 1 - first,
-                       p.head_dim, p.scale, p.softcap, out + offset);
+        attention_head_window(q + offset, k, v, first, position + 1, p.cache_rows, p.head_dim, p.scale, p.softcap, out + offset);
       }
     }
   }

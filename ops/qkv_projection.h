@@ -30,9 +30,10 @@ struct QkvProjectionParams {
   uint32_t q_norm = kNoSlot, k_norm = kNoSlot;        // f32 [head_dim], or kNoSlot
   uint32_t rope_inv_freq = kNoSlot;  // constant f32 [rotated dims / 2]
   uint32_t q_out = kNoSlot;          // activation [tokens, heads * head_dim]
-  uint32_t k_cache = kNoSlot;        // kv cache [sequences, kv_heads, max_context, head_dim]
-  uint32_t v_cache = kNoSlot;        // kv cache [sequences, kv_heads, max_context, head_dim]
-  uint32_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, max_context = 0;
+  uint32_t k_cache = kNoSlot;        // kv cache [sequences, kv_heads, cache_rows, head_dim]
+  uint32_t v_cache = kNoSlot;        // kv cache [sequences, kv_heads, cache_rows, head_dim]
+  uint32_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  uint32_t cache_rows = 0;  // rows per (sequence, KV head): max_context, or a sliding window's ring (ops/tile.h)
   uint32_t rotary_dim = 0;  // each q and k head's leading dimensions RoPE rotates, the rest passed through; 0: all
   float rope_magnitude = 1.0f;  // what cos and sin are multiplied by (LongRoPE's attention_factor)
   bool rope = true;             // false: a NoPE layer (SmolLM3's), q and k stored unrotated
@@ -114,13 +115,13 @@ struct QkvProjectionOp {
     const uint32_t kv_dim = p.kv_heads * hd;
     float* rows = xn + size_t(tokens) * p.hidden;  // [tokens, kv_dim], columns [col0, col1) used
     matmul_rows(ctx.slot<const void>(is_k ? p.wk : p.wv), p.wdtype, p.hidden, col0, col1, xn, p.hidden, tokens, rows, kv_dim);
-    float* cache = ctx.slot<float>(is_k ? p.k_cache : p.v_cache);  // [sequences, kv_heads, max_context, head_dim]
+    float* cache = ctx.slot<float>(is_k ? p.k_cache : p.v_cache);  // [sequences, kv_heads, cache_rows, head_dim]
     for (uint32_t m = 0; m < tokens; ++m) {
       const uint32_t position = token_position(*ctx.step, m), sequence = token_sequence(*ctx.step, m);
       float* row = rows + size_t(m) * kv_dim;
       finish_heads(p, row, col0, col1, is_k ? p.bk : p.bv, is_k ? p.k_norm : kNoSlot, inv_freq, position, ctx, is_k);
       for (uint32_t h = s.first_head; h < s.first_head + count; ++h)
-        std::copy(row + size_t(h) * hd, row + size_t(h + 1) * hd, cache + kv_cache_row(sequence, h, position, p.kv_heads, p.max_context) * hd);
+        std::copy(row + size_t(h) * hd, row + size_t(h + 1) * hd, cache + kv_cache_row(sequence, h, position % p.cache_rows, p.kv_heads, p.cache_rows) * hd);
     }
   }
 

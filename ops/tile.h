@@ -39,12 +39,27 @@ struct StepInputs {
 inline uint32_t token_position(const StepInputs& step, uint32_t m) { return step.positions ? step.positions[m] : step.position0 + m; }
 inline uint32_t token_sequence(const StepInputs& step, uint32_t m) { return step.sequences ? step.sequences[m] : step.sequence0; }
 
-// A KV cache holds `sequences` slots, each [kv_heads, max_context, head_dim]: the row of (sequence,
-// KV head, position), in head_dim-float rows from the cache's start. Slot 0 alone is the layout of one
-// sequence.
-TILEFIRE_HD inline size_t kv_cache_row(uint32_t sequence, uint32_t kv_head, uint32_t position, uint32_t kv_heads,
-                                       uint32_t max_context) {
-  return (size_t(sequence) * kv_heads + kv_head) * max_context + position;
+// A KV cache holds `sequences` slots, each [kv_heads, cache_rows, head_dim]: row `row` of (sequence, KV
+// head), in head_dim-float rows from the cache's start. Slot 0 alone is the layout of one sequence. A
+// layer that sees every position has cache_rows = the engine's max_context and position p in row p; on
+// the cpu backend a sliding-window layer keeps only a ring of cache_rows (sliding_cache_rows) rows,
+// position p in row p % cache_rows, overwritten once the window has passed it. The cuda backend's
+// caches never wrap (CompileOptions::sliding_rings; docs/CUDA.md), so its ops index rows by position.
+TILEFIRE_HD inline size_t kv_cache_row(uint32_t sequence, uint32_t kv_head, uint32_t row, uint32_t kv_heads, uint32_t cache_rows) {
+  return (size_t(sequence) * kv_heads + kv_head) * cache_rows + row;
+}
+
+// The rows a sliding-window layer's cache keeps per (sequence, KV head): the window, plus room for the
+// most positions one step appends to one sequence (`step_tokens`: a prefill chunk, a checked draft) less
+// one, so that a step's appends never overwrite a position one of its own tokens still sees, and a draft
+// turned down never overwrote one the tokens after it see (a rewind of at most step_tokens - 1); rounded
+// up to 16, the tensor-core prefill's key blocks (ops/cuda/prefill_attention.cuh), so no block of 16
+// aligned positions straddles the ring's end. Never more than max_context (a ring that long never wraps),
+// and max_context where the layer has no window (0).
+TILEFIRE_HD constexpr uint32_t sliding_cache_rows(uint32_t window, uint32_t step_tokens, uint32_t max_context) {
+  if (window == 0) return max_context;
+  const uint64_t rows = (uint64_t(window) + (step_tokens == 0 ? 1 : step_tokens) - 1 + 15) / 16 * 16;
+  return rows < max_context ? uint32_t(rows) : max_context;
 }
 
 // The first cache position a token at `position` attends to: 0 under full causal attention (`window` 0),
@@ -52,6 +67,17 @@ TILEFIRE_HD inline size_t kv_cache_row(uint32_t sequence, uint32_t kv_head, uint
 // key j for query i when j > i - window; so does llama.cpp's).
 TILEFIRE_HD constexpr uint32_t first_visible_position(uint32_t position, uint32_t window) {
   return window != 0 && position >= window ? position + 1 - window : 0;
+}
+
+// Whether a ring of `cache_rows` rows for a window of `window` positions, into which positions up to
+// `written_end` (exclusive) have been written since the sequence last started at position 0, still holds
+// what a token at `position` sees before itself (positions [first_visible_position(position, window),
+// position)): true at position 0, and when no later write reached those positions' rows. A prefix of a
+// cached sequence can be reused (or a sequence rewound) to `position` only when this holds.
+TILEFIRE_HD constexpr bool ring_holds_window_before(uint32_t position, uint32_t window, uint32_t cache_rows,
+                                                    uint32_t written_end) {
+  if (position == 0) return true;
+  return uint64_t(first_visible_position(position, window)) + cache_rows >= written_end;
 }
 
 struct RankView;  // transport/rank_view.h

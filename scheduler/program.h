@@ -45,7 +45,7 @@ enum class SlotKind : uint8_t {
 struct SlotDesc {
   SlotKind kind = SlotKind::activation;
   DType dtype = DType::f32;
-  uint64_t rows = 0;  // elements = rows * cols (kv cache: rows = kv_heads * max_context)
+  uint64_t rows = 0;  // elements = rows * cols (kv cache: rows = sequences * kv_heads * cache_rows)
   uint64_t cols = 0;
   uint64_t constant_offset = 0;  // kind == constant: first element in Program::constants
   std::string name;  // checkpoint tensor name for weights; a descriptive name otherwise
@@ -56,6 +56,9 @@ struct SlotDesc {
   // Head granularity: the columns one head owns in this slot, when it is not the model's head_dim (the
   // split-KV records: a KV head's chunk); 0: the compile's head width.
   uint32_t head_cols = 0;
+  // kind == kv_cache: the rows one (sequence, KV head) holds: max_context, or a sliding window's ring
+  // (ops/tile.h, kv_cache_row).
+  uint32_t cache_rows = 0;
   // kind == weight_f32: added to every value as it is loaded (Gemma's norms: stored as w, scaled by 1 + w).
   float value_offset = 0.0f;
   bool sliced() const { return full_rows != 0; }

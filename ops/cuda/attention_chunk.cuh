@@ -19,9 +19,9 @@ struct DeviceTile<OpCode::attention_chunk> {
     const float* q = ctx.slot<const float>(p.q);  // [tokens, heads * hd]
     float* partial = ctx.slot<float>(p.partial);  // [tokens, partial_cols]
     for (uint32_t m = 0; m < ctx.tokens_count; ++m) {
-      const uint64_t cache_offset = kv_cache_row(ctx.sequence_of(m), kv, 0, p.kv_heads, p.max_context) * hd;
-      const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, hd] of its sequence
-      const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, hd]
+      const uint64_t cache_offset = kv_cache_row(ctx.sequence_of(m), kv, 0, p.kv_heads, p.cache_rows) * hd;
+      const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [cache_rows, hd] of its sequence
+      const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [cache_rows, hd]
       for (uint32_t u = tile.begin; u < tile.end; ++u) {
         uint32_t first, end;
         AttentionChunkOp::chunk_range(p, u % p.chunks, ctx.position_of(m), &first, &end);

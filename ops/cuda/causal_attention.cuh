@@ -22,16 +22,16 @@ struct DeviceTile<OpCode::causal_attention> {
     // sequences token by token, each over its own slot, as is a prompt whose scores are soft-capped
     // (Gemma 2: the cap inside the tensor-core body took the kernel past its register cap, docs/CUDA.md).
     if (!ctx.positions && p.softcap == 0.0f && prefill_attention_on_tensor_cores(ctx.tokens_count, hd)) {
-      const uint64_t cache_offset = kv_cache_row(ctx.sequence0, kv, 0, p.kv_heads, p.max_context) * hd;
+      const uint64_t cache_offset = kv_cache_row(ctx.sequence0, kv, 0, p.kv_heads, p.cache_rows) * hd;
       prefill_attention_tile(q, ctx.slot<const float>(p.k_cache) + cache_offset, ctx.slot<const float>(p.v_cache) + cache_offset, out,
                              q_dim, hd, tile.begin, tile.end, ctx.tokens_count, ctx.position0, p.window, p.scale);
       consumers_sync();
       return;
     }
     for (uint32_t m = 0; m < ctx.tokens_count; ++m) {
-      const uint64_t cache_offset = kv_cache_row(ctx.sequence_of(m), kv, 0, p.kv_heads, p.max_context) * hd;
-      const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [max_context, hd] of its sequence
-      const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [max_context, hd]
+      const uint64_t cache_offset = kv_cache_row(ctx.sequence_of(m), kv, 0, p.kv_heads, p.cache_rows) * hd;
+      const float* k = ctx.slot<const float>(p.k_cache) + cache_offset;  // [cache_rows, hd] of its sequence
+      const float* v = ctx.slot<const float>(p.v_cache) + cache_offset;  // [cache_rows, hd]
       const uint32_t position = ctx.position_of(m);  // causal: positions first .. its own
       const uint32_t first = first_visible_position(position, p.window);
       for (uint32_t h = tile.begin; h < tile.end; ++h) {

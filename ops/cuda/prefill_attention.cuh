@@ -65,7 +65,7 @@ __device__ __forceinline__ uint32_t prefill_attention_slices(uint32_t head_dim) 
 // each seeing the positions from first_visible_position(its position, window) to its own;
 // `slice_dims` output dimensions of the head (kPrefillAttentionSliceDims, fewer at its end), from the
 // slice's first: v_slice and out_slice point at that dimension of V's position 0 and out's token 0.
-// q: [tokens, heads * head_dim]; k: the head's KV head, [max_context, head_dim]; v_slice, out_slice: the
+// q: [tokens, heads * head_dim]; k: the head's KV head, [cache_rows, head_dim]; v_slice, out_slice: the
 // same layouts as v and out, offset.
 static __device__ TILEFIRE_DEVICE_NOINLINE void prefill_attention_unit(const float* q, const float* k, const float* v_slice,
                                                            float* out_slice, uint32_t q_dim, uint32_t hd, uint32_t head,

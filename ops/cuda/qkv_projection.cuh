@@ -79,8 +79,8 @@ struct DeviceTile<OpCode::qkv_projection> {
         if (is_q) {
           destination = ctx.slot<float>(p.q_out) + uint64_t(m0 + t) * p.heads * hd + col0;  // [tokens, heads * hd]
         } else {
-          float* cache = ctx.slot<float>(is_k ? p.k_cache : p.v_cache);  // [sequences, kv_heads, max_context, hd]
-          destination = cache + kv_cache_row(ctx.sequence_of(m0 + t), s.first_head + j, position, p.kv_heads, p.max_context) * hd;
+          float* cache = ctx.slot<float>(is_k ? p.k_cache : p.v_cache);  // [sequences, kv_heads, cache_rows, hd]
+          destination = cache + kv_cache_row(ctx.sequence_of(m0 + t), s.first_head + j, position, p.kv_heads, p.cache_rows) * hd;
         }
         for (uint32_t d = lane_id(); d < hd; d += 32) destination[d] = head[d];
       }

@@ -104,7 +104,7 @@ TEST(TensorParallel, RefusalsNameTheShapes) {
 TEST(TensorParallel, TheWorkspaceOfRanksHoldsTheirWindow) {
   const ModelSpec spec = preset_spec("llama-3.1-8b", DType::bf16);
   const RankShard shard = split_tensor_parallel(spec, 8).ranks[3];
-  const uint64_t window = rank_memory(spec, shard, 1024, 8).workspace_bytes - rank_memory(spec, shard, 1024, 1).workspace_bytes;
+  const uint64_t window = rank_memory(spec, shard, 1024, 1, 8).workspace_bytes - rank_memory(spec, shard, 1024, 1, 1).workspace_bytes;
   EXPECT_EQ(window, 4ull * (2 * 32 * 128 * 4096 + 128 * (128256 / 8)));
 }
 
@@ -113,7 +113,7 @@ TEST(TensorParallel, TheWorkspaceOfRanksHoldsTheirWindow) {
 TEST(TensorParallel, RankWeightsAddUpToTheModel) {
   for (const char* preset : {"tiny", "llama-3.2-1b", "llama-3.1-8b", "qwen3-8b"}) {
     const ModelSpec spec = preset_spec(preset, DType::bf16);
-    const uint64_t whole = rank_memory(spec, split_tensor_parallel(spec, 1).ranks[0], 1024, 1).weight_bytes;
+    const uint64_t whole = rank_memory(spec, split_tensor_parallel(spec, 1).ranks[0], 1024, 1, 1).weight_bytes;
     const uint64_t w = dtype_size(spec.dtype);
     uint64_t replicated_each = w * uint64_t(spec.vocab) * spec.hidden + 4ull * spec.hidden * (2 * spec.layers + 1);
     if (spec.qk_norm) replicated_each += 4ull * spec.head_dim * 2 * spec.layers;
@@ -121,14 +121,14 @@ TEST(TensorParallel, RankWeightsAddUpToTheModel) {
       const TensorParallelSplit split = split_tensor_parallel(spec, tp);
       uint64_t sum = 0, kv_cache = 0;
       for (const RankShard& r : split.ranks) {
-        const RankMemory m = rank_memory(spec, r, 1024, tp);
+        const RankMemory m = rank_memory(spec, r, 1024, 1, tp);
         sum += m.weight_bytes;
         kv_cache += m.kv_cache_bytes;
       }
       const uint64_t kv_rows_bytes = w * 2ull * spec.kv_dim() * spec.hidden * spec.layers;
       const uint64_t expected = whole + (tp - 1) * replicated_each + (split.kv_replicas - 1) * kv_rows_bytes;
       EXPECT_EQ(sum, expected) << preset << " tp " << tp;
-      EXPECT_EQ(kv_cache, split.kv_replicas * rank_memory(spec, split_tensor_parallel(spec, 1).ranks[0], 1024, 1).kv_cache_bytes)
+      EXPECT_EQ(kv_cache, split.kv_replicas * rank_memory(spec, split_tensor_parallel(spec, 1).ranks[0], 1024, 1, 1).kv_cache_bytes)
           << preset << " tp " << tp;
     }
   }

@@ -322,7 +322,7 @@ TEST(CudaOps, QkvProjectionMatchesCpu) {
       p.heads = 6;
       p.kv_heads = 2;
       p.head_dim = 48;
-      p.max_context = 32;  // positions 5 .. 25 of the 21-token prefill
+      p.cache_rows = 32;  // positions 5 .. 25 of the 21-token prefill
       p.eps = 1e-6f;
       p.wdtype = DType::bf16;
       p.rope = rope;
@@ -340,8 +340,8 @@ TEST(CudaOps, QkvProjectionMatchesCpu) {
       }
       p.rope_inv_freq = c.add_values("inv_freq", rope_inverse_frequencies(p.head_dim, 500000.0f, RopeScaling{}));
       p.q_out = c.add_f32("q", SlotKind::activation, tokens, p.heads * p.head_dim, 0, 0, true);
-      p.k_cache = c.add_f32("k", SlotKind::kv_cache, p.kv_heads * p.max_context, p.head_dim, 0, 0, true);
-      p.v_cache = c.add_f32("v", SlotKind::kv_cache, p.kv_heads * p.max_context, p.head_dim, 0, 0, true);
+      p.k_cache = c.add_f32("k", SlotKind::kv_cache, p.kv_heads * p.cache_rows, p.head_dim, 0, 0, true);
+      p.v_cache = c.add_f32("v", SlotKind::kv_cache, p.kv_heads * p.cache_rows, p.head_dim, 0, 0, true);
       SCOPED_TRACE(std::string(qwen ? "qwen" : "llama") + (rope ? "" : ", NoPE") + ", tokens " + std::to_string(tokens));
       c.expect_device_matches_cpu(OpParams::make(OpCode::qkv_projection, 0, p), QkvProjectionOp::tile_units(p), 2,
                                   QkvProjectionOp::tile_breaks(p), random_tokens(c.rng(), tokens, 10), 5, 1e-4, 1e-3);
@@ -356,11 +356,11 @@ CausalAttentionParams causal_attention_case(SingleOpCase& c, uint32_t head_dim, 
   p.heads = 6;
   p.kv_heads = 2;
   p.head_dim = head_dim;
-  p.max_context = 1024;
+  p.cache_rows = 1024;
   p.scale = 1.0f / std::sqrt(float(head_dim));
   p.q = c.add_f32("q", SlotKind::activation, tokens, p.heads * head_dim, 0, 1);
-  p.k_cache = c.add_f32("k", SlotKind::kv_cache, sequences * p.kv_heads * p.max_context, head_dim, 0, 1);
-  p.v_cache = c.add_f32("v", SlotKind::kv_cache, sequences * p.kv_heads * p.max_context, head_dim, 0, 1);
+  p.k_cache = c.add_f32("k", SlotKind::kv_cache, sequences * p.kv_heads * p.cache_rows, head_dim, 0, 1);
+  p.v_cache = c.add_f32("v", SlotKind::kv_cache, sequences * p.kv_heads * p.cache_rows, head_dim, 0, 1);
   p.out = c.add_f32("out", SlotKind::activation, tokens, p.heads * head_dim, 0, 0, true);
   return p;
 }
@@ -370,12 +370,12 @@ AttentionChunkParams attention_chunk_case(SingleOpCase& c, uint32_t head_dim, ui
   p.heads = 6;
   p.kv_heads = 2;
   p.head_dim = head_dim;
-  p.max_context = 1024;
+  p.cache_rows = 1024;
   p.chunks = 5;
   p.scale = 1.0f / std::sqrt(float(head_dim));
   p.q = c.add_f32("q", SlotKind::activation, tokens, p.heads * head_dim, 0, 1);
-  p.k_cache = c.add_f32("k", SlotKind::kv_cache, sequences * p.kv_heads * p.max_context, head_dim, 0, 1);
-  p.v_cache = c.add_f32("v", SlotKind::kv_cache, sequences * p.kv_heads * p.max_context, head_dim, 0, 1);
+  p.k_cache = c.add_f32("k", SlotKind::kv_cache, sequences * p.kv_heads * p.cache_rows, head_dim, 0, 1);
+  p.v_cache = c.add_f32("v", SlotKind::kv_cache, sequences * p.kv_heads * p.cache_rows, head_dim, 0, 1);
   p.partial = c.add_f32("partial", SlotKind::activation, tokens,
                         uint64_t(AttentionChunkOp::tile_units(p)) * AttentionChunkOp::unit_floats(p), 0, 0, true);
   return p;

@@ -42,7 +42,7 @@ void expect_split_matches_reference(const Shape& s, std::mt19937& rng) {
   chunk.heads = s.heads;
   chunk.kv_heads = s.kv_heads;
   chunk.head_dim = s.head_dim;
-  chunk.max_context = max_context;
+  chunk.cache_rows = max_context;
   chunk.chunks = s.chunks;
   chunk.window = s.window;
   chunk.scale = 1.0f / std::sqrt(float(s.head_dim));
@@ -83,7 +83,7 @@ void expect_split_matches_reference(const Shape& s, std::mt19937& rng) {
   // causal_attention on the same inputs, one tile per KV group.
   CausalAttentionParams causal;
   causal.q = 0, causal.k_cache = 1, causal.v_cache = 2, causal.out = 4;
-  causal.heads = s.heads, causal.kv_heads = s.kv_heads, causal.head_dim = s.head_dim, causal.max_context = max_context;
+  causal.heads = s.heads, causal.kv_heads = s.kv_heads, causal.head_dim = s.head_dim, causal.cache_rows = max_context;
   causal.window = s.window;
   causal.scale = chunk.scale;
   causal.softcap = s.softcap;
@@ -128,7 +128,7 @@ TEST(AttentionChunk, SoftCappedScoresSplitAndMerge) {
 // and cache, and writes its units' records; a merge tile reads every record of its KV head.
 TEST(AttentionChunk, FootprintsCoverWhatTheTilesTouch) {
   AttentionChunkParams chunk;
-  chunk.heads = 8, chunk.kv_heads = 2, chunk.head_dim = 16, chunk.max_context = 64, chunk.chunks = 4;
+  chunk.heads = 8, chunk.kv_heads = 2, chunk.head_dim = 16, chunk.cache_rows = 64, chunk.chunks = 4;
   chunk.q = 0, chunk.k_cache = 1, chunk.v_cache = 2, chunk.partial = 3;
   TileFootprint fp;
   AttentionChunkOp::footprint(chunk, {5, 7}, fp);  // KV head 1, chunks 1 and 2

@@ -6,10 +6,13 @@
 
 #include "tests/common/compare.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace tilefire {
@@ -127,8 +130,8 @@ TEST(Attention, SoftCappedScoresMatchCappingByHand) {
     }
     attention_head(c.q.data(), c.k.data(), c.v.data(), n, hd, scale, cap, got.data());
     attention_head_reference(c.q.data(), c.k.data(), c.v.data(), n, hd, scale, cap, reference.data());
-    attention_head_partial(c.q.data(), c.k.data(), c.v.data(), 0, 37, hd, scale, cap, records.data());
-    attention_head_partial(c.q.data(), c.k.data(), c.v.data(), 37, n, hd, scale, cap, records.data() + record);
+    attention_head_partial(c.q.data(), c.k.data(), c.v.data(), 0, 37, n, hd, scale, cap, records.data());
+    attention_head_partial(c.q.data(), c.k.data(), c.v.data(), 37, n, n, hd, scale, cap, records.data() + record);
     merge_attention_records(records.data(), 2, record, hd, merged.data());
     const std::string what = "cap " + std::to_string(cap);
     EXPECT_EQ(count_mismatches(got, want, kAtol, kRtol, what), 0u) << what;
@@ -156,7 +159,7 @@ TEST(Attention, MergedRecordsOfSplitPositionsMatchReference) {
                                               {0, 7, 33, 64, 65, 199, 200, 200}}) {
       std::vector<float> records((cuts.size() - 1) * record);  // [pieces][hd + 2]
       for (size_t i = 0; i + 1 < cuts.size(); ++i)
-        attention_head_partial(c.q.data(), c.k.data(), c.v.data(), cuts[i], cuts[i + 1], hd, scale, 0.0f, records.data() + i * record);
+        attention_head_partial(c.q.data(), c.k.data(), c.v.data(), cuts[i], cuts[i + 1], n, hd, scale, 0.0f, records.data() + i * record);
       std::vector<float> got(hd);
       merge_attention_records(records.data(), uint32_t(cuts.size() - 1), record, hd, got.data());
       const std::string what = std::to_string(cuts.size() - 1) + " pieces, magnitude " + std::to_string(magnitude);
@@ -186,4 +189,44 @@ TEST(Attention, MergeRescalesToTheCommonMaxAndSkipsEmptyRecords) {
 }
 
 }  // namespace
+// A sliding window's ring (ops/tile.h): positions [first, end) stored at rows j % cache_rows of a cache of
+// cache_rows rows, the range wrapping past the ring's end (and not, and empty), give bitwise what the
+// same positions give laid out flat, both for the whole softmax and for a record; rows outside the range
+// hold other values (a ring's older positions), which must not be read.
+TEST(Attention, RingRowsGiveBitwiseWhatFlatPositionsGive) {
+  std::mt19937 rng(11);
+  const uint32_t hd = 48, record = attention_record_floats(hd);
+  for (const auto& [first, end, cache_rows] : std::vector<std::tuple<uint32_t, uint32_t, uint32_t>>{
+           {0, 16, 16}, {5, 21, 16}, {30, 77, 48}, {100, 100, 32}, {61, 64, 64}, {64, 130, 80}, {3, 35, 33}}) {
+    const uint32_t n = end;  // flat: positions [0, end), row j for position j
+    const Cache flat = random_cache(std::max(n, 1u), hd, 2.0f, rng);
+    std::vector<float> ring_k(size_t(cache_rows) * hd), ring_v(size_t(cache_rows) * hd);
+    std::uniform_real_distribution<float> junk(-50.0f, 50.0f);
+    for (float& x : ring_k) x = junk(rng);  // rows the range does not cover: another position's values
+    for (float& x : ring_v) x = junk(rng);
+    for (uint32_t j = first; j < end; ++j)
+      for (uint32_t d = 0; d < hd; ++d) {
+        ring_k[size_t(j % cache_rows) * hd + d] = flat.k[size_t(j) * hd + d];
+        ring_v[size_t(j % cache_rows) * hd + d] = flat.v[size_t(j) * hd + d];
+      }
+    const float scale = 0.3f;
+    std::vector<float> want(hd), got(hd), want_record(record), got_record(record);
+    attention_head_window(flat.q.data(), flat.k.data(), flat.v.data(), first, end, std::max(n, 1u), hd, scale, 0.0f, want.data());
+    attention_head_window(flat.q.data(), ring_k.data(), ring_v.data(), first, end, cache_rows, hd, scale, 0.0f, got.data());
+    attention_head_partial(flat.q.data(), flat.k.data(), flat.v.data(), first, end, std::max(n, 1u), hd, scale, 0.0f, want_record.data());
+    attention_head_partial(flat.q.data(), ring_k.data(), ring_v.data(), first, end, cache_rows, hd, scale, 0.0f, got_record.data());
+    const std::string what = "positions [" + std::to_string(first) + ", " + std::to_string(end) + ") in " + std::to_string(cache_rows) + " rows";
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), hd * sizeof(float)), 0) << what;
+    EXPECT_EQ(std::memcmp(got_record.data(), want_record.data(), record * sizeof(float)), 0) << what;
+    if (end > first) {  // and the flat result is the attention over those positions (the reference)
+      std::vector<float> reference(hd);
+      attention_head_reference(flat.q.data(), flat.k.data() + size_t(first) * hd, flat.v.data() + size_t(first) * hd, end - first, hd,
+                               scale, 0.0f, reference.data());
+      EXPECT_EQ(count_mismatches(want, reference, kAtol, kRtol, what), 0u) << what;
+    } else {
+      EXPECT_EQ(std::count(got.begin(), got.end(), 0.0f), std::ptrdiff_t(hd)) << what;
+    }
+  }
+}
+
 }  // namespace tilefire

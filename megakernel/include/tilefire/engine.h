@@ -80,7 +80,8 @@ struct EngineOptions {
   // Prompt tokens one prefill step runs (1 to 128): every prompt is prefilled in chunks of this many.
   // Smaller chunks hold the sequences decoding beside a joining prompt up for less per step; larger
   // ones stream the weights fewer times per prompt (docs/BENCHMARKS.md measures both). 128 at most: a
-  // step's activations and the cuda backend's posted tokens are bounded by it.
+  // step's activations and the cuda backend's posted tokens are bounded by it. On the cpu a sliding-window
+  // layer's KV cache keeps its window plus this many positions (a ring; docs/ARCHITECTURE.md).
   uint32_t prefill_chunk = 128;
   // Split-KV attention at decode: each KV head's visible positions in this many chunks (a tile each, then
   // a merge tile per head); 0: automatic: on cuda, split when the heads alone leave SMs idle; on cpu,
@@ -315,11 +316,15 @@ class Engine {
   // chunks of up to 128 per step) and decode() one token; both return the last token's logits [vocab]
   // and keep the KV cache. Tokens outside the vocabulary or past the context are an InputError, and so
   // are logits that are NaN or infinite (the weights hold such values), on every call. A call that throws
-  // InputError leaves position() where it was.
+  // InputError leaves position() where it was (but for a prefill that ran past what a sliding-window
+  // layer's ring holds before it failed: the sequence then starts over, position() 0).
   void reset();
   // Keeps the first `position` tokens of the sequence (InputError past position()): the next step
-  // continues from there, as if the tokens after it had never been fed.
+  // continues from there, as if the tokens after it had never been fed. A model with sliding-window
+  // layers keeps only a ring of each one's last positions (its window, plus a prefill chunk), so a
+  // position whose window the rings have moved past is an InputError too: can_rewind says which are held.
   void rewind(uint32_t position);
+  bool can_rewind(uint32_t position) const;
   std::vector<float> prefill(const std::vector<int32_t>& tokens);
   std::vector<float> decode(int32_t token);
   // decode() for greedy generation: returns the most probable next token. On the cuda backend the argmax
