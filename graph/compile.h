@@ -20,9 +20,10 @@ struct CompileOptions {
   // (ops/tile.h, sliding_cache_rows), not max_context. Every program of an engine shares its caches, so
   // all are compiled with the same; 0: `tokens`.
   uint32_t step_tokens = 0;
-  // Whether sliding-window layers get rings (the cpu backend) or whole caches of max_context rows (the
-  // cuda backend: its attention ops index rows by position, docs/CUDA.md).
-  bool sliding_rings = true;
+  // Whether sliding-window layers get rings (the cpu backend's engine asks for them) or whole caches of
+  // max_context rows (the cuda backend: its attention ops index rows by position, docs/CUDA.md; and the
+  // default, so `inspect` and `simulate` lay out a device's program as it runs).
+  bool sliding_rings = false;
   std::string policy = "balanced";  // a placement policy (scheduler/policy.h): --policy
   EventGranularity granularity = EventGranularity::tile;
   uint32_t head_width = 0;  // head granularity: columns per band (compile_model sets the model's head_dim)

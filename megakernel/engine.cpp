@@ -8,7 +8,7 @@
 
 #include "megakernel/engine_impl.h"
 #include "ops/sampling.h"
-#include "ops/tile.h"  // sliding_cache_rows, ring_holds_window_before
+#include "ops/tile.h"  // ring_holds_window_before
 #include "scheduler/policy.h"
 
 namespace tilefire {
@@ -280,7 +280,10 @@ std::unique_ptr<BoundProgram> Engine::Impl::bind(Program program, double compile
       }
       case SlotKind::kv_cache: {
         auto it = kv_cache.find(slot.name);
-        if (it == kv_cache.end()) it = kv_cache.emplace(slot.name, AlignedFloats(slot.rows * slot.cols)).first;
+        if (it == kv_cache.end()) {
+          it = kv_cache.emplace(slot.name, AlignedFloats(slot.rows * slot.cols)).first;
+          track_ring(slot);
+        }
         // Every program of the engine shares the caches, so every one must size them alike (compile_options).
         if (it->second.size() != slot.rows * slot.cols)
           throw std::logic_error("bind: cache '" + slot.name + "' of " + std::to_string(slot.rows) + " rows against " +
@@ -523,22 +526,31 @@ void Engine::Impl::check_finite_logits(const float* logits, uint32_t at) const {
   if (!all_finite(logits)) throw nonfinite_logits(loaded().origin, at);
 }
 
-void Engine::Impl::init_rings(const ModelSpec& spec) {
-  rings.clear();
-  written_end.assign(options.sequences, 0);
-  if (options.backend != Backend::cpu) return;  // no rings there (compile_options)
-  for (uint32_t layer = 0; layer < spec.layers; ++layer) {
-    const uint32_t window = spec.attention_window(layer);
-    const uint32_t rows = sliding_cache_rows(window, options.prefill_chunk, max_context);  // as compile_options sizes it
-    if (rows >= max_context) continue;  // never wraps
-    if (std::none_of(rings.begin(), rings.end(), [&](const Ring& r) { return r.window == window; })) rings.push_back({window, rows});
+void Engine::Impl::track_ring(const SlotDesc& slot) {
+  if (slot.cache_rows >= max_context) return;  // never wraps
+  // The layer whose cache it is, for its window: the rings are what the compiler made, not a second guess.
+  for (uint32_t layer = 0; layer < program_spec.layers; ++layer) {
+    if (slot.name != kv_cache_slot_name(layer, true) && slot.name != kv_cache_slot_name(layer, false)) continue;
+    const uint32_t window = program_spec.attention_window(layer);
+    if (window == 0 || window > slot.cache_rows)
+      throw std::logic_error("bind: cache '" + slot.name + "' of " + std::to_string(slot.cache_rows) + " rows for a window of " +
+                             std::to_string(window));
+    if (std::none_of(rings.begin(), rings.end(), [&](const Ring& r) { return r.window == window && r.rows == slot.cache_rows; }))
+      rings.push_back({window, slot.cache_rows});
+    return;
   }
+  throw std::logic_error("bind: cache '" + slot.name + "' is no layer's");
 }
 
 void Engine::Impl::note_written(const StepInputs& inputs) {
+  std::vector<uint32_t> tokens_of_slot(options.sequences, 0);
   for (uint32_t m = 0; m < inputs.tokens_count; ++m) {
-    uint32_t& end = written_end.at(token_sequence(inputs, m));
-    const uint32_t at = token_position(inputs, m);
+    const uint32_t slot = token_sequence(inputs, m), at = token_position(inputs, m);
+    // A ring holds a window and one step's tokens of a sequence (compile_options): no step brings more.
+    if (++tokens_of_slot.at(slot) > options.prefill_chunk)
+      throw std::logic_error("note_written: more than " + std::to_string(options.prefill_chunk) + " tokens of slot " +
+                             std::to_string(slot) + " in one step");
+    uint32_t& end = written_end[slot];
     if (at == 0) end = 0;  // the slot's sequence starts over: what the rings held before is not its
     end = std::max(end, at + 1);
   }
@@ -551,8 +563,11 @@ bool Engine::Impl::rings_hold(uint32_t slot, uint32_t at) const {
   });
 }
 
+void Engine::Impl::rewind_after_failure(uint32_t to) { rewind(rings_hold(0, to) ? to : 0); }
+
 void Engine::Impl::rewind(uint32_t to) {
-  if (!rings_hold(0, to)) to = 0;
+  if (!rings_hold(0, to))  // callers check (Engine::rewind, reuse_prefix) or go back within a step's slack
+    throw std::logic_error("rewind: position " + std::to_string(to) + " is gone from the sliding-window rings");
   position = to;
   if (sequence.size() > to) sequence.resize(to);
   for (auto& rank : rank_engines) rank->position = to;

@@ -106,7 +106,7 @@ std::unique_ptr<Engine::Impl> Engine::Impl::make_rank(uint32_t rank_index, const
   r->parent_model = &model;
   r->rank_view = view;
   r->info.vocab = model.spec.vocab;
-  r->init_rings(program_spec);
+  r->written_end.assign(options.sequences, 0);
   return r;
 }
 
@@ -146,6 +146,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (options.sequences == 0 || options.sequences > 256)
     throw InputError("EngineOptions::sequences must be 1 to 256, got " + std::to_string(options.sequences));
   m.slot_tokens.assign(options.sequences, {});
+  m.written_end.assign(options.sequences, 0);
   if (options.prefill_chunk == 0 || options.prefill_chunk > Impl::kMaxPrefillChunk)
     throw InputError("EngineOptions::prefill_chunk (--prefill-chunk) must be 1 to " + std::to_string(Impl::kMaxPrefillChunk) +
                      " prompt tokens, got " + std::to_string(options.prefill_chunk));
@@ -211,7 +212,6 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
   if (!options.policy.empty() && !find_policy(options.policy))
     throw InputError("EngineOptions::policy (--policy): unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");
   m.program_spec = spec;
-  m.init_rings(spec);
   if (options.tp > 1 && options.policy == "dynamic")
     throw InputError("--policy dynamic cannot run with --tp: each rank's ready queue would order its collective "
                      "tasks differently, and ranks waiting on each other's different tasks could deadlock; use a "
@@ -422,7 +422,9 @@ void Engine::rewind(uint32_t position) {
                      "): rewind to 0 and prefill again (Engine::can_rewind says which positions are held)");
   impl_->rewind(position);
 }
-bool Engine::can_rewind(uint32_t position) const { return position <= impl_->position && impl_->rings_hold(0, position); }
+bool Engine::can_rewind(uint32_t position) const {
+  return !impl_->generating && impl_->batched.empty() && position <= impl_->position && impl_->rings_hold(0, position);
+}
 uint32_t Engine::position() const { return impl_->position; }
 const std::vector<int32_t>& Engine::sequence() const { return impl_->sequence; }
 void Engine::set_schedule(Schedule schedule) {
@@ -451,7 +453,7 @@ std::vector<float> finite_logits(Engine::Impl& m, const float* logits, uint32_t 
   try {
     m.check_finite_logits(logits, m.position - 1);
   } catch (const InputError&) {
-    m.rewind(began);
+    m.rewind_after_failure(began);
     throw;
   }
   return std::vector<float>(logits, logits + m.info.vocab);
@@ -467,7 +469,7 @@ std::vector<float> Engine::prefill(const std::vector<int32_t>& tokens) {
   try {
     logits = impl_->prefill(tokens, &compile_ms);
   } catch (const InputError&) {  // a later chunk refused (its program, say) after earlier chunks ran
-    impl_->rewind(began);
+    impl_->rewind_after_failure(began);
     throw;
   }
   return finite_logits(*impl_, logits, began);
@@ -610,7 +612,7 @@ GenerateResult Engine::generate(const GenerateRequest& request) {
     try {
       return run_step();
     } catch (const InputError&) {
-      m.rewind(began);
+      m.rewind_after_failure(began);  // a whole prompt's prefill may have gone round a ring
       throw;
     }
   };

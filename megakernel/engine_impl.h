@@ -160,7 +160,8 @@ struct Engine::Impl {
   // are `sequence` (the step API's), so slot_tokens[0] stays empty. Sized EngineOptions::sequences.
   std::vector<std::vector<int32_t>> slot_tokens;
   // Sliding-window layers whose caches are rings of fewer rows than max_context (ops/tile.h,
-  // sliding_cache_rows): each distinct window and its rows. Empty when no cache wraps.
+  // sliding_cache_rows): each distinct window and its rows, as the bound programs' cache slots have them
+  // (track_ring). Empty when no cache wraps.
   struct Ring {
     uint32_t window = 0, rows = 0;
   };
@@ -170,7 +171,8 @@ struct Engine::Impl {
   // still holds follows from it (rings_hold). Kept by the engines that run steps (a rank's, under tensor
   // parallelism: the group's engine asks rank 0's).
   std::vector<uint32_t> written_end;
-  void init_rings(const ModelSpec& spec);
+  // Adds a cache slot's ring to `rings` when it has fewer rows than max_context (bind, as it allocates it).
+  void track_ring(const SlotDesc& slot);
   void note_written(const StepInputs& inputs);
   // Whether every ring of slot `slot` still holds what a token at `position` sees before itself
   // (ring_holds_window_before): a sequence may go back to `position` (a rewind, a cached prefix reused)
@@ -263,8 +265,11 @@ struct Engine::Impl {
   // Sets the sequence's position (every rank's): 0 starts a new sequence; a call that throws after its
   // step ran goes back to where it began, so the sequence is as it was (the KV entries past the
   // position are overwritten by the next step). Where the sliding layers' rings no longer hold what
-  // `to` needs (rings_hold: a failed prefill longer than a ring), the sequence starts over at 0 instead.
+  // `to` needs (rings_hold) it is a logic_error: callers check first, or go back by no more than one step's
+  // tokens, which a ring's slack keeps. After a failure, rewind_after_failure: a prefill that failed past
+  // what a ring held before it starts the sequence over at 0 instead.
   void rewind(uint32_t to);
+  void rewind_after_failure(uint32_t to);
   // Copies positions [0, end) of every layer's K and V cache from one sequence slot to another (every
   // rank's share): a sequence that begins with what another slot holds starts from it instead of
   // prefilling it (engine_batch.cpp). The slots must differ.

@@ -37,7 +37,7 @@ enum class SlotKind : uint8_t {
   weight,      // bound to a checkpoint tensor by name (read-only)
   weight_f32,  // a checkpoint vector (norm weight, bias) converted to f32 at bind time
   activation,  // [rows, cols] f32, owned by the backend
-  kv_cache,    // [kv_heads, max_context, head_dim] f32, owned by the engine across steps
+  kv_cache,    // [sequences, kv_heads, cache_rows, head_dim] f32, owned by the engine across steps (SlotDesc::cache_rows)
   constant,    // f32 values stored in Program::constants
   window,      // [rows, cols] f32 in this rank's symmetric window (tensor parallelism): peers read it
 };

@@ -2,9 +2,10 @@
 // keeps its window plus a prefill chunk of positions, not max_context. With a chunk of 4 and windows of 4
 // and 7 the rings hold 16 rows, so the sequences below go round them several times. Checked: the logits
 // against the double-precision reference at every step; what may go back to a position (rewind, a cached
-// prefix reused, a prefix copied between slots) only where the rings still hold its window, and the same
-// replies as an engine whose caches never wrap; speculation's rejected drafts; tensor-parallel ranks; the
-// memory the caches take.
+// prefix reused from the cache, a free slot or another sequence's slot, the draft model's own cache) only
+// where the rings still hold its window, and the same replies as an engine whose caches never wrap;
+// speculation's drafts turned down, in one sequence and in batched steps that carry a prompt's chunk;
+// tensor-parallel ranks; the memory the caches take.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -167,6 +168,7 @@ TEST_P(SlidingRingTest, RepliesMatchAnEngineWhoseCachesNeverWrap) {
   // Drafts were checked (on these random weights mistral_window's are all turned down, so the sequence goes
   // back past rows the check wrote; the Gemma variants' are all taken).
   EXPECT_GT(speculated.draft_tokens, 0u);
+  if (GetParam() == Variant::mistral_window) EXPECT_LT(speculated.accepted_tokens, speculated.draft_tokens);
   EXPECT_EQ(speculated.tokens, whole.generate(plain).tokens);
 }
 
@@ -239,7 +241,93 @@ TEST(SlidingRing, BatchedSequencesCopyOnlyWhatTheRingsStillHold) {
   EXPECT_EQ(twin_result.tokens, late_alone);
 }
 
-// Tensor-parallel ranks (threads) each keep their KV heads' rings: the same greedy reply as one rank.
+// A free slot's cache lends a prompt only what its rings still hold: a request sharing 25 tokens with the
+// 70 the slot's last sequence left gets nothing (prefilled again), one continuing a sequence gets all of it.
+TEST(SlidingRing, AFreeSlotLendsOnlyWhatItsRingsStillHold) {
+  TempDir dir("ring_free_slot");
+  write_test_model(variant_spec(Variant::mistral_window), dir.path());
+  Engine batched(ring_options(dir.path(), 4)), alone(ring_options(dir.path(), 4));
+  auto run_alone_in_batch = [&](const GenerateRequest& request) {
+    const uint64_t id = batched.add_sequence(request);
+    while (batched.step_sequences() > 0) {
+    }
+    return batched.remove_sequence(id);
+  };
+  const std::vector<int32_t> shared = some_tokens(30, 23);
+  run_alone_in_batch(greedy(shared, 40));
+
+  std::vector<int32_t> diverging(shared.begin(), shared.begin() + 25);
+  diverging.insert(diverging.end(), {200, 201});
+  GenerateRequest late = greedy(diverging, 10);
+  late.reuse_prefix = true;
+  const GenerateResult late_result = run_alone_in_batch(late);
+  EXPECT_EQ(late_result.reused_tokens, 0u);
+  EXPECT_EQ(late_result.tokens, alone.generate(greedy(diverging, 10)).tokens);
+
+  std::vector<int32_t> continuing = diverging;
+  continuing.insert(continuing.end(), late_result.tokens.begin(), late_result.tokens.end());
+  continuing.push_back(4);
+  GenerateRequest next = greedy(continuing, 8);
+  next.reuse_prefix = true;
+  const GenerateResult next_result = run_alone_in_batch(next);
+  EXPECT_GE(next_result.reused_tokens, diverging.size() + late_result.tokens.size() - 1);
+  EXPECT_EQ(next_result.tokens, alone.generate(greedy(continuing, 8)).tokens);
+}
+
+// Prompts prefilled a chunk per step inside the decode steps (mixed steps), beside sequences that
+// speculate by prompt lookup (a check of each one's draft in the same step, drafts turned down going
+// back): each reply is the one plain decoding gives it alone.
+TEST(SlidingRing, MixedStepsAndBatchedDraftsGiveThePlainReplies) {
+  TempDir dir("ring_mixed");
+  write_test_model(variant_spec(Variant::mistral_window), dir.path());
+  EngineOptions options = ring_options(dir.path(), 4);
+  options.sequences = 3;
+  options.prefill_chunks_per_step = 1;  // the decode step carries a joining prompt's chunk
+  Engine batched(options), alone(ring_options(dir.path(), 4));
+  std::vector<GenerateRequest> requests;
+  for (int32_t r = 0; r < 3; ++r) {
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 6; ++i) prompt.insert(prompt.end(), {40 + r, 41 + r, 42 + r, 43 + r});
+    GenerateRequest request = greedy(prompt, 30);
+    request.speculation.draft_tokens = 3;
+    request.speculation.min_ngram = 1;
+    requests.push_back(request);
+  }
+  const std::vector<GenerateResult> results = batched.generate_batch(requests);
+  ASSERT_EQ(results.size(), requests.size());
+  uint32_t drafted = 0;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    EXPECT_EQ(results[r].tokens, alone.generate(greedy(requests[r].prompt, 30)).tokens) << "request " << r;
+    drafted += results[r].draft_tokens;
+  }
+  EXPECT_GT(drafted, 0u);
+}
+
+// A draft model with rings of its own: after a long reply, a new prompt sharing only its first 10 tokens
+// finds the draft model's rings moved past them, so it prefills the draft model again rather than
+// rewinding it (which its engine would refuse: the drafts would stop, with draft_error).
+TEST(SlidingRing, ADraftModelGoesBackOnlyWhereItsRingsHold) {
+  TempDir dir("ring_draft");
+  write_test_model(variant_spec(Variant::mistral_window), dir.path());
+  EngineOptions options = ring_options(dir.path(), 4);
+  options.draft.model_dir = dir.path().string();  // the model drafts for itself: every draft is taken
+  Engine engine(options), plain(ring_options(dir.path(), 4));
+  const std::vector<int32_t> prompt = some_tokens(30, 29);
+  std::vector<int32_t> diverging(prompt.begin(), prompt.begin() + 10);
+  diverging.push_back(55);
+  for (const std::vector<int32_t>& p : {prompt, diverging}) {
+    GenerateRequest request = greedy(p, 40);
+    request.speculation.draft_tokens = 3;
+    request.speculation.source = DraftSource::draft_model;
+    const GenerateResult result = engine.generate(request);
+    EXPECT_EQ(result.draft_error, "");
+    EXPECT_GT(result.accepted_tokens, 0u);
+    EXPECT_EQ(result.tokens, plain.generate(greedy(p, 40)).tokens);
+  }
+}
+
+// Tensor-parallel ranks (threads) each keep their KV heads' rings: the same greedy reply as one rank, and
+// the same refusal to reuse a prefix the rings have moved past (rank 0's record of what was written).
 TEST(SlidingRing, TensorParallelRanksGiveOneRanksReply) {
   TempDir dir("ring_tp");
   write_test_model(variant_spec(Variant::mistral_window), dir.path());
@@ -247,8 +335,16 @@ TEST(SlidingRing, TensorParallelRanksGiveOneRanksReply) {
   EngineOptions options = ring_options(dir.path(), 4);
   options.tp = 2;
   Engine two(options);
-  const GenerateRequest request = greedy(some_tokens(33, 17), 40);
+  const std::vector<int32_t> prompt = some_tokens(33, 17);
+  const GenerateRequest request = greedy(prompt, 40);
   EXPECT_EQ(two.generate(request).tokens, one.generate(request).tokens);
+  std::vector<int32_t> diverging(prompt.begin(), prompt.begin() + 12);
+  diverging.push_back(77);
+  GenerateRequest again = greedy(diverging, 10);
+  again.reuse_prefix = true;
+  const GenerateResult two_again = two.generate(again), one_again = one.generate(again);
+  EXPECT_EQ(two_again.reused_tokens, 0u);
+  EXPECT_EQ(two_again.tokens, one_again.tokens);
 }
 
 // The memory the cpu backend's caches take: Gemma 3 1B at 4096 positions keeps 4096 rows in its 4 full

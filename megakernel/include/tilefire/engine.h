@@ -56,7 +56,7 @@ struct EngineOptions {
   std::string policy;  // placement policy: balanced (default), round-robin, critical-path, locality, dynamic
   Granularity granularity = Granularity::tile;
   uint32_t max_context = 0;  // KV cache positions; 0: min(model's max_position_embeddings, 4096)
-  // Sequences the KV cache holds at once (max_context positions each), decoded together by
+  // Sequences the KV cache holds at once (max_context positions each, a sliding layer's ring fewer), decoded together by
   // generate_batch (at most 256, 128 on cuda; under tensor parallelism each rank holds its KV heads of
   // every slot).
   // The cache's memory grows with it.
@@ -321,8 +321,9 @@ class Engine {
   void reset();
   // Keeps the first `position` tokens of the sequence (InputError past position()): the next step
   // continues from there, as if the tokens after it had never been fed. A model with sliding-window
-  // layers keeps only a ring of each one's last positions (its window, plus a prefill chunk), so a
-  // position whose window the rings have moved past is an InputError too: can_rewind says which are held.
+  // layers keeps (on the cpu) only a ring of each one's last positions (its window, plus a prefill chunk),
+  // so a position whose window the rings have moved past is an InputError too. can_rewind says whether
+  // rewind(position) would be taken (false while generating or batching, which rewind refuses too).
   void rewind(uint32_t position);
   bool can_rewind(uint32_t position) const;
   std::vector<float> prefill(const std::vector<int32_t>& tokens);
