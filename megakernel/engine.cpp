@@ -543,14 +543,18 @@ void Engine::Impl::track_ring(const SlotDesc& slot) {
 }
 
 void Engine::Impl::note_written(const StepInputs& inputs) {
-  std::vector<uint32_t> tokens_of_slot(options.sequences, 0);
+  // A ring holds a window and one step's tokens of a sequence (compile_options): no step brings more. Only
+  // a step of more tokens than that in all could (a decode step's few tokens are never counted).
+  if (inputs.tokens_count > options.prefill_chunk) {
+    std::vector<uint32_t> tokens_of_slot(options.sequences, 0);
+    for (uint32_t m = 0; m < inputs.tokens_count; ++m)
+      if (++tokens_of_slot.at(token_sequence(inputs, m)) > options.prefill_chunk)
+        throw std::logic_error("note_written: more than " + std::to_string(options.prefill_chunk) + " tokens of slot " +
+                               std::to_string(token_sequence(inputs, m)) + " in one step");
+  }
   for (uint32_t m = 0; m < inputs.tokens_count; ++m) {
     const uint32_t slot = token_sequence(inputs, m), at = token_position(inputs, m);
-    // A ring holds a window and one step's tokens of a sequence (compile_options): no step brings more.
-    if (++tokens_of_slot.at(slot) > options.prefill_chunk)
-      throw std::logic_error("note_written: more than " + std::to_string(options.prefill_chunk) + " tokens of slot " +
-                             std::to_string(slot) + " in one step");
-    uint32_t& end = written_end[slot];
+    uint32_t& end = written_end.at(slot);
     if (at == 0) end = 0;  // the slot's sequence starts over: what the rings held before is not its
     end = std::max(end, at + 1);
   }

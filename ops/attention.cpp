@@ -75,10 +75,9 @@ void attention_head_partial(const float* q, const float* k_cache, const float* v
     const uint32_t count = std::min(kPositionsPerBlock, end - block);
     const uint32_t first_row = block_row;
     float block_max = -std::numeric_limits<float>::infinity();
-    for (uint32_t j = 0, row = first_row; j < count; ++j, row = next_row(row)) {
-      scores[j] = soft_capped(scale * dot_product(q, k_cache + size_t(row) * head_dim, head_dim), softcap);
+    for (uint32_t j = 0; j < count; ++j, block_row = next_row(block_row)) {  // leaves block_row at the next block's
+      scores[j] = soft_capped(scale * dot_product(q, k_cache + size_t(block_row) * head_dim, head_dim), softcap);
       block_max = max_propagating_nan(block_max, scores[j]);
-      block_row = next_row(row);
     }
     const float new_max = max_propagating_nan(running_max, block_max);
     // All scores so far are -inf (masked keys): keep max at -inf and skip, nothing to accumulate.
