@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -168,7 +169,9 @@ TEST_P(SlidingRingTest, RepliesMatchAnEngineWhoseCachesNeverWrap) {
   // Drafts were checked (on these random weights mistral_window's are all turned down, so the sequence goes
   // back past rows the check wrote; the Gemma variants' are all taken).
   EXPECT_GT(speculated.draft_tokens, 0u);
-  if (GetParam() == Variant::mistral_window) EXPECT_LT(speculated.accepted_tokens, speculated.draft_tokens);
+  if (GetParam() == Variant::mistral_window) {
+    EXPECT_LT(speculated.accepted_tokens, speculated.draft_tokens);
+  }
   EXPECT_EQ(speculated.tokens, whole.generate(plain).tokens);
 }
 
@@ -345,6 +348,54 @@ TEST(SlidingRing, TensorParallelRanksGiveOneRanksReply) {
   const GenerateResult two_again = two.generate(again), one_again = one.generate(again);
   EXPECT_EQ(two_again.reused_tokens, 0u);
   EXPECT_EQ(two_again.tokens, one_again.tokens);
+}
+
+// A prefill whose last token makes NaN logits fails, and the sequence goes back to where it began: only
+// while the rings still hold that position's window. A 3-token prefill after 10 tokens leaves them holding
+// it, so the sequence is its first 10 tokens again; a 20-token one writes positions 10 .. 29 and position
+// 26 takes row 10 (16 rows), so the window before 10 is gone and the sequence starts over at 0
+// (rewind_after_failure). Both through prefill() and through generate() with reuse_prefix; after each, the
+// next prefill's logits are the reference's from that position. The two variants whose embeddings are not
+// the LM head's (a tied NaN row would make every step's logits NaN).
+TEST(SlidingRing, AFailedPrefillGoesBackToWhereItBeganOnlyWhileTheRingsHoldIt) {
+  for (const Variant variant : {Variant::mistral_window, Variant::qwen2_window}) {
+    TempDir poisoned_dir(std::string("ring_nan_") + variant_name(variant));
+    const ModelSpec spec = variant_spec(variant);
+    ASSERT_FALSE(spec.tie_embeddings);
+    write_test_model(spec, poisoned_dir.path());
+    const int32_t poisoned = 501;  // some_tokens gives 1 .. 500
+    overwrite_f32(poisoned_dir.path(), "model.embed_tokens.weight", uint64_t(poisoned) * spec.hidden,
+                  std::numeric_limits<float>::quiet_NaN());
+    const LoadedModel loaded = load_hf_model(poisoned_dir.path());
+    Engine engine(ring_options(poisoned_dir.path(), 4));
+    const std::vector<int32_t> first = some_tokens(10, 3);
+    for (const size_t failing_length : {size_t(3), size_t(20)}) {
+      const bool rings_hold = failing_length == 3;
+      std::vector<int32_t> failing = some_tokens(failing_length - 1, 8);
+      failing.push_back(poisoned);
+      for (const bool through_generate : {false, true}) {
+        const std::string label = std::string(variant_name(variant)) + ", " + std::to_string(failing_length) +
+                                  (through_generate ? " tokens by generate" : " tokens by prefill");
+        engine.rewind(0);
+        engine.prefill(first);
+        if (through_generate) {
+          std::vector<int32_t> prompt = first;
+          prompt.insert(prompt.end(), failing.begin(), failing.end());
+          GenerateRequest request = greedy(prompt, 2);
+          request.reuse_prefix = true;  // keeps the 10 cached tokens, prefills the failing ones after them
+          EXPECT_THROW(engine.generate(request), InputError) << label;
+        } else {
+          EXPECT_THROW(engine.prefill(failing), InputError) << label;
+        }
+        const std::vector<int32_t> expected_sequence = rings_hold ? first : std::vector<int32_t>{};
+        ASSERT_EQ(engine.sequence(), expected_sequence) << label;
+        ReferenceModel reference(loaded.spec, loaded.weights, 128);
+        if (rings_hold) reference.forward(first);
+        const std::vector<int32_t> next = some_tokens(6, 21);
+        expect_logits_match_reference(engine.prefill(next), reference.forward(next), label);
+      }
+    }
+  }
 }
 
 // The memory the cpu backend's caches take: Gemma 3 1B at 4096 positions keeps 4096 rows in its 4 full
