@@ -440,6 +440,15 @@ tilefire_status tilefire_engine_rewind(tilefire_engine* engine, uint32_t positio
   return guarded([&] { required(engine, "tilefire_engine_rewind", "engine").engine.rewind(position); });
 }
 
+tilefire_status tilefire_engine_can_rewind(const tilefire_engine* engine, uint32_t position, int* can_rewind) {
+  return guarded([&] {
+    const char* call = "tilefire_engine_can_rewind";
+    const tilefire::Engine& cpp_engine = required(engine, call, "engine").engine;
+    int& out = required(can_rewind, call, "can_rewind");
+    out = cpp_engine.can_rewind(position) ? 1 : 0;
+  });
+}
+
 tilefire_status tilefire_engine_prefill(tilefire_engine* engine, const int32_t* tokens, size_t count, float* logits,
                                         size_t capacity) {
   return guarded([&] {

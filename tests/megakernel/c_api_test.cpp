@@ -261,6 +261,15 @@ TEST(CApi, StepApiGivesTheCppEnginesLogits) {
   expect_refused(tilefire_engine_decode(c.engine, int32_t(info.vocab), nullptr, 0), TILEFIRE_ERROR_INPUT, std::to_string(info.vocab));
   EXPECT_EQ(tilefire_engine_position(c.engine), 8u);
 
+  int can_rewind = -1;
+  ASSERT_EQ(tilefire_engine_can_rewind(c.engine, 3, &can_rewind), TILEFIRE_OK) << tilefire_last_error();
+  EXPECT_EQ(can_rewind, 1);
+  ASSERT_EQ(tilefire_engine_can_rewind(c.engine, 99, &can_rewind), TILEFIRE_OK);
+  EXPECT_EQ(can_rewind, 0) << "past the sequence";
+  expect_refused(tilefire_engine_can_rewind(c.engine, 3, nullptr), TILEFIRE_ERROR_INPUT,
+                 "tilefire_engine_can_rewind: can_rewind is NULL");
+  expect_refused(tilefire_engine_can_rewind(nullptr, 3, &can_rewind), TILEFIRE_ERROR_INPUT,
+                 "tilefire_engine_can_rewind: engine is NULL");
   ASSERT_EQ(tilefire_engine_rewind(c.engine, 3), TILEFIRE_OK);
   cpp.rewind(3);
   ASSERT_EQ(tilefire_engine_set_schedule(c.engine, TILEFIRE_SCHEDULE_BSP), TILEFIRE_OK);
@@ -269,6 +278,35 @@ TEST(CApi, StepApiGivesTheCppEnginesLogits) {
   expect_refused(tilefire_engine_rewind(c.engine, 99), TILEFIRE_ERROR_INPUT, "rewind: position 99 is past");
   ASSERT_EQ(tilefire_engine_reset(c.engine), TILEFIRE_OK);
   EXPECT_EQ(tilefire_engine_position(c.engine), 0u);
+}
+
+// A sliding-window model on the cpu backend with chunks of 4: its rings hold 16 rows (window 7), so after 40
+// tokens position 10's window is gone. can_rewind says so, and the rewind it turns down is refused with the
+// C++ engine's message; one it allows is taken.
+TEST(CApi, CanRewindSaysWhetherTheSlidingWindowRingsStillHoldThePosition) {
+  TempDir dir("c_api_ring");
+  write_test_model(variant_spec(Variant::mistral_window), dir.path());
+  tilefire_engine_options options;
+  tilefire_engine_options_init(&options);
+  const std::string model_dir = dir.path().string();
+  options.model_dir = model_dir.c_str();
+  options.threads = 1;
+  options.prefill_chunk = 4;
+  tilefire_engine* engine = nullptr;
+  ASSERT_EQ(tilefire_engine_create(&options, &engine), TILEFIRE_OK) << tilefire_last_error();
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 40; ++i) prompt.push_back(1 + (i * 37) % 400);
+  ASSERT_EQ(tilefire_engine_prefill(engine, prompt.data(), prompt.size(), nullptr, 0), TILEFIRE_OK) << tilefire_last_error();
+  int can_rewind = -1;
+  ASSERT_EQ(tilefire_engine_can_rewind(engine, 10, &can_rewind), TILEFIRE_OK) << tilefire_last_error();
+  EXPECT_EQ(can_rewind, 0);
+  expect_refused(tilefire_engine_rewind(engine, 10), TILEFIRE_ERROR_INPUT, "sliding-window");
+  EXPECT_EQ(tilefire_engine_position(engine), 40u);
+  ASSERT_EQ(tilefire_engine_can_rewind(engine, 37, &can_rewind), TILEFIRE_OK);
+  EXPECT_EQ(can_rewind, 1);
+  ASSERT_EQ(tilefire_engine_rewind(engine, 37), TILEFIRE_OK) << tilefire_last_error();
+  EXPECT_EQ(tilefire_engine_position(engine), 37u);
+  tilefire_engine_free(engine);
 }
 
 // on_token's return value ends the generation; calls into the engine from it are refused.

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /* The version of this interface: raised when a struct or a call changes. */
-#define TILEFIRE_API_VERSION 11
+#define TILEFIRE_API_VERSION 12
 uint32_t tilefire_api_version(void);
 
 typedef enum tilefire_status {
@@ -318,6 +318,11 @@ tilefire_status tilefire_engine_remove_sequence(tilefire_engine* engine, uint64_
  * `capacity` floats (less than the vocabulary is TILEFIRE_ERROR_INPUT); NULL skips them. */
 tilefire_status tilefire_engine_reset(tilefire_engine* engine);
 tilefire_status tilefire_engine_rewind(tilefire_engine* engine, uint32_t position);
+/* Since API version 12: *can_rewind is 1 when tilefire_engine_rewind(engine, position) would be taken, else
+ * 0: a position past the sequence, one whose window a sliding-window layer's KV ring no longer holds (the
+ * cpu backend keeps such a layer's window plus a prefill chunk of positions), or while a generation or
+ * a batched sequence runs. */
+tilefire_status tilefire_engine_can_rewind(const tilefire_engine* engine, uint32_t position, int* can_rewind);
 tilefire_status tilefire_engine_prefill(tilefire_engine* engine, const int32_t* tokens, size_t count, float* logits,
                                         size_t capacity);
 tilefire_status tilefire_engine_decode(tilefire_engine* engine, int32_t token, float* logits, size_t capacity);
