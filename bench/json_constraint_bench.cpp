@@ -1,7 +1,7 @@
 // What constrained JSON decoding costs per token on the host: TokenTrie::allow_tokens over a real
 // vocabulary (Llama 3's 128,256 tokens, Qwen3's, GPT-2's; fetched by scripts/fetch-tokenizers) from the
 // states a reply passes through, any JSON object's (JsonBytes), a JSON Schema's (JsonSchemaBytes) and a
-// regular expression's (PatternReplyBytes), and building the trie once per tokenizer. Results: docs/BENCHMARKS.md.
+// regular expression's (PatternReplyBytes), a GBNF grammar's (GrammarReplyBytes), and building the trie once per tokenizer. Results: docs/BENCHMARKS.md.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 
 #include "tilefire/json_constraint.h"
 #include "tilefire/json_schema.h"
+#include "tilefire/reply_grammar.h"
 #include "tilefire/reply_pattern.h"
 #include "tilefire/tokenizer.h"
 
@@ -321,15 +322,15 @@ void PatternAllowTokens(benchmark::State& state) {
 }
 BENCHMARK(PatternAllowTokens)->ArgsProduct({{0, 1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
 
-// A reply writing " the" at a time through PatternReplyConstraint::allowed (taken back to its start after
-// 90 words: 360 characters), the mean per token.
-void PatternReplyInASentence(benchmark::State& state) {
+// A reply writing " the" at a time through a constraint's allowed() (taken back to its start after 90
+// words: 360 characters), the mean per token. `make` builds the constraint over the vocabulary's trie.
+template <class MakeConstraint>
+void time_reply_of_words(benchmark::State& state, const MakeConstraint& make, const std::string& what) {
   const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);
   if (!bytes) return state.SkipWithError("no tokenizer files: run scripts/fetch-tokenizers");
   const int32_t word = token_id(*bytes, " the");
   if (size_t(word) == bytes->size()) return state.SkipWithError("no ' the' token");
-  tilefire::PatternReplyConstraint constraint(std::make_shared<const tilefire::TokenTrie>(*bytes),
-                                              tilefire::ReplyPattern::compile(kReplyPatterns[state.range(1)]), {});
+  auto constraint = make(std::make_shared<const tilefire::TokenTrie>(*bytes));
   std::vector<uint8_t> allowed(bytes->size());
   std::vector<int32_t> generated;
   for (auto _ : state) {
@@ -339,9 +340,54 @@ void PatternReplyInASentence(benchmark::State& state) {
     if (generated.size() >= 90) generated.clear();
     benchmark::DoNotOptimize(allowed.data());
   }
-  state.SetLabel(std::string(kModels[state.range(0)]) + ": a token of " + kReplyPatternNames[state.range(1)]);
+  state.SetLabel(std::string(kModels[state.range(0)]) + ": a token of " + what);
+}
+
+void PatternReplyInASentence(benchmark::State& state) {
+  const auto pattern = tilefire::ReplyPattern::compile(kReplyPatterns[state.range(1)]);
+  time_reply_of_words(
+      state, [&](std::shared_ptr<const tilefire::TokenTrie> trie) { return tilefire::PatternReplyConstraint(std::move(trie), pattern, {}); },
+      kReplyPatternNames[state.range(1)]);
 }
 BENCHMARK(PatternReplyInASentence)->ArgsProduct({{0, 1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
+
+// Replies held to a GBNF grammar (tilefire/reply_grammar.h): the sentence and any text above, written as
+// grammars, and JSON as a grammar (objects, arrays, strings, numbers, literals; recursive) inside a string.
+const char* const kReplyGrammars[] = {
+    "root ::= [ a-z]+ \".\"",
+    "root ::= .*",
+    "root ::= value\n"
+    "value ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
+    "object ::= \"{\" ws (string ws \":\" ws value ws (\",\" ws string ws \":\" ws value ws)*)? \"}\"\n"
+    "array ::= \"[\" ws (value ws (\",\" ws value ws)*)? \"]\"\n"
+    "string ::= \"\\\"\" ([^\"\\\\\\x00-\\x1f] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}))* \"\\\"\"\n"
+    "number ::= \"-\"? (\"0\" | [1-9] [0-9]*) (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)?\n"
+    "ws ::= [ \\t\\n]{0,8}\n"};
+const char* const kReplyGrammarNames[] = {"a sentence", "any text", "JSON, in a string"};
+const char* const kReplyGrammarPrefixes[] = {" the", " the", "{\"name\": \"Ada Lov"};
+
+// The trie's walk from the state after the prefix (no cached mask), and a reply of words in the sentence
+// (time_reply_of_words).
+void GrammarAllowTokens(benchmark::State& state) {
+  const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);
+  if (!bytes) return state.SkipWithError("no tokenizer files: run scripts/fetch-tokenizers");
+  const tilefire::TokenTrie trie(*bytes);
+  const auto grammar = tilefire::ReplyGrammar::compile(kReplyGrammars[state.range(1)]);
+  tilefire::GrammarParseTable table(grammar);  // one reply's: its sets met so far
+  tilefire::GrammarReplyBytes start = table.start();
+  if (!start.feed(std::string_view(kReplyGrammarPrefixes[state.range(1)]))) return state.SkipWithError("the grammar refuses the prefix");
+  const size_t count = measure_masks(state, trie, start);
+  state.SetLabel(std::string(kModels[state.range(0)]) + ", " + kReplyGrammarNames[state.range(1)] + ": " + std::to_string(count) + " allowed");
+}
+BENCHMARK(GrammarAllowTokens)->ArgsProduct({{0, 1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
+
+void GrammarReplyInASentence(benchmark::State& state) {
+  const auto grammar = tilefire::ReplyGrammar::compile(kReplyGrammars[0]);
+  time_reply_of_words(
+      state, [&](std::shared_ptr<const tilefire::TokenTrie> trie) { return tilefire::GrammarReplyConstraint(std::move(trie), grammar, {}); },
+      "a sentence");
+}
+BENCHMARK(GrammarReplyInASentence)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

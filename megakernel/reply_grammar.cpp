@@ -1,0 +1,194 @@
+// A reply held to a grammar (tilefire/reply_grammar.h): the parses of the text so far, each a stack of
+// places in the grammar's rules opened down to a class of characters, advanced a character at a time
+// through the UTF-8 reader reply_pattern.cpp also uses. The grammar itself is read in
+// reply_grammar_syntax.cpp.
+#include "tilefire/reply_grammar.h"
+
+#include <algorithm>
+
+#include "tilefire/errors.h"
+#include "utf8_step.h"
+
+namespace tilefire {
+
+namespace {
+
+using Kind = ReplyGrammar::Symbol::Kind;
+
+// Calls visit(depth, place of the innermost symbol) for each parse of `parses` (encoded).
+template <class Visit>
+bool any_parse(const std::vector<uint32_t>& parses, const Visit& visit) {
+  for (size_t i = 0; i < parses.size(); i += 1 + parses[i])
+    if (visit(parses[i], parses[i] == 0 ? 0 : parses[i + parses[i]])) return true;
+  return false;
+}
+
+}  // namespace
+
+std::vector<uint32_t> ReplyGrammar::encode_parses(std::vector<std::vector<uint32_t>>& parses) {
+  std::sort(parses.begin(), parses.end());
+  parses.erase(std::unique(parses.begin(), parses.end()), parses.end());
+  if (parses.size() > kMostGrammarParses)
+    throw InputError("the grammar has more than " + std::to_string(kMostGrammarParses) +
+                     " parses of the reply so far: it is too ambiguous to follow (write it so that fewer ways of reading a text stay open)");
+  std::vector<uint32_t> flat;
+  for (const std::vector<uint32_t>& parse : parses) {
+    flat.push_back(uint32_t(parse.size()));
+    flat.insert(flat.end(), parse.begin(), parse.end());
+  }
+  return flat;
+}
+
+void ReplyGrammar::open(std::vector<uint32_t>& stack, std::vector<std::vector<uint32_t>>& out) const {
+  std::vector<std::vector<uint32_t>> opened;
+  open(stack, out, opened);
+}
+
+void ReplyGrammar::open(std::vector<uint32_t>& stack, std::vector<std::vector<uint32_t>>& out,
+                        std::vector<std::vector<uint32_t>>& opened) const {
+  while (!stack.empty()) {
+    const uint32_t place = stack.back();
+    const Symbol symbol = symbols_[place];
+    if (symbol.kind == Kind::characters) break;
+    stack.pop_back();
+    if (symbol.kind == Kind::end) continue;  // an alternative is whole: the rule that opened it goes on
+    // A rule: what follows it goes on once it is whole (nothing to keep when it is its alternative's last,
+    // so a right-recursive repetition keeps its depth), inside each of its alternatives in turn.
+    if (symbols_[place + 1].kind != Kind::end) stack.push_back(place + 1);
+    if (stack.size() >= kMostGrammarDepth) return;  // one more open would pass the bound: this parse is dropped
+    // The same rule opened over the same stack again gives the parses it gave: once is enough. (A rule
+    // that can be empty, repeated, comes back to itself so: x* of a nullable x.)
+    std::vector<uint32_t> key = stack;
+    key.push_back(symbol.index | 0x80000000u);  // a rule's, set apart from places
+    if (std::find(opened.begin(), opened.end(), key) != opened.end()) return;
+    opened.push_back(std::move(key));
+    const std::vector<uint32_t>& starts = alternatives_[symbol.index];
+    for (size_t i = 0; i + 1 < starts.size(); ++i) {
+      std::vector<uint32_t> other = stack;
+      other.push_back(starts[i]);
+      open(other, out, opened);
+    }
+    stack.push_back(starts.back());
+    if (out.size() > 8u * kMostGrammarParses)  // before the distinct ones are counted: a bound on the work
+      throw InputError("the grammar opens more than " + std::to_string(8u * kMostGrammarParses) +
+                       " parses at one character: it is too ambiguous to follow");
+  }
+  out.push_back(stack);
+}
+
+bool ReplyGrammar::class_has(uint32_t place, uint32_t code_point) const { return class_meets(place, code_point, code_point); }
+
+bool ReplyGrammar::class_meets(uint32_t place, uint32_t low, uint32_t high) const {
+  const auto& ranges = classes_[symbols_[place].index];
+  auto at = std::lower_bound(ranges.begin(), ranges.end(), low,
+                             [](const std::pair<uint32_t, uint32_t>& range, uint32_t c) { return range.second < c; });
+  return at != ranges.end() && at->first <= high;
+}
+
+bool ReplyGrammar::matches(std::string_view text) const {
+  GrammarParseTable table(std::shared_ptr<const ReplyGrammar>(std::shared_ptr<const ReplyGrammar>(), this));  // not owned
+  GrammarReplyBytes state = table.start();
+  return state.feed(text) && state.complete();
+}
+
+size_t GrammarParseTable::SetHash::operator()(const std::vector<uint32_t>& set) const {
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the words
+  for (uint32_t word : set) hash = (hash ^ word) * 0x100000001b3ull;
+  return size_t(hash);
+}
+
+GrammarParseTable::GrammarParseTable(std::shared_ptr<const ReplyGrammar> grammar)
+    : grammar_(grammar ? std::move(grammar) : throw InputError("GrammarParseTable: no grammar")) {
+  number(grammar_->start_parses_);
+}
+
+uint32_t GrammarParseTable::number(std::vector<uint32_t> parses) {
+  const auto [at, added] = numbers_.emplace(parses, uint32_t(sets_.size()));
+  if (added) {
+    whole_.push_back(any_parse(parses, [](uint32_t depth, uint32_t) { return depth == 0; }) ? 1 : 0);
+    sets_.push_back(std::move(parses));
+    ascii_steps_.resize(ascii_steps_.size() + 128, kUnknownStep);
+  }
+  return at->second;
+}
+
+int32_t GrammarParseTable::next(uint32_t from, uint32_t code_point) {
+  const uint64_t key = (uint64_t(from) << 21) | code_point;
+  if (code_point < 128) {
+    if (const int32_t known = ascii_steps_[size_t(from) * 128 + code_point]; known != kUnknownStep) return known;
+  } else if (const auto known = steps_.find(key); known != steps_.end()) {
+    return known->second;
+  }
+  std::vector<std::vector<uint32_t>> opened;
+  const std::vector<uint32_t>& parses = sets_[from];
+  for (size_t i = 0; i < parses.size(); i += 1 + parses[i]) {
+    const uint32_t depth = parses[i];
+    if (depth == 0 || !grammar_->class_has(parses[i + depth], code_point)) continue;
+    std::vector<uint32_t> stack(parses.begin() + std::ptrdiff_t(i + 1), parses.begin() + std::ptrdiff_t(i + 1 + depth));
+    ++stack.back();  // past the class: the next symbol of its alternative (an end, a class or a rule)
+    grammar_->open(stack, opened);
+  }
+  const int32_t to = opened.empty() ? -1 : int32_t(number(ReplyGrammar::encode_parses(opened)));
+  if (code_point < 128) ascii_steps_[size_t(from) * 128 + code_point] = to;  // after number(): it may grow the table
+  else steps_.emplace(key, to);
+  return to;
+}
+
+bool GrammarParseTable::leads_on(uint32_t from, uint32_t low, uint32_t high) const {
+  return any_parse(sets_[from], [&](uint32_t depth, uint32_t top) { return depth > 0 && grammar_->class_meets(top, low, high); });
+}
+
+bool GrammarReplyBytes::feed(uint8_t byte) {
+  const Utf8Step step = read_utf8(partial_, utf8_left_, next_low_, next_high_, byte);
+  if (!step.valid) return false;
+  if (step.whole) {
+    const int32_t next = table_->next(parses_, step.low);
+    if (next < 0) return false;
+    parses_ = uint32_t(next);
+  } else if (!table_->leads_on(parses_, step.low, step.high)) {
+    return false;
+  }
+  partial_ = step.partial, utf8_left_ = step.left, next_low_ = step.next_low, next_high_ = step.next_high;
+  return true;
+}
+
+bool GrammarReplyBytes::feed(std::string_view bytes) {
+  for (char c : bytes)
+    if (!feed(static_cast<uint8_t>(c))) return false;
+  return true;
+}
+
+bool GrammarReplyBytes::complete() const { return utf8_left_ == 0 && table_->whole(parses_); }
+
+// The parses are distinct, so a whole text is one of depth 0, alone when nothing may follow.
+bool GrammarReplyBytes::ended() const { return utf8_left_ == 0 && table_->alone_whole(parses_) && table_->whole(parses_); }
+
+GrammarReplyConstraint::GrammarReplyConstraint(std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const ReplyGrammar> grammar,
+                                               std::vector<int32_t> ending_tokens)
+    : table_(std::make_unique<GrammarParseTable>(std::move(grammar))),
+      bytes_(std::move(tokens), table_->start(), "reply held to a grammar", "as the grammar derives"),
+      ending_tokens_(std::move(ending_tokens)) {}
+
+bool GrammarReplyConstraint::ended(const std::vector<int32_t>& generated) {
+  // An ending token has no bytes to follow: it was allowed only where the text was whole.
+  if (!generated.empty() && std::find(ending_tokens_.begin(), ending_tokens_.end(), generated.back()) != ending_tokens_.end())
+    return true;
+  return bytes_.state(generated).ended();
+}
+
+void GrammarReplyConstraint::allowed(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
+  bytes_.allowed(generated, allowed);
+  // Where the text is whole, the ending tokens may come; elsewhere not even those whose bytes would go on.
+  const uint8_t ending = bytes_.state(generated).complete() ? 1 : 0;
+  for (int32_t token : ending_tokens_)
+    if (token >= 0 && size_t(token) < allowed.size()) allowed[size_t(token)] = ending;
+}
+
+void constrain_to_grammar(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const ReplyGrammar> grammar,
+                          const std::vector<int32_t>& eos_tokens) {
+  std::vector<int32_t> ending = request.stop_tokens;
+  if (request.stop_at_eos) ending.insert(ending.end(), eos_tokens.begin(), eos_tokens.end());
+  constrain_request(request, std::make_shared<GrammarReplyConstraint>(std::move(tokens), std::move(grammar), std::move(ending)));
+}
+
+}  // namespace tilefire
