@@ -15,6 +15,7 @@
 #include "tilefire/engine.h"
 #include "tilefire/json_constraint.h"
 #include "tilefire/json_schema.h"
+#include "tilefire/reply_grammar.h"
 #include "tilefire/reply_pattern.h"
 #include "tilefire/tilefire.h"
 #include "tilefire/tokenizer.h"
@@ -105,7 +106,8 @@ void require_folder(const std::string& folder, const char* call, const char* nam
 
 // A C request as the C++ one (`name` the argument it came in, for messages): its arrays copied, its
 // callbacks kept (with their user_data) for as long as the C++ request lives; a reply held to JSON, a
-// schema, a regex or choices matched by the tokens of `model`'s vocabulary, a pattern's ended by its eos.
+// schema, a regex, choices or a grammar matched by the tokens of `model`'s vocabulary, a pattern's or a
+// grammar's ended by its eos.
 GenerateRequest generate_request(const tilefire_generate_request& c, const char* call, const char* name, const ModelInfo& model);
 // A result for the caller: its arrays handed out (tilefire_generate_result_free).
 tilefire_generate_result hand_out_result(const GenerateResult& generated, uint32_t logprobs_per_token, uint32_t struct_size);

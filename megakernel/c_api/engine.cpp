@@ -121,11 +121,12 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
     cpp.on_token = [=](int32_t token) { *stop_requested = on_token(user_data, token) != 0; };
     cpp.stop_when = [=](const std::vector<int32_t>&) { return *stop_requested; };
   }
-  // What the reply is held to: json_object, json_schema, regex or choices (held names the one given,
-  // json_kind too when the reply is JSON).
+  // What the reply is held to: json_object, json_schema, regex, choices or grammar (held names the one
+  // given, json_kind too when the reply is JSON).
   const char* held = nullptr;
   const std::pair<bool, const char*> kinds[] = {{c.json_object != 0, "json_object"}, {c.json_schema != nullptr, "json_schema"},
-                                                {c.regex != nullptr, "regex"}, {c.choices != nullptr || c.choice_count > 0, "choices"}};
+                                                {c.regex != nullptr, "regex"}, {c.choices != nullptr || c.choice_count > 0, "choices"},
+                                                {c.grammar != nullptr, "grammar"}};
   for (const auto& [given, kind] : kinds) {
     if (!given) continue;
     if (held) throw InputError(std::string(call) + ": " + field + held + " and " + kind + " are both set: give one");
@@ -136,17 +137,19 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
     throw InputError(std::string(call) + ": " + field + "allowed_tokens and " + held + " both constrain the reply: give one");
   if (held && c.min_new_tokens > 0)
     throw InputError(std::string(call) + ": " + field + "min_new_tokens with " + held + ": the reply ends where its " +
-                     (json_kind ? "value closes" : "pattern lets it") + ", however few its tokens");
+                     (json_kind ? "value closes" : c.grammar ? "grammar lets it" : "pattern lets it") + ", however few its tokens");
   if (c.json_tokenizer && !held)
-    throw InputError(std::string(call) + ": " + field + "json_tokenizer is set without json_object, json_schema, regex or choices");
+    throw InputError(std::string(call) + ": " + field + "json_tokenizer is set without json_object, json_schema, regex, choices or grammar");
   if (c.json_whitespace != kMostJsonWhitespace && !json_kind)
     throw InputError(std::string(call) + ": " + field + "json_whitespace is set without json_object or json_schema");
   if (c.json_whitespace > kMostJsonWhitespace)
     throw InputError(std::string(call) + ": " + field + "json_whitespace is " + std::to_string(c.json_whitespace) + ", more than " +
                      std::to_string(kMostJsonWhitespace));
   std::shared_ptr<const ReplyPattern> pattern;
+  std::shared_ptr<const ReplyGrammar> grammar;
   try {
     if (c.regex) pattern = ReplyPattern::compile_cached(c.regex);
+    if (c.grammar) grammar = ReplyGrammar::compile_cached(c.grammar);
     if (c.choices || c.choice_count > 0) {
       if (!c.choices) throw InputError("is NULL with a count of " + std::to_string(c.choice_count));
       std::vector<std::string> choices;
@@ -185,6 +188,7 @@ GenerateRequest generate_request(const tilefire_generate_request& c, const char*
       tokens = std::make_shared<const TokenTrie>(vocabulary_bytes(nullptr, model.vocab));
     }
     if (pattern) constrain_to_pattern(cpp, std::move(tokens), std::move(pattern), model.eos_tokens);
+    else if (grammar) constrain_to_grammar(cpp, std::move(tokens), std::move(grammar), model.eos_tokens);
     else if (schema) constrain_to_json_schema(cpp, std::move(tokens), std::move(schema), c.json_whitespace);
     else constrain_to_json(cpp, std::move(tokens), JsonTop::object, c.json_whitespace);
   }

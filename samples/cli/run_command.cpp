@@ -22,6 +22,7 @@
 #include "tilefire/engine.h"
 #include "tilefire/json_constraint.h"
 #include "tilefire/json_schema.h"
+#include "tilefire/reply_grammar.h"
 #include "tilefire/reply_pattern.h"
 #include "tilefire/tokenizer.h"
 
@@ -82,6 +83,10 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
                          ECMAScript subset a JSON Schema pattern takes, docs/ARCHITECTURE.md): it may end
                          (eos, a stop token) only where the text matches, and ends where nothing can follow
   --choices LIST         the reply is one of the texts of LIST, a JSON list ('["yes", "no"]'), each as written
+  --grammar GBNF         the reply is a text the GBNF grammar derives from its rule root (llama.cpp's format;
+                         serve's structured_outputs grammar; docs/ARCHITECTURE.md): it may end only where the
+                         text is whole, and ends where nothing can follow
+  --grammar-file FILE    the same, the grammar read from FILE
   --json                 print one JSON object
   --trace FILE           write a Chrome/Perfetto trace of one decode step
 )";
@@ -112,12 +117,25 @@ std::shared_ptr<const ReplyPattern> reply_pattern_of_flags(const Args& args, con
   }
 }
 
+// --grammar GBNF or --grammar-file FILE as a compiled grammar (null without either), errors naming the flag.
+std::shared_ptr<const ReplyGrammar> reply_grammar_of_flags(const Args& args, const std::string& command) {
+  const char* flag = args.has("--grammar") ? "--grammar" : "--grammar-file";
+  const std::optional<std::string> text = args.has("--grammar") ? args.text("--grammar") : args.file_text("--grammar-file");
+  if (!text) return nullptr;
+  try {
+    return ReplyGrammar::compile(*text);
+  } catch (const InputError& error) {
+    throw InputError(command + ": " + flag + (args.has("--grammar-file") ? " " + *args.text("--grammar-file") : std::string()) + ": " +
+                     error.what());
+  }
+}
+
 }  // namespace
 
 int run_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--json-object", "--help"}, valued{"--prompt", "--prompt-tokens", "--max-new-tokens",
       "--seed", "--min-new-tokens", "--logprobs", "--prompt-logprobs", "--trace", "--chat", "--system", "--messages",
-      "--chat-template", "--stop", "--json-schema", "--json-whitespace", "--regex", "--choices"};
+      "--chat-template", "--stop", "--json-schema", "--json-whitespace", "--regex", "--choices", "--grammar", "--grammar-file"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
   for (const std::string& flag : sampling_valued()) valued.push_back(flag);
   for (const std::string& flag : speculation_valued()) valued.push_back(flag);
@@ -159,14 +177,14 @@ int run_command(int argc, char** argv) {
                        unread_tokenizer + " is not one Tilefire reads");
     stop_text.emplace(std::vector<std::string>{*stop});
   }
-  // --json-object, --json-schema, --regex or --choices: the reply is held to one (constraint_flag names it;
-  // json_flag too when the reply is JSON).
+  // --json-object, --json-schema, --regex, --choices, --grammar or --grammar-file: the reply is held to one
+  // (constraint_flag names it; json_flag too when the reply is JSON).
   const char* constraint_flag = nullptr;
-  for (const char* flag : {"--json-object", "--json-schema", "--regex", "--choices"}) {
+  for (const char* flag : {"--json-object", "--json-schema", "--regex", "--choices", "--grammar", "--grammar-file"}) {
     if (!args.has(flag)) continue;
     if (constraint_flag)
       throw InputError(std::string("tilefire run: ") + constraint_flag + " and " + flag + " both hold the reply to something: give one "
-                       "of --json-object, --json-schema, --regex and --choices");
+                       "of --json-object, --json-schema, --regex, --choices, --grammar and --grammar-file");
     constraint_flag = flag;
   }
   const char* json_flag = args.has("--json-object") ? "--json-object" : args.has("--json-schema") ? "--json-schema" : nullptr;
@@ -176,6 +194,7 @@ int run_command(int argc, char** argv) {
     throw InputError(std::string("tilefire run: ") + constraint_flag + " constrains the reply's text, and this model's output has none: its "
                      "tokenizer " + unread_tokenizer + " is not one Tilefire reads");
   const std::shared_ptr<const ReplyPattern> reply_pattern = reply_pattern_of_flags(args, "tilefire run");
+  const std::shared_ptr<const ReplyGrammar> reply_grammar = reply_grammar_of_flags(args, "tilefire run");
   std::shared_ptr<const JsonSchema> json_schema;
   if (const auto schema_text = args.file_text("--json-schema")) {
     try {
@@ -210,7 +229,7 @@ int run_command(int argc, char** argv) {
                      std::to_string(request.max_new_tokens));
   if (request.min_new_tokens > 0 && constraint_flag)
     throw InputError(std::string("tilefire run: --min-new-tokens with ") + constraint_flag + ": the reply ends where its " +
-                     (json_flag ? "value closes" : "pattern lets it") + ", "
+                     (json_flag ? "value closes" : reply_grammar ? "grammar lets it" : "pattern lets it") + ", "
                      "however few its tokens");
   request.sampling = sampling_of_flags(args, "tilefire run");
   request.sampling.seed = args.unsigned_or("--seed", 0);
@@ -283,6 +302,7 @@ int run_command(int argc, char** argv) {
   if (constraint_flag) {  // after stop_when, which the constraint keeps, and the stop tokens, which a pattern's allows
     auto tokens = std::make_shared<const TokenTrie>(vocabulary_bytes(tokenizer.get(), model.vocab));
     if (reply_pattern) constrain_to_pattern(request, std::move(tokens), reply_pattern, model.eos_tokens);
+    else if (reply_grammar) constrain_to_grammar(request, std::move(tokens), reply_grammar, model.eos_tokens);
     else if (json_schema) constrain_to_json_schema(request, std::move(tokens), json_schema, json_whitespace);
     else constrain_to_json(request, std::move(tokens), JsonTop::object, json_whitespace);
   }

@@ -109,13 +109,13 @@ ReplyFormat response_format(const json& body) {
   return reply;
 }
 
-// vLLM's structured_outputs: {"regex": R}, {"choice": [T, ...]} or {"json": S} (a schema, or its JSON
-// text), one of them. Its other ways (a grammar, structural tags) and vLLM's older guided_* fields are
-// refused by name: a reply that silently skipped them would be wrong output.
+// vLLM's structured_outputs: {"regex": R}, {"choice": [T, ...]}, {"json": S} (a schema, or its JSON
+// text) or {"grammar": G} (GBNF), one of them. Its other ways (structural tags) and vLLM's older guided_*
+// fields are refused by name: a reply that silently skipped them would be wrong output.
 ReplyFormat structured_outputs(const json& body) {
   for (const char* older : {"guided_regex", "guided_choice", "guided_json", "guided_grammar"})
     if (given(body, older))
-      refuse(older, std::string("is vLLM's older field: give \"structured_outputs\": {\"") + (older + 7) + "\": ...} (regex, choice or json)");
+      refuse(older, std::string("is vLLM's older field: give \"structured_outputs\": {\"") + (older + 7) + "\": ...} (regex, choice, json or grammar)");
   if (given(body, "guided_decoding_backend")) refuse("guided_decoding_backend", "is vLLM's older field, and Tilefire has one way to hold a reply");
   ReplyFormat reply;
   if (!given(body, "structured_outputs")) return reply;
@@ -125,7 +125,7 @@ ReplyFormat structured_outputs(const json& body) {
     for (const auto& [field, value] : given_ways.items())
       if (!value.is_null()) asked[field] = value;
   if (!given_ways.is_object() || asked.size() != 1)
-    refuse("structured_outputs", "must be one of {\"regex\": ...}, {\"choice\": [...]} or {\"json\": {...}}, got " +
+    refuse("structured_outputs", "must be one of {\"regex\": ...}, {\"choice\": [...]}, {\"json\": {...}} or {\"grammar\": ...}, got " +
                                      given_ways.dump().substr(0, 200));
   const std::string kind = asked.begin().key();
   const json& value = asked.begin().value();  // asked holds it
@@ -143,8 +143,11 @@ ReplyFormat structured_outputs(const json& body) {
       if (!value.is_object() && !value.is_boolean() && !value.is_string())
         refuse("structured_outputs", "json must be a JSON Schema (an object, or its text), got " + value.dump().substr(0, 80));
       reply.schema = JsonSchema::compile_cached(value.is_string() ? value.get<std::string>() : value.dump());
+    } else if (kind == "grammar") {
+      if (!value.is_string()) refuse("structured_outputs", "grammar must be a string (GBNF), got " + value.dump().substr(0, 80));
+      reply.grammar = ReplyGrammar::compile_cached(value.get<std::string>());
     } else {
-      refuse("structured_outputs", "has \"" + kind + "\": Tilefire holds a reply to a regex, a choice or a json schema");
+      refuse("structured_outputs", "has \"" + kind + "\": Tilefire holds a reply to a regex, a choice, a json schema or a grammar");
     }
   } catch (const InputError& e) {
     if (std::string(e.what()).rfind("'structured_outputs'", 0) == 0) throw;
@@ -184,7 +187,8 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
                              std::to_string(request.max_new_tokens) + ")");
   if (request.min_new_tokens > 0 && parsed.reply_format)
     refuse("min_tokens", "with " + parsed.reply_format.named() + ": the reply ends where its " +
-                             (parsed.reply_format.pattern ? "pattern lets it" : "value closes") + ", however few its tokens");
+                             (parsed.reply_format.pattern ? "pattern lets it" : parsed.reply_format.grammar ? "grammar lets it" : "value closes") +
+                             ", however few its tokens");
   request.sampling.temperature = float(number(body, "temperature", 1.0, 0.0, 100.0));  // OpenAI's default
   request.sampling.top_p = float(number(body, "top_p", 1.0, 0.0, 1.0));
   if (request.sampling.top_p == 0.0f) {  // the smallest set holding no probability: the most probable token
@@ -353,7 +357,7 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
     parsed.echo = body.at("echo").get<bool>();
     if (parsed.echo && parsed.reply_format)
       refuse("echo", "with " + parsed.reply_format.named() + ": a reply that begins with its prompt is not " +
-                         (parsed.reply_format.pattern ? "held to the pattern" : "JSON"));
+                         (parsed.reply_format.pattern ? "held to the pattern" : parsed.reply_format.grammar ? "held to the grammar" : "JSON"));
   }
   if (parsed.echo) parsed.request.prompt_logprobs = parsed.request.logprobs;  // with logprobs, the prompt's too
   return parsed;

@@ -11,6 +11,7 @@
 #include "tilefire/chat.h"
 #include "tilefire/engine.h"
 #include "tilefire/json_schema.h"
+#include "tilefire/reply_grammar.h"
 #include "tilefire/reply_pattern.h"
 #include "tilefire/tokenizer.h"
 
@@ -24,14 +25,16 @@ constexpr uint32_t kMostChoices = 64;
 // What the reply is held to. "response_format": {"type": "json_object"}: a JSON object
 // (constrain_to_json); {"type": "json_schema", "json_schema": {"schema": S, ...}}: a JSON text S accepts
 // (constrain_to_json_schema). vLLM's "structured_outputs": {"json": S} likewise; {"regex": R}: a text R
-// matches whole, {"choice": [T, ...]}: one of the texts (constrain_to_pattern). JSON ends where its value
-// closes ("stop"), a pattern where nothing can follow or at an ending token where the text matches
-// ("stop"); a reply max_tokens cuts is a prefix of one ("length").
+// matches whole, {"choice": [T, ...]}: one of the texts (constrain_to_pattern), {"grammar": G}: a text the
+// GBNF grammar G derives (constrain_to_grammar). JSON ends where its value closes ("stop"), a pattern or a
+// grammar where nothing can follow or at an ending token where the text is whole ("stop"); a reply
+// max_tokens cuts is a prefix of one ("length").
 struct ReplyFormat {
   std::string field;  // "response_format" or "structured_outputs"; empty: a plain-text reply
-  std::string kind;   // "json_object", "json_schema", "json", "regex" or "choice"
+  std::string kind;   // "json_object", "json_schema", "json", "regex", "choice" or "grammar"
   std::shared_ptr<const JsonSchema> schema;     // json_schema's or json's, read once per request
   std::shared_ptr<const ReplyPattern> pattern;  // regex's or choice's
+  std::shared_ptr<const ReplyGrammar> grammar;  // grammar's
   explicit operator bool() const { return !field.empty(); }
   std::string named() const { return field + " " + kind; }  // in messages: "response_format json_schema"
 };

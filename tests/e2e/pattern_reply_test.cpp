@@ -83,7 +83,7 @@ TEST(ServePattern, MisusesAreRefusedByName) {
       {R"("structured_outputs": {"choice": []})", "'structured_outputs' choice: no choice given"},
       {R"("structured_outputs": {"choice": ["a", ""]})", "choice 1 is empty"},
       {R"("structured_outputs": {"choice": "yes"})", "choice must be a list of strings"},
-      {R"("structured_outputs": {"grammar": "root ::= \"a\""})", "has \"grammar\": Tilefire holds a reply to a regex, a choice or a json schema"},
+      {R"("structured_outputs": {"structural_tag": "{}"})", "has \"structural_tag\": Tilefire holds a reply to a regex, a choice, a json schema or a grammar"},
       {R"("structured_outputs": {"regex": "a", "choice": ["a"]})", "'structured_outputs' must be one of"},
       {R"("structured_outputs": {"json": {"type": "object", "propertyNames": {}}})", "'structured_outputs' json: json_schema: #: 'propertyNames' is not supported"},
       {R"("structured_outputs": {"regex": "a"}, "response_format": {"type": "json_object"})", "and response_format json_object both hold the reply"},

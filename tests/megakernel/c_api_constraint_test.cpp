@@ -1,5 +1,5 @@
 // The C API's constrained decoding (tilefire_generate_request.allowed_tokens, json_object or json_schema
-// with json_tokenizer and json_whitespace, regex or choices) against the C++ engine given the same constraint: the same
+// with json_tokenizer and json_whitespace, regex, choices or grammar) against the C++ engine given the same constraint: the same
 // tokens, whole calls and batches; a JSON reply over a tokenizer and over a model's byte tokens; refusals
 // named.
 #include <gtest/gtest.h>
@@ -17,6 +17,7 @@
 #include "tilefire/engine.h"
 #include "tilefire/json_constraint.h"
 #include "tilefire/json_schema.h"
+#include "tilefire/reply_grammar.h"
 #include "tilefire/reply_pattern.h"
 #include "tilefire/tilefire.h"
 #include "tilefire/tokenizer.h"
@@ -151,9 +152,10 @@ TEST(CApiConstraint, JsonSchemaGivesTheCppEnginesReply) {
                                       "required": ["n", "s"]})", 0);
 }
 
-// regex or choices (API version 11) over the text model's tokenizer: the C++ engine's reply with
-// constrain_to_pattern (its eos allowed where the text matches), which matches where it stopped.
-TEST(CApiConstraint, RegexAndChoicesGiveTheCppEnginesReply) {
+// regex or choices (API version 11) and grammar (version 12) over the text model's tokenizer: the C++
+// engine's reply with constrain_to_pattern or constrain_to_grammar (its eos allowed where the text is
+// whole), which matches where it stopped.
+TEST(CApiConstraint, RegexChoicesAndGrammarGiveTheCppEnginesReply) {
   const TextModelTokenizer text("c-api-pattern");
   const Tokenizer& cpp_tokenizer = text.cpp;
   ASSERT_NE(text.c, nullptr);
@@ -165,37 +167,43 @@ TEST(CApiConstraint, RegexAndChoicesGiveTheCppEnginesReply) {
   const std::vector<int32_t> prompt = cpp_tokenizer.encode("Code:");
   const char* const regex = "[a-f]{2,5}-\\d{1,3}";
   const char* const choices[] = {"red", "green", "blue-green"};
+  const char* const gbnf = "root ::= code (\",\" code)?\ncode ::= [a-f]{2,5} \"-\" [0-9]{1,3}";
   uint32_t ended = 0;
-  for (const bool by_regex : {true, false}) {
-    const auto pattern = by_regex ? ReplyPattern::compile(regex) : ReplyPattern::of_choices({choices[0], choices[1], choices[2]});
+  for (const char* held : {"regex", "choices", "grammar"}) {
+    const std::string kind = held;
+    const auto pattern = kind == "regex" ? ReplyPattern::compile(regex) : ReplyPattern::of_choices({choices[0], choices[1], choices[2]});
+    const auto grammar = ReplyGrammar::compile(gbnf);
     for (uint64_t seed = 1; seed <= 3; ++seed) {
       GenerateRequest cpp_request = sampled_request(prompt, 20, seed);
-      constrain_to_pattern(cpp_request, std::make_shared<const TokenTrie>(vocabulary_bytes(&cpp_tokenizer, cpp.model().vocab)), pattern,
-                           cpp.model().eos_tokens);
+      auto tokens = std::make_shared<const TokenTrie>(vocabulary_bytes(&cpp_tokenizer, cpp.model().vocab));
+      if (kind == "grammar") constrain_to_grammar(cpp_request, tokens, grammar, cpp.model().eos_tokens);
+      else constrain_to_pattern(cpp_request, tokens, pattern, cpp.model().eos_tokens);
       const GenerateResult expected = cpp.generate(cpp_request);
 
       tilefire_generate_request request = c_request(prompt);
       request.max_new_tokens = 20;
       request.temperature = 0.8f;
       request.seed = seed;
-      request.regex = by_regex ? regex : nullptr;
-      request.choices = by_regex ? nullptr : choices;
-      request.choice_count = by_regex ? 0 : 3;
+      request.regex = kind == "regex" ? regex : nullptr;
+      request.choices = kind == "choices" ? choices : nullptr;
+      request.choice_count = kind == "choices" ? 3 : 0;
+      request.grammar = kind == "grammar" ? gbnf : nullptr;
       request.json_tokenizer = text.c;
       tilefire_generate_result result = empty_result();
       ASSERT_EQ(tilefire_generate(c.engine, &request, &result), TILEFIRE_OK) << tilefire_last_error();
-      std::vector<int32_t> tokens(result.tokens, result.tokens + result.token_count);
-      EXPECT_EQ(tokens, expected.tokens) << "seed " << seed;
+      std::vector<int32_t> tokens_out(result.tokens, result.tokens + result.token_count);
+      EXPECT_EQ(tokens_out, expected.tokens) << kind << ", seed " << seed;
       EXPECT_EQ(std::string(result.finish_reason), expected.finish_reason);
       if (std::string(result.finish_reason) != "length") {
-        if (std::string(result.finish_reason) == "eos") tokens.pop_back();  // the eos token: no text of the reply
-        EXPECT_TRUE(pattern->matches(cpp_tokenizer.continuation(prompt, tokens))) << cpp_tokenizer.continuation(prompt, tokens);
+        if (std::string(result.finish_reason) == "eos") tokens_out.pop_back();  // the eos token: no text of the reply
+        const std::string reply = cpp_tokenizer.continuation(prompt, tokens_out);
+        EXPECT_TRUE(kind == "grammar" ? grammar->matches(reply) : pattern->matches(reply)) << kind << ": " << reply;
         ++ended;
       }
       tilefire_generate_result_free(&result);
     }
   }
-  EXPECT_GE(ended, 3u);
+  EXPECT_GE(ended, 4u);
 }
 
 // A batched step whose request's constraint leaves nothing to choose fails with TILEFIRE_ERROR_INPUT,
@@ -303,8 +311,19 @@ TEST(CApiConstraint, RefusalsAreNamed) {
   expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT,
                  "min_new_tokens with choices: the reply ends where its pattern lets it");
   request.min_new_tokens = 0;
+  request.grammar = "root ::= \"a\"";
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "choices and grammar are both set: give one");
   request.choices = nullptr;
   request.choice_count = 0;
+  request.grammar = "root ::= x";
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT,
+                 "request->grammar: line 1, column 10: rule 'x' is used but not defined");
+  request.grammar = "root ::= \"a\"+";
+  request.min_new_tokens = 1;
+  expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT,
+                 "min_new_tokens with grammar: the reply ends where its grammar lets it");
+  request.min_new_tokens = 0;
+  request.grammar = nullptr;
   request.allowed_tokens = [](void*, const int32_t*, size_t, uint8_t*, size_t) {};
   expect_refused(tilefire_generate(c.engine, &request, &result), TILEFIRE_ERROR_INPUT, "allowed no token");
   EXPECT_EQ(result.tokens, nullptr);  // untouched

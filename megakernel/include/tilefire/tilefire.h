@@ -250,6 +250,12 @@ typedef struct tilefire_generate_request {
                          the call, one outside the subset refused naming what it holds */
   const char* const* choices;  /* [choice_count]: the reply is one of these texts (UTF-8, each as written) */
   size_t choice_count;
+  /* Since API version 12: a reply held to a GBNF grammar (tilefire::constrain_to_grammar, serve's
+     structured_outputs grammar), matched as a regex is; one of json_object, json_schema, regex, choices,
+     grammar. */
+  const char* grammar;  /* NULL: none; else the reply is a text this GBNF grammar derives from its rule root
+                           (llama.cpp's format, docs/ARCHITECTURE.md); read during the call, one that is
+                           wrong (a syntax error, a rule not defined, left recursion) refused naming where */
 } tilefire_generate_request;
 
 void tilefire_generate_request_init(tilefire_generate_request* request);
