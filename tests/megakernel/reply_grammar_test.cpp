@@ -98,6 +98,23 @@ TEST(ReplyGrammar, NestedBracketsDeriveWhatADepthCounterAccepts) {
   EXPECT_FALSE(deep.feed(std::string(1000, '(')));
 }
 
+// A repetition's rule is the last symbol of its alternative, so a parse's depth stays as it is however long
+// the repetition runs: ten thousand characters of a star, of a plus in a group, of a bounded count, are
+// taken (each would be a level deeper, past kMostGrammarDepth, if a repetition kept what follows it).
+TEST(ReplyGrammar, ARepetitionKeepsItsDepthHoweverLongItRuns) {
+  for (const char* gbnf : {"root ::= [ab]* \".\"", "root ::= (\"a\" | \"b\" [ab]+)+ \".\"", "root ::= \"a\"{0,1000} \"a\"{0,1000} \".\""}) {
+    const auto grammar = ReplyGrammar::compile(gbnf);
+    GrammarParseTable table(grammar);
+    GrammarReplyBytes state = table.start();
+    const size_t length = std::string_view(gbnf).find("1000") != std::string_view::npos ? 2000 : 10000;
+    ASSERT_TRUE(state.feed(std::string(length, 'a'))) << gbnf;
+    EXPECT_FALSE(state.complete()) << gbnf;
+    ASSERT_TRUE(state.feed(".")) << gbnf;
+    EXPECT_TRUE(state.ended()) << gbnf;
+    EXPECT_LT(table.sets(), 2u * length) << gbnf;
+  }
+}
+
 TEST(ReplyGrammar, CharactersAreReadAsUtf8) {
   const auto grammar = ReplyGrammar::compile("root ::= [à-ÿ]+ \"€\" | \"\\x41\\u00e9\\U0001F600\" [\\]\\-\\\\]");
   EXPECT_TRUE(grammar->matches("é€"));
