@@ -97,19 +97,26 @@ size_t GrammarParseTable::SetHash::operator()(const std::vector<uint32_t>& set) 
   return size_t(hash);
 }
 
-GrammarParseTable::GrammarParseTable(std::shared_ptr<const ReplyGrammar> grammar)
-    : grammar_(grammar ? std::move(grammar) : throw InputError("GrammarParseTable: no grammar")) {
+GrammarParseTable::GrammarParseTable(std::shared_ptr<const ReplyGrammar> grammar, size_t most_bytes)
+    : grammar_(grammar ? std::move(grammar) : throw InputError("GrammarParseTable: no grammar")), most_bytes_(most_bytes) {
   number(grammar_->start_parses_);
 }
 
 uint32_t GrammarParseTable::number(std::vector<uint32_t> parses) {
-  const auto [at, added] = numbers_.emplace(parses, uint32_t(sets_.size()));
-  if (added) {
-    whole_.push_back(any_parse(parses, [](uint32_t depth, uint32_t) { return depth == 0; }) ? 1 : 0);
-    sets_.push_back(std::move(parses));
-    ascii_steps_.resize(ascii_steps_.size() + 128, kUnknownStep);
-  }
-  return at->second;
+  if (const auto known = numbers_.find(parses); known != numbers_.end()) return known->second;
+  // The set twice (its number's key, and by number), its row of ASCII steps, the containers' own; checked
+  // before anything is added, so a refusal leaves the table whole.
+  const size_t added = 2 * parses.size() * sizeof(uint32_t) + 128 * sizeof(int32_t) + 96;
+  if (bytes_ + added > most_bytes_)
+    throw InputError("the grammar's parses of this reply take more than " + std::to_string(most_bytes_ >> 10) +
+                     " KiB: it is too ambiguous to follow this far");
+  bytes_ += added;
+  const uint32_t number = uint32_t(sets_.size());
+  numbers_.emplace(parses, number);
+  whole_.push_back(any_parse(parses, [](uint32_t depth, uint32_t) { return depth == 0; }) ? 1 : 0);
+  sets_.push_back(std::move(parses));
+  ascii_steps_.resize(ascii_steps_.size() + 128, kUnknownStep);
+  return number;
 }
 
 int32_t GrammarParseTable::next(uint32_t from, uint32_t code_point) {
@@ -130,7 +137,7 @@ int32_t GrammarParseTable::next(uint32_t from, uint32_t code_point) {
   }
   const int32_t to = opened.empty() ? -1 : int32_t(number(ReplyGrammar::encode_parses(opened)));
   if (code_point < 128) ascii_steps_[size_t(from) * 128 + code_point] = to;  // after number(): it may grow the table
-  else steps_.emplace(key, to);
+  else steps_.emplace(key, to), bytes_ += 48;  // a hash node, about
   return to;
 }
 

@@ -232,6 +232,23 @@ TEST(ReplyGrammar, RefusesWhatItCannotHoldByName) {
       EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << gbnf << "\n  gave: " << error.what();
     }
   }
+  // A table past its bound: a set of parses per character, each holding more (here 64 KiB, where a reply's
+  // is 64 MiB); the refused step leaves the state and the table as they were.
+  const auto counting = ReplyGrammar::compile("root ::= x{0,1000} \".\"\nx ::= \"a\" | \"a\" \"a\"");
+  GrammarParseTable small(counting, 64 << 10);
+  GrammarReplyBytes counted = small.start();
+  size_t taken = 0;
+  try {
+    while (taken < 2000 && counted.feed(uint8_t('a'))) ++taken;
+    ADD_FAILURE() << taken << " a's were followed";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("take more than 64 KiB"), std::string::npos) << error.what();
+    EXPECT_GT(taken, 10u);
+    const size_t sets = small.sets();
+    EXPECT_TRUE(counted.feed(".")) << "the state before the refused step";
+    EXPECT_TRUE(counted.ended());
+    EXPECT_EQ(small.sets(), sets + 1);
+  }
   // Too ambiguous to follow: found while reading, an InputError naming the bound.
   const auto grammar = ReplyGrammar::compile(ambiguous);
   GrammarParseTable table(grammar);

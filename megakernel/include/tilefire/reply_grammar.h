@@ -34,6 +34,7 @@ constexpr uint32_t kMostGrammarParses = 1024;     // parses of one reply held at
 constexpr uint32_t kMostGrammarDepth = 256;       // rules one parse holds open inside one another
 constexpr uint32_t kMostGrammarSymbols = 65536;   // symbols of the rules, repetitions spelt out
 constexpr uint32_t kMostGrammarRepetition = 1000; // the m and n of {m,n}
+constexpr size_t kMostGrammarTableBytes = size_t(64) << 20;  // one reply's table of parse sets and steps
 
 class ReplyGrammar;
 class GrammarParseTable;
@@ -43,7 +44,8 @@ class GrammarReplyBytes {
  public:
   // Takes the next byte: false (and the state as it was) when no text the grammar derives begins with the
   // bytes so far and this one. An InputError when the text so far has more than kMostGrammarParses parses
-  // (a grammar that ambiguous is the request's to fix).
+  // (a grammar that ambiguous is the request's to fix), or when its table would pass its bound
+  // (kMostGrammarTableBytes).
   bool feed(uint8_t byte);
   // Every byte of `bytes` in turn; false when one is refused (the state is then unspecified).
   bool feed(std::string_view bytes);
@@ -116,7 +118,8 @@ class ReplyGrammar {
 // time (each reply to a shared grammar has a table of its own). Set 0 is the grammar's start.
 class GrammarParseTable {
  public:
-  explicit GrammarParseTable(std::shared_ptr<const ReplyGrammar> grammar);
+  // most_bytes: what the table may take before a step that would add to it is an InputError.
+  explicit GrammarParseTable(std::shared_ptr<const ReplyGrammar> grammar, size_t most_bytes = kMostGrammarTableBytes);
   GrammarReplyBytes start() { return GrammarReplyBytes(this); }
   size_t sets() const { return sets_.size(); }
 
@@ -144,6 +147,8 @@ class GrammarParseTable {
   static constexpr int32_t kUnknownStep = -2;
   std::vector<int32_t> ascii_steps_;
   std::unordered_map<uint64_t, int32_t> steps_;
+  size_t bytes_ = 0;  // what the sets and steps take, about
+  size_t most_bytes_;
 };
 
 // One reply's constraint to a grammar (ByteReplyConstraint over GrammarReplyBytes), with the tokens that end
