@@ -5,6 +5,7 @@
 #include "tilefire/reply_grammar.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "tilefire/errors.h"
 #include "utf8_step.h"
@@ -39,41 +40,56 @@ std::vector<uint32_t> ReplyGrammar::encode_parses(std::vector<std::vector<uint32
   return flat;
 }
 
-void ReplyGrammar::open(std::vector<uint32_t>& stack, std::vector<std::vector<uint32_t>>& out) const {
-  std::vector<std::vector<uint32_t>> opened;
-  open(stack, out, opened);
+size_t ReplyGrammar::StackHash::operator()(const std::vector<uint32_t>& words) const {
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the words
+  for (uint32_t word : words) hash = (hash ^ word) * 0x100000001b3ull;
+  return size_t(hash);
 }
 
-void ReplyGrammar::open(std::vector<uint32_t>& stack, std::vector<std::vector<uint32_t>>& out,
-                        std::vector<std::vector<uint32_t>>& opened) const {
-  while (!stack.empty()) {
-    const uint32_t place = stack.back();
-    const Symbol symbol = symbols_[place];
-    if (symbol.kind == Kind::characters) break;
-    stack.pop_back();
-    if (symbol.kind == Kind::end) continue;  // an alternative is whole: the rule that opened it goes on
-    // A rule: what follows it goes on once it is whole (nothing to keep when it is its alternative's last,
-    // so a right-recursive repetition keeps its depth), inside each of its alternatives in turn.
-    if (symbols_[place + 1].kind != Kind::end) stack.push_back(place + 1);
-    if (stack.size() >= kMostGrammarDepth) return;  // one more open would pass the bound: this parse is dropped
-    // The same rule opened over the same stack again gives the parses it gave: once is enough. (A rule
-    // that can be empty, repeated, comes back to itself so: x* of a nullable x.)
-    std::vector<uint32_t> key = stack;
-    key.push_back(symbol.index | 0x80000000u);  // a rule's, set apart from places
-    if (std::find(opened.begin(), opened.end(), key) != opened.end()) return;
-    opened.push_back(std::move(key));
-    const std::vector<uint32_t>& starts = alternatives_[symbol.index];
-    for (size_t i = 0; i + 1 < starts.size(); ++i) {
-      std::vector<uint32_t> other = stack;
-      other.push_back(starts[i]);
-      open(other, out, opened);
+bool ReplyGrammar::open(std::vector<std::vector<uint32_t>> work, std::vector<std::vector<uint32_t>>& out) const {
+  // The same rule opened over the same stack gives the same parses, wherever it came from: once is enough.
+  // (A rule that can be empty, repeated, comes back to itself so: x* of a nullable x.) A worklist, not
+  // recursion: rules that may be empty can open many inside one another without a character between.
+  std::unordered_set<std::vector<uint32_t>, StackHash> opened;
+  bool too_deep = false;
+  while (!work.empty()) {
+    std::vector<uint32_t> stack = std::move(work.back());
+    work.pop_back();
+    bool whole = true;  // opened down to a class or to nothing, not cut
+    while (!stack.empty()) {
+      const uint32_t place = stack.back();
+      const Symbol symbol = symbols_[place];
+      if (symbol.kind == Kind::characters) break;
+      stack.pop_back();
+      if (symbol.kind == Kind::end) continue;  // an alternative is whole: the rule that opened it goes on
+      // A rule: what follows it goes on once it is whole (nothing to keep when it is its alternative's last,
+      // so a right-recursive repetition keeps its depth), inside each of its alternatives.
+      if (symbols_[place + 1].kind != Kind::end) stack.push_back(place + 1);
+      if (stack.size() + 1 > kMostGrammarDepth) {  // its alternatives would pass the bound: dropped
+        too_deep = true;
+        whole = false;
+        break;
+      }
+      std::vector<uint32_t> key = stack;
+      key.push_back(symbol.index | 0x80000000u);  // a rule's, set apart from places
+      if (!opened.insert(std::move(key)).second) {
+        whole = false;
+        break;
+      }
+      if (opened.size() > kMostGrammarOpens)
+        throw InputError("the grammar opens more than " + std::to_string(kMostGrammarOpens) +
+                         " rules at one character: it is too ambiguous to follow");
+      const std::vector<uint32_t>& starts = alternatives_[symbol.index];
+      for (size_t i = 0; i + 1 < starts.size(); ++i) {
+        std::vector<uint32_t> other = stack;
+        other.push_back(starts[i]);
+        work.push_back(std::move(other));
+      }
+      stack.push_back(starts.back());
     }
-    stack.push_back(starts.back());
-    if (out.size() > 8u * kMostGrammarParses)  // before the distinct ones are counted: a bound on the work
-      throw InputError("the grammar opens more than " + std::to_string(8u * kMostGrammarParses) +
-                       " parses at one character: it is too ambiguous to follow");
+    if (whole) out.push_back(std::move(stack));
   }
-  out.push_back(stack);
+  return too_deep;
 }
 
 bool ReplyGrammar::class_has(uint32_t place, uint32_t code_point) const { return class_meets(place, code_point, code_point); }
@@ -91,15 +107,16 @@ bool ReplyGrammar::matches(std::string_view text) const {
   return state.feed(text) && state.complete();
 }
 
-size_t GrammarParseTable::SetHash::operator()(const std::vector<uint32_t>& set) const {
-  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the words
-  for (uint32_t word : set) hash = (hash ^ word) * 0x100000001b3ull;
-  return size_t(hash);
-}
-
 GrammarParseTable::GrammarParseTable(std::shared_ptr<const ReplyGrammar> grammar, size_t most_bytes)
     : grammar_(grammar ? std::move(grammar) : throw InputError("GrammarParseTable: no grammar")), most_bytes_(most_bytes) {
   number(grammar_->start_parses_);
+}
+
+void GrammarParseTable::grow(size_t bytes) {
+  if (bytes_ + bytes > most_bytes_)
+    throw InputError("the grammar's parses of this reply take more than " + std::to_string(most_bytes_ >> 10) +
+                     " KiB: it is too ambiguous to follow this far");
+  bytes_ += bytes;
 }
 
 uint32_t GrammarParseTable::number(std::vector<uint32_t> parses) {
@@ -107,10 +124,7 @@ uint32_t GrammarParseTable::number(std::vector<uint32_t> parses) {
   // The set twice (its number's key, and by number), its row of ASCII steps, the containers' own; checked
   // before anything is added, so a refusal leaves the table whole.
   const size_t added = 2 * parses.size() * sizeof(uint32_t) + 128 * sizeof(int32_t) + 96;
-  if (bytes_ + added > most_bytes_)
-    throw InputError("the grammar's parses of this reply take more than " + std::to_string(most_bytes_ >> 10) +
-                     " KiB: it is too ambiguous to follow this far");
-  bytes_ += added;
+  grow(added);
   const uint32_t number = uint32_t(sets_.size());
   numbers_.emplace(parses, number);
   whole_.push_back(any_parse(parses, [](uint32_t depth, uint32_t) { return depth == 0; }) ? 1 : 0);
@@ -126,18 +140,18 @@ int32_t GrammarParseTable::next(uint32_t from, uint32_t code_point) {
   } else if (const auto known = steps_.find(key); known != steps_.end()) {
     return known->second;
   }
-  std::vector<std::vector<uint32_t>> opened;
+  std::vector<std::vector<uint32_t>> stepped, opened;
   const std::vector<uint32_t>& parses = sets_[from];
   for (size_t i = 0; i < parses.size(); i += 1 + parses[i]) {
     const uint32_t depth = parses[i];
     if (depth == 0 || !grammar_->class_has(parses[i + depth], code_point)) continue;
-    std::vector<uint32_t> stack(parses.begin() + std::ptrdiff_t(i + 1), parses.begin() + std::ptrdiff_t(i + 1 + depth));
-    ++stack.back();  // past the class: the next symbol of its alternative (an end, a class or a rule)
-    grammar_->open(stack, opened);
+    stepped.emplace_back(parses.begin() + std::ptrdiff_t(i + 1), parses.begin() + std::ptrdiff_t(i + 1 + depth));
+    ++stepped.back().back();  // past the class: the next symbol of its alternative (an end, a class or a rule)
   }
+  if (grammar_->open(std::move(stepped), opened)) cut_for_depth_ = true;
   const int32_t to = opened.empty() ? -1 : int32_t(number(ReplyGrammar::encode_parses(opened)));
   if (code_point < 128) ascii_steps_[size_t(from) * 128 + code_point] = to;  // after number(): it may grow the table
-  else steps_.emplace(key, to), bytes_ += 48;  // a hash node, about
+  else grow(48), steps_.emplace(key, to);  // a hash node, about
   return to;
 }
 
@@ -185,6 +199,11 @@ bool GrammarReplyConstraint::ended(const std::vector<int32_t>& generated) {
 
 void GrammarReplyConstraint::allowed(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
   bytes_.allowed(generated, allowed);
+  // Nothing to choose where the grammar would go on but only deeper than the bound: said so, rather than
+  // the engine's "allowed no token".
+  if (table_->cut_for_depth() && !bytes_.state(generated).complete() && std::find(allowed.begin(), allowed.end(), 1) == allowed.end())
+    throw InputError("the reply nests the grammar's rules " + std::to_string(kMostGrammarDepth) +
+                     " deep, and only a deeper parse could go on");
   // Where the text is whole, the ending tokens may come; elsewhere not even those whose bytes would go on.
   const uint8_t ending = bytes_.state(generated).complete() ? 1 : 0;
   for (int32_t token : ending_tokens_)

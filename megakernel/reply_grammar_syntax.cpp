@@ -27,12 +27,14 @@ struct GrammarBuilder {
   std::string_view text;
   size_t at = 0;
   std::vector<std::vector<Sequence>> rules;  // [rule]: its alternatives
-  std::vector<std::string> names;            // a group's or a repetition's: "what#n in rule", no rule's name has a space
-  std::vector<std::string> labels;           // [rule]: how a message names it
+  std::vector<std::string> names;            // a group's or a repetition's: "what#n", no rule's name has '#'
+  std::vector<uint32_t> owners;              // [rule]: the named rule a group or repetition is written in (itself for one named)
+  std::vector<const char*> kinds;            // [rule]: "group", "repetition", or null for a named rule
   std::vector<size_t> defined_at, used_at;   // offsets in text; npos: not yet
   std::unordered_map<std::string, uint32_t> ids;
   std::vector<Ranges> classes;
   size_t spelt = 0;  // symbols written so far, repetitions spelt out
+  uint32_t groups_open = 0;  // groups being read, inside one another (the parser recurses into each)
 
   [[noreturn]] void fail(const std::string& what, size_t offset) const {
     size_t line = 1, column = 1;
@@ -80,7 +82,8 @@ struct GrammarBuilder {
     const auto [it, added] = ids.emplace(name, uint32_t(names.size()));
     if (added) {
       names.push_back(name);
-      labels.push_back("rule '" + name + "'");
+      owners.push_back(uint32_t(names.size() - 1));
+      kinds.push_back(nullptr);
       rules.emplace_back();
       defined_at.push_back(std::string_view::npos);
       used_at.push_back(std::string_view::npos);
@@ -90,8 +93,9 @@ struct GrammarBuilder {
 
   // A group's or a repetition's rule (`what`), in the rule `owner` is written in.
   uint32_t new_rule(const std::string& owner, const char* what, std::vector<Sequence> alternatives, size_t offset) {
-    const uint32_t id = rule_id(std::string(what) + "#" + std::to_string(names.size()) + " in " + owner);
-    labels[id] = std::string("a ") + what + " in rule '" + owner + "'";
+    const uint32_t id = rule_id(std::string(what) + "#" + std::to_string(names.size()));
+    owners[id] = ids.at(owner);
+    kinds[id] = what;
     rules[id] = std::move(alternatives);
     defined_at[id] = offset;
     return id;
@@ -103,14 +107,20 @@ struct GrammarBuilder {
       fail("the grammar spells out more than " + std::to_string(kMostGrammarSymbols) + " symbols (its repetitions written out)");
   }
 
+  // A class's ranges, merged, without the surrogates (no UTF-8 text has them): an empty one is refused.
   uint32_t add_class(Ranges ranges, size_t offset) {
     std::sort(ranges.begin(), ranges.end());
     Ranges merged;
-    for (const auto& range : ranges) {
+    Ranges split;
+    for (const auto& [low, high] : ranges) {
+      if (low < 0xD800) split.emplace_back(low, std::min<uint32_t>(high, 0xD7FF));
+      if (high > 0xDFFF) split.emplace_back(std::max<uint32_t>(low, 0xE000), high);
+    }
+    for (const auto& range : split) {
       if (!merged.empty() && range.first <= merged.back().second + 1) merged.back().second = std::max(merged.back().second, range.second);
       else merged.push_back(range);
     }
-    if (merged.empty()) fail("a class with no characters", offset);
+    if (merged.empty()) fail("a class with no characters (surrogates are none: no UTF-8 text has them)", offset);
     classes.push_back(std::move(merged));
     return uint32_t(classes.size() - 1);
   }
@@ -292,9 +302,11 @@ struct GrammarBuilder {
         count(1);
         sequence.push_back({false, add_class({{0, 0x10FFFF}}, begin)});
       } else if (c == '(') {
+        if (++groups_open > kMostGrammarGroups) fail("groups nested more than " + std::to_string(kMostGrammarGroups) + " deep");
         ++at;
         skip_space();
         std::vector<Sequence> alternatives = alternatives_of(owner);
+        --groups_open;
         if (done() || text[at] != ')') fail("a group is not closed", begin);
         ++at;
         count(1);
@@ -346,6 +358,12 @@ struct GrammarBuilder {
     }
   }
 
+  // How a message names a rule: "rule 'x'", or "a group in rule 'x'".
+  std::string label(uint32_t rule) const {
+    const std::string named = "rule '" + names[owners[rule]] + "'";
+    return kinds[rule] ? std::string("a ") + kinds[rule] + " in " + named : named;
+  }
+
   void check() {
     for (uint32_t r = 0; r < names.size(); ++r)
       if (defined_at[r] == std::string_view::npos) fail("rule '" + names[r] + "' is used but not defined", used_at[r]);
@@ -374,7 +392,7 @@ struct GrammarBuilder {
       for (const Sequence& alternative : rules[r])
         for (Sym s : alternative) {
           if (!s.is_rule) continue;
-          if (!productive[s.index]) fail(labels[s.index] + " can never end: each way of writing it uses itself again", defined_at[s.index]);
+          if (!productive[s.index]) fail(label(s.index) + " can never end: each way of writing it uses itself again", defined_at[s.index]);
           if (!reached[s.index]) reached[s.index] = 1, work.push_back(s.index);
         }
     }
@@ -396,7 +414,7 @@ struct GrammarBuilder {
             if (!s.is_rule) break;
             const bool grows = grew || i + 1 < alternative.size();
             if (s.index == r && grows)
-              fail(labels[r] + " is left-recursive (it can begin with itself): write it with a repetition", defined_at[r]);
+              fail(label(r) + " is left-recursive (it can begin with itself): write it with a repetition", defined_at[r]);
             if (!seen[2 * s.index + grows]) seen[2 * s.index + grows] = 1, begins.emplace_back(s.index, grows);
             if (!nullable[s.index]) break;
           }
@@ -428,11 +446,12 @@ std::shared_ptr<const ReplyGrammar> ReplyGrammar::compile(std::string_view gbnf)
   builder.check();
   std::shared_ptr<ReplyGrammar> grammar = builder.build();
   // The parses before any byte: root's alternatives opened down to their first classes.
-  std::vector<std::vector<uint32_t>> opened;
-  for (uint32_t start : grammar->alternatives_[grammar->root_]) {
-    std::vector<uint32_t> stack{start};
-    grammar->open(stack, opened);
-  }
+  std::vector<std::vector<uint32_t>> starts, opened;
+  for (uint32_t start : grammar->alternatives_[grammar->root_]) starts.push_back({start});
+  const bool too_deep = grammar->open(std::move(starts), opened);
+  if (opened.empty() && too_deep)
+    throw InputError("the grammar opens more than " + std::to_string(kMostGrammarDepth) +
+                     " rules inside one another before its first character");
   grammar->start_parses_ = ReplyGrammar::encode_parses(opened);
   if (grammar->start_parses_ == std::vector<uint32_t>{0}) throw InputError("the grammar derives only the empty text, and a reply has at least one token");
   return grammar;

@@ -193,7 +193,79 @@ TEST(ReplyGrammar, SampledRepliesAreDerived) {
   EXPECT_GT(whole, 0u);
 }
 
+// Grammars built to make the reading or the opening of rules deep or wide (a review's fuzzing found each
+// crashing or hanging a first version): they are read, opened and followed in bounded time and stack, or
+// refused by name.
+TEST(ReplyGrammar, DeepOrWideGrammarsAreFollowedOrRefusedNotCrashed) {
+  // Empty groups repeated inside repetitions: many rules open at once that all may be empty (each inner
+  // count over each outer one). 100 by 100 are followed; 300 by 300 open more than kMostGrammarOpens, and
+  // are refused at compile, or at the character after which they open.
+  for (const char* gbnf : {"root ::= (){0,100}{0,100} \"a\"", "root ::= ((e){0,100}){0,100} \"a\"\ne ::= \"\""})
+    EXPECT_TRUE(ReplyGrammar::compile(gbnf)->matches("a")) << gbnf;
+  EXPECT_THROW(ReplyGrammar::compile("root ::= (){0,300}{0,300} \"a\""), InputError);
+  const auto late_opening = ReplyGrammar::compile("root ::= \"a\" (){0,300}{0,300} \"b\"");
+  try {
+    late_opening->matches("ab");
+    ADD_FAILURE() << "(){0,300}{0,300} was opened";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("opens more than 65536 rules at one character"), std::string::npos) << error.what();
+  }
+  // Rules that may be empty, each twice in the one before: opened over every subset of what is left to
+  // come after them, 2^levels ways. 8 levels are followed; 20 pass kMostGrammarOpens and are refused at
+  // compile (a first version took 23 s over 16).
+  const auto doubling = [](int levels) {
+    std::string gbnf = "root ::= r0 \"x\"\n";
+    for (int i = 0; i < levels; ++i) gbnf += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + " r" + std::to_string(i + 1) + "\n";
+    return gbnf + "r" + std::to_string(levels) + " ::= \"\" | \"y\"\n";
+  };
+  const auto doubled = ReplyGrammar::compile(doubling(8));
+  EXPECT_TRUE(doubled->matches("x"));
+  EXPECT_TRUE(doubled->matches("yyyx"));
+  EXPECT_THROW(ReplyGrammar::compile(doubling(20)), InputError);
+  // Groups inside one another: the reader's depth is bounded.
+  try {
+    ReplyGrammar::compile("root ::= " + std::string(30000, '('));
+    ADD_FAILURE() << "30,000 open groups were read";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("groups nested more than 256 deep"), std::string::npos) << error.what();
+  }
+  // 300 rules each the next followed by "z": the first character would sit 300 rules deep, past the bound.
+  std::string late = "root ::= l0\n";
+  for (int i = 0; i < 300; ++i) late += "l" + std::to_string(i) + " ::= l" + std::to_string(i + 1) + " \"z\"\n";
+  late += "l300 ::= \"a\"\n";
+  try {
+    ReplyGrammar::compile(late);
+    ADD_FAILURE() << "a grammar whose first character is past the depth bound compiled";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("more than 256 rules inside one another before its first character"), std::string::npos)
+        << error.what();
+  }
+  // An "a" a rule deeper at each of 300 levels: past the bound the reply has nothing within it to choose,
+  // and the constraint says why.
+  std::string nested = "root ::= n0\n";
+  for (int i = 0; i < 300; ++i) nested += "n" + std::to_string(i) + " ::= \"a\" n" + std::to_string(i + 1) + " \"z\"\n";
+  nested += "n300 ::= \"a\"\n";
+  const std::vector<std::string> vocabulary = {"a", "z"};
+  GrammarReplyConstraint constraint(std::make_shared<const TokenTrie>(vocabulary), ReplyGrammar::compile(nested), {});
+  std::vector<int32_t> generated;
+  std::vector<uint8_t> allowed(2);
+  try {
+    for (int step = 0; step < 400; ++step) {
+      std::fill(allowed.begin(), allowed.end(), 0);
+      constraint.allowed(generated, allowed);
+      ASSERT_EQ(allowed, (std::vector<uint8_t>{1, 0})) << "after " << step << " a's";
+      generated.push_back(0);
+    }
+    ADD_FAILURE() << "400 a's were followed";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("nests the grammar's rules 256 deep"), std::string::npos) << error.what();
+    EXPECT_GT(generated.size(), 100u);
+  }
+}
+
 TEST(ReplyGrammar, RefusesWhatItCannotHoldByName) {
+  std::string sixteen_thousand_options;  // under a long name: each its own rule, 4 symbols each
+  for (int i = 0; i < 16400; ++i) sixteen_thousand_options += " \"a\"?";
   std::string seven_thousands;  // 70,000 symbols spelt out
   for (int i = 0; i < 7; ++i) seven_thousands += " \"abcdefghij\"{1000}";
   const std::string ambiguous = "root ::= x\nx ::= \"a\" x \"b\" | \"a\" x \"c\" | \"d\"";  // 2^n parses after n a's
@@ -211,6 +283,8 @@ TEST(ReplyGrammar, RefusesWhatItCannotHoldByName) {
       {"root ::= (\"a\"", "a group is not closed"},
       {"root ::= \"a\")", "a ')' with no group open"},
       {"root ::= [^\\x00-\\U0010FFFF]", "a class with no characters"},
+      {"root ::= \"a\" [^\\x00-\\uD7FF\\uE000-\\U0010FFFF]", "a class with no characters (surrogates are none"},
+      {"root ::= " + std::string(5000, 'n') + "\n" + std::string(5000, 'n') + " ::=" + sixteen_thousand_options, "more than 65536 symbols"},
       {"root ::= [z-a]", "a range whose end comes before its start"},
       {"root ::= \"\\q\"", "unknown escape \\q"},
       {"root ::= \"\\xZZ\"", "an escape needs 2 hex digits"},
