@@ -47,6 +47,13 @@ struct GrammarBuilder {
   [[noreturn]] void fail(const std::string& what) const { fail(what, at); }
 
   bool done() const { return at >= text.size(); }
+  // A character of the text in a message: itself, or a byte that is not printable ASCII as \xHH.
+  static std::string shown(char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7F) return std::string("'") + c + "'";
+    const char* digits = "0123456789ABCDEF";
+    return std::string("the byte \\x") + digits[byte >> 4] + digits[byte & 15];
+  }
   static bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; }
 
   void skip_space() {
@@ -317,7 +324,7 @@ struct GrammarBuilder {
         count(1);
         sequence.push_back({true, id});
       } else {
-        fail(std::string("unexpected '") + c + "'");
+        fail("unexpected " + shown(c));
       }
       skip_space();
       while (!done() && std::string_view("*+?{").find(text[at]) != std::string_view::npos) {
@@ -344,7 +351,7 @@ struct GrammarBuilder {
     if (done()) fail("the grammar is empty");
     while (!done()) {
       const size_t begin = at;
-      if (!is_name_char(text[at])) fail(std::string("expected a rule's name, got '") + text[at] + "'");
+      if (!is_name_char(text[at])) fail("expected a rule's name, got " + shown(text[at]));
       const std::string name = read_name();
       skip_space();
       if (text.substr(at, 3) != "::=") fail("expected ::= after the rule name '" + name + "'");

@@ -293,6 +293,9 @@ TEST(ReplyGrammar, RefusesWhatItCannotHoldByName) {
       {"root ::= \"a\"{1001}", "a repetition past 1000"},
       {"root ::= \"a\"{2", "a repetition {m,n} is not closed"},
       {"root ::= *", "unexpected '*'"},
+      {"root ::= \"a\" \xE2\x82\xAC", "unexpected the byte \\xE2"},  // a character outside a literal, named by its byte
+      {"root ::= \"a\"\n\x01", "line 2, column 1: unexpected the byte \\x01"},
+      {"\x01root ::= \"a\"", "line 1, column 1: expected a rule's name, got the byte \\x01"},
       {"root ::= \"\" | (\"\")*", "derives only the empty text"},
       {"root = \"a\"", "expected ::= after the rule name 'root'"},
       {"root ::= \"\xC3\"", "not UTF-8"},
