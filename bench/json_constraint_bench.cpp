@@ -366,6 +366,13 @@ const char* const kReplyGrammars[] = {
 const char* const kReplyGrammarNames[] = {"a sentence", "any text", "JSON, in a string"};
 const char* const kReplyGrammarPrefixes[] = {" the", " the", "{\"name\": \"Ada Lov"};
 
+// Reading and checking a grammar (serve does it once per request whose text is not among the last 8).
+void GrammarCompile(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(tilefire::ReplyGrammar::compile(kReplyGrammars[state.range(0)]));
+  state.SetLabel(kReplyGrammarNames[state.range(0)]);
+}
+BENCHMARK(GrammarCompile)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
+
 // The trie's walk from the state after the prefix (no cached mask), and a reply of words in the sentence
 // (time_reply_of_words).
 void GrammarAllowTokens(benchmark::State& state) {
