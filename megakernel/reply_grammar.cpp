@@ -51,6 +51,7 @@ bool ReplyGrammar::open(std::vector<std::vector<uint32_t>> work, std::vector<std
   // (A rule that can be empty, repeated, comes back to itself so: x* of a nullable x.) A worklist, not
   // recursion: rules that may be empty can open many inside one another without a character between.
   std::unordered_set<std::vector<uint32_t>, StackHash> opened;
+  size_t ways = 0;  // alternatives taken, each a stack copied: the work, bounded
   bool too_deep = false;
   while (!work.empty()) {
     std::vector<uint32_t> stack = std::move(work.back());
@@ -76,10 +77,11 @@ bool ReplyGrammar::open(std::vector<std::vector<uint32_t>> work, std::vector<std
         whole = false;
         break;
       }
-      if (opened.size() > kMostGrammarOpens)
-        throw InputError("the grammar opens more than " + std::to_string(kMostGrammarOpens) +
-                         " rules at one character: it is too ambiguous to follow");
       const std::vector<uint32_t>& starts = alternatives_[symbol.index];
+      ways += starts.size();
+      if (ways > kMostGrammarOpens)
+        throw InputError("the grammar opens more than " + std::to_string(kMostGrammarOpens) +
+                         " ways through its rules at one character: it is too ambiguous to follow");
       for (size_t i = 0; i + 1 < starts.size(); ++i) {
         std::vector<uint32_t> other = stack;
         other.push_back(starts[i]);
@@ -128,6 +130,7 @@ uint32_t GrammarParseTable::number(std::vector<uint32_t> parses) {
   const uint32_t number = uint32_t(sets_.size());
   numbers_.emplace(parses, number);
   whole_.push_back(any_parse(parses, [](uint32_t depth, uint32_t) { return depth == 0; }) ? 1 : 0);
+  cut_.push_back(0);
   sets_.push_back(std::move(parses));
   ascii_steps_.resize(ascii_steps_.size() + 128, kUnknownStep);
   return number;
@@ -148,7 +151,7 @@ int32_t GrammarParseTable::next(uint32_t from, uint32_t code_point) {
     stepped.emplace_back(parses.begin() + std::ptrdiff_t(i + 1), parses.begin() + std::ptrdiff_t(i + 1 + depth));
     ++stepped.back().back();  // past the class: the next symbol of its alternative (an end, a class or a rule)
   }
-  if (grammar_->open(std::move(stepped), opened)) cut_for_depth_ = true;
+  if (grammar_->open(std::move(stepped), opened)) cut_[from] = 1;
   const int32_t to = opened.empty() ? -1 : int32_t(number(ReplyGrammar::encode_parses(opened)));
   if (code_point < 128) ascii_steps_[size_t(from) * 128 + code_point] = to;  // after number(): it may grow the table
   else grow(48), steps_.emplace(key, to);  // a hash node, about
@@ -179,6 +182,8 @@ bool GrammarReplyBytes::feed(std::string_view bytes) {
   return true;
 }
 
+bool GrammarReplyBytes::cut_for_depth() const { return table_->cut(parses_); }
+
 bool GrammarReplyBytes::complete() const { return utf8_left_ == 0 && table_->whole(parses_); }
 
 // The parses are distinct, so a whole text is one of depth 0, alone when nothing may follow.
@@ -201,7 +206,8 @@ void GrammarReplyConstraint::allowed(const std::vector<int32_t>& generated, std:
   bytes_.allowed(generated, allowed);
   // Nothing to choose where the grammar would go on but only deeper than the bound: said so, rather than
   // the engine's "allowed no token".
-  if (table_->cut_for_depth() && !bytes_.state(generated).complete() && std::find(allowed.begin(), allowed.end(), 1) == allowed.end())
+  const GrammarReplyBytes& state = bytes_.state(generated);
+  if (state.cut_for_depth() && !state.complete() && std::find(allowed.begin(), allowed.end(), 1) == allowed.end())
     throw InputError("the reply nests the grammar's rules " + std::to_string(kMostGrammarDepth) +
                      " deep, and only a deeper parse could go on");
   // Where the text is whole, the ending tokens may come; elsewhere not even those whose bytes would go on.

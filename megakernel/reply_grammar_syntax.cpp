@@ -48,9 +48,10 @@ struct GrammarBuilder {
 
   bool done() const { return at >= text.size(); }
   // A character of the text in a message: itself, or a byte that is not printable ASCII as \xHH.
+  static bool printable(char c) { return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7F; }
   static std::string shown(char c) {
     const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte < 0x7F) return std::string("'") + c + "'";
+    if (printable(c)) return std::string("'") + c + "'";
     const char* digits = "0123456789ABCDEF";
     return std::string("the byte \\x") + digits[byte >> 4] + digits[byte & 15];
   }
@@ -178,7 +179,8 @@ struct GrammarBuilder {
       case 'u': return read_hex(4);
       case 'U': return read_hex(8);
       case '\\': case '"': case '\'': case '[': case ']': case '-': case '^': case '/': return uint32_t(c);
-      default: fail(std::string("unknown escape \\") + c, at - 2);
+      default:
+        fail(printable(c) ? std::string("unknown escape \\") + c : "unknown escape: a backslash, then " + shown(c), at - 2);
     }
   }
 
@@ -456,7 +458,8 @@ std::shared_ptr<const ReplyGrammar> ReplyGrammar::compile(std::string_view gbnf)
   std::vector<std::vector<uint32_t>> starts, opened;
   for (uint32_t start : grammar->alternatives_[grammar->root_]) starts.push_back({start});
   const bool too_deep = grammar->open(std::move(starts), opened);
-  if (opened.empty() && too_deep)
+  const bool only_whole = std::all_of(opened.begin(), opened.end(), [](const std::vector<uint32_t>& parse) { return parse.empty(); });
+  if (too_deep && only_whole)
     throw InputError("the grammar opens more than " + std::to_string(kMostGrammarDepth) +
                      " rules inside one another before its first character");
   grammar->start_parses_ = ReplyGrammar::encode_parses(opened);

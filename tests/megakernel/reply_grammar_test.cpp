@@ -208,7 +208,8 @@ TEST(ReplyGrammar, DeepOrWideGrammarsAreFollowedOrRefusedNotCrashed) {
     late_opening->matches("ab");
     ADD_FAILURE() << "(){0,300}{0,300} was opened";
   } catch (const InputError& error) {
-    EXPECT_NE(std::string(error.what()).find("opens more than 65536 rules at one character"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("opens more than 65536 ways through its rules at one character"), std::string::npos)
+        << error.what();
   }
   // Rules that may be empty, each twice in the one before: opened over every subset of what is left to
   // come after them, 2^levels ways. 8 levels are followed; 20 pass kMostGrammarOpens and are refused at
@@ -263,7 +264,28 @@ TEST(ReplyGrammar, DeepOrWideGrammarsAreFollowedOrRefusedNotCrashed) {
   }
 }
 
+// The depth message is for a state whose own steps the bound cut: another state with nothing to choose
+// (here for want of a token with an é) is left to the engine's "allowed no token".
+TEST(ReplyGrammar, TheDepthIsBlamedOnlyWhereItCutTheSteps) {
+  std::string gbnf = "root ::= \"a\" r0 | \"b\" \"é\"\n";
+  for (int i = 0; i < 300; ++i) gbnf += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + " \"e\"\n";
+  gbnf += "r300 ::= \"c\"\n";
+  const std::vector<std::string> vocabulary = {"a", "b", "c", "e"};
+  GrammarReplyConstraint constraint(std::make_shared<const TokenTrie>(vocabulary), ReplyGrammar::compile(gbnf), {});
+  std::vector<uint8_t> allowed(vocabulary.size(), 0);
+  constraint.allowed({}, allowed);
+  EXPECT_EQ(allowed, (std::vector<uint8_t>{0, 1, 0, 0}));  // after "a" every parse would sit past the bound
+  std::fill(allowed.begin(), allowed.end(), 0);
+  EXPECT_NO_THROW(constraint.allowed({1}, allowed));
+  EXPECT_EQ(allowed, (std::vector<uint8_t>{0, 0, 0, 0}));
+}
+
 TEST(ReplyGrammar, RefusesWhatItCannotHoldByName) {
+  std::string deep_chain;  // l0 ::= l1 "z", ..., l300 ::= "a"
+  for (int i = 0; i < 300; ++i) deep_chain += "l" + std::to_string(i) + " ::= l" + std::to_string(i + 1) + " \"z\"\n";
+  deep_chain += "l300 ::= \"a\"\n";
+  std::string many_places, many_alternatives;  // x 4000 times; x ::= "" | "b" | "b" ... (4000)
+  for (int i = 0; i < 4000; ++i) many_places += " x", many_alternatives += " | \"b\"";
   std::string sixteen_thousand_options;  // under a long name: each its own rule, 4 symbols each
   for (int i = 0; i < 16400; ++i) sixteen_thousand_options += " \"a\"?";
   std::string seven_thousands;  // 70,000 symbols spelt out
@@ -287,6 +309,11 @@ TEST(ReplyGrammar, RefusesWhatItCannotHoldByName) {
       {"root ::= " + std::string(5000, 'n') + "\n" + std::string(5000, 'n') + " ::=" + sixteen_thousand_options, "more than 65536 symbols"},
       {"root ::= [z-a]", "a range whose end comes before its start"},
       {"root ::= \"\\q\"", "unknown escape \\q"},
+      {"root ::= \"\\\xC3\xA9\"", "unknown escape: a backslash, then the byte \\xC3"},
+      // The root may be empty or a parse nesting past the bound before its first character: the bound named.
+      {"root ::= \"\" | l0\n" + deep_chain, "more than 256 rules inside one another before its first character"},
+      // A rule of many alternatives opened at each of many places: the work is bounded, not only the parses.
+      {"root ::= " + many_places + " \"a\"\nx ::= \"\"" + many_alternatives, "ways through its rules at one character"},
       {"root ::= \"\\xZZ\"", "an escape needs 2 hex digits"},
       {"root ::= \"\\uD800\"", "an escape names no character"},
       {"root ::= \"a\"{3,2}", "whose n is less than its m"},

@@ -35,7 +35,7 @@ constexpr uint32_t kMostGrammarDepth = 256;       // rules one parse holds open 
 constexpr uint32_t kMostGrammarSymbols = 65536;   // symbols of the rules, repetitions spelt out
 constexpr uint32_t kMostGrammarRepetition = 1000; // the m and n of {m,n}
 constexpr uint32_t kMostGrammarGroups = 256;      // groups ( ... ) written inside one another
-constexpr uint32_t kMostGrammarOpens = 65536;     // rules opened at one character (an ambiguity bound)
+constexpr uint32_t kMostGrammarOpens = 65536;     // alternatives taken at one character (an ambiguity bound)
 constexpr size_t kMostGrammarTableBytes = size_t(64) << 20;  // one reply's table of parse sets and steps
 
 class ReplyGrammar;
@@ -55,6 +55,9 @@ class GrammarReplyBytes {
   bool complete() const;
   // Complete, and no character may follow: where the reply ends.
   bool ended() const;
+  // A character step from here has dropped a parse that would have nested past kMostGrammarDepth: with
+  // nothing left to choose, the bound stopped the reply, not the grammar.
+  bool cut_for_depth() const;
   bool operator==(const GrammarReplyBytes&) const = default;
 
  private:
@@ -96,7 +99,7 @@ class ReplyGrammar {
   // Adds to `out` each parse the stacks of `work` (places, the innermost last) open into, down to a class
   // of characters at the innermost place (or to nothing: a whole text): a rule there opens each of its
   // alternatives. A parse that would pass kMostGrammarDepth is dropped, and then it returns true; an
-  // InputError past kMostGrammarOpens rules opened.
+  // InputError past kMostGrammarOpens alternatives taken.
   bool open(std::vector<std::vector<uint32_t>> work, std::vector<std::vector<uint32_t>>& out) const;
   struct StackHash {
     size_t operator()(const std::vector<uint32_t>& words) const;
@@ -125,9 +128,6 @@ class GrammarParseTable {
   explicit GrammarParseTable(std::shared_ptr<const ReplyGrammar> grammar, size_t most_bytes = kMostGrammarTableBytes);
   GrammarReplyBytes start() { return GrammarReplyBytes(this); }
   size_t sets() const { return sets_.size(); }
-  // A step has dropped a parse that would have nested past kMostGrammarDepth: a reply with nothing left
-  // to choose is then one the bound stopped, not the grammar.
-  bool cut_for_depth() const { return cut_for_depth_; }
 
  private:
   friend class GrammarReplyBytes;
@@ -136,6 +136,7 @@ class GrammarParseTable {
   // Whether some parse of set `from` takes a character in [low, high] next.
   bool leads_on(uint32_t from, uint32_t low, uint32_t high) const;
   bool whole(uint32_t set) const { return whole_[set] != 0; }
+  bool cut(uint32_t set) const { return cut_[set] != 0; }
   bool alone_whole(uint32_t set) const { return sets_[set].size() == 1; }  // the one parse [0]: nothing follows
   uint32_t number(std::vector<uint32_t> parses);
   void grow(size_t bytes);  // counts `bytes` more, an InputError past most_bytes_ (nothing counted then)
@@ -145,6 +146,7 @@ class GrammarParseTable {
   // of ReplyGrammar::symbols_, the innermost last, always a class of characters). Depth 0: a whole text.
   std::vector<std::vector<uint32_t>> sets_;
   std::vector<uint8_t> whole_;  // [set]: it has a parse of depth 0
+  std::vector<uint8_t> cut_;    // [set]: a step from it dropped a parse for depth
   std::unordered_map<std::vector<uint32_t>, uint32_t, ReplyGrammar::StackHash> numbers_;
   // The steps met so far: an ASCII character's in a row of 128 per set (most of a walk's), the others by
   // (set << 21 | code point).
@@ -153,7 +155,7 @@ class GrammarParseTable {
   std::unordered_map<uint64_t, int32_t> steps_;
   size_t bytes_ = 0;  // what the sets and steps take, about
   size_t most_bytes_;
-  bool cut_for_depth_ = false;
+
 };
 
 // One reply's constraint to a grammar (ByteReplyConstraint over GrammarReplyBytes), with the tokens that end
