@@ -196,10 +196,7 @@ GrammarReplyConstraint::GrammarReplyConstraint(std::shared_ptr<const TokenTrie> 
       ending_tokens_(std::move(ending_tokens)) {}
 
 bool GrammarReplyConstraint::ended(const std::vector<int32_t>& generated) {
-  // An ending token has no bytes to follow: it was allowed only where the text was whole.
-  if (!generated.empty() && std::find(ending_tokens_.begin(), ending_tokens_.end(), generated.back()) != ending_tokens_.end())
-    return true;
-  return bytes_.state(generated).ended();
+  return ending_tokens_.end(generated) || bytes_.state(generated).ended();
 }
 
 void GrammarReplyConstraint::allowed(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
@@ -210,10 +207,7 @@ void GrammarReplyConstraint::allowed(const std::vector<int32_t>& generated, std:
   if (state.cut_for_depth() && !state.complete() && std::find(allowed.begin(), allowed.end(), 1) == allowed.end())
     throw InputError("the reply nests the grammar's rules " + std::to_string(kMostGrammarDepth) +
                      " deep, and only a deeper parse could go on");
-  // Where the text is whole, the ending tokens may come; elsewhere not even those whose bytes would go on.
-  const uint8_t ending = bytes_.state(generated).complete() ? 1 : 0;
-  for (int32_t token : ending_tokens_)
-    if (token >= 0 && size_t(token) < allowed.size()) allowed[size_t(token)] = ending;
+  ending_tokens_.allow_where(state.complete(), allowed);
 }
 
 void constrain_to_grammar(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const ReplyGrammar> grammar,

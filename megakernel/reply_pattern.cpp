@@ -239,23 +239,22 @@ PatternReplyConstraint::PatternReplyConstraint(std::shared_ptr<const TokenTrie> 
 
 PatternReplyConstraint::~PatternReplyConstraint() = default;
 
-bool PatternReplyConstraint::is_ending(int32_t token) const {
-  return std::find(ending_tokens_.begin(), ending_tokens_.end(), token) != ending_tokens_.end();
+bool EndingTokens::end(const std::vector<int32_t>& generated) const {
+  return !generated.empty() && std::find(tokens_.begin(), tokens_.end(), generated.back()) != tokens_.end();
+}
+
+void EndingTokens::allow_where(bool whole, std::vector<uint8_t>& allowed) const {
+  for (int32_t token : tokens_)
+    if (token >= 0 && size_t(token) < allowed.size()) allowed[size_t(token)] = whole ? 1 : 0;
 }
 
 bool PatternReplyConstraint::ended(const std::vector<int32_t>& generated) {
-  // An ending token has no bytes to follow: it was allowed only where the text matched, so the reply is whole.
-  if (!generated.empty() && is_ending(generated.back())) return true;
-  return bytes_.state(generated).ended();
+  return ending_tokens_.end(generated) || bytes_.state(generated).ended();
 }
 
 void PatternReplyConstraint::allowed(const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
   bytes_.allowed(generated, allowed);
-  // Where the text matches, the ending tokens may come; elsewhere not even those whose bytes would go on
-  // (a byte model's eos, a stop token id a request gives): the engine would end the reply there, unmatched.
-  const uint8_t ending = bytes_.state(generated).complete() ? 1 : 0;
-  for (int32_t token : ending_tokens_)
-    if (token >= 0 && size_t(token) < allowed.size()) allowed[size_t(token)] = ending;
+  ending_tokens_.allow_where(bytes_.state(generated).complete(), allowed);
 }
 
 void constrain_to_pattern(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const ReplyPattern> pattern,

@@ -27,6 +27,7 @@
 
 #include "tilefire/engine.h"
 #include "tilefire/json_constraint.h"
+#include "tilefire/reply_pattern.h"  // EndingTokens
 
 namespace tilefire {
 
@@ -172,7 +173,7 @@ class GrammarReplyConstraint {
  private:
   std::unique_ptr<GrammarParseTable> table_;  // what the states point into
   ByteReplyConstraint<GrammarReplyBytes> bytes_;
-  std::vector<int32_t> ending_tokens_;
+  EndingTokens ending_tokens_;
 };
 
 // Makes `request`'s reply a text `grammar` derives: as constrain_to_pattern (reply_pattern.h) does for a

@@ -106,6 +106,21 @@ class ReplyPattern {
   friend class PatternReplyConstraint;
 };
 
+// The tokens that end a reply held to a pattern or a grammar (the model's eos, a request's stop tokens):
+// allowed only where the text so far is whole, even one whose bytes would go on (a byte model's eos, a stop
+// token id a request gives: the engine would end the reply there, unmatched); a reply whose last token is
+// one has ended (it has no bytes to follow, and was allowed only where the text was whole).
+class EndingTokens {
+ public:
+  explicit EndingTokens(std::vector<int32_t> tokens) : tokens_(std::move(tokens)) {}
+  bool end(const std::vector<int32_t>& generated) const;
+  // Sets each ending token's entry of `allowed` to `whole`.
+  void allow_where(bool whole, std::vector<uint8_t>& allowed) const;
+
+ private:
+  std::vector<int32_t> tokens_;
+};
+
 // One reply's constraint to a pattern (ByteReplyConstraint over PatternReplyBytes), with the tokens that end
 // a reply (eos, stop tokens): those are allowed where the text so far is complete. Not thread-safe: one
 // reply's calls come one at a time.
@@ -119,10 +134,9 @@ class PatternReplyConstraint {
   bool ended(const std::vector<int32_t>& generated);
 
  private:
-  bool is_ending(int32_t token) const;
   std::shared_ptr<const ReplyPattern> pattern_;  // the automaton and tables the states point into
   ByteReplyConstraint<PatternReplyBytes> bytes_;
-  std::vector<int32_t> ending_tokens_;
+  EndingTokens ending_tokens_;
 };
 
 // Makes `request`'s reply match `pattern` whole: its allowed_tokens become the constraint's, with the
