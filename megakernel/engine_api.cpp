@@ -540,9 +540,7 @@ void Engine::Impl::check_request(const GenerateRequest& request) const {
 }
 
 std::vector<int32_t> Engine::Impl::ending_tokens(const GenerateRequest& request) const {
-  std::vector<int32_t> ending = request.stop_tokens;
-  if (request.stop_at_eos) ending.insert(ending.end(), info.eos_tokens.begin(), info.eos_tokens.end());
-  return ending;
+  return request.ending_tokens(info.eos_tokens);
 }
 
 bool Engine::Impl::ends_request(const GenerateRequest& request, int32_t token) const {

@@ -212,9 +212,7 @@ void GrammarReplyConstraint::allowed(const std::vector<int32_t>& generated, std:
 
 void constrain_to_grammar(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const ReplyGrammar> grammar,
                           const std::vector<int32_t>& eos_tokens) {
-  std::vector<int32_t> ending = request.stop_tokens;
-  if (request.stop_at_eos) ending.insert(ending.end(), eos_tokens.begin(), eos_tokens.end());
-  constrain_request(request, std::make_shared<GrammarReplyConstraint>(std::move(tokens), std::move(grammar), std::move(ending)));
+  constrain_request(request, std::make_shared<GrammarReplyConstraint>(std::move(tokens), std::move(grammar), request.ending_tokens(eos_tokens)));
 }
 
 }  // namespace tilefire

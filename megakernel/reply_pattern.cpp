@@ -259,9 +259,7 @@ void PatternReplyConstraint::allowed(const std::vector<int32_t>& generated, std:
 
 void constrain_to_pattern(GenerateRequest& request, std::shared_ptr<const TokenTrie> tokens, std::shared_ptr<const ReplyPattern> pattern,
                           const std::vector<int32_t>& eos_tokens) {
-  std::vector<int32_t> ending = request.stop_tokens;
-  if (request.stop_at_eos) ending.insert(ending.end(), eos_tokens.begin(), eos_tokens.end());
-  constrain_request(request, std::make_shared<PatternReplyConstraint>(std::move(tokens), std::move(pattern), std::move(ending)));
+  constrain_request(request, std::make_shared<PatternReplyConstraint>(std::move(tokens), std::move(pattern), request.ending_tokens(eos_tokens)));
 }
 
 }  // namespace tilefire

@@ -196,6 +196,13 @@ struct GenerateRequest {
   // Speculative decoding: in generate(); in generate_batch and add_sequence by prompt lookup (a draft
   // model drafts for generate() alone). Not with trace_path, which records a decode step.
   Speculation speculation;
+
+  // The tokens that end this request's reply: stop_tokens, then the model's `eos_tokens` if stop_at_eos.
+  std::vector<int32_t> ending_tokens(const std::vector<int32_t>& eos_tokens) const {
+    std::vector<int32_t> ending = stop_tokens;
+    if (stop_at_eos) ending.insert(ending.end(), eos_tokens.begin(), eos_tokens.end());
+    return ending;
+  }
 };
 
 struct GenerateResult {
