@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "chat_flags.h"
 #include "commands.h"
 #include "model_folder.h"
+#include "reply_format.h"
 #include "sampling_flags.h"
 #include "tilefire/engine.h"
 #include "tilefire/tokenizer.h"
@@ -28,7 +30,8 @@ Each line of standard input is a user message, put with the conversation so far 
 template (tokenizer_config.json or chat_template.jinja); the reply prints as it is generated and ends at
 the template's end of reply. A line ending in a backslash continues on the next. "/reset" starts the
 conversation over, "/exit" or the end of input ends it. Earlier turns stay in the KV cache: each turn
-prefills only what is new.
+prefills only what is new. With one of the format flags (--json-object, --regex, --grammar, ...), every
+reply keeps to that format.
 
   --model DIR            Hugging Face folder with tokenizer.json and a chat template (required)
   --system TEXT          a system message first
@@ -82,6 +85,8 @@ int chat_command(int argc, char** argv) {
   std::vector<std::string> switches{"--json", "--stats", "--help"}, valued{"--model", "--system", "--messages", "--chat-template",
       "--max-new-tokens", "--seed", "--threads", "--max-context", "--schedule", "--policy",
       "--tp", "--tp-timeout-ms"};
+  for (const std::string& flag : reply_format_switches()) switches.push_back(flag);
+  for (const std::string& flag : reply_format_valued()) valued.push_back(flag);
   for (const std::string& flag : sampling_valued()) valued.push_back(flag);
   for (const std::string& flag : speculation_valued()) valued.push_back(flag);
   for (const std::string& flag : backend_switches()) switches.push_back(flag);
@@ -90,6 +95,7 @@ int chat_command(int argc, char** argv) {
   args.parse(argc, argv, 2);
   if (args.has("--help")) {
     std::fputs(kChatHelp, stdout);
+    std::fputs(kReplyFormatHelp, stdout);
     std::fputs(kSamplingHelp, stdout);
     std::fputs(kSpeculationHelp, stdout);
     std::fputs(kBackendHelp, stdout);
@@ -109,6 +115,8 @@ int chat_command(int argc, char** argv) {
   apply_backend_flags(args, options);
   const Sampling sampling = sampling_of_flags(args, command);  // a bad value is named before anything loads
   const Speculation speculation = speculation_of_flags(args, command, options);
+  const ReplyFormat reply_format = reply_format_of_flags(args, command);
+  const uint32_t json_whitespace = json_whitespace_of_flags(args, reply_format, command);
 
   const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::of_model_folder(options.model_dir);
   Conversation conversation = begin_conversation(args, options.model_dir, tokenizer.get(), command);
@@ -135,6 +143,9 @@ int chat_command(int argc, char** argv) {
           (options.tp > 1 ? ", " + std::to_string(options.tp) + " tensor-parallel ranks" : "") +
           "; a line is a message, /reset starts over, /exit ends\n");
   const bool interactive = isatty(STDIN_FILENO) && !json;
+  // The vocabulary's bytes, for the constraint every reply keeps to (made once: it is the same each turn).
+  std::shared_ptr<const TokenTrie> reply_tokens;
+  if (reply_format) reply_tokens = std::make_shared<const TokenTrie>(vocabulary_bytes(tokenizer.get(), model.vocab));
   std::string message;
   // A turn is a reply of this conversation: /reset starts the count again, and lines that make no reply
   // (empty, dropped) take no number. A turn's sampling seed is --seed plus its number, so a conversation
@@ -176,6 +187,11 @@ int chat_command(int argc, char** argv) {
     request.on_token = [&](int32_t token) {
       if (!json) print(stream.add(token));
     };
+    if (reply_format) {  // a constraint holds one reply's state: a new one each turn
+      request.allowed_tokens = nullptr;
+      request.stop_when = nullptr;
+      reply_format.constrain(request, reply_tokens, model.eos_tokens, json_whitespace);
+    }
     const GenerateResult result = engine.generate(request);
     const std::string reply = tokenizer->continuation(prompt, result.tokens);  // special tokens (the end of reply) left out
     conversation.add("assistant", reply, command + ": the reply");

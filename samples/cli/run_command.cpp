@@ -17,13 +17,11 @@
 #include "chat_flags.h"
 #include "commands.h"
 #include "model_folder.h"
+#include "reply_format.h"
 #include "sampling_flags.h"
 #include "stop_text.h"
 #include "tilefire/engine.h"
 #include "tilefire/json_constraint.h"
-#include "tilefire/json_schema.h"
-#include "tilefire/reply_grammar.h"
-#include "tilefire/reply_pattern.h"
 #include "tilefire/tokenizer.h"
 
 namespace tilefire::cli {
@@ -72,21 +70,6 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
   --prompt-logprobs K    score the prompt: each of its tokens' probability after those before it, the K
                          most probable there, and the prompt's total log-probability and perplexity
                          (--max-new-tokens 0: score only)
-  --json-object          the reply is a JSON object (serve's response_format json_object): only tokens that
-                         keep it a prefix of one are chosen, and it ends where the object closes; not for a
-                         folder whose tokenizer Tilefire does not read
-  --json-schema FILE     the reply is a JSON text the JSON Schema in FILE accepts (serve's response_format
-                         json_schema; the subset read is in docs/ARCHITECTURE.md), ending where it closes
-  --json-whitespace N    with --json-object or --json-schema: whitespace runs of at most N bytes, 0 to 32
-                         (default 32; 0: compact JSON)
-  --regex REGEX          the reply is a text REGEX matches whole (serve's structured_outputs regex; the
-                         ECMAScript subset a JSON Schema pattern takes, docs/ARCHITECTURE.md): it may end
-                         (eos, a stop token) only where the text matches, and ends where nothing can follow
-  --choices LIST         the reply is one of the texts of LIST, a JSON list ('["yes", "no"]'), each as written
-  --grammar GBNF         the reply is a text the GBNF grammar derives from its rule root (llama.cpp's format;
-                         serve's structured_outputs grammar; docs/ARCHITECTURE.md): it may end only where the
-                         text is whole, and ends where nothing can follow
-  --grammar-file FILE    the same, the grammar read from FILE
   --json                 print one JSON object
   --trace FILE           write a Chrome/Perfetto trace of one decode step
 )";
@@ -97,45 +80,14 @@ void print(std::string_view text) {
   std::fflush(stdout);
 }
 
-// --regex REGEX or --choices LIST as a compiled pattern (null without either); a bad one is an InputError
-// naming its flag and what is wrong.
-std::shared_ptr<const ReplyPattern> reply_pattern_of_flags(const Args& args, const std::string& command) {
-  try {
-    if (const auto regex = args.text("--regex")) return ReplyPattern::compile(*regex);
-  } catch (const InputError& error) {
-    throw InputError(command + ": --regex: " + error.what());
-  }
-  const auto listed = args.text("--choices");
-  if (!listed) return nullptr;
-  const nlohmann::json choices = nlohmann::json::parse(*listed, nullptr, false);
-  if (!choices.is_array() || !std::all_of(choices.begin(), choices.end(), [](const nlohmann::json& c) { return c.is_string(); }))
-    throw InputError(command + ": --choices takes a JSON list of texts, as '[\"yes\", \"no\"]', got " + listed->substr(0, 80));
-  try {
-    return ReplyPattern::of_choices(choices.get<std::vector<std::string>>());
-  } catch (const InputError& error) {
-    throw InputError(command + ": --choices: " + error.what());
-  }
-}
-
-// --grammar GBNF or --grammar-file FILE as a compiled grammar (null without either), errors naming the flag.
-std::shared_ptr<const ReplyGrammar> reply_grammar_of_flags(const Args& args, const std::string& command) {
-  const char* flag = args.has("--grammar") ? "--grammar" : "--grammar-file";
-  const std::optional<std::string> text = args.has("--grammar") ? args.text("--grammar") : args.file_text("--grammar-file");
-  if (!text) return nullptr;
-  try {
-    return ReplyGrammar::compile(*text);
-  } catch (const InputError& error) {
-    throw InputError(command + ": " + flag + (args.has("--grammar-file") ? " " + *args.text("--grammar-file") : std::string()) + ": " +
-                     error.what());
-  }
-}
-
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  std::vector<std::string> switches{"--json", "--json-object", "--help"}, valued{"--prompt", "--prompt-tokens", "--max-new-tokens",
+  std::vector<std::string> switches{"--json", "--help"}, valued{"--prompt", "--prompt-tokens", "--max-new-tokens",
       "--seed", "--min-new-tokens", "--logprobs", "--prompt-logprobs", "--trace", "--chat", "--system", "--messages",
-      "--chat-template", "--stop", "--json-schema", "--json-whitespace", "--regex", "--choices", "--grammar", "--grammar-file"};
+      "--chat-template", "--stop"};
+  for (const std::string& flag : reply_format_switches()) switches.push_back(flag);
+  for (const std::string& flag : reply_format_valued()) valued.push_back(flag);
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
   for (const std::string& flag : sampling_valued()) valued.push_back(flag);
   for (const std::string& flag : speculation_valued()) valued.push_back(flag);
@@ -145,6 +97,7 @@ int run_command(int argc, char** argv) {
   args.parse(argc, argv, 2);
   if (args.has("--help")) {
     std::fputs(kRunHelp, stdout);
+    std::fputs(kReplyFormatHelp, stdout);
     std::fputs(kSamplingHelp, stdout);
     std::fputs(kSpeculationHelp, stdout);
     std::fputs(kBackendHelp, stdout);
@@ -177,33 +130,12 @@ int run_command(int argc, char** argv) {
                        unread_tokenizer + " is not one Tilefire reads");
     stop_text.emplace(std::vector<std::string>{*stop});
   }
-  // --json-object, --json-schema, --regex, --choices, --grammar or --grammar-file: the reply is held to one
-  // (constraint_flag names it; json_flag too when the reply is JSON).
-  const char* constraint_flag = nullptr;
-  for (const char* flag : {"--json-object", "--json-schema", "--regex", "--choices", "--grammar", "--grammar-file"}) {
-    if (!args.has(flag)) continue;
-    if (constraint_flag)
-      throw InputError(std::string("tilefire run: ") + constraint_flag + " and " + flag + " both hold the reply to something: give one "
-                       "of --json-object, --json-schema, --regex, --choices, --grammar and --grammar-file");
-    constraint_flag = flag;
-  }
-  const char* json_flag = args.has("--json-object") ? "--json-object" : args.has("--json-schema") ? "--json-schema" : nullptr;
-  if (args.has("--json-whitespace") && !json_flag)
-    throw InputError("tilefire run: --json-whitespace goes with --json-object or --json-schema");
-  if (constraint_flag && !output_is_text)
-    throw InputError(std::string("tilefire run: ") + constraint_flag + " constrains the reply's text, and this model's output has none: its "
+  // --json-object, --json-schema, --regex, --choices, --grammar or --grammar-file: the reply is held to one.
+  const ReplyFormat reply_format = reply_format_of_flags(args, "tilefire run");
+  const uint32_t json_whitespace = json_whitespace_of_flags(args, reply_format, "tilefire run");
+  if (reply_format && !output_is_text)
+    throw InputError("tilefire run: " + reply_format.named + " constrains the reply's text, and this model's output has none: its "
                      "tokenizer " + unread_tokenizer + " is not one Tilefire reads");
-  const std::shared_ptr<const ReplyPattern> reply_pattern = reply_pattern_of_flags(args, "tilefire run");
-  const std::shared_ptr<const ReplyGrammar> reply_grammar = reply_grammar_of_flags(args, "tilefire run");
-  std::shared_ptr<const JsonSchema> json_schema;
-  if (const auto schema_text = args.file_text("--json-schema")) {
-    try {
-      json_schema = JsonSchema::compile(*schema_text);
-    } catch (const InputError& error) {
-      throw InputError("tilefire run: --json-schema " + *args.text("--json-schema") + ": " + error.what());
-    }
-  }
-  const uint32_t json_whitespace = uint32_t(args.unsigned_or("--json-whitespace", kMostJsonWhitespace, 0, kMostJsonWhitespace));
   GenerateRequest request;
   const std::string prompt_text = args.text_or("--prompt", "Once upon a time");
   if (chat) {
@@ -227,10 +159,9 @@ int run_command(int argc, char** argv) {
   if (request.min_new_tokens > request.max_new_tokens)
     throw InputError("tilefire run: --min-new-tokens " + std::to_string(request.min_new_tokens) + " is more than --max-new-tokens " +
                      std::to_string(request.max_new_tokens));
-  if (request.min_new_tokens > 0 && constraint_flag)
-    throw InputError(std::string("tilefire run: --min-new-tokens with ") + constraint_flag + ": the reply ends where its " +
-                     (json_flag ? "value closes" : reply_grammar ? "grammar lets it" : "pattern lets it") + ", "
-                     "however few its tokens");
+  if (request.min_new_tokens > 0 && reply_format)
+    throw InputError(std::string("tilefire run: --min-new-tokens with ") + reply_format.named + ": the reply ends where its " +
+                     reply_format.ends_where() + ", however few its tokens");
   request.sampling = sampling_of_flags(args, "tilefire run");
   request.sampling.seed = args.unsigned_or("--seed", 0);
   request.speculation = speculation_of_flags(args, "tilefire run", options);
@@ -299,13 +230,9 @@ int run_command(int argc, char** argv) {
     };
   // Every rank sees the same tokens, so ranks as processes stop at the same step.
   if (stop_text) request.stop_when = [&](const std::vector<int32_t>&) { return stop_text->stopped(); };
-  if (constraint_flag) {  // after stop_when, which the constraint keeps, and the stop tokens, which a pattern's allows
-    auto tokens = std::make_shared<const TokenTrie>(vocabulary_bytes(tokenizer.get(), model.vocab));
-    if (reply_pattern) constrain_to_pattern(request, std::move(tokens), reply_pattern, model.eos_tokens);
-    else if (reply_grammar) constrain_to_grammar(request, std::move(tokens), reply_grammar, model.eos_tokens);
-    else if (json_schema) constrain_to_json_schema(request, std::move(tokens), json_schema, json_whitespace);
-    else constrain_to_json(request, std::move(tokens), JsonTop::object, json_whitespace);
-  }
+  if (reply_format)  // after stop_when, which the constraint keeps, and the stop tokens, which a pattern's allows
+    reply_format.constrain(request, std::make_shared<const TokenTrie>(vocabulary_bytes(tokenizer.get(), model.vocab)), model.eos_tokens,
+                           json_whitespace);
   // The whole generated text (once, not streamed): with --stop, what the stop text let through, as a stream
   // gives it (the same bytes its offsets were counted on).
   const auto generated_text = [&](const GenerateResult& result) {

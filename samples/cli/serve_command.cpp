@@ -243,10 +243,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     return client_gone || stopping.load() || (stop_text && stop_text->stopped());
   };
   // After stop_when, which the constraint keeps, and the stop tokens (which a pattern allows where its text matches).
-  if (reply_format.pattern) constrain_to_pattern(request, served.json_tokens, reply_format.pattern, served.engine->model().eos_tokens);
-  else if (reply_format.grammar) constrain_to_grammar(request, served.json_tokens, reply_format.grammar, served.engine->model().eos_tokens);
-  else if (reply_format.schema) constrain_to_json_schema(request, served.json_tokens, reply_format.schema, served.json_whitespace);
-  else if (reply_format) constrain_to_json(request, served.json_tokens, JsonTop::object, served.json_whitespace);
+  if (reply_format) reply_format.constrain(request, served.json_tokens, served.engine->model().eos_tokens, served.json_whitespace);
   // max_tokens 0 with nothing to score runs nothing (generate() returns at once; a batch would refuse it).
   auto nothing_run = [&] {
     GenerateResult none;

@@ -85,8 +85,7 @@ ReplyFormat response_format(const json& body) {
     refuse("response_format", "must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or {\"type\": \"json_schema\", "
                               "\"json_schema\": {\"name\": ..., \"schema\": {...}}}, got " + format.dump().substr(0, 200));
   if (*type == "text") return reply;
-  reply.field = "response_format";
-  reply.kind = type->get<std::string>();
+  reply.named = "response_format " + type->get<std::string>();
   if (!schema) return reply;
   const json& described = format.at("json_schema");
   if (!described.is_object())
@@ -129,8 +128,7 @@ ReplyFormat structured_outputs(const json& body) {
                                      given_ways.dump().substr(0, 200));
   const std::string kind = asked.begin().key();
   const json& value = asked.begin().value();  // asked holds it
-  reply.field = "structured_outputs";
-  reply.kind = kind;
+  reply.named = "structured_outputs " + kind;
   try {
     if (kind == "regex") {
       if (!value.is_string()) refuse("structured_outputs", "regex must be a string, got " + value.dump().substr(0, 80));
@@ -158,7 +156,7 @@ ReplyFormat structured_outputs(const json& body) {
 
 ReplyFormat reply_format(const json& body) {
   ReplyFormat format = response_format(body), structured = structured_outputs(body);
-  if (format && structured) refuse("structured_outputs", "and response_format " + format.kind + " both hold the reply: give one");
+  if (format && structured) refuse("structured_outputs", "and " + format.named + " both hold the reply: give one");
   return format ? format : structured;
 }
 
@@ -186,8 +184,7 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
     refuse("min_tokens", "is " + std::to_string(request.min_new_tokens) + ", more than " + max_field + " (" +
                              std::to_string(request.max_new_tokens) + ")");
   if (request.min_new_tokens > 0 && parsed.reply_format)
-    refuse("min_tokens", "with " + parsed.reply_format.named() + ": the reply ends where its " +
-                             (parsed.reply_format.pattern ? "pattern lets it" : parsed.reply_format.grammar ? "grammar lets it" : "value closes") +
+    refuse("min_tokens", "with " + parsed.reply_format.named + ": the reply ends where its " + parsed.reply_format.ends_where() +
                              ", however few its tokens");
   request.sampling.temperature = float(number(body, "temperature", 1.0, 0.0, 100.0));  // OpenAI's default
   request.sampling.top_p = float(number(body, "top_p", 1.0, 0.0, 1.0));
@@ -356,7 +353,7 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
     if (!body.at("echo").is_boolean()) refuse("echo", "must be true or false, got " + body.at("echo").dump().substr(0, 200));
     parsed.echo = body.at("echo").get<bool>();
     if (parsed.echo && parsed.reply_format)
-      refuse("echo", "with " + parsed.reply_format.named() + ": a reply that begins with its prompt is not " +
+      refuse("echo", "with " + parsed.reply_format.named + ": a reply that begins with its prompt is not " +
                          (parsed.reply_format.pattern ? "held to the pattern" : parsed.reply_format.grammar ? "held to the grammar" : "JSON"));
   }
   if (parsed.echo) parsed.request.prompt_logprobs = parsed.request.logprobs;  // with logprobs, the prompt's too

@@ -8,11 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "reply_format.h"
 #include "tilefire/chat.h"
 #include "tilefire/engine.h"
-#include "tilefire/json_schema.h"
-#include "tilefire/reply_grammar.h"
-#include "tilefire/reply_pattern.h"
 #include "tilefire/tokenizer.h"
 
 namespace tilefire::cli {
@@ -21,23 +19,6 @@ namespace tilefire::cli {
 constexpr uint32_t kMostTopLogprobs = 20;
 // Choices a request may ask for ("n"): each runs as a generation of its own, at once with --sequences.
 constexpr uint32_t kMostChoices = 64;
-
-// What the reply is held to. "response_format": {"type": "json_object"}: a JSON object
-// (constrain_to_json); {"type": "json_schema", "json_schema": {"schema": S, ...}}: a JSON text S accepts
-// (constrain_to_json_schema). vLLM's "structured_outputs": {"json": S} likewise; {"regex": R}: a text R
-// matches whole, {"choice": [T, ...]}: one of the texts (constrain_to_pattern), {"grammar": G}: a text the
-// GBNF grammar G derives (constrain_to_grammar). JSON ends where its value closes ("stop"), a pattern or a
-// grammar where nothing can follow or at an ending token where the text is whole ("stop"); a reply
-// max_tokens cuts is a prefix of one ("length").
-struct ReplyFormat {
-  std::string field;  // "response_format" or "structured_outputs"; empty: a plain-text reply
-  std::string kind;   // "json_object", "json_schema", "json", "regex", "choice" or "grammar"
-  std::shared_ptr<const JsonSchema> schema;     // json_schema's or json's, read once per request
-  std::shared_ptr<const ReplyPattern> pattern;  // regex's or choice's
-  std::shared_ptr<const ReplyGrammar> grammar;  // grammar's
-  explicit operator bool() const { return !field.empty(); }
-  std::string named() const { return field + " " + kind; }  // in messages: "response_format json_schema"
-};
 
 struct ParsedRequest {
   GenerateRequest request;         // prompt (the first's), max_new_tokens, sampling, stop tokens
@@ -56,7 +37,11 @@ struct ParsedRequest {
   // (the first prompt token's null): a text's likelihood, as evaluation harnesses ask for it with
   // max_tokens 0. Not streamed.
   bool echo = false;
-  ReplyFormat reply_format;  // "response_format" or "structured_outputs"
+  // "response_format": {"type": "json_object"}: a JSON object; {"type": "json_schema", "json_schema":
+  // {"schema": S, ...}}: a JSON text S accepts. vLLM's "structured_outputs": {"json": S} likewise;
+  // {"regex": R}: a text R matches whole, {"choice": [T, ...]}: one of the texts, {"grammar": G}: a text the
+  // GBNF grammar G derives. A reply that ends by it finishes "stop", one max_tokens cuts "length".
+  ReplyFormat reply_format;
 };
 
 // InputError naming the field for a body that is not a JSON object or holds a field the engine cannot

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -237,6 +239,54 @@ TEST(CliChat, ChatSpeculatingGivesThePlainReplies) {
     EXPECT_LE(speculating[turn].at("accepted_tokens").get<uint32_t>(), speculating[turn].at("draft_tokens").get<uint32_t>());
   }
   EXPECT_GT(drafted, 0u) << "no turn drafted: the test checks nothing of speculation";
+}
+
+// The format flags hold every turn's reply, each a new constraint from the reply's start: a word and a
+// full stop by --regex (checked by std::regex), one of --choices' texts, and a --grammar. The replies end
+// by the format (nothing may follow) or at the end of reply, which is allowed only where the text is
+// whole, long before --max-new-tokens. A format that is wrong is refused by name before anything loads.
+TEST(CliChat, EveryTurnsReplyKeepsToTheFormat) {
+  TempDir dir("cli-chat-format");
+  const fs::path model = chat_model(dir, "tiny-chat-format");
+  const std::string input = "hello\nsay a word\nanother\n/reset\nhello again\n";
+  const std::vector<std::pair<std::vector<std::string>, std::function<bool(const std::string&)>>> formats = {
+      {{"--regex", "[a-z]{1,6}\\."}, [](const std::string& text) { return std::regex_match(text, std::regex("[a-z]{1,6}\\.")); }},
+      {{"--choices", R"(["yes", "no", "not sure"])"}, [](const std::string& text) { return text == "yes" || text == "no" || text == "not sure"; }},
+      {{"--grammar", "root ::= \"(\" [0-9]{1,3} (\", \" [0-9]{1,3})? \")\""},
+       [](const std::string& text) { return std::regex_match(text, std::regex(R"(\([0-9]{1,3}(, [0-9]{1,3})?\))")); }},
+  };
+  for (const auto& [flags, derived] : formats) {
+    std::vector<std::string> chat_flags = {"--max-new-tokens", "24", "--temperature", "0.9", "--seed", "7"};
+    chat_flags.insert(chat_flags.end(), flags.begin(), flags.end());
+    const std::vector<json> turns = chat_turns(model, dir, input, chat_flags);
+    ASSERT_EQ(turns.size(), 4u) << flags[0];
+    for (const json& turn : turns) {
+      const std::string finish = turn.at("finish_reason").get<std::string>();
+      EXPECT_TRUE(finish == "stopped" || finish == "eos") << flags[0] << ": " << turn.dump();
+      std::string text = turn.at("text").get<std::string>();
+      // The tiny model's eos (id 2) is the byte 0x02 of its byte-level tokenizer: taken off before the check.
+      if (finish == "eos" && !text.empty() && text.back() == '\x02') text.pop_back();
+      EXPECT_TRUE(derived(text)) << flags[0] << ": " << turn.dump();
+    }
+    // The second turn's prompt holds the first reply: the conversation keeps what the format gave.
+    EXPECT_EQ(turns[1].at("prompt_tokens"),
+              encode(model, "<|start|>user: hello<|end|>assistant: " + turns[0].at("text").get<std::string>() +
+                                "<|end|>user: say a word<|end|>assistant:").size()) << flags[0];
+  }
+  for (const auto& [flags, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--regex", "[a"}, "tilefire chat: error: --regex: "},
+           {{"--grammar", "root ::= [a"}, "tilefire chat: error: --grammar: line 1, column 10: a class is not closed"},
+           {{"--choices", "yes"}, "tilefire chat: error: --choices takes a JSON list of texts"},
+           {{"--regex", "a", "--json-object"}, "--json-object and --regex both hold the reply to something"},
+           {{"--json-whitespace", "0"}, "tilefire chat: error: --json-whitespace goes with --json-object or --json-schema"},
+           {{"--json-schema", (dir.path() / "missing.json").string()}, "--json-schema: cannot read"}}) {
+    std::vector<std::string> args = {"chat", "--model", model.string()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const RunResult refused = run_cli(args);
+    EXPECT_EQ(refused.status, 2) << describe(refused);
+    EXPECT_NE(refused.err.find(message), std::string::npos) << describe(refused);
+    EXPECT_EQ(refused.out, "") << describe(refused);
+  }
 }
 
 // A message the template refuses, one that overflows the context, or one that is not UTF-8 is dropped
