@@ -49,6 +49,18 @@ size_t measure_masks(benchmark::State& state, const tilefire::TokenTrie& trie, c
   return size_t(std::count(allowed.begin(), allowed.end(), uint8_t(1)));
 }
 
+// The same mask by the trie's walk alone, never a table or list an automaton keeps (allow_tokens_itself).
+template <class Automaton>
+size_t measure_walks(benchmark::State& state, const tilefire::TokenTrie& trie, const Automaton& automaton) {
+  std::vector<uint8_t> allowed(trie.tokens());
+  for (auto _ : state) {
+    std::fill(allowed.begin(), allowed.end(), 0);
+    trie.walk(automaton, [&](int32_t token, const Automaton&) { allowed[size_t(token)] = 1; });
+    benchmark::DoNotOptimize(allowed.data());
+  }
+  return size_t(std::count(allowed.begin(), allowed.end(), uint8_t(1)));
+}
+
 const char* const kModels[] = {"llama3", "qwen3", "gpt2"};
 // Where a reply is: before its object, inside a value string, after a key's colon, inside a number, and
 // between members at depth 3.
@@ -373,8 +385,9 @@ void GrammarCompile(benchmark::State& state) {
 }
 BENCHMARK(GrammarCompile)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
 
-// The trie's walk from the state after the prefix (no cached mask), and a reply of words in the sentence
-// (time_reply_of_words).
+// The mask from the state after the prefix: the trie's walk (the third argument 0), or the grammar's list
+// of the tokens from its set of parses (1), which the first visit made. Then a reply of words in the
+// sentence (time_reply_of_words), where the lists serve every state after its first visit.
 void GrammarAllowTokens(benchmark::State& state) {
   const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);
   if (!bytes) return state.SkipWithError("no tokenizer files: run scripts/fetch-tokenizers");
@@ -383,10 +396,12 @@ void GrammarAllowTokens(benchmark::State& state) {
   tilefire::GrammarParseTable table(grammar);  // one reply's: its sets met so far
   tilefire::GrammarReplyBytes start = table.start();
   if (!start.feed(std::string_view(kReplyGrammarPrefixes[state.range(1)]))) return state.SkipWithError("the grammar refuses the prefix");
-  const size_t count = measure_masks(state, trie, start);
-  state.SetLabel(std::string(kModels[state.range(0)]) + ", " + kReplyGrammarNames[state.range(1)] + ": " + std::to_string(count) + " allowed");
+  const bool listed = state.range(2) == 1;
+  const size_t count = listed ? measure_masks(state, trie, start) : measure_walks(state, trie, start);
+  state.SetLabel(std::string(kModels[state.range(0)]) + ", " + kReplyGrammarNames[state.range(1)] + (listed ? ", listed: " : ", walked: ") +
+                 std::to_string(count) + " allowed");
 }
-BENCHMARK(GrammarAllowTokens)->ArgsProduct({{0, 1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
+BENCHMARK(GrammarAllowTokens)->ArgsProduct({{0, 1, 2}, {0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
 
 void GrammarReplyInASentence(benchmark::State& state) {
   const auto grammar = tilefire::ReplyGrammar::compile(kReplyGrammars[0]);
@@ -395,6 +410,61 @@ void GrammarReplyInASentence(benchmark::State& state) {
       "a sentence");
 }
 BENCHMARK(GrammarReplyInASentence)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
+
+// The tokens of `text` by the longest token that begins the rest, each time (a tokenizer's split need not
+// be this one: any split is a reply the constraint must follow).
+std::vector<int32_t> longest_first_tokens(const std::vector<std::string>& bytes, std::string_view text) {
+  std::vector<int32_t> tokens;
+  while (!text.empty()) {
+    int32_t best = -1;
+    for (size_t t = 0; t < bytes.size(); ++t)
+      if (!bytes[t].empty() && bytes[t].size() <= text.size() && text.substr(0, bytes[t].size()) == bytes[t] &&
+          (best < 0 || bytes[t].size() > bytes[size_t(best)].size()))
+        best = int32_t(t);
+    if (best < 0) return {};
+    tokens.push_back(best);
+    text.remove_prefix(bytes[size_t(best)].size());
+  }
+  return tokens;
+}
+
+// A whole reply held to the JSON grammar, `{"name": "Ada Lovelace", "born": 1815, "tags": ["math", "poetry"]}`,
+// through a new GrammarReplyConstraint each time, the mean per token: with a grammar compiled anew for each
+// reply (the second argument 0: every state's mask is a walk, as before the grammar kept lists), or one
+// grammar for every reply (1: a server's repeated grammar, the states' lists made by the first reply).
+void GrammarReplyAnew(benchmark::State& state) {
+  const std::vector<std::string>* bytes = token_bytes_of(kModels[state.range(0)]);
+  if (!bytes) return state.SkipWithError("no tokenizer files: run scripts/fetch-tokenizers");
+  const std::vector<int32_t> reply =
+      longest_first_tokens(*bytes, R"({"name": "Ada Lovelace", "born": 1815, "tags": ["math", "poetry"]})");
+  if (reply.empty()) return state.SkipWithError("the reply's bytes are not the vocabulary's");
+  const auto trie = std::make_shared<const tilefire::TokenTrie>(*bytes);
+  const bool shared = state.range(1) == 1;
+  std::shared_ptr<const tilefire::ReplyGrammar> grammar = tilefire::ReplyGrammar::compile(kReplyGrammars[2]);
+  std::vector<uint8_t> allowed(bytes->size());
+  for (auto _ : state) {
+    if (!shared) {
+      state.PauseTiming();
+      grammar = tilefire::ReplyGrammar::compile(kReplyGrammars[2]);
+      state.ResumeTiming();
+    }
+    tilefire::GrammarReplyConstraint constraint(trie, grammar, {});
+    std::vector<int32_t> generated;
+    for (int32_t token : reply) {
+      std::fill(allowed.begin(), allowed.end(), 0);
+      constraint.allowed(generated, allowed);
+      if (!allowed[size_t(token)]) return state.SkipWithError("the grammar refuses the reply");
+      generated.push_back(token);
+    }
+    benchmark::DoNotOptimize(allowed.data());
+  }
+  // Seconds per token (Google Benchmark prints it with its unit: "68.5u" is 68.5 µs).
+  state.counters["per_token"] = benchmark::Counter(double(reply.size()), benchmark::Counter::kIsIterationInvariantRate |
+                                                                            benchmark::Counter::kInvert);
+  state.SetLabel(std::string(kModels[state.range(0)]) + ": " + std::to_string(reply.size()) + " tokens, " +
+                 (shared ? "one grammar for every reply" : "a grammar compiled for each reply"));
+}
+BENCHMARK(GrammarReplyAnew)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include "tilefire/reply_grammar.h"
 
 #include <algorithm>
+#include <mutex>
 #include <unordered_set>
 
 #include "tilefire/errors.h"
@@ -25,6 +26,52 @@ bool any_parse(const std::vector<uint32_t>& parses, const Visit& visit) {
 }
 
 }  // namespace
+
+// The tokens each set of parses allows at a character's end, by (TokenTrie::serial, the set's parses): the
+// same for every reply to the grammar, whichever table numbered the set. Made by the first reply in the set
+// (its walk, outside the lock: other replies read the other lists meanwhile), then a list to copy. Bounded
+// by kMostWords in all, tokens and keys: past it every list is dropped and the next visits walk again (a
+// list handed out stays valid while its holder keeps it).
+class GrammarTokenTables {
+ public:
+  static constexpr size_t kMostWords = size_t(4) << 20;  // 16 MiB
+  static constexpr size_t kMostKeyWords = 4096;  // a longer set (a deep or ambiguous one) is walked each time
+
+  using Tokens = std::vector<int32_t>;
+  template <class Make>
+  std::shared_ptr<const Tokens> find_or_make(std::vector<uint32_t> key, const Make& make) {
+    {
+      std::lock_guard lock(mutex_);
+      if (auto kept = lists_.find(key); kept != lists_.end()) return kept->second;
+    }
+    auto made = std::make_shared<const Tokens>(make());
+    std::lock_guard lock(mutex_);
+    if (auto kept = lists_.find(key); kept != lists_.end()) return kept->second;  // made meanwhile by another reply
+    const size_t words = key.size() + made->size();
+    if (words_ + words > kMostWords) {
+      lists_.clear();
+      words_ = 0;
+    }
+    words_ += words;
+    lists_.emplace(std::move(key), made);
+    return made;
+  }
+
+  size_t size() {
+    std::lock_guard lock(mutex_);
+    return lists_.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::vector<uint32_t>, std::shared_ptr<const Tokens>, ReplyGrammar::StackHash> lists_;
+  size_t words_ = 0;
+};
+
+ReplyGrammar::ReplyGrammar() : tables_(std::make_unique<GrammarTokenTables>()) {}
+ReplyGrammar::~ReplyGrammar() = default;
+
+size_t ReplyGrammar::token_tables() const { return tables_->size(); }
 
 std::vector<uint32_t> ReplyGrammar::encode_parses(std::vector<std::vector<uint32_t>>& parses) {
   std::sort(parses.begin(), parses.end());
@@ -183,6 +230,27 @@ bool GrammarReplyBytes::feed(std::string_view bytes) {
 }
 
 bool GrammarReplyBytes::cut_for_depth() const { return table_->cut(parses_); }
+
+bool GrammarReplyBytes::allow_tokens_itself(const TokenTrie& trie, std::vector<uint8_t>& allowed) const {
+  if (utf8_left_) return false;
+  const std::vector<uint32_t>& parses = table_->sets_[parses_];
+  if (parses.size() > GrammarTokenTables::kMostKeyWords) return false;
+  std::vector<uint32_t> key{uint32_t(trie.serial()), uint32_t(trie.serial() >> 32)};
+  key.insert(key.end(), parses.begin(), parses.end());
+  const std::shared_ptr<const GrammarTokenTables::Tokens> tokens = table_->grammar_->tables_->find_or_make(std::move(key), [&] {
+    GrammarTokenTables::Tokens made;
+    trie.walk(*this, [&](int32_t token, const GrammarReplyBytes&) { made.push_back(token); });
+    return made;
+  });
+  // None: the reply can go no further here; the walk says so again, and marks the set cut for depth
+  // where that is why (GrammarReplyConstraint's message).
+  if (tokens->empty()) return false;
+  if (allowed.size() < trie.tokens())
+    throw InputError("GrammarReplyBytes::allow_tokens_itself: a list of " + std::to_string(allowed.size()) +
+                     " tokens for a vocabulary of " + std::to_string(trie.tokens()));
+  for (int32_t token : *tokens) allowed[size_t(token)] = 1;
+  return true;
+}
 
 bool GrammarReplyBytes::complete() const { return utf8_left_ == 0 && table_->whole(parses_); }
 

@@ -157,6 +157,57 @@ TEST(ReplyGrammar, TheConstraintAllowsEndingTokensOnlyWhereTheTextIsWhole) {
   EXPECT_THROW(allowed_after({1}), InputError);  // a token off the grammar
 }
 
+// A reply's masks through its constraint (the grammar's shared lists of the tokens from each set of
+// parses, the cached masks) are the trie's walk from the same bytes in a table of its own, plus the ending
+// token where the text is whole: along random replies, many to each grammar (so later replies read the
+// lists earlier ones made), over a vocabulary with tokens that end inside a character.
+TEST(ReplyGrammar, TheSharedTablesGiveTheWalksMasks) {
+  std::vector<std::string> vocabulary;
+  const std::vector<std::string> pieces = {"a", "b", "[", "]", ",", " ", "1", "\"", "\xC3", "\xA9", "\xC3\xA9", "\xE2\x82\xAC"};
+  for (const std::string& first : pieces) {
+    vocabulary.push_back(first);
+    for (const char* second : {"a", "]", ",", "1", "\xC3", "\xA9" "b", "\""}) vocabulary.push_back(first + second);
+  }
+  const int32_t eos = int32_t(vocabulary.size());
+  vocabulary.push_back("");  // no bytes: the ending token
+  auto tokens = std::make_shared<const TokenTrie>(vocabulary);
+  std::mt19937 random(11);
+  size_t compared = 0;
+  for (const char* gbnf : {"root ::= list\nlist ::= \"[\" (item (\",\" \" \"? item)*)? \"]\"\nitem ::= [0-9]+ | list | \"\\\"\" [a-bé€]* \"\\\"\"",
+                           "root ::= ([a-b ]+ \"1\"){1,6}", "root ::= (\"é\" | \"€\" | [ab])+ \",\"?"}) {
+    SCOPED_TRACE(gbnf);
+    const auto grammar = ReplyGrammar::compile(gbnf);
+    for (int reply = 0; reply < 12; ++reply) {
+      GrammarReplyConstraint constraint(tokens, grammar, {eos});
+      std::vector<int32_t> generated;
+      GrammarParseTable own_table(grammar);
+      GrammarReplyBytes walked = own_table.start();
+      while (generated.size() < 30) {
+        std::vector<uint8_t> through(vocabulary.size(), 0), walk(vocabulary.size(), 0);
+        constraint.allowed(generated, through);
+        tokens->walk(walked, [&](int32_t token, const GrammarReplyBytes&) { walk[size_t(token)] = 1; });  // no lists
+        if (walked.complete()) walk[size_t(eos)] = 1;
+        ASSERT_EQ(through, walk) << "reply " << reply << " after " << generated.size() << " tokens";
+        ++compared;
+        std::vector<int32_t> choices;
+        for (size_t t = 0; t < walk.size(); ++t)
+          if (walk[t]) choices.push_back(int32_t(t));
+        ASSERT_FALSE(choices.empty()) << "a dead end";
+        const int32_t token = choices[random() % choices.size()];
+        if (token == eos) break;
+        generated.push_back(token);
+        ASSERT_TRUE(walked.feed(vocabulary[size_t(token)]));
+        if (constraint.ended(generated)) {
+          EXPECT_TRUE(walked.ended());
+          break;
+        }
+      }
+    }
+    EXPECT_GE(grammar->token_tables(), 2u) << "the lists were not used";
+  }
+  EXPECT_GT(compared, 200u);
+}
+
 // Replies the engine samples from the built-in model (its tokens are bytes) under a grammar: each that ends
 // by itself or by eos is derived whole (an independent regex checks), each max_new_tokens cuts is a prefix.
 TEST(ReplyGrammar, SampledRepliesAreDerived) {

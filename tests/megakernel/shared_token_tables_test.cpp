@@ -1,7 +1,8 @@
 // What constrained replies share (megakernel/shared_token_tables.h): a compiled schema's or pattern's tables
 // of the tokens from each pattern state, made the second time any reply is in a state and read by every
-// later one, on any thread; and the last texts compiled, so that requests sending the same schema or
-// pattern get one compiled object. Run under ThreadSanitizer too (scripts/test-sanitizers).
+// later one, on any thread (a grammar's lists of the tokens from each set of parses likewise, from the
+// first visit: reply_grammar.cpp); and the last texts compiled, so that requests sending the same schema
+// or pattern get one compiled object. Run under ThreadSanitizer too (scripts/test-sanitizers).
 #include "megakernel/shared_token_tables.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 
 #include "tilefire/errors.h"
 #include "tilefire/json_schema.h"
+#include "tilefire/reply_grammar.h"
 #include "tilefire/reply_pattern.h"
 
 namespace tilefire {
@@ -131,6 +133,29 @@ std::vector<std::string> pattern_vocabulary() {
   return vocabulary;
 }
 
+// Four threads at once, each running `reply` through six constraints make() gives in turn: the masks before
+// its tokens that are not `expected`'s.
+template <class MakeConstraint>
+int masks_differing_on_threads(const MakeConstraint& make, const std::vector<int32_t>& reply, const std::vector<std::vector<uint8_t>>& expected) {
+  std::atomic<int> differing{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int round = 0; round < 6; ++round) {
+        auto constraint = make();
+        std::vector<int32_t> generated;
+        for (size_t i = 0; i < reply.size(); ++i) {
+          std::vector<uint8_t> allowed(expected[i].size(), 0);
+          constraint.allowed(generated, allowed);
+          if (allowed != expected[i]) ++differing;
+          generated.push_back(reply[i]);
+        }
+      }
+    });
+  for (std::thread& thread : threads) thread.join();
+  return differing.load();
+}
+
 // Replies to one schema on threads at once, each from its string's first token reading tables the others
 // made: every mask is the automaton's own verdict on each token (worked out beforehand, on this thread,
 // from a schema compiled apart).
@@ -161,23 +186,7 @@ TEST(SharedTokenTables, RepliesToOneSchemaOnThreadsAtOnceGetTheAutomatonsMasks) 
     }
   }
   const auto schema = JsonSchema::compile(text);
-  std::atomic<int> differing{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&] {
-      for (int round = 0; round < 6; ++round) {
-        JsonSchemaReplyConstraint constraint(trie, schema);
-        std::vector<int32_t> generated;
-        for (size_t i = 0; i < reply.size(); ++i) {
-          std::vector<uint8_t> allowed(vocabulary.size(), 0);
-          constraint.allowed(generated, allowed);
-          if (allowed != expected[i]) ++differing;
-          generated.push_back(reply[i]);
-        }
-      }
-    });
-  for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(differing.load(), 0);
+  EXPECT_EQ(masks_differing_on_threads([&] { return JsonSchemaReplyConstraint(trie, schema); }, reply, expected), 0);
   // A reply after them reads the table of its string's start at its first visit there (the first reply walked).
   JsonSchemaMatcher later(schema);
   JsonSchemaBytes in_code = later.start();
@@ -191,6 +200,35 @@ TEST(SharedTokenTables, RepliesToOneSchemaOnThreadsAtOnceGetTheAutomatonsMasks) 
   EXPECT_FALSE(fresh.allow_tokens_itself(*trie, walked));  // its schema's first reply there: no table yet
   trie->allow_tokens(fresh, walked);
   EXPECT_EQ(from_table, walked);
+}
+
+// Replies to one grammar on threads at once, each reading the lists of tokens the others made from each set
+// of parses: every mask is the trie's walk from the same tokens in a table of the thread's own (worked out
+// beforehand, on this thread, from a grammar compiled apart).
+TEST(SharedTokenTables, RepliesToOneGrammarOnThreadsAtOnceGetTheWalksMasks) {
+  const std::string gbnf = "root ::= \"{\" pair (\",\" pair)* \"}\"\npair ::= [A-Z]+ \":\" ([0-9]+ | \"\\\"\" [A-Z-]* \"\\\"\")";
+  const std::vector<std::string> vocabulary = pattern_vocabulary();
+  const auto trie = std::make_shared<const TokenTrie>(vocabulary);
+  const auto id_of = [&](const std::string& piece) {
+    return int32_t(std::find(vocabulary.begin(), vocabulary.end(), piece) - vocabulary.begin());
+  };
+  // {AB:12,Z:"AB-"} a byte or piece at a time.
+  std::vector<int32_t> reply;
+  for (const std::string piece : {"{", "AB", ":", "12", "9", ",", "Z", ":", "\"", "AB", "-", "\"", "}"}) reply.push_back(id_of(piece));
+  std::vector<std::vector<uint8_t>> expected;
+  {
+    GrammarParseTable table(ReplyGrammar::compile(gbnf));
+    GrammarReplyBytes state = table.start();
+    for (int32_t token : reply) {
+      std::vector<uint8_t> mask(vocabulary.size(), 0);
+      trie->walk(state, [&](int32_t allowed, const GrammarReplyBytes&) { mask[size_t(allowed)] = 1; });
+      expected.push_back(mask);
+      ASSERT_TRUE(state.feed(std::string_view(vocabulary[size_t(token)])));
+    }
+  }
+  const auto grammar = ReplyGrammar::compile(gbnf);
+  EXPECT_EQ(masks_differing_on_threads([&] { return GrammarReplyConstraint(trie, grammar, {}); }, reply, expected), 0);
+  EXPECT_GE(grammar->token_tables(), 8u);  // the reply's sets of parses, each listed once for all threads
 }
 
 }  // namespace

@@ -11,6 +11,9 @@
 // - GrammarReplyBytes: a reply's state, a few bytes: its set's number in the table and a UTF-8 character
 //   being read. A byte is refused as soon as no parse can take a character it may begin, so a reply
 //   never reaches a dead end.
+// - GrammarTokenTables: the tokens each set of parses allows at a character's end, over one vocabulary,
+//   kept by the grammar for every reply to it on any thread: after the first visit by any reply, a state's
+//   mask is its list, not a walk of the trie.
 // - GrammarReplyConstraint and constrain_to_grammar: one reply's constraint, for GenerateRequest.
 //
 // The GBNF read (docs/ARCHITECTURE.md, "A reply held to a grammar"): rules `name ::= alternatives`, names of
@@ -41,6 +44,7 @@ constexpr size_t kMostGrammarTableBytes = size_t(64) << 20;  // one reply's tabl
 
 class ReplyGrammar;
 class GrammarParseTable;
+class GrammarTokenTables;  // megakernel/reply_grammar.cpp
 
 // The state of a reply read so far against a ReplyGrammar (copied freely; valid while its table lives).
 class GrammarReplyBytes {
@@ -59,6 +63,10 @@ class GrammarReplyBytes {
   // A character step from here has dropped a parse that would have nested past kMostGrammarDepth: with
   // nothing left to choose, the bound stopped the reply, not the grammar.
   bool cut_for_depth() const;
+  // TokenTrie::allow_tokens' question first: at a character's end, the tokens from this set of parses as
+  // the grammar's tables keep them (walked once, by the first reply in it), and true; inside a character,
+  // false (the trie is walked).
+  bool allow_tokens_itself(const TokenTrie& trie, std::vector<uint8_t>& allowed) const;
   bool operator==(const GrammarReplyBytes&) const = default;
 
  private:
@@ -81,11 +89,14 @@ class ReplyGrammar {
   static std::shared_ptr<const ReplyGrammar> compile(std::string_view gbnf);
   // compile, but the same object for a text among the last 8 compiled this way (a server's way).
   static std::shared_ptr<const ReplyGrammar> compile_cached(std::string_view gbnf);
+  ~ReplyGrammar();
 
   // Whether `text` (UTF-8) is derived whole (the tests' way to ask).
   bool matches(std::string_view text) const;
   size_t rules() const { return rule_names_.size(); }
   size_t symbols() const { return symbols_.size(); }
+  // The sets of parses whose tokens its tables keep (the tests' way to see them used).
+  size_t token_tables() const;
 
   // A rule's symbol: a class of characters, another rule, or the end of one of a rule's alternatives.
   struct Symbol {
@@ -95,8 +106,10 @@ class ReplyGrammar {
 
  private:
   friend struct GrammarBuilder;  // reply_grammar_syntax.cpp
-  ReplyGrammar() = default;
+  ReplyGrammar();
   friend class GrammarParseTable;
+  friend class GrammarReplyBytes;
+  friend class GrammarTokenTables;
   // Adds to `out` each parse the stacks of `work` (places, the innermost last) open into, down to a class
   // of characters at the innermost place (or to nothing: a whole text): a rule there opens each of its
   // alternatives. A parse that would pass kMostGrammarDepth is dropped, and then it returns true; an
@@ -118,6 +131,8 @@ class ReplyGrammar {
   std::vector<std::string> rule_names_;
   uint32_t root_ = 0;
   std::vector<uint32_t> start_parses_;  // the parses before any byte, as GrammarParseTable keeps a set
+  // The tokens from each set of parses met, shared by every reply to the grammar (thread-safe).
+  std::unique_ptr<GrammarTokenTables> tables_;
 };
 
 // The sets of parses of one reply (or of the states a caller starts from it), numbered as they are met,
