@@ -200,14 +200,18 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
     uint64_t kv_bytes = 0;
     for (const RankShard& shard : split_tensor_parallel(spec, options.tp).ranks)  // refuses a degree the shapes do not allow
       kv_bytes += rank_memory(spec, shard, m.max_context, options.sequences, options.tp, options.prefill_chunk).kv_cache_bytes;
+    // A draft model's cache lives beside these, on this host too, and its own engine checks it alone.
+    const uint64_t draft_bytes = draft_kv_cache_bytes(options, m.max_context);
     const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
-    if (memory > 0 && double(kv_bytes) > memory)
-      throw InputError("the KV cache would take " + std::to_string(kv_bytes >> 30) + " GiB (K and V of " + std::to_string(spec.layers) +
-                       " layers, " + std::to_string(m.max_context) + " positions, " + std::to_string(options.sequences) +
-                       " sequence(s), f32" +
+    if (memory > 0 && double(kv_bytes + draft_bytes) > memory)
+      throw InputError("the KV cache would take " + std::to_string((kv_bytes + draft_bytes) >> 30) + " GiB (K and V of " +
+                       std::to_string(spec.layers) + " layers, " + std::to_string(m.max_context) + " positions, " +
+                       std::to_string(options.sequences) + " sequence(s), f32" +
                        (options.tp > 1 ? ", over the " + std::to_string(options.tp) + " ranks on this host" : std::string()) +
+                       (draft_bytes ? ", and the draft model's " + std::to_string(draft_bytes >> 30) + " GiB beside it" : std::string()) +
                        "), more than this machine's " + std::to_string(uint64_t(memory / double(1ull << 30))) +
-                       " GiB of memory: lower EngineOptions::max_context (--max-context) or sequences");
+                       " GiB of memory: lower EngineOptions::max_context (--max-context) or sequences" +
+                       (draft_bytes ? std::string(", or draft by prompt lookup (--speculate without --draft-model)") : std::string()));
   }
   if (!options.policy.empty() && !find_policy(options.policy))
     throw InputError("EngineOptions::policy (--policy): unknown placement policy '" + options.policy + "' (expected one of " + policy_names() + ")");

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include "graph/tensor_parallel.h"
+#include "megakernel/tool_spec.h"
 #include "tilefire/errors.h"
 
 namespace tilefire {
@@ -112,6 +114,17 @@ std::unique_ptr<Engine> make_draft_engine(const EngineOptions& options, const Mo
                      ": its drafts must be the model's tokens (a model of the same family and tokenizer; embeddings padded "
                      "apart by up to " + std::to_string(kMostVocabularyDifference) + " rows are taken)");
   return engine;
+}
+
+uint64_t draft_kv_cache_bytes(const EngineOptions& options, uint32_t max_context) {
+  if (!options.draft.given()) return 0;
+  try {
+    std::string label;
+    const ModelSpec spec = spec_for_tool(options.draft.model_dir, options.draft.preset, std::nullopt, &label);
+    return rank_memory(spec, split_tensor_parallel(spec, 1).ranks.at(0), max_context, 1, 1, options.prefill_chunk).kv_cache_bytes;
+  } catch (const InputError&) {
+    return 0;
+  }
 }
 
 std::vector<int32_t> draft_model_draft(Engine& draft, const std::vector<int32_t>& history, uint32_t count, uint32_t target_vocab) {

@@ -39,6 +39,12 @@ void check_draft_options(const EngineOptions& options, bool ranks_are_processes)
 // model when it cannot be built (its own refusals, a vocabulary of another tokenizer).
 std::unique_ptr<Engine> make_draft_engine(const EngineOptions& options, const ModelInfo& target);
 
+// The bytes of the draft model's KV cache for a context of `max_context` positions (make_draft_engine's
+// engine: one sequence, one rank, f32), from its config alone (a folder's config.json, a preset's shape),
+// so that the model's engine can check both caches against the host's memory before either is built.
+// 0 without a draft model, or for one whose config cannot be read (its engine refuses it by name later).
+uint64_t draft_kv_cache_bytes(const EngineOptions& options, uint32_t max_context);
+
 // The draft model's greedy continuation of `history` (the sequence so far and its pending last token), up
 // to `count` tokens, all below `target_vocab`: it keeps what its cache shares with `history` and feeds the
 // rest, then decodes. Empty when `history` holds a token the draft model has no row for. Throws what the

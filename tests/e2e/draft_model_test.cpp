@@ -4,6 +4,7 @@
 // itself: every draft taken) and another model of the same vocabulary (random weights of another seed:
 // nearly every draft turned down); both must leave the reply as it was.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -273,6 +274,27 @@ TEST(DraftModel, WhatCannotDraftIsRefusedByName) {
   EXPECT_NE(refusal([&] { Engine engine(options); }).find("apply to a draft preset"), std::string::npos);
   options.draft.preset = "no-such-preset";
   EXPECT_NE(refusal([&] { Engine engine(options); }).find("the draft model"), std::string::npos);
+}
+
+// A draft model's KV cache lives on this host beside the model's, and its own engine checks it alone: each
+// of the two caches here takes 60% of the machine's memory (by K and V of every layer and KV head, f32), so
+// each fits alone and both do not, and the model's engine refuses them together before either is built.
+TEST(DraftModel, TheDraftModelsCacheCountsAgainstTheMachinesMemory) {
+  TempDir dir("draft-model-memory");
+  ModelSpec spec = variant_spec(Variant::llama);
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  const double position_bytes = 2.0 * spec.layers * spec.kv_heads * spec.head_dim * 4;
+  const uint32_t positions = uint32_t(0.6 * memory / position_bytes);
+  spec.max_context = positions;
+  EngineOptions options = sample_options();
+  options.model_dir = write_test_model(spec, dir.path() / "long-context").string();
+  options.max_context = positions;
+  options.draft.model_dir = options.model_dir;  // the model drafting for itself
+  const std::string message = refusal([&] { Engine engine(options); });
+  EXPECT_NE(message.find("the KV cache would take"), std::string::npos) << message;
+  const uint64_t each_gib = uint64_t(positions * position_bytes) >> 30;
+  EXPECT_NE(message.find("and the draft model's " + std::to_string(each_gib) + " GiB beside it"), std::string::npos) << message;
+  EXPECT_NE(message.find("or draft by prompt lookup (--speculate without --draft-model)"), std::string::npos) << message;
 }
 
 TEST(DraftModel, RunTakesADraftModelFolder) {
