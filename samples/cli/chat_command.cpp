@@ -184,15 +184,29 @@ int chat_command(int argc, char** argv) {
     request.prompt = prompt;
     request.sampling.seed = seed + ++turn;
     StreamingText stream(*tokenizer, prompt);
+    bool reply_shown = false;  // some of the reply's text is on standard output
     request.on_token = [&](int32_t token) {
-      if (!json) print(stream.add(token));
+      if (json) return;
+      const std::string piece = stream.add(token);
+      reply_shown = reply_shown || !piece.empty();
+      print(piece);
     };
     if (reply_format) {  // a constraint holds one reply's state: a new one each turn
       request.allowed_tokens = nullptr;
       request.stop_when = nullptr;
       reply_format.constrain(request, reply_tokens, model.eos_tokens, json_whitespace);
     }
-    const GenerateResult result = engine.generate(request);
+    GenerateResult result;
+    try {
+      result = engine.generate(request);
+    } catch (const InputError& error) {  // the reply failed (its format past a bound, NaN logits): drop the message, go on
+      if (reply_shown) print("\n");  // the error has a line of its own
+      conversation.messages.erase(conversation.messages.end() - 1);
+      std::fprintf(stderr, "%s: the reply to the message: %s\n", command.c_str(), error.what());
+      ++messages_dropped;
+      --turn;  // a message that makes no reply takes no number
+      continue;
+    }
     const std::string reply = tokenizer->continuation(prompt, result.tokens);  // special tokens (the end of reply) left out
     conversation.add("assistant", reply, command + ": the reply");
     if (json) {

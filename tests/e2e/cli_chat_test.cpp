@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <regex>
 #include <string>
 #include <vector>
@@ -287,6 +288,97 @@ TEST(CliChat, EveryTurnsReplyKeepsToTheFormat) {
     EXPECT_NE(refused.err.find(message), std::string::npos) << describe(refused);
     EXPECT_EQ(refused.out, "") << describe(refused);
   }
+}
+
+// A reply its format fails partway (a grammar past its bound on parses) drops its message with the reason,
+// and the chat goes on: a later message's prompt holds only the messages that got replies, its turn number
+// counts only those, and the chat ends with status 2 and the count. Whether a reply fails here is the
+// sampler's choice of the first character, so several seeds each give some of both (a dropped message's
+// seed is the next one's, which on this model mostly fails alike; the next test answers after a drop).
+TEST(CliChat, AReplyItsFormatFailsDropsItsMessageAndTheChatGoesOn) {
+  TempDir dir("cli-chat-format-fails");
+  const fs::path model = chat_model(dir, "tiny-chat-format-fails");
+  const std::vector<std::string> messages = {"hi", "second", "third", "fourth"};  // lengths apart: a prompt's length names them
+  // After a letter of a-m, one more; after one of n-z, k letters that are not d, a d, and k of b or c: a
+  // count past 1024 parses, and refused, once some ten letters are written.
+  const std::string gbnf = "root ::= [a-m] [a-z] | [n-z] x\nx ::= [^d] x \"b\" | [^d] x \"c\" | \"d\"";
+  const auto derived = [](const std::string& text) {
+    if (text.size() == 2 && text[0] >= 'a' && text[0] <= 'm') return text[1] >= 'a' && text[1] <= 'z';
+    const size_t d = text.find('d', 1);
+    if (text.empty() || text[0] < 'n' || text[0] > 'z' || d == std::string::npos || text.size() - d - 1 != d - 1) return false;
+    return text.find_first_not_of("bc", d + 1) == std::string::npos;
+  };
+  size_t drops = 0;
+  for (const char* seed : {"1", "2", "3", "4", "5", "6"}) {
+    std::string input;
+    for (const std::string& message : messages) input += message + "\n";
+    write_file_text(dir.path() / "input.txt", input);
+    const RunResult r = run_cli({"chat", "--model", model.string(), "--json", "--max-new-tokens", "40", "--temperature", "1", "--seed", seed,
+                                 "--threads", "2", "--grammar", gbnf},
+                                60, "", (dir.path() / "input.txt").string());
+    size_t dropped = 0;
+    for (size_t at = r.err.find("tilefire chat: the reply to the message: the grammar has more than 1024 parses"); at != std::string::npos;
+         at = r.err.find("tilefire chat: the reply to the message:", at + 1))
+      ++dropped;
+    drops += dropped;
+    EXPECT_EQ(r.status, dropped ? 2 : 0) << describe(r);
+    std::string conversation = "<|start|>";
+    size_t next_message = 0, turn = 0;
+    for (size_t start = 0, end = r.out.find('\n'); end != std::string::npos; start = end + 1, end = r.out.find('\n', start)) {
+      const json reply = json::parse(r.out.substr(start, end - start));
+      EXPECT_EQ(reply.at("turn"), ++turn) << "a dropped message takes no number: " << r.out;
+      std::string text = reply.at("text").get<std::string>();
+      if (reply.at("finish_reason") == "eos" && !text.empty() && text.back() == '\x02') text.pop_back();
+      EXPECT_TRUE(derived(text)) << reply.dump();
+      // The message it answers: the next whose prompt has its length; those passed over were dropped.
+      size_t answered = next_message;
+      while (answered < messages.size() &&
+             encode(model, conversation + "user: " + messages[answered] + "<|end|>assistant:").size() != reply.at("prompt_tokens").get<size_t>())
+        ++answered;
+      ASSERT_LT(answered, messages.size()) << "a prompt with a dropped message in it: " << r.out;
+      conversation += "user: " + messages[answered] + "<|end|>assistant: " + reply.at("text").get<std::string>() + "<|end|>";
+      next_message = answered + 1;
+    }
+    EXPECT_EQ(turn + dropped, messages.size()) << describe(r);
+    if (dropped)
+      EXPECT_NE(r.err.find("tilefire chat: error: " + std::to_string(dropped) + " of 4 messages were dropped"), std::string::npos) << r.err;
+  }
+  EXPECT_GT(drops, 0u) << "no reply failed: the test checks nothing of dropping";
+  EXPECT_LT(drops, 6 * messages.size()) << "no reply was derived";
+}
+
+// A reply that fails at its prefill (a NaN planted in the embedding row of '~' makes the logits of a prompt
+// holding it NaN) drops its message, and the next message is answered from the conversation without it, on
+// the cache the failed prefill left.
+TEST(CliChat, AReplyThatFailsDropsItsMessageAndTheNextIsAnswered) {
+  TempDir dir("cli-chat-reply-fails");
+  const fs::path model = chat_model(dir, "tiny-chat-reply-fails");
+  const std::vector<int32_t> tilde = encode(model, "~");
+  ASSERT_EQ(tilde.size(), 1u);
+  const uint64_t hidden = json::parse(read_file_text(model / "config.json")).at("hidden_size").get<uint64_t>();
+  overwrite_f32(model, "model.embed_tokens.weight", uint64_t(tilde[0]) * hidden, std::numeric_limits<float>::quiet_NaN());
+  write_file_text(dir.path() / "input.txt", "hi\nbad ~ word\nthird\n");
+  const RunResult r = run_cli({"chat", "--model", model.string(), "--json", "--max-new-tokens", "3", "--threads", "2"}, 60, "",
+                              (dir.path() / "input.txt").string());
+  EXPECT_EQ(r.status, 2) << describe(r);
+  EXPECT_NE(r.err.find("tilefire chat: the reply to the message: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tilefire chat: error: 1 of 3 messages were dropped"), std::string::npos) << r.err;
+  std::vector<json> turns;
+  for (size_t start = 0, end = r.out.find('\n'); end != std::string::npos; start = end + 1, end = r.out.find('\n', start))
+    turns.push_back(json::parse(r.out.substr(start, end - start)));
+  ASSERT_EQ(turns.size(), 2u) << r.out;
+  EXPECT_EQ(turns[1].at("turn"), 2) << "the dropped message takes no number";
+  const std::string first_reply = turns[0].at("text").get<std::string>();
+  EXPECT_EQ(turns[1].at("prompt_tokens"),
+            encode(model, "<|start|>user: hi<|end|>assistant: " + first_reply + "<|end|>user: third<|end|>assistant:").size())
+      << "the conversation without the dropped message";
+  // The same conversation without the bad message from the start: the same second reply.
+  write_file_text(dir.path() / "input.txt", "hi\nthird\n");
+  const RunResult plain = run_cli({"chat", "--model", model.string(), "--json", "--max-new-tokens", "3", "--threads", "2"}, 60, "",
+                                  (dir.path() / "input.txt").string());
+  ASSERT_EQ(plain.status, 0) << describe(plain);
+  const json plain_second = json::parse(plain.out.substr(plain.out.find('\n') + 1));
+  EXPECT_EQ(plain_second.at("tokens"), turns[1].at("tokens")) << plain.out << "\n" << r.out;
 }
 
 // A message the template refuses, one that overflows the context, or one that is not UTF-8 is dropped
