@@ -34,6 +34,7 @@
 #include "serve_metrics.h"
 #include "sampling_flags.h"
 #include "serve_requests.h"
+#include "serve_tools.h"
 #include "stop_text.h"
 #include "stream_writer.h"
 #include "tilefire/chat.h"
@@ -71,6 +72,11 @@ was generated. A device or transport fault stops it too, with exit status 3, for
   --json-whitespace N    replies with a response_format of json_object or json_schema hold whitespace
                          runs of at most N bytes, 0 to 32 (default 32; 0: compact JSON, for a model that
                          would pad its reply with newlines)
+  --tool-call-parser P   a chat with tools and tool_choice "auto" (the default with tools) reads the model's
+                         own calls from its reply in the format P its chat template teaches it: hermes
+                         (<tool_call>{...}</tool_call>: Qwen 2.5 and 3, Hermes) or llama3_json ({"name": ...,
+                         "parameters": {...}}: Llama 3.1-3.3); default none: "auto" is refused (a named
+                         function or "required" need no parser: constrained decoding holds them)
   --threads N            worker threads (default: all cores)
   --tp N                 tensor-parallel ranks of this process (not one rank per process under mpirun)
   --tp-timeout-ms N      a collective waiting longer for a peer fails the request (default 10000)
@@ -114,6 +120,7 @@ struct Served {
   // without one a byte per id below 256 (the text of such a model is its tokens' bytes).
   std::shared_ptr<const TokenTrie> json_tokens;
   uint32_t json_whitespace = kMostJsonWhitespace;  // --json-whitespace
+  ToolCallParser tool_call_parser = ToolCallParser::none;  // --tool-call-parser
 
   std::string failure() {
     std::lock_guard<std::mutex> lock(failure_mutex);
@@ -173,9 +180,12 @@ size_t whole_characters(const std::string& bytes) {
 // (false: the client has gone) on the reply's StreamWriter thread, so a client that stops reading never
 // holds up the engine (nor, with --sequences, the other clients' tokens).
 struct StreamedReply {
-  std::function<std::string(const std::string& piece)> event;
+  std::function<std::string(const std::string& piece)> event;  // "": nothing to send for it yet
   std::function<bool(const std::string& event)> write;
 };
+void add_event(StreamWriter& writer, std::string event) {
+  if (!event.empty()) writer.add(std::move(event));
+}
 
 // One generation on the engine, its text streamed through `streamed` (a client gone, or one that closed
 // its side, `fd`, ends the generation); `write` has run for the last time when this returns. Without
@@ -235,7 +245,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   std::string shown_text;  // not streamed, with stop strings: the reply as they saw it
   request.on_token = [&](int32_t token) {
     const std::string piece = shown(text_of(token), ++tokens_out < request.min_new_tokens);
-    if (writer && !piece.empty()) writer->add(streamed->event(piece));
+    if (writer && !piece.empty()) add_event(*writer, streamed->event(piece));
     if (!writer && stop_text) shown_text += piece;
   };
   request.stop_when = [&](const std::vector<int32_t>&) {
@@ -260,7 +270,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   if (writer) {
     std::string rest = shown(served.tokenizer ? stream->finish() : held_bytes);
     if (stop_text) rest += stop_text->finish();
-    if (!rest.empty() && !client_gone) writer->add(streamed->event(rest));
+    if (!rest.empty() && !client_gone) add_event(*writer, streamed->event(rest));
     writer->finish();
     generated.stream_broken = writer->gone();
   } else if (stop_text) {  // what the stop strings let through, as a stream would have given it
@@ -355,7 +365,7 @@ std::string summary_of(const std::vector<Generated>& choices, uint32_t per_promp
 // or as events).
 void serve_generation(Served& served, int fd, const http::Request& request, bool chat, int& status, std::string& summary) {
   const ParsedRequest parsed = chat ? parse_chat_request(request.body, served.tokenizer.get(), served.chat_template.get(),
-                                                         served.end_of_reply, served.engine->model())
+                                                         served.end_of_reply, served.engine->model(), served.tool_call_parser)
                                     : parse_completion_request(request.body, served.tokenizer.get(), served.engine->model());
   const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(++served.requests);
   const long long created = static_cast<long long>(std::time(nullptr));
@@ -370,6 +380,7 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     return c;
   };
   auto message = [&](const std::string& text) { return chat ? json{{"role", "assistant"}, {"content", text}} : json(text); };
+  const bool tools = chat && parsed.tool_calling.reads_calls();
   // Choice c is of prompt c / per_prompt and draws from the request's seed + c % per_prompt: each prompt's
   // samples, each repeatable with a seed.
   auto request_of = [&](uint32_t c) {
@@ -396,6 +407,11 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     json choices = json::array();
     for (uint32_t i = 0; i < n; ++i) {
       json reply_choice = choice(i, message(echoed[i / per_prompt] + generated[i].text), openai_finish_reason(generated[i]), false);
+      if (tools) {  // the reply read for the calls it makes
+        const ToolReply read = read_tool_reply(parsed.tool_calling, generated[i].text);
+        reply_choice["message"] = assistant_message(read);
+        reply_choice["finish_reason"] = tool_finish_reason(parsed.tool_calling, read, openai_finish_reason(generated[i]));
+      }
       if (parsed.logprobs) {
         ReplyLogprobs logprobs(chat, parsed.top_logprobs, parsed.prompts[i / per_prompt], text_of);
         if (parsed.echo) logprobs.add_prompt(generated[i].result);
@@ -416,6 +432,16 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   // whose text a stop string held back), the last with the usage, then [DONE].
   const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
   std::vector<std::optional<ReplyLogprobs>> logprobs(n);
+  // Read for calls: a named function's reply streams as its call's arguments; another's content streams
+  // as it comes, up to where a call may begin, and its calls go out whole at its end.
+  const bool named_call = tools && parsed.tool_calling.choice == ToolCalling::Choice::named;
+  std::vector<std::string> call_ids(n);
+  std::vector<ToolCallStream> tool_streams;
+  tool_streams.reserve(n);
+  for (uint32_t i = 0; tools && i < n; ++i) {
+    call_ids[i] = new_tool_call_id();
+    tool_streams.emplace_back(parsed.tool_calling);
+  }
   std::vector<GenerateRequest> generations;
   for (uint32_t i = 0; i < n; ++i) {
     generations.push_back(request_of(i));
@@ -449,13 +475,19 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     head_sent = true;
     status = 200;
     open = http::write_all(fd, http::event_stream_head());
-    for (uint32_t i = 0; open && chat && i < n; ++i) open = send(chunk(i, json{{"role", "assistant"}, {"content", ""}}, nullptr));
+    for (uint32_t i = 0; open && chat && i < n; ++i)
+      open = send(chunk(i, named_call ? named_call_head(parsed.tool_calling, call_ids[i]) : json{{"role", "assistant"}, {"content", ""}}, nullptr));
   };
   try {
     std::vector<StreamedReply> streamed;
     for (uint32_t i = 0; i < n; ++i)
       streamed.push_back(StreamedReply{
-          [&, i](const std::string& piece) { return event(with_logprobs(i, chunk(i, chat ? json{{"content", piece}} : json(piece), nullptr))); },
+          [&, i](const std::string& piece) {
+            if (named_call) return event(with_logprobs(i, chunk(i, arguments_delta(piece), nullptr)));
+            const std::string content = tools ? tool_streams[i].content(piece) : piece;
+            if (content.empty()) return std::string();  // held back: its logprobs go with a later chunk
+            return event(with_logprobs(i, chunk(i, chat ? json{{"content", content}} : json(content), nullptr)));
+          },
           [&](const std::string& piece_event) {
             std::lock_guard<std::mutex> lock(writing);
             send_head();
@@ -479,7 +511,16 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     send_head();  // every writer has finished: no lock is needed from here
     for (const Generated& g : generated) open = open && !g.stream_broken;  // a reply with a gap must not end as if whole
     for (uint32_t i = 0; open && i < n; ++i) {
-      json last = with_logprobs(i, chunk(i, chat ? json::object() : json(""), openai_finish_reason(generated[i])));
+      json finish_reason = openai_finish_reason(generated[i]);
+      if (tools && !named_call) {  // what was held back: content that began no call, then the calls whole
+        const ToolReply read = tool_streams[i].finish();
+        const std::string unsent = tool_streams[i].unsent_content(read);
+        if (!unsent.empty()) open = send(chunk(i, json{{"content", unsent}}, nullptr));
+        if (open && read.called()) open = send(chunk(i, tool_calls_delta(read), nullptr));
+        finish_reason = tool_finish_reason(parsed.tool_calling, read, finish_reason);
+      }
+      if (!open) break;
+      json last = with_logprobs(i, chunk(i, chat ? json::object() : json(""), finish_reason));
       if (i + 1 == n && !parsed.include_usage) last["usage"] = usage(generated, per_prompt);
       open = send(last);
     }
@@ -573,6 +614,7 @@ void handle_connection(Served& served, int fd) {
 
 int serve_command(int argc, char** argv) {
   std::vector<std::string> switches{"--help", "--separate-prefill"}, valued{"--host", "--port", "--chat-template", "--api-key", "--max-connections", "--io-timeout-ms", "--json-whitespace",
+                                                     "--tool-call-parser",
                                                      "--sequences", "--prefill-chunks"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
   for (const std::string& flag : speculation_valued()) valued.push_back(flag);
@@ -610,6 +652,7 @@ int serve_command(int argc, char** argv) {
   Served served;
   served.speculation = speculation;
   served.json_whitespace = uint32_t(args.unsigned_or("--json-whitespace", kMostJsonWhitespace, 0, kMostJsonWhitespace));
+  if (const auto parser = args.text("--tool-call-parser")) served.tool_call_parser = tool_call_parser_named(*parser);
   const char* key_variable = std::getenv("TILEFIRE_API_KEY");
   served.api_key = args.text_or("--api-key", key_variable ? key_variable : "");
   for (char c : served.api_key)

@@ -66,8 +66,6 @@ void refuse_unsupported(const json& body) {
   for (const char* field : {"use_beam_search", "include_stop_str_in_output"})
     if (given(body, field) && body.at(field) != json(false)) refuse(field, "is not supported (only false)");
   if (given(body, "suffix")) refuse("suffix", "is not supported");
-  for (const char* field : {"tools", "functions"})
-    if (given(body, field) && !body.at(field).empty()) refuse(field, "is not supported: the replies are plain text");
 }
 
 // OpenAI's response_format: {"type": "text"} (what a reply is anyway), {"type": "json_object"} (a JSON
@@ -298,6 +296,8 @@ json text_messages(const json& messages) {
 
 ParsedRequest parse_completion_request(const std::string& body_text, const Tokenizer* tokenizer, const ModelInfo& model) {
   const json body = parse_body(body_text);
+  for (const char* field : {"tools", "tool_choice", "functions", "function_call"})
+    if (given(body, field)) refuse(field, "is a field of /v1/chat/completions (a completion's reply is its text)");
   ParsedRequest parsed = common_fields(body, model, max_tokens_field(body), 16);  // OpenAI's default
   if (!given(body, "prompt")) refuse("prompt", "is missing");
   const json& prompt = body.at("prompt");
@@ -361,7 +361,7 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
 }
 
 ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
-                                 const std::vector<int32_t>& end_of_reply, const ModelInfo& model) {
+                                 const std::vector<int32_t>& end_of_reply, const ModelInfo& model, ToolCallParser tool_call_parser) {
   if (!tokenizer) throw InputError("this model has no tokenizer.json: chat messages cannot be put into tokens");
   if (!chat_template)
     throw InputError("this model has no chat template (tokenizer_config.json or chat_template.jinja): give tilefire serve "
@@ -372,7 +372,16 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
     refuse("echo", "is a field of /v1/completions (a chat's reply does not repeat its messages)");
   if (!given(body, "messages") || !body.at("messages").is_array() || body.at("messages").empty())
     refuse("messages", "must be a non-empty list of {\"role\", \"content\"} objects");
-  const std::string text = chat_template->render_json(text_messages(body.at("messages")).dump(), true);
+  // After the formats: a tool choice that holds the reply refuses one that would hold it too.
+  parsed.tool_calling = read_tool_calling(body, tool_call_parser, parsed.reply_format);
+  if (parsed.request.min_new_tokens > 0 && parsed.reply_format)
+    refuse("min_tokens", "with " + parsed.reply_format.named + ": the reply ends where its " + parsed.reply_format.ends_where() +
+                             ", however few its tokens");
+  // The template sees the tools (with tool_choice "none" too, as vLLM's does) and earlier calls'
+  // arguments as objects.
+  const json variables = parsed.tool_calling.tools.is_null() ? json::object() : json{{"tools", parsed.tool_calling.tools}};
+  const std::string text =
+      chat_template->render_json(template_tool_calls(text_messages(body.at("messages"))).dump(), true, variables.dump());
   parsed.request.prompt = tokenizer->encode(text, false);  // the template writes the start token
   if (parsed.request.prompt.empty()) refuse("messages", "rendered an empty prompt through the chat template");
   check_prompt_fits(parsed.request.prompt, model, "messages");

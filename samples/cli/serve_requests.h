@@ -1,7 +1,6 @@
 #pragma once
 // The JSON bodies of the OpenAI completions and chat completions requests that `tilefire serve` takes, read
-// into a GenerateRequest. What the engine cannot do as asked (best_of above n, tools, echo of a streamed
-// reply, ...) is refused naming the field, never ignored: a reply that silently skipped what the client
+// into a GenerateRequest. What the engine cannot do as asked (best_of above n, echo of a chat, ...) is refused naming the field, never ignored: a reply that silently skipped what the client
 // asked for would be wrong output. Fields no reply depends on ("user", ...) are ignored.
 #include <cstdint>
 #include <memory>
@@ -9,6 +8,7 @@
 #include <vector>
 
 #include "reply_format.h"
+#include "serve_tools.h"
 #include "tilefire/chat.h"
 #include "tilefire/engine.h"
 #include "tilefire/tokenizer.h"
@@ -42,14 +42,18 @@ struct ParsedRequest {
   // {"regex": R}: a text R matches whole, {"choice": [T, ...]}: one of the texts, {"grammar": G}: a text the
   // GBNF grammar G derives. A reply that ends by it finishes "stop", one max_tokens cuts "length".
   ReplyFormat reply_format;
+  // A chat's "tools", "tool_choice" and "parallel_tool_calls" (serve_tools.h): a named or required
+  // choice also sets reply_format.
+  ToolCalling tool_calling;
 };
 
 // InputError naming the field for a body that is not a JSON object or holds a field the engine cannot
 // honour. A text prompt is encoded by `tokenizer`, or taken as bytes without one.
 ParsedRequest parse_completion_request(const std::string& body, const Tokenizer* tokenizer, const ModelInfo& model);
-// The messages go through the chat template (a null one, or a null tokenizer, is refused); the reply stops
-// at the template's end of reply too.
+// The messages go through the chat template (a null one, or a null tokenizer, is refused), with the
+// request's tools; the reply stops at the template's end of reply too. tool_choice "auto" reads calls in
+// `tool_call_parser`'s format (none: refused).
 ParsedRequest parse_chat_request(const std::string& body, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
-                                 const std::vector<int32_t>& end_of_reply, const ModelInfo& model);
+                                 const std::vector<int32_t>& end_of_reply, const ModelInfo& model, ToolCallParser tool_call_parser);
 
 }  // namespace tilefire::cli

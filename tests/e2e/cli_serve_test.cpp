@@ -130,8 +130,8 @@ TEST(CliServe, BatchedRepliesWithPromptsPrefilledWholeAreRunsReplies) {
 }
 
 // The official OpenAI SDK for JavaScript (fetched by scripts/fetch-tokenizers) as the client, as an
-// application would use it: the model list, a completion and a chat, whole and streamed, and a refusal;
-// the replies are run --json's.
+// application would use it: the model list, a completion and a chat, whole and streamed, a named
+// function's call, and a refusal; the replies are run --json's.
 TEST(CliServe, TheOpenAiSdkGetsRunsReplies) {
   const fs::path sdk = fs::path(TILEFIRE_SOURCE_DIR) / ".deps" / "tokenizers" / "node_modules" / "openai" / "index.mjs";
   if (!fs::exists(sdk)) {
@@ -141,7 +141,7 @@ TEST(CliServe, TheOpenAiSdkGetsRunsReplies) {
   }
   TempDir dir("cli-serve-sdk");
   const fs::path model = text_model(dir);
-  Server server({"--model", model.string(), "--threads", "2"});
+  Server server({"--model", model.string(), "--threads", "2", "--json-whitespace", "0"});  // compact calls: a random model pads JSON
   ASSERT_NE(server.port(), 0);
   const RunResult client = run_program("node", {(fs::path(TILEFIRE_SOURCE_DIR) / "tests" / "e2e" / "openai_client.mjs").string(),
                                                 sdk.string(), "http://127.0.0.1:" + std::to_string(server.port()) + "/v1"});
@@ -163,6 +163,17 @@ TEST(CliServe, TheOpenAiSdkGetsRunsReplies) {
   EXPECT_EQ(got.at("refused").at("status"), 400) << got.dump();
   EXPECT_NE(got.at("refused").at("message").get<std::string>().find("'n' must be a whole number from 1 to 64"), std::string::npos)
       << got.dump();
+  // A named function's call: the SDK reads it whole, and joins the streamed deltas into the same call.
+  const json& call = got.at("tool_call");
+  EXPECT_EQ(call.at("name"), "get_weather") << got.dump();
+  EXPECT_TRUE(call.at("content").is_null()) << got.dump();
+  EXPECT_EQ(call.at("id").get<std::string>().rfind("call_", 0), 0u) << got.dump();
+  const json& streamed_call = got.at("tool_call_streamed");
+  EXPECT_EQ(streamed_call.at("name"), "get_weather") << got.dump();
+  EXPECT_EQ(streamed_call.at("arguments"), call.at("arguments")) << got.dump();
+  EXPECT_EQ(streamed_call.at("finish_reason"), call.at("finish_reason")) << got.dump();
+  ASSERT_EQ(call.at("finish_reason"), "stop") << got.dump();  // compact and greedy, the call ends within 40 tokens
+  EXPECT_TRUE(json::parse(call.at("arguments").get<std::string>()).contains("city")) << got.dump();
   const json greedy_choices = {{{"index", 0}, {"text", completion.at("text")}}, {{"index", 1}, {"text", completion.at("text")}}};
   EXPECT_EQ(got.at("two_choices"), greedy_choices) << "n 2 at temperature 0: the greedy text twice";
   EXPECT_EQ(server.stop(), 0) << server.log();

@@ -27,6 +27,19 @@ for await (const chunk of await client.chat.completions.create({ model: 'm', mes
 }
 out.chat_streamed = chatStreamed;
 out.chat_streamed_usage = streamedUsage;
+// A named function's call, whole and through the SDK's stream helper, which joins the calls' deltas.
+const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object',
+  properties: { city: { type: 'string', maxLength: 6 } }, required: ['city'] } } }];
+const toolChoice = { type: 'function', function: { name: 'get_weather' } };
+const called = await client.chat.completions.create({ model: 'm', messages, tools, tool_choice: toolChoice, max_tokens: 40, temperature: 0 });
+const call = called.choices[0].message.tool_calls?.[0];
+out.tool_call = { id: call?.id, name: call?.function.name, arguments: call?.function.arguments, content: called.choices[0].message.content,
+  finish_reason: called.choices[0].finish_reason };
+const final = await client.chat.completions.stream({ model: 'm', messages, tools, tool_choice: toolChoice, max_tokens: 40, temperature: 0 })
+  .finalChatCompletion();
+const streamedCall = final.choices[0].message.tool_calls?.[0];
+out.tool_call_streamed = { id: streamedCall?.id, name: streamedCall?.function.name, arguments: streamedCall?.function.arguments,
+  finish_reason: final.choices[0].finish_reason };
 const two = await client.completions.create({ model: 'm', prompt: [9, 100, 200], max_tokens: 10, temperature: 0, n: 2 });
 out.two_choices = two.choices.map((c) => ({ index: c.index, text: c.text }));
 try {

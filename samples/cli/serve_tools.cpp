@@ -1,0 +1,407 @@
+#include "serve_tools.h"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <random>
+#include <set>
+
+#include "tilefire/errors.h"
+
+namespace tilefire::cli {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void refuse(const std::string& field, const std::string& what) { throw InputError("'" + field + "' " + what); }
+
+bool given(const json& body, const char* field) { return body.contains(field) && !body.at(field).is_null(); }
+
+constexpr size_t kMostTools = 128;  // OpenAI's bound on a request's tools
+constexpr const char* kHermesOpen = "<tool_call>";
+constexpr const char* kHermesClose = "</tool_call>";
+constexpr const char* kPythonTag = "<|python_tag|>";  // Llama 3's token before a call it makes
+
+// OpenAI's rule for a function's name: letters, digits, underscores and dashes, 1 to 64 of them.
+bool is_function_name(const std::string& name) {
+  return !name.empty() && name.size() <= 64 &&
+         std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; });
+}
+
+// A function's parameters: its schema, or (none given) a function that takes none.
+json parameters_of(const json& function) {
+  return given(function, "parameters") ? function.at("parameters") : json{{"type", "object"}, {"properties", json::object()}};
+}
+
+// Checks the request's tools and gives their function objects, by index.
+std::vector<json> read_tools(const json& tools) {
+  if (!tools.is_array() || tools.empty() || tools.size() > kMostTools)
+    refuse("tools", "must be a list of 1 to " + std::to_string(kMostTools) + " tools ({\"type\": \"function\", \"function\": {...}}), got " +
+                        tools.dump().substr(0, 200));
+  std::vector<json> functions;
+  std::set<std::string> names;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string at = "tools[" + std::to_string(i) + "]";
+    const json& tool = tools[i];
+    if (!tool.is_object() || tool.value("type", json()) != "function" || !tool.contains("function") || !tool.at("function").is_object())
+      refuse(at, "must be {\"type\": \"function\", \"function\": {\"name\": ..., \"parameters\": {...}}}: Tilefire's tools are functions, got " +
+                     tool.dump().substr(0, 200));
+    for (const auto& [key, value] : tool.items())
+      if (key != "type" && key != "function") refuse(at, "has \"" + key + "\": a tool's fields are type and function");
+    const json& function = tool.at("function");
+    for (const auto& [key, value] : function.items()) {
+      if (key != "name" && key != "description" && key != "parameters" && key != "strict")
+        refuse(at + ".function", "has \"" + key + "\": its fields are name, description, parameters and strict");
+      if (value.is_null()) continue;
+      if (key == "parameters" ? !value.is_object() : key == "strict" ? !value.is_boolean() : !value.is_string())
+        refuse(at + ".function." + key, std::string("must be ") + (key == "parameters" ? "a JSON Schema object" : key == "strict" ? "true or false" : "a string") +
+                                            ", got " + value.dump().substr(0, 80));
+    }
+    const std::string name = function.value("name", json("")).is_string() ? function.value("name", std::string()) : "";
+    if (!is_function_name(name))
+      refuse(at + ".function.name", "must be 1 to 64 letters, digits, '_' or '-', got " + function.value("name", json()).dump().substr(0, 80));
+    if (!names.insert(name).second) refuse(at + ".function.name", "is '" + name + "', the name of an earlier tool");
+    functions.push_back(function);
+  }
+  return functions;
+}
+
+// `schema` (a function's parameters) as it reads placed at `place` of a larger schema: its references
+// to places in itself ("#/$defs/x") made references to the same places there. Constants and examples are
+// values, not schemas: left as they are.
+json placed_at(const json& schema, const std::string& place) {
+  if (schema.is_array()) {
+    json placed = json::array();
+    for (const json& item : schema) placed.push_back(placed_at(item, place));
+    return placed;
+  }
+  if (!schema.is_object()) return schema;
+  json placed = json::object();
+  for (const auto& [key, value] : schema.items()) {
+    if (key == "$ref" && value.is_string() && value.get<std::string>().rfind('#', 0) == 0) placed[key] = place + value.get<std::string>().substr(1);
+    else if (key == "const" || key == "enum" || key == "default" || key == "examples") placed[key] = value;
+    else placed[key] = placed_at(value, place);
+  }
+  return placed;
+}
+
+// tool_choice "required": a list of calls, each {"name": one of the tools, "parameters": its arguments}.
+json required_calls_schema(const std::vector<json>& functions, bool parallel) {
+  json branches = json::array();
+  for (size_t i = 0; i < functions.size(); ++i) {
+    const std::string place = "#/items/anyOf/" + std::to_string(i) + "/properties/parameters";
+    branches.push_back({{"type", "object"},
+                        {"properties", {{"name", {{"const", functions[i].at("name")}}}, {"parameters", placed_at(parameters_of(functions[i]), place)}}},
+                        {"required", {"name", "parameters"}}});
+  }
+  json schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", branches}}}};
+  if (!parallel) schema["maxItems"] = 1;
+  return schema;
+}
+
+json call(const std::string& name, const std::string& arguments) {
+  return {{"id", new_tool_call_id()}, {"type", "function"}, {"function", {{"name", name}, {"arguments", arguments}}}};
+}
+
+// A call the model wrote: {"name": N, "arguments" (hermes) or "parameters" (llama3_json): {...}}; null
+// when it is not one.
+json call_of_object(const json& object, const char* arguments_key) {
+  if (!object.is_object() || !object.contains("name") || !object.at("name").is_string()) return nullptr;
+  const char* key = object.contains(arguments_key) ? arguments_key : object.contains("arguments") ? "arguments" : "parameters";
+  const json arguments = object.contains(key) ? object.at(key) : json::object();
+  if (!arguments.is_object()) return nullptr;
+  return call(object.at("name").get<std::string>(), arguments.dump());
+}
+
+std::optional<json> parse_json(const std::string& text) {
+  json parsed = json::parse(text, nullptr, false);
+  if (parsed.is_discarded()) return std::nullopt;
+  return parsed;
+}
+
+bool only_whitespace(const std::string& text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; });
+}
+
+// Hermes' calls: <tool_call>{...}</tool_call> blocks anywhere in the text; the text around them is the
+// content. Null when a block is not whole or not a call.
+std::optional<ToolReply> hermes_calls(const std::string& text) {
+  ToolReply reply;
+  std::string content;
+  size_t at = 0;
+  for (size_t open; (open = text.find(kHermesOpen, at)) != std::string::npos;) {
+    content += text.substr(at, open - at);
+    const size_t body = open + std::char_traits<char>::length(kHermesOpen);
+    const size_t close = text.find(kHermesClose, body);
+    if (close == std::string::npos) return std::nullopt;
+    const std::optional<json> object = parse_json(text.substr(body, close - body));
+    if (!object) return std::nullopt;
+    const json made = call_of_object(*object, "arguments");
+    if (made.is_null()) return std::nullopt;
+    reply.tool_calls.push_back(made);
+    at = close + std::char_traits<char>::length(kHermesClose);
+  }
+  content += text.substr(at);
+  reply.content = only_whitespace(content) && reply.called() ? json(nullptr) : json(content);
+  return reply;
+}
+
+size_t skip_whitespace(const std::string& text, size_t at) {
+  while (at < text.size() && (text[at] == ' ' || text[at] == '\n' || text[at] == '\t' || text[at] == '\r')) ++at;
+  return at;
+}
+
+// Where the JSON object that begins at text[begin] ('{') ends (one past its '}'); npos when it does not.
+size_t object_end(const std::string& text, size_t begin) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = begin; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string::npos;
+}
+
+// Llama 3's calls: the whole reply, after an optional <|python_tag|>, is {"name": N, "parameters": {...}},
+// or several separated by ";". Null when it is not.
+std::optional<ToolReply> llama3_calls(const std::string& text) {
+  size_t at = skip_whitespace(text, 0);
+  if (text.compare(at, std::char_traits<char>::length(kPythonTag), kPythonTag) == 0)
+    at = skip_whitespace(text, at + std::char_traits<char>::length(kPythonTag));
+  ToolReply reply;
+  while (true) {
+    if (at >= text.size() || text[at] != '{') return std::nullopt;
+    const size_t end = object_end(text, at);
+    if (end == std::string::npos) return std::nullopt;
+    const std::optional<json> object = parse_json(text.substr(at, end - at));
+    if (!object) return std::nullopt;
+    const json made = call_of_object(*object, "parameters");
+    if (made.is_null()) return std::nullopt;
+    reply.tool_calls.push_back(made);
+    at = skip_whitespace(text, end);
+    if (at == text.size()) break;
+    if (text[at] != ';') return std::nullopt;
+    at = skip_whitespace(text, at + 1);
+    if (at == text.size()) break;
+  }
+  reply.content = nullptr;
+  return reply;
+}
+
+// tool_choice "required": the reply is [{"name": N, "parameters": {...}}, ...]. Null when it does not
+// parse (a reply cut short).
+std::optional<ToolReply> required_calls(const std::string& text) {
+  const std::optional<json> list = parse_json(text);
+  if (!list || !list->is_array() || list->empty()) return std::nullopt;
+  ToolReply reply;
+  reply.content = nullptr;
+  for (const json& object : *list) {
+    const json made = call_of_object(object, "parameters");
+    if (made.is_null()) return std::nullopt;
+    reply.tool_calls.push_back(made);
+  }
+  return reply;
+}
+
+}  // namespace
+
+ToolCallParser tool_call_parser_named(const std::string& name) {
+  if (name == "hermes") return ToolCallParser::hermes;
+  if (name == "llama3_json") return ToolCallParser::llama3_json;
+  throw InputError("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes) or llama3_json (Llama 3.1-3.3), got '" + name + "'");
+}
+
+ToolCalling read_tool_calling(const json& body, ToolCallParser parser, ReplyFormat& format) {
+  if (given(body, "functions")) refuse("functions", "is OpenAI's older field: give \"tools\"");
+  if (given(body, "function_call")) refuse("function_call", "is OpenAI's older field: give \"tool_choice\"");
+  ToolCalling calling;
+  calling.parser = parser;
+  std::vector<json> functions;
+  if (given(body, "tools")) {
+    functions = read_tools(body.at("tools"));
+    calling.tools = body.at("tools");
+  }
+  if (given(body, "parallel_tool_calls")) {
+    if (!body.at("parallel_tool_calls").is_boolean())
+      refuse("parallel_tool_calls", "must be true or false, got " + body.at("parallel_tool_calls").dump().substr(0, 80));
+    calling.parallel = body.at("parallel_tool_calls").get<bool>();
+  }
+  // OpenAI's default: "auto" with tools, "none" without.
+  const json choice = given(body, "tool_choice") ? body.at("tool_choice") : json(functions.empty() ? "none" : "auto");
+  const json* named = choice.is_object() && choice.value("type", json()) == "function" && choice.contains("function") &&
+                              choice.at("function").is_object() && choice.at("function").contains("name") &&
+                              choice.at("function").at("name").is_string()
+                          ? &choice.at("function").at("name")
+                          : nullptr;
+  if (choice == "none") return calling;
+  if (choice != "auto" && choice != "required" && !named)
+    refuse("tool_choice", "must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}, got " +
+                              choice.dump().substr(0, 200));
+  if (functions.empty()) refuse("tool_choice", "is " + choice.dump().substr(0, 80) + ", and the request gives no tools");
+  if (format)
+    refuse("tool_choice", "is " + choice.dump().substr(0, 80) + ", and " + format.named +
+                              " holds the reply too: give \"tool_choice\": \"none\", or leave the format out");
+  if (choice == "auto") {
+    if (parser == ToolCallParser::none)
+      refuse("tool_choice", "is \"auto\" (the default with tools), which reads the model's own calls from its text: start the server with "
+                            "--tool-call-parser hermes or llama3_json (the format the model's chat template teaches it), or ask for "
+                            "\"required\" or a named function (calls held by constrained decoding), or \"none\"");
+    calling.choice = ToolCalling::Choice::automatic;
+    return calling;
+  }
+  json schema;
+  std::string where = "tools";
+  if (named) {
+    calling.choice = ToolCalling::Choice::named;
+    calling.function = named->get<std::string>();
+    const auto function = std::find_if(functions.begin(), functions.end(), [&](const json& f) { return f.at("name") == *named; });
+    if (function == functions.end()) refuse("tool_choice", "names the function '" + calling.function.substr(0, 80) + "', which no tool is");
+    schema = parameters_of(*function);
+    where = "tools[" + std::to_string(function - functions.begin()) + "].function.parameters";
+    format.named = "tool_choice function " + calling.function;
+  } else {
+    calling.choice = ToolCalling::Choice::required;
+    schema = required_calls_schema(functions, calling.parallel);
+    format.named = "tool_choice required";
+  }
+  try {
+    format.schema = JsonSchema::compile_cached(schema.dump());
+  } catch (const InputError& e) {
+    format.named.clear();
+    refuse(where, std::string("is a schema the reply cannot be held to: ") + e.what());
+  }
+  return calling;
+}
+
+json template_tool_calls(const json& messages) {
+  json given_messages = messages;
+  for (size_t i = 0; i < given_messages.size(); ++i) {
+    json& message = given_messages[i];
+    if (!message.is_object() || !message.contains("tool_calls") || !message.at("tool_calls").is_array()) continue;
+    json& calls = message.at("tool_calls");
+    for (size_t j = 0; j < calls.size(); ++j) {
+      if (!calls[j].is_object() || !calls[j].contains("function") || !calls[j].at("function").is_object()) continue;
+      json& function = calls[j].at("function");
+      if (!function.contains("arguments") || !function.at("arguments").is_string()) continue;
+      const std::optional<json> arguments = parse_json(function.at("arguments").get<std::string>());
+      if (!arguments || !arguments->is_object())
+        refuse("messages[" + std::to_string(i) + "].tool_calls[" + std::to_string(j) + "].function.arguments",
+               "must be a JSON object's text, got " + function.at("arguments").dump().substr(0, 80));
+      function["arguments"] = *arguments;
+    }
+  }
+  return given_messages;
+}
+
+ToolReply read_tool_reply(const ToolCalling& calling, const std::string& text) {
+  ToolReply reply;
+  std::optional<ToolReply> read;
+  switch (calling.choice) {
+    case ToolCalling::Choice::none: break;
+    case ToolCalling::Choice::named:
+      reply.content = nullptr;
+      reply.tool_calls.push_back(call(calling.function, text));
+      return reply;
+    case ToolCalling::Choice::required: read = required_calls(text); break;
+    case ToolCalling::Choice::automatic:
+      read = calling.parser == ToolCallParser::hermes ? hermes_calls(text) : calling.parser == ToolCallParser::llama3_json ? llama3_calls(text) : std::nullopt;
+      break;
+  }
+  if (!read) {
+    reply.content = text;
+    return reply;
+  }
+  // parallel_tool_calls false: one call at most (the constraint holds a required list to one; a model's
+  // own second call is left out, as OpenAI's model would not have made it).
+  if (!calling.parallel && read->tool_calls.size() > 1) read->tool_calls.erase(read->tool_calls.begin() + 1, read->tool_calls.end());
+  return *read;
+}
+
+std::string new_tool_call_id() {
+  static const char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += kAlphabet[random() % (sizeof(kAlphabet) - 1)];
+  return id;
+}
+
+json assistant_message(const ToolReply& reply) {
+  json message = {{"role", "assistant"}, {"content", reply.content}};
+  if (reply.called()) message["tool_calls"] = reply.tool_calls;
+  return message;
+}
+
+std::string tool_finish_reason(const ToolCalling& calling, const ToolReply& reply, const std::string& finish_reason) {
+  if (finish_reason != "stop" || !reply.called() || calling.choice == ToolCalling::Choice::named) return finish_reason;
+  return "tool_calls";
+}
+
+json named_call_head(const ToolCalling& calling, const std::string& call_id) {
+  return {{"role", "assistant"},
+          {"content", nullptr},
+          {"tool_calls", {{{"index", 0}, {"id", call_id}, {"type", "function"}, {"function", {{"name", calling.function}, {"arguments", ""}}}}}}};
+}
+
+json arguments_delta(const std::string& piece) { return {{"tool_calls", {{{"index", 0}, {"function", {{"arguments", piece}}}}}}}; }
+
+json tool_calls_delta(const ToolReply& reply) {
+  json calls = json::array();
+  for (size_t k = 0; k < reply.tool_calls.size(); ++k) {
+    json call = reply.tool_calls[k];
+    call["index"] = k;
+    calls.push_back(call);
+  }
+  return {{"tool_calls", calls}};
+}
+
+size_t ToolCallStream::streamable() const {
+  switch (calling_.choice) {
+    case ToolCalling::Choice::none: return text_.size();
+    case ToolCalling::Choice::named:
+    case ToolCalling::Choice::required: return 0;
+    case ToolCalling::Choice::automatic: break;
+  }
+  if (calling_.parser == ToolCallParser::hermes) {
+    const std::string open = kHermesOpen;
+    const size_t found = text_.find(open);
+    if (found != std::string::npos) return found;
+    // A tail that may be the marker's beginning waits for the next piece.
+    for (size_t k = std::min(open.size() - 1, text_.size()); k > 0; --k)
+      if (text_.compare(text_.size() - k, k, open, 0, k) == 0) return text_.size() - k;
+    return text_.size();
+  }
+  // llama3_json: a reply that begins (after whitespace) with "{" or the python tag is a call.
+  const size_t first = skip_whitespace(text_, 0);
+  if (first == text_.size() || text_[first] == '{') return 0;
+  const std::string tag = kPythonTag;
+  const size_t compared = std::min(tag.size(), text_.size() - first);
+  return text_.compare(first, compared, tag, 0, compared) == 0 ? 0 : text_.size();
+}
+
+std::string ToolCallStream::content(const std::string& piece) {
+  text_ += piece;
+  const size_t ready = streamable();
+  if (ready <= sent_) return "";
+  std::string out = text_.substr(sent_, ready - sent_);
+  sent_ = ready;
+  return out;
+}
+
+ToolReply ToolCallStream::finish() { return read_tool_reply(calling_, text_); }
+
+std::string ToolCallStream::unsent_content(const ToolReply& reply) const {
+  if (!reply.content.is_string()) return "";
+  const std::string content = reply.content.get<std::string>();
+  return content.size() > sent_ ? content.substr(sent_) : "";
+}
+
+}  // namespace tilefire::cli

@@ -1,0 +1,104 @@
+#pragma once
+// OpenAI's tool calling in `tilefire serve`'s /v1/chat/completions. A request's "tools" (functions, each
+// with a JSON Schema of its parameters) go into the chat template's `tools` variable, as transformers'
+// apply_chat_template takes them, and its "tool_choice" says how the reply is read:
+// - "none": as text (the template still shows the tools);
+// - {"type": "function", "function": {"name": N}}: the reply is N's arguments, held to its parameters'
+//   schema by constrained decoding, so any model gives a call that parses;
+// - "required": the reply is a JSON list of one call or more, [{"name": N, "parameters": {...}}], each
+//   held to its function's schema the same way;
+// - "auto" (the default when tools are given): the model decides, and its calls are read from its text in
+//   the format its chat template taught it, named by the server's --tool-call-parser: `hermes` (Qwen 2.5
+//   and 3, Hermes: <tool_call>{"name": N, "arguments": {...}}</tool_call> blocks) or `llama3_json`
+//   (Llama 3.1-3.3: the reply is {"name": N, "parameters": {...}}, calls separated by ";"). A reply
+//   whose calls do not parse is answered as text, never dropped.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reply_format.h"
+
+namespace tilefire::cli {
+
+enum class ToolCallParser { none, hermes, llama3_json };
+
+// --tool-call-parser NAME; InputError naming the flag and the names it takes.
+ToolCallParser tool_call_parser_named(const std::string& name);
+
+struct ToolCalling {
+  enum class Choice { none, automatic, required, named };
+  Choice choice = Choice::none;
+  nlohmann::json tools;    // the request's "tools" as given, for the template (null: none)
+  std::string function;    // named: the function the reply calls
+  bool parallel = true;    // "parallel_tool_calls": false allows one call at most
+  ToolCallParser parser = ToolCallParser::none;  // automatic: the format of the model's calls
+
+  // Whether the reply is read for calls.
+  bool reads_calls() const { return choice != Choice::none; }
+};
+
+// The request's "tools", "tool_choice" and "parallel_tool_calls". For a named or required choice, sets
+// `format` to hold the reply (InputError naming the field when the request already holds it: a
+// response_format, structured_outputs). InputError naming the field for a tool that is not a function
+// with a name and parameters Tilefire reads, a choice naming no tool, and "auto" on a server without
+// --tool-call-parser. OpenAI's older "functions" and "function_call" are refused, naming "tools".
+ToolCalling read_tool_calling(const nlohmann::json& body, ToolCallParser parser, ReplyFormat& format);
+
+// The request's messages as the template takes them: an assistant message's tool calls carry their
+// arguments as objects (transformers' form), where the API sends them as JSON text; InputError naming
+// messages[i].tool_calls[j] when that text is not a JSON object.
+nlohmann::json template_tool_calls(const nlohmann::json& messages);
+
+// A reply read for calls: its text without them (null when nothing but whitespace is left) and the calls,
+// as OpenAI's message carries them ([{"id", "type": "function", "function": {"name", "arguments"}}],
+// the arguments JSON text); no calls: the whole text is the content.
+struct ToolReply {
+  nlohmann::json content;
+  nlohmann::json tool_calls = nlohmann::json::array();
+  bool called() const { return !tool_calls.empty(); }
+};
+
+// Reads `text`, the whole reply. A named choice's reply is its call even when cut short (its arguments
+// then are a prefix of a JSON text); a required choice's list, or an automatic reply's calls, only when
+// they parse whole (else the reply is its text).
+ToolReply read_tool_reply(const ToolCalling& calling, const std::string& text);
+
+// A new call id: "call_" and 24 random letters and digits.
+std::string new_tool_call_id();
+
+// OpenAI's shapes of a reply read for calls:
+// - the assistant's message: {"role": "assistant", "content": ..., "tool_calls": [...] when it made any};
+nlohmann::json assistant_message(const ToolReply& reply);
+// - its finish reason: "tool_calls" where calls the model chose to make ("required", "auto") end it;
+//   a named function's call keeps "stop", as OpenAI's does; "length" stays;
+std::string tool_finish_reason(const ToolCalling& calling, const ToolReply& reply, const std::string& finish_reason);
+// - streamed, a named function's first delta (its call's id and name, no arguments yet), then each piece
+//   of the reply as a delta of the arguments;
+nlohmann::json named_call_head(const ToolCalling& calling, const std::string& call_id);
+nlohmann::json arguments_delta(const std::string& piece);
+// - streamed, a reply's calls whole in one delta, each with its index.
+nlohmann::json tool_calls_delta(const ToolReply& reply);
+
+// An automatic choice's reply as it streams: content() gives what of each piece can go to the client as
+// text now, holding back what may begin a call (a "<tool_call>" not yet whole; with llama3_json, a reply
+// that begins with "{"); once a call has begun, the rest waits for the end. finish() reads the whole
+// reply; its content's part not yet streamed is `unsent_content()`.
+class ToolCallStream {
+ public:
+  explicit ToolCallStream(const ToolCalling& calling) : calling_(calling) {}
+  std::string content(const std::string& piece);
+  ToolReply finish();
+  // After finish(): the reply's content past what content() gave.
+  std::string unsent_content(const ToolReply& reply) const;
+
+ private:
+  size_t streamable() const;  // how much of text_ cannot be part of a call
+
+  const ToolCalling& calling_;
+  std::string text_;  // the reply so far
+  size_t sent_ = 0;   // bytes of text_ given as content
+};
+
+}  // namespace tilefire::cli

@@ -1,0 +1,253 @@
+// tilefire serve's tool calling, end to end: a named function's call and a "required" list of calls are
+// held to the tools' schemas, so every call of a reply that ends has arguments Ajv (the oracle) finds
+// valid under its function's parameters, whole or streamed (the streamed deltas joined are the whole
+// reply's calls), in turn or batched; the template sees the tools and the earlier calls; "auto" reads a
+// reply with the server's parser and streams its text as the whole reply's; what cannot be honoured is
+// refused by name.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/common/cli_runner.h"
+#include "tests/common/schema_oracle.h"
+#include "tests/common/serve_client.h"
+
+namespace tilefire::testing {
+namespace {
+
+using nlohmann::json;
+
+const json kWeatherParameters = json::parse(R"({"type": "object", "properties": {
+    "city": {"type": "string", "maxLength": 8}, "days": {"type": "integer", "minimum": 1, "maximum": 7},
+    "unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["city"]})");
+const json kTimeParameters = json::parse(R"({"type": "object", "properties": {"zone": {"type": "string", "pattern": "^[A-Z]{3}$"}}})");
+
+json tools() {
+  return {{{"type", "function"}, {"function", {{"name", "get_weather"}, {"description", "The weather"}, {"parameters", kWeatherParameters}}}},
+          {{"type", "function"}, {"function", {{"name", "get_time"}, {"parameters", kTimeParameters}}}}};
+}
+
+// A choice's calls, whole or streamed (deltas joined by index), and its content and finish reason.
+struct ChoiceCalls {
+  std::vector<std::string> ids, names, arguments;
+  json content;
+  std::string finish_reason;
+};
+
+std::vector<ChoiceCalls> choice_calls(const HttpReply& reply, bool streamed, size_t choices) {
+  std::vector<ChoiceCalls> out(choices);
+  auto take_calls = [&](ChoiceCalls& choice, const json& calls, bool delta) {
+    for (const json& call : calls) {
+      const size_t k = delta ? call.at("index").get<size_t>() : choice.names.size();
+      if (k >= choice.names.size()) {
+        EXPECT_EQ(k, choice.names.size()) << "a call's first delta skips an index";
+        choice.ids.resize(k + 1);
+        choice.names.resize(k + 1);
+        choice.arguments.resize(k + 1);
+        EXPECT_TRUE(call.contains("id") && call.contains("function") && call.at("function").contains("name")) << "a call's first delta: " << call.dump();
+        EXPECT_EQ(call.value("type", ""), "function");
+      }
+      if (call.contains("id")) choice.ids[k] = call.at("id").get<std::string>();
+      const json& function = call.at("function");
+      if (function.contains("name")) choice.names[k] = function.at("name").get<std::string>();
+      if (function.contains("arguments")) choice.arguments[k] += function.at("arguments").get<std::string>();
+    }
+  };
+  auto take = [&](const json& choice, bool chunk) {
+    ChoiceCalls& into = out.at(choice.at("index").get<size_t>());
+    const json& message = choice.at(chunk ? "delta" : "message");
+    // A stream's head carries content "" before it is known whether the reply is calls: empty text is no text.
+    if (message.contains("content") && message.at("content").is_string() && !message.at("content").get<std::string>().empty())
+      into.content = (into.content.is_string() ? into.content.get<std::string>() : "") + message.at("content").get<std::string>();
+    if (message.contains("tool_calls")) take_calls(into, message.at("tool_calls"), chunk);
+    if (choice.at("finish_reason").is_string()) into.finish_reason = choice.at("finish_reason").get<std::string>();
+  };
+  if (!streamed) {
+    const json body = json::parse(reply.body);
+    for (const json& choice : body.at("choices")) take(choice, false);
+  } else {
+    for (const std::string& data : events(reply.body))
+      if (data != "[DONE]") {
+        const json chunk = json::parse(data);  // held: a range-for over a temporary's member would dangle
+        for (const json& choice : chunk.at("choices")) take(choice, true);
+      }
+  }
+  return out;
+}
+
+// Six sampled choices of `body`, whole and streamed with the same seed: the same calls (ids apart), each
+// id "call_..." and its own. Returns the whole ones.
+std::vector<ChoiceCalls> sampled_calls(uint16_t port, json body, int seed) {
+  body["n"] = 6;
+  body["max_tokens"] = 80;
+  body["temperature"] = 0.9;
+  body["seed"] = seed;
+  const HttpReply whole = post(port, "/v1/chat/completions", body.dump());
+  EXPECT_EQ(whole.status, 200) << whole.body;
+  body["stream"] = true;
+  const HttpReply streamed = post(port, "/v1/chat/completions", body.dump());
+  EXPECT_EQ(streamed.status, 200) << streamed.body;
+  if (whole.status != 200 || streamed.status != 200) return {};
+  const std::vector<ChoiceCalls> calls = choice_calls(whole, false, 6), pieces = choice_calls(streamed, true, 6);
+  std::set<std::string> ids;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(pieces[i].names, calls[i].names) << "choice " << i << ": streamed";
+    EXPECT_EQ(pieces[i].arguments, calls[i].arguments) << "choice " << i << ": streamed";
+    EXPECT_EQ(pieces[i].content, calls[i].content) << "choice " << i << ": streamed";
+    EXPECT_EQ(pieces[i].finish_reason, calls[i].finish_reason) << "choice " << i << ": streamed";
+    for (const std::vector<std::string>* list : {&calls[i].ids, &pieces[i].ids})
+      for (const std::string& id : *list) {
+        EXPECT_EQ(id.rfind("call_", 0), 0u) << id;
+        EXPECT_TRUE(ids.insert(id).second) << "the id " << id << " twice";
+      }
+  }
+  return calls;
+}
+
+// Named and required calls; a call ends valid under its function's parameters (Ajv).
+void held_calls(const std::vector<std::string>& extra) {
+  REQUIRE_SCHEMA_ORACLE();
+  std::vector<std::string> flags = {"--json-whitespace", "0"};  // compact: a random model pads JSON with whitespace
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  TextModelServer served("serve-tool-calls", flags);
+  const uint16_t port = served.server.port();
+  ASSERT_NE(port, 0);
+  const json messages = {{{"role", "user"}, {"content", "Weather in Oslo?"}}};
+  std::map<std::string, SchemaCase> by_function = {{"get_weather", {kWeatherParameters, {}}}, {"get_time", {kTimeParameters, {}}}};
+  size_t named_ended = 0, required_ended = 0;
+  // A named function: one call of it, its arguments streamed as they come; "stop" as OpenAI's.
+  const json named_choice = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  for (const ChoiceCalls& choice : sampled_calls(port, {{"messages", messages}, {"tools", tools()}, {"tool_choice", named_choice}}, 3)) {
+    EXPECT_TRUE(choice.content.is_null()) << choice.content.dump();
+    ASSERT_EQ(choice.names, std::vector<std::string>{"get_weather"});
+    EXPECT_TRUE(choice.finish_reason == "stop" || choice.finish_reason == "length") << choice.finish_reason;
+    if (choice.finish_reason != "stop") continue;  // cut: a prefix of the arguments
+    by_function["get_weather"].documents.push_back(choice.arguments[0]);
+    ++named_ended;
+  }
+  // "required": one call or more of the tools, "tool_calls" when the list ends; one with parallel_tool_calls false.
+  for (const bool parallel : {true, false})
+    for (const ChoiceCalls& choice : sampled_calls(port, {{"messages", messages}, {"tools", tools()}, {"tool_choice", "required"}, {"parallel_tool_calls", parallel}}, 7)) {
+      EXPECT_TRUE(choice.finish_reason == "tool_calls" || choice.finish_reason == "length") << choice.finish_reason;
+      if (choice.finish_reason != "tool_calls") {
+        EXPECT_TRUE(choice.names.empty());  // a list cut short is the reply's text
+        EXPECT_TRUE(choice.content.is_string());
+        continue;
+      }
+      EXPECT_TRUE(choice.content.is_null()) << choice.content.dump();
+      ASSERT_GE(choice.names.size(), 1u);
+      if (!parallel) EXPECT_EQ(choice.names.size(), 1u);
+      for (size_t k = 0; k < choice.names.size(); ++k) {
+        ASSERT_TRUE(by_function.count(choice.names[k])) << choice.names[k];
+        by_function[choice.names[k]].documents.push_back(choice.arguments[k]);
+      }
+      ++required_ended;
+    }
+  EXPECT_GE(named_ended, 3u) << "too few named calls ended for the check to say much";
+  EXPECT_GE(required_ended, 3u) << "too few required lists ended for the check to say much";
+  const std::vector<SchemaCase> cases = {by_function["get_weather"], by_function["get_time"]};
+  const auto verdicts = validate_with_ajv(cases);
+  for (size_t c = 0; c < cases.size(); ++c)
+    for (size_t i = 0; i < cases[c].documents.size(); ++i)
+      EXPECT_EQ(verdicts[c][i], std::optional<bool>(true)) << cases[c].documents[i];
+}
+
+TEST(ServeToolCalls, NamedAndRequiredCallsAreValidUnderTheirSchemas) { held_calls({}); }
+TEST(ServeToolCalls, BatchedNamedAndRequiredCallsAreValidUnderTheirSchemas) { held_calls({"--sequences", "3", "--prefill-chunk", "4"}); }
+
+// A template that writes the tools and earlier calls out: the prompt holds them (a byte a token: the tiny
+// tokenizer merges only the letters of "hello", and the names are written in capitals).
+TEST(ServeToolCalls, TheTemplateSeesTheToolsAndTheEarlierCalls) {
+  TempDir dir("serve-tool-template");
+  const std::filesystem::path model = text_model(dir), template_path = dir.path() / "tools.jinja";
+  write_file_text(template_path,
+                  "{% for m in messages %}{{ m.role }}: {% if m.tool_calls %}{% for c in m.tool_calls %}{{ c.function.name | upper }}"
+                  "({{ c.function.arguments.city }}){% endfor %}{% else %}{{ m.content }}{% endif %}|{% endfor %}"
+                  "{% if tools %}{% for t in tools %}[{{ t.function.name | upper }}]{% endfor %}{% endif %}assistant:");
+  Server server({"--model", model.string(), "--threads", "1", "--chat-template", template_path.string()});
+  ASSERT_NE(server.port(), 0);
+  const json messages = json::parse(R"([{"role": "user", "content": "Rain?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}])");
+  const std::string rendered = "user: Rain?|assistant: GET_WEATHER(Paris)|tool: sunny|[GET_WEATHER][GET_TIME]assistant:";
+  // tool_choice "none": the template sees the tools, and the reply is text.
+  const HttpReply none = post(server.port(), "/v1/chat/completions",
+                              json{{"messages", messages}, {"tools", tools()}, {"tool_choice", "none"}, {"max_tokens", 2}}.dump());
+  ASSERT_EQ(none.status, 200) << none.body;
+  const json body = json::parse(none.body);
+  EXPECT_EQ(body.at("usage").at("prompt_tokens"), rendered.size());
+  EXPECT_TRUE(body.at("choices")[0].at("message").at("content").is_string());
+  EXPECT_FALSE(body.at("choices")[0].at("message").contains("tool_calls"));
+  EXPECT_EQ(body.at("choices")[0].at("finish_reason"), "length");
+  // Without tools the template writes none.
+  const HttpReply without = post(server.port(), "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 1}}.dump());
+  ASSERT_EQ(without.status, 200) << without.body;
+  EXPECT_EQ(json::parse(without.body).at("usage").at("prompt_tokens"), rendered.size() - std::string("[GET_WEATHER][GET_TIME]").size());
+  json broken = messages;
+  broken[1]["tool_calls"][0]["function"]["arguments"] = "{\"city\": ";
+  const HttpReply refused = post(server.port(), "/v1/chat/completions", json{{"messages", broken}, {"max_tokens", 1}}.dump());
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_NE(refused.body.find("'messages[1].tool_calls[0].function.arguments' must be a JSON object's text"), std::string::npos) << refused.body;
+}
+
+// "auto" with the hermes parser: a random model makes no call, so its replies are text, streamed as the
+// whole reply's (what may begin a call is held back until it cannot); without a parser "auto" is refused.
+TEST(ServeToolCalls, AutoReadsTheReplyWithTheServersParser) {
+  TextModelServer with_parser("serve-tool-auto", {"--tool-call-parser", "hermes"});
+  ASSERT_NE(with_parser.server.port(), 0);
+  const json body = {{"messages", {{{"role", "user"}, {"content", "<tool_call>"}}}}, {"tools", tools()}};
+  for (const ChoiceCalls& choice : sampled_calls(with_parser.server.port(), body, 5)) {
+    EXPECT_TRUE(choice.names.empty());
+    EXPECT_TRUE(choice.content.is_string());
+    EXPECT_TRUE(choice.finish_reason == "stop" || choice.finish_reason == "length") << choice.finish_reason;
+  }
+  TextModelServer without("serve-tool-auto-none", {});
+  ASSERT_NE(without.server.port(), 0);
+  for (const json& choice : {json(nullptr), json("auto")}) {
+    json asked = body;
+    if (!choice.is_null()) asked["tool_choice"] = choice;
+    const HttpReply refused = post(without.server.port(), "/v1/chat/completions", asked.dump());
+    EXPECT_EQ(refused.status, 400);
+    EXPECT_NE(refused.body.find("start the server with --tool-call-parser hermes or llama3_json"), std::string::npos) << refused.body;
+  }
+}
+
+TEST(ServeToolCalls, WhatCannotBeHonouredIsRefusedByName) {
+  TextModelServer served("serve-tool-refused", {"--tool-call-parser", "llama3_json"});
+  const uint16_t port = served.server.port();
+  ASSERT_NE(port, 0);
+  const json messages = {{{"role", "user"}, {"content", "x"}}};
+  const std::vector<std::pair<json, std::string>> refused = {
+      {{{"messages", messages}, {"tools", tools()}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}},
+       "'tool_choice' is \"required\", and response_format json_object holds the reply too"},
+      {{{"messages", messages}, {"tools", tools()}, {"tool_choice", "required"}, {"min_tokens", 2}},
+       "'min_tokens' with tool_choice required: the reply ends where its value closes"},
+      {{{"messages", messages}, {"tools", tools()}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}},
+       "'tool_choice' names the function 'f', which no tool is"},
+      {{{"messages", messages}, {"functions", json::array()}}, "'functions' is OpenAI's older field"},
+  };
+  auto message = [](const HttpReply& reply) {
+    return reply.status == 400 ? json::parse(reply.body).at("error").at("message").get<std::string>() : reply.body;
+  };
+  for (const auto& [body, expected] : refused) {
+    const HttpReply reply = post(port, "/v1/chat/completions", body.dump());
+    EXPECT_EQ(reply.status, 400) << body.dump();
+    EXPECT_NE(message(reply).find(expected), std::string::npos) << reply.body;
+  }
+  const HttpReply completion = post(port, "/v1/completions", json{{"prompt", "x"}, {"tools", tools()}}.dump());
+  EXPECT_EQ(completion.status, 400);
+  EXPECT_NE(completion.body.find("'tools' is a field of /v1/chat/completions"), std::string::npos) << completion.body;
+  // A parser the server does not know: named at start, exit status 2.
+  const RunResult bad = run_cli({"serve", "--port", "0", "--tool-call-parser", "mistral"});
+  EXPECT_EQ(bad.status, 2) << describe(bad);
+  EXPECT_NE(bad.err.find("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes) or llama3_json"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace tilefire::testing

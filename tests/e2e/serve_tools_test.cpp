@@ -1,0 +1,275 @@
+// tilefire serve's tool calling, its parts alone (samples/cli/serve_tools.cpp): the request's tools and
+// tool_choice read or refused by name, the schema that holds a "required" reply (its tools' references
+// placed), the model's calls read from its text in the hermes and llama3_json formats, and a streamed
+// reply's text held back exactly where a call may begin: what streams, joined with what is sent at the
+// end, is the whole reply's content, for every way of cutting the reply into pieces.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "samples/cli/serve_tools.h"
+#include "tilefire/errors.h"
+#include "tilefire/json_schema.h"
+
+namespace tilefire::cli {
+namespace {
+
+using nlohmann::json;
+
+json weather_tool() {
+  return json::parse(R"({"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}})");
+}
+json time_tool() { return json::parse(R"({"type": "function", "function": {"name": "get_time"}})"); }
+
+ToolCalling calling_of(ToolCalling::Choice choice, ToolCallParser parser = ToolCallParser::none, bool parallel = true) {
+  ToolCalling calling;
+  calling.choice = choice;
+  calling.parser = parser;
+  calling.parallel = parallel;
+  calling.function = "get_weather";
+  return calling;
+}
+
+// The calls' names and arguments (as JSON values), ids checked on the way: "call_" and 24 characters, each
+// its own.
+std::vector<std::pair<std::string, json>> calls_of(const ToolReply& reply) {
+  std::vector<std::pair<std::string, json>> calls;
+  std::set<std::string> ids;
+  for (const json& call : reply.tool_calls) {
+    const std::string id = call.at("id").get<std::string>();
+    EXPECT_EQ(id.rfind("call_", 0), 0u) << id;
+    EXPECT_EQ(id.size(), 29u) << id;
+    EXPECT_TRUE(ids.insert(id).second) << "two calls of one reply have the id " << id;
+    EXPECT_EQ(call.at("type"), "function");
+    calls.emplace_back(call.at("function").at("name").get<std::string>(), json::parse(call.at("function").at("arguments").get<std::string>()));
+  }
+  return calls;
+}
+
+using Calls = std::vector<std::pair<std::string, json>>;
+
+TEST(ServeTools, HermesCallsAreReadWithTheTextAroundThem) {
+  const ToolCalling hermes = calling_of(ToolCalling::Choice::automatic, ToolCallParser::hermes);
+  const std::string text = "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>\n"
+                           "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>";
+  const ToolReply reply = read_tool_reply(hermes, text);
+  EXPECT_EQ(reply.content, "Let me look.\n\n");
+  EXPECT_EQ(calls_of(reply), (Calls{{"get_weather", {{"city", "Paris"}, {"days", 2}}}, {"get_time", json::object()}}));
+  EXPECT_EQ(assistant_message(reply).at("tool_calls"), reply.tool_calls);
+  EXPECT_EQ(tool_finish_reason(hermes, reply, "stop"), "tool_calls");
+  EXPECT_EQ(tool_finish_reason(hermes, reply, "length"), "length");
+  // Calls and whitespace alone: no content. A call without arguments takes none.
+  const ToolReply only_calls = read_tool_reply(hermes, "<tool_call>{\"name\": \"get_time\"}</tool_call>\n");
+  EXPECT_TRUE(only_calls.content.is_null());
+  EXPECT_EQ(calls_of(only_calls), (Calls{{"get_time", json::object()}}));
+  // parallel_tool_calls false: the first call alone.
+  EXPECT_EQ(read_tool_reply(calling_of(ToolCalling::Choice::automatic, ToolCallParser::hermes, false), text).tool_calls.size(), 1u);
+  // A reply whose calls do not read whole is its text, never dropped.
+  for (const std::string broken : {"<tool_call>{\"name\": \"get_time\"}", "<tool_call>{\"name\": \"get_time\"</tool_call>",
+                                   "<tool_call>{\"arguments\": {}}</tool_call>", "<tool_call>{\"name\": 3}</tool_call>",
+                                   "<tool_call>{\"name\": \"f\", \"arguments\": [1]}</tool_call>", "a<tool_call>[]</tool_call>"}) {
+    const ToolReply read = read_tool_reply(hermes, broken);
+    EXPECT_EQ(read.content, broken);
+    EXPECT_FALSE(read.called()) << broken;
+    EXPECT_EQ(tool_finish_reason(hermes, read, "stop"), "stop");
+    EXPECT_FALSE(assistant_message(read).contains("tool_calls"));
+  }
+  EXPECT_EQ(read_tool_reply(hermes, "").content, "");  // an empty reply is empty text
+}
+
+TEST(ServeTools, Llama3CallsAreTheWholeReply) {
+  const ToolCalling llama3 = calling_of(ToolCalling::Choice::automatic, ToolCallParser::llama3_json);
+  const Calls weather = {{"get_weather", {{"city", "Oslo"}}}};
+  EXPECT_EQ(calls_of(read_tool_reply(llama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}")), weather);
+  EXPECT_EQ(calls_of(read_tool_reply(llama3, " <|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}\n")), weather);
+  const ToolReply two = read_tool_reply(llama3, R"({"name": "get_weather", "parameters": {"city": "{;}"}}; {"name": "get_time", "arguments": {}})");
+  EXPECT_TRUE(two.content.is_null());
+  EXPECT_EQ(calls_of(two), (Calls{{"get_weather", {{"city", "{;}"}}}, {"get_time", json::object()}}));
+  for (const std::string text : {"The weather is fine.", "{\"name\": \"get_weather\"} and more", "{\"city\": \"Oslo\"}",
+                                 "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Os", "{\"name\": \"a\"}; x"}) {
+    const ToolReply read = read_tool_reply(llama3, text);
+    EXPECT_EQ(read.content, text);
+    EXPECT_FALSE(read.called()) << text;
+  }
+}
+
+TEST(ServeTools, NamedAndRequiredRepliesAreTheirCalls) {
+  const ToolCalling named = calling_of(ToolCalling::Choice::named);
+  // A named function's reply is its arguments, cut short or not.
+  for (const std::string text : {"{\"city\": \"Rome\"}", "{\"ci"}) {
+    const ToolReply read = read_tool_reply(named, text);
+    EXPECT_TRUE(read.content.is_null());
+    ASSERT_EQ(read.tool_calls.size(), 1u);
+    EXPECT_EQ(read.tool_calls[0].at("function"), json({{"name", "get_weather"}, {"arguments", text}}));
+    EXPECT_EQ(tool_finish_reason(named, read, "stop"), "stop");  // OpenAI's, for a function it was told to call
+  }
+  const json head = named_call_head(named, "call_x");
+  EXPECT_EQ(head.at("tool_calls")[0].at("function"), json({{"name", "get_weather"}, {"arguments", ""}}));
+  EXPECT_EQ(head.at("tool_calls")[0].at("id"), "call_x");
+  EXPECT_EQ(arguments_delta("{\"c").at("tool_calls")[0], json({{"index", 0}, {"function", {{"arguments", "{\"c"}}}}));
+  const ToolCalling required = calling_of(ToolCalling::Choice::required);
+  const ToolReply read = read_tool_reply(required, R"([{"name": "get_time", "parameters": {}}, {"name": "get_weather", "parameters": {"city": "Rome"}}])");
+  EXPECT_EQ(calls_of(read), (Calls{{"get_time", json::object()}, {"get_weather", {{"city", "Rome"}}}}));
+  EXPECT_EQ(tool_finish_reason(required, read, "stop"), "tool_calls");
+  const json deltas = tool_calls_delta(read).at("tool_calls");
+  ASSERT_EQ(deltas.size(), 2u);
+  EXPECT_EQ(deltas[1].at("index"), 1);
+  EXPECT_EQ(deltas[1].at("id"), read.tool_calls[1].at("id"));
+  const ToolReply cut = read_tool_reply(required, R"([{"name": "get_ti)");
+  EXPECT_EQ(cut.content, R"([{"name": "get_ti)");
+  EXPECT_FALSE(cut.called());
+}
+
+// Every way of cutting each text in two or three pieces: the streamed content is a prefix of the whole
+// reply's, the rest comes at the end, and nothing of a call streams as text.
+TEST(ServeTools, AStreamedReplyHoldsBackExactlyWhatMayBeginACall) {
+  const std::vector<std::pair<ToolCallParser, std::vector<std::string>>> cases = {
+      {ToolCallParser::hermes,
+       {"plain text", "a <tool_ca", "<tool_call", "x<tool_call>{\"name\": \"f\"}</tool_call>y", "<<tool_call>{\"name\": \"f\"}</tool_call>",
+        "<tool_call>{\"name\": \"f\"", "< tool_call >", "a<tool_call>{\"name\": \"f\"}</tool_call>\n<tool_call>{\"name\": \"g\"}</tool_call>"}},
+      {ToolCallParser::llama3_json,
+       {"plain text", "  ", " {\"name\": \"f\", \"parameters\": {}}", "<|python_tag|>{\"name\": \"f\"}", "<|pyth x", "<|python_tag|>not json",
+        "{\"no\": 1}", "\n<x"}}};
+  for (const auto& [parser, texts] : cases) {
+    const ToolCalling calling = calling_of(ToolCalling::Choice::automatic, parser);
+    for (const std::string& text : texts) {
+      const ToolReply whole = read_tool_reply(calling, text);
+      const std::string content = whole.content.is_string() ? whole.content.get<std::string>() : "";
+      for (size_t a = 0; a <= text.size(); ++a)
+        for (size_t b = a; b <= text.size(); ++b) {
+          SCOPED_TRACE("'" + text + "' cut at " + std::to_string(a) + ", " + std::to_string(b));
+          ToolCallStream stream(calling);
+          std::string streamed;
+          for (const std::string piece : {text.substr(0, a), text.substr(a, b - a), text.substr(b)}) {
+            streamed += stream.content(piece);
+            ASSERT_EQ(content.compare(0, streamed.size(), streamed), 0) << "streamed '" << streamed << "' is not the start of '" << content << "'";
+          }
+          const ToolReply read = stream.finish();
+          EXPECT_EQ(read.content, whole.content);
+          EXPECT_EQ(read.tool_calls.size(), whole.tool_calls.size());
+          EXPECT_EQ(streamed + stream.unsent_content(read), content);
+        }
+    }
+  }
+  // A named or required reply streams no text; one read for no calls streams all of it at once.
+  ToolCallStream required(calling_of(ToolCalling::Choice::required));
+  EXPECT_EQ(required.content("[{\"name\""), "");
+  ToolCallStream none(calling_of(ToolCalling::Choice::none));
+  EXPECT_EQ(none.content("<tool_call>"), "<tool_call>");
+}
+
+// read_tool_calling's verdict on a body: the message of its refusal, or "" when it reads.
+std::string refusal(const json& body, ToolCallParser parser = ToolCallParser::hermes, ReplyFormat format = {}) {
+  try {
+    read_tool_calling(body, parser, format);
+    return "";
+  } catch (const InputError& e) {
+    return e.what();
+  }
+}
+
+TEST(ServeTools, ToolsAndChoicesThatCannotBeHonouredAreRefusedByName) {
+  const json tools = json::array({weather_tool(), time_tool()});
+  const std::string weather = weather_tool().dump(), both = tools.dump();
+  const std::string unheld = R"({"type": "function", "function": {"name": "f", "parameters": {"type": "object", "not": {"type": "null"}}}})";
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {R"({"tools": )" + weather + "}", "'tools' must be a list of 1 to 128 tools"},
+      {R"({"tools": []})", "'tools' must be a list of 1 to 128 tools"},
+      {R"({"tools": [{"type": "code_interpreter"}]})", "'tools[0]' must be {\"type\": \"function\""},
+      {R"({"tools": [{"type": "function", "function": {"name": "get weather"}}]})", "'tools[0].function.name' must be 1 to 64 letters"},
+      {R"({"tools": [)" + weather + "," + weather + "]}", "'tools[1].function.name' is 'get_weather', the name of an earlier tool"},
+      {R"({"tools": [{"type": "function", "function": {"name": "f", "returns": "x"}}]})", "'tools[0].function' has \"returns\""},
+      {R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": "{}"}}]})",
+       "'tools[0].function.parameters' must be a JSON Schema object"},
+      {R"({"tools": [{"type": "function", "function": {"name": "f"}, "cache": true}]})", "'tools[0]' has \"cache\""},
+      {R"({"tool_choice": "any", "tools": )" + both + "}", "'tool_choice' must be \"none\", \"auto\", \"required\""},
+      {R"({"tool_choice": {"type": "function", "function": {"name": "get_date"}}, "tools": )" + both + "}",
+       "names the function 'get_date', which no tool is"},
+      {R"({"tool_choice": "required"})", "'tool_choice' is \"required\", and the request gives no tools"},
+      {R"({"parallel_tool_calls": "no", "tools": )" + both + "}", "'parallel_tool_calls' must be true or false"},
+      {R"({"functions": [{"name": "f"}]})", "'functions' is OpenAI's older field: give \"tools\""},
+      {R"({"function_call": "auto"})", "'function_call' is OpenAI's older field: give \"tool_choice\""},
+      {R"({"tool_choice": "required", "tools": [)" + unheld + "]}", "'tools' is a schema the reply cannot be held to: "},
+      {R"({"tool_choice": {"type": "function", "function": {"name": "f"}}, "tools": [)" + unheld + "]}",
+       "'tools[0].function.parameters' is a schema the reply cannot be held to: "},
+  };
+  for (const auto& [body, expected] : refused)
+    EXPECT_NE(refusal(json::parse(body)).find(expected), std::string::npos) << body << "\ngot: " << refusal(json::parse(body));
+  // "auto", the default with tools, needs a parser; a format beside a choice that reads calls is refused.
+  EXPECT_NE(refusal({{"tools", tools}}, ToolCallParser::none).find("start the server with --tool-call-parser"), std::string::npos);
+  ReplyFormat json_object;
+  json_object.named = "response_format json_object";
+  EXPECT_NE(refusal({{"tools", tools}, {"tool_choice", "required"}}, ToolCallParser::hermes, json_object)
+                .find("and response_format json_object holds the reply too"),
+            std::string::npos);
+  EXPECT_EQ(refusal({{"tools", tools}, {"tool_choice", "none"}}, ToolCallParser::none, json_object), "");
+  EXPECT_EQ(refusal({{"tools", tools}}), "");
+  EXPECT_EQ(refusal(json::object(), ToolCallParser::none), "");
+}
+
+TEST(ServeTools, NamedAndRequiredChoicesHoldTheReplyToTheToolsSchemas) {
+  // A tool's references to its own $defs still resolve inside the required list's schema.
+  const json counted = json::parse(R"({"type": "function", "function": {"name": "count", "parameters": {"type": "object",
+      "properties": {"n": {"$ref": "#/$defs/small"}, "unit": {"const": {"$ref": "#/kept"}}}, "required": ["n"],
+      "$defs": {"small": {"type": "integer", "minimum": 0, "maximum": 9}}}}})");
+  ReplyFormat format;
+  const ToolCalling required = read_tool_calling({{"tools", {time_tool(), counted}}, {"tool_choice", "required"}}, ToolCallParser::none, format);
+  EXPECT_EQ(required.choice, ToolCalling::Choice::required);
+  EXPECT_EQ(format.named, "tool_choice required");
+  ASSERT_TRUE(format.schema);
+  auto accepts = [](const std::shared_ptr<const JsonSchema>& schema, const std::string& text) {
+    JsonSchemaMatcher matcher(schema);
+    JsonSchemaBytes state = matcher.start();
+    return state.feed(text) && state.complete();
+  };
+  EXPECT_TRUE(accepts(format.schema, R"([{"name":"count","parameters":{"n":7}},{"name":"get_time","parameters":{}}])"));
+  EXPECT_TRUE(accepts(format.schema, R"([{"name":"count","parameters":{"n":7,"unit":{"$ref":"#/kept"}}}])"));
+  EXPECT_FALSE(accepts(format.schema, R"([{"name":"count","parameters":{"n":12}}])"));
+  EXPECT_FALSE(accepts(format.schema, R"([{"name":"count","parameters":{"n":"7"}}])"));
+  EXPECT_FALSE(accepts(format.schema, R"([{"name":"get_date","parameters":{}}])"));
+  EXPECT_FALSE(accepts(format.schema, "[]"));
+  // parallel_tool_calls false: one call.
+  ReplyFormat one;
+  read_tool_calling({{"tools", {time_tool(), counted}}, {"tool_choice", "required"}, {"parallel_tool_calls", false}}, ToolCallParser::none, one);
+  EXPECT_TRUE(accepts(one.schema, R"([{"name":"get_time","parameters":{}}])"));
+  EXPECT_FALSE(accepts(one.schema, R"([{"name":"get_time","parameters":{}},{"name":"get_time","parameters":{}}])"));
+  // A named function: its parameters; one without parameters takes none.
+  ReplyFormat named;
+  const ToolCalling calling =
+      read_tool_calling({{"tools", {time_tool(), counted}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "count"}}}}}}, ToolCallParser::none, named);
+  EXPECT_EQ(calling.function, "count");
+  EXPECT_EQ(named.named, "tool_choice function count");
+  EXPECT_TRUE(accepts(named.schema, R"({"n":3})"));
+  EXPECT_FALSE(accepts(named.schema, R"({"n":30})"));
+  ReplyFormat no_parameters;
+  read_tool_calling({{"tools", {time_tool()}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}}, ToolCallParser::none, no_parameters);
+  EXPECT_TRUE(accepts(no_parameters.schema, "{}"));
+  EXPECT_FALSE(accepts(no_parameters.schema, R"({"a":1})"));
+}
+
+TEST(ServeTools, EarlierCallsReachTheTemplateWithTheirArgumentsAsObjects) {
+  const json messages = json::parse(R"([{"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}])");
+  const json given = template_tool_calls(messages);
+  EXPECT_EQ(given[1].at("tool_calls")[0].at("function").at("arguments"), json({{"city", "Paris"}}));
+  EXPECT_EQ(given[2], messages[2]);
+  json broken = messages;
+  broken[1]["tool_calls"][0]["function"]["arguments"] = "{\"city\": ";
+  try {
+    template_tool_calls(broken);
+    ADD_FAILURE() << "arguments that are not JSON were taken";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'messages[1].tool_calls[0].function.arguments' must be a JSON object's text"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tilefire::cli
