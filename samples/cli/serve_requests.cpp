@@ -374,6 +374,9 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
     refuse("messages", "must be a non-empty list of {\"role\", \"content\"} objects");
   // After the formats: a tool choice that holds the reply refuses one that would hold it too.
   parsed.tool_calling = read_tool_calling(body, tool_call_parser, parsed.reply_format);
+  const bool held_call = parsed.tool_calling.choice == ToolCalling::Choice::named || parsed.tool_calling.choice == ToolCalling::Choice::required;
+  if (held_call && !parsed.stops.empty())
+    refuse("stop", "with " + parsed.reply_format.named + ": the reply is a call held to its schema, which a stop string would cut");
   if (parsed.request.min_new_tokens > 0 && parsed.reply_format)
     refuse("min_tokens", "with " + parsed.reply_format.named + ": the reply ends where its " + parsed.reply_format.ends_where() +
                              ", however few its tokens");

@@ -28,9 +28,11 @@ bool is_function_name(const std::string& name) {
          std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; });
 }
 
-// A function's parameters: its schema, or (none given) a function that takes none.
+// A function's parameters: its schema, or (none given) a function that takes none; {} takes any object.
 json parameters_of(const json& function) {
-  return given(function, "parameters") ? function.at("parameters") : json{{"type", "object"}, {"properties", json::object()}};
+  if (!given(function, "parameters")) return {{"type", "object"}, {"properties", json::object()}};
+  const json& parameters = function.at("parameters");
+  return parameters.empty() ? json{{"type", "object"}, {"additionalProperties", true}} : parameters;
 }
 
 // Checks the request's tools and gives their function objects, by index.
@@ -57,6 +59,11 @@ std::vector<json> read_tools(const json& tools) {
         refuse(at + ".function." + key, std::string("must be ") + (key == "parameters" ? "a JSON Schema object" : key == "strict" ? "true or false" : "a string") +
                                             ", got " + value.dump().substr(0, 80));
     }
+    // A call's arguments are an object (OpenAI's rule): a schema of another type would give calls whose
+    // arguments a client cannot take as named parameters.
+    if (given(function, "parameters") && !function.at("parameters").empty() && function.at("parameters").value("type", json()) != "object")
+      refuse(at + ".function.parameters", "must be a JSON Schema with \"type\": \"object\" (a call's arguments are an object), got " +
+                                              function.at("parameters").dump().substr(0, 120));
     const std::string name = function.value("name", json("")).is_string() ? function.value("name", std::string()) : "";
     if (!is_function_name(name))
       refuse(at + ".function.name", "must be 1 to 64 letters, digits, '_' or '-', got " + function.value("name", json()).dump().substr(0, 80));
@@ -67,20 +74,32 @@ std::vector<json> read_tools(const json& tools) {
 }
 
 // `schema` (a function's parameters) as it reads placed at `place` of a larger schema: its references
-// to places in itself ("#/$defs/x") made references to the same places there. Constants and examples are
-// values, not schemas: left as they are.
+// to places in itself ("#/$defs/x") made references to the same places there. The keywords whose value
+// maps names to schemas (properties, $defs, ...) have their schemas re-pointed, whatever the names;
+// constants and examples are values, not schemas, and stay as they are.
+json placed_at(const json& schema, const std::string& place);
+json subschemas_placed_at(const json& value, const std::string& place) {  // a schema, or a list of them
+  if (!value.is_array()) return placed_at(value, place);
+  json placed = json::array();
+  for (const json& item : value) placed.push_back(placed_at(item, place));
+  return placed;
+}
 json placed_at(const json& schema, const std::string& place) {
-  if (schema.is_array()) {
-    json placed = json::array();
-    for (const json& item : schema) placed.push_back(placed_at(item, place));
-    return placed;
-  }
   if (!schema.is_object()) return schema;
+  static const std::set<std::string> values = {"const", "enum", "default", "examples"};
+  static const std::set<std::string> named_schemas = {"properties", "$defs", "definitions", "patternProperties", "dependentSchemas"};
   json placed = json::object();
   for (const auto& [key, value] : schema.items()) {
-    if (key == "$ref" && value.is_string() && value.get<std::string>().rfind('#', 0) == 0) placed[key] = place + value.get<std::string>().substr(1);
-    else if (key == "const" || key == "enum" || key == "default" || key == "examples") placed[key] = value;
-    else placed[key] = placed_at(value, place);
+    if (key == "$ref" && value.is_string() && value.get<std::string>().rfind('#', 0) == 0) {
+      placed[key] = place + value.get<std::string>().substr(1);
+    } else if (values.count(key) || !(value.is_object() || value.is_array())) {
+      placed[key] = value;
+    } else if (named_schemas.count(key) && value.is_object()) {
+      placed[key] = json::object();
+      for (const auto& [name, subschema] : value.items()) placed[key][name] = placed_at(subschema, place);
+    } else {
+      placed[key] = subschemas_placed_at(value, place);
+    }
   }
   return placed;
 }
@@ -103,29 +122,55 @@ json call(const std::string& name, const std::string& arguments) {
   return {{"id", new_tool_call_id()}, {"type", "function"}, {"function", {{"name", name}, {"arguments", arguments}}}};
 }
 
-// A call the model wrote: {"name": N, "arguments" (hermes) or "parameters" (llama3_json): {...}}; null
-// when it is not one.
-json call_of_object(const json& object, const char* arguments_key) {
+// A call the model wrote: {"name": N, "arguments" or "parameters": {...}} and nothing else, N one of
+// `names` (the request's tools); null when it is not one (a JSON answer that has a "name" is an answer).
+json call_of_object(const json& object, const std::vector<std::string>& names) {
   if (!object.is_object() || !object.contains("name") || !object.at("name").is_string()) return nullptr;
-  const char* key = object.contains(arguments_key) ? arguments_key : object.contains("arguments") ? "arguments" : "parameters";
-  const json arguments = object.contains(key) ? object.at(key) : json::object();
+  const std::string name = object.at("name").get<std::string>();
+  if (std::find(names.begin(), names.end(), name) == names.end()) return nullptr;
+  const size_t given_arguments = object.count("arguments") + object.count("parameters");
+  if (given_arguments > 1 || object.size() != 1 + given_arguments) return nullptr;
+  const json& arguments = given_arguments == 0 ? json::object() : object.contains("arguments") ? object.at("arguments") : object.at("parameters");
   if (!arguments.is_object()) return nullptr;
-  return call(object.at("name").get<std::string>(), arguments.dump());
+  return call(name, arguments.dump());
 }
 
+// Nesting in a JSON text: brackets outside strings. A parse, copy or dump of a value nested 100,000
+// deep recurses until the stack runs out, so text past kMostNesting is not parsed (as a request's body).
+constexpr int kMostNesting = 400;
+bool nested_past_bound(const std::string& text) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if ((c == '{' || c == '[') && ++depth > kMostNesting) {
+      return true;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// The value of a JSON text; none when it is not one, or is nested past the bound.
 std::optional<json> parse_json(const std::string& text) {
+  if (nested_past_bound(text)) return std::nullopt;
   json parsed = json::parse(text, nullptr, false);
   if (parsed.is_discarded()) return std::nullopt;
   return parsed;
 }
 
-bool only_whitespace(const std::string& text) {
-  return std::all_of(text.begin(), text.end(), [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; });
-}
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }  // JSON's whitespace
+bool only_whitespace(const std::string& text) { return std::all_of(text.begin(), text.end(), is_space); }
 
 // Hermes' calls: <tool_call>{...}</tool_call> blocks anywhere in the text; the text around them is the
 // content. Null when a block is not whole or not a call.
-std::optional<ToolReply> hermes_calls(const std::string& text) {
+std::optional<ToolReply> hermes_calls(const std::string& text, const std::vector<std::string>& names) {
   ToolReply reply;
   std::string content;
   size_t at = 0;
@@ -136,7 +181,7 @@ std::optional<ToolReply> hermes_calls(const std::string& text) {
     if (close == std::string::npos) return std::nullopt;
     const std::optional<json> object = parse_json(text.substr(body, close - body));
     if (!object) return std::nullopt;
-    const json made = call_of_object(*object, "arguments");
+    const json made = call_of_object(*object, names);
     if (made.is_null()) return std::nullopt;
     reply.tool_calls.push_back(made);
     at = close + std::char_traits<char>::length(kHermesClose);
@@ -147,7 +192,7 @@ std::optional<ToolReply> hermes_calls(const std::string& text) {
 }
 
 size_t skip_whitespace(const std::string& text, size_t at) {
-  while (at < text.size() && (text[at] == ' ' || text[at] == '\n' || text[at] == '\t' || text[at] == '\r')) ++at;
+  while (at < text.size() && is_space(text[at])) ++at;
   return at;
 }
 
@@ -173,7 +218,7 @@ size_t object_end(const std::string& text, size_t begin) {
 
 // Llama 3's calls: the whole reply, after an optional <|python_tag|>, is {"name": N, "parameters": {...}},
 // or several separated by ";". Null when it is not.
-std::optional<ToolReply> llama3_calls(const std::string& text) {
+std::optional<ToolReply> llama3_calls(const std::string& text, const std::vector<std::string>& names) {
   size_t at = skip_whitespace(text, 0);
   if (text.compare(at, std::char_traits<char>::length(kPythonTag), kPythonTag) == 0)
     at = skip_whitespace(text, at + std::char_traits<char>::length(kPythonTag));
@@ -184,7 +229,7 @@ std::optional<ToolReply> llama3_calls(const std::string& text) {
     if (end == std::string::npos) return std::nullopt;
     const std::optional<json> object = parse_json(text.substr(at, end - at));
     if (!object) return std::nullopt;
-    const json made = call_of_object(*object, "parameters");
+    const json made = call_of_object(*object, names);
     if (made.is_null()) return std::nullopt;
     reply.tool_calls.push_back(made);
     at = skip_whitespace(text, end);
@@ -199,13 +244,13 @@ std::optional<ToolReply> llama3_calls(const std::string& text) {
 
 // tool_choice "required": the reply is [{"name": N, "parameters": {...}}, ...]. Null when it does not
 // parse (a reply cut short).
-std::optional<ToolReply> required_calls(const std::string& text) {
+std::optional<ToolReply> required_calls(const std::string& text, const std::vector<std::string>& names) {
   const std::optional<json> list = parse_json(text);
   if (!list || !list->is_array() || list->empty()) return std::nullopt;
   ToolReply reply;
   reply.content = nullptr;
   for (const json& object : *list) {
-    const json made = call_of_object(object, "parameters");
+    const json made = call_of_object(object, names);
     if (made.is_null()) return std::nullopt;
     reply.tool_calls.push_back(made);
   }
@@ -229,6 +274,7 @@ ToolCalling read_tool_calling(const json& body, ToolCallParser parser, ReplyForm
   if (given(body, "tools")) {
     functions = read_tools(body.at("tools"));
     calling.tools = body.at("tools");
+    for (const json& function : functions) calling.names.push_back(function.at("name").get<std::string>());
   }
   if (given(body, "parallel_tool_calls")) {
     if (!body.at("parallel_tool_calls").is_boolean())
@@ -292,10 +338,11 @@ json template_tool_calls(const json& messages) {
       if (!calls[j].is_object() || !calls[j].contains("function") || !calls[j].at("function").is_object()) continue;
       json& function = calls[j].at("function");
       if (!function.contains("arguments") || !function.at("arguments").is_string()) continue;
-      const std::optional<json> arguments = parse_json(function.at("arguments").get<std::string>());
-      if (!arguments || !arguments->is_object())
-        refuse("messages[" + std::to_string(i) + "].tool_calls[" + std::to_string(j) + "].function.arguments",
-               "must be a JSON object's text, got " + function.at("arguments").dump().substr(0, 80));
+      const std::string text = function.at("arguments").get<std::string>();
+      const std::string where = "messages[" + std::to_string(i) + "].tool_calls[" + std::to_string(j) + "].function.arguments";
+      if (nested_past_bound(text)) refuse(where, "is nested past " + std::to_string(kMostNesting) + " levels");
+      const std::optional<json> arguments = only_whitespace(text) ? json::object() : parse_json(text);  // "": none, as vLLM reads it
+      if (!arguments || !arguments->is_object()) refuse(where, "must be a JSON object's text, got " + function.at("arguments").dump().substr(0, 80));
       function["arguments"] = *arguments;
     }
   }
@@ -311,9 +358,11 @@ ToolReply read_tool_reply(const ToolCalling& calling, const std::string& text) {
       reply.content = nullptr;
       reply.tool_calls.push_back(call(calling.function, text));
       return reply;
-    case ToolCalling::Choice::required: read = required_calls(text); break;
+    case ToolCalling::Choice::required: read = required_calls(text, calling.names); break;
     case ToolCalling::Choice::automatic:
-      read = calling.parser == ToolCallParser::hermes ? hermes_calls(text) : calling.parser == ToolCallParser::llama3_json ? llama3_calls(text) : std::nullopt;
+      read = calling.parser == ToolCallParser::hermes        ? hermes_calls(text, calling.names)
+             : calling.parser == ToolCallParser::llama3_json ? llama3_calls(text, calling.names)
+                                                             : std::nullopt;
       break;
   }
   if (!read) {
@@ -328,7 +377,12 @@ ToolReply read_tool_reply(const ToolCalling& calling, const std::string& text) {
 
 std::string new_tool_call_id() {
   static const char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  thread_local std::mt19937_64 random{std::random_device{}()};
+  // Seeded with 128 bits: random_device gives 32 at a time, and ids of every connection must not collide.
+  thread_local std::mt19937_64 random = [] {
+    std::random_device device;
+    std::seed_seq seed{device(), device(), device(), device()};
+    return std::mt19937_64(seed);
+  }();
   std::string id = "call_";
   for (int i = 0; i < 24; ++i) id += kAlphabet[random() % (sizeof(kAlphabet) - 1)];
   return id;
@@ -363,28 +417,52 @@ json tool_calls_delta(const ToolReply& reply) {
   return {{"tool_calls", calls}};
 }
 
-size_t ToolCallStream::streamable() const {
+ToolCallStream::ToolCallStream(const ToolCalling& calling) {
+  calling_.names = calling.names;
+  calling_.choice = calling.choice;
+  calling_.function = calling.function;
+  calling_.parallel = calling.parallel;
+  calling_.parser = calling.parser;
+}
+
+size_t ToolCallStream::streamable() {
   switch (calling_.choice) {
     case ToolCalling::Choice::none: return text_.size();
     case ToolCalling::Choice::named:
     case ToolCalling::Choice::required: return 0;
     case ToolCalling::Choice::automatic: break;
   }
-  if (calling_.parser == ToolCallParser::hermes) {
-    const std::string open = kHermesOpen;
-    const size_t found = text_.find(open);
-    if (found != std::string::npos) return found;
-    // A tail that may be the marker's beginning waits for the next piece.
-    for (size_t k = std::min(open.size() - 1, text_.size()); k > 0; --k)
-      if (text_.compare(text_.size() - k, k, open, 0, k) == 0) return text_.size() - k;
-    return text_.size();
+  if (calling_.parser == ToolCallParser::llama3_json) {
+    // A reply that begins (after whitespace) with "{" or the python tag is a call; known by its first
+    // character that is not whitespace, or the tag's.
+    if (is_text_) return text_.size();
+    const size_t first = skip_whitespace(text_, 0);
+    if (first == text_.size() || text_[first] == '{') return 0;
+    const std::string tag = kPythonTag;
+    const size_t compared = std::min(tag.size(), text_.size() - first);
+    is_text_ = text_.compare(first, compared, tag, 0, compared) != 0;
+    return is_text_ ? text_.size() : 0;
   }
-  // llama3_json: a reply that begins (after whitespace) with "{" or the python tag is a call.
-  const size_t first = skip_whitespace(text_, 0);
-  if (first == text_.size() || text_[first] == '{') return 0;
-  const std::string tag = kPythonTag;
-  const size_t compared = std::min(tag.size(), text_.size() - first);
-  return text_.compare(first, compared, tag, 0, compared) == 0 ? 0 : text_.size();
+  // hermes: the text before the first "<tool_call>"; without one yet, all but a tail that may begin it.
+  // Each piece is searched once, with the marker's length before it.
+  const std::string open = kHermesOpen;
+  if (marker_ == std::string::npos) {
+    marker_ = text_.find(open, searched_);
+    searched_ = text_.size() >= open.size() ? text_.size() - open.size() + 1 : 0;
+  }
+  size_t ready = marker_;
+  if (marker_ == std::string::npos) {
+    ready = text_.size();
+    for (size_t k = std::min(open.size() - 1, text_.size()); k > 0; --k)
+      if (text_.compare(text_.size() - k, k, open, 0, k) == 0) {
+        ready = text_.size() - k;
+        break;
+      }
+  }
+  // Whitespace before the calls is no content (a reply of calls alone has content null): it waits for
+  // text that is not whitespace.
+  for (; !is_text_ && scanned_ < ready; ++scanned_) is_text_ = !is_space(text_[scanned_]);
+  return is_text_ ? ready : 0;
 }
 
 std::string ToolCallStream::content(const std::string& piece) {

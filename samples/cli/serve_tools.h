@@ -32,6 +32,7 @@ struct ToolCalling {
   Choice choice = Choice::none;
   nlohmann::json tools;    // the request's "tools" as given, for the template (null: none)
   std::string function;    // named: the function the reply calls
+  std::vector<std::string> names;  // the tools' functions: a call the model writes names one
   bool parallel = true;    // "parallel_tool_calls": false allows one call at most
   ToolCallParser parser = ToolCallParser::none;  // automatic: the format of the model's calls
 
@@ -82,23 +83,28 @@ nlohmann::json arguments_delta(const std::string& piece);
 nlohmann::json tool_calls_delta(const ToolReply& reply);
 
 // An automatic choice's reply as it streams: content() gives what of each piece can go to the client as
-// text now, holding back what may begin a call (a "<tool_call>" not yet whole; with llama3_json, a reply
-// that begins with "{"); once a call has begun, the rest waits for the end. finish() reads the whole
-// reply; its content's part not yet streamed is `unsent_content()`.
+// text now, holding back what may begin a call (a "<tool_call>" not yet whole, and whitespace before it;
+// with llama3_json, a reply that begins with "{" or the python tag); once a call has begun, the rest
+// waits for the end. finish() reads the whole reply; its content's part not yet streamed is
+// `unsent_content()`. Each piece costs the same however long the reply has grown.
 class ToolCallStream {
  public:
-  explicit ToolCallStream(const ToolCalling& calling) : calling_(calling) {}
+  explicit ToolCallStream(const ToolCalling& calling);
   std::string content(const std::string& piece);
   ToolReply finish();
   // After finish(): the reply's content past what content() gave.
   std::string unsent_content(const ToolReply& reply) const;
 
  private:
-  size_t streamable() const;  // how much of text_ cannot be part of a call
+  size_t streamable();  // how much of text_ can go out as content: none of it can be part of a call
 
-  const ToolCalling& calling_;
-  std::string text_;  // the reply so far
-  size_t sent_ = 0;   // bytes of text_ given as content
+  ToolCalling calling_;  // how the reply is read (its tools left out: not needed to read it)
+  std::string text_;     // the reply so far
+  size_t sent_ = 0;      // bytes of text_ given as content
+  bool is_text_ = false;  // text that is not whitespace goes out (llama3_json: the reply is no call)
+  size_t scanned_ = 0;    // hermes: bytes of text_ looked at for text that is not whitespace
+  size_t marker_ = std::string::npos;  // hermes: where the first "<tool_call>" begins
+  size_t searched_ = 0;   // hermes: where a "<tool_call>" not yet found may begin
 };
 
 }  // namespace tilefire::cli

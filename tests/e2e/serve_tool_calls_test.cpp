@@ -231,6 +231,8 @@ TEST(ServeToolCalls, WhatCannotBeHonouredIsRefusedByName) {
       {{{"messages", messages}, {"tools", tools()}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}},
        "'tool_choice' names the function 'f', which no tool is"},
       {{{"messages", messages}, {"functions", json::array()}}, "'functions' is OpenAI's older field"},
+      {{{"messages", messages}, {"tools", tools()}, {"tool_choice", "required"}, {"stop", "}"}},
+       "'stop' with tool_choice required: the reply is a call held to its schema, which a stop string would cut"},
   };
   auto message = [](const HttpReply& reply) {
     return reply.status == 400 ? json::parse(reply.body).at("error").at("message").get<std::string>() : reply.body;

@@ -33,6 +33,7 @@ ToolCalling calling_of(ToolCalling::Choice choice, ToolCallParser parser = ToolC
   calling.parser = parser;
   calling.parallel = parallel;
   calling.function = "get_weather";
+  calling.names = {"get_weather", "get_time", "f", "g"};  // the request's tools
   return calling;
 }
 
@@ -73,7 +74,10 @@ TEST(ServeTools, HermesCallsAreReadWithTheTextAroundThem) {
   // A reply whose calls do not read whole is its text, never dropped.
   for (const std::string broken : {"<tool_call>{\"name\": \"get_time\"}", "<tool_call>{\"name\": \"get_time\"</tool_call>",
                                    "<tool_call>{\"arguments\": {}}</tool_call>", "<tool_call>{\"name\": 3}</tool_call>",
-                                   "<tool_call>{\"name\": \"f\", \"arguments\": [1]}</tool_call>", "a<tool_call>[]</tool_call>"}) {
+                                   "<tool_call>{\"name\": \"f\", \"arguments\": [1]}</tool_call>", "a<tool_call>[]</tool_call>",
+                                   "<tool_call>{\"name\": \"nope\", \"arguments\": {}}</tool_call>",  // no such tool
+                                   "<tool_call>{\"name\": \"f\", \"x\": 1}</tool_call>",  // not a call's fields
+                                   "<tool_call>{\"name\": \"f\", \"arguments\": {}, \"parameters\": {}}</tool_call>"}) {
     const ToolReply read = read_tool_reply(hermes, broken);
     EXPECT_EQ(read.content, broken);
     EXPECT_FALSE(read.called()) << broken;
@@ -81,6 +85,12 @@ TEST(ServeTools, HermesCallsAreReadWithTheTextAroundThem) {
     EXPECT_FALSE(assistant_message(read).contains("tool_calls"));
   }
   EXPECT_EQ(read_tool_reply(hermes, "").content, "");  // an empty reply is empty text
+  // Arguments nested past 400 levels are not parsed (a parse, copy or dump of them would recurse past the
+  // stack): the reply is its text.
+  const std::string deep = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}}</tool_call>";
+  EXPECT_FALSE(read_tool_reply(hermes, deep).called());
+  const std::string nested = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": " + std::string(300, '[') + std::string(300, ']') + "}}</tool_call>";
+  EXPECT_TRUE(read_tool_reply(hermes, nested).called());
 }
 
 TEST(ServeTools, Llama3CallsAreTheWholeReply) {
@@ -91,7 +101,9 @@ TEST(ServeTools, Llama3CallsAreTheWholeReply) {
   const ToolReply two = read_tool_reply(llama3, R"({"name": "get_weather", "parameters": {"city": "{;}"}}; {"name": "get_time", "arguments": {}})");
   EXPECT_TRUE(two.content.is_null());
   EXPECT_EQ(calls_of(two), (Calls{{"get_weather", {{"city", "{;}"}}}, {"get_time", json::object()}}));
+  // An answer in JSON that has a "name" is an answer: a call names a tool and holds nothing but its arguments.
   for (const std::string text : {"The weather is fine.", "{\"name\": \"get_weather\"} and more", "{\"city\": \"Oslo\"}",
+                                 "{\"name\": \"Alice\", \"age\": 30}", "{\"name\": \"get_weather\", \"age\": 30}",
                                  "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Os", "{\"name\": \"a\"}; x"}) {
     const ToolReply read = read_tool_reply(llama3, text);
     EXPECT_EQ(read.content, text);
@@ -132,7 +144,8 @@ TEST(ServeTools, AStreamedReplyHoldsBackExactlyWhatMayBeginACall) {
   const std::vector<std::pair<ToolCallParser, std::vector<std::string>>> cases = {
       {ToolCallParser::hermes,
        {"plain text", "a <tool_ca", "<tool_call", "x<tool_call>{\"name\": \"f\"}</tool_call>y", "<<tool_call>{\"name\": \"f\"}</tool_call>",
-        "<tool_call>{\"name\": \"f\"", "< tool_call >", "a<tool_call>{\"name\": \"f\"}</tool_call>\n<tool_call>{\"name\": \"g\"}</tool_call>"}},
+        "<tool_call>{\"name\": \"f\"", "< tool_call >", "a<tool_call>{\"name\": \"f\"}</tool_call>\n<tool_call>{\"name\": \"g\"}</tool_call>",
+        "\n\n<tool_call>{\"name\": \"f\"}</tool_call>", " \n<tool_call>{\"name\": \"f\"}</tool_call> done", "  \n", " x <tool_call>{\"name\": \"nope\"}</tool_call>"}},
       {ToolCallParser::llama3_json,
        {"plain text", "  ", " {\"name\": \"f\", \"parameters\": {}}", "<|python_tag|>{\"name\": \"f\"}", "<|pyth x", "<|python_tag|>not json",
         "{\"no\": 1}", "\n<x"}}};
@@ -185,6 +198,10 @@ TEST(ServeTools, ToolsAndChoicesThatCannotBeHonouredAreRefusedByName) {
       {R"({"tools": [{"type": "function", "function": {"name": "get weather"}}]})", "'tools[0].function.name' must be 1 to 64 letters"},
       {R"({"tools": [)" + weather + "," + weather + "]}", "'tools[1].function.name' is 'get_weather', the name of an earlier tool"},
       {R"({"tools": [{"type": "function", "function": {"name": "f", "returns": "x"}}]})", "'tools[0].function' has \"returns\""},
+      {R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}]})",
+       "'tools[0].function.parameters' must be a JSON Schema with \"type\": \"object\""},
+      {R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"anyOf": [{"type": "object"}]}}}]})",
+       "'tools[0].function.parameters' must be a JSON Schema with \"type\": \"object\""},
       {R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": "{}"}}]})",
        "'tools[0].function.parameters' must be a JSON Schema object"},
       {R"({"tools": [{"type": "function", "function": {"name": "f"}, "cache": true}]})", "'tools[0]' has \"cache\""},
@@ -215,9 +232,10 @@ TEST(ServeTools, ToolsAndChoicesThatCannotBeHonouredAreRefusedByName) {
 
 TEST(ServeTools, NamedAndRequiredChoicesHoldTheReplyToTheToolsSchemas) {
   // A tool's references to its own $defs still resolve inside the required list's schema.
+  // Names of properties and $defs that are keywords elsewhere are names: their schemas' references move too.
   const json counted = json::parse(R"({"type": "function", "function": {"name": "count", "parameters": {"type": "object",
-      "properties": {"n": {"$ref": "#/$defs/small"}, "unit": {"const": {"$ref": "#/kept"}}}, "required": ["n"],
-      "$defs": {"small": {"type": "integer", "minimum": 0, "maximum": 9}}}}})");
+      "properties": {"n": {"$ref": "#/$defs/small"}, "unit": {"const": {"$ref": "#/kept"}}, "default": {"$ref": "#/$defs/const"}},
+      "required": ["n"], "$defs": {"small": {"type": "integer", "minimum": 0, "maximum": 9}, "const": {"$ref": "#/$defs/small"}}}}})");
   ReplyFormat format;
   const ToolCalling required = read_tool_calling({{"tools", {time_tool(), counted}}, {"tool_choice", "required"}}, ToolCallParser::none, format);
   EXPECT_EQ(required.choice, ToolCalling::Choice::required);
@@ -230,6 +248,8 @@ TEST(ServeTools, NamedAndRequiredChoicesHoldTheReplyToTheToolsSchemas) {
   };
   EXPECT_TRUE(accepts(format.schema, R"([{"name":"count","parameters":{"n":7}},{"name":"get_time","parameters":{}}])"));
   EXPECT_TRUE(accepts(format.schema, R"([{"name":"count","parameters":{"n":7,"unit":{"$ref":"#/kept"}}}])"));
+  EXPECT_TRUE(accepts(format.schema, R"([{"name":"count","parameters":{"n":7,"default":3}}])"));
+  EXPECT_FALSE(accepts(format.schema, R"([{"name":"count","parameters":{"n":7,"default":"3"}}])"));
   EXPECT_FALSE(accepts(format.schema, R"([{"name":"count","parameters":{"n":12}}])"));
   EXPECT_FALSE(accepts(format.schema, R"([{"name":"count","parameters":{"n":"7"}}])"));
   EXPECT_FALSE(accepts(format.schema, R"([{"name":"get_date","parameters":{}}])"));
@@ -251,6 +271,13 @@ TEST(ServeTools, NamedAndRequiredChoicesHoldTheReplyToTheToolsSchemas) {
   read_tool_calling({{"tools", {time_tool()}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}}, ToolCallParser::none, no_parameters);
   EXPECT_TRUE(accepts(no_parameters.schema, "{}"));
   EXPECT_FALSE(accepts(no_parameters.schema, R"({"a":1})"));
+  // Parameters {}: any object, and only an object.
+  ReplyFormat any_object;
+  read_tool_calling(json::parse(R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+      "tool_choice": {"type": "function", "function": {"name": "f"}}})"), ToolCallParser::none, any_object);
+  EXPECT_TRUE(accepts(any_object.schema, R"({"a":[1]})"));
+  EXPECT_FALSE(accepts(any_object.schema, "null"));
+  EXPECT_FALSE(accepts(any_object.schema, "[]"));
 }
 
 TEST(ServeTools, EarlierCallsReachTheTemplateWithTheirArgumentsAsObjects) {
@@ -261,13 +288,22 @@ TEST(ServeTools, EarlierCallsReachTheTemplateWithTheirArgumentsAsObjects) {
   const json given = template_tool_calls(messages);
   EXPECT_EQ(given[1].at("tool_calls")[0].at("function").at("arguments"), json({{"city", "Paris"}}));
   EXPECT_EQ(given[2], messages[2]);
-  json broken = messages;
-  broken[1]["tool_calls"][0]["function"]["arguments"] = "{\"city\": ";
-  try {
-    template_tool_calls(broken);
-    ADD_FAILURE() << "arguments that are not JSON were taken";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("'messages[1].tool_calls[0].function.arguments' must be a JSON object's text"), std::string::npos) << e.what();
+  json no_arguments = messages;  // "" is no arguments, as vLLM reads it
+  no_arguments[1]["tool_calls"][0]["function"]["arguments"] = "";
+  EXPECT_EQ(template_tool_calls(no_arguments)[1].at("tool_calls")[0].at("function").at("arguments"), json::object());
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"{\"city\": ", "'messages[1].tool_calls[0].function.arguments' must be a JSON object's text"},
+      {"[1]", "'messages[1].tool_calls[0].function.arguments' must be a JSON object's text"},
+      {"{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}", "'messages[1].tool_calls[0].function.arguments' is nested past 400 levels"}};
+  for (const auto& [arguments, expected] : refused) {
+    json broken = messages;
+    broken[1]["tool_calls"][0]["function"]["arguments"] = arguments;
+    try {
+      template_tool_calls(broken);
+      ADD_FAILURE() << "arguments " << arguments.substr(0, 40) << " were taken";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
   }
 }
 
