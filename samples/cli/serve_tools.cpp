@@ -135,27 +135,37 @@ json call_of_object(const json& object, const std::vector<std::string>& names) {
   return call(name, arguments.dump());
 }
 
-// Nesting in a JSON text: brackets outside strings. A parse, copy or dump of a value nested 100,000
-// deep recurses until the stack runs out, so text past kMostNesting is not parsed (as a request's body).
-constexpr int kMostNesting = 400;
-bool nested_past_bound(const std::string& text) {
+// JSON text read by its brackets outside strings, from `begin`: the deepest nesting, and where the value
+// that opens at `begin` closes (one past its bracket; npos: it does not). With `to_close`, stops there.
+struct Brackets {
+  int deepest = 0;
+  size_t closed_at = std::string::npos;
+};
+Brackets scan_brackets(const std::string& text, size_t begin, bool to_close) {
+  Brackets scan;
   int depth = 0;
   bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
+  for (size_t i = begin; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
       if (c == '\\') ++i;
       else if (c == '"') in_string = false;
     } else if (c == '"') {
       in_string = true;
-    } else if ((c == '{' || c == '[') && ++depth > kMostNesting) {
-      return true;
-    } else if (c == '}' || c == ']') {
-      --depth;
+    } else if (c == '{' || c == '[') {
+      scan.deepest = std::max(scan.deepest, ++depth);
+    } else if ((c == '}' || c == ']') && --depth == 0 && scan.closed_at == std::string::npos) {
+      scan.closed_at = i + 1;
+      if (to_close) break;
     }
   }
-  return false;
+  return scan;
 }
+
+// A parse, copy or dump of a value nested 100,000 deep recurses until the stack runs out, so text
+// nested past kMostNesting is not parsed (as a request's body is not).
+constexpr int kMostNesting = 400;
+bool nested_past_bound(const std::string& text) { return scan_brackets(text, 0, false).deepest > kMostNesting; }
 
 // The value of a JSON text; none when it is not one, or is nested past the bound.
 std::optional<json> parse_json(const std::string& text) {
@@ -196,26 +206,6 @@ size_t skip_whitespace(const std::string& text, size_t at) {
   return at;
 }
 
-// Where the JSON object that begins at text[begin] ('{') ends (one past its '}'); npos when it does not.
-size_t object_end(const std::string& text, size_t begin) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = begin; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if ((c == '}' || c == ']') && --depth == 0) {
-      return i + 1;
-    }
-  }
-  return std::string::npos;
-}
-
 // Llama 3's calls: the whole reply, after an optional <|python_tag|>, is {"name": N, "parameters": {...}},
 // or several separated by ";". Null when it is not.
 std::optional<ToolReply> llama3_calls(const std::string& text, const std::vector<std::string>& names) {
@@ -225,7 +215,7 @@ std::optional<ToolReply> llama3_calls(const std::string& text, const std::vector
   ToolReply reply;
   while (true) {
     if (at >= text.size() || text[at] != '{') return std::nullopt;
-    const size_t end = object_end(text, at);
+    const size_t end = scan_brackets(text, at, true).closed_at;
     if (end == std::string::npos) return std::nullopt;
     const std::optional<json> object = parse_json(text.substr(at, end - at));
     if (!object) return std::nullopt;
