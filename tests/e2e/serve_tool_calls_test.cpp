@@ -1,9 +1,9 @@
 // tilefire serve's tool calling, end to end: a named function's call and a "required" list of calls are
 // held to the tools' schemas, so every call of a reply that ends has arguments Ajv (the oracle) finds
 // valid under its function's parameters, whole or streamed (the streamed deltas joined are the whole
-// reply's calls), in turn or batched; the template sees the tools and the earlier calls; "auto" reads a
-// reply with the server's parser and streams its text as the whole reply's; what cannot be honoured is
-// refused by name.
+// reply's calls), in turn or batched; the template sees the tools and the earlier calls; "auto" reads the
+// model's calls with the server's parser (a tokenizer whose tokens are whole calls) and streams a reply
+// without calls as the whole reply's text; what cannot be honoured is refused by name.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -215,6 +215,46 @@ TEST(ServeToolCalls, AutoReadsTheReplyWithTheServersParser) {
     const HttpReply refused = post(without.server.port(), "/v1/chat/completions", asked.dump());
     EXPECT_EQ(refused.status, 400);
     EXPECT_NE(refused.body.find("start the server with --tool-call-parser hermes or llama3_json"), std::string::npos) << refused.body;
+  }
+}
+
+// The model's own calls, read by each parser: a tokenizer whose added tokens are each a whole call in its
+// format, and a bias that makes the greedy reply that token twice. Whole and streamed, the reply is the
+// two calls (no content: nothing of them streams as text); max_tokens cuts it, so "length" stays.
+TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
+  TempDir dir("serve-tool-auto-calls");
+  const std::filesystem::path model = text_model(dir);
+  json tokenizer = tiny_byte_level_tokenizer();
+  const std::vector<std::pair<std::string, std::string>> calls = {
+      {"hermes", "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}\n</tool_call>\n"},
+      {"llama3_json", "{\"name\": \"get_time\", \"parameters\": {\"zone\": \"UTC\"}}; "}};
+  for (size_t i = 0; i < calls.size(); ++i)  // ids 263, 264: past the tiny tokenizer's, within the vocabulary of 512
+    tokenizer["added_tokens"].push_back({{"id", 263 + i}, {"content", calls[i].second}, {"special", false}});
+  write_file_text(model / "tokenizer.json", tokenizer.dump());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    SCOPED_TRACE(calls[i].first);
+    Server server({"--model", model.string(), "--threads", "1", "--tool-call-parser", calls[i].first});
+    ASSERT_NE(server.port(), 0);
+    json body = {{"messages", {{{"role", "user"}, {"content", "time?"}}}}, {"tools", tools()}, {"max_tokens", 2}, {"temperature", 0},
+                 {"logit_bias", {{std::to_string(263 + i), 100}}}};
+    for (const bool stream : {false, true}) {
+      body["stream"] = stream;
+      const HttpReply reply = post(server.port(), "/v1/chat/completions", body.dump());
+      ASSERT_EQ(reply.status, 200) << reply.body;
+      const ChoiceCalls choice = choice_calls(reply, stream, 1)[0];
+      EXPECT_TRUE(choice.content.is_null()) << (stream ? "streamed: " : "") << choice.content.dump();
+      EXPECT_EQ(choice.names, std::vector<std::string>({"get_time", "get_time"})) << reply.body;
+      for (const std::string& arguments : choice.arguments) EXPECT_EQ(json::parse(arguments), json({{"zone", "UTC"}}));
+      EXPECT_EQ(choice.finish_reason, "length");
+      EXPECT_EQ(choice.ids.size(), 2u);
+      if (choice.ids.size() == 2) EXPECT_NE(choice.ids[0], choice.ids[1]);
+    }
+    // parallel_tool_calls false: the first call alone.
+    body["stream"] = false;
+    body["parallel_tool_calls"] = false;
+    const HttpReply one = post(server.port(), "/v1/chat/completions", body.dump());
+    ASSERT_EQ(one.status, 200) << one.body;
+    EXPECT_EQ(choice_calls(one, false, 1)[0].names, std::vector<std::string>({"get_time"}));
   }
 }
 
