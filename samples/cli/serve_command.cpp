@@ -34,7 +34,7 @@
 #include "serve_metrics.h"
 #include "sampling_flags.h"
 #include "serve_requests.h"
-#include "serve_tools.h"
+#include "serve_chat_reply.h"
 #include "stop_text.h"
 #include "stream_writer.h"
 #include "tilefire/chat.h"
@@ -77,6 +77,9 @@ was generated. A device or transport fault stops it too, with exit status 3, for
                          (<tool_call>{...}</tool_call>: Qwen 2.5 and 3, Hermes) or llama3_json ({"name": ...,
                          "parameters": {...}}: Llama 3.1-3.3); default none: "auto" is refused (a named
                          function or "required" need no parser: constrained decoding holds them)
+  --reasoning-parser P   a chat reply's thinking goes to "reasoning_content", apart from its "content": qwen3
+                         (the reply opens <think>...</think>: Qwen3) or deepseek_r1 (the template opens it:
+                         DeepSeek-R1 and its distillations); default none: the thinking is content
   --threads N            worker threads (default: all cores)
   --tp N                 tensor-parallel ranks of this process (not one rank per process under mpirun)
   --tp-timeout-ms N      a collective waiting longer for a peer fails the request (default 10000)
@@ -121,6 +124,7 @@ struct Served {
   std::shared_ptr<const TokenTrie> json_tokens;
   uint32_t json_whitespace = kMostJsonWhitespace;  // --json-whitespace
   ToolCallParser tool_call_parser = ToolCallParser::none;  // --tool-call-parser
+  ReasoningParser reasoning_parser = ReasoningParser::none;  // --reasoning-parser
 
   std::string failure() {
     std::lock_guard<std::mutex> lock(failure_mutex);
@@ -379,8 +383,12 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     else c["text"] = content;
     return c;
   };
-  auto message = [&](const std::string& text) { return chat ? json{{"role", "assistant"}, {"content", text}} : json(text); };
-  const bool tools = chat && parsed.tool_calling.reads_calls();
+  // A chat choice's text becomes its message through a reader of its own: the thinking split off, the
+  // content read for calls. A reply a format holds from its first token has no thinking.
+  const ReasoningParser reasoning = parsed.reply_format ? ReasoningParser::none : served.reasoning_parser;
+  std::vector<ChatReplyReader> readers;
+  readers.reserve(n);
+  for (uint32_t i = 0; chat && i < n; ++i) readers.emplace_back(parsed.tool_calling, reasoning);
   // Choice c is of prompt c / per_prompt and draws from the request's seed + c % per_prompt: each prompt's
   // samples, each repeatable with a seed.
   auto request_of = [&](uint32_t c) {
@@ -406,12 +414,9 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
         run_choices(n, served.batcher != nullptr, [&](uint32_t i) { return generate(served, fd, request_of(i), parsed.stops, nullptr, parsed.reply_format); });
     json choices = json::array();
     for (uint32_t i = 0; i < n; ++i) {
-      json reply_choice = choice(i, message(echoed[i / per_prompt] + generated[i].text), openai_finish_reason(generated[i]), false);
-      if (tools) {  // the reply read for the calls it makes
-        const ToolReply read = read_tool_reply(parsed.tool_calling, generated[i].text);
-        reply_choice["message"] = assistant_message(read);
-        reply_choice["finish_reason"] = tool_finish_reason(parsed.tool_calling, read, openai_finish_reason(generated[i]));
-      }
+      std::string finish_reason = openai_finish_reason(generated[i]);
+      const json message = chat ? readers[i].message(generated[i].text, finish_reason) : json(echoed[i / per_prompt] + generated[i].text);
+      json reply_choice = choice(i, message, finish_reason, false);
       if (parsed.logprobs) {
         ReplyLogprobs logprobs(chat, parsed.top_logprobs, parsed.prompts[i / per_prompt], text_of);
         if (parsed.echo) logprobs.add_prompt(generated[i].result);
@@ -432,16 +437,6 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   // whose text a stop string held back), the last with the usage, then [DONE].
   const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
   std::vector<std::optional<ReplyLogprobs>> logprobs(n);
-  // Read for calls: a named function's reply streams as its call's arguments; another's content streams
-  // as it comes, up to where a call may begin, and its calls go out whole at its end.
-  const bool named_call = tools && parsed.tool_calling.choice == ToolCalling::Choice::named;
-  std::vector<std::string> call_ids(n);
-  std::vector<ToolCallStream> tool_streams;
-  tool_streams.reserve(n);
-  for (uint32_t i = 0; tools && i < n; ++i) {
-    call_ids[i] = new_tool_call_id();
-    tool_streams.emplace_back(parsed.tool_calling);
-  }
   std::vector<GenerateRequest> generations;
   for (uint32_t i = 0; i < n; ++i) {
     generations.push_back(request_of(i));
@@ -476,17 +471,16 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     status = 200;
     open = http::write_all(fd, http::event_stream_head());
     for (uint32_t i = 0; open && chat && i < n; ++i)
-      open = send(chunk(i, named_call ? named_call_head(parsed.tool_calling, call_ids[i]) : json{{"role", "assistant"}, {"content", ""}}, nullptr));
+      open = send(chunk(i, readers[i].head(), nullptr));
   };
   try {
     std::vector<StreamedReply> streamed;
     for (uint32_t i = 0; i < n; ++i)
       streamed.push_back(StreamedReply{
           [&, i](const std::string& piece) {
-            if (named_call) return event(with_logprobs(i, chunk(i, arguments_delta(piece), nullptr)));
-            const std::string content = tools ? tool_streams[i].content(piece) : piece;
-            if (content.empty()) return std::string();  // held back: its logprobs go with a later chunk
-            return event(with_logprobs(i, chunk(i, chat ? json{{"content", content}} : json(content), nullptr)));
+            const json delta = chat ? readers[i].delta(piece) : json(piece);
+            if (chat && delta.empty()) return std::string();  // held back: its logprobs go with a later chunk
+            return event(with_logprobs(i, chunk(i, delta, nullptr)));
           },
           [&](const std::string& piece_event) {
             std::lock_guard<std::mutex> lock(writing);
@@ -511,14 +505,9 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     send_head();  // every writer has finished: no lock is needed from here
     for (const Generated& g : generated) open = open && !g.stream_broken;  // a reply with a gap must not end as if whole
     for (uint32_t i = 0; open && i < n; ++i) {
-      json finish_reason = openai_finish_reason(generated[i]);
-      if (tools && !named_call) {  // what was held back: content that began no call, then the calls whole
-        const ToolReply read = tool_streams[i].finish();
-        const std::string unsent = tool_streams[i].unsent_content(read);
-        if (!unsent.empty()) open = send(chunk(i, json{{"content", unsent}}, nullptr));
-        if (open && read.called()) open = send(chunk(i, tool_calls_delta(read), nullptr));
-        finish_reason = tool_finish_reason(parsed.tool_calling, read, finish_reason);
-      }
+      std::string finish_reason = openai_finish_reason(generated[i]);
+      if (chat)  // what the reader held back: thinking and text that began no call, then the calls whole
+        for (const json& delta : readers[i].finish(finish_reason)) open = open && send(chunk(i, delta, nullptr));
       if (!open) break;
       json last = with_logprobs(i, chunk(i, chat ? json::object() : json(""), finish_reason));
       if (i + 1 == n && !parsed.include_usage) last["usage"] = usage(generated, per_prompt);
@@ -614,7 +603,7 @@ void handle_connection(Served& served, int fd) {
 
 int serve_command(int argc, char** argv) {
   std::vector<std::string> switches{"--help", "--separate-prefill"}, valued{"--host", "--port", "--chat-template", "--api-key", "--max-connections", "--io-timeout-ms", "--json-whitespace",
-                                                     "--tool-call-parser",
+                                                     "--tool-call-parser", "--reasoning-parser",
                                                      "--sequences", "--prefill-chunks"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
   for (const std::string& flag : speculation_valued()) valued.push_back(flag);
@@ -653,6 +642,7 @@ int serve_command(int argc, char** argv) {
   served.speculation = speculation;
   served.json_whitespace = uint32_t(args.unsigned_or("--json-whitespace", kMostJsonWhitespace, 0, kMostJsonWhitespace));
   if (const auto parser = args.text("--tool-call-parser")) served.tool_call_parser = tool_call_parser_named(*parser);
+  if (const auto parser = args.text("--reasoning-parser")) served.reasoning_parser = reasoning_parser_named(*parser);
   const char* key_variable = std::getenv("TILEFIRE_API_KEY");
   served.api_key = args.text_or("--api-key", key_variable ? key_variable : "");
   for (char c : served.api_key)

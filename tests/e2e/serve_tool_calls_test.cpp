@@ -3,7 +3,8 @@
 // valid under its function's parameters, whole or streamed (the streamed deltas joined are the whole
 // reply's calls), in turn or batched; the template sees the tools and the earlier calls; "auto" reads the
 // model's calls with the server's parser (a tokenizer whose tokens are whole calls) and streams a reply
-// without calls as the whole reply's text; what cannot be honoured is refused by name.
+// without calls as the whole reply's text; a reasoning parser splits the thinking off, before the calls
+// are read; what cannot be honoured is refused by name.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -36,6 +37,7 @@ json tools() {
 struct ChoiceCalls {
   std::vector<std::string> ids, names, arguments;
   json content;
+  json reasoning;  // "reasoning_content"; null: none
   std::string finish_reason;
 };
 
@@ -65,6 +67,8 @@ std::vector<ChoiceCalls> choice_calls(const HttpReply& reply, bool streamed, siz
     if (message.contains("content") && message.at("content").is_string() && !message.at("content").get<std::string>().empty())
       into.content = (into.content.is_string() ? into.content.get<std::string>() : "") + message.at("content").get<std::string>();
     if (message.contains("tool_calls")) take_calls(into, message.at("tool_calls"), chunk);
+    if (message.contains("reasoning_content") && message.at("reasoning_content").is_string())
+      into.reasoning = (into.reasoning.is_string() ? into.reasoning.get<std::string>() : "") + message.at("reasoning_content").get<std::string>();
     if (choice.at("finish_reason").is_string()) into.finish_reason = choice.at("finish_reason").get<std::string>();
   };
   if (!streamed) {
@@ -256,6 +260,56 @@ TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
     ASSERT_EQ(one.status, 200) << one.body;
     EXPECT_EQ(choice_calls(one, false, 1)[0].names, std::vector<std::string>({"get_time"}));
   }
+}
+
+// --reasoning-parser: a token that is a whole reply of thinking and answer (or thinking and a call),
+// made the greedy reply by a bias. Whole and streamed, the thinking is "reasoning_content" and the rest the
+// content, read for calls; a reply a format holds has no thinking to split.
+TEST(ServeToolCalls, AReasoningParserSplitsTheThinkingFromTheAnswer) {
+  TempDir dir("serve-reasoning");
+  const std::filesystem::path model = text_model(dir);
+  json tokenizer = tiny_byte_level_tokenizer();
+  const std::vector<std::string> replies = {"<think>plan</think>answer",
+                                            "<think>hmm</think>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>",
+                                            "plan</think>answer"};
+  for (size_t i = 0; i < replies.size(); ++i) tokenizer["added_tokens"].push_back({{"id", 263 + i}, {"content", replies[i]}, {"special", false}});
+  write_file_text(model / "tokenizer.json", tokenizer.dump());
+  struct Case {
+    std::string parser;
+    int token;
+    bool tools;
+    const char* reasoning;
+    const char* content;
+    std::vector<std::string> calls;
+  };
+  const std::vector<Case> cases = {{"qwen3", 263, false, "plan", "answer", {}},
+                                   {"qwen3", 264, true, "hmm", nullptr, {"get_time"}},
+                                   {"deepseek_r1", 265, false, "plan", "answer", {}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.parser + " " + std::to_string(c.token));
+    Server server({"--model", model.string(), "--threads", "1", "--reasoning-parser", c.parser, "--tool-call-parser", "hermes"});
+    ASSERT_NE(server.port(), 0);
+    json body = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 1}, {"temperature", 0},
+                 {"logit_bias", {{std::to_string(c.token), 100}}}};
+    if (c.tools) body["tools"] = tools();
+    for (const bool stream : {false, true}) {
+      body["stream"] = stream;
+      const HttpReply reply = post(server.port(), "/v1/chat/completions", body.dump());
+      ASSERT_EQ(reply.status, 200) << reply.body;
+      const ChoiceCalls choice = choice_calls(reply, stream, 1)[0];
+      EXPECT_EQ(choice.reasoning, json(c.reasoning)) << reply.body;
+      EXPECT_EQ(choice.content, c.content ? json(c.content) : json(nullptr)) << reply.body;
+      EXPECT_EQ(choice.names, c.calls) << reply.body;
+    }
+    // Held by a format from its first token: no thinking is split off.
+    json held = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 4}, {"response_format", {{"type", "json_object"}}}};
+    const HttpReply json_reply = post(server.port(), "/v1/chat/completions", held.dump());
+    ASSERT_EQ(json_reply.status, 200) << json_reply.body;
+    EXPECT_FALSE(json::parse(json_reply.body).at("choices")[0].at("message").contains("reasoning_content")) << json_reply.body;
+  }
+  const RunResult bad = run_cli({"serve", "--port", "0", "--reasoning-parser", "granite"});
+  EXPECT_EQ(bad.status, 2) << describe(bad);
+  EXPECT_NE(bad.err.find("--reasoning-parser must be qwen3"), std::string::npos) << bad.err;
 }
 
 TEST(ServeToolCalls, WhatCannotBeHonouredIsRefusedByName) {

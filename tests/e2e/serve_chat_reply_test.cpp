@@ -1,0 +1,142 @@
+// How tilefire serve makes a chat reply's text into OpenAI's message (samples/cli/serve_reasoning.cpp,
+// serve_chat_reply.cpp): the thinking split off by each reasoning parser, and for every way of cutting a
+// reply into pieces, the streamed deltas joined are the whole reply's message (thinking, content and
+// calls), with nothing of a tag or a call streamed as text.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "samples/cli/serve_chat_reply.h"
+#include "samples/cli/serve_reasoning.h"
+#include "tilefire/errors.h"
+
+namespace tilefire::cli {
+namespace {
+
+using nlohmann::json;
+
+json text_or_null(const char* text) { return text ? json(text) : json(nullptr); }
+
+TEST(ServeReasoning, EachParserSplitsTheThinkingFromTheAnswer) {
+  struct Case {
+    ReasoningParser parser;
+    std::string text;
+    const char* reasoning;  // null: none
+    const char* content;
+  };
+  const std::vector<Case> cases = {
+      {ReasoningParser::qwen3, "<think>plan</think>\n\nanswer", "plan", "\n\nanswer"},
+      {ReasoningParser::qwen3, "answer", nullptr, "answer"},
+      {ReasoningParser::qwen3, "<think>cut sho", "cut sho", nullptr},  // max_tokens inside the thinking
+      {ReasoningParser::qwen3, "<think></think>a", "", "a"},
+      {ReasoningParser::qwen3, " <think>x</think>", nullptr, " <think>x</think>"},  // not the reply's opening
+      {ReasoningParser::qwen3, "<think>a</think>b</think>c", "a", "b</think>c"},
+      {ReasoningParser::qwen3, "", nullptr, ""},
+      {ReasoningParser::deepseek_r1, "plan</think>answer", "plan", "answer"},
+      {ReasoningParser::deepseek_r1, "<think>plan</think>answer", "plan", "answer"},
+      {ReasoningParser::deepseek_r1, "plan", "plan", nullptr},
+      {ReasoningParser::deepseek_r1, "</think>", "", nullptr},
+      {ReasoningParser::deepseek_r1, "<thi", "<thi", nullptr},
+      {ReasoningParser::qwen3, "<thi", nullptr, "<thi"},
+      {ReasoningParser::none, "<think>plan</think>answer", nullptr, "<think>plan</think>answer"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    const ReasonedReply split = split_reasoning(c.parser, c.text);
+    EXPECT_EQ(split.reasoning, text_or_null(c.reasoning));
+    EXPECT_EQ(split.content, text_or_null(c.content));
+    // Every cut in three pieces streams the same, and what has gone out is always the start of the whole.
+    const std::string reasoning = c.reasoning ? c.reasoning : "", content = c.content ? c.content : "";
+    for (size_t a = 0; a <= c.text.size(); ++a)
+      for (size_t b = a; b <= c.text.size(); ++b) {
+        ReasoningStream stream(c.parser);
+        std::string thought, said;
+        for (const std::string piece : {c.text.substr(0, a), c.text.substr(a, b - a), c.text.substr(b)}) {
+          const ReasoningStream::Pieces out = stream.add(piece);
+          thought += out.reasoning;
+          said += out.content;
+          ASSERT_EQ(reasoning.compare(0, thought.size(), thought), 0) << "cut at " << a << ", " << b << ": thought '" << thought << "'";
+          ASSERT_EQ(content.compare(0, said.size(), said), 0) << "cut at " << a << ", " << b << ": said '" << said << "'";
+        }
+        const ReasoningStream::Pieces rest = stream.finish();
+        EXPECT_EQ(thought + rest.reasoning, reasoning) << "cut at " << a << ", " << b;
+        EXPECT_EQ(said + rest.content, content) << "cut at " << a << ", " << b;
+      }
+  }
+  EXPECT_THROW(reasoning_parser_named("granite"), InputError);
+  EXPECT_EQ(reasoning_parser_named("deepseek_r1"), ReasoningParser::deepseek_r1);
+}
+
+// A streamed message's deltas joined: thinking, content (null when none), calls' names and arguments.
+struct Joined {
+  std::string reasoning, content;
+  std::vector<std::string> names, arguments;
+};
+void join(Joined& joined, const json& delta) {
+  if (delta.contains("reasoning_content")) joined.reasoning += delta.at("reasoning_content").get<std::string>();
+  if (delta.contains("content") && delta.at("content").is_string()) joined.content += delta.at("content").get<std::string>();
+  for (const json& call : delta.value("tool_calls", json::array())) {
+    const size_t k = call.at("index").get<size_t>();
+    if (k >= joined.names.size()) {
+      joined.names.resize(k + 1);
+      joined.arguments.resize(k + 1);
+    }
+    if (call.at("function").contains("name")) joined.names[k] = call.at("function").at("name").get<std::string>();
+    joined.arguments[k] += call.at("function").value("arguments", "");
+  }
+}
+
+TEST(ServeChatReply, AStreamedMessageIsTheWholeOnesForEveryCut) {
+  ToolCalling hermes;
+  hermes.choice = ToolCalling::Choice::automatic;
+  hermes.parser = ToolCallParser::hermes;
+  hermes.names = {"get_time"};
+  const std::string call = "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>";
+  const std::vector<std::string> texts = {"<think>hmm</think>\n" + call, "<think>hmm</think>fine", "<think>cut", "plain " + call, "",
+                                          "<think>a <tool_call></think>b", "<thin", "<think>x</thi"};
+  for (const ReasoningParser reasoning : {ReasoningParser::qwen3, ReasoningParser::none})
+    for (const ToolCalling& calling : {hermes, ToolCalling{}})
+      for (const std::string& text : texts) {
+        SCOPED_TRACE(text);
+        std::string whole_finish = "stop";
+        const json message = ChatReplyReader(calling, reasoning).message(text, whole_finish);
+        EXPECT_EQ(message.contains("reasoning_content"), reasoning != ReasoningParser::none);
+        for (size_t a = 0; a <= text.size(); a += 3) {
+          ChatReplyReader reader(calling, reasoning);
+          Joined joined;
+          join(joined, reader.head());
+          join(joined, reader.delta(text.substr(0, a)));
+          join(joined, reader.delta(text.substr(a)));
+          std::string finish = "stop";
+          for (const json& delta : reader.finish(finish)) join(joined, delta);
+          EXPECT_EQ(finish, whole_finish);
+          EXPECT_EQ(joined.reasoning, message.value("reasoning_content", json("")).is_string() ? message.value("reasoning_content", "") : "");
+          EXPECT_EQ(joined.content, message.at("content").is_string() ? message.at("content").get<std::string>() : "");
+          const json calls = message.value("tool_calls", json::array());
+          ASSERT_EQ(joined.names.size(), calls.size());
+          for (size_t k = 0; k < calls.size(); ++k) {
+            EXPECT_EQ(joined.names[k], calls[k].at("function").at("name"));
+            EXPECT_EQ(joined.arguments[k], calls[k].at("function").at("arguments"));
+          }
+        }
+      }
+  // The thinking, then a call: no content, the call read from the answer alone.
+  std::string finish = "stop";
+  const json message = ChatReplyReader(hermes, ReasoningParser::qwen3).message("<think>hmm</think>\n" + call, finish);
+  EXPECT_EQ(message.at("reasoning_content"), "hmm");
+  EXPECT_TRUE(message.at("content").is_null());
+  EXPECT_EQ(message.at("tool_calls").size(), 1u);
+  EXPECT_EQ(finish, "tool_calls");
+  // A call inside the thinking is thought, not made.
+  finish = "stop";
+  const json thought = ChatReplyReader(hermes, ReasoningParser::qwen3).message("<think>" + call + "</think>ok", finish);
+  EXPECT_FALSE(thought.contains("tool_calls"));
+  EXPECT_EQ(thought.at("content"), "ok");
+  EXPECT_EQ(finish, "stop");
+}
+
+}  // namespace
+}  // namespace tilefire::cli
