@@ -14,6 +14,7 @@
 
 #include "tilefire/errors.h"
 #include "tilefire/engine.h"
+#include "tests/common/random_reply_masks.h"
 #include "tilefire/reply_grammar.h"
 
 namespace tilefire::testing {
@@ -178,30 +179,13 @@ TEST(ReplyGrammar, TheSharedTablesGiveTheWalksMasks) {
     SCOPED_TRACE(gbnf);
     const auto grammar = ReplyGrammar::compile(gbnf);
     for (int reply = 0; reply < 12; ++reply) {
+      SCOPED_TRACE("reply " + std::to_string(reply));
       GrammarReplyConstraint constraint(tokens, grammar, {eos});
-      std::vector<int32_t> generated;
       GrammarParseTable own_table(grammar);
-      GrammarReplyBytes walked = own_table.start();
-      while (generated.size() < 30) {
-        std::vector<uint8_t> through(vocabulary.size(), 0), walk(vocabulary.size(), 0);
-        constraint.allowed(generated, through);
-        tokens->walk(walked, [&](int32_t token, const GrammarReplyBytes&) { walk[size_t(token)] = 1; });  // no lists
-        if (walked.complete()) walk[size_t(eos)] = 1;
-        ASSERT_EQ(through, walk) << "reply " << reply << " after " << generated.size() << " tokens";
-        ++compared;
-        std::vector<int32_t> choices;
-        for (size_t t = 0; t < walk.size(); ++t)
-          if (walk[t]) choices.push_back(int32_t(t));
-        ASSERT_FALSE(choices.empty()) << "a dead end";
-        const int32_t token = choices[random() % choices.size()];
-        if (token == eos) break;
-        generated.push_back(token);
-        ASSERT_TRUE(walked.feed(vocabulary[size_t(token)]));
-        if (constraint.ended(generated)) {
-          EXPECT_TRUE(walked.ended());
-          break;
-        }
-      }
+      const auto walk = [&](const GrammarReplyBytes& state, std::vector<uint8_t>& mask) {
+        tokens->walk(state, [&](int32_t token, const GrammarReplyBytes&) { mask[size_t(token)] = 1; });  // no lists
+      };
+      compared += compare_masks_along_a_random_reply(constraint, own_table.start(), walk, vocabulary, eos, 30, random);
     }
     EXPECT_GE(grammar->token_tables(), 2u) << "the lists were not used";
   }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/random_reply_masks.h"
 #include "tilefire/errors.h"
 #include "tilefire/reply_pattern.h"
 
@@ -214,30 +215,13 @@ TEST(ReplyPattern, TheTablesGiveTheWalksMasks) {
     const auto pattern = ReplyPattern::compile(source);
     ASSERT_TRUE(pattern->counted()) << source;
     for (int reply = 0; reply < 20; ++reply) {
+      SCOPED_TRACE(std::string(source) + ", reply " + std::to_string(reply));
       PatternReplyConstraint constraint(tokens, pattern, {eos});
-      std::vector<int32_t> generated;
-      PatternReplyBytes walked = pattern->start();  // no tables: every mask is a walk
-      while (generated.size() < 40) {
-        std::vector<uint8_t> through(vocabulary.size(), 0), walk(vocabulary.size(), 0);
-        constraint.allowed(generated, through);
-        tokens->allow_tokens(walked, walk);
-        if (walked.complete()) walk[size_t(eos)] = 1;
-        ASSERT_EQ(through, walk) << source << " after " << generated.size() << " tokens";
-        ++compared;
-        std::vector<int32_t> choices;
-        for (size_t t = 0; t < walk.size(); ++t)
-          if (walk[t]) choices.push_back(int32_t(t));
-        ASSERT_FALSE(choices.empty()) << "a dead end";
-        const int32_t token = choices[random() % choices.size()];
-        if (token == eos) break;
-        generated.push_back(token);
-        ASSERT_TRUE(walked.feed(vocabulary[size_t(token)]));
-        tabled += !walked.ended() && generated.size() > 2;
-        if (constraint.ended(generated)) {
-          EXPECT_TRUE(walked.ended());
-          break;
-        }
-      }
+      // The test's own state, from pattern->start(), has no tables: every mask is a walk.
+      const auto walk = [&](const PatternReplyBytes& state, std::vector<uint8_t>& mask) { tokens->allow_tokens(state, mask); };
+      compared += compare_masks_along_a_random_reply<PatternReplyConstraint, PatternReplyBytes>(
+          constraint, pattern->start(), walk, vocabulary, eos, 40, random,
+          [&](const PatternReplyBytes& state, const std::vector<int32_t>& generated) { tabled += !state.ended() && generated.size() > 2; });
     }
   }
   EXPECT_GT(compared, 300u);
