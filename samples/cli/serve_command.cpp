@@ -479,7 +479,7 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
       streamed.push_back(StreamedReply{
           [&, i](const std::string& piece) {
             const json delta = chat ? readers[i].delta(piece) : json(piece);
-            if (chat && delta.empty()) return std::string();  // held back: its logprobs go with a later chunk
+            if (chat ? delta.empty() : piece.empty()) return std::string();  // held back: its logprobs go with a later chunk
             return event(with_logprobs(i, chunk(i, delta, nullptr)));
           },
           [&](const std::string& piece_event) {

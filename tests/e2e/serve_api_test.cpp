@@ -497,6 +497,17 @@ void echo_scores_the_prompt(const std::vector<std::string>& extra) {
     else
       EXPECT_EQ(token_logprobs, whole_choice.at("logprobs").at("token_logprobs"));
   }
+  // A prompt without text (ids past the tokenizer's, within the model's vocabulary): its echo sends no empty
+  // chunk; its entries go out with the first text. Only the chunk with the finish reason may be empty.
+  const HttpReply textless = post(server.port(), "/v1/completions",
+                                  R"({"prompt": [300, 301], "max_tokens": 3, "logprobs": 1, "echo": true, "temperature": 0, "stream": true})");
+  ASSERT_EQ(textless.status, 200) << textless.body;
+  for (const std::string& data : events(textless.body)) {
+    if (data == "[DONE]") continue;
+    const json event = json::parse(data);
+    const json& c = event.at("choices")[0];
+    if (c.at("finish_reason").is_null()) EXPECT_FALSE(c.at("text").get<std::string>().empty()) << data;
+  }
 
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"/v1/completions", R"({"prompt": "x", "echo": 1})"},

@@ -89,40 +89,51 @@ void join(Joined& joined, const json& delta) {
   }
 }
 
+ToolCalling automatic(ToolCallParser parser) {
+  ToolCalling calling;
+  calling.choice = ToolCalling::Choice::automatic;
+  calling.parser = parser;
+  calling.names = {"get_time"};
+  return calling;
+}
+
+// Every parser of thinking with every reading of calls, each reply cut in two at every byte, ended by
+// itself ("stop") or by max_tokens ("length", which calls do not change).
 TEST(ServeChatReply, AStreamedMessageIsTheWholeOnesForEveryCut) {
-  ToolCalling hermes;
-  hermes.choice = ToolCalling::Choice::automatic;
-  hermes.parser = ToolCallParser::hermes;
-  hermes.names = {"get_time"};
   const std::string call = "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>";
+  const std::string llama_call = "{\"name\": \"get_time\", \"parameters\": {}}";
   const std::vector<std::string> texts = {"<think>hmm</think>\n" + call, "<think>hmm</think>fine", "<think>cut", "plain " + call, "",
-                                          "<think>a <tool_call></think>b", "<thin", "<think>x</thi"};
-  for (const ReasoningParser reasoning : {ReasoningParser::qwen3, ReasoningParser::none})
-    for (const ToolCalling& calling : {hermes, ToolCalling{}})
-      for (const std::string& text : texts) {
-        SCOPED_TRACE(text);
-        std::string whole_finish = "stop";
-        const json message = ChatReplyReader(calling, reasoning).message(text, whole_finish);
-        EXPECT_EQ(message.contains("reasoning_content"), reasoning != ReasoningParser::none);
-        for (size_t a = 0; a <= text.size(); a += 3) {
-          ChatReplyReader reader(calling, reasoning);
-          Joined joined;
-          join(joined, reader.head());
-          join(joined, reader.delta(text.substr(0, a)));
-          join(joined, reader.delta(text.substr(a)));
-          std::string finish = "stop";
-          for (const json& delta : reader.finish(finish)) join(joined, delta);
-          EXPECT_EQ(finish, whole_finish);
-          EXPECT_EQ(joined.reasoning, message.value("reasoning_content", json("")).is_string() ? message.value("reasoning_content", "") : "");
-          EXPECT_EQ(joined.content, message.at("content").is_string() ? message.at("content").get<std::string>() : "");
-          const json calls = message.value("tool_calls", json::array());
-          ASSERT_EQ(joined.names.size(), calls.size());
-          for (size_t k = 0; k < calls.size(); ++k) {
-            EXPECT_EQ(joined.names[k], calls[k].at("function").at("name"));
-            EXPECT_EQ(joined.arguments[k], calls[k].at("function").at("arguments"));
+                                          "<think>a <tool_call></think>b", "<thin", "<think>x</thi", "plan</think>" + llama_call,
+                                          "<think>x</think> " + llama_call, "plan</think>\n" + call + " after"};
+  for (const ReasoningParser reasoning : {ReasoningParser::qwen3, ReasoningParser::deepseek_r1, ReasoningParser::none})
+    for (const ToolCalling& calling : {automatic(ToolCallParser::hermes), automatic(ToolCallParser::llama3_json), ToolCalling{}})
+      for (const std::string& text : texts)
+        for (const std::string ended : {"stop", "length"}) {
+          SCOPED_TRACE(text + ", " + ended);
+          std::string whole_finish = ended;
+          const json message = ChatReplyReader(calling, reasoning).message(text, whole_finish);
+          EXPECT_EQ(message.contains("reasoning_content"), reasoning != ReasoningParser::none);
+          if (ended == "length") EXPECT_EQ(whole_finish, "length");
+          for (size_t a = 0; a <= text.size(); ++a) {
+            ChatReplyReader reader(calling, reasoning);
+            Joined joined;
+            join(joined, reader.head());
+            join(joined, reader.delta(text.substr(0, a)));
+            join(joined, reader.delta(text.substr(a)));
+            std::string finish = ended;
+            for (const json& delta : reader.finish(finish)) join(joined, delta);
+            EXPECT_EQ(finish, whole_finish);
+            EXPECT_EQ(joined.reasoning, message.value("reasoning_content", json("")).is_string() ? message.value("reasoning_content", "") : "");
+            EXPECT_EQ(joined.content, message.at("content").is_string() ? message.at("content").get<std::string>() : "");
+            const json calls = message.value("tool_calls", json::array());
+            ASSERT_EQ(joined.names.size(), calls.size());
+            for (size_t k = 0; k < calls.size(); ++k) {
+              EXPECT_EQ(joined.names[k], calls[k].at("function").at("name"));
+              EXPECT_EQ(joined.arguments[k], calls[k].at("function").at("arguments"));
+            }
           }
         }
-      }
+  const ToolCalling hermes = automatic(ToolCallParser::hermes);
   // The thinking, then a call: no content, the call read from the answer alone.
   std::string finish = "stop";
   const json message = ChatReplyReader(hermes, ReasoningParser::qwen3).message("<think>hmm</think>\n" + call, finish);
@@ -136,6 +147,14 @@ TEST(ServeChatReply, AStreamedMessageIsTheWholeOnesForEveryCut) {
   EXPECT_FALSE(thought.contains("tool_calls"));
   EXPECT_EQ(thought.at("content"), "ok");
   EXPECT_EQ(finish, "stop");
+  // Cut inside the thinking: the content is null (no answer yet), not empty text; no thinking: null reasoning.
+  finish = "length";
+  const json cut = ChatReplyReader(hermes, ReasoningParser::qwen3).message("<think>still", finish);
+  EXPECT_TRUE(cut.at("content").is_null());
+  EXPECT_EQ(cut.at("reasoning_content"), "still");
+  const json plain = ChatReplyReader(ToolCalling{}, ReasoningParser::qwen3).message("hi", finish);
+  EXPECT_TRUE(plain.at("reasoning_content").is_null());
+  EXPECT_EQ(plain.at("content"), "hi");
 }
 
 }  // namespace

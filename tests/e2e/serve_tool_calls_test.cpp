@@ -301,11 +301,21 @@ TEST(ServeToolCalls, AReasoningParserSplitsTheThinkingFromTheAnswer) {
       EXPECT_EQ(choice.content, c.content ? json(c.content) : json(nullptr)) << reply.body;
       EXPECT_EQ(choice.names, c.calls) << reply.body;
     }
-    // Held by a format from its first token: no thinking is split off.
-    json held = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 4}, {"response_format", {{"type", "json_object"}}}};
-    const HttpReply json_reply = post(server.port(), "/v1/chat/completions", held.dump());
-    ASSERT_EQ(json_reply.status, 200) << json_reply.body;
-    EXPECT_FALSE(json::parse(json_reply.body).at("choices")[0].at("message").contains("reasoning_content")) << json_reply.body;
+    // Held by a format from its first token (a JSON object, a required call), whole or streamed: no thinking
+    // is split off (with deepseek_r1 a reply without </think> would be all thinking), and there is no
+    // reasoning_content.
+    const json message_x = {{{"role", "user"}, {"content", "x"}}};
+    for (const json& held : {json{{"messages", message_x}, {"max_tokens", 4}, {"response_format", {{"type", "json_object"}}}},
+                             json{{"messages", message_x}, {"max_tokens", 60}, {"tools", tools()}, {"tool_choice", "required"}}})
+      for (const bool stream : {false, true}) {
+        json asked = held;
+        asked["stream"] = stream;
+        const HttpReply reply = post(server.port(), "/v1/chat/completions", asked.dump());
+        ASSERT_EQ(reply.status, 200) << reply.body;
+        EXPECT_EQ(reply.body.find("reasoning_content"), std::string::npos) << reply.body;
+        const ChoiceCalls choice = choice_calls(reply, stream, 1)[0];
+        if (held.contains("response_format")) EXPECT_TRUE(choice.content.is_string()) << reply.body;  // split, it would be all thinking
+      }
   }
   const RunResult bad = run_cli({"serve", "--port", "0", "--reasoning-parser", "granite"});
   EXPECT_EQ(bad.status, 2) << describe(bad);
