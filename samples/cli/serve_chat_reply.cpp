@@ -4,18 +4,8 @@ namespace tilefire::cli {
 
 using nlohmann::json;
 
-namespace {
-
-ToolCalling without_tools(const ToolCalling& calling) {
-  ToolCalling copy = calling;
-  copy.tools = nullptr;
-  return copy;
-}
-
-}  // namespace
-
 ChatReplyReader::ChatReplyReader(const ToolCalling& calling, ReasoningParser reasoning)
-    : calling_(without_tools(calling)),
+    : calling_(calling.for_reading()),
       reasoning_(reasoning),
       call_id_(calling.choice == ToolCalling::Choice::named ? new_tool_call_id() : ""),
       tools_(calling_),

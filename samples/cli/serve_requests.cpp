@@ -158,6 +158,13 @@ ReplyFormat reply_format(const json& body) {
   return format ? format : structured;
 }
 
+// A reply a format holds ends where the format lets it, however few its tokens: min_tokens cannot hold.
+void refuse_min_tokens_beside_a_format(const ParsedRequest& parsed) {
+  if (parsed.request.min_new_tokens > 0 && parsed.reply_format)
+    refuse("min_tokens", "with " + parsed.reply_format.named + ": the reply ends where its " + parsed.reply_format.ends_where() +
+                             ", however few its tokens");
+}
+
 // The fields every generation takes: sampling, max tokens, stop strings, stream.
 ParsedRequest common_fields(const json& body, const ModelInfo& model, const char* max_field, uint32_t default_max) {
   refuse_unsupported(body);
@@ -181,9 +188,7 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
   if (request.min_new_tokens > request.max_new_tokens)
     refuse("min_tokens", "is " + std::to_string(request.min_new_tokens) + ", more than " + max_field + " (" +
                              std::to_string(request.max_new_tokens) + ")");
-  if (request.min_new_tokens > 0 && parsed.reply_format)
-    refuse("min_tokens", "with " + parsed.reply_format.named + ": the reply ends where its " + parsed.reply_format.ends_where() +
-                             ", however few its tokens");
+  refuse_min_tokens_beside_a_format(parsed);
   request.sampling.temperature = float(number(body, "temperature", 1.0, 0.0, 100.0));  // OpenAI's default
   request.sampling.top_p = float(number(body, "top_p", 1.0, 0.0, 1.0));
   if (request.sampling.top_p == 0.0f) {  // the smallest set holding no probability: the most probable token
@@ -377,9 +382,7 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
   const bool held_call = parsed.tool_calling.choice == ToolCalling::Choice::named || parsed.tool_calling.choice == ToolCalling::Choice::required;
   if (held_call && !parsed.stops.empty())
     refuse("stop", "with " + parsed.reply_format.named + ": the reply is a call held to its schema, which a stop string would cut");
-  if (parsed.request.min_new_tokens > 0 && parsed.reply_format)
-    refuse("min_tokens", "with " + parsed.reply_format.named + ": the reply ends where its " + parsed.reply_format.ends_where() +
-                             ", however few its tokens");
+  refuse_min_tokens_beside_a_format(parsed);
   // The template sees the tools (with tool_choice "none" too, as vLLM's does) and earlier calls'
   // arguments as objects.
   const json variables = parsed.tool_calling.tools.is_null() ? json::object() : json{{"tools", parsed.tool_calling.tools}};

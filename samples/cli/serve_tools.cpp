@@ -407,13 +407,7 @@ json tool_calls_delta(const ToolReply& reply) {
   return {{"tool_calls", calls}};
 }
 
-ToolCallStream::ToolCallStream(const ToolCalling& calling) {
-  calling_.names = calling.names;
-  calling_.choice = calling.choice;
-  calling_.function = calling.function;
-  calling_.parallel = calling.parallel;
-  calling_.parser = calling.parser;
-}
+ToolCallStream::ToolCallStream(const ToolCalling& calling) : calling_(calling.for_reading()) {}
 
 size_t ToolCallStream::streamable() {
   switch (calling_.choice) {

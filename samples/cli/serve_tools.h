@@ -38,6 +38,12 @@ struct ToolCalling {
 
   // Whether the reply is read for calls.
   bool reads_calls() const { return choice != Choice::none; }
+  // The same, without the tools' JSON, which reading a reply does not need: what each choice's reader keeps.
+  ToolCalling for_reading() const {
+    ToolCalling reading = *this;
+    reading.tools = nullptr;
+    return reading;
+  }
 };
 
 // The request's "tools", "tool_choice" and "parallel_tool_calls". For a named or required choice, sets

@@ -54,7 +54,7 @@ TEST(ServeReasoning, EachParserSplitsTheThinkingFromTheAnswer) {
       for (size_t b = a; b <= c.text.size(); ++b) {
         ReasoningStream stream(c.parser);
         std::string thought, said;
-        for (const std::string piece : {c.text.substr(0, a), c.text.substr(a, b - a), c.text.substr(b)}) {
+        for (const std::string& piece : {c.text.substr(0, a), c.text.substr(a, b - a), c.text.substr(b)}) {
           const ReasoningStream::Pieces out = stream.add(piece);
           thought += out.reasoning;
           said += out.content;
@@ -113,7 +113,9 @@ TEST(ServeChatReply, AStreamedMessageIsTheWholeOnesForEveryCut) {
           std::string whole_finish = ended;
           const json message = ChatReplyReader(calling, reasoning).message(text, whole_finish);
           EXPECT_EQ(message.contains("reasoning_content"), reasoning != ReasoningParser::none);
-          if (ended == "length") EXPECT_EQ(whole_finish, "length");
+          if (ended == "length") {
+            EXPECT_EQ(whole_finish, "length");
+          }
           for (size_t a = 0; a <= text.size(); ++a) {
             ChatReplyReader reader(calling, reasoning);
             Joined joined;

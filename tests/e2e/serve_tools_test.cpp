@@ -159,7 +159,7 @@ TEST(ServeTools, AStreamedReplyHoldsBackExactlyWhatMayBeginACall) {
           SCOPED_TRACE("'" + text + "' cut at " + std::to_string(a) + ", " + std::to_string(b));
           ToolCallStream stream(calling);
           std::string streamed;
-          for (const std::string piece : {text.substr(0, a), text.substr(a, b - a), text.substr(b)}) {
+          for (const std::string& piece : {text.substr(0, a), text.substr(a, b - a), text.substr(b)}) {
             streamed += stream.content(piece);
             ASSERT_EQ(content.compare(0, streamed.size(), streamed), 0) << "streamed '" << streamed << "' is not the start of '" << content << "'";
           }
