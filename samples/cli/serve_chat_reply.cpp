@@ -7,7 +7,7 @@ using nlohmann::json;
 ChatReplyReader::ChatReplyReader(const ToolCalling& calling, ReasoningParser reasoning)
     : calling_(calling.for_reading()),
       reasoning_(reasoning),
-      call_id_(calling.choice == ToolCalling::Choice::named ? new_tool_call_id() : ""),
+      call_id_(calling.choice == ToolCalling::Choice::named ? new_tool_call_id(calling.parser) : ""),
       tools_(calling_),
       thinking_(reasoning) {}
 

@@ -74,9 +74,11 @@ was generated. A device or transport fault stops it too, with exit status 3, for
                          would pad its reply with newlines)
   --tool-call-parser P   a chat with tools and tool_choice "auto" (the default with tools) reads the model's
                          own calls from its reply in the format P its chat template teaches it: hermes
-                         (<tool_call>{...}</tool_call>: Qwen 2.5 and 3, Hermes) or llama3_json ({"name": ...,
-                         "parameters": {...}}: Llama 3.1-3.3); default none: "auto" is refused (a named
-                         function or "required" need no parser: constrained decoding holds them)
+                         (<tool_call>{...}</tool_call>: Qwen 2.5 and 3, Hermes), llama3_json ({"name": ...,
+                         "parameters": {...}}: Llama 3.1-3.3), mistral ([TOOL_CALLS][{...}] or
+                         [TOOL_CALLS]name[ARGS]{...}) or pythonic ([name(key=value)]: Llama 3.2 and 4);
+                         default none: "auto" is refused (a named function or "required" need no parser:
+                         constrained decoding holds them)
   --reasoning-parser P   a chat reply's thinking goes to "reasoning_content", apart from its "content": qwen3
                          (the reply opens <think>...</think>: Qwen3) or deepseek_r1 (the template opens it:
                          DeepSeek-R1 and its distillations); default none: the thinking is content

@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 
+#include "pythonic_calls.h"
 #include "tilefire/errors.h"
 
 namespace tilefire::cli {
@@ -21,6 +22,12 @@ constexpr size_t kMostTools = 128;  // OpenAI's bound on a request's tools
 constexpr const char* kHermesOpen = "<tool_call>";
 constexpr const char* kHermesClose = "</tool_call>";
 constexpr const char* kPythonTag = "<|python_tag|>";  // Llama 3's token before a call it makes
+constexpr const char* kMistralCalls = "[TOOL_CALLS]";    // Mistral's token before its calls
+constexpr const char* kMistralArgs = "[ARGS]";           // and, from its tokenizer version 11, between a call's name and arguments
+constexpr const char* kPythonStart = "<|python_start|>";  // Llama 4's tokens around the pythonic calls it makes
+constexpr const char* kPythonEnd = "<|python_end|>";
+
+size_t marker_length(const char* marker) { return std::char_traits<char>::length(marker); }
 
 // OpenAI's rule for a function's name: letters, digits, underscores and dashes, 1 to 64 of them.
 bool is_function_name(const std::string& name) {
@@ -118,13 +125,14 @@ json required_calls_schema(const std::vector<json>& functions, bool parallel) {
   return schema;
 }
 
-json call(const std::string& name, const std::string& arguments) {
-  return {{"id", new_tool_call_id()}, {"type", "function"}, {"function", {{"name", name}, {"arguments", arguments}}}};
+json call(const ToolCalling& calling, const std::string& name, const std::string& arguments) {
+  return {{"id", new_tool_call_id(calling.parser)}, {"type", "function"}, {"function", {{"name", name}, {"arguments", arguments}}}};
 }
 
 // A call the model wrote: {"name": N, "arguments" or "parameters": {...}} and nothing else, N one of
-// `names` (the request's tools); null when it is not one (a JSON answer that has a "name" is an answer).
-json call_of_object(const json& object, const std::vector<std::string>& names) {
+// the request's tools; null when it is not one (a JSON answer that has a "name" is an answer).
+json call_of_object(const json& object, const ToolCalling& calling) {
+  const std::vector<std::string>& names = calling.names;
   if (!object.is_object() || !object.contains("name") || !object.at("name").is_string()) return nullptr;
   const std::string name = object.at("name").get<std::string>();
   if (std::find(names.begin(), names.end(), name) == names.end()) return nullptr;
@@ -132,7 +140,17 @@ json call_of_object(const json& object, const std::vector<std::string>& names) {
   if (given_arguments > 1 || object.size() != 1 + given_arguments) return nullptr;
   const json& arguments = given_arguments == 0 ? json::object() : object.contains("arguments") ? object.at("arguments") : object.at("parameters");
   if (!arguments.is_object()) return nullptr;
-  return call(name, arguments.dump());
+  return call(calling, name, arguments.dump());
+}
+
+// Each of `objects` as a call, added to the reply's; false when one is not a call.
+bool add_calls(const json& objects, const ToolCalling& calling, ToolReply& reply) {
+  for (const json& object : objects) {
+    const json made = call_of_object(object, calling);
+    if (made.is_null()) return false;
+    reply.tool_calls.push_back(made);
+  }
+  return true;
 }
 
 // JSON text read by its brackets outside strings, from `begin`: the deepest nesting, and where the value
@@ -180,21 +198,21 @@ bool only_whitespace(const std::string& text) { return std::all_of(text.begin(),
 
 // Hermes' calls: <tool_call>{...}</tool_call> blocks anywhere in the text; the text around them is the
 // content. Null when a block is not whole or not a call.
-std::optional<ToolReply> hermes_calls(const std::string& text, const std::vector<std::string>& names) {
+std::optional<ToolReply> hermes_calls(const std::string& text, const ToolCalling& calling) {
   ToolReply reply;
   std::string content;
   size_t at = 0;
   for (size_t open; (open = text.find(kHermesOpen, at)) != std::string::npos;) {
     content += text.substr(at, open - at);
-    const size_t body = open + std::char_traits<char>::length(kHermesOpen);
+    const size_t body = open + marker_length(kHermesOpen);
     const size_t close = text.find(kHermesClose, body);
     if (close == std::string::npos) return std::nullopt;
     const std::optional<json> object = parse_json(text.substr(body, close - body));
     if (!object) return std::nullopt;
-    const json made = call_of_object(*object, names);
+    const json made = call_of_object(*object, calling);
     if (made.is_null()) return std::nullopt;
     reply.tool_calls.push_back(made);
-    at = close + std::char_traits<char>::length(kHermesClose);
+    at = close + marker_length(kHermesClose);
   }
   content += text.substr(at);
   reply.content = only_whitespace(content) && reply.called() ? json(nullptr) : json(content);
@@ -208,10 +226,10 @@ size_t skip_whitespace(const std::string& text, size_t at) {
 
 // Llama 3's calls: the whole reply, after an optional <|python_tag|>, is {"name": N, "parameters": {...}},
 // or several separated by ";". Null when it is not.
-std::optional<ToolReply> llama3_calls(const std::string& text, const std::vector<std::string>& names) {
+std::optional<ToolReply> llama3_calls(const std::string& text, const ToolCalling& calling) {
   size_t at = skip_whitespace(text, 0);
-  if (text.compare(at, std::char_traits<char>::length(kPythonTag), kPythonTag) == 0)
-    at = skip_whitespace(text, at + std::char_traits<char>::length(kPythonTag));
+  if (text.compare(at, marker_length(kPythonTag), kPythonTag) == 0)
+    at = skip_whitespace(text, at + marker_length(kPythonTag));
   ToolReply reply;
   while (true) {
     if (at >= text.size() || text[at] != '{') return std::nullopt;
@@ -219,7 +237,7 @@ std::optional<ToolReply> llama3_calls(const std::string& text, const std::vector
     if (end == std::string::npos) return std::nullopt;
     const std::optional<json> object = parse_json(text.substr(at, end - at));
     if (!object) return std::nullopt;
-    const json made = call_of_object(*object, names);
+    const json made = call_of_object(*object, calling);
     if (made.is_null()) return std::nullopt;
     reply.tool_calls.push_back(made);
     at = skip_whitespace(text, end);
@@ -232,18 +250,74 @@ std::optional<ToolReply> llama3_calls(const std::string& text, const std::vector
   return reply;
 }
 
-// tool_choice "required": the reply is [{"name": N, "parameters": {...}}, ...]. Null when it does not
-// parse (a reply cut short).
-std::optional<ToolReply> required_calls(const std::string& text, const std::vector<std::string>& names) {
-  const std::optional<json> list = parse_json(text);
-  if (!list || !list->is_array() || list->empty()) return std::nullopt;
+// Mistral's calls: the text before the first [TOOL_CALLS] is the content, and after it come calls alone
+// (whitespace between them), in either of the forms Mistral's tokenizers teach: a JSON list of
+// {"name", "arguments"} objects (tokenizer versions up to 7), or name[ARGS]{...} (version 11 on), each
+// call after a [TOOL_CALLS] of its own. Null when they do not read whole.
+std::optional<ToolReply> mistral_calls(const std::string& text, const ToolCalling& calling) {
+  const size_t first = text.find(kMistralCalls);
+  if (first == std::string::npos) return std::nullopt;
+  ToolReply reply;
+  // The JSON value that begins at `at`: null when it does not read whole (`at` then of no use).
+  auto value_at = [&](size_t& at) -> std::optional<json> {
+    if (at >= text.size() || (text[at] != '{' && text[at] != '[')) return std::nullopt;
+    const size_t end = scan_brackets(text, at, true).closed_at;
+    if (end == std::string::npos) return std::nullopt;
+    std::optional<json> value = parse_json(text.substr(at, end - at));
+    at = end;
+    return value;
+  };
+  for (size_t at = first; at < text.size(); at = skip_whitespace(text, at)) {
+    if (text.compare(at, marker_length(kMistralCalls), kMistralCalls) != 0) return std::nullopt;
+    at = skip_whitespace(text, at + marker_length(kMistralCalls));
+    json objects = json::array();
+    if (at < text.size() && (text[at] == '[' || text[at] == '{')) {  // [{"name": N, "arguments": {...}}, ...]
+      const std::optional<json> value = value_at(at);
+      if (!value) return std::nullopt;
+      if (value->is_array()) {
+        objects = *value;
+      } else {
+        objects.push_back(*value);
+      }
+    } else {  // N[ARGS]{...}
+      const size_t name_begin = at;
+      while (at < text.size() && (std::isalnum(static_cast<unsigned char>(text[at])) || text[at] == '_' || text[at] == '-')) ++at;
+      const std::string name = text.substr(name_begin, at - name_begin);
+      if (text.compare(at, marker_length(kMistralArgs), kMistralArgs) == 0) at += marker_length(kMistralArgs);
+      const std::optional<json> arguments = value_at(at);
+      if (!arguments) return std::nullopt;
+      objects.push_back({{"name", name}, {"arguments", *arguments}});
+    }
+    if (objects.empty() || !add_calls(objects, calling, reply)) return std::nullopt;
+  }
+  const std::string content = text.substr(0, first);
+  reply.content = only_whitespace(content) ? json(nullptr) : json(content);
+  return reply;
+}
+
+// Pythonic calls (Llama 3.2, and Llama 4 between its python tokens): the whole reply is
+// [name(key=value, ...), ...] (pythonic_calls.h). Null when it is not.
+std::optional<ToolReply> pythonic_reply(const std::string& text, const ToolCalling& calling) {
+  size_t begin = skip_whitespace(text, 0);
+  if (text.compare(begin, marker_length(kPythonStart), kPythonStart) == 0) begin += marker_length(kPythonStart);
+  size_t end = text.size();
+  while (end > begin && is_space(text[end - 1])) --end;
+  const size_t end_tag = marker_length(kPythonEnd);
+  if (end - begin >= end_tag && text.compare(end - end_tag, end_tag, kPythonEnd) == 0) end -= end_tag;
+  const std::optional<json> objects = pythonic_calls(std::string_view(text).substr(begin, end - begin), kMostNesting);
   ToolReply reply;
   reply.content = nullptr;
-  for (const json& object : *list) {
-    const json made = call_of_object(object, names);
-    if (made.is_null()) return std::nullopt;
-    reply.tool_calls.push_back(made);
-  }
+  if (!objects || !add_calls(*objects, calling, reply)) return std::nullopt;
+  return reply;
+}
+
+// tool_choice "required": the reply is [{"name": N, "parameters": {...}}, ...]. Null when it does not
+// parse (a reply cut short).
+std::optional<ToolReply> required_calls(const std::string& text, const ToolCalling& calling) {
+  const std::optional<json> list = parse_json(text);
+  ToolReply reply;
+  reply.content = nullptr;
+  if (!list || !list->is_array() || list->empty() || !add_calls(*list, calling, reply)) return std::nullopt;
   return reply;
 }
 
@@ -252,7 +326,10 @@ std::optional<ToolReply> required_calls(const std::string& text, const std::vect
 ToolCallParser tool_call_parser_named(const std::string& name) {
   if (name == "hermes") return ToolCallParser::hermes;
   if (name == "llama3_json") return ToolCallParser::llama3_json;
-  throw InputError("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes) or llama3_json (Llama 3.1-3.3), got '" + name + "'");
+  if (name == "mistral") return ToolCallParser::mistral;
+  if (name == "pythonic") return ToolCallParser::pythonic;
+  throw InputError("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes), llama3_json (Llama 3.1-3.3), mistral (Mistral) or "
+                   "pythonic (Llama 3.2 and 4), got '" + name + "'");
 }
 
 ToolCalling read_tool_calling(const json& body, ToolCallParser parser, ReplyFormat& format) {
@@ -289,7 +366,7 @@ ToolCalling read_tool_calling(const json& body, ToolCallParser parser, ReplyForm
   if (choice == "auto") {
     if (parser == ToolCallParser::none)
       refuse("tool_choice", "is \"auto\" (the default with tools), which reads the model's own calls from its text: start the server with "
-                            "--tool-call-parser hermes or llama3_json (the format the model's chat template teaches it), or ask for "
+                            "--tool-call-parser hermes, llama3_json, mistral or pythonic (the format the model's chat template teaches it), or ask for "
                             "\"required\" or a named function (calls held by constrained decoding), or \"none\"");
     calling.choice = ToolCalling::Choice::automatic;
     return calling;
@@ -346,13 +423,17 @@ ToolReply read_tool_reply(const ToolCalling& calling, const std::string& text) {
     case ToolCalling::Choice::none: break;
     case ToolCalling::Choice::named:
       reply.content = nullptr;
-      reply.tool_calls.push_back(call(calling.function, text));
+      reply.tool_calls.push_back(call(calling, calling.function, text));
       return reply;
-    case ToolCalling::Choice::required: read = required_calls(text, calling.names); break;
+    case ToolCalling::Choice::required: read = required_calls(text, calling); break;
     case ToolCalling::Choice::automatic:
-      read = calling.parser == ToolCallParser::hermes        ? hermes_calls(text, calling.names)
-             : calling.parser == ToolCallParser::llama3_json ? llama3_calls(text, calling.names)
-                                                             : std::nullopt;
+      switch (calling.parser) {
+        case ToolCallParser::none: break;
+        case ToolCallParser::hermes: read = hermes_calls(text, calling); break;
+        case ToolCallParser::llama3_json: read = llama3_calls(text, calling); break;
+        case ToolCallParser::mistral: read = mistral_calls(text, calling); break;
+        case ToolCallParser::pythonic: read = pythonic_reply(text, calling); break;
+      }
       break;
   }
   if (!read) {
@@ -365,7 +446,7 @@ ToolReply read_tool_reply(const ToolCalling& calling, const std::string& text) {
   return *read;
 }
 
-std::string new_tool_call_id() {
+std::string new_tool_call_id(ToolCallParser parser) {
   static const char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   // Seeded with 128 bits: random_device gives 32 at a time, and ids of every connection must not collide.
   thread_local std::mt19937_64 random = [] {
@@ -373,8 +454,11 @@ std::string new_tool_call_id() {
     std::seed_seq seed{device(), device(), device(), device()};
     return std::mt19937_64(seed);
   }();
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += kAlphabet[random() % (sizeof(kAlphabet) - 1)];
+  // Mistral's templates refuse a call id that is not 9 letters and digits, and the client sends the id
+  // back with the call and its result in the next request.
+  const bool mistral = parser == ToolCallParser::mistral;
+  std::string id = mistral ? "" : "call_";
+  for (int i = 0; i < (mistral ? 9 : 24); ++i) id += kAlphabet[random() % (sizeof(kAlphabet) - 1)];
   return id;
 }
 
@@ -416,29 +500,38 @@ size_t ToolCallStream::streamable() {
     case ToolCalling::Choice::required: return 0;
     case ToolCalling::Choice::automatic: break;
   }
-  if (calling_.parser == ToolCallParser::llama3_json) {
-    // A reply that begins (after whitespace) with "{" or the python tag is a call; known by its first
-    // character that is not whitespace, or the tag's.
-    if (is_text_) return text_.size();
-    const size_t first = skip_whitespace(text_, 0);
-    if (first == text_.size() || text_[first] == '{') return 0;
-    const std::string tag = kPythonTag;
-    const size_t compared = std::min(tag.size(), text_.size() - first);
-    is_text_ = text_.compare(first, compared, tag, 0, compared) != 0;
-    return is_text_ ? text_.size() : 0;
+  switch (calling_.parser) {
+    case ToolCallParser::none: break;
+    case ToolCallParser::hermes: return streamable_before(kHermesOpen);
+    case ToolCallParser::mistral: return streamable_before(kMistralCalls);
+    case ToolCallParser::llama3_json: return streamable_unless_opened_by('{', kPythonTag);
+    case ToolCallParser::pythonic: return streamable_unless_opened_by('[', kPythonStart);
   }
-  // hermes: the text before the first "<tool_call>"; without one yet, all but a tail that may begin it.
-  // Each piece is searched once, with the marker's length before it.
-  const std::string open = kHermesOpen;
+  return text_.size();
+}
+
+size_t ToolCallStream::streamable_unless_opened_by(char opener, const std::string& tag) {
+  // Known by the reply's first character that is not whitespace, or by the tag's.
+  if (is_text_) return text_.size();
+  const size_t first = skip_whitespace(text_, 0);
+  if (first == text_.size() || text_[first] == opener) return 0;
+  const size_t compared = std::min(tag.size(), text_.size() - first);
+  is_text_ = text_.compare(first, compared, tag, 0, compared) != 0;
+  return is_text_ ? text_.size() : 0;
+}
+
+size_t ToolCallStream::streamable_before(const std::string& marker) {
+  // The text before the first marker; without one yet, all but a tail that may begin it. Each piece is
+  // searched once, with the marker's length before it.
   if (marker_ == std::string::npos) {
-    marker_ = text_.find(open, searched_);
-    searched_ = text_.size() >= open.size() ? text_.size() - open.size() + 1 : 0;
+    marker_ = text_.find(marker, searched_);
+    searched_ = text_.size() >= marker.size() ? text_.size() - marker.size() + 1 : 0;
   }
   size_t ready = marker_;
   if (marker_ == std::string::npos) {
     ready = text_.size();
-    for (size_t k = std::min(open.size() - 1, text_.size()); k > 0; --k)
-      if (text_.compare(text_.size() - k, k, open, 0, k) == 0) {
+    for (size_t k = std::min(marker.size() - 1, text_.size()); k > 0; --k)
+      if (text_.compare(text_.size() - k, k, marker, 0, k) == 0) {
         ready = text_.size() - k;
         break;
       }

@@ -8,10 +8,13 @@
 // - "required": the reply is a JSON list of one call or more, [{"name": N, "parameters": {...}}], each
 //   held to its function's schema the same way;
 // - "auto" (the default when tools are given): the model decides, and its calls are read from its text in
-//   the format its chat template taught it, named by the server's --tool-call-parser: `hermes` (Qwen 2.5
-//   and 3, Hermes: <tool_call>{"name": N, "arguments": {...}}</tool_call> blocks) or `llama3_json`
-//   (Llama 3.1-3.3: the reply is {"name": N, "parameters": {...}}, calls separated by ";"). A reply
-//   whose calls do not parse is answered as text, never dropped.
+//   the format its chat template taught it, named by the server's --tool-call-parser (vLLM's names):
+//   - `hermes` (Qwen 2.5 and 3, Hermes): <tool_call>{"name": N, "arguments": {...}}</tool_call> blocks;
+//   - `llama3_json` (Llama 3.1-3.3): the reply is {"name": N, "parameters": {...}}, calls separated by ";";
+//   - `mistral`: [TOOL_CALLS] and a JSON list of {"name": N, "arguments": {...}}, or (tokenizer versions
+//     11 on) [TOOL_CALLS]N[ARGS]{...} for each call, after the reply's text;
+//   - `pythonic` (Llama 3.2 and 4): the reply is [N(key=value, ...), ...] (pythonic_calls.h).
+//   A reply whose calls do not parse is answered as text, never dropped.
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -22,7 +25,7 @@
 
 namespace tilefire::cli {
 
-enum class ToolCallParser { none, hermes, llama3_json };
+enum class ToolCallParser { none, hermes, llama3_json, mistral, pythonic };
 
 // --tool-call-parser NAME; InputError naming the flag and the names it takes.
 ToolCallParser tool_call_parser_named(const std::string& name);
@@ -72,8 +75,9 @@ struct ToolReply {
 // they parse whole (else the reply is its text).
 ToolReply read_tool_reply(const ToolCalling& calling, const std::string& text);
 
-// A new call id: "call_" and 24 random letters and digits.
-std::string new_tool_call_id();
+// A new call id: "call_" and 24 random letters and digits; with the mistral parser (the server's model is
+// Mistral's, whatever the choice), 9 random letters and digits, the ids Mistral's chat templates take.
+std::string new_tool_call_id(ToolCallParser parser);
 
 // OpenAI's shapes of a reply read for calls:
 // - the assistant's message: {"role": "assistant", "content": ..., "tool_calls": [...] when it made any};
@@ -89,8 +93,9 @@ nlohmann::json arguments_delta(const std::string& piece);
 nlohmann::json tool_calls_delta(const ToolReply& reply);
 
 // An automatic choice's reply as it streams: content() gives what of each piece can go to the client as
-// text now, holding back what may begin a call (a "<tool_call>" not yet whole, and whitespace before it;
-// with llama3_json, a reply that begins with "{" or the python tag); once a call has begun, the rest
+// text now, holding back what may begin a call (a "<tool_call>" or "[TOOL_CALLS]" not yet whole, and
+// whitespace before it; a reply that begins with "{" or <|python_tag|> with llama3_json, with "[" or
+// <|python_start|> with pythonic); once a call has begun, the rest
 // waits for the end. finish() reads the whole reply; its content's part not yet streamed is
 // `unsent_content()`. Each piece costs the same however long the reply has grown.
 class ToolCallStream {
@@ -103,14 +108,16 @@ class ToolCallStream {
 
  private:
   size_t streamable();  // how much of text_ can go out as content: none of it can be part of a call
+  size_t streamable_before(const std::string& marker);  // hermes, mistral: calls begin at a marker
+  size_t streamable_unless_opened_by(char opener, const std::string& tag);  // llama3_json, pythonic: calls are the whole reply
 
   ToolCalling calling_;  // how the reply is read (its tools left out: not needed to read it)
   std::string text_;     // the reply so far
   size_t sent_ = 0;      // bytes of text_ given as content
-  bool is_text_ = false;  // text that is not whitespace goes out (llama3_json: the reply is no call)
-  size_t scanned_ = 0;    // hermes: bytes of text_ looked at for text that is not whitespace
-  size_t marker_ = std::string::npos;  // hermes: where the first "<tool_call>" begins
-  size_t searched_ = 0;   // hermes: where a "<tool_call>" not yet found may begin
+  bool is_text_ = false;  // text that is not whitespace goes out (llama3_json, pythonic: the reply is no call)
+  size_t scanned_ = 0;    // hermes, mistral: bytes of text_ looked at for text that is not whitespace
+  size_t marker_ = std::string::npos;  // hermes, mistral: where the first marker begins
+  size_t searched_ = 0;   // hermes, mistral: where a marker not yet found may begin
 };
 
 }  // namespace tilefire::cli

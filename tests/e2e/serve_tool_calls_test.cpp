@@ -145,7 +145,9 @@ void held_calls(const std::vector<std::string>& extra) {
       }
       EXPECT_TRUE(choice.content.is_null()) << choice.content.dump();
       ASSERT_GE(choice.names.size(), 1u);
-      if (!parallel) EXPECT_EQ(choice.names.size(), 1u);
+      if (!parallel) {
+        EXPECT_EQ(choice.names.size(), 1u);
+      }
       for (size_t k = 0; k < choice.names.size(); ++k) {
         ASSERT_TRUE(by_function.count(choice.names[k])) << choice.names[k];
         by_function[choice.names[k]].documents.push_back(choice.arguments[k]);
@@ -218,28 +220,35 @@ TEST(ServeToolCalls, AutoReadsTheReplyWithTheServersParser) {
     if (!choice.is_null()) asked["tool_choice"] = choice;
     const HttpReply refused = post(without.server.port(), "/v1/chat/completions", asked.dump());
     EXPECT_EQ(refused.status, 400);
-    EXPECT_NE(refused.body.find("start the server with --tool-call-parser hermes or llama3_json"), std::string::npos) << refused.body;
+    EXPECT_NE(refused.body.find("start the server with --tool-call-parser hermes, llama3_json, mistral or pythonic"), std::string::npos) << refused.body;
   }
 }
 
 // The model's own calls, read by each parser: a tokenizer whose added tokens are each a whole call in its
-// format, and a bias that makes the greedy reply that token twice. Whole and streamed, the reply is the
-// two calls (no content: nothing of them streams as text); max_tokens cuts it, so "length" stays.
+// format (two, for pythonic's list), and a bias that makes the greedy reply that token, twice where it is
+// one call. Whole and streamed, the reply is the two calls (no content: nothing of them streams as text);
+// max_tokens cuts it, so "length" stays.
 TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
   TempDir dir("serve-tool-auto-calls");
   const std::filesystem::path model = text_model(dir);
   json tokenizer = tiny_byte_level_tokenizer();
-  const std::vector<std::pair<std::string, std::string>> calls = {
-      {"hermes", "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}\n</tool_call>\n"},
-      {"llama3_json", "{\"name\": \"get_time\", \"parameters\": {\"zone\": \"UTC\"}}; "}};
-  for (size_t i = 0; i < calls.size(); ++i)  // ids 263, 264: past the tiny tokenizer's, within the vocabulary of 512
-    tokenizer["added_tokens"].push_back({{"id", 263 + i}, {"content", calls[i].second}, {"special", false}});
+  struct Format {
+    std::string parser, token;
+    int max_tokens;
+  };
+  const std::vector<Format> calls = {
+      {"hermes", "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}\n</tool_call>\n", 2},
+      {"llama3_json", "{\"name\": \"get_time\", \"parameters\": {\"zone\": \"UTC\"}}; ", 2},
+      {"mistral", "[TOOL_CALLS]get_time[ARGS]{\"zone\": \"UTC\"}", 2},
+      {"pythonic", "[get_time(zone='UTC'), get_time(zone=\"U\" 'TC')]", 1}};
+  for (size_t i = 0; i < calls.size(); ++i)  // ids 263 on: past the tiny tokenizer's, within the vocabulary of 512
+    tokenizer["added_tokens"].push_back({{"id", 263 + i}, {"content", calls[i].token}, {"special", false}});
   write_file_text(model / "tokenizer.json", tokenizer.dump());
   for (size_t i = 0; i < calls.size(); ++i) {
-    SCOPED_TRACE(calls[i].first);
-    Server server({"--model", model.string(), "--threads", "1", "--tool-call-parser", calls[i].first});
+    SCOPED_TRACE(calls[i].parser);
+    Server server({"--model", model.string(), "--threads", "1", "--tool-call-parser", calls[i].parser});
     ASSERT_NE(server.port(), 0);
-    json body = {{"messages", {{{"role", "user"}, {"content", "time?"}}}}, {"tools", tools()}, {"max_tokens", 2}, {"temperature", 0},
+    json body = {{"messages", {{{"role", "user"}, {"content", "time?"}}}}, {"tools", tools()}, {"max_tokens", calls[i].max_tokens}, {"temperature", 0},
                  {"logit_bias", {{std::to_string(263 + i), 100}}}};
     for (const bool stream : {false, true}) {
       body["stream"] = stream;
@@ -251,7 +260,10 @@ TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
       for (const std::string& arguments : choice.arguments) EXPECT_EQ(json::parse(arguments), json({{"zone", "UTC"}}));
       EXPECT_EQ(choice.finish_reason, "length");
       EXPECT_EQ(choice.ids.size(), 2u);
-      if (choice.ids.size() == 2) EXPECT_NE(choice.ids[0], choice.ids[1]);
+      if (choice.ids.size() == 2) {
+        EXPECT_NE(choice.ids[0], choice.ids[1]);
+      }
+      for (const std::string& id : choice.ids) EXPECT_EQ(id.size(), calls[i].parser == "mistral" ? 9u : 29u) << id;  // Mistral's templates take 9
     }
     // parallel_tool_calls false: the first call alone.
     body["stream"] = false;
@@ -314,7 +326,9 @@ TEST(ServeToolCalls, AReasoningParserSplitsTheThinkingFromTheAnswer) {
         ASSERT_EQ(reply.status, 200) << reply.body;
         EXPECT_EQ(reply.body.find("reasoning_content"), std::string::npos) << reply.body;
         const ChoiceCalls choice = choice_calls(reply, stream, 1)[0];
-        if (held.contains("response_format")) EXPECT_TRUE(choice.content.is_string()) << reply.body;  // split, it would be all thinking
+        if (held.contains("response_format")) {
+          EXPECT_TRUE(choice.content.is_string()) << reply.body;  // split, it would be all thinking
+        }
       }
   }
   const RunResult bad = run_cli({"serve", "--port", "0", "--reasoning-parser", "granite"});
@@ -350,9 +364,12 @@ TEST(ServeToolCalls, WhatCannotBeHonouredIsRefusedByName) {
   EXPECT_EQ(completion.status, 400);
   EXPECT_NE(completion.body.find("'tools' is a field of /v1/chat/completions"), std::string::npos) << completion.body;
   // A parser the server does not know: named at start, exit status 2.
-  const RunResult bad = run_cli({"serve", "--port", "0", "--tool-call-parser", "mistral"});
+  const RunResult bad = run_cli({"serve", "--port", "0", "--tool-call-parser", "granite"});
   EXPECT_EQ(bad.status, 2) << describe(bad);
-  EXPECT_NE(bad.err.find("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes) or llama3_json"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes), llama3_json (Llama 3.1-3.3), mistral (Mistral) or "
+                         "pythonic (Llama 3.2 and 4), got 'granite'"),
+            std::string::npos)
+      << bad.err;
 }
 
 }  // namespace

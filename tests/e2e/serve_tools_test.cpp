@@ -1,10 +1,13 @@
 // tilefire serve's tool calling, its parts alone (samples/cli/serve_tools.cpp): the request's tools and
 // tool_choice read or refused by name, the schema that holds a "required" reply (its tools' references
-// placed), the model's calls read from its text in the hermes and llama3_json formats, and a streamed
-// reply's text held back exactly where a call may begin: what streams, joined with what is sent at the
-// end, is the whole reply's content, for every way of cutting the reply into pieces.
+// placed), the model's calls read from its text in the hermes, llama3_json, mistral and pythonic formats
+// (pythonic's literals in pythonic_calls_test), and a streamed reply's text held back exactly where a call
+// may begin: what streams, joined with what is sent at the end, is the whole reply's content, for every
+// way of cutting the reply into pieces.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <random>
 #include <set>
 #include <string>
@@ -37,15 +40,17 @@ ToolCalling calling_of(ToolCalling::Choice choice, ToolCallParser parser = ToolC
   return calling;
 }
 
-// The calls' names and arguments (as JSON values), ids checked on the way: "call_" and 24 characters, each
-// its own.
-std::vector<std::pair<std::string, json>> calls_of(const ToolReply& reply) {
+// The calls' names and arguments (as JSON values), ids checked on the way, each its own: "call_" and 24
+// letters and digits, or with the mistral parser 9 of them (what Mistral's templates take).
+std::vector<std::pair<std::string, json>> calls_of(const ToolReply& reply, ToolCallParser parser = ToolCallParser::none) {
   std::vector<std::pair<std::string, json>> calls;
   std::set<std::string> ids;
   for (const json& call : reply.tool_calls) {
     const std::string id = call.at("id").get<std::string>();
-    EXPECT_EQ(id.rfind("call_", 0), 0u) << id;
-    EXPECT_EQ(id.size(), 29u) << id;
+    const std::string prefix = parser == ToolCallParser::mistral ? "" : "call_";
+    EXPECT_EQ(id.rfind(prefix, 0), 0u) << id;
+    EXPECT_EQ(id.size(), prefix.size() + (parser == ToolCallParser::mistral ? 9u : 24u)) << id;
+    EXPECT_TRUE(std::all_of(id.begin() + prefix.size(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); })) << id;
     EXPECT_TRUE(ids.insert(id).second) << "two calls of one reply have the id " << id;
     EXPECT_EQ(call.at("type"), "function");
     calls.emplace_back(call.at("function").at("name").get<std::string>(), json::parse(call.at("function").at("arguments").get<std::string>()));
@@ -111,6 +116,55 @@ TEST(ServeTools, Llama3CallsAreTheWholeReply) {
   }
 }
 
+TEST(ServeTools, MistralCallsFollowTheirTokenInEitherForm) {
+  const ToolCalling mistral = calling_of(ToolCalling::Choice::automatic, ToolCallParser::mistral);
+  // Tokenizer versions up to 7: one list of calls.
+  const ToolReply listed =
+      read_tool_reply(mistral, R"(Checking. [TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Lyon"}}, {"name": "get_time", "arguments": {}}])");
+  EXPECT_EQ(listed.content, "Checking. ");
+  EXPECT_EQ(calls_of(listed, ToolCallParser::mistral), (Calls{{"get_weather", {{"city", "Lyon"}}}, {"get_time", json::object()}}));
+  EXPECT_EQ(tool_finish_reason(mistral, listed, "stop"), "tool_calls");
+  // Versions 11 on: name[ARGS]arguments after a token each; whitespace alone around them is no content.
+  const ToolReply named = read_tool_reply(mistral, "\n[TOOL_CALLS]get_weather[ARGS]{\"city\": \"[ARGS]\"}[TOOL_CALLS]get_time[ARGS]{}\n");
+  EXPECT_TRUE(named.content.is_null());
+  EXPECT_EQ(calls_of(named, ToolCallParser::mistral), (Calls{{"get_weather", {{"city", "[ARGS]"}}}, {"get_time", json::object()}}));
+  EXPECT_EQ(calls_of(read_tool_reply(mistral, R"([TOOL_CALLS]{"name": "f", "arguments": {"a": 1}})"), ToolCallParser::mistral), (Calls{{"f", {{"a", 1}}}}));
+  // A Mistral model's calls held by a named choice have Mistral's ids too.
+  EXPECT_EQ(calls_of(read_tool_reply(calling_of(ToolCalling::Choice::named, ToolCallParser::mistral), "{\"city\": \"Nice\"}"), ToolCallParser::mistral),
+            (Calls{{"get_weather", {{"city", "Nice"}}}}));
+  // parallel_tool_calls false: the first call alone.
+  EXPECT_EQ(read_tool_reply(calling_of(ToolCalling::Choice::automatic, ToolCallParser::mistral, false), "[TOOL_CALLS]f[ARGS]{}[TOOL_CALLS]g[ARGS]{}")
+                .tool_calls.size(),
+            1u);
+  // Not calls: the reply is its text.
+  for (const std::string& text : std::vector<std::string>{"No call here.", "[TOOL_CALLS]", "[TOOL_CALLS] []", "[TOOL_CALLS]get_weather[ARGS]{\"city\": ",
+                                 "[TOOL_CALLS]nope[ARGS]{}", "[TOOL_CALLS]get_time[ARGS][1]", "[TOOL_CALLS]get_time[ARGS]{} and then text",
+                                 "[TOOL_CALLS][{\"name\": \"get_time\", \"parameters\": {}, \"x\": 1}]", "[TOOL_CALLS] get_time {}x",
+                                 "[TOOL_CALLS]get_time[ARGS]{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}"}) {
+    const ToolReply read = read_tool_reply(mistral, text);
+    EXPECT_EQ(read.content, text);
+    EXPECT_FALSE(read.called()) << text.substr(0, 80);
+  }
+}
+
+TEST(ServeTools, PythonicCallsAreTheWholeReply) {
+  const ToolCalling pythonic = calling_of(ToolCalling::Choice::automatic, ToolCallParser::pythonic);
+  const ToolReply two = read_tool_reply(pythonic, "[get_weather(city='Paris', days=2), get_time()]");
+  EXPECT_TRUE(two.content.is_null());
+  EXPECT_EQ(calls_of(two), (Calls{{"get_weather", {{"city", "Paris"}, {"days", 2}}}, {"get_time", json::object()}}));
+  EXPECT_EQ(tool_finish_reason(pythonic, two, "stop"), "tool_calls");
+  // Llama 4 writes its tokens around them.
+  EXPECT_EQ(calls_of(read_tool_reply(pythonic, " <|python_start|>[get_time(zone=\"UTC\",)]<|python_end|>\n")), (Calls{{"get_time", {{"zone", "UTC"}}}}));
+  // Not calls: the reply is its text.
+  for (const std::string text : {"It is sunny.", "[]", "[1, 2]", "[get_time]", "[nope()]", "[get_time('UTC')]", "[get_time(zone=UTC)]",
+                                 "[get_time(zone='a', zone='b')]", "[get_time()] more", "get_time()", "[get_time(zone='UTC')",
+                                 "<|python_start|>[get_time()]<|python_end|> x"}) {
+    const ToolReply read = read_tool_reply(pythonic, text);
+    EXPECT_EQ(read.content, text);
+    EXPECT_FALSE(read.called()) << text;
+  }
+}
+
 TEST(ServeTools, NamedAndRequiredRepliesAreTheirCalls) {
   const ToolCalling named = calling_of(ToolCalling::Choice::named);
   // A named function's reply is its arguments, cut short or not.
@@ -148,7 +202,12 @@ TEST(ServeTools, AStreamedReplyHoldsBackExactlyWhatMayBeginACall) {
         "\n\n<tool_call>{\"name\": \"f\"}</tool_call>", " \n<tool_call>{\"name\": \"f\"}</tool_call> done", "  \n", " x <tool_call>{\"name\": \"nope\"}</tool_call>"}},
       {ToolCallParser::llama3_json,
        {"plain text", "  ", " {\"name\": \"f\", \"parameters\": {}}", "<|python_tag|>{\"name\": \"f\"}", "<|pyth x", "<|python_tag|>not json",
-        "{\"no\": 1}", "\n<x"}}};
+        "{\"no\": 1}", "\n<x"}},
+      {ToolCallParser::mistral,
+       {"plain text", "a [TOOL_CA", "[TOOL_CALLS", "x[TOOL_CALLS]f[ARGS]{}", "[[TOOL_CALLS]f[ARGS]{}", " \n[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]",
+        "[TOOL_CALLS]f[ARGS]{}[TOOL_CALLS]g[ARGS]{\"a\": 1}", "[TOOL_CALLS]nope[ARGS]{}", " x [TOOL_CALLS]f[ARGS]{} y", "[ TOOL_CALLS]"}},
+      {ToolCallParser::pythonic,
+       {"plain text", "  ", " [f(a=1), g()]", "<|python_start|>[f()]<|python_end|>", "<|python_st x", "[1] is a note", "\n<x", "[f(a='x]')]"}}};
   for (const auto& [parser, texts] : cases) {
     const ToolCalling calling = calling_of(ToolCalling::Choice::automatic, parser);
     for (const std::string& text : texts) {
