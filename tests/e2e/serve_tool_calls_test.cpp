@@ -4,7 +4,8 @@
 // reply's calls), in turn or batched; the template sees the tools and the earlier calls; "auto" reads the
 // model's calls with the server's parser (a tokenizer whose tokens are whole calls) and streams a reply
 // without calls as the whole reply's text; a reasoning parser splits the thinking off, before the calls
-// are read; what cannot be honoured is refused by name.
+// are read; a Mistral call goes back through Mistral Nemo's own template; what cannot be honoured is
+// refused by name.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -17,6 +18,7 @@
 #include "tests/common/cli_runner.h"
 #include "tests/common/schema_oracle.h"
 #include "tests/common/serve_client.h"
+#include "tests/common/tokenizer_files.h"
 
 namespace tilefire::testing {
 namespace {
@@ -272,6 +274,43 @@ TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
     ASSERT_EQ(one.status, 200) << one.body;
     EXPECT_EQ(choice_calls(one, false, 1)[0].names, std::vector<std::string>({"get_time"}));
   }
+}
+
+// A Mistral model's call goes back through Mistral's own chat template (Mistral Nemo's, from its
+// tokenizer_config.json) in the next request, with its result: the template takes the ids the mistral
+// parser makes (9 letters and digits) and refuses others by its own message, which the client gets.
+TEST(ServeToolCalls, AMistralCallGoesBackThroughMistralsOwnTemplate) {
+  REQUIRE_TOKENIZER_FILES();
+  TempDir dir("serve-tool-mistral");
+  const std::filesystem::path model = text_model(dir), template_path = dir.path() / "mistral_nemo.jinja";
+  json tokenizer = tiny_byte_level_tokenizer();
+  tokenizer["added_tokens"].push_back({{"id", 263}, {"content", "[TOOL_CALLS]get_time[ARGS]{\"zone\": \"UTC\"}"}, {"special", false}});
+  write_file_text(model / "tokenizer.json", tokenizer.dump());
+  const json config = json::parse(read_file_text(model_tokenizer("mistral_nemo").parent_path() / "tokenizer_config.json"));
+  write_file_text(template_path, config.at("chat_template").get<std::string>());
+  Server server({"--model", model.string(), "--threads", "1", "--chat-template", template_path.string(), "--tool-call-parser", "mistral"});
+  ASSERT_NE(server.port(), 0);
+  json messages = json::array({{{"role", "user"}, {"content", "time?"}}});
+  const json asked = {{"messages", messages}, {"tools", tools()}, {"max_tokens", 1}, {"temperature", 0}, {"logit_bias", {{"263", 100}}}};
+  const HttpReply first = post(server.port(), "/v1/chat/completions", asked.dump());
+  ASSERT_EQ(first.status, 200) << first.body;
+  const json message = json::parse(first.body).at("choices")[0].at("message");
+  ASSERT_EQ(message.value("tool_calls", json::array()).size(), 1u) << first.body;
+  const std::string id = message.at("tool_calls")[0].at("id").get<std::string>();
+  EXPECT_EQ(id.size(), 9u) << id;
+  messages.push_back(message);
+  messages.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", "\"12:00\""}});
+  json next = asked;
+  next["messages"] = messages;
+  const HttpReply second = post(server.port(), "/v1/chat/completions", next.dump());
+  EXPECT_EQ(second.status, 200) << second.body;
+  // An id of OpenAI's shape ("call_" and 24) is one the template refuses.
+  messages[1]["tool_calls"][0]["id"] = "call_abcdefghijklmnopqrstuvwx";
+  messages[2]["tool_call_id"] = "call_abcdefghijklmnopqrstuvwx";
+  next["messages"] = messages;
+  const HttpReply refused = post(server.port(), "/v1/chat/completions", next.dump());
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_NE(refused.body.find("Tool call IDs should be alphanumeric strings with length 9!"), std::string::npos) << refused.body;
 }
 
 // --reasoning-parser: a token that is a whole reply of thinking and answer (or thinking and a call),
