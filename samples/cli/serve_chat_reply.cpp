@@ -28,26 +28,27 @@ json ChatReplyReader::head() const {
   return {{"role", "assistant"}, {"content", ""}};
 }
 
-json ChatReplyReader::delta(const std::string& piece) {
-  if (calling_.choice == ToolCalling::Choice::named) return arguments_delta(piece);
-  const ReasoningStream::Pieces pieces = thinking_.add(piece);
-  const std::string content = calling_.reads_calls() ? tools_.content(pieces.content) : pieces.content;
+json ChatReplyReader::delta(const std::string& piece) { return delta_of(thinking_.add(piece)); }
+
+// A named function's reply is its arguments, after any thinking; another's content is read for calls.
+json ChatReplyReader::delta_of(const ReasoningStream::Pieces& pieces) {
   json out = json::object();
+  if (calling_.choice == ToolCalling::Choice::named) {
+    if (!pieces.content.empty()) out = arguments_delta(pieces.content);
+  } else {
+    const std::string content = calling_.reads_calls() ? tools_.content(pieces.content) : pieces.content;
+    if (!content.empty()) out["content"] = content;
+  }
   if (!pieces.reasoning.empty()) out["reasoning_content"] = pieces.reasoning;
-  if (!content.empty()) out["content"] = content;
   return out;
 }
 
 std::vector<json> ChatReplyReader::finish(std::string& finish_reason) {
-  if (calling_.choice == ToolCalling::Choice::named) return {};
   std::vector<json> deltas;
-  json held = json::object();  // what the thinking's tags held back, then the content's
-  const ReasoningStream::Pieces rest = thinking_.finish();
-  if (!rest.reasoning.empty()) held["reasoning_content"] = rest.reasoning;
-  const std::string content = calling_.reads_calls() ? tools_.content(rest.content) : rest.content;
-  if (!content.empty()) held["content"] = content;
+  // What the thinking's tags held back, then the content's.
+  const json held = delta_of(thinking_.finish());
   if (!held.empty()) deltas.push_back(held);
-  if (!calling_.reads_calls()) return deltas;
+  if (!calling_.reads_calls() || calling_.choice == ToolCalling::Choice::named) return deltas;  // a named call is its arguments
   const ToolReply read = tools_.finish();
   const std::string unsent = tools_.unsent_content(read);
   if (!unsent.empty()) deltas.push_back({{"content", unsent}});

@@ -15,7 +15,8 @@ namespace tilefire::cli {
 class ChatReplyReader {
  public:
   // `reasoning` is none for a reply a format holds from its first token (a named or required call,
-  // response_format, structured_outputs): it has no thinking to split.
+  // response_format, structured_outputs): it has no thinking to split. One held after its thinking
+  // (serve_thinking_first.h) has its parser: the thinking is split off, the rest is the held reply.
   ChatReplyReader(const ToolCalling& calling, ReasoningParser reasoning);
 
   // The whole reply's message; `finish_reason` ("stop", "length") becomes "tool_calls" where the model's
@@ -30,6 +31,8 @@ class ChatReplyReader {
   std::vector<nlohmann::json> finish(std::string& finish_reason);
 
  private:
+  nlohmann::json delta_of(const ReasoningStream::Pieces& pieces);  // a piece split by the thinking's tags
+
   ToolCalling calling_;  // without its tools: not needed to read a reply
   ReasoningParser reasoning_;
   std::string call_id_;  // a named function's call, streamed

@@ -35,6 +35,7 @@
 #include "sampling_flags.h"
 #include "serve_requests.h"
 #include "serve_chat_reply.h"
+#include "serve_thinking_first.h"
 #include "stop_text.h"
 #include "stream_writer.h"
 #include "tilefire/chat.h"
@@ -81,7 +82,9 @@ was generated. A device or transport fault stops it too, with exit status 3, for
                          constrained decoding holds them)
   --reasoning-parser P   a chat reply's thinking goes to "reasoning_content", apart from its "content": qwen3
                          (the reply opens <think>...</think>: Qwen3) or deepseek_r1 (the template opens it:
-                         DeepSeek-R1 and its distillations); default none: the thinking is content
+                         DeepSeek-R1 and its distillations); default none: the thinking is content. A
+                         reply a format or a held tool call holds is held after the thinking where the
+                         tokenizer has <think> and </think> as tokens of their own
   --threads N            worker threads (default: all cores)
   --tp N                 tensor-parallel ranks of this process (not one rank per process under mpirun)
   --tp-timeout-ms N      a collective waiting longer for a peer fails the request (default 10000)
@@ -127,6 +130,7 @@ struct Served {
   uint32_t json_whitespace = kMostJsonWhitespace;  // --json-whitespace
   ToolCallParser tool_call_parser = ToolCallParser::none;  // --tool-call-parser
   ReasoningParser reasoning_parser = ReasoningParser::none;  // --reasoning-parser
+  std::optional<ThinkingTokens> thinking;  // its tags' tokens: a chat reply a format holds is held after its thinking
 
   std::string failure() {
     std::lock_guard<std::mutex> lock(failure_mutex);
@@ -204,7 +208,7 @@ struct Generated {
   bool stream_broken = false;  // a streamed reply's writer gave the client up: pieces of it never went out
 };
 Generated generate(Served& served, int fd, GenerateRequest request, const std::vector<std::string>& stops,
-                   const StreamedReply* streamed, const ReplyFormat& reply_format) {
+                   const StreamedReply* streamed, const ReplyFormat& reply_format, const ThinkingTokens* thinking) {
   // In flight from here (its wait for the engine included) until it has run, or has thrown.
   struct InFlight {
     ServeMetrics& metrics;
@@ -259,7 +263,16 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     return client_gone || stopping.load() || (stop_text && stop_text->stopped());
   };
   // After stop_when, which the constraint keeps, and the stop tokens (which a pattern allows where its text matches).
-  if (reply_format) reply_format.constrain(request, served.json_tokens, served.engine->model().eos_tokens, served.json_whitespace);
+  if (reply_format) {
+    auto constrain = [&](GenerateRequest& held) {
+      reply_format.constrain(held, served.json_tokens, served.engine->model().eos_tokens, served.json_whitespace);
+    };
+    if (thinking) {
+      hold_after_thinking(request, *thinking, constrain);
+    } else {
+      constrain(request);
+    }
+  }
   // max_tokens 0 with nothing to score runs nothing (generate() returns at once; a batch would refuse it).
   auto nothing_run = [&] {
     GenerateResult none;
@@ -386,8 +399,10 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
     return c;
   };
   // A chat choice's text becomes its message through a reader of its own: the thinking split off, the
-  // content read for calls. A reply a format holds from its first token has no thinking.
-  const ReasoningParser reasoning = parsed.reply_format ? ReasoningParser::none : served.reasoning_parser;
+  // content read for calls. A reply a format holds is held after the thinking where the model's tags are
+  // tokens (serve_thinking_first.h), else from its first token, with no thinking.
+  const ThinkingTokens* thinking = chat && parsed.reply_format && served.thinking ? &*served.thinking : nullptr;
+  const ReasoningParser reasoning = parsed.reply_format && !thinking ? ReasoningParser::none : served.reasoning_parser;
   std::vector<ChatReplyReader> readers;
   readers.reserve(n);
   for (uint32_t i = 0; chat && i < n; ++i) readers.emplace_back(parsed.tool_calling, reasoning);
@@ -413,7 +428,8 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   }
   if (!parsed.stream) {
     const std::vector<Generated> generated =
-        run_choices(n, served.batcher != nullptr, [&](uint32_t i) { return generate(served, fd, request_of(i), parsed.stops, nullptr, parsed.reply_format); });
+        run_choices(n, served.batcher != nullptr,
+                    [&](uint32_t i) { return generate(served, fd, request_of(i), parsed.stops, nullptr, parsed.reply_format, thinking); });
     json choices = json::array();
     for (uint32_t i = 0; i < n; ++i) {
       std::string finish_reason = openai_finish_reason(generated[i]);
@@ -496,13 +512,13 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
       if (logprobs[i]) {
         GenerateRequest scoring = request_of(i);
         scoring.max_new_tokens = 0;
-        logprobs[i]->add_prompt(generate(served, fd, scoring, {}, nullptr, ReplyFormat{}).result);
+        logprobs[i]->add_prompt(generate(served, fd, scoring, {}, nullptr, ReplyFormat{}, nullptr).result);
       }
       streamed[i].write(streamed[i].event(echoed[i / per_prompt]));
     };
     const std::vector<Generated> generated = run_choices(n, served.batcher != nullptr, [&](uint32_t i) {
       if (parsed.echo) echo_first(i);
-      return generate(served, fd, generations[i], parsed.stops, &streamed[i], parsed.reply_format);
+      return generate(served, fd, generations[i], parsed.stops, &streamed[i], parsed.reply_format, thinking);
     });
     send_head();  // every writer has finished: no lock is needed from here
     for (const Generated& g : generated) open = open && !g.stream_broken;  // a reply with a gap must not end as if whole
@@ -669,6 +685,7 @@ int serve_command(int argc, char** argv) {
   }
   else if (!options.model_dir.empty()) served.chat_template = ChatTemplate::of_model_folder(options.model_dir);
   if (served.chat_template && served.tokenizer) served.end_of_reply = served.chat_template->end_of_reply_tokens(*served.tokenizer);
+  if (served.tokenizer) served.thinking = thinking_tokens(*served.tokenizer, served.reasoning_parser);
   http::Listener listener(host, port);  // before the model loads: a port in use is refused at once
   served.engine = std::make_unique<Engine>(options);
   served.json_tokens = std::make_shared<const TokenTrie>(vocabulary_bytes(served.tokenizer.get(), served.engine->model().vocab));

@@ -97,6 +97,15 @@ ToolCalling automatic(ToolCallParser parser) {
   return calling;
 }
 
+// A named or required choice: a reply held by a format, which a reasoning model may think before
+// (serve_thinking_first.h).
+ToolCalling held(ToolCalling::Choice choice) {
+  ToolCalling calling = automatic(ToolCallParser::none);
+  calling.choice = choice;
+  calling.function = "get_time";
+  return calling;
+}
+
 // Every parser of thinking with every reading of calls, each reply cut in two at every byte, ended by
 // itself ("stop") or by max_tokens ("length", which calls do not change).
 TEST(ServeChatReply, AStreamedMessageIsTheWholeOnesForEveryCut) {
@@ -104,13 +113,16 @@ TEST(ServeChatReply, AStreamedMessageIsTheWholeOnesForEveryCut) {
   const std::string llama_call = "{\"name\": \"get_time\", \"parameters\": {}}";
   const std::string mistral_call = "[TOOL_CALLS]get_time[ARGS]{}";
   const std::string pythonic_call = "[get_time()]";
+  const std::string required_call = "[{\"name\": \"get_time\", \"parameters\": {}}]";
   const std::vector<std::string> texts = {"<think>hmm</think>\n" + call, "<think>hmm</think>fine", "<think>cut", "plain " + call, "",
                                           "<think>a <tool_call></think>b", "<thin", "<think>x</thi", "plan</think>" + llama_call,
                                           "<think>x</think> " + llama_call, "plan</think>\n" + call + " after", "<think>a</think>b " + mistral_call,
-                                          "<think>" + mistral_call + "</think>" + mistral_call, "plan</think>" + pythonic_call, "<think>x</think>\n" + pythonic_call};
+                                          "<think>" + mistral_call + "</think>" + mistral_call, "plan</think>" + pythonic_call, "<think>x</think>\n" + pythonic_call,
+                                          "<think>x</think>" + required_call, "plan</think>{\"zone\": \"UTC\"}", required_call};
   for (const ReasoningParser reasoning : {ReasoningParser::qwen3, ReasoningParser::deepseek_r1, ReasoningParser::none})
     for (const ToolCalling& calling : {automatic(ToolCallParser::hermes), automatic(ToolCallParser::llama3_json), automatic(ToolCallParser::mistral),
-                                       automatic(ToolCallParser::pythonic), ToolCalling{}})
+                                       automatic(ToolCallParser::pythonic), held(ToolCalling::Choice::named), held(ToolCalling::Choice::required),
+                                       ToolCalling{}})
       for (const std::string& text : texts)
         for (const std::string ended : {"stop", "length"}) {
           SCOPED_TRACE(text + ", " + ended);
@@ -161,6 +173,18 @@ TEST(ServeChatReply, AStreamedMessageIsTheWholeOnesForEveryCut) {
   const json plain = ChatReplyReader(ToolCalling{}, ReasoningParser::qwen3).message("hi", finish);
   EXPECT_TRUE(plain.at("reasoning_content").is_null());
   EXPECT_EQ(plain.at("content"), "hi");
+  // A named call held after the thinking: its arguments are the answer alone, streamed after the thinking.
+  finish = "stop";
+  const std::string reply = "<think>which zone?</think>{\"zone\": \"UTC\"}";
+  const json named = ChatReplyReader(held(ToolCalling::Choice::named), ReasoningParser::qwen3).message(reply, finish);
+  EXPECT_EQ(named.at("reasoning_content"), "which zone?");
+  EXPECT_TRUE(named.at("content").is_null());
+  ASSERT_EQ(named.at("tool_calls").size(), 1u);
+  EXPECT_EQ(named.at("tool_calls")[0].at("function"), json({{"name", "get_time"}, {"arguments", "{\"zone\": \"UTC\"}"}}));
+  EXPECT_EQ(finish, "stop");
+  ChatReplyReader streamed(held(ToolCalling::Choice::named), ReasoningParser::qwen3);
+  EXPECT_EQ(streamed.delta("<think>which zone?</think>"), json({{"reasoning_content", "which zone?"}}));
+  EXPECT_EQ(streamed.delta("{\"zone\""), arguments_delta("{\"zone\""));
 }
 
 }  // namespace

@@ -352,9 +352,9 @@ TEST(ServeToolCalls, AReasoningParserSplitsTheThinkingFromTheAnswer) {
       EXPECT_EQ(choice.content, c.content ? json(c.content) : json(nullptr)) << reply.body;
       EXPECT_EQ(choice.names, c.calls) << reply.body;
     }
-    // Held by a format from its first token (a JSON object, a required call), whole or streamed: no thinking
-    // is split off (with deepseek_r1 a reply without </think> would be all thinking), and there is no
-    // reasoning_content.
+    // Held by a format from its first token (a JSON object, a required call), whole or streamed, where the
+    // tags are not tokens of their own (as in this tokenizer): no thinking is split off (with deepseek_r1 a
+    // reply without </think> would be all thinking), and there is no reasoning_content.
     const json message_x = {{{"role", "user"}, {"content", "x"}}};
     for (const json& held : {json{{"messages", message_x}, {"max_tokens", 4}, {"response_format", {{"type", "json_object"}}}},
                              json{{"messages", message_x}, {"max_tokens", 60}, {"tools", tools()}, {"tool_choice", "required"}}})
@@ -373,6 +373,49 @@ TEST(ServeToolCalls, AReasoningParserSplitsTheThinkingFromTheAnswer) {
   const RunResult bad = run_cli({"serve", "--port", "0", "--reasoning-parser", "granite"});
   EXPECT_EQ(bad.status, 2) << describe(bad);
   EXPECT_NE(bad.err.find("--reasoning-parser must be qwen3"), std::string::npos) << bad.err;
+}
+
+// Where <think> and </think> are tokens of their own, a reply a format holds is held after the thinking.
+// deepseek_r1 begins inside it: a bias makes </think> the first token, and the format holds the rest (a
+// named call's arguments, a JSON object). qwen3 with <think> banned begins with the format's tokens: no
+// thinking. Whole and streamed.
+TEST(ServeToolCalls, AReasoningModelsHeldReplyComesAfterItsThinking) {
+  TempDir dir("serve-thinking-first");
+  const std::filesystem::path model = text_model(dir);
+  json tokenizer = tiny_byte_level_tokenizer();
+  tokenizer["added_tokens"].push_back({{"id", 263}, {"content", "<think>"}, {"special", false}});
+  tokenizer["added_tokens"].push_back({{"id", 264}, {"content", "</think>"}, {"special", false}});
+  write_file_text(model / "tokenizer.json", tokenizer.dump());
+  const json messages = {{{"role", "user"}, {"content", "x"}}};
+  const json named = {{"type", "function"}, {"function", {{"name", "get_time"}}}};
+  for (const std::string parser : {"deepseek_r1", "qwen3"}) {
+    SCOPED_TRACE(parser);
+    Server server({"--model", model.string(), "--threads", "1", "--reasoning-parser", parser, "--json-whitespace", "0"});
+    ASSERT_NE(server.port(), 0);
+    const json bias = parser == "deepseek_r1" ? json{{"264", 100}} : json{{"263", -100}};
+    for (const json& format : {json{{"tools", tools()}, {"tool_choice", named}}, json{{"response_format", {{"type", "json_object"}}}}})
+      for (const bool stream : {false, true}) {
+        json body = format;
+        body.update({{"messages", messages}, {"max_tokens", 40}, {"temperature", 0}, {"logit_bias", bias}, {"stream", stream}});
+        const HttpReply reply = post(server.port(), "/v1/chat/completions", body.dump());
+        ASSERT_EQ(reply.status, 200) << reply.body;
+        const ChoiceCalls choice = choice_calls(reply, stream, 1)[0];
+        // deepseek_r1 thought nothing ("" before </think>, which a stream has no delta for); qwen3 did not
+        // think (null).
+        EXPECT_EQ(choice.reasoning, parser == "deepseek_r1" && !stream ? json("") : json(nullptr)) << reply.body;
+        const std::string answer = format.contains("tools") ? (choice.arguments.empty() ? "" : choice.arguments[0]) : choice.content.dump();
+        EXPECT_EQ(answer.find("think>"), std::string::npos) << reply.body;
+        if (format.contains("tools")) {
+          EXPECT_EQ(choice.names, std::vector<std::string>{"get_time"}) << reply.body;
+          EXPECT_TRUE(choice.content.is_null()) << reply.body;
+          if (choice.finish_reason == "stop") {
+            EXPECT_TRUE(json::parse(answer, nullptr, false).is_object()) << answer;
+          }
+        } else if (choice.finish_reason == "stop") {
+          EXPECT_TRUE(json::parse(choice.content.get<std::string>(), nullptr, false).is_object()) << reply.body;
+        }
+      }
+  }
 }
 
 TEST(ServeToolCalls, WhatCannotBeHonouredIsRefusedByName) {
