@@ -96,7 +96,7 @@ class PythonicReader {
         at_ += 2;
       } else if (text_[at_] == '#') {
         while (at_ < text_.size() && text_[at_] != '\n' && text_[at_] != '\r') ++at_;
-      } else if (text_[at_] == ' ' || text_[at_] == '\t' || text_[at_] == '\n' || text_[at_] == '\r') {
+      } else if (text_[at_] == ' ' || text_[at_] == '\t' || text_[at_] == '\n' || text_[at_] == '\f') {
         ++at_;
       } else {
         break;
@@ -167,7 +167,10 @@ class PythonicReader {
           return true;
         },
         &comma);
-    if (read && close == ')' && value.size() == 1 && !comma) value = json(value[0]);
+    if (read && close == ')' && value.size() == 1 && !comma) {
+      json only = std::move(value[0]);  // moved, not copied: (((x))) costs no more than x
+      value = std::move(only);
+    }
     return read;
   }
 
@@ -197,7 +200,8 @@ class PythonicReader {
       negative = text_[at_++] == '-';
       skip_space();  // "- 1" is -1 to Python
     }
-    if (peek() == '0' && at_ + 1 < text_.size() && std::strchr("xXoObB", text_[at_ + 1])) return read_based_int(value, negative);
+    if (peek() == '0' && at_ + 1 < text_.size() && text_[at_ + 1] != '\0' && std::strchr("xXoObB", text_[at_ + 1]))
+      return read_based_int(value, negative);
     std::string number = negative ? "-" : "";
     // Digits, each underscore between two of them left out: the count of digits.
     auto digits = [&] {
@@ -378,6 +382,19 @@ class PythonicReader {
 
 }  // namespace
 
-std::optional<json> pythonic_calls(std::string_view text, int most_nesting) { return PythonicReader(text, most_nesting).calls(); }
+std::optional<json> pythonic_calls(std::string_view text, int most_nesting) {
+  if (text.find('\r') == std::string_view::npos) return PythonicReader(text, most_nesting).calls();
+  // Python reads its source's line ends as "\n", in strings too: "\r\n" and a lone "\r" alike.
+  std::string lines;
+  lines.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\r') {
+      lines += text[i];
+    } else if (i + 1 >= text.size() || text[i + 1] != '\n') {
+      lines += '\n';
+    }
+  }
+  return PythonicReader(lines, most_nesting).calls();
+}
 
 }  // namespace tilefire::cli

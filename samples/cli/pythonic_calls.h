@@ -7,9 +7,14 @@
 // None, and lists, tuples and dicts of them (a dict's keys strings); comments between them. Read without
 // running Python, as ast.literal_eval reads each value (tests/e2e/pythonic_oracle.py compares them);
 // anything else (a positional argument, a name, an expression, a repeated keyword, a bytes literal, an
-// infinite float, a lone surrogate, a \N{name} escape) is no call. Two differences on purpose: a call's
-// name may hold '-' and begin with a digit, as a tool's may; and a value JSON cannot hold makes no call
-// even where a later copy of its dict key replaces it (Python's dict would keep only the later value).
+// infinite float, a lone surrogate, a \N{name} escape) is no call. Line ends are Python's: "\r\n" and "\r"
+// read as "\n". Differences on purpose, where Python's reading has no call:
+// - a call's name is read as a tool's name, which may hold '-', begin with a digit, or be a Python keyword;
+// - an argument's name may be a keyword (a tool's parameter may be named `from`);
+// - a value JSON cannot hold makes no call even where a later copy of its dict key replaces it (Python's
+//   dict would keep only the later value);
+// and where Python reads one: a sign before a parenthesized number (-(1)), and names and whitespace
+// outside ASCII are not read.
 #include <optional>
 #include <string_view>
 

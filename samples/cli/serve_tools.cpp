@@ -279,6 +279,9 @@ std::optional<ToolReply> mistral_calls(const std::string& text, const ToolCallin
       } else {
         objects.push_back(*value);
       }
+      // Mistral's templates write each earlier call with its id, which a model may copy: it is no argument.
+      for (json& object : objects)
+        if (object.is_object() && object.contains("id") && object.at("id").is_string()) object.erase("id");
     } else {  // N[ARGS]{...}
       const size_t name_begin = at;
       while (at < text.size() && (std::isalnum(static_cast<unsigned char>(text[at])) || text[at] == '_' || text[at] == '-')) ++at;
@@ -511,9 +514,10 @@ size_t ToolCallStream::streamable() {
 }
 
 size_t ToolCallStream::streamable_unless_opened_by(char opener, const std::string& tag) {
-  // Known by the reply's first character that is not whitespace, or by the tag's.
+  // Known by the reply's first character that is not whitespace, or by the tag's. The whitespace before
+  // it is looked at once: scanned_ keeps where it ends so far.
   if (is_text_) return text_.size();
-  const size_t first = skip_whitespace(text_, 0);
+  const size_t first = scanned_ = skip_whitespace(text_, scanned_);
   if (first == text_.size() || text_[first] == opener) return 0;
   const size_t compared = std::min(tag.size(), text_.size() - first);
   is_text_ = text_.compare(first, compared, tag, 0, compared) != 0;

@@ -115,7 +115,7 @@ class ToolCallStream {
   std::string text_;     // the reply so far
   size_t sent_ = 0;      // bytes of text_ given as content
   bool is_text_ = false;  // text that is not whitespace goes out (llama3_json, pythonic: the reply is no call)
-  size_t scanned_ = 0;    // hermes, mistral: bytes of text_ looked at for text that is not whitespace
+  size_t scanned_ = 0;    // bytes of text_ looked at for text that is not whitespace
   size_t marker_ = std::string::npos;  // hermes, mistral: where the first marker begins
   size_t searched_ = 0;   // hermes, mistral: where a marker not yet found may begin
 };

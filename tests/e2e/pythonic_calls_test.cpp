@@ -70,6 +70,9 @@ b')", "ab"},  // a line continued
       {"{'a': [1, {'b': (True,)}], \"c\": {}}", json::parse(R"({"a": [1, {"b": [true]}], "c": {}})")},
       {"{'k': 1, 'k': 2}", json({{"k", 2}})},  // a later key wins
       {"[\n  1,\n  2\n]", json::array({1, 2})},
+      {"'''a\r\nb\rc'''", "a\nb\nc"},  // Python's line ends
+      {"'a\\\r\nb'", "ab"},
+      {"[1,\f2]", json::array({1, 2})},
   };
   for (const auto& [literal, expected] : literals) {
     const std::optional<json> calls = pythonic_calls("[f(x=" + literal + ")]", 400);
@@ -86,6 +89,13 @@ b')", "ab"},  // a line continued
   // Nesting past the bound is no call; at it, one is.
   EXPECT_FALSE(pythonic_calls("[f(x=" + std::string(401, '[') + std::string(401, ']') + ")]", 400).has_value());
   EXPECT_TRUE(pythonic_calls("[f(x=" + std::string(400, '[') + std::string(400, ']') + ")]", 400).has_value());
+  // A NUL after a 0 begins no base (it is no "0x").
+  EXPECT_FALSE(pythonic_calls(std::string("[f(x=0\0" "101)]", 13), 400).has_value());
+  // An argument's name may be a Python keyword, as a tool's parameter's may.
+  EXPECT_EQ(*pythonic_calls("[translate(text='hi', from='en')]", 400),
+            json::parse(R"([{"name": "translate", "arguments": {"text": "hi", "from": "en"}}])"));
+  // Lines continued with Windows line ends.
+  EXPECT_TRUE(pythonic_calls("[f(a=1,\\\r\n b=2)]", 400).has_value());
   // The calls' own shape.
   EXPECT_EQ(*pythonic_calls(" [ f ( ) , # a comment\n g-h(a=1) ] ", 400), json::parse(R"([{"name": "f", "arguments": {}}, {"name": "g-h", "arguments": {"a": 1}}])"));
   for (const std::string text : {"", "[]", "[f()] x", "[f(), ]x", "[f(a=1 b=2)]", "[f(=1)]", "[f(1a=1)]", "[(a=1)]", "f()", "[f() g()]"})
@@ -142,7 +152,7 @@ class RandomPythonic {
  private:
   int pick(int n) { return static_cast<int>(rng_() % static_cast<uint64_t>(n)); }
   std::string one_of(const std::vector<std::string>& choices) { return choices[rng_() % choices.size()]; }
-  std::string space() { return one_of({"", "", "", " ", "\n", "\t", "  ", " # note\n", "\\\n"}); }
+  std::string space() { return one_of({"", "", "", " ", "\n", "\t", "  ", " # note\n", "\\\n", "\r\n", "\f", "\\\r\n", "\r"}); }
 
   std::string value(int depth) {
     switch (pick(depth < 3 ? 9 : 6)) {
@@ -210,7 +220,7 @@ class RandomPythonic {
     const int pieces = body.empty() ? pick(6) : 0;
     for (int i = 0; i < pieces; ++i) {
       std::vector<std::string> choices = {"a", "Paris", " ", "é", "😀", "中", "'", "\"", "\t", "\\\\", "\\\n"};
-      if (triple) choices.insert(choices.end(), {"\n", "line\nline"});
+      if (triple) choices.insert(choices.end(), {"\n", "line\nline", "\r\n", "\r"});
       if (!raw)
         choices.insert(choices.end(), {"\\n", "\\t", "\\'", "\\\"", "\\x41", "\\xe9", "\\u00e9", "\\U0001F600", "\\101", "\\0", "\\7",
                                        "\\777", "\\d", "\\8", "\\ud800", "\\a\\b\\f\\v\\r"});

@@ -129,6 +129,9 @@ TEST(ServeTools, MistralCallsFollowTheirTokenInEitherForm) {
   EXPECT_TRUE(named.content.is_null());
   EXPECT_EQ(calls_of(named, ToolCallParser::mistral), (Calls{{"get_weather", {{"city", "[ARGS]"}}}, {"get_time", json::object()}}));
   EXPECT_EQ(calls_of(read_tool_reply(mistral, R"([TOOL_CALLS]{"name": "f", "arguments": {"a": 1}})"), ToolCallParser::mistral), (Calls{{"f", {{"a", 1}}}}));
+  // The id Mistral's templates write after each earlier call, copied by the model, is no argument.
+  EXPECT_EQ(calls_of(read_tool_reply(mistral, R"([TOOL_CALLS][{"name": "get_time", "arguments": {"zone": "UTC"}, "id": "a1b2c3d4e"}])"), ToolCallParser::mistral),
+            (Calls{{"get_time", {{"zone", "UTC"}}}}));
   // A Mistral model's calls held by a named choice have Mistral's ids too.
   EXPECT_EQ(calls_of(read_tool_reply(calling_of(ToolCalling::Choice::named, ToolCallParser::mistral), "{\"city\": \"Nice\"}"), ToolCallParser::mistral),
             (Calls{{"get_weather", {{"city", "Nice"}}}}));
