@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -131,6 +132,7 @@ struct Served {
   ToolCallParser tool_call_parser = ToolCallParser::none;  // --tool-call-parser
   ReasoningParser reasoning_parser = ReasoningParser::none;  // --reasoning-parser
   std::optional<ThinkingTokens> thinking;  // its tags' tokens: a chat reply a format holds is held after its thinking
+  std::map<int32_t, std::string> call_markers;  // the parser's special tokens, written in replies read for calls
 
   std::string failure() {
     std::lock_guard<std::mutex> lock(failure_mutex);
@@ -208,7 +210,8 @@ struct Generated {
   bool stream_broken = false;  // a streamed reply's writer gave the client up: pieces of it never went out
 };
 Generated generate(Served& served, int fd, GenerateRequest request, const std::vector<std::string>& stops,
-                   const StreamedReply* streamed, const ReplyFormat& reply_format, const ThinkingTokens* thinking) {
+                   const StreamedReply* streamed, const ReplyFormat& reply_format, const ThinkingTokens* thinking,
+                   const std::map<int32_t, std::string>* markers) {
   // In flight from here (its wait for the engine included) until it has run, or has thrown.
   struct InFlight {
     ServeMetrics& metrics;
@@ -239,6 +242,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   // With the batcher, the callbacks below run on its thread while this one waits in run().
   if (served.tokenizer) stream.emplace(*served.tokenizer, request.prompt);
   auto text_of = [&](int32_t token) {
+    if (served.tokenizer && markers && markers->count(token)) return stream->add(token) + markers->at(token);
     if (served.tokenizer) return stream->add(token);
     held_bytes += bytes_text({token});
     const size_t whole = whole_characters(held_bytes);
@@ -252,11 +256,14 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     return stop_text ? stop_text->add(piece, protected_piece) : piece;
   };
   uint32_t tokens_out = 0;
-  std::string shown_text;  // not streamed, with stop strings: the reply as they saw it
+  // Not streamed, with stop strings or special markers: the reply as its pieces give it (a whole decoding
+  // would leave the markers out).
+  const bool by_pieces = stop_text || (markers && !markers->empty());
+  std::string shown_text;
   request.on_token = [&](int32_t token) {
     const std::string piece = shown(text_of(token), ++tokens_out < request.min_new_tokens);
     if (writer && !piece.empty()) add_event(*writer, streamed->event(piece));
-    if (!writer && stop_text) shown_text += piece;
+    if (!writer && by_pieces) shown_text += piece;
   };
   request.stop_when = [&](const std::vector<int32_t>&) {
     client_gone = client_gone || (writer && writer->gone()) || http::peer_closed(fd);
@@ -292,8 +299,8 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     if (!rest.empty() && !client_gone) add_event(*writer, streamed->event(rest));
     writer->finish();
     generated.stream_broken = writer->gone();
-  } else if (stop_text) {  // what the stop strings let through, as a stream would have given it
-    generated.text = shown_text + shown(served.tokenizer ? stream->finish() : held_bytes) + stop_text->finish();
+  } else if (by_pieces) {  // what the stop strings let through, as a stream would have given it
+    generated.text = shown_text + shown(served.tokenizer ? stream->finish() : held_bytes) + (stop_text ? stop_text->finish() : "");
   } else {  // the whole reply at once
     generated.text = served.tokenizer ? served.tokenizer->continuation(result.prompt_tokens, result.tokens) : bytes_text(result.tokens);
   }
@@ -403,6 +410,9 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   // tokens (serve_thinking_first.h), else from its first token, with no thinking.
   const ThinkingTokens* thinking = chat && parsed.reply_format && served.thinking ? &*served.thinking : nullptr;
   const ReasoningParser reasoning = parsed.reply_format && !thinking ? ReasoningParser::none : served.reasoning_parser;
+  // A reply the parser reads for calls keeps its special markers (vLLM's mistral parser keeps special tokens).
+  const std::map<int32_t, std::string>* markers =
+      chat && parsed.tool_calling.choice == ToolCalling::Choice::automatic ? &served.call_markers : nullptr;
   std::vector<ChatReplyReader> readers;
   readers.reserve(n);
   for (uint32_t i = 0; chat && i < n; ++i) readers.emplace_back(parsed.tool_calling, reasoning);
@@ -428,8 +438,9 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
   }
   if (!parsed.stream) {
     const std::vector<Generated> generated =
-        run_choices(n, served.batcher != nullptr,
-                    [&](uint32_t i) { return generate(served, fd, request_of(i), parsed.stops, nullptr, parsed.reply_format, thinking); });
+        run_choices(n, served.batcher != nullptr, [&](uint32_t i) {
+          return generate(served, fd, request_of(i), parsed.stops, nullptr, parsed.reply_format, thinking, markers);
+        });
     json choices = json::array();
     for (uint32_t i = 0; i < n; ++i) {
       std::string finish_reason = openai_finish_reason(generated[i]);
@@ -512,13 +523,13 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
       if (logprobs[i]) {
         GenerateRequest scoring = request_of(i);
         scoring.max_new_tokens = 0;
-        logprobs[i]->add_prompt(generate(served, fd, scoring, {}, nullptr, ReplyFormat{}, nullptr).result);
+        logprobs[i]->add_prompt(generate(served, fd, scoring, {}, nullptr, ReplyFormat{}, nullptr, nullptr).result);
       }
       streamed[i].write(streamed[i].event(echoed[i / per_prompt]));
     };
     const std::vector<Generated> generated = run_choices(n, served.batcher != nullptr, [&](uint32_t i) {
       if (parsed.echo) echo_first(i);
-      return generate(served, fd, generations[i], parsed.stops, &streamed[i], parsed.reply_format, thinking);
+      return generate(served, fd, generations[i], parsed.stops, &streamed[i], parsed.reply_format, thinking, markers);
     });
     send_head();  // every writer has finished: no lock is needed from here
     for (const Generated& g : generated) open = open && !g.stream_broken;  // a reply with a gap must not end as if whole
@@ -685,7 +696,10 @@ int serve_command(int argc, char** argv) {
   }
   else if (!options.model_dir.empty()) served.chat_template = ChatTemplate::of_model_folder(options.model_dir);
   if (served.chat_template && served.tokenizer) served.end_of_reply = served.chat_template->end_of_reply_tokens(*served.tokenizer);
-  if (served.tokenizer) served.thinking = thinking_tokens(*served.tokenizer, served.reasoning_parser);
+  if (served.tokenizer) {
+    served.thinking = thinking_tokens(*served.tokenizer, served.reasoning_parser);
+    served.call_markers = special_call_markers(*served.tokenizer, served.tool_call_parser);
+  }
   http::Listener listener(host, port);  // before the model loads: a port in use is refused at once
   served.engine = std::make_unique<Engine>(options);
   served.json_tokens = std::make_shared<const TokenTrie>(vocabulary_bytes(served.tokenizer.get(), served.engine->model().vocab));

@@ -326,6 +326,24 @@ std::optional<ToolReply> required_calls(const std::string& text, const ToolCalli
 
 }  // namespace
 
+std::map<int32_t, std::string> special_call_markers(const Tokenizer& tokenizer, ToolCallParser parser) {
+  std::vector<const char*> markers;
+  switch (parser) {
+    case ToolCallParser::none: break;
+    case ToolCallParser::hermes: markers = {kHermesOpen, kHermesClose}; break;
+    case ToolCallParser::llama3_json: markers = {kPythonTag}; break;
+    case ToolCallParser::mistral: markers = {kMistralCalls, kMistralArgs}; break;
+    case ToolCallParser::pythonic: markers = {kPythonStart, kPythonEnd}; break;
+  }
+  std::map<int32_t, std::string> special;
+  for (const char* marker : markers) {
+    const std::vector<int32_t> ids = tokenizer.encode(marker, false);
+    // One token, whose text a reply's decoding (special tokens skipped) leaves out.
+    if (ids.size() == 1 && tokenizer.decode(ids, false) == marker && tokenizer.decode(ids, true).empty()) special[ids[0]] = marker;
+  }
+  return special;
+}
+
 ToolCallParser tool_call_parser_named(const std::string& name) {
   if (name == "hermes") return ToolCallParser::hermes;
   if (name == "llama3_json") return ToolCallParser::llama3_json;

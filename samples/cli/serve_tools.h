@@ -16,12 +16,15 @@
 //   - `pythonic` (Llama 3.2 and 4): the reply is [N(key=value, ...), ...] (pythonic_calls.h).
 //   A reply whose calls do not parse is answered as text, never dropped.
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "reply_format.h"
+#include "tilefire/tokenizer.h"
 
 namespace tilefire::cli {
 
@@ -29,6 +32,11 @@ enum class ToolCallParser { none, hermes, llama3_json, mistral, pythonic };
 
 // --tool-call-parser NAME; InputError naming the flag and the names it takes.
 ToolCallParser tool_call_parser_named(const std::string& name);
+
+// The tokens of `parser`'s markers that are special in `tokenizer` (Mistral's [TOOL_CALLS] and [ARGS],
+// Llama's <|python_tag|>, <|python_start|> and <|python_end|>), by id, with their text. A reply's text
+// leaves special tokens out; a reply read for calls writes these, or its calls could not be found.
+std::map<int32_t, std::string> special_call_markers(const Tokenizer& tokenizer, ToolCallParser parser);
 
 struct ToolCalling {
   enum class Choice { none, automatic, required, named };

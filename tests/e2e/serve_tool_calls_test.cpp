@@ -276,6 +276,44 @@ TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
   }
 }
 
+// Where the parser's marker is a special token (Mistral's [TOOL_CALLS] is), a reply's text, which leaves
+// special tokens out, keeps it when the reply is read for calls: the call is found. Elsewhere (tool_choice
+// none, a completion) the marker stays out. A bias and a repetition penalty make the greedy reply the
+// marker, then a token with the call's name and arguments.
+TEST(ServeToolCalls, ASpecialMarkerIsKeptWhereTheReplyIsReadForCalls) {
+  TempDir dir("serve-tool-special-marker");
+  const std::filesystem::path model = text_model(dir);
+  json tokenizer = tiny_byte_level_tokenizer();
+  tokenizer["added_tokens"].push_back({{"id", 263}, {"content", "[TOOL_CALLS]"}, {"special", true}});
+  tokenizer["added_tokens"].push_back({{"id", 264}, {"content", "get_time[ARGS]{\"zone\": \"UTC\"}"}, {"special", false}});
+  write_file_text(model / "tokenizer.json", tokenizer.dump());
+  Server server({"--model", model.string(), "--threads", "1", "--tool-call-parser", "mistral"});
+  ASSERT_NE(server.port(), 0);
+  json body = {{"messages", {{{"role", "user"}, {"content", "time?"}}}}, {"tools", tools()}, {"max_tokens", 2}, {"temperature", 0},
+               {"logit_bias", {{"263", 100}, {"264", 90}}}, {"repetition_penalty", 2}};
+  for (const bool stream : {false, true}) {
+    body["stream"] = stream;
+    const HttpReply reply = post(server.port(), "/v1/chat/completions", body.dump());
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const ChoiceCalls choice = choice_calls(reply, stream, 1)[0];
+    EXPECT_TRUE(choice.content.is_null()) << reply.body;
+    EXPECT_EQ(choice.names, std::vector<std::string>{"get_time"}) << reply.body;
+    if (choice.arguments.size() == 1) {
+      EXPECT_EQ(json::parse(choice.arguments[0]), json({{"zone", "UTC"}}));
+    }
+  }
+  body["stream"] = false;
+  body["tool_choice"] = "none";
+  const HttpReply text = post(server.port(), "/v1/chat/completions", body.dump());
+  ASSERT_EQ(text.status, 200) << text.body;
+  EXPECT_EQ(json::parse(text.body).at("choices")[0].at("message").at("content"), "get_time[ARGS]{\"zone\": \"UTC\"}") << text.body;
+  const HttpReply completion = post(server.port(), "/v1/completions",
+                                    json{{"prompt", "time?"}, {"max_tokens", 2}, {"temperature", 0}, {"logit_bias", body.at("logit_bias")},
+                                         {"repetition_penalty", 2}}.dump());
+  ASSERT_EQ(completion.status, 200) << completion.body;
+  EXPECT_EQ(json::parse(completion.body).at("choices")[0].at("text"), "get_time[ARGS]{\"zone\": \"UTC\"}") << completion.body;
+}
+
 // A Mistral model's call goes back through Mistral's own chat template (Mistral Nemo's, from its
 // tokenizer_config.json) in the next request, with its result: the template takes the ids the mistral
 // parser makes (9 letters and digits) and refuses others by its own message, which the client gets.
