@@ -275,7 +275,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
       reply_format.constrain(held, served.json_tokens, served.engine->model().eos_tokens, served.json_whitespace);
     };
     if (thinking) {
-      hold_after_thinking(request, *thinking, constrain);
+      hold_after_thinking(request, *thinking, request.ending_tokens(served.engine->model().eos_tokens), constrain);
     } else {
       constrain(request);
     }

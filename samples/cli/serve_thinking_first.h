@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "serve_reasoning.h"
 #include "tilefire/engine.h"
@@ -24,13 +25,17 @@ struct ThinkingTokens {
   bool opened_in_prompt = false;  // deepseek_r1: the reply begins inside the block
 };
 
-// The tags' tokens of `parser`'s thinking in `tokenizer`; none when a tag is not one token of its own
-// (held replies are then held from their first token, with no thinking).
+// The tags' tokens of `parser`'s thinking in `tokenizer`; none when a tag is not one token of its own, or
+// is a special token (whose text a reply leaves out): held replies are then held from their first token,
+// with no thinking.
 std::optional<ThinkingTokens> thinking_tokens(const Tokenizer& tokenizer, ReasoningParser parser);
 
 // Holds `request`'s reply to a format after its thinking: `constrain` sets the format on the request it is
 // given (allowed_tokens and stop_when, as ReplyFormat::constrain does), and here its tokens see only the
-// reply's tokens after </think>. Call it after request.stop_tokens and stop_when are set: both are kept.
-void hold_after_thinking(GenerateRequest& request, const ThinkingTokens& thinking, const std::function<void(GenerateRequest&)>& constrain);
+// reply's tokens after </think>. While thinking, none of `ending_tokens` (the request's
+// ending_tokens(): its stop tokens and the model's end) is chosen. Call it after request.stop_tokens and
+// stop_when are set: both are kept. The reply is taken to grow a token a step, as a generation's does.
+void hold_after_thinking(GenerateRequest& request, const ThinkingTokens& thinking, const std::vector<int32_t>& ending_tokens,
+                         const std::function<void(GenerateRequest&)>& constrain);
 
 }  // namespace tilefire::cli

@@ -17,7 +17,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int32_t kOpen = 10, kClose = 11, kStop = 2;
+constexpr int32_t kOpen = 10, kClose = 11, kStop = 2, kEos = 12;  // kEos: the model's end, past the request's stop tokens
 constexpr size_t kVocab = 16;
 
 // What the hand-made format was asked about, and the request it holds.
@@ -29,7 +29,7 @@ struct Held {
   explicit Held(bool opened_in_prompt) {
     request.stop_tokens = {kStop};
     request.stop_when = [this](const std::vector<int32_t>&) { return stop_string; };
-    hold_after_thinking(request, ThinkingTokens{kOpen, kClose, opened_in_prompt}, [this](GenerateRequest& format) {
+    hold_after_thinking(request, ThinkingTokens{kOpen, kClose, opened_in_prompt}, request.ending_tokens({kEos}), [this](GenerateRequest& format) {
       format.allowed_tokens = [this](const std::vector<int32_t>& generated, std::vector<uint8_t>& allowed) {
         seen.push_back(generated);
         allowed[5] = allowed[6] = 1;
@@ -49,10 +49,10 @@ struct Held {
   }
 };
 
-std::vector<int32_t> all_but_the_stop() {
+std::vector<int32_t> all_but_the_stop() {  // nor the model's end: a reply that ended while thinking would hold no answer
   std::vector<int32_t> tokens;
   for (int32_t t = 0; t < static_cast<int32_t>(kVocab); ++t)
-    if (t != kStop) tokens.push_back(t);
+    if (t != kStop && t != kEos) tokens.push_back(t);
   return tokens;
 }
 
@@ -119,6 +119,12 @@ TEST(ThinkingFirst, TheTagsMustEachBeOneToken) {
   EXPECT_TRUE(thinking_tokens(tags, ReasoningParser::deepseek_r1)->opened_in_prompt);
   EXPECT_FALSE(thinking_tokens(tags, ReasoningParser::none).has_value());
   EXPECT_FALSE(thinking_tokens(bytes, ReasoningParser::qwen3).has_value());  // the tags are several tokens there
+  // Special tags: a reply's text leaves them out, so the thinking could not be split off by it.
+  for (json& added : tokenizer["added_tokens"])
+    if (added.at("id") == 300 || added.at("id") == 301) added["special"] = true;
+  const std::filesystem::path special = dir.path() / "special.json";
+  testing::write_file_text(special, tokenizer.dump());
+  EXPECT_FALSE(thinking_tokens(Tokenizer(special.string()), ReasoningParser::qwen3).has_value());
 }
 
 }  // namespace

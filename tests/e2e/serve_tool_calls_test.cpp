@@ -413,10 +413,11 @@ TEST(ServeToolCalls, AReasoningParserSplitsTheThinkingFromTheAnswer) {
   EXPECT_NE(bad.err.find("--reasoning-parser must be qwen3"), std::string::npos) << bad.err;
 }
 
-// Where <think> and </think> are tokens of their own, a reply a format holds is held after the thinking.
-// deepseek_r1 begins inside it: a bias makes </think> the first token, and the format holds the rest (a
-// named call's arguments, a JSON object). qwen3 with <think> banned begins with the format's tokens: no
-// thinking. Whole and streamed.
+// Where <think> and </think> are tokens of their own, a reply a format holds is held after the thinking
+// (a named call's arguments, a JSON object). A bias and a repetition penalty make the greedy reply think
+// "q" (a letter the prompt lacks) and close: deepseek_r1 begins inside the thinking ("q</think>..."), qwen3
+// opens it ("<think>q</think>..."); the model's end, biased above all, is never chosen while thinking.
+// qwen3 with <think> banned begins with the format's tokens: no thinking. Whole and streamed.
 TEST(ServeToolCalls, AReasoningModelsHeldReplyComesAfterItsThinking) {
   TempDir dir("serve-thinking-first");
   const std::filesystem::path model = text_model(dir);
@@ -426,21 +427,28 @@ TEST(ServeToolCalls, AReasoningModelsHeldReplyComesAfterItsThinking) {
   write_file_text(model / "tokenizer.json", tokenizer.dump());
   const json messages = {{{"role", "user"}, {"content", "x"}}};
   const json named = {{"type", "function"}, {"function", {{"name", "get_time"}}}};
-  for (const std::string parser : {"deepseek_r1", "qwen3"}) {
-    SCOPED_TRACE(parser);
+  struct Case {
+    std::string parser;
+    json bias;
+    json reasoning;  // whole; a stream sends no delta of ""
+  };
+  const std::vector<Case> cases = {{"deepseek_r1", {{"2", 100}, {"113", 90}, {"264", 80}}, "q"},
+                                   {"qwen3", {{"2", 100}, {"263", 95}, {"113", 90}, {"264", 80}}, "q"},
+                                   {"qwen3", {{"263", -100}}, nullptr}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.parser + " " + c.bias.dump());
+    const std::string& parser = c.parser;
     Server server({"--model", model.string(), "--threads", "1", "--reasoning-parser", parser, "--json-whitespace", "0"});
     ASSERT_NE(server.port(), 0);
-    const json bias = parser == "deepseek_r1" ? json{{"264", 100}} : json{{"263", -100}};
+    const json& bias = c.bias;
     for (const json& format : {json{{"tools", tools()}, {"tool_choice", named}}, json{{"response_format", {{"type", "json_object"}}}}})
       for (const bool stream : {false, true}) {
         json body = format;
-        body.update({{"messages", messages}, {"max_tokens", 40}, {"temperature", 0}, {"logit_bias", bias}, {"stream", stream}});
+        body.update({{"messages", messages}, {"max_tokens", 40}, {"temperature", 0}, {"logit_bias", bias}, {"repetition_penalty", 2}, {"stream", stream}});
         const HttpReply reply = post(server.port(), "/v1/chat/completions", body.dump());
         ASSERT_EQ(reply.status, 200) << reply.body;
         const ChoiceCalls choice = choice_calls(reply, stream, 1)[0];
-        // deepseek_r1 thought nothing ("" before </think>, which a stream has no delta for); qwen3 did not
-        // think (null).
-        EXPECT_EQ(choice.reasoning, parser == "deepseek_r1" && !stream ? json("") : json(nullptr)) << reply.body;
+        EXPECT_EQ(choice.reasoning, c.reasoning) << reply.body;
         const std::string answer = format.contains("tools") ? (choice.arguments.empty() ? "" : choice.arguments[0]) : choice.content.dump();
         EXPECT_EQ(answer.find("think>"), std::string::npos) << reply.body;
         if (format.contains("tools")) {
