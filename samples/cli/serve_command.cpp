@@ -242,8 +242,14 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   // With the batcher, the callbacks below run on its thread while this one waits in run().
   if (served.tokenizer) stream.emplace(*served.tokenizer, request.prompt);
   auto text_of = [&](int32_t token) {
-    if (served.tokenizer && markers && markers->count(token)) return stream->add(token) + markers->at(token);
-    if (served.tokenizer) return stream->add(token);
+    if (served.tokenizer) {
+      std::string piece = stream->add(token);
+      if (markers) {
+        const auto marker = markers->find(token);
+        if (marker != markers->end()) piece += marker->second;  // a special token, which the text leaves out
+      }
+      return piece;
+    }
     held_bytes += bytes_text({token});
     const size_t whole = whole_characters(held_bytes);
     std::string text = held_bytes.substr(0, whole);
@@ -299,7 +305,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     if (!rest.empty() && !client_gone) add_event(*writer, streamed->event(rest));
     writer->finish();
     generated.stream_broken = writer->gone();
-  } else if (by_pieces) {  // what the stop strings let through, as a stream would have given it
+  } else if (by_pieces) {  // what the stop strings let through, markers written, as a stream would have given it
     generated.text = shown_text + shown(served.tokenizer ? stream->finish() : held_bytes) + (stop_text ? stop_text->finish() : "");
   } else {  // the whole reply at once
     generated.text = served.tokenizer ? served.tokenizer->continuation(result.prompt_tokens, result.tokens) : bytes_text(result.tokens);

@@ -24,13 +24,11 @@ class ReplyAnswer {
   explicit ReplyAnswer(const ThinkingTokens& thinking) : thinking_(thinking) {}
 
   const std::vector<int32_t>* of(const std::vector<int32_t>& generated) {
-    const size_t looked = looked_.size();
-    if (generated.size() < looked || (looked > 0 && generated[looked - 1] != looked_.back())) {
-      looked_.clear();
+    if (generated.size() < looked_ || (looked_ > 0 && generated[looked_ - 1] != last_)) {
+      looked_ = 0;
       answer_.reset();
     }
-    for (size_t i = looked_.size(); i < generated.size(); ++i) {
-      looked_.push_back(generated[i]);
+    for (size_t i = looked_; i < generated.size(); ++i) {
       if (answer_) {
         answer_->push_back(generated[i]);
       } else if (i == 0 && !thinking_.opened_in_prompt) {
@@ -39,12 +37,15 @@ class ReplyAnswer {
         answer_.emplace();
       }
     }
+    looked_ = generated.size();
+    if (looked_ > 0) last_ = generated.back();
     return answer_ ? &*answer_ : nullptr;
   }
 
  private:
   ThinkingTokens thinking_;
-  std::vector<int32_t> looked_;  // the reply last asked about
+  size_t looked_ = 0;  // tokens of the reply last asked about
+  int32_t last_ = -1;  // its last token
   std::optional<std::vector<int32_t>> answer_;
 };
 
