@@ -26,6 +26,7 @@ constexpr const char* kMistralCalls = "[TOOL_CALLS]";    // Mistral's token befo
 constexpr const char* kMistralArgs = "[ARGS]";           // and, from its tokenizer version 11, between a call's name and arguments
 constexpr const char* kPythonStart = "<|python_start|>";  // Llama 4's tokens around the pythonic calls it makes
 constexpr const char* kPythonEnd = "<|python_end|>";
+constexpr const char* kGraniteCalls = "<|tool_call|>";  // Granite 3.0's token before its list of calls (3.1 on: <tool_call>)
 
 size_t marker_length(const char* marker) { return std::char_traits<char>::length(marker); }
 
@@ -314,6 +315,27 @@ std::optional<ToolReply> pythonic_reply(const std::string& text, const ToolCalli
   return reply;
 }
 
+// Granite's calls: the whole reply is <|tool_call|> (Granite 3.0) or <tool_call> (3.1 on) and a JSON list
+// of {"name": N, "arguments": {...}}. Null when it is not.
+std::optional<ToolReply> granite_calls(const std::string& text, const ToolCalling& calling) {
+  size_t at = skip_whitespace(text, 0);
+  if (text.compare(at, marker_length(kGraniteCalls), kGraniteCalls) == 0) {
+    at += marker_length(kGraniteCalls);
+  } else if (text.compare(at, marker_length(kHermesOpen), kHermesOpen) == 0) {
+    at += marker_length(kHermesOpen);
+  } else {
+    return std::nullopt;
+  }
+  at = skip_whitespace(text, at);
+  const size_t end = at < text.size() && text[at] == '[' ? scan_brackets(text, at, true).closed_at : std::string::npos;
+  if (end == std::string::npos || skip_whitespace(text, end) != text.size()) return std::nullopt;
+  const std::optional<json> list = parse_json(text.substr(at, end - at));
+  ToolReply reply;
+  reply.content = nullptr;
+  if (!list || list->empty() || !add_calls(*list, calling, reply)) return std::nullopt;
+  return reply;
+}
+
 // tool_choice "required": the reply is [{"name": N, "parameters": {...}}, ...]. Null when it does not
 // parse (a reply cut short).
 std::optional<ToolReply> required_calls(const std::string& text, const ToolCalling& calling) {
@@ -334,6 +356,7 @@ std::map<int32_t, std::string> special_call_markers(const Tokenizer& tokenizer, 
     case ToolCallParser::llama3_json: markers = {kPythonTag}; break;
     case ToolCallParser::mistral: markers = {kMistralCalls, kMistralArgs}; break;
     case ToolCallParser::pythonic: markers = {kPythonStart, kPythonEnd}; break;
+    case ToolCallParser::granite: markers = {kGraniteCalls, kHermesOpen}; break;
   }
   std::map<int32_t, std::string> special;
   for (const char* marker : markers) {
@@ -349,8 +372,9 @@ ToolCallParser tool_call_parser_named(const std::string& name) {
   if (name == "llama3_json") return ToolCallParser::llama3_json;
   if (name == "mistral") return ToolCallParser::mistral;
   if (name == "pythonic") return ToolCallParser::pythonic;
-  throw InputError("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes), llama3_json (Llama 3.1-3.3), mistral (Mistral) or "
-                   "pythonic (Llama 3.2 and 4), got '" + name + "'");
+  if (name == "granite") return ToolCallParser::granite;
+  throw InputError("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes), llama3_json (Llama 3.1-3.3), mistral (Mistral), "
+                   "pythonic (Llama 3.2 and 4) or granite (Granite 3), got '" + name + "'");
 }
 
 ToolCalling read_tool_calling(const json& body, ToolCallParser parser, ReplyFormat& format) {
@@ -387,7 +411,7 @@ ToolCalling read_tool_calling(const json& body, ToolCallParser parser, ReplyForm
   if (choice == "auto") {
     if (parser == ToolCallParser::none)
       refuse("tool_choice", "is \"auto\" (the default with tools), which reads the model's own calls from its text: start the server with "
-                            "--tool-call-parser hermes, llama3_json, mistral or pythonic (the format the model's chat template teaches it), or ask for "
+                            "--tool-call-parser hermes, llama3_json, mistral, pythonic or granite (the format the model's chat template teaches it), or ask for "
                             "\"required\" or a named function (calls held by constrained decoding), or \"none\"");
     calling.choice = ToolCalling::Choice::automatic;
     return calling;
@@ -454,6 +478,7 @@ ToolReply read_tool_reply(const ToolCalling& calling, const std::string& text) {
         case ToolCallParser::llama3_json: read = llama3_calls(text, calling); break;
         case ToolCallParser::mistral: read = mistral_calls(text, calling); break;
         case ToolCallParser::pythonic: read = pythonic_reply(text, calling); break;
+        case ToolCallParser::granite: read = granite_calls(text, calling); break;
       }
       break;
   }
@@ -525,21 +550,25 @@ size_t ToolCallStream::streamable() {
     case ToolCallParser::none: break;
     case ToolCallParser::hermes: return streamable_before(kHermesOpen);
     case ToolCallParser::mistral: return streamable_before(kMistralCalls);
-    case ToolCallParser::llama3_json: return streamable_unless_opened_by('{', kPythonTag);
-    case ToolCallParser::pythonic: return streamable_unless_opened_by('[', kPythonStart);
+    case ToolCallParser::llama3_json: return streamable_unless_opened_by({"{", kPythonTag});
+    case ToolCallParser::pythonic: return streamable_unless_opened_by({"[", kPythonStart});
+    case ToolCallParser::granite: return streamable_unless_opened_by({kGraniteCalls, kHermesOpen});
   }
   return text_.size();
 }
 
-size_t ToolCallStream::streamable_unless_opened_by(char opener, const std::string& tag) {
-  // Known by the reply's first character that is not whitespace, or by the tag's. The whitespace before
-  // it is looked at once: scanned_ keeps where it ends so far.
+size_t ToolCallStream::streamable_unless_opened_by(const std::vector<std::string>& openers) {
+  // Known by the reply's start after its whitespace: held while it is, or may yet be, one of the openers.
+  // The whitespace is looked at once: scanned_ keeps where it ends so far.
   if (is_text_) return text_.size();
   const size_t first = scanned_ = skip_whitespace(text_, scanned_);
-  if (first == text_.size() || text_[first] == opener) return 0;
-  const size_t compared = std::min(tag.size(), text_.size() - first);
-  is_text_ = text_.compare(first, compared, tag, 0, compared) != 0;
-  return is_text_ ? text_.size() : 0;
+  if (first == text_.size()) return 0;
+  for (const std::string& opener : openers) {
+    const size_t compared = std::min(opener.size(), text_.size() - first);
+    if (text_.compare(first, compared, opener, 0, compared) == 0) return 0;
+  }
+  is_text_ = true;
+  return text_.size();
 }
 
 size_t ToolCallStream::streamable_before(const std::string& marker) {

@@ -13,7 +13,9 @@
 //   - `llama3_json` (Llama 3.1-3.3): the reply is {"name": N, "parameters": {...}}, calls separated by ";";
 //   - `mistral`: [TOOL_CALLS] and a JSON list of {"name": N, "arguments": {...}}, or (tokenizer versions
 //     11 on) [TOOL_CALLS]N[ARGS]{...} for each call, after the reply's text;
-//   - `pythonic` (Llama 3.2 and 4): the reply is [N(key=value, ...), ...] (pythonic_calls.h).
+//   - `pythonic` (Llama 3.2 and 4): the reply is [N(key=value, ...), ...] (pythonic_calls.h);
+//   - `granite` (Granite 3): the reply is <|tool_call|> (3.0) or <tool_call> (3.1 on) and a JSON list of
+//     {"name": N, "arguments": {...}}.
 //   A reply whose calls do not parse is answered as text, never dropped.
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +30,7 @@
 
 namespace tilefire::cli {
 
-enum class ToolCallParser { none, hermes, llama3_json, mistral, pythonic };
+enum class ToolCallParser { none, hermes, llama3_json, mistral, pythonic, granite };
 
 // --tool-call-parser NAME; InputError naming the flag and the names it takes.
 ToolCallParser tool_call_parser_named(const std::string& name);
@@ -103,7 +105,8 @@ nlohmann::json tool_calls_delta(const ToolReply& reply);
 // An automatic choice's reply as it streams: content() gives what of each piece can go to the client as
 // text now, holding back what may begin a call (a "<tool_call>" or "[TOOL_CALLS]" not yet whole, and
 // whitespace before it; a reply that begins with "{" or <|python_tag|> with llama3_json, with "[" or
-// <|python_start|> with pythonic); once a call has begun, the rest
+// <|python_start|> with pythonic, with <|tool_call|> or <tool_call> with granite); once a call has begun,
+// the rest
 // waits for the end. finish() reads the whole reply; its content's part not yet streamed is
 // `unsent_content()`. Each piece costs the same however long the reply has grown.
 class ToolCallStream {
@@ -117,12 +120,12 @@ class ToolCallStream {
  private:
   size_t streamable();  // how much of text_ can go out as content: none of it can be part of a call
   size_t streamable_before(const std::string& marker);  // hermes, mistral: calls begin at a marker
-  size_t streamable_unless_opened_by(char opener, const std::string& tag);  // llama3_json, pythonic: calls are the whole reply
+  size_t streamable_unless_opened_by(const std::vector<std::string>& openers);  // llama3_json, pythonic, granite: calls are the whole reply
 
   ToolCalling calling_;  // how the reply is read (its tools left out: not needed to read it)
   std::string text_;     // the reply so far
   size_t sent_ = 0;      // bytes of text_ given as content
-  bool is_text_ = false;  // text that is not whitespace goes out (llama3_json, pythonic: the reply is no call)
+  bool is_text_ = false;  // text that is not whitespace goes out (llama3_json, pythonic, granite: the reply is no call)
   size_t scanned_ = 0;    // bytes of text_ looked at for text that is not whitespace
   size_t marker_ = std::string::npos;  // hermes, mistral: where the first marker begins
   size_t searched_ = 0;   // hermes, mistral: where a marker not yet found may begin

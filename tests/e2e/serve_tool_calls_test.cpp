@@ -222,12 +222,12 @@ TEST(ServeToolCalls, AutoReadsTheReplyWithTheServersParser) {
     if (!choice.is_null()) asked["tool_choice"] = choice;
     const HttpReply refused = post(without.server.port(), "/v1/chat/completions", asked.dump());
     EXPECT_EQ(refused.status, 400);
-    EXPECT_NE(refused.body.find("start the server with --tool-call-parser hermes, llama3_json, mistral or pythonic"), std::string::npos) << refused.body;
+    EXPECT_NE(refused.body.find("start the server with --tool-call-parser hermes, llama3_json, mistral, pythonic or granite"), std::string::npos) << refused.body;
   }
 }
 
 // The model's own calls, read by each parser: a tokenizer whose added tokens are each a whole call in its
-// format (two, for pythonic's list), and a bias that makes the greedy reply that token, twice where it is
+// format (two, for pythonic's and granite's lists), and a bias that makes the greedy reply that token, twice where it is
 // one call. Whole and streamed, the reply is the two calls (no content: nothing of them streams as text);
 // max_tokens cuts it, so "length" stays.
 TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
@@ -242,7 +242,8 @@ TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
       {"hermes", "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}\n</tool_call>\n", 2},
       {"llama3_json", "{\"name\": \"get_time\", \"parameters\": {\"zone\": \"UTC\"}}; ", 2},
       {"mistral", "[TOOL_CALLS]get_time[ARGS]{\"zone\": \"UTC\"}", 2},
-      {"pythonic", "[get_time(zone='UTC'), get_time(zone=\"U\" 'TC')]", 1}};
+      {"pythonic", "[get_time(zone='UTC'), get_time(zone=\"U\" 'TC')]", 1},
+      {"granite", "<|tool_call|>[{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}, {\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}]", 1}};
   for (size_t i = 0; i < calls.size(); ++i)  // ids 263 on: past the tiny tokenizer's, within the vocabulary of 512
     tokenizer["added_tokens"].push_back({{"id", 263 + i}, {"content", calls[i].token}, {"special", false}});
   write_file_text(model / "tokenizer.json", tokenizer.dump());
@@ -492,10 +493,10 @@ TEST(ServeToolCalls, WhatCannotBeHonouredIsRefusedByName) {
   EXPECT_EQ(completion.status, 400);
   EXPECT_NE(completion.body.find("'tools' is a field of /v1/chat/completions"), std::string::npos) << completion.body;
   // A parser the server does not know: named at start, exit status 2.
-  const RunResult bad = run_cli({"serve", "--port", "0", "--tool-call-parser", "granite"});
+  const RunResult bad = run_cli({"serve", "--port", "0", "--tool-call-parser", "xlam"});
   EXPECT_EQ(bad.status, 2) << describe(bad);
-  EXPECT_NE(bad.err.find("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes), llama3_json (Llama 3.1-3.3), mistral (Mistral) or "
-                         "pythonic (Llama 3.2 and 4), got 'granite'"),
+  EXPECT_NE(bad.err.find("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes), llama3_json (Llama 3.1-3.3), mistral (Mistral), "
+                         "pythonic (Llama 3.2 and 4) or granite (Granite 3), got 'xlam'"),
             std::string::npos)
       << bad.err;
 }

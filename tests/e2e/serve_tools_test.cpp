@@ -1,9 +1,9 @@
 // tilefire serve's tool calling, its parts alone (samples/cli/serve_tools.cpp): the request's tools and
 // tool_choice read or refused by name, the schema that holds a "required" reply (its tools' references
-// placed), the model's calls read from its text in the hermes, llama3_json, mistral and pythonic formats
-// (pythonic's literals in pythonic_calls_test), and a streamed reply's text held back exactly where a call
-// may begin: what streams, joined with what is sent at the end, is the whole reply's content, for every
-// way of cutting the reply into pieces.
+// placed), the model's calls read from its text in the hermes, llama3_json, mistral, pythonic and granite
+// formats (pythonic's literals in pythonic_calls_test), and a streamed reply's text held back exactly
+// where a call may begin: what streams, joined with what is sent at the end, is the whole reply's content,
+// for every way of cutting the reply into pieces.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -168,6 +168,26 @@ TEST(ServeTools, PythonicCallsAreTheWholeReply) {
   }
 }
 
+TEST(ServeTools, GraniteCallsAreTheWholeReply) {
+  const ToolCalling granite = calling_of(ToolCalling::Choice::automatic, ToolCallParser::granite);
+  const Calls two = {{"get_weather", {{"city", "Oslo"}}}, {"get_time", json::object()}};
+  for (const std::string text : {R"(<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_time", "arguments": {}}])",
+                                 " <tool_call> [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}, {\"name\": \"get_time\"}]\n"}) {
+    const ToolReply read = read_tool_reply(granite, text);
+    EXPECT_TRUE(read.content.is_null());
+    EXPECT_EQ(calls_of(read), two) << text;
+    EXPECT_EQ(tool_finish_reason(granite, read, "stop"), "tool_calls");
+  }
+  // Not calls: the reply is its text.
+  for (const std::string text : {"It is sunny.", "[{\"name\": \"get_time\", \"arguments\": {}}]", "<|tool_call|>[]", "<|tool_call|>{\"name\": \"get_time\"}",
+                                 "<|tool_call|>[{\"name\": \"get_time\"}] and more", "a <|tool_call|>[{\"name\": \"get_time\"}]",
+                                 "<|tool_call|>[{\"name\": \"nope\"}]", "<|tool_call|>[{\"name\": \"get_time\""}) {
+    const ToolReply read = read_tool_reply(granite, text);
+    EXPECT_EQ(read.content, text);
+    EXPECT_FALSE(read.called()) << text;
+  }
+}
+
 TEST(ServeTools, NamedAndRequiredRepliesAreTheirCalls) {
   const ToolCalling named = calling_of(ToolCalling::Choice::named);
   // A named function's reply is its arguments, cut short or not.
@@ -209,6 +229,9 @@ TEST(ServeTools, AStreamedReplyHoldsBackExactlyWhatMayBeginACall) {
       {ToolCallParser::mistral,
        {"plain text", "a [TOOL_CA", "[TOOL_CALLS", "x[TOOL_CALLS]f[ARGS]{}", "[[TOOL_CALLS]f[ARGS]{}", " \n[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]",
         "[TOOL_CALLS]f[ARGS]{}[TOOL_CALLS]g[ARGS]{\"a\": 1}", "[TOOL_CALLS]nope[ARGS]{}", " x [TOOL_CALLS]f[ARGS]{} y", "[ TOOL_CALLS]"}},
+      {ToolCallParser::granite,
+       {"plain text", "  ", " <|tool_call|>[{\"name\": \"f\"}]", "<tool_call>[{\"name\": \"g\"}]", "<|tool_c x", "<tool x", "\n<x",
+        "<|tool_call|>[{\"name\": \"nope\"}]"}},
       {ToolCallParser::pythonic,
        {"plain text", "  ", " [f(a=1), g()]", "<|python_start|>[f()]<|python_end|>", "<|python_st x", "[1] is a note", "\n<x", "[f(a='x]')]"}}};
   for (const auto& [parser, texts] : cases) {
