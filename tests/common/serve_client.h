@@ -172,6 +172,21 @@ inline std::filesystem::path text_model(const TempDir& dir) {
   return model;
 }
 
+// The text model with tokens added to its tokenizer, ids 263 on (past the tiny tokenizer's, within the
+// vocabulary of 512): a token that is a whole reply (a call, a thinking), made the greedy reply by a bias.
+struct AddedToken {
+  std::string content;
+  bool special = false;
+};
+inline std::filesystem::path text_model_with_tokens(const TempDir& dir, const std::vector<AddedToken>& added) {
+  const std::filesystem::path model = text_model(dir);
+  nlohmann::json tokenizer = tiny_byte_level_tokenizer();
+  for (size_t i = 0; i < added.size(); ++i)
+    tokenizer["added_tokens"].push_back({{"id", 263 + i}, {"content", added[i].content}, {"special", added[i].special}});
+  write_file_text(model / "tokenizer.json", tokenizer.dump());
+  return model;
+}
+
 // `tilefire serve` of the text model (a byte-level tokenizer.json and a chat template: text_model)
 // on one thread, with `extra` flags; the model's folder lives as long as the server.
 struct TextModelServer {

@@ -232,8 +232,6 @@ TEST(ServeToolCalls, AutoReadsTheReplyWithTheServersParser) {
 // max_tokens cuts it, so "length" stays.
 TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
   TempDir dir("serve-tool-auto-calls");
-  const std::filesystem::path model = text_model(dir);
-  json tokenizer = tiny_byte_level_tokenizer();
   struct Format {
     std::string parser, token;
     int max_tokens;
@@ -244,9 +242,9 @@ TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
       {"mistral", "[TOOL_CALLS]get_time[ARGS]{\"zone\": \"UTC\"}", 2},
       {"pythonic", "[get_time(zone='UTC'), get_time(zone=\"U\" 'TC')]", 1},
       {"granite", "<|tool_call|>[{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}, {\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}]", 1}};
-  for (size_t i = 0; i < calls.size(); ++i)  // ids 263 on: past the tiny tokenizer's, within the vocabulary of 512
-    tokenizer["added_tokens"].push_back({{"id", 263 + i}, {"content", calls[i].token}, {"special", false}});
-  write_file_text(model / "tokenizer.json", tokenizer.dump());
+  std::vector<AddedToken> tokens;
+  for (const Format& format : calls) tokens.push_back({format.token});
+  const std::filesystem::path model = text_model_with_tokens(dir, tokens);
   for (size_t i = 0; i < calls.size(); ++i) {
     SCOPED_TRACE(calls[i].parser);
     Server server({"--model", model.string(), "--threads", "1", "--tool-call-parser", calls[i].parser});
@@ -283,11 +281,7 @@ TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
 // marker, then a token with the call's name and arguments.
 TEST(ServeToolCalls, ASpecialMarkerIsKeptWhereTheReplyIsReadForCalls) {
   TempDir dir("serve-tool-special-marker");
-  const std::filesystem::path model = text_model(dir);
-  json tokenizer = tiny_byte_level_tokenizer();
-  tokenizer["added_tokens"].push_back({{"id", 263}, {"content", "[TOOL_CALLS]"}, {"special", true}});
-  tokenizer["added_tokens"].push_back({{"id", 264}, {"content", "get_time[ARGS]{\"zone\": \"UTC\"}"}, {"special", false}});
-  write_file_text(model / "tokenizer.json", tokenizer.dump());
+  const std::filesystem::path model = text_model_with_tokens(dir, {{"[TOOL_CALLS]", true}, {"get_time[ARGS]{\"zone\": \"UTC\"}"}});
   Server server({"--model", model.string(), "--threads", "1", "--tool-call-parser", "mistral"});
   ASSERT_NE(server.port(), 0);
   json body = {{"messages", {{{"role", "user"}, {"content", "time?"}}}}, {"tools", tools()}, {"max_tokens", 2}, {"temperature", 0},
@@ -321,10 +315,8 @@ TEST(ServeToolCalls, ASpecialMarkerIsKeptWhereTheReplyIsReadForCalls) {
 TEST(ServeToolCalls, AMistralCallGoesBackThroughMistralsOwnTemplate) {
   REQUIRE_TOKENIZER_FILES();
   TempDir dir("serve-tool-mistral");
-  const std::filesystem::path model = text_model(dir), template_path = dir.path() / "mistral_nemo.jinja";
-  json tokenizer = tiny_byte_level_tokenizer();
-  tokenizer["added_tokens"].push_back({{"id", 263}, {"content", "[TOOL_CALLS]get_time[ARGS]{\"zone\": \"UTC\"}"}, {"special", false}});
-  write_file_text(model / "tokenizer.json", tokenizer.dump());
+  const std::filesystem::path model = text_model_with_tokens(dir, {{"[TOOL_CALLS]get_time[ARGS]{\"zone\": \"UTC\"}"}});
+  const std::filesystem::path template_path = dir.path() / "mistral_nemo.jinja";
   const json config = json::parse(read_file_text(model_tokenizer("mistral_nemo").parent_path() / "tokenizer_config.json"));
   write_file_text(template_path, config.at("chat_template").get<std::string>());
   Server server({"--model", model.string(), "--threads", "1", "--chat-template", template_path.string(), "--tool-call-parser", "mistral"});
@@ -357,13 +349,10 @@ TEST(ServeToolCalls, AMistralCallGoesBackThroughMistralsOwnTemplate) {
 // content, read for calls; a reply a format holds has no thinking to split.
 TEST(ServeToolCalls, AReasoningParserSplitsTheThinkingFromTheAnswer) {
   TempDir dir("serve-reasoning");
-  const std::filesystem::path model = text_model(dir);
-  json tokenizer = tiny_byte_level_tokenizer();
   const std::vector<std::string> replies = {"<think>plan</think>answer",
                                             "<think>hmm</think>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>",
                                             "plan</think>answer"};
-  for (size_t i = 0; i < replies.size(); ++i) tokenizer["added_tokens"].push_back({{"id", 263 + i}, {"content", replies[i]}, {"special", false}});
-  write_file_text(model / "tokenizer.json", tokenizer.dump());
+  const std::filesystem::path model = text_model_with_tokens(dir, {{replies[0]}, {replies[1]}, {replies[2]}});
   struct Case {
     std::string parser;
     int token;
@@ -421,11 +410,7 @@ TEST(ServeToolCalls, AReasoningParserSplitsTheThinkingFromTheAnswer) {
 // qwen3 with <think> banned begins with the format's tokens: no thinking. Whole and streamed.
 TEST(ServeToolCalls, AReasoningModelsHeldReplyComesAfterItsThinking) {
   TempDir dir("serve-thinking-first");
-  const std::filesystem::path model = text_model(dir);
-  json tokenizer = tiny_byte_level_tokenizer();
-  tokenizer["added_tokens"].push_back({{"id", 263}, {"content", "<think>"}, {"special", false}});
-  tokenizer["added_tokens"].push_back({{"id", 264}, {"content", "</think>"}, {"special", false}});
-  write_file_text(model / "tokenizer.json", tokenizer.dump());
+  const std::filesystem::path model = text_model_with_tokens(dir, {{"<think>"}, {"</think>"}});
   const json messages = {{{"role", "user"}, {"content", "x"}}};
   const json named = {{"type", "function"}, {"function", {{"name", "get_time"}}}};
   struct Case {
