@@ -6,7 +6,9 @@
 #include <random>
 #include <set>
 
+#include "json_text.h"
 #include "pythonic_calls.h"
+#include "xml_calls.h"
 #include "tilefire/errors.h"
 
 namespace tilefire::cli {
@@ -154,46 +156,6 @@ bool add_calls(const json& objects, const ToolCalling& calling, ToolReply& reply
   return true;
 }
 
-// JSON text read by its brackets outside strings, from `begin`: the deepest nesting, and where the value
-// that opens at `begin` closes (one past its bracket; npos: it does not). With `to_close`, stops there.
-struct Brackets {
-  int deepest = 0;
-  size_t closed_at = std::string::npos;
-};
-Brackets scan_brackets(const std::string& text, size_t begin, bool to_close) {
-  Brackets scan;
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = begin; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      scan.deepest = std::max(scan.deepest, ++depth);
-    } else if ((c == '}' || c == ']') && --depth == 0 && scan.closed_at == std::string::npos) {
-      scan.closed_at = i + 1;
-      if (to_close) break;
-    }
-  }
-  return scan;
-}
-
-// A parse, copy or dump of a value nested 100,000 deep recurses until the stack runs out, so text
-// nested past kMostNesting is not parsed (as a request's body is not).
-constexpr int kMostNesting = 400;
-bool nested_past_bound(const std::string& text) { return scan_brackets(text, 0, false).deepest > kMostNesting; }
-
-// The value of a JSON text; none when it is not one, or is nested past the bound.
-std::optional<json> parse_json(const std::string& text) {
-  if (nested_past_bound(text)) return std::nullopt;
-  json parsed = json::parse(text, nullptr, false);
-  if (parsed.is_discarded()) return std::nullopt;
-  return parsed;
-}
-
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }  // JSON's whitespace
 bool only_whitespace(const std::string& text) { return std::all_of(text.begin(), text.end(), is_space); }
 
@@ -308,7 +270,7 @@ std::optional<ToolReply> pythonic_reply(const std::string& text, const ToolCalli
   while (end > begin && is_space(text[end - 1])) --end;
   const size_t end_tag = marker_length(kPythonEnd);
   if (end - begin >= end_tag && text.compare(end - end_tag, end_tag, kPythonEnd) == 0) end -= end_tag;
-  const std::optional<json> objects = pythonic_calls(std::string_view(text).substr(begin, end - begin), kMostNesting);
+  const std::optional<json> objects = pythonic_calls(std::string_view(text).substr(begin, end - begin), kMostJsonNesting);
   ToolReply reply;
   reply.content = nullptr;
   if (!objects || !add_calls(*objects, calling, reply)) return std::nullopt;
@@ -336,6 +298,52 @@ std::optional<ToolReply> granite_calls(const std::string& text, const ToolCallin
   return reply;
 }
 
+// Qwen3-Coder's calls: <tool_call> blocks of <function=N> and its <parameter=K> values anywhere in the
+// text (xml_calls.h), each value read as its function's schema types it; the text around them is the
+// content. Null when a block does not read, or names no tool.
+std::optional<ToolReply> qwen3_coder_calls(const std::string& text, const ToolCalling& calling) {
+  const std::optional<XmlCallReply> read = xml_calls(text);
+  if (!read) return std::nullopt;
+  ToolReply reply;
+  for (const XmlCall& made : read->calls) {
+    if (std::find(calling.names.begin(), calling.names.end(), made.name) == calling.names.end()) return std::nullopt;
+    const json& types = calling.parameter_types.contains(made.name) ? calling.parameter_types.at(made.name) : json::object();
+    json arguments = json::object();
+    for (const auto& [key, value] : made.parameters) arguments[key] = xml_argument_value(value, types.value(key, json()));
+    reply.tool_calls.push_back(call(calling, made.name, arguments.dump()));
+  }
+  reply.content = only_whitespace(read->content) ? json(nullptr) : json(read->content);
+  return reply;
+}
+
+// The JSON Schema types each parameter of `function` is given, {"city": "string", "when": ["string",
+// "null"], ...}: a property's "type", else those of its anyOf or oneOf branches; null where none is named.
+json parameter_types_of(const json& function) {
+  json types = json::object();
+  const json parameters = parameters_of(function);
+  if (!parameters.contains("properties") || !parameters.at("properties").is_object()) return types;
+  for (const auto& [name, property] : parameters.at("properties").items()) {
+    json& type = types[name] = nullptr;
+    if (!property.is_object()) continue;
+    if (property.contains("type")) {
+      type = property.at("type");
+      continue;
+    }
+    for (const char* branches : {"anyOf", "oneOf"}) {
+      if (!property.contains(branches) || !property.at(branches).is_array()) continue;
+      json named = json::array();
+      for (const json& branch : property.at(branches)) {
+        const json branch_type = branch.is_object() ? branch.value("type", json()) : json();
+        if (branch_type.is_string()) named.push_back(branch_type);
+        if (branch_type.is_array())
+          for (const json& one : branch_type) named.push_back(one);
+      }
+      if (!named.empty()) type = named;
+    }
+  }
+  return types;
+}
+
 // tool_choice "required": the reply is [{"name": N, "parameters": {...}}, ...]. Null when it does not
 // parse (a reply cut short).
 std::optional<ToolReply> required_calls(const std::string& text, const ToolCalling& calling) {
@@ -357,6 +365,7 @@ std::map<int32_t, std::string> special_call_markers(const Tokenizer& tokenizer, 
     case ToolCallParser::mistral: markers = {kMistralCalls, kMistralArgs}; break;
     case ToolCallParser::pythonic: markers = {kPythonStart, kPythonEnd}; break;
     case ToolCallParser::granite: markers = {kGraniteCalls, kHermesOpen}; break;
+    case ToolCallParser::qwen3_coder: markers = {kHermesOpen, kHermesClose}; break;
   }
   std::map<int32_t, std::string> special;
   for (const char* marker : markers) {
@@ -373,8 +382,9 @@ ToolCallParser tool_call_parser_named(const std::string& name) {
   if (name == "mistral") return ToolCallParser::mistral;
   if (name == "pythonic") return ToolCallParser::pythonic;
   if (name == "granite") return ToolCallParser::granite;
+  if (name == "qwen3_coder" || name == "qwen3_xml") return ToolCallParser::qwen3_coder;  // vLLM has both names for the format
   throw InputError("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes), llama3_json (Llama 3.1-3.3), mistral (Mistral), "
-                   "pythonic (Llama 3.2 and 4) or granite (Granite 3), got '" + name + "'");
+                   "pythonic (Llama 3.2 and 4), granite (Granite 3) or qwen3_coder (Qwen3-Coder; also named qwen3_xml), got '" + name + "'");
 }
 
 ToolCalling read_tool_calling(const json& body, ToolCallParser parser, ReplyFormat& format) {
@@ -387,6 +397,8 @@ ToolCalling read_tool_calling(const json& body, ToolCallParser parser, ReplyForm
     functions = read_tools(body.at("tools"));
     calling.tools = body.at("tools");
     for (const json& function : functions) calling.names.push_back(function.at("name").get<std::string>());
+    if (parser == ToolCallParser::qwen3_coder)
+      for (const json& function : functions) calling.parameter_types[function.at("name").get<std::string>()] = parameter_types_of(function);
   }
   if (given(body, "parallel_tool_calls")) {
     if (!body.at("parallel_tool_calls").is_boolean())
@@ -411,7 +423,7 @@ ToolCalling read_tool_calling(const json& body, ToolCallParser parser, ReplyForm
   if (choice == "auto") {
     if (parser == ToolCallParser::none)
       refuse("tool_choice", "is \"auto\" (the default with tools), which reads the model's own calls from its text: start the server with "
-                            "--tool-call-parser hermes, llama3_json, mistral, pythonic or granite (the format the model's chat template teaches it), or ask for "
+                            "--tool-call-parser hermes, llama3_json, mistral, pythonic, granite or qwen3_coder (the format the model's chat template teaches it), or ask for "
                             "\"required\" or a named function (calls held by constrained decoding), or \"none\"");
     calling.choice = ToolCalling::Choice::automatic;
     return calling;
@@ -452,7 +464,7 @@ json template_tool_calls(const json& messages) {
       if (!function.contains("arguments") || !function.at("arguments").is_string()) continue;
       const std::string text = function.at("arguments").get<std::string>();
       const std::string where = "messages[" + std::to_string(i) + "].tool_calls[" + std::to_string(j) + "].function.arguments";
-      if (nested_past_bound(text)) refuse(where, "is nested past " + std::to_string(kMostNesting) + " levels");
+      if (nested_past_bound(text)) refuse(where, "is nested past " + std::to_string(kMostJsonNesting) + " levels");
       const std::optional<json> arguments = only_whitespace(text) ? json::object() : parse_json(text);  // "": none, as vLLM reads it
       if (!arguments || !arguments->is_object()) refuse(where, "must be a JSON object's text, got " + function.at("arguments").dump().substr(0, 80));
       function["arguments"] = *arguments;
@@ -479,6 +491,7 @@ ToolReply read_tool_reply(const ToolCalling& calling, const std::string& text) {
         case ToolCallParser::mistral: read = mistral_calls(text, calling); break;
         case ToolCallParser::pythonic: read = pythonic_reply(text, calling); break;
         case ToolCallParser::granite: read = granite_calls(text, calling); break;
+        case ToolCallParser::qwen3_coder: read = qwen3_coder_calls(text, calling); break;
       }
       break;
   }
@@ -553,6 +566,7 @@ size_t ToolCallStream::streamable() {
     case ToolCallParser::llama3_json: return streamable_unless_opened_by({"{", kPythonTag});
     case ToolCallParser::pythonic: return streamable_unless_opened_by({"[", kPythonStart});
     case ToolCallParser::granite: return streamable_unless_opened_by({kGraniteCalls, kHermesOpen});
+    case ToolCallParser::qwen3_coder: return streamable_before(kHermesOpen);
   }
   return text_.size();
 }

@@ -15,7 +15,10 @@
 //     11 on) [TOOL_CALLS]N[ARGS]{...} for each call, after the reply's text;
 //   - `pythonic` (Llama 3.2 and 4): the reply is [N(key=value, ...), ...] (pythonic_calls.h);
 //   - `granite` (Granite 3): the reply is <|tool_call|> (3.0) or <tool_call> (3.1 on) and a JSON list of
-//     {"name": N, "arguments": {...}}.
+//     {"name": N, "arguments": {...}};
+//   - `qwen3_coder` (Qwen3-Coder; vLLM's qwen3_xml too): <tool_call><function=N><parameter=K>value
+//     </parameter>...</function></tool_call> blocks anywhere in the text, each value read by the type the
+//     function's schema gives it (xml_calls.h).
 //   A reply whose calls do not parse is answered as text, never dropped.
 #include <cstddef>
 #include <cstdint>
@@ -30,7 +33,7 @@
 
 namespace tilefire::cli {
 
-enum class ToolCallParser { none, hermes, llama3_json, mistral, pythonic, granite };
+enum class ToolCallParser { none, hermes, llama3_json, mistral, pythonic, granite, qwen3_coder };
 
 // --tool-call-parser NAME; InputError naming the flag and the names it takes.
 ToolCallParser tool_call_parser_named(const std::string& name);
@@ -48,6 +51,9 @@ struct ToolCalling {
   std::vector<std::string> names;  // the tools' functions: a call the model writes names one
   bool parallel = true;    // "parallel_tool_calls": false allows one call at most
   ToolCallParser parser = ToolCallParser::none;  // automatic: the format of the model's calls
+  // qwen3_coder: the JSON Schema types of each function's parameters, {"f": {"city": "string", ...}}, by
+  // which a value written as text is read (xml_argument_value)
+  nlohmann::json parameter_types = nlohmann::json::object();
 
   // Whether the reply is read for calls.
   bool reads_calls() const { return choice != Choice::none; }
@@ -106,8 +112,7 @@ nlohmann::json tool_calls_delta(const ToolReply& reply);
 // text now, holding back what may begin a call (a "<tool_call>" or "[TOOL_CALLS]" not yet whole, and
 // whitespace before it; a reply that begins with "{" or <|python_tag|> with llama3_json, with "[" or
 // <|python_start|> with pythonic, with <|tool_call|> or <tool_call> with granite); once a call has begun,
-// the rest
-// waits for the end. finish() reads the whole reply; its content's part not yet streamed is
+// the rest waits for the end. finish() reads the whole reply; its content's part not yet streamed is
 // `unsent_content()`. Each piece costs the same however long the reply has grown.
 class ToolCallStream {
  public:
@@ -119,7 +124,7 @@ class ToolCallStream {
 
  private:
   size_t streamable();  // how much of text_ can go out as content: none of it can be part of a call
-  size_t streamable_before(const std::string& marker);  // hermes, mistral: calls begin at a marker
+  size_t streamable_before(const std::string& marker);  // hermes, mistral, qwen3_coder: calls begin at a marker
   size_t streamable_unless_opened_by(const std::vector<std::string>& openers);  // llama3_json, pythonic, granite: calls are the whole reply
 
   ToolCalling calling_;  // how the reply is read (its tools left out: not needed to read it)
@@ -127,8 +132,8 @@ class ToolCallStream {
   size_t sent_ = 0;      // bytes of text_ given as content
   bool is_text_ = false;  // text that is not whitespace goes out (llama3_json, pythonic, granite: the reply is no call)
   size_t scanned_ = 0;    // bytes of text_ looked at for text that is not whitespace
-  size_t marker_ = std::string::npos;  // hermes, mistral: where the first marker begins
-  size_t searched_ = 0;   // hermes, mistral: where a marker not yet found may begin
+  size_t marker_ = std::string::npos;  // hermes, mistral, qwen3_coder: where the first marker begins
+  size_t searched_ = 0;   // hermes, mistral, qwen3_coder: where a marker not yet found may begin
 };
 
 }  // namespace tilefire::cli

@@ -222,12 +222,12 @@ TEST(ServeToolCalls, AutoReadsTheReplyWithTheServersParser) {
     if (!choice.is_null()) asked["tool_choice"] = choice;
     const HttpReply refused = post(without.server.port(), "/v1/chat/completions", asked.dump());
     EXPECT_EQ(refused.status, 400);
-    EXPECT_NE(refused.body.find("start the server with --tool-call-parser hermes, llama3_json, mistral, pythonic or granite"), std::string::npos) << refused.body;
+    EXPECT_NE(refused.body.find("start the server with --tool-call-parser hermes, llama3_json, mistral, pythonic, granite or qwen3_coder"), std::string::npos) << refused.body;
   }
 }
 
 // The model's own calls, read by each parser: a tokenizer whose added tokens are each a whole call in its
-// format (two, for pythonic's and granite's lists), and a bias that makes the greedy reply that token, twice where it is
+// format (two, for pythonic's and granite's lists and qwen3_coder's blocks), and a bias that makes the greedy reply that token, twice where it is
 // one call. Whole and streamed, the reply is the two calls (no content: nothing of them streams as text);
 // max_tokens cuts it, so "length" stays.
 TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
@@ -241,7 +241,8 @@ TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
       {"llama3_json", "{\"name\": \"get_time\", \"parameters\": {\"zone\": \"UTC\"}}; ", 2},
       {"mistral", "[TOOL_CALLS]get_time[ARGS]{\"zone\": \"UTC\"}", 2},
       {"pythonic", "[get_time(zone='UTC'), get_time(zone=\"U\" 'TC')]", 1},
-      {"granite", "<|tool_call|>[{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}, {\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}]", 1}};
+      {"granite", "<|tool_call|>[{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}, {\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}]", 1},
+      {"qwen3_coder", "<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>\n", 2}};
   std::vector<AddedToken> tokens;
   for (const Format& format : calls) tokens.push_back({format.token});
   const std::filesystem::path model = text_model_with_tokens(dir, tokens);
@@ -481,7 +482,7 @@ TEST(ServeToolCalls, WhatCannotBeHonouredIsRefusedByName) {
   const RunResult bad = run_cli({"serve", "--port", "0", "--tool-call-parser", "xlam"});
   EXPECT_EQ(bad.status, 2) << describe(bad);
   EXPECT_NE(bad.err.find("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes), llama3_json (Llama 3.1-3.3), mistral (Mistral), "
-                         "pythonic (Llama 3.2 and 4) or granite (Granite 3), got 'xlam'"),
+                         "pythonic (Llama 3.2 and 4), granite (Granite 3) or qwen3_coder (Qwen3-Coder; also named qwen3_xml), got 'xlam'"),
             std::string::npos)
       << bad.err;
 }

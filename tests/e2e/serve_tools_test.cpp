@@ -1,7 +1,7 @@
 // tilefire serve's tool calling, its parts alone (samples/cli/serve_tools.cpp): the request's tools and
 // tool_choice read or refused by name, the schema that holds a "required" reply (its tools' references
-// placed), the model's calls read from its text in the hermes, llama3_json, mistral, pythonic and granite
-// formats (pythonic's literals in pythonic_calls_test), and a streamed reply's text held back exactly
+// placed), the model's calls read from its text in the hermes, llama3_json, mistral, pythonic, granite and
+// qwen3_coder formats (pythonic's literals in pythonic_calls_test, qwen3_coder's blocks in xml_calls_test), and a streamed reply's text held back exactly
 // where a call may begin: what streams, joined with what is sent at the end, is the whole reply's content,
 // for every way of cutting the reply into pieces.
 #include <gtest/gtest.h>
@@ -188,6 +188,38 @@ TEST(ServeTools, GraniteCallsAreTheWholeReply) {
   }
 }
 
+// Qwen3-Coder writes each value as text; the server reads it by the type the request's schema gives the
+// parameter, so "2" is a number for days and a string for a zip code.
+TEST(ServeTools, Qwen3CoderCallsAreReadByTheirSchemasTypes) {
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+      "city": {"type": "string"}, "days": {"type": "integer"}, "zip": {"type": "string"}, "metric": {"type": "boolean"},
+      "hours": {"type": "array", "items": {"type": "integer"}}, "when": {"anyOf": [{"type": "null"}, {"type": "string"}]}, "any": {}}}}},
+      {"type": "function", "function": {"name": "get_time"}}])");
+  ReplyFormat format;
+  const ToolCalling calling = read_tool_calling({{"tools", tools}}, tool_call_parser_named("qwen3_xml"), format);
+  ASSERT_EQ(calling.parser, ToolCallParser::qwen3_coder);
+  const std::string weather =
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Jose\n</parameter>\n<parameter=days>\n2\n</parameter>\n"
+      "<parameter=zip>\n95112\n</parameter>\n<parameter=metric>\nTrue\n</parameter>\n<parameter=hours>\n[9, 17]\n</parameter>\n"
+      "<parameter=when>\nNone\n</parameter>\n<parameter=any>\n{\"a\": 1}\n</parameter>\n<parameter=extra>\n3\n</parameter>\n</function>\n</tool_call>";
+  const ToolReply read = read_tool_reply(calling, "Checking.\n" + weather + "\n<tool_call>\n<function=get_time>\n</function>\n</tool_call>");
+  EXPECT_EQ(read.content, "Checking.\n\n");
+  EXPECT_EQ(calls_of(read), (Calls{{"get_weather", {{"city", "San Jose"}, {"days", 2}, {"zip", "95112"}, {"metric", true}, {"hours", {9, 17}},
+                                                   {"when", nullptr}, {"any", {{"a", 1}}}, {"extra", 3}}},
+                                   {"get_time", json::object()}}));
+  EXPECT_EQ(tool_finish_reason(calling, read, "stop"), "tool_calls");
+  ToolCalling one = calling;
+  one.parallel = false;
+  EXPECT_EQ(read_tool_reply(one, weather + weather).tool_calls.size(), 1u);
+  // Not calls: the reply is its text.
+  for (const std::string& text : std::vector<std::string>{"It is sunny.", "<tool_call>\n<function=nope>\n</function>\n</tool_call>", "<tool_call>\n<function=get_time>\n",
+                                 "<function=get_time></function>", weather + "<tool_call>x</tool_call>"}) {
+    const ToolReply not_called = read_tool_reply(calling, text);
+    EXPECT_EQ(not_called.content, text);
+    EXPECT_FALSE(not_called.called()) << text;
+  }
+}
+
 TEST(ServeTools, NamedAndRequiredRepliesAreTheirCalls) {
   const ToolCalling named = calling_of(ToolCalling::Choice::named);
   // A named function's reply is its arguments, cut short or not.
@@ -232,6 +264,10 @@ TEST(ServeTools, AStreamedReplyHoldsBackExactlyWhatMayBeginACall) {
       {ToolCallParser::granite,
        {"plain text", "  ", " <|tool_call|>[{\"name\": \"f\"}]", "<tool_call>[{\"name\": \"g\"}]", "<|tool_c x", "<tool x", "\n<x",
         "<|tool_call|>[{\"name\": \"nope\"}]"}},
+      {ToolCallParser::qwen3_coder,
+       {"plain text", "a <tool_ca", "x<tool_call><function=f></function></tool_call>y", "<tool_call><function=f><parameter=a>\n1\n</parameter>",
+        "\n<tool_call>\n<function=g>\n</function>\n</tool_call>\n", " x <tool_call><function=nope></function></tool_call>",
+        "<tool_call><function=f></function></tool_call> and <tool_call><function=g></function></tool_call>"}},
       {ToolCallParser::pythonic,
        {"plain text", "  ", " [f(a=1), g()]", "<|python_start|>[f()]<|python_end|>", "<|python_st x", "[1] is a note", "\n<x", "[f(a='x]')]"}}};
   for (const auto& [parser, texts] : cases) {

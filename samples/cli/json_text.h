@@ -1,0 +1,28 @@
+#pragma once
+// JSON text inside a model's reply or a request's field, read with a bound on its nesting: a parse, copy
+// or dump of a value nested 100,000 deep recurses until the stack runs out, so text nested past
+// kMostJsonNesting is not parsed (as a request's body is not).
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace tilefire::cli {
+
+constexpr int kMostJsonNesting = 400;
+
+// JSON text read by its brackets outside strings, from `begin`: the deepest nesting, and where the value
+// that opens at `begin` closes (one past its bracket; npos: it does not). With `to_close`, stops there.
+struct Brackets {
+  int deepest = 0;
+  size_t closed_at = std::string::npos;
+};
+Brackets scan_brackets(const std::string& text, size_t begin, bool to_close);
+
+bool nested_past_bound(const std::string& text);
+
+// The value of a JSON text; none when it is not one, or is nested past the bound.
+std::optional<nlohmann::json> parse_json(const std::string& text);
+
+}  // namespace tilefire::cli
