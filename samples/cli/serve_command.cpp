@@ -79,8 +79,10 @@ was generated. A device or transport fault stops it too, with exit status 3, for
                          (<tool_call>{...}</tool_call>: Qwen 2.5 and 3, Hermes), llama3_json ({"name": ...,
                          "parameters": {...}}: Llama 3.1-3.3), mistral ([TOOL_CALLS][{...}] or
                          [TOOL_CALLS]name[ARGS]{...}), pythonic ([name(key=value)]: Llama 3.2 and 4),
-                         granite (<|tool_call|>[{...}]: Granite 3) or qwen3_coder (<tool_call><function=name>
-                         <parameter=key>value</parameter>...: Qwen3-Coder; also named qwen3_xml); default
+                         granite (<|tool_call|>[{...}]: Granite 3), qwen3_coder (<tool_call><function=name>
+                         <parameter=key>value</parameter>...: Qwen3-Coder; also named qwen3_xml) or
+                         deepseek_v3 (<|tool calls begin|>...: DeepSeek-V3, R1 and V3.1; also named
+                         deepseek_v31); default
                          none: "auto" is refused (a named function or "required" need no parser:
                          constrained decoding holds them)
   --reasoning-parser P   a chat reply's thinking goes to "reasoning_content", apart from its "content": qwen3

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <exception>
 #include <random>
 #include <sstream>
 
@@ -384,10 +385,23 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
     refuse("stop", "with " + parsed.reply_format.named + ": the reply is a call held to its schema, which a stop string would cut");
   refuse_min_tokens_beside_a_format(parsed);
   // The template sees the tools (with tool_choice "none" too, as vLLM's does) and earlier calls'
-  // arguments as objects.
+  // arguments as objects, transformers' form. A template that fails on them is given the arguments as the
+  // client sent them, JSON text: DeepSeek's templates join them to text ('...' + arguments), which an
+  // object cannot be. When that fails too, the first failure is the one named.
   const json variables = parsed.tool_calling.tools.is_null() ? json::object() : json{{"tools", parsed.tool_calling.tools}};
-  const std::string text =
-      chat_template->render_json(template_tool_calls(text_messages(body.at("messages"))).dump(), true, variables.dump());
+  const json messages = text_messages(body.at("messages")), with_objects = template_tool_calls(messages);
+  std::string text;
+  try {
+    text = chat_template->render_json(with_objects.dump(), true, variables.dump());
+  } catch (const InputError&) {
+    if (with_objects == messages) throw;  // no call's arguments to give as text
+    const std::exception_ptr first = std::current_exception();
+    try {
+      text = chat_template->render_json(messages.dump(), true, variables.dump());
+    } catch (const InputError&) {
+      std::rethrow_exception(first);
+    }
+  }
   parsed.request.prompt = tokenizer->encode(text, false);  // the template writes the start token
   if (parsed.request.prompt.empty()) refuse("messages", "rendered an empty prompt through the chat template");
   check_prompt_fits(parsed.request.prompt, model, "messages");

@@ -29,6 +29,12 @@ constexpr const char* kMistralArgs = "[ARGS]";           // and, from its tokeni
 constexpr const char* kPythonStart = "<|python_start|>";  // Llama 4's tokens around the pythonic calls it makes
 constexpr const char* kPythonEnd = "<|python_end|>";
 constexpr const char* kGraniteCalls = "<|tool_call|>";  // Granite 3.0's token before its list of calls (3.1 on: <tool_call>)
+// DeepSeek's tokens around its calls, each call's, and the one between a call's parts
+constexpr const char* kDeepSeekCalls = "<\uff5ctool\u2581calls\u2581begin\uff5c>";
+constexpr const char* kDeepSeekCallsEnd = "<\uff5ctool\u2581calls\u2581end\uff5c>";
+constexpr const char* kDeepSeekCall = "<\uff5ctool\u2581call\u2581begin\uff5c>";
+constexpr const char* kDeepSeekCallEnd = "<\uff5ctool\u2581call\u2581end\uff5c>";
+constexpr const char* kDeepSeekSeparator = "<\uff5ctool\u2581sep\uff5c>";
 
 size_t marker_length(const char* marker) { return std::char_traits<char>::length(marker); }
 
@@ -261,6 +267,53 @@ std::optional<ToolReply> mistral_calls(const std::string& text, const ToolCallin
   return reply;
 }
 
+// One DeepSeek call, what its tokens hold between them: V3's and R1's `function<sep>N` and the arguments
+// fenced as JSON on the lines after it (```json ... ```), or V3.1's `N<sep>{...}`. Null when it is neither.
+std::optional<json> deepseek_call(const std::string& inside) {
+  const size_t separator = inside.find(kDeepSeekSeparator);
+  if (separator == std::string::npos) return std::nullopt;
+  const std::string head = inside.substr(0, separator), rest = inside.substr(separator + marker_length(kDeepSeekSeparator));
+  const size_t line_end = rest.find('\n');
+  if (head == "function" && line_end != std::string::npos) {
+    size_t begin = skip_whitespace(rest, line_end), end = rest.size();
+    while (end > begin && is_space(rest[end - 1])) --end;
+    const std::string_view fenced = std::string_view(rest).substr(begin, end - begin);
+    if (fenced.size() >= 10 && fenced.substr(0, 7) == "```json" && fenced.substr(fenced.size() - 3) == "```") {
+      const std::optional<json> arguments = parse_json(std::string(fenced.substr(7, fenced.size() - 10)));
+      if (!arguments) return std::nullopt;
+      return json{{"name", rest.substr(0, line_end)}, {"arguments", *arguments}};
+    }
+  }
+  const std::optional<json> arguments = parse_json(rest);
+  if (!arguments) return std::nullopt;
+  return json{{"name", head}, {"arguments", *arguments}};
+}
+
+// DeepSeek's calls (V3, R1 and V3.1): the text before <|tool calls begin|> is the content; after it come
+// calls alone, each between <|tool call begin|> and <|tool call end|> (whitespace between them), then
+// <|tool calls end|>, or the reply's end where the model's end came first. Null when they do not read whole.
+std::optional<ToolReply> deepseek_calls(const std::string& text, const ToolCalling& calling) {
+  const size_t first = text.find(kDeepSeekCalls);
+  if (first == std::string::npos) return std::nullopt;
+  json objects = json::array();
+  size_t at = skip_whitespace(text, first + marker_length(kDeepSeekCalls));
+  while (text.compare(at, marker_length(kDeepSeekCall), kDeepSeekCall) == 0) {
+    const size_t begin = at + marker_length(kDeepSeekCall);
+    const size_t end = text.find(kDeepSeekCallEnd, begin);
+    if (end == std::string::npos) return std::nullopt;
+    const std::optional<json> object = deepseek_call(text.substr(begin, end - begin));
+    if (!object) return std::nullopt;
+    objects.push_back(*object);
+    at = skip_whitespace(text, end + marker_length(kDeepSeekCallEnd));
+  }
+  if (text.compare(at, marker_length(kDeepSeekCallsEnd), kDeepSeekCallsEnd) == 0) at = skip_whitespace(text, at + marker_length(kDeepSeekCallsEnd));
+  ToolReply reply;
+  if (objects.empty() || at != text.size() || !add_calls(objects, calling, reply)) return std::nullopt;
+  const std::string content = text.substr(0, first);
+  reply.content = only_whitespace(content) ? json(nullptr) : json(content);
+  return reply;
+}
+
 // Pythonic calls (Llama 3.2, and Llama 4 between its python tokens): the whole reply is
 // [name(key=value, ...), ...] (pythonic_calls.h). Null when it is not.
 std::optional<ToolReply> pythonic_reply(const std::string& text, const ToolCalling& calling) {
@@ -366,6 +419,7 @@ std::map<int32_t, std::string> special_call_markers(const Tokenizer& tokenizer, 
     case ToolCallParser::pythonic: markers = {kPythonStart, kPythonEnd}; break;
     case ToolCallParser::granite: markers = {kGraniteCalls, kHermesOpen}; break;
     case ToolCallParser::qwen3_coder: markers = {kHermesOpen, kHermesClose}; break;
+    case ToolCallParser::deepseek_v3: markers = {kDeepSeekCalls, kDeepSeekCallsEnd, kDeepSeekCall, kDeepSeekCallEnd, kDeepSeekSeparator}; break;
   }
   std::map<int32_t, std::string> special;
   for (const char* marker : markers) {
@@ -383,8 +437,10 @@ ToolCallParser tool_call_parser_named(const std::string& name) {
   if (name == "pythonic") return ToolCallParser::pythonic;
   if (name == "granite") return ToolCallParser::granite;
   if (name == "qwen3_coder" || name == "qwen3_xml") return ToolCallParser::qwen3_coder;  // vLLM has both names for the format
+  if (name == "deepseek_v3" || name == "deepseek_v31") return ToolCallParser::deepseek_v3;  // one reader for both forms
   throw InputError("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes), llama3_json (Llama 3.1-3.3), mistral (Mistral), "
-                   "pythonic (Llama 3.2 and 4), granite (Granite 3) or qwen3_coder (Qwen3-Coder; also named qwen3_xml), got '" + name + "'");
+                   "pythonic (Llama 3.2 and 4), granite (Granite 3), qwen3_coder (Qwen3-Coder; also named qwen3_xml) or "
+                   "deepseek_v3 (DeepSeek-V3, R1 and V3.1; also named deepseek_v31), got '" + name + "'");
 }
 
 ToolCalling read_tool_calling(const json& body, ToolCallParser parser, ReplyFormat& format) {
@@ -423,7 +479,7 @@ ToolCalling read_tool_calling(const json& body, ToolCallParser parser, ReplyForm
   if (choice == "auto") {
     if (parser == ToolCallParser::none)
       refuse("tool_choice", "is \"auto\" (the default with tools), which reads the model's own calls from its text: start the server with "
-                            "--tool-call-parser hermes, llama3_json, mistral, pythonic, granite or qwen3_coder (the format the model's chat template teaches it), or ask for "
+                            "--tool-call-parser hermes, llama3_json, mistral, pythonic, granite, qwen3_coder or deepseek_v3 (the format the model's chat template teaches it), or ask for "
                             "\"required\" or a named function (calls held by constrained decoding), or \"none\"");
     calling.choice = ToolCalling::Choice::automatic;
     return calling;
@@ -492,6 +548,7 @@ ToolReply read_tool_reply(const ToolCalling& calling, const std::string& text) {
         case ToolCallParser::pythonic: read = pythonic_reply(text, calling); break;
         case ToolCallParser::granite: read = granite_calls(text, calling); break;
         case ToolCallParser::qwen3_coder: read = qwen3_coder_calls(text, calling); break;
+        case ToolCallParser::deepseek_v3: read = deepseek_calls(text, calling); break;
       }
       break;
   }
@@ -567,6 +624,7 @@ size_t ToolCallStream::streamable() {
     case ToolCallParser::pythonic: return streamable_unless_opened_by({"[", kPythonStart});
     case ToolCallParser::granite: return streamable_unless_opened_by({kGraniteCalls, kHermesOpen});
     case ToolCallParser::qwen3_coder: return streamable_before(kHermesOpen);
+    case ToolCallParser::deepseek_v3: return streamable_before(kDeepSeekCalls);
   }
   return text_.size();
 }

@@ -18,7 +18,11 @@
 //     {"name": N, "arguments": {...}};
 //   - `qwen3_coder` (Qwen3-Coder; vLLM's qwen3_xml too): <tool_call><function=N><parameter=K>value
 //     </parameter>...</function></tool_call> blocks anywhere in the text, each value read by the type the
-//     function's schema gives it (xml_calls.h).
+//     function's schema gives it (xml_calls.h);
+//   - `deepseek_v3` (DeepSeek-V3, R1 and V3.1; vLLM's deepseek_v31 too): <|tool calls begin|>, then each
+//     call between <|tool call begin|> and <|tool call end|>, either `function<|tool sep|>N` and ```json
+//     {...}``` on the next lines (V3, R1) or `N<|tool sep|>{...}` (V3.1), then <|tool calls end|>, after
+//     the reply's text (the tokens are written with DeepSeek's fullwidth bar and U+2581 for the space).
 //   A reply whose calls do not parse is answered as text, never dropped.
 #include <cstddef>
 #include <cstdint>
@@ -33,7 +37,7 @@
 
 namespace tilefire::cli {
 
-enum class ToolCallParser { none, hermes, llama3_json, mistral, pythonic, granite, qwen3_coder };
+enum class ToolCallParser { none, hermes, llama3_json, mistral, pythonic, granite, qwen3_coder, deepseek_v3 };
 
 // --tool-call-parser NAME; InputError naming the flag and the names it takes.
 ToolCallParser tool_call_parser_named(const std::string& name);
@@ -124,7 +128,7 @@ class ToolCallStream {
 
  private:
   size_t streamable();  // how much of text_ can go out as content: none of it can be part of a call
-  size_t streamable_before(const std::string& marker);  // hermes, mistral, qwen3_coder: calls begin at a marker
+  size_t streamable_before(const std::string& marker);  // hermes, mistral, qwen3_coder, deepseek_v3: calls begin at a marker
   size_t streamable_unless_opened_by(const std::vector<std::string>& openers);  // llama3_json, pythonic, granite: calls are the whole reply
 
   ToolCalling calling_;  // how the reply is read (its tools left out: not needed to read it)
@@ -132,8 +136,8 @@ class ToolCallStream {
   size_t sent_ = 0;      // bytes of text_ given as content
   bool is_text_ = false;  // text that is not whitespace goes out (llama3_json, pythonic, granite: the reply is no call)
   size_t scanned_ = 0;    // bytes of text_ looked at for text that is not whitespace
-  size_t marker_ = std::string::npos;  // hermes, mistral, qwen3_coder: where the first marker begins
-  size_t searched_ = 0;   // hermes, mistral, qwen3_coder: where a marker not yet found may begin
+  size_t marker_ = std::string::npos;  // hermes, mistral, qwen3_coder, deepseek_v3: where the first marker begins
+  size_t searched_ = 0;   // hermes, mistral, qwen3_coder, deepseek_v3: where a marker not yet found may begin
 };
 
 }  // namespace tilefire::cli

@@ -115,17 +115,19 @@ TEST(ServeChatReply, AStreamedMessageIsTheWholeOnesForEveryCut) {
   const std::string pythonic_call = "[get_time()]";
   const std::string required_call = "[{\"name\": \"get_time\", \"parameters\": {}}]";
   const std::string granite_call = "<|tool_call|>[{\"name\": \"get_time\", \"arguments\": {}}]";
+  const std::string deepseek_call =
+      "<\uff5ctool\u2581calls\u2581begin\uff5c><\uff5ctool\u2581call\u2581begin\uff5c>get_time<\uff5ctool\u2581sep\uff5c>{}<\uff5ctool\u2581call\u2581end\uff5c>";
   const std::string qwen3_coder_call = "<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>";
   const std::vector<std::string> texts = {"<think>hmm</think>\n" + call, "<think>hmm</think>fine", "<think>cut", "plain " + call, "",
                                           "<think>a <tool_call></think>b", "<thin", "<think>x</thi", "plan</think>" + llama_call,
                                           "<think>x</think> " + llama_call, "plan</think>\n" + call + " after", "<think>a</think>b " + mistral_call,
                                           "<think>" + mistral_call + "</think>" + mistral_call, "plan</think>" + pythonic_call, "<think>x</think>\n" + pythonic_call,
                                           "<think>x</think>" + required_call, "plan</think>{\"zone\": \"UTC\"}", required_call,
-                                          "<think>x</think>\n" + granite_call, "<think>x</think>\nok " + qwen3_coder_call};
+                                          "<think>x</think>\n" + granite_call, "<think>x</think>\nok " + qwen3_coder_call, "plan</think>" + deepseek_call};
   for (const ReasoningParser reasoning : {ReasoningParser::qwen3, ReasoningParser::deepseek_r1, ReasoningParser::none})
     for (const ToolCalling& calling : {automatic(ToolCallParser::hermes), automatic(ToolCallParser::llama3_json), automatic(ToolCallParser::mistral),
                                        automatic(ToolCallParser::pythonic), automatic(ToolCallParser::granite),
-                                       automatic(ToolCallParser::qwen3_coder), held(ToolCalling::Choice::named), held(ToolCalling::Choice::required),
+                                       automatic(ToolCallParser::qwen3_coder), automatic(ToolCallParser::deepseek_v3), held(ToolCalling::Choice::named), held(ToolCalling::Choice::required),
                                        ToolCalling{}})
       for (const std::string& text : texts)
         for (const std::string ended : {"stop", "length"}) {

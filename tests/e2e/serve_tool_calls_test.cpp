@@ -19,6 +19,8 @@
 #include "tests/common/schema_oracle.h"
 #include "tests/common/serve_client.h"
 #include "tests/common/tokenizer_files.h"
+#include "tilefire/chat.h"
+#include "tilefire/tokenizer.h"
 
 namespace tilefire::testing {
 namespace {
@@ -29,6 +31,11 @@ const json kWeatherParameters = json::parse(R"({"type": "object", "properties": 
     "city": {"type": "string", "maxLength": 8}, "days": {"type": "integer", "minimum": 1, "maximum": 7},
     "unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["city"]})");
 const json kTimeParameters = json::parse(R"({"type": "object", "properties": {"zone": {"type": "string", "pattern": "^[A-Z]{3}$"}}})");
+
+// DeepSeek's tokens around its calls, and a call of get_time in V3's form.
+const std::string kDeepSeekCalls = "<\uff5ctool\u2581calls\u2581begin\uff5c>", kDeepSeekCallsEnd = "<\uff5ctool\u2581calls\u2581end\uff5c>";
+const std::string kDeepSeekTime = "<\uff5ctool\u2581call\u2581begin\uff5c>function<\uff5ctool\u2581sep\uff5c>get_time\n```json\n"
+                                  "{\"zone\": \"UTC\"}\n```<\uff5ctool\u2581call\u2581end\uff5c>";
 
 json tools() {
   return {{{"type", "function"}, {"function", {{"name", "get_weather"}, {"description", "The weather"}, {"parameters", kWeatherParameters}}}},
@@ -222,12 +229,12 @@ TEST(ServeToolCalls, AutoReadsTheReplyWithTheServersParser) {
     if (!choice.is_null()) asked["tool_choice"] = choice;
     const HttpReply refused = post(without.server.port(), "/v1/chat/completions", asked.dump());
     EXPECT_EQ(refused.status, 400);
-    EXPECT_NE(refused.body.find("start the server with --tool-call-parser hermes, llama3_json, mistral, pythonic, granite or qwen3_coder"), std::string::npos) << refused.body;
+    EXPECT_NE(refused.body.find("start the server with --tool-call-parser hermes, llama3_json, mistral, pythonic, granite, qwen3_coder or deepseek_v3"), std::string::npos) << refused.body;
   }
 }
 
 // The model's own calls, read by each parser: a tokenizer whose added tokens are each a whole call in its
-// format (two, for pythonic's and granite's lists and qwen3_coder's blocks), and a bias that makes the greedy reply that token, twice where it is
+// format (two, for pythonic's and granite's lists, qwen3_coder's blocks and deepseek_v3's calls), and a bias that makes the greedy reply that token, twice where it is
 // one call. Whole and streamed, the reply is the two calls (no content: nothing of them streams as text);
 // max_tokens cuts it, so "length" stays.
 TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
@@ -242,7 +249,8 @@ TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
       {"mistral", "[TOOL_CALLS]get_time[ARGS]{\"zone\": \"UTC\"}", 2},
       {"pythonic", "[get_time(zone='UTC'), get_time(zone=\"U\" 'TC')]", 1},
       {"granite", "<|tool_call|>[{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}, {\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}]", 1},
-      {"qwen3_coder", "<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>\n", 2}};
+      {"qwen3_coder", "<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>\n", 2},
+      {"deepseek_v3", kDeepSeekCalls + kDeepSeekTime + "\n" + kDeepSeekTime + kDeepSeekCallsEnd, 1}};
   std::vector<AddedToken> tokens;
   for (const Format& format : calls) tokens.push_back({format.token});
   const std::filesystem::path model = text_model_with_tokens(dir, tokens);
@@ -308,6 +316,49 @@ TEST(ServeToolCalls, ASpecialMarkerIsKeptWhereTheReplyIsReadForCalls) {
                                          {"repetition_penalty", 2}}.dump());
   ASSERT_EQ(completion.status, 200) << completion.body;
   EXPECT_EQ(json::parse(completion.body).at("choices")[0].at("text"), "get_time[ARGS]{\"zone\": \"UTC\"}") << completion.body;
+}
+
+// A DeepSeek model's call goes back through DeepSeek-V3's own chat template (from its tokenizer_config.json)
+// with its result. That template joins a call's arguments to text ('...' + arguments), which fails on the
+// objects transformers' form gives: the server renders it again with the arguments as the client sent
+// them. The prompt is that rendering's (its token count, against the template rendered here), and a
+// template that fails either way gives the first failure's message.
+TEST(ServeToolCalls, ADeepSeekCallGoesBackThroughDeepSeeksOwnTemplate) {
+  REQUIRE_TOKENIZER_FILES();
+  TempDir dir("serve-tool-deepseek");
+  const std::filesystem::path model = text_model_with_tokens(dir, {{kDeepSeekCalls + kDeepSeekTime + kDeepSeekCallsEnd}});
+  const std::filesystem::path template_path = dir.path() / "deepseek_v3.jinja";
+  const json config = json::parse(read_file_text(model_tokenizer("deepseek_v3").parent_path() / "tokenizer_config.json"));
+  write_file_text(template_path, config.at("chat_template").get<std::string>());
+  Server server({"--model", model.string(), "--threads", "1", "--chat-template", template_path.string(), "--tool-call-parser", "deepseek_v3"});
+  ASSERT_NE(server.port(), 0);
+  json messages = json::array({{{"role", "user"}, {"content", "time?"}}});
+  const json asked = {{"messages", messages}, {"tools", tools()}, {"max_tokens", 1}, {"temperature", 0}, {"logit_bias", {{"263", 100}}}};
+  const HttpReply first = post(server.port(), "/v1/chat/completions", asked.dump());
+  ASSERT_EQ(first.status, 200) << first.body;
+  const json message = json::parse(first.body).at("choices")[0].at("message");
+  ASSERT_EQ(message.value("tool_calls", json::array()).size(), 1u) << first.body;
+  EXPECT_EQ(message.at("tool_calls")[0].at("function"), json({{"name", "get_time"}, {"arguments", "{\"zone\":\"UTC\"}"}}));
+  messages.push_back(message);
+  messages.push_back({{"role", "tool"}, {"tool_call_id", message.at("tool_calls")[0].at("id")}, {"content", "12:00"}});
+  json next = asked;
+  next["messages"] = messages;
+  const HttpReply second = post(server.port(), "/v1/chat/completions", next.dump());
+  ASSERT_EQ(second.status, 200) << second.body;
+  const std::unique_ptr<ChatTemplate> deepseek = ChatTemplate::of_file(template_path.string(), model.string());
+  const Tokenizer tokenizer((model / "tokenizer.json").string());
+  const std::string prompt = deepseek->render_json(messages.dump(), true, json{{"tools", tools()}}.dump());
+  EXPECT_NE(prompt.find("get_time\n```json\n{\"zone\":\"UTC\"}\n```"), std::string::npos) << prompt;
+  EXPECT_EQ(json::parse(second.body).at("usage").at("prompt_tokens"), tokenizer.encode(prompt, false).size());
+  // A template that fails both ways: the message is the first rendering's (arguments as objects).
+  const std::filesystem::path failing = dir.path() / "failing.jinja";
+  write_file_text(failing, "{% for m in messages %}{% if m.tool_calls %}{{ raise_exception('objects: ' ~ (m.tool_calls[0].function.arguments is mapping)) }}"
+                           "{% endif %}{% endfor %}");
+  Server failing_server({"--model", model.string(), "--threads", "1", "--chat-template", failing.string(), "--tool-call-parser", "deepseek_v3"});
+  ASSERT_NE(failing_server.port(), 0);
+  const HttpReply refused = post(failing_server.port(), "/v1/chat/completions", next.dump());
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_NE(refused.body.find("objects: True"), std::string::npos) << refused.body;
 }
 
 // A Mistral model's call goes back through Mistral's own chat template (Mistral Nemo's, from its
@@ -482,7 +533,8 @@ TEST(ServeToolCalls, WhatCannotBeHonouredIsRefusedByName) {
   const RunResult bad = run_cli({"serve", "--port", "0", "--tool-call-parser", "xlam"});
   EXPECT_EQ(bad.status, 2) << describe(bad);
   EXPECT_NE(bad.err.find("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes), llama3_json (Llama 3.1-3.3), mistral (Mistral), "
-                         "pythonic (Llama 3.2 and 4), granite (Granite 3) or qwen3_coder (Qwen3-Coder; also named qwen3_xml), got 'xlam'"),
+                         "pythonic (Llama 3.2 and 4), granite (Granite 3), qwen3_coder (Qwen3-Coder; also named qwen3_xml) or "
+                         "deepseek_v3 (DeepSeek-V3, R1 and V3.1; also named deepseek_v31), got 'xlam'"),
             std::string::npos)
       << bad.err;
 }

@@ -1,7 +1,7 @@
 // tilefire serve's tool calling, its parts alone (samples/cli/serve_tools.cpp): the request's tools and
 // tool_choice read or refused by name, the schema that holds a "required" reply (its tools' references
 // placed), the model's calls read from its text in the hermes, llama3_json, mistral, pythonic, granite and
-// qwen3_coder formats (pythonic's literals in pythonic_calls_test, qwen3_coder's blocks in xml_calls_test), and a streamed reply's text held back exactly
+// qwen3_coder and deepseek_v3 formats (pythonic's literals in pythonic_calls_test, qwen3_coder's blocks in xml_calls_test), and a streamed reply's text held back exactly
 // where a call may begin: what streams, joined with what is sent at the end, is the whole reply's content,
 // for every way of cutting the reply into pieces.
 #include <gtest/gtest.h>
@@ -59,6 +59,11 @@ std::vector<std::pair<std::string, json>> calls_of(const ToolReply& reply, ToolC
 }
 
 using Calls = std::vector<std::pair<std::string, json>>;
+
+// DeepSeek's tokens around calls (a fullwidth bar, and U+2581 for a space).
+const std::string kCallsBegin = "<\uff5ctool\u2581calls\u2581begin\uff5c>", kCallsEnd = "<\uff5ctool\u2581calls\u2581end\uff5c>";
+const std::string kCallBegin = "<\uff5ctool\u2581call\u2581begin\uff5c>", kCallEnd = "<\uff5ctool\u2581call\u2581end\uff5c>";
+const std::string kSeparator = "<\uff5ctool\u2581sep\uff5c>";
 
 TEST(ServeTools, HermesCallsAreReadWithTheTextAroundThem) {
   const ToolCalling hermes = calling_of(ToolCalling::Choice::automatic, ToolCallParser::hermes);
@@ -220,6 +225,40 @@ TEST(ServeTools, Qwen3CoderCallsAreReadByTheirSchemasTypes) {
   }
 }
 
+// DeepSeek-V3's and R1's form (as their template writes an earlier call) and V3.1's, after the reply's text.
+TEST(ServeTools, DeepSeekCallsFollowTheirTokenInEitherForm) {
+  const ToolCalling deepseek = calling_of(ToolCalling::Choice::automatic, tool_call_parser_named("deepseek_v31"));
+  ASSERT_EQ(deepseek.parser, ToolCallParser::deepseek_v3);
+  const std::string v3_weather = kCallBegin + "function" + kSeparator + "get_weather\n```json\n{\"city\": \"Oslo\"}\n```" + kCallEnd;
+  const std::string v3_time = kCallBegin + "function" + kSeparator + "get_time\n```json\n{}\n```" + kCallEnd;
+  const std::string v31_weather = kCallBegin + "get_weather" + kSeparator + "{\"city\": \"Oslo\"}" + kCallEnd;
+  const std::string v31_time = kCallBegin + "get_time" + kSeparator + "{}" + kCallEnd;
+  const Calls two = {{"get_weather", {{"city", "Oslo"}}}, {"get_time", json::object()}};
+  for (const std::string& calls : {kCallsBegin + v3_weather + "\n" + v3_time + kCallsEnd, kCallsBegin + v31_weather + v31_time + kCallsEnd,
+                                   kCallsBegin + v3_weather + v31_time, kCallsBegin + " " + v31_weather + "\n" + v3_time + kCallsEnd + "\n"}) {
+    const ToolReply read = read_tool_reply(deepseek, calls);
+    EXPECT_TRUE(read.content.is_null()) << calls;
+    EXPECT_EQ(calls_of(read), two) << calls;
+    EXPECT_EQ(tool_finish_reason(deepseek, read, "stop"), "tool_calls");
+    EXPECT_EQ(read_tool_reply(deepseek, "Let me see. " + calls).content, "Let me see. ");
+  }
+  // A call to a tool named "function" in V3.1's form is that tool's.
+  ToolCalling named_function = deepseek;
+  named_function.names = {"function"};
+  EXPECT_EQ(calls_of(read_tool_reply(named_function, kCallsBegin + kCallBegin + "function" + kSeparator + "{\"a\": 1}" + kCallEnd + kCallsEnd)),
+            (Calls{{"function", {{"a", 1}}}}));
+  // Not calls: the reply is its text.
+  for (const std::string& text : std::vector<std::string>{
+           "It is sunny.", kCallsBegin, kCallsBegin + kCallsEnd, kCallsBegin + v3_time + " and more", kCallsBegin + v3_time + kCallsEnd + " more",
+           kCallsBegin + kCallBegin + "get_time" + kSeparator + "{", kCallsBegin + kCallBegin + "get_time{}" + kCallEnd,
+           kCallsBegin + kCallBegin + "nope" + kSeparator + "{}" + kCallEnd, kCallsBegin + kCallBegin + "get_time" + kSeparator + "[]" + kCallEnd,
+           kCallsBegin + kCallBegin + "function" + kSeparator + "get_time\n```json\n{}\n``" + kCallEnd, v31_time}) {
+    const ToolReply read = read_tool_reply(deepseek, text);
+    EXPECT_EQ(read.content, text);
+    EXPECT_FALSE(read.called()) << text;
+  }
+}
+
 TEST(ServeTools, NamedAndRequiredRepliesAreTheirCalls) {
   const ToolCalling named = calling_of(ToolCalling::Choice::named);
   // A named function's reply is its arguments, cut short or not.
@@ -268,6 +307,10 @@ TEST(ServeTools, AStreamedReplyHoldsBackExactlyWhatMayBeginACall) {
        {"plain text", "a <tool_ca", "x<tool_call><function=f></function></tool_call>y", "<tool_call><function=f><parameter=a>\n1\n</parameter>",
         "\n<tool_call>\n<function=g>\n</function>\n</tool_call>\n", " x <tool_call><function=nope></function></tool_call>",
         "<tool_call><function=f></function></tool_call> and <tool_call><function=g></function></tool_call>"}},
+      {ToolCallParser::deepseek_v3,
+       {"plain text", "a <\uff5ctool", "x" + kCallsBegin + kCallBegin + "f" + kSeparator + "{}" + kCallEnd + kCallsEnd,
+        " \n" + kCallsBegin + kCallBegin + "g" + kSeparator + "{}" + kCallEnd, "a " + kCallsBegin + kCallBegin + "nope" + kSeparator + "{}" + kCallEnd,
+        "\u00e9" + kCallsBegin.substr(0, 5)}},
       {ToolCallParser::pythonic,
        {"plain text", "  ", " [f(a=1), g()]", "<|python_start|>[f()]<|python_end|>", "<|python_st x", "[1] is a note", "\n<x", "[f(a='x]')]"}}};
   for (const auto& [parser, texts] : cases) {
