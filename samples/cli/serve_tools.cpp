@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <optional>
 #include <random>
 #include <set>
@@ -369,30 +370,51 @@ std::optional<ToolReply> qwen3_coder_calls(const std::string& text, const ToolCa
   return reply;
 }
 
-// The JSON Schema types each parameter of `function` is given, {"city": "string", "when": ["string",
-// "null"], ...}: a property's "type", else those of its anyOf or oneOf branches; null where none is named.
+// The JSON Schema types `schema` names, added to `types`: its "type", those of its anyOf, oneOf and allOf
+// branches, of its enum and const values, and of the schema a local "$ref" ("#/$defs/x", in `root`)
+// points to, followed `depth` deep at most (references may loop).
+void add_schema_types(const json& schema, const json& root, int depth, std::set<std::string>& types) {
+  if (!schema.is_object() || depth < 0) return;
+  auto add_type_of = [&](const json& value) {
+    static const std::map<json::value_t, const char*> kNames = {
+        {json::value_t::null, "null"},     {json::value_t::boolean, "boolean"},         {json::value_t::number_integer, "integer"},
+        {json::value_t::number_unsigned, "integer"}, {json::value_t::number_float, "number"}, {json::value_t::string, "string"},
+        {json::value_t::object, "object"}, {json::value_t::array, "array"}};
+    if (kNames.count(value.type())) types.insert(kNames.at(value.type()));
+  };
+  if (schema.contains("type")) {
+    const json& type = schema.at("type");
+    if (type.is_string()) types.insert(type.get<std::string>());
+    if (type.is_array())
+      for (const json& one : type)
+        if (one.is_string()) types.insert(one.get<std::string>());
+  }
+  if (schema.contains("enum") && schema.at("enum").is_array())
+    for (const json& value : schema.at("enum")) add_type_of(value);
+  if (schema.contains("const")) add_type_of(schema.at("const"));
+  for (const char* branches : {"anyOf", "oneOf", "allOf"})
+    if (schema.contains(branches) && schema.at(branches).is_array())
+      for (const json& branch : schema.at(branches)) add_schema_types(branch, root, depth - 1, types);
+  if (schema.contains("$ref") && schema.at("$ref").is_string()) {
+    const std::string ref = schema.at("$ref").get<std::string>();
+    if (ref.rfind("#/", 0) != 0) return;
+    try {
+      add_schema_types(root.at(json::json_pointer(ref.substr(1))), root, depth - 1, types);
+    } catch (const json::exception&) {  // a reference to no place in the parameters: no type from it
+    }
+  }
+}
+
+// The JSON Schema types each parameter of `function` is given, {"city": ["string"], "when": ["null",
+// "string"], ...} (add_schema_types); null where none is named.
 json parameter_types_of(const json& function) {
   json types = json::object();
   const json parameters = parameters_of(function);
   if (!parameters.contains("properties") || !parameters.at("properties").is_object()) return types;
   for (const auto& [name, property] : parameters.at("properties").items()) {
-    json& type = types[name] = nullptr;
-    if (!property.is_object()) continue;
-    if (property.contains("type")) {
-      type = property.at("type");
-      continue;
-    }
-    for (const char* branches : {"anyOf", "oneOf"}) {
-      if (!property.contains(branches) || !property.at(branches).is_array()) continue;
-      json named = json::array();
-      for (const json& branch : property.at(branches)) {
-        const json branch_type = branch.is_object() ? branch.value("type", json()) : json();
-        if (branch_type.is_string()) named.push_back(branch_type);
-        if (branch_type.is_array())
-          for (const json& one : branch_type) named.push_back(one);
-      }
-      if (!named.empty()) type = named;
-    }
+    std::set<std::string> named;
+    add_schema_types(property, parameters, 8, named);
+    types[name] = named.empty() ? json(nullptr) : json(named);
   }
   return types;
 }

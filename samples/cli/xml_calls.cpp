@@ -58,12 +58,15 @@ std::optional<XmlCall> block_call(std::string_view block) {
   if (end == std::string_view::npos || end < at || skip_space(block, end + kFunctionClose.size()) != block.size()) return std::nullopt;
   const std::string_view body = block.substr(0, end);
   std::set<std::string> keys;
+  // The next end tag and the next parameter's tag, each found again only once passed: where the model
+  // left the end tags out, a search from each parameter to the body's end would be quadratic.
+  size_t close = 0, next = 0;
   for (at = skip_space(body, at); at < body.size(); at = skip_space(body, at)) {
     if (!starts_at(body, at, kParameterOpen)) return std::nullopt;  // text between parameters
     const std::optional<std::string> key = tag_name(body, at, kParameterOpen);
     if (!key || !keys.insert(*key).second) return std::nullopt;
-    const size_t close = body.find(kParameterClose, at);
-    const size_t next = body.find(kParameterOpen, at);
+    if (close != std::string_view::npos && close < at) close = body.find(kParameterClose, at);
+    if (next != std::string_view::npos && next < at) next = body.find(kParameterOpen, at);
     if (close != std::string_view::npos && close < next) {  // next is npos where none follows
       call.parameters.emplace_back(*key, value_as_written(body.substr(at, close - at)));
       at = close + kParameterClose.size();
@@ -79,17 +82,20 @@ std::optional<XmlCall> block_call(std::string_view block) {
 // A value as one type; none when it does not read as that type.
 std::optional<json> value_as(const std::string& value, const std::string& type) {
   if (type == "string") return json(value);
-  if (type == "null") return value == "null" || value == "None" ? std::optional<json>(json(nullptr)) : std::nullopt;
+  std::string_view word = value;  // a word, whitespace around it allowed
+  while (!word.empty() && is_space(word.front())) word.remove_prefix(1);
+  while (!word.empty() && is_space(word.back())) word.remove_suffix(1);
+  if (type == "null") return word == "null" || word == "None" ? std::optional<json>(json(nullptr)) : std::nullopt;
   if (type == "boolean") {
-    if (value == "true" || value == "True") return json(true);
-    if (value == "false" || value == "False") return json(false);
+    if (word == "true" || word == "True") return json(true);
+    if (word == "false" || word == "False") return json(false);
     return std::nullopt;
   }
   if (type != "integer" && type != "number" && type != "object" && type != "array") return std::nullopt;
-  // JSON's own text only, not padded: a value is written as str() or tojson writes it.
-  if (value.empty() || is_space(value.front()) || is_space(value.back())) return std::nullopt;
-  const std::optional<json> parsed = parse_json(value);
+  const std::optional<json> parsed = parse_json(value);  // whitespace around it allowed, as JSON allows it
   if (!parsed) return std::nullopt;
+  // An integer past 64 bits reads as a float, its digits lost: it stays text, exact.
+  if (parsed->is_number_float() && value.find_first_of(".eE") == std::string::npos) return std::nullopt;
   const bool fits = type == "integer"  ? parsed->is_number_integer()
                     : type == "number" ? parsed->is_number()
                     : type == "object" ? parsed->is_object()
@@ -118,17 +124,20 @@ std::optional<XmlCallReply> xml_calls(const std::string& text) {
 }
 
 json xml_argument_value(const std::string& value, const json& schema_type) {
-  std::vector<std::string> types;
-  if (schema_type.is_string()) types.push_back(schema_type.get<std::string>());
+  // Each type JSON Schema names at most once (a schema may repeat one thousands of times), in its order,
+  // "string" last: it reads every value.
+  static const std::vector<std::string> kTypes = {"null", "boolean", "integer", "number", "object", "array", "string"};
+  std::set<std::string> named;
+  if (schema_type.is_string()) named.insert(schema_type.get<std::string>());
   if (schema_type.is_array())
     for (const json& type : schema_type)
-      if (type.is_string()) types.push_back(type.get<std::string>());
-  // "string" reads every value, so it is tried last.
-  std::stable_partition(types.begin(), types.end(), [](const std::string& type) { return type != "string"; });
-  for (const std::string& type : types)
-    if (std::optional<json> read = value_as(value, type)) return *read;
-  for (const char* type : {"null", "boolean", "number", "object", "array"})
-    if (std::optional<json> read = value_as(value, type)) return *read;
+      if (type.is_string()) named.insert(type.get<std::string>());
+  for (const std::string& type : kTypes)
+    if (named.count(type))
+      if (std::optional<json> read = value_as(value, type)) return *read;
+  for (const std::string& type : kTypes)
+    if (type != "integer" && type != "string" && !named.count(type))  // "number" reads the integers
+      if (std::optional<json> read = value_as(value, type)) return *read;
   return value;
 }
 

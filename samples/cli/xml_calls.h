@@ -22,8 +22,8 @@
 //   may hold "</function>";
 // - a parameter is <parameter=KEY>, its value, </parameter> (one line break at each end of the value is
 //   the template's, not the value's). A value runs to the first </parameter> after it; where the next
-//   <parameter= comes first, or none follows, the model left the end tag out and the value ends there
-//   (Qwen3-Coder does leave it out; vLLM reads these the same way). So a value cannot hold "</parameter>",
+//   <parameter= comes first, or none follows, the model left the end tag out (Qwen3-Coder does) and the
+//   value ends at that next parameter, or at the function's end. So a value cannot hold "</parameter>",
 //   "<parameter=" or "</tool_call>".
 // - anything else (a block not closed, text between parameters, a parameter given twice, a name with a
 //   line break or none) is no call, and the reply is its text.
@@ -54,8 +54,10 @@ std::optional<XmlCallReply> xml_calls(const std::string& text);
 // property). A value is taken as a named type that reads it whole, "string" last:
 // - "null": null or None; "boolean": true, false, True or False (Python's str() writes them capitalised);
 // - "integer", "number", "object", "array": a JSON text of that type (the template writes mappings and
-//   lists as JSON; Python's str() of an int or a float is JSON, but for inf and nan, which stay text);
+//   lists as JSON; Python's str() of an int or a float is JSON, but for inf and nan, which stay text, as
+//   does an integer past 64 bits, which would lose its digits);
 // - "string": the text as it is.
+// Whitespace around a value is allowed for every type but "string", which keeps it.
 // None of the named types reading it, or none named, a value is read as each type but "string" would
 // read it (a number, a boolean, null, an object or a list), else it is the text (quoted or not: the
 // template writes a string as it is, never as JSON): a call is not dropped for a value its schema does not allow, as no parser

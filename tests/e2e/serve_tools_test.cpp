@@ -198,7 +198,10 @@ TEST(ServeTools, GraniteCallsAreTheWholeReply) {
 TEST(ServeTools, Qwen3CoderCallsAreReadByTheirSchemasTypes) {
   const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
       "city": {"type": "string"}, "days": {"type": "integer"}, "zip": {"type": "string"}, "metric": {"type": "boolean"},
-      "hours": {"type": "array", "items": {"type": "integer"}}, "when": {"anyOf": [{"type": "null"}, {"type": "string"}]}, "any": {}}}}},
+      "hours": {"type": "array", "items": {"type": "integer"}}, "when": {"anyOf": [{"type": "null"}, {"type": "string"}]}, "any": {},
+      "unit": {"$ref": "#/$defs/Unit"}, "code": {"enum": ["1", "2"]}, "level": {"enum": [1, 2]}, "mode": {"const": "3"},
+      "both": {"anyOf": [{"type": "integer"}], "oneOf": [{"type": "string"}]}, "loop": {"$ref": "#/$defs/Loop"}, "lost": {"$ref": "#/$defs/None"}},
+      "$defs": {"Unit": {"type": "string", "enum": ["0", "1"]}, "Loop": {"$ref": "#/$defs/Loop"}}}}},
       {"type": "function", "function": {"name": "get_time"}}])");
   ReplyFormat format;
   const ToolCalling calling = read_tool_calling({{"tools", tools}}, tool_call_parser_named("qwen3_xml"), format);
@@ -206,11 +209,14 @@ TEST(ServeTools, Qwen3CoderCallsAreReadByTheirSchemasTypes) {
   const std::string weather =
       "<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Jose\n</parameter>\n<parameter=days>\n2\n</parameter>\n"
       "<parameter=zip>\n95112\n</parameter>\n<parameter=metric>\nTrue\n</parameter>\n<parameter=hours>\n[9, 17]\n</parameter>\n"
-      "<parameter=when>\nNone\n</parameter>\n<parameter=any>\n{\"a\": 1}\n</parameter>\n<parameter=extra>\n3\n</parameter>\n</function>\n</tool_call>";
+      "<parameter=when>\nNone\n</parameter>\n<parameter=any>\n{\"a\": 1}\n</parameter>\n<parameter=extra>\n3\n</parameter>\n"
+      "<parameter=unit>\n1\n</parameter>\n<parameter=code>\n1\n</parameter>\n<parameter=level>\n1\n</parameter>\n<parameter=mode>\n3\n</parameter>\n"
+      "<parameter=both>\n4\n</parameter>\n<parameter=loop>\n5\n</parameter>\n<parameter=lost>\n6\n</parameter>\n</function>\n</tool_call>";
   const ToolReply read = read_tool_reply(calling, "Checking.\n" + weather + "\n<tool_call>\n<function=get_time>\n</function>\n</tool_call>");
   EXPECT_EQ(read.content, "Checking.\n\n");
   EXPECT_EQ(calls_of(read), (Calls{{"get_weather", {{"city", "San Jose"}, {"days", 2}, {"zip", "95112"}, {"metric", true}, {"hours", {9, 17}},
-                                                   {"when", nullptr}, {"any", {{"a", 1}}}, {"extra", 3}}},
+                                                   {"when", nullptr}, {"any", {{"a", 1}}}, {"extra", 3}, {"unit", "1"}, {"code", "1"}, {"level", 1},
+                                                   {"mode", "3"}, {"both", 4}, {"loop", 5}, {"lost", 6}}},
                                    {"get_time", json::object()}}));
   EXPECT_EQ(tool_finish_reason(calling, read, "stop"), "tool_calls");
   ToolCalling one = calling;

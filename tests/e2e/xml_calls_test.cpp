@@ -48,6 +48,9 @@ TEST(XmlCalls, AValueEndsAtItsEndTagOrWhereTheModelLeftItOut) {
       // The end tag left out: the value runs to the next parameter, or to the function's end.
       {"<function=f>\n<parameter=a>\n1\n<parameter=b>\n2\n</parameter>\n</function>", {{"a", "1"}, {"b", "2"}}},
       {"<function=f>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\ntwo\n</function>", {{"a", "1"}, {"b", "two"}}},
+      {"<function=f><parameter=a>1<parameter=b>2</parameter><parameter=c>3</function>", {{"a", "1"}, {"b", "2"}, {"c", "3"}}},
+      {"<function=f><parameter=a>1</parameter><parameter=b>2<parameter=c>3</parameter><parameter=d>4</function>",
+       {{"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", "4"}}},
       {"\n <function=f>\n</function>\n ", {}},
       {"<function=name with spaces>\n</function>", {}},
   };
@@ -88,7 +91,14 @@ TEST(XmlCalls, AValueIsReadAsItsParameterIsTyped) {
   };
   const std::vector<Case> cases = {
       {"5", "string", "5"}, {"5", "integer", 5}, {"5", "number", 5}, {"2.5", "number", 2.5}, {"2.5", "integer", 2.5},  // not an integer: as it reads
-      {"1e+20", "number", 1e20}, {"inf", "number", "inf"}, {" 5", "integer", " 5"}, {"05", "integer", "05"},
+      {"1e+20", "number", 1e20}, {"inf", "number", "inf"}, {"05", "integer", "05"},
+      // Whitespace around a value is the value's only as a string.
+      {" 5\n", "integer", 5}, {"\n[1]\t", "array", {1}}, {" True\n", "boolean", true}, {" None", "null", nullptr}, {" x\n", "string", " x\n"},
+      // An integer past 64 bits would lose its digits as a float: it stays text.
+      {"123456789012345678901234567890", "integer", "123456789012345678901234567890"},
+      {"123456789012345678901234567890", "number", "123456789012345678901234567890"},
+      {"-123456789012345678901234567890", nullptr, "-123456789012345678901234567890"}, {"18446744073709551615", "integer", 18446744073709551615u},
+      {"1.5e300", "number", 1.5e300}, {"[1, 2]", json({"integer", "integer", "array", "array"}), {1, 2}},
       {"True", "boolean", true}, {"false", "boolean", false}, {"yes", "boolean", "yes"},
       {"None", "null", nullptr}, {"null", json({"string", "null"}), nullptr}, {"null", "string", "null"},
       {"{\"a\": [1]}", "object", {{"a", {1}}}}, {"[1, \"x\"]", "array", {1, "x"}}, {"[1]", "object", {1}}, {"{\"a\":", "object", "{\"a\":"},
