@@ -318,6 +318,23 @@ TEST(ServeToolCalls, ASpecialMarkerIsKeptWhereTheReplyIsReadForCalls) {
   EXPECT_EQ(json::parse(completion.body).at("choices")[0].at("text"), "get_time[ARGS]{\"zone\": \"UTC\"}") << completion.body;
 }
 
+// A fetched model's own chat template (its tokenizer_config.json's), written to a file for --chat-template.
+std::filesystem::path fetched_chat_template(const TempDir& dir, const std::string& fetched) {
+  const std::filesystem::path path = dir.path() / (fetched + ".jinja");
+  const json config = json::parse(read_file_text(model_tokenizer(fetched).parent_path() / "tokenizer_config.json"));
+  write_file_text(path, config.at("chat_template").get<std::string>());
+  return path;
+}
+
+// The assistant's message of a chat reply, which must hold one call.
+json message_with_a_call(uint16_t port, const json& asked) {
+  const HttpReply reply = post(port, "/v1/chat/completions", asked.dump());
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  const json message = reply.status == 200 ? json::parse(reply.body).at("choices")[0].at("message") : json::object();
+  EXPECT_EQ(message.value("tool_calls", json::array()).size(), 1u) << reply.body;
+  return message;
+}
+
 // A DeepSeek model's call goes back through DeepSeek-V3's own chat template (from its tokenizer_config.json)
 // with its result. That template joins a call's arguments to text ('...' + arguments), which fails on the
 // objects transformers' form gives: the server renders it again with the arguments as the client sent
@@ -327,17 +344,13 @@ TEST(ServeToolCalls, ADeepSeekCallGoesBackThroughDeepSeeksOwnTemplate) {
   REQUIRE_TOKENIZER_FILES();
   TempDir dir("serve-tool-deepseek");
   const std::filesystem::path model = text_model_with_tokens(dir, {{kDeepSeekCalls + kDeepSeekTime + kDeepSeekCallsEnd}});
-  const std::filesystem::path template_path = dir.path() / "deepseek_v3.jinja";
-  const json config = json::parse(read_file_text(model_tokenizer("deepseek_v3").parent_path() / "tokenizer_config.json"));
-  write_file_text(template_path, config.at("chat_template").get<std::string>());
+  const std::filesystem::path template_path = fetched_chat_template(dir, "deepseek_v3");
   Server server({"--model", model.string(), "--threads", "1", "--chat-template", template_path.string(), "--tool-call-parser", "deepseek_v3"});
   ASSERT_NE(server.port(), 0);
   json messages = json::array({{{"role", "user"}, {"content", "time?"}}});
   const json asked = {{"messages", messages}, {"tools", tools()}, {"max_tokens", 1}, {"temperature", 0}, {"logit_bias", {{"263", 100}}}};
-  const HttpReply first = post(server.port(), "/v1/chat/completions", asked.dump());
-  ASSERT_EQ(first.status, 200) << first.body;
-  const json message = json::parse(first.body).at("choices")[0].at("message");
-  ASSERT_EQ(message.value("tool_calls", json::array()).size(), 1u) << first.body;
+  const json message = message_with_a_call(server.port(), asked);
+  ASSERT_EQ(message.value("tool_calls", json::array()).size(), 1u);
   EXPECT_EQ(message.at("tool_calls")[0].at("function"), json({{"name", "get_time"}, {"arguments", "{\"zone\":\"UTC\"}"}}));
   messages.push_back(message);
   messages.push_back({{"role", "tool"}, {"tool_call_id", message.at("tool_calls")[0].at("id")}, {"content", "12:00"}});
@@ -368,17 +381,13 @@ TEST(ServeToolCalls, AMistralCallGoesBackThroughMistralsOwnTemplate) {
   REQUIRE_TOKENIZER_FILES();
   TempDir dir("serve-tool-mistral");
   const std::filesystem::path model = text_model_with_tokens(dir, {{"[TOOL_CALLS]get_time[ARGS]{\"zone\": \"UTC\"}"}});
-  const std::filesystem::path template_path = dir.path() / "mistral_nemo.jinja";
-  const json config = json::parse(read_file_text(model_tokenizer("mistral_nemo").parent_path() / "tokenizer_config.json"));
-  write_file_text(template_path, config.at("chat_template").get<std::string>());
+  const std::filesystem::path template_path = fetched_chat_template(dir, "mistral_nemo");
   Server server({"--model", model.string(), "--threads", "1", "--chat-template", template_path.string(), "--tool-call-parser", "mistral"});
   ASSERT_NE(server.port(), 0);
   json messages = json::array({{{"role", "user"}, {"content", "time?"}}});
   const json asked = {{"messages", messages}, {"tools", tools()}, {"max_tokens", 1}, {"temperature", 0}, {"logit_bias", {{"263", 100}}}};
-  const HttpReply first = post(server.port(), "/v1/chat/completions", asked.dump());
-  ASSERT_EQ(first.status, 200) << first.body;
-  const json message = json::parse(first.body).at("choices")[0].at("message");
-  ASSERT_EQ(message.value("tool_calls", json::array()).size(), 1u) << first.body;
+  const json message = message_with_a_call(server.port(), asked);
+  ASSERT_EQ(message.value("tool_calls", json::array()).size(), 1u);
   const std::string id = message.at("tool_calls")[0].at("id").get<std::string>();
   EXPECT_EQ(id.size(), 9u) << id;
   messages.push_back(message);
