@@ -506,7 +506,9 @@ void echo_scores_the_prompt(const std::vector<std::string>& extra) {
     if (data == "[DONE]") continue;
     const json event = json::parse(data);
     const json& c = event.at("choices")[0];
-    if (c.at("finish_reason").is_null()) EXPECT_FALSE(c.at("text").get<std::string>().empty()) << data;
+    if (c.at("finish_reason").is_null()) {
+      EXPECT_FALSE(c.at("text").get<std::string>().empty()) << data;
+    }
   }
 
   const std::vector<std::pair<std::string, std::string>> refused = {
