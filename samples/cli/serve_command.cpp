@@ -82,7 +82,7 @@ was generated. A device or transport fault stops it too, with exit status 3, for
                          granite (<|tool_call|>[{...}]: Granite 3), qwen3_coder (<tool_call><function=name>
                          <parameter=key>value</parameter>...: Qwen3-Coder; also named qwen3_xml) or
                          deepseek_v3 (<|tool calls begin|>...: DeepSeek-V3, R1 and V3.1; also named
-                         deepseek_v31); default
+                         deepseek_v31) or phi4_mini_json (functools[{...}]: Phi-4-mini); default
                          none: "auto" is refused (a named function or "required" need no parser:
                          constrained decoding holds them)
   --reasoning-parser P   a chat reply's thinking goes to "reasoning_content", apart from its "content": qwen3

@@ -30,6 +30,7 @@ constexpr const char* kMistralArgs = "[ARGS]";           // and, from its tokeni
 constexpr const char* kPythonStart = "<|python_start|>";  // Llama 4's tokens around the pythonic calls it makes
 constexpr const char* kPythonEnd = "<|python_end|>";
 constexpr const char* kGraniteCalls = "<|tool_call|>";  // Granite 3.0's token before its list of calls (3.1 on: <tool_call>)
+constexpr const char* kPhi4MiniCalls = "functools";  // Phi-4-mini's word before its list of calls
 // DeepSeek's tokens around its calls, each call's, and the one between a call's parts
 constexpr const char* kDeepSeekCalls = "<\uff5ctool\u2581calls\u2581begin\uff5c>";
 constexpr const char* kDeepSeekCallsEnd = "<\uff5ctool\u2581calls\u2581end\uff5c>";
@@ -315,6 +316,22 @@ std::optional<ToolReply> deepseek_calls(const std::string& text, const ToolCalli
   return reply;
 }
 
+// Phi-4-mini's calls: the text before `functools[` is the content; after `functools` comes a JSON list of
+// {"name": N, "arguments": {...}} and nothing but whitespace. Null when it does not.
+std::optional<ToolReply> phi4_mini_calls(const std::string& text, const ToolCalling& calling) {
+  const size_t first = text.find(std::string(kPhi4MiniCalls) + "[");
+  if (first == std::string::npos) return std::nullopt;
+  const size_t at = first + marker_length(kPhi4MiniCalls);
+  const size_t end = scan_brackets(text, at, true).closed_at;
+  if (end == std::string::npos || skip_whitespace(text, end) != text.size()) return std::nullopt;
+  const std::optional<json> list = parse_json(text.substr(at, end - at));
+  ToolReply reply;
+  if (!list || list->empty() || !add_calls(*list, calling, reply)) return std::nullopt;
+  const std::string content = text.substr(0, first);
+  reply.content = only_whitespace(content) ? json(nullptr) : json(content);
+  return reply;
+}
+
 // Pythonic calls (Llama 3.2, and Llama 4 between its python tokens): the whole reply is
 // [name(key=value, ...), ...] (pythonic_calls.h). Null when it is not.
 std::optional<ToolReply> pythonic_reply(const std::string& text, const ToolCalling& calling) {
@@ -441,6 +458,7 @@ std::map<int32_t, std::string> special_call_markers(const Tokenizer& tokenizer, 
     case ToolCallParser::pythonic: markers = {kPythonStart, kPythonEnd}; break;
     case ToolCallParser::granite: markers = {kGraniteCalls, kHermesOpen}; break;
     case ToolCallParser::qwen3_coder: markers = {kHermesOpen, kHermesClose}; break;
+    case ToolCallParser::phi4_mini_json: break;  // a word, not a token
     case ToolCallParser::deepseek_v3: markers = {kDeepSeekCalls, kDeepSeekCallsEnd, kDeepSeekCall, kDeepSeekCallEnd, kDeepSeekSeparator}; break;
   }
   std::map<int32_t, std::string> special;
@@ -460,9 +478,10 @@ ToolCallParser tool_call_parser_named(const std::string& name) {
   if (name == "granite") return ToolCallParser::granite;
   if (name == "qwen3_coder" || name == "qwen3_xml") return ToolCallParser::qwen3_coder;  // vLLM has both names for the format
   if (name == "deepseek_v3" || name == "deepseek_v31") return ToolCallParser::deepseek_v3;  // one reader for both forms
+  if (name == "phi4_mini_json") return ToolCallParser::phi4_mini_json;
   throw InputError("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes), llama3_json (Llama 3.1-3.3), mistral (Mistral), "
-                   "pythonic (Llama 3.2 and 4), granite (Granite 3), qwen3_coder (Qwen3-Coder; also named qwen3_xml) or "
-                   "deepseek_v3 (DeepSeek-V3, R1 and V3.1; also named deepseek_v31), got '" + name + "'");
+                   "pythonic (Llama 3.2 and 4), granite (Granite 3), qwen3_coder (Qwen3-Coder; also named qwen3_xml), "
+                   "deepseek_v3 (DeepSeek-V3, R1 and V3.1; also named deepseek_v31) or phi4_mini_json (Phi-4-mini), got '" + name + "'");
 }
 
 ToolCalling read_tool_calling(const json& body, ToolCallParser parser, ReplyFormat& format) {
@@ -501,7 +520,7 @@ ToolCalling read_tool_calling(const json& body, ToolCallParser parser, ReplyForm
   if (choice == "auto") {
     if (parser == ToolCallParser::none)
       refuse("tool_choice", "is \"auto\" (the default with tools), which reads the model's own calls from its text: start the server with "
-                            "--tool-call-parser hermes, llama3_json, mistral, pythonic, granite, qwen3_coder or deepseek_v3 (the format the model's chat template teaches it), or ask for "
+                            "--tool-call-parser hermes, llama3_json, mistral, pythonic, granite, qwen3_coder, deepseek_v3 or phi4_mini_json (the format the model's chat template teaches it), or ask for "
                             "\"required\" or a named function (calls held by constrained decoding), or \"none\"");
     calling.choice = ToolCalling::Choice::automatic;
     return calling;
@@ -571,6 +590,7 @@ ToolReply read_tool_reply(const ToolCalling& calling, const std::string& text) {
         case ToolCallParser::granite: read = granite_calls(text, calling); break;
         case ToolCallParser::qwen3_coder: read = qwen3_coder_calls(text, calling); break;
         case ToolCallParser::deepseek_v3: read = deepseek_calls(text, calling); break;
+        case ToolCallParser::phi4_mini_json: read = phi4_mini_calls(text, calling); break;
       }
       break;
   }
@@ -647,6 +667,7 @@ size_t ToolCallStream::streamable() {
     case ToolCallParser::granite: return streamable_unless_opened_by({kGraniteCalls, kHermesOpen});
     case ToolCallParser::qwen3_coder: return streamable_before(kHermesOpen);
     case ToolCallParser::deepseek_v3: return streamable_before(kDeepSeekCalls);
+    case ToolCallParser::phi4_mini_json: return streamable_before(std::string(kPhi4MiniCalls) + "[");
   }
   return text_.size();
 }

@@ -22,7 +22,8 @@
 //   - `deepseek_v3` (DeepSeek-V3, R1 and V3.1; vLLM's deepseek_v31 too): <|tool calls begin|>, then each
 //     call between <|tool call begin|> and <|tool call end|>, either `function<|tool sep|>N` and ```json
 //     {...}``` on the next lines (V3, R1) or `N<|tool sep|>{...}` (V3.1), then <|tool calls end|>, after
-//     the reply's text (the tokens are written with DeepSeek's fullwidth bar and U+2581 for the space).
+//     the reply's text (the tokens are written with DeepSeek's fullwidth bar and U+2581 for the space);
+//   - `phi4_mini_json` (Phi-4-mini): functools[{"name": N, "arguments": {...}}, ...] after the reply's text.
 //   A reply whose calls do not parse is answered as text, never dropped.
 #include <cstddef>
 #include <cstdint>
@@ -37,7 +38,7 @@
 
 namespace tilefire::cli {
 
-enum class ToolCallParser { none, hermes, llama3_json, mistral, pythonic, granite, qwen3_coder, deepseek_v3 };
+enum class ToolCallParser { none, hermes, llama3_json, mistral, pythonic, granite, qwen3_coder, deepseek_v3, phi4_mini_json };
 
 // --tool-call-parser NAME; InputError naming the flag and the names it takes.
 ToolCallParser tool_call_parser_named(const std::string& name);
@@ -113,8 +114,9 @@ nlohmann::json arguments_delta(const std::string& piece);
 nlohmann::json tool_calls_delta(const ToolReply& reply);
 
 // An automatic choice's reply as it streams: content() gives what of each piece can go to the client as
-// text now, holding back what may begin a call (a "<tool_call>" or "[TOOL_CALLS]" not yet whole, and
-// whitespace before it; a reply that begins with "{" or <|python_tag|> with llama3_json, with "[" or
+// text now, holding back what may begin a call (a marker not yet whole, and whitespace before it: hermes'
+// and qwen3_coder's "<tool_call>", mistral's "[TOOL_CALLS]", DeepSeek's <|tool calls begin|>, Phi-4-mini's
+// "functools["; a reply that begins with "{" or <|python_tag|> with llama3_json, with "[" or
 // <|python_start|> with pythonic, with <|tool_call|> or <tool_call> with granite); once a call has begun,
 // the rest waits for the end. finish() reads the whole reply; its content's part not yet streamed is
 // `unsent_content()`. Each piece costs the same however long the reply has grown.
@@ -128,7 +130,7 @@ class ToolCallStream {
 
  private:
   size_t streamable();  // how much of text_ can go out as content: none of it can be part of a call
-  size_t streamable_before(const std::string& marker);  // hermes, mistral, qwen3_coder, deepseek_v3: calls begin at a marker
+  size_t streamable_before(const std::string& marker);  // hermes, mistral, qwen3_coder, deepseek_v3, phi4_mini_json: calls begin at a marker
   size_t streamable_unless_opened_by(const std::vector<std::string>& openers);  // llama3_json, pythonic, granite: calls are the whole reply
 
   ToolCalling calling_;  // how the reply is read (its tools left out: not needed to read it)
@@ -136,8 +138,8 @@ class ToolCallStream {
   size_t sent_ = 0;      // bytes of text_ given as content
   bool is_text_ = false;  // text that is not whitespace goes out (llama3_json, pythonic, granite: the reply is no call)
   size_t scanned_ = 0;    // bytes of text_ looked at for text that is not whitespace
-  size_t marker_ = std::string::npos;  // hermes, mistral, qwen3_coder, deepseek_v3: where the first marker begins
-  size_t searched_ = 0;   // hermes, mistral, qwen3_coder, deepseek_v3: where a marker not yet found may begin
+  size_t marker_ = std::string::npos;  // hermes, mistral, qwen3_coder, deepseek_v3, phi4_mini_json: where the first marker begins
+  size_t searched_ = 0;   // hermes, mistral, qwen3_coder, deepseek_v3, phi4_mini_json: where a marker not yet found may begin
 };
 
 }  // namespace tilefire::cli

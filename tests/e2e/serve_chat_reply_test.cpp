@@ -123,11 +123,12 @@ TEST(ServeChatReply, AStreamedMessageIsTheWholeOnesForEveryCut) {
                                           "<think>x</think> " + llama_call, "plan</think>\n" + call + " after", "<think>a</think>b " + mistral_call,
                                           "<think>" + mistral_call + "</think>" + mistral_call, "plan</think>" + pythonic_call, "<think>x</think>\n" + pythonic_call,
                                           "<think>x</think>" + required_call, "plan</think>{\"zone\": \"UTC\"}", required_call,
-                                          "<think>x</think>\n" + granite_call, "<think>x</think>\nok " + qwen3_coder_call, "plan</think>" + deepseek_call};
+                                          "<think>x</think>\n" + granite_call, "<think>x</think>\nok " + qwen3_coder_call, "plan</think>" + deepseek_call, "<think>f</think>functools[{\"name\": \"get_time\"}]"};
   for (const ReasoningParser reasoning : {ReasoningParser::qwen3, ReasoningParser::deepseek_r1, ReasoningParser::none})
     for (const ToolCalling& calling : {automatic(ToolCallParser::hermes), automatic(ToolCallParser::llama3_json), automatic(ToolCallParser::mistral),
                                        automatic(ToolCallParser::pythonic), automatic(ToolCallParser::granite),
-                                       automatic(ToolCallParser::qwen3_coder), automatic(ToolCallParser::deepseek_v3), held(ToolCalling::Choice::named), held(ToolCalling::Choice::required),
+                                       automatic(ToolCallParser::qwen3_coder), automatic(ToolCallParser::deepseek_v3),
+                                       automatic(ToolCallParser::phi4_mini_json), held(ToolCalling::Choice::named), held(ToolCalling::Choice::required),
                                        ToolCalling{}})
       for (const std::string& text : texts)
         for (const std::string ended : {"stop", "length"}) {

@@ -229,12 +229,12 @@ TEST(ServeToolCalls, AutoReadsTheReplyWithTheServersParser) {
     if (!choice.is_null()) asked["tool_choice"] = choice;
     const HttpReply refused = post(without.server.port(), "/v1/chat/completions", asked.dump());
     EXPECT_EQ(refused.status, 400);
-    EXPECT_NE(refused.body.find("start the server with --tool-call-parser hermes, llama3_json, mistral, pythonic, granite, qwen3_coder or deepseek_v3"), std::string::npos) << refused.body;
+    EXPECT_NE(refused.body.find("start the server with --tool-call-parser hermes, llama3_json, mistral, pythonic, granite, qwen3_coder, deepseek_v3 or phi4_mini_json"), std::string::npos) << refused.body;
   }
 }
 
 // The model's own calls, read by each parser: a tokenizer whose added tokens are each a whole call in its
-// format (two, for pythonic's and granite's lists, qwen3_coder's blocks and deepseek_v3's calls), and a bias that makes the greedy reply that token, twice where it is
+// format (two, for the lists of pythonic, granite and phi4_mini_json, qwen3_coder's blocks and deepseek_v3's calls), and a bias that makes the greedy reply that token, twice where it is
 // one call. Whole and streamed, the reply is the two calls (no content: nothing of them streams as text);
 // max_tokens cuts it, so "length" stays.
 TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
@@ -250,7 +250,8 @@ TEST(ServeToolCalls, AutoReadsTheModelsOwnCallsWithEachParser) {
       {"pythonic", "[get_time(zone='UTC'), get_time(zone=\"U\" 'TC')]", 1},
       {"granite", "<|tool_call|>[{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}, {\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}]", 1},
       {"qwen3_coder", "<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>\n", 2},
-      {"deepseek_v3", kDeepSeekCalls + kDeepSeekTime + "\n" + kDeepSeekTime + kDeepSeekCallsEnd, 1}};
+      {"deepseek_v3", kDeepSeekCalls + kDeepSeekTime + "\n" + kDeepSeekTime + kDeepSeekCallsEnd, 1},
+      {"phi4_mini_json", "functools[{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}, {\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}]", 1}};
   std::vector<AddedToken> tokens;
   for (const Format& format : calls) tokens.push_back({format.token});
   const std::filesystem::path model = text_model_with_tokens(dir, tokens);
@@ -542,8 +543,8 @@ TEST(ServeToolCalls, WhatCannotBeHonouredIsRefusedByName) {
   const RunResult bad = run_cli({"serve", "--port", "0", "--tool-call-parser", "xlam"});
   EXPECT_EQ(bad.status, 2) << describe(bad);
   EXPECT_NE(bad.err.find("--tool-call-parser must be hermes (Qwen 2.5 and 3, Hermes), llama3_json (Llama 3.1-3.3), mistral (Mistral), "
-                         "pythonic (Llama 3.2 and 4), granite (Granite 3), qwen3_coder (Qwen3-Coder; also named qwen3_xml) or "
-                         "deepseek_v3 (DeepSeek-V3, R1 and V3.1; also named deepseek_v31), got 'xlam'"),
+                         "pythonic (Llama 3.2 and 4), granite (Granite 3), qwen3_coder (Qwen3-Coder; also named qwen3_xml), "
+                         "deepseek_v3 (DeepSeek-V3, R1 and V3.1; also named deepseek_v31) or phi4_mini_json (Phi-4-mini), got 'xlam'"),
             std::string::npos)
       << bad.err;
 }

@@ -1,7 +1,7 @@
 // tilefire serve's tool calling, its parts alone (samples/cli/serve_tools.cpp): the request's tools and
 // tool_choice read or refused by name, the schema that holds a "required" reply (its tools' references
 // placed), the model's calls read from its text in the hermes, llama3_json, mistral, pythonic, granite and
-// qwen3_coder and deepseek_v3 formats (pythonic's literals in pythonic_calls_test, qwen3_coder's blocks in xml_calls_test), and a streamed reply's text held back exactly
+// qwen3_coder, deepseek_v3 and phi4_mini_json formats (pythonic's literals in pythonic_calls_test, qwen3_coder's blocks in xml_calls_test), and a streamed reply's text held back exactly
 // where a call may begin: what streams, joined with what is sent at the end, is the whole reply's content,
 // for every way of cutting the reply into pieces.
 #include <gtest/gtest.h>
@@ -265,6 +265,25 @@ TEST(ServeTools, DeepSeekCallsFollowTheirTokenInEitherForm) {
   }
 }
 
+TEST(ServeTools, Phi4MiniCallsFollowTheirWord) {
+  const ToolCalling phi4 = calling_of(ToolCalling::Choice::automatic, tool_call_parser_named("phi4_mini_json"));
+  const Calls two = {{"get_weather", {{"city", "Oslo"}}}, {"get_time", json::object()}};
+  const std::string list = R"([{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_time"}])";
+  for (const std::string& prefix : {"", "Let me check. "}) {
+    const ToolReply read = read_tool_reply(phi4, prefix + "functools" + list + "\n");
+    EXPECT_EQ(read.content, prefix.empty() ? json(nullptr) : json(prefix));
+    EXPECT_EQ(calls_of(read), two);
+    EXPECT_EQ(tool_finish_reason(phi4, read, "stop"), "tool_calls");
+  }
+  // Not calls: the reply is its text.
+  for (const std::string& text : std::vector<std::string>{"It is sunny.", list, "functools" + list + " done", "functools []", "functools[]",
+                                                          "functools[{\"name\": \"nope\"}]", "functools[{\"name\": \"get_time\"}", "functools{\"name\": \"get_time\"}"}) {
+    const ToolReply read = read_tool_reply(phi4, text);
+    EXPECT_EQ(read.content, text);
+    EXPECT_FALSE(read.called()) << text;
+  }
+}
+
 TEST(ServeTools, NamedAndRequiredRepliesAreTheirCalls) {
   const ToolCalling named = calling_of(ToolCalling::Choice::named);
   // A named function's reply is its arguments, cut short or not.
@@ -317,6 +336,9 @@ TEST(ServeTools, AStreamedReplyHoldsBackExactlyWhatMayBeginACall) {
        {"plain text", "a <\uff5ctool", "x" + kCallsBegin + kCallBegin + "f" + kSeparator + "{}" + kCallEnd + kCallsEnd,
         " \n" + kCallsBegin + kCallBegin + "g" + kSeparator + "{}" + kCallEnd, "a " + kCallsBegin + kCallBegin + "nope" + kSeparator + "{}" + kCallEnd,
         "\u00e9" + kCallsBegin.substr(0, 5)}},
+      {ToolCallParser::phi4_mini_json,
+       {"plain text", "x functools", "functool", "a functools[{\"name\": \"f\"}]", "functools[{\"name\": \"g\"}] b", " \nfunctools[{\"name\": \"f\"}]",
+        "functools [1]"}},
       {ToolCallParser::pythonic,
        {"plain text", "  ", " [f(a=1), g()]", "<|python_start|>[f()]<|python_end|>", "<|python_st x", "[1] is a note", "\n<x", "[f(a='x]')]"}}};
   for (const auto& [parser, texts] : cases) {
