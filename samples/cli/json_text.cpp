@@ -34,4 +34,6 @@ std::optional<nlohmann::json> parse_json(const std::string& text) {
   return parsed;
 }
 
+std::string dump_json(const nlohmann::json& value) { return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
 }  // namespace tilefire::cli

@@ -25,4 +25,9 @@ bool nested_past_bound(const std::string& text);
 // The value of a JSON text; none when it is not one, or is nested past the bound.
 std::optional<nlohmann::json> parse_json(const std::string& text);
 
+// `value` as compact JSON text, bytes that are not UTF-8 in its strings written as U+FFFD (a value read
+// from a model's text, whose strings a reader of Python's literals or of XML takes as they come; a plain
+// dump() would throw on them).
+std::string dump_json(const nlohmann::json& value);
+
 }  // namespace tilefire::cli

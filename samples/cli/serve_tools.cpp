@@ -151,7 +151,7 @@ json call_of_object(const json& object, const ToolCalling& calling) {
   if (given_arguments > 1 || object.size() != 1 + given_arguments) return nullptr;
   const json& arguments = given_arguments == 0 ? json::object() : object.contains("arguments") ? object.at("arguments") : object.at("parameters");
   if (!arguments.is_object()) return nullptr;
-  return call(calling, name, arguments.dump());
+  return call(calling, name, dump_json(arguments));
 }
 
 // Each of `objects` as a call, added to the reply's; false when one is not a call.
@@ -381,7 +381,7 @@ std::optional<ToolReply> qwen3_coder_calls(const std::string& text, const ToolCa
     const json& types = calling.parameter_types.contains(made.name) ? calling.parameter_types.at(made.name) : json::object();
     json arguments = json::object();
     for (const auto& [key, value] : made.parameters) arguments[key] = xml_argument_value(value, types.value(key, json()));
-    reply.tool_calls.push_back(call(calling, made.name, arguments.dump()));
+    reply.tool_calls.push_back(call(calling, made.name, dump_json(arguments)));
   }
   reply.content = only_whitespace(read->content) ? json(nullptr) : json(read->content);
   return reply;

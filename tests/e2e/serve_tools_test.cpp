@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "samples/cli/serve_tools.h"
+#include "tests/common/input_mutator.h"
 #include "tilefire/errors.h"
 #include "tilefire/json_schema.h"
 
@@ -367,6 +368,63 @@ TEST(ServeTools, AStreamedReplyHoldsBackExactlyWhatMayBeginACall) {
   EXPECT_EQ(required.content("[{\"name\""), "");
   ToolCallStream none(calling_of(ToolCalling::Choice::none));
   EXPECT_EQ(none.content("<tool_call>"), "<tool_call>");
+}
+
+// Replies of every format, mutated (bytes flipped, ranges cut or repeated, the formats' markers dropped in,
+// two replies joined), read by every parser: never a crash; a call names one of the tools and carries a
+// JSON object's text; a reply without calls is its text; and streamed in random pieces, what streams is a
+// prefix of the whole reply's content, and the rest and the calls come at the end.
+TEST(ServeTools, MutatedRepliesOfEveryFormatAreReadAndStreamedAsWhole) {
+  const std::vector<std::string> replies = {
+      "Sure. <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, \"x\"]}}\n</tool_call>",
+      "<|python_tag|>{\"name\": \"g\", \"parameters\": {}}; {\"name\": \"f\", \"parameters\": {\"b\": null}}",
+      "ok [TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]", "[TOOL_CALLS]g[ARGS]{\"c\": 1}[TOOL_CALLS]f[ARGS]{}",
+      "<|python_start|>[f(a='x', b=[1, 2.5, None]), g()]<|python_end|>", "<|tool_call|>[{\"name\": \"g\", \"arguments\": {\"d\": true}}]",
+      "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\ntext\n</function>\n</tool_call>",
+      kCallsBegin + kCallBegin + "function" + kSeparator + "f\n```json\n{\"e\": \"```\"}\n```" + kCallEnd + "\n" + kCallBegin + "g" + kSeparator + "{}" + kCallEnd + kCallsEnd,
+      "I will. functools[{\"name\": \"f\", \"arguments\": {\"a\": {\"b\": []}}}]", "Plain text, \u00e9 and {braces} [and] <tags>."};
+  const std::vector<std::string> markers = {"<tool_call>", "</tool_call>", "[TOOL_CALLS]", "[ARGS]", "<|python_tag|>", "<|python_start|>",
+                                            "<|python_end|>", "<|tool_call|>", "<function=f>", "</function>", "<parameter=a>", "</parameter>",
+                                            kCallsBegin, kCallBegin, kSeparator, kCallEnd, kCallsEnd, "functools[", "```json\n", "{", "]", "\"", ";"};
+  const std::vector<ToolCallParser> parsers = {ToolCallParser::hermes, ToolCallParser::llama3_json, ToolCallParser::mistral, ToolCallParser::pythonic,
+                                               ToolCallParser::granite, ToolCallParser::qwen3_coder, ToolCallParser::deepseek_v3, ToolCallParser::phi4_mini_json};
+  const std::set<std::string> names = {"get_weather", "get_time", "f", "g"};
+  size_t called = 0;
+  for (uint64_t seed = 0; seed < testing::fuzz_case_count(2000); ++seed) {
+    testing::InputMutator mutator(seed);
+    std::string text = replies[mutator.below(replies.size())];
+    if (mutator.one_in(4)) text += replies[mutator.below(replies.size())];
+    if (mutator.one_in(2)) text = mutator.mutate_bytes(text);
+    for (uint64_t k = mutator.below(3); k > 0; --k) text.insert(mutator.below(text.size() + 1), markers[mutator.below(markers.size())]);
+    SCOPED_TRACE("seed " + std::to_string(seed) + " (" + mutator.describe() + "): " + json(text).dump(-1, ' ', false, json::error_handler_t::replace));
+    for (const ToolCallParser parser : parsers) {
+      SCOPED_TRACE("parser " + std::to_string(int(parser)));
+      const ToolCalling calling = calling_of(ToolCalling::Choice::automatic, parser);
+      const ToolReply whole = read_tool_reply(calling, text);
+      called += whole.called();
+      if (!whole.called()) {
+        EXPECT_EQ(whole.content, text);
+      }
+      for (const json& call : whole.tool_calls) {
+        EXPECT_TRUE(names.count(call.at("function").at("name").get<std::string>())) << call.dump();
+        EXPECT_TRUE(json::parse(call.at("function").at("arguments").get<std::string>(), nullptr, false).is_object()) << call.dump();
+      }
+      const std::string content = whole.content.is_string() ? whole.content.get<std::string>() : "";
+      ToolCallStream stream(calling);
+      std::string streamed;
+      for (size_t at = 0; at < text.size();) {
+        const size_t piece = 1 + mutator.below(8);
+        streamed += stream.content(text.substr(at, piece));
+        at += piece;
+        ASSERT_EQ(content.compare(0, streamed.size(), streamed), 0) << "streamed '" << streamed << "' is not the start of '" << content << "'";
+      }
+      const ToolReply read = stream.finish();
+      EXPECT_EQ(read.content, whole.content);
+      EXPECT_EQ(read.tool_calls.size(), whole.tool_calls.size());
+      EXPECT_EQ(streamed + stream.unsent_content(read), content);
+    }
+  }
+  EXPECT_GT(called, testing::fuzz_case_count(2000) / 10) << "some mutated replies should still hold calls";
 }
 
 // read_tool_calling's verdict on a body: the message of its refusal, or "" when it reads.
