@@ -35,6 +35,7 @@
 #include "serve_metrics.h"
 #include "sampling_flags.h"
 #include "serve_requests.h"
+#include "serve_responses.h"
 #include "serve_chat_reply.h"
 #include "serve_thinking_first.h"
 #include "stop_text.h"
@@ -54,7 +55,7 @@ using nlohmann::json;
 const char* kServeHelp = R"(usage: tilefire serve [--model DIR] [flags]
 
 An HTTP server on this machine that speaks the OpenAI API: POST /v1/completions, POST /v1/chat/completions
-(with the model's chat template), GET /v1/models, GET /health, GET /metrics (Prometheus text: requests,
+(with the model's chat template), POST /v1/responses (the Responses API's shapes of a chat; not streamed), GET /v1/models, GET /health, GET /metrics (Prometheus text: requests,
 tokens, time to first token and per token, generations in flight). Requests take turns on the one engine, each
 keeping the KV cache's match of its prompt's beginning (a chat's earlier turns), or with --sequences N
 decode together. Ctrl-C (SIGINT) or SIGTERM stops it: generations in flight end and their clients get what
@@ -397,12 +398,13 @@ std::string summary_of(const std::vector<Generated>& choices, uint32_t per_promp
   return summary;
 }
 
-// POST /v1/completions and /v1/chat/completions: parses, generates (each of "n" choices), answers (whole
-// or as events).
-void serve_generation(Served& served, int fd, const http::Request& request, bool chat, int& status, std::string& summary) {
-  const ParsedRequest parsed = chat ? parse_chat_request(request.body, served.tokenizer.get(), served.chat_template.get(),
+// POST /v1/completions and /v1/chat/completions: parses `body`, generates (each of "n" choices), answers
+// (whole or as events). A whole reply's body goes through `reshape` when one is given (/v1/responses).
+void serve_generation(Served& served, int fd, const std::string& body_text, bool chat, int& status, std::string& summary,
+                      const std::function<json(const json&)>& reshape = nullptr) {
+  const ParsedRequest parsed = chat ? parse_chat_request(body_text, served.tokenizer.get(), served.chat_template.get(),
                                                          served.end_of_reply, served.engine->model(), served.tool_call_parser)
-                                    : parse_completion_request(request.body, served.tokenizer.get(), served.engine->model());
+                                    : parse_completion_request(body_text, served.tokenizer.get(), served.engine->model());
   const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(++served.requests);
   const long long created = static_cast<long long>(std::time(nullptr));
   const char* object = chat ? "chat.completion" : "text_completion";
@@ -468,7 +470,7 @@ void serve_generation(Served& served, int fd, const http::Request& request, bool
                        {"choices", choices}, {"usage", usage(generated, per_prompt)}};
     status = 200;
     summary = summary_of(generated, per_prompt);
-    http::write_all(fd, json_response(200, body));
+    http::write_all(fd, json_response(200, reshape ? reshape(body) : body));
     return;
   }
   // Events: a chunk per piece of text of a choice (with the logprobs of its tokens generated since its
@@ -595,7 +597,8 @@ void handle_connection(Served& served, int fd) {
     read_at = std::chrono::steady_clock::now();
     what = request.method + " " + request.target;
     path = request.target;
-    const bool generation = request.target == "/v1/completions" || request.target == "/v1/chat/completions";
+    const bool generation =
+        request.target == "/v1/completions" || request.target == "/v1/chat/completions" || request.target == "/v1/responses";
     const bool listing = request.target == "/v1/models" || request.target == "/health" || request.target == "/metrics";
     if (!generation && !listing) throw http::Error{404, "no such path: " + request.target};
     if (request.method != (generation ? "POST" : "GET"))
@@ -613,8 +616,12 @@ void handle_connection(Served& served, int fd) {
       const json model = {{"id", served.name}, {"object", "model"}, {"created", 0}, {"owned_by", "tilefire"},
                           {"max_model_len", served.engine->model().max_context}};
       http::write_all(fd, json_response(200, {{"object", "list"}, {"data", {model}}}));
+    } else if (request.target == "/v1/responses") {  // a chat, asked and answered in the Responses' shapes
+      const json responses_request = parse_body(request.body);
+      serve_generation(served, fd, chat_body_of_responses_request(responses_request).dump(), true, status, summary,
+                       [&](const json& chat_reply) { return response_of_chat_completion(chat_reply, responses_request); });
     } else {
-      serve_generation(served, fd, request, request.target == "/v1/chat/completions", status, summary);
+      serve_generation(served, fd, request.body, request.target == "/v1/chat/completions", status, summary);
     }
   } catch (const http::Error& e) {
     status = e.status;

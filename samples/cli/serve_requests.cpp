@@ -18,19 +18,6 @@ using nlohmann::json;
   throw InputError("'" + field + "' " + what);
 }
 
-json parse_body(const std::string& body) {
-  // Nesting past 400 levels, and integers past 64 bits, are refused before the parse (a parse or a dump of
-  // a value nested 100,000 deep recurses until the stack runs out).
-  check_chat_json(body, "the request body");
-  json parsed;
-  try {
-    parsed = json::parse(body);
-  } catch (const json::exception& e) {  // a syntax error, or a number past double's range (1e400)
-    throw InputError(std::string("the request body is not JSON we can read: ") + e.what());
-  }
-  if (!parsed.is_object()) throw InputError("the request body is not a JSON object");
-  return parsed;
-}
 
 std::string shortest(double value) {
   std::ostringstream text;
@@ -299,6 +286,20 @@ json text_messages(const json& messages) {
 }
 
 }  // namespace
+
+json parse_body(const std::string& body) {
+  // Nesting past 400 levels, and integers past 64 bits, are refused before the parse (a parse or a dump of
+  // a value nested 100,000 deep recurses until the stack runs out).
+  check_chat_json(body, "the request body");
+  json parsed;
+  try {
+    parsed = json::parse(body);
+  } catch (const json::exception& e) {  // a syntax error, or a number past double's range (1e400)
+    throw InputError(std::string("the request body is not JSON we can read: ") + e.what());
+  }
+  if (!parsed.is_object()) throw InputError("the request body is not a JSON object");
+  return parsed;
+}
 
 ParsedRequest parse_completion_request(const std::string& body_text, const Tokenizer* tokenizer, const ModelInfo& model) {
   const json body = parse_body(body_text);

@@ -47,6 +47,9 @@ struct ParsedRequest {
   ToolCalling tool_calling;
 };
 
+// A request's body as a JSON object; InputError for one that is not, or nests past 400 levels.
+nlohmann::json parse_body(const std::string& body);
+
 // InputError naming the field for a body that is not a JSON object or holds a field the engine cannot
 // honour. A text prompt is encoded by `tokenizer`, or taken as bytes without one.
 ParsedRequest parse_completion_request(const std::string& body, const Tokenizer* tokenizer, const ModelInfo& model);

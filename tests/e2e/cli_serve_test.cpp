@@ -131,7 +131,7 @@ TEST(CliServe, BatchedRepliesWithPromptsPrefilledWholeAreRunsReplies) {
 
 // The official OpenAI SDK for JavaScript (fetched by scripts/fetch-tokenizers) as the client, as an
 // application would use it: the model list, a completion and a chat, whole and streamed, a named
-// function's call, and a refusal; the replies are run --json's.
+// function's call, the Responses API, and a refusal; the replies are run --json's.
 TEST(CliServe, TheOpenAiSdkGetsRunsReplies) {
   const fs::path sdk = fs::path(TILEFIRE_SOURCE_DIR) / ".deps" / "tokenizers" / "node_modules" / "openai" / "index.mjs";
   if (!fs::exists(sdk)) {
@@ -174,6 +174,17 @@ TEST(CliServe, TheOpenAiSdkGetsRunsReplies) {
   EXPECT_EQ(streamed_call.at("finish_reason"), call.at("finish_reason")) << got.dump();
   ASSERT_EQ(call.at("finish_reason"), "stop") << got.dump();  // compact and greedy, the call ends within 40 tokens
   EXPECT_TRUE(json::parse(call.at("arguments").get<std::string>()).contains("city")) << got.dump();
+  // The Responses API through the SDK: its output_text (the SDK joins the message items' texts) is the
+  // chat's reply to the same conversation; a named function's call is a function_call item, as the chat's.
+  const json& response = got.at("response");
+  EXPECT_EQ(response.at("output_text"), chat.at("text")) << got.dump();
+  EXPECT_EQ(response.at("id").get<std::string>().rfind("resp_", 0), 0u) << got.dump();
+  EXPECT_EQ(response.at("usage").at("output_tokens"), chat.at("tokens").size()) << got.dump();
+  EXPECT_EQ(response.at("status"), chat.at("tokens").size() == 8 ? "incomplete" : "completed") << got.dump();
+  const json& response_call = got.at("response_call");
+  EXPECT_EQ(response_call.at("name"), "get_weather") << got.dump();
+  EXPECT_EQ(response_call.at("arguments"), call.at("arguments")) << got.dump();
+  EXPECT_EQ(response_call.at("call_id").get<std::string>().rfind("call_", 0), 0u) << got.dump();
   const json greedy_choices = {{{"index", 0}, {"text", completion.at("text")}}, {{"index", 1}, {"text", completion.at("text")}}};
   EXPECT_EQ(got.at("two_choices"), greedy_choices) << "n 2 at temperature 0: the greedy text twice";
   EXPECT_EQ(server.stop(), 0) << server.log();

@@ -40,6 +40,15 @@ const final = await client.chat.completions.stream({ model: 'm', messages, tools
 const streamedCall = final.choices[0].message.tool_calls?.[0];
 out.tool_call_streamed = { id: streamedCall?.id, name: streamedCall?.function.name, arguments: streamedCall?.function.arguments,
   finish_reason: final.choices[0].finish_reason };
+// The Responses API: the same conversation as the chat above, and a named function's call as an item.
+const response = await client.responses.create({ model: 'm', instructions: 'be brief', input: 'hello', max_output_tokens: 8, temperature: 0 });
+out.response = { id: response.id, status: response.status, output_text: response.output_text, usage: response.usage,
+  reason: response.incomplete_details?.reason ?? null };
+const responseCall = await client.responses.create({ model: 'm', input: messages, max_output_tokens: 40, temperature: 0,
+  tools: [{ type: 'function', name: 'get_weather', parameters: tools[0].function.parameters, strict: false }],
+  tool_choice: { type: 'function', name: 'get_weather' } });
+const callItem = responseCall.output.find((item) => item.type === 'function_call');
+out.response_call = { name: callItem?.name, call_id: callItem?.call_id, arguments: callItem?.arguments, status: responseCall.status };
 const two = await client.completions.create({ model: 'm', prompt: [9, 100, 200], max_tokens: 10, temperature: 0, n: 2 });
 out.two_choices = two.choices.map((c) => ({ index: c.index, text: c.text }));
 try {

@@ -1,0 +1,213 @@
+#include "serve_responses.h"
+
+#include <string>
+
+#include "tilefire/errors.h"
+
+namespace tilefire::cli {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void refuse(const std::string& field, const std::string& what) { throw InputError("'" + field + "' " + what); }
+
+bool given(const json& object, const char* field) { return object.contains(field) && !object.at(field).is_null(); }
+
+std::string brief(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 120); }
+
+// A message's or a call output's content: a string, or a list of text parts joined by line breaks (as
+// the chat joins its parts). `at` names it in a refusal.
+std::string content_text(const json& content, const std::string& at) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) refuse(at, "must be a string or a list of input_text parts, got " + brief(content));
+  std::string text;
+  for (size_t k = 0; k < content.size(); ++k) {
+    const json& part = content[k];
+    const std::string type = part.is_object() ? part.value("type", "") : "";
+    if ((type != "input_text" && type != "output_text" && type != "text") || !part.contains("text") || !part.at("text").is_string())
+      refuse(at + "[" + std::to_string(k) + "]", "must be {\"type\": \"input_text\", \"text\": ...}: the model reads text only, got " + brief(part));
+    if (k > 0) text += '\n';
+    text += part.at("text").get<std::string>();
+  }
+  return text;
+}
+
+std::string string_field(const json& item, const char* field, const std::string& at) {
+  if (!item.contains(field) || !item.at(field).is_string()) refuse(at + "." + field, "must be a string, got " + brief(item.value(field, json())));
+  return item.at(field).get<std::string>();
+}
+
+// The input items as chat messages: a function_call joins the assistant message before it (a reply's text
+// and its calls are one chat message), or opens one.
+json chat_messages(const json& input) {
+  json messages = json::array();
+  if (input.is_string()) {
+    messages.push_back({{"role", "user"}, {"content", input}});
+    return messages;
+  }
+  if (!input.is_array() || input.empty()) refuse("input", "must be a string or a non-empty list of items, got " + brief(input));
+  for (size_t i = 0; i < input.size(); ++i) {
+    const json& item = input[i];
+    const std::string at = "input[" + std::to_string(i) + "]";
+    if (!item.is_object()) refuse(at, "must be an object, got " + brief(item));
+    const std::string type = item.contains("type") ? (item.at("type").is_string() ? item.at("type").get<std::string>() : "?") : "message";
+    if (type == "message") {
+      const std::string role = string_field(item, "role", at);
+      if (role != "user" && role != "assistant" && role != "system" && role != "developer")
+        refuse(at + ".role", "must be user, assistant, system or developer, got '" + role.substr(0, 40) + "'");
+      if (!item.contains("content")) refuse(at + ".content", "is missing");
+      // A developer's message is the system's: chat templates know the system role.
+      messages.push_back({{"role", role == "developer" ? "system" : role}, {"content", content_text(item.at("content"), at + ".content")}});
+    } else if (type == "function_call") {
+      const json call = {{"id", string_field(item, "call_id", at)},
+                         {"type", "function"},
+                         {"function", {{"name", string_field(item, "name", at)}, {"arguments", string_field(item, "arguments", at)}}}};
+      if (messages.empty() || messages.back().at("role") != "assistant") messages.push_back({{"role", "assistant"}, {"content", nullptr}});
+      messages.back()["tool_calls"].push_back(call);
+    } else if (type == "function_call_output") {
+      if (!item.contains("output")) refuse(at + ".output", "is missing");
+      messages.push_back({{"role", "tool"}, {"tool_call_id", string_field(item, "call_id", at)}, {"content", content_text(item.at("output"), at + ".output")}});
+    } else if (type == "reasoning") {
+      continue;  // earlier thinking: chat templates leave it out of later turns
+    } else {
+      refuse(at + ".type", "is '" + type.substr(0, 40) + "': Tilefire reads message, function_call, function_call_output and reasoning items");
+    }
+  }
+  return messages;
+}
+
+// The Responses' function tools ({"type": "function", "name", ...}) as the chat's ({"type": "function",
+// "function": {"name", ...}}).
+json chat_tools(const json& tools) {
+  if (!tools.is_array()) refuse("tools", "must be a list of tools, got " + brief(tools));
+  json converted = json::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const json& tool = tools[i];
+    const std::string at = "tools[" + std::to_string(i) + "]";
+    if (!tool.is_object() || tool.value("type", json()) != "function")
+      refuse(at, "must be {\"type\": \"function\", \"name\": ..., \"parameters\": {...}}: Tilefire's tools are functions, got " + brief(tool));
+    json function = json::object();
+    for (const auto& [key, value] : tool.items()) {
+      if (key == "type") continue;
+      if (key != "name" && key != "description" && key != "parameters" && key != "strict")
+        refuse(at, "has \"" + key + "\": a function tool's fields are type, name, description, parameters and strict");
+      function[key] = value;
+    }
+    converted.push_back({{"type", "function"}, {"function", function}});
+  }
+  return converted;
+}
+
+json chat_tool_choice(const json& choice) {
+  if (choice.is_string()) return choice;
+  if (choice.is_object() && choice.value("type", json()) == "function" && choice.contains("name"))
+    return {{"type", "function"}, {"function", {{"name", choice.at("name")}}}};
+  refuse("tool_choice", "must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"name\": ...}, got " + brief(choice));
+}
+
+// "text": {"format": ...} as the chat's response_format; null for plain text.
+json chat_response_format(const json& text) {
+  if (!text.is_object()) refuse("text", "must be an object such as {\"format\": {\"type\": \"json_schema\", ...}}, got " + brief(text));
+  if (!given(text, "format")) return nullptr;
+  const json& format = text.at("format");
+  const std::string type = format.is_object() && format.contains("type") && format.at("type").is_string() ? format.at("type").get<std::string>() : "";
+  if (type == "text") return nullptr;
+  if (type == "json_object") return {{"type", "json_object"}};
+  if (type == "json_schema") {
+    json schema = json::object();
+    for (const auto& [key, value] : format.items())
+      if (key != "type") schema[key] = value;
+    return {{"type", "json_schema"}, {"json_schema", schema}};
+  }
+  refuse("text.format", "must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or {\"type\": \"json_schema\", \"name\": ..., \"schema\": {...}}, got " +
+                            brief(format));
+}
+
+}  // namespace
+
+json chat_body_of_responses_request(const json& body) {
+  if (given(body, "stream") && body.at("stream") != json(false))
+    refuse("stream", "is not built for /v1/responses: ask /v1/chat/completions for a stream of the same reply");
+  for (const char* stored : {"previous_response_id", "conversation", "prompt"})
+    if (given(body, stored)) refuse(stored, "names what the server would have stored, and Tilefire stores nothing: send the whole conversation in \"input\"");
+  if (given(body, "background") && body.at("background") != json(false)) refuse("background", "is not built: a response is answered when it is done");
+  if (given(body, "truncation") && body.at("truncation") != json("disabled"))
+    refuse("truncation", "must be \"disabled\": a conversation past the context is refused, never cut at its start");
+  if (given(body, "top_logprobs") && body.at("top_logprobs") != json(0)) refuse("top_logprobs", "is not built for /v1/responses: /v1/chat/completions gives them");
+  json chat = json::object();
+  // Fields the chat reads by the same name and meaning.
+  for (const char* field : {"model", "temperature", "top_p", "parallel_tool_calls", "seed", "top_k", "min_p", "repetition_penalty",
+                            "presence_penalty", "frequency_penalty", "logit_bias", "stop", "stop_token_ids", "ignore_eos", "min_tokens", "user"})
+    if (given(body, field)) chat[field] = body.at(field);
+  if (given(body, "max_output_tokens")) chat["max_tokens"] = body.at("max_output_tokens");
+  if (!given(body, "input")) refuse("input", "is missing");
+  json messages = chat_messages(body.at("input"));
+  if (given(body, "instructions")) {
+    if (!body.at("instructions").is_string()) refuse("instructions", "must be a string, got " + brief(body.at("instructions")));
+    messages.insert(messages.begin(), json{{"role", "system"}, {"content", body.at("instructions")}});
+  }
+  chat["messages"] = messages;
+  if (given(body, "tools")) chat["tools"] = chat_tools(body.at("tools"));
+  if (given(body, "tool_choice")) chat["tool_choice"] = chat_tool_choice(body.at("tool_choice"));
+  if (given(body, "text")) {
+    const json format = chat_response_format(body.at("text"));
+    if (!format.is_null()) chat["response_format"] = format;
+  }
+  return chat;
+}
+
+json response_of_chat_completion(const json& chat_reply, const json& request) {
+  const json& choice = chat_reply.at("choices").at(0);
+  const json& message = choice.at("message");
+  // The chat's id is "chatcmpl-N": the response and its items are numbered by the same N.
+  const std::string chat_id = chat_reply.at("id").get<std::string>();
+  const std::string number = chat_id.substr(chat_id.find('-') + 1);
+  const bool cut = choice.at("finish_reason") == "length";
+  json output = json::array();
+  if (message.contains("reasoning_content") && message.at("reasoning_content").is_string() && !message.at("reasoning_content").get<std::string>().empty())
+    output.push_back({{"type", "reasoning"},
+                      {"id", "rs_" + number},
+                      {"summary", json::array()},
+                      {"content", {{{"type", "reasoning_text"}, {"text", message.at("reasoning_content")}}}}});
+  if (message.at("content").is_string() && !message.at("content").get<std::string>().empty())
+    output.push_back({{"type", "message"},
+                      {"id", "msg_" + number},
+                      {"status", cut ? "incomplete" : "completed"},
+                      {"role", "assistant"},
+                      {"content", {{{"type", "output_text"}, {"text", message.at("content")}, {"annotations", json::array()}}}}});
+  const json calls = message.value("tool_calls", json::array());
+  for (size_t k = 0; k < calls.size(); ++k)
+    output.push_back({{"type", "function_call"},
+                      {"id", "fc_" + number + "_" + std::to_string(k)},
+                      {"call_id", calls[k].at("id")},
+                      {"name", calls[k].at("function").at("name")},
+                      {"arguments", calls[k].at("function").at("arguments")},
+                      {"status", "completed"}});
+  const json& usage = chat_reply.at("usage");
+  auto request_or = [&](const char* field, const json& otherwise) { return given(request, field) ? request.at(field) : otherwise; };
+  return {{"id", "resp_" + number},
+          {"object", "response"},
+          {"created_at", chat_reply.at("created")},
+          {"status", cut ? "incomplete" : "completed"},
+          {"incomplete_details", cut ? json{{"reason", "max_output_tokens"}} : json(nullptr)},
+          {"error", nullptr},
+          {"model", chat_reply.at("model")},
+          {"output", output},
+          {"instructions", request_or("instructions", nullptr)},
+          {"max_output_tokens", request_or("max_output_tokens", nullptr)},
+          {"parallel_tool_calls", request_or("parallel_tool_calls", true)},
+          {"temperature", request_or("temperature", nullptr)},
+          {"top_p", request_or("top_p", nullptr)},
+          {"tool_choice", request_or("tool_choice", given(request, "tools") ? json("auto") : json("none"))},
+          {"tools", request_or("tools", json::array())},
+          {"text", request_or("text", json{{"format", {{"type", "text"}}}})},
+          {"metadata", request_or("metadata", json::object())},
+          {"store", false},
+          {"usage",
+           {{"input_tokens", usage.at("prompt_tokens")},
+            {"input_tokens_details", {{"cached_tokens", usage.at("prompt_tokens_details").at("cached_tokens")}}},
+            {"output_tokens", usage.at("completion_tokens")},
+            {"total_tokens", usage.at("total_tokens")}}}};
+}
+
+}  // namespace tilefire::cli

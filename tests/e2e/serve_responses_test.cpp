@@ -1,0 +1,194 @@
+// tilefire serve's POST /v1/responses (samples/cli/serve_responses.cpp) against its own chat path: the
+// same conversation asked both ways (a string input, and a list of items with instructions, parts,
+// earlier calls and their outputs) gives the same prompt (its token count, through a template that writes
+// every message's role, content, calls and call ids) and the same greedy reply; the reply's shapes
+// (message, function_call and reasoning items, status and usage); tools and formats read as the chat reads
+// them; and what it cannot do refused by name. The official SDK's responses.create is in cli_serve_test.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/common/cli_runner.h"
+#include "tests/common/serve_client.h"
+
+namespace tilefire::testing {
+namespace {
+
+using nlohmann::json;
+
+// A template that writes all a message holds that the items carry: role, content, each call's id, name
+// and arguments, and a tool message's call id.
+constexpr const char* kEveryFieldTemplate =
+    "{{ bos_token }}{% for m in messages %}{{ m.role }}: {{ m.content }}"
+    "{% for c in m.tool_calls %}[{{ c.id }} {{ c.function.name }} {{ c.function.arguments | tojson }}]{% endfor %}"
+    "{% if m.tool_call_id %}({{ m.tool_call_id }}){% endif %}<|end|>{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+
+json weather_tools_flat() {
+  return json::parse(R"([{"type": "function", "name": "get_weather", "description": "The weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 8}}, "required": ["city"]}}])");
+}
+
+json post_json(uint16_t port, const std::string& path, const json& body, int expected_status = 200) {
+  const HttpReply reply = post(port, path, body.dump());
+  EXPECT_EQ(reply.status, expected_status) << path << " " << body.dump() << "\n" << reply.body;
+  return reply.status == expected_status ? json::parse(reply.body) : json::object();
+}
+
+// The output items of `type`.
+std::vector<json> items_of(const json& response, const std::string& type) {
+  std::vector<json> items;
+  for (const json& item : response.value("output", json::array()))
+    if (item.at("type") == type) items.push_back(item);
+  return items;
+}
+
+// A response against the chat reply to the same conversation: the same prompt, the same greedy text, the
+// same usage, and the status the chat's finish reason says.
+void expect_response_matches_chat(const json& response, const json& chat) {
+  ASSERT_FALSE(chat.empty());
+  ASSERT_FALSE(response.empty());
+  EXPECT_EQ(response.at("object"), "response");
+  EXPECT_EQ(response.at("id").get<std::string>().rfind("resp_", 0), 0u) << response.dump();
+  const json& choice = chat.at("choices")[0];
+  const json messages = items_of(response, "message");
+  ASSERT_EQ(messages.size(), choice.at("message").at("content").is_string() ? 1u : 0u) << response.dump();
+  if (!messages.empty()) {
+    EXPECT_EQ(messages[0].at("role"), "assistant");
+    EXPECT_EQ(messages[0].at("content")[0].at("type"), "output_text");
+    EXPECT_EQ(messages[0].at("content")[0].at("text"), choice.at("message").at("content"));
+  }
+  const bool cut = choice.at("finish_reason") == "length";
+  EXPECT_EQ(response.at("status"), cut ? "incomplete" : "completed");
+  EXPECT_EQ(response.at("incomplete_details"), (cut ? json{{"reason", "max_output_tokens"}} : json(nullptr)));
+  EXPECT_EQ(response.at("usage").at("input_tokens"), chat.at("usage").at("prompt_tokens"));
+  EXPECT_EQ(response.at("usage").at("output_tokens"), chat.at("usage").at("completion_tokens"));
+  EXPECT_EQ(response.at("usage").at("total_tokens"), chat.at("usage").at("total_tokens"));
+}
+
+TEST(ServeResponses, AConversationAskedBothWaysGivesTheSameReply) {
+  TempDir dir("serve-responses");
+  const std::filesystem::path model = text_model(dir), template_path = dir.path() / "every_field.jinja";
+  write_file_text(template_path, kEveryFieldTemplate);
+  Server server({"--model", model.string(), "--threads", "1", "--chat-template", template_path.string()});
+  ASSERT_NE(server.port(), 0);
+  // A string is one user message.
+  const json response = post_json(server.port(), "/v1/responses", {{"input", "hello"}, {"max_output_tokens", 6}, {"temperature", 0}});
+  const json chat = post_json(server.port(), "/v1/chat/completions",
+                              {{"messages", {{{"role", "user"}, {"content", "hello"}}}}, {"max_tokens", 6}, {"temperature", 0}});
+  expect_response_matches_chat(response, chat);
+  EXPECT_EQ(response.at("max_output_tokens"), 6);
+  EXPECT_EQ(response.at("tools"), json::array());
+  // Items: instructions, a developer message, parts, an earlier reply with its calls (joined into one
+  // assistant message), their outputs, and earlier thinking (left out).
+  const json items = json::parse(R"([
+      {"role": "developer", "content": "be brief"},
+      {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "weather"}, {"type": "input_text", "text": "in Oslo?"}]},
+      {"type": "reasoning", "id": "rs_1", "summary": []},
+      {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Looking.", "annotations": []}]},
+      {"type": "function_call", "call_id": "call_a", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"},
+      {"type": "function_call", "call_id": "call_b", "name": "get_weather", "arguments": "{\"city\": \"Bergen\"}"},
+      {"type": "function_call_output", "call_id": "call_a", "output": "rain"},
+      {"type": "function_call_output", "call_id": "call_b", "output": [{"type": "input_text", "text": "sun"}]},
+      {"role": "user", "content": "and?"}])");
+  const json messages = json::parse(R"([
+      {"role": "system", "content": "answer"}, {"role": "system", "content": "be brief"}, {"role": "user", "content": "weather\nin Oslo?"},
+      {"role": "assistant", "content": "Looking.", "tool_calls": [
+          {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}},
+          {"id": "call_b", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Bergen\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_a", "content": "rain"}, {"role": "tool", "tool_call_id": "call_b", "content": "sun"},
+      {"role": "user", "content": "and?"}])");
+  const json asked = {{"instructions", "answer"}, {"input", items}, {"tools", weather_tools_flat()}, {"tool_choice", "none"},
+                      {"max_output_tokens", 5}, {"temperature", 0}};
+  const json chat_tools = {{{"type", "function"}, {"function", {{"name", "get_weather"}, {"description", "The weather"},
+                                                                {"parameters", weather_tools_flat()[0].at("parameters")}}}}};
+  const json listed = post_json(server.port(), "/v1/responses", asked);
+  expect_response_matches_chat(listed, post_json(server.port(), "/v1/chat/completions",
+                                                 {{"messages", messages}, {"tools", chat_tools}, {"tool_choice", "none"}, {"max_tokens", 5}, {"temperature", 0}}));
+  EXPECT_EQ(listed.at("instructions"), "answer");
+  EXPECT_EQ(listed.at("tool_choice"), "none");
+  // A different call id makes a different prompt: the ids reach the template.
+  json other = asked;
+  other["input"][4]["call_id"] = "call_zzzzzz";
+  const json changed = post_json(server.port(), "/v1/responses", other);
+  ASSERT_FALSE(changed.empty());
+  EXPECT_NE(changed.at("usage").at("input_tokens"), listed.at("usage").at("input_tokens"));
+}
+
+// A named function's call (held by its schema) is a function_call item; a model's own calls read by the
+// server's parser are too (no message item: the reply was calls alone); a json_schema format holds the text.
+TEST(ServeResponses, CallsAndFormatsAreReadAsTheChatReadsThem) {
+  TempDir dir("serve-responses-tools");
+  const std::filesystem::path model =
+      text_model_with_tokens(dir, {{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"}});
+  Server server({"--model", model.string(), "--threads", "1", "--tool-call-parser", "hermes"});
+  ASSERT_NE(server.port(), 0);
+  const json named = post_json(server.port(), "/v1/responses",
+                               {{"input", "weather?"}, {"tools", weather_tools_flat()}, {"tool_choice", {{"type", "function"}, {"name", "get_weather"}}},
+                                {"max_output_tokens", 60}, {"temperature", 0}});
+  const std::vector<json> calls = items_of(named, "function_call");
+  ASSERT_EQ(calls.size(), 1u) << named.dump();
+  EXPECT_EQ(calls[0].at("name"), "get_weather");
+  EXPECT_EQ(calls[0].at("call_id").get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_TRUE(items_of(named, "message").empty());
+  if (named.at("status") == "completed") {
+    const json arguments = json::parse(calls[0].at("arguments").get<std::string>());
+    EXPECT_TRUE(arguments.at("city").is_string()) << arguments.dump();
+  }
+  const json automatic = post_json(server.port(), "/v1/responses",
+                                   {{"input", "weather?"}, {"tools", weather_tools_flat()}, {"max_output_tokens", 1}, {"temperature", 0},
+                                    {"logit_bias", {{"263", 100}}}});
+  const std::vector<json> own = items_of(automatic, "function_call");
+  ASSERT_EQ(own.size(), 1u) << automatic.dump();
+  EXPECT_EQ(json::parse(own[0].at("arguments").get<std::string>()), json({{"city", "Oslo"}}));
+  EXPECT_TRUE(items_of(automatic, "message").empty());
+  EXPECT_EQ(automatic.at("tool_choice"), "auto");
+  const json schema = json::parse(R"({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": false})");
+  const json formatted = post_json(server.port(), "/v1/responses",
+                                   {{"input", "a number"}, {"text", {{"format", {{"type", "json_schema"}, {"name", "n"}, {"schema", schema}}}}},
+                                    {"max_output_tokens", 40}, {"temperature", 0}});
+  const std::vector<json> texts = items_of(formatted, "message");
+  ASSERT_EQ(texts.size(), 1u) << formatted.dump();
+  if (formatted.at("status") == "completed") {
+    const json value = json::parse(texts[0].at("content")[0].at("text").get<std::string>());
+    EXPECT_TRUE(value.at("n").is_number_integer()) << value.dump();
+  }
+}
+
+TEST(ServeResponses, WhatItCannotDoIsRefusedByName) {
+  TextModelServer served("serve-responses-refused", {});
+  ASSERT_NE(served.server.port(), 0);
+  const std::vector<std::pair<json, std::string>> refused = {
+      {{{"input", "x"}, {"stream", true}}, "'stream' is not built for /v1/responses"},
+      {{{"input", "x"}, {"previous_response_id", "resp_1"}}, "'previous_response_id' names what the server would have stored"},
+      {{{"input", "x"}, {"background", true}}, "'background' is not built"},
+      {{{"input", "x"}, {"truncation", "auto"}}, "'truncation' must be \"disabled\""},
+      {{{"input", "x"}, {"top_logprobs", 2}}, "'top_logprobs' is not built for /v1/responses"},
+      {json::object(), "'input' is missing"},
+      {{{"input", json::array()}}, "'input' must be a string or a non-empty list of items"},
+      {{{"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}, {"image_url", "x"}}}}}}}}, "'input[0].content[0]' must be {\"type\": \"input_text\""},
+      {{{"input", {{{"role", "tool"}, {"content", "x"}}}}}, "'input[0].role' must be user, assistant, system or developer"},
+      {{{"input", {{{"type", "item_reference"}, {"id", "msg_1"}}}}}, "'input[0].type' is 'item_reference'"},
+      {{{"input", {{{"type", "function_call"}, {"name", "f"}, {"arguments", "{}"}}}}}, "'input[0].call_id' must be a string"},
+      {{{"input", "x"}, {"instructions", 3}}, "'instructions' must be a string"},
+      {{{"input", "x"}, {"tools", {{{"type", "web_search"}}}}}, "'tools[0]' must be {\"type\": \"function\""},
+      {{{"input", "x"}, {"tools", {{{"type", "function"}, {"name", "f"}, {"function", "g"}}}}}, "'tools[0]' has \"function\""},
+      {{{"input", "x"}, {"tool_choice", {{"type", "web_search"}}}}, "'tool_choice' must be \"none\", \"auto\""},
+      {{{"input", "x"}, {"text", {{"format", {{"type", "grammar"}}}}}}, "'text.format' must be"},
+      // What the chat refuses is refused the same way.
+      {{{"input", "x"}, {"temperature", -1}}, "'temperature'"},
+      {{{"input", "x"}, {"tools", weather_tools_flat()}}, "'tool_choice' is \"auto\""}};
+  for (const auto& [body, named] : refused) {
+    const HttpReply reply = post(served.server.port(), "/v1/responses", body.dump());
+    EXPECT_EQ(reply.status, 400) << body.dump() << "\n" << reply.body;
+    const std::string message = reply.status == 400 ? json::parse(reply.body).at("error").at("message").get<std::string>() : reply.body;
+    EXPECT_NE(message.find(named), std::string::npos) << body.dump() << "\n" << message;
+  }
+  // Not JSON, and the wrong method.
+  EXPECT_EQ(post(served.server.port(), "/v1/responses", "{").status, 400);
+  EXPECT_EQ(http_exchange(served.server.port(), "GET /v1/responses HTTP/1.1\r\n\r\n").status, 405);
+}
+
+}  // namespace
+}  // namespace tilefire::testing
