@@ -386,19 +386,21 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
     refuse("stop", "with " + parsed.reply_format.named + ": the reply is a call held to its schema, which a stop string would cut");
   refuse_min_tokens_beside_a_format(parsed);
   // The template sees the tools (with tool_choice "none" too, as vLLM's does) and earlier calls'
-  // arguments as objects, transformers' form. A template that fails on them is given the arguments as the
-  // client sent them, JSON text: DeepSeek's templates join them to text ('...' + arguments), which an
-  // object cannot be. When that fails too, the first failure is the one named.
+  // arguments as objects, transformers' form. DeepSeek's templates join them to text instead ('...' +
+  // arguments), which an object cannot be: with --tool-call-parser deepseek_v3, a template that fails on
+  // the objects is given the arguments as JSON text, and when that fails too the first failure is named.
+  // Only there: elsewhere a failure stays one (a template that writes the arguments with tojson would show
+  // text where the call had an object).
   const json variables = parsed.tool_calling.tools.is_null() ? json::object() : json{{"tools", parsed.tool_calling.tools}};
   const json messages = text_messages(body.at("messages")), with_objects = template_tool_calls(messages);
   std::string text;
   try {
     text = chat_template->render_json(with_objects.dump(), true, variables.dump());
   } catch (const InputError&) {
-    if (with_objects == messages) throw;  // no call's arguments to give as text
+    if (tool_call_parser != ToolCallParser::deepseek_v3 || with_objects == messages) throw;
     const std::exception_ptr first = std::current_exception();
     try {
-      text = chat_template->render_json(messages.dump(), true, variables.dump());
+      text = chat_template->render_json(template_tool_calls_as_text(messages).dump(), true, variables.dump());
     } catch (const InputError&) {
       std::rethrow_exception(first);
     }

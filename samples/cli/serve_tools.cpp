@@ -195,6 +195,13 @@ size_t skip_whitespace(const std::string& text, size_t at) {
   return at;
 }
 
+std::string trimmed(const std::string& text) {
+  size_t end = text.size();
+  while (end > 0 && is_space(text[end - 1])) --end;
+  const size_t begin = std::min(skip_whitespace(text, 0), end);
+  return text.substr(begin, end - begin);
+}
+
 // Llama 3's calls: the whole reply, after an optional <|python_tag|>, is {"name": N, "parameters": {...}},
 // or several separated by ";". Null when it is not.
 std::optional<ToolReply> llama3_calls(const std::string& text, const ToolCalling& calling) {
@@ -274,7 +281,7 @@ std::optional<ToolReply> mistral_calls(const std::string& text, const ToolCallin
 std::optional<json> deepseek_call(const std::string& inside) {
   const size_t separator = inside.find(kDeepSeekSeparator);
   if (separator == std::string::npos) return std::nullopt;
-  const std::string head = inside.substr(0, separator), rest = inside.substr(separator + marker_length(kDeepSeekSeparator));
+  const std::string head = trimmed(inside.substr(0, separator)), rest = inside.substr(separator + marker_length(kDeepSeekSeparator));
   const size_t line_end = rest.find('\n');
   if (head == "function" && line_end != std::string::npos) {
     size_t begin = skip_whitespace(rest, line_end), end = rest.size();
@@ -283,7 +290,7 @@ std::optional<json> deepseek_call(const std::string& inside) {
     if (fenced.size() >= 10 && fenced.substr(0, 7) == "```json" && fenced.substr(fenced.size() - 3) == "```") {
       const std::optional<json> arguments = parse_json(std::string(fenced.substr(7, fenced.size() - 10)));
       if (!arguments) return std::nullopt;
-      return json{{"name", rest.substr(0, line_end)}, {"arguments", *arguments}};
+      return json{{"name", trimmed(rest.substr(0, line_end))}, {"arguments", *arguments}};  // "\r\n" ends a line too
     }
   }
   const std::optional<json> arguments = parse_json(rest);
@@ -566,6 +573,18 @@ json template_tool_calls(const json& messages) {
       if (!arguments || !arguments->is_object()) refuse(where, "must be a JSON object's text, got " + function.at("arguments").dump().substr(0, 80));
       function["arguments"] = *arguments;
     }
+  }
+  return given_messages;
+}
+
+json template_tool_calls_as_text(const json& messages) {
+  json given_messages = messages;
+  for (json& message : given_messages) {
+    if (!message.is_object() || !message.contains("tool_calls") || !message.at("tool_calls").is_array()) continue;
+    for (json& call : message.at("tool_calls"))
+      if (call.is_object() && call.contains("function") && call.at("function").is_object() && call.at("function").contains("arguments") &&
+          call.at("function").at("arguments").is_string() && only_whitespace(call.at("function").at("arguments").get<std::string>()))
+        call["function"]["arguments"] = "{}";
   }
   return given_messages;
 }

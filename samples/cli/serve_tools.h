@@ -81,6 +81,9 @@ ToolCalling read_tool_calling(const nlohmann::json& body, ToolCallParser parser,
 // arguments as objects (transformers' form), where the API sends them as JSON text; InputError naming
 // messages[i].tool_calls[j] when that text is not a JSON object.
 nlohmann::json template_tool_calls(const nlohmann::json& messages);
+// The same messages with each call's arguments as JSON text, as the client sent them ("" as "{}", as the
+// object form reads it), for a template that joins them to text (DeepSeek's).
+nlohmann::json template_tool_calls_as_text(const nlohmann::json& messages);
 
 // A reply read for calls: its text without them (null when nothing but whitespace is left) and the calls,
 // as OpenAI's message carries them ([{"id", "type": "function", "function": {"name", "arguments"}}],

@@ -375,6 +375,29 @@ TEST(ServeToolCalls, ADeepSeekCallGoesBackThroughDeepSeeksOwnTemplate) {
   EXPECT_NE(refused.body.find("objects: True"), std::string::npos) << refused.body;
 }
 
+// An earlier call's arguments a template may not see as objects (an integer past 64 bits, nesting past
+// the bound) are refused, never given to the template as text instead: a template that writes them with
+// tojson would show a string where the call had an object.
+TEST(ServeToolCalls, ArgumentsNoTemplateMaySeeAreRefusedNotGivenAsText) {
+  TempDir dir("serve-tool-arguments-refused");
+  const std::filesystem::path model = text_model(dir), template_path = dir.path() / "tojson.jinja";
+  write_file_text(template_path, "{% for m in messages %}{{ m.role }}: {{ m.content }}{% for c in m.tool_calls %}{{ c.function.arguments | tojson }}"
+                                 "{% endfor %}<|end|>{% endfor %}assistant:");
+  Server server({"--model", model.string(), "--threads", "1", "--chat-template", template_path.string()});
+  ASSERT_NE(server.port(), 0);
+  const std::string deep = std::string(398, '[') + std::string(398, ']');  // within the bound as text, past it in the messages
+  for (const auto& [arguments, named] : std::vector<std::pair<std::string, std::string>>{
+           {"{\"n\": 9223372036854775808}", "9223372036854775808"}, {"{\"n\": " + deep + "}", "nest"}}) {
+    const json messages = {{{"role", "user"}, {"content", "x"}},
+                           {{"role", "assistant"}, {"content", nullptr},
+                            {"tool_calls", {{{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "get_time"}, {"arguments", arguments}}}}}}},
+                           {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "12:00"}}};
+    const HttpReply reply = post(server.port(), "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 1}}.dump());
+    EXPECT_EQ(reply.status, 400) << reply.body;
+    EXPECT_NE(reply.body.find(named), std::string::npos) << reply.body;
+  }
+}
+
 // A Mistral model's call goes back through Mistral's own chat template (Mistral Nemo's, from its
 // tokenizer_config.json) in the next request, with its result: the template takes the ids the mistral
 // parser makes (9 letters and digits) and refuses others by its own message, which the client gets.

@@ -241,7 +241,9 @@ TEST(ServeTools, DeepSeekCallsFollowTheirTokenInEitherForm) {
   const std::string v31_weather = kCallBegin + "get_weather" + kSeparator + "{\"city\": \"Oslo\"}" + kCallEnd;
   const std::string v31_time = kCallBegin + "get_time" + kSeparator + "{}" + kCallEnd;
   const Calls two = {{"get_weather", {{"city", "Oslo"}}}, {"get_time", json::object()}};
+  const std::string v3_weather_crlf = kCallBegin + "function" + kSeparator + "get_weather \r\n```json\r\n{\"city\": \"Oslo\"}\r\n```" + kCallEnd;
   for (const std::string& calls : {kCallsBegin + v3_weather + "\n" + v3_time + kCallsEnd, kCallsBegin + v31_weather + v31_time + kCallsEnd,
+                                   kCallsBegin + v3_weather_crlf + "\r\n" + kCallBegin + " get_time " + kSeparator + "{}" + kCallEnd,
                                    kCallsBegin + v3_weather + v31_time, kCallsBegin + " " + v31_weather + "\n" + v3_time + kCallsEnd + "\n"}) {
     const ToolReply read = read_tool_reply(deepseek, calls);
     EXPECT_TRUE(read.content.is_null()) << calls;
