@@ -55,7 +55,7 @@ using nlohmann::json;
 const char* kServeHelp = R"(usage: tilefire serve [--model DIR] [flags]
 
 An HTTP server on this machine that speaks the OpenAI API: POST /v1/completions, POST /v1/chat/completions
-(with the model's chat template), POST /v1/responses (the Responses API's shapes of a chat; not streamed), GET /v1/models, GET /health, GET /metrics (Prometheus text: requests,
+(with the model's chat template), POST /v1/responses (the Responses API's shapes of a chat), GET /v1/models, GET /health, GET /metrics (Prometheus text: requests,
 tokens, time to first token and per token, generations in flight). Requests take turns on the one engine, each
 keeping the KV cache's match of its prompt's beginning (a chat's earlier turns), or with --sequences N
 decode together. Ctrl-C (SIGINT) or SIGTERM stops it: generations in flight end and their clients get what
@@ -399,9 +399,10 @@ std::string summary_of(const std::vector<Generated>& choices, uint32_t per_promp
 }
 
 // POST /v1/completions and /v1/chat/completions: parses `body`, generates (each of "n" choices), answers
-// (whole or as events). A whole reply's body goes through `reshape` when one is given (/v1/responses).
+// (whole or as events). For /v1/responses, a whole reply's body goes through `reshape`, and a stream's
+// chunks through `responses_stream`.
 void serve_generation(Served& served, int fd, const std::string& body_text, bool chat, int& status, std::string& summary,
-                      const std::function<json(const json&)>& reshape = nullptr) {
+                      const std::function<json(const json&)>& reshape = nullptr, ResponsesStream* responses_stream = nullptr) {
   const ParsedRequest parsed = chat ? parse_chat_request(body_text, served.tokenizer.get(), served.chat_template.get(),
                                                          served.end_of_reply, served.engine->model(), served.tool_call_parser)
                                     : parse_completion_request(body_text, served.tokenizer.get(), served.engine->model());
@@ -499,20 +500,23 @@ void serve_generation(Served& served, int fd, const std::string& body_text, bool
     if (logprobs[i] && logprobs[i]->has_pending()) body["choices"][0]["logprobs"] = logprobs[i]->take();
     return body;
   };
-  auto event = [&](const json& body) { return http::event(body.dump(-1, ' ', false, json::error_handler_t::replace)); };
+  auto event = [&](const json& body) {
+    return responses_stream ? responses_stream->events(body) : http::event(body.dump(-1, ' ', false, json::error_handler_t::replace));
+  };
   auto send = [&](const json& body) { return http::write_all(fd, event(body)); };
   // The head goes with the first piece of text: a request refused before it (a prompt the engine refuses, a
   // server stopping) is answered with its own status, not a stream. The choices' writer threads share the
   // socket: one event at a time, under `writing`.
   std::mutex writing;
   bool head_sent = false, open = true;
+  std::vector<std::string> heads;  // each chat choice's first chunk, made before any piece of it (a Responses stream numbers its events)
+  for (uint32_t i = 0; chat && i < n; ++i) heads.push_back(event(chunk(i, readers[i].head(), nullptr)));
   auto send_head = [&] {
     if (head_sent) return;
     head_sent = true;
     status = 200;
     open = http::write_all(fd, http::event_stream_head());
-    for (uint32_t i = 0; open && chat && i < n; ++i)
-      open = send(chunk(i, readers[i].head(), nullptr));
+    for (size_t i = 0; open && i < heads.size(); ++i) open = http::write_all(fd, heads[i]);
   };
   try {
     std::vector<StreamedReply> streamed;
@@ -557,7 +561,7 @@ void serve_generation(Served& served, int fd, const std::string& body_text, bool
     if (open && parsed.include_usage)  // OpenAI's stream_options.include_usage: the usage alone, no choices
       open = send(json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", served.name},
                        {"choices", json::array()}, {"usage", usage(generated, per_prompt)}});
-    if (open) open = http::write_all(fd, http::event("[DONE]"));
+    if (open) open = http::write_all(fd, responses_stream ? responses_stream->finish() : http::event("[DONE]"));
     summary = summary_of(generated, per_prompt) + ", streamed" + (open ? "" : ", client gone");
   } catch (const http::Error& e) {  // a later choice refused its turn (the server stopping) after the head
     if (!head_sent) throw;
@@ -618,8 +622,9 @@ void handle_connection(Served& served, int fd) {
       http::write_all(fd, json_response(200, {{"object", "list"}, {"data", {model}}}));
     } else if (request.target == "/v1/responses") {  // a chat, asked and answered in the Responses' shapes
       const json responses_request = parse_body(request.body);
+      ResponsesStream responses_stream(responses_request);
       serve_generation(served, fd, chat_body_of_responses_request(responses_request).dump(), true, status, summary,
-                       [&](const json& chat_reply) { return response_of_chat_completion(chat_reply, responses_request); });
+                       [&](const json& chat_reply) { return response_of_chat_completion(chat_reply, responses_request); }, &responses_stream);
     } else {
       serve_generation(served, fd, request.body, request.target == "/v1/chat/completions", status, summary);
     }

@@ -1,6 +1,7 @@
 #include "serve_responses.h"
 
 #include <string>
+#include <tuple>
 
 #include "tilefire/errors.h"
 
@@ -126,8 +127,7 @@ json chat_response_format(const json& text) {
 }  // namespace
 
 json chat_body_of_responses_request(const json& body) {
-  if (given(body, "stream") && body.at("stream") != json(false))
-    refuse("stream", "is not built for /v1/responses: ask /v1/chat/completions for a stream of the same reply");
+  if (given(body, "stream") && !body.at("stream").is_boolean()) refuse("stream", "must be true or false, got " + brief(body.at("stream")));
   for (const char* stored : {"previous_response_id", "conversation", "prompt"})
     if (given(body, stored)) refuse(stored, "names what the server would have stored, and Tilefire stores nothing: send the whole conversation in \"input\"");
   if (given(body, "background") && body.at("background") != json(false)) refuse("background", "is not built: a response is answered when it is done");
@@ -136,7 +136,7 @@ json chat_body_of_responses_request(const json& body) {
   if (given(body, "top_logprobs") && body.at("top_logprobs") != json(0)) refuse("top_logprobs", "is not built for /v1/responses: /v1/chat/completions gives them");
   json chat = json::object();
   // Fields the chat reads by the same name and meaning.
-  for (const char* field : {"model", "temperature", "top_p", "parallel_tool_calls", "seed", "top_k", "min_p", "repetition_penalty",
+  for (const char* field : {"model", "stream", "temperature", "top_p", "parallel_tool_calls", "seed", "top_k", "min_p", "repetition_penalty",
                             "presence_penalty", "frequency_penalty", "logit_bias", "stop", "stop_token_ids", "ignore_eos", "min_tokens", "user"})
     if (given(body, field)) chat[field] = body.at(field);
   if (given(body, "max_output_tokens")) chat["max_tokens"] = body.at("max_output_tokens");
@@ -208,6 +208,142 @@ json response_of_chat_completion(const json& chat_reply, const json& request) {
             {"input_tokens_details", {{"cached_tokens", usage.at("prompt_tokens_details").at("cached_tokens")}}},
             {"output_tokens", usage.at("completion_tokens")},
             {"total_tokens", usage.at("total_tokens")}}}};
+}
+
+std::string ResponsesStream::event(const std::string& type, json fields) {
+  fields["type"] = type;
+  fields["sequence_number"] = sequence_++;
+  return "event: " + type + "\ndata: " + fields.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+json ResponsesStream::response(const std::string& status) const {
+  // The Response of what has come so far; its output is the items as the stream gave them.
+  json chat = chat_;
+  if (!chat.contains("usage")) chat["usage"] = {{"prompt_tokens", 0}, {"completion_tokens", 0}, {"total_tokens", 0}, {"prompt_tokens_details", {{"cached_tokens", 0}}}};
+  json built = response_of_chat_completion(chat, request_);
+  built["output"] = output_;
+  built["status"] = status;
+  if (status == "in_progress") {
+    built["usage"] = nullptr;
+    built["incomplete_details"] = nullptr;
+  }
+  return built;
+}
+
+std::string ResponsesStream::start(const json& chat_chunk) {
+  if (started_) return "";
+  started_ = true;
+  chat_ = {{"id", chat_chunk.at("id")}, {"created", chat_chunk.at("created")}, {"model", chat_chunk.at("model")},
+           {"choices", {{{"message", {{"role", "assistant"}, {"content", nullptr}}}, {"finish_reason", nullptr}}}}};
+  const json shell = response("in_progress");
+  std::string out = event("response.created", {{"response", shell}});  // numbered first: its own statement
+  return out + event("response.in_progress", {{"response", shell}});
+}
+
+std::string ResponsesStream::open_text(const std::string& type, const std::string& id) {
+  if (open_text_ >= 0 && output_[open_text_].at("type") == type) return "";
+  std::string out = close_text();
+  const bool message = type == "message";
+  json item = message ? json{{"type", "message"}, {"id", id}, {"status", "in_progress"}, {"role", "assistant"}, {"content", json::array()}}
+                      : json{{"type", "reasoning"}, {"id", id}, {"summary", json::array()}, {"content", json::array()}};
+  open_text_ = int(output_.size());
+  output_.push_back(item);
+  const json part = message ? json{{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}} : json{{"type", "reasoning_text"}, {"text", ""}};
+  out += event("response.output_item.added", {{"output_index", open_text_}, {"item", item}});
+  out += event("response.content_part.added", {{"item_id", id}, {"output_index", open_text_}, {"content_index", 0}, {"part", part}});
+  output_[open_text_]["content"].push_back(part);
+  return out;
+}
+
+std::string ResponsesStream::close_text() {
+  if (open_text_ < 0) return "";
+  json& item = output_[open_text_];
+  const bool message = item.at("type") == "message";
+  const std::string id = item.at("id").get<std::string>();
+  const json part = item.at("content")[0];
+  std::string out = event(message ? "response.output_text.done" : "response.reasoning_text.done",
+                          {{"item_id", id}, {"output_index", open_text_}, {"content_index", 0}, {"text", part.at("text")}});
+  out += event("response.content_part.done", {{"item_id", id}, {"output_index", open_text_}, {"content_index", 0}, {"part", part}});
+  if (message) item["status"] = chat_.at("choices")[0].at("finish_reason") == "length" ? "incomplete" : "completed";
+  out += event("response.output_item.done", {{"output_index", open_text_}, {"item", item}});
+  open_text_ = -1;
+  return out;
+}
+
+std::string ResponsesStream::open_call(size_t index) {
+  std::string out = close_text();
+  const json& pending = pending_calls_.at(index);
+  const std::string number = chat_.at("id").get<std::string>().substr(chat_.at("id").get<std::string>().find('-') + 1);
+  const json item = {{"type", "function_call"}, {"id", "fc_" + number + "_" + std::to_string(index)}, {"call_id", pending.at("id")},
+                     {"name", pending.at("name")}, {"arguments", ""}, {"status", "in_progress"}};
+  calls_[index] = output_.size();
+  out += event("response.output_item.added", {{"output_index", output_.size()}, {"item", item}});
+  output_.push_back(item);
+  return out;
+}
+
+std::string ResponsesStream::events(const json& chat_chunk) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (chat_chunk.contains("error")) {
+    const json& error = chat_chunk.at("error");
+    return event("error", {{"code", error.value("code", json())}, {"message", error.value("message", json(""))}, {"param", error.value("param", json())}});
+  }
+  std::string out = start(chat_chunk);
+  if (chat_chunk.contains("usage") && !chat_chunk.at("usage").is_null()) chat_["usage"] = chat_chunk.at("usage");
+  if (!chat_chunk.contains("choices") || chat_chunk.at("choices").empty()) return out;
+  const json& choice = chat_chunk.at("choices")[0];
+  json& message = chat_["choices"][0]["message"];
+  if (!choice.at("finish_reason").is_null()) chat_["choices"][0]["finish_reason"] = choice.at("finish_reason");
+  const json delta = choice.value("delta", json::object());
+  const std::string number = chat_.at("id").get<std::string>().substr(chat_.at("id").get<std::string>().find('-') + 1);
+  // Text, thinking first: the item it belongs to opened (the other closed), its delta.
+  for (const auto& [field, type, id, delta_event] :
+       {std::tuple{"reasoning_content", "reasoning", "rs_" + number, "response.reasoning_text.delta"},
+        std::tuple{"content", "message", "msg_" + number, "response.output_text.delta"}}) {
+    if (!delta.contains(field) || !delta.at(field).is_string() || delta.at(field).get<std::string>().empty()) continue;
+    const std::string piece = delta.at(field).get<std::string>();
+    message[field] = (message.contains(field) && message.at(field).is_string() ? message.at(field).get<std::string>() : "") + piece;
+    out += open_text(type, id);
+    output_[open_text_]["content"][0]["text"] = output_[open_text_]["content"][0]["text"].get<std::string>() + piece;
+    json fields = {{"item_id", id}, {"output_index", open_text_}, {"content_index", 0}, {"delta", piece}};
+    if (std::string(type) == "message") fields["logprobs"] = json::array();
+    out += event(delta_event, fields);
+  }
+  // Calls: an id and a name make a call pending; its first arguments open its item.
+  for (const json& call : delta.value("tool_calls", json::array())) {
+    const size_t index = call.at("index").get<size_t>();
+    const json function = call.value("function", json::object());
+    if (call.contains("id")) {
+      pending_calls_[index] = {{"id", call.at("id")}, {"name", function.value("name", json(""))}};
+      message["tool_calls"].push_back({{"id", call.at("id")}, {"type", "function"}, {"function", {{"name", function.value("name", json(""))}, {"arguments", ""}}}});
+    }
+    const std::string arguments = function.contains("arguments") && function.at("arguments").is_string() ? function.at("arguments").get<std::string>() : "";
+    if (arguments.empty() || !pending_calls_.count(index)) continue;
+    if (!calls_.count(index)) out += open_call(index);
+    json& item = output_[calls_.at(index)];
+    item["arguments"] = item.at("arguments").get<std::string>() + arguments;
+    json& chat_call = message["tool_calls"][index]["function"];
+    chat_call["arguments"] = chat_call.at("arguments").get<std::string>() + arguments;
+    out += event("response.function_call_arguments.delta", {{"item_id", item.at("id")}, {"output_index", calls_.at(index)}, {"delta", arguments}});
+  }
+  return out;
+}
+
+std::string ResponsesStream::finish() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!started_) return "";  // no chunk came: there is no reply to end
+  std::string out = close_text();
+  for (const auto& [index, pending] : pending_calls_)
+    if (!calls_.count(index)) out += open_call(index);  // a call of no arguments
+  for (const auto& [index, at] : calls_) {
+    json& item = output_[at];
+    out += event("response.function_call_arguments.done", {{"item_id", item.at("id")}, {"output_index", at}, {"arguments", item.at("arguments")}});
+    item["status"] = "completed";
+    out += event("response.output_item.done", {{"output_index", at}, {"item", item}});
+  }
+  const bool cut = chat_.at("choices")[0].at("finish_reason") == "length";
+  const json whole = response(cut ? "incomplete" : "completed");
+  return out + event(cut ? "response.incomplete" : "response.completed", {{"response", whole}});
 }
 
 }  // namespace tilefire::cli

@@ -18,11 +18,16 @@
 //   schema and strict at the format's level);
 // - "max_output_tokens", "temperature", "top_p", and the chat's sampling extensions (seed, top_k, min_p,
 //   penalties, logit_bias, stop, ...) as the chat reads them.
-// Refused by name: "stream" (not built: /v1/chat/completions streams), "previous_response_id" and
+// "stream": true gives the Responses' typed events (ResponsesStream). Refused by name: "previous_response_id" and
 // "background" (Tilefire keeps no responses: send the whole conversation), tools that are not functions,
 // "truncation": "auto" (a prompt past the context is refused, never cut), and any item or part it does not
 // read. "store", "metadata", "user", "include" and "reasoning" are taken and have no effect (nothing is
 // stored; no model Tilefire runs takes a reasoning effort).
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 namespace tilefire::cli {
@@ -35,5 +40,42 @@ nlohmann::json chat_body_of_responses_request(const nlohmann::json& body);
 // with its call_id), "status" completed, or incomplete with the reason "max_output_tokens" where the
 // reply was cut, and usage in the Responses' names.
 nlohmann::json response_of_chat_completion(const nlohmann::json& chat_reply, const nlohmann::json& request);
+
+// A chat's stream of chunks (one choice) as the Responses API's stream of typed server-sent events
+// ("event: TYPE" and "data: {"type": TYPE, "sequence_number": k, ...}"): response.created and
+// response.in_progress first; for each output item as its deltas come, response.output_item.added, its
+// part's added event, its deltas (response.reasoning_text.delta, response.output_text.delta,
+// response.function_call_arguments.delta) and their done events, response.output_item.done; then
+// response.completed, or response.incomplete where the reply was cut, with the whole Response
+// (response_of_chat_completion's). A thinking or a text item is closed when another item begins; a call's
+// item opens at its first arguments (a named call's id and name come first, before any thinking) and
+// closes at the end. Calls and methods may come from the generating thread and the serving one in turn.
+class ResponsesStream {
+ public:
+  explicit ResponsesStream(nlohmann::json request) : request_(std::move(request)) {}
+  // The events of one chat chunk ({"id", "created", "model", "choices": [{"delta", "finish_reason"}],
+  // "usage"?}), or of an error body ({"error": {...}}: an "error" event); "" when it makes none.
+  std::string events(const nlohmann::json& chat_chunk);
+  // The events that end the stream: open items closed, then the whole Response.
+  std::string finish();
+
+ private:
+  std::string event(const std::string& type, nlohmann::json fields);
+  std::string start(const nlohmann::json& chat_chunk);  // response.created and response.in_progress, once
+  std::string open_text(const std::string& type, const std::string& id);  // "reasoning" or "message"
+  std::string close_text();
+  std::string open_call(size_t index);
+  nlohmann::json response(const std::string& status) const;
+
+  std::mutex mutex_;
+  nlohmann::json request_;
+  nlohmann::json chat_;  // the chat chunk's id, created and model, then its message joined, finish reason and usage
+  bool started_ = false;
+  uint64_t sequence_ = 0;
+  nlohmann::json output_ = nlohmann::json::array();  // the items so far, as output_item.done will give them
+  int open_text_ = -1;                               // the reasoning or message item being written (index in output_)
+  std::map<size_t, nlohmann::json> pending_calls_;    // by the chat's call index: id and name, before any arguments
+  std::map<size_t, size_t> calls_;                    // by the chat's call index: its item's index in output_
+};
 
 }  // namespace tilefire::cli

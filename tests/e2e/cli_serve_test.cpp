@@ -181,6 +181,8 @@ TEST(CliServe, TheOpenAiSdkGetsRunsReplies) {
   EXPECT_EQ(response.at("id").get<std::string>().rfind("resp_", 0), 0u) << got.dump();
   EXPECT_EQ(response.at("usage").at("output_tokens"), chat.at("tokens").size()) << got.dump();
   EXPECT_EQ(response.at("status"), chat.at("tokens").size() == 8 ? "incomplete" : "completed") << got.dump();
+  EXPECT_EQ(got.at("response_streamed").at("text"), chat.at("text")) << got.dump();
+  EXPECT_EQ(got.at("response_streamed").at("deltas"), chat.at("text")) << got.dump();
   const json& response_call = got.at("response_call");
   EXPECT_EQ(response_call.at("name"), "get_weather") << got.dump();
   EXPECT_EQ(response_call.at("arguments"), call.at("arguments")) << got.dump();

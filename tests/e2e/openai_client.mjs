@@ -44,6 +44,15 @@ out.tool_call_streamed = { id: streamedCall?.id, name: streamedCall?.function.na
 const response = await client.responses.create({ model: 'm', instructions: 'be brief', input: 'hello', max_output_tokens: 8, temperature: 0 });
 out.response = { id: response.id, status: response.status, output_text: response.output_text, usage: response.usage,
   reason: response.incomplete_details?.reason ?? null };
+// Streamed: the SDK's stream helper checks the events' order as it joins them into the final response.
+let responseDeltas = '';
+const responseStream = client.responses.stream({ model: 'm', instructions: 'be brief', input: 'hello', max_output_tokens: 8, temperature: 0 });
+responseStream.on('response.output_text.delta', (event) => { responseDeltas += event.delta; });
+const streamedResponse = await responseStream.finalResponse();
+// The final response's text from its message items (the stream helper does not add output_text).
+const streamedText = streamedResponse.output.filter((item) => item.type === 'message')
+  .flatMap((item) => item.content.filter((part) => part.type === 'output_text').map((part) => part.text)).join('');
+out.response_streamed = { text: streamedText, deltas: responseDeltas };
 const responseCall = await client.responses.create({ model: 'm', input: messages, max_output_tokens: 40, temperature: 0,
   tools: [{ type: 'function', name: 'get_weather', parameters: tools[0].function.parameters, strict: false }],
   tool_choice: { type: 'function', name: 'get_weather' } });

@@ -3,7 +3,9 @@
 // earlier calls and their outputs) gives the same prompt (its token count, through a template that writes
 // every message's role, content, calls and call ids) and the same greedy reply; the reply's shapes
 // (message, function_call and reasoning items, status and usage); tools and formats read as the chat reads
-// them; and what it cannot do refused by name. The official SDK's responses.create is in cli_serve_test.
+// them; a stream's typed events, which add up to the whole response; and what it cannot do refused by
+// name. The official SDK's responses.create is in cli_serve_test.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -156,11 +158,95 @@ TEST(ServeResponses, CallsAndFormatsAreReadAsTheChatReadsThem) {
   }
 }
 
+// A server-sent event: its "event:" name and its data.
+struct Event {
+  std::string name;
+  json data;
+};
+std::vector<Event> sse_events(const std::string& body) {
+  std::vector<Event> events;
+  size_t at = body.find("\r\n\r\n");
+  at = at == std::string::npos ? 0 : at + 4;
+  for (size_t end; (end = body.find("\n\n", at)) != std::string::npos; at = end + 2) {
+    const std::string block = body.substr(at, end - at);
+    const size_t data = block.find("\ndata: ");
+    EXPECT_EQ(block.rfind("event: ", 0), 0u) << block;
+    if (data == std::string::npos || block.rfind("event: ", 0) != 0) continue;
+    events.push_back({block.substr(7, data - 7), json::parse(block.substr(data + 7))});
+  }
+  return events;
+}
+
+// Items without their ids (a request's number is in them) and call ids (random).
+json without_ids(json items) {
+  for (json& item : items) {
+    item.erase("id");
+    item.erase("call_id");
+  }
+  return items;
+}
+
+// Streamed, each request's events are numbered in order, named by their type, open with
+// response.created and response.in_progress and end with the whole response, whose output is the
+// unstreamed reply's; each item is added before its deltas and done with what its deltas add up to.
+TEST(ServeResponses, AStreamsEventsAddUpToTheWholeResponse) {
+  TempDir dir("serve-responses-stream");
+  const std::filesystem::path model =
+      text_model_with_tokens(dir, {{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"}});
+  Server server({"--model", model.string(), "--threads", "1", "--tool-call-parser", "hermes"});
+  ASSERT_NE(server.port(), 0);
+  const json schema = json::parse(R"({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})");
+  const std::vector<json> asked = {
+      {{"input", "hello"}, {"max_output_tokens", 6}, {"temperature", 0}},
+      {{"input", "weather?"}, {"tools", weather_tools_flat()}, {"tool_choice", {{"type", "function"}, {"name", "get_weather"}}}, {"max_output_tokens", 30},
+       {"temperature", 0}},
+      {{"input", "weather?"}, {"tools", weather_tools_flat()}, {"max_output_tokens", 1}, {"temperature", 0}, {"logit_bias", {{"263", 100}}}},
+      {{"input", "n"}, {"text", {{"format", {{"type", "json_schema"}, {"name", "n"}, {"schema", schema}}}}}, {"max_output_tokens", 20}, {"temperature", 0}}};
+  for (const json& body : asked) {
+    SCOPED_TRACE(body.dump());
+    const json whole = post_json(server.port(), "/v1/responses", body);
+    json streaming = body;
+    streaming["stream"] = true;
+    const HttpReply reply = post(server.port(), "/v1/responses", streaming.dump());
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const std::vector<Event> events = sse_events(reply.body);
+    ASSERT_GE(events.size(), 3u) << reply.body;
+    std::map<size_t, json> added;            // by output_index
+    std::map<size_t, std::string> deltas;    // each item's deltas joined
+    for (size_t k = 0; k < events.size(); ++k) {
+      const json& data = events[k].data;
+      EXPECT_EQ(data.at("type"), events[k].name);
+      EXPECT_EQ(data.at("sequence_number"), k);
+      const std::string& name = events[k].name;
+      if (name == "response.output_item.added") {
+        EXPECT_TRUE(added.emplace(data.at("output_index").get<size_t>(), data.at("item")).second) << data.dump();
+      } else if (name == "response.output_text.delta" || name == "response.reasoning_text.delta" || name == "response.function_call_arguments.delta") {
+        EXPECT_TRUE(added.count(data.at("output_index").get<size_t>())) << "a delta before its item: " << data.dump();
+        deltas[data.at("output_index").get<size_t>()] += data.at("delta").get<std::string>();
+      } else if (name == "response.output_text.done") {
+        EXPECT_EQ(data.at("text"), deltas[data.at("output_index").get<size_t>()]);
+      } else if (name == "response.function_call_arguments.done") {
+        EXPECT_EQ(data.at("arguments"), deltas[data.at("output_index").get<size_t>()]);
+      }
+    }
+    EXPECT_EQ(events[0].name, "response.created");
+    EXPECT_EQ(events[0].data.at("response").at("status"), "in_progress");
+    EXPECT_EQ(events[1].name, "response.in_progress");
+    const json& last = events.back().data;
+    EXPECT_EQ(events.back().name, whole.at("status") == "completed" ? "response.completed" : "response.incomplete");
+    const json& streamed = last.at("response");
+    EXPECT_EQ(streamed.at("status"), whole.at("status"));
+    EXPECT_EQ(without_ids(streamed.at("output")), without_ids(whole.at("output"))) << streamed.dump() << "\n" << whole.dump();
+    EXPECT_EQ(streamed.at("usage").at("output_tokens"), whole.at("usage").at("output_tokens"));
+    EXPECT_EQ(added.size(), whole.at("output").size());
+  }
+}
+
 TEST(ServeResponses, WhatItCannotDoIsRefusedByName) {
   TextModelServer served("serve-responses-refused", {});
   ASSERT_NE(served.server.port(), 0);
   const std::vector<std::pair<json, std::string>> refused = {
-      {{{"input", "x"}, {"stream", true}}, "'stream' is not built for /v1/responses"},
+      {{{"input", "x"}, {"stream", 1}}, "'stream' must be true or false"},
       {{{"input", "x"}, {"previous_response_id", "resp_1"}}, "'previous_response_id' names what the server would have stored"},
       {{{"input", "x"}, {"background", true}}, "'background' is not built"},
       {{{"input", "x"}, {"truncation", "auto"}}, "'truncation' must be \"disabled\""},
