@@ -623,8 +623,12 @@ void handle_connection(Served& served, int fd) {
     } else if (request.target == "/v1/responses") {  // a chat, asked and answered in the Responses' shapes
       const json responses_request = parse_body(request.body);
       ResponsesStream responses_stream(responses_request);
-      serve_generation(served, fd, chat_body_of_responses_request(responses_request).dump(), true, status, summary,
-                       [&](const json& chat_reply) { return response_of_chat_completion(chat_reply, responses_request); }, &responses_stream);
+      try {
+        serve_generation(served, fd, chat_body_of_responses_request(responses_request).dump(), true, status, summary,
+                         [&](const json& chat_reply) { return response_of_chat_completion(chat_reply, responses_request); }, &responses_stream);
+      } catch (const InputError& e) {  // refused before any reply: named as the Responses API names the field
+        throw InputError(responses_field_names(e.what()));
+      }
     } else {
       serve_generation(served, fd, request.body, request.target == "/v1/chat/completions", status, summary);
     }

@@ -1,8 +1,11 @@
 #include "serve_responses.h"
 
+#include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 
+#include "json_text.h"
 #include "tilefire/errors.h"
 
 namespace tilefire::cli {
@@ -14,21 +17,27 @@ using nlohmann::json;
 
 bool given(const json& object, const char* field) { return object.contains(field) && !object.at(field).is_null(); }
 
+bool only_whitespace(const std::string& text) {
+  return text.find_first_not_of(" \t\n\r") == std::string::npos;
+}
+
 std::string brief(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 120); }
 
 // A message's or a call output's content: a string, or a list of text parts joined by line breaks (as
-// the chat joins its parts). `at` names it in a refusal.
-std::string content_text(const json& content, const std::string& at) {
+// the chat joins its parts); an assistant's refusal parts are its text too. `at` names it in a refusal.
+std::string content_text(const json& content, const std::string& at, bool assistant) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) refuse(at, "must be a string or a list of input_text parts, got " + brief(content));
   std::string text;
   for (size_t k = 0; k < content.size(); ++k) {
     const json& part = content[k];
-    const std::string type = part.is_object() ? part.value("type", "") : "";
-    if ((type != "input_text" && type != "output_text" && type != "text") || !part.contains("text") || !part.at("text").is_string())
+    const std::string type = part.is_object() && part.contains("type") && part.at("type").is_string() ? part.at("type").get<std::string>() : "";
+    const char* field = assistant && type == "refusal" ? "refusal" : "text";
+    if ((type != "input_text" && type != "output_text" && type != "text" && std::string(field) != "refusal") || !part.contains(field) ||
+        !part.at(field).is_string())
       refuse(at + "[" + std::to_string(k) + "]", "must be {\"type\": \"input_text\", \"text\": ...}: the model reads text only, got " + brief(part));
     if (k > 0) text += '\n';
-    text += part.at("text").get<std::string>();
+    text += part.at(field).get<std::string>();
   }
   return text;
 }
@@ -38,8 +47,22 @@ std::string string_field(const json& item, const char* field, const std::string&
   return item.at(field).get<std::string>();
 }
 
+// A reasoning item's text: its reasoning_text content, else its summary's text, joined.
+std::string reasoning_text(const json& item, const std::string& at) {
+  std::string text;
+  for (const char* field : {"content", "summary"}) {
+    if (!given(item, field)) continue;
+    if (!item.at(field).is_array()) refuse(at + "." + field, "must be a list of parts, got " + brief(item.at(field)));
+    for (const json& part : item.at(field))
+      if (part.is_object() && part.contains("text") && part.at("text").is_string()) text += (text.empty() ? "" : "\n") + part.at("text").get<std::string>();
+    if (!text.empty()) break;
+  }
+  return text;
+}
+
 // The input items as chat messages: a function_call joins the assistant message before it (a reply's text
-// and its calls are one chat message), or opens one.
+// and its calls are one chat message), or opens one; a reasoning item's text is the next assistant
+// message's reasoning_content (templates that keep the thinking of the turn in progress show it).
 json chat_messages(const json& input) {
   json messages = json::array();
   if (input.is_string()) {
@@ -47,6 +70,13 @@ json chat_messages(const json& input) {
     return messages;
   }
   if (!input.is_array() || input.empty()) refuse("input", "must be a string or a non-empty list of items, got " + brief(input));
+  std::set<std::string> call_ids;  // of the function_call items so far
+  std::string reasoning;           // of a reasoning item, for the assistant message after it
+  auto assistant_message = [&](json message) {
+    if (!reasoning.empty()) message["reasoning_content"] = reasoning;
+    reasoning.clear();
+    messages.push_back(std::move(message));
+  };
   for (size_t i = 0; i < input.size(); ++i) {
     const json& item = input[i];
     const std::string at = "input[" + std::to_string(i) + "]";
@@ -58,18 +88,30 @@ json chat_messages(const json& input) {
         refuse(at + ".role", "must be user, assistant, system or developer, got '" + role.substr(0, 40) + "'");
       if (!item.contains("content")) refuse(at + ".content", "is missing");
       // A developer's message is the system's: chat templates know the system role.
-      messages.push_back({{"role", role == "developer" ? "system" : role}, {"content", content_text(item.at("content"), at + ".content")}});
+      json message = {{"role", role == "developer" ? "system" : role}, {"content", content_text(item.at("content"), at + ".content", role == "assistant")}};
+      if (role == "assistant") {
+        assistant_message(std::move(message));
+      } else {
+        reasoning.clear();  // thinking no assistant message followed
+        messages.push_back(std::move(message));
+      }
     } else if (type == "function_call") {
-      const json call = {{"id", string_field(item, "call_id", at)},
-                         {"type", "function"},
-                         {"function", {{"name", string_field(item, "name", at)}, {"arguments", string_field(item, "arguments", at)}}}};
-      if (messages.empty() || messages.back().at("role") != "assistant") messages.push_back({{"role", "assistant"}, {"content", nullptr}});
+      const std::string arguments = string_field(item, "arguments", at);
+      const std::optional<json> parsed = only_whitespace(arguments) ? json::object() : parse_json(arguments);
+      if (!parsed || !parsed->is_object()) refuse(at + ".arguments", "must be a JSON object's text, got " + brief(item.at("arguments")));
+      const json call = {{"id", string_field(item, "call_id", at)}, {"type", "function"},
+                         {"function", {{"name", string_field(item, "name", at)}, {"arguments", arguments}}}};
+      call_ids.insert(call.at("id").get<std::string>());
+      if (messages.empty() || messages.back().at("role") != "assistant" || !reasoning.empty())
+        assistant_message({{"role", "assistant"}, {"content", nullptr}});
       messages.back()["tool_calls"].push_back(call);
     } else if (type == "function_call_output") {
       if (!item.contains("output")) refuse(at + ".output", "is missing");
-      messages.push_back({{"role", "tool"}, {"tool_call_id", string_field(item, "call_id", at)}, {"content", content_text(item.at("output"), at + ".output")}});
+      const std::string call_id = string_field(item, "call_id", at);
+      if (!call_ids.count(call_id)) refuse(at + ".call_id", "is '" + call_id.substr(0, 64) + "', which no function_call item before it has");
+      messages.push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", content_text(item.at("output"), at + ".output", false)}});
     } else if (type == "reasoning") {
-      continue;  // earlier thinking: chat templates leave it out of later turns
+      reasoning = reasoning_text(item, at);
     } else {
       refuse(at + ".type", "is '" + type.substr(0, 40) + "': Tilefire reads message, function_call, function_call_output and reasoning items");
     }
@@ -109,6 +151,8 @@ json chat_tool_choice(const json& choice) {
 // "text": {"format": ...} as the chat's response_format; null for plain text.
 json chat_response_format(const json& text) {
   if (!text.is_object()) refuse("text", "must be an object such as {\"format\": {\"type\": \"json_schema\", ...}}, got " + brief(text));
+  for (const auto& [key, value] : text.items())
+    if (key != "format" && !value.is_null()) refuse("text." + key, "is not built: a reply's text is held by its format alone");
   if (!given(text, "format")) return nullptr;
   const json& format = text.at("format");
   const std::string type = format.is_object() && format.contains("type") && format.at("type").is_string() ? format.at("type").get<std::string>() : "";
@@ -126,6 +170,19 @@ json chat_response_format(const json& text) {
 
 }  // namespace
 
+std::string responses_field_names(const std::string& message) {
+  // A refusal begins with the field it names, quoted.
+  static const std::vector<std::pair<std::string, std::string>> kRenamed = {
+      {"'max_tokens'", "'max_output_tokens'"}, {"'messages'", "'input'"}, {"'response_format'", "'text.format'"}};
+  for (const auto& [chat, responses] : kRenamed)
+    if (message.rfind(chat, 0) == 0) return responses + message.substr(chat.size());
+  // 'tools[i].function.X' is 'tools[i].X' (the same list, the tool's fields one level up).
+  const size_t function = message.find("].function");
+  if (message.rfind("'tools[", 0) == 0 && function != std::string::npos && function < message.find('\'', 1))
+    return message.substr(0, function + 1) + message.substr(function + 10);
+  return message;
+}
+
 json chat_body_of_responses_request(const json& body) {
   if (given(body, "stream") && !body.at("stream").is_boolean()) refuse("stream", "must be true or false, got " + brief(body.at("stream")));
   for (const char* stored : {"previous_response_id", "conversation", "prompt"})
@@ -134,6 +191,19 @@ json chat_body_of_responses_request(const json& body) {
   if (given(body, "truncation") && body.at("truncation") != json("disabled"))
     refuse("truncation", "must be \"disabled\": a conversation past the context is refused, never cut at its start");
   if (given(body, "top_logprobs") && body.at("top_logprobs") != json(0)) refuse("top_logprobs", "is not built for /v1/responses: /v1/chat/completions gives them");
+  if (given(body, "include")) {
+    if (!body.at("include").is_array()) refuse("include", "must be a list, got " + brief(body.at("include")));
+    for (const json& asked : body.at("include"))
+      if (asked == "message.output_text.logprobs") refuse("include", "asks for message.output_text.logprobs, not built for /v1/responses: /v1/chat/completions gives them");
+  }
+  if (given(body, "reasoning")) {
+    const json& reasoning = body.at("reasoning");
+    if (!reasoning.is_object()) refuse("reasoning", "must be an object, got " + brief(reasoning));
+    for (const char* field : {"effort", "summary", "generate_summary"})
+      if (given(reasoning, field))
+        refuse(std::string("reasoning.") + field, "is not built: the models Tilefire runs take no reasoning effort and write no summary (leave it out)");
+  }
+  if (given(body, "max_tool_calls")) refuse("max_tool_calls", "is not built (parallel_tool_calls: false holds a reply to one call)");
   json chat = json::object();
   // Fields the chat reads by the same name and meaning.
   for (const char* field : {"model", "stream", "temperature", "top_p", "parallel_tool_calls", "seed", "top_k", "min_p", "repetition_penalty",
@@ -182,8 +252,9 @@ json response_of_chat_completion(const json& chat_reply, const json& request) {
                       {"call_id", calls[k].at("id")},
                       {"name", calls[k].at("function").at("name")},
                       {"arguments", calls[k].at("function").at("arguments")},
-                      {"status", "completed"}});
+                      {"status", cut ? "incomplete" : "completed"}});
   const json& usage = chat_reply.at("usage");
+  const bool reasoned = !output.empty() && output[0].at("type") == "reasoning";
   auto request_or = [&](const char* field, const json& otherwise) { return given(request, field) ? request.at(field) : otherwise; };
   return {{"id", "resp_" + number},
           {"object", "response"},
@@ -198,7 +269,7 @@ json response_of_chat_completion(const json& chat_reply, const json& request) {
           {"parallel_tool_calls", request_or("parallel_tool_calls", true)},
           {"temperature", request_or("temperature", nullptr)},
           {"top_p", request_or("top_p", nullptr)},
-          {"tool_choice", request_or("tool_choice", given(request, "tools") ? json("auto") : json("none"))},
+          {"tool_choice", request_or("tool_choice", "auto")},
           {"tools", request_or("tools", json::array())},
           {"text", request_or("text", json{{"format", {{"type", "text"}}}})},
           {"metadata", request_or("metadata", json::object())},
@@ -207,6 +278,8 @@ json response_of_chat_completion(const json& chat_reply, const json& request) {
            {{"input_tokens", usage.at("prompt_tokens")},
             {"input_tokens_details", {{"cached_tokens", usage.at("prompt_tokens_details").at("cached_tokens")}}},
             {"output_tokens", usage.at("completion_tokens")},
+            // Without thinking none of them reasoned; with it their count is not kept apart, so it is left out.
+            {"output_tokens_details", reasoned ? json::object() : json{{"reasoning_tokens", 0}}},
             {"total_tokens", usage.at("total_tokens")}}}};
 }
 
@@ -338,7 +411,7 @@ std::string ResponsesStream::finish() {
   for (const auto& [index, at] : calls_) {
     json& item = output_[at];
     out += event("response.function_call_arguments.done", {{"item_id", item.at("id")}, {"output_index", at}, {"arguments", item.at("arguments")}});
-    item["status"] = "completed";
+    item["status"] = chat_.at("choices")[0].at("finish_reason") == "length" ? "incomplete" : "completed";
     out += event("response.output_item.done", {{"output_index", at}, {"item", item}});
   }
   const bool cut = chat_.at("choices")[0].at("finish_reason") == "length";

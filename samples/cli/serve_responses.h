@@ -7,10 +7,11 @@
 //
 // The request's fields:
 // - "input": a string (one user message), or a list of items: messages ({"role": "user" | "assistant" |
-//   "system" | "developer", "content": text or a list of input_text / output_text parts}, "type":
-//   "message" optional), "function_call" items (an earlier call: call_id, name, arguments) and
-//   "function_call_output" items (its result: call_id, output); earlier "reasoning" items are left out,
-//   as chat templates leave out earlier thinking;
+//   "system" | "developer", "content": text or a list of input_text / output_text parts, and an
+//   assistant's refusal parts}, "type": "message" optional), "function_call" items (an earlier call:
+//   call_id, name, arguments, a JSON object's text), "function_call_output" items (its result: call_id of
+//   an earlier call, output) and "reasoning" items (their text the next assistant message's
+//   reasoning_content, which a template may show or leave out);
 // - "instructions": a system message before the input;
 // - "tools" (functions: {"type": "function", "name", "description", "parameters", "strict"}),
 //   "tool_choice" ("none", "auto", "required", {"type": "function", "name"}), "parallel_tool_calls";
@@ -21,8 +22,10 @@
 // "stream": true gives the Responses' typed events (ResponsesStream). Refused by name: "previous_response_id" and
 // "background" (Tilefire keeps no responses: send the whole conversation), tools that are not functions,
 // "truncation": "auto" (a prompt past the context is refused, never cut), and any item or part it does not
-// read. "store", "metadata", "user", "include" and "reasoning" are taken and have no effect (nothing is
-// stored; no model Tilefire runs takes a reasoning effort).
+// read, and what would change the reply and is not built: "include" of logprobs, "reasoning" effort or
+// summary, "text" other than its format, "max_tool_calls". "store", "metadata" and "user" are taken and
+// have no effect (nothing is stored); so are the other "include" values (they add what hosted tools
+// return, which no reply here has).
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -34,6 +37,10 @@ namespace tilefire::cli {
 
 // The request as a /v1/chat/completions body; InputError naming the field that cannot be read.
 nlohmann::json chat_body_of_responses_request(const nlohmann::json& body);
+
+// A refusal of the chat path as the Responses API names its fields: max_output_tokens, input, text.format,
+// tools[i].name. Others are the same in both.
+std::string responses_field_names(const std::string& message);
 
 // The chat path's whole reply (one choice) as a Response: its output items (the thinking as a "reasoning"
 // item, the content as an assistant "message" with one output_text part, each call as a "function_call"

@@ -20,10 +20,11 @@ namespace {
 
 using nlohmann::json;
 
-// A template that writes all a message holds that the items carry: role, content, each call's id, name
-// and arguments, and a tool message's call id.
+// A template that writes all a message holds that the items carry: role, content, thinking, each call's
+// id, name and arguments, and a tool message's call id.
 constexpr const char* kEveryFieldTemplate =
     "{{ bos_token }}{% for m in messages %}{{ m.role }}: {{ m.content }}"
+    "{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}"
     "{% for c in m.tool_calls %}[{{ c.id }} {{ c.function.name }} {{ c.function.arguments | tojson }}]{% endfor %}"
     "{% if m.tool_call_id %}({{ m.tool_call_id }}){% endif %}<|end|>{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
 
@@ -87,8 +88,9 @@ TEST(ServeResponses, AConversationAskedBothWaysGivesTheSameReply) {
   const json items = json::parse(R"([
       {"role": "developer", "content": "be brief"},
       {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "weather"}, {"type": "input_text", "text": "in Oslo?"}]},
-      {"type": "reasoning", "id": "rs_1", "summary": []},
-      {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Looking.", "annotations": []}]},
+      {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "plan"}]},
+      {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Looking.", "annotations": []},
+                                                           {"type": "refusal", "refusal": "No more."}]},
       {"type": "function_call", "call_id": "call_a", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"},
       {"type": "function_call", "call_id": "call_b", "name": "get_weather", "arguments": "{\"city\": \"Bergen\"}"},
       {"type": "function_call_output", "call_id": "call_a", "output": "rain"},
@@ -96,7 +98,7 @@ TEST(ServeResponses, AConversationAskedBothWaysGivesTheSameReply) {
       {"role": "user", "content": "and?"}])");
   const json messages = json::parse(R"([
       {"role": "system", "content": "answer"}, {"role": "system", "content": "be brief"}, {"role": "user", "content": "weather\nin Oslo?"},
-      {"role": "assistant", "content": "Looking.", "tool_calls": [
+      {"role": "assistant", "content": "Looking.\nNo more.", "reasoning_content": "plan", "tool_calls": [
           {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}},
           {"id": "call_b", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Bergen\"}"}}]},
       {"role": "tool", "tool_call_id": "call_a", "content": "rain"}, {"role": "tool", "tool_call_id": "call_b", "content": "sun"},
@@ -109,10 +111,12 @@ TEST(ServeResponses, AConversationAskedBothWaysGivesTheSameReply) {
   expect_response_matches_chat(listed, post_json(server.port(), "/v1/chat/completions",
                                                  {{"messages", messages}, {"tools", chat_tools}, {"tool_choice", "none"}, {"max_tokens", 5}, {"temperature", 0}}));
   EXPECT_EQ(listed.at("instructions"), "answer");
+  EXPECT_EQ(listed.at("usage").at("output_tokens_details"), json({{"reasoning_tokens", 0}}));
   EXPECT_EQ(listed.at("tool_choice"), "none");
   // A different call id makes a different prompt: the ids reach the template.
   json other = asked;
   other["input"][4]["call_id"] = "call_zzzzzz";
+  other["input"][6]["call_id"] = "call_zzzzzz";
   const json changed = post_json(server.port(), "/v1/responses", other);
   ASSERT_FALSE(changed.empty());
   EXPECT_NE(changed.at("usage").at("input_tokens"), listed.at("usage").at("input_tokens"));
@@ -134,10 +138,18 @@ TEST(ServeResponses, CallsAndFormatsAreReadAsTheChatReadsThem) {
   EXPECT_EQ(calls[0].at("name"), "get_weather");
   EXPECT_EQ(calls[0].at("call_id").get<std::string>().rfind("call_", 0), 0u);
   EXPECT_TRUE(items_of(named, "message").empty());
+  EXPECT_EQ(calls[0].at("status"), named.at("status"));
   if (named.at("status") == "completed") {
     const json arguments = json::parse(calls[0].at("arguments").get<std::string>());
     EXPECT_TRUE(arguments.at("city").is_string()) << arguments.dump();
   }
+  // A call cut short is as incomplete as its response.
+  const json cut = post_json(server.port(), "/v1/responses",
+                             {{"input", "weather?"}, {"tools", weather_tools_flat()}, {"tool_choice", {{"type", "function"}, {"name", "get_weather"}}},
+                              {"max_output_tokens", 2}, {"temperature", 0}});
+  ASSERT_EQ(items_of(cut, "function_call").size(), 1u) << cut.dump();
+  EXPECT_EQ(cut.at("status"), "incomplete");
+  EXPECT_EQ(items_of(cut, "function_call")[0].at("status"), "incomplete");
   const json automatic = post_json(server.port(), "/v1/responses",
                                    {{"input", "weather?"}, {"tools", weather_tools_flat()}, {"max_output_tokens", 1}, {"temperature", 0},
                                     {"logit_bias", {{"263", 100}}}});
@@ -251,6 +263,18 @@ TEST(ServeResponses, WhatItCannotDoIsRefusedByName) {
       {{{"input", "x"}, {"background", true}}, "'background' is not built"},
       {{{"input", "x"}, {"truncation", "auto"}}, "'truncation' must be \"disabled\""},
       {{{"input", "x"}, {"top_logprobs", 2}}, "'top_logprobs' is not built for /v1/responses"},
+      {{{"input", "x"}, {"include", {"message.output_text.logprobs"}}}, "'include' asks for message.output_text.logprobs"},
+      {{{"input", "x"}, {"reasoning", {{"effort", "low"}}}}, "'reasoning.effort' is not built"},
+      {{{"input", "x"}, {"text", {{"verbosity", "low"}}}}, "'text.verbosity' is not built"},
+      {{{"input", "x"}, {"max_tool_calls", 1}}, "'max_tool_calls' is not built"},
+      {{{"input", {{{"role", "user"}, {"content", {{{"type", 3}, {"text", "x"}}}}}}}}, "'input[0].content[0]' must be"},
+      {{{"input", {{{"type", "function_call_output"}, {"call_id", "a"}, {"output", "r"}}}}}, "'input[0].call_id' is 'a', which no function_call item"},
+      {{{"input", {{{"type", "function_call"}, {"call_id", "a"}, {"name", "f"}, {"arguments", "[1]"}}}}}, "'input[0].arguments' must be a JSON object's text"},
+      {{{"input", {{{"role", "user"}, {"content", {{{"type", "refusal"}, {"refusal", "x"}}}}}}}}, "'input[0].content[0]' must be"},
+      // The chat's refusals, named as the Responses API names the fields.
+      {{{"input", "x"}, {"max_output_tokens", -1}}, "'max_output_tokens'"},
+      {{{"input", "x"}, {"tools", {{{"type", "function"}, {"name", "a b"}}}}, {"tool_choice", "none"}}, "'tools[0].name' must be"},
+      {{{"input", "x"}, {"text", {{"format", {{"type", "json_schema"}, {"schema", {{"pattern", "(?=a)"}}}}}}}}, "'text.format'"},
       {json::object(), "'input' is missing"},
       {{{"input", json::array()}}, "'input' must be a string or a non-empty list of items"},
       {{{"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}, {"image_url", "x"}}}}}}}}, "'input[0].content[0]' must be {\"type\": \"input_text\""},
