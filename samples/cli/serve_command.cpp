@@ -551,6 +551,7 @@ void serve_generation(Served& served, int fd, const std::string& body_text, bool
     for (const Generated& g : generated) open = open && !g.stream_broken;  // a reply with a gap must not end as if whole
     for (uint32_t i = 0; open && i < n; ++i) {
       std::string finish_reason = openai_finish_reason(generated[i]);
+      if (responses_stream) responses_stream->ending(finish_reason);  // before the held deltas it closes items with
       if (chat)  // what the reader held back: thinking and text that began no call, then the calls whole
         for (const json& delta : readers[i].finish(finish_reason)) open = open && send(chunk(i, delta, nullptr));
       if (!open) break;

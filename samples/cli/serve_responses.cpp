@@ -244,7 +244,7 @@ json response_of_chat_completion(const json& chat_reply, const json& request) {
                       {"id", "msg_" + number},
                       {"status", cut ? "incomplete" : "completed"},
                       {"role", "assistant"},
-                      {"content", {{{"type", "output_text"}, {"text", message.at("content")}, {"annotations", json::array()}}}}});
+                      {"content", {{{"type", "output_text"}, {"text", message.at("content")}, {"annotations", json::array()}, {"logprobs", json::array()}}}}});
   const json calls = message.value("tool_calls", json::array());
   for (size_t k = 0; k < calls.size(); ++k)
     output.push_back({{"type", "function_call"},
@@ -321,7 +321,8 @@ std::string ResponsesStream::open_text(const std::string& type, const std::strin
                       : json{{"type", "reasoning"}, {"id", id}, {"summary", json::array()}, {"content", json::array()}};
   open_text_ = int(output_.size());
   output_.push_back(item);
-  const json part = message ? json{{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}} : json{{"type", "reasoning_text"}, {"text", ""}};
+  const json part = message ? json{{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}, {"logprobs", json::array()}}
+                            : json{{"type", "reasoning_text"}, {"text", ""}};
   out += event("response.output_item.added", {{"output_index", open_text_}, {"item", item}});
   out += event("response.content_part.added", {{"item_id", id}, {"output_index", open_text_}, {"content_index", 0}, {"part", part}});
   output_[open_text_]["content"].push_back(part);
@@ -334,8 +335,9 @@ std::string ResponsesStream::close_text() {
   const bool message = item.at("type") == "message";
   const std::string id = item.at("id").get<std::string>();
   const json part = item.at("content")[0];
-  std::string out = event(message ? "response.output_text.done" : "response.reasoning_text.done",
-                          {{"item_id", id}, {"output_index", open_text_}, {"content_index", 0}, {"text", part.at("text")}});
+  json done = {{"item_id", id}, {"output_index", open_text_}, {"content_index", 0}, {"text", part.at("text")}};
+  if (message) done["logprobs"] = json::array();
+  std::string out = event(message ? "response.output_text.done" : "response.reasoning_text.done", done);
   out += event("response.content_part.done", {{"item_id", id}, {"output_index", open_text_}, {"content_index", 0}, {"part", part}});
   if (message) item["status"] = chat_.at("choices")[0].at("finish_reason") == "length" ? "incomplete" : "completed";
   out += event("response.output_item.done", {{"output_index", open_text_}, {"item", item}});
@@ -343,13 +345,31 @@ std::string ResponsesStream::close_text() {
   return out;
 }
 
+std::string ResponsesStream::close_call() {
+  if (open_call_ < 0) return "";
+  json& item = output_[open_call_];
+  std::string out = event("response.function_call_arguments.done",
+                          {{"item_id", item.at("id")}, {"output_index", open_call_}, {"name", item.at("name")}, {"arguments", item.at("arguments")}});
+  item["status"] = chat_.at("choices")[0].at("finish_reason") == "length" ? "incomplete" : "completed";
+  out += event("response.output_item.done", {{"output_index", open_call_}, {"item", item}});
+  open_call_ = -1;
+  return out;
+}
+
+void ResponsesStream::ending(const std::string& finish_reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (started_) chat_["choices"][0]["finish_reason"] = finish_reason;
+}
+
 std::string ResponsesStream::open_call(size_t index) {
   std::string out = close_text();
+  out += close_call();
   const json& pending = pending_calls_.at(index);
   const std::string number = chat_.at("id").get<std::string>().substr(chat_.at("id").get<std::string>().find('-') + 1);
   const json item = {{"type", "function_call"}, {"id", "fc_" + number + "_" + std::to_string(index)}, {"call_id", pending.at("id")},
                      {"name", pending.at("name")}, {"arguments", ""}, {"status", "in_progress"}};
   calls_[index] = output_.size();
+  open_call_ = int(output_.size());
   out += event("response.output_item.added", {{"output_index", output_.size()}, {"item", item}});
   output_.push_back(item);
   return out;
@@ -357,9 +377,18 @@ std::string ResponsesStream::open_call(size_t index) {
 
 std::string ResponsesStream::events(const json& chat_chunk) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (chat_chunk.contains("error")) {
+  if (chat_chunk.contains("error")) {  // the reply failed after its head: the error, then the response as it stands, failed
     const json& error = chat_chunk.at("error");
-    return event("error", {{"code", error.value("code", json())}, {"message", error.value("message", json(""))}, {"param", error.value("param", json())}});
+    const json message = error.value("message", json(""));
+    std::string out = event("error", {{"code", error.value("code", json())}, {"message", message}, {"param", error.value("param", json())}});
+    if (!started_) return out;
+    chat_["choices"][0]["finish_reason"] = "length";  // what was written is cut short
+    out += close_text();
+    out += close_call();
+    json failed = response("failed");
+    failed["error"] = {{"code", error.value("type", json()) == "invalid_request_error" ? "invalid_prompt" : "server_error"}, {"message", message}};
+    failed["incomplete_details"] = nullptr;
+    return out + event("response.failed", {{"response", failed}});
   }
   std::string out = start(chat_chunk);
   if (chat_chunk.contains("usage") && !chat_chunk.at("usage").is_null()) chat_["usage"] = chat_chunk.at("usage");
@@ -408,12 +437,7 @@ std::string ResponsesStream::finish() {
   std::string out = close_text();
   for (const auto& [index, pending] : pending_calls_)
     if (!calls_.count(index)) out += open_call(index);  // a call of no arguments
-  for (const auto& [index, at] : calls_) {
-    json& item = output_[at];
-    out += event("response.function_call_arguments.done", {{"item_id", item.at("id")}, {"output_index", at}, {"arguments", item.at("arguments")}});
-    item["status"] = chat_.at("choices")[0].at("finish_reason") == "length" ? "incomplete" : "completed";
-    out += event("response.output_item.done", {{"output_index", at}, {"item", item}});
-  }
+  out += close_call();
   const bool cut = chat_.at("choices")[0].at("finish_reason") == "length";
   const json whole = response(cut ? "incomplete" : "completed");
   return out + event(cut ? "response.incomplete" : "response.completed", {{"response", whole}});

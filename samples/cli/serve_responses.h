@@ -54,15 +54,18 @@ nlohmann::json response_of_chat_completion(const nlohmann::json& chat_reply, con
 // part's added event, its deltas (response.reasoning_text.delta, response.output_text.delta,
 // response.function_call_arguments.delta) and their done events, response.output_item.done; then
 // response.completed, or response.incomplete where the reply was cut, with the whole Response
-// (response_of_chat_completion's). A thinking or a text item is closed when another item begins; a call's
-// item opens at its first arguments (a named call's id and name come first, before any thinking) and
-// closes at the end. Calls and methods may come from the generating thread and the serving one in turn.
+// (response_of_chat_completion's); after a failure, an "error" event and response.failed. Items come one
+// after another: each is closed when the next begins; a call's item opens at its first arguments (a named
+// call's id and name come first, before any thinking). Calls and methods may come from the generating thread and the serving one in turn.
 class ResponsesStream {
  public:
   explicit ResponsesStream(nlohmann::json request) : request_(std::move(request)) {}
   // The events of one chat chunk ({"id", "created", "model", "choices": [{"delta", "finish_reason"}],
   // "usage"?}), or of an error body ({"error": {...}}: an "error" event); "" when it makes none.
   std::string events(const nlohmann::json& chat_chunk);
+  // The reply's finish reason, known before the chunks that end it (calls held to the end come after it):
+  // a text item those close is incomplete where the reply was cut.
+  void ending(const std::string& finish_reason);
   // The events that end the stream: open items closed, then the whole Response.
   std::string finish();
 
@@ -72,6 +75,7 @@ class ResponsesStream {
   std::string open_text(const std::string& type, const std::string& id);  // "reasoning" or "message"
   std::string close_text();
   std::string open_call(size_t index);
+  std::string close_call();  // the call being written: its arguments done, its item done
   nlohmann::json response(const std::string& status) const;
 
   std::mutex mutex_;
@@ -83,6 +87,7 @@ class ResponsesStream {
   int open_text_ = -1;                               // the reasoning or message item being written (index in output_)
   std::map<size_t, nlohmann::json> pending_calls_;    // by the chat's call index: id and name, before any arguments
   std::map<size_t, size_t> calls_;                    // by the chat's call index: its item's index in output_
+  int open_call_ = -1;                               // the call item being written (index in output_)
 };
 
 }  // namespace tilefire::cli

@@ -6,12 +6,14 @@
 // them; a stream's typed events, which add up to the whole response; and what it cannot do refused by
 // name. The official SDK's responses.create is in cli_serve_test.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "samples/cli/serve_responses.h"
 #include "tests/common/cli_runner.h"
 #include "tests/common/serve_client.h"
 
@@ -203,17 +205,21 @@ json without_ids(json items) {
 // unstreamed reply's; each item is added before its deltas and done with what its deltas add up to.
 TEST(ServeResponses, AStreamsEventsAddUpToTheWholeResponse) {
   TempDir dir("serve-responses-stream");
-  const std::filesystem::path model =
-      text_model_with_tokens(dir, {{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"}});
+  const std::filesystem::path model = text_model_with_tokens(
+      dir, {{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"}, {"Sure, "}});
   Server server({"--model", model.string(), "--threads", "1", "--tool-call-parser", "hermes"});
   ASSERT_NE(server.port(), 0);
   const json schema = json::parse(R"({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})");
+  // Text and calls in turn (a bias and a repetition penalty), cut: the text's item is incomplete both ways.
+  const json text_and_calls = {{"input", "weather?"}, {"tools", weather_tools_flat()}, {"max_output_tokens", 4}, {"temperature", 0},
+                               {"logit_bias", {{"264", 100}, {"263", 90}}}, {"repetition_penalty", 2}};
   const std::vector<json> asked = {
       {{"input", "hello"}, {"max_output_tokens", 6}, {"temperature", 0}},
       {{"input", "weather?"}, {"tools", weather_tools_flat()}, {"tool_choice", {{"type", "function"}, {"name", "get_weather"}}}, {"max_output_tokens", 30},
        {"temperature", 0}},
-      {{"input", "weather?"}, {"tools", weather_tools_flat()}, {"max_output_tokens", 1}, {"temperature", 0}, {"logit_bias", {{"263", 100}}}},
-      {{"input", "n"}, {"text", {{"format", {{"type", "json_schema"}, {"name", "n"}, {"schema", schema}}}}}, {"max_output_tokens", 20}, {"temperature", 0}}};
+      {{"input", "weather?"}, {"tools", weather_tools_flat()}, {"max_output_tokens", 2}, {"temperature", 0}, {"logit_bias", {{"263", 100}}}},
+      {{"input", "n"}, {"text", {{"format", {{"type", "json_schema"}, {"name", "n"}, {"schema", schema}}}}}, {"max_output_tokens", 20}, {"temperature", 0}},
+      text_and_calls};
   for (const json& body : asked) {
     SCOPED_TRACE(body.dump());
     const json whole = post_json(server.port(), "/v1/responses", body);
@@ -224,6 +230,7 @@ TEST(ServeResponses, AStreamsEventsAddUpToTheWholeResponse) {
     const std::vector<Event> events = sse_events(reply.body);
     ASSERT_GE(events.size(), 3u) << reply.body;
     std::map<size_t, json> added;            // by output_index
+    std::optional<size_t> open;              // the item added and not yet done: items come one after another
     std::map<size_t, std::string> deltas;    // each item's deltas joined
     for (size_t k = 0; k < events.size(); ++k) {
       const json& data = events[k].data;
@@ -231,7 +238,12 @@ TEST(ServeResponses, AStreamsEventsAddUpToTheWholeResponse) {
       EXPECT_EQ(data.at("sequence_number"), k);
       const std::string& name = events[k].name;
       if (name == "response.output_item.added") {
+        EXPECT_FALSE(open.has_value()) << "an item added while item " << *open << " is open: " << data.dump();
+        open = data.at("output_index").get<size_t>();
         EXPECT_TRUE(added.emplace(data.at("output_index").get<size_t>(), data.at("item")).second) << data.dump();
+      } else if (name == "response.output_item.done") {
+        EXPECT_EQ(open, std::optional<size_t>(data.at("output_index").get<size_t>())) << data.dump();
+        open.reset();
       } else if (name == "response.output_text.delta" || name == "response.reasoning_text.delta" || name == "response.function_call_arguments.delta") {
         EXPECT_TRUE(added.count(data.at("output_index").get<size_t>())) << "a delta before its item: " << data.dump();
         deltas[data.at("output_index").get<size_t>()] += data.at("delta").get<std::string>();
@@ -251,7 +263,40 @@ TEST(ServeResponses, AStreamsEventsAddUpToTheWholeResponse) {
     EXPECT_EQ(without_ids(streamed.at("output")), without_ids(whole.at("output"))) << streamed.dump() << "\n" << whole.dump();
     EXPECT_EQ(streamed.at("usage").at("output_tokens"), whole.at("usage").at("output_tokens"));
     EXPECT_EQ(added.size(), whole.at("output").size());
+    if (body == text_and_calls) {
+      EXPECT_EQ(items_of(whole, "message").size(), 1u) << whole.dump();
+      EXPECT_GE(items_of(whole, "function_call").size(), 1u) << whole.dump();
+    }
+    if (body == asked[2]) {
+      EXPECT_EQ(items_of(whole, "function_call").size(), 2u) << whole.dump();  // two calls, one after the other
+    }
   }
+}
+
+// The stream's state machine alone: a failure after the first text ends with an "error" event, the open
+// item done as incomplete, and response.failed carrying the error.
+TEST(ServeResponses, AStreamThatFailsEndsWithResponseFailed) {
+  cli::ResponsesStream stream(json{{"input", "x"}});
+  auto chunk = [](const json& delta) {
+    return json{{"id", "chatcmpl-7"}, {"created", 1}, {"model", "m"}, {"choices", {{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}}}}};
+  };
+  std::string text = stream.events(chunk({{"role", "assistant"}, {"content", ""}}));
+  text += stream.events(chunk({{"content", "Hel"}}));
+  text += stream.events({{"error", {{"message", "the device failed"}, {"type", "server_error"}, {"code", nullptr}}}});
+  std::vector<std::string> names;
+  json last;
+  for (const Event& event : sse_events("\r\n\r\n" + text)) {
+    EXPECT_EQ(event.data.at("sequence_number"), names.size());
+    names.push_back(event.name);
+    last = event.data;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+                                             "response.output_text.delta", "error", "response.output_text.done", "response.content_part.done",
+                                             "response.output_item.done", "response.failed"}));
+  EXPECT_EQ(last.at("response").at("status"), "failed");
+  EXPECT_EQ(last.at("response").at("error"), json({{"code", "server_error"}, {"message", "the device failed"}}));
+  EXPECT_EQ(last.at("response").at("output")[0].at("status"), "incomplete");
+  EXPECT_EQ(last.at("response").at("output")[0].at("content")[0].at("text"), "Hel");
 }
 
 TEST(ServeResponses, WhatItCannotDoIsRefusedByName) {
