@@ -272,7 +272,7 @@ TEST(ServeTools, Phi4MiniCallsFollowTheirWord) {
   const ToolCalling phi4 = calling_of(ToolCalling::Choice::automatic, tool_call_parser_named("phi4_mini_json"));
   const Calls two = {{"get_weather", {{"city", "Oslo"}}}, {"get_time", json::object()}};
   const std::string list = R"([{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_time"}])";
-  for (const std::string& prefix : {"", "Let me check. "}) {
+  for (const std::string prefix : {"", "Let me check. "}) {
     const ToolReply read = read_tool_reply(phi4, prefix + "functools" + list + "\n");
     EXPECT_EQ(read.content, prefix.empty() ? json(nullptr) : json(prefix));
     EXPECT_EQ(calls_of(read), two);
