@@ -25,6 +25,8 @@ Brackets scan_brackets(const std::string& text, size_t begin, bool to_close) {
   return scan;
 }
 
+bool only_whitespace(const std::string& text) { return text.find_first_not_of(" \t\n\r") == std::string::npos; }
+
 bool nested_past_bound(const std::string& text) { return scan_brackets(text, 0, false).deepest > kMostJsonNesting; }
 
 std::optional<nlohmann::json> parse_json(const std::string& text) {

@@ -22,6 +22,9 @@ Brackets scan_brackets(const std::string& text, size_t begin, bool to_close);
 
 bool nested_past_bound(const std::string& text);
 
+// Whether `text` is JSON's whitespace alone (or empty): where a model's reply or a call's arguments say nothing.
+bool only_whitespace(const std::string& text);
+
 // The value of a JSON text; none when it is not one, or is nested past the bound.
 std::optional<nlohmann::json> parse_json(const std::string& text);
 

@@ -17,10 +17,6 @@ using nlohmann::json;
 
 bool given(const json& object, const char* field) { return object.contains(field) && !object.at(field).is_null(); }
 
-bool only_whitespace(const std::string& text) {
-  return text.find_first_not_of(" \t\n\r") == std::string::npos;
-}
-
 std::string brief(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 120); }
 
 // A message's or a call output's content: a string, or a list of text parts joined by line breaks (as
@@ -308,6 +304,8 @@ std::string ResponsesStream::start(const json& chat_chunk) {
   started_ = true;
   chat_ = {{"id", chat_chunk.at("id")}, {"created", chat_chunk.at("created")}, {"model", chat_chunk.at("model")},
            {"choices", {{{"message", {{"role", "assistant"}, {"content", nullptr}}}, {"finish_reason", nullptr}}}}};
+  const std::string chat_id = chat_chunk.at("id").get<std::string>();
+  number_ = chat_id.substr(chat_id.find('-') + 1);  // "chatcmpl-N": the items are numbered by N, as unstreamed
   const json shell = response("in_progress");
   std::string out = event("response.created", {{"response", shell}});  // numbered first: its own statement
   return out + event("response.in_progress", {{"response", shell}});
@@ -365,8 +363,7 @@ std::string ResponsesStream::open_call(size_t index) {
   std::string out = close_text();
   out += close_call();
   const json& pending = pending_calls_.at(index);
-  const std::string number = chat_.at("id").get<std::string>().substr(chat_.at("id").get<std::string>().find('-') + 1);
-  const json item = {{"type", "function_call"}, {"id", "fc_" + number + "_" + std::to_string(index)}, {"call_id", pending.at("id")},
+  const json item = {{"type", "function_call"}, {"id", "fc_" + number_ + "_" + std::to_string(index)}, {"call_id", pending.at("id")},
                      {"name", pending.at("name")}, {"arguments", ""}, {"status", "in_progress"}};
   calls_[index] = output_.size();
   open_call_ = int(output_.size());
@@ -397,16 +394,18 @@ std::string ResponsesStream::events(const json& chat_chunk) {
   json& message = chat_["choices"][0]["message"];
   if (!choice.at("finish_reason").is_null()) chat_["choices"][0]["finish_reason"] = choice.at("finish_reason");
   const json delta = choice.value("delta", json::object());
-  const std::string number = chat_.at("id").get<std::string>().substr(chat_.at("id").get<std::string>().find('-') + 1);
+  const std::string& number = number_;
   // Text, thinking first: the item it belongs to opened (the other closed), its delta.
   for (const auto& [field, type, id, delta_event] :
        {std::tuple{"reasoning_content", "reasoning", "rs_" + number, "response.reasoning_text.delta"},
         std::tuple{"content", "message", "msg_" + number, "response.output_text.delta"}}) {
     if (!delta.contains(field) || !delta.at(field).is_string() || delta.at(field).get<std::string>().empty()) continue;
     const std::string piece = delta.at(field).get<std::string>();
-    message[field] = (message.contains(field) && message.at(field).is_string() ? message.at(field).get<std::string>() : "") + piece;
+    // Appended where they are: a copy of the text so far per piece would be quadratic in the reply.
+    if (!message.contains(field) || !message.at(field).is_string()) message[field] = "";
+    message[field].get_ref<std::string&>() += piece;
     out += open_text(type, id);
-    output_[open_text_]["content"][0]["text"] = output_[open_text_]["content"][0]["text"].get<std::string>() + piece;
+    output_[open_text_]["content"][0]["text"].get_ref<std::string&>() += piece;
     json fields = {{"item_id", id}, {"output_index", open_text_}, {"content_index", 0}, {"delta", piece}};
     if (std::string(type) == "message") fields["logprobs"] = json::array();
     out += event(delta_event, fields);
@@ -423,9 +422,8 @@ std::string ResponsesStream::events(const json& chat_chunk) {
     if (arguments.empty() || !pending_calls_.count(index)) continue;
     if (!calls_.count(index)) out += open_call(index);
     json& item = output_[calls_.at(index)];
-    item["arguments"] = item.at("arguments").get<std::string>() + arguments;
-    json& chat_call = message["tool_calls"][index]["function"];
-    chat_call["arguments"] = chat_call.at("arguments").get<std::string>() + arguments;
+    item["arguments"].get_ref<std::string&>() += arguments;
+    message["tool_calls"][index]["function"]["arguments"].get_ref<std::string&>() += arguments;
     out += event("response.function_call_arguments.delta", {{"item_id", item.at("id")}, {"output_index", calls_.at(index)}, {"delta", arguments}});
   }
   return out;

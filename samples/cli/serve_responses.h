@@ -82,6 +82,7 @@ class ResponsesStream {
   nlohmann::json request_;
   nlohmann::json chat_;  // the chat chunk's id, created and model, then its message joined, finish reason and usage
   bool started_ = false;
+  std::string number_;  // the chat's number, in the items' ids
   uint64_t sequence_ = 0;
   nlohmann::json output_ = nlohmann::json::array();  // the items so far, as output_item.done will give them
   int open_text_ = -1;                               // the reasoning or message item being written (index in output_)

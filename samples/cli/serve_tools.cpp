@@ -165,7 +165,6 @@ bool add_calls(const json& objects, const ToolCalling& calling, ToolReply& reply
 }
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }  // JSON's whitespace
-bool only_whitespace(const std::string& text) { return std::all_of(text.begin(), text.end(), is_space); }
 
 // Hermes' calls: <tool_call>{...}</tool_call> blocks anywhere in the text; the text around them is the
 // content. Null when a block is not whole or not a call.
