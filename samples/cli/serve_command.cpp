@@ -55,11 +55,12 @@ using nlohmann::json;
 const char* kServeHelp = R"(usage: tilefire serve [--model DIR] [flags]
 
 An HTTP server on this machine that speaks the OpenAI API: POST /v1/completions, POST /v1/chat/completions
-(with the model's chat template), POST /v1/responses (the Responses API's shapes of a chat), GET /v1/models, GET /health, GET /metrics (Prometheus text: requests,
-tokens, time to first token and per token, generations in flight). Requests take turns on the one engine, each
-keeping the KV cache's match of its prompt's beginning (a chat's earlier turns), or with --sequences N
-decode together. Ctrl-C (SIGINT) or SIGTERM stops it: generations in flight end and their clients get what
-was generated. A device or transport fault stops it too, with exit status 3, for a supervisor to restart it.
+(with the model's chat template), POST /v1/responses (the Responses API's shapes of a chat), GET /v1/models,
+GET /health, GET /metrics (Prometheus text: requests, tokens, time to first token and per token, generations
+in flight). Requests take turns on the one engine, each keeping the KV cache's match of its prompt's
+beginning (a chat's earlier turns), or with --sequences N decode together. Ctrl-C (SIGINT) or SIGTERM stops
+it: generations in flight end and their clients get what was generated. A device or transport fault stops it
+too, with exit status 3, for a supervisor to restart it.
 
   --model DIR            Hugging Face folder (config.json + safetensors, tokenizer.json for text); default:
                          the built-in sample (text as bytes)
@@ -81,7 +82,7 @@ was generated. A device or transport fault stops it too, with exit status 3, for
                          "parameters": {...}}: Llama 3.1-3.3), mistral ([TOOL_CALLS][{...}] or
                          [TOOL_CALLS]name[ARGS]{...}), pythonic ([name(key=value)]: Llama 3.2 and 4),
                          granite (<|tool_call|>[{...}]: Granite 3), qwen3_coder (<tool_call><function=name>
-                         <parameter=key>value</parameter>...: Qwen3-Coder; also named qwen3_xml) or
+                         <parameter=key>value</parameter>...: Qwen3-Coder; also named qwen3_xml),
                          deepseek_v3 (<|tool calls begin|>...: DeepSeek-V3, R1 and V3.1; also named
                          deepseek_v31) or phi4_mini_json (functools[{...}]: Phi-4-mini); default
                          none: "auto" is refused (a named function or "required" need no parser:

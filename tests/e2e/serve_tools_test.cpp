@@ -61,6 +61,15 @@ std::vector<std::pair<std::string, json>> calls_of(const ToolReply& reply, ToolC
 
 using Calls = std::vector<std::pair<std::string, json>>;
 
+// Replies that are no calls in `calling`'s reading: each is answered as its text, whole.
+void expect_read_as_text(const ToolCalling& calling, const std::vector<std::string>& texts) {
+  for (const std::string& text : texts) {
+    const ToolReply read = read_tool_reply(calling, text);
+    EXPECT_EQ(read.content, text);
+    EXPECT_FALSE(read.called()) << text.substr(0, 200);
+  }
+}
+
 // DeepSeek's tokens around calls (a fullwidth bar, and U+2581 for a space).
 const std::string kCallsBegin = "<\uff5ctool\u2581calls\u2581begin\uff5c>", kCallsEnd = "<\uff5ctool\u2581calls\u2581end\uff5c>";
 const std::string kCallBegin = "<\uff5ctool\u2581call\u2581begin\uff5c>", kCallEnd = "<\uff5ctool\u2581call\u2581end\uff5c>";
@@ -113,13 +122,9 @@ TEST(ServeTools, Llama3CallsAreTheWholeReply) {
   EXPECT_TRUE(two.content.is_null());
   EXPECT_EQ(calls_of(two), (Calls{{"get_weather", {{"city", "{;}"}}}, {"get_time", json::object()}}));
   // An answer in JSON that has a "name" is an answer: a call names a tool and holds nothing but its arguments.
-  for (const std::string text : {"The weather is fine.", "{\"name\": \"get_weather\"} and more", "{\"city\": \"Oslo\"}",
+  expect_read_as_text(llama3, {"The weather is fine.", "{\"name\": \"get_weather\"} and more", "{\"city\": \"Oslo\"}",
                                  "{\"name\": \"Alice\", \"age\": 30}", "{\"name\": \"get_weather\", \"age\": 30}",
-                                 "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Os", "{\"name\": \"a\"}; x"}) {
-    const ToolReply read = read_tool_reply(llama3, text);
-    EXPECT_EQ(read.content, text);
-    EXPECT_FALSE(read.called()) << text;
-  }
+                                 "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Os", "{\"name\": \"a\"}; x"});
 }
 
 TEST(ServeTools, MistralCallsFollowTheirTokenInEitherForm) {
@@ -146,14 +151,10 @@ TEST(ServeTools, MistralCallsFollowTheirTokenInEitherForm) {
                 .tool_calls.size(),
             1u);
   // Not calls: the reply is its text.
-  for (const std::string& text : std::vector<std::string>{"No call here.", "[TOOL_CALLS]", "[TOOL_CALLS] []", "[TOOL_CALLS]get_weather[ARGS]{\"city\": ",
+  expect_read_as_text(mistral, {"No call here.", "[TOOL_CALLS]", "[TOOL_CALLS] []", "[TOOL_CALLS]get_weather[ARGS]{\"city\": ",
                                  "[TOOL_CALLS]nope[ARGS]{}", "[TOOL_CALLS]get_time[ARGS][1]", "[TOOL_CALLS]get_time[ARGS]{} and then text",
                                  "[TOOL_CALLS][{\"name\": \"get_time\", \"parameters\": {}, \"x\": 1}]", "[TOOL_CALLS] get_time {}x",
-                                 "[TOOL_CALLS]get_time[ARGS]{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}"}) {
-    const ToolReply read = read_tool_reply(mistral, text);
-    EXPECT_EQ(read.content, text);
-    EXPECT_FALSE(read.called()) << text.substr(0, 80);
-  }
+                                 "[TOOL_CALLS]get_time[ARGS]{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}"});
 }
 
 TEST(ServeTools, PythonicCallsAreTheWholeReply) {
@@ -165,13 +166,9 @@ TEST(ServeTools, PythonicCallsAreTheWholeReply) {
   // Llama 4 writes its tokens around them.
   EXPECT_EQ(calls_of(read_tool_reply(pythonic, " <|python_start|>[get_time(zone=\"UTC\",)]<|python_end|>\n")), (Calls{{"get_time", {{"zone", "UTC"}}}}));
   // Not calls: the reply is its text.
-  for (const std::string text : {"It is sunny.", "[]", "[1, 2]", "[get_time]", "[nope()]", "[get_time('UTC')]", "[get_time(zone=UTC)]",
+  expect_read_as_text(pythonic, {"It is sunny.", "[]", "[1, 2]", "[get_time]", "[nope()]", "[get_time('UTC')]", "[get_time(zone=UTC)]",
                                  "[get_time(zone='a', zone='b')]", "[get_time()] more", "get_time()", "[get_time(zone='UTC')",
-                                 "<|python_start|>[get_time()]<|python_end|> x"}) {
-    const ToolReply read = read_tool_reply(pythonic, text);
-    EXPECT_EQ(read.content, text);
-    EXPECT_FALSE(read.called()) << text;
-  }
+                                 "<|python_start|>[get_time()]<|python_end|> x"});
 }
 
 TEST(ServeTools, GraniteCallsAreTheWholeReply) {
@@ -185,13 +182,9 @@ TEST(ServeTools, GraniteCallsAreTheWholeReply) {
     EXPECT_EQ(tool_finish_reason(granite, read, "stop"), "tool_calls");
   }
   // Not calls: the reply is its text.
-  for (const std::string text : {"It is sunny.", "[{\"name\": \"get_time\", \"arguments\": {}}]", "<|tool_call|>[]", "<|tool_call|>{\"name\": \"get_time\"}",
+  expect_read_as_text(granite, {"It is sunny.", "[{\"name\": \"get_time\", \"arguments\": {}}]", "<|tool_call|>[]", "<|tool_call|>{\"name\": \"get_time\"}",
                                  "<|tool_call|>[{\"name\": \"get_time\"}] and more", "a <|tool_call|>[{\"name\": \"get_time\"}]",
-                                 "<|tool_call|>[{\"name\": \"nope\"}]", "<|tool_call|>[{\"name\": \"get_time\""}) {
-    const ToolReply read = read_tool_reply(granite, text);
-    EXPECT_EQ(read.content, text);
-    EXPECT_FALSE(read.called()) << text;
-  }
+                                 "<|tool_call|>[{\"name\": \"nope\"}]", "<|tool_call|>[{\"name\": \"get_time\""});
 }
 
 // Qwen3-Coder writes each value as text; the server reads it by the type the request's schema gives the
@@ -224,12 +217,8 @@ TEST(ServeTools, Qwen3CoderCallsAreReadByTheirSchemasTypes) {
   one.parallel = false;
   EXPECT_EQ(read_tool_reply(one, weather + weather).tool_calls.size(), 1u);
   // Not calls: the reply is its text.
-  for (const std::string& text : std::vector<std::string>{"It is sunny.", "<tool_call>\n<function=nope>\n</function>\n</tool_call>", "<tool_call>\n<function=get_time>\n",
-                                 "<function=get_time></function>", weather + "<tool_call>x</tool_call>"}) {
-    const ToolReply not_called = read_tool_reply(calling, text);
-    EXPECT_EQ(not_called.content, text);
-    EXPECT_FALSE(not_called.called()) << text;
-  }
+  expect_read_as_text(calling, {"It is sunny.", "<tool_call>\n<function=nope>\n</function>\n</tool_call>", "<tool_call>\n<function=get_time>\n",
+                                 "<function=get_time></function>", weather + "<tool_call>x</tool_call>"});
 }
 
 // DeepSeek-V3's and R1's form (as their template writes an earlier call) and V3.1's, after the reply's text.
@@ -257,15 +246,11 @@ TEST(ServeTools, DeepSeekCallsFollowTheirTokenInEitherForm) {
   EXPECT_EQ(calls_of(read_tool_reply(named_function, kCallsBegin + kCallBegin + "function" + kSeparator + "{\"a\": 1}" + kCallEnd + kCallsEnd)),
             (Calls{{"function", {{"a", 1}}}}));
   // Not calls: the reply is its text.
-  for (const std::string& text : std::vector<std::string>{
+  expect_read_as_text(deepseek, {
            "It is sunny.", kCallsBegin, kCallsBegin + kCallsEnd, kCallsBegin + v3_time + " and more", kCallsBegin + v3_time + kCallsEnd + " more",
            kCallsBegin + kCallBegin + "get_time" + kSeparator + "{", kCallsBegin + kCallBegin + "get_time{}" + kCallEnd,
            kCallsBegin + kCallBegin + "nope" + kSeparator + "{}" + kCallEnd, kCallsBegin + kCallBegin + "get_time" + kSeparator + "[]" + kCallEnd,
-           kCallsBegin + kCallBegin + "function" + kSeparator + "get_time\n```json\n{}\n``" + kCallEnd, v31_time}) {
-    const ToolReply read = read_tool_reply(deepseek, text);
-    EXPECT_EQ(read.content, text);
-    EXPECT_FALSE(read.called()) << text;
-  }
+           kCallsBegin + kCallBegin + "function" + kSeparator + "get_time\n```json\n{}\n``" + kCallEnd, v31_time});
 }
 
 TEST(ServeTools, Phi4MiniCallsFollowTheirWord) {
@@ -279,12 +264,8 @@ TEST(ServeTools, Phi4MiniCallsFollowTheirWord) {
     EXPECT_EQ(tool_finish_reason(phi4, read, "stop"), "tool_calls");
   }
   // Not calls: the reply is its text.
-  for (const std::string& text : std::vector<std::string>{"It is sunny.", list, "functools" + list + " done", "functools []", "functools[]",
-                                                          "functools[{\"name\": \"nope\"}]", "functools[{\"name\": \"get_time\"}", "functools{\"name\": \"get_time\"}"}) {
-    const ToolReply read = read_tool_reply(phi4, text);
-    EXPECT_EQ(read.content, text);
-    EXPECT_FALSE(read.called()) << text;
-  }
+  expect_read_as_text(phi4, {"It is sunny.", list, "functools" + list + " done", "functools []", "functools[]",
+                             "functools[{\"name\": \"nope\"}]", "functools[{\"name\": \"get_time\"}", "functools{\"name\": \"get_time\"}"});
 }
 
 TEST(ServeTools, NamedAndRequiredRepliesAreTheirCalls) {
