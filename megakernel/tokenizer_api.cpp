@@ -119,6 +119,7 @@ std::string StreamingText::finish() const {
   return "\n(the generated text, decoded whole:) " + text;
 }
 
+std::string Tokenizer::token_string(int32_t id) const { return tokenizer_->token(id); }
 int32_t Tokenizer::vocab_size() const { return tokenizer_->vocab_size(); }
 const std::string& Tokenizer::path() const { return tokenizer_->path(); }
 

@@ -36,6 +36,7 @@
 #include "sampling_flags.h"
 #include "serve_requests.h"
 #include "serve_responses.h"
+#include "serve_tokenize.h"
 #include "serve_chat_reply.h"
 #include "serve_thinking_first.h"
 #include "stop_text.h"
@@ -57,7 +58,8 @@ const char* kServeHelp = R"(usage: tilefire serve [--model DIR] [flags]
 An HTTP server on this machine that speaks the OpenAI API: POST /v1/completions, POST /v1/chat/completions
 (with the model's chat template), POST /v1/responses (the Responses API's shapes of a chat), GET /v1/models,
 GET /health, GET /metrics (Prometheus text: requests, tokens, time to first token and per token, generations
-in flight). Requests take turns on the one engine, each keeping the KV cache's match of its prompt's
+in flight), and vLLM's POST /tokenize and /detokenize (a prompt or a chat as tokens, tokens as text).
+Requests take turns on the one engine, each keeping the KV cache's match of its prompt's
 beginning (a chat's earlier turns), or with --sequences N decode together. Ctrl-C (SIGINT) or SIGTERM stops
 it: generations in flight end and their clients get what was generated. A device or transport fault stops it
 too, with exit status 3, for a supervisor to restart it.
@@ -67,7 +69,8 @@ too, with exit status 3, for a supervisor to restart it.
   --host ADDRESS         IPv4 address to listen on (default 127.0.0.1: this machine only)
   --port N               TCP port (default 8000; 0: any free port, printed at start)
   --chat-template FILE   a Jinja chat template instead of the folder's (or for a folder without one)
-  --api-key KEY          the /v1/ paths answer only requests with "Authorization: Bearer KEY" (401 otherwise);
+  --api-key KEY          the /v1/ paths, /tokenize and /detokenize answer only requests with
+                         "Authorization: Bearer KEY" (401 otherwise);
                          default: the TILEFIRE_API_KEY environment variable, else none. /health and /metrics
                          stay open
   --max-connections N    requests served or waiting at once; more are answered 503 (default 32)
@@ -603,13 +606,14 @@ void handle_connection(Served& served, int fd) {
     read_at = std::chrono::steady_clock::now();
     what = request.method + " " + request.target;
     path = request.target;
-    const bool generation =
-        request.target == "/v1/completions" || request.target == "/v1/chat/completions" || request.target == "/v1/responses";
+    const bool tokenizing = request.target == "/tokenize" || request.target == "/detokenize";  // vLLM's paths
+    const bool posted = tokenizing || request.target == "/v1/completions" || request.target == "/v1/chat/completions" ||
+                        request.target == "/v1/responses";
     const bool listing = request.target == "/v1/models" || request.target == "/health" || request.target == "/metrics";
-    if (!generation && !listing) throw http::Error{404, "no such path: " + request.target};
-    if (request.method != (generation ? "POST" : "GET"))
-      throw http::Error{405, request.target + " takes " + (generation ? "POST" : "GET") + ", not " + request.method};
-    if (request.target.rfind("/v1/", 0) == 0) check_api_key(served, request);
+    if (!posted && !listing) throw http::Error{404, "no such path: " + request.target};
+    if (request.method != (posted ? "POST" : "GET"))
+      throw http::Error{405, request.target + " takes " + (posted ? "POST" : "GET") + ", not " + request.method};
+    if (tokenizing || request.target.rfind("/v1/", 0) == 0) check_api_key(served, request);
     if (request.target == "/health") {
       const std::string failure = served.failure();
       status = failure.empty() ? 200 : 503;
@@ -622,6 +626,12 @@ void handle_connection(Served& served, int fd) {
       const json model = {{"id", served.name}, {"object", "model"}, {"created", 0}, {"owned_by", "tilefire"},
                           {"max_model_len", served.engine->model().max_context}};
       http::write_all(fd, json_response(200, {{"object", "list"}, {"data", {model}}}));
+    } else if (tokenizing) {  // the tokenizer alone: no turn on the engine
+      const json reply = request.target == "/tokenize" ? tokenize_reply(request.body, served.tokenizer.get(), served.chat_template.get(),
+                                                                        served.engine->model(), served.tool_call_parser)
+                                                       : detokenize_reply(request.body, served.tokenizer.get(), served.engine->model());
+      status = 200;
+      http::write_all(fd, json_response(200, reply));
     } else if (request.target == "/v1/responses") {  // a chat, asked and answered in the Responses' shapes
       const json responses_request = parse_body(request.body);
       ResponsesStream responses_stream(responses_request);

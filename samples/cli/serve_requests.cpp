@@ -14,10 +14,7 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void refuse(const std::string& field, const std::string& what) {
-  throw InputError("'" + field + "' " + what);
-}
-
+[[noreturn]] void refuse(const std::string& field, const std::string& what) { refuse_field(field, what); }
 
 std::string shortest(double value) {
   std::ostringstream text;
@@ -267,6 +264,45 @@ void check_prompt_fits(const std::vector<int32_t>& prompt, const ModelInfo& mode
                       std::to_string(model.max_context) + " (tilefire serve --max-context)");
 }
 
+// What transformers adds after the last message's text for continue_final_message, to cut the prompt at.
+const std::string kContinueTag = "CONTINUE_FINAL_MESSAGE_TAG ";
+
+// The length of the character of Python's str.isspace() that begins at `at` in UTF-8 `text` (0: none):
+// ASCII's spaces, the separators U+001C to U+001F, and Unicode's spaces and line and paragraph separators.
+size_t python_space_at(const std::string& text, size_t at) {
+  const auto byte = [&](size_t k) { return at + k < text.size() ? static_cast<unsigned char>(text[at + k]) : 0u; };
+  const unsigned b0 = byte(0);
+  if ((b0 >= 0x09 && b0 <= 0x0D) || (b0 >= 0x1C && b0 <= 0x20)) return 1;
+  if (b0 == 0xC2 && (byte(1) == 0x85 || byte(1) == 0xA0)) return 2;
+  if (b0 == 0xE1 && byte(1) == 0x9A && byte(2) == 0x80) return 3;  // U+1680
+  if (b0 == 0xE2 && byte(1) == 0x80 && ((byte(2) >= 0x80 && byte(2) <= 0x8A) || byte(2) == 0xA8 || byte(2) == 0xA9 || byte(2) == 0xAF)) return 3;
+  if (b0 == 0xE2 && byte(1) == 0x81 && byte(2) == 0x9F) return 3;  // U+205F
+  if (b0 == 0xE3 && byte(1) == 0x80 && byte(2) == 0x80) return 3;  // U+3000
+  return 0;
+}
+
+std::string python_rstrip(const std::string& text) {
+  size_t end = text.size();
+  for (bool trimmed = true; trimmed && end > 0;) {
+    trimmed = false;
+    for (size_t length = 1; length <= 3 && length <= end; ++length)
+      if (python_space_at(text, end - length) == length) {
+        end -= length;
+        trimmed = true;
+        break;
+      }
+  }
+  return text.substr(0, end);
+}
+
+std::string python_strip(const std::string& text) {
+  size_t begin = 0;
+  while (begin < text.size())
+    if (const size_t length = python_space_at(text, begin)) begin += length;
+    else break;
+  return python_rstrip(text.substr(begin));
+}
+
 // A message's content as transformers' text-only templates take it: a string; a list of text parts is
 // joined with new lines (as other OpenAI-compatible servers do for text models); other parts are refused.
 json text_messages(const json& messages) {
@@ -287,6 +323,8 @@ json text_messages(const json& messages) {
 
 }  // namespace
 
+void refuse_field(const std::string& field, const std::string& what) { throw InputError("'" + field + "' " + what); }
+
 json parse_body(const std::string& body) {
   // Nesting past 400 levels, and integers past 64 bits, are refused before the parse (a parse or a dump of
   // a value nested 100,000 deep recurses until the stack runs out).
@@ -299,6 +337,87 @@ json parse_body(const std::string& body) {
   }
   if (!parsed.is_object()) throw InputError("the request body is not a JSON object");
   return parsed;
+}
+
+bool chat_add_special_tokens(const json& body) {
+  if (!given(body, "add_special_tokens")) return false;  // the template writes the start token
+  if (!body.at("add_special_tokens").is_boolean()) refuse("add_special_tokens", "must be true or false, got " + body.at("add_special_tokens").dump().substr(0, 200));
+  return body.at("add_special_tokens").get<bool>();
+}
+
+std::string render_chat_prompt(const json& body, const ChatTemplate& chat_template, const json& tools, ToolCallParser tool_call_parser) {
+  if (!given(body, "messages") || !body.at("messages").is_array() || body.at("messages").empty())
+    refuse("messages", "must be a non-empty list of {\"role\", \"content\"} objects");
+  if (given(body, "chat_template"))  // as vLLM without --trust-request-chat-template: a template is code the server runs
+    refuse("chat_template", "is not taken from a request: give tilefire serve --chat-template FILE");
+  auto flag = [&](const char* field, bool fallback) {
+    if (!given(body, field)) return fallback;
+    if (!body.at(field).is_boolean()) refuse(field, "must be true or false, got " + body.at(field).dump().substr(0, 200));
+    return body.at(field).get<bool>();
+  };
+  const bool continue_final_message = flag("continue_final_message", false);
+  if (continue_final_message && flag("add_generation_prompt", false))
+    refuse("continue_final_message", "and \"add_generation_prompt\" cannot both be true: the prompt either goes on with the last message or opens a new one");
+  const bool add_generation_prompt = flag("add_generation_prompt", !continue_final_message);
+  // With continue_final_message, transformers' way: a tag after the last message's text, rendered, and the
+  // prompt cut where the tag is, so what the template writes after the message (its end of turn) is left
+  // out, and a text that appears elsewhere in the prompt cannot be mistaken for the message's.
+  json messages = text_messages(body.at("messages"));
+  std::string last_text;
+  if (continue_final_message) {
+    json& last = messages.back();
+    if (!last.is_object() || !last.contains("content") || !last.at("content").is_string())
+      refuse("continue_final_message", "needs a last message with text to go on with");
+    last_text = last.at("content").get<std::string>();
+    last["content"] = last_text + kContinueTag;
+  }
+  const json with_objects = template_tool_calls(messages);
+  // The template's variables: the tools (with tool_choice "none" too, as vLLM's does), the documents of a
+  // retrieval template (Granite's), then chat_template_kwargs ({"enable_thinking": false} for Qwen3).
+  json variables = json::object();
+  if (!tools.is_null()) variables["tools"] = tools;
+  if (given(body, "documents")) {
+    const json& documents = body.at("documents");
+    if (!documents.is_array() || !std::all_of(documents.begin(), documents.end(), [](const json& d) { return d.is_object(); }))
+      refuse("documents", "must be a list of objects (each a document's fields, such as \"title\" and \"text\")");
+    variables["documents"] = documents;
+  }
+  if (given(body, "chat_template_kwargs")) {
+    const json& kwargs = body.at("chat_template_kwargs");
+    if (!kwargs.is_object()) refuse("chat_template_kwargs", "must be an object of the template's variables, got " + kwargs.dump().substr(0, 200));
+    for (const auto& [key, value] : kwargs.items()) {
+      if (key == "chat_template") refuse("chat_template_kwargs.chat_template", "is not taken from a request: give tilefire serve --chat-template FILE");
+      if (key == "messages" || key == "tools" || key == "documents" || key == "add_generation_prompt" || key == "continue_final_message")
+        refuse("chat_template_kwargs." + key, "is the request's own \"" + key + "\" field: give it there");
+      variables[key] = value;
+    }
+  }
+  // Earlier calls' arguments go in as objects, transformers' form. DeepSeek's templates join them to text
+  // instead ('...' + arguments), which an object cannot be: with --tool-call-parser deepseek_v3, a template
+  // that fails on the objects is given the arguments as JSON text, and when that fails too the first
+  // failure is named. Only there: elsewhere a failure stays one (a template that writes the arguments with
+  // tojson would show text where the call had an object).
+  std::string text;
+  try {
+    text = chat_template.render_json(with_objects.dump(), add_generation_prompt, variables.dump());
+  } catch (const InputError&) {
+    if (tool_call_parser != ToolCallParser::deepseek_v3 || with_objects == messages) throw;
+    const std::exception_ptr first = std::current_exception();
+    try {
+      text = chat_template.render_json(template_tool_calls_as_text(messages).dump(), add_generation_prompt, variables.dump());
+    } catch (const InputError&) {
+      std::rethrow_exception(first);
+    }
+  }
+  if (!continue_final_message) return text;
+  const std::string tag_word = kContinueTag.substr(0, kContinueTag.size() - 1);  // the tag without its space
+  const size_t at = text.rfind(tag_word);
+  if (at == std::string::npos || text.find(python_strip(last_text)) == std::string::npos)
+    refuse("continue_final_message", "is set, but the chat template does not write the last message's text into the prompt");
+  // A template that keeps the text as it is keeps the tag's space too; one that trims the text trims it,
+  // and the text's own trailing whitespace with it.
+  if (text.compare(at, kContinueTag.size(), kContinueTag) == 0) return text.substr(0, at);
+  return python_rstrip(text.substr(0, at));
 }
 
 ParsedRequest parse_completion_request(const std::string& body_text, const Tokenizer* tokenizer, const ModelInfo& model) {
@@ -385,27 +504,8 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
   if (held_call && !parsed.stops.empty())
     refuse("stop", "with " + parsed.reply_format.named + ": the reply is a call held to its schema, which a stop string would cut");
   refuse_min_tokens_beside_a_format(parsed);
-  // The template sees the tools (with tool_choice "none" too, as vLLM's does) and earlier calls'
-  // arguments as objects, transformers' form. DeepSeek's templates join them to text instead ('...' +
-  // arguments), which an object cannot be: with --tool-call-parser deepseek_v3, a template that fails on
-  // the objects is given the arguments as JSON text, and when that fails too the first failure is named.
-  // Only there: elsewhere a failure stays one (a template that writes the arguments with tojson would show
-  // text where the call had an object).
-  const json variables = parsed.tool_calling.tools.is_null() ? json::object() : json{{"tools", parsed.tool_calling.tools}};
-  const json messages = text_messages(body.at("messages")), with_objects = template_tool_calls(messages);
-  std::string text;
-  try {
-    text = chat_template->render_json(with_objects.dump(), true, variables.dump());
-  } catch (const InputError&) {
-    if (tool_call_parser != ToolCallParser::deepseek_v3 || with_objects == messages) throw;
-    const std::exception_ptr first = std::current_exception();
-    try {
-      text = chat_template->render_json(template_tool_calls_as_text(messages).dump(), true, variables.dump());
-    } catch (const InputError&) {
-      std::rethrow_exception(first);
-    }
-  }
-  parsed.request.prompt = tokenizer->encode(text, false);  // the template writes the start token
+  const std::string text = render_chat_prompt(body, *chat_template, parsed.tool_calling.tools, tool_call_parser);
+  parsed.request.prompt = tokenizer->encode(text, chat_add_special_tokens(body));
   if (parsed.request.prompt.empty()) refuse("messages", "rendered an empty prompt through the chat template");
   check_prompt_fits(parsed.request.prompt, model, "messages");
   parsed.prompts = {parsed.request.prompt};

@@ -47,6 +47,9 @@ struct ParsedRequest {
   ToolCalling tool_calling;
 };
 
+// The InputError of a request's field: "'field' what".
+[[noreturn]] void refuse_field(const std::string& field, const std::string& what);
+
 // A request's body as a JSON object; InputError for one that is not, or nests past 400 levels.
 nlohmann::json parse_body(const std::string& body);
 
@@ -56,6 +59,18 @@ ParsedRequest parse_completion_request(const std::string& body, const Tokenizer*
 // The messages go through the chat template (a null one, or a null tokenizer, is refused), with the
 // request's tools; the reply stops at the template's end of reply too. tool_choice "auto" reads calls in
 // `tool_call_parser`'s format (none: refused).
+// A chat request's "messages" through `chat_template` as /v1/chat/completions and /tokenize render them:
+// with `tools` (as the request gives them; null: none) and the request's "documents" (a retrieval
+// template's), "chat_template_kwargs" (more of the template's variables: {"enable_thinking": false}),
+// "add_generation_prompt" (default true) and "continue_final_message" (default false: with it the prompt
+// ends with the last message's text, for the reply to go on with it, as transformers cuts it). A request's
+// own "chat_template" is refused. InputError naming the field.
+std::string render_chat_prompt(const nlohmann::json& body, const ChatTemplate& chat_template, const nlohmann::json& tools,
+                               ToolCallParser tool_call_parser);
+// A chat request's "add_special_tokens": whether the tokenizer adds its start token to the rendered
+// prompt (default false: the template writes it).
+bool chat_add_special_tokens(const nlohmann::json& body);
+
 ParsedRequest parse_chat_request(const std::string& body, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
                                  const std::vector<int32_t>& end_of_reply, const ModelInfo& model, ToolCallParser tool_call_parser);
 

@@ -42,6 +42,9 @@ class Tokenizer {
   // are valid UTF-8 have for continuation() those bytes joined (after a prompt with text). What
   // constrained decoding (tilefire/json_constraint.h) matches tokens by.
   std::vector<std::string> token_bytes() const;
+  // The token `id` as the vocabulary spells it, before any decoder ("Ġhello", "▁the", "<0x0A>",
+  // "<|eot_id|>": transformers' convert_ids_to_tokens); "" for an id no token has.
+  std::string token_string(int32_t id) const;
   // One past the largest id of the tokenizer (which can be below the model's vocabulary: padding rows).
   int32_t vocab_size() const;
   const std::string& path() const;
