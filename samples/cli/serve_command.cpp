@@ -377,7 +377,22 @@ std::vector<Generated> run_choices(uint32_t n, bool together, const std::functio
 // tokens. OpenAI's prompt_tokens_details.cached_tokens: of those prompt tokens, the ones not prefilled
 // (the KV cache held them, or they were copied from another sequence's slot: reused_tokens), the fewest
 // of a prompt's choices (the others copy what the first prefilled, whichever came first).
-json usage(const std::vector<Generated>& choices, uint32_t per_prompt) {
+// What each of a reply's tokens added to its text, as a stream of it shows them.
+std::vector<std::string> token_texts(const Served& served, const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens) {
+  std::vector<std::string> texts;
+  texts.reserve(tokens.size());
+  if (!served.tokenizer) {
+    for (int32_t token : tokens) texts.push_back(bytes_text({token}));
+    return texts;
+  }
+  StreamingText stream(*served.tokenizer, prompt);
+  for (int32_t token : tokens) texts.push_back(stream.add(token));
+  return texts;
+}
+
+// The usage of a reply's choices; with `reasoning_tokens` (each choice's thinking tokens: a chat's with
+// --reasoning-parser), OpenAI's completion_tokens_details.
+json usage(const std::vector<Generated>& choices, uint32_t per_prompt, const std::vector<size_t>* reasoning_tokens = nullptr) {
   size_t prompt = 0, completion = 0, cached = 0;
   for (size_t c = 0; c < choices.size(); ++c) {
     completion += choices[c].result.tokens.size();
@@ -387,10 +402,16 @@ json usage(const std::vector<Generated>& choices, uint32_t per_prompt) {
     for (size_t j = c + 1; j < c + per_prompt && j < choices.size(); ++j) fewest = std::min(fewest, choices[j].result.reused_tokens);
     cached += fewest;
   }
-  return {{"prompt_tokens", prompt},
-          {"completion_tokens", completion},
-          {"total_tokens", prompt + completion},
-          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+  json counts = {{"prompt_tokens", prompt},
+                 {"completion_tokens", completion},
+                 {"total_tokens", prompt + completion},
+                 {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+  if (reasoning_tokens) {
+    size_t reasoning = 0;
+    for (size_t count : *reasoning_tokens) reasoning += count;
+    counts["completion_tokens_details"] = {{"reasoning_tokens", reasoning}};
+  }
+  return counts;
 }
 
 std::string summary_of(const std::vector<Generated>& choices, uint32_t per_prompt) {
@@ -433,6 +454,15 @@ void serve_generation(Served& served, int fd, const std::string& body_text, bool
   std::vector<ChatReplyReader> readers;
   readers.reserve(n);
   for (uint32_t i = 0; chat && i < n; ++i) readers.emplace_back(parsed.tool_calling, reasoning);
+  // A chat's usage counts its thinking tokens where the server splits thinking off (none in a reply a format
+  // holds from its first token).
+  auto usage_of = [&](const std::vector<Generated>& generated) {
+    if (!chat || served.reasoning_parser == ReasoningParser::none) return usage(generated, per_prompt);
+    std::vector<size_t> reasoning_tokens;
+    for (const Generated& g : generated)
+      reasoning_tokens.push_back(reasoning_token_count(reasoning, token_texts(served, g.result.prompt_tokens, g.result.tokens)));
+    return usage(generated, per_prompt, &reasoning_tokens);
+  };
   // Choice c is of prompt c / per_prompt and draws from the request's seed + c % per_prompt: each prompt's
   // samples, each repeatable with a seed.
   auto request_of = [&](uint32_t c) {
@@ -472,7 +502,7 @@ void serve_generation(Served& served, int fd, const std::string& body_text, bool
       choices.push_back(std::move(reply_choice));
     }
     const json body = {{"id", id}, {"object", object}, {"created", created}, {"model", served.name},
-                       {"choices", choices}, {"usage", usage(generated, per_prompt)}};
+                       {"choices", choices}, {"usage", usage_of(generated)}};
     status = 200;
     summary = summary_of(generated, per_prompt);
     http::write_all(fd, json_response(200, reshape ? reshape(body) : body));
@@ -560,12 +590,12 @@ void serve_generation(Served& served, int fd, const std::string& body_text, bool
         for (const json& delta : readers[i].finish(finish_reason)) open = open && send(chunk(i, delta, nullptr));
       if (!open) break;
       json last = with_logprobs(i, chunk(i, chat ? json::object() : json(""), finish_reason));
-      if (i + 1 == n && !parsed.include_usage) last["usage"] = usage(generated, per_prompt);
+      if (i + 1 == n && !parsed.include_usage) last["usage"] = usage_of(generated);
       open = send(last);
     }
     if (open && parsed.include_usage)  // OpenAI's stream_options.include_usage: the usage alone, no choices
       open = send(json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", served.name},
-                       {"choices", json::array()}, {"usage", usage(generated, per_prompt)}});
+                       {"choices", json::array()}, {"usage", usage_of(generated)}});
     if (open) open = http::write_all(fd, responses_stream ? responses_stream->finish() : http::event("[DONE]"));
     summary = summary_of(generated, per_prompt) + ", streamed" + (open ? "" : ", client gone");
   } catch (const http::Error& e) {  // a later choice refused its turn (the server stopping) after the head

@@ -44,6 +44,24 @@ ReasonedReply split_reasoning(ReasoningParser parser, const std::string& text) {
   return reply;
 }
 
+size_t reasoning_token_count(ReasoningParser parser, const std::vector<std::string>& token_texts) {
+  std::string text;
+  for (const std::string& piece : token_texts) text += piece;
+  const ReasonedReply split = split_reasoning(parser, text);
+  if (split.reasoning.is_null()) return 0;
+  // Where the thinking ends in the text: past its </think>, or nowhere when the reply ends inside it.
+  const size_t opened = starts_with(text, kOpen) ? kOpen.size() : 0;
+  const size_t closed = opened + split.reasoning.get_ref<const std::string&>().size();
+  if (text.compare(closed, kClose.size(), kClose) != 0) return token_texts.size();
+  const size_t end = closed + kClose.size();
+  size_t before = 0;  // the text's bytes before token k
+  for (size_t k = 0; k < token_texts.size(); ++k) {
+    before += token_texts[k].size();
+    if (before >= end) return k + 1;
+  }
+  return token_texts.size();
+}
+
 ReasoningStream::ReasoningStream(ReasoningParser parser)
     : parser_(parser), part_(parser == ReasoningParser::none ? Part::answer : Part::opening) {}
 

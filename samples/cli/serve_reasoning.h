@@ -11,6 +11,7 @@
 // A block that max_tokens cuts before </think> is reasoning alone, the content null.
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,11 @@ struct ReasonedReply {
 
 // The whole reply's text split by `parser` (none: all content).
 ReasonedReply split_reasoning(ReasoningParser parser, const std::string& text);
+
+// How many of a reply's tokens are its thinking, for the usage's reasoning_tokens: the tokens up to the
+// one whose text closes the block (all of them when the reply ends inside it, none when it has none).
+// `token_texts`: what each token added to the reply's text, in order.
+size_t reasoning_token_count(ReasoningParser parser, const std::vector<std::string>& token_texts);
 
 // A reply's text as it streams: add() splits each piece into what goes out now as reasoning and as
 // content, holding back a tail that may begin a tag not yet whole (<think> at the start, </think> in

@@ -250,7 +250,6 @@ json response_of_chat_completion(const json& chat_reply, const json& request) {
                       {"arguments", calls[k].at("function").at("arguments")},
                       {"status", cut ? "incomplete" : "completed"}});
   const json& usage = chat_reply.at("usage");
-  const bool reasoned = !output.empty() && output[0].at("type") == "reasoning";
   auto request_or = [&](const char* field, const json& otherwise) { return given(request, field) ? request.at(field) : otherwise; };
   return {{"id", "resp_" + number},
           {"object", "response"},
@@ -274,8 +273,9 @@ json response_of_chat_completion(const json& chat_reply, const json& request) {
            {{"input_tokens", usage.at("prompt_tokens")},
             {"input_tokens_details", {{"cached_tokens", usage.at("prompt_tokens_details").at("cached_tokens")}}},
             {"output_tokens", usage.at("completion_tokens")},
-            // Without thinking none of them reasoned; with it their count is not kept apart, so it is left out.
-            {"output_tokens_details", reasoned ? json::object() : json{{"reasoning_tokens", 0}}},
+            // The chat's count of thinking tokens (kept with --reasoning-parser; without one, none reasoned).
+            {"output_tokens_details",
+             {{"reasoning_tokens", usage.contains("completion_tokens_details") ? usage.at("completion_tokens_details").at("reasoning_tokens") : json(0)}}},
             {"total_tokens", usage.at("total_tokens")}}}};
 }
 

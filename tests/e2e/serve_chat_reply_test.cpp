@@ -70,6 +70,39 @@ TEST(ServeReasoning, EachParserSplitsTheThinkingFromTheAnswer) {
   EXPECT_EQ(reasoning_parser_named("deepseek_r1"), ReasoningParser::deepseek_r1);
 }
 
+// The usage's reasoning_tokens: the tokens up to the one that closes the thinking, written out by hand
+// for replies cut into tokens in several ways.
+TEST(ServeReasoning, TheThinkingsTokensAreCounted) {
+  struct Case {
+    ReasoningParser parser;
+    std::vector<std::string> tokens;
+    size_t reasoning_tokens;
+  };
+  const std::vector<Case> cases = {
+      {ReasoningParser::qwen3, {"<think>", "plan", "</think>", "\n\n", "answer"}, 3},
+      {ReasoningParser::qwen3, {"<think>", "plan", "</", "think>", "answer"}, 4},          // the tag across two tokens
+      {ReasoningParser::qwen3, {"<think>", "plan</think>ans", "wer"}, 2},                 // a token both sides of it
+      {ReasoningParser::qwen3, {"<think>plan</think>answer"}, 1},
+      {ReasoningParser::qwen3, {"<think>", "cut", " short"}, 3},                          // max_tokens inside the thinking
+      {ReasoningParser::qwen3, {"<think>", "", "plan", "", "</think>", "", "a"}, 5},       // tokens without text (a held byte)
+      {ReasoningParser::qwen3, {"answer", "<think>", "x", "</think>"}, 0},                // no thinking: not the opening
+      {ReasoningParser::qwen3, {"<think>", "</think>", "a"}, 2},                          // an empty thinking still took its tokens
+      {ReasoningParser::qwen3, {"<think>", "a", "</think>", "b", "</think>"}, 3},         // the first </think> closes it
+      {ReasoningParser::qwen3, {}, 0},
+      {ReasoningParser::deepseek_r1, {"plan", "</think>", "answer"}, 2},
+      {ReasoningParser::deepseek_r1, {"<think>", "plan", "</think>", "answer"}, 3},
+      {ReasoningParser::deepseek_r1, {"all", " thinking"}, 2},
+      {ReasoningParser::deepseek_r1, {"</think>", "a"}, 1},
+      {ReasoningParser::none, {"<think>", "plan", "</think>", "answer"}, 0},
+  };
+  for (const Case& c : cases) {
+    std::string text;
+    for (const std::string& t : c.tokens) text += t + "|";
+    SCOPED_TRACE(text);
+    EXPECT_EQ(reasoning_token_count(c.parser, c.tokens), c.reasoning_tokens);
+  }
+}
+
 // A streamed message's deltas joined: thinking, content (null when none), calls' names and arguments.
 struct Joined {
   std::string reasoning, content;

@@ -465,6 +465,26 @@ TEST(ServeToolCalls, AReasoningParserSplitsTheThinkingFromTheAnswer) {
       EXPECT_EQ(choice.content, c.content ? json(c.content) : json(nullptr)) << reply.body;
       EXPECT_EQ(choice.names, c.calls) << reply.body;
     }
+    // The usage counts the thinking's tokens (OpenAI's completion_tokens_details; the Responses API's
+    // output_tokens_details): the first of three closes it, whole or streamed.
+    json three = body;
+    three["max_tokens"] = 3;
+    three["stream"] = false;
+    const json counted = {{"reasoning_tokens", 1}};
+    const HttpReply whole = post(server.port(), "/v1/chat/completions", three.dump());
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    EXPECT_EQ(json::parse(whole.body).at("usage").at("completion_tokens"), 3);
+    EXPECT_EQ(json::parse(whole.body).at("usage").at("completion_tokens_details"), counted) << whole.body;
+    three["stream"] = true;
+    three["stream_options"] = {{"include_usage", true}};
+    const std::vector<std::string> streamed = events(post(server.port(), "/v1/chat/completions", three.dump()).body);
+    ASSERT_GE(streamed.size(), 2u);
+    EXPECT_EQ(json::parse(streamed[streamed.size() - 2]).at("usage").at("completion_tokens_details"), counted);
+    json response_asked = {{"input", "x"}, {"max_output_tokens", 3}, {"temperature", 0}, {"logit_bias", body.at("logit_bias")}};
+    if (c.tools) response_asked["tools"] = json::array({{{"type", "function"}, {"name", "get_time"}, {"parameters", {{"type", "object"}}}}});
+    const HttpReply response = post(server.port(), "/v1/responses", response_asked.dump());
+    ASSERT_EQ(response.status, 200) << response.body;
+    EXPECT_EQ(json::parse(response.body).at("usage").at("output_tokens_details"), counted) << response.body;
     // Held by a format from its first token (a JSON object, a required call), whole or streamed, where the
     // tags are not tokens of their own (as in this tokenizer): no thinking is split off (with deepseek_r1 a
     // reply without </think> would be all thinking), and there is no reasoning_content.
@@ -477,6 +497,9 @@ TEST(ServeToolCalls, AReasoningParserSplitsTheThinkingFromTheAnswer) {
         const HttpReply reply = post(server.port(), "/v1/chat/completions", asked.dump());
         ASSERT_EQ(reply.status, 200) << reply.body;
         EXPECT_EQ(reply.body.find("reasoning_content"), std::string::npos) << reply.body;
+        if (!stream) {
+          EXPECT_EQ(json::parse(reply.body).at("usage").at("completion_tokens_details"), json({{"reasoning_tokens", 0}}));
+        }
         const ChoiceCalls choice = choice_calls(reply, stream, 1)[0];
         if (held.contains("response_format")) {
           EXPECT_TRUE(choice.content.is_string()) << reply.body;  // split, it would be all thinking
