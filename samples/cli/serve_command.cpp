@@ -217,6 +217,9 @@ struct Generated {
   std::string text;
   bool cut_short = false;
   bool stream_broken = false;  // a streamed reply's writer gave the client up: pieces of it never went out
+  // With --reasoning-parser: what each token added to the reply's text (markers written, before stop
+  // strings cut it; what a stream held to the end goes with the last), for the usage's count of thinking.
+  std::vector<std::string> token_texts;
 };
 Generated generate(Served& served, int fd, GenerateRequest request, const std::vector<std::string>& stops,
                    const StreamedReply* streamed, const ReplyFormat& reply_format, const ThinkingTokens* thinking,
@@ -275,8 +278,12 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   // would leave the markers out).
   const bool by_pieces = stop_text || (markers && !markers->empty());
   std::string shown_text;
+  std::vector<std::string> token_texts;
+  const bool counts_thinking = served.reasoning_parser != ReasoningParser::none;
   request.on_token = [&](int32_t token) {
-    const std::string piece = shown(text_of(token), ++tokens_out < request.min_new_tokens);
+    std::string text = text_of(token);
+    if (counts_thinking) token_texts.push_back(text);
+    const std::string piece = shown(std::move(text), ++tokens_out < request.min_new_tokens);
     if (writer && !piece.empty()) add_event(*writer, streamed->event(piece));
     if (!writer && by_pieces) shown_text += piece;
   };
@@ -303,11 +310,13 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     return none;
   };
   const bool runs = request.max_new_tokens > 0 || request.prompt_logprobs > 0;
-  Generated generated{!runs ? nothing_run() : served.batcher ? served.batcher->run(request) : served.engine->generate(request), "", false};
+  Generated generated{!runs ? nothing_run() : served.batcher ? served.batcher->run(request) : served.engine->generate(request), "", false, false, {}};
   if (lock.owns_lock()) lock.unlock();  // the next request's turn while this reply's last pieces are written
   const GenerateResult& result = generated.result;
   in_flight.end(result);
   generated.cut_short = result.finish_reason == "stopped" && stopping.load() && !(stop_text && stop_text->stopped());
+  if (counts_thinking && !token_texts.empty()) token_texts.back() += served.tokenizer ? stream->finish() : held_bytes;
+  generated.token_texts = std::move(token_texts);
   if (writer) {
     std::string rest = shown(served.tokenizer ? stream->finish() : held_bytes);
     if (stop_text) rest += stop_text->finish();
@@ -376,22 +385,9 @@ std::vector<Generated> run_choices(uint32_t n, bool together, const std::functio
 // The usage of a reply's choices, `per_prompt` of each prompt in turn: each prompt once, every choice's
 // tokens. OpenAI's prompt_tokens_details.cached_tokens: of those prompt tokens, the ones not prefilled
 // (the KV cache held them, or they were copied from another sequence's slot: reused_tokens), the fewest
-// of a prompt's choices (the others copy what the first prefilled, whichever came first).
-// What each of a reply's tokens added to its text, as a stream of it shows them.
-std::vector<std::string> token_texts(const Served& served, const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens) {
-  std::vector<std::string> texts;
-  texts.reserve(tokens.size());
-  if (!served.tokenizer) {
-    for (int32_t token : tokens) texts.push_back(bytes_text({token}));
-    return texts;
-  }
-  StreamingText stream(*served.tokenizer, prompt);
-  for (int32_t token : tokens) texts.push_back(stream.add(token));
-  return texts;
-}
-
-// The usage of a reply's choices; with `reasoning_tokens` (each choice's thinking tokens: a chat's with
-// --reasoning-parser), OpenAI's completion_tokens_details.
+// of a prompt's choices (the others copy what the first prefilled, whichever came first). With
+// `reasoning_tokens` (each choice's thinking tokens: a chat's with --reasoning-parser), OpenAI's
+// completion_tokens_details, their sum.
 json usage(const std::vector<Generated>& choices, uint32_t per_prompt, const std::vector<size_t>* reasoning_tokens = nullptr) {
   size_t prompt = 0, completion = 0, cached = 0;
   for (size_t c = 0; c < choices.size(); ++c) {
@@ -460,7 +456,7 @@ void serve_generation(Served& served, int fd, const std::string& body_text, bool
     if (!chat || served.reasoning_parser == ReasoningParser::none) return usage(generated, per_prompt);
     std::vector<size_t> reasoning_tokens;
     for (const Generated& g : generated)
-      reasoning_tokens.push_back(reasoning_token_count(reasoning, token_texts(served, g.result.prompt_tokens, g.result.tokens)));
+      reasoning_tokens.push_back(reasoning_token_count(reasoning, g.token_texts));
     return usage(generated, per_prompt, &reasoning_tokens);
   };
   // Choice c is of prompt c / per_prompt and draws from the request's seed + c % per_prompt: each prompt's

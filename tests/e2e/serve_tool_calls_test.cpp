@@ -482,9 +482,27 @@ TEST(ServeToolCalls, AReasoningParserSplitsTheThinkingFromTheAnswer) {
     EXPECT_EQ(json::parse(streamed[streamed.size() - 2]).at("usage").at("completion_tokens_details"), counted);
     json response_asked = {{"input", "x"}, {"max_output_tokens", 3}, {"temperature", 0}, {"logit_bias", body.at("logit_bias")}};
     if (c.tools) response_asked["tools"] = json::array({{{"type", "function"}, {"name", "get_time"}, {"parameters", {{"type", "object"}}}}});
+    three.erase("stream_options");  // the last choice's chunk carries the usage
+    const std::vector<std::string> plain = events(post(server.port(), "/v1/chat/completions", three.dump()).body);
+    ASSERT_GE(plain.size(), 2u);
+    EXPECT_EQ(json::parse(plain[plain.size() - 2]).at("usage").at("completion_tokens_details"), counted);
     const HttpReply response = post(server.port(), "/v1/responses", response_asked.dump());
     ASSERT_EQ(response.status, 200) << response.body;
     EXPECT_EQ(json::parse(response.body).at("usage").at("output_tokens_details"), counted) << response.body;
+    response_asked["stream"] = true;  // response.completed (or incomplete: cut by max_output_tokens) holds it
+    const std::string response_events = post(server.port(), "/v1/responses", response_asked.dump()).body;
+    const size_t last_data = response_events.rfind("\ndata: ");  // the typed events' last: "event: NAME\ndata: {...}"
+    ASSERT_NE(last_data, std::string::npos) << response_events;
+    const json last_event = json::parse(response_events.substr(last_data + 7, response_events.find("\n\n", last_data) - last_data - 7));
+    EXPECT_EQ(last_event.at("response").at("usage").at("output_tokens_details"), counted) << last_event.dump();
+    // Two choices: their counts summed.
+    json two = body;
+    two["max_tokens"] = 3;
+    two["n"] = 2;
+    two["stream"] = false;
+    const HttpReply both = post(server.port(), "/v1/chat/completions", two.dump());
+    ASSERT_EQ(both.status, 200) << both.body;
+    EXPECT_EQ(json::parse(both.body).at("usage").at("completion_tokens_details"), json({{"reasoning_tokens", 2}}));
     // Held by a format from its first token (a JSON object, a required call), whole or streamed, where the
     // tags are not tokens of their own (as in this tokenizer): no thinking is split off (with deepseek_r1 a
     // reply without </think> would be all thinking), and there is no reasoning_content.
