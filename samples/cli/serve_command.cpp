@@ -291,6 +291,10 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     client_gone = client_gone || (writer && writer->gone()) || http::peer_closed(fd);
     return client_gone || stopping.load() || (stop_text && stop_text->stopped());
   };
+  // The request's allowed_token_ids (set by its parser), kept beside a format's constraint: a token must be
+  // allowed by both.
+  std::function<void(const std::vector<int32_t>&, std::vector<uint8_t>&)> only = std::move(request.allowed_tokens);
+  request.allowed_tokens = nullptr;
   // After stop_when, which the constraint keeps, and the stop tokens (which a pattern allows where its text matches).
   if (reply_format) {
     auto constrain = [&](GenerateRequest& held) {
@@ -301,6 +305,17 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     } else {
       constrain(request);
     }
+  }
+  if (only && !request.allowed_tokens) {
+    request.allowed_tokens = std::move(only);
+  } else if (only) {
+    request.allowed_tokens = [format = std::move(request.allowed_tokens), only = std::move(only)](const std::vector<int32_t>& generated,
+                                                                                                 std::vector<uint8_t>& allowed) {
+      format(generated, allowed);
+      std::vector<uint8_t> listed(allowed.size(), 0);
+      only(generated, listed);
+      for (size_t t = 0; t < allowed.size(); ++t) allowed[t] = allowed[t] && listed[t];
+    };
   }
   // max_tokens 0 with nothing to score runs nothing (generate() returns at once; a batch would refuse it).
   auto nothing_run = [&] {

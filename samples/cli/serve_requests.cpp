@@ -48,9 +48,29 @@ void refuse_unsupported(const json& body) {
   for (const auto& [field, value] : neutral)
     if (given(body, field) && !(body.at(field).is_number() && body.at(field).get<double>() == value))
       refuse(field, "is not supported (only " + shortest(value) + ")");
-  for (const char* field : {"use_beam_search", "include_stop_str_in_output"})
+  for (const char* field : {"use_beam_search", "include_stop_str_in_output", "return_tokens_as_token_ids", "return_token_ids"})
     if (given(body, field) && body.at(field) != json(false)) refuse(field, "is not supported (only false)");
   if (given(body, "suffix")) refuse("suffix", "is not supported");
+  // vLLM's fields that would change the reply or what it carries, not built: refused unless neutral.
+  if (given(body, "skip_special_tokens") && body.at("skip_special_tokens") != json(true))
+    refuse("skip_special_tokens", "is not supported (only true: special tokens are left out of the reply's text)");
+  for (const char* field : {"bad_words", "logits_processors"})
+    if (given(body, field) && body.at(field) != json::array()) refuse(field, "is not supported (only an empty list)");
+  if (given(body, "priority") && body.at("priority") != json(0))
+    refuse("priority", "is not supported (only 0: requests are served in the order they come)");
+  if (given(body, "prompt_logprobs"))
+    refuse("prompt_logprobs", "is not supported: /v1/completions' \"echo\" with \"logprobs\" scores a prompt's tokens");
+  if (given(body, "guided_whitespace_pattern"))
+    refuse("guided_whitespace_pattern", "is not supported: tilefire serve --json-whitespace N bounds a JSON reply's whitespace");
+  if (given(body, "cache_salt"))
+    refuse("cache_salt", "is not supported: every request reuses what the KV cache holds of its prompt, whoever sent it");
+  for (const char* field : {"prompt_embeds", "kv_transfer_params", "vllm_xargs"})
+    if (given(body, field)) refuse(field, "is not supported");
+  // OpenAI's: other modalities, web search and verbosity would each change the reply.
+  if (given(body, "modalities") && body.at("modalities") != json::array({"text"}))
+    refuse("modalities", "is not supported (only [\"text\"]: the model writes text)");
+  for (const char* field : {"audio", "web_search_options", "verbosity"})
+    if (given(body, field)) refuse(field, "is not supported");
 }
 
 // OpenAI's response_format: {"type": "text"} (what a reply is anyway), {"type": "json_object"} (a JSON
@@ -217,6 +237,22 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
       request.stop_tokens.push_back(id.get<int32_t>());
     }
   }
+  // vLLM's allowed_token_ids: each token is chosen among these alone (the eos too only when listed), as
+  // constrained decoding chooses (generate() in serve_command.cpp keeps both where a format holds the reply).
+  if (given(body, "allowed_token_ids")) {
+    const json& ids = body.at("allowed_token_ids");
+    if (!ids.is_array() || ids.empty()) refuse("allowed_token_ids", "must be a non-empty list of token ids");
+    std::vector<int32_t> allowed;
+    for (const json& id : ids) {
+      if (!id.is_number_integer() || (!id.is_number_unsigned() && id.get<int64_t>() < 0) || id.get<uint64_t>() >= model.vocab)
+        refuse("allowed_token_ids", "holds " + id.dump().substr(0, 40) + ", not a token id of the vocabulary of " + std::to_string(model.vocab));
+      allowed.push_back(id.get<int32_t>());
+    }
+    request.allowed_tokens = [allowed](const std::vector<int32_t>&, std::vector<uint8_t>& mask) {
+      for (int32_t id : allowed)
+        if (size_t(id) < mask.size()) mask[size_t(id)] = 1;
+    };
+  }
   if (given(body, "stop")) {
     const json& stop = body.at("stop");
     if (stop.is_string()) parsed.stops.push_back(stop.get<std::string>());
@@ -256,6 +292,19 @@ void ask_for_logprobs(ParsedRequest& parsed) {
 
 // The longest reply asked for: max_tokens, or max_completion_tokens (the newer name) when given.
 const char* max_tokens_field(const json& body) { return given(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens"; }
+
+// vLLM's truncate_prompt_tokens: K keeps a prompt's last K tokens (-1: the context's length); the
+// prompt as the model then reads it is what the usage counts.
+void truncate_prompt(const json& body, const ModelInfo& model, std::vector<int32_t>& prompt) {
+  if (!given(body, "truncate_prompt_tokens")) return;
+  const json& value = body.at("truncate_prompt_tokens");
+  if (!value.is_number_integer() || (value.is_number_unsigned() ? value.get<uint64_t>() == 0 || value.get<uint64_t>() > model.max_context
+                                                                 : value.get<int64_t>() != -1))
+    refuse("truncate_prompt_tokens", "must be -1 (the context's length) or a whole number from 1 to " + std::to_string(model.max_context) +
+                                         ", got " + value.dump().substr(0, 40));
+  const size_t keep = value.get<int64_t>() == -1 ? model.max_context : value.get<size_t>();
+  if (prompt.size() > keep) prompt.erase(prompt.begin(), prompt.end() - ptrdiff_t(keep));
+}
 
 // A prompt the context cannot hold is refused here, before a stream's head is sent.
 void check_prompt_fits(const std::vector<int32_t>& prompt, const ModelInfo& model, const char* field) {
@@ -427,9 +476,17 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
   ParsedRequest parsed = common_fields(body, model, max_tokens_field(body), 16);  // OpenAI's default
   if (!given(body, "prompt")) refuse("prompt", "is missing");
   const json& prompt = body.at("prompt");
+  // vLLM's add_special_tokens: the tokenizer's start token before a text prompt (its default), or not (a
+  // prompt that writes its own, as evaluation harnesses send).
+  bool add_special_tokens = true;
+  if (given(body, "add_special_tokens")) {
+    if (!body.at("add_special_tokens").is_boolean())
+      refuse("add_special_tokens", "must be true or false, got " + body.at("add_special_tokens").dump().substr(0, 200));
+    add_special_tokens = body.at("add_special_tokens").get<bool>();
+  }
   auto encode = [&](const std::string& text) {
     try {
-      return tokenizer ? tokenizer->encode(text) : byte_tokens(text);
+      return tokenizer ? tokenizer->encode(text, add_special_tokens) : byte_tokens(text);
     } catch (const InputError& e) {
       refuse("prompt", e.what());
     }
@@ -450,6 +507,7 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
       }
     }
     if (tokens.empty()) refuse("prompt", "is empty");
+    truncate_prompt(body, model, tokens);
     check_prompt_fits(tokens, model, "prompt");
     return tokens;
   };
@@ -507,6 +565,7 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
   const std::string text = render_chat_prompt(body, *chat_template, parsed.tool_calling.tools, tool_call_parser);
   parsed.request.prompt = tokenizer->encode(text, chat_add_special_tokens(body));
   if (parsed.request.prompt.empty()) refuse("messages", "rendered an empty prompt through the chat template");
+  truncate_prompt(body, model, parsed.request.prompt);
   check_prompt_fits(parsed.request.prompt, model, "messages");
   parsed.prompts = {parsed.request.prompt};
   parsed.request.stop_tokens.insert(parsed.request.stop_tokens.end(), end_of_reply.begin(), end_of_reply.end());
