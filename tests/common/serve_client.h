@@ -76,6 +76,14 @@ inline HttpReply post(uint16_t port, const std::string& path, const std::string&
                             std::to_string(body.size()) + "\r\n\r\n" + body);
 }
 
+// The JSON reply to `body` posted to `path`, which must answer `expected_status` (a failure otherwise, and
+// an empty object).
+inline nlohmann::json post_json(uint16_t port, const std::string& path, const nlohmann::json& body, int expected_status = 200) {
+  const HttpReply reply = post(port, path, body.dump());
+  EXPECT_EQ(reply.status, expected_status) << path << " " << body.dump() << "\n" << reply.body;
+  return reply.status == expected_status ? nlohmann::json::parse(reply.body) : nlohmann::json::object();
+}
+
 // The data of each server-sent event.
 inline std::vector<std::string> events(const std::string& body) {
   std::vector<std::string> data;

@@ -17,12 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-json post_json(uint16_t port, const std::string& path, const json& body, int expected_status = 200) {
-  const HttpReply reply = post(port, path, body.dump());
-  EXPECT_EQ(reply.status, expected_status) << path << " " << body.dump() << "\n" << reply.body;
-  return reply.status == expected_status ? json::parse(reply.body) : json::object();
-}
-
 std::string completion_text(const json& reply) { return reply.empty() ? "(none)" : reply.at("choices")[0].at("text").get<std::string>(); }
 
 TEST(ServePromptFields, AddSpecialTokensAndTruncationAreTheTokensTheModelReads) {

@@ -35,12 +35,6 @@ json weather_tools_flat() {
       "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 8}}, "required": ["city"]}}])");
 }
 
-json post_json(uint16_t port, const std::string& path, const json& body, int expected_status = 200) {
-  const HttpReply reply = post(port, path, body.dump());
-  EXPECT_EQ(reply.status, expected_status) << path << " " << body.dump() << "\n" << reply.body;
-  return reply.status == expected_status ? json::parse(reply.body) : json::object();
-}
-
 // The output items of `type`.
 std::vector<json> items_of(const json& response, const std::string& type) {
   std::vector<json> items;

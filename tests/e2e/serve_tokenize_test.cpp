@@ -21,12 +21,6 @@ namespace {
 
 using nlohmann::json;
 
-json post_json(uint16_t port, const std::string& path, const json& body, int expected_status = 200) {
-  const HttpReply reply = post(port, path, body.dump());
-  EXPECT_EQ(reply.status, expected_status) << path << " " << body.dump() << "\n" << reply.body;
-  return reply.status == expected_status ? json::parse(reply.body) : json::object();
-}
-
 // The text of `tokens`, by /detokenize.
 std::string text_of(uint16_t port, const json& tokens) { return post_json(port, "/detokenize", {{"tokens", tokens}}).value("prompt", ""); }
 
