@@ -69,6 +69,9 @@ too, with exit status 3, for a supervisor to restart it.
   --host ADDRESS         IPv4 address to listen on (default 127.0.0.1: this machine only)
   --port N               TCP port (default 8000; 0: any free port, printed at start)
   --chat-template FILE   a Jinja chat template instead of the folder's (or for a folder without one)
+  --served-model-name N  the model's id in /v1/models and in replies (default: the folder's name; "tiny"
+                         for the built-in sample); GET /v1/models/N answers it. A request's "model" is not
+                         checked: the one model answers every request
   --api-key KEY          the /v1/ paths, /tokenize and /detokenize answer only requests with
                          "Authorization: Bearer KEY" (401 otherwise);
                          default: the TILEFIRE_API_KEY environment variable, else none. /health and /metrics
@@ -650,7 +653,8 @@ void handle_connection(Served& served, int fd) {
     const bool tokenizing = request.target == "/tokenize" || request.target == "/detokenize";  // vLLM's paths
     const bool posted = tokenizing || request.target == "/v1/completions" || request.target == "/v1/chat/completions" ||
                         request.target == "/v1/responses";
-    const bool listing = request.target == "/v1/models" || request.target == "/health" || request.target == "/metrics";
+    const bool one_model = request.target.rfind("/v1/models/", 0) == 0;  // OpenAI's retrieve: GET /v1/models/ID
+    const bool listing = request.target == "/v1/models" || one_model || request.target == "/health" || request.target == "/metrics";
     if (!posted && !listing) throw http::Error{404, "no such path: " + request.target};
     if (request.method != (posted ? "POST" : "GET"))
       throw http::Error{405, request.target + " takes " + (posted ? "POST" : "GET") + ", not " + request.method};
@@ -662,11 +666,13 @@ void handle_connection(Served& served, int fd) {
     } else if (request.target == "/metrics") {
       status = 200;
       http::write_all(fd, http::response(200, "text/plain; version=0.0.4; charset=utf-8", served.metrics.render()));
-    } else if (request.target == "/v1/models") {
-      status = 200;
+    } else if (request.target == "/v1/models" || one_model) {
       const json model = {{"id", served.name}, {"object", "model"}, {"created", 0}, {"owned_by", "tilefire"},
                           {"max_model_len", served.engine->model().max_context}};
-      http::write_all(fd, json_response(200, {{"object", "list"}, {"data", {model}}}));
+      const std::string asked = one_model ? request.target.substr(std::string("/v1/models/").size()) : "";
+      if (one_model && asked != served.name) throw http::Error{404, "no model '" + asked.substr(0, 200) + "': this server has '" + served.name + "'"};
+      status = 200;
+      http::write_all(fd, json_response(200, one_model ? model : json{{"object", "list"}, {"data", {model}}}));
     } else if (tokenizing) {  // the tokenizer alone: no turn on the engine
       const json reply = request.target == "/tokenize" ? tokenize_reply(request.body, served.tokenizer.get(), served.chat_template.get(),
                                                                         served.engine->model(), served.tool_call_parser)
@@ -710,7 +716,7 @@ void handle_connection(Served& served, int fd) {
 }  // namespace
 
 int serve_command(int argc, char** argv) {
-  std::vector<std::string> switches{"--help", "--separate-prefill"}, valued{"--host", "--port", "--chat-template", "--api-key", "--max-connections", "--io-timeout-ms", "--json-whitespace",
+  std::vector<std::string> switches{"--help", "--separate-prefill"}, valued{"--host", "--port", "--chat-template", "--served-model-name", "--api-key", "--max-connections", "--io-timeout-ms", "--json-whitespace",
                                                      "--tool-call-parser", "--reasoning-parser",
                                                      "--sequences", "--prefill-chunks"};
   for (const std::string& flag : engine_valued()) valued.push_back(flag);
@@ -793,6 +799,11 @@ int serve_command(int argc, char** argv) {
   served.io_timeout_ms = io_timeout_ms;
   served.name = options.model_dir.empty() ? "tiny" : std::filesystem::path(options.model_dir).lexically_normal().filename().string();
   if (served.name.empty()) served.name = std::filesystem::path(options.model_dir).lexically_normal().parent_path().filename().string();
+  if (const auto name = args.text("--served-model-name")) {
+    if (name->empty() || name->find_first_of(" \t\r\n/") != std::string::npos)
+      throw InputError("--served-model-name must be a name without spaces or '/', got '" + *name + "'");
+    served.name = *name;
+  }
 
   struct sigaction action{};
   action.sa_handler = stop_serving;

@@ -34,11 +34,13 @@ void ServeMetrics::Histogram::observe(double seconds) {
 }
 
 void ServeMetrics::request_ended(const std::string& path, int status, double seconds) {
-  const bool known = path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/models" || path == "/health" ||
-                     path == "/metrics";
+  const bool generation = path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/responses";
+  const bool known = generation || path == "/v1/models" || path == "/tokenize" || path == "/detokenize" || path == "/health" || path == "/metrics";
+  // A model's own path is counted under one label: the names asked for are the clients', unbounded.
+  const std::string label = known ? path : path.rfind("/v1/models/", 0) == 0 ? "/v1/models/{model}" : "other";
   std::lock_guard<std::mutex> lock(mutex_);
-  ++requests_[{known ? path : "other", status}];
-  if (path == "/v1/completions" || path == "/v1/chat/completions") generation_request_.observe(seconds);
+  ++requests_[{label, status}];
+  if (generation) generation_request_.observe(seconds);
 }
 
 void ServeMetrics::generation_started() {

@@ -75,6 +75,10 @@ void metrics_count_what_was_served(const std::vector<std::string>& extra) {
   EXPECT_EQ(post(server.port(), "/v1/completions", R"({"prompt": "x", "n": 0})").status, 400);
   EXPECT_EQ(http_exchange(server.port(), "GET /v1/models HTTP/1.1\r\n\r\n").status, 200);
   EXPECT_EQ(http_exchange(server.port(), "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").status, 405);
+  EXPECT_EQ(post(server.port(), "/v1/responses", R"({"input": "x"})").status, 400);  // the sample has no chat template
+  EXPECT_EQ(http_exchange(server.port(), "GET /v1/models/tiny HTTP/1.1\r\n\r\n").status, 200);
+  EXPECT_EQ(http_exchange(server.port(), "GET /v1/models/gpt-4 HTTP/1.1\r\n\r\n").status, 404);
+  EXPECT_EQ(post(server.port(), "/tokenize", R"({"prompt": "x"})").status, 200);
 
   m = scrape(server.port());
   EXPECT_EQ(m["tilefire_http_requests_total{path=\"/v1/completions\",status=\"200\"}"], 2);
@@ -82,6 +86,10 @@ void metrics_count_what_was_served(const std::vector<std::string>& extra) {
   EXPECT_EQ(m["tilefire_http_requests_total{path=\"/v1/models\",status=\"200\"}"], 1);
   EXPECT_EQ(m["tilefire_http_requests_total{path=\"/metrics\",status=\"200\"}"], 1);
   EXPECT_EQ(m["tilefire_http_requests_total{path=\"/metrics\",status=\"405\"}"], 1);
+  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/v1/responses\",status=\"400\"}"], 1);
+  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/v1/models/{model}\",status=\"200\"}"], 1);  // one label for every name asked
+  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/v1/models/{model}\",status=\"404\"}"], 1);
+  EXPECT_EQ(m["tilefire_http_requests_total{path=\"/tokenize\",status=\"200\"}"], 1);
   const json whole_usage = json::parse(whole.body).at("usage");
   EXPECT_EQ(m["tilefire_prompt_tokens_total"], whole_usage.at("prompt_tokens").get<double>() + streamed_usage.at("prompt_tokens").get<double>());
   // The streamed request samples with a seed of the server's choosing, so it may meet the end-of-text token
@@ -102,7 +110,7 @@ void metrics_count_what_was_served(const std::vector<std::string>& extra) {
   EXPECT_EQ(m["tilefire_draft_tokens_total"], 0) << "nothing speculated without --speculate";
   for (const std::string name : {"tilefire_time_to_first_token_seconds", "tilefire_time_per_output_token_seconds",
                                  "tilefire_generation_request_seconds"}) {
-    const double count = name == "tilefire_generation_request_seconds" ? 3 : 2;  // the refused request too
+    const double count = name == "tilefire_generation_request_seconds" ? 4 : 2;  // the refused requests too
     EXPECT_EQ(m[name + "_count"], count) << name;
     EXPECT_EQ(m[name + "_bucket{le=\"+Inf\"}"], count) << name;
     EXPECT_GT(m[name + "_sum"], 0) << name;
@@ -737,6 +745,29 @@ TEST(ServeApi, AnApiKeyGuardsTheV1Paths) {
   const RunResult spaced = run_cli({"serve", "--api-key", "two words", "--port", "0"});
   EXPECT_EQ(spaced.status, 2) << describe(spaced);
   EXPECT_NE(spaced.err.find("holds a space or control character"), std::string::npos) << spaced.err;
+}
+
+// --served-model-name is the id the models list, OpenAI's retrieve, and every reply carry.
+TEST(ServeApi, TheServedModelNameIsTheModelsId) {
+  Server server({"--threads", "1", "--served-model-name", "team-model-v2"});
+  ASSERT_NE(server.port(), 0);
+  const HttpReply listed = http_exchange(server.port(), "GET /v1/models HTTP/1.1\r\n\r\n");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  EXPECT_EQ(json::parse(listed.body).at("data")[0].at("id"), "team-model-v2");
+  const HttpReply one = http_exchange(server.port(), "GET /v1/models/team-model-v2 HTTP/1.1\r\n\r\n");
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(json::parse(one.body), json::parse(listed.body).at("data")[0]);
+  const HttpReply other = http_exchange(server.port(), "GET /v1/models/tiny HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(other.status, 404) << other.body;
+  EXPECT_NE(other.body.find("no model 'tiny': this server has 'team-model-v2'"), std::string::npos) << other.body;
+  const HttpReply reply = post(server.port(), "/v1/completions", R"({"prompt": "a", "max_tokens": 2, "model": "anything"})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(json::parse(reply.body).at("model"), "team-model-v2");
+  for (const std::string bad : {"two words", "a/b"}) {
+    const RunResult refused = run_cli({"serve", "--served-model-name", bad, "--port", "0"});
+    EXPECT_EQ(refused.status, 2) << describe(refused);
+    EXPECT_NE(refused.err.find("--served-model-name must be a name without spaces or '/'"), std::string::npos) << refused.err;
+  }
 }
 
 }  // namespace
