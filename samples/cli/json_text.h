@@ -22,6 +22,8 @@ Brackets scan_brackets(const std::string& text, size_t begin, bool to_close);
 
 bool nested_past_bound(const std::string& text);
 
+// JSON's whitespace: space, tab, new line, carriage return.
+inline bool is_json_whitespace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 // Whether `text` is JSON's whitespace alone (or empty): where a model's reply or a call's arguments say nothing.
 bool only_whitespace(const std::string& text);
 

@@ -17,10 +17,8 @@ constexpr std::string_view kFunctionClose = "</function>";
 constexpr std::string_view kParameterOpen = "<parameter=";
 constexpr std::string_view kParameterClose = "</parameter>";
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
 size_t skip_space(std::string_view text, size_t at) {
-  while (at < text.size() && is_space(text[at])) ++at;
+  while (at < text.size() && is_json_whitespace(text[at])) ++at;
   return at;
 }
 
@@ -83,8 +81,8 @@ std::optional<XmlCall> block_call(std::string_view block) {
 std::optional<json> value_as(const std::string& value, const std::string& type) {
   if (type == "string") return json(value);
   std::string_view word = value;  // a word, whitespace around it allowed
-  while (!word.empty() && is_space(word.front())) word.remove_prefix(1);
-  while (!word.empty() && is_space(word.back())) word.remove_suffix(1);
+  while (!word.empty() && is_json_whitespace(word.front())) word.remove_prefix(1);
+  while (!word.empty() && is_json_whitespace(word.back())) word.remove_suffix(1);
   if (type == "null") return word == "null" || word == "None" ? std::optional<json>(json(nullptr)) : std::nullopt;
   if (type == "boolean") {
     if (word == "true" || word == "True") return json(true);
