@@ -297,6 +297,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   // The request's allowed_token_ids (set by its parser), kept beside a format's constraint: a token must be
   // allowed by both.
   std::function<void(const std::vector<int32_t>&, std::vector<uint8_t>&)> only = std::move(request.allowed_tokens);
+  const bool restricted = static_cast<bool>(only);
   request.allowed_tokens = nullptr;
   // After stop_when, which the constraint keeps, and the stop tokens (which a pattern allows where its text matches).
   if (reply_format) {
@@ -328,7 +329,21 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     return none;
   };
   const bool runs = request.max_new_tokens > 0 || request.prompt_logprobs > 0;
-  Generated generated{!runs ? nothing_run() : served.batcher ? served.batcher->run(request) : served.engine->generate(request), "", false, false, {}};
+  // A choice the list leaves empty is named by the request's field (the engine names its own callback).
+  auto run = [&] {
+    try {
+      return served.batcher ? served.batcher->run(request) : served.engine->generate(request);
+    } catch (const InputError& e) {
+      const std::string what = e.what(), asked = "GenerateRequest::allowed_tokens, asked for generated token ";
+      const size_t at = what.find(asked);
+      if (!restricted || at == std::string::npos || what.find("allowed no token") == std::string::npos) throw;
+      const std::string token = what.substr(at + asked.size(), what.find(',', at + asked.size()) - at - asked.size());
+      throw InputError("'allowed_token_ids' leaves no token to choose for generated token " + token +
+                       (reply_format ? " beside " + reply_format.named : std::string()) +
+                       (what.find("min_new_tokens") != std::string::npos ? " while min_tokens holds back the ending tokens" : ""));
+    }
+  };
+  Generated generated{!runs ? nothing_run() : run(), "", false, false, {}};
   if (lock.owns_lock()) lock.unlock();  // the next request's turn while this reply's last pieces are written
   const GenerateResult& result = generated.result;
   in_flight.end(result);

@@ -293,17 +293,39 @@ void ask_for_logprobs(ParsedRequest& parsed) {
 // The longest reply asked for: max_tokens, or max_completion_tokens (the newer name) when given.
 const char* max_tokens_field(const json& body) { return given(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens"; }
 
-// vLLM's truncate_prompt_tokens: K keeps a prompt's last K tokens (-1: the context's length); the
-// prompt as the model then reads it is what the usage counts.
-void truncate_prompt(const json& body, const ModelInfo& model, std::vector<int32_t>& prompt) {
+// vLLM's truncate_prompt_tokens: K keeps a prompt's last K tokens (-1: what the context holds beside
+// the reply's max_tokens when it is given, else the whole context). A text's tokens the tokenizer added
+// around it (`added_before`, `added_after`: its start token) stay, as Hugging Face's truncation keeps
+// them: K counts them. The prompt as the model then reads it is what the usage counts.
+void truncate_prompt(const json& body, const ModelInfo& model, uint32_t max_new_tokens, std::vector<int32_t>& prompt,
+                     size_t added_before = 0, size_t added_after = 0) {
   if (!given(body, "truncate_prompt_tokens")) return;
   const json& value = body.at("truncate_prompt_tokens");
   if (!value.is_number_integer() || (value.is_number_unsigned() ? value.get<uint64_t>() == 0 || value.get<uint64_t>() > model.max_context
                                                                  : value.get<int64_t>() != -1))
     refuse("truncate_prompt_tokens", "must be -1 (the context's length) or a whole number from 1 to " + std::to_string(model.max_context) +
                                          ", got " + value.dump().substr(0, 40));
-  const size_t keep = value.get<int64_t>() == -1 ? model.max_context : value.get<size_t>();
-  if (prompt.size() > keep) prompt.erase(prompt.begin(), prompt.end() - ptrdiff_t(keep));
+  size_t keep = value.get<int64_t>() == -1 ? model.max_context : value.get<size_t>();
+  if (value.get<int64_t>() == -1 && given(body, max_tokens_field(body))) {
+    if (max_new_tokens >= model.max_context)
+      refuse("truncate_prompt_tokens", "is -1, and " + std::string(max_tokens_field(body)) + " (" + std::to_string(max_new_tokens) +
+                                           ") leaves no room in the context of " + std::to_string(model.max_context) + " for a prompt");
+    keep = model.max_context - max_new_tokens;
+  }
+  if (prompt.size() <= keep) return;
+  const size_t added = added_before + added_after;
+  if (keep <= added)
+    refuse("truncate_prompt_tokens", "is " + std::to_string(keep) + ", which leaves no room for the prompt beside the " + std::to_string(added) +
+                                         " tokens the tokenizer adds around it");
+  prompt.erase(prompt.begin() + ptrdiff_t(added_before), prompt.end() - ptrdiff_t(added_after) - ptrdiff_t(keep - added));
+}
+
+// How many tokens the tokenizer added before and after a text's own (`with` its special tokens, `without`
+// them): {0, 0} where `without` is not found inside `with`.
+std::pair<size_t, size_t> added_around(const std::vector<int32_t>& with, const std::vector<int32_t>& without) {
+  for (size_t before = 0; before + without.size() <= with.size(); ++before)
+    if (std::equal(without.begin(), without.end(), with.begin() + ptrdiff_t(before))) return {before, with.size() - without.size() - before};
+  return {0, 0};
 }
 
 // A prompt the context cannot hold is refused here, before a stream's head is sent.
@@ -497,8 +519,11 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
   // One prompt (a string, or a list of token ids) or several (a list of strings, or of lists of ids).
   auto read_one = [&](const json& p) {
     std::vector<int32_t> tokens;
+    std::pair<size_t, size_t> added{0, 0};  // the tokenizer's tokens around a text, which truncation keeps
     if (p.is_string()) {
       tokens = encode(p.get<std::string>());
+      if (tokenizer && add_special_tokens && given(body, "truncate_prompt_tokens"))
+        added = added_around(tokens, tokenizer->encode(p.get<std::string>(), false));
     } else {
       for (const json& token : p) {
         if (token.is_number_unsigned() ? token.get<uint64_t>() >= model.vocab : token.get<int64_t>() < 0)
@@ -507,7 +532,7 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
       }
     }
     if (tokens.empty()) refuse("prompt", "is empty");
-    truncate_prompt(body, model, tokens);
+    truncate_prompt(body, model, parsed.request.max_new_tokens, tokens, added.first, added.second);
     check_prompt_fits(tokens, model, "prompt");
     return tokens;
   };
@@ -563,9 +588,14 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
     refuse("stop", "with " + parsed.reply_format.named + ": the reply is a call held to its schema, which a stop string would cut");
   refuse_min_tokens_beside_a_format(parsed);
   const std::string text = render_chat_prompt(body, *chat_template, parsed.tool_calling.tools, tool_call_parser);
-  parsed.request.prompt = tokenizer->encode(text, chat_add_special_tokens(body));
+  const bool add_special_tokens = chat_add_special_tokens(body);
+  parsed.request.prompt = tokenizer->encode(text, add_special_tokens);
   if (parsed.request.prompt.empty()) refuse("messages", "rendered an empty prompt through the chat template");
-  truncate_prompt(body, model, parsed.request.prompt);
+  // The tokenizer's tokens around the rendered text stay; the template's own are text, cut as the rest.
+  const std::pair<size_t, size_t> added = add_special_tokens && given(body, "truncate_prompt_tokens")
+                                              ? added_around(parsed.request.prompt, tokenizer->encode(text, false))
+                                              : std::pair<size_t, size_t>{0, 0};
+  truncate_prompt(body, model, parsed.request.max_new_tokens, parsed.request.prompt, added.first, added.second);
   check_prompt_fits(parsed.request.prompt, model, "messages");
   parsed.prompts = {parsed.request.prompt};
   parsed.request.stop_tokens.insert(parsed.request.stop_tokens.end(), end_of_reply.begin(), end_of_reply.end());

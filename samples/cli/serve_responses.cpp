@@ -200,10 +200,22 @@ json chat_body_of_responses_request(const json& body) {
         refuse(std::string("reasoning.") + field, "is not built: the models Tilefire runs take no reasoning effort and write no summary (leave it out)");
   }
   if (given(body, "max_tool_calls")) refuse("max_tool_calls", "is not built (parallel_tool_calls: false holds a reply to one call)");
+  if (given(body, "n") && body.at("n") != json(1)) refuse("n", "must be 1: a response holds one reply");
+  if (given(body, "logprobs") && body.at("logprobs") != json(false)) refuse("logprobs", "is not built for /v1/responses: /v1/chat/completions gives them");
+  if (given(body, "response_format"))  // (a refusal naming the chat's field would be renamed to this one anyway)
+    refuse("text.format", "is where /v1/responses takes a reply's format, not \"response_format\" (the chat's field)");
   json chat = json::object();
-  // Fields the chat reads by the same name and meaning.
-  for (const char* field : {"model", "stream", "temperature", "top_p", "parallel_tool_calls", "seed", "top_k", "min_p", "repetition_penalty",
-                            "presence_penalty", "frequency_penalty", "logit_bias", "stop", "stop_token_ids", "ignore_eos", "min_tokens", "user"})
+  // Fields the chat reads by the same name and meaning (OpenAI's, then the extensions vLLM's Responses
+  // take too, and the rest of the chat's, which it honours or refuses by name: none is dropped unread).
+  for (const char* field : {"model", "stream", "temperature", "top_p", "parallel_tool_calls", "seed", "user",
+                            "top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty", "logit_bias", "stop",
+                            "stop_token_ids", "ignore_eos", "min_tokens", "structured_outputs", "allowed_token_ids", "truncate_prompt_tokens",
+                            "skip_special_tokens", "include_stop_str_in_output", "priority", "cache_salt", "vllm_xargs", "bad_words",
+                            "logits_processors", "prompt_logprobs", "return_token_ids", "return_tokens_as_token_ids", "guided_whitespace_pattern",
+                            "prompt_embeds", "kv_transfer_params", "typical_p", "length_penalty", "use_beam_search", "best_of", "echo", "suffix",
+                            "guided_json", "guided_regex", "guided_choice", "guided_grammar", "guided_decoding_backend", "chat_template",
+                            "chat_template_kwargs", "documents", "add_special_tokens", "add_generation_prompt", "continue_final_message",
+                            "audio", "modalities", "web_search_options", "verbosity"})
     if (given(body, field)) chat[field] = body.at(field);
   if (given(body, "max_output_tokens")) chat["max_tokens"] = body.at("max_output_tokens");
   if (!given(body, "input")) refuse("input", "is missing");

@@ -28,7 +28,7 @@ TEST(ServePromptFields, AddSpecialTokensAndTruncationAreTheTokensTheModelReads) 
   const json without_start = post_json(port, "/tokenize", {{"prompt", text}, {"add_special_tokens", false}});
   ASSERT_EQ(with_start.at("count").get<size_t>(), without_start.at("count").get<size_t>() + 1);  // the tokenizer's start token
   auto greedy = [&](json body) {
-    body["max_tokens"] = 6;
+    if (!body.contains("max_tokens")) body["max_tokens"] = 6;
     body["temperature"] = 0;
     return post_json(port, "/v1/completions", body);
   };
@@ -36,29 +36,47 @@ TEST(ServePromptFields, AddSpecialTokensAndTruncationAreTheTokensTheModelReads) 
   const json plain = greedy({{"prompt", text}, {"add_special_tokens", false}});
   EXPECT_EQ(plain.at("usage").at("prompt_tokens"), without_start.at("count"));
   EXPECT_EQ(completion_text(plain), completion_text(greedy({{"prompt", without_start.at("tokens")}})));
-  // Truncated: the reply to the prompt's last K tokens, for a text and for ids; the chat's too.
-  const json tokens = with_start.at("tokens");
-  for (const size_t keep : {size_t(1), size_t(5), tokens.size(), tokens.size() + 3}) {
+  // Truncated: the reply to the prompt's last K tokens. A text's start token, which the tokenizer added,
+  // stays (Hugging Face's truncation keeps what it adds) and counts among the K; ids are cut as they are.
+  const json tokens = with_start.at("tokens"), own = without_start.at("tokens");
+  for (const size_t keep : {size_t(2), size_t(5), tokens.size(), tokens.size() + 3}) {
     SCOPED_TRACE(keep);
-    const json last_k(tokens.end() - std::ptrdiff_t(std::min(keep, tokens.size())), tokens.end());
-    const std::string expected = completion_text(greedy({{"prompt", last_k}}));
+    json kept = tokens;
+    if (keep < tokens.size()) {
+      kept = json::array({tokens[0]});
+      for (size_t i = own.size() - (keep - 1); i < own.size(); ++i) kept.push_back(own[i]);
+    }
     const json by_text = greedy({{"prompt", text}, {"truncate_prompt_tokens", keep}});
-    EXPECT_EQ(completion_text(by_text), expected);
-    EXPECT_EQ(by_text.value("usage", json::object()).value("prompt_tokens", 0u), last_k.size());
-    EXPECT_EQ(completion_text(greedy({{"prompt", tokens}, {"truncate_prompt_tokens", keep}})), expected);
+    EXPECT_EQ(completion_text(by_text), completion_text(greedy({{"prompt", kept}})));
+    EXPECT_EQ(by_text.value("usage", json::object()).value("prompt_tokens", 0u), kept.size());
+    const json last_k(tokens.end() - std::ptrdiff_t(std::min(keep, tokens.size())), tokens.end());
+    const json by_ids = greedy({{"prompt", tokens}, {"truncate_prompt_tokens", keep}});
+    EXPECT_EQ(completion_text(by_ids), completion_text(greedy({{"prompt", last_k}})));
+    EXPECT_EQ(by_ids.value("usage", json::object()).value("prompt_tokens", 0u), last_k.size());
   }
-  // -1 keeps what the context holds: a prompt past it is read from its end instead of refused.
+  // One token is the start token alone: no room for the text.
+  const HttpReply no_room = post(port, "/v1/completions", json({{"prompt", text}, {"truncate_prompt_tokens", 1}}).dump());
+  EXPECT_EQ(no_room.status, 400) << no_room.body;
+  EXPECT_NE(no_room.body.find("'truncate_prompt_tokens' is 1, which leaves no room for the prompt beside the 1 tokens"), std::string::npos) << no_room.body;
+  // -1 keeps what the context holds beside the reply's max_tokens (the whole context when none is given):
+  // a prompt past it is read from its end instead of refused.
   json long_prompt = json::array();
   for (int i = 0; i < 1100; ++i) long_prompt.push_back(100 + i % 50);
-  const json context = json::array_t(long_prompt.end() - 1024, long_prompt.end());
-  json one_token = {{"max_tokens", 1}, {"temperature", 0}};
-  one_token["prompt"] = long_prompt;
-  post_json(port, "/v1/completions", one_token, 400);
-  one_token["truncate_prompt_tokens"] = -1;
-  const json cut = post_json(port, "/v1/completions", one_token);
-  ASSERT_FALSE(cut.empty());
-  EXPECT_EQ(cut.at("usage").at("prompt_tokens"), 1024);
-  EXPECT_EQ(cut.at("choices")[0].at("finish_reason"), "length");  // the context is full: nothing more fits
+  json cut_body = {{"prompt", long_prompt}, {"temperature", 0}};
+  post_json(port, "/v1/completions", cut_body, 400);
+  cut_body["truncate_prompt_tokens"] = -1;
+  const json whole_context = post_json(port, "/v1/completions", cut_body);  // completions' default max_tokens is not given
+  ASSERT_FALSE(whole_context.empty());
+  EXPECT_EQ(whole_context.at("usage").at("prompt_tokens"), 1024);
+  cut_body["max_tokens"] = 3;
+  const json beside = post_json(port, "/v1/completions", cut_body);
+  ASSERT_FALSE(beside.empty());
+  EXPECT_EQ(beside.at("usage").at("prompt_tokens"), 1021);
+  EXPECT_EQ(completion_text(beside), completion_text(greedy({{"prompt", json::array_t(long_prompt.end() - 1021, long_prompt.end())}, {"max_tokens", 3}})));
+  cut_body["max_tokens"] = 1024;
+  const HttpReply full = post(port, "/v1/completions", cut_body.dump());
+  EXPECT_EQ(full.status, 400) << full.body;
+  EXPECT_NE(full.body.find("'truncate_prompt_tokens' is -1, and max_tokens (1024) leaves no room"), std::string::npos) << full.body;
   // A chat's rendered prompt, cut the same way.
   const json messages = json::array({{{"role", "user"}, {"content", text}}});
   const json chat_tokens = post_json(port, "/tokenize", {{"messages", messages}}).at("tokens");
@@ -99,8 +117,48 @@ TEST(ServePromptFields, AllowedTokenIdsAreTheOnlyTokensChosen) {
   const HttpReply none = post(port, "/v1/completions", json({{"prompt", "x"}, {"max_tokens", 4}, {"allowed_token_ids", {int('x')}},
                                                              {"response_format", {{"type", "json_object"}}}}).dump());
   EXPECT_EQ(none.status, 400) << none.body;
-  EXPECT_NE(none.body.find("no token"), std::string::npos) << none.body;
+  EXPECT_NE(none.body.find("'allowed_token_ids' leaves no token to choose for generated token 0 beside"), std::string::npos) << none.body;
+  // Streamed, the same failure comes after the head: an error event, and no [DONE].
+  const HttpReply streamed = post(port, "/v1/completions", json({{"prompt", "x"}, {"max_tokens", 4}, {"allowed_token_ids", {int('x')}}, {"stream", true},
+                                                                 {"response_format", {{"type", "json_object"}}}}).dump());
+  EXPECT_NE(streamed.body.find("'allowed_token_ids' leaves no token"), std::string::npos) << streamed.body;
+  EXPECT_EQ(streamed.body.find("[DONE]"), std::string::npos) << streamed.body;
+  // The ending tokens listed alone while min_tokens holds them back.
+  const HttpReply held_back = post(port, "/v1/completions", json({{"prompt", "x"}, {"max_tokens", 4}, {"min_tokens", 2}, {"allowed_token_ids", {2}}}).dump());  // 2: the sample's eos
+  EXPECT_EQ(held_back.status, 400) << held_back.body;
+  EXPECT_NE(held_back.body.find("'allowed_token_ids' leaves no token to choose for generated token 0 while min_tokens holds back the ending tokens"),
+            std::string::npos) << held_back.body;
+  // Neutral values of the fields refused otherwise are taken.
+  for (const json& neutral : {json{{"priority", 0}}, json{{"modalities", {"text"}}}, json{{"bad_words", json::array()}}, json{{"skip_special_tokens", true}},
+                              json{{"logits_processors", json::array()}}, json{{"return_token_ids", false}}})
+  {
+    json asked = {{"prompt", "x"}, {"max_tokens", 1}};
+    asked.update(neutral);
+    EXPECT_EQ(post(port, "/v1/completions", asked.dump()).status, 200) << neutral.dump();
+  }
   EXPECT_EQ(post(port, "/v1/completions", json({{"prompt", "x"}, {"max_tokens", 2}}).dump()).status, 200);
+}
+
+// The Responses API passes the chat's fields to the chat, which honours or refuses each: none is dropped.
+TEST(ServePromptFields, TheResponsesApiTakesThemToo) {
+  TextModelServer served("serve-responses-fields", {});
+  const uint16_t port = served.server.port();
+  ASSERT_NE(port, 0);
+  const json a_and_b = post_json(port, "/tokenize", {{"prompt", "ab"}, {"add_special_tokens", false}}).at("tokens");
+  ASSERT_EQ(a_and_b.size(), 2u);  // a byte-level tokenizer without a merge of the two
+  const json listed = post_json(port, "/v1/responses", {{"input", "hi"}, {"max_output_tokens", 6}, {"seed", 1}, {"allowed_token_ids", a_and_b}});
+  ASSERT_FALSE(listed.empty());
+  const std::string text = listed.at("output")[0].at("content")[0].at("text");
+  EXPECT_EQ(text.find_first_not_of("ab"), std::string::npos) << text;
+  const json cut = post_json(port, "/v1/responses", {{"input", "hi there, how are you"}, {"max_output_tokens", 2}, {"truncate_prompt_tokens", 3}});
+  ASSERT_FALSE(cut.empty());
+  EXPECT_EQ(cut.at("usage").at("input_tokens"), 3);
+  for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
+           {"priority", 5}, {"n", 2}, {"logprobs", true}, {"skip_special_tokens", false}, {"response_format", {{"type", "json_object"}}}}) {
+    const HttpReply refused = post(port, "/v1/responses", json({{"input", "hi"}, {field, value}}).dump());
+    EXPECT_EQ(refused.status, 400) << field << ": " << refused.body;
+    EXPECT_NE(refused.body.find("'" + (field == "response_format" ? std::string("text.format") : field) + "'"), std::string::npos) << refused.body;
+  }
 }
 
 }  // namespace
