@@ -460,7 +460,7 @@ void serve_generation(Served& served, int fd, const std::string& body_text, bool
   const ParsedRequest parsed = chat ? parse_chat_request(body_text, served.tokenizer.get(), served.chat_template.get(),
                                                          served.end_of_reply, served.engine->model(), served.tool_call_parser)
                                     : parse_completion_request(body_text, served.tokenizer.get(), served.engine->model());
-  const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(++served.requests);
+  const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + (parsed.request_id.empty() ? std::to_string(++served.requests) : parsed.request_id);
   const long long created = static_cast<long long>(std::time(nullptr));
   const char* object = chat ? "chat.completion" : "text_completion";
   const uint32_t per_prompt = parsed.choices;
@@ -483,6 +483,11 @@ void serve_generation(Served& served, int fd, const std::string& body_text, bool
   std::vector<ChatReplyReader> readers;
   readers.reserve(n);
   for (uint32_t i = 0; chat && i < n; ++i) readers.emplace_back(parsed.tool_calling, reasoning);
+  // vLLM's include_reasoning false: the thinking is split off and left out (its tokens still counted).
+  auto without_thinking = [&](json message) {
+    if (!parsed.include_reasoning) message.erase("reasoning_content");
+    return message;
+  };
   // A chat's usage counts its thinking tokens where the server splits thinking off (none in a reply a format
   // holds from its first token).
   auto usage_of = [&](const std::vector<Generated>& generated) {
@@ -520,7 +525,7 @@ void serve_generation(Served& served, int fd, const std::string& body_text, bool
     json choices = json::array();
     for (uint32_t i = 0; i < n; ++i) {
       std::string finish_reason = openai_finish_reason(generated[i]);
-      const json message = chat ? readers[i].message(generated[i].text, finish_reason) : json(echoed[i / per_prompt] + generated[i].text);
+      const json message = chat ? without_thinking(readers[i].message(generated[i].text, finish_reason)) : json(echoed[i / per_prompt] + generated[i].text);
       json reply_choice = choice(i, message, finish_reason, false);
       if (parsed.logprobs) {
         ReplyLogprobs logprobs(chat, parsed.top_logprobs, parsed.prompts[i / per_prompt], text_of);
@@ -586,7 +591,7 @@ void serve_generation(Served& served, int fd, const std::string& body_text, bool
     for (uint32_t i = 0; i < n; ++i)
       streamed.push_back(StreamedReply{
           [&, i](const std::string& piece) {
-            const json delta = chat ? readers[i].delta(piece) : json(piece);
+            const json delta = chat ? without_thinking(readers[i].delta(piece)) : json(piece);
             if (chat ? delta.empty() : piece.empty()) return std::string();  // held back: its logprobs go with a later chunk
             return event(with_logprobs(i, chunk(i, delta, nullptr)));
           },
@@ -616,7 +621,8 @@ void serve_generation(Served& served, int fd, const std::string& body_text, bool
       std::string finish_reason = openai_finish_reason(generated[i]);
       if (responses_stream) responses_stream->ending(finish_reason);  // before the held deltas it closes items with
       if (chat)  // what the reader held back: thinking and text that began no call, then the calls whole
-        for (const json& delta : readers[i].finish(finish_reason)) open = open && send(chunk(i, delta, nullptr));
+        for (const json& delta : readers[i].finish(finish_reason))
+          if (const json shown = without_thinking(delta); !shown.empty()) open = open && send(chunk(i, shown, nullptr));
       if (!open) break;
       json last = with_logprobs(i, chunk(i, chat ? json::object() : json(""), finish_reason));
       if (i + 1 == n && !parsed.include_usage) last["usage"] = usage_of(generated);

@@ -262,6 +262,14 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
     for (const std::string& s : parsed.stops)
       if (s.empty()) refuse("stop", "holds an empty string");
   }
+  if (given(body, "request_id")) {
+    const json& id = body.at("request_id");
+    if (!id.is_string() || id.get_ref<const std::string&>().empty() || id.get_ref<const std::string&>().size() > 256 ||
+        std::any_of(id.get_ref<const std::string&>().begin(), id.get_ref<const std::string&>().end(),
+                    [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7F; }))
+      refuse("request_id", "must be a string of 1 to 256 characters without spaces or control characters, got " + id.dump().substr(0, 80));
+    parsed.request_id = id.get<std::string>();
+  }
   if (given(body, "stream")) {
     if (!body.at("stream").is_boolean()) refuse("stream", "must be true or false, got " + body.at("stream").dump());
     parsed.stream = body.at("stream").get<bool>();
@@ -606,6 +614,10 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
   parsed.top_logprobs = uint32_t(count(body, "top_logprobs", 0, kMostTopLogprobs));
   if (parsed.top_logprobs > 0 && !parsed.logprobs) refuse("top_logprobs", "needs \"logprobs\": true");
   ask_for_logprobs(parsed);
+  if (given(body, "include_reasoning")) {
+    if (!body.at("include_reasoning").is_boolean()) refuse("include_reasoning", "must be true or false, got " + body.at("include_reasoning").dump().substr(0, 80));
+    parsed.include_reasoning = body.at("include_reasoning").get<bool>();
+  }
   return parsed;
 }
 

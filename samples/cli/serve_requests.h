@@ -45,6 +45,10 @@ struct ParsedRequest {
   // A chat's "tools", "tool_choice" and "parallel_tool_calls" (serve_tools.h): a named or required
   // choice also sets reply_format.
   ToolCalling tool_calling;
+  // vLLM's "include_reasoning": false leaves the thinking (split off by --reasoning-parser) out of a chat's reply.
+  bool include_reasoning = true;
+  // vLLM's "request_id": the reply's id after its prefix ("chatcmpl-ID"); empty: the server numbers it.
+  std::string request_id;
 };
 
 // The InputError of a request's field: "'field' what".

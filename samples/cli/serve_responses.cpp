@@ -207,7 +207,7 @@ json chat_body_of_responses_request(const json& body) {
   json chat = json::object();
   // Fields the chat reads by the same name and meaning (OpenAI's, then the extensions vLLM's Responses
   // take too, and the rest of the chat's, which it honours or refuses by name: none is dropped unread).
-  for (const char* field : {"model", "stream", "temperature", "top_p", "parallel_tool_calls", "seed", "user",
+  for (const char* field : {"model", "stream", "temperature", "top_p", "parallel_tool_calls", "seed", "user", "request_id",
                             "top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty", "logit_bias", "stop",
                             "stop_token_ids", "ignore_eos", "min_tokens", "structured_outputs", "allowed_token_ids", "truncate_prompt_tokens",
                             "skip_special_tokens", "include_stop_str_in_output", "priority", "cache_salt", "vllm_xargs", "bad_words",

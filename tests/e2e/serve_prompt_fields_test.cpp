@@ -150,6 +150,16 @@ TEST(ServePromptFields, TheResponsesApiTakesThemToo) {
   ASSERT_FALSE(listed.empty());
   const std::string text = listed.at("output")[0].at("content")[0].at("text");
   EXPECT_EQ(text.find_first_not_of("ab"), std::string::npos) << text;
+  // vLLM's request_id names the reply, in each API's prefix.
+  EXPECT_EQ(post_json(port, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 1}, {"request_id", "job-7.a"}})
+                .value("id", ""), "chatcmpl-job-7.a");
+  EXPECT_EQ(post_json(port, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 1}, {"request_id", "job-8"}}).value("id", ""), "cmpl-job-8");
+  EXPECT_EQ(post_json(port, "/v1/responses", {{"input", "hi"}, {"max_output_tokens", 1}, {"request_id", "job-9"}}).value("id", ""), "resp_job-9");
+  for (const json& bad : {json(""), json("two words"), json(7), json(std::string(257, 'x'))}) {
+    const HttpReply refused = post(port, "/v1/completions", json({{"prompt", "hi"}, {"request_id", bad}}).dump());
+    EXPECT_EQ(refused.status, 400) << refused.body;
+    EXPECT_NE(refused.body.find("'request_id'"), std::string::npos) << refused.body;
+  }
   const json cut = post_json(port, "/v1/responses", {{"input", "hi there, how are you"}, {"max_output_tokens", 2}, {"truncate_prompt_tokens", 3}});
   ASSERT_FALSE(cut.empty());
   EXPECT_EQ(cut.at("usage").at("input_tokens"), 3);

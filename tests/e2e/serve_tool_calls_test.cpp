@@ -465,6 +465,18 @@ TEST(ServeToolCalls, AReasoningParserSplitsTheThinkingFromTheAnswer) {
       EXPECT_EQ(choice.content, c.content ? json(c.content) : json(nullptr)) << reply.body;
       EXPECT_EQ(choice.names, c.calls) << reply.body;
     }
+    // vLLM's include_reasoning false: the thinking is left out, whole and streamed; the answer stays.
+    for (const bool stream : {false, true}) {
+      json hidden = body;
+      hidden["stream"] = stream;
+      hidden["include_reasoning"] = false;
+      const HttpReply reply = post(server.port(), "/v1/chat/completions", hidden.dump());
+      ASSERT_EQ(reply.status, 200) << reply.body;
+      EXPECT_EQ(reply.body.find("reasoning_content"), std::string::npos) << reply.body;
+      const ChoiceCalls choice = choice_calls(reply, stream, 1)[0];
+      EXPECT_EQ(choice.content, c.content ? json(c.content) : json(nullptr)) << reply.body;
+      EXPECT_EQ(choice.names, c.calls) << reply.body;
+    }
     // The usage counts the thinking's tokens (OpenAI's completion_tokens_details; the Responses API's
     // output_tokens_details): the first of three closes it, whole or streamed.
     json three = body;
