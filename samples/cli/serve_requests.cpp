@@ -188,7 +188,7 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
     refuse("best_of", "must be 1 or n: choosing the best of samples the reply does not show is not supported");
   request.max_new_tokens = uint32_t(count(body, max_field, default_max, model.max_context));
   // vLLM's min_tokens: the eos and stop tokens are not chosen before it, and a stop string ends a reply only
-  // where it ends in the text of token min_tokens or later (generate() in serve_command.cpp).
+  // where it ends in the text of token min_tokens or later (generate() in serve_generation.cpp).
   request.min_new_tokens = uint32_t(count(body, "min_tokens", 0, model.max_context));
   if (request.min_new_tokens > request.max_new_tokens)
     refuse("min_tokens", "is " + std::to_string(request.min_new_tokens) + ", more than " + max_field + " (" +
@@ -238,7 +238,7 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
     }
   }
   // vLLM's allowed_token_ids: each token is chosen among these alone (the eos too only when listed), as
-  // constrained decoding chooses (generate() in serve_command.cpp keeps both where a format holds the reply).
+  // constrained decoding chooses (generate() in serve_generation.cpp keeps both where a format holds the reply).
   if (given(body, "allowed_token_ids")) {
     const json& ids = body.at("allowed_token_ids");
     if (!ids.is_array() || ids.empty()) refuse("allowed_token_ids", "must be a non-empty list of token ids");

@@ -1,0 +1,45 @@
+#include "serve_state.h"
+
+#include <cstdio>
+
+#include "http.h"
+#include "tilefire/errors.h"
+
+namespace tilefire::cli {
+
+using nlohmann::json;
+
+std::atomic<bool> stopping{false};
+
+void log_line(Served& served, const std::string& line) {
+  std::lock_guard<std::mutex> lock(served.log_mutex);
+  std::fprintf(stderr, "tilefire serve: %s\n", line.c_str());
+}
+
+bool is_engine_fault(const std::exception& e) {
+  return dynamic_cast<const DeviceError*>(&e) != nullptr || dynamic_cast<const TransportError*>(&e) != nullptr;
+}
+void engine_failed(Served& served, const std::exception& e) {
+  {
+    std::lock_guard<std::mutex> lock(served.failure_mutex);
+    if (!served.engine_failure.empty()) return;  // the first fault is the one to report
+    served.engine_failure = e.what();
+  }
+  log_line(served, std::string("the engine stopped after a fault, so the server stops (exit status 3): ") + e.what());
+  stopping.store(true);
+}
+std::string stopping_reason(Served& served) {
+  const std::string failure = served.failure();
+  return failure.empty() ? "the server is stopping" : "the server is stopping: its engine failed (" + failure + ")";
+}
+
+json error_body(int status, const std::string& message) {
+  return {{"error", {{"message", message}, {"type", status >= 500 ? "server_error" : "invalid_request_error"},
+                     {"param", nullptr}, {"code", nullptr}}}};
+}
+
+std::string json_response(int status, const json& body) {
+  return http::response(status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+}  // namespace tilefire::cli
