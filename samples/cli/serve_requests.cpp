@@ -461,6 +461,12 @@ std::string render_chat_prompt(const json& body, const ChatTemplate& chat_templa
       refuse("documents", "must be a list of objects (each a document's fields, such as \"title\" and \"text\")");
     variables["documents"] = documents;
   }
+  // OpenAI's reasoning_effort reaches the template as its variable of that name, as vLLM gives it: a
+  // template that reads it (gpt-oss's) acts on it; one that does not, as the models' templates here, ignores it.
+  if (given(body, "reasoning_effort")) {
+    if (!body.at("reasoning_effort").is_string()) refuse("reasoning_effort", "must be a string, got " + body.at("reasoning_effort").dump().substr(0, 80));
+    variables["reasoning_effort"] = body.at("reasoning_effort");
+  }
   if (given(body, "chat_template_kwargs")) {
     const json& kwargs = body.at("chat_template_kwargs");
     if (!kwargs.is_object()) refuse("chat_template_kwargs", "must be an object of the template's variables, got " + kwargs.dump().substr(0, 200));

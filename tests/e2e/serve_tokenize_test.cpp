@@ -148,6 +148,7 @@ constexpr const char* kVariablesTemplate =
     "{% for m in messages %}{{ m.role }}: {{ m.content }}|{% endfor %}"
     "{% if enable_thinking is defined and enable_thinking is false %}/no_think|{% endif %}"
     "{% if date_string is defined %}date {{ date_string }}|{% endif %}"
+    "{% if reasoning_effort is defined %}effort {{ reasoning_effort }}|{% endif %}"
     "{% if documents %}{% for d in documents %}[{{ d.title }}: {{ d.text }}]{% endfor %}{% endif %}"
     "{% if tools %}{{ tools | length }} tools|{% endif %}"
     "{% if add_generation_prompt %}assistant:{% endif %}";
@@ -162,8 +163,9 @@ TEST(ServeTokenize, TheTemplateTakesTheRequestsVariables) {
   const json asked = {{"messages", user_says("hi")},
                       {"chat_template_kwargs", {{"enable_thinking", false}, {"date_string", "7 Dec 2026"}}},
                       {"documents", {{{"title", "A"}, {"text", "one"}}, {{"title", "B"}, {"text", "two"}}}},
+                      {"reasoning_effort", "low"},
                       {"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}}}}};
-  const std::string expected = "user: hi|/no_think|date 7 Dec 2026|[A: one][B: two]1 tools|assistant:";
+  const std::string expected = "user: hi|/no_think|date 7 Dec 2026|effort low|[A: one][B: two]1 tools|assistant:";
   const json tokenized = post_json(port, "/tokenize", asked);
   EXPECT_EQ(text_of(port, tokenized.at("tokens")), expected);
   // The chat renders the same prompt (tool_choice "none": this server reads no calls).
@@ -186,6 +188,7 @@ TEST(ServeTokenize, TheTemplateTakesTheRequestsVariables) {
     expect_refused(port, path, {{"messages", messages}, {"documents", {{"title", "A"}}}}, "documents");
     expect_refused(port, path, {{"messages", messages}, {"add_generation_prompt", "yes"}}, "add_generation_prompt");
     expect_refused(port, path, {{"messages", messages}, {"add_special_tokens", 1}}, "add_special_tokens");
+    expect_refused(port, path, {{"messages", messages}, {"reasoning_effort", 2}}, "reasoning_effort");
   }
 }
 
