@@ -270,6 +270,11 @@ int serve_command(int argc, char** argv) {
   if (served.tokenizer) {
     served.thinking = thinking_tokens(*served.tokenizer, served.reasoning_parser);
     served.call_markers = special_call_markers(*served.tokenizer, served.tool_call_parser);
+    // A token the text leaves out (its bytes "") that the vocabulary spells is a special one.
+    const std::vector<std::string> bytes = served.tokenizer->token_bytes();
+    for (int32_t id = 0; id < int32_t(bytes.size()); ++id)
+      if (bytes[size_t(id)].empty())
+        if (std::string text = served.tokenizer->token_string(id); !text.empty()) served.special_texts.emplace(id, std::move(text));
   }
   http::Listener listener(host, port);  // before the model loads: a port in use is refused at once
   served.engine = std::make_unique<Engine>(options);

@@ -91,12 +91,18 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   request.speculation = served.speculation;  // with the batcher: by prompt lookup, checked in the batched steps
   // With the batcher, the callbacks below run on its thread while this one waits in run().
   if (served.tokenizer) stream.emplace(*served.tokenizer, request.prompt);
+  // An ending token's text (skip_special_tokens false writes eos and stop tokens too) waits for the next
+  // token: the token that ends the reply is left out of its text, as vLLM leaves it out.
+  const std::vector<int32_t> ending = request.ending_tokens(served.engine->model().eos_tokens);
+  std::string held_ending;
   auto text_of = [&](int32_t token) {
     if (served.tokenizer) {
-      std::string piece = stream->add(token);
+      std::string piece = std::move(held_ending) + stream->add(token);
+      held_ending.clear();
       if (markers) {
         const auto marker = markers->find(token);
-        if (marker != markers->end()) piece += marker->second;  // a special token, which the text leaves out
+        const bool ends = std::find(ending.begin(), ending.end(), token) != ending.end();
+        if (marker != markers->end()) (ends ? held_ending : piece) += marker->second;  // a special token, which the text leaves out
       }
       return piece;
     }
@@ -183,16 +189,21 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   const GenerateResult& result = generated.result;
   in_flight.end(result);
   generated.cut_short = result.finish_reason == "stopped" && stopping.load() && !(stop_text && stop_text->stopped());
-  if (counts_thinking && !token_texts.empty()) token_texts.back() += served.tokenizer ? stream->finish() : held_bytes;
+  // What the stream held to the end: unfinished characters, and an ending token's text where it did not end the reply.
+  // (Decoding the reply whole once more: only where a stream, pieces or a count read it.)
+  const std::string unsaid = !(writer || by_pieces || counts_thinking) ? ""
+                             : served.tokenizer ? stream->finish() + (result.finish_reason == "eos" ? "" : held_ending)
+                                                : held_bytes;
+  if (counts_thinking && !token_texts.empty()) token_texts.back() += unsaid;
   generated.token_texts = std::move(token_texts);
   if (writer) {
-    std::string rest = shown(served.tokenizer ? stream->finish() : held_bytes);
+    std::string rest = shown(unsaid);
     if (stop_text) rest += stop_text->finish();
     if (!rest.empty() && !client_gone) add_event(*writer, streamed->event(rest));
     writer->finish();
     generated.stream_broken = writer->gone();
   } else if (by_pieces) {  // what the stop strings let through, markers written, as a stream would have given it
-    generated.text = shown_text + shown(served.tokenizer ? stream->finish() : held_bytes) + (stop_text ? stop_text->finish() : "");
+    generated.text = shown_text + shown(unsaid) + (stop_text ? stop_text->finish() : "");
   } else {  // the whole reply at once
     generated.text = served.tokenizer ? served.tokenizer->continuation(result.prompt_tokens, result.tokens) : bytes_text(result.tokens);
   }
@@ -312,8 +323,10 @@ void serve_generation(Served& served, int fd, const std::string& body_text, bool
   const ThinkingTokens* thinking = chat && parsed.reply_format && served.thinking ? &*served.thinking : nullptr;
   const ReasoningParser reasoning = parsed.reply_format && !thinking ? ReasoningParser::none : served.reasoning_parser;
   // A reply the parser reads for calls keeps its special markers (vLLM's mistral parser keeps special tokens).
-  const std::map<int32_t, std::string>* markers =
-      chat && parsed.tool_calling.choice == ToolCalling::Choice::automatic ? &served.call_markers : nullptr;
+  // skip_special_tokens false writes every special token (the call markers among them).
+  const std::map<int32_t, std::string>* markers = !parsed.skip_special_tokens ? &served.special_texts
+                                                  : chat && parsed.tool_calling.choice == ToolCalling::Choice::automatic ? &served.call_markers
+                                                                                                                          : nullptr;
   std::vector<ChatReplyReader> readers;
   readers.reserve(n);
   for (uint32_t i = 0; chat && i < n; ++i) readers.emplace_back(parsed.tool_calling, reasoning);

@@ -52,8 +52,6 @@ void refuse_unsupported(const json& body) {
     if (given(body, field) && body.at(field) != json(false)) refuse(field, "is not supported (only false)");
   if (given(body, "suffix")) refuse("suffix", "is not supported");
   // vLLM's fields that would change the reply or what it carries, not built: refused unless neutral.
-  if (given(body, "skip_special_tokens") && body.at("skip_special_tokens") != json(true))
-    refuse("skip_special_tokens", "is not supported (only true: special tokens are left out of the reply's text)");
   for (const char* field : {"bad_words", "logits_processors"})
     if (given(body, field) && body.at(field) != json::array()) refuse(field, "is not supported (only an empty list)");
   if (given(body, "priority") && body.at("priority") != json(0))
@@ -261,6 +259,10 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
     else refuse("stop", "must be a string or a list of up to 4 strings, got " + stop.dump().substr(0, 200));
     for (const std::string& s : parsed.stops)
       if (s.empty()) refuse("stop", "holds an empty string");
+  }
+  if (given(body, "skip_special_tokens")) {
+    if (!body.at("skip_special_tokens").is_boolean()) refuse("skip_special_tokens", "must be true or false, got " + body.at("skip_special_tokens").dump().substr(0, 80));
+    parsed.skip_special_tokens = body.at("skip_special_tokens").get<bool>();
   }
   if (given(body, "request_id")) {
     const json& id = body.at("request_id");

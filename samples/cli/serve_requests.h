@@ -47,6 +47,9 @@ struct ParsedRequest {
   ToolCalling tool_calling;
   // vLLM's "include_reasoning": false leaves the thinking (split off by --reasoning-parser) out of a chat's reply.
   bool include_reasoning = true;
+  // vLLM's "skip_special_tokens": false writes the special tokens a reply holds into its text (the token
+  // that ends it excepted, as vLLM leaves it out).
+  bool skip_special_tokens = true;
   // vLLM's "request_id": the reply's id after its prefix ("chatcmpl-ID"); empty: the server numbers it.
   std::string request_id;
 };

@@ -57,6 +57,7 @@ struct Served {
   ReasoningParser reasoning_parser = ReasoningParser::none;  // --reasoning-parser
   std::optional<ThinkingTokens> thinking;  // its tags' tokens: a chat reply a format holds is held after its thinking
   std::map<int32_t, std::string> call_markers;  // the parser's special tokens, written in replies read for calls
+  std::map<int32_t, std::string> special_texts;  // every special token's text, for skip_special_tokens false
 
   std::string failure() {
     std::lock_guard<std::mutex> lock(failure_mutex);

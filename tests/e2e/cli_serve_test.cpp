@@ -227,7 +227,7 @@ TEST(CliServe, BadRequestsGetAStatusAndAMessageNamingWhatIsWrong) {
       {"/v1/completions", R"({"prompt": "a", "n": 2, "best_of": 3})", 400, "'best_of' must be 1 or n"},
       {"/v1/completions", R"({"prompt": "a", "presence_penalty": 2.5})", 400, "'presence_penalty' must be a number from -2 to 2"},
       {"/v1/completions", R"({"prompt": "a", "stream": "yes"})", 400, "'stream' must be true or false"},
-      {"/v1/completions", R"({"prompt": "a", "skip_special_tokens": false})", 400, "'skip_special_tokens' is not supported (only true"},
+      {"/v1/completions", R"({"prompt": "a", "skip_special_tokens": "no"})", 400, "'skip_special_tokens' must be true or false"},
       {"/v1/completions", R"({"prompt": "a", "bad_words": ["x"]})", 400, "'bad_words' is not supported (only an empty list)"},
       {"/v1/completions", R"({"prompt": "a", "logits_processors": ["m.f"]})", 400, "'logits_processors' is not supported"},
       {"/v1/completions", R"({"prompt": "a", "priority": 3})", 400, "'priority' is not supported (only 0"},

@@ -164,11 +164,47 @@ TEST(ServePromptFields, TheResponsesApiTakesThemToo) {
   ASSERT_FALSE(cut.empty());
   EXPECT_EQ(cut.at("usage").at("input_tokens"), 3);
   for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
-           {"priority", 5}, {"n", 2}, {"logprobs", true}, {"skip_special_tokens", false}, {"response_format", {{"type", "json_object"}}}}) {
+           {"priority", 5}, {"n", 2}, {"logprobs", true}, {"skip_special_tokens", "no"}, {"response_format", {{"type", "json_object"}}}}) {
     const HttpReply refused = post(port, "/v1/responses", json({{"input", "hi"}, {field, value}}).dump());
     EXPECT_EQ(refused.status, 400) << field << ": " << refused.body;
     EXPECT_NE(refused.body.find("'" + (field == "response_format" ? std::string("text.format") : field) + "'"), std::string::npos) << refused.body;
   }
+}
+
+// skip_special_tokens false: the special tokens a reply holds are written into its text, whole and
+// streamed alike, but for the token that ends it (as vLLM leaves that out). A special token (id 263) made
+// the greedy reply by a bias; as a stop token it ends the reply.
+TEST(ServePromptFields, SpecialTokensAreWrittenWhenAskedFor) {
+  TempDir dir("serve-special-tokens");
+  const std::filesystem::path model = text_model_with_tokens(dir, {{"<|marker|>", true}});
+  Server server({"--model", model.string(), "--threads", "1"});
+  const uint16_t port = server.port();
+  ASSERT_NE(port, 0);
+  const json asked = {{"prompt", "hi"}, {"max_tokens", 3}, {"temperature", 0}, {"logit_bias", {{"263", 100}}}};
+  auto texts = [&](json body) {  // the whole reply's text and the streamed one's
+    const std::string whole = completion_text(post_json(port, "/v1/completions", body));
+    body["stream"] = true;
+    std::string streamed;
+    for (const std::string& data : events(post(port, "/v1/completions", body.dump()).body))
+      if (data != "[DONE]") streamed += json::parse(data).at("choices")[0].value("text", "");
+    return std::make_pair(whole, streamed);
+  };
+  EXPECT_EQ(texts(asked), std::make_pair(std::string(), std::string()));  // left out by default
+  json shown = asked;
+  shown["skip_special_tokens"] = false;
+  EXPECT_EQ(texts(shown), std::make_pair(std::string("<|marker|><|marker|><|marker|>"), std::string("<|marker|><|marker|><|marker|>")));
+  // The token that ends the reply is left out.
+  shown["stop_token_ids"] = {263};
+  EXPECT_EQ(texts(shown), std::make_pair(std::string(), std::string()));
+  const json stopped = post_json(port, "/v1/completions", shown);
+  ASSERT_FALSE(stopped.empty());
+  EXPECT_EQ(stopped.at("choices")[0].at("finish_reason"), "stop");
+  EXPECT_EQ(stopped.at("usage").at("completion_tokens"), 1);
+  // A chat too: the template's end of turn ends it (left out), a marker before it is written.
+  const json chat = post_json(port, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 2},
+                                                              {"temperature", 0}, {"logit_bias", {{"263", 100}}}, {"skip_special_tokens", false}});
+  ASSERT_FALSE(chat.empty());
+  EXPECT_EQ(chat.at("choices")[0].at("message").at("content"), "<|marker|><|marker|>");
 }
 
 }  // namespace
