@@ -269,7 +269,7 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
     if (!id.is_string() || id.get_ref<const std::string&>().empty() || id.get_ref<const std::string&>().size() > 256 ||
         std::any_of(id.get_ref<const std::string&>().begin(), id.get_ref<const std::string&>().end(),
                     [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7F; }))
-      refuse("request_id", "must be a string of 1 to 256 characters without spaces or control characters, got " + id.dump().substr(0, 80));
+      refuse("request_id", "must be a string of 1 to 256 bytes without spaces or control characters, got " + id.dump().substr(0, 80));
     parsed.request_id = id.get<std::string>();
   }
   if (given(body, "stream")) {

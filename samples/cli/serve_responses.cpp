@@ -169,7 +169,8 @@ json chat_response_format(const json& text) {
 std::string responses_field_names(const std::string& message) {
   // A refusal begins with the field it names, quoted.
   static const std::vector<std::pair<std::string, std::string>> kRenamed = {
-      {"'max_tokens'", "'max_output_tokens'"}, {"'messages'", "'input'"}, {"'response_format'", "'text.format'"}};
+      {"'max_tokens'", "'max_output_tokens'"}, {"'messages'", "'input'"}, {"'response_format'", "'text.format'"},
+      {"'reasoning_effort'", "'reasoning.effort'"}};
   for (const auto& [chat, responses] : kRenamed)
     if (message.rfind(chat, 0) == 0) return responses + message.substr(chat.size());
   // 'tools[i].function.X' is 'tools[i].X' (the same list, the tool's fields one level up).
@@ -195,9 +196,8 @@ json chat_body_of_responses_request(const json& body) {
   if (given(body, "reasoning")) {
     const json& reasoning = body.at("reasoning");
     if (!reasoning.is_object()) refuse("reasoning", "must be an object, got " + brief(reasoning));
-    for (const char* field : {"effort", "summary", "generate_summary"})
-      if (given(reasoning, field))
-        refuse(std::string("reasoning.") + field, "is not built: the models Tilefire runs take no reasoning effort and write no summary (leave it out)");
+    for (const char* field : {"summary", "generate_summary"})
+      if (given(reasoning, field)) refuse(std::string("reasoning.") + field, "is not built: the models Tilefire runs write no summary (leave it out)");
   }
   if (given(body, "max_tool_calls")) refuse("max_tool_calls", "is not built (parallel_tool_calls: false holds a reply to one call)");
   if (given(body, "n") && body.at("n") != json(1)) refuse("n", "must be 1: a response holds one reply");
@@ -205,9 +205,11 @@ json chat_body_of_responses_request(const json& body) {
   if (given(body, "response_format"))  // (a refusal naming the chat's field would be renamed to this one anyway)
     refuse("text.format", "is where /v1/responses takes a reply's format, not \"response_format\" (the chat's field)");
   json chat = json::object();
+  // reasoning.effort is the chat's reasoning_effort: the template's variable of that name.
+  if (given(body, "reasoning") && given(body.at("reasoning"), "effort")) chat["reasoning_effort"] = body.at("reasoning").at("effort");
   // Fields the chat reads by the same name and meaning (OpenAI's, then the extensions vLLM's Responses
   // take too, and the rest of the chat's, which it honours or refuses by name: none is dropped unread).
-  for (const char* field : {"model", "stream", "temperature", "top_p", "parallel_tool_calls", "seed", "user", "request_id",
+  for (const char* field : {"model", "stream", "temperature", "top_p", "parallel_tool_calls", "seed", "user", "request_id", "include_reasoning",
                             "top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty", "logit_bias", "stop",
                             "stop_token_ids", "ignore_eos", "min_tokens", "structured_outputs", "allowed_token_ids", "truncate_prompt_tokens",
                             "skip_special_tokens", "include_stop_str_in_output", "priority", "cache_salt", "vllm_xargs", "bad_words",

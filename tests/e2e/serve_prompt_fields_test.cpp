@@ -200,11 +200,19 @@ TEST(ServePromptFields, SpecialTokensAreWrittenWhenAskedFor) {
   ASSERT_FALSE(stopped.empty());
   EXPECT_EQ(stopped.at("choices")[0].at("finish_reason"), "stop");
   EXPECT_EQ(stopped.at("usage").at("completion_tokens"), 1);
-  // A chat too: the template's end of turn ends it (left out), a marker before it is written.
-  const json chat = post_json(port, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 2},
+  // A chat too: its markers are written, and the template's end of turn, which ends it, is left out.
+  const json user_hi = json::array({{{"role", "user"}, {"content", "hi"}}});
+  const json chat = post_json(port, "/v1/chat/completions", {{"messages", user_hi}, {"max_tokens", 2},
                                                               {"temperature", 0}, {"logit_bias", {{"263", 100}}}, {"skip_special_tokens", false}});
   ASSERT_FALSE(chat.empty());
   EXPECT_EQ(chat.at("choices")[0].at("message").at("content"), "<|marker|><|marker|>");
+  const json end_of_turn = post_json(port, "/tokenize", {{"prompt", "<|end|>"}, {"add_special_tokens", false}}).at("tokens");
+  ASSERT_EQ(end_of_turn.size(), 1u);
+  const json ended = post_json(port, "/v1/chat/completions", {{"messages", user_hi}, {"max_tokens", 2}, {"temperature", 0},
+                                                               {"logit_bias", {{end_of_turn[0].dump(), 100}}}, {"skip_special_tokens", false}});
+  ASSERT_FALSE(ended.empty());
+  EXPECT_EQ(ended.at("choices")[0].at("message").at("content"), "");
+  EXPECT_EQ(ended.at("choices")[0].at("finish_reason"), "stop");
 }
 
 }  // namespace

@@ -501,6 +501,11 @@ TEST(ServeToolCalls, AReasoningParserSplitsTheThinkingFromTheAnswer) {
     const HttpReply response = post(server.port(), "/v1/responses", response_asked.dump());
     ASSERT_EQ(response.status, 200) << response.body;
     EXPECT_EQ(json::parse(response.body).at("usage").at("output_tokens_details"), counted) << response.body;
+    json hidden_response = response_asked;  // include_reasoning false reaches the chat: no reasoning item
+    hidden_response["include_reasoning"] = false;
+    const HttpReply without = post(server.port(), "/v1/responses", hidden_response.dump());
+    ASSERT_EQ(without.status, 200) << without.body;
+    for (const json& item : json::parse(without.body).at("output")) EXPECT_NE(item.at("type"), "reasoning") << without.body;
     response_asked["stream"] = true;  // response.completed (or incomplete: cut by max_output_tokens) holds it
     const std::string response_events = post(server.port(), "/v1/responses", response_asked.dump()).body;
     const size_t last_data = response_events.rfind("\ndata: ");  // the typed events' last: "event: NAME\ndata: {...}"
