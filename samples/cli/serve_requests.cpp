@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_text.h"
+
 namespace tilefire::cli {
 namespace {
 
@@ -22,7 +24,6 @@ std::string shortest(double value) {
   return text.str();
 }
 
-bool given(const json& body, const char* field) { return body.contains(field) && !body.at(field).is_null(); }
 
 double number(const json& body, const char* field, double fallback, double min, double max) {
   if (!given(body, field)) return fallback;
@@ -222,10 +223,7 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
   if (!given(body, "seed")) request.sampling.seed = std::random_device{}();
   else if (body.at("seed").is_number_integer()) request.sampling.seed = body.at("seed").get<uint64_t>();
   else refuse("seed", "must be a whole number, got " + body.at("seed").dump());
-  if (given(body, "ignore_eos")) {
-    if (!body.at("ignore_eos").is_boolean()) refuse("ignore_eos", "must be true or false, got " + body.at("ignore_eos").dump());
-    request.stop_at_eos = !body.at("ignore_eos").get<bool>();
-  }
+  request.stop_at_eos = !boolean_field(body, "ignore_eos", false);
   if (given(body, "stop_token_ids")) {
     const json& ids = body.at("stop_token_ids");
     if (!ids.is_array()) refuse("stop_token_ids", "must be a list of token ids");
@@ -260,10 +258,7 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
     for (const std::string& s : parsed.stops)
       if (s.empty()) refuse("stop", "holds an empty string");
   }
-  if (given(body, "skip_special_tokens")) {
-    if (!body.at("skip_special_tokens").is_boolean()) refuse("skip_special_tokens", "must be true or false, got " + body.at("skip_special_tokens").dump().substr(0, 80));
-    parsed.skip_special_tokens = body.at("skip_special_tokens").get<bool>();
-  }
+  parsed.skip_special_tokens = boolean_field(body, "skip_special_tokens", true);
   if (given(body, "request_id")) {
     const json& id = body.at("request_id");
     if (!id.is_string() || id.get_ref<const std::string&>().empty() || id.get_ref<const std::string&>().size() > 256 ||
@@ -272,10 +267,7 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
       refuse("request_id", "must be a string of 1 to 256 bytes without spaces or control characters, got " + id.dump().substr(0, 80));
     parsed.request_id = id.get<std::string>();
   }
-  if (given(body, "stream")) {
-    if (!body.at("stream").is_boolean()) refuse("stream", "must be true or false, got " + body.at("stream").dump());
-    parsed.stream = body.at("stream").get<bool>();
-  }
+  parsed.stream = boolean_field(body, "stream", false);
   // OpenAI's stream_options: include_usage asks for a last chunk of the usage alone (empty choices). vLLM's
   // continuous_usage_stats (usage in every chunk) is not built: refused unless false.
   if (given(body, "stream_options")) {
@@ -406,6 +398,12 @@ json text_messages(const json& messages) {
 
 void refuse_field(const std::string& field, const std::string& what) { throw InputError("'" + field + "' " + what); }
 
+bool boolean_field(const json& body, const char* field, bool fallback) {
+  if (!given(body, field)) return fallback;
+  if (!body.at(field).is_boolean()) refuse(field, "must be true or false, got " + body.at(field).dump().substr(0, 200));
+  return body.at(field).get<bool>();
+}
+
 json parse_body(const std::string& body) {
   // Nesting past 400 levels, and integers past 64 bits, are refused before the parse (a parse or a dump of
   // a value nested 100,000 deep recurses until the stack runs out).
@@ -420,26 +418,17 @@ json parse_body(const std::string& body) {
   return parsed;
 }
 
-bool chat_add_special_tokens(const json& body) {
-  if (!given(body, "add_special_tokens")) return false;  // the template writes the start token
-  if (!body.at("add_special_tokens").is_boolean()) refuse("add_special_tokens", "must be true or false, got " + body.at("add_special_tokens").dump().substr(0, 200));
-  return body.at("add_special_tokens").get<bool>();
-}
+bool chat_add_special_tokens(const json& body) { return boolean_field(body, "add_special_tokens", false); }  // the template writes the start token
 
 std::string render_chat_prompt(const json& body, const ChatTemplate& chat_template, const json& tools, ToolCallParser tool_call_parser) {
   if (!given(body, "messages") || !body.at("messages").is_array() || body.at("messages").empty())
     refuse("messages", "must be a non-empty list of {\"role\", \"content\"} objects");
   if (given(body, "chat_template"))  // as vLLM without --trust-request-chat-template: a template is code the server runs
     refuse("chat_template", "is not taken from a request: give tilefire serve --chat-template FILE");
-  auto flag = [&](const char* field, bool fallback) {
-    if (!given(body, field)) return fallback;
-    if (!body.at(field).is_boolean()) refuse(field, "must be true or false, got " + body.at(field).dump().substr(0, 200));
-    return body.at(field).get<bool>();
-  };
-  const bool continue_final_message = flag("continue_final_message", false);
-  if (continue_final_message && flag("add_generation_prompt", false))
+  const bool continue_final_message = boolean_field(body, "continue_final_message", false);
+  if (continue_final_message && boolean_field(body, "add_generation_prompt", false))
     refuse("continue_final_message", "and \"add_generation_prompt\" cannot both be true: the prompt either goes on with the last message or opens a new one");
-  const bool add_generation_prompt = flag("add_generation_prompt", !continue_final_message);
+  const bool add_generation_prompt = boolean_field(body, "add_generation_prompt", !continue_final_message);
   // With continue_final_message, transformers' way: a tag after the last message's text, rendered, and the
   // prompt cut where the tag is, so what the template writes after the message (its end of turn) is left
   // out, and a text that appears elsewhere in the prompt cannot be mistaken for the message's.
@@ -516,12 +505,7 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
   const json& prompt = body.at("prompt");
   // vLLM's add_special_tokens: the tokenizer's start token before a text prompt (its default), or not (a
   // prompt that writes its own, as evaluation harnesses send).
-  bool add_special_tokens = true;
-  if (given(body, "add_special_tokens")) {
-    if (!body.at("add_special_tokens").is_boolean())
-      refuse("add_special_tokens", "must be true or false, got " + body.at("add_special_tokens").dump().substr(0, 200));
-    add_special_tokens = body.at("add_special_tokens").get<bool>();
-  }
+  const bool add_special_tokens = boolean_field(body, "add_special_tokens", true);
   auto encode = [&](const std::string& text) {
     try {
       return tokenizer ? tokenizer->encode(text, add_special_tokens) : byte_tokens(text);
@@ -574,13 +558,10 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
   if (given(body, "top_logprobs") && body.at("top_logprobs") != json(0) && body.at("top_logprobs") != json(false))
     refuse("top_logprobs", "is a field of /v1/chat/completions; a completion's \"logprobs\" gives the alternatives per token");
   ask_for_logprobs(parsed);
-  if (given(body, "echo")) {
-    if (!body.at("echo").is_boolean()) refuse("echo", "must be true or false, got " + body.at("echo").dump().substr(0, 200));
-    parsed.echo = body.at("echo").get<bool>();
-    if (parsed.echo && parsed.reply_format)
-      refuse("echo", "with " + parsed.reply_format.named + ": a reply that begins with its prompt is not " +
-                         (parsed.reply_format.pattern ? "held to the pattern" : parsed.reply_format.grammar ? "held to the grammar" : "JSON"));
-  }
+  parsed.echo = boolean_field(body, "echo", false);
+  if (parsed.echo && parsed.reply_format)
+    refuse("echo", "with " + parsed.reply_format.named + ": a reply that begins with its prompt is not " +
+                       (parsed.reply_format.pattern ? "held to the pattern" : parsed.reply_format.grammar ? "held to the grammar" : "JSON"));
   if (parsed.echo) parsed.request.prompt_logprobs = parsed.request.logprobs;  // with logprobs, the prompt's too
   return parsed;
 }
@@ -615,17 +596,11 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
   check_prompt_fits(parsed.request.prompt, model, "messages");
   parsed.prompts = {parsed.request.prompt};
   parsed.request.stop_tokens.insert(parsed.request.stop_tokens.end(), end_of_reply.begin(), end_of_reply.end());
-  if (given(body, "logprobs")) {
-    if (!body.at("logprobs").is_boolean()) refuse("logprobs", "must be true or false, got " + body.at("logprobs").dump());
-    parsed.logprobs = body.at("logprobs").get<bool>();
-  }
+  parsed.logprobs = boolean_field(body, "logprobs", false);
   parsed.top_logprobs = uint32_t(count(body, "top_logprobs", 0, kMostTopLogprobs));
   if (parsed.top_logprobs > 0 && !parsed.logprobs) refuse("top_logprobs", "needs \"logprobs\": true");
   ask_for_logprobs(parsed);
-  if (given(body, "include_reasoning")) {
-    if (!body.at("include_reasoning").is_boolean()) refuse("include_reasoning", "must be true or false, got " + body.at("include_reasoning").dump().substr(0, 80));
-    parsed.include_reasoning = body.at("include_reasoning").get<bool>();
-  }
+  parsed.include_reasoning = boolean_field(body, "include_reasoning", true);
   return parsed;
 }
 

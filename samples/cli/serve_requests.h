@@ -57,6 +57,9 @@ struct ParsedRequest {
 // The InputError of a request's field: "'field' what".
 [[noreturn]] void refuse_field(const std::string& field, const std::string& what);
 
+// A request's true-or-false field: `fallback` when not given, an InputError naming it when not a boolean.
+bool boolean_field(const nlohmann::json& body, const char* field, bool fallback);
+
 // A request's body as a JSON object; InputError for one that is not, or nests past 400 levels.
 nlohmann::json parse_body(const std::string& body);
 

@@ -15,7 +15,6 @@ using nlohmann::json;
 
 [[noreturn]] void refuse(const std::string& field, const std::string& what) { throw InputError("'" + field + "' " + what); }
 
-bool given(const json& object, const char* field) { return object.contains(field) && !object.at(field).is_null(); }
 
 std::string brief(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 120); }
 

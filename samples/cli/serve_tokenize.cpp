@@ -2,22 +2,12 @@
 
 #include <vector>
 
+#include "json_text.h"
 #include "serve_requests.h"
 
 namespace tilefire::cli {
-namespace {
 
 using nlohmann::json;
-
-bool given(const json& body, const char* field) { return body.contains(field) && !body.at(field).is_null(); }
-
-bool flag(const json& body, const char* field, bool fallback) {
-  if (!given(body, field)) return fallback;
-  if (!body.at(field).is_boolean()) refuse_field(field, "must be true or false, got " + body.at(field).dump().substr(0, 200));
-  return body.at(field).get<bool>();
-}
-
-}  // namespace
 
 json tokenize_reply(const std::string& body_text, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
                     const ModelInfo& model, ToolCallParser tool_call_parser) {
@@ -28,7 +18,7 @@ json tokenize_reply(const std::string& body_text, const Tokenizer* tokenizer, co
   if (prompt) {
     if (!body.at("prompt").is_string()) refuse_field("prompt", "must be a string, got " + body.at("prompt").dump().substr(0, 200));
     const std::string& text = body.at("prompt").get_ref<const std::string&>();
-    const bool add_special_tokens = flag(body, "add_special_tokens", true);  // read (and checked) with or without a tokenizer
+    const bool add_special_tokens = boolean_field(body, "add_special_tokens", true);  // read (and checked) with or without a tokenizer
     tokens = tokenizer ? tokenizer->encode(text, add_special_tokens) : byte_tokens(text);
   } else {
     if (!tokenizer) throw InputError("this model has no tokenizer.json: chat messages cannot be put into tokens");
@@ -44,7 +34,7 @@ json tokenize_reply(const std::string& body_text, const Tokenizer* tokenizer, co
     tokens = tokenizer->encode(render_chat_prompt(body, *chat_template, tools, tool_call_parser), chat_add_special_tokens(body));
   }
   json reply = {{"count", tokens.size()}, {"max_model_len", model.max_context}, {"tokens", tokens}};
-  if (flag(body, "return_token_strs", false)) {
+  if (boolean_field(body, "return_token_strs", false)) {
     json strings = json::array();
     for (int32_t token : tokens) strings.push_back(tokenizer ? tokenizer->token_string(token) : bytes_text({token}));
     reply["token_strs"] = std::move(strings);  // a lone byte that is not UTF-8 goes out as U+FFFD

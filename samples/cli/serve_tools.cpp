@@ -18,7 +18,6 @@ using nlohmann::json;
 
 [[noreturn]] void refuse(const std::string& field, const std::string& what) { throw InputError("'" + field + "' " + what); }
 
-bool given(const json& body, const char* field) { return body.contains(field) && !body.at(field).is_null(); }
 
 constexpr size_t kMostTools = 128;  // OpenAI's bound on a request's tools
 
