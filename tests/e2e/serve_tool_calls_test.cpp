@@ -505,7 +505,8 @@ TEST(ServeToolCalls, AReasoningParserSplitsTheThinkingFromTheAnswer) {
     hidden_response["include_reasoning"] = false;
     const HttpReply without = post(server.port(), "/v1/responses", hidden_response.dump());
     ASSERT_EQ(without.status, 200) << without.body;
-    for (const json& item : json::parse(without.body).at("output")) EXPECT_NE(item.at("type"), "reasoning") << without.body;
+    const json without_items = json::parse(without.body).at("output");  // held: a loop over a temporary's member would dangle
+    for (const json& item : without_items) EXPECT_NE(item.at("type"), "reasoning") << without.body;
     response_asked["stream"] = true;  // response.completed (or incomplete: cut by max_output_tokens) holds it
     const std::string response_events = post(server.port(), "/v1/responses", response_asked.dump()).body;
     const size_t last_data = response_events.rfind("\ndata: ");  // the typed events' last: "event: NAME\ndata: {...}"
