@@ -91,18 +91,17 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   request.speculation = served.speculation;  // with the batcher: by prompt lookup, checked in the batched steps
   // With the batcher, the callbacks below run on its thread while this one waits in run().
   if (served.tokenizer) stream.emplace(*served.tokenizer, request.prompt);
-  // An ending token's text (skip_special_tokens false writes eos and stop tokens too) waits for the next
-  // token: the token that ends the reply is left out of its text, as vLLM leaves it out.
+  // An ending token's text is left out (skip_special_tokens false writes the other special tokens), as
+  // vLLM leaves out the token that ends a reply: an ending token always ends it (with ignore_eos, eos is
+  // none, and its text is written).
   const std::vector<int32_t> ending = request.ending_tokens(served.engine->model().eos_tokens);
-  std::string held_ending;
   auto text_of = [&](int32_t token) {
     if (served.tokenizer) {
-      std::string piece = std::move(held_ending) + stream->add(token);
-      held_ending.clear();
+      std::string piece = stream->add(token);
       if (markers) {
         const auto marker = markers->find(token);
         const bool ends = std::find(ending.begin(), ending.end(), token) != ending.end();
-        if (marker != markers->end()) (ends ? held_ending : piece) += marker->second;  // a special token, which the text leaves out
+        if (marker != markers->end() && !ends) piece += marker->second;  // a special token, which the text leaves out
       }
       return piece;
     }
@@ -192,7 +191,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   // What the stream held to the end: unfinished characters, and an ending token's text where it did not end the reply.
   // (Decoding the reply whole once more: only where a stream, pieces or a count read it.)
   const std::string unsaid = !(writer || by_pieces || counts_thinking) ? ""
-                             : served.tokenizer ? stream->finish() + (result.finish_reason == "eos" ? "" : held_ending)
+                             : served.tokenizer ? stream->finish()
                                                 : held_bytes;
   if (counts_thinking && !token_texts.empty()) token_texts.back() += unsaid;
   generated.token_texts = std::move(token_texts);
