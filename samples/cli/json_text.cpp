@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tilefire/errors.h"
+
 namespace tilefire::cli {
 
 Brackets scan_brackets(const std::string& text, size_t begin, bool to_close) {
@@ -24,6 +26,8 @@ Brackets scan_brackets(const std::string& text, size_t begin, bool to_close) {
   }
   return scan;
 }
+
+void refuse_field(const std::string& field, const std::string& what) { throw InputError("'" + field + "' " + what); }
 
 bool only_whitespace(const std::string& text) { return text.find_first_not_of(" \t\n\r") == std::string::npos; }
 

@@ -25,6 +25,8 @@ bool nested_past_bound(const std::string& text);
 // Whether `object` (a request's body, or an object in it) holds `field` with a value: null counts as not
 // given, as OpenAI's and vLLM's servers read it.
 inline bool given(const nlohmann::json& object, const char* field) { return object.contains(field) && !object.at(field).is_null(); }
+// The InputError of a request's field: "'field' what".
+[[noreturn]] void refuse_field(const std::string& field, const std::string& what);
 // JSON's whitespace: space, tab, new line, carriage return.
 inline bool is_json_whitespace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 // Whether `text` is JSON's whitespace alone (or empty): where a model's reply or a call's arguments say nothing.

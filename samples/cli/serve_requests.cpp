@@ -396,7 +396,6 @@ json text_messages(const json& messages) {
 
 }  // namespace
 
-void refuse_field(const std::string& field, const std::string& what) { throw InputError("'" + field + "' " + what); }
 
 bool boolean_field(const json& body, const char* field, bool fallback) {
   if (!given(body, field)) return fallback;

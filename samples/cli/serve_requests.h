@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "json_text.h"
 #include "reply_format.h"
 #include "serve_tools.h"
 #include "tilefire/chat.h"
@@ -53,9 +54,6 @@ struct ParsedRequest {
   // vLLM's "request_id": the reply's id after its prefix ("chatcmpl-ID"); empty: the server numbers it.
   std::string request_id;
 };
-
-// The InputError of a request's field: "'field' what".
-[[noreturn]] void refuse_field(const std::string& field, const std::string& what);
 
 // A request's true-or-false field: `fallback` when not given, an InputError naming it when not a boolean.
 bool boolean_field(const nlohmann::json& body, const char* field, bool fallback);

@@ -13,7 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void refuse(const std::string& field, const std::string& what) { throw InputError("'" + field + "' " + what); }
+[[noreturn]] void refuse(const std::string& field, const std::string& what) { refuse_field(field, what); }
 
 
 std::string brief(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 120); }

@@ -16,7 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void refuse(const std::string& field, const std::string& what) { throw InputError("'" + field + "' " + what); }
+[[noreturn]] void refuse(const std::string& field, const std::string& what) { refuse_field(field, what); }
 
 
 constexpr size_t kMostTools = 128;  // OpenAI's bound on a request's tools
