@@ -340,8 +340,9 @@ TEST(CliChat, AReplyItsFormatFailsDropsItsMessageAndTheChatGoesOn) {
       next_message = answered + 1;
     }
     EXPECT_EQ(turn + dropped, messages.size()) << describe(r);
-    if (dropped)
+    if (dropped) {
       EXPECT_NE(r.err.find("tilefire chat: error: " + std::to_string(dropped) + " of 4 messages were dropped"), std::string::npos) << r.err;
+    }
   }
   EXPECT_GT(drops, 0u) << "no reply failed: the test checks nothing of dropping";
   EXPECT_LT(drops, 6 * messages.size()) << "no reply was derived";
