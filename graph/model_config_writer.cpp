@@ -145,6 +145,20 @@ std::string to_hf_config_json(const ModelSpec& spec) {
   } else {
     config["eos_token_id"] = spec.eos_tokens;
   }
+  if (spec.multimodal_checkpoint) {
+    // Gemma 3 4B's layout: the text model's keys under text_config, the token ids and the dtype at the top
+    // (the vision tower's config is left out: nothing reads it).
+    if (spec.arch != Architecture::gemma3 || spec.final_logit_softcap != 0.0f)
+      throw std::invalid_argument("to_hf_config_json: a multimodal checkpoint is Gemma 3's, with no soft cap on its logits");
+    json top = {{"architectures", json::array({"Gemma3ForConditionalGeneration"})}, {"model_type", "gemma3"}};
+    for (const char* key : {"bos_token_id", "eos_token_id", "torch_dtype"}) {
+      top[key] = config.at(key);
+      config.erase(key);
+    }
+    config.erase("architectures");
+    top["text_config"] = std::move(config);
+    return top.dump(2) + "\n";
+  }
   return config.dump(2) + "\n";
 }
 

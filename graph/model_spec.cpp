@@ -437,9 +437,65 @@ static const char* lift_rope_parameters(json& config, const std::string& origin)
   return "rope_parameters";
 }
 
+namespace {
+
+ModelSpec spec_of_config(json config, const std::string& origin);
+
+// Gemma3ForConditionalGeneration's config.json (Gemma 3 4B and up): the text model's config is its
+// text_config, to which some keys of the top level are given (below). Messages about text_config's keys
+// name "config.json: text_config".
+ModelSpec spec_of_multimodal_config(const json& config, const std::string& origin) {
+  if (!config.contains("text_config") || !config.at("text_config").is_object())
+    fail(origin, "key 'text_config' must be an object: Gemma3ForConditionalGeneration keeps its text model's config there");
+  json text = config.at("text_config");
+  // The token ids: the top level's first, as transformers' GenerationConfig.from_model_config takes them
+  // (the published ones are there), text_config's where the top has none. Read here first, so that a
+  // message about one names the top level.
+  ModelSpec top_level_ids;
+  parse_token_ids(ConfigReader(config, origin), top_level_ids);
+  for (const char* key : {"bos_token_id", "eos_token_id"})
+    if (config.contains(key) && !config.at(key).is_null()) text[key] = config.at(key);
+  // The dtype the config claims (the tensors decide when they load): the top level's where text_config
+  // claims none.
+  if (!text.contains("torch_dtype") && !text.contains("dtype"))
+    for (const char* key : {"torch_dtype", "dtype"})
+      if (config.contains(key)) text[key] = config.at(key);
+  // Whether the LM head is the embedding: transformers 4.x reads text_config's (default true); a top level
+  // that says otherwise makes it ambiguous, which is refused rather than guessed.
+  if (config.contains("tie_word_embeddings") && !config.at("tie_word_embeddings").is_null()) {
+    const json& top_tie = config.at("tie_word_embeddings");
+    if (!top_tie.is_boolean()) fail(origin, "key 'tie_word_embeddings' must be true or false, got " + top_tie.dump().substr(0, 80));
+    const bool text_gives = text.contains("tie_word_embeddings") && !text.at("tie_word_embeddings").is_null();
+    const json text_tie = text_gives ? text.at("tie_word_embeddings") : json(true);
+    if (top_tie != text_tie)
+      fail(origin, "key 'tie_word_embeddings' is " + top_tie.dump() + " but text_config's is " + text_tie.dump().substr(0, 80) +
+                       (text_gives ? "" : " (its default)") + ": whether the LM head is the embedding is ambiguous");
+  }
+  text["architectures"] = json::array({"Gemma3ForCausalLM"});
+  ModelSpec spec = spec_of_config(std::move(text), origin + ": text_config");
+  spec.arch_name = "Gemma3ForConditionalGeneration";
+  spec.multimodal_checkpoint = true;
+  // That class's logits are the LM head's alone, whatever text_config says (transformers >= 4.52; 4.50 and
+  // 4.51 wrapped Gemma3ForCausalLM, which applies a cap when given: every published config gives none).
+  spec.final_logit_softcap = 0.0f;
+  return spec;
+}
+
+}  // namespace
+
 ModelSpec parse_hf_config_text(const std::string& text, const std::string& origin) {
   json config = parse_json_text(text.data(), text.data() + text.size(), origin);
   if (!config.is_object()) fail(origin, "not a config.json: the top level must be a JSON object");
+  const json* architectures = config.contains("architectures") ? &config.at("architectures") : nullptr;
+  if (architectures && architectures->is_array() && !architectures->empty() && *architectures->begin() == "Gemma3ForConditionalGeneration")
+    return spec_of_multimodal_config(config, origin);
+  return spec_of_config(std::move(config), origin);
+}
+
+namespace {
+
+// A causal model's config.json (or a multimodal one's text_config), read into its spec.
+ModelSpec spec_of_config(json config, const std::string& origin) {
   const char* rope_scaling_key = lift_rope_parameters(config, origin);
 
   ModelSpec spec;
@@ -458,16 +514,26 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
     }
     expected += expected.empty() ? entry.hf_name : std::string(", ") + entry.hf_name;
   }
-  if (!known) fail(origin, "unknown architecture '" + spec.arch_name + "' (expected one of " + expected + ")");
+  if (!known) fail(origin, "unknown architecture '" + spec.arch_name + "' (expected one of " + expected + ", Gemma3ForConditionalGeneration)");
+  // A text_config is a multimodal class's (read above): under a causal class, Gemma3TextConfig's defaults
+  // would stand in for the keys it holds.
+  if (spec.arch == Architecture::gemma3 && config.contains("text_config"))
+    fail(origin, "key 'text_config' is given, but architectures names " + spec.arch_name +
+                     ": a Gemma 3 checkpoint with a text_config is Gemma3ForConditionalGeneration's");
 
   const bool qwen = is_qwen(spec.arch);
   ConfigReader reader(config, origin);
-  spec.vocab = reader.positive_u32("vocab_size");
-  spec.hidden = reader.positive_u32("hidden_size");
-  spec.layers = reader.positive_u32("num_hidden_layers");
-  spec.heads = reader.positive_u32("num_attention_heads");
-  // Gemma2Config's and Gemma3TextConfig's defaults: 4 KV heads of 256
   const bool gemma3 = spec.arch == Architecture::gemma3, gemma = spec.is_gemma();
+  // Gemma3TextConfig's defaults for these (Gemma 3 4B's text_config gives neither a vocabulary nor heads);
+  // every other class's configs give them.
+  auto size_key = [&](const char* key, uint32_t gemma3_default) {
+    return gemma3 ? reader.positive_u32_or(key, gemma3_default) : reader.positive_u32(key);
+  };
+  spec.vocab = size_key("vocab_size", 262208);
+  spec.hidden = size_key("hidden_size", 2304);
+  spec.layers = size_key("num_hidden_layers", 26);
+  spec.heads = size_key("num_attention_heads", 8);
+  // Gemma2Config's and Gemma3TextConfig's defaults: 4 KV heads of 256
   spec.kv_heads = reader.positive_u32_or("num_key_value_heads", gemma ? 4 : spec.heads);
   if (gemma && !reader.has_non_null("head_dim")) {
     spec.head_dim = 256;
@@ -480,7 +546,7 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
     }
     spec.head_dim = spec.hidden / spec.heads;
   }
-  spec.ffn = reader.positive_u32("intermediate_size");
+  spec.ffn = size_key("intermediate_size", 9216);
   spec.max_context = reader.positive_u32_or("max_position_embeddings", gemma3 ? 131072 : gemma ? 8192 : 4096);
   const bool smollm3 = spec.arch == Architecture::smollm3, granite = spec.arch == Architecture::granite;
   spec.rms_eps = reader.positive_float_or("rms_norm_eps", qwen || smollm3 || granite || gemma ? 1e-6f : 1e-5f);
@@ -568,6 +634,8 @@ ModelSpec parse_hf_config_text(const std::string& text, const std::string& origi
   validate_spec(spec, origin);
   return spec;
 }
+
+}  // namespace
 
 void validate_spec(const ModelSpec& spec, const std::string& origin) {
   auto require_positive = [&](uint64_t value, const char* key) {

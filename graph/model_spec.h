@@ -67,6 +67,11 @@ struct ModelSpec {
   float attention_softcap = 0.0f;
   float final_logit_softcap = 0.0f;
   DType dtype = DType::f32;  // torch_dtype of the checkpoint (the loader checks every matrix against it)
+  // Gemma3ForConditionalGeneration (Gemma 3 4B, 12B, 27B): the text model of a multimodal checkpoint, its
+  // config under config.json's text_config and its tensors under language_model.model.* (as published) or
+  // model.language_model.* (as transformers >= 4.52 saves them). The image encoder is not read (Tilefire
+  // takes text), and the logits are never soft-capped, as that class computes them.
+  bool multimodal_checkpoint = false;
   int32_t bos_token = -1;
   std::vector<int32_t> eos_tokens;
 

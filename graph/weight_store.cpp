@@ -134,6 +134,28 @@ bool WeightStore::is_row_range(const std::string& name) const {
   return false;
 }
 
+void WeightStore::take_language_model(const std::string& origin) {
+  auto starts_with = [](const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; };
+  std::map<std::string, const TensorView*> text_model;
+  std::map<std::string, std::string> stored_as;  // a text-model name -> the checkpoint's name for it
+  for (const auto& [name, view] : index_) {
+    std::string renamed = name;
+    if (starts_with(name, "language_model.model.") || starts_with(name, "model.language_model.")) {
+      renamed = "model." + name.substr(std::string("language_model.model.").size());
+    } else if (name == "language_model.lm_head.weight") {
+      renamed = "lm_head.weight";
+    } else if (starts_with(name, "vision_tower.") || starts_with(name, "multi_modal_projector.") ||
+               starts_with(name, "model.vision_tower.") || starts_with(name, "model.multi_modal_projector.")) {
+      continue;  // the image encoder: a text prompt never runs it
+    }
+    if (!text_model.emplace(renamed, view).second)
+      fail(origin, "the checkpoint holds the text model's tensor '" + renamed + "' twice, as '" + stored_as.at(renamed) + "' and as '" +
+                       name + "'");
+    stored_as.emplace(renamed, name);
+  }
+  index_ = std::move(text_model);
+}
+
 std::vector<ExpectedTensor> expected_tensors(const ModelSpec& spec) {
   const uint64_t hidden = spec.hidden, q_dim = spec.q_dim(), kv_dim = spec.kv_dim(), ffn = spec.ffn;
   const uint64_t head_dim = spec.head_dim, vocab = spec.vocab;
@@ -205,22 +227,31 @@ std::string unused_tensor_reason(const std::string& name, const ModelSpec& spec)
 }  // namespace
 
 void check_weights_against_spec(ModelSpec& spec, WeightStore& weights, const std::string& origin) {
+  if (spec.multimodal_checkpoint) weights.take_language_model(origin);
   const TensorView* first_matrix = nullptr;
   const std::vector<ExpectedTensor> expected_list = expected_tensors(spec);
   for (const ExpectedTensor& expected : expected_list) {
     const TensorView* view = weights.find(expected.name);
     if (view == nullptr) {
-      fail(origin, "missing tensor '" + expected.name + "' (expected shape " + shape_text(expected.shape) + ")");
+      std::string layouts;  // a multimodal checkpoint's own names for it
+      if (spec.multimodal_checkpoint && expected.name.rfind("model.", 0) == 0)
+        layouts = ": a " + spec.arch_name + " checkpoint holds it as 'language_model." + expected.name + "' or 'model.language_model." +
+                  expected.name.substr(std::string("model.").size()) + "'";
+      else if (spec.multimodal_checkpoint)
+        layouts = ": a " + spec.arch_name + " checkpoint holds it as 'language_model." + expected.name + "' or '" + expected.name + "'";
+      fail(origin, "missing tensor '" + expected.name + "' (expected shape " + shape_text(expected.shape) + ")" + layouts);
     }
+    // A multimodal checkpoint's tensor is named as its file names it too.
+    const std::string stored_as = view->name != expected.name ? " (stored as '" + view->name + "')" : std::string();
     if (view->shape != expected.shape) {
-      fail(origin, "tensor '" + expected.name + "' in " + view->file + " has shape " + shape_text(view->shape) +
+      fail(origin, "tensor '" + expected.name + "'" + stored_as + " in " + view->file + " has shape " + shape_text(view->shape) +
                        ", but config.json implies " + shape_text(expected.shape));
     }
     if (!expected.matrix) continue;  // norm and bias vectors may be stored in any supported dtype
     if (first_matrix == nullptr) {
       first_matrix = view;
     } else if (view->dtype != first_matrix->dtype) {
-      fail(origin, "tensor '" + expected.name + "' is " + std::string(safetensors_dtype_name(view->dtype)) +
+      fail(origin, "tensor '" + expected.name + "'" + stored_as + " is " + std::string(safetensors_dtype_name(view->dtype)) +
                        " but '" + first_matrix->name + "' is " +
                        std::string(safetensors_dtype_name(first_matrix->dtype)) +
                        "; all weight matrices must share one dtype");
@@ -235,7 +266,7 @@ void check_weights_against_spec(ModelSpec& spec, WeightStore& weights, const std
   for (const auto& [name, view] : weights.tensors()) {
     if (expected_names.count(name) || ends_with(name, ".rotary_emb.inv_freq") || weights.is_row_range(name)) continue;
     if (name == "lm_head.weight" && spec.tie_embeddings) continue;
-    fail(origin, "the checkpoint holds '" + name + "' (in " + view->file + "), " + unused_tensor_reason(name, spec) +
+    fail(origin, "the checkpoint holds '" + view->name + "' (in " + view->file + "), " + unused_tensor_reason(name, spec) +
                      "; refusing to run the model without it");
   }
   // torch_dtype in config.json is often wrong (float32 configs over bf16 files and the reverse); the

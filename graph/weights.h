@@ -68,6 +68,12 @@ class WeightStore {
   void add_row_range(const std::string& whole, const std::string& name, uint64_t row_begin, uint64_t row_end);
   // Whether `name` was added by add_row_range (not a tensor of the checkpoint's files).
   bool is_row_range(const std::string& name) const;
+  // A multimodal checkpoint's text model (ModelSpec::multimodal_checkpoint): its tensors under
+  // language_model.model.* or model.language_model.* (and language_model.lm_head.weight) are found under
+  // the causal model's names (model.*, lm_head.weight), and the image encoder's (vision_tower.*,
+  // multi_modal_projector.*, with or without model.) are left out. Any other name stays as it is. Throws
+  // InputError when two of the checkpoint's tensors take one name. Once done, doing it again changes nothing.
+  void take_language_model(const std::string& origin);
 
  private:
   std::vector<std::shared_ptr<SafetensorsFile>> files_;

@@ -234,11 +234,116 @@ TEST(ModelSpecParse, Gemma3ReadsItsLayerPatternRopeBasesAndScales) {
   bad["sliding_window"] = nullptr;
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
               HasSubstr("key 'sliding_window' is null, but the model has sliding_attention layers"));
-  // The multimodal checkpoints' class (4B and up) is another architecture.
-  bad = config;
-  bad["architectures"] = {"Gemma3ForConditionalGeneration"};
+}
+
+// Gemma 3 4B's config.json (google/gemma-3-4b-it's, as copies of it give it; the vision tower's abridged):
+// Gemma3ForConditionalGeneration, its text model's keys under text_config, few of them given.
+json gemma3_multimodal_config() {
+  return json::parse(R"({
+    "architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999, "eoi_token_index": 256000,
+    "eos_token_id": [1, 106], "image_token_index": 262144, "initializer_range": 0.02, "mm_tokens_per_image": 256,
+    "model_type": "gemma3",
+    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text", "num_hidden_layers": 34,
+                    "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024},
+    "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0",
+    "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304, "model_type": "siglip_vision_model",
+                      "num_attention_heads": 16, "num_hidden_layers": 27, "patch_size": 14, "vision_use_head": false}})");
+}
+
+TEST(ModelSpecParse, Gemma3MultimodalReadsItsTextConfigWithGemma3TextConfigsDefaults) {
+  json config = gemma3_multimodal_config();
+  const ModelSpec spec = parse_hf_config_text(config.dump(), "gemma-3-4b/config.json");
+  EXPECT_EQ(spec.arch, Architecture::gemma3);
+  EXPECT_EQ(spec.arch_name, "Gemma3ForConditionalGeneration");
+  EXPECT_TRUE(spec.multimodal_checkpoint);
+  // Gemma3TextConfig's defaults for what text_config leaves out: 262208 tokens, 8 heads, 4 KV heads of 256.
+  EXPECT_EQ(spec.vocab, 262208u);
+  EXPECT_EQ(spec.hidden, 2560u);
+  EXPECT_EQ(spec.layers, 34u);
+  EXPECT_EQ(spec.heads, 8u);
+  EXPECT_EQ(spec.kv_heads, 4u);
+  EXPECT_EQ(spec.head_dim, 256u);
+  EXPECT_EQ(spec.ffn, 10240u);
+  EXPECT_EQ(spec.max_context, 131072u);
+  EXPECT_EQ(spec.attention_scale(), 0.0625f);
+  EXPECT_TRUE(spec.tie_embeddings);
+  EXPECT_TRUE(spec.qk_norm);
+  EXPECT_TRUE(spec.rope_scaling.linear);
+  EXPECT_EQ(spec.rope_scaling.factor, 8.0f);
+  EXPECT_EQ(spec.rope_theta, 1e6f);
+  EXPECT_EQ(spec.local_rope_theta, 1e4f);
+  ASSERT_EQ(spec.sliding_layers.size(), 34u);
+  for (uint32_t l = 0; l < 34; ++l) EXPECT_EQ(spec.attention_window(l), l % 6 == 5 ? 0u : 1024u) << "layer " << l;
+  // The top level's keys: the end-of-turn ids and the dtype (sqrt(2560) = 50.6 in bf16).
+  EXPECT_EQ(spec.eos_tokens, (std::vector<int32_t>{1, 106}));
+  EXPECT_EQ(spec.dtype, DType::bf16);
+  EXPECT_EQ(spec.embedding_multiplier, 50.5f);
+  EXPECT_EQ(spec.final_logit_softcap, 0.0f);
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(spec), "round trip"), spec);
+
+  // The token ids: the top level's first (as transformers' generation config takes them), text_config's
+  // where the top has none. Its final_logit_softcapping is not applied (transformers'
+  // Gemma3ForConditionalGeneration computes its logits without it). Its own dtype claim stands.
+  config["text_config"]["eos_token_id"] = 1;
+  config["text_config"]["bos_token_id"] = 2;
+  config["text_config"]["final_logit_softcapping"] = 30.0;
+  config["text_config"]["num_attention_heads"] = 16;
+  config["text_config"]["num_key_value_heads"] = 8;
+  config["text_config"]["dtype"] = "float32";
+  const ModelSpec own = parse_hf_config_text(config.dump(), "m");
+  EXPECT_EQ(own.eos_tokens, (std::vector<int32_t>{1, 106}));
+  EXPECT_EQ(own.bos_token, 2);
+  EXPECT_EQ(own.final_logit_softcap, 0.0f);
+  EXPECT_EQ(own.heads, 16u);
+  EXPECT_EQ(own.kv_heads, 8u);
+  EXPECT_EQ(own.dtype, DType::f32);
+  config.erase("eos_token_id");
+  EXPECT_EQ(parse_hf_config_text(config.dump(), "m").eos_tokens, (std::vector<int32_t>{1}));
+  // The tie: text_config's (default true), and a top level that says otherwise is refused.
+  config["tie_word_embeddings"] = true;
+  EXPECT_TRUE(parse_hf_config_text(config.dump(), "m").tie_embeddings);
+  config["tie_word_embeddings"] = false;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(config.dump(), "g/config.json"); }),
+              HasSubstr("g/config.json: key 'tie_word_embeddings' is false but text_config's is true (its default): whether the LM "
+                        "head is the embedding is ambiguous"));
+  config["text_config"]["tie_word_embeddings"] = false;
+  EXPECT_FALSE(parse_hf_config_text(config.dump(), "m").tie_embeddings);
+  config["tie_word_embeddings"] = "no";
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(config.dump(), "g/config.json"); }),
+              HasSubstr("g/config.json: key 'tie_word_embeddings' must be true or false, got \"no\""));
+
+  // Its messages say where in the file the key is.
+  json bad = gemma3_multimodal_config();
+  bad.erase("text_config");
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
-              HasSubstr("unknown architecture 'Gemma3ForConditionalGeneration'"));
+              HasSubstr("g/config.json: key 'text_config' must be an object: Gemma3ForConditionalGeneration keeps its text model's config there"));
+  bad = gemma3_multimodal_config();
+  bad["text_config"]["sliding_window"] = -4;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("g/config.json: text_config: key 'sliding_window'"));
+  bad = gemma3_multimodal_config();
+  bad["eos_token_id"] = -1;  // a top-level key's message names the top level
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("g/config.json: key 'eos_token_id' must be a non-negative integer token id"));
+  // Another class's text model under a multimodal class is not read as Gemma 3's.
+  bad = gemma3_multimodal_config();
+  bad["architectures"] = {"PaliGemmaForConditionalGeneration"};
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("unknown architecture 'PaliGemmaForConditionalGeneration' (expected one of LlamaForCausalLM"));
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }), HasSubstr(", Gemma3ForConditionalGeneration)"));
+  // A text_config under the causal class: Gemma3TextConfig's defaults would stand in for what it holds.
+  bad = gemma3_multimodal_config();
+  bad["architectures"] = {"Gemma3ForCausalLM"};
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("g/config.json: key 'text_config' is given, but architectures names Gemma3ForCausalLM: a Gemma 3 checkpoint "
+                        "with a text_config is Gemma3ForConditionalGeneration's"));
+  // A causal Gemma 3's config still needs no text_config, and gets the same defaults.
+  json causal = gemma3_config();
+  for (const char* key : {"vocab_size", "num_attention_heads"}) causal.erase(key);
+  const ModelSpec causal_defaults = parse_hf_config_text(causal.dump(), "m");
+  EXPECT_EQ(causal_defaults.vocab, 262208u);
+  EXPECT_EQ(causal_defaults.heads, 8u);
+  EXPECT_FALSE(causal_defaults.multimodal_checkpoint);
 }
 
 // Gemma 2 2B's config (google/gemma-2-2b-it's, as copies of it give it): 26 layers, even ones sliding over

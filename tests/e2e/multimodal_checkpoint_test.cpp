@@ -1,0 +1,194 @@
+// Gemma3ForConditionalGeneration checkpoints (Gemma 3 4B, 12B, 27B): the text model of a multimodal
+// checkpoint, read from its text_config and its language_model tensors, gives exactly the logits of the same
+// weights stored as a Gemma3ForCausalLM (whose engine the reference test checks against the double-precision
+// reference forward pass), with the image encoder's tensors left unread and no soft cap on the logits.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/common/test_models.h"
+#include "tilefire/engine.h"
+#include "tilefire/errors.h"
+
+namespace tilefire::testing {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+// A safetensors file as its header and its data.
+struct Checkpoint {
+  json header;
+  std::string data;
+};
+
+Checkpoint read_checkpoint(const std::filesystem::path& file) {
+  const std::string bytes = read_file_text(file);
+  uint64_t header_length = 0;
+  std::memcpy(&header_length, bytes.data(), 8);
+  return {json::parse(bytes.substr(8, header_length)), bytes.substr(8 + header_length)};
+}
+
+void write_checkpoint(const Checkpoint& checkpoint, const std::filesystem::path& file) {
+  std::string header = checkpoint.header.dump();
+  header.append((8 - header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+  const uint64_t header_length = header.size();
+  std::string bytes(8, '\0');
+  std::memcpy(bytes.data(), &header_length, 8);
+  write_file_text(file, bytes + header + checkpoint.data);
+}
+
+// The folder's tensors renamed: "model.X" to prefix + "X" (the layouts' "language_model.model." and
+// "model.language_model."), an untied "lm_head.weight" to `lm_head`, and an f32 tensor of 4 elements added
+// under each of `extra`.
+Checkpoint renamed(const Checkpoint& causal, const std::string& prefix, const std::string& lm_head, const std::vector<std::string>& extra) {
+  Checkpoint out{json::object(), causal.data};
+  for (const auto& [name, entry] : causal.header.items()) {
+    if (name == "__metadata__") continue;
+    out.header[name.rfind("model.", 0) == 0 ? prefix + name.substr(6) : name == "lm_head.weight" ? lm_head : name] = entry;
+  }
+  for (const std::string& name : extra) {
+    const uint64_t begin = out.data.size();
+    out.data.append(16, '\0');
+    out.header[name] = {{"dtype", "F32"}, {"shape", {4}}, {"data_offsets", {begin, begin + 16}}};
+  }
+  return out;
+}
+
+// Gemma 3 4B's config.json around the test model's text config: the image keys and a vision_config that
+// nothing reads, and a final_logit_softcapping that Gemma3ForConditionalGeneration does not apply.
+json multimodal_config(const ModelSpec& causal) {
+  ModelSpec multimodal = causal;
+  multimodal.multimodal_checkpoint = true;
+  multimodal.arch_name = "Gemma3ForConditionalGeneration";
+  json config = json::parse(to_hf_config_json(multimodal));
+  config["boi_token_index"] = 255999;
+  config["image_token_index"] = 262144;
+  config["mm_tokens_per_image"] = 256;
+  config["vision_config"] = {{"hidden_size", 1152}, {"model_type", "siglip_vision_model"}, {"num_hidden_layers", 27}};
+  config["text_config"]["final_logit_softcapping"] = 5.0;
+  return config;
+}
+
+// Tied (as Gemma 3 is) and untied (an LM head of its own, stored as each layout stores it).
+class MultimodalCheckpoint : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    spec_ = variant_spec(Variant::gemma3);
+    spec_.tie_embeddings = GetParam();
+    write_test_model(spec_, causal_.path());
+    causal_checkpoint_ = read_checkpoint(causal_.path() / "model.safetensors");
+  }
+
+  // A multimodal folder of the test model's weights under `prefix` (its LM head, if untied, as `lm_head`),
+  // with `extra` tensors beside them.
+  std::filesystem::path write_multimodal(const TempDir& dir, const std::string& prefix, const std::vector<std::string>& extra,
+                                         const std::string& lm_head = "language_model.lm_head.weight") {
+    write_file_text(dir.path() / "config.json", multimodal_config(spec_).dump(2));
+    write_checkpoint(renamed(causal_checkpoint_, prefix, lm_head, extra), dir.path() / "model.safetensors");
+    return dir.path();
+  }
+
+  static std::unique_ptr<Engine> engine_on(const std::filesystem::path& folder) {
+    EngineOptions options;
+    options.model_dir = folder.string();
+    options.threads = 2;
+    return std::make_unique<Engine>(options);
+  }
+
+  ModelSpec spec_;
+  TempDir causal_{"gemma3-causal"};
+  Checkpoint causal_checkpoint_;
+};
+
+const std::vector<std::string> kVisionTensors = {"vision_tower.vision_model.post_layernorm.weight",
+                                                 "multi_modal_projector.mm_soft_emb_norm.weight"};
+
+TEST_P(MultimodalCheckpoint, BothLayoutsGiveTheCausalModelsLogitsAndTokens) {
+  TempDir published{"gemma3-published"}, resaved{"gemma3-resaved"};
+  const std::vector<std::filesystem::path> folders = {
+      write_multimodal(published, "language_model.model.", kVisionTensors),  // as google/gemma-3-4b-it publishes it
+      write_multimodal(resaved, "model.language_model.",  // as transformers >= 4.52 saves it
+                       {"model.vision_tower.vision_model.post_layernorm.weight", "model.multi_modal_projector.mm_soft_emb_norm.weight"},
+                       "lm_head.weight")};
+  const std::unique_ptr<Engine> causal = engine_on(causal_.path());
+  const std::vector<int32_t> prompt = {2, 17, 256, 3, 511, 42, 7};
+  const std::vector<float> expected_prefill = causal->prefill(prompt);
+  const std::vector<float> expected_decode = causal->decode(5);
+  GenerateRequest request;
+  request.prompt = {3, 1, 4, 1, 5};
+  request.max_new_tokens = 24;
+  request.stop_at_eos = false;
+  const std::vector<int32_t> expected_tokens = causal->generate(request).tokens;
+
+  for (const std::filesystem::path& folder : folders) {
+    SCOPED_TRACE(folder.string());
+    const std::unique_ptr<Engine> multimodal = engine_on(folder);
+    EXPECT_EQ(multimodal->model().architecture, "Gemma3ForConditionalGeneration");
+    EXPECT_EQ(multimodal->prefill(prompt), expected_prefill);  // the same weights and math: the same floats
+    EXPECT_EQ(multimodal->decode(5), expected_decode);
+    EXPECT_EQ(multimodal->generate(request).tokens, expected_tokens);
+  }
+  // The check once more on a loaded store (take_language_model again) finds the same tensors.
+  LoadedModel loaded = load_hf_model(folders[0]);
+  const size_t tensors = loaded.weights.size();
+  EXPECT_EQ(tensors, causal_checkpoint_.header.size() - causal_checkpoint_.header.count("__metadata__"));
+  check_weights_against_spec(loaded.spec, loaded.weights, loaded.origin);
+  EXPECT_EQ(loaded.weights.size(), tensors);
+}
+
+TEST_P(MultimodalCheckpoint, WhatTheTextModelCannotReadIsRefusedByName) {
+  TempDir extra_layer{"gemma3-extra"}, twice{"gemma3-twice"}, missing{"gemma3-missing"}, no_text{"gemma3-no-text"};
+  auto refusal = [](const std::filesystem::path& folder) {
+    try {
+      load_hf_model(folder);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("loaded");
+  };
+  // A layer past num_hidden_layers, under the multimodal layout: read as the causal model's would be, and
+  // named as the file names it.
+  EXPECT_THAT(refusal(write_multimodal(extra_layer, "language_model.model.", {"language_model.model.layers.2.input_layernorm.weight"})),
+              HasSubstr("the checkpoint holds 'language_model.model.layers.2.input_layernorm.weight' (in "));
+  EXPECT_THAT(refusal(extra_layer.path()), HasSubstr("a layer past config.json's num_hidden_layers 2"));
+  // Both layouts of one tensor: which one is meant?
+  EXPECT_THAT(refusal(write_multimodal(twice, "language_model.model.", {"model.language_model.norm.weight"})),
+              HasSubstr("holds the text model's tensor 'model.norm.weight' twice, as 'language_model.model.norm.weight' and as "
+                        "'model.language_model.norm.weight'"));
+  // A tensor misnamed (as missing: its bytes stay, which the loader wants read): the message names the
+  // checkpoint's own names for it.
+  write_multimodal(missing, "language_model.model.", {});
+  Checkpoint checkpoint = read_checkpoint(missing.path() / "model.safetensors");
+  checkpoint.header["language_model.model.final_norm.weight"] = checkpoint.header.at("language_model.model.norm.weight");
+  checkpoint.header.erase("language_model.model.norm.weight");
+  write_checkpoint(checkpoint, missing.path() / "model.safetensors");
+  EXPECT_THAT(refusal(missing.path()), HasSubstr("missing tensor 'model.norm.weight' (expected shape [256]): a Gemma3ForConditionalGeneration "
+                                                 "checkpoint holds it as 'language_model.model.norm.weight' or "
+                                                 "'model.language_model.norm.weight'"));
+  // A config without its text model's config.
+  write_multimodal(no_text, "language_model.model.", {});
+  json config = multimodal_config(spec_);
+  config.erase("text_config");
+  write_file_text(no_text.path() / "config.json", config.dump());
+  EXPECT_THAT(refusal(no_text.path()), HasSubstr("config.json: key 'text_config' must be an object: Gemma3ForConditionalGeneration keeps "
+                                                 "its text model's config there"));
+  config = multimodal_config(spec_);
+  config["text_config"]["hidden_size"] = "wide";
+  write_file_text(no_text.path() / "config.json", config.dump());
+  EXPECT_THAT(refusal(no_text.path()), HasSubstr("config.json: text_config: key 'hidden_size' must be a positive integer"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tie, MultimodalCheckpoint, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Tied" : "Untied"; });
+
+}  // namespace
+}  // namespace tilefire::testing
