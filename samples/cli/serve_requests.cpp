@@ -170,7 +170,7 @@ void refuse_min_tokens_beside_a_format(const ParsedRequest& parsed) {
 }
 
 // The fields every generation takes: sampling, max tokens, stop strings, stream.
-ParsedRequest common_fields(const json& body, const ModelInfo& model, const char* max_field, uint32_t default_max) {
+ParsedRequest common_fields(const json& body, const ModelInfo& model, const Tokenizer* tokenizer, const char* max_field, uint32_t default_max) {
   refuse_unsupported(body);
   ParsedRequest parsed;
   parsed.reply_format = reply_format(body);
@@ -238,10 +238,15 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const char
   if (given(body, "allowed_token_ids")) {
     const json& ids = body.at("allowed_token_ids");
     if (!ids.is_array() || ids.empty()) refuse("allowed_token_ids", "must be a non-empty list of token ids");
+    // With a tokenizer, its ids alone (as vLLM checks them): a model's rows past them (Gemma 3 4B's 262208
+    // against its tokenizer's 262145) are padding, with no text to write.
+    const uint64_t known = tokenizer ? std::min<uint64_t>(model.vocab, uint64_t(tokenizer->vocab_size())) : model.vocab;
     std::vector<int32_t> allowed;
     for (const json& id : ids) {
-      if (!id.is_number_integer() || (!id.is_number_unsigned() && id.get<int64_t>() < 0) || id.get<uint64_t>() >= model.vocab)
-        refuse("allowed_token_ids", "holds " + id.dump().substr(0, 40) + ", not a token id of the vocabulary of " + std::to_string(model.vocab));
+      if (!id.is_number_integer() || (!id.is_number_unsigned() && id.get<int64_t>() < 0) || id.get<uint64_t>() >= known)
+        refuse("allowed_token_ids", "holds " + id.dump().substr(0, 40) + ", not a token id of the " +
+                                        (known < model.vocab ? "tokenizer's " + std::to_string(known) + " tokens (the model's rows past them have no text)"
+                                                             : "vocabulary of " + std::to_string(model.vocab)));
       allowed.push_back(id.get<int32_t>());
     }
     request.allowed_tokens = [allowed](const std::vector<int32_t>&, std::vector<uint8_t>& mask) {
@@ -499,7 +504,7 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
   const json body = parse_body(body_text);
   for (const char* field : {"tools", "tool_choice", "functions", "function_call"})
     if (given(body, field)) refuse(field, "is a field of /v1/chat/completions (a completion's reply is its text)");
-  ParsedRequest parsed = common_fields(body, model, max_tokens_field(body), 16);  // OpenAI's default
+  ParsedRequest parsed = common_fields(body, model, tokenizer, max_tokens_field(body), 16);  // OpenAI's default
   if (!given(body, "prompt")) refuse("prompt", "is missing");
   const json& prompt = body.at("prompt");
   // vLLM's add_special_tokens: the tokenizer's start token before a text prompt (its default), or not (a
@@ -572,7 +577,7 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
     throw InputError("this model has no chat template (tokenizer_config.json or chat_template.jinja): give tilefire serve "
                      "--chat-template FILE, or use /v1/completions");
   const json body = parse_body(body_text);
-  ParsedRequest parsed = common_fields(body, model, max_tokens_field(body), model.max_context);  // default: until the reply ends
+  ParsedRequest parsed = common_fields(body, model, tokenizer, max_tokens_field(body), model.max_context);  // default: until the reply ends
   if (given(body, "echo") && body.at("echo") != json(false))
     refuse("echo", "is a field of /v1/completions (a chat's reply does not repeat its messages)");
   if (!given(body, "messages") || !body.at("messages").is_array() || body.at("messages").empty())

@@ -150,6 +150,19 @@ TEST(ServePromptFields, TheResponsesApiTakesThemToo) {
   ASSERT_FALSE(listed.empty());
   const std::string text = listed.at("output")[0].at("content")[0].at("text");
   EXPECT_EQ(text.find_first_not_of("ab"), std::string::npos) << text;
+  // An id past the tokenizer's, within the model's 512 rows (padding, with no text), is refused as vLLM
+  // refuses it; the tokenizer's last id (262) is taken.
+  for (const char* api : {"/v1/completions", "/v1/chat/completions"}) {
+    json body = {{"max_tokens", 2}, {"allowed_token_ids", {a_and_b[0], 300}}};
+    if (std::string(api) == "/v1/completions") body["prompt"] = "hi";
+    else body["messages"] = {{{"role", "user"}, {"content", "hi"}}};
+    const HttpReply past = post(port, api, body.dump());
+    EXPECT_EQ(past.status, 400) << api << ": " << past.body;
+    EXPECT_NE(past.body.find("'allowed_token_ids' holds 300, not a token id of the tokenizer's 263 tokens (the model's rows past them have no "
+                             "text)"), std::string::npos) << past.body;
+    body["allowed_token_ids"] = {262};
+    EXPECT_EQ(post(port, api, body.dump()).status, 200) << api;
+  }
   // vLLM's request_id names the reply, in each API's prefix.
   EXPECT_EQ(post_json(port, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 1}, {"request_id", "job-7.a"}})
                 .value("id", ""), "chatcmpl-job-7.a");
