@@ -99,12 +99,16 @@ void read_generation_eos(const fs::path& folder, ChatTemplateFiles& files) {
 std::optional<ChatTemplateFiles> read_chat_template(const fs::path& folder) {
   ChatTemplateFiles files;
   const fs::path jinja_file = folder / "chat_template.jinja", config_file = folder / "tokenizer_config.json";
+  // A multimodal model's processor keeps its template in chat_template.json (transformers' processors wrote
+  // it there before chat_template.jinja): read when the tokenizer's files hold none.
+  const fs::path processor_file = folder / "chat_template.json";
+  std::optional<ordered_json> config;
+  if (!present(jinja_file) && present(config_file)) config = read_json(config_file);
+  const bool config_has_one = config && config->contains("chat_template") && !config->at("chat_template").is_null();
   if (present(jinja_file)) {  // transformers' own place for it since 4.50; it comes before tokenizer_config.json's
     files.templates.emplace("default", jinja::Template(read_json_file_text(jinja_file, jinja_file.string()), jinja_file.string()));
-  } else if (present(config_file)) {
-    const ordered_json config = read_json(config_file);
-    if (!config.contains("chat_template") || config.at("chat_template").is_null()) return std::nullopt;
-    const ordered_json& value = config.at("chat_template");
+  } else if (config_has_one) {
+    const ordered_json& value = config->at("chat_template");
     const std::string origin = config_file.string() + " (chat_template)";
     if (value.is_string()) {
       files.templates.emplace("default", jinja::Template(value.get<std::string>(), origin));
@@ -122,6 +126,11 @@ std::optional<ChatTemplateFiles> read_chat_template(const fs::path& folder) {
     } else {
       throw InputError(config_file.string() + ": key 'chat_template' must be a string or a list of named templates");
     }
+  } else if (present(processor_file)) {
+    const ordered_json processor = read_json(processor_file);
+    if (!processor.is_object() || !processor.contains("chat_template") || !processor.at("chat_template").is_string())
+      throw InputError(processor_file.string() + ": key 'chat_template' must be a string (the template a multimodal model's processor keeps)");
+    files.templates.emplace("default", jinja::Template(processor.at("chat_template").get<std::string>(), processor_file.string() + " (chat_template)"));
   } else {
     return std::nullopt;
   }

@@ -1,6 +1,6 @@
 #pragma once
 // A model folder's chat template and what transformers renders it with: the template of
-// chat_template.jinja or tokenizer_config.json's "chat_template", the special tokens of tokenizer_config.json
+// chat_template.jinja, tokenizer_config.json's "chat_template" or chat_template.json, the special tokens of tokenizer_config.json
 // (bos_token, eos_token, ...: variables of the template) and the ids that end a reply (eos_token, and
 // generation_config.json's eos_token_id, which is what transformers' generate() stops at).
 #include <cstdint>
@@ -24,9 +24,10 @@ struct ChatTemplateFiles {
   std::vector<int32_t> generation_eos;    // generation_config.json's eos_token_id
 };
 
-// What the folder holds, or std::nullopt when it has no chat template (chat_template.jinja, or a
-// "chat_template" in tokenizer_config.json). InputError naming the file and the key for a file that is
-// not JSON, a key of the wrong type, or a template that does not parse.
+// What the folder holds, or std::nullopt when it has no chat template (chat_template.jinja, else a
+// "chat_template" in tokenizer_config.json, else a multimodal processor's chat_template.json). InputError
+// naming the file and the key for a file that is not JSON, a key of the wrong type, or a template that
+// does not parse.
 std::optional<ChatTemplateFiles> read_chat_template(const std::filesystem::path& folder);
 
 // The special tokens and generation ids of a folder (tokenizer_config.json, generation_config.json when

@@ -226,6 +226,23 @@ TEST(ChatTemplate, AFolderGivesItsTemplateTokensAndIdsOrSaysWhatIsWrong) {
   EXPECT_EQ(render_chat(*files, ordered_json::array({{{"role", "user"}}}), true, ordered_json::object()), "jinja file: 1");
   EXPECT_EQ(files->generation_eos, (std::vector<int32_t>{7, 9}));
 
+  // A multimodal processor's chat_template.json: read when the tokenizer's files hold no template (and
+  // after them when they do).
+  fs::remove(folder / "chat_template.jinja");
+  write_file_text(folder / "tokenizer_config.json", R"({"eos_token": "</s>"})");
+  write_file_text(folder / "chat_template.json", R"({"chat_template": "processor: {{ messages[0].content }}{{ eos_token }}"})");
+  files = read_chat_template(folder);
+  ASSERT_TRUE(files);
+  EXPECT_EQ(render_chat(*files, ordered_json::parse(R"([{"role": "user", "content": "hi"}])"), false, ordered_json::object()), "processor: hi</s>");
+  write_file_text(folder / "tokenizer_config.json", R"({"chat_template": "tokenizer's"})");
+  files = read_chat_template(folder);
+  ASSERT_TRUE(files);
+  EXPECT_EQ(render_chat(*files, ordered_json::array(), false, ordered_json::object()), "tokenizer's");
+  fs::remove(folder / "tokenizer_config.json");
+  files = read_chat_template(folder);
+  ASSERT_TRUE(files);
+  EXPECT_EQ(render_chat(*files, ordered_json::parse(R"([{"role": "user", "content": "yo"}])"), false, ordered_json::object()), "processor: yo");
+
   // Refused, naming the file and what is wrong.
   const auto refused = [&](const std::string& what, const std::string& expected) {
     try {
@@ -240,6 +257,11 @@ TEST(ChatTemplate, AFolderGivesItsTemplateTokensAndIdsOrSaysWhatIsWrong) {
   write_file_text(folder / "generation_config.json", "{");
   refused("generation_config.json not JSON", "generation_config.json: not valid JSON: ");
   fs::remove(folder / "generation_config.json");
+  write_file_text(folder / "chat_template.json", R"({"chat_template": ["x"]})");
+  refused("a list in chat_template.json", "chat_template.json: key 'chat_template' must be a string");
+  write_file_text(folder / "chat_template.json", R"({"chat_template": "{% if %}"})");
+  refused("a template that does not parse", "chat_template.json (chat_template): line 1");
+  fs::remove(folder / "chat_template.json");
   write_file_text(folder / "chat_template.jinja", "{% for m in messages %}");
   refused("an unclosed for", "chat_template.jinja: line 1: the template ends inside {% for %}");
   fs::remove(folder / "chat_template.jinja");
