@@ -100,7 +100,9 @@ std::optional<ChatTemplateFiles> read_chat_template(const fs::path& folder) {
   ChatTemplateFiles files;
   const fs::path jinja_file = folder / "chat_template.jinja", config_file = folder / "tokenizer_config.json";
   // A multimodal model's processor keeps its template in chat_template.json (transformers' processors wrote
-  // it there before chat_template.jinja): read when the tokenizer's files hold none.
+  // it there before chat_template.jinja): read when the tokenizer's files hold none. The tokenizer's come
+  // first, as transformers' tokenizer.apply_chat_template takes them (vLLM, for a multimodal model and a
+  // request without tools, takes the processor's first: docs/CHAT_TEMPLATES.md).
   const fs::path processor_file = folder / "chat_template.json";
   std::optional<ordered_json> config;
   if (!present(jinja_file) && present(config_file)) config = read_json(config_file);
@@ -128,7 +130,7 @@ std::optional<ChatTemplateFiles> read_chat_template(const fs::path& folder) {
     }
   } else if (present(processor_file)) {
     const ordered_json processor = read_json(processor_file);
-    if (!processor.is_object() || !processor.contains("chat_template") || !processor.at("chat_template").is_string())
+    if (!processor.contains("chat_template") || !processor.at("chat_template").is_string())
       throw InputError(processor_file.string() + ": key 'chat_template' must be a string (the template a multimodal model's processor keeps)");
     files.templates.emplace("default", jinja::Template(processor.at("chat_template").get<std::string>(), processor_file.string() + " (chat_template)"));
   } else {

@@ -59,8 +59,8 @@ Conversation begin_conversation(const Args& args, const std::string& model_dir, 
     conversation.chat_template = ChatTemplate::of_model_folder(model_dir);
   }
   if (!conversation.chat_template)
-    throw InputError(command + ": " + model_dir + " has no chat template (no \"chat_template\" in tokenizer_config.json, no "
-                     "chat_template.jinja): give one with --chat-template FILE" + (command == "tilefire run" ? ", or a plain --prompt" : ""));
+    throw InputError(command + ": " + model_dir + " has no chat template (no chat_template.jinja, no \"chat_template\" in tokenizer_config.json "
+                     "or chat_template.json): give one with --chat-template FILE" + (command == "tilefire run" ? ", or a plain --prompt" : ""));
   if (const auto file = args.text("--messages")) {
     const std::string text = *args.file_text("--messages");
     check_chat_json(text, command + ": --messages: " + *file);

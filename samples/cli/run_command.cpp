@@ -35,8 +35,8 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
                          a model without a tokenizer (the sample, gen-model) its bytes are the tokens; a
                          folder with another tokenizer only (tokenizer.model, ...) takes --prompt-tokens
   --prompt-tokens 1,2,3  prompt as token ids
-  --chat TEXT            a user's message, put in the model's chat template (tokenizer_config.json or
-                         chat_template.jinja, rendered as transformers does); prints the reply, which ends
+  --chat TEXT            a user's message, put in the model's chat template (chat_template.jinja,
+                         tokenizer_config.json or chat_template.json, rendered as transformers does); prints the reply, which ends
                          at the template's eos_token or generation_config.json's eos_token_id
   --system TEXT          with --chat or --messages: a system message before the conversation
   --messages FILE        with or without --chat (which then comes last): the conversation so far, a JSON

@@ -245,8 +245,10 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const Toke
     for (const json& id : ids) {
       if (!id.is_number_integer() || (!id.is_number_unsigned() && id.get<int64_t>() < 0) || id.get<uint64_t>() >= known)
         refuse("allowed_token_ids", "holds " + id.dump().substr(0, 40) + ", not a token id of the " +
-                                        (known < model.vocab ? "tokenizer's " + std::to_string(known) + " tokens (the model's rows past them have no text)"
+                                        (known < model.vocab ? "tokenizer (ids below " + std::to_string(known) + "; the model's rows past them have no text)"
                                                              : "vocabulary of " + std::to_string(model.vocab)));
+      if (tokenizer && tokenizer->token_string(id.get<int32_t>()).empty())
+        refuse("allowed_token_ids", "holds " + id.dump() + ", an id the tokenizer has no token for");
       allowed.push_back(id.get<int32_t>());
     }
     request.allowed_tokens = [allowed](const std::vector<int32_t>&, std::vector<uint8_t>& mask) {
@@ -574,7 +576,7 @@ ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* 
                                  const std::vector<int32_t>& end_of_reply, const ModelInfo& model, ToolCallParser tool_call_parser) {
   if (!tokenizer) throw InputError("this model has no tokenizer.json: chat messages cannot be put into tokens");
   if (!chat_template)
-    throw InputError("this model has no chat template (tokenizer_config.json or chat_template.jinja): give tilefire serve "
+    throw InputError("this model has no chat template (chat_template.jinja, tokenizer_config.json or chat_template.json): give tilefire serve "
                      "--chat-template FILE, or use /v1/completions");
   const json body = parse_body(body_text);
   ParsedRequest parsed = common_fields(body, model, tokenizer, max_tokens_field(body), model.max_context);  // default: until the reply ends

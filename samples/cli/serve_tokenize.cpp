@@ -23,7 +23,7 @@ json tokenize_reply(const std::string& body_text, const Tokenizer* tokenizer, co
   } else {
     if (!tokenizer) throw InputError("this model has no tokenizer.json: chat messages cannot be put into tokens");
     if (!chat_template)
-      throw InputError("this model has no chat template (tokenizer_config.json or chat_template.jinja): give tilefire serve --chat-template FILE");
+      throw InputError("this model has no chat template (chat_template.jinja, tokenizer_config.json or chat_template.json): give tilefire serve --chat-template FILE");
     json tools = nullptr;  // as the chat gives them to the template: a list of objects
     if (given(body, "tools")) {
       tools = body.at("tools");

@@ -139,6 +139,25 @@ TEST(ServePromptFields, AllowedTokenIdsAreTheOnlyTokensChosen) {
   EXPECT_EQ(post(port, "/v1/completions", json({{"prompt", "x"}, {"max_tokens", 2}}).dump()).status, 200);
 }
 
+// An id in a gap of the tokenizer's ids (no token has it) has no text either: refused as vLLM refuses ids
+// past the tokenizer's; the token past the gap is taken.
+TEST(ServePromptFields, AllowedTokenIdsInAGapOfTheTokenizersIdsAreRefused) {
+  TempDir dir("serve-allowed-gap");
+  const std::filesystem::path model = text_model(dir);
+  json tokenizer = tiny_byte_level_tokenizer();
+  tokenizer["added_tokens"].push_back({{"id", 280}, {"content", "<after_gap>"}, {"special", true}});
+  write_file_text(model / "tokenizer.json", tokenizer.dump());
+  Server server(TextModelServer::args(model, {}));
+  const uint16_t port = server.port();
+  ASSERT_NE(port, 0);
+  const HttpReply gap = post(port, "/v1/completions", json({{"prompt", "hi"}, {"max_tokens", 2}, {"allowed_token_ids", {270}}}).dump());
+  EXPECT_EQ(gap.status, 400) << gap.body;
+  EXPECT_NE(gap.body.find("'allowed_token_ids' holds 270, an id the tokenizer has no token for"), std::string::npos) << gap.body;
+  EXPECT_EQ(post(port, "/v1/completions", json({{"prompt", "hi"}, {"max_tokens", 2}, {"allowed_token_ids", {280}}}).dump()).status, 200);
+  const HttpReply past = post(port, "/v1/completions", json({{"prompt", "hi"}, {"max_tokens", 2}, {"allowed_token_ids", {281}}}).dump());
+  EXPECT_NE(past.body.find("not a token id of the tokenizer (ids below 281;"), std::string::npos) << past.body;
+}
+
 // The Responses API passes the chat's fields to the chat, which honours or refuses each: none is dropped.
 TEST(ServePromptFields, TheResponsesApiTakesThemToo) {
   TextModelServer served("serve-responses-fields", {});
@@ -152,14 +171,15 @@ TEST(ServePromptFields, TheResponsesApiTakesThemToo) {
   EXPECT_EQ(text.find_first_not_of("ab"), std::string::npos) << text;
   // An id past the tokenizer's, within the model's 512 rows (padding, with no text), is refused as vLLM
   // refuses it; the tokenizer's last id (262) is taken.
-  for (const char* api : {"/v1/completions", "/v1/chat/completions"}) {
-    json body = {{"max_tokens", 2}, {"allowed_token_ids", {a_and_b[0], 300}}};
-    if (std::string(api) == "/v1/completions") body["prompt"] = "hi";
+  for (const std::string api : {"/v1/completions", "/v1/chat/completions", "/v1/responses"}) {
+    json body = {{api == "/v1/responses" ? "max_output_tokens" : "max_tokens", 2}, {"allowed_token_ids", {a_and_b[0], 300}}};
+    if (api == "/v1/completions") body["prompt"] = "hi";
+    else if (api == "/v1/responses") body["input"] = "hi";
     else body["messages"] = {{{"role", "user"}, {"content", "hi"}}};
     const HttpReply past = post(port, api, body.dump());
     EXPECT_EQ(past.status, 400) << api << ": " << past.body;
-    EXPECT_NE(past.body.find("'allowed_token_ids' holds 300, not a token id of the tokenizer's 263 tokens (the model's rows past them have no "
-                             "text)"), std::string::npos) << past.body;
+    EXPECT_NE(past.body.find("'allowed_token_ids' holds 300, not a token id of the tokenizer (ids below 263; the model's rows past them have "
+                             "no text)"), std::string::npos) << past.body;
     body["allowed_token_ids"] = {262};
     EXPECT_EQ(post(port, api, body.dump()).status, 200) << api;
   }

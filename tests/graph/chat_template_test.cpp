@@ -238,10 +238,19 @@ TEST(ChatTemplate, AFolderGivesItsTemplateTokensAndIdsOrSaysWhatIsWrong) {
   files = read_chat_template(folder);
   ASSERT_TRUE(files);
   EXPECT_EQ(render_chat(*files, ordered_json::array(), false, ordered_json::object()), "tokenizer's");
+  write_file_text(folder / "tokenizer_config.json", R"({"chat_template": null})");  // null: none there
+  files = read_chat_template(folder);
+  ASSERT_TRUE(files);
+  EXPECT_EQ(render_chat(*files, ordered_json::parse(R"([{"role": "user", "content": "yo"}])"), false, ordered_json::object()), "processor: yo");
   fs::remove(folder / "tokenizer_config.json");
   files = read_chat_template(folder);
   ASSERT_TRUE(files);
   EXPECT_EQ(render_chat(*files, ordered_json::parse(R"([{"role": "user", "content": "yo"}])"), false, ordered_json::object()), "processor: yo");
+  write_file_text(folder / "chat_template.jinja", "jinja's");
+  files = read_chat_template(folder);
+  ASSERT_TRUE(files);
+  EXPECT_EQ(render_chat(*files, ordered_json::array(), false, ordered_json::object()), "jinja's");
+  fs::remove(folder / "chat_template.jinja");
 
   // Refused, naming the file and what is wrong.
   const auto refused = [&](const std::string& what, const std::string& expected) {
@@ -259,6 +268,10 @@ TEST(ChatTemplate, AFolderGivesItsTemplateTokensAndIdsOrSaysWhatIsWrong) {
   fs::remove(folder / "generation_config.json");
   write_file_text(folder / "chat_template.json", R"({"chat_template": ["x"]})");
   refused("a list in chat_template.json", "chat_template.json: key 'chat_template' must be a string");
+  write_file_text(folder / "chat_template.json", R"({"chat_template": "x"})");
+  write_file_text(folder / "tokenizer_config.json", "{");  // still read first, and refused
+  refused("tokenizer_config.json not JSON beside chat_template.json", "tokenizer_config.json: not valid JSON: ");
+  fs::remove(folder / "tokenizer_config.json");
   write_file_text(folder / "chat_template.json", R"({"chat_template": "{% if %}"})");
   refused("a template that does not parse", "chat_template.json (chat_template): line 1");
   fs::remove(folder / "chat_template.json");
