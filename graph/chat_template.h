@@ -1,7 +1,7 @@
 #pragma once
 // A model folder's chat template and what transformers renders it with: the template of
-// chat_template.jinja, tokenizer_config.json's "chat_template" or chat_template.json, the special tokens of tokenizer_config.json
-// (bos_token, eos_token, ...: variables of the template) and the ids that end a reply (eos_token, and
+// chat_template.jinja, tokenizer_config.json's "chat_template" or chat_template.json, the special tokens of
+// tokenizer_config.json (bos_token, eos_token, ...: variables of the template) and the ids that end a reply (eos_token, and
 // generation_config.json's eos_token_id, which is what transformers' generate() stops at).
 #include <cstdint>
 #include <filesystem>

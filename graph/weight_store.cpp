@@ -136,8 +136,7 @@ bool WeightStore::is_row_range(const std::string& name) const {
 
 void WeightStore::take_language_model(const std::string& origin) {
   auto starts_with = [](const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; };
-  std::map<std::string, const TensorView*> text_model;
-  std::map<std::string, std::string> stored_as;  // a text-model name -> the checkpoint's name for it
+  std::map<std::string, const TensorView*> text_model;  // a view's own name stays the checkpoint's
   for (const auto& [name, view] : index_) {
     std::string renamed = name;
     if (starts_with(name, "language_model.model.") || starts_with(name, "model.language_model.")) {
@@ -148,10 +147,9 @@ void WeightStore::take_language_model(const std::string& origin) {
                starts_with(name, "model.vision_tower.") || starts_with(name, "model.multi_modal_projector.")) {
       continue;  // the image encoder: a text prompt never runs it
     }
-    if (!text_model.emplace(renamed, view).second)
-      fail(origin, "the checkpoint holds the text model's tensor '" + renamed + "' twice, as '" + stored_as.at(renamed) + "' and as '" +
-                       name + "'");
-    stored_as.emplace(renamed, name);
+    if (const auto [taken, inserted] = text_model.emplace(renamed, view); !inserted)
+      fail(origin, "the checkpoint holds the text model's tensor '" + renamed + "' twice, as '" + taken->second->name + "' and as '" +
+                       view->name + "'");
   }
   index_ = std::move(text_model);
 }
@@ -233,12 +231,12 @@ void check_weights_against_spec(ModelSpec& spec, WeightStore& weights, const std
   for (const ExpectedTensor& expected : expected_list) {
     const TensorView* view = weights.find(expected.name);
     if (view == nullptr) {
-      std::string layouts;  // a multimodal checkpoint's own names for it
-      if (spec.multimodal_checkpoint && expected.name.rfind("model.", 0) == 0)
-        layouts = ": a " + spec.arch_name + " checkpoint holds it as 'language_model." + expected.name + "' or 'model.language_model." +
-                  expected.name.substr(std::string("model.").size()) + "'";
-      else if (spec.multimodal_checkpoint)
-        layouts = ": a " + spec.arch_name + " checkpoint holds it as 'language_model." + expected.name + "' or '" + expected.name + "'";
+      std::string layouts;  // a multimodal checkpoint's own names for it: published, and as transformers saves it
+      if (spec.multimodal_checkpoint) {
+        const bool in_model = expected.name.rfind("model.", 0) == 0;
+        layouts = ": a " + spec.arch_name + " checkpoint holds it as 'language_model." + expected.name + "' or '" +
+                  (in_model ? "model.language_model." + expected.name.substr(std::string("model.").size()) : expected.name) + "'";
+      }
       fail(origin, "missing tensor '" + expected.name + "' (expected shape " + shape_text(expected.shape) + ")" + layouts);
     }
     // A multimodal checkpoint's tensor is named as its file names it too.

@@ -27,10 +27,10 @@ namespace {
 const char* kChatHelp = R"(usage: tilefire chat --model DIR [flags]
 
 Each line of standard input is a user message, put with the conversation so far in the model's chat
-template (chat_template.jinja, tokenizer_config.json or chat_template.json); the reply prints as it is generated and ends at
-the template's end of reply. A line ending in a backslash continues on the next. "/reset" starts the
-conversation over, "/exit" or the end of input ends it. Earlier turns stay in the KV cache: each turn
-prefills only what is new. With one of the format flags (--json-object, --regex, --grammar, ...), every
+template (chat_template.jinja, tokenizer_config.json or chat_template.json); the reply prints as it is
+generated and ends at the template's end of reply. A line ending in a backslash continues on the next.
+"/reset" starts the conversation over, "/exit" or the end of input ends it. Earlier turns stay in the KV
+cache: each turn prefills only what is new. With one of the format flags (--json-object, --regex, --grammar, ...), every
 reply keeps to that format.
 
   --model DIR            Hugging Face folder with tokenizer.json and a chat template (required)

@@ -1,7 +1,7 @@
 #pragma once
 // A chat model's prompt format: its chat template (a Jinja template in chat_template.jinja,
-// tokenizer_config.json or a multimodal processor's chat_template.json) rendered as Hugging Face transformers' apply_chat_template renders it
-// (docs/CHAT_TEMPLATES.md). Encode the text with Tokenizer::encode(text, false): the template
+// tokenizer_config.json or a multimodal processor's chat_template.json) rendered as Hugging Face
+// transformers' apply_chat_template renders it (docs/CHAT_TEMPLATES.md). Encode the text with Tokenizer::encode(text, false): the template
 // writes the start token itself.
 #include <cstdint>
 #include <memory>
