@@ -238,8 +238,8 @@ ParsedRequest common_fields(const json& body, const ModelInfo& model, const Toke
   if (given(body, "allowed_token_ids")) {
     const json& ids = body.at("allowed_token_ids");
     if (!ids.is_array() || ids.empty()) refuse("allowed_token_ids", "must be a non-empty list of token ids");
-    // With a tokenizer, its ids alone (as vLLM checks them): a model's rows past them (Gemma 3 4B's 262208
-    // against its tokenizer's 262145) are padding, with no text to write.
+    // With a tokenizer, its ids alone (as vLLM checks them): a model's rows past them (Gemma 3 4B has 262208
+    // rows, more than its tokenizer has ids) are padding, with no text to write.
     const uint64_t known = tokenizer ? std::min<uint64_t>(model.vocab, uint64_t(tokenizer->vocab_size())) : model.vocab;
     std::vector<int32_t> allowed;
     for (const json& id : ids) {
@@ -402,7 +402,6 @@ json text_messages(const json& messages) {
 }
 
 }  // namespace
-
 
 bool boolean_field(const json& body, const char* field, bool fallback) {
   if (!given(body, field)) return fallback;
