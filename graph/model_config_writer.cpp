@@ -146,15 +146,25 @@ std::string to_hf_config_json(const ModelSpec& spec) {
     config["eos_token_id"] = spec.eos_tokens;
   }
   if (spec.multimodal_checkpoint) {
-    // Gemma 3 4B's layout: the text model's keys under text_config, the token ids and the dtype at the top
-    // (the vision tower's config is left out: nothing reads it).
-    if (spec.arch != Architecture::gemma3 || spec.final_logit_softcap != 0.0f)
-      throw std::invalid_argument("to_hf_config_json: a multimodal checkpoint is Gemma 3's, with no soft cap on its logits");
-    json top = {{"architectures", json::array({"Gemma3ForConditionalGeneration"})}, {"model_type", "gemma3"}};
+    // A multimodal class's layout: the text model's keys under text_config, the token ids and the dtype at
+    // the top (the vision tower's config is left out: nothing reads it).
+    const bool gemma3 = spec.arch_name == "Gemma3ForConditionalGeneration" && spec.arch == Architecture::gemma3;
+    const bool mistral3 = spec.arch_name == "Mistral3ForConditionalGeneration" &&
+                          (spec.arch == Architecture::mistral || spec.arch == Architecture::llama);
+    const bool llava = spec.arch_name == "LlavaForConditionalGeneration" &&
+                       (spec.arch == Architecture::llama || spec.arch == Architecture::mistral || spec.arch == Architecture::qwen2);
+    if ((!gemma3 && !mistral3 && !llava) || spec.final_logit_softcap != 0.0f || (spec.lm_head_tie_from_checkpoint && !mistral3))
+      throw std::invalid_argument("to_hf_config_json: " + spec.arch_name + " over a " + arch.hf_name +
+                                  " text model (soft-capped logits, or a tie left to the checkpoint outside Mistral3) is not a "
+                                  "multimodal checkpoint Tilefire reads");
+    json top = {{"architectures", json::array({spec.arch_name})}, {"model_type", gemma3 ? "gemma3" : mistral3 ? "mistral3" : "llava"}};
     for (const char* key : {"bos_token_id", "eos_token_id", "torch_dtype"}) {
       top[key] = config.at(key);
       config.erase(key);
     }
+    // Mistral3's top-level tie (read by transformers v5), stated unless the checkpoint is to decide.
+    if (mistral3 && !spec.lm_head_tie_from_checkpoint) top["tie_word_embeddings"] = spec.tie_embeddings;
+    if (spec.lm_head_tie_from_checkpoint) config["tie_word_embeddings"] = false;  // 4.x's reading; the file decides
     config.erase("architectures");
     top["text_config"] = std::move(config);
     return top.dump(2) + "\n";

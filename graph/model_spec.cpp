@@ -3,6 +3,7 @@
 #include "graph/model_spec.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -441,15 +442,89 @@ namespace {
 
 ModelSpec spec_of_config(json config, const std::string& origin);
 
-// Gemma3ForConditionalGeneration's config.json (Gemma 3 4B and up): the text model's config is its
-// text_config, to which some keys of the top level are given (below). Messages about text_config's keys
-// name "config.json: text_config".
-ModelSpec spec_of_multimodal_config(const json& config, const std::string& origin) {
+// The multimodal classes whose text model Tilefire runs, for text prompts: their config.json keeps the text
+// model's config as text_config (of the class its model_type names), their tensors the text model's under
+// language_model.model.* (as published) or model.language_model.* (as transformers >= 4.52 saves them),
+// beside an image encoder's that nothing reads.
+struct MultimodalClass {
+  const char* hf_name;
+  const char* default_text_type;       // text_config's model_type where it names none, as the config class sets it
+  std::array<const char*, 3> text_types;  // the text models its published checkpoints use (nullptr: none more)
+  // transformers v5's Mistral3Config has a top-level tie_word_embeddings of its own, true by default, which
+  // its models read; 4.x read text_config's (MistralConfig's default: false). LlavaConfig's (v5) is false
+  // by default and takes text_config's when that one is true; Gemma 3's follows text_config's.
+  bool v5_top_level_ties_by_default;
+};
+
+constexpr MultimodalClass kMultimodalClasses[] = {
+    {"Gemma3ForConditionalGeneration", "gemma3_text", {"gemma3_text", nullptr, nullptr}, false},  // Gemma 3 4B, 12B, 27B
+    {"Mistral3ForConditionalGeneration", "mistral", {"mistral", "llama", nullptr}, true},         // Mistral Small 3.1, 3.2
+    {"LlavaForConditionalGeneration", "llama", {"llama", "mistral", "qwen2"}, false},            // LLaVA 1.5, Pixtral 12B
+};
+
+const MultimodalClass* multimodal_class(const json& config) {
+  const json* architectures = config.contains("architectures") ? &config.at("architectures") : nullptr;
+  if (!architectures || !architectures->is_array() || architectures->empty() || !architectures->begin()->is_string()) return nullptr;
+  for (const MultimodalClass& entry : kMultimodalClasses)
+    if (*architectures->begin() == entry.hf_name) return &entry;
+  return nullptr;
+}
+
+// The config class defaults of the text models under a multimodal class, for the keys a text_config may
+// leave out (LLaVA 1.5's gives no sizes: LlamaConfig's stand in). spec_of_config reads Gemma3TextConfig's
+// itself; a causal model's config.json must give its sizes.
+void fill_text_class_defaults(json& text, const std::string& model_type) {
+  struct Defaults {
+    const char* model_type;
+    uint32_t vocab, hidden, ffn, layers, heads, kv_heads, max_context;  // kv_heads 0: as many as the heads
+  };
+  constexpr Defaults kDefaults[] = {
+      {"llama", 32000, 4096, 11008, 32, 32, 0, 2048},        // LlamaConfig
+      {"mistral", 32000, 4096, 14336, 32, 32, 8, 131072},    // MistralConfig
+      {"qwen2", 151936, 4096, 22016, 32, 32, 32, 32768},     // Qwen2Config
+  };
+  for (const Defaults& entry : kDefaults) {
+    if (model_type != entry.model_type) continue;
+    auto fill = [&](const char* key, uint32_t value) {
+      if (!text.contains(key) || text.at(key).is_null()) text[key] = value;
+    };
+    fill("vocab_size", entry.vocab);
+    fill("hidden_size", entry.hidden);
+    fill("intermediate_size", entry.ffn);
+    fill("num_hidden_layers", entry.layers);
+    fill("num_attention_heads", entry.heads);
+    if (entry.kv_heads != 0) fill("num_key_value_heads", entry.kv_heads);
+    fill("max_position_embeddings", entry.max_context);
+  }
+}
+
+// A multimodal class's config.json: the text model's config is its text_config, to which some keys of the
+// top level are given (below). Messages about text_config's keys name "config.json: text_config".
+ModelSpec spec_of_multimodal_config(const json& config, const MultimodalClass& mm, const std::string& origin) {
   if (!config.contains("text_config") || !config.at("text_config").is_object())
-    fail(origin, "key 'text_config' must be an object: Gemma3ForConditionalGeneration keeps its text model's config there");
+    fail(origin, std::string("key 'text_config' must be an object: ") + mm.hf_name + " keeps its text model's config there");
   json text = config.at("text_config");
+  // The text model's class, by text_config's model_type (as the config class builds it).
+  std::string text_type = mm.default_text_type;
+  if (text.contains("model_type") && !text.at("model_type").is_null()) {
+    if (!text.at("model_type").is_string()) fail(origin + ": text_config", "key 'model_type' must be a string");
+    text_type = text.at("model_type").get<std::string>();
+  }
+  std::string supported;
+  const char* text_class = nullptr;
+  for (const char* type : mm.text_types) {
+    if (type == nullptr) continue;
+    supported += (supported.empty() ? "'" : ", '") + std::string(type) + "'";
+    if (text_type == type)
+      for (const auto& entry : kArchitectures)
+        if (text_type == entry.model_type) text_class = entry.hf_name;
+  }
+  if (text_class == nullptr)
+    fail(origin + ": text_config", "key 'model_type' is '" + text_type + "': the text models of " + mm.hf_name +
+                                       " that Tilefire runs are " + supported);
+  fill_text_class_defaults(text, text_type);
   // The token ids: the top level's first, as transformers' GenerationConfig.from_model_config takes them
-  // (the published ones are there), text_config's where the top has none. Read here first, so that a
+  // (Gemma 3's published ones are there), text_config's where the top has none. Read here first, so that a
   // message about one names the top level.
   ModelSpec top_level_ids;
   parse_token_ids(ConfigReader(config, origin), top_level_ids);
@@ -460,23 +535,28 @@ ModelSpec spec_of_multimodal_config(const json& config, const std::string& origi
   if (!text.contains("torch_dtype") && !text.contains("dtype"))
     for (const char* key : {"torch_dtype", "dtype"})
       if (config.contains(key)) text[key] = config.at(key);
-  // Whether the LM head is the embedding: transformers 4.x reads text_config's (default true); a top level
-  // that says otherwise makes it ambiguous, which is refused rather than guessed.
+  text["architectures"] = json::array({text_class});
+  text["model_type"] = text_type;
+  ModelSpec spec = spec_of_config(text, origin + ": text_config");
+  // Whether the LM head is the embedding. transformers 4.x reads text_config's (its class's default where
+  // it gives none); a top level that says otherwise is ambiguous, and refused rather than guessed.
+  const bool text_gives = text.contains("tie_word_embeddings") && !text.at("tie_word_embeddings").is_null();
   if (config.contains("tie_word_embeddings") && !config.at("tie_word_embeddings").is_null()) {
     const json& top_tie = config.at("tie_word_embeddings");
     if (!top_tie.is_boolean()) fail(origin, "key 'tie_word_embeddings' must be true or false, got " + top_tie.dump().substr(0, 80));
-    const bool text_gives = text.contains("tie_word_embeddings") && !text.at("tie_word_embeddings").is_null();
-    const json text_tie = text_gives ? text.at("tie_word_embeddings") : json(true);
-    if (top_tie != text_tie)
-      fail(origin, "key 'tie_word_embeddings' is " + top_tie.dump() + " but text_config's is " + text_tie.dump().substr(0, 80) +
+    if (top_tie.get<bool>() != spec.tie_embeddings)
+      fail(origin, "key 'tie_word_embeddings' is " + top_tie.dump() + " but text_config's is " + json(spec.tie_embeddings).dump() +
                        (text_gives ? "" : " (its default)") + ": whether the LM head is the embedding is ambiguous");
+  } else if (mm.v5_top_level_ties_by_default && !spec.tie_embeddings) {
+    // 4.x unties it, v5 ties it. Only one of the two runs this checkpoint: a stored LM head is untied (a
+    // tied model is saved without it), and without one only the embedding can be the head.
+    spec.lm_head_tie_from_checkpoint = true;
   }
-  text["architectures"] = json::array({"Gemma3ForCausalLM"});
-  ModelSpec spec = spec_of_config(std::move(text), origin + ": text_config");
-  spec.arch_name = "Gemma3ForConditionalGeneration";
+  spec.arch_name = mm.hf_name;
   spec.multimodal_checkpoint = true;
-  // That class's logits are the LM head's alone, whatever text_config says (transformers >= 4.52; 4.50 and
-  // 4.51 wrapped Gemma3ForCausalLM, which applies a cap when given: every published config gives none).
+  // Gemma3ForConditionalGeneration's logits are the LM head's alone, whatever text_config says
+  // (transformers >= 4.52; 4.50 and 4.51 wrapped Gemma3ForCausalLM, which applies a cap when given: every
+  // published config gives none).
   spec.final_logit_softcap = 0.0f;
   return spec;
 }
@@ -486,9 +566,7 @@ ModelSpec spec_of_multimodal_config(const json& config, const std::string& origi
 ModelSpec parse_hf_config_text(const std::string& text, const std::string& origin) {
   json config = parse_json_text(text.data(), text.data() + text.size(), origin);
   if (!config.is_object()) fail(origin, "not a config.json: the top level must be a JSON object");
-  const json* architectures = config.contains("architectures") ? &config.at("architectures") : nullptr;
-  if (architectures && architectures->is_array() && !architectures->empty() && *architectures->begin() == "Gemma3ForConditionalGeneration")
-    return spec_of_multimodal_config(config, origin);
+  if (const MultimodalClass* mm = multimodal_class(config)) return spec_of_multimodal_config(config, *mm, origin);
   return spec_of_config(std::move(config), origin);
 }
 
@@ -514,7 +592,8 @@ ModelSpec spec_of_config(json config, const std::string& origin) {
     }
     expected += expected.empty() ? entry.hf_name : std::string(", ") + entry.hf_name;
   }
-  if (!known) fail(origin, "unknown architecture '" + spec.arch_name + "' (expected one of " + expected + ", Gemma3ForConditionalGeneration)");
+  for (const MultimodalClass& entry : kMultimodalClasses) expected += std::string(", ") + entry.hf_name;
+  if (!known) fail(origin, "unknown architecture '" + spec.arch_name + "' (expected one of " + expected + ")");
   // A text_config is a multimodal class's (read above): under a causal class, Gemma3TextConfig's defaults
   // would stand in for the keys it holds.
   if (spec.arch == Architecture::gemma3 && config.contains("text_config"))
@@ -533,8 +612,10 @@ ModelSpec spec_of_config(json config, const std::string& origin) {
   spec.hidden = size_key("hidden_size", 2304);
   spec.layers = size_key("num_hidden_layers", 26);
   spec.heads = size_key("num_attention_heads", 8);
-  // Gemma2Config's and Gemma3TextConfig's defaults: 4 KV heads of 256
-  spec.kv_heads = reader.positive_u32_or("num_key_value_heads", gemma ? 4 : spec.heads);
+  // Gemma2Config's and Gemma3TextConfig's defaults: 4 KV heads of 256; MistralConfig's 8. (Qwen2Config's 32
+  // runs only under 32 query heads, where the rest's, one per query head, is the same.)
+  const uint32_t default_kv_heads = gemma ? 4 : spec.arch == Architecture::mistral ? 8 : spec.heads;
+  spec.kv_heads = reader.positive_u32_or("num_key_value_heads", default_kv_heads);
   if (gemma && !reader.has_non_null("head_dim")) {
     spec.head_dim = 256;
   } else if (reader.has_non_null("head_dim")) {
@@ -547,9 +628,17 @@ ModelSpec spec_of_config(json config, const std::string& origin) {
     spec.head_dim = spec.hidden / spec.heads;
   }
   spec.ffn = size_key("intermediate_size", 9216);
-  spec.max_context = reader.positive_u32_or("max_position_embeddings", gemma3 ? 131072 : gemma ? 8192 : 4096);
+  // The config classes' defaults: Gemma3TextConfig's and MistralConfig's 131072, Gemma2Config's 8192,
+  // Qwen2Config's 32768, LlamaConfig's 2048 (Phi3Config's and others' 4096).
+  const uint32_t default_context = gemma3 || spec.arch == Architecture::mistral ? 131072
+                                   : gemma                                       ? 8192
+                                   : spec.arch == Architecture::qwen2            ? 32768
+                                   : spec.arch == Architecture::llama            ? 2048
+                                                                                 : 4096;
+  spec.max_context = reader.positive_u32_or("max_position_embeddings", default_context);
   const bool smollm3 = spec.arch == Architecture::smollm3, granite = spec.arch == Architecture::granite;
-  spec.rms_eps = reader.positive_float_or("rms_norm_eps", qwen || smollm3 || granite || gemma ? 1e-6f : 1e-5f);
+  // Phi3Config's default is 1e-5; the other classes' (LlamaConfig's and MistralConfig's too) 1e-6.
+  spec.rms_eps = reader.positive_float_or("rms_norm_eps", spec.arch == Architecture::phi3 ? 1e-5f : 1e-6f);
   // Qwen's config classes default rope_theta to 1e6; everyone else (and HF's PretrainedConfig) to 1e4.
   // SmolLM3Config's is 2e6, Gemma3TextConfig's 1e6 (Gemma2Config's 1e4).
   const float default_theta = reader.has("rope_theta") ? 1e4f : qwen || gemma3 ? 1e6f : smollm3 ? 2e6f : 1e4f;

@@ -67,11 +67,16 @@ struct ModelSpec {
   float attention_softcap = 0.0f;
   float final_logit_softcap = 0.0f;
   DType dtype = DType::f32;  // torch_dtype of the checkpoint (the loader checks every matrix against it)
-  // Gemma3ForConditionalGeneration (Gemma 3 4B, 12B, 27B): the text model of a multimodal checkpoint, its
-  // config under config.json's text_config and its tensors under language_model.model.* (as published) or
+  // The text model of a multimodal checkpoint (Gemma3ForConditionalGeneration: Gemma 3 4B, 12B, 27B;
+  // Mistral3ForConditionalGeneration: Mistral Small 3.1, 3.2; LlavaForConditionalGeneration), its config
+  // under config.json's text_config and its tensors under language_model.model.* (as published) or
   // model.language_model.* (as transformers >= 4.52 saves them). The image encoder is not read (Tilefire
-  // takes text), and the logits are never soft-capped, as that class computes them.
+  // takes text), and the logits are never soft-capped, as those classes compute them.
   bool multimodal_checkpoint = false;
+  // Whether the LM head is the embedding is for the checkpoint to say (a Mistral3 config.json that states
+  // no top-level tie_word_embeddings, over a text_config that does not tie: transformers 4.x and v5 read it
+  // differently). Until the tensors are checked, tie_embeddings is false: the larger model, for plans.
+  bool lm_head_tie_from_checkpoint = false;
   int32_t bos_token = -1;
   std::vector<int32_t> eos_tokens;
 

@@ -226,6 +226,9 @@ std::string unused_tensor_reason(const std::string& name, const ModelSpec& spec)
 
 void check_weights_against_spec(ModelSpec& spec, WeightStore& weights, const std::string& origin) {
   if (spec.multimodal_checkpoint) weights.take_language_model(origin);
+  // A stored LM head is an untied model's (a tied one is saved without it); without one, only the
+  // embedding can be the head.
+  if (spec.lm_head_tie_from_checkpoint) spec.tie_embeddings = weights.find("lm_head.weight") == nullptr;
   const TensorView* first_matrix = nullptr;
   const std::vector<ExpectedTensor> expected_list = expected_tensors(spec);
   for (const ExpectedTensor& expected : expected_list) {

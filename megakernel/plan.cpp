@@ -7,6 +7,7 @@
 
 #include "graph/model_spec.h"
 #include "graph/tensor_parallel.h"
+#include "graph/weights.h"
 #include "megakernel/tool_spec.h"
 
 namespace tilefire {
@@ -34,6 +35,15 @@ ModelSpec spec_for_tool(const std::string& model_dir, const std::string& preset,
     *label = model_dir;
     ModelSpec spec = parse_hf_config(config);
     if (dtype) spec.dtype = *dtype;
+    // Whether the LM head is the embedding is the checkpoint's to say (ModelSpec::lm_head_tie_from_checkpoint):
+    // its tensors' names say it, where the folder holds them (a config alone is planned with a head of its own).
+    const std::filesystem::path folder(model_dir);
+    if (spec.lm_head_tie_from_checkpoint && (std::filesystem::exists(folder / "model.safetensors", ignored) ||
+                                             std::filesystem::exists(folder / "model.safetensors.index.json", ignored))) {
+      WeightStore weights = WeightStore::open_folder(folder);
+      weights.take_language_model(model_dir);
+      spec.tie_embeddings = weights.find("lm_head.weight") == nullptr;
+    }
     return spec;
   }
   const std::string name = preset.empty() ? "tiny" : preset;

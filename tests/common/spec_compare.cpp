@@ -47,6 +47,7 @@ void expect_same_spec(const ModelSpec& a, const ModelSpec& b) {
   EXPECT_EQ(a.bos_token, b.bos_token);
   EXPECT_EQ(a.eos_tokens, b.eos_tokens);
   EXPECT_EQ(a.multimodal_checkpoint, b.multimodal_checkpoint);
+  EXPECT_EQ(a.lm_head_tie_from_checkpoint, b.lm_head_tie_from_checkpoint);
 }
 
 }  // namespace tilefire::testing

@@ -1,7 +1,8 @@
-// Gemma3ForConditionalGeneration checkpoints (Gemma 3 4B, 12B, 27B): the text model of a multimodal
-// checkpoint, read from its text_config and its language_model tensors, gives exactly the logits of the same
-// weights stored as a Gemma3ForCausalLM (whose engine the reference test checks against the double-precision
-// reference forward pass), with the image encoder's tensors left unread and no soft cap on the logits.
+// The text model of a multimodal checkpoint (Gemma3ForConditionalGeneration: Gemma 3 4B, 12B, 27B;
+// Mistral3ForConditionalGeneration: Mistral Small 3.1, 3.2; LlavaForConditionalGeneration), read from its
+// text_config and its language_model tensors, gives exactly the logits of the same weights stored as the
+// causal class (whose engine the reference test checks against the double-precision reference forward pass),
+// with the image encoder's tensors left unread and no soft cap on the logits.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/common/test_models.h"
+#include "tilefire/plan.h"
 #include "tilefire/engine.h"
 #include "tilefire/errors.h"
 
@@ -63,27 +65,43 @@ Checkpoint renamed(const Checkpoint& causal, const std::string& prefix, const st
   return out;
 }
 
-// Gemma 3 4B's config.json around the test model's text config: the image keys and a vision_config that
-// nothing reads, and a final_logit_softcapping that Gemma3ForConditionalGeneration does not apply.
-json multimodal_config(const ModelSpec& causal) {
+// A multimodal class over one of the test models, tied or not; for Mistral3, the tie may be left to the
+// checkpoint (no tie_word_embeddings at the top level over an untied text_config: ModelSpec::
+// lm_head_tie_from_checkpoint).
+struct MultimodalCase {
+  const char* name;
+  const char* class_name;
+  Variant text_model;
+  bool tied;
+  bool tie_from_checkpoint;
+  std::vector<std::string> vision_tensors;  // as published; transformers >= 4.52 saves them under "model."
+};
+
+// The class's config.json around the test model's text config: image keys and a vision_config that nothing
+// reads, and for Gemma 3 a final_logit_softcapping that Gemma3ForConditionalGeneration does not apply.
+json multimodal_config(const ModelSpec& causal, const MultimodalCase& test_case) {
   ModelSpec multimodal = causal;
   multimodal.multimodal_checkpoint = true;
-  multimodal.arch_name = "Gemma3ForConditionalGeneration";
+  multimodal.arch_name = test_case.class_name;
+  multimodal.lm_head_tie_from_checkpoint = test_case.tie_from_checkpoint;
   json config = json::parse(to_hf_config_json(multimodal));
-  config["boi_token_index"] = 255999;
-  config["image_token_index"] = 262144;
-  config["mm_tokens_per_image"] = 256;
-  config["vision_config"] = {{"hidden_size", 1152}, {"model_type", "siglip_vision_model"}, {"num_hidden_layers", 27}};
-  config["text_config"]["final_logit_softcapping"] = 5.0;
+  if (causal.arch == Architecture::gemma3) {
+    config["boi_token_index"] = 255999;
+    config["image_token_index"] = 262144;
+    config["vision_config"] = {{"hidden_size", 1152}, {"model_type", "siglip_vision_model"}, {"num_hidden_layers", 27}};
+    config["text_config"]["final_logit_softcapping"] = 5.0;
+  } else {
+    config["image_token_index"] = 10;
+    config["vision_config"] = {{"hidden_size", 1024}, {"model_type", "pixtral"}, {"num_hidden_layers", 24}};
+  }
   return config;
 }
 
-// Tied (as Gemma 3 is) and untied (an LM head of its own, stored as each layout stores it).
-class MultimodalCheckpoint : public ::testing::TestWithParam<bool> {
+class MultimodalCheckpoint : public ::testing::TestWithParam<MultimodalCase> {
  protected:
   void SetUp() override {
-    spec_ = variant_spec(Variant::gemma3);
-    spec_.tie_embeddings = GetParam();
+    spec_ = variant_spec(GetParam().text_model);
+    spec_.tie_embeddings = GetParam().tied;
     write_test_model(spec_, causal_.path());
     causal_checkpoint_ = read_checkpoint(causal_.path() / "model.safetensors");
   }
@@ -92,7 +110,7 @@ class MultimodalCheckpoint : public ::testing::TestWithParam<bool> {
   // with `extra` tensors beside them.
   std::filesystem::path write_multimodal(const TempDir& dir, const std::string& prefix, const std::vector<std::string>& extra,
                                          const std::string& lm_head = "language_model.lm_head.weight") {
-    write_file_text(dir.path() / "config.json", multimodal_config(spec_).dump(2));
+    write_file_text(dir.path() / "config.json", multimodal_config(spec_, GetParam()).dump(2));
     write_checkpoint(renamed(causal_checkpoint_, prefix, lm_head, extra), dir.path() / "model.safetensors");
     return dir.path();
   }
@@ -105,20 +123,17 @@ class MultimodalCheckpoint : public ::testing::TestWithParam<bool> {
   }
 
   ModelSpec spec_;
-  TempDir causal_{"gemma3-causal"};
+  TempDir causal_{"multimodal-causal"};
   Checkpoint causal_checkpoint_;
 };
 
-const std::vector<std::string> kVisionTensors = {"vision_tower.vision_model.post_layernorm.weight",
-                                                 "multi_modal_projector.mm_soft_emb_norm.weight"};
-
 TEST_P(MultimodalCheckpoint, BothLayoutsGiveTheCausalModelsLogitsAndTokens) {
-  TempDir published{"gemma3-published"}, resaved{"gemma3-resaved"};
+  TempDir published{"multimodal-published"}, resaved{"multimodal-resaved"};
+  std::vector<std::string> resaved_vision;
+  for (const std::string& name : GetParam().vision_tensors) resaved_vision.push_back("model." + name);
   const std::vector<std::filesystem::path> folders = {
-      write_multimodal(published, "language_model.model.", kVisionTensors),  // as google/gemma-3-4b-it publishes it
-      write_multimodal(resaved, "model.language_model.",  // as transformers >= 4.52 saves it
-                       {"model.vision_tower.vision_model.post_layernorm.weight", "model.multi_modal_projector.mm_soft_emb_norm.weight"},
-                       "lm_head.weight")};
+      write_multimodal(published, "language_model.model.", GetParam().vision_tensors),  // as the publishers give them
+      write_multimodal(resaved, "model.language_model.", resaved_vision, "lm_head.weight")};  // as transformers >= 4.52 saves them
   const std::unique_ptr<Engine> causal = engine_on(causal_.path());
   const std::vector<int32_t> prompt = {2, 17, 256, 3, 511, 42, 7};
   const std::vector<float> expected_prefill = causal->prefill(prompt);
@@ -132,11 +147,15 @@ TEST_P(MultimodalCheckpoint, BothLayoutsGiveTheCausalModelsLogitsAndTokens) {
   for (const std::filesystem::path& folder : folders) {
     SCOPED_TRACE(folder.string());
     const std::unique_ptr<Engine> multimodal = engine_on(folder);
-    EXPECT_EQ(multimodal->model().architecture, "Gemma3ForConditionalGeneration");
+    EXPECT_EQ(multimodal->model().architecture, GetParam().class_name);
     EXPECT_EQ(multimodal->prefill(prompt), expected_prefill);  // the same weights and math: the same floats
     EXPECT_EQ(multimodal->decode(5), expected_decode);
     EXPECT_EQ(multimodal->generate(request).tokens, expected_tokens);
   }
+  // A plan counts the same weights (a tie left to the checkpoint: as the checkpoint has it).
+  const TensorParallelPlan causal_plan = plan_tensor_parallel(causal_.path().string(), "", 1, 80ull << 30, 0);
+  for (const std::filesystem::path& folder : folders)
+    EXPECT_EQ(plan_tensor_parallel(folder.string(), "", 1, 80ull << 30, 0).ranks.at(0).weight_bytes, causal_plan.ranks.at(0).weight_bytes);
   // The check once more on a loaded store (take_language_model again) finds the same tensors.
   LoadedModel loaded = load_hf_model(folders[0]);
   const size_t tensors = loaded.weights.size();
@@ -146,7 +165,7 @@ TEST_P(MultimodalCheckpoint, BothLayoutsGiveTheCausalModelsLogitsAndTokens) {
 }
 
 TEST_P(MultimodalCheckpoint, WhatTheTextModelCannotReadIsRefusedByName) {
-  TempDir extra_layer{"gemma3-extra"}, twice{"gemma3-twice"}, missing{"gemma3-missing"}, no_text{"gemma3-no-text"};
+  TempDir extra_layer{"multimodal-extra"}, twice{"multimodal-twice"}, missing{"multimodal-missing"}, no_text{"multimodal-no-text"};
   auto refusal = [](const std::filesystem::path& folder) {
     try {
       load_hf_model(folder);
@@ -171,24 +190,41 @@ TEST_P(MultimodalCheckpoint, WhatTheTextModelCannotReadIsRefusedByName) {
   checkpoint.header["language_model.model.final_norm.weight"] = checkpoint.header.at("language_model.model.norm.weight");
   checkpoint.header.erase("language_model.model.norm.weight");
   write_checkpoint(checkpoint, missing.path() / "model.safetensors");
-  EXPECT_THAT(refusal(missing.path()), HasSubstr("missing tensor 'model.norm.weight' (expected shape [256]): a Gemma3ForConditionalGeneration "
-                                                 "checkpoint holds it as 'language_model.model.norm.weight' or "
+  EXPECT_THAT(refusal(missing.path()), HasSubstr("missing tensor 'model.norm.weight' (expected shape [256]): a " +
+                                                 std::string(GetParam().class_name) +
+                                                 " checkpoint holds it as 'language_model.model.norm.weight' or "
                                                  "'model.language_model.norm.weight'"));
   // A config without its text model's config.
   write_multimodal(no_text, "language_model.model.", {});
-  json config = multimodal_config(spec_);
+  json config = multimodal_config(spec_, GetParam());
   config.erase("text_config");
   write_file_text(no_text.path() / "config.json", config.dump());
-  EXPECT_THAT(refusal(no_text.path()), HasSubstr("config.json: key 'text_config' must be an object: Gemma3ForConditionalGeneration keeps "
-                                                 "its text model's config there"));
-  config = multimodal_config(spec_);
+  EXPECT_THAT(refusal(no_text.path()), HasSubstr("config.json: key 'text_config' must be an object: " + std::string(GetParam().class_name) +
+                                                 " keeps its text model's config there"));
+  config = multimodal_config(spec_, GetParam());
   config["text_config"]["hidden_size"] = "wide";
   write_file_text(no_text.path() / "config.json", config.dump());
   EXPECT_THAT(refusal(no_text.path()), HasSubstr("config.json: text_config: key 'hidden_size' must be a positive integer"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Tie, MultimodalCheckpoint, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Tied" : "Untied"; });
+const std::vector<std::string> kGemma3Vision = {"vision_tower.vision_model.post_layernorm.weight",
+                                                "multi_modal_projector.mm_soft_emb_norm.weight"};
+const std::vector<std::string> kPixtralVision = {"vision_tower.transformer.layers.0.attention_norm.weight",
+                                                 "multi_modal_projector.patch_merger.merging_layer.weight"};
+const std::vector<std::string> kClipVision = {"vision_tower.vision_model.post_layernorm.weight", "multi_modal_projector.linear_1.weight"};
+
+INSTANTIATE_TEST_SUITE_P(
+    Classes, MultimodalCheckpoint,
+    ::testing::Values(MultimodalCase{"Gemma3Tied", "Gemma3ForConditionalGeneration", Variant::gemma3, true, false, kGemma3Vision},
+                      MultimodalCase{"Gemma3Untied", "Gemma3ForConditionalGeneration", Variant::gemma3, false, false, kGemma3Vision},
+                      MultimodalCase{"Mistral3Untied", "Mistral3ForConditionalGeneration", Variant::mistral, false, false, kPixtralVision},
+                      MultimodalCase{"Mistral3Tied", "Mistral3ForConditionalGeneration", Variant::mistral_window, true, false, kPixtralVision},
+                      // No tie stated: a stored LM head unties it, none ties it.
+                      MultimodalCase{"Mistral3HeadStored", "Mistral3ForConditionalGeneration", Variant::mistral, false, true, kPixtralVision},
+                      MultimodalCase{"Mistral3NoHeadStored", "Mistral3ForConditionalGeneration", Variant::mistral, true, true, kPixtralVision},
+                      MultimodalCase{"LlavaLlama", "LlavaForConditionalGeneration", Variant::llama, false, false, kClipVision},
+                      MultimodalCase{"LlavaQwen2Tied", "LlavaForConditionalGeneration", Variant::qwen2_bias, true, false, kClipVision}),
+    [](const ::testing::TestParamInfo<MultimodalCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace tilefire::testing

@@ -330,7 +330,7 @@ TEST(ModelSpecParse, Gemma3MultimodalReadsItsTextConfigWithGemma3TextConfigsDefa
   bad["architectures"] = {"PaliGemmaForConditionalGeneration"};
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
               HasSubstr("unknown architecture 'PaliGemmaForConditionalGeneration' (expected one of LlamaForCausalLM"));
-  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }), HasSubstr(", Gemma3ForConditionalGeneration)"));
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }), HasSubstr(", Gemma3ForConditionalGeneration, "));
   // A text_config under the causal class: Gemma3TextConfig's defaults would stand in for what it holds.
   bad = gemma3_multimodal_config();
   bad["architectures"] = {"Gemma3ForCausalLM"};

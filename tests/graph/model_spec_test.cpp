@@ -403,8 +403,8 @@ TEST(ModelSpecParse, DefaultsWhenKeysAreAbsent) {
   ModelSpec spec = parse_hf_config_text(llama, "l");
   EXPECT_EQ(spec.kv_heads, 4u);
   EXPECT_EQ(spec.head_dim, 16u);
-  EXPECT_EQ(spec.max_context, 4096u);
-  EXPECT_FLOAT_EQ(spec.rms_eps, 1e-5f);
+  EXPECT_EQ(spec.max_context, 2048u);  // LlamaConfig's defaults
+  EXPECT_FLOAT_EQ(spec.rms_eps, 1e-6f);
   EXPECT_FLOAT_EQ(spec.rope_theta, 10000.0f);
   EXPECT_FALSE(spec.tie_embeddings);
   EXPECT_EQ(spec.dtype, DType::f32);
@@ -416,6 +416,21 @@ TEST(ModelSpecParse, DefaultsWhenKeysAreAbsent) {
   ModelSpec qwen_spec = parse_hf_config_text(qwen.dump(), "q");
   EXPECT_FLOAT_EQ(qwen_spec.rms_eps, 1e-6f);
   EXPECT_FLOAT_EQ(qwen_spec.rope_theta, 1e6f);
+
+  // MistralConfig's: 8 KV heads, 131072 positions; Phi3Config's: an epsilon of 1e-5, 4096 positions.
+  json mistral = json::parse(llama);
+  mistral["architectures"] = {"MistralForCausalLM"};
+  mistral["num_attention_heads"] = 32;
+  mistral["hidden_size"] = 256;
+  const ModelSpec mistral_spec = parse_hf_config_text(mistral.dump(), "m");
+  EXPECT_EQ(mistral_spec.kv_heads, 8u);
+  EXPECT_EQ(mistral_spec.max_context, 131072u);
+  EXPECT_FLOAT_EQ(mistral_spec.rms_eps, 1e-6f);
+  json phi3 = json::parse(llama);
+  phi3["architectures"] = {"Phi3ForCausalLM"};
+  const ModelSpec phi3_spec = parse_hf_config_text(phi3.dump(), "p");
+  EXPECT_FLOAT_EQ(phi3_spec.rms_eps, 1e-5f);
+  EXPECT_EQ(phi3_spec.max_context, 4096u);
 
   json llama_bias = json::parse(llama);
   llama_bias["attention_bias"] = true;
