@@ -195,7 +195,7 @@ RopeScaling parse_rope_scaling(const json& config, const std::string& origin, co
   // Newer configs say "rope_type", older ones "type".
   const char* type_key = node.contains("rope_type") ? "rope_type" : "type";
   if (!node.contains(type_key)) {
-    if (key == "rope_parameters") return scaling;
+    if (key.rfind("rope_parameters", 0) == 0) return scaling;  // v5's object (or Gemma 3's full-layer set in it)
     fail(origin, "key '" + key + "' has no 'rope_type' (or 'type')");
   }
   if (!node.at(type_key).is_string()) fail(origin, "key '" + key + "." + std::string(type_key) + "' must be a string");
@@ -415,27 +415,73 @@ static void parse_sliding_window(const ConfigReader& reader, const json& config,
   }
 }
 
+// transformers v5 writes Gemma 3's RoPE per layer type: `rope_parameters` holds "full_attention" (the full
+// layers' base and scaling) and "sliding_attention" (the sliding layers' base, unscaled), as
+// Gemma3TextConfig's convert_rope_params_to_dict builds them from rope_theta, rope_scaling and
+// rope_local_base_freq. The sliding set is read as rope_local_base_freq (a top-level one that disagrees is
+// refused); the full set is stored as the key "rope_parameters.full_attention", which the caller reads as
+// one set (so that messages name where a key is). Other classes' per-layer sets are refused.
+static const char* lift_rope_parameters_per_layer_type(json& config, const std::string& origin) {
+  const json& parameters = config.at("rope_parameters");
+  const json* architectures = config.contains("architectures") ? &config.at("architectures") : nullptr;
+  const bool gemma3 = architectures && architectures->is_array() && !architectures->empty() &&
+                      *architectures->begin() == "Gemma3ForCausalLM";
+  if (!gemma3)
+    fail(origin, "key 'rope_parameters' gives parameters per layer type: supported for Gemma 3 only (one set for every layer is)");
+  for (const auto& [layer_type, set] : parameters.items()) {
+    if (layer_type != "full_attention" && layer_type != "sliding_attention")
+      fail(origin, "key 'rope_parameters' gives parameters per layer type, and '" + layer_type +
+                       "' is not one (Gemma 3's are full_attention and sliding_attention)");
+    if (!set.is_null() && !set.is_object()) fail(origin, "key 'rope_parameters." + layer_type + "' must be null or an object");
+  }
+  if (parameters.contains("sliding_attention") && !parameters.at("sliding_attention").is_null()) {
+    const json& sliding = parameters.at("sliding_attention");
+    auto refuse = [&](const std::string& key, const json& value) {
+      fail(origin, "key 'rope_parameters.sliding_attention." + key + "' is " + value.dump().substr(0, 80) +
+                       ": Gemma 3's sliding layers rotate unscaled (a rope_theta and the \"default\" type only)");
+    };
+    for (const char* type_key : {"rope_type", "type"})  // the type first: a scaling's own keys follow from it
+      if (sliding.contains(type_key) && sliding.at(type_key) != "default") refuse(type_key, sliding.at(type_key));
+    for (const auto& [key, value] : sliding.items())
+      if (key != "rope_theta" && key != "rope_type" && key != "type") refuse(key, value);
+    if (sliding.contains("rope_theta") && !sliding.at("rope_theta").is_null()) {
+      const json& theta = sliding.at("rope_theta");
+      if (config.contains("rope_local_base_freq") && !config.at("rope_local_base_freq").is_null() &&
+          config.at("rope_local_base_freq") != theta)
+        fail(origin, "key 'rope_local_base_freq' is " + config.at("rope_local_base_freq").dump() +
+                         " but 'rope_parameters.sliding_attention.rope_theta' is " + theta.dump());
+      config["rope_local_base_freq"] = theta;
+    }
+  }
+  const char* full_key = "rope_parameters.full_attention";
+  const bool full_given = parameters.contains("full_attention") && !parameters.at("full_attention").is_null();
+  config[full_key] = full_given ? parameters.at("full_attention") : json::object();  // none: the default rotation
+  return full_key;
+}
+
 // transformers v5 writes RoPE as one object, `rope_parameters`: rope_theta, the scaling's type and keys
 // (as rope_scaling had them) and partial_rotary_factor. Read without it, such a config would silently
 // rotate at the default base. Its rope_theta and partial_rotary_factor are read as the top-level keys
 // (a top-level one that disagrees is refused); the scaling from it (refused beside a rope_scaling too).
-// Per-layer-type parameters (Gemma 3's, keyed by "full_attention" / "sliding_attention") are refused.
+// Returns the key the scaling is read from.
 static const char* lift_rope_parameters(json& config, const std::string& origin) {
   if (!config.contains("rope_parameters") || config.at("rope_parameters").is_null()) return "rope_scaling";
-  const json& parameters = config.at("rope_parameters");
-  if (!parameters.is_object()) fail(origin, "key 'rope_parameters' must be null or an object");
-  if (parameters.contains("full_attention") || parameters.contains("sliding_attention"))
-    fail(origin, "key 'rope_parameters' gives parameters per layer type: not supported (one set for every layer is)");
+  if (!config.at("rope_parameters").is_object()) fail(origin, "key 'rope_parameters' must be null or an object");
+  const json& given = config.at("rope_parameters");
+  const char* key = given.contains("full_attention") || given.contains("sliding_attention")
+                        ? lift_rope_parameters_per_layer_type(config, origin)
+                        : "rope_parameters";
   if (config.contains("rope_scaling") && !config.at("rope_scaling").is_null())
     fail(origin, "keys 'rope_scaling' and 'rope_parameters' are both given: the scaling would be ambiguous");
-  for (const char* key : {"rope_theta", "partial_rotary_factor"}) {
-    if (!parameters.contains(key) || parameters.at(key).is_null()) continue;
-    if (config.contains(key) && !config.at(key).is_null() && config.at(key) != parameters.at(key))
-      fail(origin, std::string("key '") + key + "' is " + config.at(key).dump() + " but 'rope_parameters." + key + "' is " +
-                       parameters.at(key).dump());
-    config[key] = parameters.at(key);
+  const json parameters = config.at(key);  // a copy: config gains keys below
+  for (const char* lifted : {"rope_theta", "partial_rotary_factor"}) {
+    if (!parameters.contains(lifted) || parameters.at(lifted).is_null()) continue;
+    if (config.contains(lifted) && !config.at(lifted).is_null() && config.at(lifted) != parameters.at(lifted))
+      fail(origin, std::string("key '") + lifted + "' is " + config.at(lifted).dump() + " but '" + key + "." + lifted + "' is " +
+                       parameters.at(lifted).dump());
+    config[lifted] = parameters.at(lifted);
   }
-  return "rope_parameters";
+  return key;
 }
 
 namespace {

@@ -346,6 +346,74 @@ TEST(ModelSpecParse, Gemma3MultimodalReadsItsTextConfigWithGemma3TextConfigsDefa
   EXPECT_FALSE(causal_defaults.multimodal_checkpoint);
 }
 
+// transformers v5 writes Gemma 3's RoPE per layer type (rope_parameters' full_attention and
+// sliding_attention sets, from rope_theta, rope_scaling and rope_local_base_freq): the same spec as the
+// older keys give, for the 1B and for the 4B's text_config with its linear scaling.
+TEST(ModelSpecParse, Gemma3RopeParametersPerLayerTypeReadAsTheOlderKeys) {
+  const json older = gemma3_config();
+  json v5 = older;
+  for (const char* key : {"rope_theta", "rope_local_base_freq", "rope_scaling"}) v5.erase(key);
+  v5["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1000000.0}}},
+                           {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
+  expect_same_spec(parse_hf_config_text(v5.dump(), "v5/config.json"), parse_hf_config_text(older.dump(), "m"));
+  // Bases that are not the defaults, to show they are read.
+  v5["rope_parameters"]["full_attention"]["rope_theta"] = 250000.0;
+  v5["rope_parameters"]["sliding_attention"]["rope_theta"] = 5000.0;
+  const ModelSpec bases = parse_hf_config_text(v5.dump(), "m");
+  EXPECT_EQ(bases.rope_theta, 250000.0f);
+  EXPECT_EQ(bases.local_rope_theta, 5000.0f);
+  // Sets left out: Gemma3TextConfig's defaults (1e6 for the full layers, 1e4 for the sliding ones).
+  v5["rope_parameters"] = {{"full_attention", nullptr}, {"sliding_attention", {{"rope_type", "default"}}}};
+  const ModelSpec defaults = parse_hf_config_text(v5.dump(), "m");
+  EXPECT_EQ(defaults.rope_theta, 1e6f);
+  EXPECT_EQ(defaults.local_rope_theta, 1e4f);
+
+  json multimodal = gemma3_multimodal_config();
+  json text_v5 = multimodal;
+  text_v5["text_config"]["rope_parameters"] = {
+      {"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1000000.0}}},
+      {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
+  text_v5["text_config"].erase("rope_scaling");
+  const ModelSpec four_b = parse_hf_config_text(text_v5.dump(), "m");
+  expect_same_spec(four_b, parse_hf_config_text(multimodal.dump(), "m"));
+  EXPECT_TRUE(four_b.rope_scaling.linear);
+  EXPECT_EQ(four_b.rope_scaling.factor, 8.0f);
+
+  // Refused, naming the key: a scaled sliding set, a scaling Gemma 3 does not take, a set of another layer
+  // type, a base that disagrees with the older key beside it, the older scaling beside it, another class's.
+  json bad = text_v5;
+  bad["text_config"]["rope_parameters"]["sliding_attention"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("g/config.json: text_config: key 'rope_parameters.sliding_attention.rope_type' is \"linear\": Gemma 3's sliding "
+                        "layers rotate unscaled"));
+  bad = text_v5;
+  bad["text_config"]["rope_parameters"]["full_attention"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                                                             {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'rope_parameters.full_attention' is not linear"));
+  bad = text_v5;
+  bad["text_config"]["rope_parameters"]["full_attention"]["factor"] = -8.0;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'rope_parameters.full_attention.factor'"));
+  bad = v5;
+  bad["rope_parameters"]["chunked_attention"] = {{"rope_theta", 1e4}};
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'rope_parameters' gives parameters per layer type, and 'chunked_attention' is not one"));
+  bad = v5;
+  bad["rope_parameters"]["sliding_attention"]["rope_theta"] = 20000.0;
+  bad["rope_local_base_freq"] = 10000.0;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'rope_local_base_freq' is 10000.0 but 'rope_parameters.sliding_attention.rope_theta' is 20000.0"));
+  bad = v5;
+  bad["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("keys 'rope_scaling' and 'rope_parameters' are both given"));
+  bad = v5;
+  bad["architectures"] = {"Gemma2ForCausalLM"};
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'rope_parameters' gives parameters per layer type: supported for Gemma 3 only"));
+}
+
 // Gemma 2 2B's config (google/gemma-2-2b-it's, as copies of it give it): 26 layers, even ones sliding over
 // 4096 positions, soft caps of 50 on the scores and 30 on the logits, no q/k norms, one RoPE base.
 json gemma2_config() {
