@@ -153,18 +153,22 @@ std::string to_hf_config_json(const ModelSpec& spec) {
                           (spec.arch == Architecture::mistral || spec.arch == Architecture::llama);
     const bool llava = spec.arch_name == "LlavaForConditionalGeneration" &&
                        (spec.arch == Architecture::llama || spec.arch == Architecture::mistral || spec.arch == Architecture::qwen2);
-    if ((!gemma3 && !mistral3 && !llava) || spec.final_logit_softcap != 0.0f || (spec.lm_head_tie_from_checkpoint && !mistral3))
+    if ((!gemma3 && !mistral3 && !llava) || spec.final_logit_softcap != 0.0f)
       throw std::invalid_argument("to_hf_config_json: " + spec.arch_name + " over a " + arch.hf_name +
-                                  " text model (soft-capped logits, or a tie left to the checkpoint outside Mistral3) is not a "
-                                  "multimodal checkpoint Tilefire reads");
+                                  " text model (or soft-capped logits) is not a multimodal checkpoint Tilefire reads");
     json top = {{"architectures", json::array({spec.arch_name})}, {"model_type", gemma3 ? "gemma3" : mistral3 ? "mistral3" : "llava"}};
     for (const char* key : {"bos_token_id", "eos_token_id", "torch_dtype"}) {
       top[key] = config.at(key);
       config.erase(key);
     }
-    // Mistral3's top-level tie (read by transformers v5), stated unless the checkpoint is to decide.
-    if (mistral3 && !spec.lm_head_tie_from_checkpoint) top["tie_word_embeddings"] = spec.tie_embeddings;
-    if (spec.lm_head_tie_from_checkpoint) config["tie_word_embeddings"] = false;  // 4.x's reading; the file decides
+    // The top-level tie transformers v5 reads: for Mistral3 (whose own default is true) the text model's;
+    // where the checkpoint is to decide, a tie that 4.x (reading text_config's: false) does not share.
+    if (spec.lm_head_tie_from_checkpoint) {
+      config["tie_word_embeddings"] = false;
+      top["tie_word_embeddings"] = true;
+    } else if (mistral3) {
+      top["tie_word_embeddings"] = spec.tie_embeddings;
+    }
     config.erase("architectures");
     top["text_config"] = std::move(config);
     return top.dump(2) + "\n";

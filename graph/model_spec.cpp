@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -493,19 +494,24 @@ ModelSpec spec_of_config(json config, const std::string& origin);
 // language_model.model.* (as published) or model.language_model.* (as transformers >= 4.52 saves them),
 // beside an image encoder's that nothing reads.
 struct MultimodalClass {
+  // How transformers v5 reads the tie (4.x reads text_config's): Gemma3Config keeps the top level's when
+  // given, else text_config's; Mistral3Config has a top-level key of its own, true by default; LlavaConfig's
+  // is false by default and turns true when text_config's is.
+  enum class V5Tie { top_else_text, top_default_true, top_or_text };
+
   const char* hf_name;
-  const char* default_text_type;       // text_config's model_type where it names none, as the config class sets it
+  const char* default_text_type;          // text_config's model_type where it names none, as the config class sets it
   std::array<const char*, 3> text_types;  // the text models its published checkpoints use (nullptr: none more)
-  // transformers v5's Mistral3Config has a top-level tie_word_embeddings of its own, true by default, which
-  // its models read; 4.x read text_config's (MistralConfig's default: false). LlavaConfig's (v5) is false
-  // by default and takes text_config's when that one is true; Gemma 3's follows text_config's.
-  bool v5_top_level_ties_by_default;
+  V5Tie v5_tie;
 };
 
 constexpr MultimodalClass kMultimodalClasses[] = {
-    {"Gemma3ForConditionalGeneration", "gemma3_text", {"gemma3_text", nullptr, nullptr}, false},  // Gemma 3 4B, 12B, 27B
-    {"Mistral3ForConditionalGeneration", "mistral", {"mistral", "llama", nullptr}, true},         // Mistral Small 3.1, 3.2
-    {"LlavaForConditionalGeneration", "llama", {"llama", "mistral", "qwen2"}, false},            // LLaVA 1.5, Pixtral 12B
+    // Gemma 3 4B, 12B, 27B
+    {"Gemma3ForConditionalGeneration", "gemma3_text", {"gemma3_text", nullptr, nullptr}, MultimodalClass::V5Tie::top_else_text},
+    // Mistral Small 3.1, 3.2
+    {"Mistral3ForConditionalGeneration", "mistral", {"mistral", "llama", nullptr}, MultimodalClass::V5Tie::top_default_true},
+    // LLaVA 1.5 (llava-hf's), Pixtral 12B, LLaVA-Interleave
+    {"LlavaForConditionalGeneration", "llama", {"llama", "mistral", "qwen2"}, MultimodalClass::V5Tie::top_or_text},
 };
 
 const MultimodalClass* multimodal_class(const json& config) {
@@ -523,11 +529,13 @@ void fill_text_class_defaults(json& text, const std::string& model_type) {
   struct Defaults {
     const char* model_type;
     uint32_t vocab, hidden, ffn, layers, heads, kv_heads, max_context;  // kv_heads 0: as many as the heads
+    int32_t bos, eos;                                                  // -1: none
   };
+  // (Qwen2Config's 32 KV heads run only under 32 query heads, where "as many as the heads" is the same.)
   constexpr Defaults kDefaults[] = {
-      {"llama", 32000, 4096, 11008, 32, 32, 0, 2048},        // LlamaConfig
-      {"mistral", 32000, 4096, 14336, 32, 32, 8, 131072},    // MistralConfig
-      {"qwen2", 151936, 4096, 22016, 32, 32, 32, 32768},     // Qwen2Config
+      {"llama", 32000, 4096, 11008, 32, 32, 0, 2048, 1, 2},      // LlamaConfig
+      {"mistral", 32000, 4096, 14336, 32, 32, 8, 131072, 1, 2},  // MistralConfig
+      {"qwen2", 151936, 4096, 22016, 32, 32, 0, 32768, -1, -1},  // Qwen2Config
   };
   for (const Defaults& entry : kDefaults) {
     if (model_type != entry.model_type) continue;
@@ -541,6 +549,10 @@ void fill_text_class_defaults(json& text, const std::string& model_type) {
     fill("num_attention_heads", entry.heads);
     if (entry.kv_heads != 0) fill("num_key_value_heads", entry.kv_heads);
     fill("max_position_embeddings", entry.max_context);
+    // The token ids too (LLaVA 1.5's and Mistral Small's configs give none, and transformers stops at
+    // these); the top level's, where given, replace them.
+    if (entry.bos >= 0 && !text.contains("bos_token_id")) text["bos_token_id"] = entry.bos;
+    if (entry.eos >= 0 && !text.contains("eos_token_id")) text["eos_token_id"] = entry.eos;
   }
 }
 
@@ -584,19 +596,26 @@ ModelSpec spec_of_multimodal_config(const json& config, const MultimodalClass& m
   text["architectures"] = json::array({text_class});
   text["model_type"] = text_type;
   ModelSpec spec = spec_of_config(text, origin + ": text_config");
-  // Whether the LM head is the embedding. transformers 4.x reads text_config's (its class's default where
-  // it gives none); a top level that says otherwise is ambiguous, and refused rather than guessed.
-  const bool text_gives = text.contains("tie_word_embeddings") && !text.at("tie_word_embeddings").is_null();
+  // Whether the LM head is the embedding: transformers 4.x reads text_config's (its class's default where
+  // it gives none), v5 the top level's (MultimodalClass::V5Tie). Where the two differ, only one of them
+  // runs the checkpoint: a stored LM head is an untied model's (a tied model is saved without it), and
+  // without one only the embedding can be the head. So there the checkpoint decides.
+  const bool text_ties = spec.tie_embeddings;
+  std::optional<bool> top_tie;
   if (config.contains("tie_word_embeddings") && !config.at("tie_word_embeddings").is_null()) {
-    const json& top_tie = config.at("tie_word_embeddings");
-    if (!top_tie.is_boolean()) fail(origin, "key 'tie_word_embeddings' must be true or false, got " + top_tie.dump().substr(0, 80));
-    if (top_tie.get<bool>() != spec.tie_embeddings)
-      fail(origin, "key 'tie_word_embeddings' is " + top_tie.dump() + " but text_config's is " + json(spec.tie_embeddings).dump() +
-                       (text_gives ? "" : " (its default)") + ": whether the LM head is the embedding is ambiguous");
-  } else if (mm.v5_top_level_ties_by_default && !spec.tie_embeddings) {
-    // 4.x unties it, v5 ties it. Only one of the two runs this checkpoint: a stored LM head is untied (a
-    // tied model is saved without it), and without one only the embedding can be the head.
+    const json& top = config.at("tie_word_embeddings");
+    if (!top.is_boolean()) fail(origin, "key 'tie_word_embeddings' must be true or false, got " + top.dump().substr(0, 80));
+    top_tie = top.get<bool>();
+  }
+  bool v5_ties = text_ties;
+  switch (mm.v5_tie) {
+    case MultimodalClass::V5Tie::top_else_text: v5_ties = top_tie.value_or(text_ties); break;
+    case MultimodalClass::V5Tie::top_default_true: v5_ties = top_tie.value_or(true); break;
+    case MultimodalClass::V5Tie::top_or_text: v5_ties = top_tie.value_or(false) || text_ties; break;
+  }
+  if (v5_ties != text_ties) {
     spec.lm_head_tie_from_checkpoint = true;
+    spec.tie_embeddings = false;  // until the tensors are checked: the larger model, for plans
   }
   spec.arch_name = mm.hf_name;
   spec.multimodal_checkpoint = true;
@@ -658,12 +677,12 @@ ModelSpec spec_of_config(json config, const std::string& origin) {
   spec.hidden = size_key("hidden_size", 2304);
   spec.layers = size_key("num_hidden_layers", 26);
   spec.heads = size_key("num_attention_heads", 8);
-  // Gemma2Config's and Gemma3TextConfig's defaults: 4 KV heads of 256; MistralConfig's 8. (Qwen2Config's 32
-  // runs only under 32 query heads, where the rest's, one per query head, is the same.)
-  const uint32_t default_kv_heads = gemma ? 4 : spec.arch == Architecture::mistral ? 8 : spec.heads;
+  // Gemma2Config's and Gemma3TextConfig's defaults: 4 KV heads of 256; MistralConfig's 8, SmolLM3Config's 4.
+  // (Qwen's 32 runs only under 32 query heads, where the rest's, one per query head, is the same.)
+  const uint32_t default_kv_heads = gemma || spec.arch == Architecture::smollm3 ? 4 : spec.arch == Architecture::mistral ? 8 : spec.heads;
   spec.kv_heads = reader.positive_u32_or("num_key_value_heads", default_kv_heads);
-  if (gemma && !reader.has_non_null("head_dim")) {
-    spec.head_dim = 256;
+  if ((gemma || spec.arch == Architecture::qwen3) && !reader.has_non_null("head_dim")) {
+    spec.head_dim = gemma ? 256 : 128;  // Gemma's and Qwen3Config's defaults, not hidden / heads
   } else if (reader.has_non_null("head_dim")) {
     spec.head_dim = reader.positive_u32("head_dim");
   } else {
@@ -675,19 +694,21 @@ ModelSpec spec_of_config(json config, const std::string& origin) {
   }
   spec.ffn = size_key("intermediate_size", 9216);
   // The config classes' defaults: Gemma3TextConfig's and MistralConfig's 131072, Gemma2Config's 8192,
-  // Qwen2Config's 32768, LlamaConfig's 2048 (Phi3Config's and others' 4096).
-  const uint32_t default_context = gemma3 || spec.arch == Architecture::mistral ? 131072
-                                   : gemma                                       ? 8192
-                                   : spec.arch == Architecture::qwen2            ? 32768
-                                   : spec.arch == Architecture::llama            ? 2048
-                                                                                 : 4096;
+  // Qwen2Config's, Qwen3Config's and SmolLM3Config's 32768, LlamaConfig's and GraniteConfig's 2048,
+  // Phi3Config's 4096.
+  const Architecture arch = spec.arch;
+  const uint32_t default_context = gemma3 || arch == Architecture::mistral                        ? 131072
+                                   : gemma                                                          ? 8192
+                                   : qwen || arch == Architecture::smollm3                         ? 32768
+                                   : arch == Architecture::llama || arch == Architecture::granite ? 2048
+                                                                                                    : 4096;
   spec.max_context = reader.positive_u32_or("max_position_embeddings", default_context);
   const bool smollm3 = spec.arch == Architecture::smollm3, granite = spec.arch == Architecture::granite;
   // Phi3Config's default is 1e-5; the other classes' (LlamaConfig's and MistralConfig's too) 1e-6.
   spec.rms_eps = reader.positive_float_or("rms_norm_eps", spec.arch == Architecture::phi3 ? 1e-5f : 1e-6f);
-  // Qwen's config classes default rope_theta to 1e6; everyone else (and HF's PretrainedConfig) to 1e4.
-  // SmolLM3Config's is 2e6, Gemma3TextConfig's 1e6 (Gemma2Config's 1e4).
-  const float default_theta = reader.has("rope_theta") ? 1e4f : qwen || gemma3 ? 1e6f : smollm3 ? 2e6f : 1e4f;
+  // The config classes' default rope_theta: 1e4 (PretrainedConfig's, and Qwen2Config's and Qwen3Config's
+  // in 4.x and v5 alike), SmolLM3Config's 2e6, Gemma3TextConfig's 1e6 (Gemma2Config's 1e4).
+  const float default_theta = reader.has("rope_theta") ? 1e4f : gemma3 ? 1e6f : smollm3 ? 2e6f : 1e4f;
   spec.rope_theta = reader.positive_float_or("rope_theta", default_theta);
   spec.rope_scaling = parse_rope_scaling(config, origin, rope_scaling_key);
   spec.tie_embeddings = reader.bool_or("tie_word_embeddings", smollm3 || gemma);  // their config classes tie by default

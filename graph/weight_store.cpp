@@ -1,4 +1,6 @@
 // WeightStore (one file or index-listed shards), the tensors a spec expects, and the checks between them.
+#include <fstream>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -134,24 +136,58 @@ bool WeightStore::is_row_range(const std::string& name) const {
   return false;
 }
 
+std::optional<std::string> text_model_name(const std::string& name) {
+  auto starts_with = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
+  if (starts_with("language_model.model.") || starts_with("model.language_model."))  // prefixes of one length
+    return "model." + name.substr(std::string("language_model.model.").size());
+  if (name == "language_model.lm_head.weight") return std::string("lm_head.weight");
+  if (starts_with("vision_tower.") || starts_with("multi_modal_projector.") || starts_with("model.vision_tower.") ||
+      starts_with("model.multi_modal_projector."))
+    return std::nullopt;  // the image encoder: a text prompt never runs it
+  return name;
+}
+
 void WeightStore::take_language_model(const std::string& origin) {
-  auto starts_with = [](const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; };
   std::map<std::string, const TensorView*> text_model;  // a view's own name stays the checkpoint's
   for (const auto& [name, view] : index_) {
-    std::string renamed = name;
-    if (starts_with(name, "language_model.model.") || starts_with(name, "model.language_model.")) {
-      renamed = "model." + name.substr(std::string("language_model.model.").size());
-    } else if (name == "language_model.lm_head.weight") {
-      renamed = "lm_head.weight";
-    } else if (starts_with(name, "vision_tower.") || starts_with(name, "multi_modal_projector.") ||
-               starts_with(name, "model.vision_tower.") || starts_with(name, "model.multi_modal_projector.")) {
-      continue;  // the image encoder: a text prompt never runs it
-    }
-    if (const auto [taken, inserted] = text_model.emplace(renamed, view); !inserted)
-      fail(origin, "the checkpoint holds the text model's tensor '" + renamed + "' twice, as '" + taken->second->name + "' and as '" +
+    const std::optional<std::string> renamed = text_model_name(name);
+    if (!renamed) continue;
+    if (const auto [taken, inserted] = text_model.emplace(*renamed, view); !inserted)
+      fail(origin, "the checkpoint holds the text model's tensor '" + *renamed + "' twice, as '" + taken->second->name + "' and as '" +
                        view->name + "'");
   }
   index_ = std::move(text_model);
+}
+
+std::vector<std::string> stored_tensor_names(const std::filesystem::path& folder) {
+  const std::filesystem::path index_path = folder / "model.safetensors.index.json";
+  const std::filesystem::path single_path = folder / "model.safetensors";
+  std::error_code ignored;
+  std::vector<std::string> names;
+  if (std::filesystem::exists(single_path, ignored) || std::filesystem::is_symlink(single_path, ignored)) {
+    // The 8-byte header length and the JSON header after it; the tensors' bytes are not read.
+    const std::string origin = single_path.string();
+    std::ifstream file(single_path, std::ios::binary);
+    if (!file) fail(origin, "cannot open safetensors file");
+    uint64_t header_length = 0;
+    if (!file.read(reinterpret_cast<char*>(&header_length), 8)) fail(origin, "too short for the 8-byte header length");
+    const uint64_t size = std::filesystem::file_size(single_path, ignored);
+    if (ignored || header_length > size - 8)
+      fail(origin, "truncated: the header length says " + std::to_string(header_length) + " bytes, more than the file holds");
+    std::string header(header_length, '\0');
+    if (!file.read(header.data(), std::streamsize(header_length))) fail(origin, "truncated: cannot read the header");
+    const json parsed = parse_json_text(header.data(), header.data() + header.size(), origin + ": header", true);
+    if (!parsed.is_object()) fail(origin + ": header", "must be a JSON object of tensor name -> entry");
+    for (const auto& [name, entry] : parsed.items())
+      if (name != "__metadata__") names.push_back(name);
+    return names;
+  }
+  if (!std::filesystem::exists(index_path, ignored)) fail(folder.string(), "no model.safetensors or model.safetensors.index.json");
+  const json index = read_json_file(index_path, index_path.string(), true);
+  if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
+    fail(index_path.string(), "key 'weight_map' must be an object of tensor name -> shard file");
+  for (const auto& [name, shard] : index.at("weight_map").items()) names.push_back(name);
+  return names;
 }
 
 std::vector<ExpectedTensor> expected_tensors(const ModelSpec& spec) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,6 +81,16 @@ class WeightStore {
   std::vector<std::shared_ptr<const TensorView>> row_ranges_;  // add_row_range's views
   std::map<std::string, const TensorView*> index_;
 };
+
+// A multimodal checkpoint's tensor as its text model names it (WeightStore::take_language_model):
+// language_model.model.X and model.language_model.X are model.X, language_model.lm_head.weight is
+// lm_head.weight, the image encoder's tensors have none (nullopt), and any other name is its own.
+std::optional<std::string> text_model_name(const std::string& name);
+
+// The names of the tensors a checkpoint folder stores, from model.safetensors' header or
+// model.safetensors.index.json's weight_map alone: no tensor's bytes are read (the tools that plan a model
+// from its config ask what it stores). Throws InputError naming the file when neither can be read.
+std::vector<std::string> stored_tensor_names(const std::filesystem::path& folder);
 
 // "[688, 256]": a shape as messages print it.
 std::string shape_text(const std::vector<uint64_t>& shape);

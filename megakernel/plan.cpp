@@ -36,13 +36,15 @@ ModelSpec spec_for_tool(const std::string& model_dir, const std::string& preset,
     ModelSpec spec = parse_hf_config(config);
     if (dtype) spec.dtype = *dtype;
     // Whether the LM head is the embedding is the checkpoint's to say (ModelSpec::lm_head_tie_from_checkpoint):
-    // its tensors' names say it, where the folder holds them (a config alone is planned with a head of its own).
+    // the names of its tensors say it (read from the header or the index alone), where the folder has them;
+    // a config alone is planned with a head of its own.
     const std::filesystem::path folder(model_dir);
     if (spec.lm_head_tie_from_checkpoint && (std::filesystem::exists(folder / "model.safetensors", ignored) ||
                                              std::filesystem::exists(folder / "model.safetensors.index.json", ignored))) {
-      WeightStore weights = WeightStore::open_folder(folder);
-      weights.take_language_model(model_dir);
-      spec.tie_embeddings = weights.find("lm_head.weight") == nullptr;
+      const std::vector<std::string> names = stored_tensor_names(folder);
+      spec.tie_embeddings = std::none_of(names.begin(), names.end(), [](const std::string& name) {
+        return text_model_name(name) == std::optional<std::string>("lm_head.weight");
+      });
     }
     return spec;
   }

@@ -15,7 +15,8 @@ namespace {
 
 const char* kPlanHelp = R"(usage: tilefire plan (--model DIR | --preset NAME) --tp N [--gpu-mem 80GiB] [--kv-tokens T] [--json]
 
-  --model DIR      a Hugging Face folder (its config.json is read)
+  --model DIR      a Hugging Face folder (its config.json is read, and the names of the tensors there
+                   when the config leaves the LM head's tie to them)
   --preset NAME    a preset shape (bf16 weights): tiny small llama-3.2-1b qwen3-0.6b gemma-3-1b gemma-2-2b llama-3.1-8b qwen3-8b
   --tp N           tensor-parallel ranks
   --gpu-mem SIZE   memory of one GPU (default 80GiB; units B KiB MiB GiB TiB KB MB GB TB)

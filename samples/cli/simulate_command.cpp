@@ -17,7 +17,8 @@ namespace {
 
 const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset NAME) [flags]
 
-  --model DIR      a Hugging Face folder (its config.json is read; no weights are needed)
+  --model DIR      a Hugging Face folder (its config.json is read; no weights are needed, though the names
+                   of those there are when the config leaves the LM head's tie to them)
   --preset NAME    a preset shape: tiny small llama-3.2-1b qwen3-0.6b gemma-3-1b gemma-2-2b llama-3.1-8b qwen3-8b
   --dtype NAME     weight dtype: of a preset (default bf16), or of a checkpoint's weights in place of its
                    config.json's torch_dtype, which is often wrong (default: as config.json says)

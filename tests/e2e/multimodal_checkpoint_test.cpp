@@ -65,9 +65,9 @@ Checkpoint renamed(const Checkpoint& causal, const std::string& prefix, const st
   return out;
 }
 
-// A multimodal class over one of the test models, tied or not; for Mistral3, the tie may be left to the
-// checkpoint (no tie_word_embeddings at the top level over an untied text_config: ModelSpec::
-// lm_head_tie_from_checkpoint).
+// A multimodal class over one of the test models, tied or not, or with the tie left to the checkpoint
+// (a top-level tie_word_embeddings, which transformers v5 reads, over a text_config that 4.x reads and that
+// does not tie: ModelSpec::lm_head_tie_from_checkpoint).
 struct MultimodalCase {
   const char* name;
   const char* class_name;
@@ -152,10 +152,19 @@ TEST_P(MultimodalCheckpoint, BothLayoutsGiveTheCausalModelsLogitsAndTokens) {
     EXPECT_EQ(multimodal->decode(5), expected_decode);
     EXPECT_EQ(multimodal->generate(request).tokens, expected_tokens);
   }
-  // A plan counts the same weights (a tie left to the checkpoint: as the checkpoint has it).
+  // A plan counts the same weights (a tie left to the checkpoint: as the checkpoint has it), from the
+  // tensors' names alone: a folder of the config and an index whose shards are not there plans too.
   const TensorParallelPlan causal_plan = plan_tensor_parallel(causal_.path().string(), "", 1, 80ull << 30, 0);
-  for (const std::filesystem::path& folder : folders)
-    EXPECT_EQ(plan_tensor_parallel(folder.string(), "", 1, 80ull << 30, 0).ranks.at(0).weight_bytes, causal_plan.ranks.at(0).weight_bytes);
+  TempDir index_only{"multimodal-index-only"};
+  write_file_text(index_only.path() / "config.json", read_file_text(published.path() / "config.json"));
+  json weight_map = json::object();
+  const Checkpoint stored = read_checkpoint(published.path() / "model.safetensors");
+  for (const auto& [name, entry] : stored.header.items())
+    if (name != "__metadata__") weight_map[name] = "model-00001-of-00002.safetensors";
+  write_file_text(index_only.path() / "model.safetensors.index.json", json{{"weight_map", weight_map}}.dump());
+  for (const std::filesystem::path& folder : {folders[0], folders[1], index_only.path()})
+    EXPECT_EQ(plan_tensor_parallel(folder.string(), "", 1, 80ull << 30, 0).ranks.at(0).weight_bytes, causal_plan.ranks.at(0).weight_bytes)
+        << folder;
   // The check once more on a loaded store (take_language_model again) finds the same tensors.
   LoadedModel loaded = load_hf_model(folders[0]);
   const size_t tensors = loaded.weights.size();
@@ -222,7 +231,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // No tie stated: a stored LM head unties it, none ties it.
                       MultimodalCase{"Mistral3HeadStored", "Mistral3ForConditionalGeneration", Variant::mistral, false, true, kPixtralVision},
                       MultimodalCase{"Mistral3NoHeadStored", "Mistral3ForConditionalGeneration", Variant::mistral, true, true, kPixtralVision},
+                      MultimodalCase{"Gemma3HeadStored", "Gemma3ForConditionalGeneration", Variant::gemma3, false, true, kGemma3Vision},
                       MultimodalCase{"LlavaLlama", "LlavaForConditionalGeneration", Variant::llama, false, false, kClipVision},
+                      MultimodalCase{"LlavaNoHeadStored", "LlavaForConditionalGeneration", Variant::llama, true, true, kClipVision},
                       MultimodalCase{"LlavaQwen2Tied", "LlavaForConditionalGeneration", Variant::qwen2_bias, true, false, kClipVision}),
     [](const ::testing::TestParamInfo<MultimodalCase>& info) { return std::string(info.param.name); });
 

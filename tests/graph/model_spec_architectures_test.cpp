@@ -299,15 +299,17 @@ TEST(ModelSpecParse, Gemma3MultimodalReadsItsTextConfigWithGemma3TextConfigsDefa
   EXPECT_EQ(own.dtype, DType::f32);
   config.erase("eos_token_id");
   EXPECT_EQ(parse_hf_config_text(config.dump(), "m").eos_tokens, (std::vector<int32_t>{1}));
-  // The tie: text_config's (default true), and a top level that says otherwise is refused.
+  // The tie: text_config's (default true) as transformers 4.x reads it; a top level that says otherwise
+  // (which v5 reads) leaves it to the checkpoint.
   config["tie_word_embeddings"] = true;
   EXPECT_TRUE(parse_hf_config_text(config.dump(), "m").tie_embeddings);
+  EXPECT_FALSE(parse_hf_config_text(config.dump(), "m").lm_head_tie_from_checkpoint);
   config["tie_word_embeddings"] = false;
-  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(config.dump(), "g/config.json"); }),
-              HasSubstr("g/config.json: key 'tie_word_embeddings' is false but text_config's is true (its default): whether the LM "
-                        "head is the embedding is ambiguous"));
+  EXPECT_TRUE(parse_hf_config_text(config.dump(), "m").lm_head_tie_from_checkpoint);
+  EXPECT_FALSE(parse_hf_config_text(config.dump(), "m").tie_embeddings);  // until the tensors say
   config["text_config"]["tie_word_embeddings"] = false;
   EXPECT_FALSE(parse_hf_config_text(config.dump(), "m").tie_embeddings);
+  EXPECT_FALSE(parse_hf_config_text(config.dump(), "m").lm_head_tie_from_checkpoint);
   config["tie_word_embeddings"] = "no";
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(config.dump(), "g/config.json"); }),
               HasSubstr("g/config.json: key 'tie_word_embeddings' must be true or false, got \"no\""));

@@ -415,7 +415,24 @@ TEST(ModelSpecParse, DefaultsWhenKeysAreAbsent) {
   qwen["architectures"] = {"Qwen2ForCausalLM"};
   ModelSpec qwen_spec = parse_hf_config_text(qwen.dump(), "q");
   EXPECT_FLOAT_EQ(qwen_spec.rms_eps, 1e-6f);
-  EXPECT_FLOAT_EQ(qwen_spec.rope_theta, 1e6f);
+  EXPECT_FLOAT_EQ(qwen_spec.rope_theta, 1e4f);  // Qwen2Config's, as PretrainedConfig's
+  EXPECT_EQ(qwen_spec.max_context, 32768u);
+  EXPECT_EQ(qwen_spec.head_dim, 16u);  // hidden / heads
+  // Qwen3Config's head_dim is 128 whatever hidden / heads is; SmolLM3Config's 4 KV heads and 32768
+  // positions; GraniteConfig's 2048.
+  json qwen3 = json::parse(llama);
+  qwen3["architectures"] = {"Qwen3ForCausalLM"};
+  const ModelSpec qwen3_spec = parse_hf_config_text(qwen3.dump(), "q3");
+  EXPECT_EQ(qwen3_spec.head_dim, 128u);
+  EXPECT_EQ(qwen3_spec.max_context, 32768u);
+  json smollm3 = json::parse(llama);
+  smollm3["architectures"] = {"SmolLM3ForCausalLM"};
+  const ModelSpec smollm3_spec = parse_hf_config_text(smollm3.dump(), "s");
+  EXPECT_EQ(smollm3_spec.kv_heads, 4u);
+  EXPECT_EQ(smollm3_spec.max_context, 32768u);
+  json granite = json::parse(llama);
+  granite["architectures"] = {"GraniteForCausalLM"};
+  EXPECT_EQ(parse_hf_config_text(granite.dump(), "g").max_context, 2048u);
 
   // MistralConfig's: 8 KV heads, 131072 positions; Phi3Config's: an epsilon of 1e-5, 4096 positions.
   json mistral = json::parse(llama);
