@@ -76,25 +76,27 @@ void read_special_tokens(const fs::path& folder, ChatTemplateFiles& files) {
   }
 }
 
-void read_generation_eos(const fs::path& folder, ChatTemplateFiles& files) {
+}  // namespace
+
+std::vector<int32_t> read_generation_eos_tokens(const std::filesystem::path& folder) {
   const fs::path path = folder / "generation_config.json";
-  if (!present(path)) return;
+  std::vector<int32_t> ids;
+  if (!present(path)) return ids;
   const ordered_json config = read_json(path);
-  if (!config.contains("eos_token_id") || config.at("eos_token_id").is_null()) return;
+  if (!config.contains("eos_token_id") || config.at("eos_token_id").is_null()) return ids;
   const ordered_json& eos = config.at("eos_token_id");
   const auto id = [&](const ordered_json& v) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
       throw InputError(path.string() + ": key 'eos_token_id' must be a token id or a list of them");
-    files.generation_eos.push_back(v.get<int32_t>());
+    ids.push_back(v.get<int32_t>());
   };
   if (eos.is_array()) {
     for (const ordered_json& v : eos) id(v);
   } else {
     id(eos);
   }
+  return ids;
 }
-
-}  // namespace
 
 std::optional<ChatTemplateFiles> read_chat_template(const fs::path& folder) {
   ChatTemplateFiles files;
@@ -137,7 +139,7 @@ std::optional<ChatTemplateFiles> read_chat_template(const fs::path& folder) {
     return std::nullopt;
   }
   read_special_tokens(folder, files);
-  read_generation_eos(folder, files);
+  files.generation_eos = read_generation_eos_tokens(folder);
   return files;
 }
 
@@ -146,7 +148,7 @@ ChatTemplateFiles read_chat_template_file(const fs::path& template_path, const f
   files.templates.emplace("default", jinja::Template(read_text(template_path), template_path.string()));
   if (!folder.empty()) {
     read_special_tokens(folder, files);
-    read_generation_eos(folder, files);
+    files.generation_eos = read_generation_eos_tokens(folder);
   }
   return files;
 }

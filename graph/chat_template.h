@@ -30,6 +30,11 @@ struct ChatTemplateFiles {
 // does not parse.
 std::optional<ChatTemplateFiles> read_chat_template(const std::filesystem::path& folder);
 
+// generation_config.json's eos_token_id in `folder` (none when the file or the key is absent): what
+// transformers' generate() and vLLM stop at. InputError naming the file for one that is not JSON, or ids
+// that are not token ids.
+std::vector<int32_t> read_generation_eos_tokens(const std::filesystem::path& folder);
+
 // The special tokens and generation ids of a folder (tokenizer_config.json, generation_config.json when
 // present), with the template of `template_path` instead of the folder's own.
 ChatTemplateFiles read_chat_template_file(const std::filesystem::path& template_path, const std::filesystem::path& folder);

@@ -1,10 +1,12 @@
 // WeightStore (one file or index-listed shards), the tensors a spec expects, and the checks between them.
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
+#include "graph/chat_template.h"
 #include "graph/json_file.h"
 #include "graph/weights.h"
 
@@ -340,6 +342,14 @@ LoadedModel load_hf_model(const std::filesystem::path& folder) {
     fail(folder.string(), "not a folder (a model is a folder holding config.json and model.safetensors)");
   }
   ModelSpec spec = parse_hf_config(folder / "config.json");
+  // transformers' generate() stops at generation_config.json's eos_token_id, and vLLM at those and the
+  // model's: every generation stops at both (Qwen2.5's <|endoftext|> beside config.json's <|im_end|>).
+  for (int32_t id : read_generation_eos_tokens(folder)) {
+    if (uint32_t(id) >= spec.vocab)
+      fail((folder / "generation_config.json").string(), "key 'eos_token_id' holds " + std::to_string(id) +
+                                                            ", outside the vocabulary of " + std::to_string(spec.vocab) + " tokens");
+    if (std::find(spec.eos_tokens.begin(), spec.eos_tokens.end(), id) == spec.eos_tokens.end()) spec.eos_tokens.push_back(id);
+  }
   WeightStore weights = WeightStore::open_folder(folder);
   const std::string origin = folder.string();
   check_weights_against_spec(spec, weights, origin);

@@ -67,9 +67,16 @@ TEST(CliChat, AChatPutsTheConversationThroughTheTemplateAndPrintsTheReply) {
   const json stopped = run_json(flags);
   EXPECT_EQ(tokens_of(stopped), std::vector<int32_t>{tokens[0]}) << stopped.dump();
   EXPECT_EQ(stopped.at("finish_reason"), "eos") << stopped.dump();
-  // A plain --prompt does not stop there: the chat's end of reply is the chat's.
-  const json plain = run_json({"--model", model.string(), "--prompt", "hello", "--max-new-tokens", "3", "--threads", "2"});
-  EXPECT_EQ(plain.at("finish_reason"), "length") << plain.dump();
+  // So does a plain --prompt's, as transformers' generate() and vLLM stop there: here at its first token.
+  fs::remove(model / "generation_config.json");
+  const std::vector<std::string> plain_flags = {"--model", model.string(), "--prompt", "hello", "--max-new-tokens", "3", "--threads", "2"};
+  const json plain = run_json(plain_flags);
+  ASSERT_EQ(plain.at("finish_reason"), "length") << plain.dump();
+  const std::vector<int32_t> plain_tokens = tokens_of(plain);
+  write_file_text(model / "generation_config.json", json({{"eos_token_id", {plain_tokens[0]}}}).dump());
+  const json plain_stopped = run_json(plain_flags);
+  EXPECT_EQ(tokens_of(plain_stopped), std::vector<int32_t>{plain_tokens[0]}) << plain_stopped.dump();
+  EXPECT_EQ(plain_stopped.at("finish_reason"), "eos") << plain_stopped.dump();
 }
 
 // --messages: a list of messages, or an object with "messages" and the template's other variables; --chat
@@ -119,7 +126,7 @@ TEST(CliChat, WhatAChatCannotRunWithIsRefusedByName) {
       {{"--model", m, "--messages", (dir.path() / "bigint.json").string()}, "the integer 123456789012345678901234 is past 64 bits"},
       {{"--model", m, "--chat", "hi", "--chat-template", (dir.path() / "missing.jinja").string()}, "missing.jinja: cannot open"},
       {{"--model", raising.string(), "--system", "s", "--chat", "hi"}, "the template raised an error: System messages are not supported"},
-      {{"--model", wrong_eos.string(), "--chat", "hi"}, "holds 99999, outside the vocabulary of 512 tokens (the command line's stop tokens: generation_config.json's eos_token_id"},
+      {{"--model", wrong_eos.string(), "--chat", "hi"}, "generation_config.json: key 'eos_token_id' holds 99999, outside the vocabulary of 512 tokens"},
   };
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> args = {"run", "--max-new-tokens", "1"};

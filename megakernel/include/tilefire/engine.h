@@ -242,7 +242,7 @@ struct ModelInfo {
   // Sliding-window attention: a token in one of `sliding_layers` layers sees the last `sliding_window`
   // positions, itself included (0 and 0: every layer sees all positions before it).
   uint32_t sliding_window = 0, sliding_layers = 0;
-  std::vector<int32_t> eos_tokens;
+  std::vector<int32_t> eos_tokens;  // config.json's eos_token_id, then generation_config.json's others
   uint64_t decode_weight_bytes = 0;  // weight bytes one decode step reads
 };
 
