@@ -161,12 +161,13 @@ std::string to_hf_config_json(const ModelSpec& spec) {
       top[key] = config.at(key);
       config.erase(key);
     }
-    // The top-level tie transformers v5 reads: for Mistral3 (whose own default is true) the text model's;
-    // where the checkpoint is to decide, a tie that 4.x (reading text_config's: false) does not share.
+    // The top-level tie transformers v5 reads: for Gemma 3 and Mistral3 (whose own default is true) the
+    // text model's; where the checkpoint is to decide, a tie that 4.x (reading text_config's: false) does
+    // not share.
     if (spec.lm_head_tie_from_checkpoint) {
       config["tie_word_embeddings"] = false;
       top["tie_word_embeddings"] = true;
-    } else if (mistral3) {
+    } else if (gemma3 || mistral3) {
       top["tie_word_embeddings"] = spec.tie_embeddings;
     }
     config.erase("architectures");

@@ -424,10 +424,7 @@ static void parse_sliding_window(const ConfigReader& reader, const json& config,
 // one set (so that messages name where a key is). Other classes' per-layer sets are refused.
 static const char* lift_rope_parameters_per_layer_type(json& config, const std::string& origin) {
   const json& parameters = config.at("rope_parameters");
-  const json* architectures = config.contains("architectures") ? &config.at("architectures") : nullptr;
-  const bool gemma3 = architectures && architectures->is_array() && !architectures->empty() &&
-                      *architectures->begin() == "Gemma3ForCausalLM";
-  if (!gemma3)
+  if (config.at("architectures").at(0) != "Gemma3ForCausalLM")  // checked to be a known class before
     fail(origin, "key 'rope_parameters' gives parameters per layer type: supported for Gemma 3 only (one set for every layer is)");
   for (const auto& [layer_type, set] : parameters.items()) {
     if (layer_type != "full_attention" && layer_type != "sliding_attention")
@@ -469,9 +466,13 @@ static const char* lift_rope_parameters(json& config, const std::string& origin)
   if (!config.contains("rope_parameters") || config.at("rope_parameters").is_null()) return "rope_scaling";
   if (!config.at("rope_parameters").is_object()) fail(origin, "key 'rope_parameters' must be null or an object");
   const json& given = config.at("rope_parameters");
-  const char* key = given.contains("full_attention") || given.contains("sliding_attention")
-                        ? lift_rope_parameters_per_layer_type(config, origin)
-                        : "rope_parameters";
+  const bool per_layer_type = given.contains("full_attention") || given.contains("sliding_attention");
+  // Gemma 3's rotations are per layer type: v5 reads those sets alone (adding default ones beside a flat
+  // object), and 4.x ignores rope_parameters. A flat object there would be read as neither reads it.
+  if (!per_layer_type && config.at("architectures").at(0) == "Gemma3ForCausalLM")
+    fail(origin, "key 'rope_parameters' must give Gemma 3's rotations per layer type ({\"full_attention\": {...}, "
+                 "\"sliding_attention\": {...}}, as transformers v5 writes them)");
+  const char* key = per_layer_type ? lift_rope_parameters_per_layer_type(config, origin) : "rope_parameters";
   if (config.contains("rope_scaling") && !config.at("rope_scaling").is_null())
     fail(origin, "keys 'rope_scaling' and 'rope_parameters' are both given: the scaling would be ambiguous");
   const json parameters = config.at(key);  // a copy: config gains keys below
@@ -494,10 +495,10 @@ ModelSpec spec_of_config(json config, const std::string& origin);
 // language_model.model.* (as published) or model.language_model.* (as transformers >= 4.52 saves them),
 // beside an image encoder's that nothing reads.
 struct MultimodalClass {
-  // How transformers v5 reads the tie (4.x reads text_config's): Gemma3Config keeps the top level's when
-  // given, else text_config's; Mistral3Config has a top-level key of its own, true by default; LlavaConfig's
-  // is false by default and turns true when text_config's is.
-  enum class V5Tie { top_else_text, top_default_true, top_or_text };
+  // How transformers v5 reads the tie (4.x reads text_config's): Gemma3Config and Mistral3Config have a
+  // top-level key of their own, true by default; LlavaConfig's is false by default and turns true when
+  // text_config's is.
+  enum class V5Tie { top_default_true, top_or_text };
 
   const char* hf_name;
   const char* default_text_type;          // text_config's model_type where it names none, as the config class sets it
@@ -507,7 +508,7 @@ struct MultimodalClass {
 
 constexpr MultimodalClass kMultimodalClasses[] = {
     // Gemma 3 4B, 12B, 27B
-    {"Gemma3ForConditionalGeneration", "gemma3_text", {"gemma3_text", nullptr, nullptr}, MultimodalClass::V5Tie::top_else_text},
+    {"Gemma3ForConditionalGeneration", "gemma3_text", {"gemma3_text", nullptr, nullptr}, MultimodalClass::V5Tie::top_default_true},
     // Mistral Small 3.1, 3.2
     {"Mistral3ForConditionalGeneration", "mistral", {"mistral", "llama", nullptr}, MultimodalClass::V5Tie::top_default_true},
     // LLaVA 1.5 (llava-hf's), Pixtral 12B, LLaVA-Interleave
@@ -531,7 +532,7 @@ void fill_text_class_defaults(json& text, const std::string& model_type) {
     uint32_t vocab, hidden, ffn, layers, heads, kv_heads, max_context;  // kv_heads 0: as many as the heads
     int32_t bos, eos;                                                  // -1: none
   };
-  // (Qwen2Config's 32 KV heads run only under 32 query heads, where "as many as the heads" is the same.)
+  // (Qwen2Config's 32 KV heads are spec_of_config's default, which says so when it does not fit.)
   constexpr Defaults kDefaults[] = {
       {"llama", 32000, 4096, 11008, 32, 32, 0, 2048, 1, 2},      // LlamaConfig
       {"mistral", 32000, 4096, 14336, 32, 32, 8, 131072, 1, 2},  // MistralConfig
@@ -609,7 +610,6 @@ ModelSpec spec_of_multimodal_config(const json& config, const MultimodalClass& m
   }
   bool v5_ties = text_ties;
   switch (mm.v5_tie) {
-    case MultimodalClass::V5Tie::top_else_text: v5_ties = top_tie.value_or(text_ties); break;
     case MultimodalClass::V5Tie::top_default_true: v5_ties = top_tie.value_or(true); break;
     case MultimodalClass::V5Tie::top_or_text: v5_ties = top_tie.value_or(false) || text_ties; break;
   }
@@ -639,8 +639,6 @@ namespace {
 
 // A causal model's config.json (or a multimodal one's text_config), read into its spec.
 ModelSpec spec_of_config(json config, const std::string& origin) {
-  const char* rope_scaling_key = lift_rope_parameters(config, origin);
-
   ModelSpec spec;
   if (!config.contains("architectures")) fail(origin, "missing required key 'architectures'");
   const json& architectures = config.at("architectures");
@@ -664,6 +662,7 @@ ModelSpec spec_of_config(json config, const std::string& origin) {
   if (spec.arch == Architecture::gemma3 && config.contains("text_config"))
     fail(origin, "key 'text_config' is given, but architectures names " + spec.arch_name +
                      ": a Gemma 3 checkpoint with a text_config is Gemma3ForConditionalGeneration's");
+  const char* rope_scaling_key = lift_rope_parameters(config, origin);  // once the class is known
 
   const bool qwen = is_qwen(spec.arch);
   ConfigReader reader(config, origin);
@@ -677,10 +676,19 @@ ModelSpec spec_of_config(json config, const std::string& origin) {
   spec.hidden = size_key("hidden_size", 2304);
   spec.layers = size_key("num_hidden_layers", 26);
   spec.heads = size_key("num_attention_heads", 8);
-  // Gemma2Config's and Gemma3TextConfig's defaults: 4 KV heads of 256; MistralConfig's 8, SmolLM3Config's 4.
-  // (Qwen's 32 runs only under 32 query heads, where the rest's, one per query head, is the same.)
-  const uint32_t default_kv_heads = gemma || spec.arch == Architecture::smollm3 ? 4 : spec.arch == Architecture::mistral ? 8 : spec.heads;
+  // The config classes' defaults: Gemma2Config's and Gemma3TextConfig's 4 KV heads (of 256), MistralConfig's
+  // 8, SmolLM3Config's 4, Qwen2Config's and Qwen3Config's 32; the rest's one per query head.
+  // (A null one is one per query head, as those classes read None, Gemma's aside.)
+  const bool kv_null = !gemma && reader.has("num_key_value_heads") && !reader.has_non_null("num_key_value_heads");
+  const uint32_t default_kv_heads = kv_null                                      ? spec.heads
+                                    : gemma || spec.arch == Architecture::smollm3 ? 4
+                                    : spec.arch == Architecture::mistral       ? 8
+                                    : qwen                                     ? 32
+                                                                               : spec.heads;
   spec.kv_heads = reader.positive_u32_or("num_key_value_heads", default_kv_heads);
+  if (!reader.has_non_null("num_key_value_heads") && spec.heads % spec.kv_heads != 0)
+    fail(origin, "key 'num_key_value_heads' is absent, and " + spec.arch_name + "'s default of " + std::to_string(spec.kv_heads) +
+                     " KV heads does not divide num_attention_heads (" + std::to_string(spec.heads) + ")");
   if ((gemma || spec.arch == Architecture::qwen3) && !reader.has_non_null("head_dim")) {
     spec.head_dim = gemma ? 256 : 128;  // Gemma's and Qwen3Config's defaults, not hidden / heads
   } else if (reader.has_non_null("head_dim")) {

@@ -1,6 +1,11 @@
 // WeightStore (one file or index-listed shards), the tensors a spec expects, and the checks between them.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <optional>
 #include <set>
 
@@ -31,6 +36,20 @@ void check_shard_name(const std::string& shard, const std::string& index_origin,
   }
 }
 
+// The index's weight_map (tensor name -> shard file), checked: an object of plain file names, not empty.
+const json& checked_weight_map(const json& index, const std::string& index_origin) {
+  if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object()) {
+    fail(index_origin, "key 'weight_map' must be an object of tensor name -> shard file");
+  }
+  const json& weight_map = index.at("weight_map");
+  if (weight_map.empty()) fail(index_origin, "key 'weight_map' lists no tensors");
+  for (const auto& [tensor, shard_node] : weight_map.items()) {
+    if (!shard_node.is_string()) fail(index_origin, "weight_map entry for '" + tensor + "' must be a file name");
+    check_shard_name(shard_node.get<std::string>(), index_origin, tensor);
+  }
+  return weight_map;
+}
+
 }  // namespace
 
 WeightStore WeightStore::from_file(std::unique_ptr<SafetensorsFile> file) {
@@ -53,18 +72,12 @@ WeightStore WeightStore::open_folder(const std::filesystem::path& folder) {
 
   const std::string index_origin = index_path.string();
   json index = read_json_file(index_path, index_path.string(), true);  // a tensor listed twice: which shard?
-  if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object()) {
-    fail(index_origin, "key 'weight_map' must be an object of tensor name -> shard file");
-  }
-  const json& weight_map = index.at("weight_map");
-  if (weight_map.empty()) fail(index_origin, "key 'weight_map' lists no tensors");
+  const json& weight_map = checked_weight_map(index, index_origin);
 
   WeightStore store;
   std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;  // shard file name -> opened file
   for (const auto& [tensor, shard_node] : weight_map.items()) {
-    if (!shard_node.is_string()) fail(index_origin, "weight_map entry for '" + tensor + "' must be a file name");
     const std::string shard = shard_node.get<std::string>();
-    check_shard_name(shard, index_origin, tensor);
     if (shards.count(shard) != 0) continue;
     std::unique_ptr<SafetensorsFile> file;
     try {
@@ -167,17 +180,28 @@ std::vector<std::string> stored_tensor_names(const std::filesystem::path& folder
   std::error_code ignored;
   std::vector<std::string> names;
   if (std::filesystem::exists(single_path, ignored) || std::filesystem::is_symlink(single_path, ignored)) {
-    // The 8-byte header length and the JSON header after it; the tensors' bytes are not read.
+    // The 8-byte header length and the JSON header after it; the tensors' bytes are not read. Opened as
+    // SafetensorsFile::open opens it: non-blocking (a FIFO is refused, not waited on), a regular file only.
     const std::string origin = single_path.string();
-    std::ifstream file(single_path, std::ios::binary);
-    if (!file) fail(origin, "cannot open safetensors file");
+    const int fd = ::open(single_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) fail(origin, std::string("cannot open safetensors file (") + std::strerror(errno) + ")");
+    struct ClosedOnExit {
+      int fd;
+      ~ClosedOnExit() { ::close(fd); }
+    } closer{fd};
+    struct stat info {};
+    if (::fstat(fd, &info) != 0) fail(origin, std::string("cannot stat (") + std::strerror(errno) + ")");
+    if (!S_ISREG(info.st_mode)) fail(origin, "not a regular file");
+    const uint64_t size = static_cast<uint64_t>(info.st_size);
     uint64_t header_length = 0;
-    if (!file.read(reinterpret_cast<char*>(&header_length), 8)) fail(origin, "too short for the 8-byte header length");
-    const uint64_t size = std::filesystem::file_size(single_path, ignored);
-    if (ignored || header_length > size - 8)
-      fail(origin, "truncated: the header length says " + std::to_string(header_length) + " bytes, more than the file holds");
+    if (size < 8 || ::pread(fd, &header_length, 8, 0) != 8)
+      fail(origin, "file is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
+    // The format caps its header at 100 MB; a larger length is a damaged file, not an allocation to make.
+    if (header_length > size - 8 || header_length > (100ull << 20))
+      fail(origin, "truncated or damaged: the header length says " + std::to_string(header_length) + " bytes, and the file holds " +
+                       std::to_string(size - 8) + " after it");
     std::string header(header_length, '\0');
-    if (!file.read(header.data(), std::streamsize(header_length))) fail(origin, "truncated: cannot read the header");
+    if (::pread(fd, header.data(), header_length, 8) != ssize_t(header_length)) fail(origin, "cannot read the header");
     const json parsed = parse_json_text(header.data(), header.data() + header.size(), origin + ": header", true);
     if (!parsed.is_object()) fail(origin + ": header", "must be a JSON object of tensor name -> entry");
     for (const auto& [name, entry] : parsed.items())
@@ -186,9 +210,7 @@ std::vector<std::string> stored_tensor_names(const std::filesystem::path& folder
   }
   if (!std::filesystem::exists(index_path, ignored)) fail(folder.string(), "no model.safetensors or model.safetensors.index.json");
   const json index = read_json_file(index_path, index_path.string(), true);
-  if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
-    fail(index_path.string(), "key 'weight_map' must be an object of tensor name -> shard file");
-  for (const auto& [name, shard] : index.at("weight_map").items()) names.push_back(name);
+  for (const auto& [name, shard] : checked_weight_map(index, index_path.string()).items()) names.push_back(name);
   return names;
 }
 

@@ -39,8 +39,10 @@ ModelSpec spec_for_tool(const std::string& model_dir, const std::string& preset,
     // the names of its tensors say it (read from the header or the index alone), where the folder has them;
     // a config alone is planned with a head of its own.
     const std::filesystem::path folder(model_dir);
-    if (spec.lm_head_tie_from_checkpoint && (std::filesystem::exists(folder / "model.safetensors", ignored) ||
-                                             std::filesystem::exists(folder / "model.safetensors.index.json", ignored))) {
+    const bool stores_tensors = std::filesystem::exists(folder / "model.safetensors", ignored) ||
+                                std::filesystem::is_symlink(folder / "model.safetensors", ignored) ||  // a dangling one: say so
+                                std::filesystem::exists(folder / "model.safetensors.index.json", ignored);
+    if (spec.lm_head_tie_from_checkpoint && stores_tensors) {
       const std::vector<std::string> names = stored_tensor_names(folder);
       spec.tie_embeddings = std::none_of(names.begin(), names.end(), [](const std::string& name) {
         return text_model_name(name) == std::optional<std::string>("lm_head.weight");

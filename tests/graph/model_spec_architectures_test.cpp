@@ -310,6 +310,9 @@ TEST(ModelSpecParse, Gemma3MultimodalReadsItsTextConfigWithGemma3TextConfigsDefa
   config["text_config"]["tie_word_embeddings"] = false;
   EXPECT_FALSE(parse_hf_config_text(config.dump(), "m").tie_embeddings);
   EXPECT_FALSE(parse_hf_config_text(config.dump(), "m").lm_head_tie_from_checkpoint);
+  // An untied text_config under no top-level key: v5's Gemma3Config ties by default, 4.x does not.
+  config.erase("tie_word_embeddings");
+  EXPECT_TRUE(parse_hf_config_text(config.dump(), "m").lm_head_tie_from_checkpoint);
   config["tie_word_embeddings"] = "no";
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(config.dump(), "g/config.json"); }),
               HasSubstr("g/config.json: key 'tie_word_embeddings' must be true or false, got \"no\""));
@@ -410,6 +413,13 @@ TEST(ModelSpecParse, Gemma3RopeParametersPerLayerTypeReadAsTheOlderKeys) {
   bad["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
               HasSubstr("keys 'rope_scaling' and 'rope_parameters' are both given"));
+  bad = v5;  // one set for every layer: read neither by v5 (which reads the sets by type) nor by 4.x
+  bad["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 250000.0}};
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("g/config.json: key 'rope_parameters' must give Gemma 3's rotations per layer type"));
+  bad = v5;
+  bad.erase("architectures");
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }), HasSubstr("missing required key 'architectures'"));
   bad = v5;
   bad["architectures"] = {"Gemma2ForCausalLM"};
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),

@@ -413,6 +413,16 @@ TEST(ModelSpecParse, DefaultsWhenKeysAreAbsent) {
 
   json qwen = json::parse(llama);
   qwen["architectures"] = {"Qwen2ForCausalLM"};
+  // Qwen2Config's 32 KV heads, which 4 query heads cannot share; 64 can.
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(qwen.dump(), "q"); }),
+              HasSubstr("q: key 'num_key_value_heads' is absent, and Qwen2ForCausalLM's default of 32 KV heads does not divide "
+                        "num_attention_heads (4)"));
+  json qwen_wide = qwen;
+  qwen_wide["num_attention_heads"] = 64;
+  qwen_wide["hidden_size"] = 512;
+  EXPECT_EQ(parse_hf_config_text(qwen_wide.dump(), "q").kv_heads, 32u);
+  qwen["num_key_value_heads"] = nullptr;  // None: one per query head
+  EXPECT_EQ(parse_hf_config_text(qwen.dump(), "q").kv_heads, 4u);
   ModelSpec qwen_spec = parse_hf_config_text(qwen.dump(), "q");
   EXPECT_FLOAT_EQ(qwen_spec.rms_eps, 1e-6f);
   EXPECT_FLOAT_EQ(qwen_spec.rope_theta, 1e4f);  // Qwen2Config's, as PretrainedConfig's
@@ -422,6 +432,7 @@ TEST(ModelSpecParse, DefaultsWhenKeysAreAbsent) {
   // positions; GraniteConfig's 2048.
   json qwen3 = json::parse(llama);
   qwen3["architectures"] = {"Qwen3ForCausalLM"};
+  qwen3["num_key_value_heads"] = 2;
   const ModelSpec qwen3_spec = parse_hf_config_text(qwen3.dump(), "q3");
   EXPECT_EQ(qwen3_spec.head_dim, 128u);
   EXPECT_EQ(qwen3_spec.max_context, 32768u);

@@ -160,12 +160,17 @@ TEST(MultimodalConfig, LlavaReadsItsTextModelWithItsConfigClassDefaults) {
   expect_same_spec(parse_hf_config_text(to_hf_config_json(pixtral), "round trip"), pixtral);
   config["text_config"] = {{"model_type", "qwen2"}, {"hidden_size", 896}, {"intermediate_size", 4864}, {"num_hidden_layers", 24},
                            {"num_attention_heads", 14}, {"rope_theta", 1000000.0}, {"tie_word_embeddings", true}};
+  // Qwen2Config's 32 KV heads do not fit 14 query heads (transformers could not run it either).
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(config.dump(), "m/config.json"); }),
+              HasSubstr("m/config.json: text_config: key 'num_key_value_heads' is absent, and Qwen2ForCausalLM's default of 32 KV "
+                        "heads does not divide num_attention_heads (14)"));
+  config["text_config"]["num_key_value_heads"] = 2;
   // The top level's false: v5's LlavaConfig then takes text_config's true, as 4.x does.
   const ModelSpec interleave = parse_hf_config_text(config.dump(), "m");
   EXPECT_EQ(interleave.arch, Architecture::qwen2);
   EXPECT_TRUE(interleave.qkv_bias);
   EXPECT_EQ(interleave.vocab, 151936u);  // Qwen2Config's default
-  EXPECT_EQ(interleave.kv_heads, 14u);   // one per query head
+  EXPECT_EQ(interleave.kv_heads, 2u);
   EXPECT_EQ(interleave.max_context, 32768u);
   EXPECT_TRUE(interleave.eos_tokens.empty());  // Qwen2Config gives none (generation_config.json does)
   EXPECT_TRUE(interleave.tie_embeddings);

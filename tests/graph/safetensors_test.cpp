@@ -3,6 +3,7 @@
 // that names the file and the tensor.
 #include "graph/weights.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
@@ -10,6 +11,7 @@
 
 #include "tests/common/compare.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -445,6 +447,43 @@ TEST_F(SafetensorsTest, BadIndexes) {
   EXPECT_THAT(message, HasSubstr(index_path.string()));
   EXPECT_THAT(message, HasSubstr(second_shard));
   EXPECT_THAT(message, HasSubstr("No such file"));
+}
+
+// stored_tensor_names (what the planning tools read): the names from the header or the index alone, and
+// the files a load refuses refused as the load refuses them, a FIFO among them (not waited on).
+TEST_F(SafetensorsTest, StoredTensorNamesReadTheHeaderOrTheIndexAlone) {
+  const std::vector<uint8_t> image = zero_image({{"model.norm.weight", DType::f32, {4}}, {"lm_head.weight", DType::f32, {2, 4}}});
+  write_file("model.safetensors", image);
+  std::vector<std::string> names = stored_tensor_names(dir_);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"lm_head.weight", "model.norm.weight"}));
+  // A header length past the file, or past the format's 100 MB.
+  std::vector<uint8_t> damaged = image;
+  const uint64_t too_long = 1ull << 40;
+  std::memcpy(damaged.data(), &too_long, 8);
+  write_file("model.safetensors", damaged);
+  EXPECT_THAT(input_error_of([&] { stored_tensor_names(dir_); }), HasSubstr("model.safetensors: truncated or damaged: the header length says"));
+  write_file("model.safetensors", {1, 2, 3});
+  EXPECT_THAT(input_error_of([&] { stored_tensor_names(dir_); }), HasSubstr("too short for the 8-byte header length"));
+  fs::remove(dir_ / "model.safetensors");
+  fs::create_directory(dir_ / "model.safetensors");
+  EXPECT_THAT(input_error_of([&] { stored_tensor_names(dir_); }), HasSubstr("model.safetensors: not a regular file"));
+  fs::remove(dir_ / "model.safetensors");
+  ASSERT_EQ(::mkfifo((dir_ / "model.safetensors").c_str(), 0600), 0);
+  EXPECT_THAT(input_error_of([&] { stored_tensor_names(dir_); }), HasSubstr("model.safetensors: not a regular file"));
+  fs::remove(dir_ / "model.safetensors");
+
+  // The index: its names, whether or not the shards are there; a weight_map a load would refuse, refused.
+  write_text(dir_ / "model.safetensors.index.json", R"({"weight_map": {"model.norm.weight": "model-00001-of-00002.safetensors"}})");
+  EXPECT_EQ(stored_tensor_names(dir_), std::vector<std::string>{"model.norm.weight"});
+  write_text(dir_ / "model.safetensors.index.json", R"({"weight_map": {}})");
+  EXPECT_THAT(input_error_of([&] { stored_tensor_names(dir_); }), HasSubstr("key 'weight_map' lists no tensors"));
+  write_text(dir_ / "model.safetensors.index.json", R"({"weight_map": {"model.norm.weight": 3}})");
+  EXPECT_THAT(input_error_of([&] { stored_tensor_names(dir_); }), HasSubstr("weight_map entry for 'model.norm.weight' must be a file name"));
+  write_text(dir_ / "model.safetensors.index.json", R"({"weight_map": {"model.norm.weight": "../elsewhere.safetensors"}})");
+  EXPECT_THAT(input_error_of([&] { stored_tensor_names(dir_); }), HasSubstr("shards must be plain file names inside the folder"));
+  fs::remove(dir_ / "model.safetensors.index.json");
+  EXPECT_THAT(input_error_of([&] { stored_tensor_names(dir_); }), HasSubstr("no model.safetensors or model.safetensors.index.json"));
 }
 
 }  // namespace
