@@ -145,8 +145,8 @@ ModelSpec spec_of_multimodal_config(const json& config, const MultimodalClass& m
   }
   spec.arch_name = mm.hf_name;
   spec.multimodal_checkpoint = true;
-  // Gemma3ForConditionalGeneration's logits are the LM head's alone, whatever text_config says
-  // (transformers >= 4.52; 4.50 and 4.51 wrapped Gemma3ForCausalLM, which applies a cap when given: every
+  // These classes' logits are the LM head's alone, whatever text_config says (Gemma3ForConditionalGeneration
+  // in transformers >= 4.52; 4.50 and 4.51 wrapped Gemma3ForCausalLM, which applies a cap when given: every
   // published config gives none).
   spec.final_logit_softcap = 0.0f;
   return spec;
