@@ -3,10 +3,7 @@
 // Layout: u64 little-endian header length N, N bytes of JSON, then the data section. Every entry's
 // data_offsets are relative to the data section. Nothing is handed out until every entry has been
 // checked, so a bad file fails at open() with a message, never later inside a kernel.
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -16,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/json_file.h"
+#include "graph/regular_file.h"
 #include "graph/weights.h"
 
 namespace tilefire {
@@ -29,14 +27,6 @@ using nlohmann::json;
   throw InputError(origin + ": " + what);
 }
 
-
-// Closes the descriptor on every path out of open().
-struct FileDescriptor {
-  int fd = -1;
-  ~FileDescriptor() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 uint64_t read_u64_nonneg(const json& value, const std::string& origin, const std::string& what) {
   if (!value.is_number_unsigned()) {
@@ -61,16 +51,9 @@ uint64_t TensorView::numel() const {
 }
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
-  const std::string origin = path.string();
-  FileDescriptor file;
-  // Non-blocking, so that opening a FIFO returns at once (and is refused below) instead of waiting for a
-  // writer; it changes nothing for a regular file, which is mapped.
-  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (file.fd < 0) fail(origin, std::string("cannot open safetensors file (") + std::strerror(errno) + ")");
-  struct stat info {};
-  if (::fstat(file.fd, &info) != 0) fail(origin, std::string("cannot stat (") + std::strerror(errno) + ")");
-  if (!S_ISREG(info.st_mode)) fail(origin, "not a regular file");
-  const uint64_t size = static_cast<uint64_t>(info.st_size);
+  const RegularFile file(path, "safetensors file");  // closed on every path out: the mapping outlives it
+  const std::string& origin = file.origin();
+  const uint64_t size = file.size();
   if (size < 8) {
     fail(origin, "file is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
   }
@@ -79,7 +62,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
   result->origin_ = origin;
   // MAP_POPULATE: every weight is read every step, so fault the whole mapping in now rather than inside
   // the step loop (embedding rows would otherwise fault on the first use of each token, ~100 us a step).
-  void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, file.fd, 0);
+  void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, file.fd(), 0);
   if (mapping == MAP_FAILED) fail(origin, std::string("cannot mmap (") + std::strerror(errno) + ")");
   // Owned by `result` from here: if parse() throws, the destructor unmaps.
   result->mapping_ = mapping;

@@ -1,11 +1,7 @@
 // WeightStore (one file or index-listed shards), the tensors a spec expects, and the checks between them.
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <optional>
 #include <set>
 
@@ -13,6 +9,7 @@
 
 #include "graph/chat_template.h"
 #include "graph/json_file.h"
+#include "graph/regular_file.h"
 #include "graph/weights.h"
 
 namespace tilefire {
@@ -181,18 +178,11 @@ std::vector<std::string> stored_tensor_names(const std::filesystem::path& folder
   std::vector<std::string> names;
   if (std::filesystem::exists(single_path, ignored) || std::filesystem::is_symlink(single_path, ignored)) {
     // The 8-byte header length and the JSON header after it; the tensors' bytes are not read. Opened as
-    // SafetensorsFile::open opens it: non-blocking (a FIFO is refused, not waited on), a regular file only.
-    const std::string origin = single_path.string();
-    const int fd = ::open(single_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) fail(origin, std::string("cannot open safetensors file (") + std::strerror(errno) + ")");
-    struct ClosedOnExit {
-      int fd;
-      ~ClosedOnExit() { ::close(fd); }
-    } closer{fd};
-    struct stat info {};
-    if (::fstat(fd, &info) != 0) fail(origin, std::string("cannot stat (") + std::strerror(errno) + ")");
-    if (!S_ISREG(info.st_mode)) fail(origin, "not a regular file");
-    const uint64_t size = static_cast<uint64_t>(info.st_size);
+    // SafetensorsFile::open opens it (a FIFO is refused, not waited on).
+    const RegularFile file(single_path, "safetensors file");
+    const std::string& origin = file.origin();
+    const int fd = file.fd();
+    const uint64_t size = file.size();
     uint64_t header_length = 0;
     if (size < 8 || ::pread(fd, &header_length, 8, 0) != 8)
       fail(origin, "file is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
