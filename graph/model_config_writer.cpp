@@ -16,6 +16,10 @@ namespace {
 
 // The keys parse_sliding_window reads back to the same window and layers.
 void write_sliding_window(const ModelSpec& spec, json& config) {
+  if (spec.arch == Architecture::gemma) {  // no window (GemmaConfig has none)
+    if (spec.sliding_window != 0) throw std::invalid_argument("to_hf_config_json: " + spec.arch_name + " slides no layer");
+    return;
+  }
   if (spec.is_gemma()) {  // every layer's type, so that no default pattern applies
     config["sliding_window"] = spec.sliding_window != 0 ? json(spec.sliding_window) : json(nullptr);
     json types = json::array();
@@ -117,17 +121,23 @@ std::string to_hf_config_json(const ModelSpec& spec) {
   if (spec.arch != Architecture::qwen2 && spec.arch != Architecture::phi3) config["attention_bias"] = spec.qkv_bias;
   if (spec.is_gemma()) {
     // What the parser derives from these keys must be what the spec holds.
-    const bool gemma3 = spec.arch == Architecture::gemma3;
-    if (spec.mlp_activation != GateActivation::gelu_tanh || spec.query_pre_attn_scalar == 0 || (spec.local_rope_theta != 0.0f) != gemma3 ||
-        spec.embedding_multiplier != gemma_embedding_scale(spec.hidden, spec.dtype))
-      throw std::invalid_argument("to_hf_config_json: a Gemma spec gates with the tanh GELU, has a query_pre_attn_scalar, scales its "
-                                  "embedding by gemma_embedding_scale, and has a local RoPE base if and only if it is Gemma 3's");
+    const bool gemma3 = spec.arch == Architecture::gemma3, gemma1 = spec.arch == Architecture::gemma;
+    if (spec.mlp_activation != GateActivation::gelu_tanh || (spec.query_pre_attn_scalar == 0) != gemma1 ||
+        (spec.local_rope_theta != 0.0f) != gemma3 || spec.embedding_multiplier != gemma_embedding_scale(spec.hidden, spec.dtype) ||
+        (gemma1 && (spec.attention_softcap != 0.0f || spec.final_logit_softcap != 0.0f)))
+      throw std::invalid_argument("to_hf_config_json: a Gemma spec gates with the tanh GELU, scales its embedding by "
+                                  "gemma_embedding_scale, has a local RoPE base if and only if it is Gemma 3's, and a "
+                                  "query_pre_attn_scalar and soft caps only if it is Gemma 2's or 3's");
     config["hidden_activation"] = "gelu_pytorch_tanh";
-    config["query_pre_attn_scalar"] = spec.query_pre_attn_scalar;
-    if (gemma3) config["rope_local_base_freq"] = float_to_json(spec.local_rope_theta);
-    auto cap_json = [](float cap) { return cap != 0.0f ? float_to_json(cap) : json(nullptr); };
-    config["attn_logit_softcapping"] = cap_json(spec.attention_softcap);
-    config["final_logit_softcapping"] = cap_json(spec.final_logit_softcap);
+    if (gemma1) {
+      config["hidden_act"] = "gelu_pytorch_tanh";  // what transformers v5 reads (GemmaConfig has no scalar or caps)
+    } else {
+      config["query_pre_attn_scalar"] = spec.query_pre_attn_scalar;
+      if (gemma3) config["rope_local_base_freq"] = float_to_json(spec.local_rope_theta);
+      auto cap_json = [](float cap) { return cap != 0.0f ? float_to_json(cap) : json(nullptr); };
+      config["attn_logit_softcapping"] = cap_json(spec.attention_softcap);
+      config["final_logit_softcapping"] = cap_json(spec.final_logit_softcap);
+    }
   } else if (spec.query_pre_attn_scalar != 0 || spec.local_rope_theta != 0.0f || spec.mlp_activation != GateActivation::silu ||
              spec.attention_softcap != 0.0f || spec.final_logit_softcap != 0.0f) {
     throw std::invalid_argument("to_hf_config_json: " + spec.arch_name +

@@ -48,6 +48,7 @@ constexpr ArchitectureName kArchitectures[] = {
     {"GraniteForCausalLM", "granite", Architecture::granite},
     {"Gemma3ForCausalLM", "gemma3_text", Architecture::gemma3},
     {"Gemma2ForCausalLM", "gemma2", Architecture::gemma2},
+    {"GemmaForCausalLM", "gemma", Architecture::gemma},
 };
 
 }  // namespace
@@ -339,13 +340,14 @@ static void parse_nope_layers(const ConfigReader& reader, const json& config, co
 //   270m's `_sliding_window_pattern` is not a key transformers reads, so neither do we);
 // - Gemma2ForCausalLM: `sliding_window` (default 4096) on the layers `layer_types` names, or without it
 //   on the even ones (layers 0, 2, 4, ... slide);
-// - LlamaForCausalLM, GraniteForCausalLM: none (their configs have no window; transformers ignores the
-//   key, and so do we).
+// - LlamaForCausalLM, GraniteForCausalLM, GemmaForCausalLM: none (their configs have no window;
+//   transformers ignores the key, and so do we).
 // A window no shorter than the context changes nothing; the engine still runs with it.
 static void parse_sliding_window(const ConfigReader& reader, const json& config, const std::string& origin, ModelSpec& spec) {
   spec.sliding_window = 0;
   spec.sliding_layers.clear();
-  if (spec.arch == Architecture::llama || spec.arch == Architecture::granite) return;  // no window in their configs
+  // No window in their configs (transformers ignores the key there, and so do we).
+  if (spec.arch == Architecture::llama || spec.arch == Architecture::granite || spec.arch == Architecture::gemma) return;
   const bool smollm3 = spec.arch == Architecture::smollm3;
   // layer_types, read whether the window is on or not (transformers checks it)
   auto read_layer_types = [&] {
@@ -554,11 +556,12 @@ ModelSpec spec_of_config(json config, const std::string& origin) {
   spec.hidden = size_key("hidden_size", 2304);
   spec.layers = size_key("num_hidden_layers", 26);
   spec.heads = size_key("num_attention_heads", 8);
-  // The config classes' defaults: Gemma2Config's and Gemma3TextConfig's 4 KV heads (of 256), MistralConfig's
-  // 8, SmolLM3Config's 4, Qwen2Config's and Qwen3Config's 32; the rest's one per query head.
-  // (A null one is one per query head, as those classes read None, Gemma's aside.)
+  // The config classes' defaults: Gemma2Config's and Gemma3TextConfig's 4 KV heads (of 256), GemmaConfig's
+  // 16, MistralConfig's 8, SmolLM3Config's 4, Qwen2Config's and Qwen3Config's 32; the rest's one per query
+  // head. (A null one is one per query head, as those classes read None, Gemma's aside.)
   const bool kv_null = !gemma && reader.has("num_key_value_heads") && !reader.has_non_null("num_key_value_heads");
   const uint32_t default_kv_heads = kv_null                                      ? spec.heads
+                                    : spec.arch == Architecture::gemma           ? 16
                                     : gemma || spec.arch == Architecture::smollm3 ? 4
                                     : spec.arch == Architecture::mistral       ? 8
                                     : qwen                                     ? 32
@@ -579,7 +582,7 @@ ModelSpec spec_of_config(json config, const std::string& origin) {
     spec.head_dim = spec.hidden / spec.heads;
   }
   spec.ffn = size_key("intermediate_size", 9216);
-  // The config classes' defaults: Gemma3TextConfig's and MistralConfig's 131072, Gemma2Config's 8192,
+  // The config classes' defaults: Gemma3TextConfig's and MistralConfig's 131072, Gemma2Config's and GemmaConfig's 8192,
   // Qwen2Config's, Qwen3Config's and SmolLM3Config's 32768, LlamaConfig's and GraniteConfig's 2048,
   // Phi3Config's 4096.
   const Architecture arch = spec.arch;
@@ -601,7 +604,7 @@ ModelSpec spec_of_config(json config, const std::string& origin) {
   // Phi-3's qkv_proj never has a bias (transformers' Phi3Attention ignores attention_bias).
   spec.qkv_bias = spec.arch == Architecture::qwen2 || (spec.arch != Architecture::phi3 && reader.bool_or("attention_bias", false));
   spec.qk_norm = spec.arch == Architecture::qwen3 || gemma3;
-  if (gemma) {
+  if (gemma && spec.arch != Architecture::gemma) {
     // Gemma2Config and Gemma3TextConfig: scores scaled by query_pre_attn_scalar^-1/2 (default 256) and
     // soft-capped by attn_logit_softcapping, the logits by final_logit_softcapping (null: no cap; Gemma 2's
     // defaults 50 and 30, Gemma 3's null). Gemma 3's sliding layers rotate at rope_local_base_freq (default
@@ -619,9 +622,11 @@ ModelSpec spec_of_config(json config, const std::string& origin) {
     if (gemma3 && (spec.rope_scaling.llama3 || spec.rope_scaling.longrope))
       fail(origin, "key '" + std::string(rope_scaling_key) + "' is not linear: Gemma 3's sliding layers rotate unscaled beside its full ones, "
                    "which Tilefire supports for linear scaling only");
-    if (reader.bool_or("use_bidirectional_attention", false))
-      fail(origin, "key 'use_bidirectional_attention' is true: Tilefire runs causal decoders only");
   }
+  // Gemma 1's scores are scaled by head_dim^-1/2, as Llama's (GemmaConfig has no query_pre_attn_scalar or
+  // soft caps, and transformers ignores such keys there). v5's GemmaConfig has use_bidirectional_attention too.
+  if (gemma && reader.bool_or("use_bidirectional_attention", false))
+    fail(origin, "key 'use_bidirectional_attention' is true: Tilefire runs causal decoders only");
   if (reader.bool_or("mlp_bias", false)) fail(origin, "key 'mlp_bias' is true: Tilefire's MLP has no biases");
   // transformers rotates only this share of each head's dimensions, int(head_dim * factor) of them, where
   // the attention applies it: Phi-3's does (its rotary part first, the rest passed through); Llama's,
@@ -652,7 +657,7 @@ ModelSpec spec_of_config(json config, const std::string& origin) {
   spec.dtype = parse_torch_dtype(config, origin);
   if (gemma) spec.embedding_multiplier = gemma_embedding_scale(spec.hidden, spec.dtype);
   parse_token_ids(reader, spec);
-  // The MLP's activation: these architectures' SwiGLU, silu (or its other name, swish); Gemma 3's GeGLU,
+  // The MLP's activation: these architectures' SwiGLU, silu (or its other name, swish); Gemma's GeGLU,
   // its `hidden_activation` (transformers reads no hidden_act there). Another one would run as one of
   // these and give wrong logits, so it is refused.
   if (gemma) {
@@ -661,6 +666,13 @@ ModelSpec spec_of_config(json config, const std::string& origin) {
       const json& act = config.at("hidden_activation");
       if (!act.is_string() || act.get<std::string>() != "gelu_pytorch_tanh")
         fail(origin, "key 'hidden_activation' is " + act.dump() + ": Gemma's MLP supports gelu_pytorch_tanh (GeGLU) only");
+    } else if (spec.arch == Architecture::gemma && reader.has_non_null("hidden_act")) {
+      // Gemma 1's first configs say "gelu" (exact), which transformers 4.38 ran; 4.39 to 4.57 and vLLM
+      // read hidden_activation alone (absent: the tanh GELU the model was trained with), v5 hidden_act
+      // again. Tilefire runs the tanh GELU, as 4.x and vLLM do; another activation is refused.
+      const json& act = config.at("hidden_act");
+      if (!act.is_string() || (act.get<std::string>() != "gelu" && act.get<std::string>() != "gelu_pytorch_tanh"))
+        fail(origin, "key 'hidden_act' is " + act.dump() + ": Gemma's MLP supports gelu_pytorch_tanh (GeGLU) only");
     }
   } else if (reader.has_non_null("hidden_act")) {
     const json& act = config.at("hidden_act");

@@ -20,7 +20,9 @@ namespace tilefire {
 // soft caps on the attention scores and the final logits.
 // gemma3: Gemma 3's text model: Gemma 2's layer with q/k norms and without (default) caps, five of six layers
 // sliding with their own RoPE base.
-enum class Architecture : uint8_t { llama, mistral, qwen2, qwen3, phi3, smollm3, granite, gemma3, gemma2 };
+// gemma: Gemma 1 (GemmaForCausalLM: gemma-2b, gemma-7b, CodeGemma): Llama's layer with norms stored as
+// (1 + w), GeGLU and a scaled embedding; no window, no caps.
+enum class Architecture : uint8_t { llama, mistral, qwen2, qwen3, phi3, smollm3, granite, gemma3, gemma2, gemma };
 
 struct ModelSpec {
   Architecture arch = Architecture::llama;
@@ -94,10 +96,12 @@ struct ModelSpec {
   // The checkpoint holds self_attn.qkv_proj ([q_dim + 2 kv_dim, hidden]: q, k, v rows in turn) and
   // mlp.gate_up_proj ([2 ffn, hidden]: gate rows, then up), each read as its parts.
   bool fused_projections() const { return arch == Architecture::phi3; }
-  // Gemma's sandwich norms: each attention and MLP output normalised (post_attention_layernorm,
+  // The Gemma family (Gemma 1, 2 and 3): (1 + w) norms, the embedding scaled by sqrt(hidden), GeGLU.
+  bool is_gemma() const { return arch == Architecture::gemma || arch == Architecture::gemma2 || arch == Architecture::gemma3; }
+  // Gemma 2's and 3's sandwich norms: each attention and MLP output normalised (post_attention_layernorm,
   // post_feedforward_layernorm) before its residual add, the MLP's input by pre_feedforward_layernorm.
-  bool is_gemma() const { return arch == Architecture::gemma2 || arch == Architecture::gemma3; }
-  bool sandwich_norms() const { return is_gemma(); }
+  // Gemma 1's layer is Llama's (post_attention_layernorm normalises the MLP's input).
+  bool sandwich_norms() const { return arch == Architecture::gemma2 || arch == Architecture::gemma3; }
   // Added to every RMSNorm weight on load: Gemma stores w and scales by (1 + w).
   float norm_weight_offset() const { return is_gemma() ? 1.0f : 0.0f; }
   // Whether layer `layer` rotates with local_rope_theta (a Gemma 3 sliding layer).

@@ -31,6 +31,7 @@ const char* architecture_name(Architecture arch) {
     case Architecture::granite: return "GraniteForCausalLM";
     case Architecture::gemma3: return "Gemma3ForCausalLM";
     case Architecture::gemma2: return "Gemma2ForCausalLM";
+    case Architecture::gemma: return "GemmaForCausalLM";
   }
   return "?";
 }

@@ -96,8 +96,10 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
   // weights' dtype; norms by (1 + w); sandwich norms; GeGLU; scores by query_pre_attn_scalar^-1/2; its
   // sliding layers rotate at rope_local_base_freq. Gemma 2 (transformers' Gemma2Model) as Gemma 3 without
   // q/k norms or a local RoPE base, with its soft caps: scores (after the scale, before the mask) and logits
-  // each as cap * tanh(value / cap).
-  const bool gemma = s.arch == Architecture::gemma3 || s.arch == Architecture::gemma2;
+  // each as cap * tanh(value / cap). Gemma 1 (transformers' GemmaModel): Llama's layer with Gemma's scaled
+  // embedding, (1 + w) norms and GeGLU, scores by 1/sqrt(head_dim).
+  const bool sandwich = s.arch == Architecture::gemma3 || s.arch == Architecture::gemma2;
+  const bool gemma = sandwich || s.arch == Architecture::gemma;
   double embed_scale = s.embedding_multiplier;
   if (gemma) {
     const float root = float(std::sqrt(double(s.hidden)));
@@ -157,7 +159,7 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
     v_cache_[l].insert(v_cache_[l].end(), v.begin(), v.end());
 
     std::vector<double> attn(size_t(H) * hd, 0.0);
-    const double scale = gemma ? 1.0 / std::sqrt(double(s.query_pre_attn_scalar))
+    const double scale = sandwich ? 1.0 / std::sqrt(double(s.query_pre_attn_scalar))
                          : s.attention_multiplier != 0.0f ? double(s.attention_multiplier) : 1.0 / std::sqrt(double(hd));
     // transformers' sliding-window mask: key j is seen when j > pos - window, on the layers that slide.
     auto masked = [&](uint32_t j) { return slides && int64_t(j) <= int64_t(pos) - int64_t(s.sliding_window); };
@@ -179,11 +181,11 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
         for (uint32_t d = 0; d < hd; ++d) attn[h * hd + d] += scores[j] / sum * v_cache_[l][(size_t(j) * KV + kvh) * hd + d];
     }
     std::vector<double> o = matvec(weight(p + "self_attn.o_proj.weight"), attn, s.hidden);
-    if (gemma) o = rms_norm(o, weight(p + "post_attention_layernorm.weight"), s.rms_eps, true);
+    if (sandwich) o = rms_norm(o, weight(p + "post_attention_layernorm.weight"), s.rms_eps, true);
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i] * double(s.residual_multiplier);
 
     std::vector<double> hn =
-        rms_norm(x, weight(p + (gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight")), s.rms_eps, gemma);
+        rms_norm(x, weight(p + (sandwich ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight")), s.rms_eps, gemma);
     std::vector<double> gate, up;
     if (s.fused_projections()) {  // Phi-3: gate_up_proj's output chunked in two, gate first
       const std::vector<double> gate_up = matvec(weight(p + "mlp.gate_up_proj.weight"), hn, size_t(2) * s.ffn);
@@ -195,7 +197,7 @@ std::vector<double> ReferenceModel::forward_token(int32_t token) {
     }
     for (size_t i = 0; i < gate.size(); ++i) gate[i] = (gemma ? gelu_tanh(gate[i]) : gate[i] / (1.0 + std::exp(-gate[i]))) * up[i];
     std::vector<double> down = matvec(weight(p + "mlp.down_proj.weight"), gate, s.hidden);
-    if (gemma) down = rms_norm(down, weight(p + "post_feedforward_layernorm.weight"), s.rms_eps, true);
+    if (sandwich) down = rms_norm(down, weight(p + "post_feedforward_layernorm.weight"), s.rms_eps, true);
     for (size_t i = 0; i < x.size(); ++i) x[i] += down[i] * double(s.residual_multiplier);
   }
   std::vector<double> xn = rms_norm(x, weight("model.norm.weight"), s.rms_eps, gemma);

@@ -95,6 +95,14 @@ ModelSpec variant_spec(Variant variant) {
       spec.sliding_window = 4;
       spec.sliding_layers = {true, false};
       break;
+    case Variant::gemma:
+      spec.arch = Architecture::gemma;
+      spec.arch_name = "GemmaForCausalLM";
+      spec.tie_embeddings = true;
+      spec.rms_eps = 1e-6f;
+      spec.mlp_activation = GateActivation::gelu_tanh;
+      spec.embedding_multiplier = 16.0f;  // sqrt(hidden 256), exact in every dtype
+      break;
     case Variant::qwen2_window:
       spec.arch = Architecture::qwen2;
       spec.arch_name = "Qwen2ForCausalLM";
@@ -141,6 +149,7 @@ const char* variant_name(Variant variant) {
     case Variant::granite: return "granite";
     case Variant::gemma3: return "gemma3";
     case Variant::gemma2: return "gemma2";
+    case Variant::gemma: return "gemma";
   }
   return "?";
 }

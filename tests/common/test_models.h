@@ -20,9 +20,10 @@ namespace tilefire::testing {
 // by query_pre_attn_scalar 2 (four times 1/sqrt(32): tiny's random scores are small). gemma2: Gemma 2
 // (gemma3's layer without q/k norms or a local RoPE base), its first layer sliding (a window of 4), soft
 // caps of 0.5 on the scores and 5 on the logits (small, so that they bite on tiny's small values; a logit cap
-// of 1 saturated them into float ties that broke greedy agreement with the double reference).
+// of 1 saturated them into float ties that broke greedy agreement with the double reference). gemma: Gemma
+// 1 (tied; Llama's layer with norms stored as w for 1 + w, GeGLU, the embedding scaled; no caps or window).
 enum class Variant { llama, llama3_rope, qwen2_bias, qwen3_qk_norm, tied, mistral, phi3, phi3_longrope, phi3_partial,
-                     mistral_window, qwen2_window, smollm3, granite, gemma3, gemma2 };
+                     mistral_window, qwen2_window, smollm3, granite, gemma3, gemma2, gemma };
 
 ModelSpec variant_spec(Variant variant);
 const char* variant_name(Variant variant);

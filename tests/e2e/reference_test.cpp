@@ -89,7 +89,7 @@ INSTANTIATE_TEST_SUITE_P(Architectures, ReferenceTest,
                          ::testing::Values(Variant::llama, Variant::llama3_rope, Variant::qwen2_bias, Variant::qwen3_qk_norm,
                                            Variant::tied, Variant::mistral, Variant::phi3, Variant::phi3_longrope,
                                            Variant::phi3_partial, Variant::mistral_window, Variant::qwen2_window,
-                                           Variant::smollm3, Variant::granite, Variant::gemma3, Variant::gemma2),
+                                           Variant::smollm3, Variant::granite, Variant::gemma3, Variant::gemma2, Variant::gemma),
                          [](const auto& info) { return std::string(variant_name(info.param)); });
 
 // Split-KV attention at decode (each KV head's positions in chunk tiles, then a merge per head; what a GPU

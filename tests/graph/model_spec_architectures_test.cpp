@@ -1,6 +1,7 @@
 // ModelSpec from the configs of the architectures whose layers differ from Llama's beyond its keys: SmolLM3's
-// NoPE layers, Granite's multipliers, Gemma 3's layer pattern, RoPE bases and scales, Gemma 2's soft caps (the common keys, the
-// presets and the malformed configs: model_spec_test.cpp).
+// NoPE layers, Granite's multipliers, Gemma 3's layer pattern, RoPE bases and scales, Gemma 2's soft caps,
+// Gemma 1's norms without the sandwich (the common keys, the presets and the malformed configs:
+// model_spec_test.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -504,6 +505,77 @@ TEST(ModelSpecParse, Gemma2ReadsItsSoftCapsAndAlternatingLayers) {
   bad["attn_logit_softcapping"] = "50";
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
               HasSubstr("key 'attn_logit_softcapping' must be a positive number"));
+}
+
+// Gemma 7B's config (google/gemma-7b's, as copies of it give it, with the "gelu" its first release wrote):
+// Llama's layer with Gemma's (1 + w) norms, scaled embedding and GeGLU, no window and no soft caps.
+json gemma1_config() {
+  return json::parse(R"({
+    "architectures": ["GemmaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 2,
+    "eos_token_id": 1, "head_dim": 256, "hidden_act": "gelu", "hidden_size": 3072, "initializer_range": 0.02,
+    "intermediate_size": 24576, "max_position_embeddings": 8192, "model_type": "gemma", "num_attention_heads": 16,
+    "num_hidden_layers": 28, "num_key_value_heads": 16, "pad_token_id": 0, "rms_norm_eps": 1e-06, "rope_scaling": null,
+    "rope_theta": 10000.0, "torch_dtype": "bfloat16", "transformers_version": "4.38.0.dev0", "use_cache": true,
+    "vocab_size": 256000})");
+}
+
+TEST(ModelSpecParse, Gemma1ReadsLlamasLayerWithGemmasNormsEmbeddingAndGeglu) {
+  const json config = gemma1_config();
+  const ModelSpec spec = parse_hf_config_text(config.dump(), "gemma/config.json");
+  EXPECT_EQ(spec.arch, Architecture::gemma);
+  EXPECT_TRUE(spec.is_gemma());
+  EXPECT_FALSE(spec.sandwich_norms());
+  EXPECT_FALSE(spec.qk_norm);
+  EXPECT_TRUE(spec.tie_embeddings);  // GemmaConfig's default
+  EXPECT_EQ(spec.norm_weight_offset(), 1.0f);
+  // "gelu" as transformers 4.39 to 4.57 and vLLM read it: hidden_activation absent, the tanh GELU.
+  EXPECT_EQ(spec.mlp_activation, GateActivation::gelu_tanh);
+  EXPECT_EQ(spec.attention_scale(), 0.0625f);  // head_dim^-1/2
+  EXPECT_EQ(spec.query_pre_attn_scalar, 0u);
+  EXPECT_EQ(spec.attention_softcap, 0.0f);
+  EXPECT_EQ(spec.final_logit_softcap, 0.0f);
+  EXPECT_EQ(spec.embedding_multiplier, 55.5f);  // sqrt(3072) = 55.43 in bfloat16
+  for (uint32_t l = 0; l < 28; ++l) EXPECT_EQ(spec.attention_window(l), 0u) << "layer " << l;
+  EXPECT_EQ(spec.bos_token, 2);
+  EXPECT_EQ(spec.eos_tokens, (std::vector<int32_t>{1}));
+  EXPECT_EQ(spec.parameter_count(), 8537680896ull);  // Gemma 7B's published count
+  expect_same_spec(parse_hf_config_text(to_hf_config_json(spec), "round trip"), spec);
+
+  // GemmaConfig's defaults: 16 KV heads of 256, 8192 positions, the tanh GELU; keys of Gemma 2's that
+  // GemmaConfig does not have (a window, a query scalar, caps) change nothing, as in transformers.
+  json bare = config;
+  for (const char* key : {"head_dim", "num_key_value_heads", "max_position_embeddings", "hidden_act", "tie_word_embeddings"}) bare.erase(key);
+  bare["sliding_window"] = 16;
+  bare["query_pre_attn_scalar"] = 100;
+  bare["attn_logit_softcapping"] = 50.0;
+  bare["final_logit_softcapping"] = 30.0;
+  const ModelSpec defaults = parse_hf_config_text(bare.dump(), "m");
+  EXPECT_EQ(defaults.head_dim, 256u);
+  EXPECT_EQ(defaults.kv_heads, 16u);
+  EXPECT_EQ(defaults.max_context, 8192u);
+  EXPECT_TRUE(defaults.tie_embeddings);
+  EXPECT_EQ(defaults.mlp_activation, GateActivation::gelu_tanh);
+  EXPECT_EQ(defaults.attention_scale(), 0.0625f);
+  EXPECT_EQ(defaults.attention_window(0), 0u);
+  EXPECT_EQ(defaults.attention_softcap, 0.0f);
+  EXPECT_EQ(defaults.final_logit_softcap, 0.0f);
+
+  // hidden_activation decides where given (gemma-1.1's configs); another activation is refused either way.
+  json updated = config;
+  updated["hidden_activation"] = "gelu_pytorch_tanh";
+  EXPECT_EQ(parse_hf_config_text(updated.dump(), "m").mlp_activation, GateActivation::gelu_tanh);
+  json bad = config;
+  bad["hidden_activation"] = "gelu";
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'hidden_activation' is \"gelu\": Gemma's MLP supports gelu_pytorch_tanh (GeGLU) only"));
+  bad = config;
+  bad["hidden_act"] = "silu";
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'hidden_act' is \"silu\": Gemma's MLP supports gelu_pytorch_tanh (GeGLU) only"));
+  bad = config;
+  bad["use_bidirectional_attention"] = true;
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'use_bidirectional_attention' is true"));
 }
 
 }  // namespace
