@@ -121,8 +121,13 @@ class Worker {
           producer_phase_ ^= 1u;
         }
         // The stage is free once the consumers released its previous use; on the first lap the barrier
-        // is fresh and a wait for the opposite parity passes at once.
-        const StageWaitSite site{config_.mailbox, config_.globals, config_.watchdog_ns, task, stage};
+        // is fresh and a wait for the opposite parity passes at once. This wait begins when the ring
+        // fills and lasts through the consumers' own waits and tasks until they read the stage, so it
+        // runs with four times the bound: a stuck event or copy is the consumers' record, naming what
+        // they wait on; the producer's fires only where they are not waiting at all (a staging rule the
+        // two sides read differently), which would otherwise hang the kernel.
+        const uint64_t producer_bound = config_.watchdog_ns > ~0ull / 4 ? ~0ull : 4 * config_.watchdog_ns;
+        const StageWaitSite site{config_.mailbox, config_.globals, producer_bound, task, &program_.tasks[task], stage};
         if (!mbarrier_wait(ring_.empty + stage, phase ^ 1u, site)) {
           producer_stage_ = stage;  // nothing was armed there: drain_weight_stages must not wait for it
           producer_phase_ = phase;
@@ -242,6 +247,7 @@ class Worker {
     ctx.mailbox = config_.mailbox;
     ctx.watchdog_ns = config_.watchdog_ns;
     ctx.task = task;
+    ctx.task_desc = &t;
     ctx.layer = t.layer;
     ctx.ranks = state_.job.ranks;
     ctx.epoch = state_.job.epoch;

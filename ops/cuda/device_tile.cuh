@@ -50,6 +50,7 @@ struct DeviceTileContext {
   Mailbox* mailbox = nullptr;        // where an error record goes
   uint64_t watchdog_ns = 0;
   uint32_t task = 0;                 // the task running (for an error record)
+  const TaskDesc* task_desc = nullptr;  // and its descriptor
   uint32_t layer = 0;                // and its layer
   const DeviceRankView* ranks = nullptr;  // collective tiles: the tensor-parallel group
   unsigned long long epoch = 0;           // collective tiles: the step's epoch
@@ -228,12 +229,14 @@ __device__ __forceinline__ void raise_device_error(Mailbox* mailbox, DeviceGloba
   __threadfence();
 }
 
-// Where a weight-stage wait is, for the watchdog's record.
+// Where a weight-stage wait is, for the watchdog's record: the task and its descriptor (its op, layer and
+// tiles go in the record, so the host names the task as it names an event wait's).
 struct StageWaitSite {
   Mailbox* mailbox;
   DeviceGlobals* globals;
   uint64_t watchdog_ns;
   uint32_t task;
+  const TaskDesc* desc;
   uint32_t stage;
 };
 
@@ -254,6 +257,10 @@ __device__ __forceinline__ bool mbarrier_wait(uint64_t* barrier, uint32_t parity
       r.code = uint32_t(DeviceErrorCode::watchdog);
       r.cta = blockIdx.x;
       r.task = site.task;
+      r.op = uint32_t(site.desc->op);
+      r.layer = site.desc->layer;
+      r.tile_begin = site.desc->tile_begin;
+      r.tile_end = site.desc->tile_end;
       r.wait_kind = uint32_t(DeviceWaitKind::weight_stage);
       r.event = site.stage;
       r.target = parity;
@@ -303,7 +310,7 @@ __device__ __forceinline__ void gemv_task_rows(DeviceTileContext& ctx, uint32_t 
     }
     // Every lane waits itself (that is what orders the bulk-copied bytes before its reads), and the warp
     // leaves together if any lane saw the kernel abort: the shuffles below need all 32 lanes.
-    const StageWaitSite site{ctx.mailbox, ctx.globals, ctx.watchdog_ns, ctx.task, stage};
+    const StageWaitSite site{ctx.mailbox, ctx.globals, ctx.watchdog_ns, ctx.task, ctx.task_desc, stage};
     if (!__all_sync(0xffffffffu, mbarrier_wait(ctx.ring.full + stage, parity, site))) {
       ctx.aborted = true;
       return false;
