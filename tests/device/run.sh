@@ -16,10 +16,14 @@
 #   +  on this machine's CPU cores, no GPU: TP=2 with several workers per rank, dataflow against bsp and
 #      the collectives' time (the tensor-parallelism issue's CPU overlap figure; CI's 2 cores give each
 #      rank one worker).
-# The headline stages (1, 2, 5) run first; the transport and the extras after, so a hang there cannot
-# cost the benchmark. Every stage is recorded (PASS, FAIL or SKIP), and the table prints on every way
-# out, a failed build included.
-# Usage: tests/device/run.sh [LOG_DIR]   (default: $OUT if set, else ./device-logs). Full logs go there.
+# The headline stages run first, the benchmark and PyTorch (5) before the end-to-end test (2, 4), whose
+# limit is the longest; the transport and the extras after, so a hang there cannot cost the benchmark.
+# Every stage is recorded (PASS, FAIL or SKIP), and the table prints on every way out, a failed build
+# included.
+# Usage: tests/device/run.sh [LOG_DIR]   (default: $OUT if set, else ./device-logs). The device tool
+# brings back at most 8 files from $OUT, two folders down at most, so the logs are written to a scratch
+# folder and LOG_DIR gets five files: table.md (the table), results.txt (the stages, copied after each),
+# bench.json and torch.json (the headline figures) and logs.tgz (every log, the trace included).
 # TILEFIRE_DEVICE_EMULATED=1 rehearses it on a machine without a GPU: the same stages over the host
 # emulation of the device (docs/CUDA.md, "The host emulation"): the *_emulated tests and
 # tilefire_emulated, the tiny preset, short benchmarks, PyTorch skipped. That checks this script and the
@@ -30,8 +34,9 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 emulated=${TILEFIRE_DEVICE_EMULATED:-}
 suffix=${emulated:+_emulated}  # the emulated build's binaries: tilefire_emulated, cuda_ops_test_emulated, ...
-logs=${1:-${OUT:-$root/device-logs}}
-mkdir -p "$logs"
+dest=${1:-${OUT:-$root/device-logs}}
+mkdir -p "$dest"
+logs=$(mktemp -d "${TMPDIR:-/tmp}/tilefire-device-logs.XXXXXX")
 build="$root/build-device"
 [ -n "$emulated" ] && build="$root/build"  # a rehearsal builds no device code: the main build serves
 results="$logs/results.txt"
@@ -39,7 +44,11 @@ results="$logs/results.txt"
 started=$(date +%s)
 budget=${RUN_BUDGET_S:-500}
 # A stage's detail is one cell of the table: no tab, carriage return, newline or pipe.
-record() { printf '%s\t%s\t%s\n' "$1" "$2" "$(printf '%s' "$3" | tr '\t\r\n|' '    ')" >>"$results"; }
+# Each record is copied to LOG_DIR at once: a command killed at the tool's limit runs no exit trap.
+record() {
+  printf '%s\t%s\t%s\n' "$1" "$2" "$(printf '%s' "$3" | tr '\t\r\n|' '    ')" >>"$results"
+  cp "$results" "$dest/results.txt" 2>/dev/null || true
+}
 elapsed() { echo $(($(date +%s) - started))s; }
 # Every stage runs within what is left of RUN_BUDGET_S seconds (default 500), and is skipped when under
 # 20 s are left, so the table prints within a device command's limit (600 s).
@@ -162,7 +171,12 @@ def decode_table():
             best = modes[best_mode]
             graph = ((torch or {}).get("cuda_graph") or {}).get("median_ms")
             against = f"speed-up over PyTorch with CUDA graphs: {graph / best:.2f}x (goal 1.3x); " if graph else ""
-            print(f"{against}goal 0.60 ms per step: {'met' if best <= 0.60 else 'not met'} ({best:.3f} ms, tilefire {best_mode})")
+            # The 0.60 ms goal is an H200's (4.8 TB/s); another GPU's step is shown, not judged against it.
+            if "H200" in str(bench.get("device", "")):
+                verdict = f"goal 0.60 ms per step on an H200: {'met' if best <= 0.60 else 'not met'}"
+            else:
+                verdict = f"the 0.60 ms goal is an H200's, not judged on a {bench.get('device', 'GPU')}"
+            print(f"{against}{verdict} ({best:.3f} ms, tilefire {best_mode})")
 section("decode table", decode_table)
 
 def traced():
@@ -248,7 +262,15 @@ if os.path.exists(os.path.join(logs, "cpu-tp", "cpu_tp_overlap.json")):
     section("cpu tensor parallelism", cpu_tp)
 PY
 }
-trap summary EXIT
+# The table (printed last, and kept as table.md), then the logs packed into LOG_DIR, quietly.
+finish() {
+  summary 2>&1 | tee "$dest/table.md"
+  cp "$results" "$dest/results.txt" 2>/dev/null
+  for figures in bench.json torch.json; do [ -f "$logs/$figures" ] && cp "$logs/$figures" "$dest/"; done
+  tar -czf "$dest/logs.tgz" -C "$logs" . 2>/dev/null && rm -rf "$logs"
+  return 0
+}
+trap finish EXIT
 
 echo "== device"
 if [ -n "$emulated" ]; then
@@ -260,8 +282,12 @@ fi
 echo "== build ($(nproc) cores)"
 # nvcc off the PATH would give a build without the CUDA backend, whose GPU tests all skip.
 command -v nvcc >/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"; }
+# The compilers this build used, beside the GPU's name (a failed build is read against them).
+{ nvcc --version 2>&1 | tail -n 2; c++ --version 2>&1 | head -n 1; cmake --version 2>&1 | head -n 1; } >>"$logs/device.txt"
 cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release)
-[ -n "$emulated" ] || cmake_args+=(-DTILEFIRE_BUILD_BENCH=OFF)
+# No benchmarks; and this machine's host compiler may warn where CI's does not: its warnings are not
+# errors here (ptxas's still are, so a spill still fails the build).
+[ -n "$emulated" ] || cmake_args+=(-DTILEFIRE_BUILD_BENCH=OFF -DTILEFIRE_CUDA_WERROR=OFF)
 # NCCL 2.28 with its device API: the toolkit's, else the nvidia-nccl pip package PyTorch brings (the NCCL
 # checks skip, saying so, when neither is 2.28).
 cuda_include=$(dirname "$(command -v nvcc)")/../include
@@ -279,19 +305,22 @@ fi
 # The build gets the budget less 150 s (half of a budget under 300 s), so a slow one still leaves time.
 build_start=$(date +%s)
 build_limit=$((budget > 300 ? budget - 150 : budget / 2))
-limited "$build_limit" cmake -S "$root" -B "$build" "${cmake_args[@]}" >"$logs/build.log" 2>&1 &&
-  limited "$build_limit" cmake --build "$build" -j "$(nproc)" --target "tilefire$suffix" "cuda_ops_test$suffix" \
+limited "$build_limit" cmake -S "$root" -B "$build" "${cmake_args[@]}" >"$logs/build.log" 2>&1
+status=$?
+# Found at configure, not after minutes of building: nvcc missing gives a build whose GPU tests all skip.
+if [ "$status" -eq 0 ] && [ -z "$emulated" ] && ! grep -q "Tilefire: CUDA backend on" "$logs/build.log"; then
+  tail -n 20 "$logs/build.log"
+  record build FAIL "configured without the CUDA backend (nvcc not found?), see build.log"
+  exit 1
+fi
+[ "$status" -eq 0 ] &&
+  limited "$((build_limit - ($(date +%s) - build_start)))" cmake --build "$build" -j "$(nproc)" --target "tilefire$suffix" "cuda_ops_test$suffix" \
     "cuda_watchdog_test$suffix" "cuda_engine_test$suffix" "cuda_collectives_test$suffix" device_program_test \
     "device_transport_test$suffix" "cuda_engine_sequence_test$suffix" >>"$logs/build.log" 2>&1
 status=$?
 if [ "$status" -ne 0 ]; then
   tail -n 40 "$logs/build.log"
   record build FAIL "$(why_failed "$status" build.log)"
-  exit 1
-fi
-if [ -z "$emulated" ] && ! grep -q "Tilefire: CUDA backend on" "$logs/build.log" &&
-  [ ! -f "$build/megakernel/CMakeFiles/tilefire_megakernel.dir/cuda/megakernel.cu.o" ]; then
-  record build FAIL "built without the CUDA backend (nvcc not found), see build.log"
   exit 1
 fi
 record build PASS "$(($(date +%s) - build_start)) s"
@@ -338,9 +367,6 @@ echo "== the $preset shape, random bf16 weights ($(elapsed))"
 rm -rf "$model"  # this script's own folder: a model left there by an earlier version is not reused
 run_stage gen-model 120 gen-model.out gen-model.log "$cli" gen-model --preset "$preset" --dtype bf16 --seed 1 --out "$model"
 
-echo "== 2, 4. end to end against the cpu backend; launches per step ($(elapsed))"
-TILEFIRE_DEVICE_LARGE_MODEL="$model" STAGE_LIMIT_S=240 run_gtest end-to-end "cuda_engine_test$suffix"
-
 echo "== 5. benchmark ($(elapsed))"
 run_stage bench 180 bench.json bench.log "$cli" bench --backend cuda --model "$model" --steps "$steps" --rounds 5 --json
 if [ -n "$emulated" ]; then
@@ -349,6 +375,9 @@ else
   run_stage pytorch 180 torch.out torch.log python3 "$root/tests/device/torch_decode.py" --model "$model" \
     --prompt-tokens 1,2,3,4,5,6,7,8 --steps 64 --warmup 8 --json "$logs/torch.json"
 fi
+
+echo "== 2, 4. end to end against the cpu backend; launches per step ($(elapsed))"
+TILEFIRE_DEVICE_LARGE_MODEL="$model" STAGE_LIMIT_S=240 run_gtest end-to-end "cuda_engine_test$suffix"
 # Split-KV attention off (one attention tile per head group), for the row that shows what it buys.
 run_stage kv-splits-1 120 bench_unsplit.json bench_unsplit.log "$cli" bench --backend cuda --model "$model" --steps "$steps" \
   --rounds 3 --kv-splits 1 --json
