@@ -3,7 +3,7 @@
 // for the warp collectives and mma.sync (the PTX ISA's fragment layout), the mbarrier and bulk-copy
 // protocol (a stage read before its barrier completes reads NaN), and the faults the emulation turns
 // into a failed launch (a deadlock at a barrier, lanes in different collectives, a misaligned bulk
-// copy). Built only with the emulation (label `emulation`).
+// copy or vector load). Built only with the emulation (label `emulation`).
 #include "megakernel/cuda/emulation/device_prelude.h"
 
 #include <gtest/gtest.h>
@@ -78,6 +78,13 @@ __global__ void misaligned_bulk_copy_kernel(const unsigned char* source) {
   tilefire::device::ptx::bulk_copy_to_shared(tilefire::emulation::dynamic_shared_memory(), source + 4, 32, &full);
 }
 
+// Thread 0 reads a float2 (8-byte aligned on a GPU) through __ldg at `floats` + 1: 4 bytes past alignment.
+__global__ void misaligned_load_kernel(const float* floats, float* out) {
+  if (threadIdx.x != 0) return;
+  const float2 pair = __ldg(reinterpret_cast<const float2*>(floats + 1));
+  out[0] = pair.x + pair.y;
+}
+
 // Thread 0 leaves; the others wait at a barrier that can never complete.
 __global__ void deadlock_kernel() {
   if (threadIdx.x == 0) return;
@@ -123,6 +130,7 @@ const bool registered = tilefire::emulation::register_kernel_function<&shuffle_a
                         tilefire::emulation::register_kernel_function<&mma_kernel>(0) &&
                         tilefire::emulation::register_kernel_function<&bulk_copy_kernel>(8) &&
                         tilefire::emulation::register_kernel_function<&misaligned_bulk_copy_kernel>(8) &&
+                        tilefire::emulation::register_kernel_function<&misaligned_load_kernel>(0) &&
                         tilefire::emulation::register_kernel_function<&deadlock_kernel>(0) &&
                         tilefire::emulation::register_kernel_function<&divergent_collective_kernel>(0) &&
                         tilefire::emulation::register_kernel_function<&read_past_the_end_kernel>(0) &&
@@ -239,6 +247,15 @@ TEST(CudaEmulation, AMisalignedBulkCopyFailsTheLaunch) {
   const unsigned char* source = device_copy(std::vector<unsigned char>(64, 1));
   expect_fault_then_reset([&] { return run(&misaligned_bulk_copy_kernel, 32, 64, source); },
                           "cp.async.bulk of 32 bytes from an address 4 bytes past 16-byte alignment");
+}
+
+// A vector load a GPU would fault on (a float2 at 4 mod 8) stops the emulated kernel (the aligned ones
+// are every emulated megakernel test's).
+TEST(CudaEmulation, AMisalignedVectorLoadFailsTheLaunch) {
+  const float* floats = device_copy(std::vector<float>{1.0f, 2.0f, 3.0f, 4.0f});
+  float* out = device_copy(std::vector<float>(1, 0.0f));
+  expect_fault_then_reset([&] { return run(&misaligned_load_kernel, 32, 0, floats, out); },
+                          "__ldg of 8 bytes at an address not a multiple of 8");
 }
 
 TEST(CudaEmulation, ABarrierSomeThreadsNeverReachIsADeadlockNotAHang) {

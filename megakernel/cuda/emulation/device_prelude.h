@@ -8,7 +8,8 @@
 //  - barriers, warp shuffles and votes through the emulator's collectives;
 //  - atomics as relaxed C++ atomics and fences as sequentially consistent ones (CUDA's atomics are
 //    relaxed, and __threadfence orders as a fence.sc does);
-//  - __ldg / __ldcg / __ldcv as plain (volatile for __ldcv) loads of host memory.
+//  - __ldg / __ldcg / __ldcv as plain (volatile for __ldcv) loads of host memory, each at an address
+//    aligned as its type must be on a GPU (else the kernel traps, as a misaligned load faults there).
 #if !defined(TILEFIRE_DEVICE_EMULATION)
 #error "device_prelude.h is for the host emulation: define TILEFIRE_DEVICE_EMULATION"
 #endif
@@ -65,17 +66,28 @@ inline uint32_t warp_vote_count(unsigned mask, int predicate) {
 inline int __all_sync(unsigned mask, int predicate) { return warp_vote_count(mask, predicate) == 32; }
 inline int __any_sync(unsigned mask, int predicate) { return warp_vote_count(mask, predicate) != 0; }
 
+// A GPU faults on a load whose address is not a multiple of its type's size (a float2 at 4 mod 8, a
+// uint4 at 8 mod 16), where the host reads it fine: such a load stops the emulated kernel instead, so
+// a shape that misaligns one fails on CI rather than on the first GPU. (The CUDA headers' vector types
+// carry their device alignment on the host too: alignof(uint4) is 16.)
+template <class T>
+inline const T* aligned_load_address(const T* p, const char* load) {
+  if (reinterpret_cast<uintptr_t>(p) % alignof(T) != 0)
+    ::tilefire::emulation::trap(std::string(load) + " of " + std::to_string(sizeof(T)) + " bytes at an address not a multiple of " +
+                                std::to_string(alignof(T)));
+  return p;
+}
 template <class T>
 inline T __ldg(const T* p) {
-  return *p;
+  return *aligned_load_address(p, "__ldg");
 }
 template <class T>
 inline T __ldcg(const T* p) {
-  return *p;
+  return *aligned_load_address(p, "__ldcg");
 }
 template <class T>
 inline T __ldcv(const T* p) {
-  return *const_cast<const volatile T*>(p);  // a fresh read every time
+  return *const_cast<const volatile T*>(aligned_load_address(p, "__ldcv"));  // a fresh read every time
 }
 
 // A fence, and a mark on the calling thread that its atomics until its next barrier release and acquire
