@@ -666,10 +666,12 @@ ModelSpec spec_of_config(json config, const std::string& origin) {
       const json& act = config.at("hidden_activation");
       if (!act.is_string() || act.get<std::string>() != "gelu_pytorch_tanh")
         fail(origin, "key 'hidden_activation' is " + act.dump() + ": Gemma's MLP supports gelu_pytorch_tanh (GeGLU) only");
-    } else if (spec.arch == Architecture::gemma && reader.has_non_null("hidden_act")) {
-      // Gemma 1's first configs say "gelu" (exact), which transformers 4.38 ran; 4.39 to 4.57 and vLLM
-      // read hidden_activation alone (absent: the tanh GELU the model was trained with), v5 hidden_act
-      // again. Tilefire runs the tanh GELU, as 4.x and vLLM do; another activation is refused.
+    }
+    if (spec.arch == Architecture::gemma && reader.has_non_null("hidden_act")) {
+      // Gemma 1's first configs say "gelu" (exact), which transformers 4.38 ran; 4.39 to 4.47 and vLLM
+      // read hidden_activation (absent: the tanh GELU the model was trained with), and later releases
+      // hidden_act again. Tilefire runs the tanh GELU, with hidden_act "gelu" too; another activation,
+      // which those later releases would run, is refused (whatever hidden_activation says).
       const json& act = config.at("hidden_act");
       if (!act.is_string() || (act.get<std::string>() != "gelu" && act.get<std::string>() != "gelu_pytorch_tanh"))
         fail(origin, "key 'hidden_act' is " + act.dump() + ": Gemma's MLP supports gelu_pytorch_tanh (GeGLU) only");

@@ -528,7 +528,7 @@ TEST(ModelSpecParse, Gemma1ReadsLlamasLayerWithGemmasNormsEmbeddingAndGeglu) {
   EXPECT_FALSE(spec.qk_norm);
   EXPECT_TRUE(spec.tie_embeddings);  // GemmaConfig's default
   EXPECT_EQ(spec.norm_weight_offset(), 1.0f);
-  // "gelu" as transformers 4.39 to 4.57 and vLLM read it: hidden_activation absent, the tanh GELU.
+  // "gelu" as transformers 4.39 to 4.47 and vLLM read it: hidden_activation absent, the tanh GELU.
   EXPECT_EQ(spec.mlp_activation, GateActivation::gelu_tanh);
   EXPECT_EQ(spec.attention_scale(), 0.0625f);  // head_dim^-1/2
   EXPECT_EQ(spec.query_pre_attn_scalar, 0u);
@@ -572,6 +572,9 @@ TEST(ModelSpecParse, Gemma1ReadsLlamasLayerWithGemmasNormsEmbeddingAndGeglu) {
   bad["hidden_act"] = "silu";
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
               HasSubstr("key 'hidden_act' is \"silu\": Gemma's MLP supports gelu_pytorch_tanh (GeGLU) only"));
+  bad["hidden_activation"] = "gelu_pytorch_tanh";  // which a release reading hidden_act would not run
+  EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
+              HasSubstr("key 'hidden_act' is \"silu\""));
   bad = config;
   bad["use_bidirectional_attention"] = true;
   EXPECT_THAT(input_error_of([&] { parse_hf_config_text(bad.dump(), "g/config.json"); }),
