@@ -658,7 +658,7 @@ ModelSpec spec_of_config(json config, const std::string& origin) {
   if (gemma) spec.embedding_multiplier = gemma_embedding_scale(spec.hidden, spec.dtype);
   parse_token_ids(reader, spec);
   // The MLP's activation: these architectures' SwiGLU, silu (or its other name, swish); Gemma's GeGLU,
-  // its `hidden_activation` (transformers reads no hidden_act there). Another one would run as one of
+  // its `hidden_activation` (and Gemma 1's `hidden_act` too, below). Another one would run as one of
   // these and give wrong logits, so it is refused.
   if (gemma) {
     spec.mlp_activation = GateActivation::gelu_tanh;

@@ -62,7 +62,7 @@ struct ModelSpec {
   // Gemma 3: the RoPE base of its sliding layers (rope_local_base_freq), unscaled; the full layers use
   // rope_theta and rope_scaling. 0: every layer uses rope_theta and rope_scaling.
   float local_rope_theta = 0.0f;
-  // Gemma: attention scores times query_pre_attn_scalar^-1/2 (0: not given).
+  // Gemma 2 and 3: attention scores times query_pre_attn_scalar^-1/2 (0: not given; Gemma 1 has none).
   uint32_t query_pre_attn_scalar = 0;
   // Gemma's logit soft caps (soft_capped, ops/attention.h): the attention scores after their scale
   // (attn_logit_softcapping) and the logits (final_logit_softcapping); 0: none. Gemma 2 has both.
