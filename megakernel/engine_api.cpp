@@ -158,8 +158,9 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
     const EngineOptions defaults;
     if (options.cuda_device != defaults.cuda_device || options.cuda_ctas != defaults.cuda_ctas ||
         options.cuda_resident != defaults.cuda_resident || options.cuda_stage_weights != defaults.cuda_stage_weights ||
-        options.cuda_watchdog_ms != defaults.cuda_watchdog_ms)
-      throw InputError("EngineOptions::cuda_device, cuda_ctas, cuda_resident, cuda_stage_weights and cuda_watchdog_ms apply to "
+        options.cuda_watchdog_ms != defaults.cuda_watchdog_ms || options.cuda_step_deadline_ms != defaults.cuda_step_deadline_ms)
+      throw InputError("EngineOptions::cuda_device, cuda_ctas, cuda_resident, cuda_stage_weights, cuda_watchdog_ms and "
+                       "cuda_step_deadline_ms apply to "
                        "the cuda backend (--backend cuda); this engine is on the cpu");
   }
   if (options.tp == 1) {
@@ -244,6 +245,7 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
     cuda.resident = options.cuda_resident;
     cuda.stage_weights = options.cuda_stage_weights;
     cuda.watchdog_ms = options.cuda_watchdog_ms;
+    cuda.step_deadline_ms = options.cuda_step_deadline_ms;
     m.program_spec.dtype = DType::bf16;  // the device ops read bf16 weights (docs/CUDA.md)
     if (options.tp > 1) {
       // Ranks of this process, rank r on GPU (--cuda-device + r) mod the visible GPUs, ranks that share a

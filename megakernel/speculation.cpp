@@ -98,6 +98,7 @@ std::unique_ptr<Engine> make_draft_engine(const EngineOptions& options, const Mo
   d.cuda_ctas = options.cuda_ctas;
   d.cuda_stage_weights = options.cuda_stage_weights;
   d.cuda_watchdog_ms = options.cuda_watchdog_ms;
+  d.cuda_step_deadline_ms = options.cuda_step_deadline_ms;
   std::unique_ptr<Engine> engine;
   try {
     engine = std::make_unique<Engine>(d);

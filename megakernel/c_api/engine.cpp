@@ -55,6 +55,7 @@ EngineOptions engine_options(const tilefire_engine_options& c) {
   options.prefill_chunks_per_step = c.prefill_chunks_per_step;
   options.prefill_chunk = c.prefill_chunk;
   options.prefill_in_decode_step = c.prefill_in_decode_step != 0;
+  options.cuda_step_deadline_ms = c.cuda_step_deadline_ms;
   options.draft.model_dir = string_or_empty(c.draft_model_dir);
   options.draft.preset = string_or_empty(c.draft_preset);
   if (c.draft_preset_dtype) options.draft.preset_dtype = c.draft_preset_dtype;
@@ -352,6 +353,7 @@ void tilefire_engine_options_init(tilefire_engine_options* options) {
   options->prefill_chunks_per_step = defaults.prefill_chunks_per_step;
   options->prefill_chunk = defaults.prefill_chunk;
   options->prefill_in_decode_step = defaults.prefill_in_decode_step ? 1 : 0;
+  options->cuda_step_deadline_ms = defaults.cuda_step_deadline_ms;
 }
 
 tilefire_status tilefire_engine_create(const tilefire_engine_options* options, tilefire_engine** engine) {

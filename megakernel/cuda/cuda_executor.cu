@@ -4,15 +4,16 @@
 #include "megakernel/cuda/cuda_executor.h"
 
 #include <cuda_runtime.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "megakernel/cuda/device_job.h"
+#include "megakernel/cuda/host_wait.h"
 #include "megakernel/cuda/megakernel_launch.h"
 #include "megakernel/kernel_layout.h"
 #include "ops/all_ops.h"
@@ -104,12 +105,24 @@ void stop_running_resident_kernel() {
   if (owner) owner->stop_resident_kernel();
 }
 
+// Frees device memory, or keeps it while a kernel the host gave up on still runs on its GPU.
+void free_device_memory(void* memory, int device) {
+  if (keep_memory_while_held(device, memory)) return;
+  try {
+    stop_running_resident_kernel();
+  } catch (const std::exception&) {  // the resident kernel failed (its owner reports it); free anyway
+  }
+  cudaFree(memory);
+}
+
 }  // namespace
 
 // --- DeviceBuffer -----------------------------------------------------------------------------------
 
 DeviceBuffer::DeviceBuffer(uint64_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
+  check(cudaGetDevice(&device_), "cudaGetDevice");
+  if (device_held_by_hung_kernel(device_)) refuse_held_device(device_);
   stop_running_resident_kernel();
   const cudaError_t status = cudaMalloc(&data_, bytes);
   if (status != cudaSuccess) {
@@ -122,30 +135,20 @@ DeviceBuffer::DeviceBuffer(uint64_t bytes) : bytes_(bytes) {
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (!data_) return;
-  try {
-    stop_running_resident_kernel();
-  } catch (const std::exception&) {  // the resident kernel failed; freeing still has to happen
-  }
-  cudaFree(data_);
+  if (data_) free_device_memory(data_, device_);
 }
 
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), bytes_(other.bytes_) {
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), bytes_(other.bytes_), device_(other.device_) {
   other.data_ = nullptr;
   other.bytes_ = 0;
 }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
-    if (data_) {
-      try {
-        stop_running_resident_kernel();
-      } catch (const std::exception&) {  // the resident kernel failed (its owner reports it); free anyway
-      }
-      cudaFree(data_);
-    }
+    if (data_) free_device_memory(data_, device_);
     data_ = other.data_;
     bytes_ = other.bytes_;
+    device_ = other.device_;
     other.data_ = nullptr;
     other.bytes_ = 0;
   }
@@ -206,6 +209,8 @@ struct CudaExecutor::State {
   uint32_t kernel_steps = 0;
   uint64_t launches = 0;
   std::string broken;                 // the error that stopped the executor
+  uint32_t deadline_ms = 0;           // the host's bound on waiting for a step or a stop
+  bool hung = false;                  // the host gave up on its kernel: the stream and mailbox are the record's
   bool resident_running = false;
   uint32_t resident_workspace = 0;    // workspace floats the resident kernel was launched with
   CudaExecutor* executor = nullptr;   // the owner of this state (the process's resident-kernel record)
@@ -259,6 +264,47 @@ struct CudaExecutor::State {
     throw DeviceError(broken);
   }
 
+  // The kernel's stream drained, or the step deadline passed: then the executor gives up (throws).
+  cudaError_t wait_for_stream(const std::string& waiting_for) {
+    HostWait wait(deadline_ms);
+    cudaError_t status;
+    while ((status = cudaStreamQuery(stream)) == cudaErrorNotReady) {
+      if (wait.expired()) give_up(waiting_for, wait);
+      wait.pause();
+    }
+    return status;
+  }
+
+  // The host stops waiting for a kernel that outlived the step deadline: it cannot be stopped from here,
+  // so its stream and mailbox go to the record of hung kernels (which frees them if it ever ends), and
+  // this executor refuses everything from now on. The message gives the mailbox's words, which say how
+  // far the kernel got.
+  [[noreturn]] void give_up(const std::string& waiting_for, const HostWait& wait) {
+    const auto word = [](uint32_t& w) { return std::to_string(std::atomic_ref<uint32_t>(w).load(std::memory_order_acquire)); };
+    std::string message = "the host gave up after " + std::to_string(wait.waited_ms()) + " ms waiting for " + waiting_for +
+                          " (the step deadline, --step-deadline-ms " + std::to_string(deadline_ms) + "): the mailbox reads done " +
+                          word(mailbox->done) + ", doorbell " + word(mailbox->doorbell) + ", shutdown " + word(mailbox->shutdown) +
+                          ", error code " + word(mailbox->error.code) + ".";
+    const DeviceErrorRecord record = *const_cast<const DeviceErrorRecord*>(&mailbox->error);
+    if (record.code) message += " The device reported: " + describe_error(record) + ".";
+    message += " The kernel may still run, so CUDA device " + std::to_string(options.device) +
+               " stays held (its memory is kept, nothing new starts on it) until the kernel ends";
+    std::atomic_ref<uint32_t>(mailbox->shutdown).store(1, std::memory_order_release);  // a resident kernel may yet see it
+    hung = true;
+    broken = message;
+    resident_running = false;
+    {
+      std::lock_guard lock(resident_mutex);
+      if (resident_owner == executor) resident_owner = nullptr;
+    }
+    record_hung_kernel(options.device, stream, mailbox);
+    throw DeviceError(message);
+  }
+
+  void refuse_if_hung() const {
+    if (hung) throw DeviceError("the cuda backend stopped after an earlier error: " + broken);
+  }
+
   void stop_resident() {
     {
       std::lock_guard lock(resident_mutex);
@@ -266,7 +312,7 @@ struct CudaExecutor::State {
     }
     if (!resident_running) return;
     std::atomic_ref<uint32_t>(mailbox->shutdown).store(1, std::memory_order_release);
-    const cudaError_t status = cudaStreamSynchronize(stream);
+    const cudaError_t status = wait_for_stream("the resident megakernel to stop");
     resident_running = false;
     std::atomic_ref<uint32_t>(mailbox->shutdown).store(0, std::memory_order_release);
     if (status != cudaSuccess) fail(std::string("the resident megakernel failed: ") + cudaGetErrorString(status));
@@ -332,6 +378,13 @@ CudaExecutor::CudaExecutor(const CudaOptions& options) : state_(std::make_unique
                      std::to_string(options.stage_bytes));
   check(cudaSetDevice(options.device), "cudaSetDevice");
   check(cudaGetDeviceProperties(&s.properties, options.device), "cudaGetDeviceProperties");
+  if (device_held_by_hung_kernel(options.device)) refuse_held_device(options.device);
+  // A step may be a long prefill chunk, and each of its waits may take up to the watchdog's bound. The
+  // host emulation runs a step thousands of times slower than a GPU.
+  const bool emulated = std::string_view(s.properties.name).starts_with("Tilefire host emulation");
+  s.deadline_ms = options.step_deadline_ms ? options.step_deadline_ms
+                                           : std::max<uint32_t>(emulated ? 600000 : 60000,
+                                                                uint32_t(std::min<uint64_t>(4ull * options.watchdog_ms, UINT32_MAX)));
   cudaFuncAttributes attributes{};
   check(cudaFuncGetAttributes(&attributes, megakernel_entry()), "reading the megakernel's attributes");
   s.max_dynamic_shared = uint32_t(s.properties.sharedMemPerBlockOptin - attributes.sharedSizeBytes);
@@ -371,10 +424,17 @@ CudaExecutor::CudaExecutor(const CudaOptions& options) : state_(std::make_unique
 
 CudaExecutor::~CudaExecutor() {
   State& s = *state_;
+  // A kernel the host gave up on owns the stream and the mailbox now; the device buffers are kept until
+  // it ends (DeviceBuffer's destructor), and nothing here waits for it.
+  if (s.hung) return;
   try {
     s.stop_resident();  // also forgets this executor as the process's resident owner
   } catch (const std::exception&) {  // nothing more to do at teardown
   }
+  if (s.hung) return;  // it gave up on the resident kernel just now
+  // Another executor's kernel the host gave up on holds this GPU (ranks sharing it): destroying the
+  // stream or freeing pinned memory could wait for it.
+  if (keep_executor_while_held(s.options.device, s.stream, s.mailbox)) return;
   if (s.stream) cudaStreamDestroy(s.stream);
   if (s.mailbox) {
     try {
@@ -384,6 +444,8 @@ CudaExecutor::~CudaExecutor() {
     cudaFreeHost(s.mailbox);
   }
 }
+
+uint32_t CudaExecutor::hung_kernels_running() { return hung_kernels_still_running(); }
 
 uint32_t CudaExecutor::workers() const { return state_->ctas; }
 std::string CudaExecutor::device_name() const { return state_->properties.name; }
@@ -418,6 +480,7 @@ void CudaExecutor::set_rank_view(const RankView& view) {
 }
 
 DeviceBuffer CudaExecutor::upload(const void* host, uint64_t bytes) {
+  state_->refuse_if_hung();
   make_current();
   DeviceBuffer buffer(bytes);
   if (bytes) {
@@ -429,6 +492,7 @@ DeviceBuffer CudaExecutor::upload(const void* host, uint64_t bytes) {
 }
 
 void CudaExecutor::upload_to(void* device, const void* host, uint64_t bytes) {
+  state_->refuse_if_hung();
   make_current();
   if (bytes) {
     check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "copying to the device");
@@ -437,6 +501,7 @@ void CudaExecutor::upload_to(void* device, const void* host, uint64_t bytes) {
 }
 
 void CudaExecutor::download(void* host, const void* device, uint64_t bytes) {
+  state_->refuse_if_hung();
   make_current();
   if (bytes) check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "copying from the device");
 }
@@ -457,6 +522,7 @@ void CudaExecutor::copy_within(const std::vector<DeviceCopy>& copies) {
 
 CudaProgramPtr CudaExecutor::load(const Program& program, std::vector<void*> device_slots) {
   State& s = *state_;
+  s.refuse_if_hung();
   make_current();
   check_supported(program);
   const bool collective = std::any_of(program.nodes.begin(), program.nodes.end(), [](const NodeDesc& node) {
@@ -503,6 +569,7 @@ void CudaExecutor::set_slot(CudaProgram& program, uint32_t slot, void* device_po
 void CudaExecutor::stop_resident_kernel() { state_->stop_resident(); }
 
 void CudaExecutor::set_resident(bool resident) {
+  state_->refuse_if_hung();
   state_->stop_resident();
   state_->options.resident = resident;
 }
@@ -576,21 +643,22 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
     std::atomic_ref<uint32_t>(s.mailbox->doorbell).store(job.kernel_step, std::memory_order_release);
     std::atomic_ref<uint32_t> done(s.mailbox->done);
     std::atomic_ref<uint32_t> error(s.mailbox->error.code);
-    for (uint32_t spins = 1; done.load(std::memory_order_acquire) != job.kernel_step; ++spins) {
+    const std::string waiting_for = "step " + std::to_string(job.kernel_step) + " of the resident megakernel";
+    for (HostWait wait(s.deadline_ms); done.load(std::memory_order_acquire) != job.kernel_step; wait.pause()) {
       if (error.load(std::memory_order_acquire)) {
         // Every CTA leaves once the abort flag is up; the shutdown flag too, in case one is between steps.
         std::atomic_ref<uint32_t>(s.mailbox->shutdown).store(1, std::memory_order_release);
-        cudaStreamSynchronize(s.stream);
+        s.wait_for_stream("the resident megakernel to stop after its error");
         std::atomic_ref<uint32_t>(s.mailbox->shutdown).store(0, std::memory_order_release);
         s.fail("");
       }
-      if (spins % 4096 == 0 && cudaStreamQuery(s.stream) != cudaErrorNotReady) {
+      if (wait.looks() % 256 == 255 && cudaStreamQuery(s.stream) != cudaErrorNotReady) {
         if (done.load(std::memory_order_acquire) == job.kernel_step) break;
-        const cudaError_t status = cudaStreamSynchronize(s.stream);
+        const cudaError_t status = cudaStreamSynchronize(s.stream);  // it has ended: this returns at once
         s.fail(std::string("the resident megakernel ended before finishing step ") + std::to_string(job.kernel_step) + ": " +
                cudaGetErrorString(status));
       }
-      _mm_pause();
+      if (wait.expired()) s.give_up(waiting_for, wait);
     }
   } else {
     check(cudaMemcpyAsync(s.tokens.get(), inputs.tokens, inputs.tokens_count * sizeof(int32_t), cudaMemcpyHostToDevice, s.stream),
@@ -609,7 +677,7 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
     KernelConfig config = s.config(p.workspace_floats);
     config.job = job;
     s.launch(config);
-    const cudaError_t status = cudaStreamSynchronize(s.stream);
+    const cudaError_t status = s.wait_for_stream("step " + std::to_string(job.kernel_step) + " of the megakernel");
     if (status != cudaSuccess || s.mailbox->error.code)
       s.fail(std::string("the megakernel failed: ") + cudaGetErrorString(status));
     if (std::atomic_ref<uint32_t>(s.mailbox->done).load(std::memory_order_acquire) != job.kernel_step)

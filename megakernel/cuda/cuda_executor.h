@@ -26,6 +26,10 @@ struct CudaOptions {
   uint32_t ctas = 0;             // CTAs of the persistent grid; 0: one per SM (of its share of the SMs)
   uint32_t sm_share = 1;         // executors that share this GPU at once (tensor-parallel ranks on one GPU)
   uint32_t watchdog_ms = 10000;  // a wait longer than this stops the kernel with an error record
+  // The host's bound on waiting for one step (or for a resident kernel to stop): past it the host gives up
+  // on a kernel that hangs where no watchdog looks, reports the mailbox's words and keeps the GPU held
+  // (docs/CUDA.md, "The host's deadline"). 0: 4 x the watchdog, at least 60 s (10 min on the emulation).
+  uint32_t step_deadline_ms = 0;
   bool resident = false;         // keep the kernel alive across steps (doorbell) instead of a launch per step
   bool stage_weights = true;     // Hopper: stream weights through shared-memory stages ahead of the tasks
   uint32_t stage_bytes = kDeviceStageBytes;  // bytes per weight stage (a multiple of 16)
@@ -52,6 +56,7 @@ class DeviceBuffer {
  private:
   void* data_ = nullptr;
   uint64_t bytes_ = 0;
+  int device_ = 0;  // the GPU it is on (its free may have to wait for a kernel the host gave up on there)
 };
 
 class CudaProgram;  // a Program on the device: its blob, slot table and grow-only counters
@@ -116,6 +121,10 @@ class CudaExecutor {
                           std::vector<TaskTiming>* trace = nullptr);
   // Switches between launch and resident mode between steps (stops a resident kernel).
   void set_resident(bool resident);
+  // Kernels the host gave up waiting for (the step deadline) that still run: each holds its GPU (no
+  // executor or DeviceBuffer can start there, and memory freed there is kept) until it ends. Each call
+  // frees what the kernels that have ended since held.
+  static uint32_t hung_kernels_running();
   // Lets a resident kernel return (the next step starts it again). A resident kernel holds every SM, and
   // freeing device memory waits for the device: its owner, any other executor about to launch, and any
   // DeviceBuffer allocated or freed call this first (through the process's record of the running

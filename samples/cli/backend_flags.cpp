@@ -4,13 +4,15 @@
 namespace tilefire::cli {
 
 std::vector<std::string> backend_switches() { return {"--resident", "--no-stage-weights"}; }
-std::vector<std::string> backend_valued() { return {"--backend", "--ctas", "--watchdog-ms", "--cuda-device", "--stress-delay-us"}; }
+std::vector<std::string> backend_valued() { return {"--backend", "--ctas", "--watchdog-ms", "--step-deadline-ms", "--cuda-device", "--stress-delay-us"}; }
 
 const char* const kBackendHelp = R"(  --backend cpu|cuda     cpu: worker threads (default); cuda: one persistent GPU kernel (bf16 weights)
   --ctas N               cuda: CTAs of the persistent grid (default: one per SM)
   --resident             cuda: the kernel stays alive across steps; each step is posted through a doorbell
   --no-stage-weights     cuda: read weights from global memory instead of shared-memory stages
   --watchdog-ms N        cuda: a device wait longer than this stops the step with an error (default 10000)
+  --step-deadline-ms N   cuda: the host's bound on one step; past it the step fails and the GPU stays held
+                         until the kernel ends (default 4 x --watchdog-ms, at least 60000)
   --cuda-device N        cuda: which GPU (default 0)
   --stress-delay-us N    cpu, for testing: a seeded random delay of up to N microseconds before every task,
                          which reorders the workers and skews tensor-parallel ranks (at most 1000000)
@@ -20,7 +22,7 @@ void apply_backend_flags(const Args& args, EngineOptions& options) {
   const std::string backend = args.text_or("--backend", "cpu");
   if (backend == "cpu") {
     options.backend = Backend::cpu;
-    for (const char* flag : {"--ctas", "--watchdog-ms", "--cuda-device", "--resident", "--no-stage-weights"})
+    for (const char* flag : {"--ctas", "--watchdog-ms", "--step-deadline-ms", "--cuda-device", "--resident", "--no-stage-weights"})
       if (args.has(flag)) throw InputError(std::string(flag) + " applies to --backend cuda");
     options.stress_delay_us = uint32_t(args.unsigned_or("--stress-delay-us", 0, 1, 1000000));
     return;
@@ -31,6 +33,7 @@ void apply_backend_flags(const Args& args, EngineOptions& options) {
   options.backend = Backend::cuda;
   options.cuda_ctas = uint32_t(args.unsigned_or("--ctas", 0, 1, 4096));
   options.cuda_watchdog_ms = uint32_t(args.unsigned_or("--watchdog-ms", 10000, 1, 3600 * 1000));
+  options.cuda_step_deadline_ms = uint32_t(args.unsigned_or("--step-deadline-ms", 0, 1, 24 * 3600 * 1000));
   options.cuda_device = int(args.unsigned_or("--cuda-device", 0, 0, 63));
   options.cuda_resident = args.has("--resident");
   options.cuda_stage_weights = !args.has("--no-stage-weights");

@@ -569,6 +569,8 @@ TEST(CliFlags, BackendFlags) {
       {{"run", "--backend", "cuda", "--threads", "2"}, "run", {"--threads", "--ctas"}},
       {{"run", "--backend", "cuda", "--ctas", "0"}, "run", {"--ctas", "'0'"}},
       {{"run", "--backend", "cuda", "--watchdog-ms", "x"}, "run", {"--watchdog-ms", "'x'"}},
+      {{"run", "--step-deadline-ms", "100"}, "run", {"--step-deadline-ms applies to --backend cuda"}},
+      {{"run", "--backend", "cuda", "--step-deadline-ms", "0"}, "run", {"--step-deadline-ms", "'0'"}},
       {{"run", "--backend", "cuda", "--stress-delay-us", "10"}, "run", {"--stress-delay-us applies to --backend cpu"}},
       {{"serve", "--stress-delay-us", "0"}, "serve", {"--stress-delay-us", "'0'"}},
       {{"run", "--stress-delay-us", "1000001"}, "run", {"--stress-delay-us", "'1000001'"}},

@@ -28,7 +28,7 @@ const char* const kFlags[] = {"--threads", "--tp",      "--max-new-tokens", "--p
                               "--steps",   "--rounds",  "--kv-splits",      "--max-context",   "--logprobs", "--top-k",
                               "--top-p",   "--temperature", "--seed",       "--granularity",   "--policy",  "--gpu-mem",
                               "--kv-tokens", "--workers", "--tokens",       "--dtype",         "--prompt-len", "--shard-mb",
-                              "--bandwidth-mb", "--tp-timeout-ms", "--watchdog-ms", "--prompt", "--device", "--min-p",
+                              "--bandwidth-mb", "--tp-timeout-ms", "--watchdog-ms", "--step-deadline-ms", "--prompt", "--device", "--min-p",
                               "--logit-bias", "--repetition-penalty", "--presence-penalty", "--frequency-penalty", "--bogus"};
 
 TEST(CliFuzz, EveryMutatedCommandLineRunsOrIsRefused) {

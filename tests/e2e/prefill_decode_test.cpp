@@ -287,6 +287,10 @@ TEST(PrefillDecode, RefusedOptionsNameTheField) {
   o.cuda_ctas = 64;  // the cpu backend would ignore it
   EXPECT_NE(message(o).find("apply to the cuda backend"), std::string::npos) << message(o);
   o = {};
+  o.threads = 1;
+  o.cuda_step_deadline_ms = 1000;
+  EXPECT_NE(message(o).find("cuda_step_deadline_ms apply to the cuda backend"), std::string::npos) << message(o);
+  o = {};
   o.backend = Backend::cuda;
   o.stress_delay_us = 5;  // refused before any GPU is looked for
   EXPECT_NE(message(o).find("EngineOptions::stress_delay_us (--stress-delay-us) applies to the cpu backend only"), std::string::npos)

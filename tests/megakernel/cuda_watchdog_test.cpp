@@ -2,11 +2,14 @@
 // ends with an error that names the stuck task, its op and tile, the event, its counter and its target,
 // within the bound; never a hang; in launch and in resident mode; and a step stopped while weights sit in
 // the shared-memory stages leaves the device usable. The trace: every task of a chain that
-// alternates CTAs is recorded once, on its queue's CTA, after the task it waits for. Skipped without a GPU.
+// alternates CTAs is recorded once, on its queue's CTA, after the task it waits for. The host's deadline:
+// a step past it ends with an error and a GPU kept held until its kernel ends. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
+#include <memory>
+#include <thread>
 
 #include "megakernel/cpu/cpu_executor.h"
 #include "megakernel/cuda/cuda_executor.h"
@@ -148,6 +151,76 @@ TEST(CudaWatchdog, TheSameProgramWithItsSignalRunsManySteps) {
       cuda.run_step(*loaded, StepInputs{&token, 1, 0}, s % 3 == 2 ? ScheduleMode::bsp : ScheduleMode::dataflow);
     }
   }
+}
+
+// The host's deadline (docs/CUDA.md): a kernel still waiting when the host's bound on the step passes
+// (here long before its watchdog would stop it, standing for a hang no watchdog sees). The host gives up
+// with the mailbox's words; the executor refuses to go on; its GPU stays held (no new executor, no device
+// memory there), and destroying the executor and its program waits for nothing. When the kernel ends
+// (its watchdog), the GPU is released and runs a step again.
+void expect_host_gives_up(bool resident) {
+  const char* mode = resident ? "resident" : "launch";
+  ASSERT_EQ(CudaExecutor::hung_kernels_running(), 0u);
+  CudaOptions options;
+  options.watchdog_ms = 5000;
+  options.step_deadline_ms = 250;
+  options.resident = resident;
+  const int32_t token = 0;
+  auto executor = std::make_unique<CudaExecutor>(options);
+  const Program stuck = two_task_program(executor->workers(), true);
+  CudaProgramPtr loaded = executor->load(stuck, {});
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    executor->run_step(*loaded, StepInputs{&token, 1, 0}, ScheduleMode::dataflow);
+    FAIL() << mode << ": a step with an event that never fires returned";
+  } catch (const DeviceError& e) {
+    const std::string message = e.what();
+    for (const char* part : {"the host gave up after ", resident ? "waiting for step 1 of the resident megakernel"
+                                                                  : "waiting for step 1 of the megakernel",
+                             "--step-deadline-ms 250", "the mailbox reads done 0, doorbell ", "error code 0.",
+                             "CUDA device 0 stays held"})
+      EXPECT_NE(message.find(part), std::string::npos) << mode << ": no '" << part << "' in: " << message;
+  }
+  const double gave_up = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(gave_up, 0.9 * options.watchdog_ms / 1000.0) << mode << ": the host gave up after the watchdog's bound";
+  EXPECT_EQ(CudaExecutor::hung_kernels_running(), 1u) << mode;
+  EXPECT_THROW(executor->run_step(*loaded, StepInputs{&token, 1, 0}, ScheduleMode::dataflow), DeviceError) << mode;
+  try {
+    CudaExecutor another(options);
+    FAIL() << mode << ": an executor started on a GPU a hung kernel holds";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA device 0 is still held by a megakernel the host gave up"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(DeviceBuffer(1024), DeviceError) << mode;
+
+  const auto teardown = std::chrono::steady_clock::now();
+  loaded.reset();  // its device buffers are kept until the kernel ends: cudaFree would wait for it
+  executor.reset();
+  const double teardown_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - teardown).count();
+  EXPECT_LT(teardown_seconds, 0.5 * options.watchdog_ms / 1000.0) << mode << ": the teardown waited for the kernel";
+
+  // The kernel's watchdog ends it at 5 s; the record then frees what it held.
+  const auto released_by = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (CudaExecutor::hung_kernels_running() != 0 && std::chrono::steady_clock::now() < released_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(CudaExecutor::hung_kernels_running(), 0u) << mode << ": the kernel never ended";
+  CudaOptions fresh_options;
+  fresh_options.resident = resident;
+  CudaExecutor fresh(fresh_options);
+  const Program good = signalled_pair_program(fresh.workers());
+  CudaProgramPtr good_loaded = fresh.load(good, {});
+  EXPECT_NO_THROW(fresh.run_step(*good_loaded, StepInputs{&token, 1, 0}, ScheduleMode::dataflow)) << mode;
+}
+
+TEST(CudaHostDeadline, TheHostGivesUpOnAStepPastItsDeadlineAndKeepsTheGpuHeld) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  expect_host_gives_up(false);
+}
+
+TEST(CudaHostDeadline, TheHostGivesUpOnAResidentStepPastItsDeadlineAndKeepsTheGpuHeld) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  expect_host_gives_up(true);
 }
 
 // A chain of two LM-head nodes (rows of 4 KiB in bf16, staged on Hopper) and its buffers: the norm, the

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /* The version of this interface: raised when a struct or a call changes. */
-#define TILEFIRE_API_VERSION 12
+#define TILEFIRE_API_VERSION 13
 uint32_t tilefire_api_version(void);
 
 typedef enum tilefire_status {
@@ -120,6 +120,10 @@ typedef struct tilefire_engine_options {
      runs in the decode step's program, beside the decoding sequences' tokens; 0: every chunk as a program
      of its own after the decode step (tilefire::EngineOptions::prefill_in_decode_step) */
   int prefill_in_decode_step;
+  /* Since API version 13: the host's bound on waiting for one step on the GPU; past it the step fails and
+     the GPU stays held until its kernel ends (tilefire::EngineOptions::cuda_step_deadline_ms). 0 (the
+     default): 4 x cuda_watchdog_ms, at least 60000 */
+  uint32_t cuda_step_deadline_ms;
 } tilefire_engine_options;
 
 void tilefire_engine_options_init(tilefire_engine_options* options);

@@ -1,0 +1,131 @@
+// The record of kernels the host gave up on (host_wait.h).
+#include "megakernel/cuda/host_wait.h"
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tilefire/errors.h"
+
+namespace tilefire {
+
+namespace {
+
+struct HungKernel {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  void* mailbox = nullptr;  // mapped host memory
+  // What was freed on this GPU while the kernel ran: device memory, and the streams and mailboxes of other
+  // executors there (tensor-parallel ranks sharing the GPU).
+  std::vector<void*> memory;
+  std::vector<cudaStream_t> streams;
+  std::vector<void*> mailboxes;
+};
+
+std::mutex hung_mutex;
+std::vector<HungKernel> hung_kernels;
+
+// Runs `body` with `device` current, then makes the caller's device current again.
+template <class Body>
+auto on_device(int device, Body body) {
+  int current = 0;
+  const bool restore = cudaGetDevice(&current) == cudaSuccess;
+  cudaSetDevice(device);
+  auto result = body();
+  if (restore) cudaSetDevice(current);
+  return result;
+}
+
+void release(HungKernel& ended) {
+  on_device(ended.device, [&] {
+    cudaStreamDestroy(ended.stream);
+    cudaFreeHost(ended.mailbox);
+    for (void* memory : ended.memory) cudaFree(memory);
+    for (cudaStream_t stream : ended.streams) cudaStreamDestroy(stream);
+    for (void* mailbox : ended.mailboxes) cudaFreeHost(mailbox);
+    return 0;
+  });
+}
+
+// Moves the kernels that ended out of the record into `ended` (what they held on a GPU another one
+// still holds goes to that one). Returns the kernel that still holds `device` (any device: -1), or null.
+// Called with hung_mutex held; the caller releases `ended` after unlocking.
+HungKernel* reap(int device, std::vector<HungKernel>& ended) {
+  for (auto it = hung_kernels.begin(); it != hung_kernels.end();) {
+    const bool running = on_device(it->device, [&] { return cudaStreamQuery(it->stream) == cudaErrorNotReady; });
+    if (running) {
+      ++it;
+      continue;
+    }
+    ended.push_back(std::move(*it));
+    it = hung_kernels.erase(it);
+  }
+  const auto move_all = [](auto& to, auto& from) {
+    to.insert(to.end(), from.begin(), from.end());
+    from.clear();
+  };
+  for (HungKernel& gone : ended)
+    for (HungKernel& running : hung_kernels)
+      if (running.device == gone.device) {
+        move_all(running.memory, gone.memory);
+        move_all(running.streams, gone.streams);
+        move_all(running.mailboxes, gone.mailboxes);
+        break;
+      }
+  for (HungKernel& running : hung_kernels)
+    if (device < 0 || running.device == device) return &running;
+  return nullptr;
+}
+
+// Reaps, then runs `use` on the kernel holding `device` (null when none) under the lock.
+template <class Use>
+auto with_holder(int device, Use use) {
+  std::vector<HungKernel> ended;
+  decltype(use(nullptr)) result;
+  {
+    std::lock_guard lock(hung_mutex);
+    result = use(reap(device, ended));
+  }
+  for (HungKernel& gone : ended) release(gone);
+  return result;
+}
+
+}  // namespace
+
+void record_hung_kernel(int device, cudaStream_t stream, void* mailbox) {
+  std::lock_guard lock(hung_mutex);
+  hung_kernels.push_back(HungKernel{device, stream, mailbox, {}, {}, {}});
+}
+
+uint32_t hung_kernels_still_running() {
+  return with_holder(-1, [](HungKernel*) { return uint32_t(hung_kernels.size()); });
+}
+
+bool device_held_by_hung_kernel(int device) {
+  return with_holder(device, [](HungKernel* holder) { return holder != nullptr; });
+}
+
+void refuse_held_device(int device) {
+  throw DeviceError("CUDA device " + std::to_string(device) +
+                    " is still held by a megakernel the host gave up waiting for (see the earlier error): "
+                    "nothing new can start on it until that kernel ends");
+}
+
+bool keep_memory_while_held(int device, void* memory) {
+  return with_holder(device, [&](HungKernel* holder) {
+    if (holder) holder->memory.push_back(memory);
+    return holder != nullptr;
+  });
+}
+
+bool keep_executor_while_held(int device, cudaStream_t stream, void* mailbox) {
+  return with_holder(device, [&](HungKernel* holder) {
+    if (holder) {
+      if (stream) holder->streams.push_back(stream);
+      if (mailbox) holder->mailboxes.push_back(mailbox);
+    }
+    return holder != nullptr;
+  });
+}
+
+}  // namespace tilefire
