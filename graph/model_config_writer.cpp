@@ -14,7 +14,7 @@ using namespace model_spec_detail;
 
 namespace {
 
-// The keys parse_sliding_window reads back to the same window and layers.
+// The keys parse_sliding_window (graph/model_spec_attention.cpp) reads back to the same window and layers.
 void write_sliding_window(const ModelSpec& spec, json& config) {
   if (spec.arch == Architecture::gemma) {  // no window (GemmaConfig has none)
     if (spec.sliding_window != 0) throw std::invalid_argument("to_hf_config_json: " + spec.arch_name + " slides no layer");

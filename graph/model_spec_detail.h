@@ -1,7 +1,7 @@
 #pragma once
-// What the config parser (graph/model_spec.cpp, graph/model_spec_multimodal.cpp) and the config writer
-// (graph/model_config_writer.cpp) share: the architectures' names and the helpers both sides of a round
-// trip must agree on.
+// What the config parser (graph/model_spec.cpp, graph/model_spec_attention.cpp,
+// graph/model_spec_multimodal.cpp) and the config writer (graph/model_config_writer.cpp) share: the
+// architectures' names and the helpers both sides of a round trip must agree on.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,5 +39,13 @@ const ArchitectureName* architecture_of_model_type(const std::string& model_type
 std::optional<ModelSpec> parse_multimodal_config(const nlohmann::json& config, const std::string& origin);
 // The multimodal classes' names, ", "-joined (for the message that lists the known classes).
 std::string multimodal_class_names();
+
+// graph/model_spec_attention.cpp: how the layers attend, read into `spec` (its arch and layers set).
+class ConfigReader;
+void parse_nope_layers(const ConfigReader& reader, const nlohmann::json& config, const std::string& origin, ModelSpec& spec);
+void parse_sliding_window(const ConfigReader& reader, const nlohmann::json& config, const std::string& origin, ModelSpec& spec);
+// transformers v5's `rope_parameters`, lifted into the keys transformers 4 reads; returns the key the
+// scaling is read from ("rope_scaling" when there are none).
+const char* lift_rope_parameters(nlohmann::json& config, const std::string& origin);
 
 }  // namespace tilefire::model_spec_detail
