@@ -380,7 +380,12 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
 }
 
 Engine::~Engine() {
-  if (impl_ && impl_->cuda) impl_->cuda->stop_resident_kernel();  // before any device memory is freed
+  try {
+    if (impl_ && impl_->cuda) impl_->cuda->stop_resident_kernel();  // before any device memory is freed
+  } catch (const std::exception&) {
+    // The kernel failed, or outlived the step deadline: then the GPU stays held, and the device memory
+    // freed below is kept until the kernel ends (docs/CUDA.md, "The host's deadline").
+  }
 }
 
 const ModelInfo& Engine::model() const { return impl_->info; }

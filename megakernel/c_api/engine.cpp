@@ -55,7 +55,10 @@ EngineOptions engine_options(const tilefire_engine_options& c) {
   options.prefill_chunks_per_step = c.prefill_chunks_per_step;
   options.prefill_chunk = c.prefill_chunk;
   options.prefill_in_decode_step = c.prefill_in_decode_step != 0;
-  options.cuda_step_deadline_ms = c.cuda_step_deadline_ms;
+  if (c.cuda_step_deadline_ms > UINT32_MAX)
+    throw InputError("tilefire_engine_options.cuda_step_deadline_ms is " + std::to_string(c.cuda_step_deadline_ms) +
+                     ", more than 4294967295 (about 50 days)");
+  options.cuda_step_deadline_ms = uint32_t(c.cuda_step_deadline_ms);
   options.draft.model_dir = string_or_empty(c.draft_model_dir);
   options.draft.preset = string_or_empty(c.draft_preset);
   if (c.draft_preset_dtype) options.draft.preset_dtype = c.draft_preset_dtype;

@@ -96,6 +96,8 @@ void check_supported(const Program& program) {
 std::mutex resident_mutex;
 CudaExecutor* resident_owner = nullptr;
 
+}  // namespace
+
 void stop_running_resident_kernel() {
   CudaExecutor* owner = nullptr;
   {
@@ -105,13 +107,17 @@ void stop_running_resident_kernel() {
   if (owner) owner->stop_resident_kernel();
 }
 
-// Frees device memory, or keeps it while a kernel the host gave up on still runs on its GPU.
+namespace {
+
+// Frees device memory, or keeps it while a kernel the host gave up on still runs on its GPU (asked again
+// after the resident kernel's stop, which may itself give up on that kernel).
 void free_device_memory(void* memory, int device) {
   if (keep_memory_while_held(device, memory)) return;
   try {
     stop_running_resident_kernel();
   } catch (const std::exception&) {  // the resident kernel failed (its owner reports it); free anyway
   }
+  if (keep_memory_while_held(device, memory)) return;
   cudaFree(memory);
 }
 
@@ -269,7 +275,10 @@ struct CudaExecutor::State {
     HostWait wait(deadline_ms);
     cudaError_t status;
     while ((status = cudaStreamQuery(stream)) == cudaErrorNotReady) {
-      if (wait.expired()) give_up(waiting_for, wait);
+      if (wait.expired()) {
+        if ((status = cudaStreamQuery(stream)) != cudaErrorNotReady) break;  // it ended just now
+        give_up(waiting_for, wait);
+      }
       wait.pause();
     }
     return status;
@@ -281,12 +290,13 @@ struct CudaExecutor::State {
   // far the kernel got.
   [[noreturn]] void give_up(const std::string& waiting_for, const HostWait& wait) {
     const auto word = [](uint32_t& w) { return std::to_string(std::atomic_ref<uint32_t>(w).load(std::memory_order_acquire)); };
+    // The kernel still runs: its record is read only once its code (stored last, with release) is set.
+    const bool recorded = std::atomic_ref<uint32_t>(mailbox->error.code).load(std::memory_order_acquire) != 0;
     std::string message = "the host gave up after " + std::to_string(wait.waited_ms()) + " ms waiting for " + waiting_for +
                           " (the step deadline, --step-deadline-ms " + std::to_string(deadline_ms) + "): the mailbox reads done " +
                           word(mailbox->done) + ", doorbell " + word(mailbox->doorbell) + ", shutdown " + word(mailbox->shutdown) +
                           ", error code " + word(mailbox->error.code) + ".";
-    const DeviceErrorRecord record = *const_cast<const DeviceErrorRecord*>(&mailbox->error);
-    if (record.code) message += " The device reported: " + describe_error(record) + ".";
+    if (recorded) message += " The device reported: " + describe_error(*const_cast<const DeviceErrorRecord*>(&mailbox->error)) + ".";
     message += " The kernel may still run, so CUDA device " + std::to_string(options.device) +
                " stays held (its memory is kept, nothing new starts on it) until the kernel ends";
     std::atomic_ref<uint32_t>(mailbox->shutdown).store(1, std::memory_order_release);  // a resident kernel may yet see it
@@ -299,6 +309,19 @@ struct CudaExecutor::State {
     }
     record_hung_kernel(options.device, stream, mailbox);
     throw DeviceError(message);
+  }
+
+  // The step deadline: the option's, or 4 x the longest wait the device's own bounds allow (the watchdog's,
+  // a tensor-parallel peer's `tp_timeout_ms`), at least 60 s: a step may be a long prefill chunk. The host
+  // emulation runs a step thousands of times slower than a GPU: 10 minutes at least there.
+  void set_deadline(uint32_t tp_timeout_ms) {
+    if (options.step_deadline_ms) {
+      deadline_ms = options.step_deadline_ms;
+      return;
+    }
+    const bool emulated = std::string_view(properties.name).starts_with("Tilefire host emulation");
+    const uint64_t longest_wait = std::max(options.watchdog_ms, tp_timeout_ms);
+    deadline_ms = uint32_t(std::clamp<uint64_t>(4 * longest_wait, emulated ? 600000 : 60000, UINT32_MAX));
   }
 
   void refuse_if_hung() const {
@@ -379,12 +402,7 @@ CudaExecutor::CudaExecutor(const CudaOptions& options) : state_(std::make_unique
   check(cudaSetDevice(options.device), "cudaSetDevice");
   check(cudaGetDeviceProperties(&s.properties, options.device), "cudaGetDeviceProperties");
   if (device_held_by_hung_kernel(options.device)) refuse_held_device(options.device);
-  // A step may be a long prefill chunk, and each of its waits may take up to the watchdog's bound. The
-  // host emulation runs a step thousands of times slower than a GPU.
-  const bool emulated = std::string_view(s.properties.name).starts_with("Tilefire host emulation");
-  s.deadline_ms = options.step_deadline_ms ? options.step_deadline_ms
-                                           : std::max<uint32_t>(emulated ? 600000 : 60000,
-                                                                uint32_t(std::min<uint64_t>(4ull * options.watchdog_ms, UINT32_MAX)));
+  s.set_deadline(0);
   cudaFuncAttributes attributes{};
   check(cudaFuncGetAttributes(&attributes, megakernel_entry()), "reading the megakernel's attributes");
   s.max_dynamic_shared = uint32_t(s.properties.sharedMemPerBlockOptin - attributes.sharedSizeBytes);
@@ -432,17 +450,15 @@ CudaExecutor::~CudaExecutor() {
   } catch (const std::exception&) {  // nothing more to do at teardown
   }
   if (s.hung) return;  // it gave up on the resident kernel just now
-  // Another executor's kernel the host gave up on holds this GPU (ranks sharing it): destroying the
-  // stream or freeing pinned memory could wait for it.
+  try {
+    stop_running_resident_kernel();  // another executor's: freeing pinned memory may wait for the device
+  } catch (const std::exception&) {
+  }
+  // Another executor's kernel the host gave up on holds this GPU (ranks sharing it; perhaps given up on
+  // in the stop just above): destroying the stream or freeing pinned memory could wait for it.
   if (keep_executor_while_held(s.options.device, s.stream, s.mailbox)) return;
   if (s.stream) cudaStreamDestroy(s.stream);
-  if (s.mailbox) {
-    try {
-      stop_running_resident_kernel();  // another executor's: freeing pinned memory may wait for the device
-    } catch (const std::exception&) {
-    }
-    cudaFreeHost(s.mailbox);
-  }
+  if (s.mailbox) cudaFreeHost(s.mailbox);
 }
 
 uint32_t CudaExecutor::hung_kernels_running() { return hung_kernels_still_running(); }
@@ -468,6 +484,7 @@ void CudaExecutor::set_rank_view(const RankView& view) {
     throw InputError("--tp " + std::to_string(view.ranks) + " on the cuda backend: at most " + std::to_string(kDeviceMaxRanks) +
                      " ranks");
   stop_resident_kernel();  // the running kernel may read the view
+  state_->set_deadline(view.timeout_ms);  // a peer's flag may be waited for that long
   DeviceRankView device_view;
   device_view.rank = view.rank;
   device_view.ranks = view.ranks;
@@ -652,13 +669,14 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
         std::atomic_ref<uint32_t>(s.mailbox->shutdown).store(0, std::memory_order_release);
         s.fail("");
       }
-      if (wait.looks() % 256 == 255 && cudaStreamQuery(s.stream) != cudaErrorNotReady) {
+      // While spinning, a look at the stream every 4096 (a driver call); while sleeping, every look.
+      if ((wait.looks() % 4096 == 4095 || wait.sleeping()) && cudaStreamQuery(s.stream) != cudaErrorNotReady) {
         if (done.load(std::memory_order_acquire) == job.kernel_step) break;
         const cudaError_t status = cudaStreamSynchronize(s.stream);  // it has ended: this returns at once
         s.fail(std::string("the resident megakernel ended before finishing step ") + std::to_string(job.kernel_step) + ": " +
                cudaGetErrorString(status));
       }
-      if (wait.expired()) s.give_up(waiting_for, wait);
+      if (wait.expired() && done.load(std::memory_order_acquire) != job.kernel_step) s.give_up(waiting_for, wait);
     }
   } else {
     check(cudaMemcpyAsync(s.tokens.get(), inputs.tokens, inputs.tokens_count * sizeof(int32_t), cudaMemcpyHostToDevice, s.stream),

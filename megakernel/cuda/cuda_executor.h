@@ -28,7 +28,8 @@ struct CudaOptions {
   uint32_t watchdog_ms = 10000;  // a wait longer than this stops the kernel with an error record
   // The host's bound on waiting for one step (or for a resident kernel to stop): past it the host gives up
   // on a kernel that hangs where no watchdog looks, reports the mailbox's words and keeps the GPU held
-  // (docs/CUDA.md, "The host's deadline"). 0: 4 x the watchdog, at least 60 s (10 min on the emulation).
+  // (docs/CUDA.md, "The host's deadline"). 0: 4 x the watchdog (or a tensor-parallel group's timeout, if
+  // longer), at least 60 s (10 min on the emulation).
   uint32_t step_deadline_ms = 0;
   bool resident = false;         // keep the kernel alive across steps (doorbell) instead of a launch per step
   bool stage_weights = true;     // Hopper: stream weights through shared-memory stages ahead of the tasks

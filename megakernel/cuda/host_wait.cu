@@ -47,10 +47,15 @@ void release(HungKernel& ended) {
   });
 }
 
-// Moves the kernels that ended out of the record into `ended` (what they held on a GPU another one
-// still holds goes to that one). Returns the kernel that still holds `device` (any device: -1), or null.
-// Called with hung_mutex held; the caller releases `ended` after unlocking.
-HungKernel* reap(int device, std::vector<HungKernel>& ended) {
+// The kernel in the record that holds `device` (any device: -1), or null. Called with hung_mutex held.
+HungKernel* holder_of(int device) {
+  for (HungKernel& running : hung_kernels)
+    if (device < 0 || running.device == device) return &running;
+  return nullptr;
+}
+
+// Moves the kernels that ended out of the record into `ended`. Called with hung_mutex held.
+void reap(std::vector<HungKernel>& ended) {
   for (auto it = hung_kernels.begin(); it != hung_kernels.end();) {
     const bool running = on_device(it->device, [&] { return cudaStreamQuery(it->stream) == cudaErrorNotReady; });
     if (running) {
@@ -60,21 +65,35 @@ HungKernel* reap(int device, std::vector<HungKernel>& ended) {
     ended.push_back(std::move(*it));
     it = hung_kernels.erase(it);
   }
-  const auto move_all = [](auto& to, auto& from) {
-    to.insert(to.end(), from.begin(), from.end());
-    from.clear();
-  };
-  for (HungKernel& gone : ended)
-    for (HungKernel& running : hung_kernels)
-      if (running.device == gone.device) {
-        move_all(running.memory, gone.memory);
-        move_all(running.streams, gone.streams);
-        move_all(running.mailboxes, gone.mailboxes);
-        break;
+}
+
+// Frees what the ended kernels held. A resident kernel holds every SM of its GPU, so it is stopped
+// first (its stop may give up on it too). What an ended kernel held on a GPU that another hung kernel
+// still holds, its own stream and mailbox included, is handed to that one: freeing it would wait.
+void release_ended(std::vector<HungKernel>& ended) {
+  if (ended.empty()) return;
+  try {
+    stop_running_resident_kernel();
+  } catch (const std::exception&) {  // its owner reports it; what it held is looked after as any hung kernel's
+  }
+  std::vector<HungKernel> free_now;
+  {
+    std::lock_guard lock(hung_mutex);
+    for (HungKernel& gone : ended) {
+      HungKernel* survivor = holder_of(gone.device);
+      if (!survivor) {
+        free_now.push_back(std::move(gone));
+        continue;
       }
-  for (HungKernel& running : hung_kernels)
-    if (device < 0 || running.device == device) return &running;
-  return nullptr;
+      const auto move_all = [](auto& to, auto& from) { to.insert(to.end(), from.begin(), from.end()); };
+      survivor->streams.push_back(gone.stream);
+      survivor->mailboxes.push_back(gone.mailbox);
+      move_all(survivor->memory, gone.memory);
+      move_all(survivor->streams, gone.streams);
+      move_all(survivor->mailboxes, gone.mailboxes);
+    }
+  }
+  for (HungKernel& gone : free_now) release(gone);
 }
 
 // Reaps, then runs `use` on the kernel holding `device` (null when none) under the lock.
@@ -84,9 +103,10 @@ auto with_holder(int device, Use use) {
   decltype(use(nullptr)) result;
   {
     std::lock_guard lock(hung_mutex);
-    result = use(reap(device, ended));
+    reap(ended);
+    result = use(holder_of(device));
   }
-  for (HungKernel& gone : ended) release(gone);
+  release_ended(ended);
   return result;
 }
 

@@ -19,8 +19,9 @@
 namespace tilefire {
 
 // One wait of the host for its kernel. It spins for the first 2 ms (a whole decode step on a GPU, where a
-// sleep would add latency), then sleeps up to 100 us between looks (a longer step loses at most that, and
-// the host emulation's CTA threads get the cores), and expires at the deadline.
+// sleep would add latency), then sleeps 10 to 100 us between looks (a longer step loses about that plus
+// the timer's slack, some 50 us on Linux; the host emulation's CTA threads get the cores), and expires at
+// the deadline.
 class HostWait {
  public:
   explicit HostWait(uint32_t deadline_ms)
@@ -36,6 +37,7 @@ class HostWait {
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
   }
   uint64_t looks() const { return looks_; }
+  bool sleeping() const { return sleep_us_ != 0; }
   uint64_t waited_ms() const {
     return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start_).count());
   }
@@ -59,5 +61,9 @@ bool device_held_by_hung_kernel(int device);
 // otherwise they return false and the caller frees as usual.
 bool keep_memory_while_held(int device, void* memory);
 bool keep_executor_while_held(int device, cudaStream_t stream, void* mailbox);
+
+// cuda_executor.cu: stops the process's resident kernel, if one runs (it holds every SM of its GPU, so a
+// cudaFree there would wait for it); the record calls it before it frees what an ended kernel held.
+void stop_running_resident_kernel();
 
 }  // namespace tilefire

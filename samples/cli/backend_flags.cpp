@@ -12,7 +12,7 @@ const char* const kBackendHelp = R"(  --backend cpu|cuda     cpu: worker threads
   --no-stage-weights     cuda: read weights from global memory instead of shared-memory stages
   --watchdog-ms N        cuda: a device wait longer than this stops the step with an error (default 10000)
   --step-deadline-ms N   cuda: the host's bound on one step; past it the step fails and the GPU stays held
-                         until the kernel ends (default 4 x --watchdog-ms, at least 60000)
+                         until the kernel ends (default 4 x --watchdog-ms or --tp-timeout-ms, at least 60000)
   --cuda-device N        cuda: which GPU (default 0)
   --stress-delay-us N    cpu, for testing: a seeded random delay of up to N microseconds before every task,
                          which reorders the workers and skews tensor-parallel ranks (at most 1000000)

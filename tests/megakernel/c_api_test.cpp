@@ -373,6 +373,13 @@ TEST(CApi, BadArgumentsAreInputErrorsNamingThemAndLeaveTheOutputsAlone) {
   wrong = options;
   wrong.policy = "fastest";
   expect_refused(tilefire_engine_create(&wrong, &engine), TILEFIRE_ERROR_INPUT, "fastest");
+  wrong = options;
+  EXPECT_EQ(wrong.cuda_step_deadline_ms, 0u);
+  wrong.cuda_step_deadline_ms = uint64_t(1) << 32;
+  expect_refused(tilefire_engine_create(&wrong, &engine), TILEFIRE_ERROR_INPUT,
+                 "tilefire_engine_options.cuda_step_deadline_ms is 4294967296, more than 4294967295");
+  wrong.cuda_step_deadline_ms = 1000;  // a cuda option: refused on the cpu backend
+  expect_refused(tilefire_engine_create(&wrong, &engine), TILEFIRE_ERROR_INPUT, "cuda_step_deadline_ms apply to the cuda backend");
   EXPECT_EQ(engine, untouched) << "a failed create leaves *engine as it was";
 
   CEngine c(1);

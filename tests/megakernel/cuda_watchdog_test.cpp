@@ -157,7 +157,8 @@ TEST(CudaWatchdog, TheSameProgramWithItsSignalRunsManySteps) {
 // (here long before its watchdog would stop it, standing for a hang no watchdog sees). The host gives up
 // with the mailbox's words; the executor refuses to go on; its GPU stays held (no new executor, no device
 // memory there), and destroying the executor and its program waits for nothing. When the kernel ends
-// (its watchdog), the GPU is released and runs a step again.
+// (launch: its watchdog at 5 s; resident: that, or, when the emulated grid has not begun the step yet,
+// the shutdown the host raised as it gave up), the GPU is released and runs a step again.
 void expect_host_gives_up(bool resident) {
   const char* mode = resident ? "resident" : "launch";
   ASSERT_EQ(CudaExecutor::hung_kernels_running(), 0u);
@@ -200,7 +201,7 @@ void expect_host_gives_up(bool resident) {
   const double teardown_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - teardown).count();
   EXPECT_LT(teardown_seconds, 0.5 * options.watchdog_ms / 1000.0) << mode << ": the teardown waited for the kernel";
 
-  // The kernel's watchdog ends it at 5 s; the record then frees what it held.
+  // The kernel ends (above); the record then frees what it held.
   const auto released_by = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (CudaExecutor::hung_kernels_running() != 0 && std::chrono::steady_clock::now() < released_by)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

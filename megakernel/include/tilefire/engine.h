@@ -96,7 +96,8 @@ struct EngineOptions {
   bool cuda_stage_weights = true;     // Hopper: stream weights through shared memory ahead of each task
   uint32_t cuda_watchdog_ms = 10000;  // a device wait longer than this stops the step with an error
   // The host's bound on waiting for one step: past it the step fails and the GPU stays held until the
-  // kernel ends (docs/CUDA.md, "The host's deadline"). 0: 4 x cuda_watchdog_ms, at least 60 s.
+  // kernel ends (docs/CUDA.md, "The host's deadline"). 0: 4 x cuda_watchdog_ms (or tp_timeout_ms with
+  // tensor parallelism, if longer), at least 60 s.
   uint32_t cuda_step_deadline_ms = 0;
   // Speculative decoding's draft model (none by default). Not with cuda_resident (the resident kernel
   // holds every SM: each turn of the draft model would stop it), nor with ranks as processes.

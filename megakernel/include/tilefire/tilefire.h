@@ -122,8 +122,9 @@ typedef struct tilefire_engine_options {
   int prefill_in_decode_step;
   /* Since API version 13: the host's bound on waiting for one step on the GPU; past it the step fails and
      the GPU stays held until its kernel ends (tilefire::EngineOptions::cuda_step_deadline_ms). 0 (the
-     default): 4 x cuda_watchdog_ms, at least 60000 */
-  uint32_t cuda_step_deadline_ms;
+     default): 4 x cuda_watchdog_ms (or tp_timeout_ms, if longer), at least 60000; at most 2^32 - 1. 64 bits wide so that the struct's
+     size tells this version's from the last */
+  uint64_t cuda_step_deadline_ms;
 } tilefire_engine_options;
 
 void tilefire_engine_options_init(tilefire_engine_options* options);
