@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/model_spec.h"
+#include "graph/config_reader.h"  // fail
 #include "graph/model_spec_detail.h"
 
 namespace tilefire {
@@ -16,8 +17,6 @@ using nlohmann::json;
 using namespace model_spec_detail;
 
 namespace {
-
-[[noreturn]] void fail(const std::string& origin, const std::string& what) { throw InputError(origin + ": " + what); }
 
 // The multimodal classes whose text model Tilefire runs, for text prompts: their config.json keeps the text
 // model's config as text_config (of the class its model_type names), their tensors the text model's under

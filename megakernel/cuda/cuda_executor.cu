@@ -291,12 +291,12 @@ struct CudaExecutor::State {
   [[noreturn]] void give_up(const std::string& waiting_for, const HostWait& wait) {
     const auto word = [](uint32_t& w) { return std::to_string(std::atomic_ref<uint32_t>(w).load(std::memory_order_acquire)); };
     // The kernel still runs: its record is read only once its code (stored last, with release) is set.
-    const bool recorded = std::atomic_ref<uint32_t>(mailbox->error.code).load(std::memory_order_acquire) != 0;
+    const uint32_t code = std::atomic_ref<uint32_t>(mailbox->error.code).load(std::memory_order_acquire);
     std::string message = "the host gave up after " + std::to_string(wait.waited_ms()) + " ms waiting for " + waiting_for +
                           " (the step deadline, --step-deadline-ms " + std::to_string(deadline_ms) + "): the mailbox reads done " +
                           word(mailbox->done) + ", doorbell " + word(mailbox->doorbell) + ", shutdown " + word(mailbox->shutdown) +
-                          ", error code " + word(mailbox->error.code) + ".";
-    if (recorded) message += " The device reported: " + describe_error(*const_cast<const DeviceErrorRecord*>(&mailbox->error)) + ".";
+                          ", error code " + std::to_string(code) + ".";
+    if (code) message += " The device reported: " + describe_error(*const_cast<const DeviceErrorRecord*>(&mailbox->error)) + ".";
     message += " The kernel may still run, so CUDA device " + std::to_string(options.device) +
                " stays held (its memory is kept, nothing new starts on it) until the kernel ends";
     std::atomic_ref<uint32_t>(mailbox->shutdown).store(1, std::memory_order_release);  // a resident kernel may yet see it
@@ -427,17 +427,26 @@ CudaExecutor::CudaExecutor(const CudaOptions& options) : state_(std::make_unique
                      " is more than the " + std::to_string(resident_limit) + " CTAs that can be resident at once on " +
                      s.properties.name + " (a persistent grid must all be resident, and ranks sharing a GPU must all run at once)");
   check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  void* mailbox = nullptr;
-  stop_running_resident_kernel();  // another executor's: pinning host memory may wait for the device
-  check(cudaHostAlloc(&mailbox, sizeof(Mailbox), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc (mailbox)");
-  s.mailbox = new (mailbox) Mailbox();
-  void* alias = nullptr;
-  check(cudaHostGetDevicePointer(&alias, mailbox, 0), "cudaHostGetDevicePointer");
-  s.mailbox_device = static_cast<Mailbox*>(alias);
-  s.globals = DeviceBuffer(sizeof(DeviceGlobals));
-  s.tokens = DeviceBuffer(kMailboxTokens * sizeof(int32_t));
-  s.positions = DeviceBuffer(kMailboxTokens * sizeof(uint32_t));
-  s.sequences = DeviceBuffer(kMailboxTokens * sizeof(uint32_t));
+  try {
+    void* mailbox = nullptr;
+    stop_running_resident_kernel();  // another executor's: pinning host memory may wait for the device
+    if (device_held_by_hung_kernel(options.device)) refuse_held_device(options.device);  // that stop gave up on it
+    check(cudaHostAlloc(&mailbox, sizeof(Mailbox), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc (mailbox)");
+    s.mailbox = new (mailbox) Mailbox();
+    void* alias = nullptr;
+    check(cudaHostGetDevicePointer(&alias, mailbox, 0), "cudaHostGetDevicePointer");
+    s.mailbox_device = static_cast<Mailbox*>(alias);
+    s.globals = DeviceBuffer(sizeof(DeviceGlobals));
+    s.tokens = DeviceBuffer(kMailboxTokens * sizeof(int32_t));
+    s.positions = DeviceBuffer(kMailboxTokens * sizeof(uint32_t));
+    s.sequences = DeviceBuffer(kMailboxTokens * sizeof(uint32_t));
+  } catch (...) {  // no destructor runs for a constructor that throws: the stream and mailbox go here
+    if (!keep_executor_while_held(options.device, s.stream, s.mailbox)) {
+      cudaStreamDestroy(s.stream);
+      if (s.mailbox) cudaFreeHost(s.mailbox);
+    }
+    throw;
+  }
 }
 
 CudaExecutor::~CudaExecutor() {
@@ -670,7 +679,7 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
         s.fail("");
       }
       // While spinning, a look at the stream every 4096 (a driver call); while sleeping, every look.
-      if ((wait.looks() % 4096 == 4095 || wait.sleeping()) && cudaStreamQuery(s.stream) != cudaErrorNotReady) {
+      if ((wait.looks() % 4096 == 4095 || wait.sleeping() || wait.expired()) && cudaStreamQuery(s.stream) != cudaErrorNotReady) {
         if (done.load(std::memory_order_acquire) == job.kernel_step) break;
         const cudaError_t status = cudaStreamSynchronize(s.stream);  // it has ended: this returns at once
         s.fail(std::string("the resident megakernel ended before finishing step ") + std::to_string(job.kernel_step) + ": " +

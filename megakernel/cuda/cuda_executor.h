@@ -124,7 +124,8 @@ class CudaExecutor {
   void set_resident(bool resident);
   // Kernels the host gave up waiting for (the step deadline) that still run: each holds its GPU (no
   // executor or DeviceBuffer can start there, and memory freed there is kept) until it ends. Each call
-  // frees what the kernels that have ended since held.
+  // frees what the kernels that have ended since held (stopping a resident kernel first: call it from the
+  // thread that drives the GPU).
   static uint32_t hung_kernels_running();
   // Lets a resident kernel return (the next step starts it again). A resident kernel holds every SM, and
   // freeing device memory waits for the device: its owner, any other executor about to launch, and any

@@ -96,18 +96,20 @@ void release_ended(std::vector<HungKernel>& ended) {
   for (HungKernel& gone : free_now) release(gone);
 }
 
-// Reaps, then runs `use` on the kernel holding `device` (null when none) under the lock.
+// Reaps, then runs `use` on the kernel holding `device` (null when none) under the lock. Releasing what
+// ended kernels held may stop a resident kernel, and that stop may give up on it: `use` runs once there
+// was nothing to release, so it sees such a kernel.
 template <class Use>
 auto with_holder(int device, Use use) {
-  std::vector<HungKernel> ended;
-  decltype(use(nullptr)) result;
-  {
-    std::lock_guard lock(hung_mutex);
-    reap(ended);
-    result = use(holder_of(device));
+  for (;;) {
+    std::vector<HungKernel> ended;
+    {
+      std::lock_guard lock(hung_mutex);
+      reap(ended);
+      if (ended.empty()) return use(holder_of(device));
+    }
+    release_ended(ended);
   }
-  release_ended(ended);
-  return result;
 }
 
 }  // namespace
