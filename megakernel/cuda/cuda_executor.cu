@@ -130,6 +130,7 @@ DeviceBuffer::DeviceBuffer(uint64_t bytes) : bytes_(bytes) {
   check(cudaGetDevice(&device_), "cudaGetDevice");
   if (device_held_by_hung_kernel(device_)) refuse_held_device(device_);
   stop_running_resident_kernel();
+  if (device_held_by_hung_kernel(device_)) refuse_held_device(device_);  // that stop gave up on its kernel
   const cudaError_t status = cudaMalloc(&data_, bytes);
   if (status != cudaSuccess) {
     data_ = nullptr;
