@@ -271,8 +271,16 @@ struct CudaExecutor::State {
     throw DeviceError(broken);
   }
 
+  // What the host waits for, for the message should it give up: "step N of " + `what` with a step. Its
+  // text is built only then, not on every step.
+  struct WaitingFor {
+    const char* what;
+    uint32_t step = 0;
+    std::string text() const { return step ? "step " + std::to_string(step) + " of " + what : what; }
+  };
+
   // The kernel's stream drained, or the step deadline passed: then the executor gives up (throws).
-  cudaError_t wait_for_stream(const std::string& waiting_for) {
+  cudaError_t wait_for_stream(WaitingFor waiting_for) {
     HostWait wait(deadline_ms);
     cudaError_t status;
     while ((status = cudaStreamQuery(stream)) == cudaErrorNotReady) {
@@ -289,11 +297,11 @@ struct CudaExecutor::State {
   // so its stream and mailbox go to the record of hung kernels (which frees them if it ever ends), and
   // this executor refuses everything from now on. The message gives the mailbox's words, which say how
   // far the kernel got.
-  [[noreturn]] void give_up(const std::string& waiting_for, const HostWait& wait) {
+  [[noreturn]] void give_up(WaitingFor waiting_for, const HostWait& wait) {
     const auto word = [](uint32_t& w) { return std::to_string(std::atomic_ref<uint32_t>(w).load(std::memory_order_acquire)); };
     // The kernel still runs: its record is read only once its code (stored last, with release) is set.
     const uint32_t code = std::atomic_ref<uint32_t>(mailbox->error.code).load(std::memory_order_acquire);
-    std::string message = "the host gave up after " + std::to_string(wait.waited_ms()) + " ms waiting for " + waiting_for +
+    std::string message = "the host gave up after " + std::to_string(wait.waited_ms()) + " ms waiting for " + waiting_for.text() +
                           " (the step deadline, --step-deadline-ms " + std::to_string(deadline_ms) + "): the mailbox reads done " +
                           word(mailbox->done) + ", doorbell " + word(mailbox->doorbell) + ", shutdown " + word(mailbox->shutdown) +
                           ", error code " + std::to_string(code) + ".";
@@ -336,7 +344,7 @@ struct CudaExecutor::State {
     }
     if (!resident_running) return;
     std::atomic_ref<uint32_t>(mailbox->shutdown).store(1, std::memory_order_release);
-    const cudaError_t status = wait_for_stream("the resident megakernel to stop");
+    const cudaError_t status = wait_for_stream({"the resident megakernel to stop"});
     resident_running = false;
     std::atomic_ref<uint32_t>(mailbox->shutdown).store(0, std::memory_order_release);
     if (status != cudaSuccess) fail(std::string("the resident megakernel failed: ") + cudaGetErrorString(status));
@@ -670,12 +678,11 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
     std::atomic_ref<uint32_t>(s.mailbox->doorbell).store(job.kernel_step, std::memory_order_release);
     std::atomic_ref<uint32_t> done(s.mailbox->done);
     std::atomic_ref<uint32_t> error(s.mailbox->error.code);
-    const std::string waiting_for = "step " + std::to_string(job.kernel_step) + " of the resident megakernel";
     for (HostWait wait(s.deadline_ms); done.load(std::memory_order_acquire) != job.kernel_step; wait.pause()) {
       if (error.load(std::memory_order_acquire)) {
         // Every CTA leaves once the abort flag is up; the shutdown flag too, in case one is between steps.
         std::atomic_ref<uint32_t>(s.mailbox->shutdown).store(1, std::memory_order_release);
-        s.wait_for_stream("the resident megakernel to stop after its error");
+        s.wait_for_stream({"the resident megakernel to stop after its error"});
         std::atomic_ref<uint32_t>(s.mailbox->shutdown).store(0, std::memory_order_release);
         s.fail("");
       }
@@ -686,7 +693,7 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
         s.fail(std::string("the resident megakernel ended before finishing step ") + std::to_string(job.kernel_step) + ": " +
                cudaGetErrorString(status));
       }
-      if (wait.expired() && done.load(std::memory_order_acquire) != job.kernel_step) s.give_up(waiting_for, wait);
+      if (wait.expired() && done.load(std::memory_order_acquire) != job.kernel_step) s.give_up({"the resident megakernel", job.kernel_step}, wait);
     }
   } else {
     check(cudaMemcpyAsync(s.tokens.get(), inputs.tokens, inputs.tokens_count * sizeof(int32_t), cudaMemcpyHostToDevice, s.stream),
@@ -705,7 +712,7 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
     KernelConfig config = s.config(p.workspace_floats);
     config.job = job;
     s.launch(config);
-    const cudaError_t status = s.wait_for_stream("step " + std::to_string(job.kernel_step) + " of the megakernel");
+    const cudaError_t status = s.wait_for_stream({"the megakernel", job.kernel_step});
     if (status != cudaSuccess || s.mailbox->error.code)
       s.fail(std::string("the megakernel failed: ") + cudaGetErrorString(status));
     if (std::atomic_ref<uint32_t>(s.mailbox->done).load(std::memory_order_acquire) != job.kernel_step)
