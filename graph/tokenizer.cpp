@@ -235,12 +235,42 @@ const std::string& HfTokenizer::token(int32_t id) const {
 
 namespace {
 
-// Calls on_text(begin, end) for each stretch of `text` between matches of `added` and on_token(token)
-// for each match, in order. Matches are leftmost, then longest (each byte's candidates are longest
-// first). A token's content is valid UTF-8, so it can only match where a character of valid text begins.
+// Where the run of white space (Unicode White_Space) that ends at `end` begins, in valid UTF-8.
+size_t white_space_run_before(std::string_view text, size_t end) {
+  while (end > 0) {
+    size_t start = end - 1;
+    while (start > 0 && (static_cast<uint8_t>(text[start]) & 0xC0) == 0x80) --start;  // back to the character's lead byte
+    std::u32string character;
+    unicode::decode_utf8(text.substr(start, end - start), character);
+    if (character.size() != 1 || !unicode::is_white_space(character[0])) break;
+    end = start;
+  }
+  return end;
+}
+
+// Where the run of white space that begins at `begin` ends.
+size_t white_space_run_after(std::string_view text, size_t begin) {
+  while (begin < text.size()) {
+    const uint8_t lead = static_cast<uint8_t>(text[begin]);
+    const size_t length = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    std::u32string character;
+    unicode::decode_utf8(text.substr(begin, length), character);
+    if (character.size() != 1 || !unicode::is_white_space(character[0])) break;
+    begin += length;
+  }
+  return begin;
+}
+
+// Calls on_text(begin, end) for each non-empty stretch of `text` between matches of `added` and
+// on_token(token) for each match, in order. Matches are leftmost, then longest (each byte's candidates are
+// longest first), searched for in the text as it is: a token's content is valid UTF-8, so it can only match
+// where a character of valid text begins. As the Rust library's find_matches: a token with lstrip takes
+// the white space before it that the match before it did not take already, one with rstrip the white space
+// after it; what it takes is in no stretch. (The search goes on right after the token itself, so a token
+// that begins with white space an rstrip took is still matched there, and the next stretch begins after it.)
 template <typename OnText, typename OnToken>
 void split_by_added_tokens(std::string_view text, const AddedTokenSet& added, OnText on_text, OnToken on_token) {
-  size_t stretch_start = 0;
+  size_t stretch_start = 0;  // past the last match and what it took
   for (size_t i = 0; i < text.size() && !added.tokens.empty();) {
     const AddedToken* match = nullptr;
     for (uint32_t t : added.by_first_byte[static_cast<uint8_t>(text[i])]) {
@@ -254,12 +284,14 @@ void split_by_added_tokens(std::string_view text, const AddedTokenSet& added, On
       ++i;
       continue;
     }
-    on_text(stretch_start, i);
+    // White space the match before took (its rstrip) is past stretch_start: no stretch, nothing taken twice.
+    const size_t taken_from = match->lstrip ? white_space_run_before(text, i) : i;
+    if (stretch_start < taken_from) on_text(stretch_start, taken_from);
     on_token(*match);
     i += match->content.size();
-    stretch_start = i;
+    stretch_start = match->rstrip ? white_space_run_after(text, i) : i;
   }
-  on_text(stretch_start, text.size());
+  if (stretch_start < text.size()) on_text(stretch_start, text.size());
 }
 
 }  // namespace

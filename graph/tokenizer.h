@@ -6,7 +6,7 @@
 // What it runs (docs/TOKENIZER.md): a BPE model (byte-level as Llama 3, Qwen2/3 and GPT-2 use it, or over
 // characters with byte fallback as Llama 2 and Mistral do), the normalizers, pre-tokenizers, post-processors
 // and decoders those tokenizers use. Anything else in the file (a WordPiece or Unigram model, a pre-tokenizer
-// regex it does not know, an added token with lstrip) is an InputError naming the key and the value: a
+// regex it does not know, an added token with single_word) is an InputError naming the key and the value: a
 // tokenizer that split text differently from the model's training would give a plausible but wrong prompt.
 #include <array>
 #include <cstdint>
@@ -73,6 +73,9 @@ struct AddedToken {
   std::string content;
   int32_t id = 0;
   bool special = false;  // skipped by decode(..., skip_special_tokens = true)
+  // The white space (Unicode White_Space, the Rust library's \s) right before it (lstrip) or right after it
+  // (rstrip) goes with the token: Phi-3's <|user|>, <|end|> and <|assistant|> take the newline after them.
+  bool lstrip = false, rstrip = false;
 };
 
 // The added tokens matched in one text (raw or normalized), longest first, and for each byte the

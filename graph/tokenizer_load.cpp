@@ -363,9 +363,13 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
       token.content = reader.valid_utf8(reader.member(entry, "content", where), where + ".content");
       if (token.content.empty()) reader.fail(where + ".content", "is empty");
       token.special = reader.bool_member(entry, "special", where, false);
-      for (const char* flag : {"single_word", "lstrip", "rstrip"})
-        if (reader.bool_member(entry, flag, where, false))
-          reader.fail(where + "." + flag, "is true for " + shown(token.content) + "; Tilefire matches added tokens exactly only");
+      // single_word needs the Rust library's \w (Alphabetic, marks, decimal digits, connector punctuation),
+      // which the Unicode tables here do not hold; no decoder model's file sets it.
+      if (reader.bool_member(entry, "single_word", where, false))
+        reader.fail(where + ".single_word", "is true for " + shown(token.content) +
+                                                "; Tilefire matches added tokens inside words too (lstrip and rstrip it runs)");
+      token.lstrip = reader.bool_member(entry, "lstrip", where, false);
+      token.rstrip = reader.bool_member(entry, "rstrip", where, false);
       token.id = give_id(token.content, reader.member(entry, "id", where), where + ".id");
       if (const int32_t in_vocab = tokenizer.model_vocab_.find(token.content, tokenizer.token_of_id_); in_vocab >= 0 && in_vocab != token.id)
         reader.fail(where + ".id", shown(token.content) + " has the id " + std::to_string(token.id) + " here and " +

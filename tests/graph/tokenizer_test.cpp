@@ -24,6 +24,7 @@
 #include "tests/common/input_mutator.h"
 #include "tests/common/test_models.h"
 #include "tests/common/tokenizer_files.h"
+#include "tests/common/tokenizer_oracle.h"
 #include "tilefire/errors.h"
 #include "tilefire/tokenizer.h"
 
@@ -35,6 +36,9 @@ namespace fs = std::filesystem;
 using testing::have_tokenizer_files;
 using testing::model_tokenizer;
 using testing::tokenizer_files;
+using testing::compare_with_oracle;
+using testing::escaped;
+using testing::random_text;
 
 // ---- split_by_pattern ----------------------------------------------------------------------------
 
@@ -336,7 +340,8 @@ TEST(HandTokenizer, RefusesWhatItDoesNotRunByName) {
       {[](json& d) { d["model"]["unk_token"] = "<nope>"; }, "model.unk_token: \"<nope>\" is not in model.vocab"},
       {[](json& d) { d["model"]["continuing_subword_prefix"] = "##"; }, "model.continuing_subword_prefix: is \"##\""},
       {[](json& d) { d["model"]["dropout"] = 0.1; }, "model.dropout: is 0.1"},
-      {[](json& d) { d["added_tokens"][0]["lstrip"] = true; }, "added_tokens[0].lstrip: is true for \"<s>\""},
+      {[](json& d) { d["added_tokens"][0]["single_word"] = true; }, "added_tokens[0].single_word: is true for \"<s>\""},
+      {[](json& d) { d["added_tokens"][0]["rstrip"] = "yes"; }, "added_tokens[0].rstrip"},
       {[](json& d) { d["normalizer"] = {{"type", "NFKC"}}; }, "normalizer: the normalizer 'NFKC' is not supported"},
       {[](json& d) { d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\w+"}}}, {"behavior", "Isolated"}}; },
        "pre_tokenizer.pattern.Regex: the regex \"\\\\w+\" is not one Tilefire knows"},
@@ -466,135 +471,43 @@ TEST(HandTokenizer, MissingOrBrokenFilesAreInputErrors) {
   }
 }
 
+// lstrip and rstrip as the Rust library's find_matches applies them (its \s: Unicode White_Space), worked out
+// by hand on the hand tokenizer (Prepend "▁" to each stretch of text, then " " to "▁"; ▁ 259, a 260, b 261).
+TEST(HandTokenizer, LstripAndRstripTakeWhiteSpaceAsTheRustLibraryDoes) {
+  using Ids = std::vector<int32_t>;
+  json document = hand_tokenizer();
+  document["added_tokens"][0]["lstrip"] = true;  // <s>
+  document["added_tokens"][1]["rstrip"] = true;  // </s>
+  // A raw token beginning with white space, and a normalized one (matched in the normalized text) with rstrip.
+  document["added_tokens"].push_back({{"id", 266}, {"content", "\n\n"}, {"special", false}, {"normalized", false}});
+  document["added_tokens"].push_back({{"id", 267}, {"content", "ca"}, {"special", false}, {"normalized", true}, {"rstrip", true}});
+  const testing::TempDir dir("tokenizer-strip");
+  const HfTokenizer tokenizer = load_json(document, dir);
+  // </s> takes the spaces, tab, newline and U+0085 after it (White_Space), not U+FEFF (not White_Space);
+  // "b" is then a stretch of its own, prepended "▁".
+  EXPECT_EQ(tokenizer.encode("a</s>  \t \u0085b", false), (Ids{259, 260, 2, 259, 261}));
+  EXPECT_EQ(tokenizer.encode("</s>\ufeffa", false), (Ids{2, 259, 3 + 0xEF, 3 + 0xBB, 3 + 0xBF, 260}));
+  // <s> takes the white space before it (after it, the stretch gets its "▁" prepended); </s> can take all
+  // of a text's white space, leaving no stretch.
+  EXPECT_EQ(tokenizer.encode("a \u3000\t<s>b", false), (Ids{259, 260, 1, 259, 261}));
+  EXPECT_EQ(tokenizer.encode("   <s>   ", false), (Ids{1, 259, 259, 259, 259}));
+  EXPECT_EQ(tokenizer.encode("</s>   ", false), (Ids{2}));
+  // What </s> took is not taken again by <s>, and nothing is left between them.
+  EXPECT_EQ(tokenizer.encode("</s> \n <s>", false), (Ids{2, 1}));
+  // Without the flags the white space is text ("▁▁" and the newline's byte).
+  EXPECT_EQ(tokenizer.encode("<s> \n", false), (Ids{1, 259, 259, 3 + 0x0A}));
+  // The search goes on right after </s>, so a token beginning with the white space it took is still
+  // matched (the Rust library's matches are found in the text before any stripping).
+  EXPECT_EQ(tokenizer.encode("</s>\n\nb", false), (Ids{2, 266, 259, 261}));
+  // In the normalized text a space is already "▁", which is not white space: "ca" takes the newlines only.
+  EXPECT_EQ(tokenizer.encode("ca \nb", false), (Ids{259, 267, 259, 3 + 0x0A, 261}));
+  EXPECT_EQ(tokenizer.encode("ca\n\tb", false), (Ids{259, 267, 261}));
+  // The white space taken is gone from the text: decoding does not bring it back.
+  EXPECT_EQ(tokenizer.decode(tokenizer.encode("a</s> \nb", false)), "a</s> b");
+}
+
 // ---- the real tokenizers against Hugging Face's JavaScript tokenizers ----------------------------
-
-// Text that exercises what tokenizers get wrong: contractions in every case, runs of digits, white space of
-// every kind and its line breaks, composed and decomposed accents (NFC), scripts without spaces, emoji with
-// modifiers, a character past the Basic Multilingual Plane, the special tokens inside words.
-std::vector<std::string> corpus() {
-  return {
-      "",
-      "Hello world",
-      "Once upon a time, there was a tokenizer.",
-      "It's we're they've I'm you'll he'd IT'S WE'RE THEY'VE I'M YOU'LL HE'D 'ſ",
-      "1 12 123 1234 12345 3.14159 1,000,000 0x1F",
-      "   leading and trailing   ",
-      "tabs\tand\nnew\nlines\r\n\r\nand\u00a0no-break\u3000ideographic\u2028line",
-      "a\n\n\n b  \n  c\t\t\n",
-      "caf\u00e9 cafe\u0301 \u212b \u0041\u030a \u1100\u1161\u11a8 \u0915\u093c",
-      "\u6f22\u5b57\u3068\u304b\u306a \ud55c\uad6d\uc5b4 \u0627\u0644\u0639\u0631\u0628\u064a\u0629 \u0939\u093f\u0928\u094d\u0926\u0940",
-      "\U0001F600 \U0001F44D\U0001F3FD \U0001F1EB\U0001F1F7 \U00010348 \U0001D400",
-      "Roman \u2160\u2161 fractions \u00bd\u00be Arabic-Indic \u0661\u0662\u0663",
-      "def f(x):\n    return x**2  # comment\n",
-      "<|begin_of_text|>Hi<|eot_id|> <s>[INST] hi [/INST]</s><|im_start|>user\n<|endoftext|>",
-      "<<s>> <|begin_of_text <|im_end|>>",
-      std::string(300, 'a'),
-      std::string(100, ' ') + "x",
-  };
-}
-
-// Random text from fragments of the corpus's kinds and random code points of every plane.
-std::string random_text(std::mt19937_64& rng, const std::vector<std::string>& specials) {
-  static const std::vector<std::string> fragments = {
-      "the", "The", " quick", "Brown", "fox", "'s", "'T", "'re", "'LL", "'d", "'", "\u017f", "0", "42", "98765", "3.5",
-      " ", "  ", "\t", "\n", "\r\n", "\r", "\u00a0", "\u3000", "\u2028", "\u0085", "\u200b", "\ufeff", "!", "...", "(", ")", "\"",
-      "\u2014", "#", "$", "\u00e9", "e\u0301", "\u0301", "\u212b", "\u1100", "\u1161", "\u11a8", "\uac00", "\u6f22", "\u65e5\u672c",
-      "\u0627", "\u0939\u093f", "\u03b1\u03b2", "\u0436", "\u0661", "\u00bd", "\u2160", "\U0001F600", "\U0001F3FD", "\U0001F1EB",
-      "\u0915\u093c", "\u00c5", "A\u030a\u0323", "\u1e69", "s\u0323\u0307", "\u00df", "\u0130",
-      // GPT-4o's regex reads case: capitals in a run, a title-case (U+01C5) and a modifier letter (U+02B0).
-      "JSON", "Parser", "McD", "/", "\u01c5", "\u02b0"};
-  std::string text;
-  const size_t parts = rng() % 12;
-  for (size_t i = 0; i < parts; ++i) {
-    const uint64_t kind = rng() % 10;
-    if (kind < 7) {
-      text += fragments[rng() % fragments.size()];
-    } else if (kind < 9) {  // any scalar value: mostly low planes, some anywhere
-      char32_t c = rng() % 3 == 0 ? char32_t(rng() % 0x110000) : char32_t(rng() % 0x3000);
-      if (c >= 0xD800 && c <= 0xDFFF) c = U'x';
-      if (c == 0) c = U'z';
-      std::string bytes;
-      if (c < 0x80) bytes = std::string(1, char(c));
-      else if (c < 0x800) bytes = {char(0xC0 | (c >> 6)), char(0x80 | (c & 0x3F))};
-      else if (c < 0x10000) bytes = {char(0xE0 | (c >> 12)), char(0x80 | ((c >> 6) & 0x3F)), char(0x80 | (c & 0x3F))};
-      else bytes = {char(0xF0 | (c >> 18)), char(0x80 | ((c >> 12) & 0x3F)), char(0x80 | ((c >> 6) & 0x3F)), char(0x80 | (c & 0x3F))};
-      text += bytes;
-    } else if (!specials.empty()) {
-      text += specials[rng() % specials.size()];
-    }
-  }
-  return text;
-}
-
-std::string escaped(const std::string& text) { return json(text).dump(); }
-
-struct OracleRun {
-  json with_specials, without_specials, decoded, decoded_skipping_specials;
-};
-
-OracleRun run_oracle(const fs::path& tokenizer_json, const std::vector<std::string>& texts, const std::vector<std::vector<int32_t>>& id_lists,
-                     const testing::TempDir& dir) {
-  const fs::path cases = dir.path() / "cases.json", out = dir.path() / "oracle.json";
-  testing::write_file_text(cases, json{{"texts", texts}, {"id_lists", id_lists}}.dump());
-  const std::string command = "node '" + (fs::path(TILEFIRE_SOURCE_DIR) / "tests/graph/tokenizer_oracle.mjs").string() + "' '" +
-                              (tokenizer_files() / "@huggingface/tokenizers").string() + "' '" + tokenizer_json.string() + "' '" +
-                              cases.string() + "' '" + out.string() + "'";
-  const int status = std::system(command.c_str());
-  if (status != 0) throw std::runtime_error("the oracle failed (status " + std::to_string(status) + "): " + command);
-  const json result = json::parse(testing::read_file_text(out));
-  return {result.at("with_specials"), result.at("without_specials"), result.at("decoded"), result.at("decoded_skipping_specials")};
-}
-
-// Encodes the corpus and random text with Tilefire and with the oracle, and decodes id lists (the
-// oracle's encodings, and random ids with special ones among them) with both.
-// `oracle_json` is the file the oracle reads, when it is not `tokenizer_json`.
-void compare_with_oracle(const fs::path& tokenizer_json, uint64_t random_texts, uint64_t seed, bool compare_decode = true,
-                         const fs::path& oracle_json = {}, const std::function<bool(const std::string&)>& compared = {}) {
-  const HfTokenizer tokenizer = HfTokenizer::load(tokenizer_json);
-  const json document = json::parse(testing::read_file_text(tokenizer_json));
-  std::vector<std::string> specials;
-  std::vector<int32_t> special_ids;
-  for (const json& added : document["added_tokens"]) {
-    specials.push_back(added["content"].get<std::string>());
-    special_ids.push_back(added["id"].get<int32_t>());
-  }
-  std::vector<std::string> texts = corpus();
-  std::mt19937_64 rng(seed);
-  for (uint64_t i = 0; i < random_texts; ++i) texts.push_back(random_text(rng, specials));
-  if (compared) std::erase_if(texts, [&](const std::string& text) { return !compared(text); });
-
-  std::vector<std::vector<int32_t>> id_lists;
-  for (const std::string& text : texts) id_lists.push_back(tokenizer.encode(text));
-  for (uint64_t i = 0; i < random_texts / 2; ++i) {
-    std::vector<int32_t> ids(rng() % 10);
-    for (int32_t& id : ids) id = rng() % 4 == 0 && !special_ids.empty() ? special_ids[rng() % special_ids.size()] : int32_t(rng() % tokenizer.vocab_size());
-    id_lists.push_back(ids);
-  }
-
-  const testing::TempDir dir("tokenizer-oracle");
-  const OracleRun oracle = run_oracle(oracle_json.empty() ? tokenizer_json : oracle_json, texts, id_lists, dir);
-  size_t mismatches = 0;
-  const auto report = [&](bool same, const std::string& what) {
-    if (same || ++mismatches > 8) return;
-    ADD_FAILURE() << tokenizer_json.parent_path().parent_path().filename().string() << ": " << what;
-  };
-  for (size_t i = 0; i < texts.size(); ++i) {
-    const std::vector<int32_t> with = tokenizer.encode(texts[i], true), without = tokenizer.encode(texts[i], false);
-    report(json(with) == oracle.with_specials[i], "encode " + escaped(texts[i]) + ": " + json(with).dump() + ", the oracle " +
-                                                      oracle.with_specials[i].dump());
-    report(json(without) == oracle.without_specials[i], "encode without specials " + escaped(texts[i]) + ": " + json(without).dump() +
-                                                            ", the oracle " + oracle.without_specials[i].dump());
-  }
-  for (size_t i = 0; compare_decode && i < id_lists.size(); ++i) {
-    const std::string text = tokenizer.decode(id_lists[i]), skipped = tokenizer.decode(id_lists[i], true);
-    report(text == oracle.decoded[i].get<std::string>(),
-           "decode " + json(id_lists[i]).dump() + ": " + escaped(text) + ", the oracle " + oracle.decoded[i].dump());
-    report(skipped == oracle.decoded_skipping_specials[i].get<std::string>(),
-           "decode skipping specials " + json(id_lists[i]).dump() + ": " + escaped(skipped) + ", the oracle " +
-               oracle.decoded_skipping_specials[i].dump());
-  }
-  EXPECT_EQ(mismatches, 0u) << "of " << texts.size() << " texts and " << id_lists.size() << " id lists";
-}
+// (the corpus, the random text and the comparison: tests/common/tokenizer_oracle.h)
 
 class RealTokenizer : public ::testing::TestWithParam<std::string> {};
 
@@ -673,6 +586,64 @@ TEST(RealTokenizerVariants, TemplateAndNormalizedAddedTokensMatchHuggingFaceToke
     for (json& added : d["added_tokens"])
       if (!added["special"].get<bool>()) added["normalized"] = true, ++marked;
     ASSERT_GT(marked, 0u);
+  });
+}
+
+// Added tokens with lstrip and rstrip, on real vocabularies: Phi-3's tokenizer (Llama 2's vocabulary and
+// merges with Phi-3's eleven added tokens, rstrip on </s> and on <|assistant|> to <|user|>, as Microsoft's
+// file has them), Llama 3 with some of its special tokens given lstrip and others rstrip, and Qwen3 with its
+// non-special tokens normalized and stripping (the stripping then happens in the NFC text). The oracle
+// trims with JavaScript's white space, which takes U+FEFF and not U+0085, unlike the Rust library's \s:
+// texts with those two are left out here (HandTokenizer.LstripAndRstripTakeWhiteSpaceAsTheRustLibraryDoes
+// checks them).
+TEST(RealTokenizerVariants, StrippingAddedTokensMatchHuggingFaceTokenizers) {
+  REQUIRE_TOKENIZER_FILES();
+  const auto without_disputed_white_space = [](const std::string& text) {
+    return text.find("\u0085") == std::string::npos && text.find("\ufeff") == std::string::npos;
+  };
+  const auto compare_variant = [&](const std::string& model, const std::string& name, const std::function<void(json&)>& edit,
+                                   const std::function<void(const HfTokenizer&)>& check = {}) {
+    json document = json::parse(testing::read_file_text(model_tokenizer(model)));
+    edit(document);
+    const testing::TempDir dir("tokenizer-strip");
+    const fs::path path = dir.path() / name / "models" / "tokenizer.json";
+    fs::create_directories(path.parent_path());
+    testing::write_file_text(path, document.dump());
+    SCOPED_TRACE(name);
+    compare_with_oracle(path, testing::fuzz_case_count(150), 23, true, {}, without_disputed_white_space);
+    if (check) check(HfTokenizer::load(path));
+  };
+  compare_variant("llama2", "phi3", [](json& d) {
+    for (json& added : d["added_tokens"])
+      if (added["content"] == "</s>") added["rstrip"] = true;
+    const char* phi3_added[] = {"<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>", "<|placeholder3|>", "<|placeholder4|>",
+                                "<|system|>", "<|end|>", "<|placeholder5|>", "<|placeholder6|>", "<|user|>"};
+    for (int i = 0; i < 11; ++i)
+      d["added_tokens"].push_back({{"id", 32000 + i}, {"content", phi3_added[i]}, {"single_word", false}, {"lstrip", false},
+                                   {"rstrip", i > 0}, {"normalized", false}, {"special", true}});
+  }, [](const HfTokenizer& phi3) {
+    // What Phi-3's chat template writes: no newline token (<0x0A>, 13) after its markers.
+    std::vector<int32_t> expected = {32010};
+    for (int32_t id : phi3.encode("Hi", false)) expected.push_back(id);
+    expected.insert(expected.end(), {32007, 32001});
+    EXPECT_EQ(phi3.encode("<|user|>\nHi<|end|>\n<|assistant|>\n", false), expected);
+  });
+  compare_variant("llama3", "llama3-strip", [](json& d) {
+    for (json& added : d["added_tokens"]) {
+      const std::string content = added["content"];
+      if (content == "<|eot_id|>" || content == "<|end_of_text|>") added["lstrip"] = true;
+      if (content == "<|start_header_id|>" || content == "<|end_header_id|>") added["rstrip"] = true;
+      if (content == "<|begin_of_text|>") added["lstrip"] = added["rstrip"] = true;
+    }
+  });
+  compare_variant("qwen3", "qwen3-strip", [](json& d) {
+    size_t marked = 0;
+    for (json& added : d["added_tokens"])
+      if (!added["special"].get<bool>()) {
+        added["normalized"] = true;
+        (marked++ % 2 == 0 ? added["lstrip"] : added["rstrip"]) = true;
+      }
+    ASSERT_GT(marked, 1u);
   });
 }
 
