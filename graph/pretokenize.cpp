@@ -130,7 +130,10 @@ bool is_word_lead(char32_t c) { return !is_line_break(c) && !unicode::is_letter(
 //   [^\r\n\p{L}\p{N}]?[HEAD]*[TAIL]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
 //   |[^\r\n\p{L}\p{N}]?[HEAD]+[TAIL]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
 //   |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
-size_t o200k_match(const Scanner& s, size_t i) {
+// and Mistral's Tekken, the same without the two contractions and with \p{N} in place of \p{N}{1,3}
+// (`contractions` false, `digits` 1): "it's" is then "it" and "'s", the apostrophe leading a word.
+size_t o200k_match(const Scanner& s, size_t i, bool contractions, size_t digits) {
+  const auto contraction = [&](size_t end) { return contractions ? s.contraction(end, /*ignore_case=*/true) : 0; };
   // The two word alternatives, each with its lead taken first and then without it (the optional's
   // backtracking). [HEAD]*[TAIL]+: the head run greedy, given back a code point at a time until a tail
   // code point follows it (the last one given back may be that one: the classes share Lm, Lo and M); the
@@ -140,7 +143,7 @@ size_t o200k_match(const Scanner& s, size_t i) {
     for (size_t tail = heads_end + 1; tail-- > start;)
       if (s.has(tail) && is_word_tail(s.at(tail))) {
         const size_t end = s.run_end(tail, is_word_tail);
-        return end + s.contraction(end, /*ignore_case=*/true);
+        return end + contraction(end);
       }
     return 0;
   };
@@ -149,7 +152,7 @@ size_t o200k_match(const Scanner& s, size_t i) {
     const size_t heads_end = s.run_end(start, is_word_head);
     if (heads_end == start) return 0;
     const size_t end = s.run_end(heads_end, is_word_tail);
-    return end + s.contraction(end, /*ignore_case=*/true);
+    return end + contraction(end);
   };
   const bool lead = s.has(i) && is_word_lead(s.at(i));
   if (lead)
@@ -158,7 +161,7 @@ size_t o200k_match(const Scanner& s, size_t i) {
   if (lead)
     if (size_t end = heads_at_least_one(i + 1)) return end - i;
   if (size_t end = heads_at_least_one(i)) return end - i;
-  if (size_t n = s.run_end(i, unicode::is_number, 3) - i) return n;
+  if (size_t n = s.run_end(i, unicode::is_number, digits) - i) return n;
   // ?[^\s\p{L}\p{N}]+[\r\n/]*
   if (size_t n = s.optional_space_then_run(i, is_other))
     return s.run_end(i + n, [](char32_t c) { return is_line_break(c) || c == U'/'; }) - i;
@@ -189,7 +192,8 @@ std::vector<std::string_view> split_by_pattern(SplitPattern pattern, std::string
       case SplitPattern::gpt2: length = gpt2_match(scanner, i); break;
       case SplitPattern::llama3: length = llama3_match(scanner, i, 3); break;
       case SplitPattern::qwen2: length = llama3_match(scanner, i, 1); break;
-      case SplitPattern::o200k: length = o200k_match(scanner, i); break;
+      case SplitPattern::o200k: length = o200k_match(scanner, i, /*contractions=*/true, 3); break;
+      case SplitPattern::tekken: length = o200k_match(scanner, i, /*contractions=*/false, 1); break;
     }
     // Some alternative matches every code point (see the top of the file); a zero length here would be
     // a scanner fault, and one code point on its own is what Isolated splitting makes of unmatched text.

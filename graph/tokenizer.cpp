@@ -235,9 +235,10 @@ const std::string& HfTokenizer::token(int32_t id) const {
 
 namespace {
 
-// Where the run of white space (Unicode White_Space) that ends at `end` begins, in valid UTF-8.
-size_t white_space_run_before(std::string_view text, size_t end) {
-  while (end > 0) {
+// Where the run of white space (Unicode White_Space) that ends at `end` begins, in valid UTF-8, or `floor`
+// when the run reaches back past it.
+size_t white_space_run_before(std::string_view text, size_t end, size_t floor) {
+  while (end > floor) {
     size_t start = end - 1;
     while (start > 0 && (static_cast<uint8_t>(text[start]) & 0xC0) == 0x80) --start;  // back to the character's lead byte
     std::u32string character;
@@ -263,7 +264,7 @@ size_t white_space_run_after(std::string_view text, size_t begin) {
 
 // Calls on_text(begin, end) for each non-empty stretch of `text` between matches of `added` and
 // on_token(token) for each match, in order. Matches are leftmost, then longest (each byte's candidates are
-// longest first), searched for in the text as it is: a token's content is valid UTF-8, so it can only match
+// longest first), searched for in the text as it is: a token's pattern is valid UTF-8, so it can only match
 // where a character of valid text begins. As the Rust library's find_matches: a token with lstrip takes
 // the white space before it that the match before it did not take already, one with rstrip the white space
 // after it; what it takes is in no stretch. (The search goes on right after the token itself, so a token
@@ -275,7 +276,7 @@ void split_by_added_tokens(std::string_view text, const AddedTokenSet& added, On
     const AddedToken* match = nullptr;
     for (uint32_t t : added.by_first_byte[static_cast<uint8_t>(text[i])]) {
       const AddedToken& token = added.tokens[t];
-      if (text.compare(i, token.content.size(), token.content) == 0) {
+      if (text.compare(i, token.pattern.size(), token.pattern) == 0) {
         match = &token;
         break;
       }
@@ -285,10 +286,11 @@ void split_by_added_tokens(std::string_view text, const AddedTokenSet& added, On
       continue;
     }
     // White space the match before took (its rstrip) is past stretch_start: no stretch, nothing taken twice.
-    const size_t taken_from = match->lstrip ? white_space_run_before(text, i) : i;
+    // (The run is looked for no further back than stretch_start: a longer one would change nothing.)
+    const size_t taken_from = match->lstrip ? white_space_run_before(text, i, stretch_start) : i;
     if (stretch_start < taken_from) on_text(stretch_start, taken_from);
     on_token(*match);
-    i += match->content.size();
+    i += match->pattern.size();
     stretch_start = match->rstrip ? white_space_run_after(text, i) : i;
   }
   if (stretch_start < text.size()) on_text(stretch_start, text.size());
@@ -297,9 +299,9 @@ void split_by_added_tokens(std::string_view text, const AddedTokenSet& added, On
 }  // namespace
 
 void AddedTokenSet::index() {
-  std::stable_sort(tokens.begin(), tokens.end(), [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+  std::stable_sort(tokens.begin(), tokens.end(), [](const AddedToken& a, const AddedToken& b) { return a.pattern.size() > b.pattern.size(); });
   for (auto& list : by_first_byte) list.clear();
-  for (uint32_t t = 0; t < tokens.size(); ++t) by_first_byte[static_cast<uint8_t>(tokens[t].content[0])].push_back(t);
+  for (uint32_t t = 0; t < tokens.size(); ++t) by_first_byte[static_cast<uint8_t>(tokens[t].pattern[0])].push_back(t);
 }
 
 std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special_tokens) const {

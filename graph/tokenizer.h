@@ -29,6 +29,8 @@ enum class SplitPattern {
   qwen2,     // the same with \p{N} (one digit per piece) in place of \p{N}{1,3}
   o200k,     // GPT-4o's (tiktoken's o200k_base; Phi-4-mini's): words split by case, \p{N}{1,3}, [\r\n/]* after
              // punctuation (graph/pretokenize.cpp)
+  tekken,    // Mistral's Tekken (Mistral Nemo, Mistral Small 3, Pixtral): GPT-4o's without the contractions,
+             // \p{N} (one number character per piece)
 };
 
 // Splits `text` (UTF-8, valid) into the pieces the pattern matches, in order; with the Isolated behaviour
@@ -70,7 +72,8 @@ struct DecoderStep {
 // A token the tokenizer matches before the BPE model sees the text (special tokens such as <|eot_id|>):
 // in the raw text, or with `normalized` in the text after the normalizer.
 struct AddedToken {
-  std::string content;
+  std::string content;  // its text (decoding gives it)
+  std::string pattern;  // what is matched: the content, or for a `normalized` token the content normalized
   int32_t id = 0;
   bool special = false;  // skipped by decode(..., skip_special_tokens = true)
   // The white space (Unicode White_Space, the Rust library's \s) right before it (lstrip) or right after it
@@ -78,8 +81,8 @@ struct AddedToken {
   bool lstrip = false, rstrip = false;
 };
 
-// The added tokens matched in one text (raw or normalized), longest first, and for each byte the
-// indices of those starting with it (longest first too): a text position looks only at the tokens that
+// The added tokens matched in one text (raw or normalized), longest pattern first, and for each byte the
+// indices of those whose pattern starts with it (longest first too): a text position looks only at the tokens that
 // can match there, not at all of them (Gemma 3 has 6,415).
 struct AddedTokenSet {
   std::vector<AddedToken> tokens;

@@ -24,6 +24,12 @@ constexpr std::string_view kO200kPattern =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
     R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Mistral's Tekken (the tokenizer.json of Mistral Nemo, Mistral Small 3 and Pixtral): GPT-4o's without the
+// contractions, one number character per piece.
+constexpr std::string_view kTekkenPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|)"
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|)"
+    R"(\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // A JSON value as text for a message. A string read from the file is valid UTF-8 (the parser checks), but
 // one cut from it may not be, and the JSON library throws on such a string unless told to replace.
@@ -151,14 +157,15 @@ PreTokenizerStep::Prepend metaspace_prepend_scheme(const Reader& reader, const j
 SplitPattern known_pattern(const Reader& reader, const json& node, const std::string& where) {
   const json& pattern = reader.member(node, "pattern", where);
   if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string())
-    reader.fail(where + ".pattern", "only the regexes of Llama 3, Qwen2, GPT-2 and GPT-4o are supported, not " + shown(pattern));
+    reader.fail(where + ".pattern", "only the regexes of Llama 3, Qwen2, GPT-2, GPT-4o and Mistral's Tekken are supported, not " + shown(pattern));
   const std::string regex = pattern["Regex"].get<std::string>();
   if (regex == kLlama3Pattern) return SplitPattern::llama3;
   if (regex == kQwen2Pattern) return SplitPattern::qwen2;
   if (regex == kGpt2Pattern) return SplitPattern::gpt2;
   if (regex == kO200kPattern) return SplitPattern::o200k;
+  if (regex == kTekkenPattern) return SplitPattern::tekken;
   reader.fail(where + ".pattern.Regex", "the regex " + shown(regex) + " is not one Tilefire knows (it has scanners for "
-              "the regexes of Llama 3, Qwen2, GPT-2 and GPT-4o)");
+              "the regexes of Llama 3, Qwen2, GPT-2, GPT-4o and Mistral's Tekken)");
 }
 
 void read_pre_tokenizer(const Reader& reader, const json& node, const std::string& where, std::vector<PreTokenizerStep>& steps) {
@@ -353,7 +360,10 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
   }
 
   // Added tokens: those without `normalized` are matched in the raw text, the others in the normalized
-  // text between those. One the model's vocabulary also holds must have its id there.
+  // text between those, as they read after the normalizer (the Rust library's refresh_added_tokens puts
+  // each through it: under Llama 2's Prepend, a normalized "ab" is matched as "▁ab"). One the model's
+  // vocabulary also holds must have its id there.
+  read_normalizer(reader, document.value("normalizer", json()), "normalizer", tokenizer.normalizer_);
   if (const auto added = document.find("added_tokens"); added != document.end() && !added->is_null()) {
     if (!added->is_array()) reader.fail("added_tokens", "expected a list");
     for (size_t i = 0; i < added->size(); ++i) {
@@ -376,13 +386,14 @@ HfTokenizer HfTokenizer::load(const std::filesystem::path& path) {
                     std::to_string(in_vocab) + " in model.vocab");
       if (token.special) tokenizer.is_special_[token.id] = true;
       const bool normalized = reader.bool_member(entry, "normalized", where, !token.special);
+      token.pattern = normalized ? tokenizer.normalize(token.content) : token.content;
+      if (token.pattern.empty()) reader.fail(where + ".content", shown(token.content) + " is nothing after the normalizer");
       (normalized ? tokenizer.normalized_added_tokens_ : tokenizer.raw_added_tokens_).tokens.push_back(std::move(token));
     }
     tokenizer.raw_added_tokens_.index();
     tokenizer.normalized_added_tokens_.index();
   }
 
-  read_normalizer(reader, document.value("normalizer", json()), "normalizer", tokenizer.normalizer_);
   read_pre_tokenizer(reader, document.value("pre_tokenizer", json()), "pre_tokenizer", tokenizer.pre_tokenizer_);
   read_decoder(reader, document.value("decoder", json()), "decoder", tokenizer.decoder_);
 

@@ -79,9 +79,17 @@ TEST(SplitByPattern, O200kSplitsWordsByCase) {
   EXPECT_EQ(pieces(SplitPattern::o200k, "e\u0301tudeX \u0301A"), (V{"e\u0301tude", "X", " \u0301", "A"}));
 }
 
+// Mistral's Tekken: GPT-4o's word split without the contractions (the apostrophe leads a word of its own)
+// and one number character per piece.
+TEST(SplitByPattern, TekkenSplitsWordsByCaseWithoutContractions) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pieces(SplitPattern::tekken, "HelloWorld's IT'S CamelCase x/y ok!!/\n\n12345"),
+            (V{"Hello", "World", "'s", " IT", "'S", " Camel", "Case", " x", "/y", " ok", "!!/\n\n", "1", "2", "3", "4", "5"}));
+}
+
 TEST(SplitByPattern, PiecesCoverTheTextInOrder) {
   const std::string text = "a\u00e9 \u6f22\u5b57\r\n\r\n 1\u00bd\u2160 \U0001F600!? \u3000x";
-  for (SplitPattern pattern : {SplitPattern::gpt2, SplitPattern::llama3, SplitPattern::qwen2, SplitPattern::o200k}) {
+  for (SplitPattern pattern : {SplitPattern::gpt2, SplitPattern::llama3, SplitPattern::qwen2, SplitPattern::o200k, SplitPattern::tekken}) {
     std::string joined;
     for (const std::string& piece : pieces(pattern, text)) {
       EXPECT_FALSE(piece.empty());
@@ -208,13 +216,24 @@ TEST(HandTokenizer, FollowsTheRustLibraryInItsCorners) {
     const testing::TempDir dir("tokenizer");
     EXPECT_EQ(load_json(document, dir).encode("\u00fc\u00e9\u00fca", false), (Ids{3 + 0xC3, 3 + 0xA9, 0, 260}));
   }
-  {  // Added tokens with `normalized` are matched after the normalizer, in the text between the others:
-     // "<s>" is raw, "\u2581ab" normalized (the Prepend/Replace normalizer makes " ab" into it).
+  {  // Added tokens with `normalized` are matched after the normalizer, in the text between the others, and
+     // as the normalizer makes them: "\u2581ab" is matched as "\u2581\u2581ab" (Prepend), which "  ab" in
+     // the text becomes. Matched as written, the second "\u2581" of "\u2581c\u2581\u2581ab" would be a 259.
     json document = hand_tokenizer();
     document["added_tokens"].push_back({{"id", 264}, {"content", "\u2581ab"}, {"special", false}, {"normalized", true}});
     const testing::TempDir dir("tokenizer");
     const HfTokenizer tokenizer = load_json(document, dir);
-    EXPECT_EQ(tokenizer.encode("c ab</s>ab", false), (Ids{259, 262, 264, 2, 264}));
+    EXPECT_EQ(tokenizer.encode("c  ab</s>ab", false), (Ids{259, 262, 264, 2, 264}));
+    // A normalized token the normalizer empties could match nowhere (or everywhere): refused by name.
+    document["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", "\u2581ab"}}}, {"content", ""}};
+    const testing::TempDir dir2("tokenizer");
+    testing::write_file_text(dir2.path() / "tokenizer.json", document.dump());
+    try {
+      HfTokenizer::load(dir2.path() / "tokenizer.json");
+      ADD_FAILURE() << "a normalized token the normalizer empties was loaded";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("is nothing after the normalizer"), std::string::npos) << e.what();
+    }
   }
 }
 
@@ -499,11 +518,21 @@ TEST(HandTokenizer, LstripAndRstripTakeWhiteSpaceAsTheRustLibraryDoes) {
   // The search goes on right after </s>, so a token beginning with the white space it took is still
   // matched (the Rust library's matches are found in the text before any stripping).
   EXPECT_EQ(tokenizer.encode("</s>\n\nb", false), (Ids{2, 266, 259, 261}));
-  // In the normalized text a space is already "▁", which is not white space: "ca" takes the newlines only.
-  EXPECT_EQ(tokenizer.encode("ca \nb", false), (Ids{259, 267, 259, 3 + 0x0A, 261}));
-  EXPECT_EQ(tokenizer.encode("ca\n\tb", false), (Ids{259, 267, 261}));
+  // "ca" is normalized: matched as the normalizer makes it, "▁ca", in the normalized text, where a space is
+  // already "▁", which is not white space: it takes the newline and the tab only.
+  EXPECT_EQ(tokenizer.encode("ca \nb", false), (Ids{267, 259, 3 + 0x0A, 261}));
+  EXPECT_EQ(tokenizer.encode("ca\n\tb", false), (Ids{267, 261}));
   // The white space taken is gone from the text: decoding does not bring it back.
   EXPECT_EQ(tokenizer.decode(tokenizer.encode("a</s> \nb", false)), "a</s> b");
+
+  // Metaspace's prepend_scheme "first" prepends to the text at offset 0 only: not to text after a token
+  // whose lstrip took the white space the text began with.
+  document["normalizer"] = nullptr;
+  document["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"}, {"split", false}};
+  const testing::TempDir dir2("tokenizer-strip");
+  const HfTokenizer metaspace = load_json(document, dir2);
+  EXPECT_EQ(metaspace.encode("  <s>ab", false), (Ids{1, 263}));
+  EXPECT_EQ(metaspace.encode("ab<s>", false), (Ids{264, 1}));
 }
 
 // ---- the real tokenizers against Hugging Face's JavaScript tokenizers ----------------------------
@@ -531,7 +560,8 @@ TEST_P(RealTokenizer, MatchesHuggingFaceTokenizers) {
   compare_with_oracle(path, testing::fuzz_case_count(300), seed, true, dir.path() / "tokenizer.json");
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, RealTokenizer, ::testing::Values("gpt2", "llama2", "llama3", "qwen3", "gpt4o", "gemma3", "gemma2"));
+INSTANTIATE_TEST_SUITE_P(Models, RealTokenizer,
+                         ::testing::Values("gpt2", "llama2", "llama3", "qwen3", "gpt4o", "gemma3", "gemma2", "mistral_nemo"));
 
 // Llama 2's vocabulary with the Metaspace pre-tokenizer newer Llama and Mistral files use in place of the
 // Prepend/Replace normalizer. The JavaScript library is the oracle of encoding without `split` only: it
