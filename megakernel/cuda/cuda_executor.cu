@@ -552,7 +552,8 @@ void CudaExecutor::copy_within(const std::vector<DeviceCopy>& copies) {
       check(cudaMemcpy2DAsync(copy.to, copy.pitch_bytes, copy.from, copy.pitch_bytes, copy.row_bytes, copy.rows,
                               cudaMemcpyDeviceToDevice, s.stream),
             "copying on the device");
-  check(cudaStreamSynchronize(s.stream), "copying on the device");
+  // On the kernel's stream, drained above; still waited for with the step deadline, as every wait is.
+  check(s.wait_for_stream({"copies on the device"}), "copying on the device");
 }
 
 CudaProgramPtr CudaExecutor::load(const Program& program, std::vector<void*> device_slots) {
@@ -623,7 +624,7 @@ CudaStepResult CudaExecutor::run_step(CudaProgram& p, const StepInputs& inputs, 
     if (s.resident_running) s.stop_resident();  // the table is read by the running kernel
     check(cudaMemcpyAsync(p.slot_table.get(), p.slots.data(), p.slots.size() * sizeof(void*), cudaMemcpyHostToDevice, s.stream),
           "updating a slot table");  // on the kernel's stream: ordered before the next launch
-    check(cudaStreamSynchronize(s.stream), "updating a slot table");
+    check(s.wait_for_stream({"a slot table's copy to the device"}), "updating a slot table");
     p.slots_dirty = false;
   }
   const bool bsp = mode == ScheduleMode::bsp;
