@@ -290,7 +290,10 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
         // their programs place the same tasks (check_ranks_agree).
         uint32_t share = 1;
         for (int d : devices) share = std::max(share, uint32_t(std::count(devices.begin(), devices.end(), d)));
-        m.device_group = std::make_unique<DeviceWindowGroup>(devices, window_bytes, flags, options.tp_timeout_ms);
+        // Zeroing the windows synchronizes their GPUs, which a kernel the host gave up on would hold for ever.
+        for (int d : devices) CudaExecutor::refuse_if_device_held(d);
+        m.device_group = std::make_unique<DeviceWindowGroup>(devices, window_bytes, flags, options.tp_timeout_ms,
+                                                             &CudaExecutor::keep_if_device_held);
         for (uint32_t r = 0; r < options.tp; ++r) {
           std::unique_ptr<Impl> rank = m.make_rank(r, m.device_group->view(r));
           CudaOptions rank_cuda = cuda;

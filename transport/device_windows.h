@@ -17,9 +17,16 @@ namespace tilefire {
 
 class DeviceWindowGroup {
  public:
+  // Asked before each window or flag array is freed, with its GPU: true when the caller has taken the
+  // memory instead. The megakernel passes CudaExecutor::keep_if_device_held: while a kernel the host gave
+  // up on still runs on that GPU, cudaFree there would wait for it (docs/CUDA.md, the host's deadline).
+  using KeepMemory = bool (*)(int device, void* memory);
+
   // Zeroed windows of window_bytes and flag_count flags per rank; throws InputError naming the GPUs
-  // that cannot reach each other, DeviceError when an allocation fails.
-  DeviceWindowGroup(const std::vector<int>& devices, uint64_t window_bytes, uint32_t flag_count, uint32_t timeout_ms);
+  // that cannot reach each other, DeviceError when an allocation fails. Without `keep_while_held` every
+  // free happens here.
+  DeviceWindowGroup(const std::vector<int>& devices, uint64_t window_bytes, uint32_t flag_count, uint32_t timeout_ms,
+                    KeepMemory keep_while_held = nullptr);
   ~DeviceWindowGroup();
   DeviceWindowGroup(const DeviceWindowGroup&) = delete;
   DeviceWindowGroup& operator=(const DeviceWindowGroup&) = delete;
@@ -35,6 +42,7 @@ class DeviceWindowGroup {
   std::vector<uint64_t*> flags_;         // device memory, [ranks]
   uint64_t window_bytes_;
   uint32_t flag_count_, timeout_ms_;
+  KeepMemory keep_while_held_ = nullptr;
 };
 
 }  // namespace tilefire

@@ -480,6 +480,10 @@ CudaExecutor::~CudaExecutor() {
 }
 
 uint32_t CudaExecutor::hung_kernels_running() { return hung_kernels_still_running(); }
+bool CudaExecutor::keep_if_device_held(int device, void* memory) { return keep_memory_while_held(device, memory); }
+void CudaExecutor::refuse_if_device_held(int device) {
+  if (device_held_by_hung_kernel(device)) refuse_held_device(device);
+}
 
 uint32_t CudaExecutor::workers() const { return state_->ctas; }
 std::string CudaExecutor::device_name() const { return state_->properties.name; }

@@ -3,7 +3,8 @@
 // within the bound; never a hang; in launch and in resident mode; and a step stopped while weights sit in
 // the shared-memory stages leaves the device usable. The trace: every task of a chain that
 // alternates CTAs is recorded once, on its queue's CTA, after the task it waits for. The host's deadline:
-// a step past it ends with an error and a GPU kept held until its kernel ends. Skipped without a GPU.
+// a step past it ends with an error and a GPU kept held until its kernel ends, a tensor-parallel group's
+// windows there kept too. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -18,6 +19,7 @@
 #include "scheduler/validator.h"
 #include "tests/common/compare.h"
 #include "tests/common/cuda_device.h"
+#include "transport/device_windows.h"
 
 namespace tilefire::testing {
 namespace {
@@ -222,6 +224,49 @@ TEST(CudaHostDeadline, TheHostGivesUpOnAStepPastItsDeadlineAndKeepsTheGpuHeld) {
 TEST(CudaHostDeadline, TheHostGivesUpOnAResidentStepPastItsDeadlineAndKeepsTheGpuHeld) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   expect_host_gives_up(true);
+}
+
+// A tensor-parallel group's windows and flags (transport/, allocated outside the executors) on a GPU that
+// a kernel the host gave up on holds: the group's teardown hands them to the record instead of freeing
+// them (cudaFree there would wait for the kernel: until its 5 s watchdog here, for ever on a hang), the
+// engine's check refuses a new group there, and when the kernel ends the record frees them: the device
+// has as much free memory as before the group.
+TEST(CudaHostDeadline, ATensorParallelGroupsWindowsOnAHeldGpuAreKeptNotWaitedFor) {
+  TILEFIRE_REQUIRE_CUDA_DEVICE();
+  ASSERT_EQ(CudaExecutor::hung_kernels_running(), 0u);
+  CudaOptions options;
+  options.watchdog_ms = 5000;
+  options.step_deadline_ms = 250;
+  const uint64_t free_before = CudaExecutor(CudaOptions{}).free_memory_bytes();
+  auto group = std::make_unique<DeviceWindowGroup>(std::vector<int>{0, 0}, uint64_t(1) << 20, 16, 1000,
+                                                   &CudaExecutor::keep_if_device_held);
+  auto executor = std::make_unique<CudaExecutor>(options);
+  const Program stuck = two_task_program(executor->workers(), true);
+  CudaProgramPtr loaded = executor->load(stuck, {});
+  const int32_t token = 0;
+  EXPECT_THROW(executor->run_step(*loaded, StepInputs{&token, 1, 0}, ScheduleMode::dataflow), DeviceError);
+  ASSERT_EQ(CudaExecutor::hung_kernels_running(), 1u);
+  EXPECT_NO_THROW(CudaExecutor::refuse_if_device_held(1)) << "another GPU is not held";
+  try {
+    CudaExecutor::refuse_if_device_held(0);
+    ADD_FAILURE() << "a new group on the held GPU was not refused";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA device 0 is still held"), std::string::npos) << e.what();
+  }
+
+  const auto teardown = std::chrono::steady_clock::now();
+  group.reset();
+  loaded.reset();
+  executor.reset();
+  const double teardown_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - teardown).count();
+  EXPECT_LT(teardown_seconds, 0.5 * options.watchdog_ms / 1000.0) << "the group's teardown waited for the kernel";
+
+  const auto released_by = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (CudaExecutor::hung_kernels_running() != 0 && std::chrono::steady_clock::now() < released_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(CudaExecutor::hung_kernels_running(), 0u) << "the kernel never ended";
+  EXPECT_NO_THROW(CudaExecutor::refuse_if_device_held(0));
+  EXPECT_EQ(CudaExecutor(CudaOptions{}).free_memory_bytes(), free_before) << "the kept windows were not freed";
 }
 
 // A chain of two LM-head nodes (rows of 4 KiB in bf16, staged on Hopper) and its buffers: the norm, the

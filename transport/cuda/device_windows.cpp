@@ -30,8 +30,9 @@ void* zeroed_device_memory(int device, uint64_t bytes, const std::string& what) 
 }  // namespace
 
 DeviceWindowGroup::DeviceWindowGroup(const std::vector<int>& devices, uint64_t window_bytes, uint32_t flag_count,
-                                     uint32_t timeout_ms)
-    : devices_(devices), window_bytes_(window_bytes), flag_count_(flag_count), timeout_ms_(timeout_ms) {
+                                     uint32_t timeout_ms, KeepMemory keep_while_held)
+    : devices_(devices), window_bytes_(window_bytes), flag_count_(flag_count), timeout_ms_(timeout_ms),
+      keep_while_held_(keep_while_held) {
   // Every GPU of the group must reach every other's memory: the collective tiles load peers' windows
   // and flags directly.
   for (int a : devices_)
@@ -65,14 +66,13 @@ DeviceWindowGroup::DeviceWindowGroup(const std::vector<int>& devices, uint64_t w
 DeviceWindowGroup::~DeviceWindowGroup() { release(); }
 
 void DeviceWindowGroup::release() noexcept {
-  for (size_t r = 0; r < windows_.size(); ++r) {
-    cudaSetDevice(devices_[r]);
-    cudaFree(windows_[r]);
-  }
-  for (size_t r = 0; r < flags_.size(); ++r) {
-    cudaSetDevice(devices_[r]);
-    cudaFree(flags_[r]);
-  }
+  const auto free_on = [&](int device, void* memory) {
+    if (keep_while_held_ && keep_while_held_(device, memory)) return;
+    cudaSetDevice(device);
+    cudaFree(memory);
+  };
+  for (size_t r = 0; r < windows_.size(); ++r) free_on(devices_[r], windows_[r]);
+  for (size_t r = 0; r < flags_.size(); ++r) free_on(devices_[r], flags_[r]);
   windows_.clear();
   flags_.clear();
 }

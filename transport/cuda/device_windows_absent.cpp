@@ -4,7 +4,7 @@
 
 namespace tilefire {
 
-DeviceWindowGroup::DeviceWindowGroup(const std::vector<int>&, uint64_t, uint32_t, uint32_t) : window_bytes_(0), flag_count_(0), timeout_ms_(0) {
+DeviceWindowGroup::DeviceWindowGroup(const std::vector<int>&, uint64_t, uint32_t, uint32_t, KeepMemory) : window_bytes_(0), flag_count_(0), timeout_ms_(0) {
   throw InputError("--backend cuda: this build of tilefire has no CUDA backend (nvcc was not found when it was configured)");
 }
 DeviceWindowGroup::~DeviceWindowGroup() = default;
