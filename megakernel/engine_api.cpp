@@ -290,10 +290,11 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
         // their programs place the same tasks (check_ranks_agree).
         uint32_t share = 1;
         for (int d : devices) share = std::max(share, uint32_t(std::count(devices.begin(), devices.end(), d)));
-        // Zeroing the windows synchronizes their GPUs, which a kernel the host gave up on would hold for ever.
-        for (int d : devices) CudaExecutor::refuse_if_device_held(d);
+        // Zeroing the windows synchronizes their GPUs, which a resident kernel (another engine's) or a kernel
+        // the host gave up on would hold for ever.
+        for (int d : devices) CudaExecutor::prepare_for_allocation(d);
         m.device_group = std::make_unique<DeviceWindowGroup>(devices, window_bytes, flags, options.tp_timeout_ms,
-                                                             &CudaExecutor::keep_if_device_held);
+                                                             &CudaExecutor::keep_if_group_held);
         for (uint32_t r = 0; r < options.tp; ++r) {
           std::unique_ptr<Impl> rank = m.make_rank(r, m.device_group->view(r));
           CudaOptions rank_cuda = cuda;

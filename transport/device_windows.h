@@ -17,10 +17,11 @@ namespace tilefire {
 
 class DeviceWindowGroup {
  public:
-  // Asked before each window or flag array is freed, with its GPU: true when the caller has taken the
-  // memory instead. The megakernel passes CudaExecutor::keep_if_device_held: while a kernel the host gave
-  // up on still runs on that GPU, cudaFree there would wait for it (docs/CUDA.md, the host's deadline).
-  using KeepMemory = bool (*)(int device, void* memory);
+  // Asked before each window or flag array is freed, with the group's GPUs and the one the memory is on:
+  // true when the caller has taken the memory instead. The megakernel passes CudaExecutor::
+  // keep_if_group_held: while a kernel the host gave up on still runs on a GPU of the group, cudaFree there
+  // would wait for it, and one freed elsewhere could be read by it (docs/CUDA.md, the host's deadline).
+  using KeepMemory = bool (*)(const std::vector<int>& group_devices, int device, void* memory);
 
   // Zeroed windows of window_bytes and flag_count flags per rank; throws InputError naming the GPUs
   // that cannot reach each other, DeviceError when an allocation fails. Without `keep_while_held` every

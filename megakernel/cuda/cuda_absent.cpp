@@ -23,8 +23,8 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept { return *this; }
 std::string CudaExecutor::unavailable_reason(int) { return "this build of tilefire has no CUDA backend"; }
 int CudaExecutor::device_count() { return 0; }
 uint32_t CudaExecutor::hung_kernels_running() { return 0; }
-bool CudaExecutor::keep_if_device_held(int, void*) { return false; }
-void CudaExecutor::refuse_if_device_held(int) {}
+bool CudaExecutor::keep_if_group_held(const std::vector<int>&, int, void*) { return false; }
+void CudaExecutor::prepare_for_allocation(int) {}
 double CudaExecutor::measure_copy_bandwidth_gbs(int, uint64_t) { no_cuda(); }
 CudaExecutor::CudaExecutor(const CudaOptions&) { no_cuda(); }
 CudaExecutor::~CudaExecutor() = default;

@@ -246,7 +246,10 @@ struct CudaExecutor::State {
       std::lock_guard lock(resident_mutex);
       if (resident_owner != executor) other = resident_owner;
     }
-    if (other) other->stop_resident_kernel();
+    if (!other) return;
+    other->stop_resident_kernel();
+    // That stop may have given up on its kernel (and said so to its owner): then this GPU may be held.
+    if (device_held_by_hung_kernel(options.device)) refuse_held_device(options.device);
   }
 
   void launch(const KernelConfig& config) {
@@ -306,7 +309,7 @@ struct CudaExecutor::State {
                           word(mailbox->done) + ", doorbell " + word(mailbox->doorbell) + ", shutdown " + word(mailbox->shutdown) +
                           ", error code " + std::to_string(code) + ".";
     if (code) message += " The device reported: " + describe_error(*const_cast<const DeviceErrorRecord*>(&mailbox->error)) + ".";
-    message += " The kernel may still run, so CUDA device " + std::to_string(options.device) +
+    message += " It may still run, so CUDA device " + std::to_string(options.device) +
                " stays held (its memory is kept, nothing new starts on it) until the kernel ends";
     std::atomic_ref<uint32_t>(mailbox->shutdown).store(1, std::memory_order_release);  // a resident kernel may yet see it
     hung = true;
@@ -480,9 +483,12 @@ CudaExecutor::~CudaExecutor() {
 }
 
 uint32_t CudaExecutor::hung_kernels_running() { return hung_kernels_still_running(); }
-bool CudaExecutor::keep_if_device_held(int device, void* memory) { return keep_memory_while_held(device, memory); }
-void CudaExecutor::refuse_if_device_held(int device) {
-  if (device_held_by_hung_kernel(device)) refuse_held_device(device);
+bool CudaExecutor::keep_if_group_held(const std::vector<int>& group_devices, int device, void* memory) {
+  return keep_group_memory_while_held(group_devices, device, memory);
+}
+void CudaExecutor::prepare_for_allocation(int device) {
+  stop_running_resident_kernel();
+  if (device_held_by_hung_kernel(device)) refuse_held_device(device);  // held before, or that stop gave up on it
 }
 
 uint32_t CudaExecutor::workers() const { return state_->ctas; }

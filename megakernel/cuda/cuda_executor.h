@@ -127,11 +127,14 @@ class CudaExecutor {
   // frees what the kernels that have ended since held (stopping a resident kernel first: call it from the
   // thread that drives the GPU).
   static uint32_t hung_kernels_running();
-  // For memory allocated outside the executors (a tensor-parallel group's windows): while such a kernel
-  // holds `device`, takes `memory` (freed with cudaFree when the kernel ends) and returns true; otherwise
-  // false, and the caller frees it. refuse_if_device_held throws the DeviceError that says the GPU is held.
-  static bool keep_if_device_held(int device, void* memory);
-  static void refuse_if_device_held(int device);
+  // For memory allocated outside the executors (a tensor-parallel group's windows, which the kernels of
+  // every GPU of the group read): while such a kernel holds a GPU of `group_devices`, takes `memory` (on
+  // `device`; freed there when the kernel ends) and returns true; otherwise false, and the caller frees it.
+  static bool keep_if_group_held(const std::vector<int>& group_devices, int device, void* memory);
+  // Before allocating outside the executors on `device` (zeroing there synchronizes the GPU): stops the
+  // process's resident kernel (it holds every SM and never ends by itself), then throws the DeviceError
+  // that says so if a kernel the host gave up on holds the GPU.
+  static void prepare_for_allocation(int device);
   // Lets a resident kernel return (the next step starts it again). A resident kernel holds every SM, and
   // freeing device memory waits for the device: its owner, any other executor about to launch, and any
   // DeviceBuffer allocated or freed call this first (through the process's record of the running

@@ -15,9 +15,14 @@ struct HungKernel {
   int device = 0;
   cudaStream_t stream = nullptr;
   void* mailbox = nullptr;  // mapped host memory
-  // What was freed on this GPU while the kernel ran: device memory, and the streams and mailboxes of other
-  // executors there (tensor-parallel ranks sharing the GPU).
-  std::vector<void*> memory;
+  // What was freed while the kernel ran: device memory (on this GPU, or on another GPU of its tensor-
+  // parallel group, which its collectives may read), and the streams and mailboxes of other executors on
+  // this GPU (tensor-parallel ranks sharing it).
+  struct Memory {
+    int device;
+    void* pointer;
+  };
+  std::vector<Memory> memory;
   std::vector<cudaStream_t> streams;
   std::vector<void*> mailboxes;
 };
@@ -40,11 +45,11 @@ void release(HungKernel& ended) {
   on_device(ended.device, [&] {
     cudaStreamDestroy(ended.stream);
     cudaFreeHost(ended.mailbox);
-    for (void* memory : ended.memory) cudaFree(memory);
     for (cudaStream_t stream : ended.streams) cudaStreamDestroy(stream);
     for (void* mailbox : ended.mailboxes) cudaFreeHost(mailbox);
     return 0;
   });
+  for (const HungKernel::Memory& memory : ended.memory) on_device(memory.device, [&] { return cudaFree(memory.pointer); });
 }
 
 // The kernel in the record that holds `device` (any device: -1), or null. Called with hung_mutex held.
@@ -69,7 +74,8 @@ void reap(std::vector<HungKernel>& ended) {
 
 // Frees what the ended kernels held. A resident kernel holds every SM of its GPU, so it is stopped
 // first (its stop may give up on it too). What an ended kernel held on a GPU that another hung kernel
-// still holds, its own stream and mailbox included, is handed to that one: freeing it would wait.
+// still holds, its own stream and mailbox included, is handed to that one: freeing it would wait. (Memory
+// on a GPU no hung kernel holds is freed, even if a hung kernel on another GPU of its group might read it.)
 void release_ended(std::vector<HungKernel>& ended) {
   if (ended.empty()) return;
   try {
@@ -80,6 +86,13 @@ void release_ended(std::vector<HungKernel>& ended) {
   {
     std::lock_guard lock(hung_mutex);
     for (HungKernel& gone : ended) {
+      // Memory goes to whichever hung kernel holds its own GPU, if one does.
+      std::vector<HungKernel::Memory> free_memory;
+      for (const HungKernel::Memory& memory : gone.memory) {
+        if (HungKernel* holder = holder_of(memory.device)) holder->memory.push_back(memory);
+        else free_memory.push_back(memory);
+      }
+      gone.memory = std::move(free_memory);
       HungKernel* survivor = holder_of(gone.device);
       if (!survivor) {
         free_now.push_back(std::move(gone));
@@ -135,9 +148,19 @@ void refuse_held_device(int device) {
 
 bool keep_memory_while_held(int device, void* memory) {
   return with_holder(device, [&](HungKernel* holder) {
-    if (holder) holder->memory.push_back(memory);
+    if (holder) holder->memory.push_back({device, memory});
     return holder != nullptr;
   });
+}
+
+bool keep_group_memory_while_held(const std::vector<int>& group, int device, void* memory) {
+  for (int held : group)
+    if (with_holder(held, [&](HungKernel* holder) {
+          if (holder) holder->memory.push_back({device, memory});
+          return holder != nullptr;
+        }))
+      return true;
+  return false;
 }
 
 bool keep_executor_while_held(int device, cudaStream_t stream, void* mailbox) {

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <thread>
+#include <vector>
 
 namespace tilefire {
 
@@ -60,6 +61,9 @@ bool device_held_by_hung_kernel(int device);
 // While a hung kernel holds `device`, these keep what they are given until it ends and return true;
 // otherwise they return false and the caller frees as usual.
 bool keep_memory_while_held(int device, void* memory);
+// The same for memory on `device` that kernels on any GPU of `group` may read (a tensor-parallel group's
+// windows): kept while a hung kernel holds any of them, then freed on `device`.
+bool keep_group_memory_while_held(const std::vector<int>& group, int device, void* memory);
 bool keep_executor_while_held(int device, cudaStream_t stream, void* mailbox);
 
 // cuda_executor.cu: stops the process's resident kernel, if one runs (it holds every SM of its GPU, so a

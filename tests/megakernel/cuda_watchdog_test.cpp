@@ -19,6 +19,7 @@
 #include "scheduler/validator.h"
 #include "tests/common/compare.h"
 #include "tests/common/cuda_device.h"
+#include "tilefire/engine.h"
 #include "transport/device_windows.h"
 
 namespace tilefire::testing {
@@ -228,9 +229,9 @@ TEST(CudaHostDeadline, TheHostGivesUpOnAResidentStepPastItsDeadlineAndKeepsTheGp
 
 // A tensor-parallel group's windows and flags (transport/, allocated outside the executors) on a GPU that
 // a kernel the host gave up on holds: the group's teardown hands them to the record instead of freeing
-// them (cudaFree there would wait for the kernel: until its 5 s watchdog here, for ever on a hang), the
-// engine's check refuses a new group there, and when the kernel ends the record frees them: the device
-// has as much free memory as before the group.
+// them (cudaFree there would wait for the kernel: until its 5 s watchdog here, for ever on a hang), an
+// engine with a new group there is refused, and when the kernel ends the record frees them: the device
+// has as much free memory as before the group. (The emulation has one GPU: the group's two ranks share it.)
 TEST(CudaHostDeadline, ATensorParallelGroupsWindowsOnAHeldGpuAreKeptNotWaitedFor) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   ASSERT_EQ(CudaExecutor::hung_kernels_running(), 0u);
@@ -239,17 +240,21 @@ TEST(CudaHostDeadline, ATensorParallelGroupsWindowsOnAHeldGpuAreKeptNotWaitedFor
   options.step_deadline_ms = 250;
   const uint64_t free_before = CudaExecutor(CudaOptions{}).free_memory_bytes();
   auto group = std::make_unique<DeviceWindowGroup>(std::vector<int>{0, 0}, uint64_t(1) << 20, 16, 1000,
-                                                   &CudaExecutor::keep_if_device_held);
+                                                   &CudaExecutor::keep_if_group_held);
   auto executor = std::make_unique<CudaExecutor>(options);
   const Program stuck = two_task_program(executor->workers(), true);
   CudaProgramPtr loaded = executor->load(stuck, {});
   const int32_t token = 0;
   EXPECT_THROW(executor->run_step(*loaded, StepInputs{&token, 1, 0}, ScheduleMode::dataflow), DeviceError);
   ASSERT_EQ(CudaExecutor::hung_kernels_running(), 1u);
-  EXPECT_NO_THROW(CudaExecutor::refuse_if_device_held(1)) << "another GPU is not held";
+  EngineOptions tensor_parallel;
+  tensor_parallel.preset = "tiny";
+  tensor_parallel.backend = Backend::cuda;
+  tensor_parallel.tp = 2;
+  tensor_parallel.max_context = 64;
   try {
-    CudaExecutor::refuse_if_device_held(0);
-    ADD_FAILURE() << "a new group on the held GPU was not refused";
+    Engine refused(tensor_parallel);
+    ADD_FAILURE() << "an engine with a new group on the held GPU was not refused";
   } catch (const DeviceError& e) {
     EXPECT_NE(std::string(e.what()).find("CUDA device 0 is still held"), std::string::npos) << e.what();
   }
@@ -265,7 +270,7 @@ TEST(CudaHostDeadline, ATensorParallelGroupsWindowsOnAHeldGpuAreKeptNotWaitedFor
   while (CudaExecutor::hung_kernels_running() != 0 && std::chrono::steady_clock::now() < released_by)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_EQ(CudaExecutor::hung_kernels_running(), 0u) << "the kernel never ended";
-  EXPECT_NO_THROW(CudaExecutor::refuse_if_device_held(0));
+  EXPECT_NO_THROW(CudaExecutor::prepare_for_allocation(0));
   EXPECT_EQ(CudaExecutor(CudaOptions{}).free_memory_bytes(), free_before) << "the kept windows were not freed";
 }
 

@@ -67,7 +67,7 @@ DeviceWindowGroup::~DeviceWindowGroup() { release(); }
 
 void DeviceWindowGroup::release() noexcept {
   const auto free_on = [&](int device, void* memory) {
-    if (keep_while_held_ && keep_while_held_(device, memory)) return;
+    if (keep_while_held_ && keep_while_held_(devices_, device, memory)) return;
     cudaSetDevice(device);
     cudaFree(memory);
   };
