@@ -231,20 +231,30 @@ TEST(CudaHostDeadline, TheHostGivesUpOnAResidentStepPastItsDeadlineAndKeepsTheGp
 // a kernel the host gave up on holds: the group's teardown hands them to the record instead of freeing
 // them (cudaFree there would wait for the kernel: until its 5 s watchdog here, for ever on a hang), an
 // engine with a new group there is refused, and when the kernel ends the record frees them: the device
-// has as much free memory as before the group. (The emulation has one GPU: the group's two ranks share it.)
+// has as much free memory as before the group (on a GPU, within half a window: the driver's own use may
+// move a little; measured after a step has run, so that the kernel's code is loaded both times). (The
+// emulation has one GPU: the group's two ranks share it.)
 TEST(CudaHostDeadline, ATensorParallelGroupsWindowsOnAHeldGpuAreKeptNotWaitedFor) {
   TILEFIRE_REQUIRE_CUDA_DEVICE();
   ASSERT_EQ(CudaExecutor::hung_kernels_running(), 0u);
   CudaOptions options;
   options.watchdog_ms = 5000;
   options.step_deadline_ms = 250;
-  const uint64_t free_before = CudaExecutor(CudaOptions{}).free_memory_bytes();
-  auto group = std::make_unique<DeviceWindowGroup>(std::vector<int>{0, 0}, uint64_t(1) << 20, 16, 1000,
+  const int32_t token = 0;
+  const auto free_memory_after_a_step = [&] {
+    CudaExecutor warm{CudaOptions{}};
+    const Program good = signalled_pair_program(warm.workers());
+    CudaProgramPtr good_loaded = warm.load(good, {});
+    warm.run_step(*good_loaded, StepInputs{&token, 1, 0}, ScheduleMode::dataflow);
+    return int64_t(warm.free_memory_bytes());
+  };
+  constexpr uint64_t kWindowBytes = uint64_t(1) << 20;
+  const int64_t free_before = free_memory_after_a_step();
+  auto group = std::make_unique<DeviceWindowGroup>(std::vector<int>{0, 0}, kWindowBytes, 16, 1000,
                                                    &CudaExecutor::keep_if_group_held);
   auto executor = std::make_unique<CudaExecutor>(options);
   const Program stuck = two_task_program(executor->workers(), true);
   CudaProgramPtr loaded = executor->load(stuck, {});
-  const int32_t token = 0;
   EXPECT_THROW(executor->run_step(*loaded, StepInputs{&token, 1, 0}, ScheduleMode::dataflow), DeviceError);
   ASSERT_EQ(CudaExecutor::hung_kernels_running(), 1u);
   EngineOptions tensor_parallel;
@@ -271,7 +281,8 @@ TEST(CudaHostDeadline, ATensorParallelGroupsWindowsOnAHeldGpuAreKeptNotWaitedFor
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_EQ(CudaExecutor::hung_kernels_running(), 0u) << "the kernel never ended";
   EXPECT_NO_THROW(CudaExecutor::prepare_for_allocation(0));
-  EXPECT_EQ(CudaExecutor(CudaOptions{}).free_memory_bytes(), free_before) << "the kept windows were not freed";
+  const int64_t lost = free_before - free_memory_after_a_step();
+  EXPECT_LT(lost, int64_t(kWindowBytes / 2)) << "the kept windows were not freed: " << lost << " bytes less free";
 }
 
 // A chain of two LM-head nodes (rows of 4 KiB in bf16, staged on Hopper) and its buffers: the norm, the
