@@ -11,37 +11,13 @@ namespace {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
-// The code point whose UTF-8 bytes are text[at, end); false when they are not one whole character.
-bool code_point_at(std::string_view text, size_t at, size_t end, char32_t& out) {
-  std::u32string points;
-  if (unicode::decode_utf8(text.substr(at, end - at), points) || points.size() != 1) return false;
-  out = points[0];
-  return true;
-}
-
 // Where Python white space (str.isspace: what Jinja2's `-` strips and its regexes' \s match) ends that
 // starts at text[from].
-size_t skip_python_space(std::string_view text, size_t from) {
-  while (from < text.size()) {
-    size_t end = from + 1;
-    while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80 && end - from < 4) ++end;
-    char32_t c = 0;
-    if (!code_point_at(text, from, end, c) || !is_python_space(c)) return from;
-    from = end;
-  }
-  return from;
-}
+size_t skip_python_space(std::string_view text, size_t from) { return unicode::run_end(text, from, is_python_space); }
 
 // Where the Python white space that ends text[begin, end) begins (str.rstrip()).
 size_t rstrip_python_space(std::string_view text, size_t begin, size_t end) {
-  while (end > begin) {
-    size_t start = end - 1;
-    while (start > begin && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80 && end - start < 4) --start;
-    char32_t c = 0;
-    if (!code_point_at(text, start, end, c) || !is_python_space(c)) return end;
-    end = start;
-  }
-  return end;
+  return unicode::run_start(text, begin, end, is_python_space);
 }
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }

@@ -235,33 +235,6 @@ const std::string& HfTokenizer::token(int32_t id) const {
 
 namespace {
 
-// Where the run of white space (Unicode White_Space) that ends at `end` begins, in valid UTF-8, or `floor`
-// when the run reaches back past it.
-size_t white_space_run_before(std::string_view text, size_t end, size_t floor) {
-  while (end > floor) {
-    size_t start = end - 1;
-    while (start > 0 && (static_cast<uint8_t>(text[start]) & 0xC0) == 0x80) --start;  // back to the character's lead byte
-    std::u32string character;
-    unicode::decode_utf8(text.substr(start, end - start), character);
-    if (character.size() != 1 || !unicode::is_white_space(character[0])) break;
-    end = start;
-  }
-  return end;
-}
-
-// Where the run of white space that begins at `begin` ends.
-size_t white_space_run_after(std::string_view text, size_t begin) {
-  while (begin < text.size()) {
-    const uint8_t lead = static_cast<uint8_t>(text[begin]);
-    const size_t length = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-    std::u32string character;
-    unicode::decode_utf8(text.substr(begin, length), character);
-    if (character.size() != 1 || !unicode::is_white_space(character[0])) break;
-    begin += length;
-  }
-  return begin;
-}
-
 // Calls on_text(begin, end) for each non-empty stretch of `text` between matches of `added` and
 // on_token(token) for each match, in order. Matches are leftmost, then longest (each byte's candidates are
 // longest first), searched for in the text as it is: a token's pattern is valid UTF-8, so it can only match
@@ -287,11 +260,11 @@ void split_by_added_tokens(std::string_view text, const AddedTokenSet& added, On
     }
     // White space the match before took (its rstrip) is past stretch_start: no stretch, nothing taken twice.
     // (The run is looked for no further back than stretch_start: a longer one would change nothing.)
-    const size_t taken_from = match->lstrip ? white_space_run_before(text, i, stretch_start) : i;
+    const size_t taken_from = match->lstrip ? unicode::run_start(text, stretch_start, i, unicode::is_white_space) : i;
     if (stretch_start < taken_from) on_text(stretch_start, taken_from);
     on_token(*match);
     i += match->pattern.size();
-    stretch_start = match->rstrip ? white_space_run_after(text, i) : i;
+    stretch_start = match->rstrip ? unicode::run_end(text, i, unicode::is_white_space) : i;
   }
   if (stretch_start < text.size()) on_text(stretch_start, text.size());
 }

@@ -219,6 +219,13 @@ std::optional<std::size_t> decode_utf8(std::string_view bytes, std::u32string& o
   return std::nullopt;
 }
 
+bool code_point_at(std::string_view text, std::size_t at, std::size_t end, char32_t& out) {
+  std::u32string points;
+  if (decode_utf8(text.substr(at, end - at), points) || points.size() != 1) return false;
+  out = points[0];
+  return true;
+}
+
 void append_utf8(char32_t code_point, std::string& out) {
   assert(code_point <= kMaxCodePoint && !(code_point >= kFirstSurrogate && code_point <= kLastSurrogate));
   if (code_point < 0x80) {

@@ -28,6 +28,36 @@ bool is_lowercase_letter(char32_t code_point);       // General_Category Ll: reg
 bool is_upper_or_titlecase_letter(char32_t code_point);  // Lu or Lt: regex [\p{Lu}\p{Lt}]
 bool is_mark(char32_t code_point);                   // General_Category M (Mn, Mc, Me): regex \p{M}
 
+// The code point whose UTF-8 bytes are text[at, end); false when they are not one whole character.
+bool code_point_at(std::string_view text, std::size_t at, std::size_t end, char32_t& out);
+
+// Runs of characters of a class in UTF-8 text (white space, for the tokenizer's lstrip and rstrip and the
+// chat templates' whitespace control); a byte that is not part of a whole character ends a run.
+// Where the run that starts at text[from] ends:
+template <class Class>
+std::size_t run_end(std::string_view text, std::size_t from, Class in_class) {
+  while (from < text.size()) {
+    std::size_t end = from + 1;
+    while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80 && end - from < 4) ++end;
+    char32_t c = 0;
+    if (!code_point_at(text, from, end, c) || !in_class(c)) return from;
+    from = end;
+  }
+  return from;
+}
+// Where the run that ends at text[end] begins, looking back no further than `begin`:
+template <class Class>
+std::size_t run_start(std::string_view text, std::size_t begin, std::size_t end, Class in_class) {
+  while (end > begin) {
+    std::size_t start = end - 1;
+    while (start > begin && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80 && end - start < 4) --start;
+    char32_t c = 0;
+    if (!code_point_at(text, start, end, c) || !in_class(c)) return end;
+    end = start;
+  }
+  return end;
+}
+
 // Unicode Normalization Form C (UAX #15): canonical decomposition, canonical ordering, canonical
 // composition. Linear in the length (a run of over 32 combining marks in a row is sorted in n log n); text
 // made only of code points below U+0300 is returned unchanged without looking anything up.
