@@ -128,9 +128,7 @@ void free_device_memory(void* memory, int device) {
 DeviceBuffer::DeviceBuffer(uint64_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
   check(cudaGetDevice(&device_), "cudaGetDevice");
-  if (device_held_by_hung_kernel(device_)) refuse_held_device(device_);
-  stop_running_resident_kernel();
-  if (device_held_by_hung_kernel(device_)) refuse_held_device(device_);  // that stop gave up on its kernel
+  CudaExecutor::prepare_for_allocation(device_);
   const cudaError_t status = cudaMalloc(&data_, bytes);
   if (status != cudaSuccess) {
     data_ = nullptr;
@@ -487,8 +485,11 @@ bool CudaExecutor::keep_if_group_held(const std::vector<int>& group_devices, int
   return keep_group_memory_while_held(group_devices, device, memory);
 }
 void CudaExecutor::prepare_for_allocation(int device) {
+  // Refused first: a GPU already held gains nothing from stopping the resident kernel (which may be
+  // another GPU's, and healthy).
+  if (device_held_by_hung_kernel(device)) refuse_held_device(device);
   stop_running_resident_kernel();
-  if (device_held_by_hung_kernel(device)) refuse_held_device(device);  // held before, or that stop gave up on it
+  if (device_held_by_hung_kernel(device)) refuse_held_device(device);  // that stop gave up on its kernel
 }
 
 uint32_t CudaExecutor::workers() const { return state_->ctas; }

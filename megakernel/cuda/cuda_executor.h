@@ -131,9 +131,10 @@ class CudaExecutor {
   // every GPU of the group read): while such a kernel holds a GPU of `group_devices`, takes `memory` (on
   // `device`; freed there when the kernel ends) and returns true; otherwise false, and the caller frees it.
   static bool keep_if_group_held(const std::vector<int>& group_devices, int device, void* memory);
-  // Before allocating outside the executors on `device` (zeroing there synchronizes the GPU): stops the
-  // process's resident kernel (it holds every SM and never ends by itself), then throws the DeviceError
-  // that says so if a kernel the host gave up on holds the GPU.
+  // Before allocating on `device` (a DeviceBuffer, a tensor-parallel group's windows: zeroing there
+  // synchronizes the GPU): throws the DeviceError that says so if a kernel the host gave up on holds the
+  // GPU, else stops the process's resident kernel (it holds every SM and never ends by itself) and
+  // throws if that stop left the GPU held.
   static void prepare_for_allocation(int device);
   // Lets a resident kernel return (the next step starts it again). A resident kernel holds every SM, and
   // freeing device memory waits for the device: its owner, any other executor about to launch, and any
