@@ -66,8 +66,8 @@ too, with exit status 3, for a supervisor to restart it.
   --port N               TCP port (default 8000; 0: any free port, printed at start)
   --chat-template FILE   a Jinja chat template instead of the folder's (or for a folder without one)
   --served-model-name N  the model's id in /v1/models and in replies (default: the folder's name; "tiny"
-                         for the built-in sample); GET /v1/models/N answers it. A request's "model" is not
-                         checked: the one model answers every request
+                         for the built-in sample); GET /v1/models/N answers it. A request whose "model"
+                         names another is answered 404, as vLLM does (none, or "": this one)
   --api-key KEY          the /v1/ paths, /tokenize and /detokenize answer only requests with
                          "Authorization: Bearer KEY" (401 otherwise);
                          default: the TILEFIRE_API_KEY environment variable, else none. /health and /metrics
@@ -112,6 +112,17 @@ too, with exit status 3, for a supervisor to restart it.
 )";
 
 extern "C" void stop_serving(int) { stopping.store(true); }
+
+// A request's "model" must name the served one, so that a client set up for another model is told, not
+// answered by this one (vLLM's 404; a request without one, or with "", gets this model).
+void refuse_other_model(const Served& served, const json& body) {
+  if (!body.contains("model") || body.at("model").is_null()) return;
+  const json& model = body.at("model");
+  if (!model.is_string()) refuse_field("model", "must be the served model's id, a string, got " + model.dump().substr(0, 200));
+  const std::string& asked = model.get_ref<const std::string&>();
+  if (!asked.empty() && asked != served.name)
+    throw http::Error{404, "no model '" + asked.substr(0, 200) + "': this server has '" + served.name + "' (--served-model-name)"};
+}
 
 // --api-key: the request's "Authorization: Bearer KEY" must hold the key, compared in time that does not
 // depend on where the two first differ.
@@ -159,23 +170,26 @@ void handle_connection(Served& served, int fd) {
       if (one_model && asked != served.name) throw http::Error{404, "no model '" + asked.substr(0, 200) + "': this server has '" + served.name + "'"};
       status = 200;
       http::write_all(fd, json_response(200, one_model ? model : json{{"object", "list"}, {"data", {model}}}));
-    } else if (tokenizing) {  // the tokenizer alone: no turn on the engine
-      const json reply = request.target == "/tokenize" ? tokenize_reply(request.body, served.tokenizer.get(), served.chat_template.get(),
-                                                                        served.engine->model(), served.tool_call_parser)
-                                                       : detokenize_reply(request.body, served.tokenizer.get(), served.engine->model());
-      status = 200;
-      http::write_all(fd, json_response(200, reply));
-    } else if (request.target == "/v1/responses") {  // a chat, asked and answered in the Responses' shapes
-      const json responses_request = parse_body(request.body);
-      ResponsesStream responses_stream(responses_request);
-      try {
-        serve_generation(served, fd, chat_body_of_responses_request(responses_request).dump(), true, status, summary,
-                         [&](const json& chat_reply) { return response_of_chat_completion(chat_reply, responses_request); }, &responses_stream);
-      } catch (const InputError& e) {  // refused before any reply: named as the Responses API names the field
-        throw InputError(responses_field_names(e.what()));
-      }
     } else {
-      serve_generation(served, fd, request.body, request.target == "/v1/chat/completions", status, summary);
+      const json body = parse_body(request.body);
+      refuse_other_model(served, body);  // before the body's other fields, as vLLM checks it
+      if (tokenizing) {  // the tokenizer alone: no turn on the engine
+        const json reply = request.target == "/tokenize" ? tokenize_reply(body, served.tokenizer.get(), served.chat_template.get(),
+                                                                          served.engine->model(), served.tool_call_parser)
+                                                         : detokenize_reply(body, served.tokenizer.get(), served.engine->model());
+        status = 200;
+        http::write_all(fd, json_response(200, reply));
+      } else if (request.target == "/v1/responses") {  // a chat, asked and answered in the Responses' shapes
+        ResponsesStream responses_stream(body);
+        try {
+          serve_generation(served, fd, chat_body_of_responses_request(body), true, status, summary,
+                           [&](const json& chat_reply) { return response_of_chat_completion(chat_reply, body); }, &responses_stream);
+        } catch (const InputError& e) {  // refused before any reply: named as the Responses API names the field
+          throw InputError(responses_field_names(e.what()));
+        }
+      } else {
+        serve_generation(served, fd, body, request.target == "/v1/chat/completions", status, summary);
+      }
     }
   } catch (const http::Error& e) {
     status = e.status;

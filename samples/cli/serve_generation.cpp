@@ -299,11 +299,11 @@ std::string summary_of(const std::vector<Generated>& choices, uint32_t per_promp
 
 }  // namespace
 
-void serve_generation(Served& served, int fd, const std::string& body_text, bool chat, int& status, std::string& summary,
+void serve_generation(Served& served, int fd, const json& body, bool chat, int& status, std::string& summary,
                       const std::function<json(const json&)>& reshape, ResponsesStream* responses_stream) {
-  const ParsedRequest parsed = chat ? parse_chat_request(body_text, served.tokenizer.get(), served.chat_template.get(),
+  const ParsedRequest parsed = chat ? parse_chat_request(body, served.tokenizer.get(), served.chat_template.get(),
                                                          served.end_of_reply, served.engine->model(), served.tool_call_parser)
-                                    : parse_completion_request(body_text, served.tokenizer.get(), served.engine->model());
+                                    : parse_completion_request(body, served.tokenizer.get(), served.engine->model());
   const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + (parsed.request_id.empty() ? std::to_string(++served.requests) : parsed.request_id);
   const long long created = static_cast<long long>(std::time(nullptr));
   const char* object = chat ? "chat.completion" : "text_completion";

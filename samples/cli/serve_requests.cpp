@@ -501,8 +501,7 @@ std::string render_chat_prompt(const json& body, const ChatTemplate& chat_templa
   return python_rstrip(text.substr(0, at));
 }
 
-ParsedRequest parse_completion_request(const std::string& body_text, const Tokenizer* tokenizer, const ModelInfo& model) {
-  const json body = parse_body(body_text);
+ParsedRequest parse_completion_request(const json& body, const Tokenizer* tokenizer, const ModelInfo& model) {
   for (const char* field : {"tools", "tool_choice", "functions", "function_call"})
     if (given(body, field)) refuse(field, "is a field of /v1/chat/completions (a completion's reply is its text)");
   ParsedRequest parsed = common_fields(body, model, tokenizer, max_tokens_field(body), 16);  // OpenAI's default
@@ -571,13 +570,12 @@ ParsedRequest parse_completion_request(const std::string& body_text, const Token
   return parsed;
 }
 
-ParsedRequest parse_chat_request(const std::string& body_text, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
+ParsedRequest parse_chat_request(const json& body, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
                                  const std::vector<int32_t>& end_of_reply, const ModelInfo& model, ToolCallParser tool_call_parser) {
   if (!tokenizer) throw InputError("this model has no tokenizer.json: chat messages cannot be put into tokens");
   if (!chat_template)
     throw InputError("this model has no chat template (chat_template.jinja, tokenizer_config.json or chat_template.json): give tilefire serve "
                      "--chat-template FILE, or use /v1/completions");
-  const json body = parse_body(body_text);
   ParsedRequest parsed = common_fields(body, model, tokenizer, max_tokens_field(body), model.max_context);  // default: until the reply ends
   if (given(body, "echo") && body.at("echo") != json(false))
     refuse("echo", "is a field of /v1/completions (a chat's reply does not repeat its messages)");

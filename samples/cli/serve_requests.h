@@ -61,9 +61,8 @@ bool boolean_field(const nlohmann::json& body, const char* field, bool fallback)
 // A request's body as a JSON object; InputError for one that is not, or nests past 400 levels.
 nlohmann::json parse_body(const std::string& body);
 
-// InputError naming the field for a body that is not a JSON object or holds a field the engine cannot
-// honour. A text prompt is encoded by `tokenizer`, or taken as bytes without one.
-ParsedRequest parse_completion_request(const std::string& body, const Tokenizer* tokenizer, const ModelInfo& model);
+// InputError naming the field for a body (parse_body's) that holds a field the engine cannot honour. A text prompt is encoded by `tokenizer`, or taken as bytes without one.
+ParsedRequest parse_completion_request(const nlohmann::json& body, const Tokenizer* tokenizer, const ModelInfo& model);
 // The messages go through the chat template (a null one, or a null tokenizer, is refused), with the
 // request's tools; the reply stops at the template's end of reply too. tool_choice "auto" reads calls in
 // `tool_call_parser`'s format (none: refused).
@@ -79,7 +78,7 @@ std::string render_chat_prompt(const nlohmann::json& body, const ChatTemplate& c
 // prompt (default false: the template writes it).
 bool chat_add_special_tokens(const nlohmann::json& body);
 
-ParsedRequest parse_chat_request(const std::string& body, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
+ParsedRequest parse_chat_request(const nlohmann::json& body, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
                                  const std::vector<int32_t>& end_of_reply, const ModelInfo& model, ToolCallParser tool_call_parser);
 
 }  // namespace tilefire::cli

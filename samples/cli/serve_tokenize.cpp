@@ -9,9 +9,8 @@ namespace tilefire::cli {
 
 using nlohmann::json;
 
-json tokenize_reply(const std::string& body_text, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
+json tokenize_reply(const json& body, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
                     const ModelInfo& model, ToolCallParser tool_call_parser) {
-  const json body = parse_body(body_text);
   const bool prompt = given(body, "prompt"), messages = given(body, "messages");
   if (prompt == messages) refuse_field(prompt ? "prompt" : "messages", prompt ? "and \"messages\": give one of them" : "is missing: give \"prompt\" (a text) or \"messages\" (a chat)");
   std::vector<int32_t> tokens;
@@ -42,8 +41,7 @@ json tokenize_reply(const std::string& body_text, const Tokenizer* tokenizer, co
   return reply;
 }
 
-json detokenize_reply(const std::string& body_text, const Tokenizer* tokenizer, const ModelInfo& model) {
-  const json body = parse_body(body_text);
+json detokenize_reply(const json& body, const Tokenizer* tokenizer, const ModelInfo& model) {
   if (!given(body, "tokens") || !body.at("tokens").is_array())
     refuse_field("tokens", "must be a list of token ids, got " + (given(body, "tokens") ? body.at("tokens").dump().substr(0, 200) : std::string("nothing")));
   std::vector<int32_t> tokens;

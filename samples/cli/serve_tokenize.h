@@ -23,8 +23,8 @@
 namespace tilefire::cli {
 
 // InputError naming the field for a body that asks for something else or holds a bad value.
-nlohmann::json tokenize_reply(const std::string& body, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
+nlohmann::json tokenize_reply(const nlohmann::json& body, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
                               const ModelInfo& model, ToolCallParser tool_call_parser);
-nlohmann::json detokenize_reply(const std::string& body, const Tokenizer* tokenizer, const ModelInfo& model);
+nlohmann::json detokenize_reply(const nlohmann::json& body, const Tokenizer* tokenizer, const ModelInfo& model);
 
 }  // namespace tilefire::cli

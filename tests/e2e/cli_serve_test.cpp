@@ -49,7 +49,7 @@ void replies_are_runs_replies(const std::vector<std::string>& batching) {
   ASSERT_NE(server.port(), 0);
 
   // The first request (nothing cached to reuse) against run, greedy.
-  HttpReply reply = post(server.port(), "/v1/completions", R"({"model": "x", "prompt": "hello hello", "max_tokens": 12, "temperature": 0})");
+  HttpReply reply = post(server.port(), "/v1/completions", R"({"model": "tiny-serve", "prompt": "hello hello", "max_tokens": 12, "temperature": 0})");
   ASSERT_EQ(reply.status, 200) << reply.body;
   json body = json::parse(reply.body);
   json expected = run_json({"--model", model.string(), "--prompt", "hello hello", "--max-new-tokens", "12", "--threads", "2"});
@@ -162,6 +162,12 @@ TEST(CliServe, TheOpenAiSdkGetsRunsReplies) {
   EXPECT_EQ(got.at("chat_streamed_usage").at("usage").at("completion_tokens"), chat.at("tokens").size()) << got.dump();
   EXPECT_EQ(got.at("refused").at("status"), 400) << got.dump();
   EXPECT_NE(got.at("refused").at("message").get<std::string>().find("'n' must be a whole number from 1 to 64"), std::string::npos)
+      << got.dump();
+  // A request for another model: the SDK's NotFoundError, which names both.
+  EXPECT_EQ(got.at("other_model").at("status"), 404) << got.dump();
+  EXPECT_EQ(got.at("other_model").at("name"), "NotFoundError") << got.dump();
+  EXPECT_NE(got.at("other_model").at("message").get<std::string>().find("no model 'another-model': this server has 'tiny-serve'"),
+            std::string::npos)
       << got.dump();
   // A named function's call: the SDK reads it whole, and joins the streamed deltas into the same call.
   const json& call = got.at("tool_call");

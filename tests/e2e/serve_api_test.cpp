@@ -747,7 +747,8 @@ TEST(ServeApi, AnApiKeyGuardsTheV1Paths) {
   EXPECT_NE(spaced.err.find("holds a space or control character"), std::string::npos) << spaced.err;
 }
 
-// --served-model-name is the id the models list, OpenAI's retrieve, and every reply carry.
+// --served-model-name is the id the models list, OpenAI's retrieve, and every reply carry, and the one a
+// request may name.
 TEST(ServeApi, TheServedModelNameIsTheModelsId) {
   Server server({"--threads", "1", "--served-model-name", "team-model-v2"});
   ASSERT_NE(server.port(), 0);
@@ -760,9 +761,29 @@ TEST(ServeApi, TheServedModelNameIsTheModelsId) {
   const HttpReply other = http_exchange(server.port(), "GET /v1/models/tiny HTTP/1.1\r\n\r\n");
   EXPECT_EQ(other.status, 404) << other.body;
   EXPECT_NE(other.body.find("no model 'tiny': this server has 'team-model-v2'"), std::string::npos) << other.body;
-  const HttpReply reply = post(server.port(), "/v1/completions", R"({"prompt": "a", "max_tokens": 2, "model": "anything"})");
-  ASSERT_EQ(reply.status, 200) << reply.body;
-  EXPECT_EQ(json::parse(reply.body).at("model"), "team-model-v2");
+  // A request naming the served model, none, or "" (vLLM's "this one") is answered by it.
+  for (const std::string named : {R"("model": "team-model-v2", )", "", R"("model": "", )", R"("model": null, )"}) {
+    const HttpReply reply = post(server.port(), "/v1/completions", "{" + named + R"("prompt": "a", "max_tokens": 2})");
+    ASSERT_EQ(reply.status, 200) << named << reply.body;
+    EXPECT_EQ(json::parse(reply.body).at("model"), "team-model-v2");
+  }
+  // Another model's name is answered 404 on every path that takes a body, before the body's other fields
+  // are read (the sample has no chat template, and the tokens are past its vocabulary); not a string, 400.
+  const std::vector<std::pair<std::string, std::string>> requests = {
+      {"/v1/completions", R"({"model": "tiny", "prompt": "a", "max_tokens": 2})"},
+      {"/v1/chat/completions", R"({"model": "tiny", "messages": [{"role": "user", "content": "a"}]})"},
+      {"/v1/responses", R"({"model": "tiny", "input": "a"})"},
+      {"/tokenize", R"({"model": "tiny", "prompt": "a"})"},
+      {"/detokenize", R"({"model": "tiny", "tokens": [99999999]})"}};
+  for (const auto& [path, body] : requests) {
+    const HttpReply refused = post(server.port(), path, body);
+    EXPECT_EQ(refused.status, 404) << path << ": " << refused.body;
+    EXPECT_EQ(json::parse(refused.body).at("error").at("message"), "no model 'tiny': this server has 'team-model-v2' (--served-model-name)")
+        << path;
+  }
+  const HttpReply not_a_name = post(server.port(), "/v1/completions", R"({"model": ["team-model-v2"], "prompt": "a"})");
+  EXPECT_EQ(not_a_name.status, 400) << not_a_name.body;
+  EXPECT_EQ(json::parse(not_a_name.body).at("error").at("message"), R"('model' must be the served model's id, a string, got ["team-model-v2"])");
   for (const std::string bad : {"two words", "a/b"}) {
     const RunResult refused = run_cli({"serve", "--served-model-name", bad, "--port", "0"});
     EXPECT_EQ(refused.status, 2) << describe(refused);
