@@ -21,6 +21,7 @@ struct Request {
 struct Error {
   int status;
   std::string message;
+  std::string param = "", code = "";  // OpenAI's error fields, when it names them (e.g. "model", "model_not_found")
 };
 
 // A listening TCP socket on host:port (port 0: any free one). InputError naming the flag when the host is

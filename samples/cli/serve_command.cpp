@@ -19,6 +19,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -113,6 +114,12 @@ too, with exit status 3, for a supervisor to restart it.
 
 extern "C" void stop_serving(int) { stopping.store(true); }
 
+// The 404 for a model this server does not have (OpenAI's code for it, which clients read).
+[[noreturn]] void refuse_unknown_model(const Served& served, const std::string& asked) {
+  throw http::Error{404, "no model '" + asked.substr(0, 200) + "': this server has '" + served.name + "' (--served-model-name)", "model",
+                    "model_not_found"};
+}
+
 // A request's "model" must name the served one, so that a client set up for another model is told, not
 // answered by this one (vLLM's 404; a request without one, or with "", gets this model).
 void refuse_other_model(const Served& served, const json& body) {
@@ -120,8 +127,23 @@ void refuse_other_model(const Served& served, const json& body) {
   const json& model = body.at("model");
   if (!model.is_string()) refuse_field("model", "must be the served model's id, a string, got " + model.dump().substr(0, 200));
   const std::string& asked = model.get_ref<const std::string&>();
-  if (!asked.empty() && asked != served.name)
-    throw http::Error{404, "no model '" + asked.substr(0, 200) + "': this server has '" + served.name + "' (--served-model-name)"};
+  if (!asked.empty() && asked != served.name) refuse_unknown_model(served, asked);
+}
+
+// A path segment with its %XX escapes decoded (a client's SDK escapes the '/' of "org/name"); a '%'
+// not followed by two hex digits stays as it is.
+std::string percent_decoded(const std::string& segment) {
+  auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
+  std::string decoded;
+  for (size_t i = 0; i < segment.size(); ++i) {
+    if (segment[i] == '%' && i + 2 < segment.size() && hex(segment[i + 1]) >= 0 && hex(segment[i + 2]) >= 0) {
+      decoded.push_back(static_cast<char>(hex(segment[i + 1]) * 16 + hex(segment[i + 2])));
+      i += 2;
+    } else {
+      decoded.push_back(segment[i]);
+    }
+  }
+  return decoded;
 }
 
 // --api-key: the request's "Authorization: Bearer KEY" must hold the key, compared in time that does not
@@ -166,13 +188,13 @@ void handle_connection(Served& served, int fd) {
     } else if (request.target == "/v1/models" || one_model) {
       const json model = {{"id", served.name}, {"object", "model"}, {"created", 0}, {"owned_by", "tilefire"},
                           {"max_model_len", served.engine->model().max_context}};
-      const std::string asked = one_model ? request.target.substr(std::string("/v1/models/").size()) : "";
-      if (one_model && asked != served.name) throw http::Error{404, "no model '" + asked.substr(0, 200) + "': this server has '" + served.name + "'"};
+      const std::string asked = one_model ? percent_decoded(request.target.substr(std::string("/v1/models/").size())) : "";
+      if (one_model && asked != served.name) refuse_unknown_model(served, asked);
       status = 200;
       http::write_all(fd, json_response(200, one_model ? model : json{{"object", "list"}, {"data", {model}}}));
     } else {
-      const json body = parse_body(request.body);
-      refuse_other_model(served, body);  // before the body's other fields, as vLLM checks it
+      json body = parse_body(request.body);
+      refuse_other_model(served, body);  // before the other fields are read (vLLM checks their types first)
       if (tokenizing) {  // the tokenizer alone: no turn on the engine
         const json reply = request.target == "/tokenize" ? tokenize_reply(body, served.tokenizer.get(), served.chat_template.get(),
                                                                           served.engine->model(), served.tool_call_parser)
@@ -188,14 +210,14 @@ void handle_connection(Served& served, int fd) {
           throw InputError(responses_field_names(e.what()));
         }
       } else {
-        serve_generation(served, fd, body, request.target == "/v1/chat/completions", status, summary);
+        serve_generation(served, fd, std::move(body), request.target == "/v1/chat/completions", status, summary);
       }
     }
   } catch (const http::Error& e) {
     status = e.status;
     // A request read while the server stops says why it stops (http.cpp knows only that it does).
     summary = e.status == 503 && stopping.load() ? stopping_reason(served) : e.message;
-    http::write_all(fd, json_response(e.status, error_body(e.status, summary)));
+    http::write_all(fd, json_response(e.status, error_body(e.status, summary, e.param, e.code)));
   } catch (const InputError& e) {
     status = 400;
     summary = e.what();
@@ -302,11 +324,18 @@ int serve_command(int argc, char** argv) {
   // JSON's own), at least 1 MiB. A parsed body takes about 30 times its size, so this bounds that too.
   served.max_body = std::max<size_t>(1u << 20, size_t(64) * served.engine->model().max_context);
   served.io_timeout_ms = io_timeout_ms;
-  served.name = options.model_dir.empty() ? "tiny" : std::filesystem::path(options.model_dir).lexically_normal().filename().string();
-  if (served.name.empty()) served.name = std::filesystem::path(options.model_dir).lexically_normal().parent_path().filename().string();
+  // The folder's own name, "." and "dir/" included (a request naming it is answered).
+  if (options.model_dir.empty()) {
+    served.name = "tiny";
+  } else {
+    const std::filesystem::path folder = std::filesystem::absolute(options.model_dir).lexically_normal();
+    served.name = folder.has_filename() ? folder.filename().string() : folder.parent_path().filename().string();
+    if (served.name.empty()) served.name = "model";  // the root directory
+  }
   if (const auto name = args.text("--served-model-name")) {
-    if (name->empty() || name->find_first_of(" \t\r\n/") != std::string::npos)
-      throw InputError("--served-model-name must be a name without spaces or '/', got '" + *name + "'");
+    // "org/name" as a Hugging Face id (vLLM's default) too; GET /v1/models/ID takes it escaped or not.
+    if (name->empty() || std::any_of(name->begin(), name->end(), [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; }))
+      throw InputError("--served-model-name must be a name without spaces or control characters, got '" + *name + "'");
     served.name = *name;
   }
 

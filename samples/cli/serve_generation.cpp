@@ -299,11 +299,12 @@ std::string summary_of(const std::vector<Generated>& choices, uint32_t per_promp
 
 }  // namespace
 
-void serve_generation(Served& served, int fd, const json& body, bool chat, int& status, std::string& summary,
+void serve_generation(Served& served, int fd, json request_body, bool chat, int& status, std::string& summary,
                       const std::function<json(const json&)>& reshape, ResponsesStream* responses_stream) {
-  const ParsedRequest parsed = chat ? parse_chat_request(body, served.tokenizer.get(), served.chat_template.get(),
+  const ParsedRequest parsed = chat ? parse_chat_request(request_body, served.tokenizer.get(), served.chat_template.get(),
                                                          served.end_of_reply, served.engine->model(), served.tool_call_parser)
-                                    : parse_completion_request(body, served.tokenizer.get(), served.engine->model());
+                                    : parse_completion_request(request_body, served.tokenizer.get(), served.engine->model());
+  request_body = json();  // what the reply needs is parsed; the body (some 30 times its text) is not kept through the generation
   const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + (parsed.request_id.empty() ? std::to_string(++served.requests) : parsed.request_id);
   const long long created = static_cast<long long>(std::time(nullptr));
   const char* object = chat ? "chat.completion" : "text_completion";

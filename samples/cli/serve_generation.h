@@ -12,10 +12,10 @@
 
 namespace tilefire::cli {
 
-// POST /v1/completions and /v1/chat/completions: reads `body` (parse_body's), generates (each of "n" choices), answers
-// (whole or as events). For /v1/responses, a whole reply's body goes through `reshape`, and a stream's
+// POST /v1/completions and /v1/chat/completions: reads `request_body` (parse_body's; freed once read),
+// generates (each of "n" choices), answers (whole or as events). For /v1/responses, a whole reply's body goes through `reshape`, and a stream's
 // chunks through `responses_stream`.
-void serve_generation(Served& served, int fd, const nlohmann::json& body, bool chat, int& status, std::string& summary,
+void serve_generation(Served& served, int fd, nlohmann::json request_body, bool chat, int& status, std::string& summary,
                       const std::function<nlohmann::json(const nlohmann::json&)>& reshape = nullptr,
                       ResponsesStream* responses_stream = nullptr);
 

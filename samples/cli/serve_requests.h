@@ -61,7 +61,8 @@ bool boolean_field(const nlohmann::json& body, const char* field, bool fallback)
 // A request's body as a JSON object; InputError for one that is not, or nests past 400 levels.
 nlohmann::json parse_body(const std::string& body);
 
-// InputError naming the field for a body (parse_body's) that holds a field the engine cannot honour. A text prompt is encoded by `tokenizer`, or taken as bytes without one.
+// InputError naming the field for a body (parse_body's) that holds a field the engine cannot honour. A
+// text prompt is encoded by `tokenizer`, or taken as bytes without one.
 ParsedRequest parse_completion_request(const nlohmann::json& body, const Tokenizer* tokenizer, const ModelInfo& model);
 // The messages go through the chat template (a null one, or a null tokenizer, is refused), with the
 // request's tools; the reply stops at the template's end of reply too. tool_choice "auto" reads calls in

@@ -73,8 +73,8 @@ bool is_engine_fault(const std::exception& e);
 void engine_failed(Served& served, const std::exception& e);
 // What a request refused while the server stops is told.
 std::string stopping_reason(Served& served);
-// OpenAI's error object, and a whole JSON response.
-nlohmann::json error_body(int status, const std::string& message);
+// OpenAI's error object (`param` and `code` null where empty), and a whole JSON response.
+nlohmann::json error_body(int status, const std::string& message, const std::string& param = "", const std::string& code = "");
 std::string json_response(int status, const nlohmann::json& body);
 
 }  // namespace tilefire::cli

@@ -92,10 +92,11 @@ inline std::vector<std::string> events(const std::string& body) {
   return data;
 }
 
-// `tilefire serve --port 0 args...` in the background; the port comes from its first line.
+// `tilefire serve --port 0 args...` in the background (in `cwd`, when given); the port comes from its
+// first line.
 class Server {
  public:
-  explicit Server(const std::vector<std::string>& args)
+  explicit Server(const std::vector<std::string>& args, const std::filesystem::path& cwd = {})
       : log_(std::filesystem::temp_directory_path() / ("tilefire-serve-" + std::to_string(::getpid()) + "-" + std::to_string(count_++) + ".log")) {
     std::vector<std::string> argv_strings = {TILEFIRE_CLI_PATH, "serve", "--port", "0"};
     argv_strings.insert(argv_strings.end(), args.begin(), args.end());
@@ -109,6 +110,7 @@ class Server {
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
     posix_spawn_file_actions_addclose(&actions, out[0]);
     posix_spawn_file_actions_addopen(&actions, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
     EXPECT_EQ(posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ), 0);
     posix_spawn_file_actions_destroy(&actions);
     ::close(out[1]);

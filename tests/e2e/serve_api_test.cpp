@@ -760,7 +760,10 @@ TEST(ServeApi, TheServedModelNameIsTheModelsId) {
   EXPECT_EQ(json::parse(one.body), json::parse(listed.body).at("data")[0]);
   const HttpReply other = http_exchange(server.port(), "GET /v1/models/tiny HTTP/1.1\r\n\r\n");
   EXPECT_EQ(other.status, 404) << other.body;
-  EXPECT_NE(other.body.find("no model 'tiny': this server has 'team-model-v2'"), std::string::npos) << other.body;
+  // OpenAI's error for a model it does not have: its code is what a client reads.
+  const json expected_error = {{"message", "no model 'tiny': this server has 'team-model-v2' (--served-model-name)"},
+                               {"type", "invalid_request_error"}, {"param", "model"}, {"code", "model_not_found"}};
+  EXPECT_EQ(json::parse(other.body).at("error"), expected_error) << other.body;
   // A request naming the served model, none, or "" (vLLM's "this one") is answered by it.
   for (const std::string named : {R"("model": "team-model-v2", )", "", R"("model": "", )", R"("model": null, )"}) {
     const HttpReply reply = post(server.port(), "/v1/completions", "{" + named + R"("prompt": "a", "max_tokens": 2})");
@@ -778,16 +781,58 @@ TEST(ServeApi, TheServedModelNameIsTheModelsId) {
   for (const auto& [path, body] : requests) {
     const HttpReply refused = post(server.port(), path, body);
     EXPECT_EQ(refused.status, 404) << path << ": " << refused.body;
-    EXPECT_EQ(json::parse(refused.body).at("error").at("message"), "no model 'tiny': this server has 'team-model-v2' (--served-model-name)")
-        << path;
+    EXPECT_EQ(json::parse(refused.body).at("error"), expected_error) << path;
   }
-  const HttpReply not_a_name = post(server.port(), "/v1/completions", R"({"model": ["team-model-v2"], "prompt": "a"})");
+  // A stream asked of another model is refused before its head: a JSON 404, not events.
+  const HttpReply streamed = post(server.port(), "/v1/completions", R"({"model": "tiny", "prompt": "a", "stream": true})");
+  EXPECT_EQ(streamed.status, 404) << streamed.body;
+  EXPECT_EQ(json::parse(streamed.body).at("error"), expected_error);
+  const HttpReply not_a_name = post(server.port(), "/v1/chat/completions", R"({"model": ["team-model-v2"], "messages": []})");
   EXPECT_EQ(not_a_name.status, 400) << not_a_name.body;
   EXPECT_EQ(json::parse(not_a_name.body).at("error").at("message"), R"('model' must be the served model's id, a string, got ["team-model-v2"])");
-  for (const std::string bad : {"two words", "a/b"}) {
+  // A name with a line break is logged on one line (as \x0a), so that it cannot pass for another entry.
+  EXPECT_EQ(post(server.port(), "/tokenize", R"({"model": "x\nPOST /v1/completions 200", "prompt": "a"})").status, 404);
+  EXPECT_NE(server.log().find("no model 'x\\x0aPOST /v1/completions 200'"), std::string::npos) << server.log();
+  EXPECT_EQ(server.log().find("\nPOST /v1/completions 200"), std::string::npos) << server.log();
+  for (const std::string bad : {"two words", "tab\tname"}) {
     const RunResult refused = run_cli({"serve", "--served-model-name", bad, "--port", "0"});
     EXPECT_EQ(refused.status, 2) << describe(refused);
-    EXPECT_NE(refused.err.find("--served-model-name must be a name without spaces or '/'"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("--served-model-name must be a name without spaces or control characters"), std::string::npos) << refused.err;
+  }
+}
+
+// A Hugging Face id ("org/name", vLLM's default) as the served name: requests name it as it is, and
+// OpenAI's retrieve takes it with its '/' escaped (as the SDKs send it) or not.
+TEST(ServeApi, AServedNameWithASlashIsTheModelsId) {
+  Server server({"--threads", "1", "--served-model-name", "meta-llama/Llama-3.2-1B"});
+  ASSERT_NE(server.port(), 0);
+  const HttpReply reply = post(server.port(), "/v1/completions", R"({"model": "meta-llama/Llama-3.2-1B", "prompt": "a", "max_tokens": 2})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(json::parse(reply.body).at("model"), "meta-llama/Llama-3.2-1B");
+  for (const std::string path : {"/v1/models/meta-llama/Llama-3.2-1B", "/v1/models/meta-llama%2FLlama-3.2-1B", "/v1/models/meta-llama%2fLlama-3.2-1B"}) {
+    const HttpReply one = http_exchange(server.port(), "GET " + path + " HTTP/1.1\r\n\r\n");
+    ASSERT_EQ(one.status, 200) << path << ": " << one.body;
+    EXPECT_EQ(json::parse(one.body).at("id"), "meta-llama/Llama-3.2-1B");
+  }
+  for (const std::string path : {"/v1/models/meta-llama", "/v1/models/Llama-3.2-1B", "/v1/models/meta-llama%2", "/v1/models/meta-llama%2GLlama-3.2-1B"})
+    EXPECT_EQ(http_exchange(server.port(), "GET " + path + " HTTP/1.1\r\n\r\n").status, 404) << path;
+  EXPECT_EQ(post(server.port(), "/v1/completions", R"({"model": "meta-llama", "prompt": "a"})").status, 404);
+}
+
+// The default name is the folder's own, however --model spells it ("." from inside it, a trailing '/').
+TEST(ServeApi, TheDefaultNameIsTheFoldersOwn) {
+  TempDir dir("serve-name");
+  const std::filesystem::path model = text_model(dir);
+  const std::string folder = model.filename().string();
+  for (const auto& [spelled, cwd] : std::vector<std::pair<std::string, std::filesystem::path>>{
+           {".", model}, {"./", model}, {folder + "/", model.parent_path()}, {"../" + folder + "/.", model}}) {
+    Server server({"--model", spelled, "--threads", "1"}, cwd);
+    ASSERT_NE(server.port(), 0) << spelled;
+    const HttpReply listed = http_exchange(server.port(), "GET /v1/models HTTP/1.1\r\n\r\n");
+    ASSERT_EQ(listed.status, 200) << listed.body;
+    EXPECT_EQ(json::parse(listed.body).at("data")[0].at("id"), folder) << spelled;
+    const std::string body = R"({"model": ")" + folder + R"(", "prompt": "a", "max_tokens": 1})";
+    EXPECT_EQ(post(server.port(), "/v1/completions", body).status, 200) << spelled;
   }
 }
 
