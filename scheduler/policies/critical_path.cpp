@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
+
+#include "scheduler/validator.h"
 
 namespace tilefire {
 
@@ -11,9 +14,25 @@ void CriticalPathPolicy::place(Program& program, uint32_t workers) const {
   program.queues.assign(workers, {});
   const uint32_t n = uint32_t(program.tasks.size());
   const TaskGraph graph = task_graph(program);
+  // The tasks in an order where each comes after every task it waits on (Kahn's): a compiled program's
+  // ids are one, a hand-made program's need not be. Placement runs before the validator, so a cycle is
+  // refused here.
+  std::vector<uint32_t> order;
+  order.reserve(n);
+  std::vector<uint64_t> waiting(n);  // edges into the task (one per event and signaller)
+  for (uint32_t t = 0; t < n; ++t)
+    if ((waiting[t] = graph.predecessor_count(t)) == 0) order.push_back(t);
+  for (size_t i = 0; i < order.size(); ++i)
+    graph.for_each_successor(order[i], [&](uint32_t s) {
+      if (--waiting[s] == 0) order.push_back(s);
+    });
+  if (order.size() < n)
+    throw ProgramError("critical-path placement: " + std::to_string(n - order.size()) + " of the program's " + std::to_string(n) +
+                       " tasks wait on one another in a cycle of events, so none of them can ever run");
   std::vector<double> cost(n), priority(n);
   for (uint32_t t = 0; t < n; ++t) cost[t] = estimated_task_cost(program, t);
-  for (uint32_t t = n; t-- > 0;) {  // task ids are topological: successors come later
+  for (size_t i = n; i-- > 0;) {  // successors first
+    const uint32_t t = order[i];
     double longest = 0;
     graph.for_each_successor(t, [&](uint32_t s) { longest = std::max(longest, priority[s]); });
     priority[t] = cost[t] + longest;

@@ -62,7 +62,9 @@ void LocalityPolicy::place(Program& program, uint32_t workers) const {
     for (uint32_t t = node.first_task; t < node.first_task + node.task_count; ++t) node_cost += estimated_task_cost(program, t);
     // Locality may not unbalance the node: a worker is a candidate while its share stays within 10% of
     // an even split (after an all-to-all boundary every worker holds some input, and the majority alone
-    // would pile the whole node onto one worker).
+    // would pile the whole node onto one worker). A worker without a tile of the node yet is always one:
+    // a node of fewer tiles than workers has a share below one tile, and would otherwise be placed by
+    // rotation alone, its tiles away from their inputs.
     const double share = node_cost / workers * 1.1;
     for (uint32_t t = node.first_task; t < node.first_task + node.task_count; ++t) {
       const double cost = estimated_task_cost(program, t);
@@ -71,7 +73,7 @@ void LocalityPolicy::place(Program& program, uint32_t workers) const {
       uint32_t best = workers;
       for (uint32_t i = 0; i < workers; ++i) {
         const uint32_t w = (rotation + i) % workers;
-        if (load[w] + cost > share) continue;
+        if (load[w] > 0 && load[w] + cost > share) continue;
         if (best == workers || votes[w] > votes[best] || (votes[w] == votes[best] && load[w] < load[best])) best = w;
       }
       if (best == workers) best = least_loaded(load, rotation);  // every worker is at its share

@@ -8,23 +8,27 @@
 #include "ops/noop.h"
 #include "scheduler/policy.h"
 #include "scheduler/simulator.h"
+#include "scheduler/validator.h"
 
 namespace tilefire::testing {
 namespace {
 
 // Noop tasks, one node per entry of `node_tasks`; task t of node n waits on the done event of every node
-// in `depends[n]`. Events: one per node, signalled by all its tasks.
-Program layered_program(const std::vector<uint32_t>& node_tasks, const std::vector<std::vector<uint32_t>>& depends) {
+// in `depends[n]`. Events: one per node, signalled by all its tasks. A task of node n is `widths[n]`
+// units wide (1 when not given), which is what the policies' estimated cost counts.
+Program layered_program(const std::vector<uint32_t>& node_tasks, const std::vector<std::vector<uint32_t>>& depends,
+                        const std::vector<uint32_t>& widths = {}) {
   Program p;
   for (uint32_t n = 0; n < node_tasks.size(); ++n) {
-    NodeDesc node{OpParams::make(OpCode::noop, 0, NoopParams{node_tasks[n]}), uint32_t(p.tasks.size()), node_tasks[n], n};
+    const uint32_t width = n < widths.size() ? widths[n] : 1;
+    NodeDesc node{OpParams::make(OpCode::noop, 0, NoopParams{node_tasks[n] * width}), uint32_t(p.tasks.size()), node_tasks[n], n};
     p.events.push_back({node_tasks[n]});
     for (uint32_t i = 0; i < node_tasks[n]; ++i) {
       TaskDesc t;
       t.op = OpCode::noop;
       t.node = n;
-      t.tile_begin = i;
-      t.tile_end = i + 1;
+      t.tile_begin = i * width;
+      t.tile_end = (i + 1) * width;
       t.tile_index = i;
       t.wait_begin = uint32_t(p.waits.size());
       for (uint32_t d : depends[n]) p.waits.push_back(d);
@@ -68,6 +72,44 @@ TEST(Simulator, ForkJoinOverAsManyWorkersAsBranches) {
   std::vector<double> times{10, 100, 100, 100, 100, 10};
   for (const PlacementPolicy* policy : all_policies())
     EXPECT_DOUBLE_EQ(makespan(fork_join, std::string(policy->name()), 4, times, 5), 130) << policy->name();
+}
+
+// More tasks than workers, of two widths: four short tasks (50) beside a chain of two long ones (100
+// each), on 2 workers. At best one worker runs the chain (200 + a signal) while the other runs the short
+// tasks (200): critical-path finds that. A placement that leaves the chain's second task behind short
+// ones (round-robin: tasks 0, 2, 4 and 1, 3, 5) takes a whole task longer.
+TEST(Simulator, CriticalPathRunsTheLongestChainFirst) {
+  const Program p = layered_program({4, 1, 1}, {{}, {}, {1}}, {1, 2, 2});  // estimated costs 1:2:2, as the times
+  const std::vector<double> times{50, 50, 50, 50, 100, 100};
+  EXPECT_DOUBLE_EQ(makespan(p, "critical-path", 2, times, 5), 200 + 5);
+  EXPECT_DOUBLE_EQ(makespan(p, "round-robin", 2, times, 5), 200 + 5 + 100);
+}
+
+// A chain of one-task nodes: locality keeps each task on the worker that ran the task it waits on, however
+// few tasks a node has beside the workers.
+TEST(Simulator, LocalityKeepsAChainOnOneWorker) {
+  std::vector<std::vector<uint32_t>> depends{{}};
+  for (uint32_t n = 1; n < 6; ++n) depends.push_back({n - 1});
+  Program chain = layered_program(std::vector<uint32_t>(6, 1), depends);
+  find_policy("locality")->place(chain, 3);
+  ASSERT_EQ(chain.queues.size(), 3u);
+  EXPECT_EQ(chain.queues[0], (std::vector<uint32_t>{0, 1, 2, 3, 4, 5}));
+  // Two consumers of one producer: the first beside it, the second on another worker (the node's share).
+  Program fork = layered_program({1, 2}, {{}, {0}});
+  find_policy("locality")->place(fork, 2);
+  EXPECT_EQ(fork.queues[0], (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(fork.queues[1], (std::vector<uint32_t>{2}));
+}
+
+// Placement runs before the validator: a cycle of events is refused by name, not simulated forever.
+TEST(Simulator, CriticalPathRefusesACycle) {
+  Program cycle = layered_program({1, 1, 1}, {{}, {2}, {1}});
+  try {
+    find_policy("critical-path")->place(cycle, 2);
+    FAIL() << "placed a program whose tasks 1 and 2 wait on each other";
+  } catch (const ProgramError& e) {
+    EXPECT_NE(std::string(e.what()).find("2 of the program's 3 tasks wait on one another in a cycle"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Simulator, BulkSynchronousAddsABarrierPerNodeAndWaitingHidesWeights) {
