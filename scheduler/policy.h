@@ -1,9 +1,11 @@
 #pragma once
-// Placement policies: which worker runs which task, behind one interface that every executor (and the
-// simulator to come) uses. A static policy fills Program::queues, one queue per worker in an order the
+// Placement policies: which worker runs which task, behind one interface that every executor and the
+// simulator use. A static policy fills Program::queues, one queue per worker in an order the
 // validator proves deadlock-free; the dynamic policy leaves them empty and the executor hands out tasks
 // as they become ready. A new policy is one class in scheduler/policies/ plus its include and its entry in
-// scheduler/policies/policy_list.h; it then shows up in `--policy` and in the benchmarks.
+// scheduler/policies/policy_list.h; it then shows up in `--policy`, in every command's --help, in
+// `simulate --list-policies` (which the scripts that tabulate policies read) and in the tests that run
+// every policy.
 #include <cstdint>
 #include <string>
 #include <string_view>

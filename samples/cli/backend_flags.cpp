@@ -66,4 +66,14 @@ EngineOptions engine_options_of_flags(const Args& args) {
   return options;
 }
 
+std::string policy_help() {
+  std::string text = "placement policies (--policy NAME; the first is the default):\n";
+  for (const auto& [name, description] : placement_policies()) {
+    text += "  " + name;
+    text.append(name.size() < 16 ? 16 - name.size() : 1, ' ');
+    text += description + "\n";
+  }
+  return text;
+}
+
 }  // namespace tilefire::cli

@@ -12,6 +12,9 @@ namespace tilefire::cli {
 std::vector<std::string> backend_switches();  // --resident, --no-stage-weights
 std::vector<std::string> backend_valued();    // --backend, --ctas, --watchdog-ms, --cuda-device
 extern const char* const kBackendHelp;
+// The placement policies --policy takes, each with its description, from the registry (a policy added
+// in scheduler/policies/ is listed without more): the end of the --help of every command that takes it.
+std::string policy_help();
 
 // Reads the backend flags into `options`; flags of the other backend are an InputError.
 void apply_backend_flags(const Args& args, EngineOptions& options);

@@ -84,8 +84,8 @@ int bench_command(int argc, char** argv) {
         "                      [--backend cpu|cuda ...]  (cuda: dataflow, bsp and the resident kernel)\n"
         "defaults: --threads every core, --steps 8 decode steps per round (64 on cuda), --rounds 15 (5 on cuda;\n"
         "3 per sweep cell), --prompt-len 8, --bandwidth-mb 1024 (4096 on cuda; 64 to 16384), --policy balanced,\n"
-        "--granularity tile, --dtype bf16 for a preset, --seed 0\n%s",
-        kBackendHelp);
+        "--granularity tile, --dtype bf16 for a preset, --seed 0\n%s%s",
+        kBackendHelp, policy_help().c_str());
     return 0;
   }
   if (args.has("--model") && args.has("--preset")) throw InputError("tilefire bench: give --model or --preset, not both");

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "backend_flags.h"
 #include "commands.h"
 #include "tilefire/inspect.h"
 
@@ -24,7 +25,7 @@ const char* kInspectHelp = R"(usage: tilefire inspect (--model DIR | --preset NA
   --tp N, --rank R       tensor parallelism: inspect rank R's program of N
   --granularity tile|head|op  events per producer tile (default), head-wide band, or op
   --kv-splits N          split-KV attention: each KV head's positions in N tiles (1: none; default automatic)
-  --policy NAME          placement policy (default balanced)
+  --policy NAME          placement policy (the policies are listed at the end)
   --device NAME          device model for the modelled time: h100, h200 (default), b200
   --workers N            workers the program is placed for (default: the device's SMs)
   --tokens N             tokens per step (default 1: a decode step)
@@ -42,6 +43,7 @@ int inspect_command(int argc, char** argv) {
   args.parse(argc, argv, 2);
   if (args.has("--help")) {
     std::fputs(kInspectHelp, stdout);
+    std::fputs(policy_help().c_str(), stdout);
     return 0;
   }
   if (args.has("--model") && args.has("--preset")) throw InputError("tilefire inspect: give --model DIR or --preset NAME, not both");

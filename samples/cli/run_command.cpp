@@ -55,8 +55,7 @@ const char* kRunHelp = R"(usage: tilefire run [--model DIR] [flags]
                          others print nothing)
   --tp-timeout-ms N      a collective waiting longer for a peer stops with an error naming it (default 10000)
   --schedule dataflow|bsp
-  --policy NAME          placement of tasks on workers: balanced (default), round-robin,
-                         critical-path, locality, dynamic (one ready queue)
+  --policy NAME          placement of tasks on workers (the policies are listed at the end)
   --granularity G        events per producer tile (tile, default), per head-wide band (head), or per op
   --max-context N        KV-cache positions (default min(model, 4096))
   --kv-splits N          split-KV attention at decode: each KV head's positions in N tiles, then a merge
@@ -101,6 +100,7 @@ int run_command(int argc, char** argv) {
     std::fputs(kSamplingHelp, stdout);
     std::fputs(kSpeculationHelp, stdout);
     std::fputs(kBackendHelp, stdout);
+    std::fputs(policy_help().c_str(), stdout);
     return 0;
   }
   if (args.has("--prompt") && args.has("--prompt-tokens"))

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "backend_flags.h"
 #include "commands.h"
 #include "tilefire/simulate.h"
 
@@ -32,7 +33,8 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
                    shared_memory_bytes per worker, where a GPU's weight stages are fitted beside the
                    tiles; flops may be one peak or one per dtype, {"bf16": ..., "f32": ...})
   --threads N      the cpu device's workers (default: every core)
-  --policy NAME    placement policy (default balanced)
+  --policy NAME    placement policy (the policies are listed at the end)
+  --list-policies  print the policies' names, one a line, and nothing else (for scripts)
   --granularity G  events per producer tile (tile, default), head-wide band (head), or op
   --kv-splits N    split-KV attention: each KV head's positions in N tiles (1: none; default automatic)
   --tp N, --rank R tensor parallelism: simulate rank R's program of N
@@ -51,12 +53,17 @@ const char* kSimulateHelp = R"(usage: tilefire simulate (--model DIR | --preset 
 }  // namespace
 
 int simulate_command(int argc, char** argv) {
-  Args args("simulate", {"--json", "--help"},
+  Args args("simulate", {"--json", "--help", "--list-policies"},
             {"--model", "--preset", "--dtype", "--device", "--threads", "--policy", "--granularity", "--kv-splits", "--tp", "--rank", "--batch", "--context",
              "--trace", "--fit-trace", "--fit-out"});
   args.parse(argc, argv, 2);
   if (args.has("--help")) {
     std::fputs(kSimulateHelp, stdout);
+    std::fputs(policy_help().c_str(), stdout);
+    return 0;
+  }
+  if (args.has("--list-policies")) {
+    for (const auto& [name, description] : placement_policies()) std::printf("%s\n", name.c_str());
     return 0;
   }
   if (args.has("--model") && args.has("--preset")) throw InputError("tilefire simulate: give --model DIR or --preset NAME, not both");

@@ -8,7 +8,7 @@ namespace tilefire {
 class LocalityPolicy final : public PlacementPolicy {
  public:
   std::string_view name() const override { return "locality"; }
-  std::string_view description() const override { return "each tile on the worker that produced most of its input"; }
+  std::string_view description() const override { return "each tile on the worker that ran most of the tiles it waits on"; }
   void place(Program& program, uint32_t workers) const override;
 };
 

@@ -29,7 +29,8 @@ class Draw {
 void draw_schedule(Draw& draw, EngineOptions& o) {
   o.threads = draw.in(1, 3);
   o.schedule = draw.coin() ? Schedule::bsp : Schedule::dataflow;
-  o.policy = draw.pick<std::string>({"balanced", "round-robin", "critical-path", "locality", "dynamic"});
+  const auto policies = placement_policies();  // every registered policy, a new one too
+  o.policy = policies[draw.in(0, uint32_t(policies.size()) - 1)].first;
   o.granularity = draw.pick({Granularity::tile, Granularity::head, Granularity::op});
   if (o.tp > 1) {
     o.threads = std::max(o.threads, o.tp);

@@ -14,9 +14,32 @@
 
 #include "tests/common/cli_runner.h"
 #include "tests/common/test_models.h"
+#include "tilefire/engine.h"
 
 namespace tilefire::testing {
 namespace {
+
+// The registry is the one list of policies: `simulate --list-policies` prints its names in order (the
+// scripts that tabulate policies read it), and every command that takes --policy lists each with its
+// description at the end of its --help.
+TEST(CliSimulate, ThePoliciesListedAreTheRegistrys) {
+  const auto policies = placement_policies();
+  ASSERT_GE(policies.size(), 5u);
+  std::string names;
+  for (const auto& [name, description] : policies) names += name + "\n";
+  const RunResult listed = run_cli({"simulate", "--list-policies"});
+  ASSERT_EQ(listed.status, 0) << describe(listed);
+  EXPECT_EQ(listed.out, names);
+  for (const std::string command : {"run", "bench", "simulate", "inspect"}) {
+    const RunResult help = run_cli({command, "--help"});
+    ASSERT_EQ(help.status, 0) << describe(help);
+    const size_t section = help.out.find("placement policies (--policy NAME; the first is the default):");
+    ASSERT_NE(section, std::string::npos) << command << ":\n" << help.out;
+    for (const auto& [name, description] : policies)
+      EXPECT_NE(help.out.find("  " + name + std::string(16 - name.size(), ' ') + description + "\n", section), std::string::npos)
+          << command << ": " << name;
+  }
+}
 
 // tilefire simulate: the report's keys, a device description from a file, the trace in the run's format,
 // and the bound never above the predicted step.

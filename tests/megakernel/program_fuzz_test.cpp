@@ -25,6 +25,7 @@
 #include "megakernel/cpu/cpu_executor.h"
 #include "ops/noop.h"
 #include "scheduler/cost_model.h"
+#include "scheduler/policy.h"
 #include "scheduler/simulator.h"
 #include "scheduler/validator.h"
 #include "tests/common/input_mutator.h"
@@ -165,7 +166,8 @@ TEST(ProgramFuzz, TheValidatorRefusesOrTheProgramRunsToTheEnd) {
   std::vector<Base> bases;
   const ModelSpec spec = preset_spec("tiny", DType::bf16);
   std::mt19937 draw(11);
-  for (const char* policy : {"balanced", "round-robin", "critical-path", "locality", "dynamic"})
+  for (const PlacementPolicy* registered : all_policies()) {
+    const std::string policy(registered->name());
     for (EventGranularity granularity : {EventGranularity::tile, EventGranularity::head, EventGranularity::op})
       for (uint32_t tokens : {1u, 5u}) {
         CompileOptions options;
@@ -177,10 +179,11 @@ TEST(ProgramFuzz, TheValidatorRefusesOrTheProgramRunsToTheEnd) {
         options.kv_splits = tokens == 1 ? 1 + draw() % 2 : 1;
         Program program = as_noops(compile_model(spec, options));
         ASSERT_NO_THROW(validate_program(program)) << policy;
-        bases.push_back({std::move(program), std::string(policy) + ", " + std::to_string(options.workers) + " workers, " +
+        bases.push_back({std::move(program), policy + ", " + std::to_string(options.workers) + " workers, " +
                                                  std::to_string(tokens) + " tokens, granularity " + std::to_string(int(granularity)) +
                                                  ", kv-splits " + std::to_string(options.kv_splits)});
       }
+  }
   std::map<uint32_t, std::unique_ptr<CpuExecutor>> executors;
   Watchdog watchdog(std::chrono::seconds(60));
   uint64_t accepted = 0;

@@ -33,7 +33,7 @@ TEST(ScheduleStress, LogitsBitwiseIdenticalAcrossWorkersQueuesSchedulesAndDelays
   base.threads = 1;
   const auto expected = run_steps(base);
   for (uint32_t workers : {1u, 2u, 3u, 5u, 8u})
-    for (const char* policy : {"balanced", "round-robin", "critical-path", "locality", "dynamic"})
+    for (const auto& [policy, description] : placement_policies())  // every registered policy
       for (Schedule schedule : {Schedule::dataflow, Schedule::bsp})
         for (uint32_t delay_us : {0u, 40u}) {
           EngineOptions options;

@@ -53,7 +53,7 @@ struct EngineOptions {
                              // mpirun's variables say which (cuda: over NCCL)
   uint32_t tp_timeout_ms = 10000;  // a collective waiting longer for a peer stops with a TransportError
   Schedule schedule = Schedule::dataflow;
-  std::string policy;  // placement policy: balanced (default), round-robin, critical-path, locality, dynamic
+  std::string policy;  // placement policy: a name placement_policies() lists; empty: the first, balanced
   Granularity granularity = Granularity::tile;
   uint32_t max_context = 0;  // KV cache positions; 0: min(model's max_position_embeddings, 4096)
   // Sequences the KV cache holds at once (max_context positions each, a sliding layer's ring fewer), decoded together by
