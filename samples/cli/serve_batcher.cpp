@@ -26,9 +26,10 @@ uint32_t Batcher::widest_step() const {
   return widest_;
 }
 
-GenerateResult Batcher::run(const GenerateRequest& request) {
+GenerateResult Batcher::run(const GenerateRequest& request, std::function<bool()> abandoned) {
   Job job;
   job.request = &request;
+  job.abandoned = std::move(abandoned);
   std::unique_lock<std::mutex> lock(mutex_);
   waiting_.push_back(&job);
   wake_.notify_all();
@@ -54,7 +55,7 @@ std::exception_ptr own_copy(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const http::Error& e) {
-    return std::make_exception_ptr(http::Error{e.status, e.message});
+    return std::make_exception_ptr(http::Error(e));
   } catch (const SequenceError& e) {
     return std::make_exception_ptr(SequenceError(e.sequence, e.what()));
   } catch (const InputError& e) {
@@ -85,8 +86,22 @@ void Batcher::fail_all(std::vector<Job*>& live, const std::exception_ptr& error)
   live.clear();
 }
 
+void Batcher::take_out_abandoned(std::vector<Job*>& live) {
+  for (size_t k = 0; k < live.size();) {
+    Job& job = *live[k];
+    if (!job.abandoned || !job.abandoned()) {
+      ++k;
+      continue;
+    }
+    job.result = engine_.remove_sequence(job.id);  // unfinished: "stopped"
+    live.erase(live.begin() + ptrdiff_t(k));
+    finish(job);
+  }
+}
+
 void Batcher::loop() {
   std::vector<Job*> live;
+  auto checked_abandoned_at = std::chrono::steady_clock::now();
   auto take_out_finished = [&] {
     for (size_t k = 0; k < live.size();) {
       Job& job = *live[k];
@@ -116,6 +131,12 @@ void Batcher::loop() {
         fail(*job, refusal);
         continue;
       }
+      if (job->abandoned && job->abandoned()) {  // its client left while it waited: nothing is run for it
+        job->result.prompt_tokens = job->request->prompt;
+        job->result.finish_reason = "stopped";
+        finish(*job);
+        continue;
+      }
       try {
         // Prefills it and takes its first token, or (--prefill-chunks) leaves that to the steps.
         job->id = engine_.add_sequence(*job->request);
@@ -125,6 +146,10 @@ void Batcher::loop() {
       }
     }
     take_out_finished();  // those that ended at their first token
+    if (const auto now = std::chrono::steady_clock::now(); now - checked_abandoned_at >= kCheckAbandonedEvery) {
+      checked_abandoned_at = now;
+      take_out_abandoned(live);
+    }
     if (live.empty()) continue;
     {
       std::lock_guard<std::mutex> lock(mutex_);

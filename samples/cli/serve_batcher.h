@@ -3,6 +3,7 @@
 // connection threads join the batch as sequences free (Engine::add_sequence), every step decodes one token
 // of each, and a request's thread waits for its result. The request's callbacks run on the batch's thread
 // while its own thread waits, so what they touch needs no lock of its own.
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -26,13 +27,21 @@ class Batcher {
   Batcher& operator=(const Batcher&) = delete;
 
   // Runs `request` in the batch and returns its result; throws what adding it or a step threw.
-  GenerateResult run(const GenerateRequest& request);
+  // `abandoned` (on the batch's thread: its client left, or the server stops) is asked before the request
+  // joins, and every kCheckAbandonedEvery while it is in: an abandoned request ends "stopped" there, a
+  // waiting one not run at all, one still prefilling its prompt cut short. (Its stop_when ends it too,
+  // but is asked only as each token is taken: a long prompt's prefill, or a wait for a free sequence,
+  // would run or hold on for a client that has gone.)
+  GenerateResult run(const GenerateRequest& request, std::function<bool()> abandoned = nullptr);
   // The most sequences one step has decoded so far.
   uint32_t widest_step() const;
 
  private:
+  static constexpr std::chrono::milliseconds kCheckAbandonedEvery{20};  // each check is a poll of the socket
+
   struct Job {
     const GenerateRequest* request = nullptr;
+    std::function<bool()> abandoned;
     uint64_t id = 0;  // its sequence in the engine
     GenerateResult result;
     std::exception_ptr error;
@@ -44,6 +53,8 @@ class Batcher {
   void fail(Job& job, const std::exception_ptr& error);
   // Every live request gets `error`, its sequence taken out.
   void fail_all(std::vector<Job*>& live, const std::exception_ptr& error);
+  // Takes out the live requests whose `abandoned` says so, each ending "stopped" with what it has.
+  void take_out_abandoned(std::vector<Job*>& live);
 
   Engine& engine_;
   const uint32_t sequences_;

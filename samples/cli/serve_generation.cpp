@@ -130,10 +130,12 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
     if (writer && !piece.empty()) add_event(*writer, streamed->event(piece));
     if (!writer && by_pieces) shown_text += piece;
   };
-  request.stop_when = [&](const std::vector<int32_t>&) {
+  // Whether the client has left: its stream's writes gave up, or its side of the connection closed.
+  auto client_left = [&] {
     client_gone = client_gone || (writer && writer->gone()) || http::peer_closed(fd);
-    return client_gone || stopping.load() || (stop_text && stop_text->stopped());
+    return client_gone;
   };
+  request.stop_when = [&](const std::vector<int32_t>&) { return client_left() || stopping.load() || (stop_text && stop_text->stopped()); };
   // The request's allowed_token_ids (set by its parser), kept beside a format's constraint: a token must be
   // allowed by both.
   std::function<void(const std::vector<int32_t>&, std::vector<uint8_t>&)> only = std::move(request.allowed_tokens);
@@ -161,18 +163,21 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
       for (size_t t = 0; t < allowed.size(); ++t) allowed[t] = allowed[t] && listed[t];
     };
   }
-  // max_tokens 0 with nothing to score runs nothing (generate() returns at once; a batch would refuse it).
-  auto nothing_run = [&] {
+  // max_tokens 0 with nothing to score runs nothing (generate() returns at once; a batch would refuse it),
+  // and neither does a request whose client left while it waited for its turn ("stopped").
+  auto nothing_run = [&](const char* finish_reason) {
     GenerateResult none;
     none.prompt_tokens = request.prompt;
-    none.finish_reason = "length";
+    none.finish_reason = finish_reason;
     return none;
   };
   const bool runs = request.max_new_tokens > 0 || request.prompt_logprobs > 0;
   // A choice the list leaves empty is named by the request's field (the engine names its own callback).
   auto run = [&] {
     try {
-      return served.batcher ? served.batcher->run(request) : served.engine->generate(request);
+      // The batcher asks while the request waits for a sequence and while its prompt is prefilled.
+      if (served.batcher) return served.batcher->run(request, [&] { return client_left() || stopping.load(); });
+      return client_left() ? nothing_run("stopped") : served.engine->generate(request);
     } catch (const InputError& e) {
       const std::string what = e.what(), asked = "GenerateRequest::allowed_tokens, asked for generated token ";
       const size_t at = what.find(asked);
@@ -183,7 +188,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
                        (what.find("min_new_tokens") != std::string::npos ? " while min_tokens holds back the ending tokens" : ""));
     }
   };
-  Generated generated{!runs ? nothing_run() : run(), "", false, false, {}};
+  Generated generated{!runs ? nothing_run("length") : run(), "", false, false, {}};
   if (lock.owns_lock()) lock.unlock();  // the next request's turn while this reply's last pieces are written
   const GenerateResult& result = generated.result;
   in_flight.end(result);

@@ -544,6 +544,77 @@ TEST(CliServe, AClientThatStopsReadingHoldsUpNoOtherRequest) {
 // for a supervisor to restart it, rather than answer 500 to every request while /health says ok. The
 // fault: two tensor-parallel ranks whose tasks each wait a random delay of up to 20 ms, and a collective
 // timeout of 1 ms.
+// The server's log line of the one request that was not streamed ("(N tokens, REASON)"), once it is
+// there (within 30 s); empty if it never comes.
+std::string unstreamed_request_line(const Server& server) {
+  for (int waited = 0; waited < 3000; ++waited) {
+    const std::string log = server.log();
+    for (size_t at = 0, end; (end = log.find('\n', at)) != std::string::npos; at = end + 1) {
+      const std::string line = log.substr(at, end - at);
+      if (line.find("POST /v1/completions 200 (") != std::string::npos && line.find("streamed") == std::string::npos) return line;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return "";
+}
+
+// Sends a completion request whose client leaves at once (after `linger`): it reads nothing.
+void send_and_leave(uint16_t port, const std::string& body, std::chrono::milliseconds linger) {
+  const int fd = connect_to(port);
+  ASSERT_GE(fd, 0);
+  send_text(fd, "POST /v1/completions HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  std::this_thread::sleep_for(linger);
+  ::close(fd);
+}
+
+// With --sequences, a request whose client leaves before its first token is not run on: one that waits
+// for a free sequence is dropped when its turn comes (nothing prefilled, no token), and one whose long
+// prompt is being prefilled (a chunk a step) is taken out between steps. Before, each ran until its first
+// token, the only point where its stop_when was asked.
+TEST(CliServe, ARequestWhoseClientLeftBeforeItsFirstTokenIsNotRunOn) {
+  // Each task waits up to 100 us (about 9 ms a step of the sample), so the streams below hold their
+  // sequences, and a prompt a token a step takes seconds, while the clients come and go.
+  Server server({"--threads", "1", "--sequences", "2", "--prefill-chunk", "1", "--stress-delay-us", "100"});
+  ASSERT_NE(server.port(), 0);
+  std::atomic<bool> release{false};
+  std::atomic<int> streaming{0};
+  auto hold = [&](int prompt) {
+    const int fd = connect_to(server.port());
+    ASSERT_GE(fd, 0);
+    const std::string body = R"({"prompt": [)" + std::to_string(prompt) + R"(], "max_tokens": 1000, "stream": true, "ignore_eos": true, "temperature": 0})";
+    send_text(fd, "POST /v1/completions HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+    char chunk[4096];
+    bool counted = false;
+    pollfd readable{fd, POLLIN, 0};
+    while (!release.load() && ::poll(&readable, 1, 10) >= 0) {
+      if ((readable.revents & POLLIN) && ::recv(fd, chunk, sizeof chunk, 0) <= 0) break;
+      if ((readable.revents & POLLIN) && !counted) counted = true, ++streaming;
+    }
+    ::close(fd);
+  };
+  std::thread first(hold, 9), second(hold, 10);
+  for (int waited = 0; waited < 3000 && streaming.load() < 2; ++waited) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(streaming.load(), 2) << server.log();
+  // Both sequences are taken: this request waits, and its client leaves meanwhile.
+  send_and_leave(server.port(), R"({"prompt": [8], "max_tokens": 5, "temperature": 0})", std::chrono::milliseconds(200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  release.store(true);
+  first.join();
+  second.join();
+  const std::string waited = unstreamed_request_line(server);
+  EXPECT_NE(waited.find("(0 tokens, stopped)"), std::string::npos) << "the request that waited: " << waited << "\n" << server.log();
+
+  // A prompt of 400 tokens, prefilled a token a step (seconds), whose client leaves after 300 ms.
+  Server prefilling({"--threads", "1", "--sequences", "2", "--prefill-chunk", "1", "--stress-delay-us", "100"});
+  ASSERT_NE(prefilling.port(), 0);
+  std::string prompt = "1";
+  for (int i = 2; i <= 400; ++i) prompt += "," + std::to_string(i % 200 + 1);
+  send_and_leave(prefilling.port(), R"({"prompt": [)" + prompt + R"(], "max_tokens": 5, "temperature": 0})", std::chrono::milliseconds(300));
+  const std::string cut = unstreamed_request_line(prefilling);
+  // (Run on, its prefill would take its first token seconds later: "1 tokens".)
+  EXPECT_NE(cut.find("(0 tokens, stopped)"), std::string::npos) << "the request prefilling: " << cut << "\n" << prefilling.log();
+}
+
 TEST(CliServe, AnEngineFaultStopsTheServerWithStatusThree) {
   for (const std::vector<std::string>& batching : {std::vector<std::string>{}, std::vector<std::string>{"--sequences", "2"}}) {
     SCOPED_TRACE(batching.empty() ? "requests in turn" : "--sequences 2");
