@@ -202,10 +202,14 @@ void handle_connection(Served& served, int fd) {
         status = 200;
         http::write_all(fd, json_response(200, reply));
       } else if (request.target == "/v1/responses") {  // a chat, asked and answered in the Responses' shapes
-        ResponsesStream responses_stream(body);
+        // What the Response repeats of the request is kept; the rest goes to the chat and is freed once read.
+        const json echoed = responses_echoed_fields(body);
+        ResponsesStream responses_stream(echoed);
         try {
-          serve_generation(served, fd, chat_body_of_responses_request(body), true, status, summary,
-                           [&](const json& chat_reply) { return response_of_chat_completion(chat_reply, body); }, &responses_stream);
+          json chat_body = chat_body_of_responses_request(body);
+          body = json();
+          serve_generation(served, fd, std::move(chat_body), true, status, summary,
+                           [&](const json& chat_reply) { return response_of_chat_completion(chat_reply, echoed); }, &responses_stream);
         } catch (const InputError& e) {  // refused before any reply: named as the Responses API names the field
           throw InputError(responses_field_names(e.what()));
         }

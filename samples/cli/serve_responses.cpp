@@ -292,6 +292,13 @@ json response_of_chat_completion(const json& chat_reply, const json& request) {
             {"total_tokens", usage.at("total_tokens")}}}};
 }
 
+json responses_echoed_fields(const json& request) {
+  json echoed = json::object();
+  for (const char* field : {"instructions", "max_output_tokens", "parallel_tool_calls", "temperature", "top_p", "tool_choice", "tools", "text", "metadata"})
+    if (request.contains(field)) echoed[field] = request.at(field);
+  return echoed;
+}
+
 std::string ResponsesStream::event(const std::string& type, json fields) {
   fields["type"] = type;
   fields["sequence_number"] = sequence_++;

@@ -47,6 +47,10 @@ std::string responses_field_names(const std::string& message);
 // with its call_id), "status" completed, or incomplete with the reason "max_output_tokens" where the
 // reply was cut, and usage in the Responses' names.
 nlohmann::json response_of_chat_completion(const nlohmann::json& chat_reply, const nlohmann::json& request);
+// The fields of a Responses request that its Response repeats (instructions, max_output_tokens, tools,
+// text, metadata, ...): all that response_of_chat_completion and ResponsesStream read of the request, so
+// its input (a conversation, perhaps large) need not be kept while the reply is generated.
+nlohmann::json responses_echoed_fields(const nlohmann::json& request);
 
 // A chat's stream of chunks (one choice) as the Responses API's stream of typed server-sent events
 // ("event: TYPE" and "data: {"type": TYPE, "sequence_number": k, ...}"): response.created and
@@ -59,6 +63,7 @@ nlohmann::json response_of_chat_completion(const nlohmann::json& chat_reply, con
 // call's id and name come first, before any thinking). Calls and methods may come from the generating thread and the serving one in turn.
 class ResponsesStream {
  public:
+  // `request`: the Responses request, or only its responses_echoed_fields.
   explicit ResponsesStream(nlohmann::json request) : request_(std::move(request)) {}
   // The events of one chat chunk ({"id", "created", "model", "choices": [{"delta", "finish_reason"}],
   // "usage"?}), or of an error body ({"error": {...}}: an "error" event); "" when it makes none.

@@ -293,6 +293,23 @@ TEST(ServeResponses, AStreamThatFailsEndsWithResponseFailed) {
   EXPECT_EQ(last.at("response").at("output")[0].at("content")[0].at("text"), "Hel");
 }
 
+// The server keeps only the fields a Response repeats while it generates: the Response built from them is
+// the one built from the whole request, every repeated field given or left to its default.
+TEST(ServeResponses, TheFieldsKeptAreAllTheResponseRepeats) {
+  const json chat_reply = {{"id", "chatcmpl-3"}, {"created", 5}, {"model", "m"},
+                           {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", "hi"}}}, {"finish_reason", "stop"}}}},
+                           {"usage", {{"prompt_tokens", 4}, {"completion_tokens", 1}, {"total_tokens", 5}, {"prompt_tokens_details", {{"cached_tokens", 0}}}}}};
+  const json full = {{"model", "m"}, {"input", {{{"role", "user"}, {"content", std::string(1000, 'x')}}}}, {"instructions", "be brief"},
+                     {"max_output_tokens", 9}, {"parallel_tool_calls", false}, {"temperature", 0.5}, {"top_p", 0.9},
+                     {"tool_choice", "none"}, {"tools", {{{"type", "function"}, {"name", "f"}, {"parameters", json::object()}}}},
+                     {"text", {{"format", {{"type", "json_object"}}}}}, {"metadata", {{"k", "v"}}}, {"seed", 3}, {"store", false}};
+  for (const json& request : {full, json{{"input", "x"}}}) {
+    const json echoed = cli::responses_echoed_fields(request);
+    EXPECT_FALSE(echoed.contains("input"));
+    EXPECT_EQ(cli::response_of_chat_completion(chat_reply, echoed), cli::response_of_chat_completion(chat_reply, request)) << request.dump();
+  }
+}
+
 TEST(ServeResponses, WhatItCannotDoIsRefusedByName) {
   TextModelServer served("serve-responses-refused", {});
   ASSERT_NE(served.server.port(), 0);
