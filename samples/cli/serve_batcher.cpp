@@ -86,7 +86,28 @@ void Batcher::fail_all(std::vector<Job*>& live, const std::exception_ptr& error)
   live.clear();
 }
 
+void Batcher::finish_unrun(Job& job) {
+  job.result.prompt_tokens = job.request->prompt;
+  job.result.finish_reason = "stopped";
+  finish(job);
+}
+
 void Batcher::take_out_abandoned(std::vector<Job*>& live) {
+  std::vector<Job*> dropped;
+  {
+    // Their threads wait in run() (a job leaves waiting_ only here and in loop(), both on this thread),
+    // so asking under the lock reads nothing another thread writes; each ask is a poll of a socket.
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if ((*it)->abandoned && (*it)->abandoned()) {
+        dropped.push_back(*it);
+        it = waiting_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (Job* job : dropped) finish_unrun(*job);
   for (size_t k = 0; k < live.size();) {
     Job& job = *live[k];
     if (!job.abandoned || !job.abandoned()) {
@@ -132,9 +153,7 @@ void Batcher::loop() {
         continue;
       }
       if (job->abandoned && job->abandoned()) {  // its client left while it waited: nothing is run for it
-        job->result.prompt_tokens = job->request->prompt;
-        job->result.finish_reason = "stopped";
-        finish(*job);
+        finish_unrun(*job);
         continue;
       }
       try {

@@ -27,11 +27,11 @@ class Batcher {
   Batcher& operator=(const Batcher&) = delete;
 
   // Runs `request` in the batch and returns its result; throws what adding it or a step threw.
-  // `abandoned` (on the batch's thread: its client left, or the server stops) is asked before the request
-  // joins, and every kCheckAbandonedEvery while it is in: an abandoned request ends "stopped" there, a
-  // waiting one not run at all, one still prefilling its prompt cut short. (Its stop_when ends it too,
-  // but is asked only as each token is taken: a long prompt's prefill, or a wait for a free sequence,
-  // would run or hold on for a client that has gone.)
+  // `abandoned` (on the batch's thread: its client left) is asked every kCheckAbandonedEvery while the
+  // request waits or is in, and as it joins: an abandoned request ends "stopped" there, a waiting one
+  // not run at all, one still prefilling its prompt cut short. (Its stop_when ends it too, but is asked
+  // only as each token is taken: a long prompt's prefill, or a wait for a free sequence, would run or
+  // hold on for a client that has gone.)
   GenerateResult run(const GenerateRequest& request, std::function<bool()> abandoned = nullptr);
   // The most sequences one step has decoded so far.
   uint32_t widest_step() const;
@@ -53,8 +53,11 @@ class Batcher {
   void fail(Job& job, const std::exception_ptr& error);
   // Every live request gets `error`, its sequence taken out.
   void fail_all(std::vector<Job*>& live, const std::exception_ptr& error);
-  // Takes out the live requests whose `abandoned` says so, each ending "stopped" with what it has.
+  // Takes out the live requests whose `abandoned` says so, each ending "stopped" with what it has, and
+  // drops the waiting ones whose `abandoned` says so (not run: "stopped", no token).
   void take_out_abandoned(std::vector<Job*>& live);
+  // A request dropped before it joined: its prompt, "stopped", nothing run.
+  void finish_unrun(Job& job);
 
   Engine& engine_;
   const uint32_t sequences_;

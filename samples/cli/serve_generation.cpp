@@ -55,6 +55,9 @@ struct Generated {
   std::string text;
   bool cut_short = false;
   bool stream_broken = false;  // a streamed reply's writer gave the client up: pieces of it never went out
+  // Its client left (closed its side, or its stream's writes gave up): the generation may have been cut
+  // anywhere, before its prompt was scored too, and nothing reads its reply.
+  bool client_left = false;
   // With --reasoning-parser: what each token added to the reply's text (markers written, before stop
   // strings cut it; what a stream held to the end goes with the last), for the usage's count of thinking.
   std::vector<std::string> token_texts;
@@ -175,8 +178,10 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   // A choice the list leaves empty is named by the request's field (the engine names its own callback).
   auto run = [&] {
     try {
-      // The batcher asks while the request waits for a sequence and while its prompt is prefilled.
-      if (served.batcher) return served.batcher->run(request, [&] { return client_left() || stopping.load(); });
+      // The batcher asks while the request waits for a sequence and while its prompt is prefilled. (Not
+      // whether the server stops: a request waiting then is refused with 503, and one being prefilled
+      // ends at its first token, as every generation in flight.)
+      if (served.batcher) return served.batcher->run(request, client_left);
       return client_left() ? nothing_run("stopped") : served.engine->generate(request);
     } catch (const InputError& e) {
       const std::string what = e.what(), asked = "GenerateRequest::allowed_tokens, asked for generated token ";
@@ -191,6 +196,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
   Generated generated{!runs ? nothing_run("length") : run(), "", false, false, {}};
   if (lock.owns_lock()) lock.unlock();  // the next request's turn while this reply's last pieces are written
   const GenerateResult& result = generated.result;
+  generated.client_left = client_gone;
   in_flight.end(result);
   generated.cut_short = result.finish_reason == "stopped" && stopping.load() && !(stop_text && stop_text->stopped());
   // What the stream held to the end: unfinished characters, and an ending token's text where it did not end the reply.
@@ -381,7 +387,7 @@ void serve_generation(Served& served, int fd, json request_body, bool chat, int&
       json reply_choice = choice(i, message, finish_reason, false);
       if (parsed.logprobs) {
         ReplyLogprobs logprobs(chat, parsed.top_logprobs, parsed.prompts[i / per_prompt], text_of);
-        if (parsed.echo) logprobs.add_prompt(generated[i].result);
+        if (parsed.echo && !generated[i].client_left) logprobs.add_prompt(generated[i].result);
         logprobs.add_all(generated[i].result);
         reply_choice["logprobs"] = logprobs.take();
       }
@@ -459,7 +465,8 @@ void serve_generation(Served& served, int fd, json request_body, bool chat, int&
       if (logprobs[i]) {
         GenerateRequest scoring = request_of(i);
         scoring.max_new_tokens = 0;
-        logprobs[i]->add_prompt(generate(served, fd, scoring, {}, nullptr, ReplyFormat{}, nullptr, nullptr).result);
+        const Generated scored = generate(served, fd, scoring, {}, nullptr, ReplyFormat{}, nullptr, nullptr);
+        if (!scored.client_left) logprobs[i]->add_prompt(scored.result);
       }
       streamed[i].write(streamed[i].event(echoed[i / per_prompt]));
     };

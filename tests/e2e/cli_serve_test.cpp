@@ -539,11 +539,6 @@ TEST(CliServe, AClientThatStopsReadingHoldsUpNoOtherRequest) {
   EXPECT_EQ(server.stop(), 0) << log;
 }
 
-// A device or transport fault leaves the engine refusing every later step (errors.h): the request fails
-// 500 naming it, and the server stops by itself with exit status 3 (as the other commands exit on one),
-// for a supervisor to restart it, rather than answer 500 to every request while /health says ok. The
-// fault: two tensor-parallel ranks whose tasks each wait a random delay of up to 20 ms, and a collective
-// timeout of 1 ms.
 // The server's log line of the one request that was not streamed ("(N tokens, REASON)"), once it is
 // there (within 30 s); empty if it never comes.
 std::string unstreamed_request_line(const Server& server) {
@@ -558,7 +553,7 @@ std::string unstreamed_request_line(const Server& server) {
   return "";
 }
 
-// Sends a completion request whose client leaves at once (after `linger`): it reads nothing.
+// Sends a completion request whose client leaves after `linger`, having read nothing.
 void send_and_leave(uint16_t port, const std::string& body, std::chrono::milliseconds linger) {
   const int fd = connect_to(port);
   ASSERT_GE(fd, 0);
@@ -567,20 +562,17 @@ void send_and_leave(uint16_t port, const std::string& body, std::chrono::millise
   ::close(fd);
 }
 
-// With --sequences, a request whose client leaves before its first token is not run on: one that waits
-// for a free sequence is dropped when its turn comes (nothing prefilled, no token), and one whose long
-// prompt is being prefilled (a chunk a step) is taken out between steps. Before, each ran until its first
-// token, the only point where its stop_when was asked.
-TEST(CliServe, ARequestWhoseClientLeftBeforeItsFirstTokenIsNotRunOn) {
-  // Each task waits up to 100 us (about 9 ms a step of the sample), so the streams below hold their
-  // sequences, and a prompt a token a step takes seconds, while the clients come and go.
-  Server server({"--threads", "1", "--sequences", "2", "--prefill-chunk", "1", "--stress-delay-us", "100"});
-  ASSERT_NE(server.port(), 0);
+// `holders` streams hold the engine (every sequence, or its turn) while a request (`body`) whose client
+// leaves waits behind them; the log line of that request, once they are let go.
+std::string line_of_a_request_left_waiting(const std::vector<std::string>& server_flags, int holders,
+                                           const std::string& body = R"({"prompt": [8], "max_tokens": 5, "temperature": 0})") {
+  Server server(server_flags);
+  if (server.port() == 0) return "the server did not start: " + server.log();
   std::atomic<bool> release{false};
   std::atomic<int> streaming{0};
   auto hold = [&](int prompt) {
     const int fd = connect_to(server.port());
-    ASSERT_GE(fd, 0);
+    if (fd < 0) return;
     const std::string body = R"({"prompt": [)" + std::to_string(prompt) + R"(], "max_tokens": 1000, "stream": true, "ignore_eos": true, "temperature": 0})";
     send_text(fd, "POST /v1/completions HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
     char chunk[4096];
@@ -592,29 +584,56 @@ TEST(CliServe, ARequestWhoseClientLeftBeforeItsFirstTokenIsNotRunOn) {
     }
     ::close(fd);
   };
-  std::thread first(hold, 9), second(hold, 10);
-  for (int waited = 0; waited < 3000 && streaming.load() < 2; ++waited) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_EQ(streaming.load(), 2) << server.log();
-  // Both sequences are taken: this request waits, and its client leaves meanwhile.
-  send_and_leave(server.port(), R"({"prompt": [8], "max_tokens": 5, "temperature": 0})", std::chrono::milliseconds(200));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::vector<std::thread> holding;
+  for (int h = 0; h < holders; ++h) holding.emplace_back(hold, 9 + h);
+  for (int waited = 0; waited < 3000 && streaming.load() < holders; ++waited) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const bool held = streaming.load() == holders;
+  if (held) {
+    send_and_leave(server.port(), body, std::chrono::milliseconds(200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   release.store(true);
-  first.join();
-  second.join();
-  const std::string waited = unstreamed_request_line(server);
-  EXPECT_NE(waited.find("(0 tokens, stopped)"), std::string::npos) << "the request that waited: " << waited << "\n" << server.log();
+  for (std::thread& thread : holding) thread.join();
+  return held ? unstreamed_request_line(server) : "the holding streams did not start: " + server.log();
+}
 
-  // A prompt of 400 tokens, prefilled a token a step (seconds), whose client leaves after 300 ms.
-  Server prefilling({"--threads", "1", "--sequences", "2", "--prefill-chunk", "1", "--stress-delay-us", "100"});
+// A request whose client leaves before its first token is not run on: one that waits for its turn or
+// for a free sequence is dropped (nothing prefilled, no token), and one whose long prompt is being
+// prefilled (a chunk a step) is taken out between steps. Before, each ran until its first token, the only
+// point where its stop_when was asked ("1 tokens").
+TEST(CliServe, ARequestWhoseClientLeftBeforeItsFirstTokenIsNotRunOn) {
+  // Each task waits up to 100 us (about 9 ms a step of the sample), so the streams hold the engine, and a
+  // prompt prefilled a token a step takes seconds, while the clients come and go.
+  const std::vector<std::string> slow = {"--threads", "1", "--stress-delay-us", "100"};
+  // In turn: the request waits for the engine's turn.
+  std::string line = line_of_a_request_left_waiting(slow, 1);
+  EXPECT_NE(line.find("(0 tokens, stopped)"), std::string::npos) << "in turn: " << line;
+  // An echo with logprobs, whose prompt was never scored, is no reply's fault (it was a 500).
+  line = line_of_a_request_left_waiting(slow, 1, R"({"prompt": [8, 9, 10], "max_tokens": 5, "echo": true, "logprobs": 1})");
+  EXPECT_NE(line.find("(0 tokens, stopped)"), std::string::npos) << "in turn, echoed with logprobs: " << line;
+  // Batched, a prompt prefilled whole as it joins (--prefill-chunks 0): only the check as it joins stops it.
+  std::vector<std::string> batched = slow;
+  for (const char* flag : {"--sequences", "2", "--prefill-chunks", "0"}) batched.push_back(flag);
+  line = line_of_a_request_left_waiting(batched, 2);
+  EXPECT_NE(line.find("(0 tokens, stopped)"), std::string::npos) << "batched: " << line;
+
+  // A prompt of 400 tokens prefilled a token a step (seconds), whose client leaves after 300 ms.
+  std::vector<std::string> chunked = slow;
+  for (const char* flag : {"--sequences", "2", "--prefill-chunk", "1"}) chunked.push_back(flag);
+  Server prefilling(chunked);
   ASSERT_NE(prefilling.port(), 0);
   std::string prompt = "1";
   for (int i = 2; i <= 400; ++i) prompt += "," + std::to_string(i % 200 + 1);
   send_and_leave(prefilling.port(), R"({"prompt": [)" + prompt + R"(], "max_tokens": 5, "temperature": 0})", std::chrono::milliseconds(300));
-  const std::string cut = unstreamed_request_line(prefilling);
-  // (Run on, its prefill would take its first token seconds later: "1 tokens".)
-  EXPECT_NE(cut.find("(0 tokens, stopped)"), std::string::npos) << "the request prefilling: " << cut << "\n" << prefilling.log();
+  line = unstreamed_request_line(prefilling);
+  EXPECT_NE(line.find("(0 tokens, stopped)"), std::string::npos) << "prefilling: " << line << "\n" << prefilling.log();
 }
 
+// A device or transport fault leaves the engine refusing every later step (errors.h): the request fails
+// 500 naming it, and the server stops by itself with exit status 3 (as the other commands exit on one),
+// for a supervisor to restart it, rather than answer 500 to every request while /health says ok. The
+// fault: two tensor-parallel ranks whose tasks each wait a random delay of up to 20 ms, and a collective
+// timeout of 1 ms.
 TEST(CliServe, AnEngineFaultStopsTheServerWithStatusThree) {
   for (const std::vector<std::string>& batching : {std::vector<std::string>{}, std::vector<std::string>{"--sequences", "2"}}) {
     SCOPED_TRACE(batching.empty() ? "requests in turn" : "--sequences 2");
