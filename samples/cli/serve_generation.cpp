@@ -193,7 +193,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
                        (what.find("min_new_tokens") != std::string::npos ? " while min_tokens holds back the ending tokens" : ""));
     }
   };
-  Generated generated{!runs ? nothing_run("length") : run(), "", false, false, {}};
+  Generated generated{!runs ? nothing_run("length") : run(), "", false, false, false, {}};
   if (lock.owns_lock()) lock.unlock();  // the next request's turn while this reply's last pieces are written
   const GenerateResult& result = generated.result;
   generated.client_left = client_gone;
