@@ -51,8 +51,8 @@ void add_event(StreamWriter& writer, std::string event) {
 // `streamed`, returns the whole text, cut at a stop string. Also says whether the server's stopping cut
 // the generation short.
 struct Generated {
-  GenerateResult result;
-  std::string text;
+  GenerateResult result{};
+  std::string text{};
   bool cut_short = false;
   bool stream_broken = false;  // a streamed reply's writer gave the client up: pieces of it never went out
   // Its client left (closed its side, or its stream's writes gave up): the generation may have been cut
@@ -60,7 +60,7 @@ struct Generated {
   bool client_left = false;
   // With --reasoning-parser: what each token added to the reply's text (markers written, before stop
   // strings cut it; what a stream held to the end goes with the last), for the usage's count of thinking.
-  std::vector<std::string> token_texts;
+  std::vector<std::string> token_texts{};
 };
 Generated generate(Served& served, int fd, GenerateRequest request, const std::vector<std::string>& stops,
                    const StreamedReply* streamed, const ReplyFormat& reply_format, const ThinkingTokens* thinking,
@@ -193,7 +193,7 @@ Generated generate(Served& served, int fd, GenerateRequest request, const std::v
                        (what.find("min_new_tokens") != std::string::npos ? " while min_tokens holds back the ending tokens" : ""));
     }
   };
-  Generated generated{!runs ? nothing_run("length") : run(), "", false, false, false, {}};
+  Generated generated{.result = !runs ? nothing_run("length") : run()};
   if (lock.owns_lock()) lock.unlock();  // the next request's turn while this reply's last pieces are written
   const GenerateResult& result = generated.result;
   generated.client_left = client_gone;
